@@ -1,0 +1,118 @@
+# isc-broker build. `make` builds bin/isc, bin/iscd and bin/toml-decode;
+# `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
+# and runs every test; `make deps` installs the Debian packages needed.
+
+PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3
+CC      ?= cc
+SAN     ?= 0
+BUILD   ?= build/release
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wno-missing-field-initializers -pthread -I. $(PKG_CFLAGS) -MMD -MP
+ifeq ($(SAN),1)
+CFLAGS_MODE := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS_MODE := -fsanitize=address,undefined
+else
+CFLAGS_MODE := -O2 -g
+LDFLAGS_MODE :=
+endif
+CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_MODE)
+LDLIBS  := $(PKG_LIBS) -pthread -lm
+
+# Library modules: every .c in these folders goes into libisc.a.
+LIB_DIRS := common store net toml launchfile shapes providers providers/aws providers/gcp \
+	providers/oci launcher broker credits cli/lib
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libisc.a
+
+CLI_SRCS  := $(wildcard cli/*.c)
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_SRCS := $(wildcard daemon/*.c)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
+TOOL_SRCS := $(wildcard tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%)
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
+
+PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
+
+.PHONY: all programs units benches check deps demo bench fuzz format format-check clean toml-test
+
+all: programs
+ifeq ($(BUILD),build/release)
+	@mkdir -p bin
+	@for p in $(PROGS); do ln -sf ../$$p bin/$$(basename $$p); done
+endif
+
+programs: $(PROGS)
+units: $(UNIT_BINS)
+benches: $(BENCH_BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/bin/isc: $(CLI_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/iscd: $(DAEMON_OBJS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+
+# The test suite runs on the sanitizer build.
+check: deps
+	$(MAKE) --no-print-directory SAN=1 BUILD=build/asan programs units
+	ISC_BIN=$(CURDIR)/build/asan/bin ISC_TESTS=$(CURDIR)/build/asan/tests tests/run-all
+
+toml-test: programs
+	tests/toml-test/run $(BUILD)/bin/toml-decode
+
+bench: deps
+	$(MAKE) --no-print-directory all benches
+	tests/bench/run
+
+demo: deps
+	$(MAKE) --no-print-directory all
+	tests/demo
+
+fuzz: deps
+	tests/fuzz/run
+
+deps:
+	@scripts/install-deps
+
+FORMAT_SRCS = $(shell git ls-files '*.c' '*.h')
+format:
+	clang-format -i $(FORMAT_SRCS)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_SRCS)
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,30 @@
+/*
+ * What every `isc` subcommand shares: the resolved home, opening the store,
+ * printing errors the same way, and the exit codes (0 ok, 1 failure, 2 usage).
+ */
+#ifndef ISC_CLI_CLI_H
+#define ISC_CLI_CLI_H
+
+#include "common/err.h"
+#include "store/store.h"
+
+enum { ISC_EXIT_OK = 0, ISC_EXIT_FAIL = 1, ISC_EXIT_USAGE = 2 };
+
+struct isc_cli {
+	char *home; /* resolved ISC_HOME, owned */
+};
+
+/* Opens the store under cli->home; on failure prints the error and returns ISC_EXIT_FAIL. */
+int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out);
+
+/* "isc: error: <message>" on stderr. */
+void isc_cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints err's message as above and returns ISC_EXIT_FAIL. */
+int isc_cli_fail(const struct isc_err *err);
+/* "isc CMD: <message>" + "try 'isc CMD --help'" on stderr; returns ISC_EXIT_USAGE. */
+int isc_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True when argv[i] is --help or -h. */
+int isc_cli_wants_help(int argc, char **argv);
+
+#endif

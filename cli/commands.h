@@ -1,0 +1,15 @@
+/*
+ * The subcommands of `isc`. Each takes argv starting at its own name and
+ * returns an exit code (ISC_EXIT_*). The dispatch table is in cli/isc.c.
+ */
+#ifndef ISC_CLI_COMMANDS_H
+#define ISC_CLI_COMMANDS_H
+
+#include "cli/cli.h"
+
+int cmd_init(struct isc_cli *cli, int argc, char **argv);
+int cmd_org(struct isc_cli *cli, int argc, char **argv);
+int cmd_project(struct isc_cli *cli, int argc, char **argv);
+int cmd_experiments(struct isc_cli *cli, int argc, char **argv);
+
+#endif

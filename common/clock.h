@@ -1,0 +1,23 @@
+/*
+ * Time and randomness, injectable so tests can fix the moment a signature is
+ * made, script retry delays without sleeping, and make jitter repeatable.
+ */
+#ifndef ISC_COMMON_CLOCK_H
+#define ISC_COMMON_CLOCK_H
+
+#include <stdint.h>
+
+struct isc_clock {
+	int64_t (*now_ms)(void *ctx);          /* wall clock, ms since the epoch */
+	void (*sleep_ms)(void *ctx, int64_t ms);
+	uint64_t (*random_u64)(void *ctx);     /* for jitter; need not be cryptographic */
+	void *ctx;
+};
+
+/* The real clock (CLOCK_REALTIME, nanosleep, a per-thread xorshift seeded from urandom). Borrowed. */
+const struct isc_clock *isc_clock_system(void);
+
+/* Monotonic milliseconds, for deadlines and benchmarks. */
+int64_t isc_monotonic_ms(void);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * HTTP for every cloud driver: one request/response model over libcurl, with
+ * timeouts, a cap on response size, and a retry loop that retries only what
+ * the caller's classifier calls throttled or transient, with exponential
+ * backoff and full jitter (sleep = random(0, min(max_delay, base * 2^attempt))).
+ *
+ * The transport and the clock are injected so unit tests script replies and
+ * time; isc_http_transport_curl() is the real one.
+ */
+#ifndef ISC_NET_HTTP_H
+#define ISC_NET_HTTP_H
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/err.h"
+
+#include <stddef.h>
+
+struct isc_http_header {
+	const char *name;
+	const char *value;
+};
+
+struct isc_http_request {
+	const char *method;                     /* "GET", "POST", ... */
+	const char *url;
+	const struct isc_http_header *headers;  /* borrowed */
+	size_t n_headers;
+	const char *body;                       /* may be NULL */
+	size_t body_len;
+	const char *redact;                     /* secret substring never echoed in errors; may be NULL */
+};
+
+struct isc_http_response {
+	long status;            /* 0 until a reply arrived */
+	struct isc_buf body;    /* owned; capped by the policy's max_response_bytes */
+	struct isc_buf headers; /* raw header lines, owned */
+};
+
+void isc_http_response_init(struct isc_http_response *r);
+void isc_http_response_cleanup(struct isc_http_response *r);
+
+/*
+ * One attempt on the wire. Returns 0 when an HTTP reply (any status) arrived;
+ * ISC_ETRANSIENT for connect/reset/timeout; ISC_EINVALID for a reply over the cap.
+ */
+struct isc_http_transport {
+	int (*send)(void *ctx, const struct isc_http_request *req, long timeout_ms,
+		    long connect_timeout_ms, size_t max_response_bytes,
+		    struct isc_http_response *resp, struct isc_err *err);
+	void *ctx;
+};
+
+/* The libcurl transport (thread-safe; curl_global_init happens once). Borrowed. */
+const struct isc_http_transport *isc_http_transport_curl(void);
+
+/*
+ * Decides what a reply means: 0 for success, otherwise an isc_code with a
+ * message in err (a driver parses its cloud's error body here).
+ */
+typedef int (*isc_http_classify_fn)(void *ctx, const struct isc_http_response *resp,
+				    struct isc_err *err);
+
+/* Default: 2xx ok, 429 throttled, 5xx transient, 401/403 auth, 404 not_found, else invalid. */
+int isc_http_classify_status(void *ctx, const struct isc_http_response *resp, struct isc_err *err);
+
+struct isc_http_policy {
+	int max_attempts;          /* total tries, >= 1 */
+	long base_delay_ms;        /* first backoff ceiling */
+	long max_delay_ms;         /* backoff ceiling cap */
+	long timeout_ms;           /* whole request */
+	long connect_timeout_ms;
+	size_t max_response_bytes;
+};
+
+/* 5 attempts, 100 ms base, 20 s cap, 30 s timeout, 5 s connect, 8 MiB. */
+struct isc_http_policy isc_http_policy_default(void);
+
+struct isc_http_client {
+	const struct isc_http_transport *transport; /* borrowed */
+	const struct isc_clock *clock;              /* borrowed */
+	struct isc_http_policy policy;
+	int attempts_made;                          /* of the last isc_http_do, for tests and logs */
+};
+
+void isc_http_client_init(struct isc_http_client *c, const struct isc_http_transport *t,
+			  const struct isc_clock *clock);
+
+/*
+ * Sends req, retrying throttled/transient outcomes up to policy.max_attempts.
+ * On return resp holds the last reply (if any). Returns 0 or the classified code.
+ */
+int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
+		isc_http_classify_fn classify, void *classify_ctx,
+		struct isc_http_response *resp, struct isc_err *err);
+
+/* The delay before retry number `attempt` (1-based), drawn with full jitter. */
+long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock, int attempt);
+
+#endif

@@ -1,0 +1,78 @@
+/*
+ * The store: every read and write of the SQLite database goes through this
+ * module (store.c opens and migrates; store_*.c hold one table family each).
+ * WAL mode, foreign keys on, a busy timeout, all SQL with bound parameters.
+ *
+ * Ownership: strings in returned structs are owned by the struct and released
+ * by its _free/_cleanup function.
+ */
+#ifndef ISC_STORE_STORE_H
+#define ISC_STORE_STORE_H
+
+#include "common/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct isc_store;
+struct sqlite3;
+
+/* Resolves the home folder: explicit (--home), else $ISC_HOME, else ~/.isc. Caller frees. */
+char *isc_home_resolve(const char *explicit_home, struct isc_err *err);
+
+/*
+ * Opens (creating if `create`) $home/isc.db: folder 0700, file 0600, migrations run.
+ * Without `create`, a missing store is ISC_ENOTFOUND ("run isc init").
+ */
+int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err);
+void isc_store_free(struct isc_store *s);
+
+/* The raw handle for the store_*.c modules only; other modules never touch SQL. */
+struct sqlite3 *isc_store_db(struct isc_store *s);
+const char *isc_store_home(const struct isc_store *s);
+
+int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err);
+/* The newest migration this program knows. */
+int isc_store_latest_version(void);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK: a write transaction taken up front, so racing writers serialize. */
+int isc_store_begin(struct isc_store *s, struct isc_err *err);
+int isc_store_commit(struct isc_store *s, struct isc_err *err);
+void isc_store_rollback(struct isc_store *s);
+
+/* Random lowercase hex id with a prefix, e.g. "exp_" + 16 hex chars. Caller frees. */
+char *isc_store_new_id(const char *prefix);
+
+/* ---- orgs and projects ---- */
+struct isc_org {
+	int64_t id;
+	char *name;
+	int64_t created_at_ms;
+};
+int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err);
+int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out, struct isc_err *err);
+int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, struct isc_err *err);
+void isc_org_cleanup(struct isc_org *o);
+void isc_org_list_free(struct isc_org *list, size_t n);
+
+struct isc_project {
+	char *id;        /* "prj_..." */
+	int64_t org_id;
+	char *org_name;
+	char *name;
+	int has_budget;  /* 0: no spending cap */
+	int64_t budget_micros;
+	int64_t created_at_ms;
+};
+int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
+			  char **id_out, struct isc_err *err);
+/* By id, or by name when exactly one project has it. */
+int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struct isc_project *out,
+			      struct isc_err *err);
+/* org_name NULL: every org. */
+int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc_project **out,
+			   size_t *n, struct isc_err *err);
+void isc_project_cleanup(struct isc_project *p);
+void isc_project_list_free(struct isc_project *list, size_t n);
+
+#endif
