@@ -1,0 +1,159 @@
+/*
+ * The schema, as an ordered list of migrations. Migration N takes a store at
+ * schema version N-1 to N; store.c runs the ones a store has not seen, each in
+ * its own transaction, so an older database is upgraded in place with its data.
+ * Never edit a migration that has shipped: add a new one.
+ */
+#include "store/store_int.h"
+
+#include <stddef.h>
+
+static const char *const migrations[] = {
+	/* 1: foundation: organisations, projects, experiments and their events. */
+	"CREATE TABLE orgs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  created_at_ms INTEGER NOT NULL);"
+	"CREATE TABLE projects ("
+	"  id TEXT PRIMARY KEY,"
+	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+	"  name TEXT NOT NULL,"
+	"  created_at_ms INTEGER NOT NULL,"
+	"  UNIQUE (org_id, name));"
+	"CREATE TABLE experiments ("
+	"  id TEXT PRIMARY KEY,"
+	"  project_id TEXT NOT NULL REFERENCES projects(id),"
+	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+	"  name TEXT NOT NULL,"
+	"  compute_mode TEXT NOT NULL,"
+	"  gpus INTEGER NOT NULL,"
+	"  spec_json TEXT NOT NULL,"
+	"  status TEXT NOT NULL,"
+	"  created_at_ms INTEGER NOT NULL,"
+	"  updated_at_ms INTEGER NOT NULL);"
+	"CREATE INDEX experiments_status ON experiments(status);"
+	"CREATE TABLE events ("
+	"  id INTEGER PRIMARY KEY,"
+	"  experiment_id TEXT REFERENCES experiments(id),"
+	"  at_ms INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  message TEXT NOT NULL);"
+	"CREATE INDEX events_experiment ON events(experiment_id, id);",
+
+	/* 2: bursts: shapes, clusters, nodes, launch intents, pinned host keys. */
+	"ALTER TABLE experiments ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE experiments ADD COLUMN nnodes INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE experiments ADD COLUMN nproc INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE experiments ADD COLUMN shape_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE experiments ADD COLUMN cycle_count INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE experiments ADD COLUMN output_path TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE experiments ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE experiments ADD COLUMN next_attempt_ms INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE shapes ("
+	"  id TEXT PRIMARY KEY,"               /* lower-case shape id */
+	"  display_id TEXT NOT NULL,"          /* as the provider spells it */
+	"  provider TEXT NOT NULL,"
+	"  region TEXT NOT NULL,"
+	"  instance_type TEXT NOT NULL,"
+	"  spot INTEGER NOT NULL,"
+	"  gpu_type TEXT NOT NULL,"
+	"  gpus_per_node INTEGER NOT NULL,"
+	"  gpu_mem_mib INTEGER NOT NULL,"      /* per node, all GPUs */
+	"  vcpus INTEGER NOT NULL,"
+	"  mem_mib INTEGER NOT NULL,"
+	"  price_micros INTEGER NOT NULL,"     /* per node-hour */
+	"  zones TEXT NOT NULL,"               /* comma-separated, tried in order */
+	"  price_date TEXT NOT NULL,"          /* YYYY-MM-DD of the price data */
+	"  updated_at_ms INTEGER NOT NULL);"
+	"CREATE INDEX shapes_provider ON shapes(provider, region);"
+	"CREATE TABLE clusters ("
+	"  id TEXT PRIMARY KEY,"
+	"  experiment_id TEXT NOT NULL REFERENCES experiments(id),"
+	"  shape_id TEXT NOT NULL,"
+	"  provider TEXT NOT NULL,"
+	"  account TEXT NOT NULL,"             /* 'default' or a cloud key id */
+	"  region TEXT NOT NULL,"
+	"  zone TEXT NOT NULL DEFAULT '',"
+	"  nnodes INTEGER NOT NULL,"
+	"  nproc INTEGER NOT NULL,"
+	"  cycle INTEGER NOT NULL,"            /* STRONG_CYCLE_COUNT it runs with */
+	"  price_micros INTEGER NOT NULL,"     /* node price snapshot at launch */
+	"  state TEXT NOT NULL,"
+	"  created_at_ms INTEGER NOT NULL,"
+	"  closed_at_ms INTEGER);"
+	"CREATE INDEX clusters_state ON clusters(state);"
+	"CREATE TABLE intents ("
+	"  token TEXT PRIMARY KEY,"            /* the idempotency token sent to the cloud */
+	"  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
+	"  shape_id TEXT NOT NULL,"
+	"  zone TEXT NOT NULL,"
+	"  count INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"               /* pending | launched | failed */
+	"  error TEXT NOT NULL DEFAULT '',"
+	"  created_at_ms INTEGER NOT NULL,"
+	"  resolved_at_ms INTEGER);"
+	"CREATE TABLE nodes ("
+	"  id INTEGER PRIMARY KEY,"
+	"  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
+	"  rank INTEGER NOT NULL,"
+	"  instance_id TEXT NOT NULL UNIQUE,"
+	"  state TEXT NOT NULL,"
+	"  private_ip TEXT NOT NULL DEFAULT '',"
+	"  public_ip TEXT NOT NULL DEFAULT '',"
+	"  zone TEXT NOT NULL DEFAULT '',"
+	"  price_micros INTEGER NOT NULL,"     /* snapshot when launched */
+	"  launched_at_ms INTEGER,"            /* as the cloud reports it */
+	"  terminated_at_ms INTEGER,"          /* when the cloud confirmed it */
+	"  charged_until_ms INTEGER,"
+	"  notice_at_ms INTEGER);"
+	"CREATE INDEX nodes_cluster ON nodes(cluster_id, rank);"
+	"CREATE TABLE host_keys ("
+	"  target TEXT PRIMARY KEY,"           /* instance id, or host:port */
+	"  key_type TEXT NOT NULL,"
+	"  sha256 TEXT NOT NULL,"
+	"  first_seen_ms INTEGER NOT NULL);",
+
+	/* 3: money: the append-only ledger, project budgets, BYO cloud keys. */
+	"ALTER TABLE projects ADD COLUMN budget_micros INTEGER;"
+	"CREATE TABLE ledger ("
+	"  id INTEGER PRIMARY KEY,"
+	"  at_ms INTEGER NOT NULL,"
+	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+	"  project_id TEXT REFERENCES projects(id),"
+	"  experiment_id TEXT,"
+	"  cluster_id TEXT,"
+	"  node_instance_id TEXT,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('grant','reserve','release','charge','refund','adjustment')),"
+	"  amount_micros INTEGER NOT NULL,"
+	"  price_micros INTEGER,"              /* node-hour price snapshot, for charges */
+	"  provider TEXT,"
+	"  shape_id TEXT,"
+	"  period_start_ms INTEGER,"
+	"  period_end_ms INTEGER,"
+	"  note TEXT NOT NULL DEFAULT '');"
+	"CREATE INDEX ledger_org ON ledger(org_id, kind);"
+	"CREATE INDEX ledger_experiment ON ledger(experiment_id, kind);"
+	"CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger"
+	"  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
+	"CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger"
+	"  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
+	"CREATE TABLE cloud_keys ("
+	"  id TEXT PRIMARY KEY,"
+	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+	"  provider TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  nonce BLOB NOT NULL,"
+	"  ciphertext BLOB NOT NULL,"          /* AES-256-GCM under the master key */
+	"  created_at_ms INTEGER NOT NULL,"
+	"  UNIQUE (org_id, provider, name));",
+};
+
+size_t isc_store_migration_count(void)
+{
+	return sizeof(migrations) / sizeof(migrations[0]);
+}
+
+const char *isc_store_migration_sql(size_t index)
+{
+	return index < isc_store_migration_count() ? migrations[index] : NULL;
+}
