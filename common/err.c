@@ -18,17 +18,25 @@ int isc_err_set(struct isc_err *err, int code, const char *fmt, ...)
 
 int isc_err_wrap(struct isc_err *err, const char *fmt, ...)
 {
-	char prefix[ISC_ERR_MSG_MAX];
 	char old[ISC_ERR_MSG_MAX];
+	size_t used;
 	va_list ap;
+	int n;
 
 	if (!err)
 		return ISC_EIO;
-	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof(prefix), fmt, ap);
-	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+	va_start(ap, fmt);
+	n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	used = n < 0 ? 0 : (size_t)n;
+	if (used + 2 < sizeof(err->msg)) {
+		/* Message truncation is acceptable; the prefix says where it happened. */
+		memcpy(err->msg + used, ": ", 2);
+		used += 2;
+		strncpy(err->msg + used, old, sizeof(err->msg) - used - 1);
+		err->msg[sizeof(err->msg) - 1] = '\0';
+	}
 	return err->code;
 }
 

@@ -1,0 +1,281 @@
+/*
+ * Opening the store: resolve and create $ISC_HOME with safe modes, open the
+ * database in WAL mode with foreign keys and a busy timeout, and bring its
+ * schema up to date by running the migrations it has not seen, in order.
+ */
+#include "store/store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct isc_store {
+	sqlite3 *db;
+	char *home;
+};
+
+#define BUSY_TIMEOUT_MS 10000
+
+int64_t isc_store_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
+{
+	const char *env = getenv("ISC_HOME");
+	const char *home;
+	char *out;
+
+	if (explicit_home && *explicit_home)
+		return strdup(explicit_home);
+	if (env && *env)
+		return strdup(env);
+	home = getenv("HOME");
+	if (!home || !*home) {
+		struct passwd *pw = getpwuid(getuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home) {
+		isc_err_set(err, ISC_EINVALID, "cannot find a home folder: set ISC_HOME or pass --home");
+		return NULL;
+	}
+	if (asprintf(&out, "%s/.isc", home) < 0) {
+		isc_err_set(err, ISC_ENOMEM, "out of memory");
+		return NULL;
+	}
+	return out;
+}
+
+int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out, struct isc_err *err)
+{
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, out, NULL);
+	if (rc != SQLITE_OK)
+		return isc_store_sqlite_err(s, rc, "preparing a statement", err);
+	return 0;
+}
+
+int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
+{
+	int primary = rc & 0xff;
+	int code = primary == SQLITE_CONSTRAINT ? ISC_ECONFLICT : primary == SQLITE_NOMEM ? ISC_ENOMEM : ISC_EIO;
+	return isc_err_set(err, code, "store: %s: %s", what, sqlite3_errmsg(s->db));
+}
+
+char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	char *copy;
+	if (!t)
+		return NULL;
+	copy = strdup((const char *)t);
+	if (!copy && oom)
+		*oom = 1;
+	return copy;
+}
+
+static int exec_sql(struct isc_store *s, const char *sql, const char *what, struct isc_err *err)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		isc_err_set(err, ISC_EIO, "store: %s: %s", what, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return ISC_EIO;
+	}
+	return 0;
+}
+
+int isc_store_begin(struct isc_store *s, struct isc_err *err)
+{
+	return exec_sql(s, "BEGIN IMMEDIATE", "beginning a transaction", err);
+}
+
+int isc_store_commit(struct isc_store *s, struct isc_err *err)
+{
+	return exec_sql(s, "COMMIT", "committing", err);
+}
+
+void isc_store_rollback(struct isc_store *s)
+{
+	sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int isc_store_latest_version(void)
+{
+	return (int)isc_store_migration_count();
+}
+
+int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT version FROM schema_version", &st, err);
+	if (rc)
+		return rc;
+	rc = sqlite3_step(st);
+	*out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
+{
+	int version, rc;
+	size_t i;
+
+	rc = exec_sql(s, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"
+			 "INSERT INTO schema_version SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version);",
+		      "creating schema_version", err);
+	if (rc)
+		return rc;
+	rc = isc_store_schema_version(s, &version, err);
+	if (rc)
+		return rc;
+	if (version > isc_store_latest_version())
+		return isc_err_set(err, ISC_EINVALID,
+				   "store: schema version %d is newer than this program knows (%d); upgrade isc",
+				   version, isc_store_latest_version());
+	for (i = (size_t)version; i < migrate_to; i++) {
+		char what[64];
+		sqlite3_stmt *st;
+
+		snprintf(what, sizeof(what), "migration %zu", i + 1);
+		if ((rc = isc_store_begin(s, err)))
+			return rc;
+		rc = exec_sql(s, isc_store_migration_sql(i), what, err);
+		if (!rc)
+			rc = isc_store_prepare(s, "UPDATE schema_version SET version = ?", &st, err);
+		if (!rc) {
+			sqlite3_bind_int(st, 1, (int)(i + 1));
+			if (sqlite3_step(st) != SQLITE_DONE)
+				rc = isc_store_sqlite_err(s, SQLITE_ERROR, what, err);
+			sqlite3_finalize(st);
+		}
+		if (!rc)
+			rc = isc_store_commit(s, err);
+		if (rc) {
+			isc_store_rollback(s);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int ensure_home(const char *home, int create, struct isc_err *err)
+{
+	struct stat st;
+	if (stat(home, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return isc_err_set(err, ISC_EINVALID, "%s is not a folder", home);
+		return 0;
+	}
+	if (!create)
+		return isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first", home);
+	if (mkdir(home, 0700) != 0 && errno != EEXIST)
+		return isc_err_set(err, ISC_EIO, "cannot create %s: %s", home, strerror(errno));
+	return 0;
+}
+
+int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
+		      struct isc_err *err)
+{
+	struct isc_store *s;
+	char *path = NULL;
+	int rc, fd;
+
+	*out = NULL;
+	if ((rc = ensure_home(home, create, err)))
+		return rc;
+	if (asprintf(&path, "%s/isc.db", home) < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (access(path, F_OK) != 0) {
+		if (!create) {
+			rc = isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first", path);
+			free(path);
+			return rc;
+		}
+		/* Create the file ourselves so it is 0600 from its first moment. */
+		fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", path, strerror(errno));
+			free(path);
+			return rc;
+		}
+		close(fd);
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->home = strdup(home))) {
+		free(s);
+		free(path);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL);
+	free(path);
+	if (rc != SQLITE_OK) {
+		rc = isc_err_set(err, ISC_EIO, "store: cannot open database: %s",
+				 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		isc_store_free(s);
+		return rc;
+	}
+	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+	rc = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
+		      "configuring the database", err);
+	if (!rc)
+		rc = migrate(s, migrate_to, err);
+	if (rc) {
+		isc_store_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err)
+{
+	return isc_store_open_at(home, create, isc_store_migration_count(), out, err);
+}
+
+void isc_store_free(struct isc_store *s)
+{
+	if (!s)
+		return;
+	sqlite3_close(s->db);
+	free(s->home);
+	free(s);
+}
+
+struct sqlite3 *isc_store_db(struct isc_store *s)
+{
+	return s->db;
+}
+
+const char *isc_store_home(const struct isc_store *s)
+{
+	return s->home;
+}
+
+char *isc_store_new_id(const char *prefix)
+{
+	unsigned char raw[8];
+	char *out;
+	size_t plen = strlen(prefix), i;
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		return NULL;
+	out = malloc(plen + 2 * sizeof(raw) + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, prefix, plen);
+	for (i = 0; i < sizeof(raw); i++)
+		snprintf(out + plen + 2 * i, 3, "%02x", raw[i]);
+	return out;
+}

@@ -1,0 +1,353 @@
+/* Experiments and events. */
+#include "store/store_experiments.h"
+
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int isc_status_is_final(const char *status)
+{
+	static const char *const finals[] = {"completed", "failed", "cancelled", "stopped"};
+	for (size_t i = 0; i < sizeof(finals) / sizeof(finals[0]); i++)
+		if (strcmp(status, finals[i]) == 0)
+			return 1;
+	return 0;
+}
+
+void isc_experiment_cleanup(struct isc_experiment *e)
+{
+	free(e->id);
+	free(e->project_id);
+	free(e->project_name);
+	free(e->org_name);
+	free(e->name);
+	free(e->compute_mode);
+	free(e->spec_json);
+	free(e->status);
+	free(e->status_reason);
+	free(e->shape_id);
+	free(e->output_path);
+	memset(e, 0, sizeof(*e));
+}
+
+void isc_experiment_list_free(struct isc_experiment *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_experiment_cleanup(&list[i]);
+	free(list);
+}
+
+void isc_event_list_free(struct isc_event *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].experiment_id);
+		free(list[i].kind);
+		free(list[i].message);
+	}
+	free(list);
+}
+
+static int in_transaction(struct isc_store *s)
+{
+	return !sqlite3_get_autocommit(isc_store_db(s));
+}
+
+int isc_store_event_add(struct isc_store *s, const char *experiment_id, const char *kind,
+			const char *message, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "INSERT INTO events (experiment_id, at_ms, kind, message) VALUES (?, ?, ?, ?)",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, isc_store_now_ms());
+	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, message, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding an event", err);
+}
+
+int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc, own = !in_transaction(s);
+	int64_t now = isc_store_now_ms();
+
+	if (own && (rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(s,
+			       "INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, "
+			       "spec_json, status, output_path, created_at_ms, updated_at_ms) "
+			       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, e->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, e->project_id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, e->org_id);
+		sqlite3_bind_text(st, 4, e->name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, e->compute_mode, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 6, e->gpus);
+		sqlite3_bind_text(st, 7, e->spec_json, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 8, e->status, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 9, e->output_path ? e->output_path : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 10, now);
+		sqlite3_bind_int64(st, 11, now);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding an experiment", err);
+	}
+	if (!rc)
+		rc = isc_store_event_add(s, e->id, e->status, "experiment created", err);
+	if (own) {
+		if (!rc)
+			rc = isc_store_commit(s, err);
+		if (rc)
+			isc_store_rollback(s);
+	}
+	return rc;
+}
+
+#define EXPERIMENT_COLS                                                                            \
+	"SELECT e.id, e.project_id, p.name, e.org_id, o.name, e.name, e.compute_mode, e.gpus, "    \
+	"e.spec_json, e.status, e.status_reason, e.nnodes, e.nproc, e.shape_id, e.cycle_count, "   \
+	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms "  \
+	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = e.org_id "
+
+static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
+{
+	int oom = 0;
+	e->id = isc_store_col_text(st, 0, &oom);
+	e->project_id = isc_store_col_text(st, 1, &oom);
+	e->project_name = isc_store_col_text(st, 2, &oom);
+	e->org_id = sqlite3_column_int64(st, 3);
+	e->org_name = isc_store_col_text(st, 4, &oom);
+	e->name = isc_store_col_text(st, 5, &oom);
+	e->compute_mode = isc_store_col_text(st, 6, &oom);
+	e->gpus = sqlite3_column_int(st, 7);
+	e->spec_json = isc_store_col_text(st, 8, &oom);
+	e->status = isc_store_col_text(st, 9, &oom);
+	e->status_reason = isc_store_col_text(st, 10, &oom);
+	e->nnodes = sqlite3_column_int(st, 11);
+	e->nproc = sqlite3_column_int(st, 12);
+	e->shape_id = isc_store_col_text(st, 13, &oom);
+	e->cycle_count = sqlite3_column_int(st, 14);
+	e->output_path = isc_store_col_text(st, 15, &oom);
+	e->cancel_requested = sqlite3_column_int(st, 16);
+	e->next_attempt_ms = sqlite3_column_int64(st, 17);
+	e->created_at_ms = sqlite3_column_int64(st, 18);
+	e->updated_at_ms = sqlite3_column_int64(st, 19);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+static int experiment_query(struct isc_store *s, sqlite3_stmt *st, struct isc_experiment **out,
+			    size_t *n, struct isc_err *err)
+{
+	struct isc_experiment *list = NULL;
+	size_t count = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_experiment *grown = realloc(list, (count + 1) * sizeof(*list));
+		if (!grown)
+			goto oom;
+		list = grown;
+		memset(&list[count], 0, sizeof(*list));
+		if (experiment_from_row(st, &list[count++]))
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_experiment_list_free(list, count);
+		return isc_store_sqlite_err(s, rc, "reading experiments", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_experiment_list_free(list, count);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
+			     struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_experiment *list;
+	size_t n;
+	int rc = isc_store_prepare(s, EXPERIMENT_COLS "WHERE e.id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if ((rc = experiment_query(s, st, &list, &n, err)))
+		return rc;
+	if (n == 0) {
+		free(list);
+		return isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
+	}
+	*out = list[0];
+	free(list);
+	return 0;
+}
+
+int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
+			      size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, status ? EXPERIMENT_COLS "WHERE e.status = ? ORDER BY e.created_at_ms, e.id"
+					     : EXPERIMENT_COLS "ORDER BY e.created_at_ms DESC, e.id",
+				   &st, err);
+	if (rc)
+		return rc;
+	if (status)
+		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+	return experiment_query(s, st, out, n, err);
+}
+
+int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
+				     struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   EXPERIMENT_COLS "WHERE e.status NOT IN ('completed','failed','cancelled','stopped') "
+						   "ORDER BY e.created_at_ms, e.id",
+				   &st, err);
+	if (rc)
+		return rc;
+	return experiment_query(s, st, out, n, err);
+}
+
+int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
+				    const char *reason, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc, own = !in_transaction(s);
+
+	if (own && (rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(s, "UPDATE experiments SET status = ?, status_reason = ?, updated_at_ms = ? WHERE id = ?",
+			       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, isc_store_now_ms());
+		sqlite3_bind_text(st, 4, id, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			rc = isc_store_sqlite_err(s, rc, "updating an experiment", err);
+		else if (sqlite3_changes(isc_store_db(s)) == 0)
+			rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
+		else
+			rc = 0;
+	}
+	if (!rc)
+		rc = isc_store_event_add(s, id, status, reason ? reason : "", err);
+	if (own) {
+		if (!rc)
+			rc = isc_store_commit(s, err);
+		if (rc)
+			isc_store_rollback(s);
+	}
+	return rc;
+}
+
+int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
+				       struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   "UPDATE experiments SET nnodes = ?, nproc = ?, shape_id = ?, cycle_count = ?, "
+				   "next_attempt_ms = ?, updated_at_ms = ? WHERE id = ?",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, e->nnodes);
+	sqlite3_bind_int(st, 2, e->nproc);
+	sqlite3_bind_text(st, 3, e->shape_id ? e->shape_id : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, e->cycle_count);
+	sqlite3_bind_int64(st, 5, e->next_attempt_ms);
+	sqlite3_bind_int64(st, 6, isc_store_now_ms());
+	sqlite3_bind_text(st, 7, e->id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "updating an experiment", err);
+}
+
+int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err)
+{
+	struct isc_experiment e;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = isc_store_experiment_get(s, id, &e, err)))
+		return rc;
+	if (isc_status_is_final(e.status)) {
+		rc = isc_err_set(err, ISC_ECONFLICT, "experiment %s is already %s", id, e.status);
+		isc_experiment_cleanup(&e);
+		return rc;
+	}
+	isc_experiment_cleanup(&e);
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(s, "UPDATE experiments SET cancel_requested = 1, updated_at_ms = ? WHERE id = ?", &st, err);
+	if (!rc) {
+		sqlite3_bind_int64(st, 1, isc_store_now_ms());
+		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, SQLITE_ERROR, "cancelling", err);
+		sqlite3_finalize(st);
+	}
+	if (!rc)
+		rc = isc_store_event_add(s, id, "cancel_requested", "cancel requested by user", err);
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
+int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
+			 struct isc_event **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_event *list = NULL;
+	size_t count = 0;
+	int rc = isc_store_prepare(s,
+				   "SELECT id, experiment_id, at_ms, kind, message FROM events "
+				   "WHERE experiment_id = ? AND id > ? ORDER BY id",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, after_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int oom = 0;
+		struct isc_event *grown = realloc(list, (count + 1) * sizeof(*list));
+		if (!grown)
+			goto oom;
+		list = grown;
+		list[count].id = sqlite3_column_int64(st, 0);
+		list[count].experiment_id = isc_store_col_text(st, 1, &oom);
+		list[count].at_ms = sqlite3_column_int64(st, 2);
+		list[count].kind = isc_store_col_text(st, 3, &oom);
+		list[count].message = isc_store_col_text(st, 4, &oom);
+		count++;
+		if (oom)
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_event_list_free(list, count);
+		return isc_store_sqlite_err(s, rc, "reading events", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_event_list_free(list, count);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}

@@ -1,0 +1,69 @@
+/*
+ * Experiments and their event timeline. Every status change of an experiment
+ * is written together with an event that says why, in one transaction.
+ */
+#ifndef ISC_STORE_STORE_EXPERIMENTS_H
+#define ISC_STORE_STORE_EXPERIMENTS_H
+
+#include "store/store.h"
+
+struct isc_experiment {
+	char *id;           /* "exp_..." */
+	char *project_id;
+	char *project_name;
+	int64_t org_id;
+	char *org_name;
+	char *name;
+	char *compute_mode; /* cycle | interruptible | burst */
+	int gpus;
+	char *spec_json;    /* the normalized launch file */
+	char *status;       /* enqueued, placing, provisioning, booting, running, completed, failed,
+			       cancelled, stopped, waiting */
+	char *status_reason;
+	int nnodes, nproc;
+	char *shape_id;
+	int cycle_count;
+	char *output_path;
+	int cancel_requested;
+	int64_t next_attempt_ms; /* a waiting experiment is not retried before this */
+	int64_t created_at_ms, updated_at_ms;
+};
+
+struct isc_event {
+	int64_t id;
+	char *experiment_id;
+	int64_t at_ms;
+	char *kind;
+	char *message;
+};
+
+/* Inserts e (id, project_id, org_id, name, compute_mode, gpus, spec_json, status, output_path) and an event. */
+int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err);
+int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
+			     struct isc_err *err);
+/* status NULL: all, newest first; otherwise only that status, oldest first. */
+int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
+			      size_t *n, struct isc_err *err);
+/* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
+int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
+				     struct isc_err *err);
+/* Sets status and reason, appends an event (kind = status), in its own transaction unless one is open. */
+int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
+				    const char *reason, struct isc_err *err);
+/* Updates the placement fields: nnodes, nproc, shape_id, cycle_count, next_attempt_ms. */
+int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
+				       struct isc_err *err);
+int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err);
+void isc_experiment_cleanup(struct isc_experiment *e);
+void isc_experiment_list_free(struct isc_experiment *list, size_t n);
+
+int isc_store_event_add(struct isc_store *s, const char *experiment_id, const char *kind,
+			const char *message, struct isc_err *err);
+/* after_id: only events with a larger id (0 for all). */
+int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
+			 struct isc_event **out, size_t *n, struct isc_err *err);
+void isc_event_list_free(struct isc_event *list, size_t n);
+
+int isc_status_is_final(const char *status);
+
+#endif

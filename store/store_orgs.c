@@ -1,0 +1,241 @@
+/* Organisations and projects. */
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void isc_org_cleanup(struct isc_org *o)
+{
+	free(o->name);
+	memset(o, 0, sizeof(*o));
+}
+
+void isc_org_list_free(struct isc_org *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_org_cleanup(&list[i]);
+	free(list);
+}
+
+void isc_project_cleanup(struct isc_project *p)
+{
+	free(p->id);
+	free(p->org_name);
+	free(p->name);
+	memset(p, 0, sizeof(*p));
+}
+
+void isc_project_list_free(struct isc_project *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_project_cleanup(&list[i]);
+	free(list);
+}
+
+int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "INSERT INTO orgs (name, created_at_ms) VALUES (?, ?)", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, isc_store_now_ms());
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT)
+		return isc_err_set(err, ISC_ECONFLICT, "organisation '%s' exists already", name);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "adding an organisation", err);
+	if (id_out)
+		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
+	return 0;
+}
+
+static int org_from_row(sqlite3_stmt *st, struct isc_org *o)
+{
+	int oom = 0;
+	o->id = sqlite3_column_int64(st, 0);
+	o->name = isc_store_col_text(st, 1, &oom);
+	o->created_at_ms = sqlite3_column_int64(st, 2);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs WHERE name = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	memset(out, 0, sizeof(*out));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		rc = org_from_row(st, out) ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
+	else if (rc == SQLITE_DONE)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no organisation named '%s'", name);
+	else
+		rc = isc_store_sqlite_err(s, rc, "finding an organisation", err);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_org *list = NULL;
+	size_t count = 0;
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs ORDER BY name", &st, err);
+
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_org *grown = realloc(list, (count + 1) * sizeof(*list));
+		if (!grown)
+			goto oom;
+		list = grown;
+		memset(&list[count], 0, sizeof(*list));
+		if (org_from_row(st, &list[count++]))
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_org_list_free(list, count);
+		return isc_store_sqlite_err(s, rc, "listing organisations", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_org_list_free(list, count);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
+			  char **id_out, struct isc_err *err)
+{
+	struct isc_org org;
+	sqlite3_stmt *st;
+	char *id;
+	int rc;
+
+	if ((rc = isc_store_org_find(s, org_name, &org, err)))
+		return rc;
+	id = isc_store_new_id("prj_");
+	if (!id) {
+		isc_org_cleanup(&org);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = isc_store_prepare(s, "INSERT INTO projects (id, org_id, name, created_at_ms) VALUES (?, ?, ?, ?)",
+			       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, org.id);
+		sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 4, isc_store_now_ms());
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc == SQLITE_CONSTRAINT)
+			rc = isc_err_set(err, ISC_ECONFLICT, "project '%s' exists already in organisation '%s'",
+					 name, org_name);
+		else if (rc != SQLITE_DONE)
+			rc = isc_store_sqlite_err(s, rc, "adding a project", err);
+		else
+			rc = 0;
+	}
+	isc_org_cleanup(&org);
+	if (rc || !id_out)
+		free(id);
+	else
+		*id_out = id;
+	return rc;
+}
+
+#define PROJECT_COLS                                                                               \
+	"SELECT p.id, p.org_id, o.name, p.name, p.budget_micros, p.created_at_ms "                 \
+	"FROM projects p JOIN orgs o ON o.id = p.org_id "
+
+static int project_from_row(sqlite3_stmt *st, struct isc_project *p)
+{
+	int oom = 0;
+	p->id = isc_store_col_text(st, 0, &oom);
+	p->org_id = sqlite3_column_int64(st, 1);
+	p->org_name = isc_store_col_text(st, 2, &oom);
+	p->name = isc_store_col_text(st, 3, &oom);
+	p->has_budget = sqlite3_column_type(st, 4) != SQLITE_NULL;
+	p->budget_micros = sqlite3_column_int64(st, 4);
+	p->created_at_ms = sqlite3_column_int64(st, 5);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+static int project_query(struct isc_store *s, sqlite3_stmt *st, struct isc_project **out, size_t *n,
+			 struct isc_err *err)
+{
+	struct isc_project *list = NULL;
+	size_t count = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_project *grown = realloc(list, (count + 1) * sizeof(*list));
+		if (!grown)
+			goto oom;
+		list = grown;
+		memset(&list[count], 0, sizeof(*list));
+		if (project_from_row(st, &list[count++]))
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_project_list_free(list, count);
+		return isc_store_sqlite_err(s, rc, "reading projects", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_project_list_free(list, count);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struct isc_project *out,
+			      struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_project *list = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = isc_store_prepare(s, PROJECT_COLS "WHERE p.id = ?1 OR p.name = ?1 ORDER BY p.id = ?1 DESC",
+			       &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id_or_name, -1, SQLITE_STATIC);
+	if ((rc = project_query(s, st, &list, &n, err)))
+		return rc;
+	if (n == 0)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no project with id or name '%s'", id_or_name);
+	else if (n > 1 && strcmp(list[0].id, id_or_name) != 0)
+		rc = isc_err_set(err, ISC_EINVALID,
+				 "%zu projects are named '%s' (in different organisations): use the project id",
+				 n, id_or_name);
+	if (!rc) {
+		*out = list[0];
+		memset(&list[0], 0, sizeof(list[0]));
+	}
+	isc_project_list_free(list, n);
+	return rc;
+}
+
+int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc_project **out,
+			   size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, PROJECT_COLS "WHERE ?1 IS NULL OR o.name = ?1 ORDER BY o.name, p.name",
+				   &st, err);
+	if (rc)
+		return rc;
+	if (org_name)
+		sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
+	return project_query(s, st, out, n, err);
+}
