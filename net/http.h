@@ -28,7 +28,6 @@ struct isc_http_request {
 	size_t n_headers;
 	const char *body;                       /* may be NULL */
 	size_t body_len;
-	const char *redact;                     /* secret substring never echoed in errors; may be NULL */
 };
 
 struct isc_http_response {

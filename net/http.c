@@ -1,0 +1,220 @@
+/*
+ * The HTTP layer: a libcurl transport, and the retry loop every cloud driver
+ * goes through. Only outcomes the caller's classifier calls throttled or
+ * transient are retried; the delay before retry n is drawn uniformly from
+ * [0, min(max_delay, base * 2^(n-1))] ("full jitter"), so many brokers backing
+ * off from one throttled account do not retry in lockstep.
+ */
+#include "net/http.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void isc_http_response_init(struct isc_http_response *r)
+{
+	r->status = 0;
+	isc_buf_init(&r->body, 0);
+	isc_buf_init(&r->headers, 64 * 1024);
+}
+
+void isc_http_response_cleanup(struct isc_http_response *r)
+{
+	isc_buf_cleanup(&r->body);
+	isc_buf_cleanup(&r->headers);
+	r->status = 0;
+}
+
+struct isc_http_policy isc_http_policy_default(void)
+{
+	struct isc_http_policy p = {
+		.max_attempts = 5,
+		.base_delay_ms = 100,
+		.max_delay_ms = 20000,
+		.timeout_ms = 30000,
+		.connect_timeout_ms = 5000,
+		.max_response_bytes = 8 * 1024 * 1024,
+	};
+	return p;
+}
+
+void isc_http_client_init(struct isc_http_client *c, const struct isc_http_transport *t,
+			  const struct isc_clock *clock)
+{
+	c->transport = t ? t : isc_http_transport_curl();
+	c->clock = clock ? clock : isc_clock_system();
+	c->policy = isc_http_policy_default();
+	c->attempts_made = 0;
+}
+
+int isc_http_classify_status(void *ctx, const struct isc_http_response *resp, struct isc_err *err)
+{
+	long s = resp->status;
+	(void)ctx;
+	if (s >= 200 && s < 300)
+		return 0;
+	if (s == 429)
+		return isc_err_set(err, ISC_ETHROTTLED, "HTTP 429: too many requests");
+	if (s >= 500)
+		return isc_err_set(err, ISC_ETRANSIENT, "HTTP %ld: server error", s);
+	if (s == 401 || s == 403)
+		return isc_err_set(err, ISC_EAUTH, "HTTP %ld: not authorised", s);
+	if (s == 404)
+		return isc_err_set(err, ISC_ENOTFOUND, "HTTP 404: not found");
+	return isc_err_set(err, ISC_EINVALID, "HTTP %ld: request refused", s);
+}
+
+long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock, int attempt)
+{
+	long ceiling = p->base_delay_ms;
+	for (int i = 1; i < attempt && ceiling < p->max_delay_ms; i++)
+		ceiling *= 2;
+	if (ceiling > p->max_delay_ms)
+		ceiling = p->max_delay_ms;
+	if (ceiling <= 0)
+		return 0;
+	return (long)(clock->random_u64(clock->ctx) % (uint64_t)(ceiling + 1));
+}
+
+int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
+		isc_http_classify_fn classify, void *classify_ctx,
+		struct isc_http_response *resp, struct isc_err *err)
+{
+	int attempt, rc = ISC_ETRANSIENT;
+	int max = c->policy.max_attempts > 0 ? c->policy.max_attempts : 1;
+
+	if (!classify)
+		classify = isc_http_classify_status;
+	c->attempts_made = 0;
+	for (attempt = 1; attempt <= max; attempt++) {
+		isc_buf_reset(&resp->body);
+		isc_buf_reset(&resp->headers);
+		resp->status = 0;
+		c->attempts_made = attempt;
+		rc = c->transport->send(c->transport->ctx, req, c->policy.timeout_ms,
+					c->policy.connect_timeout_ms, c->policy.max_response_bytes, resp, err);
+		if (rc == 0)
+			rc = classify(classify_ctx, resp, err);
+		if (rc == 0 || !isc_code_is_retryable(rc))
+			return rc;
+		if (attempt < max)
+			c->clock->sleep_ms(c->clock->ctx, isc_http_backoff_ms(&c->policy, c->clock, attempt));
+	}
+	if (err)
+		isc_err_wrap(err, "gave up after %d attempts", max);
+	return rc;
+}
+
+/* ---- the libcurl transport ---- */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct sink {
+	struct isc_buf *buf;
+	int overflow;
+};
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct sink *s = userdata;
+	size_t n = size * nmemb;
+	if (isc_buf_append(s->buf, ptr, n) != 0) {
+		s->overflow = 1;
+		return 0; /* aborts the transfer */
+	}
+	return n;
+}
+
+/* The URL without its query string, so errors never echo signed parameters. */
+static void url_for_message(const char *url, char *out, size_t cap)
+{
+	size_t n = strcspn(url, "?#");
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, url, n);
+	out[n] = '\0';
+}
+
+static int curl_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
+		     long connect_timeout_ms, size_t max_response_bytes,
+		     struct isc_http_response *resp, struct isc_err *err)
+{
+	CURL *h;
+	CURLcode cc;
+	struct curl_slist *hdrs = NULL;
+	struct sink body = {&resp->body, 0}, head = {&resp->headers, 0};
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char where[256];
+	int rc = 0;
+	(void)ctx;
+
+	pthread_once(&curl_once, curl_init_once);
+	resp->body.max = max_response_bytes;
+	h = curl_easy_init();
+	if (!h)
+		return isc_err_set(err, ISC_ENOMEM, "cannot create an HTTP handle");
+	for (size_t i = 0; i < req->n_headers; i++) {
+		char *line = NULL;
+		struct curl_slist *next;
+		if (asprintf(&line, "%s: %s", req->headers[i].name, req->headers[i].value) < 0) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		next = curl_slist_append(hdrs, line);
+		free(line);
+		if (!next) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		hdrs = next;
+	}
+	/* curl would add "Expect: 100-continue" to larger POSTs: an extra round trip for nothing. */
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	curl_easy_setopt(h, CURLOPT_URL, req->url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
+	if (req->body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	} else if (strcmp(req->method, "GET") == 0) {
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, write_cb);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &head);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	cc = curl_easy_perform(h);
+	url_for_message(req->url, where, sizeof(where));
+	if (body.overflow) {
+		rc = isc_err_set(err, ISC_EINVALID, "%s: reply larger than %zu bytes", where, max_response_bytes);
+	} else if (cc != CURLE_OK) {
+		rc = isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: %s", where,
+				 errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	} else {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+	}
+out:
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return rc;
+}
+
+static const struct isc_http_transport curl_transport = {.send = curl_send, .ctx = NULL};
+
+const struct isc_http_transport *isc_http_transport_curl(void)
+{
+	return &curl_transport;
+}
