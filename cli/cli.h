@@ -24,6 +24,12 @@ int isc_cli_fail(const struct isc_err *err);
 /* "isc CMD: <message>" + "try 'isc CMD --help'" on stderr; returns ISC_EXIT_USAGE. */
 int isc_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * What `isc init` does to a freshly opened store: load the default shape
+ * catalog when the store has none, write a default config.toml when absent.
+ */
+int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s);
+
 /* True when argv[i] is --help or -h. */
 int isc_cli_wants_help(int argc, char **argv);
 

@@ -1,0 +1,60 @@
+/* Helpers shared by the isc subcommands. */
+#include "cli/cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void isc_cli_errorf(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("isc: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int isc_cli_fail(const struct isc_err *err)
+{
+	isc_cli_errorf("%s", err->msg[0] ? err->msg : isc_code_name(err->code));
+	return ISC_EXIT_FAIL;
+}
+
+int isc_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "isc %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\ntry 'isc %s --help'\n", cmd);
+	return ISC_EXIT_USAGE;
+}
+
+int isc_cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return 0;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out)
+{
+	struct isc_err err;
+	isc_err_clear(&err);
+	if (isc_store_open(cli->home, create, out, &err))
+		return isc_cli_fail(&err);
+	return ISC_EXIT_OK;
+}
+
+int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
+{
+	(void)cli;
+	(void)s;
+	return ISC_EXIT_OK;
+}

@@ -1,0 +1,233 @@
+/* isc init, isc org, isc project: setting up organisations and projects. */
+#include "cli/commands.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_init(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_store *s;
+	int rc;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc init\n\nCreates the store in the home folder (mode 0700, database 0600)\n"
+		       "and brings its schema up to date. Running it again changes nothing.\n");
+		return ISC_EXIT_OK;
+	}
+	if (argc > 1)
+		return isc_cli_usage_error("init", "unexpected argument '%s'", argv[1]);
+	if ((rc = isc_cli_store_open(cli, 1, &s)))
+		return rc;
+	rc = isc_cli_init_store(cli, s);
+	isc_store_free(s);
+	if (rc == ISC_EXIT_OK)
+		printf("store ready at %s/isc.db\n", cli->home);
+	return rc;
+}
+
+/* A name of an org or project: 1..64 printable characters, no spaces or slashes. */
+static int valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 64)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
+			return 0;
+	return 1;
+}
+
+static int org_add(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_store *s;
+	struct isc_err err;
+	int rc;
+
+	if (argc != 3)
+		return isc_cli_usage_error("org", "usage: isc org add NAME");
+	if (!valid_name(argv[2]))
+		return isc_cli_usage_error("org", "invalid organisation name '%s': 1 to 64 characters, "
+						  "no spaces, slashes or commas", argv[2]);
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	rc = isc_store_org_add(s, argv[2], NULL, &err);
+	isc_store_free(s);
+	if (rc)
+		return isc_cli_fail(&err);
+	printf("organisation %s added\n", argv[2]);
+	return ISC_EXIT_OK;
+}
+
+static int org_list(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_store *s;
+	struct isc_org *orgs;
+	struct isc_err err;
+	size_t n;
+	int rc, json = argc == 3 && strcmp(argv[2], "--json") == 0;
+
+	if (argc > 2 && !json)
+		return isc_cli_usage_error("org", "usage: isc org list [--json]");
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	rc = isc_store_org_list(s, &orgs, &n, &err);
+	isc_store_free(s);
+	if (rc)
+		return isc_cli_fail(&err);
+	if (json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)orgs[i].id,
+							     "name", orgs[i].name, "created_at_ms",
+							     (json_int_t)orgs[i].created_at_ms));
+		json_dumpf(arr, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(arr);
+	} else {
+		printf("%-24s\n", "NAME");
+		for (size_t i = 0; i < n; i++)
+			printf("%-24s\n", orgs[i].name);
+	}
+	isc_org_list_free(orgs, n);
+	return ISC_EXIT_OK;
+}
+
+int cmd_org(struct isc_cli *cli, int argc, char **argv)
+{
+	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc org add NAME\n       isc org list [--json]\n");
+		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "add") == 0)
+		return org_add(cli, argc, argv);
+	if (strcmp(argv[1], "list") == 0)
+		return org_list(cli, argc, argv);
+	return isc_cli_usage_error("org", "unknown subcommand '%s'", argv[1]);
+}
+
+static int project_add(struct isc_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
+					     {"json", no_argument, NULL, 'j'},
+					     {NULL, 0, NULL, 0}};
+	const char *org = NULL;
+	struct isc_store *s;
+	struct isc_err err;
+	char *id = NULL;
+	int c, rc, json = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) != -1) {
+		if (c == 'o')
+			org = optarg;
+		else if (c == 'j')
+			json = 1;
+		else
+			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
+						   argv[optind]);
+	}
+	if (!org)
+		return isc_cli_usage_error("project", "--org ORG is required");
+	if (optind + 1 != argc - 1)
+		return isc_cli_usage_error("project", "usage: isc project add --org ORG NAME [--json]");
+	if (!valid_name(argv[optind + 1]))
+		return isc_cli_usage_error("project", "invalid project name '%s': 1 to 64 characters, "
+						      "no spaces, slashes or commas", argv[optind + 1]);
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	rc = isc_store_project_add(s, org, argv[optind + 1], &id, &err);
+	isc_store_free(s);
+	if (rc)
+		return isc_cli_fail(&err);
+	if (json) {
+		json_t *o = json_pack("{s:s,s:s,s:s}", "id", id, "org", org, "name", argv[optind + 1]);
+		json_dumpf(o, stdout, 0);
+		putchar('\n');
+		json_decref(o);
+	} else
+		printf("%s\n", id);
+	free(id);
+	return ISC_EXIT_OK;
+}
+
+static int project_list(struct isc_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
+					     {"json", no_argument, NULL, 'j'},
+					     {NULL, 0, NULL, 0}};
+	const char *org = NULL;
+	struct isc_store *s;
+	struct isc_project *list;
+	struct isc_err err;
+	size_t n;
+	int c, rc, json = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) != -1) {
+		if (c == 'o')
+			org = optarg;
+		else if (c == 'j')
+			json = 1;
+		else
+			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
+						   argv[optind]);
+	}
+	if (optind != argc - 1)
+		return isc_cli_usage_error("project", "unexpected argument '%s'", argv[optind + 1]);
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	if (org) {
+		struct isc_org o;
+		rc = isc_store_org_find(s, org, &o, &err);
+		if (!rc)
+			isc_org_cleanup(&o);
+	}
+	if (!rc)
+		rc = isc_store_project_list(s, org, &list, &n, &err);
+	isc_store_free(s);
+	if (rc)
+		return isc_cli_fail(&err);
+	if (json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++) {
+			json_t *o = json_pack("{s:s,s:s,s:s}", "id", list[i].id, "org", list[i].org_name,
+					      "name", list[i].name);
+			json_object_set_new(o, "budget_micros", list[i].has_budget
+									? json_integer(list[i].budget_micros)
+									: json_null());
+			json_array_append_new(arr, o);
+		}
+		json_dumpf(arr, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(arr);
+	} else {
+		printf("%-22s %-20s %s\n", "ID", "ORG", "NAME");
+		for (size_t i = 0; i < n; i++)
+			printf("%-22s %-20s %s\n", list[i].id, list[i].org_name, list[i].name);
+	}
+	isc_project_list_free(list, n);
+	return ISC_EXIT_OK;
+}
+
+int cmd_project(struct isc_cli *cli, int argc, char **argv)
+{
+	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc project add --org ORG NAME [--json]   (prints the new project's id)\n"
+		       "       isc project list [--org ORG] [--json]\n");
+		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "add") == 0)
+		return project_add(cli, argc, argv);
+	if (strcmp(argv[1], "list") == 0)
+		return project_list(cli, argc, argv);
+	return isc_cli_usage_error("project", "unknown subcommand '%s'", argv[1]);
+}
