@@ -1,0 +1,406 @@
+/* Clusters, nodes and launch intents. */
+#include "store/store_clusters.h"
+
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void isc_cluster_cleanup(struct isc_cluster *c)
+{
+	free(c->id);
+	free(c->experiment_id);
+	free(c->shape_id);
+	free(c->provider);
+	free(c->account);
+	free(c->region);
+	free(c->zone);
+	free(c->state);
+	memset(c, 0, sizeof(*c));
+}
+
+void isc_cluster_list_free(struct isc_cluster *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_cluster_cleanup(&list[i]);
+	free(list);
+}
+
+void isc_intent_cleanup(struct isc_intent *i)
+{
+	free(i->token);
+	free(i->cluster_id);
+	free(i->shape_id);
+	free(i->zone);
+	free(i->state);
+	free(i->error);
+	memset(i, 0, sizeof(*i));
+}
+
+void isc_node_list_free(struct isc_node *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].cluster_id);
+		free(list[i].instance_id);
+		free(list[i].state);
+		free(list[i].private_ip);
+		free(list[i].public_ip);
+		free(list[i].zone);
+	}
+	free(list);
+}
+
+static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, struct isc_err *err)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return 0;
+	return isc_store_sqlite_err(s, rc, what, err);
+}
+
+int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
+			     const char *zones, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int64_t now = isc_store_now_ms();
+	int rc;
+
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(s,
+			       "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
+			       "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms) "
+			       "VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 'launching', ?)",
+			       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, c->experiment_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, c->shape_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, c->provider, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, c->account, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, c->region, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 7, c->nnodes);
+		sqlite3_bind_int(st, 8, c->nproc);
+		sqlite3_bind_int(st, 9, c->cycle);
+		sqlite3_bind_int64(st, 10, c->price_micros);
+		sqlite3_bind_int64(st, 11, now);
+		rc = step_done(s, st, "creating a cluster", err);
+	}
+	if (!rc)
+		rc = isc_store_prepare(s,
+				       "INSERT INTO intents (token, cluster_id, shape_id, zone, count, state, "
+				       "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+				       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, token, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, c->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, c->shape_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, zones, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 5, c->nnodes);
+		sqlite3_bind_int64(st, 6, now);
+		rc = step_done(s, st, "recording a launch intent", err);
+	}
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
+#define CLUSTER_COLS                                                                               \
+	"SELECT id, experiment_id, shape_id, provider, account, region, zone, nnodes, nproc, "     \
+	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0) FROM clusters "
+
+static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_cluster **out, size_t *n,
+			 struct isc_err *err)
+{
+	struct isc_cluster *list = NULL;
+	size_t count = 0;
+	int rc, oom = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_cluster *grown = realloc(list, (count + 1) * sizeof(*list)), *c;
+		if (!grown) {
+			oom = 1;
+			break;
+		}
+		list = grown;
+		c = &list[count++];
+		c->id = isc_store_col_text(st, 0, &oom);
+		c->experiment_id = isc_store_col_text(st, 1, &oom);
+		c->shape_id = isc_store_col_text(st, 2, &oom);
+		c->provider = isc_store_col_text(st, 3, &oom);
+		c->account = isc_store_col_text(st, 4, &oom);
+		c->region = isc_store_col_text(st, 5, &oom);
+		c->zone = isc_store_col_text(st, 6, &oom);
+		c->nnodes = sqlite3_column_int(st, 7);
+		c->nproc = sqlite3_column_int(st, 8);
+		c->cycle = sqlite3_column_int(st, 9);
+		c->price_micros = sqlite3_column_int64(st, 10);
+		c->state = isc_store_col_text(st, 11, &oom);
+		c->created_at_ms = sqlite3_column_int64(st, 12);
+		c->closed_at_ms = sqlite3_column_int64(st, 13);
+		if (oom)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+		isc_cluster_list_free(list, count);
+		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
+			   : isc_store_sqlite_err(s, rc, "reading clusters", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+}
+
+int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
+			  struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_cluster *list;
+	size_t n;
+	int rc = isc_store_prepare(s, CLUSTER_COLS "WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if ((rc = cluster_query(s, st, &list, &n, err)))
+		return rc;
+	if (n == 0) {
+		free(list);
+		return isc_err_set(err, ISC_ENOTFOUND, "no cluster with id '%s'", id);
+	}
+	*out = list[0];
+	free(list);
+	return 0;
+}
+
+int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
+				struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, CLUSTER_COLS "WHERE state != 'closed' ORDER BY created_at_ms, id", &st, err);
+	return rc ? rc : cluster_query(s, st, out, n, err);
+}
+
+int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *experiment_id,
+					  int open_only, struct isc_cluster **out, size_t *n,
+					  struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   CLUSTER_COLS "WHERE experiment_id = ? AND (? = 0 OR state != 'closed') "
+						"ORDER BY created_at_ms, id",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, open_only);
+	return cluster_query(s, st, out, n, err);
+}
+
+int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char *state,
+				struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   "UPDATE clusters SET state = ?1, closed_at_ms = CASE WHEN ?1 = 'closed' "
+				   "THEN ?2 ELSE closed_at_ms END WHERE id = ?3",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, isc_store_now_ms());
+	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	return step_done(s, st, "updating a cluster", err);
+}
+
+int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *zone,
+			       struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "UPDATE clusters SET zone = ? WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, zone, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	return step_done(s, st, "updating a cluster", err);
+}
+
+int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id, struct isc_intent *out,
+				 struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc, oom = 0;
+
+	rc = isc_store_prepare(s,
+			       "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms "
+			       "FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
+			       &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	memset(out, 0, sizeof(*out));
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		out->token = isc_store_col_text(st, 0, &oom);
+		out->cluster_id = isc_store_col_text(st, 1, &oom);
+		out->shape_id = isc_store_col_text(st, 2, &oom);
+		out->zone = isc_store_col_text(st, 3, &oom);
+		out->count = sqlite3_column_int(st, 4);
+		out->state = isc_store_col_text(st, 5, &oom);
+		out->error = isc_store_col_text(st, 6, &oom);
+		out->created_at_ms = sqlite3_column_int64(st, 7);
+		rc = oom ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
+		if (rc)
+			isc_intent_cleanup(out);
+	} else if (rc == SQLITE_DONE) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "cluster %s has no launch intent", cluster_id);
+	} else {
+		rc = isc_store_sqlite_err(s, rc, "reading an intent", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
+			     const char *error, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "UPDATE intents SET state = ?, error = ?, resolved_at_ms = ? WHERE token = ?",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, error ? error : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, isc_store_now_ms());
+	sqlite3_bind_text(st, 4, token, -1, SQLITE_STATIC);
+	return step_done(s, st, "resolving an intent", err);
+}
+
+int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   "INSERT OR IGNORE INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
+				   "public_ip, zone, price_micros, launched_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, n->cluster_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, n->rank);
+	sqlite3_bind_text(st, 3, n->instance_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, n->state ? n->state : "pending", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, n->private_ip ? n->private_ip : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, n->public_ip ? n->public_ip : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, n->zone ? n->zone : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, n->price_micros);
+	if (n->launched_at_ms > 0)
+		sqlite3_bind_int64(st, 9, n->launched_at_ms);
+	return step_done(s, st, "recording a node", err);
+}
+
+int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
+			   const char *private_ip, const char *public_ip, int64_t launched_at_ms,
+			   int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+		s,
+		"UPDATE nodes SET state = ?1, "
+		"private_ip = CASE WHEN ?2 != '' THEN ?2 ELSE private_ip END, "
+		"public_ip = CASE WHEN ?3 != '' THEN ?3 ELSE public_ip END, "
+		"launched_at_ms = COALESCE(launched_at_ms, NULLIF(?4, 0)), "
+		"notice_at_ms = COALESCE(notice_at_ms, NULLIF(?5, 0)), "
+		"terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
+		"ELSE terminated_at_ms END WHERE instance_id = ?7",
+		&st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, private_ip ? private_ip : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, public_ip ? public_ip : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, launched_at_ms);
+	sqlite3_bind_int64(st, 5, notice_at_ms);
+	sqlite3_bind_int64(st, 6, observed_at_ms);
+	sqlite3_bind_text(st, 7, instance_id, -1, SQLITE_STATIC);
+	return step_done(s, st, "updating a node", err);
+}
+
+int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
+			       struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "UPDATE nodes SET charged_until_ms = ? WHERE instance_id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, until_ms);
+	sqlite3_bind_text(st, 2, instance_id, -1, SQLITE_STATIC);
+	return step_done(s, st, "updating a node", err);
+}
+
+int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out, size_t *n,
+			struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_node *list = NULL;
+	size_t count = 0;
+	int rc, oom = 0;
+
+	rc = isc_store_prepare(s,
+			       "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
+			       "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
+			       "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0) "
+			       "FROM nodes WHERE cluster_id = ? ORDER BY rank",
+			       &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_node *grown = realloc(list, (count + 1) * sizeof(*list)), *nd;
+		if (!grown) {
+			oom = 1;
+			break;
+		}
+		list = grown;
+		nd = &list[count++];
+		nd->id = sqlite3_column_int64(st, 0);
+		nd->cluster_id = isc_store_col_text(st, 1, &oom);
+		nd->rank = sqlite3_column_int(st, 2);
+		nd->instance_id = isc_store_col_text(st, 3, &oom);
+		nd->state = isc_store_col_text(st, 4, &oom);
+		nd->private_ip = isc_store_col_text(st, 5, &oom);
+		nd->public_ip = isc_store_col_text(st, 6, &oom);
+		nd->zone = isc_store_col_text(st, 7, &oom);
+		nd->price_micros = sqlite3_column_int64(st, 8);
+		nd->launched_at_ms = sqlite3_column_int64(st, 9);
+		nd->terminated_at_ms = sqlite3_column_int64(st, 10);
+		nd->charged_until_ms = sqlite3_column_int64(st, 11);
+		nd->notice_at_ms = sqlite3_column_int64(st, 12);
+		if (oom)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+		isc_node_list_free(list, count);
+		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
+			   : isc_store_sqlite_err(s, rc, "reading nodes", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+}
+
+int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT 1 FROM nodes WHERE instance_id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, instance_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	*known = rc == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 : isc_store_sqlite_err(s, rc, "reading nodes", err);
+}

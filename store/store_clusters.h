@@ -1,0 +1,100 @@
+/*
+ * Clusters, their nodes, and launch intents.
+ *
+ * A cluster is one attempt to run an experiment on one shape. Its intent
+ * (the idempotency token and the shape and zone it was for) is written in the
+ * same transaction that creates the cluster, before any cloud call, so that
+ * after a crash the broker asks the cloud about that token instead of
+ * launching again. Node rows are never deleted: a node is closed when the
+ * cloud confirms its termination, and the ledger refers to it.
+ */
+#ifndef ISC_STORE_STORE_CLUSTERS_H
+#define ISC_STORE_STORE_CLUSTERS_H
+
+#include "store/store.h"
+
+/* Cluster states: launching -> booting -> running -> terminating -> closed. */
+struct isc_cluster {
+	char *id;
+	char *experiment_id;
+	char *shape_id;
+	char *provider;
+	char *account;  /* "default", or a BYO cloud key id */
+	char *region;
+	char *zone;     /* where the gang came up; "" until then */
+	int nnodes, nproc;
+	int cycle;      /* STRONG_CYCLE_COUNT of this cluster */
+	int64_t price_micros; /* node-hour price snapshot at launch */
+	char *state;
+	int64_t created_at_ms;
+	int64_t closed_at_ms; /* 0 while open */
+};
+
+struct isc_intent {
+	char *token;
+	char *cluster_id;
+	char *shape_id;
+	char *zone;
+	int count;
+	char *state; /* pending | launched | failed */
+	char *error;
+	int64_t created_at_ms;
+};
+
+struct isc_node {
+	int64_t id;
+	char *cluster_id;
+	int rank;
+	char *instance_id;
+	char *state;  /* the cloud's: pending, running, shutting_down, terminated, ... */
+	char *private_ip, *public_ip, *zone;
+	int64_t price_micros;
+	int64_t launched_at_ms;   /* 0 until the cloud reports it */
+	int64_t terminated_at_ms; /* 0 until the cloud confirms it */
+	int64_t charged_until_ms; /* 0 until first charged */
+	int64_t notice_at_ms;     /* 0 unless an interruption notice was seen */
+};
+
+/* Creates the cluster (state launching) and its pending intent in one transaction. */
+int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
+			     const char *zones, struct isc_err *err);
+int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
+			  struct isc_err *err);
+/* Every cluster not closed, oldest first. */
+int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
+				struct isc_err *err);
+/* The experiment's open clusters (normally at most two: a dying one and its replacement). */
+int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *experiment_id,
+					  int open_only, struct isc_cluster **out, size_t *n,
+					  struct isc_err *err);
+int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char *state,
+				struct isc_err *err);
+int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *zone,
+			       struct isc_err *err);
+void isc_cluster_cleanup(struct isc_cluster *c);
+void isc_cluster_list_free(struct isc_cluster *list, size_t n);
+
+int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id, struct isc_intent *out,
+				 struct isc_err *err);
+int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
+			     const char *error, struct isc_err *err);
+void isc_intent_cleanup(struct isc_intent *i);
+
+/* Records a node the cloud created for the cluster (ignored if the instance is known). */
+int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err);
+/*
+ * What the cloud reported in a describe: state, addresses, launch time, a
+ * notice. terminated_at_ms is set the first time state is "terminated".
+ */
+int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
+			   const char *private_ip, const char *public_ip, int64_t launched_at_ms,
+			   int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err);
+int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
+			       struct isc_err *err);
+int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out, size_t *n,
+			struct isc_err *err);
+/* 1 if the instance id belongs to any node row, else 0. */
+int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known, struct isc_err *err);
+void isc_node_list_free(struct isc_node *list, size_t n);
+
+#endif
