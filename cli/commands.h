@@ -11,5 +11,8 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv);
 int cmd_org(struct isc_cli *cli, int argc, char **argv);
 int cmd_project(struct isc_cli *cli, int argc, char **argv);
 int cmd_experiments(struct isc_cli *cli, int argc, char **argv);
+int cmd_status(struct isc_cli *cli, int argc, char **argv);
+int cmd_logs(struct isc_cli *cli, int argc, char **argv);
+int cmd_cancel(struct isc_cli *cli, int argc, char **argv);
 
 #endif

@@ -20,6 +20,9 @@ static const struct command commands[] = {
 	{"org", cmd_org, "add and list organisations"},
 	{"project", cmd_project, "add and list projects, set budgets"},
 	{"experiments", cmd_experiments, "list experiments"},
+	{"status", cmd_status, "an experiment's state and timeline of events"},
+	{"logs", cmd_logs, "a rank's output"},
+	{"cancel", cmd_cancel, "cancel an experiment"},
 };
 
 static void usage(FILE *out)

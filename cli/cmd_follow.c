@@ -1,0 +1,213 @@
+/* isc status, isc logs, isc cancel: following one experiment. */
+#include "cli/commands.h"
+#include "store/store_experiments.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void format_time(int64_t ms, char *out, size_t cap)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+int cmd_status(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_store *s;
+	struct isc_experiment e;
+	struct isc_event *ev;
+	struct isc_err err;
+	const char *id = NULL;
+	size_t n;
+	int rc, json = 0;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc status ID [--json]\n\nShows an experiment's state and the timeline of its "
+		       "events: every transition with its reason\n(which shape was tried, which error came back).\n");
+		return ISC_EXIT_OK;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else if (argv[i][0] == '-' || id)
+			return isc_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
+		else
+			id = argv[i];
+	}
+	if (!id)
+		return isc_cli_usage_error("status", "an experiment ID is required");
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	if ((rc = isc_store_experiment_get(s, id, &e, &err))) {
+		isc_store_free(s);
+		return isc_cli_fail(&err);
+	}
+	rc = isc_store_event_list(s, id, 0, &ev, &n, &err);
+	isc_store_free(s);
+	if (rc) {
+		isc_experiment_cleanup(&e);
+		return isc_cli_fail(&err);
+	}
+	if (json) {
+		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:i,s:s}", "id", e.id, "name", e.name,
+				      "project_id", e.project_id, "status", e.status, "status_reason",
+				      e.status_reason, "gpus", e.gpus, "nnodes", e.nnodes, "nproc", e.nproc,
+				      "shape", e.shape_id, "cycle_count", e.cycle_count, "output_path",
+				      e.output_path);
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:s}", "at_ms", (json_int_t)ev[i].at_ms,
+							     "kind", ev[i].kind, "message", ev[i].message));
+		json_object_set_new(o, "events", arr);
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(o);
+	} else {
+		char when[32];
+		printf("Experiment %s (%s)\n", e.id, e.name);
+		printf("  Status:   %s%s%s\n", e.status, e.status_reason[0] ? ": " : "", e.status_reason);
+		printf("  GPUs:     %d", e.gpus);
+		if (e.nnodes)
+			printf(" as %d x %d", e.nnodes, e.nproc);
+		printf("\n  Shape:    %s\n  Cycle:    %d\n  Output:   %s\n\nTimeline (UTC):\n",
+		       e.shape_id[0] ? e.shape_id : "-", e.cycle_count, e.output_path[0] ? e.output_path : "-");
+		for (size_t i = 0; i < n; i++) {
+			format_time(ev[i].at_ms, when, sizeof(when));
+			printf("  %s  %-16s %s\n", when, ev[i].kind, ev[i].message);
+		}
+	}
+	isc_event_list_free(ev, n);
+	isc_experiment_cleanup(&e);
+	return ISC_EXIT_OK;
+}
+
+/* Copies new bytes of path from *offset to stdout; returns 0, or -1 if the file is missing. */
+static int print_from(const char *path, long *offset)
+{
+	char buf[8192];
+	size_t got;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fseek(f, *offset, SEEK_SET) == 0) {
+		while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
+			fwrite(buf, 1, got, stdout);
+			*offset += (long)got;
+		}
+	}
+	fclose(f);
+	fflush(stdout);
+	return 0;
+}
+
+int cmd_logs(struct isc_cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {{"rank", required_argument, NULL, 'r'},
+					     {"follow", no_argument, NULL, 'f'},
+					     {NULL, 0, NULL, 0}};
+	struct isc_store *s;
+	struct isc_experiment e;
+	struct isc_err err;
+	char *path = NULL;
+	long offset = 0, rank = 0;
+	int c, rc, follow = 0;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc logs ID [--rank N] [--follow]\n\nPrints rank N's output (default rank 0), "
+		       "as brought home by the broker\ninto the experiment's output folder. --follow keeps "
+		       "printing until the experiment ends.\n");
+		return ISC_EXIT_OK;
+	}
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "f", opts, NULL)) != -1) {
+		if (c == 'r') {
+			char *end;
+			errno = 0;
+			rank = strtol(optarg, &end, 10);
+			if (*end || errno || rank < 0 || rank > 4096)
+				return isc_cli_usage_error("logs", "--rank: '%s' is not a rank number", optarg);
+		} else if (c == 'f') {
+			follow = 1;
+		} else {
+			return isc_cli_usage_error("logs", "unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return isc_cli_usage_error("logs", "exactly one experiment ID is required");
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	if ((rc = isc_store_experiment_get(s, argv[optind], &e, &err))) {
+		isc_store_free(s);
+		return isc_cli_fail(&err);
+	}
+	if (rank >= (e.nnodes > 0 ? e.nnodes : 1)) {
+		isc_cli_errorf("experiment %s has %d node(s): no rank %ld", e.id, e.nnodes, rank);
+		rc = ISC_EXIT_FAIL;
+		goto out;
+	}
+	if (asprintf(&path, "%s/rank_%ld.txt", e.output_path, rank) < 0) {
+		rc = ISC_EXIT_FAIL;
+		goto out;
+	}
+	for (;;) {
+		int missing = print_from(path, &offset) != 0;
+		int final = isc_status_is_final(e.status);
+		if (!follow || final) {
+			if (missing && offset == 0 && !follow)
+				isc_cli_errorf("no output yet for rank %ld of %s (%s)", rank, e.id, e.status);
+			rc = missing && offset == 0 && !follow ? ISC_EXIT_FAIL : ISC_EXIT_OK;
+			if (final && follow)
+				print_from(path, &offset);
+			break;
+		}
+		usleep(500 * 1000);
+		isc_experiment_cleanup(&e);
+		if (isc_store_experiment_get(s, argv[optind], &e, &err)) {
+			rc = isc_cli_fail(&err);
+			free(path);
+			isc_store_free(s);
+			return rc;
+		}
+	}
+out:
+	free(path);
+	isc_experiment_cleanup(&e);
+	isc_store_free(s);
+	return rc;
+}
+
+int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_store *s;
+	struct isc_err err;
+	int rc;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc cancel ID\n\nAsks the broker to cancel an experiment: its containers are "
+		       "stopped with a grace\nperiod (so the script can checkpoint), its nodes terminated, and it "
+		       "ends as cancelled.\n");
+		return ISC_EXIT_OK;
+	}
+	if (argc != 2 || argv[1][0] == '-')
+		return isc_cli_usage_error("cancel", "exactly one experiment ID is required");
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		return rc;
+	isc_err_clear(&err);
+	rc = isc_store_experiment_request_cancel(s, argv[1], &err);
+	isc_store_free(s);
+	if (rc)
+		return isc_cli_fail(&err);
+	printf("cancel requested for %s\n", argv[1]);
+	return ISC_EXIT_OK;
+}
