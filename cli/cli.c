@@ -1,6 +1,8 @@
 /* Helpers shared by the isc subcommands. */
 #include "cli/cli.h"
 
+#include "config/config.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +56,10 @@ int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out)
 
 int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
 {
-	(void)cli;
+	struct isc_err err;
 	(void)s;
+	isc_err_clear(&err);
+	if (isc_config_write_default(cli->home, &err))
+		return isc_cli_fail(&err);
 	return ISC_EXIT_OK;
 }

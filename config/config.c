@@ -1,0 +1,359 @@
+/*
+ * Reading config.toml. Every key is checked for type and range; an unknown
+ * key is an error naming the file, line and column, so a typo never silently
+ * falls back to a default.
+ */
+#include "config/config.h"
+
+#include "toml/toml.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONFIG_MAX_BYTES (1024 * 1024)
+
+static void provider_cleanup(struct isc_provider_config *p)
+{
+	free(p->name);
+	for (size_t i = 0; i < p->n_regions; i++)
+		free(p->regions[i]);
+	free(p->regions);
+	free(p->ssh_user);
+	for (size_t i = 0; i < p->n_settings; i++) {
+		free(p->settings[i].key);
+		free(p->settings[i].value);
+	}
+	free(p->settings);
+}
+
+void isc_config_free(struct isc_config *c)
+{
+	if (!c)
+		return;
+	free(c->path);
+	free(c->broker_id);
+	free(c->default_image);
+	free(c->shm_size);
+	free(c->artifact_root);
+	for (size_t i = 0; i < c->n_providers; i++)
+		provider_cleanup(&c->providers[i]);
+	free(c->providers);
+	free(c);
+}
+
+static struct isc_config *config_defaults(void)
+{
+	struct isc_config *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->path = strdup("");
+	c->broker_id = strdup("");
+	c->default_image = strdup("pytorch/pytorch:latest");
+	c->shm_size = strdup("16g");
+	c->artifact_root = strdup("");
+	c->tick_interval_ms = 2000;
+	c->retry_wait_ms = 30000;
+	c->stop_grace_s = 30;
+	c->boot_deadline_ms = 300000;
+	c->command_timeout_ms = 600000;
+	c->master_port = 29500;
+	c->reservation_window_ms = 3600000;
+	c->reconcile_every_ticks = 30;
+	c->checkpoint_sync_ms = 600000;
+	c->lossy_sync_ms = 30000;
+	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
+		isc_config_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_providers; i++)
+		if (strcmp(c->providers[i].name, name) == 0)
+			return &c->providers[i];
+	return NULL;
+}
+
+const char *isc_config_setting(const struct isc_provider_config *p, const char *key)
+{
+	for (size_t i = 0; i < p->n_settings; i++)
+		if (strcmp(p->settings[i].key, key) == 0)
+			return p->settings[i].value;
+	return NULL;
+}
+
+struct ctx {
+	const char *path;
+	struct isc_err *err;
+};
+
+static int fail_at(struct ctx *x, const struct isc_toml_value *v, const char *key, const char *msg)
+{
+	return isc_err_set(x->err, ISC_EINVALID, "%s:%d:%d: %s: %s", x->path, isc_toml_key_line(v),
+			   isc_toml_key_col(v), key, msg);
+}
+
+static int get_string(struct ctx *x, const struct isc_toml_value *v, const char *key, char **out)
+{
+	const char *s;
+	size_t len;
+	char *copy;
+
+	if (isc_toml_type(v) != ISC_TOML_STRING || isc_toml_get_string(v, &s, &len))
+		return fail_at(x, v, key, "must be a string");
+	if (strlen(s) != len || len > 4096)
+		return fail_at(x, v, key, "must be a string of at most 4096 characters without NUL");
+	copy = strdup(s);
+	if (!copy)
+		return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+	free(*out);
+	*out = copy;
+	return 0;
+}
+
+static int get_long(struct ctx *x, const struct isc_toml_value *v, const char *key, long lo, long hi,
+		    long *out)
+{
+	int64_t i;
+	char msg[96];
+	if (isc_toml_type(v) != ISC_TOML_INTEGER || isc_toml_get_int(v, &i) || i < lo || i > hi) {
+		snprintf(msg, sizeof(msg), "must be an integer from %ld to %ld", lo, hi);
+		return fail_at(x, v, key, msg);
+	}
+	*out = (long)i;
+	return 0;
+}
+
+static int parse_provider(struct ctx *x, const char *name, const struct isc_toml_value *t,
+			  struct isc_provider_config *p)
+{
+	size_t n = isc_toml_table_len(t);
+	int rc;
+
+	p->name = strdup(name);
+	p->ssh_user = strdup("root");
+	p->ssh_port = 22;
+	if (!p->name || !p->ssh_user)
+		return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *key;
+		size_t key_len;
+		const struct isc_toml_value *v = isc_toml_table_at(t, i, &key, &key_len);
+		char full[160];
+
+		snprintf(full, sizeof(full), "providers.%s.%s", name, key);
+		if (strcmp(key, "regions") == 0) {
+			size_t nr = isc_toml_array_len(v);
+			if (isc_toml_type(v) != ISC_TOML_ARRAY || nr == 0 || nr > 64)
+				return fail_at(x, v, full, "must be a list of 1 to 64 region names");
+			p->regions = calloc(nr, sizeof(*p->regions));
+			if (!p->regions)
+				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+			for (size_t r = 0; r < nr; r++) {
+				if ((rc = get_string(x, isc_toml_array_at(v, r), full, &p->regions[r])))
+					return rc;
+				p->n_regions++;
+			}
+		} else if (strcmp(key, "ssh_user") == 0) {
+			if ((rc = get_string(x, v, full, &p->ssh_user)))
+				return rc;
+		} else if (strcmp(key, "ssh_port") == 0) {
+			long port;
+			if ((rc = get_long(x, v, full, 1, 65535, &port)))
+				return rc;
+			p->ssh_port = (int)port;
+		} else {
+			/* Driver settings (endpoint, image_id, subnet_id, ...): the driver checks its own. */
+			struct isc_config_setting *grown = realloc(p->settings, (p->n_settings + 1) * sizeof(*grown));
+			char *value = NULL;
+			if (!grown)
+				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+			p->settings = grown;
+			if ((rc = get_string(x, v, full, &value)))
+				return rc;
+			grown[p->n_settings].key = strdup(key);
+			grown[p->n_settings].value = value;
+			p->n_settings++;
+			if (!grown[p->n_settings - 1].key)
+				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+		}
+	}
+	if (p->n_regions == 0)
+		return isc_err_set(x->err, ISC_EINVALID, "%s:%d:%d: providers.%s: 'regions' is required",
+				   x->path, isc_toml_key_line(t), isc_toml_key_col(t), name);
+	return 0;
+}
+
+static int parse_providers(struct ctx *x, const struct isc_toml_value *t, struct isc_config *c)
+{
+	size_t n = isc_toml_table_len(t);
+	if (isc_toml_type(t) != ISC_TOML_TABLE)
+		return fail_at(x, t, "providers", "must be a table of [providers.NAME] sections");
+	c->providers = calloc(n ? n : 1, sizeof(*c->providers));
+	if (!c->providers)
+		return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *name;
+		size_t len;
+		const struct isc_toml_value *v = isc_toml_table_at(t, i, &name, &len);
+		int rc;
+		if (strcmp(name, "aws") && strcmp(name, "gcp") && strcmp(name, "oci"))
+			return fail_at(x, v, "providers", "unknown provider (known: aws, gcp, oci)");
+		if (isc_toml_type(v) != ISC_TOML_TABLE)
+			return fail_at(x, v, name, "must be a table");
+		c->n_providers++;
+		if ((rc = parse_provider(x, name, v, &c->providers[i])))
+			return rc;
+	}
+	return 0;
+}
+
+static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct isc_config *c)
+{
+	size_t n = isc_toml_table_len(root);
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		const char *key;
+		size_t len;
+		const struct isc_toml_value *v = isc_toml_table_at(root, i, &key, &len);
+		long l;
+
+		if (!strcmp(key, "broker_id"))
+			rc = get_string(x, v, key, &c->broker_id);
+		else if (!strcmp(key, "default_image"))
+			rc = get_string(x, v, key, &c->default_image);
+		else if (!strcmp(key, "shm_size"))
+			rc = get_string(x, v, key, &c->shm_size);
+		else if (!strcmp(key, "artifact_root"))
+			rc = get_string(x, v, key, &c->artifact_root);
+		else if (!strcmp(key, "tick_interval_ms"))
+			rc = get_long(x, v, key, 10, 3600000, &c->tick_interval_ms);
+		else if (!strcmp(key, "retry_wait_ms"))
+			rc = get_long(x, v, key, 0, 86400000, &c->retry_wait_ms);
+		else if (!strcmp(key, "boot_deadline_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_ms);
+		else if (!strcmp(key, "command_timeout_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->command_timeout_ms);
+		else if (!strcmp(key, "checkpoint_sync_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->checkpoint_sync_ms);
+		else if (!strcmp(key, "lossy_sync_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->lossy_sync_ms);
+		else if (!strcmp(key, "stop_grace_s")) {
+			if (!(rc = get_long(x, v, key, 0, 3600, &l)))
+				c->stop_grace_s = (int)l;
+		} else if (!strcmp(key, "master_port")) {
+			if (!(rc = get_long(x, v, key, 1, 65535, &l)))
+				c->master_port = (int)l;
+		} else if (!strcmp(key, "reconcile_every_ticks")) {
+			if (!(rc = get_long(x, v, key, 1, 100000, &l)))
+				c->reconcile_every_ticks = (int)l;
+		} else if (!strcmp(key, "reservation_window_ms")) {
+			if (!(rc = get_long(x, v, key, 60000, 7 * 86400000L, &l)))
+				c->reservation_window_ms = l;
+		} else if (!strcmp(key, "providers"))
+			rc = parse_providers(x, v, c);
+		else
+			rc = fail_at(x, v, key, "unknown key (see docs/config.md)");
+	}
+	return rc;
+}
+
+int isc_config_load(const char *home, struct isc_config **out, struct isc_err *err)
+{
+	struct isc_config *c = config_defaults();
+	struct isc_toml_doc *doc = NULL;
+	struct ctx x;
+	char *path = NULL, *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc = 0;
+
+	if (!c || asprintf(&path, "%s/config.toml", home) < 0) {
+		isc_config_free(c);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	f = fopen(path, "rb");
+	if (!f) {
+		free(path);
+		if (errno == ENOENT) {
+			*out = c;
+			return 0;
+		}
+		isc_config_free(c);
+		return isc_err_set(err, ISC_EIO, "cannot read %s/config.toml: %s", home, strerror(errno));
+	}
+	text = malloc(CONFIG_MAX_BYTES + 1);
+	if (text)
+		len = fread(text, 1, CONFIG_MAX_BYTES + 1, f);
+	fclose(f);
+	if (!text)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	else if (len > CONFIG_MAX_BYTES)
+		rc = isc_err_set(err, ISC_EINVALID, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
+	else if (isc_toml_parse(text, len, &doc, err))
+		rc = isc_err_wrap(err, "%s", path);
+	if (!rc) {
+		x.path = path;
+		x.err = err;
+		rc = parse_root(&x, isc_toml_doc_root(doc), c);
+	}
+	isc_toml_doc_free(doc);
+	free(text);
+	if (rc) {
+		free(path);
+		isc_config_free(c);
+		return rc;
+	}
+	free(c->path);
+	c->path = path;
+	*out = c;
+	return 0;
+}
+
+int isc_config_write_default(const char *home, struct isc_err *err)
+{
+	unsigned char raw[6];
+	char *path;
+	FILE *f;
+	int fd;
+
+	if (asprintf(&path, "%s/config.toml", home) < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int rc = errno == EEXIST ? 0 : isc_err_set(err, ISC_EIO, "cannot create %s: %s", path, strerror(errno));
+		free(path);
+		return rc;
+	}
+	free(path);
+	f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
+	}
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		memset(raw, 0, sizeof(raw));
+	fprintf(f, "# isc-broker configuration (see docs/config.md). Keys left commented keep their default.\n\n"
+		   "# Tags every instance this broker creates; reconciliation finds them by it.\n"
+		   "broker_id = \"isc-%02x%02x%02x%02x%02x%02x\"\n\n"
+		   "# tick_interval_ms = 2000\n# default_image = \"pytorch/pytorch:latest\"\n"
+		   "# retry_wait_ms = 30000\n# stop_grace_s = 30\n# boot_deadline_ms = 300000\n"
+		   "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
+		   "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
+		   "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n\n"
+		   "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
+		   "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
+		raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
+	if (fclose(f) != 0)
+		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
+	return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * $ISC_HOME/config.toml: provider endpoints and regions, the default image,
+ * the tick interval and the broker's other knobs. Read with the project's
+ * TOML parser; unknown keys are errors that name the file, line and key.
+ * See docs/config.md for every key and its default.
+ */
+#ifndef ISC_CONFIG_CONFIG_H
+#define ISC_CONFIG_CONFIG_H
+
+#include "common/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One key = value of a provider's section, handed to its driver as a string. */
+struct isc_config_setting {
+	char *key;
+	char *value;
+};
+
+struct isc_provider_config {
+	char *name;                        /* "aws", "gcp", "oci" */
+	char **regions;                    /* accounts are watched and reconciled in these */
+	size_t n_regions;
+	char *ssh_user;                    /* the image's login user (default "root") */
+	int ssh_port;                      /* default 22 */
+	struct isc_config_setting *settings; /* every other key of [providers.NAME] */
+	size_t n_settings;
+};
+
+struct isc_config {
+	char *path;                 /* where it was read from ("" when defaults only) */
+	char *broker_id;            /* tags every instance; written by isc init */
+	long tick_interval_ms;      /* 2000 */
+	char *default_image;        /* "pytorch/pytorch:latest" */
+	long retry_wait_ms;         /* a waiting experiment is placed again after this; 30000 */
+	int stop_grace_s;           /* docker stop grace period; 30 */
+	long boot_deadline_ms;      /* per node SSH connect deadline; 300000 */
+	long command_timeout_ms;    /* per remote command; 600000 */
+	int master_port;            /* 29500 */
+	char *shm_size;             /* "16g" */
+	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
+	int reconcile_every_ticks;  /* 30 */
+	char *artifact_root;        /* "" = $ISC_HOME/artifacts */
+	long checkpoint_sync_ms;    /* 600000 */
+	long lossy_sync_ms;         /* 30000 */
+	struct isc_provider_config *providers;
+	size_t n_providers;
+};
+
+/* Reads $home/config.toml; a missing file gives the defaults (and no providers). */
+int isc_config_load(const char *home, struct isc_config **out, struct isc_err *err);
+void isc_config_free(struct isc_config *c);
+/* Borrowed; NULL when the provider has no section. */
+const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name);
+/* A setting of a provider section, or NULL. */
+const char *isc_config_setting(const struct isc_provider_config *p, const char *key);
+/* Writes a commented default config.toml (mode 0600) unless one exists. */
+int isc_config_write_default(const char *home, struct isc_err *err);
+
+#endif
