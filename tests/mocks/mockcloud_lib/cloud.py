@@ -1,0 +1,487 @@
+"""The mock cloud's state: instances, reservations, client tokens, key pairs, spot
+requests, spot prices, faults, call counters; the instance state machine and the
+real sshd nodes behind running instances."""
+
+import hashlib
+import heapq
+import itertools
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+
+STATE_CODES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48,
+               "stopping": 64, "stopped": 80}
+
+# Rough spot prices (USD/hour) of common GPU types; other types get a hash-derived price.
+BASE_PRICES = {
+    "p5.48xlarge": 29.50, "p4de.24xlarge": 12.00, "p4d.24xlarge": 9.83,
+    "p3.16xlarge": 7.34, "p3.8xlarge": 3.67, "p3.2xlarge": 0.92,
+    "g6.xlarge": 0.34, "g6.12xlarge": 1.95, "g5.xlarge": 0.43, "g5.12xlarge": 2.27,
+    "g5.48xlarge": 6.52, "g4dn.xlarge": 0.21, "g4dn.12xlarge": 1.60,
+}
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def log(msg):
+    sys.stderr.write("mockcloud: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def hex17():
+    return "%017x" % secrets.randbits(68)
+
+
+def default_price(instance_type, zone):
+    h = int.from_bytes(hashlib.sha256(("%s|%s" % (instance_type, zone)).encode()).digest()[:8], "big")
+    base = BASE_PRICES.get(instance_type)
+    if base is None:
+        base = 0.10 + (h % 4900) / 1000.0
+    factor = 0.85 + ((h >> 16) % 31) / 100.0
+    return "%.6f" % (base * factor)
+
+
+class Scheduler:
+    """One thread running callbacks at monotonic deadlines."""
+
+    def __init__(self):
+        self._heap = []
+        self._seq = itertools.count()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
+        self._thread.start()
+
+    def at(self, delay_s, fn, *args):
+        with self._cv:
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay_s), next(self._seq), fn, args))
+            self._cv.notify()
+
+    def stop(self):
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._stop and (not self._heap or self._heap[0][0] > time.monotonic()):
+                    timeout = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._cv.wait(timeout)
+                if self._stop:
+                    return
+                _, _, fn, args = heapq.heappop(self._heap)
+            try:
+                fn(*args)
+            except Exception as e:  # keep the scheduler alive
+                log("scheduled task failed: %r" % (e,))
+
+
+class Cloud:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.lock = threading.RLock()
+        self.sched = Scheduler()
+        self.state_dir = cfg.state_dir
+        self.state_file = os.path.join(self.state_dir, "state.json")
+        self.meta_dir = os.path.join(self.state_dir, "node-meta")
+        self.nodes_dir = os.path.join(self.state_dir, "nodes")
+        os.makedirs(self.meta_dir, exist_ok=True)
+        os.makedirs(self.nodes_dir, exist_ok=True)
+        self.boot_delay_ms = cfg.boot_delay_ms
+        self.latency_ms = cfg.latency_ms
+        self.shutdown_delay_ms = cfg.shutdown_delay_ms
+        self.started_at = now_ms()
+        self.shutting_down = False
+        self.node_threads = set()
+        # persisted
+        self.instances = {}        # id -> dict
+        self.order = []            # instance ids in launch order
+        self.reservations = {}     # id -> dict
+        self.tokens = {}           # "region|token" -> {"reservation_id", "fingerprint"}
+        self.key_pairs = {}        # "region|name" -> dict
+        self.spot_requests = {}    # sir id -> dict
+        self.price_history = {}    # "type|zone" -> [[ts_ms, price], ...] (overrides only)
+        self.capacity = {}         # "type|zone" -> max live instances (absent: unlimited)
+        self.ip_counter = 0
+        # not persisted
+        self.faults = []
+        self.fault_counts = {}
+        self.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {}}
+        self.load()
+
+    # ---------------------------------------------------------------- persistence
+    def save(self):
+        with self.lock:
+            data = {
+                "version": 1, "instances": [self.instances[i] for i in self.order],
+                "reservations": self.reservations, "tokens": self.tokens,
+                "key_pairs": self.key_pairs, "spot_requests": self.spot_requests,
+                "price_history": self.price_history, "capacity": self.capacity,
+                "ip_counter": self.ip_counter, "boot_delay_ms": self.boot_delay_ms,
+                "saved_at": now_ms(),
+            }
+            tmp = self.state_file + ".tmp.%d" % threading.get_ident()
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.state_file)
+
+    def load(self):
+        if not os.path.exists(self.state_file):
+            self.save()
+            return
+        with open(self.state_file) as f:
+            data = json.load(f)
+        for inst in data.get("instances", []):
+            self.instances[inst["id"]] = inst
+            self.order.append(inst["id"])
+        self.reservations = data.get("reservations", {})
+        self.tokens = data.get("tokens", {})
+        self.key_pairs = data.get("key_pairs", {})
+        self.spot_requests = data.get("spot_requests", {})
+        self.price_history = data.get("price_history", {})
+        self.capacity = data.get("capacity", {})
+        self.ip_counter = data.get("ip_counter", 0)
+        log("reloaded %d instances from %s" % (len(self.instances), self.state_file))
+
+    def resume(self):
+        """After a reload: continue every transition that was under way and bring the
+        nodes of running instances up again."""
+        with self.lock:
+            for iid in self.order:
+                inst = self.instances[iid]
+                st = inst["state"]
+                if st == "pending":
+                    self._start_boot(inst, restart=True)
+                elif st == "running":
+                    inst["node"] = "starting"
+                    self._spawn(self._node_restart, iid)
+                    if inst.get("interrupt_at_ms"):
+                        self.sched.at((inst["interrupt_at_ms"] - now_ms()) / 1000.0,
+                                      self._interrupt_fire, iid)
+                elif st == "shutting-down":
+                    self.sched.at(0, self._finish_terminate, iid)
+            self.save()
+
+    # ---------------------------------------------------------------- ids, ips
+    def new_ip(self):
+        self.ip_counter += 1
+        n = self.ip_counter
+        base = self.cfg.node_ip_base.strip(".")
+        octets = base.split(".")
+        if len(octets) == 2:
+            if n > 254 * 256:
+                raise RuntimeError("out of node IPs")
+            return "%s.%d.%d" % (base, (n - 1) // 254, (n - 1) % 254 + 1)
+        if len(octets) == 3:
+            if n > 254:
+                raise RuntimeError("out of node IPs")
+            return "%s.%d" % (base, n)
+        raise RuntimeError("--node-ip-base must have 2 or 3 octets")
+
+    # ---------------------------------------------------------------- faults
+    def take_fault(self, kind, match=None):
+        """Consume one pending fault of `kind` for which match(fault) is true."""
+        with self.lock:
+            for f in self.faults:
+                if f["kind"] != kind or f.get("count", 1) <= 0:
+                    continue
+                if match is not None and not match(f):
+                    continue
+                f["count"] = f.get("count", 1) - 1
+                if f["count"] <= 0:
+                    self.faults.remove(f)
+                self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
+                return f
+        return None
+
+    def count_call(self, action, region, code):
+        with self.lock:
+            c = self.calls
+            c["total"] += 1
+            c["by_action"][action] = c["by_action"].get(action, 0) + 1
+            r = c["by_region"].setdefault(region or "-", {})
+            r[action] = r.get(action, 0) + 1
+            c["by_code"][code] = c["by_code"].get(code, 0) + 1
+
+    # ---------------------------------------------------------------- visibility
+    def visible(self, inst):
+        if inst["state"] != "terminated":
+            return True
+        ta = inst.get("terminated_at")
+        return ta is None or now_ms() - ta < self.cfg.terminated_ttl_s * 1000
+
+    # ---------------------------------------------------------------- state machine
+    def set_state(self, inst, state):
+        inst["state"] = state
+        inst["state_changed_at"] = now_ms()
+
+    def _spawn(self, fn, *args):
+        th = threading.Thread(target=fn, args=args, daemon=True)
+        with self.lock:
+            self.node_threads.add(th)
+        th.start()
+        return th
+
+    def _start_boot(self, inst, restart=False):
+        """inst is pending: start its node now; report running at launch + boot delay."""
+        iid = inst["id"]
+        delay_ms = inst.get("boot_delay_ms", self.boot_delay_ms)
+        due = inst["launched_at"] + delay_ms
+        if inst.get("fail_boot"):
+            self.sched.at((due - now_ms()) / 1000.0, self._fail_boot, iid)
+            return
+        inst["node"] = "starting"
+        self._spawn(self._boot_node, iid, due, restart)
+
+    def _fail_boot(self, iid):
+        with self.lock:
+            inst = self.instances[iid]
+            if inst["state"] != "pending":
+                return
+            inst["state_reason"] = {"code": "Server.InsufficientInstanceCapacity",
+                                    "message": "Server.InsufficientInstanceCapacity: Insufficient capacity."}
+            inst["reason"] = "Server.InsufficientInstanceCapacity: Insufficient capacity."
+            self.set_state(inst, "shutting-down")
+            self._spot_status(inst, "instance-terminated-no-capacity",
+                              "Your Spot Instance was terminated because there is no Spot capacity "
+                              "available that matches your request.", closed=True)
+            self.save()
+        log("instance %s failed to launch (partial fault)" % iid)
+        self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, iid)
+
+    def _node_paths(self, iid):
+        return (os.path.join(self.nodes_dir, iid), os.path.join(self.meta_dir, iid + ".keys"),
+                os.path.join(self.meta_dir, iid + ".log"))
+
+    def _run_script(self, name, args, logfile):
+        script = os.path.join(self.cfg.node_bin_dir, name)
+        with open(logfile, "a") as lf:
+            lf.write("+ %s %s\n" % (script, " ".join(args)))
+            lf.flush()
+            try:
+                r = subprocess.run([script] + args, stdin=subprocess.DEVNULL, stdout=lf,
+                                   stderr=lf, timeout=self.cfg.node_timeout_s)
+                return r.returncode == 0
+            except (OSError, subprocess.TimeoutExpired) as e:
+                lf.write("mockcloud: %s failed: %r\n" % (name, e))
+                return False
+
+    def _node_up(self, iid):
+        inst = self.instances[iid]
+        d, keys, lg = self._node_paths(iid)
+        with open(keys, "w") as f:
+            for k in inst.get("authorized_keys", []):
+                f.write(k.strip() + "\n")
+        os.chmod(keys, 0o600)
+        if not self.cfg.nodes:
+            return True
+        return self._run_script("node-up", [d, inst["ip"], str(self.cfg.ssh_port), keys], lg)
+
+    def _node_down(self, iid):
+        d, _, lg = self._node_paths(iid)
+        if not self.cfg.nodes:
+            return True
+        ok = self._run_script("node-down", [d], lg)
+        if not ok:
+            log("node-down failed for %s (see %s)" % (iid, lg))
+        return ok
+
+    def _boot_node(self, iid, due_ms, restart):
+        try:
+            if restart:
+                self._node_down(iid)
+            ok = self._node_up(iid) if not self.shutting_down else False
+            with self.lock:
+                inst = self.instances[iid]
+                if ok and inst["state"] == "pending" and not self.shutting_down:
+                    inst["node"] = "up"
+                    self.sched.at((due_ms - now_ms()) / 1000.0, self._mark_running, iid)
+                    return
+                if not ok and inst["state"] == "pending" and not self.shutting_down:
+                    log("node-up failed for %s (see %s)" % (iid, self._node_paths(iid)[2]))
+                    inst["state_reason"] = {"code": "Server.InternalError",
+                                            "message": "Server.InternalError: Internal error on launch"}
+                    inst["reason"] = "Server.InternalError: Internal error on launch"
+                    self.set_state(inst, "shutting-down")
+                    self._spot_status(inst, "instance-terminated-by-service",
+                                      "Your Spot Instance was terminated by the service.", closed=True)
+                    self.save()
+                    self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, iid)
+                inst["node"] = "down-pending"
+            # terminated (or shutting down) while booting: take the node down again
+            self._node_down(iid)
+            with self.lock:
+                self.instances[iid]["node"] = "down"
+                self.save()
+        finally:
+            with self.lock:
+                self.node_threads.discard(threading.current_thread())
+
+    def _node_restart(self, iid):
+        try:
+            self._node_down(iid)
+            ok = self._node_up(iid)
+            with self.lock:
+                inst = self.instances[iid]
+                inst["node"] = "up" if ok else "down"
+                if not ok:
+                    log("node-up failed on restart for %s" % iid)
+                self.save()
+        finally:
+            with self.lock:
+                self.node_threads.discard(threading.current_thread())
+
+    def _mark_running(self, iid):
+        with self.lock:
+            inst = self.instances[iid]
+            if inst["state"] != "pending":
+                return
+            self.set_state(inst, "running")
+            inst["running_at"] = now_ms()
+            self.save()
+        log("instance %s running at %s" % (iid, inst["ip"]))
+
+    def begin_terminate(self, inst, by_service=False):
+        """Called with the lock held. Returns the previous state."""
+        prev = inst["state"]
+        if prev in ("shutting-down", "terminated"):
+            return prev
+        self.set_state(inst, "shutting-down")
+        if by_service:
+            inst["state_reason"] = {"code": "Server.SpotInstanceTermination",
+                                    "message": "Server.SpotInstanceTermination: Spot instance termination"}
+            inst["reason"] = "Service initiated (%s)" % time.strftime("%Y-%m-%d %H:%M:%S GMT", time.gmtime())
+            self._spot_status(inst, "instance-terminated-by-service",
+                              "Your Spot Instance was terminated by the service.", closed=True)
+        else:
+            inst["state_reason"] = {"code": "Client.UserInitiatedShutdown",
+                                    "message": "Client.UserInitiatedShutdown: User initiated shutdown"}
+            inst["reason"] = "User initiated (%s)" % time.strftime("%Y-%m-%d %H:%M:%S GMT", time.gmtime())
+            self._spot_status(inst, "instance-terminated-by-user",
+                              "Spot Instance terminated due to user-initiated termination.", closed=True)
+        inst["interrupt_at_ms"] = None
+        self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, inst["id"])
+        return prev
+
+    def _finish_terminate(self, iid):
+        with self.lock:
+            inst = self.instances[iid]
+            if inst["state"] != "shutting-down":
+                return
+            node = inst.get("node")
+            if node == "up":
+                inst["node"] = "down-pending"
+        if node == "up":
+            self._spawn(self._down_then_terminated, iid)
+        else:  # never booted, or the boot thread takes it down itself
+            self._terminated(iid)
+
+    def _down_then_terminated(self, iid):
+        try:
+            self._node_down(iid)
+            with self.lock:
+                self.instances[iid]["node"] = "down"
+            self._terminated(iid)
+        finally:
+            with self.lock:
+                self.node_threads.discard(threading.current_thread())
+
+    def _terminated(self, iid):
+        with self.lock:
+            inst = self.instances[iid]
+            if inst["state"] == "terminated":
+                return
+            self.set_state(inst, "terminated")
+            inst["terminated_at"] = now_ms()
+            self.save()
+        log("instance %s terminated" % iid)
+
+    # ---------------------------------------------------------------- spot
+    def _spot_status(self, inst, code, message, closed=False):
+        sir = self.spot_requests.get(inst.get("sir_id") or "")
+        if not sir:
+            return
+        sir["status_code"] = code
+        sir["status_message"] = message
+        sir["update_time"] = now_ms()
+        if closed:
+            sir["state"] = "closed"
+
+    def interrupt(self, iid, notice_s):
+        with self.lock:
+            inst = self.instances.get(iid)
+            if inst is None:
+                raise KeyError("no instance %s" % iid)
+            if not inst.get("spot"):
+                raise ValueError("instance %s is not a spot instance" % iid)
+            if inst["state"] not in ("pending", "running"):
+                raise ValueError("instance %s is %s" % (iid, inst["state"]))
+            at = now_ms() + int(notice_s * 1000)
+            inst["interrupt_at_ms"] = at
+            self._spot_status(inst, "marked-for-termination",
+                              "Your Spot Instance is marked for termination.")
+            self.fault_counts["interrupt"] = self.fault_counts.get("interrupt", 0) + 1
+            self.save()
+        self.sched.at(notice_s, self._interrupt_fire, iid)
+        log("instance %s marked for termination in %ss" % (iid, notice_s))
+        return at
+
+    def _interrupt_fire(self, iid):
+        with self.lock:
+            inst = self.instances[iid]
+            at = inst.get("interrupt_at_ms")
+            if not at or inst["state"] not in ("pending", "running"):
+                return
+            if at > now_ms() + 5:  # re-armed later
+                return
+            self.begin_terminate(inst, by_service=True)
+            self.save()
+        log("instance %s interrupted by the service" % iid)
+
+    # ---------------------------------------------------------------- prices
+    def price_items(self, instance_type, zone):
+        """[(ts_ms, price)] newest first."""
+        hist = [(self.started_at - 3600 * 1000, default_price(instance_type, zone))]
+        hist += [tuple(x) for x in self.price_history.get("%s|%s" % (instance_type, zone), [])]
+        return sorted(hist, key=lambda x: -x[0])
+
+    def set_price(self, instance_type, zone, price):
+        with self.lock:
+            self.price_history.setdefault("%s|%s" % (instance_type, zone), []).append([now_ms(), price])
+            self.save()
+
+    # ---------------------------------------------------------------- shutdown
+    def shutdown(self):
+        """SIGTERM: take every node down (instances keep their recorded state, so a
+        restart with the same state dir brings them up again)."""
+        with self.lock:
+            self.shutting_down = True
+        self.sched.stop()
+        deadline = time.monotonic() + 30
+        while True:
+            with self.lock:
+                busy = [th for th in self.node_threads if th.is_alive()]
+            if not busy or time.monotonic() > deadline:
+                break
+            busy[0].join(0.2)
+        with self.lock:
+            todo = [i for i in self.order if self.instances[i].get("node") in ("up", "starting", "down-pending")]
+        ths = []
+        for iid in todo:
+            th = threading.Thread(target=self._node_down, args=(iid,))
+            th.start()
+            ths.append(th)
+        for th in ths:
+            th.join(self.cfg.node_timeout_s + 5)
+        with self.lock:
+            for iid in todo:
+                self.instances[iid]["node"] = "down"
+            self.save()
+        log("stopped %d nodes" % len(todo))

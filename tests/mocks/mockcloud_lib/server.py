@@ -1,0 +1,428 @@
+"""HTTP front of the mock: EC2/STS Query API at / (SigV4-verified) and the JSON
+control API at /_mock/ (unsigned)."""
+
+import argparse
+import decimal
+import json
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+from . import ec2, sigv4
+from .cloud import Cloud, log, now_ms
+from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
+
+MAX_BODY = 1 << 20
+FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
+               "interrupt", "partial")
+
+
+class LoseResponse(Exception):
+    pass
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "mockcloud"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):  # the mock logs its own one line per call
+        pass
+
+    # ------------------------------------------------------------------ plumbing
+    def _send(self, status, body, ctype):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _read_body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            raise ValueError("body too large")
+        return self.rfile.read(n) if n else b""
+
+    def do_GET(self):
+        self._dispatch()
+
+    def do_POST(self):
+        self._dispatch()
+
+    def do_DELETE(self):
+        self._dispatch()
+
+    def do_PUT(self):
+        self._dispatch()
+
+    def _dispatch(self):
+        cloud = self.server.cloud
+        try:
+            body = self._read_body()
+        except ValueError:
+            self.close_connection = True
+            self._send(413, b"request body too large\n", "text/plain")
+            return
+        if self.path.startswith("/_mock/") or self.path == "/_mock":
+            try:
+                self._control(cloud, body)
+            except Exception as e:
+                log("control %s %s failed: %r" % (self.command, self.path, e))
+                self._json(500, {"error": "internal: %r" % (e,)})
+            return
+        try:
+            self._api(cloud, body)
+        except LoseResponse:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ cloud API
+    def _api(self, cloud, body):
+        t0 = time.monotonic()
+        rid = str(uuid.uuid4())
+        split = urlsplit(self.path)
+        params = dict(parse_qsl(split.query, keep_blank_values=True))
+        if self.command == "POST" and body:
+            try:
+                params.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
+            except UnicodeDecodeError:
+                pass
+        action = params.get("Action", "")
+        scope = sigv4.parse_scope(self.headers)
+        if scope:
+            region, service = scope[2], scope[3]
+        else:
+            region, service = None, ("sts" if action == "GetCallerIdentity" else "ec2")
+        if service not in ("ec2", "sts"):
+            service = "ec2"
+        status, code = 200, "OK"
+
+        def fail(st, cd, msg):
+            nonlocal status, code
+            status, code = st, cd
+            if service == "sts":
+                return sts_error(cd, msg, rid, sender=st < 500)
+            return ec2_error(cd, msg, rid)
+
+        lost = False
+        lat = cloud.latency_ms
+        if lat:
+            time.sleep(lat / 1000.0)
+        try:
+            sigv4.verify(self.command, self.path, self.headers, body, cloud.cfg.access_key_id,
+                         cloud.cfg.secret_access_key, cloud.cfg.session_token)
+            auth_err = None
+        except sigv4.AuthError as e:
+            auth_err = e
+        if auth_err is not None:
+            k = auth_err.kind
+            if service == "sts":
+                if k == "unknown_key":
+                    out = fail(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
+                elif k in ("missing",):
+                    out = fail(403, "MissingAuthenticationToken", auth_err.message)
+                elif k == "bad_token":
+                    out = fail(403, "InvalidClientTokenId", auth_err.message)
+                elif k == "expired":
+                    out = fail(403, "SignatureDoesNotMatch", "Signature expired: " + auth_err.message)
+                elif k == "malformed":
+                    out = fail(400, "IncompleteSignature", auth_err.message)
+                else:
+                    out = fail(403, "SignatureDoesNotMatch", auth_err.message)
+            else:
+                if k in ("unknown_key", "missing", "bad_token"):
+                    out = fail(401, "AuthFailure", auth_err.message)
+                elif k == "expired":
+                    out = fail(400, "RequestExpired", auth_err.message)
+                elif k == "malformed":
+                    out = fail(400, "IncompleteSignature", auth_err.message)
+                else:
+                    out = fail(403, "SignatureDoesNotMatch", auth_err.message)
+        elif cloud.take_fault("throttle", lambda f: f.get("action") in (None, action)):
+            out = fail(503, "RequestLimitExceeded", "Request limit exceeded.")
+        elif cloud.take_fault("error5xx", lambda f: f.get("action") in (None, action)):
+            out = fail(500, "InternalError", "An internal error has occurred")
+        elif service == "sts":
+            if action == "GetCallerIdentity":
+                acct = cloud.cfg.account_id
+                if cloud.cfg.session_token:
+                    arn = "arn:aws:sts::%s:assumed-role/mockcloud/mock-session" % acct
+                    uid = "AROAMOCKCLOUDROLE0001:mock-session"
+                else:
+                    arn = "arn:aws:iam::%s:user/mockcloud" % acct
+                    uid = "AIDAMOCKCLOUDUSER0001"
+                out = sts_response("GetCallerIdentity", rid, t("Arn", arn) + t("UserId", uid) + t("Account", acct))
+            elif not action:
+                out = fail(400, "MissingAction", "Missing Action")
+            else:
+                out = fail(400, "InvalidAction", "Could not find operation %s for version 2011-06-15" % action)
+        else:
+            fn = ec2.ACTIONS.get(action)
+            if fn is None:
+                if not action:
+                    out = fail(400, "MissingAction", "The request must contain the parameter Action")
+                else:
+                    out = fail(400, "InvalidAction", "The action %s is not valid for this web service." % action)
+            else:
+                try:
+                    out = ec2_response(action, rid, fn(cloud, params, region))
+                except ec2.ApiError as e:
+                    out = fail(e.status, e.code, e.message)
+        if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action)):
+            lost = True
+            code = "LOST"
+        cloud.count_call(action or "-", region, code)
+        log("%s %s %s %s -> %d %s %dms%s" % (self.command, service, region or "-", action or "-", status, code,
+                                             (time.monotonic() - t0) * 1000, " (response dropped)" if lost else ""))
+        if lost:
+            raise LoseResponse()
+        self._send(status, out, "text/xml;charset=UTF-8")
+
+    # ------------------------------------------------------------------ control API
+    def _json(self, status, obj):
+        self._send(status, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), "application/json")
+
+    def _control(self, cloud, body):
+        split = urlsplit(self.path)
+        path = split.path.rstrip("/")
+        q = dict(parse_qsl(split.query))
+        m = self.command
+        try:
+            req = json.loads(body) if body.strip() else {}
+        except ValueError:
+            return self._json(400, {"error": "body is not JSON"})
+        if m == "POST" and not isinstance(req, dict):
+            return self._json(400, {"error": "body must be a JSON object"})
+        if path == "/_mock/health" and m == "GET":
+            with cloud.lock:
+                n = len(cloud.instances)
+            return self._json(200, {"ok": True, "instances": n, "uptime_ms": now_ms() - cloud.started_at,
+                                    "state_dir": cloud.state_dir})
+        if path == "/_mock/instances" and m == "GET":
+            with cloud.lock:
+                out = []
+                for iid in cloud.order:
+                    i = cloud.instances[iid]
+                    if q.get("state") and i["state"] != q["state"]:
+                        continue
+                    if q.get("region") and i["region"] != q["region"]:
+                        continue
+                    sir = cloud.spot_requests.get(i.get("sir_id") or "")
+                    out.append({"id": i["id"], "provider": "aws", "state": i["state"],
+                                "instance_type": i["instance_type"], "region": i["region"],
+                                "zone": i["zone"], "ip": i["ip"], "ssh_port": cloud.cfg.ssh_port,
+                                "spot": bool(i["spot"]), "tags": i["tags"],
+                                "client_token": i.get("client_token"), "launched_at": i["launched_at"],
+                                "running_at": i.get("running_at"), "terminated_at": i.get("terminated_at"),
+                                "reservation_id": i["reservation_id"],
+                                "spot_request_id": i.get("sir_id"),
+                                "spot_status": sir["status_code"] if sir else None,
+                                "state_reason": (i.get("state_reason") or {}).get("code"),
+                                "node_dir": os.path.join(cloud.nodes_dir, i["id"])})
+            return self._json(200, out)
+        if path == "/_mock/faults":
+            if m == "GET":
+                with cloud.lock:
+                    return self._json(200, {"pending": cloud.faults, "injected": cloud.fault_counts,
+                                            "latency_ms": cloud.latency_ms})
+            if m == "DELETE":
+                with cloud.lock:
+                    cloud.faults = []
+                    cloud.latency_ms = 0
+                return self._json(200, {"ok": True})
+            if m == "POST":
+                return self._add_fault(cloud, req)
+        if path == "/_mock/calls":
+            if m == "GET":
+                with cloud.lock:
+                    return self._json(200, json.loads(json.dumps(cloud.calls)))
+            if m == "DELETE":
+                with cloud.lock:
+                    cloud.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {}}
+                return self._json(200, {"ok": True})
+        if path == "/_mock/spot_prices" and m == "POST":
+            it, z, price = req.get("instance_type"), req.get("zone"), req.get("price")
+            try:
+                ok = isinstance(it, str) and isinstance(z, str) and decimal.Decimal(str(price)) >= 0
+            except (ValueError, decimal.InvalidOperation):
+                ok = False
+            if not ok:
+                return self._json(400, {"error": "need instance_type, zone and price (a decimal string)"})
+            d = decimal.Decimal(str(price))
+            if d.as_tuple().exponent > -6:
+                d = d.quantize(decimal.Decimal("0.000001"))
+            cloud.set_price(it, z, format(d, "f"))
+            return self._json(200, {"ok": True})
+        if path == "/_mock/spot_prices" and m == "GET":
+            return self._json(200, {"overrides": cloud.price_history})
+        if path == "/_mock/boot_delay" and m == "POST":
+            ms = req.get("ms")
+            if not isinstance(ms, int) or ms < 0:
+                return self._json(400, {"error": "need ms (integer >= 0)"})
+            cloud.boot_delay_ms = ms
+            return self._json(200, {"ok": True, "boot_delay_ms": ms})
+        if path == "/_mock/capacity":
+            if m == "GET":
+                return self._json(200, cloud.capacity)
+            if m == "POST":
+                it, z, av = req.get("instance_type"), req.get("zone") or "*", req.get("available")
+                if not isinstance(it, str) or not (av is None or (isinstance(av, int) and av >= 0)):
+                    return self._json(400, {"error": "need instance_type and available (int >= 0 or null)"})
+                with cloud.lock:
+                    if av is None:
+                        cloud.capacity.pop("%s|%s" % (it, z), None)
+                    else:
+                        cloud.capacity["%s|%s" % (it, z)] = av
+                    cloud.save()
+                return self._json(200, {"ok": True})
+        return self._json(404, {"error": "no such control endpoint: %s %s" % (m, path)})
+
+    def _add_fault(self, cloud, req):
+        kind = req.get("kind")
+        if kind not in FAULT_KINDS:
+            return self._json(400, {"error": "kind must be one of %s" % ", ".join(FAULT_KINDS)})
+        count = req.get("count", 1)
+        if not isinstance(count, int) or count < 1:
+            return self._json(400, {"error": "count must be an integer >= 1"})
+        if kind == "latency":
+            ms = req.get("ms")
+            if not isinstance(ms, (int, float)) or ms < 0:
+                return self._json(400, {"error": "latency needs ms >= 0"})
+            cloud.latency_ms = ms
+            with cloud.lock:
+                cloud.fault_counts["latency"] = cloud.fault_counts.get("latency", 0) + 1
+            log("fault: latency %sms" % ms)
+            return self._json(200, {"ok": True, "latency_ms": ms})
+        if kind == "interrupt":
+            iid = req.get("instance_id")
+            notice = req.get("notice_s", 120)
+            if not isinstance(iid, str) or not isinstance(notice, (int, float)) or notice < 0:
+                return self._json(400, {"error": "interrupt needs instance_id and notice_s >= 0"})
+            try:
+                at = cloud.interrupt(iid, notice)
+            except KeyError as e:
+                return self._json(404, {"error": str(e)})
+            except ValueError as e:
+                return self._json(409, {"error": str(e)})
+            return self._json(200, {"ok": True, "terminate_at": at})
+        f = {"kind": kind, "count": count}
+        if kind in ("capacity", "partial"):
+            if not isinstance(req.get("instance_type"), str):
+                return self._json(400, {"error": "%s needs instance_type" % kind})
+            f["instance_type"] = req["instance_type"]
+            if kind == "capacity" and req.get("zone"):
+                f["zone"] = req["zone"]
+            if kind == "partial":
+                k = req.get("fail_nodes", 1)
+                if not isinstance(k, int) or k < 1:
+                    return self._json(400, {"error": "fail_nodes must be an integer >= 1"})
+                f["fail_nodes"] = k
+        if kind in ("error5xx", "lose_response", "throttle"):
+            if req.get("action") is not None:
+                f["action"] = str(req["action"])
+            elif kind == "lose_response":
+                return self._json(400, {"error": "lose_response needs action"})
+        if req.get("region"):
+            f["region"] = req["region"]
+        with cloud.lock:
+            cloud.faults.append(f)
+        log("fault: %s" % json.dumps(f, sort_keys=True))
+        return self._json(200, {"ok": True, "fault": f})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="mockcloud", description="Mock AWS EC2/STS on loopback "
+                                 "(see docs/mock-cloud.md)")
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--state-dir")
+    ap.add_argument("--aws-access-key-id", default="AKIDMOCKCLOUD000001")
+    ap.add_argument("--aws-secret-access-key", default=None,
+                    help="prefer the environment variable MOCKCLOUD_AWS_SECRET_ACCESS_KEY")
+    ap.add_argument("--aws-session-token", default=None,
+                    help="require this X-Amz-Security-Token (or MOCKCLOUD_AWS_SESSION_TOKEN)")
+    ap.add_argument("--account-id", default="123456789012")
+    ap.add_argument("--boot-delay-ms", type=int, default=300)
+    ap.add_argument("--shutdown-delay-ms", type=int, default=200)
+    ap.add_argument("--terminated-ttl-s", type=int, default=3600)
+    ap.add_argument("--node-ip-base", default="127.100")
+    ap.add_argument("--ssh-port", type=int, default=2222)
+    ap.add_argument("--latency-ms", type=int, default=0)
+    ap.add_argument("--no-nodes", action="store_true",
+                    help="do not start sshd nodes (instances still go through their states)")
+    ap.add_argument("--node-timeout-s", type=int, default=60)
+    a = ap.parse_args(argv)
+    return a
+
+
+class Config:
+    pass
+
+
+def main(argv, script_dir):
+    a = parse_args(argv)
+    cfg = Config()
+    cfg.access_key_id = a.aws_access_key_id
+    cfg.secret_access_key = (a.aws_secret_access_key or os.environ.get("MOCKCLOUD_AWS_SECRET_ACCESS_KEY")
+                             or "mock-secret-key-do-not-use-in-prod")
+    cfg.session_token = a.aws_session_token or os.environ.get("MOCKCLOUD_AWS_SESSION_TOKEN") or None
+    cfg.account_id = a.account_id
+    cfg.boot_delay_ms = a.boot_delay_ms
+    cfg.shutdown_delay_ms = a.shutdown_delay_ms
+    cfg.terminated_ttl_s = a.terminated_ttl_s
+    cfg.node_ip_base = a.node_ip_base
+    cfg.ssh_port = a.ssh_port
+    cfg.latency_ms = a.latency_ms
+    cfg.nodes = not a.no_nodes
+    cfg.node_timeout_s = a.node_timeout_s
+    cfg.node_bin_dir = os.environ.get("MOCKCLOUD_NODE_BIN_DIR") or os.path.join(script_dir, "node")
+    cfg.state_dir = os.path.abspath(a.state_dir or tempfile.mkdtemp(prefix="mockcloud."))
+    os.makedirs(cfg.state_dir, exist_ok=True)
+    if not cfg.node_ip_base.startswith("127."):
+        sys.exit("mockcloud: --node-ip-base must be in 127.0.0.0/8")
+
+    cloud = Cloud(cfg)
+    srv = Server(("127.0.0.1", a.port), Handler)
+    srv.cloud = cloud
+    port = srv.server_address[1]
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    th.start()
+    cloud.resume()
+    tmp = a.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % port)
+    os.replace(tmp, a.port_file)
+    log("listening on 127.0.0.1:%d, state dir %s, key id %s, nodes %s" % (
+        port, cfg.state_dir, cfg.access_key_id, cfg.node_bin_dir if cfg.nodes else "disabled"))
+    while not stop.wait(1.0):
+        pass
+    log("stopping")
+    srv.shutdown()
+    cloud.shutdown()
+    srv.server_close()
+    log("stopped")
+    return 0
