@@ -1,0 +1,113 @@
+/*
+ * Launch files (.isc): the TOML file a user writes to describe an experiment, and
+ * its validation into a struct isc_launch.
+ *
+ * Validation reports every problem, not just the first, each with the line, column
+ * and field it concerns, printable as
+ *     FILE:LINE:COL: error: FIELD: message
+ * A TOML syntax error is a single problem with field "toml". A missing required field
+ * is reported at 1:1 (the file as a whole). The rules and limits are documented in
+ * docs/launch-files.md; the limits are the ISC_LAUNCH_MAX_* constants below.
+ */
+#ifndef ISC_LAUNCHFILE_LAUNCHFILE_H
+#define ISC_LAUNCHFILE_LAUNCHFILE_H
+
+#include "common/buf.h"
+#include "common/err.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define ISC_LAUNCH_MAX_FILE_BYTES ((size_t)1024 * 1024) /* isc_launch_read_file's default */
+#define ISC_LAUNCH_MAX_NAME	  128			/* experiment_name, bytes */
+#define ISC_LAUNCH_MAX_ID	  128			/* project, dataset, artifact, shape ids */
+#define ISC_LAUNCH_MAX_IMAGE	  512			/* image reference, bytes */
+#define ISC_LAUNCH_MAX_COMMAND	  (64 * 1024)		/* command, bytes */
+#define ISC_LAUNCH_MAX_LIST	  64			/* items in any list */
+#define ISC_LAUNCH_MAX_ARTIFACTS  3			/* input_artifact_id_list */
+#define ISC_LAUNCH_MAX_GPUS	  72
+#define ISC_LAUNCH_MAX_BURST_GPUS 48
+#define ISC_LAUNCH_MAX_RAPID	  5
+
+enum isc_compute_mode {
+	ISC_MODE_CYCLE = 0, /* the default */
+	ISC_MODE_INTERRUPTIBLE,
+	ISC_MODE_BURST,
+};
+
+/* A list of owned, NUL-terminated strings. */
+struct isc_strlist {
+	char **items;
+	size_t len;
+};
+
+/* A validated experiment. Every pointer is owned by the struct (isc_launch_free). */
+struct isc_launch {
+	char *project_id;      /* isc_project_id */
+	char *experiment_name; /* experiment_name */
+	int gpus;	       /* 1..72; at most 48 for burst */
+	char *command;	       /* may contain newlines and tabs */
+	enum isc_compute_mode compute_mode;
+	int max_rapid_cycles; /* 1..5; 0 when absent (cycle only) */
+	struct isc_strlist dataset_ids;
+	struct isc_strlist burst_shapes;	/* burst_shape_priority_list, in priority order */
+	struct isc_strlist input_artifact_ids; /* at most 3 */
+	char *image;				/* container image; NULL when absent */
+};
+
+struct isc_launch_problem {
+	int line, col;	/* 1-based */
+	char field[80]; /* the field ("gpus", "dataset_id_list[2]", "toml", an unknown key) */
+	char msg[256];
+};
+
+/* Problems found in one file, in order of position (line, then column). */
+struct isc_launch_problems {
+	struct isc_launch_problem *items; /* owned */
+	size_t len, cap;
+};
+
+void isc_launch_problems_init(struct isc_launch_problems *p);
+void isc_launch_problems_cleanup(struct isc_launch_problems *p);
+/* Writes one "PATH:LINE:COL: error: FIELD: message\n" per problem. */
+int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
+			      struct isc_buf *out);
+void isc_launch_problems_print(const struct isc_launch_problems *p, const char *path, FILE *f);
+
+/*
+ * Validates len bytes of launch-file text. path is used only in err's message.
+ * Returns 0 and *out (caller frees with isc_launch_free); ISC_EINVALID when the file
+ * has problems (all of them appended to *problems, which the caller initialised;
+ * err says how many); ISC_ENOMEM.
+ */
+int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_launch **out,
+		     struct isc_launch_problems *problems, struct isc_err *err);
+void isc_launch_free(struct isc_launch *l);
+
+/*
+ * Reads a whole file of at most max_bytes (0 = ISC_LAUNCH_MAX_FILE_BYTES) into a
+ * NUL-terminated *text (caller frees). ISC_EIO when it cannot be read, ISC_EINVALID
+ * when it is larger than the cap or not a regular file.
+ */
+int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t *len,
+			 struct isc_err *err);
+/* isc_launch_read_file + isc_launch_parse. */
+int isc_launch_load(const char *path, struct isc_launch **out,
+		    struct isc_launch_problems *problems, struct isc_err *err);
+
+/* "cycle", "interruptible", "burst". */
+const char *isc_compute_mode_name(enum isc_compute_mode m);
+/* Parses a mode name; returns 0 or ISC_EINVALID. */
+int isc_compute_mode_parse(const char *s, enum isc_compute_mode *out);
+
+/*
+ * The normalized experiment as a new JSON object (caller decrefs), every field present
+ * with defaults filled in: isc_project_id, experiment_name, gpus, command, compute_mode,
+ * max_rapid_cycles (null when absent), dataset_id_list, burst_shape_priority_list,
+ * input_artifact_id_list (arrays, [] when absent), image (null when absent).
+ * NULL on allocation failure.
+ */
+json_t *isc_launch_to_json(const struct isc_launch *l);
+
+#endif
