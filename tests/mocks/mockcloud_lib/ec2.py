@@ -361,7 +361,7 @@ def run_instances(cloud, p, region):
         auth_keys += keys_from_user_data(raw)
 
     # faults and capacity
-    if cloud.take_fault("quota"):
+    if cloud.take_fault("quota", lambda f: f.get("region") in (None, region)):
         raise ApiError("VcpuLimitExceeded", "You have requested more vCPU capacity than your current "
                        "vCPU limit of 0 allows for the instance bucket that the specified instance type "
                        "belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request "
@@ -387,7 +387,8 @@ def run_instances(cloud, p, region):
                                "capacity in the Availability Zone you requested (%s). Our system will be "
                                "working on provisioning additional capacity." % (itype, zone))
             n = min(mx, avail)
-        partial = cloud.take_fault("partial", lambda f: f.get("instance_type") in (None, itype))
+        partial = cloud.take_fault("partial", lambda f: f.get("instance_type") in (None, itype) and
+                                   f.get("region") in (None, region))
         fail_k = min(n, int(partial.get("fail_nodes", 1))) if partial else 0
         res_id = "r-" + hex17()
         launched = now_ms()

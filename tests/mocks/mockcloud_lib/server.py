@@ -149,9 +149,9 @@ class Handler(BaseHTTPRequestHandler):
                     out = fail(400, "IncompleteSignature", auth_err.message)
                 else:
                     out = fail(403, "SignatureDoesNotMatch", auth_err.message)
-        elif cloud.take_fault("throttle", lambda f: f.get("action") in (None, action)):
+        elif cloud.take_fault("throttle", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             out = fail(503, "RequestLimitExceeded", "Request limit exceeded.")
-        elif cloud.take_fault("error5xx", lambda f: f.get("action") in (None, action)):
+        elif cloud.take_fault("error5xx", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             out = fail(500, "InternalError", "An internal error has occurred")
         elif service == "sts":
             if action == "GetCallerIdentity":
@@ -179,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
                     out = ec2_response(action, rid, fn(cloud, params, region))
                 except ec2.ApiError as e:
                     out = fail(e.status, e.code, e.message)
-        if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action)):
+        if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             lost = True
             code = "LOST"
         cloud.count_call(action or "-", region, code)
