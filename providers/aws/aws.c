@@ -1,0 +1,817 @@
+/*
+ * The AWS driver: the isc_provider table for EC2 (plus STS for the credential
+ * check). Every call is a form-encoded POST signed with SigV4 and sent through
+ * the shared HTTP layer, whose retry loop asks aws_classify() what a reply
+ * means; that is where EC2 error codes become isc codes. A gang is one
+ * RunInstances with MinCount = MaxCount per zone, each zone with its own
+ * ClientToken derived from the broker's token, so a retry or a crash replay
+ * never creates a second gang.
+ */
+#include "providers/aws/aws_creds.h"
+#include "providers/aws/aws_int.h"
+#include "providers/aws/ec2.h"
+#include "providers/aws/sigv4.h"
+#include "providers/provider.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TERMINATE_BATCH 1000
+#define DESCRIBE_PAGE "1000"
+#define MAX_PAGES 1000 /* a runaway NextToken loop ends here */
+#define DEFAULT_IMAGE "ami-isc-default"
+
+enum aws_service { SVC_EC2, SVC_STS };
+
+struct aws_session {
+	char region[64];
+	struct isc_aws_creds creds;
+	char *url[2];             /* per enum aws_service, no trailing slash */
+	char *host[2];            /* authority of url[], for the signed Host header */
+	char *image_id;
+	char *subnet_id;
+	char *security_group_id;
+	char *placement_group;
+	char *product_description;
+	int public_ip_iface;      /* associate_public_ip=true: use NetworkInterface.1.* */
+	const struct isc_clock *clock;
+	struct isc_http_client http;
+};
+
+/* What aws_classify learns from a reply, for the caller's decisions. */
+struct call_ctx {
+	const char *action;
+	const struct aws_session *s;
+	char code[128];
+	char message[400];
+};
+
+static struct aws_session *impl(struct isc_provider_session *s)
+{
+	return s->impl;
+}
+
+/* Replaces any occurrence of the secret or session token in msg (AWS echoes canonical requests). */
+static void scrub(char *msg, const struct isc_aws_creds *c)
+{
+	const char *secrets[2] = {c->secret_access_key, c->session_token};
+	for (int i = 0; i < 2; i++) {
+		char *p;
+		size_t l;
+		if (!secrets[i] || (l = strlen(secrets[i])) < 4)
+			continue;
+		while ((p = strstr(msg, secrets[i])) != NULL) {
+			memmove(p + 3, p + l, strlen(p + l) + 1);
+			memcpy(p, "***", 3);
+		}
+	}
+}
+
+static int aws_classify(void *vctx, const struct isc_http_response *resp, struct isc_err *err)
+{
+	struct call_ctx *cc = vctx;
+	struct isc_ec2_error e;
+	int code;
+
+	cc->code[0] = cc->message[0] = '\0';
+	if (resp->status >= 200 && resp->status < 300)
+		return 0;
+	if (isc_ec2_parse_error(resp->body.data, resp->body.len, &e) == 0) {
+		scrub(e.message, &cc->s->creds);
+		snprintf(cc->code, sizeof(cc->code), "%s", e.code);
+		snprintf(cc->message, sizeof(cc->message), "%s", e.message);
+		code = isc_ec2_classify_code(e.code, resp->status);
+		return isc_err_set(err, code, "%s: %s: %s (HTTP %ld)", cc->action, e.code, e.message,
+				   resp->status);
+	}
+	code = isc_ec2_classify_code(NULL, resp->status);
+	if (resp->status == 401 || resp->status == 403)
+		code = ISC_EAUTH;
+	return isc_err_set(err, code, "%s: HTTP %ld without an AWS error document", cc->action,
+			   resp->status);
+}
+
+/* Sends one signed Query API call; resp holds the reply body on success. */
+static int aws_call(struct aws_session *s, enum aws_service svc, const char *action,
+		    const struct isc_buf *form, struct call_ctx *cc, struct isc_http_response *resp,
+		    struct isc_err *err)
+{
+	static const char *svc_name[2] = {"ec2", "sts"};
+	struct isc_http_header base[2] = {
+		{"Host", s->host[svc]},
+		{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
+	};
+	struct isc_http_header hdrs[2 + 4];
+	struct isc_sigv4_key key = {s->creds.access_key_id, s->creds.secret_access_key,
+				    s->creds.session_token};
+	struct isc_sigv4_params p = {
+		.region = s->region,
+		.service = svc_name[svc],
+		.time_ms = s->clock->now_ms(s->clock->ctx),
+		.normalize_path = 1,
+	};
+	struct isc_sigv4_request sreq = {"POST", "/", base, 2, form->data, form->len};
+	struct isc_sigv4_signed sig;
+	struct isc_http_request req;
+	char url[1024];
+	int rc;
+
+	memset(cc, 0, sizeof(*cc));
+	cc->action = action;
+	cc->s = s;
+	if (snprintf(url, sizeof(url), "%s/", s->url[svc]) >= (int)sizeof(url))
+		return isc_err_set(err, ISC_EINVALID, "AWS endpoint URL too long");
+	rc = isc_sigv4_sign(&key, &p, &sreq, &sig, err);
+	if (rc) {
+		isc_sigv4_signed_cleanup(&sig);
+		return rc;
+	}
+	memcpy(hdrs, base, sizeof(base));
+	for (size_t i = 0; i < sig.n_add; i++)
+		hdrs[2 + i] = sig.add[i];
+	req = (struct isc_http_request){"POST", url, hdrs, 2 + sig.n_add, form->data, form->len};
+	rc = isc_http_do(&s->http, &req, aws_classify, cc, resp, err);
+	isc_sigv4_signed_cleanup(&sig);
+	return rc;
+}
+
+/* ---- session ---- */
+
+static char *dup_setting(const struct isc_provider_settings *st, const char *key, const char *dflt)
+{
+	const char *v = isc_provider_setting(st, key);
+	if (!v || !v[0])
+		v = dflt;
+	return v ? strdup(v) : NULL;
+}
+
+/* "https://host:port/x" -> "host:port" (what curl sends as Host, so what we sign). */
+static char *authority(const char *url)
+{
+	const char *p = strstr(url, "://");
+	size_t n;
+	p = p ? p + 3 : url;
+	n = strcspn(p, "/?#");
+	const char *at = memchr(p, '@', n);
+	if (at) {
+		n -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	return strndup(p, n);
+}
+
+static void aws_session_free(struct isc_provider_session *ps)
+{
+	struct aws_session *s;
+	if (!ps)
+		return;
+	s = ps->impl;
+	if (s) {
+		isc_aws_creds_cleanup(&s->creds);
+		for (int i = 0; i < 2; i++) {
+			free(s->url[i]);
+			free(s->host[i]);
+		}
+		free(s->image_id);
+		free(s->subnet_id);
+		free(s->security_group_id);
+		free(s->placement_group);
+		free(s->product_description);
+		free(s);
+	}
+	free(ps);
+}
+
+extern const struct isc_provider isc_provider_aws;
+
+static int aws_session_new(const struct isc_provider_settings *settings, const char *region,
+			   const struct isc_http_transport *t, const struct isc_clock *clock,
+			   struct isc_provider_session **out, struct isc_err *err)
+{
+	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
+	struct aws_session *s = calloc(1, sizeof(*s));
+	const char *pub;
+	int rc;
+
+	*out = NULL;
+	if (!ps || !s) {
+		free(ps);
+		free(s);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	ps->provider = &isc_provider_aws;
+	ps->impl = s;
+	rc = isc_aws_region_resolve(region, s->region, sizeof(s->region), err);
+	if (rc)
+		goto fail;
+	snprintf(ps->region, sizeof(ps->region), "%s", s->region);
+	rc = isc_aws_creds_resolve(settings, &s->creds, err);
+	if (rc)
+		goto fail;
+	s->url[SVC_EC2] = isc_aws_endpoint_resolve(settings, "ec2", s->region);
+	s->url[SVC_STS] = isc_aws_endpoint_resolve(settings, "sts", s->region);
+	s->image_id = dup_setting(settings, "image_id", DEFAULT_IMAGE);
+	s->product_description = dup_setting(settings, "product_description", "Linux/UNIX");
+	s->subnet_id = dup_setting(settings, "subnet_id", NULL);
+	s->security_group_id = dup_setting(settings, "security_group_id", NULL);
+	s->placement_group = dup_setting(settings, "placement_group", NULL);
+	pub = isc_provider_setting(settings, "associate_public_ip");
+	s->public_ip_iface = pub && (strcmp(pub, "true") == 0 || strcmp(pub, "1") == 0);
+	if (!s->url[0] || !s->url[1] || !s->image_id || !s->product_description) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (strncmp(s->url[i], "http://", 7) != 0 && strncmp(s->url[i], "https://", 8) != 0) {
+			rc = isc_err_set(err, ISC_EINVALID, "AWS endpoint '%.200s' is not an http(s) URL",
+					 s->url[i]);
+			goto fail;
+		}
+		if (!(s->host[i] = authority(s->url[i]))) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	s->clock = clock ? clock : isc_clock_system();
+	isc_http_client_init(&s->http, t, s->clock);
+	*out = ps;
+	return 0;
+fail:
+	aws_session_free(ps);
+	return rc;
+}
+
+/* ---- check_credentials ---- */
+
+static int aws_check_credentials(struct isc_provider_session *ps, struct isc_identity *out,
+				 struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "GetCallerIdentity", ISC_STS_VERSION);
+	if (rc)
+		rc = isc_err_set(err, rc, "out of memory");
+	if (!rc)
+		rc = aws_call(s, SVC_STS, "GetCallerIdentity", &form, &cc, &resp, err);
+	if (!rc)
+		rc = isc_sts_parse_identity(resp.body.data, resp.body.len, out, err);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* ---- refresh_prices ---- */
+
+static int iso_now(const struct aws_session *s, char out[32])
+{
+	time_t t = (time_t)(s->clock->now_ms(s->clock->ctx) / 1000);
+	struct tm tm;
+	if (!gmtime_r(&t, &tm))
+		return ISC_EINVALID;
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return 0;
+}
+
+static int aws_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
+			      struct isc_price_point **out, size_t *n_out, struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_price_point *pts = NULL;
+	size_t npts = 0, cap = 0;
+	char *next = NULL, now[32];
+	int rc = 0, pages = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (n == 0)
+		return 0;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	iso_now(s, now);
+	do {
+		struct isc_ec2_spot_price *sp = NULL;
+		size_t nsp = 0;
+		/*
+		 * StartTime=now makes EC2 return, per (type, zone), the price in
+		 * effect now: the last change before StartTime.
+		 */
+		rc = isc_ec2_form_init(&form, "DescribeSpotPriceHistory", ISC_EC2_VERSION);
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = isc_ec2_form_addf(&form, types[i], "InstanceType.%zu", i + 1);
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "ProductDescription.1", s->product_description);
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "StartTime", now);
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "MaxResults", DESCRIBE_PAGE);
+		if (!rc && next)
+			rc = isc_ec2_form_add(&form, "NextToken", next);
+		free(next);
+		next = NULL;
+		if (rc) {
+			rc = isc_err_set(err, rc, "DescribeSpotPriceHistory: request too large");
+			break;
+		}
+		rc = aws_call(s, SVC_EC2, "DescribeSpotPriceHistory", &form, &cc, &resp, err);
+		if (!rc)
+			rc = isc_ec2_parse_spot_prices(resp.body.data, resp.body.len, &sp, &nsp, &next, err);
+		for (size_t i = 0; i < nsp && !rc; i++) {
+			size_t j;
+			for (j = 0; j < npts; j++)
+				if (strcmp(pts[j].instance_type, sp[i].instance_type) == 0 &&
+				    strcmp(pts[j].zone, sp[i].zone) == 0)
+					break;
+			if (j == npts) {
+				if (npts == cap) {
+					size_t ncap = cap ? cap * 2 : 16;
+					struct isc_price_point *np = realloc(pts, ncap * sizeof(*np));
+					if (!np) {
+						rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+						break;
+					}
+					pts = np;
+					cap = ncap;
+				}
+				memset(&pts[npts], 0, sizeof(pts[npts]));
+				npts++;
+			} else if (pts[j].at_ms >= sp[i].at_ms) {
+				continue; /* keep the newest */
+			}
+			snprintf(pts[j].instance_type, sizeof(pts[j].instance_type), "%s", sp[i].instance_type);
+			snprintf(pts[j].zone, sizeof(pts[j].zone), "%s", sp[i].zone);
+			pts[j].price_micros_per_hour = sp[i].price_micros;
+			pts[j].at_ms = sp[i].at_ms;
+		}
+		free(sp);
+	} while (!rc && next && ++pages < MAX_PAGES);
+	free(next);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	if (rc) {
+		free(pts);
+		return rc;
+	}
+	*out = pts;
+	*n_out = npts;
+	return 0;
+}
+
+/* ---- launch_gang ---- */
+
+int isc_aws_zone_token(const char *token, const char *zone, char out[65], struct isc_err *err)
+{
+	size_t tl = token ? strlen(token) : 0, zl = zone ? strlen(zone) : 0;
+	if (tl == 0 || tl > 64)
+		return isc_err_set(err, ISC_EINVALID, "idempotency token must be 1..64 characters");
+	for (size_t i = 0; i < tl; i++)
+		if (token[i] < 0x21 || token[i] > 0x7e)
+			return isc_err_set(err, ISC_EINVALID, "idempotency token must be printable ASCII");
+	if (zl == 0)
+		return isc_err_set(err, ISC_EINVALID, "empty zone");
+	if (tl + 1 + zl <= 64) {
+		snprintf(out, 65, "%s-%s", token, zone);
+		return 0;
+	}
+	/* Too long to append: a prefix keeps it readable, the hash keeps it unique. */
+	char hash[65], *joined = NULL;
+	if (asprintf(&joined, "%s\n%s", token, zone) < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_sigv4_sha256_hex(joined, strlen(joined), hash);
+	free(joined);
+	snprintf(out, 65, "%.40s-%.16s-z%c", token, hash, zone[zl - 1]);
+	return 0;
+}
+
+static int valid_ssh_key(const char *k)
+{
+	if (!k || !k[0] || strpbrk(k, "\r\n"))
+		return 0;
+	return strncmp(k, "ssh-", 4) == 0 || strncmp(k, "ecdsa-", 6) == 0 || strncmp(k, "sk-", 3) == 0;
+}
+
+int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct isc_err *err)
+{
+	struct isc_buf raw;
+	char *b64;
+	int rc;
+
+	*out = NULL;
+	if (!valid_ssh_key(ssh_key))
+		return isc_err_set(err, ISC_EINVALID, "the SSH public key must be one OpenSSH line");
+	isc_buf_init(&raw, ISC_AWS_USER_DATA_MAX);
+	rc = isc_buf_printf(&raw, "#cloud-config\nssh_authorized_keys:\n  - %s\n", ssh_key);
+	if (!rc && extra && extra[0]) {
+		/* The extra body continues our cloud-config document; drop a repeated header. */
+		if (strncmp(extra, "#cloud-config\n", 14) == 0)
+			extra += 14;
+		rc = isc_buf_puts(&raw, extra);
+		if (!rc && extra[strlen(extra) - 1] != '\n')
+			rc = isc_buf_putc(&raw, '\n');
+	}
+	if (rc) {
+		isc_buf_cleanup(&raw);
+		return isc_err_set(err, ISC_EINVALID, "user data larger than EC2's %d bytes",
+				   ISC_AWS_USER_DATA_MAX);
+	}
+	b64 = malloc(4 * ((raw.len + 2) / 3) + 1);
+	if (!b64) {
+		isc_buf_cleanup(&raw);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)raw.data, (int)raw.len);
+	isc_buf_cleanup(&raw);
+	*out = b64;
+	return 0;
+}
+
+static int run_instances_form(const struct aws_session *s, const struct isc_launch_spec *spec,
+			      const char *zone, const char *token, const char *user_data,
+			      struct isc_buf *f)
+{
+	char count[16];
+	int rc;
+	snprintf(count, sizeof(count), "%u", spec->count);
+	rc = isc_ec2_form_init(f, "RunInstances", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(f, "ImageId", s->image_id);
+	rc = rc ? rc : isc_ec2_form_add(f, "InstanceType", spec->instance_type);
+	rc = rc ? rc : isc_ec2_form_add(f, "MinCount", count); /* all or nothing */
+	rc = rc ? rc : isc_ec2_form_add(f, "MaxCount", count);
+	rc = rc ? rc : isc_ec2_form_add(f, "ClientToken", token);
+	rc = rc ? rc : isc_ec2_form_add(f, "Placement.AvailabilityZone", zone);
+	if (s->placement_group)
+		rc = rc ? rc : isc_ec2_form_add(f, "Placement.GroupName", s->placement_group);
+	rc = rc ? rc : isc_ec2_form_add(f, "UserData", user_data);
+	if (spec->spot) {
+		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.MarketType", "spot");
+		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.SpotOptions.SpotInstanceType",
+						"one-time");
+		/* terminate: the only behaviour allowed with one-time requests in a placement group */
+		rc = rc ? rc : isc_ec2_form_add(f,
+			"InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior", "terminate");
+	}
+	if (s->public_ip_iface) {
+		/* With an interface, subnet and groups must live inside it, never at the top level. */
+		rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.DeviceIndex", "0");
+		rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.AssociatePublicIpAddress", "true");
+		if (s->subnet_id)
+			rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.SubnetId", s->subnet_id);
+		if (s->security_group_id)
+			rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.SecurityGroupId.1",
+							s->security_group_id);
+	} else {
+		if (s->subnet_id)
+			rc = rc ? rc : isc_ec2_form_add(f, "SubnetId", s->subnet_id);
+		if (s->security_group_id)
+			rc = rc ? rc : isc_ec2_form_add(f, "SecurityGroupId.1", s->security_group_id);
+	}
+	for (int ts = 1; ts <= (spec->spot ? 2 : 1); ts++) {
+		rc = rc ? rc : isc_ec2_form_addf(f, ts == 1 ? "instance" : "spot-instances-request",
+						 "TagSpecification.%d.ResourceType", ts);
+		for (size_t i = 0; i < spec->n_tags; i++) {
+			rc = rc ? rc : isc_ec2_form_addf(f, spec->tags[i].key,
+							 "TagSpecification.%d.Tag.%zu.Key", ts, i + 1);
+			rc = rc ? rc : isc_ec2_form_addf(f, spec->tags[i].value,
+							 "TagSpecification.%d.Tag.%zu.Value", ts, i + 1);
+		}
+	}
+	return rc;
+}
+
+static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n, struct isc_err *err);
+
+static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
+			   const char *token)
+{
+	for (size_t t = 0; t < spec->n_tags; t++) {
+		char *dst = NULL;
+		if (strcmp(spec->tags[t].key, ISC_TAG_BROKER) == 0)
+			dst = ni->broker_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			dst = ni->cluster_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_EXPERIMENT) == 0)
+			dst = ni->experiment_id;
+		if (dst && !dst[0])
+			snprintf(dst, sizeof(ni->broker_id), "%s", spec->tags[t].value);
+	}
+	if (!ni->client_token[0])
+		snprintf(ni->client_token, sizeof(ni->client_token), "%s", token);
+	if (spec->spot)
+		ni->spot = 1;
+}
+
+static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
+			   struct isc_launch_result *out, struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!spec->instance_type || !spec->instance_type[0] || spec->count == 0 || spec->n_zones == 0)
+		return isc_err_set(err, ISC_EINVALID,
+				   "launch: an instance type, a count and at least one zone are required");
+	if (spec->count > 10000)
+		return isc_err_set(err, ISC_EINVALID, "launch: %u nodes is too many", spec->count);
+	for (size_t z = 0; z < spec->n_zones; z++)
+		if ((rc = isc_aws_zone_token(spec->idempotency_token, spec->zones[z], token, err)))
+			return rc;
+	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
+		return rc;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	for (size_t z = 0; z < spec->n_zones; z++) {
+		const char *zone = spec->zones[z];
+		struct isc_node_info *nodes = NULL;
+		size_t nn = 0;
+
+		isc_aws_zone_token(spec->idempotency_token, zone, token, NULL);
+		if (run_instances_form(s, spec, zone, token, user_data, &form)) {
+			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
+			break;
+		}
+		rc = aws_call(s, SVC_EC2, "RunInstances", &form, &cc, &resp, err);
+		if (rc == ISC_ECAPACITY) {
+			snprintf(last, sizeof(last), "%s", err ? err->msg : "");
+			continue; /* the next zone may have room */
+		}
+		if (rc) {
+			if (err)
+				isc_err_wrap(err, "zone %s", zone);
+			break;
+		}
+		rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &nodes, &nn, NULL, err);
+		if (rc)
+			break;
+		if (nn != spec->count) {
+			/* Never keep part of a gang: give back what came up, then try elsewhere. */
+			const char **ids = calloc(nn ? nn : 1, sizeof(*ids));
+			struct isc_err terr;
+			int trc = ids ? 0 : ISC_ENOMEM;
+			for (size_t i = 0; ids && i < nn; i++)
+				ids[i] = nodes[i].id;
+			if (!trc && nn)
+				trc = terminate_ids(s, ids, nn, &terr);
+			free(ids);
+			free(nodes);
+			if (trc) {
+				rc = isc_err_set(err, trc,
+						 "RunInstances in %s gave %zu of %u nodes and terminating "
+						 "them failed: %s", zone, nn, spec->count,
+						 trc == ISC_ENOMEM ? "out of memory" : terr.msg);
+				break;
+			}
+			snprintf(last, sizeof(last), "RunInstances: %s gave only %zu of %u nodes", zone, nn,
+				 spec->count);
+			rc = ISC_ECAPACITY;
+			continue;
+		}
+		for (size_t i = 0; i < nn; i++)
+			fill_from_spec(&nodes[i], spec, token);
+		snprintf(out->zone, sizeof(out->zone), "%s", zone);
+		snprintf(out->token, sizeof(out->token), "%s", token);
+		out->nodes = nodes;
+		out->n_nodes = nn;
+		rc = 0;
+		break;
+	}
+	if (rc == ISC_ECAPACITY)
+		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
+			    spec->count, spec->instance_type, spec->n_zones, last);
+	free(user_data);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* ---- describe ---- */
+
+static int describe_spot(struct aws_session *s, const char *broker_id, struct isc_node_info *nodes,
+			 size_t n, struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	char *next = NULL, tagf[64];
+	int rc = 0, pages = 0;
+
+	snprintf(tagf, sizeof(tagf), "tag:%s", ISC_TAG_BROKER);
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	do {
+		struct isc_ec2_spot_request *sr = NULL;
+		size_t nsr = 0;
+		/* The requests carry the same tags (TagSpecification.2): one filtered call. */
+		rc = isc_ec2_form_init(&form, "DescribeSpotInstanceRequests", ISC_EC2_VERSION);
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", tagf);
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+		rc = rc ? rc : isc_ec2_form_add(&form, "MaxResults", DESCRIBE_PAGE);
+		if (next)
+			rc = rc ? rc : isc_ec2_form_add(&form, "NextToken", next);
+		free(next);
+		next = NULL;
+		if (rc) {
+			rc = isc_err_set(err, rc, "DescribeSpotInstanceRequests: request too large");
+			break;
+		}
+		rc = aws_call(s, SVC_EC2, "DescribeSpotInstanceRequests", &form, &cc, &resp, err);
+		if (!rc)
+			rc = isc_ec2_parse_spot_requests(resp.body.data, resp.body.len, &sr, &nsr, &next, err);
+		for (size_t i = 0; i < nsr && !rc; i++) {
+			if (strcmp(sr[i].status_code, "marked-for-termination") != 0 &&
+			    strcmp(sr[i].status_code, "marked-for-stop") != 0 &&
+			    strncmp(sr[i].status_code, "instance-terminated-by-", 23) != 0)
+				continue;
+			for (size_t j = 0; j < n; j++)
+				if (strcmp(nodes[j].id, sr[i].instance_id) == 0) {
+					nodes[j].interruption_noticed = 1;
+					nodes[j].interruption_at_ms = sr[i].status_update_ms;
+				}
+		}
+		free(sr);
+	} while (!rc && next && ++pages < MAX_PAGES);
+	free(next);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
+			struct isc_node_info **out, size_t *n_out, struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_node_info *all = NULL;
+	size_t n = 0;
+	char *next = NULL, tagf[64];
+	int rc = 0, pages = 0, live_spot = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!broker_id || !broker_id[0])
+		return isc_err_set(err, ISC_EINVALID, "describe: empty broker id");
+	snprintf(tagf, sizeof(tagf), "tag:%s", ISC_TAG_BROKER);
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	do {
+		struct isc_node_info *page = NULL;
+		size_t np = 0;
+		/* Terminated instances are included on purpose: they confirm terminations. */
+		rc = isc_ec2_form_init(&form, "DescribeInstances", ISC_EC2_VERSION);
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", tagf);
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+		rc = rc ? rc : isc_ec2_form_add(&form, "MaxResults", DESCRIBE_PAGE);
+		if (next)
+			rc = rc ? rc : isc_ec2_form_add(&form, "NextToken", next);
+		free(next);
+		next = NULL;
+		if (rc) {
+			rc = isc_err_set(err, rc, "DescribeInstances: request too large");
+			break;
+		}
+		rc = aws_call(s, SVC_EC2, "DescribeInstances", &form, &cc, &resp, err);
+		if (!rc)
+			rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &page, &np, &next, err);
+		if (!rc && np) {
+			struct isc_node_info *grown = realloc(all, (n + np) * sizeof(*all));
+			if (!grown) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			} else {
+				all = grown;
+				memcpy(all + n, page, np * sizeof(*page));
+				n += np;
+			}
+		}
+		free(page);
+	} while (!rc && next && ++pages < MAX_PAGES);
+	free(next);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	for (size_t i = 0; !rc && i < n; i++)
+		if (all[i].spot && all[i].state != ISC_NODE_TERMINATED)
+			live_spot = 1;
+	if (!rc && live_spot)
+		rc = describe_spot(s, broker_id, all, n, err);
+	if (rc) {
+		free(all);
+		return rc;
+	}
+	*out = all;
+	*n_out = n;
+	return 0;
+}
+
+/* ---- terminate ---- */
+
+/* True when `id` appears in msg as a whole word (AWS lists unknown ids in the message). */
+static int id_in_message(const char *msg, const char *id)
+{
+	size_t l = strlen(id);
+	for (const char *p = strstr(msg, id); p; p = strstr(p + 1, id)) {
+		char before = p == msg ? ' ' : p[-1], after = p[l];
+		if (!isalnum((unsigned char)before) && before != '-' && !isalnum((unsigned char)after) &&
+		    after != '-')
+			return 1;
+	}
+	return 0;
+}
+
+static int terminate_batch(struct aws_session *s, const char *const *ids, size_t n,
+			   struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	const char **rest = NULL;
+	size_t nrest = 0;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "TerminateInstances", ISC_EC2_VERSION);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = isc_ec2_form_addf(&form, ids[i], "InstanceId.%zu", i + 1);
+	if (rc) {
+		rc = isc_err_set(err, rc, "TerminateInstances: request too large");
+		goto out;
+	}
+	rc = aws_call(s, SVC_EC2, "TerminateInstances", &form, &cc, &resp, err);
+	if (rc != ISC_ENOTFOUND)
+		goto out;
+	/*
+	 * One unknown id fails the whole call and terminates nothing. Drop the
+	 * ids the message names and try the rest; if the message names none we
+	 * know, go one by one so that no id can block another.
+	 */
+	rest = calloc(n, sizeof(*rest));
+	if (!rest) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!id_in_message(cc.message, ids[i]))
+			rest[nrest++] = ids[i];
+	if (nrest == 0) {
+		rc = 0;
+	} else if (nrest < n) {
+		rc = terminate_batch(s, rest, nrest, err);
+	} else if (n == 1) {
+		rc = 0; /* the cloud does not know it: nothing left to terminate */
+	} else {
+		rc = 0;
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = terminate_batch(s, &ids[i], 1, err);
+	}
+out:
+	free(rest);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n, struct isc_err *err)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i += TERMINATE_BATCH)
+		rc = terminate_batch(s, ids + i, n - i < TERMINATE_BATCH ? n - i : TERMINATE_BATCH, err);
+	return rc;
+}
+
+static int aws_terminate(struct isc_provider_session *ps, const char *const *ids, size_t n,
+			 struct isc_err *err)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!ids[i] || !ids[i][0] || strlen(ids[i]) > 64)
+			return isc_err_set(err, ISC_EINVALID, "terminate: bad instance id");
+	return terminate_ids(impl(ps), ids, n, err);
+}
+
+const struct isc_provider isc_provider_aws = {
+	.name = "aws",
+	.session_new = aws_session_new,
+	.session_free = aws_session_free,
+	.check_credentials = aws_check_credentials,
+	.refresh_prices = aws_refresh_prices,
+	.launch_gang = aws_launch_gang,
+	.describe = aws_describe,
+	.terminate = aws_terminate,
+};

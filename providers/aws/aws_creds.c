@@ -1,0 +1,249 @@
+/*
+ * Credential, region and endpoint resolution for AWS (the order is in
+ * aws_creds.h). The shared credentials file is a small INI file; we read only
+ * the three keys we need from the one profile we want. Secrets are wiped from
+ * every buffer they pass through.
+ */
+#include "providers/aws/aws_creds.h"
+
+#include <openssl/crypto.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void wipe_free(char *s)
+{
+	if (s) {
+		OPENSSL_cleanse(s, strlen(s));
+		free(s);
+	}
+}
+
+void isc_aws_creds_cleanup(struct isc_aws_creds *c)
+{
+	if (!c)
+		return;
+	free(c->access_key_id);
+	wipe_free(c->secret_access_key);
+	wipe_free(c->session_token);
+	memset(c, 0, sizeof(*c));
+}
+
+static const char *nonempty(const char *s)
+{
+	return s && s[0] ? s : NULL;
+}
+
+static const char *kv_find(const struct isc_kv *kv, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (kv[i].key && strcmp(kv[i].key, key) == 0)
+			return nonempty(kv[i].value);
+	return NULL;
+}
+
+static int set3(struct isc_aws_creds *c, const char *id, const char *secret, const char *token,
+		struct isc_err *err)
+{
+	c->access_key_id = strdup(id);
+	c->secret_access_key = strdup(secret);
+	c->session_token = token ? strdup(token) : NULL;
+	if (!c->access_key_id || !c->secret_access_key || (token && !c->session_token)) {
+		isc_aws_creds_cleanup(c);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+/*
+ * Reads [profile] from an INI credentials file. Returns 0 with creds set,
+ * ISC_ENOTFOUND when the file or profile is missing or incomplete.
+ */
+static int read_profile(const char *path, const char *profile, struct isc_aws_creds *c,
+			struct isc_err *err)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	char *id = NULL, *secret = NULL, *token = NULL;
+	int in = 0, rc;
+
+	if (!f)
+		return isc_err_set(err, ISC_ENOTFOUND, "no credentials file %s", path);
+	while (fgets(line, sizeof(line), f)) {
+		char *l = trim(line), *eq, **slot = NULL;
+		if (*l == '#' || *l == ';' || *l == '\0')
+			continue;
+		if (*l == '[') {
+			char *end = strchr(l, ']');
+			if (end)
+				*end = '\0';
+			l = trim(l + 1);
+			/* ~/.aws/config spells it "profile NAME"; accept both. */
+			if (strncmp(l, "profile ", 8) == 0)
+				l = trim(l + 8);
+			in = strcmp(l, profile) == 0;
+			continue;
+		}
+		if (!in || !(eq = strchr(l, '=')))
+			continue;
+		*eq = '\0';
+		char *k = trim(l), *v = trim(eq + 1);
+		if (strcmp(k, "aws_access_key_id") == 0)
+			slot = &id;
+		else if (strcmp(k, "aws_secret_access_key") == 0)
+			slot = &secret;
+		else if (strcmp(k, "aws_session_token") == 0)
+			slot = &token;
+		if (slot) {
+			wipe_free(*slot);
+			*slot = strdup(v);
+		}
+	}
+	OPENSSL_cleanse(line, sizeof(line));
+	fclose(f);
+	if (id && secret) {
+		rc = set3(c, id, secret, token, err);
+		if (!rc)
+			snprintf(c->source, sizeof(c->source), "profile %s in %.80s", profile, path);
+	} else {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "profile '%s' not found or incomplete in %s",
+				 profile, path);
+	}
+	free(id);
+	wipe_free(secret);
+	wipe_free(token);
+	return rc;
+}
+
+static char *credentials_path(const struct isc_provider_settings *settings)
+{
+	const char *p = nonempty(isc_provider_setting(settings, "credentials_file"));
+	const char *home;
+	char *out = NULL;
+	if (!p)
+		p = nonempty(getenv("AWS_SHARED_CREDENTIALS_FILE"));
+	if (p)
+		return strdup(p);
+	home = nonempty(getenv("HOME"));
+	if (!home)
+		return NULL;
+	if (asprintf(&out, "%s/.aws/credentials", home) < 0)
+		return NULL;
+	return out;
+}
+
+int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
+			  struct isc_err *err)
+{
+	const char *id, *secret, *profile;
+	char *path;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	/* 1. Bring-your-own keys handed over in memory. */
+	if (settings && settings->n_credentials > 0) {
+		id = kv_find(settings->credentials, settings->n_credentials, "access_key_id");
+		secret = kv_find(settings->credentials, settings->n_credentials, "secret_access_key");
+		if (!id || !secret)
+			return isc_err_set(err, ISC_EAUTH,
+					   "explicit AWS credentials need access_key_id and secret_access_key");
+		rc = set3(out, id, secret,
+			  kv_find(settings->credentials, settings->n_credentials, "session_token"), err);
+		if (!rc)
+			snprintf(out->source, sizeof(out->source), "explicit credentials");
+		return rc;
+	}
+	path = credentials_path(settings);
+	/* 2. A profile named in the settings is an explicit choice: it beats the environment. */
+	profile = nonempty(isc_provider_setting(settings, "profile"));
+	if (profile) {
+		rc = path ? read_profile(path, profile, out, err)
+			  : isc_err_set(err, ISC_EAUTH, "no credentials file for profile '%s'", profile);
+		free(path);
+		if (rc == 0)
+			return 0;
+		/* Missing credentials are an authentication problem to the caller. */
+		if (err)
+			err->code = ISC_EAUTH;
+		return ISC_EAUTH;
+	}
+	/* 3. The environment. */
+	id = nonempty(getenv("AWS_ACCESS_KEY_ID"));
+	secret = nonempty(getenv("AWS_SECRET_ACCESS_KEY"));
+	if (id && secret) {
+		free(path);
+		rc = set3(out, id, secret, nonempty(getenv("AWS_SESSION_TOKEN")), err);
+		if (!rc)
+			snprintf(out->source, sizeof(out->source), "environment");
+		return rc;
+	}
+	/* 4. The shared credentials file, profile AWS_PROFILE or "default". */
+	profile = nonempty(getenv("AWS_PROFILE"));
+	if (!profile)
+		profile = "default";
+	rc = path ? read_profile(path, profile, out, err) : ISC_ENOTFOUND;
+	free(path);
+	if (rc)
+		return isc_err_set(err, ISC_EAUTH,
+				   "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+				   "or profile '%s' in the shared credentials file", profile);
+	return 0;
+}
+
+int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_err *err)
+{
+	const char *r = nonempty(arg);
+	if (!r)
+		r = nonempty(getenv("AWS_REGION"));
+	if (!r)
+		r = nonempty(getenv("AWS_DEFAULT_REGION"));
+	if (!r)
+		return isc_err_set(err, ISC_EINVALID, "no AWS region: pass --region or set AWS_REGION");
+	if (strlen(r) >= cap || strspn(r, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(r))
+		return isc_err_set(err, ISC_EINVALID, "bad AWS region '%.64s'", r);
+	snprintf(out, cap, "%s", r);
+	return 0;
+}
+
+char *isc_aws_endpoint_resolve(const struct isc_provider_settings *settings, const char *service,
+			       const char *region)
+{
+	char key[32], env[64];
+	const char *e;
+	char *out = NULL;
+	size_t n;
+
+	snprintf(key, sizeof(key), "endpoint_%s", service);
+	snprintf(env, sizeof(env), "AWS_ENDPOINT_URL_%s", service);
+	for (char *p = env; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	e = nonempty(isc_provider_setting(settings, key));
+	if (!e)
+		e = nonempty(getenv(env));
+	if (!e)
+		e = nonempty(getenv("AWS_ENDPOINT_URL"));
+	if (!e)
+		e = nonempty(isc_provider_setting(settings, "endpoint"));
+	if (e)
+		out = strdup(e);
+	else if (asprintf(&out, "https://%s.%s.amazonaws.com", service, region) < 0)
+		out = NULL;
+	/* One spelling: no trailing slash; requests add the path. */
+	n = out ? strlen(out) : 0;
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return out;
+}

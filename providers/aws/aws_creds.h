@@ -1,0 +1,36 @@
+/*
+ * AWS credentials, region and endpoints, resolved the way the AWS SDKs and CLI
+ * do, so an operator's existing setup works unchanged:
+ *   credentials: explicit (bring-your-own) > settings `profile` in the shared
+ *     file > AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] >
+ *     AWS_PROFILE (else "default") in the shared file, which is settings
+ *     `credentials_file` > AWS_SHARED_CREDENTIALS_FILE > ~/.aws/credentials
+ *   region: the argument > AWS_REGION > AWS_DEFAULT_REGION
+ *   endpoint: settings endpoint_<svc> > AWS_ENDPOINT_URL_<SVC> > AWS_ENDPOINT_URL
+ *     > settings `endpoint` > https://<svc>.<region>.amazonaws.com
+ */
+#ifndef ISC_PROVIDERS_AWS_CREDS_H
+#define ISC_PROVIDERS_AWS_CREDS_H
+
+#include "common/err.h"
+#include "providers/provider.h"
+
+struct isc_aws_creds {
+	char *access_key_id;     /* owned */
+	char *secret_access_key; /* owned, wiped on cleanup */
+	char *session_token;     /* owned, wiped on cleanup; NULL for long-term keys */
+	char source[128];        /* where they came from, for messages: "environment", "profile default in F" */
+};
+
+int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
+			  struct isc_err *err);
+void isc_aws_creds_cleanup(struct isc_aws_creds *c);
+
+/* The region to use, into out; ISC_EINVALID when none is configured. */
+int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_err *err);
+
+/* The endpoint URL for service "ec2" or "sts" (no trailing slash); owned by the caller. */
+char *isc_aws_endpoint_resolve(const struct isc_provider_settings *settings, const char *service,
+			       const char *region);
+
+#endif

@@ -1,0 +1,584 @@
+/*
+ * EC2/STS Query API encoding and XML reply parsing. Replies are untrusted:
+ * the size is capped, the parser never touches the network or expands
+ * external entities (XML_PARSE_NONET, no XML_PARSE_NOENT), elements are found
+ * by local name whatever the namespace version, and every copied field is
+ * bounds-checked (an oversized field is an invalid reply, not a truncation).
+ */
+#include "providers/aws/ec2.h"
+#include "providers/aws/sigv4.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- form bodies ---- */
+
+int isc_ec2_form_init(struct isc_buf *b, const char *action, const char *version)
+{
+	isc_buf_reset(b);
+	return isc_buf_printf(b, "Action=%s&Version=%s", action, version);
+}
+
+int isc_ec2_form_add(struct isc_buf *b, const char *key, const char *value)
+{
+	int rc = isc_buf_putc(b, '&');
+	if (!rc)
+		rc = isc_sigv4_uri_encode(b, key, strlen(key), 0);
+	if (!rc)
+		rc = isc_buf_putc(b, '=');
+	if (!rc)
+		rc = isc_sigv4_uri_encode(b, value, strlen(value), 0);
+	return rc;
+}
+
+int isc_ec2_form_addf(struct isc_buf *b, const char *value, const char *key_fmt, ...)
+{
+	char key[256];
+	va_list ap;
+	int n;
+	va_start(ap, key_fmt);
+	n = vsnprintf(key, sizeof(key), key_fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return ISC_EINVALID;
+	return isc_ec2_form_add(b, key, value);
+}
+
+/* ---- error classification ---- */
+
+static const struct {
+	const char *code;
+	int isc;
+} code_map[] = {
+	{"RequestLimitExceeded", ISC_ETHROTTLED},
+	{"Throttling", ISC_ETHROTTLED},
+	{"ThrottlingException", ISC_ETHROTTLED},
+	{"RequestThrottled", ISC_ETHROTTLED},
+	{"InternalError", ISC_ETRANSIENT},
+	{"InternalFailure", ISC_ETRANSIENT},
+	{"Unavailable", ISC_ETRANSIENT},
+	{"ServiceUnavailable", ISC_ETRANSIENT},
+	{"InsufficientInstanceCapacity", ISC_ECAPACITY},
+	{"InsufficientCapacity", ISC_ECAPACITY},
+	{"InsufficientHostCapacity", ISC_ECAPACITY},
+	{"Unsupported", ISC_ECAPACITY},
+	{"UnfulfillableCapacity", ISC_ECAPACITY},
+	/* We never set MaxPrice, so this means the market is above the on-demand cap: go elsewhere. */
+	{"SpotMaxPriceTooLow", ISC_ECAPACITY},
+	{"InstanceLimitExceeded", ISC_EQUOTA},
+	{"VcpuLimitExceeded", ISC_EQUOTA},
+	{"MaxSpotInstanceCountExceeded", ISC_EQUOTA},
+	{"AuthFailure", ISC_EAUTH},
+	{"UnauthorizedOperation", ISC_EAUTH},
+	{"SignatureDoesNotMatch", ISC_EAUTH},
+	{"InvalidClientTokenId", ISC_EAUTH},
+	{"ExpiredToken", ISC_EAUTH},
+	{"IncompleteSignature", ISC_EAUTH},
+	{"MissingAuthenticationToken", ISC_EAUTH},
+	{"AccessDenied", ISC_EAUTH},
+	{"IdempotentParameterMismatch", ISC_ECONFLICT},
+	{"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
+};
+
+int isc_ec2_classify_code(const char *code, long http_status)
+{
+	for (size_t i = 0; code && i < sizeof(code_map) / sizeof(code_map[0]); i++)
+		if (strcmp(code, code_map[i].code) == 0)
+			return code_map[i].isc;
+	if (http_status >= 500)
+		return ISC_ETRANSIENT;
+	if (http_status == 429)
+		return ISC_ETHROTTLED;
+	return ISC_EINVALID;
+}
+
+/* ---- XML helpers ---- */
+
+static xmlDoc *parse_doc(const char *xml, size_t len, struct isc_err *err)
+{
+	xmlDoc *d;
+	if (len > ISC_EC2_MAX_XML || len > INT_MAX) {
+		isc_err_set(err, ISC_EINVALID, "AWS reply too large (%zu bytes)", len);
+		return NULL;
+	}
+	xmlInitParser();
+	d = xmlReadMemory(xml, (int)len, "aws-reply.xml", NULL,
+			  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (!d || !xmlDocGetRootElement(d)) {
+		if (d)
+			xmlFreeDoc(d);
+		isc_err_set(err, ISC_EINVALID, "AWS reply is not well-formed XML");
+		return NULL;
+	}
+	return d;
+}
+
+static int is_el(const xmlNode *n, const char *name)
+{
+	return n && n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
+}
+
+static xmlNode *child(const xmlNode *parent, const char *name)
+{
+	if (!parent)
+		return NULL;
+	for (xmlNode *c = parent->children; c; c = c->next)
+		if (is_el(c, name))
+			return c;
+	return NULL;
+}
+
+/* child(child(...)) along a "a/b/c" path. */
+static xmlNode *path(const xmlNode *n, const char *p)
+{
+	char seg[64];
+	while (n && *p) {
+		size_t l = strcspn(p, "/");
+		if (l >= sizeof(seg))
+			return NULL;
+		memcpy(seg, p, l);
+		seg[l] = '\0';
+		n = child(n, seg);
+		p += l;
+		if (*p == '/')
+			p++;
+	}
+	return (xmlNode *)n;
+}
+
+/*
+ * Copies the text of the element at `p` under n into dst ("" when absent).
+ * Returns ISC_EINVALID when it does not fit.
+ */
+static int text_at(const xmlNode *n, const char *p, char *dst, size_t cap)
+{
+	xmlNode *e = path(n, p);
+	xmlChar *t;
+	size_t l;
+	dst[0] = '\0';
+	if (!e)
+		return 0;
+	t = xmlNodeGetContent(e);
+	if (!t)
+		return 0;
+	l = strlen((const char *)t);
+	if (l >= cap) {
+		xmlFree(t);
+		return ISC_EINVALID;
+	}
+	memcpy(dst, t, l + 1);
+	xmlFree(t);
+	return 0;
+}
+
+static char *text_dup(const xmlNode *n, const char *p)
+{
+	xmlNode *e = path(n, p);
+	xmlChar *t;
+	char *s;
+	if (!e)
+		return NULL;
+	t = xmlNodeGetContent(e);
+	if (!t)
+		return NULL;
+	s = t[0] ? strdup((const char *)t) : NULL;
+	xmlFree(t);
+	return s;
+}
+
+/* Grows *arr (of elem bytes) to hold n+1; returns a zeroed slot or NULL. */
+static void *grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 8;
+		void *p;
+		if (ncap > SIZE_MAX / elem)
+			return NULL;
+		p = realloc(*arr, ncap * elem);
+		if (!p)
+			return NULL;
+		*arr = p;
+		*cap = ncap;
+	}
+	memset((char *)*arr + n * elem, 0, elem);
+	return (char *)*arr + n * elem;
+}
+
+static void text_cut(const xmlNode *e, char *dst, size_t cap)
+{
+	xmlChar *t = e ? xmlNodeGetContent(e) : NULL;
+	snprintf(dst, cap, "%s", t ? (const char *)t : "");
+	xmlFree(t);
+}
+
+int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out)
+{
+	xmlDoc *d;
+	xmlNode *root, *e = NULL;
+	int rc = ISC_ENOTFOUND;
+
+	memset(out, 0, sizeof(*out));
+	if (!xml || len == 0 || !(d = parse_doc(xml, len, NULL)))
+		return ISC_ENOTFOUND;
+	root = xmlDocGetRootElement(d);
+	/* EC2: Response/Errors/Error; STS: ErrorResponse/Error. */
+	e = path(root, "Errors/Error");
+	if (!e)
+		e = child(root, "Error");
+	if (e) {
+		/* Over-long text is cut here on purpose: it only feeds a message. */
+		text_cut(path(e, "Code"), out->code, sizeof(out->code));
+		text_cut(path(e, "Message"), out->message, sizeof(out->message));
+		text_cut(child(root, "RequestID"), out->request_id, sizeof(out->request_id));
+		if (!out->request_id[0])
+			text_cut(child(root, "RequestId"), out->request_id, sizeof(out->request_id));
+		rc = out->code[0] ? 0 : ISC_ENOTFOUND;
+	}
+	xmlFreeDoc(d);
+	return rc;
+}
+
+/* ---- values ---- */
+
+int isc_aws_price_micros(const char *s, int64_t *out)
+{
+	int64_t whole = 0, frac = 0;
+	int digits = 0, round_up = 0;
+	const char *p = s;
+
+	if (!s || !isdigit((unsigned char)*p))
+		return ISC_EINVALID;
+	for (; isdigit((unsigned char)*p); p++) {
+		if (whole > (INT64_MAX / 1000000 - 9) / 10)
+			return ISC_EINVALID;
+		whole = whole * 10 + (*p - '0');
+	}
+	if (*p == '.') {
+		for (p++; isdigit((unsigned char)*p); p++) {
+			if (digits < 6) {
+				frac = frac * 10 + (*p - '0');
+				digits++;
+			} else if (*p != '0') {
+				round_up = 1; /* never understate a price */
+			}
+		}
+	}
+	if (*p != '\0')
+		return ISC_EINVALID;
+	for (; digits < 6; digits++)
+		frac *= 10;
+	*out = whole * 1000000 + frac + round_up;
+	return 0;
+}
+
+int isc_aws_parse_time_ms(const char *iso, int64_t *out)
+{
+	struct tm tm = {0};
+	int ms = 0;
+	const char *p;
+	if (!iso)
+		return ISC_EINVALID;
+	p = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return ISC_EINVALID;
+	if (*p == '.') {
+		int scale = 100;
+		for (p++; isdigit((unsigned char)*p); p++) {
+			ms += (*p - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (*p != 'Z' && *p != '\0')
+		return ISC_EINVALID;
+	*out = (int64_t)timegm(&tm) * 1000 + ms;
+	return 0;
+}
+
+static int state_from(const xmlNode *st, enum isc_node_state *out)
+{
+	char code[16], name[32];
+	if (text_at(st, "code", code, sizeof(code)) || text_at(st, "name", name, sizeof(name)))
+		return ISC_EINVALID;
+	if (code[0]) {
+		/* Only the low byte is the state; the high byte is internal to EC2. */
+		switch (atoi(code) & 0xFF) {
+		case 0: *out = ISC_NODE_PENDING; return 0;
+		case 16: *out = ISC_NODE_RUNNING; return 0;
+		case 32: *out = ISC_NODE_SHUTTING_DOWN; return 0;
+		case 48: *out = ISC_NODE_TERMINATED; return 0;
+		case 64: *out = ISC_NODE_STOPPING; return 0;
+		case 80: *out = ISC_NODE_STOPPED; return 0;
+		}
+	}
+	static const char *names[] = {"pending", "running", "shutting-down", "terminated",
+				      "stopping", "stopped"};
+	for (int i = 0; i < 6; i++)
+		if (strcmp(name, names[i]) == 0) {
+			*out = (enum isc_node_state)i;
+			return 0;
+		}
+	return ISC_EINVALID;
+}
+
+static int parse_instance(const xmlNode *it, struct isc_node_info *ni)
+{
+	char buf[64], when[64];
+	int rc = 0;
+	rc |= text_at(it, "instanceId", ni->id, sizeof(ni->id));
+	rc |= text_at(it, "privateIpAddress", ni->private_ip, sizeof(ni->private_ip));
+	rc |= text_at(it, "ipAddress", ni->public_ip, sizeof(ni->public_ip));
+	rc |= text_at(it, "placement/availabilityZone", ni->zone, sizeof(ni->zone));
+	rc |= text_at(it, "instanceType", ni->instance_type, sizeof(ni->instance_type));
+	rc |= text_at(it, "clientToken", ni->client_token, sizeof(ni->client_token));
+	rc |= text_at(it, "instanceLifecycle", buf, sizeof(buf));
+	ni->spot = strcmp(buf, "spot") == 0;
+	rc |= text_at(it, "launchTime", when, sizeof(when));
+	if (rc || !ni->id[0])
+		return ISC_EINVALID;
+	if (when[0] && isc_aws_parse_time_ms(when, &ni->launched_at_ms))
+		return ISC_EINVALID;
+	if (state_from(path(it, "instanceState"), &ni->state))
+		return ISC_EINVALID;
+	for (xmlNode *t = child(path(it, "tagSet"), "item"); t; t = t->next) {
+		char key[128];
+		char *dst = NULL;
+		if (!is_el(t, "item"))
+			continue;
+		if (text_at(t, "key", key, sizeof(key)))
+			continue; /* a foreign over-long key is not ours */
+		if (strcmp(key, ISC_TAG_BROKER) == 0)
+			dst = ni->broker_id;
+		else if (strcmp(key, ISC_TAG_CLUSTER) == 0)
+			dst = ni->cluster_id;
+		else if (strcmp(key, ISC_TAG_EXPERIMENT) == 0)
+			dst = ni->experiment_id;
+		if (dst && text_at(t, "value", dst, sizeof(ni->broker_id)))
+			return ISC_EINVALID;
+	}
+	return 0;
+}
+
+static int add_instances(const xmlNode *set, struct isc_node_info **arr, size_t *n, size_t *cap)
+{
+	for (xmlNode *it = set ? set->children : NULL; it; it = it->next) {
+		struct isc_node_info *ni;
+		if (!is_el(it, "item"))
+			continue;
+		ni = grow((void **)arr, cap, *n, sizeof(**arr));
+		if (!ni)
+			return ISC_ENOMEM;
+		if (parse_instance(it, ni))
+			return ISC_EINVALID;
+		(*n)++;
+	}
+	return 0;
+}
+
+int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **out, size_t *n,
+			    char **next_token, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *root, *rs;
+	struct isc_node_info *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (next_token)
+		*next_token = NULL;
+	if (!d)
+		return ISC_EINVALID;
+	root = xmlDocGetRootElement(d);
+	rs = child(root, "reservationSet");
+	if (rs) {
+		for (xmlNode *r = rs->children; r && !rc; r = r->next)
+			if (is_el(r, "item"))
+				rc = add_instances(child(r, "instancesSet"), &arr, &cnt, &cap);
+	} else if (child(root, "instancesSet")) {
+		rc = add_instances(child(root, "instancesSet"), &arr, &cnt, &cap);
+	} else {
+		rc = ISC_EINVALID;
+	}
+	if (rc) {
+		free(arr);
+		xmlFreeDoc(d);
+		return isc_err_set(err, rc, rc == ISC_ENOMEM ? "out of memory"
+							     : "unexpected instance list in AWS reply");
+	}
+	if (next_token)
+		*next_token = text_dup(root, "nextToken");
+	*out = arr;
+	*n = cnt;
+	xmlFreeDoc(d);
+	return 0;
+}
+
+int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_state_change **out,
+				size_t *n, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	struct isc_ec2_state_change *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "instancesSet");
+	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
+		struct isc_ec2_state_change *sc;
+		if (!is_el(it, "item"))
+			continue;
+		if (!(sc = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
+			rc = ISC_ENOMEM;
+			break;
+		}
+		if (text_at(it, "instanceId", sc->instance_id, sizeof(sc->instance_id)) ||
+		    state_from(path(it, "currentState"), &sc->current) ||
+		    state_from(path(it, "previousState"), &sc->previous))
+			rc = ISC_EINVALID;
+		else
+			cnt++;
+	}
+	xmlFreeDoc(d);
+	if (!set || rc) {
+		free(arr);
+		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected state-change list in AWS reply");
+	}
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot_request **out,
+				size_t *n, char **next_token, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *root, *set;
+	struct isc_ec2_spot_request *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (next_token)
+		*next_token = NULL;
+	if (!d)
+		return ISC_EINVALID;
+	root = xmlDocGetRootElement(d);
+	set = child(root, "spotInstanceRequestSet");
+	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
+		struct isc_ec2_spot_request *sr;
+		char when[64];
+		if (!is_el(it, "item"))
+			continue;
+		if (!(sr = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
+			rc = ISC_ENOMEM;
+			break;
+		}
+		if (text_at(it, "spotInstanceRequestId", sr->id, sizeof(sr->id)) ||
+		    text_at(it, "instanceId", sr->instance_id, sizeof(sr->instance_id)) ||
+		    text_at(it, "state", sr->state, sizeof(sr->state)) ||
+		    text_at(it, "status/code", sr->status_code, sizeof(sr->status_code)) ||
+		    text_at(it, "launchedAvailabilityZone", sr->zone, sizeof(sr->zone)) ||
+		    text_at(it, "status/updateTime", when, sizeof(when))) {
+			rc = ISC_EINVALID;
+			break;
+		}
+		/* An unreadable time is not fatal: the notice itself is what matters. */
+		if (isc_aws_parse_time_ms(when, &sr->status_update_ms))
+			sr->status_update_ms = 0;
+		cnt++;
+	}
+	if (!set || rc) {
+		free(arr);
+		xmlFreeDoc(d);
+		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected spot request list in AWS reply");
+	}
+	if (next_token)
+		*next_token = text_dup(root, "nextToken");
+	xmlFreeDoc(d);
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
+			      size_t *n, char **next_token, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *root, *set;
+	struct isc_ec2_spot_price *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (next_token)
+		*next_token = NULL;
+	if (!d)
+		return ISC_EINVALID;
+	root = xmlDocGetRootElement(d);
+	set = child(root, "spotPriceHistorySet");
+	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
+		struct isc_ec2_spot_price *sp;
+		char price[40], when[64];
+		if (!is_el(it, "item"))
+			continue;
+		if (!(sp = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
+			rc = ISC_ENOMEM;
+			break;
+		}
+		if (text_at(it, "instanceType", sp->instance_type, sizeof(sp->instance_type)) ||
+		    text_at(it, "productDescription", sp->product, sizeof(sp->product)) ||
+		    text_at(it, "availabilityZone", sp->zone, sizeof(sp->zone)) ||
+		    text_at(it, "spotPrice", price, sizeof(price)) ||
+		    text_at(it, "timestamp", when, sizeof(when)) ||
+		    isc_aws_price_micros(price, &sp->price_micros) ||
+		    isc_aws_parse_time_ms(when, &sp->at_ms)) {
+			rc = ISC_EINVALID;
+			break;
+		}
+		cnt++;
+	}
+	if (!set || rc) {
+		free(arr);
+		xmlFreeDoc(d);
+		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected spot price list in AWS reply");
+	}
+	if (next_token)
+		*next_token = text_dup(root, "nextToken");
+	xmlFreeDoc(d);
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
+			   struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *r;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!d)
+		return ISC_EINVALID;
+	r = child(xmlDocGetRootElement(d), "GetCallerIdentityResult");
+	if (!r || text_at(r, "Account", out->account, sizeof(out->account)) ||
+	    text_at(r, "Arn", out->principal, sizeof(out->principal)) ||
+	    text_at(r, "UserId", out->user_id, sizeof(out->user_id)) || !out->account[0])
+		rc = isc_err_set(err, ISC_EINVALID, "unexpected GetCallerIdentity reply");
+	xmlFreeDoc(d);
+	return rc;
+}

@@ -1,0 +1,99 @@
+/*
+ * The EC2 (and STS) Query API on the wire: form-encoded request bodies and
+ * the XML replies, parsed with libxml2 by local element name so any API
+ * namespace version reads the same. No network here; aws.c sends.
+ */
+#ifndef ISC_PROVIDERS_AWS_EC2_H
+#define ISC_PROVIDERS_AWS_EC2_H
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "providers/provider.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#define ISC_EC2_VERSION "2016-11-15"
+#define ISC_STS_VERSION "2011-06-15"
+/* Bigger replies than this are refused before parsing (a DescribeInstances page is far smaller). */
+#define ISC_EC2_MAX_XML (8u * 1024 * 1024)
+
+/* ---- requests ---- */
+
+/* Starts a body "Action=A&Version=V". */
+int isc_ec2_form_init(struct isc_buf *b, const char *action, const char *version);
+/* Appends "&key=value", both RFC 3986 encoded. */
+int isc_ec2_form_add(struct isc_buf *b, const char *key, const char *value);
+/* Same with a printf-formatted key ("TagSpecification.%d.Tag.%zu.Key"). */
+int isc_ec2_form_addf(struct isc_buf *b, const char *value, const char *key_fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- replies ---- */
+
+struct isc_ec2_error {
+	char code[128];
+	char message[400];
+	char request_id[128];
+};
+
+/* 0 when the body is an EC2 or STS error document (first <Error>), else ISC_ENOTFOUND. */
+int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out);
+
+/*
+ * What an error code means to the broker (see docs/providers.md): capacity,
+ * quota, throttled, transient, auth, conflict, not_found, else invalid. An
+ * unknown code on an HTTP 5xx is transient.
+ */
+int isc_ec2_classify_code(const char *code, long http_status);
+
+/*
+ * RunInstancesResponse (instancesSet) or DescribeInstancesResponse
+ * (reservationSet/item/instancesSet). *next_token (may be NULL) gets the
+ * paging token or NULL; owned by the caller.
+ */
+int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **out, size_t *n,
+			    char **next_token, struct isc_err *err);
+
+struct isc_ec2_state_change {
+	char instance_id[64];
+	enum isc_node_state current;
+	enum isc_node_state previous;
+};
+
+/* TerminateInstancesResponse (also Start/StopInstances). */
+int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_state_change **out,
+				size_t *n, struct isc_err *err);
+
+struct isc_ec2_spot_request {
+	char id[64];
+	char instance_id[64];
+	char state[32];          /* open, active, closed, cancelled, failed */
+	char status_code[64];    /* fulfilled, marked-for-termination, ... */
+	int64_t status_update_ms;/* 0 if absent or unreadable */
+	char zone[64];           /* launchedAvailabilityZone */
+};
+
+int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot_request **out,
+				size_t *n, char **next_token, struct isc_err *err);
+
+struct isc_ec2_spot_price {
+	char instance_type[64];
+	char product[64];
+	char zone[64];
+	int64_t price_micros; /* per hour */
+	int64_t at_ms;
+};
+
+int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
+			      size_t *n, char **next_token, struct isc_err *err);
+
+/* GetCallerIdentityResponse. */
+int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
+			   struct isc_err *err);
+
+/* "0.106000" USD -> 106000 micros, exactly; digits past the sixth round up. */
+int isc_aws_price_micros(const char *decimal, int64_t *out);
+/* "2015-12-22T10:44:05.000Z" -> ms since the epoch. */
+int isc_aws_parse_time_ms(const char *iso, int64_t *out);
+
+#endif

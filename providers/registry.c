@@ -1,0 +1,87 @@
+/*
+ * The registry of cloud drivers: the only place that knows which drivers are
+ * compiled in. Also the small helpers every driver and caller shares
+ * (settings lookup, freeing returned arrays, state names).
+ */
+#include "providers/provider.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern const struct isc_provider isc_provider_aws;
+
+/*
+ * GCP (providers/gcp) and OCI (providers/oci) are future work: their drivers
+ * will add a table here; until then isc_provider_find("gcp"/"oci") is NULL.
+ */
+static const struct isc_provider *const providers[] = {
+	&isc_provider_aws,
+	NULL,
+};
+
+const struct isc_provider *isc_provider_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; providers[i]; i++)
+		if (strcmp(providers[i]->name, name) == 0)
+			return providers[i];
+	return NULL;
+}
+
+const struct isc_provider *const *isc_provider_list(void)
+{
+	return providers;
+}
+
+const char *isc_provider_setting(const struct isc_provider_settings *settings, const char *key)
+{
+	if (!settings)
+		return NULL;
+	/* The last occurrence wins, so a caller may append overrides. */
+	for (size_t i = settings->n_items; i > 0; i--) {
+		const struct isc_kv *kv = &settings->items[i - 1];
+		if (kv->key && strcmp(kv->key, key) == 0)
+			return kv->value;
+	}
+	return NULL;
+}
+
+const char *isc_node_state_name(enum isc_node_state s)
+{
+	switch (s) {
+	case ISC_NODE_PENDING:
+		return "pending";
+	case ISC_NODE_RUNNING:
+		return "running";
+	case ISC_NODE_SHUTTING_DOWN:
+		return "shutting-down";
+	case ISC_NODE_TERMINATED:
+		return "terminated";
+	case ISC_NODE_STOPPING:
+		return "stopping";
+	case ISC_NODE_STOPPED:
+		return "stopped";
+	}
+	return "unknown";
+}
+
+void isc_launch_result_cleanup(struct isc_launch_result *r)
+{
+	if (!r)
+		return;
+	free(r->nodes);
+	memset(r, 0, sizeof(*r));
+}
+
+void isc_node_infos_free(struct isc_node_info *nodes, size_t n)
+{
+	(void)n; /* fixed-size fields: one block */
+	free(nodes);
+}
+
+void isc_price_points_free(struct isc_price_point *prices, size_t n)
+{
+	(void)n;
+	free(prices);
+}
