@@ -251,6 +251,12 @@ def reservation_xml(cloud, res, insts):
 
 # ------------------------------------------------------------------ actions
 def run_instances(cloud, p, region):
+    # one lock over the whole call: two concurrent calls with one token create once
+    with cloud.lock:
+        return _run_instances(cloud, p, region)
+
+
+def _run_instances(cloud, p, region):
     image = need(p, "ImageId")
     itype = need(p, "InstanceType")
     mn = int_param(p, "MinCount", lo=1, hi=1000)

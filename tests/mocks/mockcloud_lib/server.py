@@ -179,6 +179,10 @@ class Handler(BaseHTTPRequestHandler):
                     out = ec2_response(action, rid, fn(cloud, params, region))
                 except ec2.ApiError as e:
                     out = fail(e.status, e.code, e.message)
+                except Exception as e:  # a bug in the mock: say so, keep serving
+                    import traceback
+                    traceback.print_exc()
+                    out = fail(500, "InternalError", "mockcloud bug: %r" % (e,))
         if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             lost = True
             code = "LOST"
