@@ -1,0 +1,380 @@
+/*
+ * The in-memory catalog and the ranking. Precomputed at load: shapes sorted
+ * by id (so an index order is the id order, the last tie-breaker) and, for
+ * each distinct GPUs-per-node count, the shapes sorted by node price. For a
+ * request of G GPUs every shape with g GPUs per node needs the same NNODES,
+ * so within one group the cluster price order is the node price order; the
+ * ranking merges the groups' lists and stops after `limit` entries.
+ */
+#include "shapes/catalog.h"
+
+#include "store/store_shapes.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct group {
+	int gpus_per_node;
+	size_t *idx; /* into shapes, by (price, index) */
+	size_t n;
+};
+
+struct isc_catalog {
+	struct isc_shape *shapes; /* sorted by id */
+	size_t n;
+	struct group *groups;
+	size_t n_groups;
+};
+
+static int cmp_shape_id(const void *a, const void *b)
+{
+	return strcmp(((const struct isc_shape *)a)->id, ((const struct isc_shape *)b)->id);
+}
+
+/* qsort_r: the group sort reads the shapes through its context, no global state. */
+static int cmp_price_idx(const void *a, const void *b, void *ctx)
+{
+	const struct isc_shape *sort_shapes = ctx;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int64_t px = sort_shapes[x].price_micros, py = sort_shapes[y].price_micros;
+	if (px != py)
+		return px < py ? -1 : 1;
+	return (x > y) - (x < y);
+}
+
+void isc_catalog_free(struct isc_catalog *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n_groups; i++)
+		free(c->groups[i].idx);
+	free(c->groups);
+	isc_shape_list_free(c->shapes, c->n);
+	free(c);
+}
+
+int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out,
+		    struct isc_err *err)
+{
+	struct isc_catalog *c = calloc(1, sizeof(*c));
+	if (!c) {
+		isc_shape_list_free(shapes, n);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	c->shapes = shapes;
+	c->n = n;
+	qsort(c->shapes, n, sizeof(*c->shapes), cmp_shape_id);
+	for (size_t i = 0; i < n; i++) {
+		struct group *g = NULL;
+		for (size_t k = 0; k < c->n_groups; k++)
+			if (c->groups[k].gpus_per_node == shapes[i].gpus_per_node)
+				g = &c->groups[k];
+		if (!g) {
+			struct group *ng = realloc(c->groups, (c->n_groups + 1) * sizeof(*ng));
+			if (!ng)
+				goto oom;
+			c->groups = ng;
+			g = &c->groups[c->n_groups++];
+			memset(g, 0, sizeof(*g));
+			g->gpus_per_node = shapes[i].gpus_per_node;
+			/* Sized for the worst case, trimmed never: n is bounded by the catalog. */
+			if (!(g->idx = malloc(n * sizeof(*g->idx))))
+				goto oom;
+		}
+		g->idx[g->n++] = i;
+	}
+	for (size_t k = 0; k < c->n_groups; k++)
+		qsort_r(c->groups[k].idx, c->groups[k].n, sizeof(size_t), cmp_price_idx, c->shapes);
+	*out = c;
+	return 0;
+oom:
+	isc_catalog_free(c);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err)
+{
+	struct isc_shape *list;
+	size_t n;
+	int rc = isc_store_shape_list(s, NULL, &list, &n, err);
+	if (rc)
+		return rc;
+	return isc_catalog_new(list, n, out, err);
+}
+
+size_t isc_catalog_size(const struct isc_catalog *c)
+{
+	return c->n;
+}
+
+const struct isc_shape *isc_catalog_at(const struct isc_catalog *c, size_t i)
+{
+	return i < c->n ? &c->shapes[i] : NULL;
+}
+
+/* strcmp of a stored (lower-case) key against an id in any case. */
+static int cmp_key_ci(const char *key, const char *id)
+{
+	for (;; key++, id++) {
+		int a = (unsigned char)*key, b = tolower((unsigned char)*id);
+		if (a != b || !a)
+			return a - b;
+	}
+}
+
+/* Index of the first shape whose id is >= id. */
+static size_t lower_bound(const struct isc_catalog *c, const char *id)
+{
+	size_t lo = 0, hi = c->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cmp_key_ci(c->shapes[mid].id, id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const struct isc_shape *isc_catalog_find(const struct isc_catalog *c, const char *id)
+{
+	size_t i = lower_bound(c, id);
+	return i < c->n && cmp_key_ci(c->shapes[i].id, id) == 0 ? &c->shapes[i] : NULL;
+}
+
+int isc_market_parse(const char *s, enum isc_market *out)
+{
+	if (!strcmp(s, "any"))
+		*out = ISC_MARKET_ANY;
+	else if (!strcmp(s, "spot"))
+		*out = ISC_MARKET_SPOT;
+	else if (!strcmp(s, "ondemand") || !strcmp(s, "on-demand"))
+		*out = ISC_MARKET_ONDEMAND;
+	else
+		return ISC_EINVALID;
+	return 0;
+}
+
+void isc_ranking_cleanup(struct isc_ranking *r)
+{
+	if (!r)
+		return;
+	free(r->entries);
+	for (size_t i = 0; i < r->n_warnings; i++)
+		free(r->warnings[i]);
+	free(r->warnings);
+	memset(r, 0, sizeof(*r));
+}
+
+static int warn(struct isc_ranking *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int warn(struct isc_ranking *r, const char *fmt, ...)
+{
+	char *msg, **nw;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return ISC_ENOMEM;
+	if (!(nw = realloc(r->warnings, (r->n_warnings + 1) * sizeof(*nw)))) {
+		free(msg);
+		return ISC_ENOMEM;
+	}
+	r->warnings = nw;
+	r->warnings[r->n_warnings++] = msg;
+	return 0;
+}
+
+static size_t common_prefix(const char *key, const char *id)
+{
+	size_t n = 0;
+	while (key[n] && key[n] == tolower((unsigned char)id[n]))
+		n++;
+	return n;
+}
+
+/*
+ * A cheap did-you-mean: the same id in the other market, else the id's
+ * neighbour in sorted order when it shares most of the text (a typo near the
+ * end, a missing market suffix). O(log n), no edit distance over the catalog.
+ */
+static const struct isc_shape *suggest(const struct isc_catalog *c, const char *id)
+{
+	size_t len = strlen(id), best_lcp = 0;
+	const struct isc_shape *best = NULL;
+	char alt[512];
+
+	if (len > 9 && len < 400) {
+		if (!strcasecmp(id + len - 5, "-spot"))
+			snprintf(alt, sizeof(alt), "%.*s-ondemand", (int)(len - 5), id);
+		else if (!strcasecmp(id + len - 9, "-ondemand"))
+			snprintf(alt, sizeof(alt), "%.*s-spot", (int)(len - 9), id);
+		else
+			alt[0] = '\0';
+		if (alt[0] && (best = isc_catalog_find(c, alt)))
+			return best;
+	}
+	size_t pos = lower_bound(c, id);
+	for (size_t k = pos ? pos - 1 : 0; k < c->n && k <= pos; k++) {
+		size_t lcp = common_prefix(c->shapes[k].id, id);
+		if (lcp > best_lcp) {
+			best_lcp = lcp;
+			best = &c->shapes[k];
+		}
+	}
+	return best && best_lcp * 3 >= len * 2 && best_lcp >= 8 ? best : NULL;
+}
+
+static int entry_for(const struct isc_shape *sh, int gpus, struct isc_rank_entry *e)
+{
+	e->shape = sh;
+	if (gpus == 0) {
+		e->nnodes = 1;
+		e->nproc = sh->gpus_per_node;
+	} else if (isc_shape_layout(gpus, sh->gpus_per_node, &e->nnodes, &e->nproc)) {
+		return ISC_EINVALID;
+	}
+	return isc_cluster_price(sh->price_micros, e->nnodes, &e->cluster_price_micros);
+}
+
+static int rank_priority(const struct isc_catalog *c, const struct isc_rank_request *req,
+			 struct isc_ranking *r)
+{
+	size_t cap = req->n_priority;
+	if (!(r->entries = calloc(cap ? cap : 1, sizeof(*r->entries))))
+		return ISC_ENOMEM;
+	for (size_t i = 0; i < req->n_priority; i++) {
+		const char *id = req->priority[i];
+		const struct isc_shape *sh = id ? isc_catalog_find(c, id) : NULL;
+		int dup = 0;
+		if (!sh) {
+			const struct isc_shape *s2 = id ? suggest(c, id) : NULL;
+			int rc = s2 ? warn(r, "unknown shape '%s' in the priority list, ignored (did you "
+					      "mean '%s'?)", id ? id : "", s2->display_id)
+				    : warn(r, "unknown shape '%s' in the priority list, ignored",
+					   id ? id : "");
+			if (rc)
+				return rc;
+			continue;
+		}
+		for (size_t k = 0; k < r->n && !dup; k++)
+			dup = r->entries[k].shape == sh;
+		if (dup || (req->limit && r->n >= req->limit))
+			continue;
+		if (entry_for(sh, req->gpus, &r->entries[r->n]) == 0)
+			r->n++;
+	}
+	return 0;
+}
+
+static int passes(const struct isc_shape *sh, const struct isc_rank_request *req)
+{
+	if (req->market == ISC_MARKET_SPOT && !sh->spot)
+		return 0;
+	if (req->market == ISC_MARKET_ONDEMAND && sh->spot)
+		return 0;
+	if (req->provider && strcasecmp(sh->provider, req->provider))
+		return 0;
+	if (req->gpu_type && strcasecmp(sh->gpu_type, req->gpu_type))
+		return 0;
+	if (req->region && strcasecmp(sh->region, req->region))
+		return 0;
+	return 1;
+}
+
+/* The price ranking: a k-way merge of the per-group price lists. */
+static int rank_price(const struct isc_catalog *c, const struct isc_rank_request *req,
+		      struct isc_ranking *r)
+{
+	struct head {
+		const struct group *g;
+		size_t pos;
+		int nnodes, nproc;
+	} *heads, *h;
+	size_t nh = 0, cap = req->limit && req->limit < c->n ? req->limit : c->n;
+
+	if (!(r->entries = malloc((cap ? cap : 1) * sizeof(*r->entries))))
+		return ISC_ENOMEM;
+	if (!(heads = malloc((c->n_groups ? c->n_groups : 1) * sizeof(*heads))))
+		return ISC_ENOMEM;
+	for (size_t k = 0; k < c->n_groups; k++) {
+		h = &heads[nh];
+		h->g = &c->groups[k];
+		h->pos = 0;
+		if (req->gpus == 0) {
+			h->nnodes = 1;
+			h->nproc = h->g->gpus_per_node;
+		} else if (isc_shape_layout(req->gpus, h->g->gpus_per_node, &h->nnodes, &h->nproc)) {
+			continue;
+		}
+		nh++;
+	}
+	while (r->n < cap) {
+		struct isc_rank_entry best = {0}, cand;
+		struct head *bh = NULL;
+		for (size_t k = 0; k < nh; k++) {
+			h = &heads[k];
+			while (h->pos < h->g->n && !passes(&c->shapes[h->g->idx[h->pos]], req))
+				h->pos++;
+			if (h->pos >= h->g->n)
+				continue;
+			cand.shape = &c->shapes[h->g->idx[h->pos]];
+			cand.nnodes = h->nnodes;
+			cand.nproc = h->nproc;
+			if (isc_cluster_price(cand.shape->price_micros, h->nnodes,
+					      &cand.cluster_price_micros)) {
+				h->pos = h->g->n; /* sorted by price: the rest overflow too */
+				continue;
+			}
+			if (!bh || cand.cluster_price_micros < best.cluster_price_micros ||
+			    (cand.cluster_price_micros == best.cluster_price_micros &&
+			     (cand.nnodes < best.nnodes ||
+			      (cand.nnodes == best.nnodes && cand.shape < best.shape)))) {
+				best = cand;
+				bh = h;
+			}
+		}
+		if (!bh)
+			break;
+		r->entries[r->n++] = best;
+		bh->pos++;
+	}
+	free(heads);
+	return 0;
+}
+
+int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request *req,
+		     struct isc_ranking *out, struct isc_err *err)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (req->gpus > ISC_BURST_GPUS_MAX)
+		return isc_err_set(err, ISC_EINVALID, "burst requests are limited to %d GPUs (asked for %d)",
+				   ISC_BURST_GPUS_MAX, req->gpus);
+	if (req->gpus < 0)
+		return isc_err_set(err, ISC_EINVALID, "a burst request needs at least 1 GPU");
+	rc = rank_priority(c, req, out);
+	if (!rc && out->n > 0) {
+		out->from_priority = 1;
+		return 0;
+	}
+	if (!rc && req->n_priority > 0)
+		rc = warn(out, "no shape of the priority list is in the catalog; ranking every shape "
+			       "by price");
+	if (!rc) {
+		free(out->entries);
+		out->entries = NULL;
+		out->n = 0;
+		rc = rank_price(c, req, out);
+	}
+	if (rc) {
+		isc_ranking_cleanup(out);
+		return isc_err_set(err, rc, "out of memory");
+	}
+	return 0;
+}

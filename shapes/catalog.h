@@ -1,0 +1,80 @@
+/*
+ * The in-memory shape catalog and the ranking of shapes for a burst request.
+ *
+ * The broker loads the catalog once (isc_catalog_load) and ranks each request
+ * against it: the user's burst_shape_priority_list first, price second. The
+ * catalog keeps its shapes sorted by id and, per GPUs-per-node count, an index
+ * sorted by price, so a ranking is a merge of a few presorted lists (a top-K
+ * request stops after K) instead of a sort of the whole catalog.
+ */
+#ifndef ISC_SHAPES_CATALOG_H
+#define ISC_SHAPES_CATALOG_H
+
+#include "common/err.h"
+#include "shapes/shape.h"
+
+#include <stddef.h>
+
+struct isc_store;
+struct isc_catalog;
+
+/* Reads every shape of the store. Free with isc_catalog_free. */
+int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err);
+/* Builds a catalog from shapes, taking ownership of the array and its strings (also on failure). */
+int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out,
+		    struct isc_err *err);
+void isc_catalog_free(struct isc_catalog *c);
+
+size_t isc_catalog_size(const struct isc_catalog *c);
+/* The i-th shape in id order (borrowed). */
+const struct isc_shape *isc_catalog_at(const struct isc_catalog *c, size_t i);
+/* A shape by id, any case; NULL when absent. Borrowed from the catalog. */
+const struct isc_shape *isc_catalog_find(const struct isc_catalog *c, const char *id);
+
+enum isc_market {
+	ISC_MARKET_ANY = 0,
+	ISC_MARKET_SPOT,
+	ISC_MARKET_ONDEMAND,
+};
+/* "spot", "ondemand", "any" -> market; ISC_EINVALID otherwise. */
+int isc_market_parse(const char *s, enum isc_market *out);
+
+struct isc_rank_request {
+	int gpus;                    /* 1..48; 0: each shape as one whole node (listing) */
+	const char *const *priority; /* shape ids in the user's order; may be NULL */
+	size_t n_priority;
+	/* Filters for the price ranking (not applied to a priority list). NULL/ANY: all. */
+	const char *provider;
+	const char *gpu_type;        /* case-insensitive, e.g. "h100" */
+	const char *region;
+	enum isc_market market;
+	size_t limit;                /* at most this many entries; 0: all */
+};
+
+struct isc_rank_entry {
+	const struct isc_shape *shape; /* borrowed from the catalog */
+	int nnodes, nproc;
+	int64_t cluster_price_micros;  /* nnodes x node price, per hour */
+};
+
+struct isc_ranking {
+	struct isc_rank_entry *entries; /* best first */
+	size_t n;
+	char **warnings;                /* for the user: unknown ids in the priority list, ... */
+	size_t n_warnings;
+	int from_priority;              /* 1: entries are the priority list's valid ids */
+};
+
+/*
+ * Ranks shapes for req. When the priority list names at least one shape of
+ * the catalog, the entries are exactly those shapes in the user's order
+ * (each once); every unknown id adds a warning. Otherwise every shape that
+ * passes the filters, by cluster price, then fewer nodes, then id.
+ * ISC_EINVALID for gpus outside 0..48 ("burst requests are limited to 48
+ * GPUs"). An empty ranking is not an error. Clean up with isc_ranking_cleanup.
+ */
+int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request *req,
+		     struct isc_ranking *out, struct isc_err *err);
+void isc_ranking_cleanup(struct isc_ranking *r);
+
+#endif

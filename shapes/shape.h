@@ -1,0 +1,83 @@
+/*
+ * One GPU shape: a node type a burst cluster can be made of, for one
+ * provider, region, instance type and market (spot or on-demand), with its
+ * price per node-hour in integer micro-dollars. Also the money and layout
+ * arithmetic every user of shapes needs: exact decimal prices, the NNODES x
+ * N_PROC rule, and shape ids.
+ *
+ * Ownership: the strings of a struct isc_shape are owned by it and released
+ * by isc_shape_cleanup.
+ */
+#ifndef ISC_SHAPES_SHAPE_H
+#define ISC_SHAPES_SHAPE_H
+
+#include "common/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A burst cluster has at most this many GPUs (the platform's rule). */
+#define ISC_BURST_GPUS_MAX 48
+
+struct isc_shape {
+	char *id;            /* store key: display_id in lower case */
+	char *display_id;    /* "<provider>-<region>-<instance type>-<spot|ondemand>", provider's spelling */
+	char *provider;      /* "aws" | "gcp" | "oci" */
+	char *region;
+	char *instance_type;
+	int spot;            /* 1: spot/preemptible market, 0: on-demand */
+	char *gpu_type;      /* normalized GPU model, e.g. "H100", "A100-80GB" */
+	int gpus_per_node;
+	int64_t gpu_mem_mib; /* all GPUs of one node together; 0 when unknown */
+	int vcpus;
+	int64_t mem_mib;
+	int64_t price_micros; /* USD micro-dollars per node-hour */
+	char *zones;          /* comma-separated, tried in this order; "" = the driver picks */
+	char *price_date;     /* YYYY-MM-DD of the price data */
+};
+
+void isc_shape_cleanup(struct isc_shape *sh);
+void isc_shape_list_free(struct isc_shape *list, size_t n);
+/* Deep copy; 0 or ISC_ENOMEM. */
+int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src);
+
+/* True for "aws", "gcp", "oci" (lower case only: the canonical spelling). */
+int isc_provider_valid(const char *provider);
+
+/*
+ * Sets sh->display_id and sh->id from provider, region, instance_type and spot.
+ * 0 or ISC_ENOMEM.
+ */
+int isc_shape_make_id(struct isc_shape *sh);
+/* Lower-cases a shape id for lookups (the store key); caller frees; NULL on ENOMEM. */
+char *isc_shape_id_key(const char *id);
+
+/*
+ * Parses a non-negative decimal string ("55.04", "0.0185", "8", ".5") into
+ * micro-units exactly, without floating point: digits beyond the sixth
+ * decimal round half up. No sign, exponent or spaces. 0 or ISC_EINVALID
+ * (also on overflow of int64).
+ */
+int isc_decimal_to_micros(const char *s, int64_t *out);
+/* Same, for a value scaled by `unit` afterwards (GiB -> MiB: unit 1024), rounded half up. */
+int isc_decimal_scaled(const char *s, int64_t unit, int64_t *out);
+
+/*
+ * Formats micro-dollars as a decimal with at least 2 and at most 6 decimals,
+ * exactly ("55.04", "21.957642", "-0.50"). Returns buf.
+ */
+#define ISC_MICROS_STR_MAX 32
+char *isc_micros_format(int64_t micros, char buf[ISC_MICROS_STR_MAX]);
+
+/*
+ * The node layout for `gpus` GPUs on nodes of `gpus_per_node`: NNODES is the
+ * smallest divisor of gpus that is >= ceil(gpus / gpus_per_node), N_PROC =
+ * gpus / NNODES, so NNODES * N_PROC == gpus exactly. ISC_EINVALID when either
+ * count is < 1.
+ */
+int isc_shape_layout(int gpus, int gpus_per_node, int *nnodes, int *nproc);
+
+/* nnodes x node price, ISC_EINVALID on overflow or negative input. */
+int isc_cluster_price(int64_t node_price_micros, int nnodes, int64_t *out);
+
+#endif

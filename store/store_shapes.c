@@ -1,0 +1,402 @@
+/*
+ * The shapes table. Imports write a whole provider's catalog in one
+ * transaction, so a reader (the ranking, iscd) never sees half of a new
+ * catalog; the price refresh touches one row.
+ */
+#include "store/store_shapes.h"
+
+#include "store/store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SHAPE_COLS                                                                                 \
+	"id, display_id, provider, region, instance_type, spot, gpu_type, gpus_per_node, "         \
+	"gpu_mem_mib, vcpus, mem_mib, price_micros, zones, price_date"
+
+static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
+{
+	int oom = 0;
+	memset(sh, 0, sizeof(*sh));
+	sh->id = isc_store_col_text(st, 0, &oom);
+	sh->display_id = isc_store_col_text(st, 1, &oom);
+	sh->provider = isc_store_col_text(st, 2, &oom);
+	sh->region = isc_store_col_text(st, 3, &oom);
+	sh->instance_type = isc_store_col_text(st, 4, &oom);
+	sh->spot = sqlite3_column_int(st, 5);
+	sh->gpu_type = isc_store_col_text(st, 6, &oom);
+	sh->gpus_per_node = sqlite3_column_int(st, 7);
+	sh->gpu_mem_mib = sqlite3_column_int64(st, 8);
+	sh->vcpus = sqlite3_column_int(st, 9);
+	sh->mem_mib = sqlite3_column_int64(st, 10);
+	sh->price_micros = sqlite3_column_int64(st, 11);
+	sh->zones = isc_store_col_text(st, 12, &oom);
+	sh->price_date = isc_store_col_text(st, 13, &oom);
+	if (oom) {
+		isc_shape_cleanup(sh);
+		return ISC_ENOMEM;
+	}
+	return 0;
+}
+
+int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
+			  struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT count(*) FROM shapes WHERE ?1 IS NULL OR provider = ?1",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*out = sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = isc_store_sqlite_err(s, rc, "counting shapes", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_shape **out,
+			 size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_shape *list = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = isc_store_prepare(s,
+				   "SELECT " SHAPE_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
+				   " ORDER BY id",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (cnt == cap) {
+			size_t ncap = cap ? cap * 2 : 1024;
+			struct isc_shape *nl = realloc(list, ncap * sizeof(*nl));
+			if (!nl) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				goto fail;
+			}
+			list = nl;
+			cap = ncap;
+		}
+		if (shape_from_row(st, &list[cnt])) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+		cnt++;
+	}
+	if (rc != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, rc, "listing shapes", err);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	*out = list;
+	*n = cnt;
+	return 0;
+fail:
+	sqlite3_finalize(st);
+	isc_shape_list_free(list, cnt);
+	return rc;
+}
+
+int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *out,
+			struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	char *key = isc_shape_id_key(id);
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!key)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &st, err))) {
+		free(key);
+		return rc;
+	}
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		rc = shape_from_row(st, out) ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
+	else if (rc == SQLITE_DONE)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no shape '%s'", id);
+	else
+		rc = isc_store_sqlite_err(s, rc, "reading a shape", err);
+	sqlite3_finalize(st);
+	free(key);
+	return rc;
+}
+
+/* 1 when the stored row equals sh in every column an import sets. */
+static int row_equals(sqlite3_stmt *st, const struct isc_shape *sh)
+{
+	const char *t[] = {sh->display_id, sh->provider, sh->region, sh->instance_type,
+			   sh->gpu_type, sh->zones, sh->price_date};
+	const int tc[] = {1, 2, 3, 4, 6, 12, 13};
+	for (size_t i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
+		const unsigned char *v = sqlite3_column_text(st, tc[i]);
+		if (!v || strcmp((const char *)v, t[i]))
+			return 0;
+	}
+	return sqlite3_column_int(st, 5) == sh->spot &&
+	       sqlite3_column_int(st, 7) == sh->gpus_per_node &&
+	       sqlite3_column_int64(st, 8) == sh->gpu_mem_mib &&
+	       sqlite3_column_int(st, 9) == sh->vcpus && sqlite3_column_int64(st, 10) == sh->mem_mib &&
+	       sqlite3_column_int64(st, 11) == sh->price_micros;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int isc_store_shapes_apply(struct isc_store *s, const char *provider,
+			   const struct isc_shape *shapes, size_t n, int replace,
+			   struct isc_shapes_apply_result *res, struct isc_err *err)
+{
+	sqlite3_stmt *get = NULL, *ins = NULL, *upd = NULL, *ids = NULL, *del = NULL;
+	char **seen = NULL;
+	int64_t now = isc_store_now_ms();
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (replace && !provider)
+		return isc_err_set(err, ISC_EINVALID, "replacing shapes needs a provider");
+	for (size_t i = 0; i < n; i++)
+		if (provider && strcmp(shapes[i].provider, provider))
+			return isc_err_set(err, ISC_EINVALID, "shape '%s' is not a %s shape",
+					   shapes[i].display_id, provider);
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &get, err)) ||
+	    (rc = isc_store_prepare(s,
+				    "INSERT INTO shapes (" SHAPE_COLS ", updated_at_ms) VALUES "
+				    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+				    &ins, err)) ||
+	    (rc = isc_store_prepare(s,
+				    "UPDATE shapes SET display_id = ?2, provider = ?3, region = ?4, "
+				    "instance_type = ?5, spot = ?6, gpu_type = ?7, gpus_per_node = ?8, "
+				    "gpu_mem_mib = ?9, vcpus = ?10, mem_mib = ?11, price_micros = ?12, "
+				    "zones = ?13, price_date = ?14, updated_at_ms = ?15 WHERE id = ?1",
+				    &upd, err)))
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_shape *sh = &shapes[i];
+		sqlite3_stmt *w;
+		sqlite3_reset(get);
+		sqlite3_bind_text(get, 1, sh->id, -1, SQLITE_STATIC);
+		rc = sqlite3_step(get);
+		if (rc == SQLITE_ROW && row_equals(get, sh)) {
+			res->unchanged++;
+			continue;
+		}
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			rc = isc_store_sqlite_err(s, rc, "reading a shape", err);
+			goto fail;
+		}
+		w = rc == SQLITE_ROW ? upd : ins;
+		if (rc == SQLITE_ROW)
+			res->updated++;
+		else
+			res->added++;
+		sqlite3_reset(w);
+		sqlite3_bind_text(w, 1, sh->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(w, 2, sh->display_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(w, 3, sh->provider, -1, SQLITE_STATIC);
+		sqlite3_bind_text(w, 4, sh->region, -1, SQLITE_STATIC);
+		sqlite3_bind_text(w, 5, sh->instance_type, -1, SQLITE_STATIC);
+		sqlite3_bind_int(w, 6, sh->spot);
+		sqlite3_bind_text(w, 7, sh->gpu_type, -1, SQLITE_STATIC);
+		sqlite3_bind_int(w, 8, sh->gpus_per_node);
+		sqlite3_bind_int64(w, 9, sh->gpu_mem_mib);
+		sqlite3_bind_int(w, 10, sh->vcpus);
+		sqlite3_bind_int64(w, 11, sh->mem_mib);
+		sqlite3_bind_int64(w, 12, sh->price_micros);
+		sqlite3_bind_text(w, 13, sh->zones, -1, SQLITE_STATIC);
+		sqlite3_bind_text(w, 14, sh->price_date, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(w, 15, now);
+		if ((rc = sqlite3_step(w)) != SQLITE_DONE) {
+			rc = isc_store_sqlite_err(s, rc, "writing a shape", err);
+			goto fail;
+		}
+	}
+	if (replace) {
+		/* The provider's ids not in the list go: sorted list + bsearch, no temp table. */
+		if (n && !(seen = malloc(n * sizeof(*seen)))) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+		for (size_t i = 0; i < n; i++)
+			seen[i] = shapes[i].id;
+		qsort(seen, n, sizeof(*seen), cmp_str);
+		if ((rc = isc_store_prepare(s, "SELECT id FROM shapes WHERE provider = ?", &ids, err)) ||
+		    (rc = isc_store_prepare(s, "DELETE FROM shapes WHERE id = ?", &del, err)))
+			goto fail;
+		sqlite3_bind_text(ids, 1, provider, -1, SQLITE_STATIC);
+		while ((rc = sqlite3_step(ids)) == SQLITE_ROW) {
+			const char *id = (const char *)sqlite3_column_text(ids, 0);
+			if (id && n && bsearch(&id, seen, n, sizeof(*seen), cmp_str))
+				continue;
+			sqlite3_reset(del);
+			sqlite3_bind_text(del, 1, id, -1, SQLITE_TRANSIENT);
+			if ((rc = sqlite3_step(del)) != SQLITE_DONE) {
+				rc = isc_store_sqlite_err(s, rc, "removing a shape", err);
+				goto fail;
+			}
+			res->removed++;
+		}
+		if (rc != SQLITE_DONE) {
+			rc = isc_store_sqlite_err(s, rc, "listing shapes", err);
+			goto fail;
+		}
+	}
+	sqlite3_finalize(get);
+	sqlite3_finalize(ins);
+	sqlite3_finalize(upd);
+	sqlite3_finalize(ids);
+	sqlite3_finalize(del);
+	free(seen);
+	if ((rc = isc_store_commit(s, err))) {
+		isc_store_rollback(s);
+		memset(res, 0, sizeof(*res));
+	}
+	return rc;
+fail:
+	sqlite3_finalize(get);
+	sqlite3_finalize(ins);
+	sqlite3_finalize(upd);
+	sqlite3_finalize(ids);
+	sqlite3_finalize(del);
+	free(seen);
+	isc_store_rollback(s);
+	memset(res, 0, sizeof(*res));
+	return rc;
+}
+
+/* zones with `zone` first (removed from where it was). Caller frees. */
+static char *zones_with_first(const char *zones, const char *zone)
+{
+	size_t zl = strlen(zone);
+	char *out = malloc(strlen(zones) + zl + 2), *p;
+	if (!out)
+		return NULL;
+	p = out + (size_t)sprintf(out, "%s", zone);
+	for (const char *z = zones; *z;) {
+		const char *end = strchr(z, ',');
+		size_t len = end ? (size_t)(end - z) : strlen(z);
+		if (len && !(len == zl && !strncmp(z, zone, zl)))
+			p += sprintf(p, ",%.*s", (int)len, z);
+		z += len + (end ? 1 : 0);
+	}
+	return out;
+}
+
+int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
+			      int64_t price_micros, const char *price_date, struct isc_err *err)
+{
+	struct isc_shape cur;
+	sqlite3_stmt *st = NULL;
+	char today[16], *zones = NULL;
+	int rc;
+
+	if (price_micros < 0)
+		return isc_err_set(err, ISC_EINVALID, "negative price for shape '%s'", shape_id);
+	if (zone && (strchr(zone, ',') || strlen(zone) > 128))
+		return isc_err_set(err, ISC_EINVALID, "bad zone name '%s'", zone);
+	if (!price_date) {
+		time_t now = time(NULL);
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(today, sizeof(today), "%Y-%m-%d", &tm);
+		price_date = today;
+	}
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_shape_get(s, shape_id, &cur, err)))
+		goto out;
+	if (zone && *zone && !(zones = zones_with_first(cur.zones, zone))) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = isc_store_prepare(s,
+				    "UPDATE shapes SET price_micros = ?2, zones = ?3, price_date = ?4, "
+				    "updated_at_ms = ?5 WHERE id = ?1",
+				    &st, err)))
+		goto out;
+	sqlite3_bind_text(st, 1, cur.id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, price_micros);
+	sqlite3_bind_text(st, 3, zones ? zones : cur.zones, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, price_date, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, isc_store_now_ms());
+	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
+		rc = isc_store_sqlite_err(s, rc, "updating a shape price", err);
+	else
+		rc = isc_store_commit(s, err);
+out:
+	sqlite3_finalize(st);
+	if (rc)
+		isc_store_rollback(s);
+	isc_shape_cleanup(&cur);
+	free(zones);
+	return rc;
+}
+
+int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
+			     struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_shapes_summary *list = NULL;
+	size_t cnt = 0;
+	int rc = isc_store_prepare(s,
+				   "SELECT provider, count(*), count(DISTINCT region), min(price_date), "
+				   "max(price_date) FROM shapes GROUP BY provider ORDER BY provider",
+				   &st, err);
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_shapes_summary *nl = realloc(list, (cnt + 1) * sizeof(*nl));
+		int oom = 0;
+		if (!nl) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+		list = nl;
+		struct isc_shapes_summary *e = &list[cnt++];
+		e->provider = isc_store_col_text(st, 0, &oom);
+		e->shapes = sqlite3_column_int64(st, 1);
+		e->regions = sqlite3_column_int64(st, 2);
+		e->price_date_min = isc_store_col_text(st, 3, &oom);
+		e->price_date_max = isc_store_col_text(st, 4, &oom);
+		if (oom) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, rc, "summarising shapes", err);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	*out = list;
+	*n = cnt;
+	return 0;
+fail:
+	sqlite3_finalize(st);
+	isc_shapes_summary_free(list, cnt);
+	return rc;
+}
+
+void isc_shapes_summary_free(struct isc_shapes_summary *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].provider);
+		free(list[i].price_date_min);
+		free(list[i].price_date_max);
+	}
+	free(list);
+}

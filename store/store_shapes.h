@@ -1,0 +1,61 @@
+/*
+ * The shapes table: the GPU catalog the ranking reads (via isc_catalog_load)
+ * and the importers and price refreshers write. Ids are looked up
+ * case-insensitively; the key is the lower-case id.
+ */
+#ifndef ISC_STORE_STORE_SHAPES_H
+#define ISC_STORE_STORE_SHAPES_H
+
+#include "shapes/shape.h"
+#include "store/store.h"
+
+/* Number of shapes of `provider` (NULL: all). */
+int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
+			  struct isc_err *err);
+
+/* Every shape (provider NULL) or one provider's, ordered by id. Free with isc_shape_list_free. */
+int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_shape **out,
+			 size_t *n, struct isc_err *err);
+
+/* One shape by id, any case; ISC_ENOTFOUND when absent. Clean up with isc_shape_cleanup. */
+int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *out,
+			struct isc_err *err);
+
+struct isc_shapes_apply_result {
+	size_t added, updated, unchanged, removed;
+};
+
+/*
+ * Writes shapes in one transaction: new ids are added, known ones updated.
+ * With `replace`, shapes of `provider` that are not in the list are removed
+ * afterwards, so the provider's catalog is exactly the list; other providers
+ * are never touched. Every shape must belong to `provider` (NULL: any, only
+ * without replace). Nothing is written when anything fails.
+ */
+int isc_store_shapes_apply(struct isc_store *s, const char *provider,
+			   const struct isc_shape *shapes, size_t n, int replace,
+			   struct isc_shapes_apply_result *res, struct isc_err *err);
+
+/*
+ * The price refresh slot (e.g. fed by EC2 DescribeSpotPriceHistory): sets the
+ * node-hour price of one shape. The table keeps one price per shape, so a
+ * driver that reads per-zone prices reports the zone it would launch in
+ * (normally the cheapest) with that zone's price; `zone` (NULL or "": none)
+ * is then moved to the front of the shape's zone list (added when absent),
+ * so the launcher tries it first. `price_date` NULL means today (UTC).
+ * ISC_ENOTFOUND for an unknown shape.
+ */
+int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
+			      int64_t price_micros, const char *price_date, struct isc_err *err);
+
+struct isc_shapes_summary {
+	char *provider;
+	int64_t shapes, regions;
+	char *price_date_min, *price_date_max; /* YYYY-MM-DD */
+};
+/* One row per provider that has shapes, by provider name. */
+int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
+			     struct isc_err *err);
+void isc_shapes_summary_free(struct isc_shapes_summary *list, size_t n);
+
+#endif
