@@ -14,5 +14,7 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv);
 int cmd_status(struct isc_cli *cli, int argc, char **argv);
 int cmd_logs(struct isc_cli *cli, int argc, char **argv);
 int cmd_cancel(struct isc_cli *cli, int argc, char **argv);
+int cmd_shapes(struct isc_cli *cli, int argc, char **argv);
+int cmd_catalog(struct isc_cli *cli, int argc, char **argv);
 
 #endif

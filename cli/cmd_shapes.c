@@ -1,0 +1,198 @@
+/*
+ * isc shapes: the ranked shape list for a request, as the broker would rank
+ * it (priority list first, price second), with the node layout and the
+ * cluster price. Unknown ids of --priority are warnings on stderr.
+ */
+#include "cli/commands.h"
+#include "shapes/catalog.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void)
+{
+	printf("usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
+	       "                  [--market spot|ondemand|any] [--gpu-type T] [--region R]\n"
+	       "                  [--limit K] [--json]\n\n"
+	       "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
+	       "--priority in that order when any of them exists, else every shape that passes\n"
+	       "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
+	       "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
+	       "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
+	       "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Splits "a,b,,c" into ids (empty items dropped); *ids points into buf. */
+static int split_ids(char *buf, char ***ids, size_t *n)
+{
+	size_t cap = 1;
+	for (char *p = buf; *p; p++)
+		cap += *p == ',';
+	if (!(*ids = calloc(cap, sizeof(**ids))))
+		return -1;
+	*n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		while (*t == ' ')
+			t++;
+		if (*t)
+			(*ids)[(*n)++] = t;
+	}
+	return 0;
+}
+
+int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
+{
+	struct isc_rank_request req = {0};
+	struct isc_ranking r = {0};
+	struct isc_catalog *cat = NULL;
+	struct isc_store *s;
+	struct isc_err err;
+	char *prio_buf = NULL, **prio = NULL;
+	size_t n_prio = 0;
+	int json = 0, rc;
+	long v;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		usage();
+		return ISC_EXIT_OK;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--json")) {
+			json = 1;
+			continue;
+		}
+		if (strncmp(a, "--", 2) || !strcmp(a, "--")) {
+			rc = isc_cli_usage_error("shapes", "unexpected argument '%s'", a);
+			goto out;
+		}
+		if (!val) {
+			rc = isc_cli_usage_error("shapes", "%s needs a value", a);
+			goto out;
+		}
+		i++;
+		if (!strcmp(a, "--gpus")) {
+			if (parse_int(val, 1, INT_MAX, &v)) {
+				rc = isc_cli_usage_error("shapes", "--gpus: '%s' is not a GPU count (1..%d)",
+							 val, ISC_BURST_GPUS_MAX);
+				goto out;
+			}
+			if (v > ISC_BURST_GPUS_MAX) {
+				rc = isc_cli_usage_error("shapes", "--gpus: burst requests are limited to %d GPUs",
+							 ISC_BURST_GPUS_MAX);
+				goto out;
+			}
+			req.gpus = (int)v;
+		} else if (!strcmp(a, "--priority")) {
+			free(prio_buf);
+			free(prio);
+			prio = NULL;
+			if (!(prio_buf = strdup(val)) || split_ids(prio_buf, &prio, &n_prio)) {
+				isc_cli_errorf("out of memory");
+				rc = ISC_EXIT_FAIL;
+				goto out;
+			}
+		} else if (!strcmp(a, "--provider")) {
+			if (!isc_provider_valid(val)) {
+				rc = isc_cli_usage_error("shapes", "--provider: '%s' is not aws, gcp or oci", val);
+				goto out;
+			}
+			req.provider = val;
+		} else if (!strcmp(a, "--market")) {
+			if (isc_market_parse(val, &req.market)) {
+				rc = isc_cli_usage_error("shapes", "--market: '%s' is not spot, ondemand or any",
+							 val);
+				goto out;
+			}
+		} else if (!strcmp(a, "--gpu-type")) {
+			req.gpu_type = val;
+		} else if (!strcmp(a, "--region")) {
+			req.region = val;
+		} else if (!strcmp(a, "--limit")) {
+			if (parse_int(val, 0, 1000000000, &v)) {
+				rc = isc_cli_usage_error("shapes", "--limit: '%s' is not a count", val);
+				goto out;
+			}
+			req.limit = (size_t)v;
+		} else {
+			rc = isc_cli_usage_error("shapes", "unknown option '%s'", a);
+			goto out;
+		}
+	}
+	req.priority = (const char *const *)prio;
+	req.n_priority = n_prio;
+
+	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		goto out;
+	isc_err_clear(&err);
+	rc = isc_catalog_load(s, &cat, &err);
+	isc_store_free(s);
+	if (rc || (rc = isc_catalog_rank(cat, &req, &r, &err))) {
+		rc = isc_cli_fail(&err);
+		goto out;
+	}
+	for (size_t i = 0; i < r.n_warnings; i++)
+		fprintf(stderr, "isc shapes: warning: %s\n", r.warnings[i]);
+	if (isc_catalog_size(cat) == 0)
+		fprintf(stderr, "isc shapes: the catalog is empty (isc init, or isc catalog import)\n");
+
+	if (json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < r.n; i++) {
+			const struct isc_rank_entry *e = &r.entries[i];
+			const struct isc_shape *sh = e->shape;
+			json_array_append_new(
+				arr, json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
+					       "rank", (int)(i + 1), "id", sh->display_id, "provider",
+					       sh->provider, "region", sh->region, "instance_type",
+					       sh->instance_type, "gpu_type", sh->gpu_type, "gpus_per_node",
+					       sh->gpus_per_node, "gpu_mem_mib", (json_int_t)sh->gpu_mem_mib,
+					       "spot", sh->spot, "nnodes", e->nnodes, "nproc", e->nproc,
+					       "node_price_micros", (json_int_t)sh->price_micros,
+					       "cluster_price_micros", (json_int_t)e->cluster_price_micros,
+					       "zones", sh->zones, "price_date", sh->price_date));
+		}
+		json_dumpf(arr, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(arr);
+	} else {
+		int w = 2;
+		char np[ISC_MICROS_STR_MAX], cp[ISC_MICROS_STR_MAX], layout[32];
+		for (size_t i = 0; i < r.n; i++) {
+			int l = (int)strlen(r.entries[i].shape->display_id);
+			w = l > w ? l : w;
+		}
+		printf("%-5s %-*s %-10s %-9s %-9s %12s %13s\n", "RANK", w, "ID", "GPU", "GPUS/NODE",
+		       "LAYOUT", "NODE $/H", "CLUSTER $/H");
+		for (size_t i = 0; i < r.n; i++) {
+			const struct isc_rank_entry *e = &r.entries[i];
+			snprintf(layout, sizeof(layout), "%dx%d", e->nnodes, e->nproc);
+			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s\n", i + 1, w, e->shape->display_id,
+			       e->shape->gpu_type, e->shape->gpus_per_node, layout,
+			       isc_micros_format(e->shape->price_micros, np),
+			       isc_micros_format(e->cluster_price_micros, cp));
+		}
+	}
+	rc = ISC_EXIT_OK;
+out:
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(cat);
+	free(prio);
+	free(prio_buf);
+	return rc;
+}
