@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "config/config.h"
+#include "shapes/catalog_import.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,9 +58,14 @@ int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out)
 int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
 {
 	struct isc_err err;
-	(void)s;
+	size_t loaded = 0;
 	isc_err_clear(&err);
 	if (isc_config_write_default(cli->home, &err))
 		return isc_cli_fail(&err);
+	/* The shipped catalog goes in once; later imports and refreshes are the admin's. */
+	if (isc_catalog_load_default(s, NULL, &loaded, &err))
+		return isc_cli_fail(&err);
+	if (loaded)
+		printf("loaded %zu shapes from the default catalog\n", loaded);
 	return ISC_EXIT_OK;
 }
