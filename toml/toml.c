@@ -671,17 +671,11 @@ static int parse_string(struct parser *ps, int multiline_ok, char **out, size_t 
 			break;
 		}
 		if (c == '\n' || (c == '\r' && peek_at(ps, 1) == '\n')) {
+			/* CRLF becomes LF (the spec lets parsers normalize newlines), so a
+			 * file edited on Windows means the same as one edited elsewhere. */
 			if (sb_put(&b, "\n", 1)) {
 				rc = nomem(ps);
 				goto out;
-			}
-			if (c == '\r') {
-				/* CRLF is kept as written. */
-				b.d[b.len - 1] = '\r';
-				if (sb_put(&b, "\n", 1)) {
-					rc = nomem(ps);
-					goto out;
-				}
 			}
 			eat_newline(ps);
 			continue;
