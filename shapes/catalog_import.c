@@ -392,7 +392,8 @@ static int cmp_gpu(const void *a, const void *b)
 /* Pairs each host VM with the accelerator row of its zone and count. */
 static int pair_hosts(struct parse *ps)
 {
-	qsort(ps->gpus, ps->n_gpus, sizeof(*ps->gpus), cmp_gpu);
+	if (ps->n_gpus) /* qsort must not see NULL, even for zero items */
+		qsort(ps->gpus, ps->n_gpus, sizeof(*ps->gpus), cmp_gpu);
 	for (size_t i = 0; i < ps->n_hosts; i++) {
 		struct host_row *h = &ps->hosts[i];
 		struct gpu_row key = {.zone = h->sh.zones, .name = h->gpu_name, .count = h->count};
