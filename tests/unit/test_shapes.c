@@ -1,0 +1,365 @@
+/*
+ * Shapes units: exact decimal prices, the NNODES x N_PROC layout rule, and
+ * the ranking (priority list, price order and its tie-breaks, filters, the
+ * 48-GPU limit, top-K against a brute-force sort).
+ */
+#include "shapes/catalog.h"
+#include "shapes/shape.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- money ---- */
+
+static void test_decimal_to_micros(void **state)
+{
+	static const struct {
+		const char *in;
+		int64_t want;
+	} ok[] = {
+		{"55.04", 55040000},	 {"21.957642", 21957642}, {"8", 8000000},
+		{"0.0185", 18500},	 {".5", 500000},	  {"5.", 5000000},
+		{"0.0000005", 1},	 {"0.0000004", 0},	  {"1.9999995", 2000000},
+		{"28.106467", 28106467}, {"0.00000049999", 0},	  {"9223372036854.775807", INT64_MAX},
+	};
+	static const char *const bad[] = {"",	 ".",	 "-1",	"+1",	  "1e3", "1.2.3",
+					  " 1", "1 ",	 "abc", "9223372036855", "0x10"};
+	int64_t v;
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(isc_decimal_to_micros(ok[i].in, &v), 0);
+		assert_true(v == ok[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(isc_decimal_to_micros(bad[i], &v), ISC_EINVALID);
+	/* GiB -> MiB */
+	assert_int_equal(isc_decimal_scaled("7.5", 1024, &v), 0);
+	assert_true(v == 7680);
+	assert_int_equal(isc_decimal_scaled("680.0", 1024, &v), 0);
+	assert_true(v == 696320);
+	assert_int_equal(isc_decimal_scaled("0.613", 1024, &v), 0);
+	assert_true(v == 628); /* 627.712 rounds up */
+}
+
+static void test_micros_format(void **state)
+{
+	char b[ISC_MICROS_STR_MAX];
+	(void)state;
+	assert_string_equal(isc_micros_format(55040000, b), "55.04");
+	assert_string_equal(isc_micros_format(21957642, b), "21.957642");
+	assert_string_equal(isc_micros_format(0, b), "0.00");
+	assert_string_equal(isc_micros_format(1, b), "0.000001");
+	assert_string_equal(isc_micros_format(80000000, b), "80.00");
+	assert_string_equal(isc_micros_format(-500000, b), "-0.50");
+	assert_string_equal(isc_micros_format(INT64_MAX, b), "9223372036854.775807");
+}
+
+/* ---- layout ---- */
+
+static void test_layout(void **state)
+{
+	static const struct {
+		int gpus, per_node, nnodes, nproc;
+	} cases[] = {
+		{1, 8, 1, 1},	/* G = 1 */
+		{7, 8, 1, 7},	/* G < g */
+		{2, 16, 1, 2},	{8, 8, 1, 8},	/* G = g */
+		{16, 8, 2, 8},	{48, 8, 6, 8},	/* G a multiple of g */
+		{24, 1, 24, 1}, {12, 8, 2, 6},	/* ceil = 2 divides 12 */
+		{13, 8, 13, 1}, /* prime: only 13 is >= 2 */
+		{47, 8, 47, 1}, {9, 8, 3, 3},	/* ceil 2 does not divide 9: 3 */
+		{10, 4, 5, 2},	{6, 4, 2, 3},	{40, 16, 4, 10}, {18, 8, 3, 6},
+	};
+	int nn, np;
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(isc_shape_layout(cases[i].gpus, cases[i].per_node, &nn, &np), 0);
+		assert_int_equal(nn, cases[i].nnodes);
+		assert_int_equal(np, cases[i].nproc);
+		assert_int_equal(nn * np, cases[i].gpus);
+	}
+	/* The rule against its definition for every request size and node size. */
+	for (int g = 1; g <= 16; g++)
+		for (int G = 1; G <= 48; G++) {
+			assert_int_equal(isc_shape_layout(G, g, &nn, &np), 0);
+			int want = (G + g - 1) / g;
+			while (G % want)
+				want++;
+			assert_int_equal(nn, want);
+			assert_true(np <= g);
+		}
+	assert_int_equal(isc_shape_layout(0, 8, &nn, &np), ISC_EINVALID);
+	assert_int_equal(isc_shape_layout(8, 0, &nn, &np), ISC_EINVALID);
+}
+
+static void test_cluster_price(void **state)
+{
+	int64_t v;
+	(void)state;
+	assert_int_equal(isc_cluster_price(55040000, 6, &v), 0);
+	assert_true(v == 330240000);
+	assert_int_equal(isc_cluster_price(INT64_MAX / 2, 3, &v), ISC_EINVALID);
+	assert_int_equal(isc_cluster_price(-1, 1, &v), ISC_EINVALID);
+}
+
+/* ---- ranking ---- */
+
+struct spec {
+	const char *provider, *region, *itype;
+	int spot;
+	const char *gpu;
+	int gpus;
+	int64_t price;
+};
+
+static struct isc_catalog *make_catalog(const struct spec *sp, size_t n)
+{
+	struct isc_shape *list = calloc(n, sizeof(*list));
+	struct isc_catalog *c;
+	assert_non_null(list);
+	for (size_t i = 0; i < n; i++) {
+		struct isc_shape *sh = &list[i];
+		sh->provider = strdup(sp[i].provider);
+		sh->region = strdup(sp[i].region);
+		sh->instance_type = strdup(sp[i].itype);
+		sh->spot = sp[i].spot;
+		sh->gpu_type = strdup(sp[i].gpu);
+		sh->gpus_per_node = sp[i].gpus;
+		sh->price_micros = sp[i].price;
+		sh->zones = strdup("");
+		sh->price_date = strdup("2026-01-01");
+		assert_int_equal(isc_shape_make_id(sh), 0);
+	}
+	assert_int_equal(isc_catalog_new(list, n, &c, NULL), 0);
+	return c;
+}
+
+static const struct spec small[] = {
+	{"aws", "us-east-1", "p5.48xlarge", 0, "H100", 8, 55040000},
+	{"aws", "us-east-1", "p5.48xlarge", 1, "H100", 8, 28106467},
+	{"aws", "us-east-1", "g5.xlarge", 0, "A10G", 1, 1006000},
+	{"gcp", "us-central1", "a3-highgpu-8g", 0, "H100", 8, 43066150},
+	{"gcp", "us-central1", "a3-highgpu-8g", 1, "H100", 8, 35873580},
+	{"gcp", "us-central1", "a2-megagpu-16g", 0, "A100", 16, 60000000},
+	{"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000},
+	{"oci", "us-ashburn-1", "VM.GPU3.1", 1, "V100", 1, 1475000},
+};
+
+static void test_rank_priority(void **state)
+{
+	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
+	const char *prio[] = {"oci-us-ashburn-1-BM.GPU.H100.8-ondemand", "aws-us-east-1-nope-spot",
+			      "GCP-US-CENTRAL1-A3-HIGHGPU-8G-SPOT",
+			      "oci-us-ashburn-1-bm.gpu.h100.8-ondemand" /* duplicate */,
+			      "aws-us-east-1-p5.48xlarge-ondemand"};
+	struct isc_rank_request req = {.gpus = 16, .priority = prio, .n_priority = 5};
+	struct isc_ranking r;
+	(void)state;
+
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_true(r.from_priority);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(r.entries[0].shape->display_id, "oci-us-ashburn-1-BM.GPU.H100.8-ondemand");
+	assert_string_equal(r.entries[1].shape->id, "gcp-us-central1-a3-highgpu-8g-spot");
+	assert_string_equal(r.entries[2].shape->id, "aws-us-east-1-p5.48xlarge-ondemand");
+	assert_int_equal(r.entries[0].nnodes, 2);
+	assert_int_equal(r.entries[0].nproc, 8);
+	assert_true(r.entries[0].cluster_price_micros == 160000000);
+	assert_int_equal(r.n_warnings, 1);
+	assert_non_null(strstr(r.warnings[0], "'aws-us-east-1-nope-spot'"));
+	isc_ranking_cleanup(&r);
+
+	/* limit keeps the user's order */
+	req.limit = 1;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.entries[0].shape->id, "oci-us-ashburn-1-bm.gpu.h100.8-ondemand");
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(c);
+}
+
+static void test_rank_all_invalid_falls_back(void **state)
+{
+	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
+	const char *prio[] = {"aws-us-east-1-p5.48xlarge-spto", "oci-us-ashburn-1-VM.GPU3.1-ondemand"};
+	struct isc_rank_request req = {.gpus = 8, .priority = prio, .n_priority = 2};
+	struct isc_ranking r;
+	(void)state;
+
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_false(r.from_priority);
+	assert_int_equal(r.n, 8); /* every shape */
+	assert_int_equal(r.n_warnings, 3);
+	/* the neighbour in id order shares most of the text: a did-you-mean */
+	assert_non_null(strstr(r.warnings[0], "did you mean 'aws-us-east-1-p5.48xlarge-spot'"));
+	/* the other market of the same machine */
+	assert_non_null(strstr(r.warnings[1], "did you mean 'oci-us-ashburn-1-VM.GPU3.1-spot'"));
+	assert_non_null(strstr(r.warnings[2], "ranking every shape by price"));
+	/* 8 GPUs: V100 x1 needs 8 nodes x 1.475 = 11.80; A10G 8 x 1.006 = 8.048 */
+	assert_string_equal(r.entries[0].shape->id, "aws-us-east-1-g5.xlarge-ondemand");
+	assert_int_equal(r.entries[0].nnodes, 8);
+	assert_string_equal(r.entries[1].shape->id, "oci-us-ashburn-1-vm.gpu3.1-spot");
+	assert_string_equal(r.entries[2].shape->id, "aws-us-east-1-p5.48xlarge-spot");
+	for (size_t i = 1; i < r.n; i++)
+		assert_true(r.entries[i - 1].cluster_price_micros <= r.entries[i].cluster_price_micros);
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(c);
+}
+
+static void test_rank_ties(void **state)
+{
+	/* 16 GPUs, all at 16.00/h for the cluster: 1 node before 2 nodes, then by id. */
+	static const struct spec tie[] = {
+		{"aws", "r1", "eight", 0, "X", 8, 8000000},
+		{"gcp", "r1", "sixteen-b", 0, "X", 16, 16000000},
+		{"aws", "r1", "sixteen-a", 0, "X", 16, 16000000},
+		{"oci", "r1", "four", 0, "X", 4, 4000000},
+		{"oci", "r0", "eight", 0, "X", 8, 8000000},
+	};
+	struct isc_catalog *c = make_catalog(tie, 5);
+	struct isc_rank_request req = {.gpus = 16};
+	struct isc_ranking r;
+	(void)state;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 5);
+	assert_string_equal(r.entries[0].shape->id, "aws-r1-sixteen-a-ondemand");
+	assert_string_equal(r.entries[1].shape->id, "gcp-r1-sixteen-b-ondemand");
+	assert_string_equal(r.entries[2].shape->id, "aws-r1-eight-ondemand");
+	assert_string_equal(r.entries[3].shape->id, "oci-r0-eight-ondemand");
+	assert_string_equal(r.entries[4].shape->id, "oci-r1-four-ondemand");
+	assert_int_equal(r.entries[4].nnodes, 4);
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(c);
+}
+
+static void test_rank_filters(void **state)
+{
+	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
+	struct isc_rank_request req = {.gpus = 8, .gpu_type = "h100", .market = ISC_MARKET_ONDEMAND};
+	struct isc_ranking r;
+	(void)state;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 3);
+	assert_string_equal(r.entries[0].shape->id, "gcp-us-central1-a3-highgpu-8g-ondemand");
+	assert_string_equal(r.entries[1].shape->id, "aws-us-east-1-p5.48xlarge-ondemand");
+	assert_string_equal(r.entries[2].shape->id, "oci-us-ashburn-1-bm.gpu.h100.8-ondemand");
+	isc_ranking_cleanup(&r);
+
+	req = (struct isc_rank_request){.gpus = 8, .provider = "aws", .market = ISC_MARKET_SPOT};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.entries[0].shape->id, "aws-us-east-1-p5.48xlarge-spot");
+	isc_ranking_cleanup(&r);
+
+	req = (struct isc_rank_request){.region = "US-CENTRAL1"};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 3);
+	assert_int_equal(r.entries[0].nnodes, 1); /* gpus 0: one node each */
+	assert_int_equal(r.entries[0].nproc, 8);
+	isc_ranking_cleanup(&r);
+
+	req = (struct isc_rank_request){.gpu_type = "TPU"};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 0);
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(c);
+}
+
+static void test_rank_limit_48(void **state)
+{
+	struct isc_catalog *c = make_catalog(small, 2);
+	struct isc_rank_request req = {.gpus = 49};
+	struct isc_ranking r;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "burst requests are limited to 48 GPUs"));
+	req.gpus = 48;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, &err), 0);
+	assert_int_equal(r.entries[0].nnodes, 6);
+	isc_ranking_cleanup(&r);
+	req.gpus = -1;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, &err), ISC_EINVALID);
+	isc_catalog_free(c);
+}
+
+/* The merge with a top-K cut gives exactly the prefix of a full brute-force sort. */
+static const struct isc_catalog *bf_cat;
+static int bf_gpus;
+static int cmp_bf(const void *a, const void *b)
+{
+	const struct isc_rank_entry *x = a, *y = b;
+	(void)bf_cat;
+	if (x->cluster_price_micros != y->cluster_price_micros)
+		return x->cluster_price_micros < y->cluster_price_micros ? -1 : 1;
+	if (x->nnodes != y->nnodes)
+		return x->nnodes - y->nnodes;
+	return strcmp(x->shape->id, y->shape->id);
+}
+
+static void test_rank_matches_brute_force(void **state)
+{
+	enum { N = 3000 };
+	static const int per_node[] = {1, 2, 4, 8, 16};
+	struct spec *sp = calloc(N, sizeof(*sp));
+	char (*names)[32] = calloc(N, 32);
+	(void)state;
+	srand(7);
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], 32, "t%d", i);
+		sp[i] = (struct spec){i % 3 == 0 ? "aws" : i % 3 == 1 ? "gcp" : "oci", "r", names[i],
+				      i % 2, "G", per_node[rand() % 5], (rand() % 50) * 250000};
+	}
+	struct isc_catalog *c = make_catalog(sp, N);
+	struct isc_rank_entry *all = calloc(N, sizeof(*all));
+	for (int G = 1; G <= 48; G += 5) {
+		bf_cat = c;
+		bf_gpus = G;
+		for (size_t i = 0; i < N; i++) {
+			all[i].shape = isc_catalog_at(c, i);
+			isc_shape_layout(G, all[i].shape->gpus_per_node, &all[i].nnodes, &all[i].nproc);
+			all[i].cluster_price_micros = all[i].shape->price_micros * all[i].nnodes;
+		}
+		qsort(all, N, sizeof(*all), cmp_bf);
+		for (size_t limit = 0; limit <= 100; limit += 50) {
+			struct isc_rank_request req = {.gpus = G, .limit = limit};
+			struct isc_ranking r;
+			assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+			assert_int_equal(r.n, limit ? limit : N);
+			for (size_t i = 0; i < r.n; i++) {
+				assert_ptr_equal(r.entries[i].shape, all[i].shape);
+				assert_int_equal(r.entries[i].nnodes, all[i].nnodes);
+			}
+			isc_ranking_cleanup(&r);
+		}
+	}
+	assert_int_equal(bf_gpus, 46);
+	free(all);
+	isc_catalog_free(c);
+	free(sp);
+	free(names);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decimal_to_micros),
+		cmocka_unit_test(test_micros_format),
+		cmocka_unit_test(test_layout),
+		cmocka_unit_test(test_cluster_price),
+		cmocka_unit_test(test_rank_priority),
+		cmocka_unit_test(test_rank_all_invalid_falls_back),
+		cmocka_unit_test(test_rank_ties),
+		cmocka_unit_test(test_rank_filters),
+		cmocka_unit_test(test_rank_limit_48),
+		cmocka_unit_test(test_rank_matches_brute_force),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
