@@ -26,8 +26,8 @@
 #define MAX_PROBLEMS 100
 
 enum kind {
-	K_ID,	   /* a bounded id: letters, digits, '.', '_', '-' */
-	K_NAME,	   /* free text without control characters */
+	K_ID,      /* a bounded id: letters, digits, '.', '_', '-' */
+	K_NAME,    /* free text without control characters */
 	K_COMMAND, /* free text; newlines and tabs allowed */
 	K_IMAGE,   /* a container image reference */
 	K_GPUS,
@@ -41,16 +41,16 @@ static const struct field {
 	enum kind kind;
 	int required;
 } fields[] = {
-	{"isc_project_id", K_ID, 1},
-	{"experiment_name", K_NAME, 1},
-	{"gpus", K_GPUS, 1},
-	{"command", K_COMMAND, 1},
-	{"compute_mode", K_MODE, 0},
-	{"max_rapid_cycles", K_RAPID, 0},
-	{"dataset_id_list", K_IDLIST, 0},
-	{"burst_shape_priority_list", K_IDLIST, 0},
-	{"input_artifact_id_list", K_IDLIST, 0},
-	{"image", K_IMAGE, 0},
+    {"isc_project_id", K_ID, 1},
+    {"experiment_name", K_NAME, 1},
+    {"gpus", K_GPUS, 1},
+    {"command", K_COMMAND, 1},
+    {"compute_mode", K_MODE, 0},
+    {"max_rapid_cycles", K_RAPID, 0},
+    {"dataset_id_list", K_IDLIST, 0},
+    {"burst_shape_priority_list", K_IDLIST, 0},
+    {"input_artifact_id_list", K_IDLIST, 0},
+    {"image", K_IMAGE, 0},
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -79,7 +79,7 @@ void isc_launch_problems_cleanup(struct isc_launch_problems *p)
 }
 
 static void add(struct checker *c, int line, int col, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+    __attribute__((format(printf, 5, 6)));
 
 static void add(struct checker *c, int line, int col, const char *field, const char *fmt, ...)
 {
@@ -111,12 +111,12 @@ static void add(struct checker *c, int line, int col, const char *field, const c
 }
 
 int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
-			      struct isc_buf *out)
+                              struct isc_buf *out)
 {
 	for (size_t i = 0; i < p->len; i++) {
 		const struct isc_launch_problem *pr = &p->items[i];
 		int rc = isc_buf_printf(out, "%s:%d:%d: error: %s: %s\n", path, pr->line, pr->col,
-					pr->field, pr->msg);
+		                        pr->field, pr->msg);
 		if (rc)
 			return rc;
 	}
@@ -127,7 +127,8 @@ void isc_launch_problems_print(const struct isc_launch_problems *p, const char *
 {
 	for (size_t i = 0; i < p->len; i++) {
 		const struct isc_launch_problem *pr = &p->items[i];
-		fprintf(f, "%s:%d:%d: error: %s: %s\n", path, pr->line, pr->col, pr->field, pr->msg);
+		fprintf(f, "%s:%d:%d: error: %s: %s\n", path, pr->line, pr->col, pr->field,
+		        pr->msg);
 	}
 }
 
@@ -137,8 +138,9 @@ static void sort_problems(struct isc_launch_problems *p)
 	for (size_t i = 1; i < p->len; i++) {
 		struct isc_launch_problem tmp = p->items[i];
 		size_t j = i;
-		while (j > 0 && (p->items[j - 1].line > tmp.line ||
-				 (p->items[j - 1].line == tmp.line && p->items[j - 1].col > tmp.col))) {
+		while (j > 0 &&
+		       (p->items[j - 1].line > tmp.line ||
+		        (p->items[j - 1].line == tmp.line && p->items[j - 1].col > tmp.col))) {
 			p->items[j] = p->items[j - 1];
 			j--;
 		}
@@ -171,16 +173,26 @@ static const char *show(const char *s, size_t len, char *buf, size_t cap)
 static const char *a_type(enum isc_toml_type t)
 {
 	switch (t) {
-	case ISC_TOML_STRING: return "a string";
-	case ISC_TOML_INTEGER: return "an integer";
-	case ISC_TOML_FLOAT: return "a float";
-	case ISC_TOML_BOOL: return "a boolean";
-	case ISC_TOML_DATETIME: return "an offset date-time";
-	case ISC_TOML_DATETIME_LOCAL: return "a local date-time";
-	case ISC_TOML_DATE_LOCAL: return "a local date";
-	case ISC_TOML_TIME_LOCAL: return "a local time";
-	case ISC_TOML_ARRAY: return "an array";
-	case ISC_TOML_TABLE: return "a table";
+	case ISC_TOML_STRING:
+		return "a string";
+	case ISC_TOML_INTEGER:
+		return "an integer";
+	case ISC_TOML_FLOAT:
+		return "a float";
+	case ISC_TOML_BOOL:
+		return "a boolean";
+	case ISC_TOML_DATETIME:
+		return "an offset date-time";
+	case ISC_TOML_DATETIME_LOCAL:
+		return "a local date-time";
+	case ISC_TOML_DATE_LOCAL:
+		return "a local date";
+	case ISC_TOML_TIME_LOCAL:
+		return "a local time";
+	case ISC_TOML_ARRAY:
+		return "an array";
+	case ISC_TOML_TABLE:
+		return "a table";
 	}
 	return "a value";
 }
@@ -260,7 +272,7 @@ static char *dup_n(struct checker *c, const char *s, size_t len)
  * NULL, a copy in *dst. Problems are reported under field.
  */
 static int check_text(struct checker *c, const struct isc_toml_value *v, const char *field,
-		      enum kind kind, char **dst)
+                      enum kind kind, char **dst)
 {
 	char vb[80];
 	const char *s;
@@ -272,16 +284,17 @@ static int check_text(struct checker *c, const struct isc_toml_value *v, const c
 		    a_type(isc_toml_type(v)));
 		return -1;
 	}
-	max = kind == K_NAME	  ? ISC_LAUNCH_MAX_NAME
+	max = kind == K_NAME      ? ISC_LAUNCH_MAX_NAME
 	      : kind == K_COMMAND ? ISC_LAUNCH_MAX_COMMAND
-	      : kind == K_IMAGE	  ? ISC_LAUNCH_MAX_IMAGE
-				  : ISC_LAUNCH_MAX_ID;
+	      : kind == K_IMAGE   ? ISC_LAUNCH_MAX_IMAGE
+	                          : ISC_LAUNCH_MAX_ID;
 	if (len == 0) {
 		add(c, vline(v), vcol(v), field, "must not be empty");
 		return -1;
 	}
 	if (len > max) {
-		add(c, vline(v), vcol(v), field, "is %zu bytes long, at most %zu allowed", len, max);
+		add(c, vline(v), vcol(v), field, "is %zu bytes long, at most %zu allowed", len,
+		    max);
 		return -1;
 	}
 	ctl = find_control(s, len, kind == K_COMMAND);
@@ -292,7 +305,8 @@ static int check_text(struct checker *c, const struct isc_toml_value *v, const c
 	}
 	if (kind == K_ID && !id_ok(s, len)) {
 		add(c, vline(v), vcol(v), field,
-		    "`%s` is not a valid id (use letters, digits, '.', '_' and '-', starting with a "
+		    "`%s` is not a valid id (use letters, digits, '.', '_' and '-', starting with "
+		    "a "
 		    "letter or digit)",
 		    show(s, len, vb, sizeof(vb)));
 		return -1;
@@ -310,7 +324,7 @@ static int check_text(struct checker *c, const struct isc_toml_value *v, const c
 }
 
 static int check_int(struct checker *c, const struct isc_toml_value *v, const char *field,
-		     int64_t lo, int64_t hi, int *dst)
+                     int64_t lo, int64_t hi, int *dst)
 {
 	int64_t i;
 
@@ -329,7 +343,7 @@ static int check_int(struct checker *c, const struct isc_toml_value *v, const ch
 }
 
 static void check_list(struct checker *c, const struct isc_toml_value *v, const char *field,
-		       size_t max_items, struct isc_strlist *dst)
+                       size_t max_items, struct isc_strlist *dst)
 {
 	size_t n = isc_toml_array_len(v);
 	char fb[80], vb[80];
@@ -340,7 +354,8 @@ static void check_list(struct checker *c, const struct isc_toml_value *v, const 
 		return;
 	}
 	if (n > max_items) {
-		add(c, vline(v), vcol(v), field, "has %zu items, at most %zu allowed", n, max_items);
+		add(c, vline(v), vcol(v), field, "has %zu items, at most %zu allowed", n,
+		    max_items);
 		return;
 	}
 	dst->items = calloc(n ? n : 1, sizeof(*dst->items));
@@ -393,7 +408,8 @@ static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
 		d[0][j] = j;
 	for (size_t i = 1; i <= la; i++) {
 		for (size_t j = 1; j <= lb; j++) {
-			int ca = norm_char((unsigned char)a[i - 1]), cb = norm_char((unsigned char)b[j - 1]);
+			int ca = norm_char((unsigned char)a[i - 1]),
+			    cb = norm_char((unsigned char)b[j - 1]);
 			size_t cost = ca != cb, best = d[i - 1][j] + 1;
 			if (d[i][j - 1] + 1 < best)
 				best = d[i][j - 1] + 1;
@@ -454,9 +470,12 @@ void isc_launch_free(struct isc_launch *l)
 const char *isc_compute_mode_name(enum isc_compute_mode m)
 {
 	switch (m) {
-	case ISC_MODE_CYCLE: return "cycle";
-	case ISC_MODE_INTERRUPTIBLE: return "interruptible";
-	case ISC_MODE_BURST: return "burst";
+	case ISC_MODE_CYCLE:
+		return "cycle";
+	case ISC_MODE_INTERRUPTIBLE:
+		return "interruptible";
+	case ISC_MODE_BURST:
+		return "burst";
 	}
 	return "unknown";
 }
@@ -464,7 +483,7 @@ const char *isc_compute_mode_name(enum isc_compute_mode m)
 int isc_compute_mode_parse(const char *s, enum isc_compute_mode *out)
 {
 	static const enum isc_compute_mode all[] = {ISC_MODE_CYCLE, ISC_MODE_INTERRUPTIBLE,
-						    ISC_MODE_BURST};
+	                                            ISC_MODE_BURST};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		if (strcmp(s, isc_compute_mode_name(all[i])) == 0) {
 			*out = all[i];
@@ -530,7 +549,7 @@ static const struct isc_toml_value *seen(const struct checker *c, const char *na
 }
 
 int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_launch **out,
-		     struct isc_launch_problems *problems, struct isc_err *err)
+                     struct isc_launch_problems *problems, struct isc_err *err)
 {
 	struct checker c = {problems, NULL, {NULL}, problems->len, MAX_PROBLEMS, 0, 0};
 	struct isc_toml_doc *doc = NULL;
@@ -561,7 +580,8 @@ int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_
 
 		v = isc_toml_table_at(root, i, &key, &klen);
 		for (size_t k = 0; k < NFIELDS; k++) {
-			if (strlen(fields[k].name) == klen && memcmp(fields[k].name, key, klen) == 0) {
+			if (strlen(fields[k].name) == klen &&
+			    memcmp(fields[k].name, key, klen) == 0) {
 				f = &fields[k];
 				c.seen[k] = v;
 			}
@@ -570,11 +590,11 @@ int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_
 			const char *near = suggest(key, klen);
 			show(key, klen, kb, sizeof(kb));
 			if (near)
-				add(&c, isc_toml_key_line(v), isc_toml_key_col(v), klen ? kb : "\"\"",
-				    "unknown field; did you mean `%s`?", near);
+				add(&c, isc_toml_key_line(v), isc_toml_key_col(v),
+				    klen ? kb : "\"\"", "unknown field; did you mean `%s`?", near);
 			else
-				add(&c, isc_toml_key_line(v), isc_toml_key_col(v), klen ? kb : "\"\"",
-				    "unknown field");
+				add(&c, isc_toml_key_line(v), isc_toml_key_col(v),
+				    klen ? kb : "\"\"", "unknown field");
 			continue;
 		}
 		if (check_field(&c, f, v) && f->kind == K_MODE)
@@ -617,13 +637,13 @@ done:
 		if (c.truncated) {
 			const struct isc_launch_problem *last = &problems->items[problems->len - 1];
 			c.limit++;
-			add(&c, last->line, last->col, "file", "too many problems; stopped after %d",
-			    MAX_PROBLEMS);
+			add(&c, last->line, last->col, "file",
+			    "too many problems; stopped after %d", MAX_PROBLEMS);
 			n = problems->len - before;
 		}
 		isc_launch_free(c.l);
 		return isc_err_set(err, ISC_EINVALID, "%s: %zu problem%s in launch file", path, n,
-				   n == 1 ? "" : "s");
+		                   n == 1 ? "" : "s");
 	}
 	*out = c.l;
 	isc_err_clear(err);
@@ -633,7 +653,7 @@ done:
 /* ---- files ---- */
 
 int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t *len,
-			 struct isc_err *err)
+                         struct isc_err *err)
 {
 	struct isc_buf b;
 	struct stat st;
@@ -659,8 +679,8 @@ int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t
 	if ((uintmax_t)st.st_size > max_bytes) {
 		close(fd);
 		return isc_err_set(err, ISC_EINVALID,
-				   "%s: file is %jd bytes, larger than the limit of %zu bytes", path,
-				   (intmax_t)st.st_size, max_bytes);
+		                   "%s: file is %jd bytes, larger than the limit of %zu bytes",
+		                   path, (intmax_t)st.st_size, max_bytes);
 	}
 	/* The cap is enforced while reading too: the file may grow after fstat. */
 	isc_buf_init(&b, max_bytes);
@@ -669,7 +689,8 @@ int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = isc_err_set(err, ISC_EIO, "%s: read failed: %s", path, strerror(errno));
+			rc =
+			    isc_err_set(err, ISC_EIO, "%s: read failed: %s", path, strerror(errno));
 			break;
 		}
 		if (n == 0)
@@ -677,8 +698,8 @@ int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t
 		rc = isc_buf_append(&b, chunk, (size_t)n);
 		if (rc == ISC_EINVALID)
 			rc = isc_err_set(err, ISC_EINVALID,
-					 "%s: file is larger than the limit of %zu bytes", path,
-					 max_bytes);
+			                 "%s: file is larger than the limit of %zu bytes", path,
+			                 max_bytes);
 		else if (rc)
 			rc = isc_err_set(err, rc, "%s: out of memory", path);
 		if (rc)
@@ -696,8 +717,8 @@ int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t
 	return 0;
 }
 
-int isc_launch_load(const char *path, struct isc_launch **out,
-		    struct isc_launch_problems *problems, struct isc_err *err)
+int isc_launch_load(const char *path, struct isc_launch **out, struct isc_launch_problems *problems,
+                    struct isc_err *err)
 {
 	char *text;
 	size_t len;
@@ -738,10 +759,10 @@ json_t *isc_launch_to_json(const struct isc_launch *l)
 	    json_object_set_new(o, "gpus", json_integer(l->gpus)) ||
 	    json_object_set_new(o, "command", json_string(l->command)) ||
 	    json_object_set_new(o, "compute_mode",
-				json_string(isc_compute_mode_name(l->compute_mode))) ||
+	                        json_string(isc_compute_mode_name(l->compute_mode))) ||
 	    json_object_set_new(o, "max_rapid_cycles",
-				l->max_rapid_cycles ? json_integer(l->max_rapid_cycles)
-						    : json_null()) ||
+	                        l->max_rapid_cycles ? json_integer(l->max_rapid_cycles)
+	                                            : json_null()) ||
 	    json_object_set_new(o, "dataset_id_list", list_json(&l->dataset_ids)) ||
 	    json_object_set_new(o, "burst_shape_priority_list", list_json(&l->burst_shapes)) ||
 	    json_object_set_new(o, "input_artifact_id_list", list_json(&l->input_artifact_ids)) ||

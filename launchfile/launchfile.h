@@ -20,15 +20,15 @@
 #include <stdio.h>
 
 #define ISC_LAUNCH_MAX_FILE_BYTES ((size_t)1024 * 1024) /* isc_launch_read_file's default */
-#define ISC_LAUNCH_MAX_NAME	  128			/* experiment_name, bytes */
-#define ISC_LAUNCH_MAX_ID	  128			/* project, dataset, artifact, shape ids */
-#define ISC_LAUNCH_MAX_IMAGE	  512			/* image reference, bytes */
-#define ISC_LAUNCH_MAX_COMMAND	  (64 * 1024)		/* command, bytes */
-#define ISC_LAUNCH_MAX_LIST	  64			/* items in any list */
-#define ISC_LAUNCH_MAX_ARTIFACTS  3			/* input_artifact_id_list */
-#define ISC_LAUNCH_MAX_GPUS	  72
+#define ISC_LAUNCH_MAX_NAME       128                   /* experiment_name, bytes */
+#define ISC_LAUNCH_MAX_ID         128                   /* project, dataset, artifact, shape ids */
+#define ISC_LAUNCH_MAX_IMAGE      512                   /* image reference, bytes */
+#define ISC_LAUNCH_MAX_COMMAND    (64 * 1024)           /* command, bytes */
+#define ISC_LAUNCH_MAX_LIST       64                    /* items in any list */
+#define ISC_LAUNCH_MAX_ARTIFACTS  3                     /* input_artifact_id_list */
+#define ISC_LAUNCH_MAX_GPUS       72
 #define ISC_LAUNCH_MAX_BURST_GPUS 48
-#define ISC_LAUNCH_MAX_RAPID	  5
+#define ISC_LAUNCH_MAX_RAPID      5
 
 enum isc_compute_mode {
 	ISC_MODE_CYCLE = 0, /* the default */
@@ -46,18 +46,18 @@ struct isc_strlist {
 struct isc_launch {
 	char *project_id;      /* isc_project_id */
 	char *experiment_name; /* experiment_name */
-	int gpus;	       /* 1..72; at most 48 for burst */
-	char *command;	       /* may contain newlines and tabs */
+	int gpus;              /* 1..72; at most 48 for burst */
+	char *command;         /* may contain newlines and tabs */
 	enum isc_compute_mode compute_mode;
 	int max_rapid_cycles; /* 1..5; 0 when absent (cycle only) */
 	struct isc_strlist dataset_ids;
-	struct isc_strlist burst_shapes;	/* burst_shape_priority_list, in priority order */
+	struct isc_strlist burst_shapes;       /* burst_shape_priority_list, in priority order */
 	struct isc_strlist input_artifact_ids; /* at most 3 */
-	char *image;				/* container image; NULL when absent */
+	char *image;                           /* container image; NULL when absent */
 };
 
 struct isc_launch_problem {
-	int line, col;	/* 1-based */
+	int line, col;  /* 1-based */
 	char field[80]; /* the field ("gpus", "dataset_id_list[2]", "toml", an unknown key) */
 	char msg[256];
 };
@@ -72,7 +72,7 @@ void isc_launch_problems_init(struct isc_launch_problems *p);
 void isc_launch_problems_cleanup(struct isc_launch_problems *p);
 /* Writes one "PATH:LINE:COL: error: FIELD: message\n" per problem. */
 int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
-			      struct isc_buf *out);
+                              struct isc_buf *out);
 void isc_launch_problems_print(const struct isc_launch_problems *p, const char *path, FILE *f);
 
 /*
@@ -82,7 +82,7 @@ void isc_launch_problems_print(const struct isc_launch_problems *p, const char *
  * err says how many); ISC_ENOMEM.
  */
 int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_launch **out,
-		     struct isc_launch_problems *problems, struct isc_err *err);
+                     struct isc_launch_problems *problems, struct isc_err *err);
 void isc_launch_free(struct isc_launch *l);
 
 /*
@@ -91,10 +91,10 @@ void isc_launch_free(struct isc_launch *l);
  * when it is larger than the cap or not a regular file.
  */
 int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t *len,
-			 struct isc_err *err);
+                         struct isc_err *err);
 /* isc_launch_read_file + isc_launch_parse. */
-int isc_launch_load(const char *path, struct isc_launch **out,
-		    struct isc_launch_problems *problems, struct isc_err *err);
+int isc_launch_load(const char *path, struct isc_launch **out, struct isc_launch_problems *problems,
+                    struct isc_err *err);
 
 /* "cycle", "interruptible", "burst". */
 const char *isc_compute_mode_name(enum isc_compute_mode m);

@@ -90,7 +90,7 @@ struct key_part {
 /* ---- errors and cursor ---- */
 
 static int fail_at(struct parser *ps, int line, int col, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int fail_at(struct parser *ps, int line, int col, const char *fmt, ...)
 {
@@ -337,7 +337,7 @@ static int index_grow(struct isc_toml_value *t)
 }
 
 static struct isc_toml_value *table_find(const struct isc_toml_value *t, const char *key,
-					 size_t len)
+                                         size_t len)
 {
 	if (t->u.tab.index) {
 		size_t mask = t->u.tab.index_cap - 1;
@@ -413,7 +413,7 @@ static int array_push(struct isc_toml_value *a, struct isc_toml_value *v)
 
 /* Makes an empty container one level below parent_depth, enforcing the depth bound. */
 static int container_new(struct parser *ps, enum isc_toml_type type, int parent_depth, int line,
-			 int col, struct isc_toml_value **out)
+                         int col, struct isc_toml_value **out)
 {
 	struct isc_toml_value *v;
 
@@ -543,13 +543,27 @@ static int parse_escape(struct parser *ps, struct sbuf *b)
 	uint32_t cp = 0;
 
 	switch (c) {
-	case 'b': ch = '\b'; break;
-	case 't': ch = '\t'; break;
-	case 'n': ch = '\n'; break;
-	case 'f': ch = '\f'; break;
-	case 'r': ch = '\r'; break;
-	case '"': ch = '"'; break;
-	case '\\': ch = '\\'; break;
+	case 'b':
+		ch = '\b';
+		break;
+	case 't':
+		ch = '\t';
+		break;
+	case 'n':
+		ch = '\n';
+		break;
+	case 'f':
+		ch = '\f';
+		break;
+	case 'r':
+		ch = '\r';
+		break;
+	case '"':
+		ch = '"';
+		break;
+	case '\\':
+		ch = '\\';
+		break;
 	case 'u':
 	case 'U':
 		digits = c == 'u' ? 4 : 8;
@@ -557,12 +571,12 @@ static int parse_escape(struct parser *ps, struct sbuf *b)
 			int h = hexval(peek_at(ps, 2 + (size_t)i));
 			if (h < 0)
 				return fail_at(ps, line, col, "\\%c escape needs %d hex digits", c,
-					       digits);
+				               digits);
 			cp = (cp << 4) | (uint32_t)h;
 		}
 		if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
 			return fail_at(ps, line, col, "\\%c%0*X is not a Unicode scalar value", c,
-				       digits, cp);
+			               digits, cp);
 		advance_n(ps, 2 + (size_t)digits);
 		n = put_utf8(u8, cp);
 		return sb_put(b, u8, (size_t)n) ? nomem(ps) : 0;
@@ -686,7 +700,8 @@ static int parse_string(struct parser *ps, int multiline_ok, char **out, size_t 
 			size_t k = 1;
 			while (peek_at(ps, k) == ' ' || peek_at(ps, k) == '\t')
 				k++;
-			if (peek_at(ps, k) == '\n' || (peek_at(ps, k) == '\r' && peek_at(ps, k + 1) == '\n')) {
+			if (peek_at(ps, k) == '\n' ||
+			    (peek_at(ps, k) == '\r' && peek_at(ps, k + 1) == '\n')) {
 				advance_n(ps, k);
 				for (;;) {
 					skip_ws(ps);
@@ -923,7 +938,7 @@ static int parse_date_value(struct parser *ps, struct isc_toml_value *v)
 /* Copies the digits of tok (underscores removed) into out, checking that each
  * underscore sits between two digits of the given base. */
 static int strip_underscores(struct parser *ps, const char *tok, size_t n, int hex, char *out,
-			     size_t cap)
+                             size_t cap)
 {
 	size_t o = 0;
 
@@ -931,9 +946,9 @@ static int strip_underscores(struct parser *ps, const char *tok, size_t n, int h
 		int c = (unsigned char)tok[i];
 		if (c == '_') {
 			int before = i > 0 && (hex ? hexval((unsigned char)tok[i - 1]) >= 0
-						   : is_digit((unsigned char)tok[i - 1]));
+			                           : is_digit((unsigned char)tok[i - 1]));
 			int after = i + 1 < n && (hex ? hexval((unsigned char)tok[i + 1]) >= 0
-						      : is_digit((unsigned char)tok[i + 1]));
+			                              : is_digit((unsigned char)tok[i + 1]));
 			if (!before || !after)
 				return FAIL(ps, "underscores in numbers must sit between digits");
 			continue;
@@ -986,13 +1001,15 @@ static int parse_number(struct parser *ps, struct isc_toml_value *v)
 	if (i >= n || !is_digit((unsigned char)tok[i]))
 		return FAIL(ps, "invalid value");
 	/* Prefixed integers: 0x, 0o, 0b; no sign allowed. */
-	if (tok[i] == '0' && i + 1 < n && (tok[i + 1] == 'x' || tok[i + 1] == 'o' || tok[i + 1] == 'b')) {
+	if (tok[i] == '0' && i + 1 < n &&
+	    (tok[i + 1] == 'x' || tok[i + 1] == 'o' || tok[i + 1] == 'b')) {
 		int base = tok[i + 1] == 'x' ? 16 : tok[i + 1] == 'o' ? 8 : 2;
 		uint64_t acc = 0;
 		size_t j;
 
 		if (has_sign)
-			return FAIL(ps, "hexadecimal, octal and binary integers cannot have a sign");
+			return FAIL(ps,
+			            "hexadecimal, octal and binary integers cannot have a sign");
 		if (i + 2 >= n || tok[i + 2] == '_')
 			return FAIL(ps, "expected digits after 0%c", tok[i + 1]);
 		if (strip_underscores(ps, tok + i + 2, n - i - 2, base == 16, buf, sizeof(buf)))
@@ -1000,7 +1017,8 @@ static int parse_number(struct parser *ps, struct isc_toml_value *v)
 		for (j = 0; buf[j]; j++) {
 			int d = hexval((unsigned char)buf[j]);
 			if (d < 0 || d >= base)
-				return FAIL(ps, "invalid digit '%c' in base-%d integer", buf[j], base);
+				return FAIL(ps, "invalid digit '%c' in base-%d integer", buf[j],
+				            base);
 			if (acc > ((uint64_t)INT64_MAX - (uint64_t)d) / (uint64_t)base)
 				return FAIL(ps, "integer out of range (64-bit signed)");
 			acc = acc * (uint64_t)base + (uint64_t)d;
@@ -1052,10 +1070,11 @@ static int parse_number(struct parser *ps, struct isc_toml_value *v)
 
 			if (frac_start &&
 			    strip_underscores(ps, tok + frac_start, frac_end - frac_start, 0, buf,
-					      sizeof(buf)))
+			                      sizeof(buf)))
 				return ISC_EINVALID;
 			if (exp_start) {
-				size_t es = exp_start + (tok[exp_start] == '+' || tok[exp_start] == '-');
+				size_t es =
+				    exp_start + (tok[exp_start] == '+' || tok[exp_start] == '-');
 				if (strip_underscores(ps, tok + es, n - es, 0, buf, sizeof(buf)))
 					return ISC_EINVALID;
 			}
@@ -1081,7 +1100,7 @@ static int parse_number(struct parser *ps, struct isc_toml_value *v)
 			}
 			v->type = ISC_TOML_INTEGER;
 			v->u.i = neg ? (acc == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)acc)
-				     : (int64_t)acc;
+			             : (int64_t)acc;
 		}
 		advance_n(ps, n);
 		return 0;
@@ -1150,20 +1169,20 @@ static int parse_value(struct parser *ps, int parent_depth, struct isc_toml_valu
 		v->type = ISC_TOML_STRING;
 		rc = parse_string(ps, 1, &v->u.str.ptr, &v->u.str.len);
 	} else if (avail(ps) >= 4 && memcmp(ps->p, "true", 4) == 0 &&
-		   !is_bare_key_char(peek_at(ps, 4))) {
+	           !is_bare_key_char(peek_at(ps, 4))) {
 		v->u.b = 1;
 		advance_n(ps, 4);
 		rc = 0;
 	} else if (avail(ps) >= 5 && memcmp(ps->p, "false", 5) == 0 &&
-		   !is_bare_key_char(peek_at(ps, 5))) {
+	           !is_bare_key_char(peek_at(ps, 5))) {
 		v->u.b = 0;
 		advance_n(ps, 5);
 		rc = 0;
 	} else if (avail(ps) >= 5 && is_digit(c) && is_digit(peek_at(ps, 1)) &&
-		   is_digit(peek_at(ps, 2)) && is_digit(peek_at(ps, 3)) && peek_at(ps, 4) == '-') {
+	           is_digit(peek_at(ps, 2)) && is_digit(peek_at(ps, 3)) && peek_at(ps, 4) == '-') {
 		rc = parse_date_value(ps, v);
 	} else if (avail(ps) >= 3 && is_digit(c) && is_digit(peek_at(ps, 1)) &&
-		   peek_at(ps, 2) == ':') {
+	           peek_at(ps, 2) == ':') {
 		v->type = ISC_TOML_TIME_LOCAL;
 		rc = parse_time(ps, &v->u.dt);
 	} else if (c >= 0 && (is_digit(c) || c == '+' || c == '-' || c == 'i' || c == 'n')) {
@@ -1186,7 +1205,7 @@ static int parse_value(struct parser *ps, int parent_depth, struct isc_toml_valu
  * be entered; tables made by headers, inline tables and arrays may not.
  */
 static int walk_dotted(struct parser *ps, struct isc_toml_value *t, struct key_part *parts,
-		       size_t nparts, struct isc_toml_value **out)
+                       size_t nparts, struct isc_toml_value **out)
 {
 	char kb[96];
 
@@ -1194,7 +1213,7 @@ static int walk_dotted(struct parser *ps, struct isc_toml_value *t, struct key_p
 		struct isc_toml_value *next = table_find(t, parts[i].s, parts[i].len);
 		if (!next) {
 			int rc = container_new(ps, ISC_TOML_TABLE, t->depth, parts[i].line,
-					       parts[i].col, &next);
+			                       parts[i].col, &next);
 			if (rc)
 				return rc;
 			next->flags = T_DOTTED;
@@ -1204,8 +1223,9 @@ static int walk_dotted(struct parser *ps, struct isc_toml_value *t, struct key_p
 			}
 		} else if (next->type != ISC_TOML_TABLE || !(next->flags & T_DOTTED)) {
 			return fail_at(ps, parts[i].line, parts[i].col,
-				       "key `%s` is already defined%s", key_show(&parts[i], kb, sizeof(kb)),
-				       next->type == ISC_TOML_TABLE ? " as a table" : "");
+			               "key `%s` is already defined%s",
+			               key_show(&parts[i], kb, sizeof(kb)),
+			               next->type == ISC_TOML_TABLE ? " as a table" : "");
 		}
 		t = next;
 	}
@@ -1237,7 +1257,7 @@ static int parse_keyval(struct parser *ps, struct isc_toml_value *t)
 	last = &parts[nparts - 1];
 	if (table_find(target, last->s, last->len)) {
 		rc = fail_at(ps, last->line, last->col, "duplicate key `%s`",
-			     key_show(last, kb, sizeof(kb)));
+		             key_show(last, kb, sizeof(kb)));
 		goto out;
 	}
 	if ((rc = parse_value(ps, target->depth, &v)))
@@ -1314,7 +1334,7 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 	skip_ws(ps);
 	if (peek(ps) != ']' || (aot && peek_at(ps, 1) != ']')) {
 		rc = unexpected(ps, aot ? "']]' to close the array of tables header"
-					: "']' to close the table header");
+		                        : "']' to close the table header");
 		goto out;
 	}
 	advance_n(ps, aot ? 2 : 1);
@@ -1323,7 +1343,7 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 		next = table_find(t, parts[i].s, parts[i].len);
 		if (!next) {
 			if ((rc = container_new(ps, ISC_TOML_TABLE, t->depth, parts[i].line,
-						parts[i].col, &next)))
+			                        parts[i].col, &next)))
 				goto out;
 			next->flags = T_IMPLICIT;
 			if (table_add(t, &parts[i], next)) {
@@ -1335,9 +1355,10 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 			next = next->u.arr.items[next->u.arr.len - 1];
 		} else if (next->type != ISC_TOML_TABLE || (next->flags & T_INLINE)) {
 			rc = fail_at(ps, parts[i].line, parts[i].col,
-				     "key `%s` is already defined as a %s", key_show(&parts[i], kb, sizeof(kb)),
-				     next->type == ISC_TOML_TABLE ? "inline table"
-								  : isc_toml_type_name(next->type));
+			             "key `%s` is already defined as a %s",
+			             key_show(&parts[i], kb, sizeof(kb)),
+			             next->type == ISC_TOML_TABLE ? "inline table"
+			                                          : isc_toml_type_name(next->type));
 			goto out;
 		}
 		t = next;
@@ -1350,7 +1371,7 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 			struct isc_toml_value *arr = next, *elem;
 			if (!arr) {
 				if ((rc = container_new(ps, ISC_TOML_ARRAY, t->depth, last->line,
-							last->col, &arr)))
+				                        last->col, &arr)))
 					goto out;
 				arr->flags = A_TABLES;
 				if (table_add(t, last, arr)) {
@@ -1360,8 +1381,10 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 				}
 			} else if (arr->type != ISC_TOML_ARRAY || !(arr->flags & A_TABLES)) {
 				rc = fail_at(ps, last->line, last->col,
-					     "key `%s` is already defined as a %s and cannot be an array of tables",
-					     key_show(last, kb, sizeof(kb)), isc_toml_type_name(arr->type));
+				             "key `%s` is already defined as a %s and cannot be an "
+				             "array of tables",
+				             key_show(last, kb, sizeof(kb)),
+				             isc_toml_type_name(arr->type));
 				goto out;
 			}
 			if ((rc = container_new(ps, ISC_TOML_TABLE, arr->depth, line, col, &elem)))
@@ -1391,8 +1414,8 @@ static int parse_header(struct parser *ps, struct isc_toml_value *root, struct i
 			*cur = next;
 		} else {
 			rc = fail_at(ps, last->line, last->col, "%s `%s` is already defined",
-				     next->type == ISC_TOML_TABLE ? "table" : "key",
-				     key_show(last, kb, sizeof(kb)));
+			             next->type == ISC_TOML_TABLE ? "table" : "key",
+			             key_show(last, kb, sizeof(kb)));
 			goto out;
 		}
 	}
@@ -1404,7 +1427,7 @@ out:
 /* ---- document ---- */
 
 int isc_toml_parse_ex(const char *text, size_t len, struct isc_toml_doc **out,
-		      struct isc_toml_error *where, struct isc_err *err)
+                      struct isc_toml_error *where, struct isc_err *err)
 {
 	struct parser ps = {text, text + len, 1, 1, where, err};
 	struct isc_toml_doc *doc = NULL;
@@ -1414,7 +1437,7 @@ int isc_toml_parse_ex(const char *text, size_t len, struct isc_toml_doc **out,
 	*out = NULL;
 	if (len > ISC_TOML_MAX_INPUT)
 		return fail_at(&ps, 1, 1, "input is %zu bytes, more than the limit of %zu", len,
-			       ISC_TOML_MAX_INPUT);
+		               ISC_TOML_MAX_INPUT);
 	if ((rc = check_utf8(&ps)))
 		return rc;
 	doc = calloc(1, sizeof(*doc));
@@ -1479,16 +1502,26 @@ enum isc_toml_type isc_toml_type(const struct isc_toml_value *v)
 const char *isc_toml_type_name(enum isc_toml_type t)
 {
 	switch (t) {
-	case ISC_TOML_STRING: return "string";
-	case ISC_TOML_INTEGER: return "integer";
-	case ISC_TOML_FLOAT: return "float";
-	case ISC_TOML_BOOL: return "bool";
-	case ISC_TOML_DATETIME: return "datetime";
-	case ISC_TOML_DATETIME_LOCAL: return "datetime-local";
-	case ISC_TOML_DATE_LOCAL: return "date-local";
-	case ISC_TOML_TIME_LOCAL: return "time-local";
-	case ISC_TOML_ARRAY: return "array";
-	case ISC_TOML_TABLE: return "table";
+	case ISC_TOML_STRING:
+		return "string";
+	case ISC_TOML_INTEGER:
+		return "integer";
+	case ISC_TOML_FLOAT:
+		return "float";
+	case ISC_TOML_BOOL:
+		return "bool";
+	case ISC_TOML_DATETIME:
+		return "datetime";
+	case ISC_TOML_DATETIME_LOCAL:
+		return "datetime-local";
+	case ISC_TOML_DATE_LOCAL:
+		return "date-local";
+	case ISC_TOML_TIME_LOCAL:
+		return "time-local";
+	case ISC_TOML_ARRAY:
+		return "array";
+	case ISC_TOML_TABLE:
+		return "table";
 	}
 	return "unknown";
 }
@@ -1519,7 +1552,7 @@ size_t isc_toml_table_len(const struct isc_toml_value *t)
 }
 
 const struct isc_toml_value *isc_toml_table_at(const struct isc_toml_value *t, size_t i,
-					       const char **key, size_t *key_len)
+                                               const char **key, size_t *key_len)
 {
 	if (!t || t->type != ISC_TOML_TABLE || i >= t->u.tab.len)
 		return NULL;
@@ -1531,7 +1564,7 @@ const struct isc_toml_value *isc_toml_table_at(const struct isc_toml_value *t, s
 }
 
 const struct isc_toml_value *isc_toml_table_getn(const struct isc_toml_value *t, const char *key,
-						 size_t key_len)
+                                                 size_t key_len)
 {
 	if (!t || t->type != ISC_TOML_TABLE)
 		return NULL;
@@ -1615,17 +1648,18 @@ int isc_toml_format_datetime(const struct isc_toml_value *v, char *buf, size_t c
 	d = &v->u.dt;
 	if (v->type != ISC_TOML_TIME_LOCAL)
 		o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "%04d-%02d-%02d", d->year, d->month,
-				      d->day);
+		                      d->day);
 	if (v->type != ISC_TOML_DATE_LOCAL) {
 		if (o)
 			tmp[o++] = 'T';
 		o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "%02d:%02d:%02d", d->hour,
-				      d->minute, d->second);
+		                      d->minute, d->second);
 		if (d->frac_digits) {
 			int ns = d->nanosecond;
 			for (int i = d->frac_digits; i < 9; i++)
 				ns /= 10;
-			o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, ".%0*d", d->frac_digits, ns);
+			o +=
+			    (size_t)snprintf(tmp + o, sizeof(tmp) - o, ".%0*d", d->frac_digits, ns);
 		}
 	}
 	if (v->type == ISC_TOML_DATETIME) {
@@ -1634,7 +1668,7 @@ int isc_toml_format_datetime(const struct isc_toml_value *v, char *buf, size_t c
 		} else {
 			int m = d->offset_minutes < 0 ? -d->offset_minutes : d->offset_minutes;
 			o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "%c%02d:%02d",
-					      d->offset_minutes < 0 ? '-' : '+', m / 60, m % 60);
+			                      d->offset_minutes < 0 ? '-' : '+', m / 60, m % 60);
 		}
 	}
 	tmp[o] = '\0';

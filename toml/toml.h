@@ -31,10 +31,10 @@ enum isc_toml_type {
 	ISC_TOML_INTEGER,
 	ISC_TOML_FLOAT,
 	ISC_TOML_BOOL,
-	ISC_TOML_DATETIME,	 /* offset date-time: 1979-05-27T07:32:00Z */
+	ISC_TOML_DATETIME,       /* offset date-time: 1979-05-27T07:32:00Z */
 	ISC_TOML_DATETIME_LOCAL, /* 1979-05-27T07:32:00 */
-	ISC_TOML_DATE_LOCAL,	 /* 1979-05-27 */
-	ISC_TOML_TIME_LOCAL,	 /* 07:32:00 */
+	ISC_TOML_DATE_LOCAL,     /* 1979-05-27 */
+	ISC_TOML_TIME_LOCAL,     /* 07:32:00 */
 	ISC_TOML_ARRAY,
 	ISC_TOML_TABLE,
 };
@@ -43,10 +43,10 @@ enum isc_toml_type {
 struct isc_toml_datetime {
 	int year, month, day;
 	int hour, minute, second;
-	int nanosecond;	    /* fraction of the second, truncated to nanoseconds */
+	int nanosecond;     /* fraction of the second, truncated to nanoseconds */
 	int frac_digits;    /* digits written in the source (0 = no fraction), at most 9 */
 	int offset_minutes; /* offset date-time only: east of UTC */
-	int offset_z;	    /* offset date-time only: written as Z rather than +00:00 */
+	int offset_z;       /* offset date-time only: written as Z rather than +00:00 */
 };
 
 /* Where a parse failed (1-based) and the message without the position prefix. */
@@ -67,7 +67,7 @@ struct isc_toml_value;
 int isc_toml_parse(const char *text, size_t len, struct isc_toml_doc **out, struct isc_err *err);
 /* The same, and on failure fills *where (may be NULL) with the position and bare message. */
 int isc_toml_parse_ex(const char *text, size_t len, struct isc_toml_doc **out,
-		      struct isc_toml_error *where, struct isc_err *err);
+                      struct isc_toml_error *where, struct isc_err *err);
 void isc_toml_doc_free(struct isc_toml_doc *doc);
 
 /* The root table (never NULL for a parsed document). */
@@ -88,13 +88,14 @@ int isc_toml_key_col(const struct isc_toml_value *v);
 
 /* Tables keep their keys in document order. */
 size_t isc_toml_table_len(const struct isc_toml_value *t);
-/* The i-th entry; *key (NUL-terminated, but may hold NULs: see *key_len) may be NULL args. */
+/* The i-th entry, or NULL. Fills *key (NUL-terminated; it may also hold NULs, so see
+ * *key_len) and *key_len unless those pointers are NULL. */
 const struct isc_toml_value *isc_toml_table_at(const struct isc_toml_value *t, size_t i,
-					       const char **key, size_t *key_len);
+                                               const char **key, size_t *key_len);
 /* NULL when t is not a table or has no such key. */
 const struct isc_toml_value *isc_toml_table_get(const struct isc_toml_value *t, const char *key);
 const struct isc_toml_value *isc_toml_table_getn(const struct isc_toml_value *t, const char *key,
-						 size_t key_len);
+                                                 size_t key_len);
 
 size_t isc_toml_array_len(const struct isc_toml_value *a);
 const struct isc_toml_value *isc_toml_array_at(const struct isc_toml_value *a, size_t i);

@@ -99,7 +99,7 @@ int main(void)
 	while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0) {
 		if (isc_buf_append(&in, chunk, n)) {
 			fprintf(stderr, "toml-decode: input larger than %zu bytes\n",
-				(size_t)ISC_TOML_MAX_INPUT);
+			        (size_t)ISC_TOML_MAX_INPUT);
 			goto out;
 		}
 	}

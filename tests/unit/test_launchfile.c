@@ -63,7 +63,7 @@ static void test_bad_file(void **state)
 	want = slurp(sibling(path, ".expected", epath, sizeof(epath)));
 	if (strcmp(want, isc_buf_cstr(&got)) != 0)
 		fail_msg("%s: problems differ\n--- want\n%s--- got\n%s", path, want,
-			 isc_buf_cstr(&got));
+		         isc_buf_cstr(&got));
 	free(want);
 	isc_buf_cleanup(&got);
 	isc_launch_problems_cleanup(&probs);
@@ -134,7 +134,7 @@ static void test_read_file_cap(void **state)
 static void test_problems_accumulate(void **state)
 {
 	const char *a = "gpus = 0\n", *b = "isc_project_id = \"p\"\nexperiment_name = \"e\"\n"
-					 "gpus = 1\ncommand = \"c\"\nimage = 1\n";
+	                                   "gpus = 1\ncommand = \"c\"\nimage = 1\n";
 	struct isc_launch_problems probs;
 	struct isc_launch *l;
 	struct isc_err err;
@@ -168,7 +168,7 @@ static void test_many_problems_bounded(void **state)
 		isc_buf_printf(&text, "unknown_%d = 1\n", i);
 	isc_launch_problems_init(&probs);
 	assert_int_equal(isc_launch_parse("m.isc", text.data, text.len, &l, &probs, &err),
-			 ISC_EINVALID);
+	                 ISC_EINVALID);
 	assert_int_equal(probs.len, 101);
 	assert_string_equal(probs.items[100].field, "file");
 	assert_non_null(strstr(probs.items[100].msg, "too many problems"));
@@ -178,7 +178,8 @@ static void test_many_problems_bounded(void **state)
 
 static void test_defaults_and_modes(void **state)
 {
-	const char *t = "isc_project_id = \"p\"\nexperiment_name = \"e\"\ngpus = 48\ncommand = \"c\"\n";
+	const char *t =
+	    "isc_project_id = \"p\"\nexperiment_name = \"e\"\ngpus = 48\ncommand = \"c\"\n";
 	struct isc_launch_problems probs;
 	struct isc_launch *l = NULL;
 	enum isc_compute_mode m;
@@ -203,7 +204,7 @@ static void test_defaults_and_modes(void **state)
 int main(void)
 {
 	static const char *const patterns[] = {"tests/launchfiles/bad/*.isc",
-					       "tests/launchfiles/good/*.isc", "examples/*.isc"};
+	                                       "tests/launchfiles/good/*.isc", "examples/*.isc"};
 	struct CMUnitTest *tests;
 	glob_t g[3];
 	size_t n = 0, nbad;
@@ -212,7 +213,7 @@ int main(void)
 	for (size_t i = 0; i < 3; i++) {
 		if (glob(patterns[i], 0, NULL, &g[i]) != 0) {
 			fprintf(stderr, "no files match %s (run from the repository root)\n",
-				patterns[i]);
+			        patterns[i]);
 			return 1;
 		}
 		n += g[i].gl_pathc;

@@ -38,7 +38,7 @@ static void parse_bad(const char *text, int line, int col, const char *want)
 	assert_null(doc);
 	if (where.line != line || where.col != col || !strstr(where.msg, want))
 		fail_msg("for %s: got %d:%d %s, want %d:%d ...%s...", text, where.line, where.col,
-			 where.msg, line, col, want);
+		         where.msg, line, col, want);
 	snprintf(prefix, sizeof(prefix), "%d:%d: ", line, col);
 	assert_int_equal(strncmp(err.msg, prefix, strlen(prefix)), 0);
 	assert_int_equal(err.code, ISC_EINVALID);
@@ -63,12 +63,15 @@ static void test_error_positions(void **state)
 	parse_bad("a = 1\rb = 2\n", 1, 6, "carriage return");
 	parse_bad("t = {a = 1,}\n", 1, 12, "trailing comma");
 	parse_bad("t = {a = 1,\n b = 2}\n", 1, 12, "expected a key");
-	parse_bad("\xEF\xBB\xBF" "a = !\n", 1, 5, "expected a value");
+	parse_bad("\xEF\xBB\xBF"
+	          "a = !\n",
+	          1, 5, "expected a value");
 }
 
 static void test_value_positions(void **state)
 {
-	struct isc_toml_doc *doc = parse_ok("# header\n[tab]\n  x.y = \"s\"\n  arr = [\n    1,\n    {z = true},\n  ]\n");
+	struct isc_toml_doc *doc =
+	    parse_ok("# header\n[tab]\n  x.y = \"s\"\n  arr = [\n    1,\n    {z = true},\n  ]\n");
 	const struct isc_toml_value *root = isc_toml_doc_root(doc), *t, *x, *y, *arr, *e;
 	(void)state;
 
@@ -124,7 +127,8 @@ static void test_table_rules(void **state)
 		const struct isc_toml_value *p = isc_toml_table_get(isc_toml_doc_root(doc), "p");
 		int64_t n;
 		assert_int_equal(isc_toml_array_len(p), 2);
-		assert_int_equal(isc_toml_get_int(isc_toml_table_get(isc_toml_array_at(p, 1), "n"), &n), 0);
+		assert_int_equal(
+		    isc_toml_get_int(isc_toml_table_get(isc_toml_array_at(p, 1), "n"), &n), 0);
 		assert_int_equal(n, 2);
 		assert_non_null(isc_toml_table_get(isc_toml_array_at(p, 1), "q"));
 		assert_null(isc_toml_table_get(isc_toml_array_at(p, 0), "q"));
@@ -135,10 +139,10 @@ static void test_table_rules(void **state)
 static void test_scalars(void **state)
 {
 	struct isc_toml_doc *doc = parse_ok(
-		"i1 = -9223372036854775808\ni2 = 0x7FFF_FFFF_FFFF_FFFF\ni3 = 0o755\ni4 = 0b1010\n"
-		"f1 = 6.626e-34\nf2 = -inf\nf3 = nan\nf4 = 1_000.5\nb = false\n"
-		"s1 = \"a\\u0000b\"\ns2 = '''\nraw \\n'''\ns3 = \"\"\"\r\nx\\\r\n   y\"\"\"\"\"\n"
-		"d1 = 2024-02-29\nd2 = 1979-05-27 07:32:00.999999999-07:30\nd3 = 07:32:00.5\n");
+	    "i1 = -9223372036854775808\ni2 = 0x7FFF_FFFF_FFFF_FFFF\ni3 = 0o755\ni4 = 0b1010\n"
+	    "f1 = 6.626e-34\nf2 = -inf\nf3 = nan\nf4 = 1_000.5\nb = false\n"
+	    "s1 = \"a\\u0000b\"\ns2 = '''\nraw \\n'''\ns3 = \"\"\"\r\nx\\\r\n   y\"\"\"\"\"\n"
+	    "d1 = 2024-02-29\nd2 = 1979-05-27 07:32:00.999999999-07:30\nd3 = 07:32:00.5\n");
 	const struct isc_toml_value *r = isc_toml_doc_root(doc);
 	struct isc_toml_datetime dt;
 	char buf[64];
@@ -180,11 +184,13 @@ static void test_scalars(void **state)
 	assert_int_equal(isc_toml_get_datetime(isc_toml_table_get(r, "d2"), &dt), 0);
 	assert_int_equal(dt.offset_minutes, -450);
 	assert_int_equal(dt.nanosecond, 999999999);
-	assert_int_equal(isc_toml_format_datetime(isc_toml_table_get(r, "d2"), buf, sizeof(buf)), 35);
+	assert_int_equal(isc_toml_format_datetime(isc_toml_table_get(r, "d2"), buf, sizeof(buf)),
+	                 35);
 	assert_string_equal(buf, "1979-05-27T07:32:00.999999999-07:30");
 	isc_toml_format_datetime(isc_toml_table_get(r, "d3"), buf, sizeof(buf));
 	assert_string_equal(buf, "07:32:00.5");
-	assert_string_equal(isc_toml_type_name(isc_toml_type(isc_toml_table_get(r, "d3"))), "time-local");
+	assert_string_equal(isc_toml_type_name(isc_toml_type(isc_toml_table_get(r, "d3"))),
+	                    "time-local");
 	isc_toml_doc_free(doc);
 
 	parse_bad("n = 1__0\n", 1, 5, "underscores");
@@ -251,19 +257,19 @@ static void test_bounds(void **state)
 	free(deep);
 	/* And oversized input, before any work. */
 	assert_int_equal(isc_toml_parse_ex("", ISC_TOML_MAX_INPUT + 1, &doc, &where, &err),
-			 ISC_EINVALID);
+	                 ISC_EINVALID);
 	assert_non_null(strstr(where.msg, "limit"));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_error_positions),
-		cmocka_unit_test(test_value_positions),
-		cmocka_unit_test(test_table_rules),
-		cmocka_unit_test(test_scalars),
-		cmocka_unit_test(test_key_order_and_big_tables),
-		cmocka_unit_test(test_bounds),
+	    cmocka_unit_test(test_error_positions),
+	    cmocka_unit_test(test_value_positions),
+	    cmocka_unit_test(test_table_rules),
+	    cmocka_unit_test(test_scalars),
+	    cmocka_unit_test(test_key_order_and_big_tables),
+	    cmocka_unit_test(test_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
