@@ -87,6 +87,9 @@ static int aws_classify(void *vctx, const struct isc_http_response *resp, struct
 		snprintf(cc->code, sizeof(cc->code), "%s", e.code);
 		snprintf(cc->message, sizeof(cc->message), "%s", e.message);
 		code = isc_ec2_classify_code(e.code, resp->status);
+		/* Both services answer every credential problem with 401/403, whatever the code. */
+		if ((resp->status == 401 || resp->status == 403) && code == ISC_EINVALID)
+			code = ISC_EAUTH;
 		return isc_err_set(err, code, "%s: %s: %s (HTTP %ld)", cc->action, e.code, e.message,
 				   resp->status);
 	}
@@ -603,6 +606,16 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 
 /* ---- describe ---- */
 
+/* The spot request status codes that mean the cloud took, or is taking, the node back. */
+static int spot_interrupted(const char *code)
+{
+	if (strcmp(code, "marked-for-termination") == 0 || strcmp(code, "marked-for-stop") == 0)
+		return 1;
+	/* instance-terminated-by-service/-by-price/-no-capacity/...; -by-user is our own doing */
+	return strncmp(code, "instance-terminated-", 20) == 0 &&
+	       strcmp(code, "instance-terminated-by-user") != 0;
+}
+
 static int describe_spot(struct aws_session *s, const char *broker_id, struct isc_node_info *nodes,
 			 size_t n, struct isc_err *err)
 {
@@ -635,9 +648,7 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 		if (!rc)
 			rc = isc_ec2_parse_spot_requests(resp.body.data, resp.body.len, &sr, &nsr, &next, err);
 		for (size_t i = 0; i < nsr && !rc; i++) {
-			if (strcmp(sr[i].status_code, "marked-for-termination") != 0 &&
-			    strcmp(sr[i].status_code, "marked-for-stop") != 0 &&
-			    strncmp(sr[i].status_code, "instance-terminated-by-", 23) != 0)
+			if (!spot_interrupted(sr[i].status_code))
 				continue;
 			for (size_t j = 0; j < n; j++)
 				if (strcmp(nodes[j].id, sr[i].instance_id) == 0) {
@@ -663,7 +674,7 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 	struct isc_node_info *all = NULL;
 	size_t n = 0;
 	char *next = NULL, tagf[64];
-	int rc = 0, pages = 0, live_spot = 0;
+	int rc = 0, pages = 0, any_spot = 0;
 
 	*out = NULL;
 	*n_out = 0;
@@ -706,10 +717,11 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 	free(next);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
+	/* Terminated spot nodes too: the notice tells an interruption from our own terminate. */
 	for (size_t i = 0; !rc && i < n; i++)
-		if (all[i].spot && all[i].state != ISC_NODE_TERMINATED)
-			live_spot = 1;
-	if (!rc && live_spot)
+		if (all[i].spot)
+			any_spot = 1;
+	if (!rc && any_spot)
 		rc = describe_spot(s, broker_id, all, n, err);
 	if (rc) {
 		free(all);

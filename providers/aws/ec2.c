@@ -83,6 +83,7 @@ static const struct {
 	{"IncompleteSignature", ISC_EAUTH},
 	{"MissingAuthenticationToken", ISC_EAUTH},
 	{"AccessDenied", ISC_EAUTH},
+	{"RequestExpired", ISC_EAUTH}, /* clock skew: retrying the same signature cannot help */
 	{"IdempotentParameterMismatch", ISC_ECONFLICT},
 	{"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
 };

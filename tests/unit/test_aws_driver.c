@@ -1,0 +1,756 @@
+/*
+ * The AWS driver through its provider table, against a scripted transport
+ * (no network) and a fixed clock: what it sends for each broker operation,
+ * how it reads replies, and how it reacts to capacity, partial gangs, auth
+ * errors, throttling, paging, batching and unknown ids.
+ *
+ * test_mockcloud_* run only when MOCKCLOUD_URL points at tests/mocks/mockcloud
+ * (tests/integration/aws-mock.sh starts it); otherwise they are skipped.
+ */
+#include "providers/aws/aws_int.h"
+#include "providers/provider.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SECRET "test-secret-never-printed"
+
+/* ---- scripted transport ---- */
+
+struct step {
+	long status;     /* 0: the connection fails */
+	char *body;      /* owned */
+};
+
+struct script {
+	struct step steps[32];
+	size_t n, pos;
+	char *sent[4096];   /* request bodies, owned */
+	char *host[4096];   /* Host header of each request */
+	size_t calls;
+};
+
+static struct script S;
+
+static void script_reset(void)
+{
+	for (size_t i = 0; i < S.n; i++)
+		free(S.steps[i].body);
+	for (size_t i = 0; i < S.calls; i++) {
+		free(S.sent[i]);
+		free(S.host[i]);
+	}
+	memset(&S, 0, sizeof(S));
+}
+
+static void reply(long status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply(long status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	assert_true(vasprintf(&S.steps[S.n].body, fmt, ap) >= 0);
+	va_end(ap);
+	S.steps[S.n++].status = status;
+}
+
+/* Any number of identical replies (terminate batching). */
+static int repeat_last;
+
+static int scripted_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
+			 long connect_timeout_ms, size_t max, struct isc_http_response *resp,
+			 struct isc_err *err)
+{
+	const struct step *st;
+	(void)ctx, (void)timeout_ms, (void)connect_timeout_ms, (void)max;
+	assert_true(S.calls < 4096);
+	S.sent[S.calls] = strndup(req->body ? req->body : "", req->body_len);
+	for (size_t i = 0; i < req->n_headers; i++) {
+		/* Secrets never travel in clear: only in the signature. */
+		assert_null(strstr(req->headers[i].value, SECRET));
+		if (strcmp(req->headers[i].name, "Host") == 0)
+			S.host[S.calls] = strdup(req->headers[i].value);
+	}
+	S.calls++;
+	if (S.pos >= S.n && repeat_last && S.n)
+		S.pos = S.n - 1;
+	assert_true(S.pos < S.n);
+	st = &S.steps[S.pos++];
+	if (st->status == 0)
+		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused", req->url);
+	resp->status = st->status;
+	return isc_buf_puts(&resp->body, st->body);
+}
+
+static const struct isc_http_transport scripted = {scripted_send, NULL};
+
+/* ---- fixed clock ---- */
+
+static int64_t slept_ms;
+static int64_t fixed_now(void *c)
+{
+	(void)c;
+	return 1700000000000LL;
+}
+static void fake_sleep(void *c, int64_t ms)
+{
+	(void)c;
+	slept_ms += ms;
+}
+static uint64_t fake_rand(void *c)
+{
+	(void)c;
+	return 7;
+}
+static const struct isc_clock fake_clock = {fixed_now, fake_sleep, fake_rand, NULL};
+
+/* ---- helpers ---- */
+
+static const struct isc_kv creds[] = {
+	{"access_key_id", "AKIDTEST"},
+	{"secret_access_key", SECRET},
+};
+static const struct isc_kv items[] = {
+	{"endpoint", "http://127.0.0.1:9"},
+	{"image_id", "ami-12345678"},
+};
+
+static struct isc_provider_session *session(void)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	struct isc_provider_settings st = {items, 2, creds, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	assert_non_null(p);
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	return s;
+}
+
+static const char *instance_xml(const char *id, const char *zone, int spot, int code)
+{
+	static char buf[8][1024];
+	static int k;
+	char *b = buf[k++ % 8];
+	snprintf(b, 1024,
+		 "<item><instanceId>%s</instanceId><instanceState><code>%d</code><name>x</name>"
+		 "</instanceState><instanceType>g5.xlarge</instanceType><launchTime>2026-11-22T10:00:00.000Z"
+		 "</launchTime><placement><availabilityZone>%s</availabilityZone></placement>"
+		 "<privateIpAddress>10.0.0.%d</privateIpAddress>%s<clientToken>tok</clientToken>"
+		 "<tagSet><item><key>isc:broker</key><value>b1</value></item><item><key>isc:cluster</key>"
+		 "<value>c7</value></item></tagSet></item>",
+		 id, code, zone, (int)strlen(id), spot ? "<instanceLifecycle>spot</instanceLifecycle>" : "");
+	return b;
+}
+
+static const char *ec2_error(const char *code, const char *msg)
+{
+	static char b[1024];
+	snprintf(b, sizeof(b),
+		 "<?xml version=\"1.0\"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message>"
+		 "</Error></Errors><RequestID>r-1</RequestID></Response>", code, msg);
+	return b;
+}
+
+static int sent_has(size_t call, const char *needle)
+{
+	return call < S.calls && strstr(S.sent[call], needle) != NULL;
+}
+
+static const struct isc_kv tags[] = {
+	{"isc:broker", "b1"}, {"isc:cluster", "c7"}, {"isc:experiment", "e42"}};
+static const char *zones_ab[] = {"us-east-1a", "us-east-1b"};
+
+static struct isc_launch_spec spec2(unsigned count)
+{
+	struct isc_launch_spec sp = {
+		.instance_type = "g5.xlarge", .spot = 1, .zones = zones_ab, .n_zones = 2,
+		.count = count, .idempotency_token = "tok", .tags = tags, .n_tags = 3,
+		.ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample isc@cluster",
+	};
+	return sp;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	script_reset();
+	repeat_last = 0;
+	slept_ms = 0;
+	return 0;
+}
+
+/* ---- tests ---- */
+
+static void test_launch_request(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-a1", "us-east-1a", 1, 0), instance_xml("i-a2", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 1);
+	assert_string_equal(S.host[0], "127.0.0.1:9");
+	assert_true(sent_has(0, "Action=RunInstances&Version=2016-11-15"));
+	assert_true(sent_has(0, "&MinCount=2&MaxCount=2&"));
+	assert_true(sent_has(0, "&ClientToken=tok-us-east-1a&"));
+	assert_true(sent_has(0, "&Placement.AvailabilityZone=us-east-1a"));
+	assert_true(sent_has(0, "&ImageId=ami-12345678"));
+	assert_true(sent_has(0, "&InstanceMarketOptions.MarketType=spot"));
+	assert_true(sent_has(0, "&InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
+	assert_true(sent_has(0, "&InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior=terminate"));
+	assert_true(sent_has(0, "&TagSpecification.1.ResourceType=instance"));
+	assert_true(sent_has(0, "&TagSpecification.1.Tag.3.Key=isc%3Aexperiment&TagSpecification.1.Tag.3.Value=e42"));
+	assert_true(sent_has(0, "&TagSpecification.2.ResourceType=spot-instances-request"));
+	{
+		/* The user data is the cloud-config that authorises the cluster key. */
+		const char *u = strstr(S.sent[0], "UserData=");
+		char b64[1024], raw[1024];
+		size_t l;
+		assert_non_null(u);
+		u += 9;
+		l = strcspn(u, "&");
+		memcpy(b64, u, l);
+		b64[l] = '\0';
+		/* '=' padding is percent-encoded in the form */
+		for (char *p = strstr(b64, "%3D"); p; p = strstr(b64, "%3D"))
+			memmove(p + 1, p + 3, strlen(p + 3) + 1), *p = '=';
+		int n = EVP_DecodeBlock((unsigned char *)raw, (unsigned char *)b64, (int)strlen(b64));
+		assert_true(n > 0);
+		raw[n] = '\0';
+		assert_non_null(strstr(raw, "#cloud-config\nssh_authorized_keys:\n  - ssh-ed25519 AAAAC3"));
+	}
+	assert_string_equal(r.zone, "us-east-1a");
+	assert_string_equal(r.token, "tok-us-east-1a");
+	assert_int_equal(r.n_nodes, 2);
+	assert_string_equal(r.nodes[1].id, "i-a2");
+	assert_int_equal(r.nodes[0].state, ISC_NODE_PENDING);
+	assert_string_equal(r.nodes[0].experiment_id, "e42");
+	assert_int_equal(r.nodes[0].spot, 1);
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_capacity_then_next_zone(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(500, "%s", ec2_error("InsufficientInstanceCapacity", "no g5.xlarge in us-east-1a"));
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-b1", "us-east-1b", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2); /* capacity is not retried in the same zone */
+	assert_true(sent_has(0, "Placement.AvailabilityZone=us-east-1a"));
+	assert_true(sent_has(1, "Placement.AvailabilityZone=us-east-1b"));
+	assert_true(sent_has(1, "ClientToken=tok-us-east-1b"));
+	assert_string_equal(r.zone, "us-east-1b");
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_capacity_everywhere(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(400, "%s", ec2_error("InsufficientInstanceCapacity", "none in a"));
+	reply(400, "%s", ec2_error("Unsupported", "not in b"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(err.code, ISC_ECAPACITY);
+	assert_non_null(strstr(err.msg, "Unsupported"));
+	assert_int_equal(S.calls, 2);
+	s->provider->session_free(s);
+}
+
+static void test_partial_gang(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = spec2(3);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	sp.n_zones = 1;
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-p1", "us-east-1a", 1, 0), instance_xml("i-p2", "us-east-1a", 1, 0));
+	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 2);
+	assert_true(sent_has(1, "Action=TerminateInstances"));
+	assert_true(sent_has(1, "InstanceId.1=i-p1&InstanceId.2=i-p2"));
+	assert_null(r.nodes);
+	s->provider->session_free(s);
+}
+
+static void test_auth_error_single_call(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(401, "%s", ec2_error("AuthFailure", "AWS was not able to validate the provided access credentials"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EAUTH);
+	assert_int_equal(S.calls, 1);
+	assert_non_null(strstr(err.msg, "RunInstances: AuthFailure"));
+	assert_null(strstr(err.msg, SECRET));
+	s->provider->session_free(s);
+}
+
+static void test_secret_scrubbed_from_cloud_message(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	reply(403, "%s", ec2_error("SignatureDoesNotMatch", "canonical string ... " SECRET " ..."));
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_null(strstr(err.msg, SECRET));
+	s->provider->session_free(s);
+}
+
+static void test_throttling_retried(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	reply(503, "%s", ec2_error("RequestLimitExceeded", "Request limit exceeded."));
+	reply(503, "%s", ec2_error("RequestLimitExceeded", "Request limit exceeded."));
+	reply(200, "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>arn:aws:iam::1:user/u</Arn>"
+		   "<UserId>U</UserId><Account>111122223333</Account></GetCallerIdentityResult>"
+		   "</GetCallerIdentityResponse>");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_true(slept_ms > 0);
+	assert_true(sent_has(0, "Action=GetCallerIdentity&Version=2011-06-15"));
+	assert_string_equal(id.account, "111122223333");
+	assert_string_equal(id.principal, "arn:aws:iam::1:user/u");
+	s->provider->session_free(s);
+}
+
+static void test_unreachable(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	for (int i = 0; i < 5; i++)
+		reply(0, "x");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_ETRANSIENT);
+	assert_int_equal(S.calls, 5);
+	assert_non_null(strstr(err.msg, "cannot reach http://127.0.0.1:9/"));
+	s->provider->session_free(s);
+}
+
+static void test_describe_paging_and_notice(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+	reply(200, "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+		   "</item></reservationSet><nextToken>PAGE2</nextToken></DescribeInstancesResponse>",
+	      instance_xml("i-d1", "us-east-1a", 1, 16), instance_xml("i-d2", "us-east-1a", 1, 16));
+	reply(200, "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+		   "</item></reservationSet></DescribeInstancesResponse>",
+	      instance_xml("i-d3", "us-east-1b", 0, 48));
+	reply(200, "<DescribeSpotInstanceRequestsResponse><spotInstanceRequestSet><item>"
+		   "<spotInstanceRequestId>sir-1</spotInstanceRequestId><instanceId>i-d2</instanceId>"
+		   "<state>active</state><status><code>marked-for-termination</code>"
+		   "<updateTime>2026-11-22T10:05:00.000Z</updateTime></status></item><item>"
+		   "<spotInstanceRequestId>sir-0</spotInstanceRequestId><instanceId>i-d1</instanceId>"
+		   "<state>active</state><status><code>fulfilled</code></status></item>"
+		   "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_true(sent_has(0, "Action=DescribeInstances"));
+	assert_true(sent_has(0, "Filter.1.Name=tag%3Aisc%3Abroker&Filter.1.Value.1=b1"));
+	assert_true(sent_has(0, "MaxResults=1000"));
+	assert_false(sent_has(0, "NextToken"));
+	assert_true(sent_has(1, "NextToken=PAGE2"));
+	assert_true(sent_has(2, "Action=DescribeSpotInstanceRequests"));
+	assert_int_equal(n, 3);
+	assert_string_equal(ni[0].id, "i-d1");
+	assert_int_equal(ni[0].interruption_noticed, 0);
+	assert_int_equal(ni[1].interruption_noticed, 1);
+	assert_int_equal(ni[1].interruption_at_ms, 1763805900000LL + 365LL * 86400000);
+	assert_int_equal(ni[1].state, ISC_NODE_RUNNING);
+	assert_int_equal(ni[2].state, ISC_NODE_TERMINATED);
+	assert_string_equal(ni[2].zone, "us-east-1b");
+	assert_string_equal(ni[2].cluster_id, "c7");
+	assert_string_equal(ni[2].broker_id, "b1");
+	assert_int_equal(ni[2].spot, 0);
+	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+static void test_terminate_batches(void **state)
+{
+	struct isc_provider_session *s = session();
+	static char idbuf[2500][16];
+	const char *ids[2500];
+	struct isc_err err;
+	(void)state;
+	for (int i = 0; i < 2500; i++) {
+		snprintf(idbuf[i], sizeof(idbuf[i]), "i-%05d", i);
+		ids[i] = idbuf[i];
+	}
+	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
+	repeat_last = 1;
+	assert_int_equal(s->provider->terminate(s, ids, 2500, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_true(sent_has(0, "InstanceId.1000=i-00999"));
+	assert_false(sent_has(0, "InstanceId.1001="));
+	assert_true(sent_has(1, "InstanceId.1=i-01000&"));
+	assert_true(sent_has(2, "InstanceId.500=i-02499"));
+	assert_false(sent_has(2, "InstanceId.501="));
+	s->provider->session_free(s);
+}
+
+static void test_terminate_not_found(void **state)
+{
+	struct isc_provider_session *s = session();
+	const char *ids[] = {"i-0aa", "i-0bb", "i-0cc"};
+	struct isc_err err;
+	(void)state;
+	reply(400, "%s", ec2_error("InvalidInstanceID.NotFound", "The instance ID 'i-0bb' does not exist"));
+	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
+	assert_int_equal(s->provider->terminate(s, ids, 3, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_true(sent_has(1, "InstanceId.1=i-0aa&InstanceId.2=i-0cc"));
+	assert_false(sent_has(1, "i-0bb"));
+	s->provider->session_free(s);
+}
+
+static void test_terminate_not_found_unnamed(void **state)
+{
+	struct isc_provider_session *s = session();
+	const char *ids[] = {"i-0aa", "i-0bb"};
+	struct isc_err err;
+	(void)state;
+	/* The message names no id we sent: one by one, and the unknown one is skipped. */
+	reply(400, "%s", ec2_error("InvalidInstanceID.NotFound", "Some instances do not exist"));
+	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
+	reply(400, "%s", ec2_error("InvalidInstanceID.NotFound", "gone"));
+	assert_int_equal(s->provider->terminate(s, ids, 2, &err), 0);
+	assert_int_equal(S.calls, 3);
+	s->provider->session_free(s);
+}
+
+static void test_prices_newest_per_zone(void **state)
+{
+	struct isc_provider_session *s = session();
+	const char *types[] = {"g5.xlarge"};
+	struct isc_price_point *pp;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+#define SP(z, p, t)                                                                       \
+	"<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX"      \
+	"</productDescription><spotPrice>" p "</spotPrice><timestamp>" t "</timestamp>"   \
+	"<availabilityZone>" z "</availabilityZone></item>"
+	reply(200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>"
+		   SP("us-east-1a", "0.400000", "2026-11-22T09:00:00.000Z")
+		   SP("us-east-1a", "0.450000", "2026-11-22T10:00:00.000Z")
+		   "</spotPriceHistorySet><nextToken>N2</nextToken></DescribeSpotPriceHistoryResponse>");
+	reply(200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>"
+		   SP("us-east-1b", "0.3", "2026-11-22T08:00:00.000Z")
+		   SP("us-east-1a", "0.5", "2026-11-22T07:00:00.000Z")
+		   "</spotPriceHistorySet></DescribeSpotPriceHistoryResponse>");
+#undef SP
+	assert_int_equal(s->provider->refresh_prices(s, types, 1, &pp, &n, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_true(sent_has(0, "InstanceType.1=g5.xlarge&ProductDescription.1=Linux%2FUNIX&StartTime="));
+	assert_true(sent_has(1, "NextToken=N2"));
+	assert_int_equal(n, 2);
+	assert_string_equal(pp[0].zone, "us-east-1a");
+	assert_int_equal(pp[0].price_micros_per_hour, 450000);
+	assert_string_equal(pp[1].zone, "us-east-1b");
+	assert_int_equal(pp[1].price_micros_per_hour, 300000);
+	isc_price_points_free(pp, n);
+	s->provider->session_free(s);
+}
+
+static void test_tokens_and_user_data(void **state)
+{
+	char tok[65], long_tok[65], *ud = NULL, *big;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_aws_zone_token("intent-17", "us-east-1a", tok, &err), 0);
+	assert_string_equal(tok, "intent-17-us-east-1a");
+	memset(long_tok, 'x', 64);
+	long_tok[64] = '\0';
+	assert_int_equal(isc_aws_zone_token(long_tok, "us-east-1a", tok, &err), 0);
+	assert_true(strlen(tok) <= 64);
+	{
+		char tok_b[65];
+		assert_int_equal(isc_aws_zone_token(long_tok, "us-east-1b", tok_b, &err), 0);
+		assert_string_not_equal(tok, tok_b);
+	}
+	assert_int_equal(isc_aws_zone_token("bad token", "us-east-1a", tok, &err), ISC_EINVALID);
+	assert_int_equal(isc_aws_user_data("ssh-ed25519 AAAA x\nsecond", NULL, &ud, &err), ISC_EINVALID);
+	big = malloc(ISC_AWS_USER_DATA_MAX + 1);
+	memset(big, 'a', ISC_AWS_USER_DATA_MAX);
+	big[ISC_AWS_USER_DATA_MAX] = '\0';
+	assert_int_equal(isc_aws_user_data("ssh-ed25519 AAAA x", big, &ud, &err), ISC_EINVALID);
+	free(big);
+	assert_int_equal(isc_aws_user_data("ssh-ed25519 AAAA x", "runcmd: [true]\n", &ud, &err), 0);
+	free(ud);
+}
+
+static void test_registry(void **state)
+{
+	const struct isc_provider *const *all = isc_provider_list();
+	(void)state;
+	assert_non_null(isc_provider_find("aws"));
+	assert_null(isc_provider_find("gcp")); /* future work */
+	assert_null(isc_provider_find("oci"));
+	assert_string_equal(all[0]->name, "aws");
+	assert_null(all[1]);
+}
+
+/* ---- against the mock cloud (tests/integration/aws-mock.sh) ---- */
+
+struct mem {
+	char *p;
+	size_t n;
+};
+
+static size_t mem_cb(char *d, size_t sz, size_t nm, void *u)
+{
+	struct mem *m = u;
+	char *np = realloc(m->p, m->n + sz * nm + 1);
+	if (!np)
+		return 0;
+	memcpy(np + m->n, d, sz * nm);
+	m->n += sz * nm;
+	np[m->n] = '\0';
+	m->p = np;
+	return sz * nm;
+}
+
+/* A control-API call; returns the JSON reply (or NULL). */
+static json_t *mock_api(const char *method, const char *path, const char *body)
+{
+	char url[512];
+	struct mem m = {NULL, 0};
+	json_t *j = NULL;
+	CURL *h = curl_easy_init();
+	snprintf(url, sizeof(url), "%s/_mock/%s", getenv("MOCKCLOUD_URL"), path);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
+	if (curl_easy_perform(h) == CURLE_OK && m.p)
+		j = json_loads(m.p, 0, NULL);
+	curl_easy_cleanup(h);
+	free(m.p);
+	return j;
+}
+
+static const struct isc_clock *real_clock(void)
+{
+	return isc_clock_system();
+}
+
+static struct isc_provider_session *mock_session(const char *secret)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	const struct isc_kv c[] = {{"access_key_id", "AKIDMOCKCLOUD000001"},
+				   {"secret_access_key", secret}};
+	const struct isc_kv it[] = {{"endpoint", getenv("MOCKCLOUD_URL")}};
+	struct isc_provider_settings st = {it, 1, c, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	assert_int_equal(p->session_new(&st, "us-east-1", NULL, real_clock(), &s, &err), 0);
+	return s;
+}
+
+static int mock_skip(void)
+{
+	const char *u = getenv("MOCKCLOUD_URL");
+	return !u || !u[0];
+}
+
+static size_t count_token(const char *token)
+{
+	json_t *all = mock_api("GET", "instances", NULL), *v;
+	size_t i, n = 0;
+	json_array_foreach(all, i, v)
+	{
+		const char *t = json_string_value(json_object_get(v, "client_token"));
+		if (t && strcmp(t, token) == 0)
+			n++;
+	}
+	json_decref(all);
+	return n;
+}
+
+static const char *mock_secret(void)
+{
+	const char *s = getenv("MOCKCLOUD_AWS_SECRET_ACCESS_KEY");
+	return s ? s : "mock-secret-key-do-not-use-in-prod";
+}
+
+static void test_mockcloud_gang_lifecycle(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec2(4);
+	const struct isc_kv mtags[] = {{"isc:broker", "mock-b"}, {"isc:cluster", "c1"},
+				       {"isc:experiment", "e1"}};
+	struct isc_launch_result r;
+	struct isc_node_info *ni;
+	struct isc_identity id;
+	size_t n;
+	struct isc_err err;
+	char body[512];
+	const char *ids[4];
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session(mock_secret());
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_string_equal(id.account, "123456789012");
+	sp.tags = mtags;
+	sp.idempotency_token = "mock-gang-1";
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(r.n_nodes, 4);
+	assert_int_equal(s->provider->describe(s, "mock-b", &ni, &n, &err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(ni[i].cluster_id, "c1");
+		assert_int_equal(ni[i].spot, 1);
+		assert_int_equal(ni[i].interruption_noticed, 0);
+	}
+	isc_node_infos_free(ni, n);
+	/* interrupt node 0: first the notice, then the termination by the service */
+	snprintf(body, sizeof(body), "{\"kind\":\"interrupt\",\"instance_id\":\"%s\",\"notice_s\":1}",
+		 r.nodes[0].id);
+	json_decref(mock_api("POST", "faults", body));
+	assert_int_equal(s->provider->describe(s, "mock-b", &ni, &n, &err), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(ni[i].interruption_noticed, strcmp(ni[i].id, r.nodes[0].id) == 0);
+	isc_node_infos_free(ni, n);
+	for (int tries = 0;; tries++) {
+		int gone = 0;
+		assert_true(tries < 50);
+		usleep(200 * 1000);
+		assert_int_equal(s->provider->describe(s, "mock-b", &ni, &n, &err), 0);
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(ni[i].id, r.nodes[0].id) == 0 && ni[i].state == ISC_NODE_TERMINATED &&
+			    ni[i].interruption_noticed)
+				gone = 1;
+		isc_node_infos_free(ni, n);
+		if (gone)
+			break;
+	}
+	for (int i = 0; i < 4; i++)
+		ids[i] = r.nodes[i].id;
+	/* terminate all four: one is already gone, which must not matter */
+	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0);
+	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0); /* idempotent */
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_mockcloud_lost_reply_no_duplicate(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session(mock_secret());
+	sp.idempotency_token = "mock-lost-1";
+	json_decref(mock_api("POST", "faults", "{\"kind\":\"lose_response\",\"action\":\"RunInstances\",\"count\":1}"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(r.n_nodes, 2);
+	assert_int_equal(count_token("mock-lost-1-us-east-1a"), 2);
+	{
+		const char *ids[] = {r.nodes[0].id, r.nodes[1].id};
+		assert_int_equal(s->provider->terminate(s, ids, 2, &err), 0);
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_mockcloud_throttle_capacity_auth(void **state)
+{
+	struct isc_provider_session *s, *bad;
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_identity id;
+	struct isc_err err;
+	json_t *calls;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session(mock_secret());
+	/* throttling is ridden out */
+	json_decref(mock_api("POST", "faults", "{\"kind\":\"throttle\",\"count\":2}"));
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	/* capacity in both zones -> ISC_ECAPACITY */
+	sp.instance_type = "p4d.24xlarge";
+	sp.idempotency_token = "mock-cap-1";
+	json_decref(mock_api("POST", "faults",
+			 "{\"kind\":\"capacity\",\"instance_type\":\"p4d.24xlarge\",\"count\":2}"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	/* a bad secret: ISC_EAUTH after exactly one call */
+	bad = mock_session("wrong-secret");
+	json_decref(mock_api("DELETE", "calls", NULL));
+	assert_int_equal(bad->provider->check_credentials(bad, &id, &err), ISC_EAUTH);
+	calls = mock_api("GET", "calls", NULL);
+	assert_int_equal(json_integer_value(json_object_get(calls, "total")), 1);
+	json_decref(calls);
+	bad->provider->session_free(bad);
+	s->provider->session_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_launch_request, setup),
+		cmocka_unit_test_setup(test_capacity_then_next_zone, setup),
+		cmocka_unit_test_setup(test_capacity_everywhere, setup),
+		cmocka_unit_test_setup(test_partial_gang, setup),
+		cmocka_unit_test_setup(test_auth_error_single_call, setup),
+		cmocka_unit_test_setup(test_secret_scrubbed_from_cloud_message, setup),
+		cmocka_unit_test_setup(test_throttling_retried, setup),
+		cmocka_unit_test_setup(test_unreachable, setup),
+		cmocka_unit_test_setup(test_describe_paging_and_notice, setup),
+		cmocka_unit_test_setup(test_terminate_batches, setup),
+		cmocka_unit_test_setup(test_terminate_not_found, setup),
+		cmocka_unit_test_setup(test_terminate_not_found_unnamed, setup),
+		cmocka_unit_test_setup(test_prices_newest_per_zone, setup),
+		cmocka_unit_test(test_tokens_and_user_data),
+		cmocka_unit_test(test_registry),
+		cmocka_unit_test(test_mockcloud_gang_lifecycle),
+		cmocka_unit_test(test_mockcloud_lost_reply_no_duplicate),
+		cmocka_unit_test(test_mockcloud_throttle_capacity_auth),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	script_reset();
+	return rc;
+}
