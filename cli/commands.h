@@ -19,5 +19,6 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv);
 int cmd_cancel(struct isc_cli *cli, int argc, char **argv);
 int cmd_shapes(struct isc_cli *cli, int argc, char **argv);
 int cmd_catalog(struct isc_cli *cli, int argc, char **argv);
+int cmd_check(struct isc_cli *cli, int argc, char **argv);
 
 #endif

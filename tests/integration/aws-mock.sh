@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The AWS driver against the mock cloud (tests/mocks/mockcloud, which checks
+# every signature with botocore): starts the mock on loopback, points
+# MOCKCLOUD_URL at it and runs the mock-only cases of test_aws_driver
+# (4-node spot gang, describe, interruption notice then termination,
+# terminate; lost RunInstances reply without duplicates; throttling;
+# capacity; bad secret -> auth after exactly one call).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+: "${ISC_TESTS:=$PWD/build/asan/tests}"
+
+dir=$(mktemp -d /tmp/isc-aws-mock.XXXXXX)
+export MOCKCLOUD_AWS_SECRET_ACCESS_KEY=mock-secret-key-do-not-use-in-prod
+/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
+	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
+mock_pid=$!
+cleanup() {
+	kill -TERM "$mock_pid" 2>/dev/null
+	wait "$mock_pid" 2>/dev/null
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+	[ -s "$dir/port" ] && break
+	sleep 0.1
+done
+check "mockcloud started" test -s "$dir/port"
+export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")"
+
+# The driver cases themselves (cmocka; skipped there without MOCKCLOUD_URL).
+out=$("$ISC_TESTS/test_aws_driver" 2>&1)
+rc=$?
+check "test_aws_driver against mockcloud (exit $rc)" test "$rc" -eq 0
+check "no mockcloud case was skipped" test -z "$(grep -F 'SKIPPED' <<<"$out")"
+[ "$rc" -ne 0 ] && echo "$out" | tail -n 40 >&2
+
+# isc check aws: identity, then a bad secret, then an unreachable endpoint.
+if [ -x "${ISC_BIN:-}/isc" ]; then
+	home="$dir/home"
+	export AWS_ACCESS_KEY_ID=AKIDMOCKCLOUD000001 AWS_REGION=us-east-1
+	AWS_SECRET_ACCESS_KEY=$MOCKCLOUD_AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL=$MOCKCLOUD_URL \
+		expect_exit 0 "isc check aws" "$ISC_BIN/isc" --home "$home" check aws
+	AWS_SECRET_ACCESS_KEY=wrong AWS_ENDPOINT_URL=$MOCKCLOUD_URL \
+		expect_stderr "AWS rejected the credentials" "$ISC_BIN/isc" --home "$home" check aws
+	AWS_SECRET_ACCESS_KEY=wrong AWS_ENDPOINT_URL=http://127.0.0.1:1 \
+		expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check aws
+fi
+finish aws-mock
