@@ -25,7 +25,8 @@
 #define TERMINATE_BATCH 1000
 #define DESCRIBE_PAGE "1000"
 #define MAX_PAGES 1000 /* a runaway NextToken loop ends here */
-#define DEFAULT_IMAGE "ami-isc-default"
+/* A placeholder that is well-formed (ami- + 8 hex) but names no real image: set image_id. */
+#define DEFAULT_IMAGE "ami-00000000"
 
 enum aws_service { SVC_EC2, SVC_STS };
 
