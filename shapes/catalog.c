@@ -12,14 +12,37 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+/*
+ * What the merge reads for one shape, packed so that walking a group is a
+ * sequential scan (the shapes themselves are in id order, so following them
+ * in price order would miss the cache on every step). Filters compare
+ * interned ids, never strings.
+ */
+struct slot {
+	int64_t price;	  /* node price, micros */
+	uint32_t shape;	  /* index into shapes */
+	uint32_t gpu;	  /* interned lower-case gpu_type */
+	uint32_t region;  /* interned lower-case region */
+	uint8_t spot;
+	uint8_t provider; /* interned provider */
+};
+
 struct group {
 	int gpus_per_node;
-	size_t *idx; /* into shapes, by (price, index) */
+	struct slot *slots; /* by (price, shape index) */
+	size_t n;
+};
+
+/* A sorted set of lower-case strings; a string's id is its index. */
+struct names {
+	char **v;
 	size_t n;
 };
 
@@ -28,6 +51,7 @@ struct isc_catalog {
 	size_t n;
 	struct group *groups;
 	size_t n_groups;
+	struct names gpus, regions, providers;
 };
 
 static int cmp_shape_id(const void *a, const void *b)
@@ -35,15 +59,66 @@ static int cmp_shape_id(const void *a, const void *b)
 	return strcmp(((const struct isc_shape *)a)->id, ((const struct isc_shape *)b)->id);
 }
 
-/* qsort_r: the group sort reads the shapes through its context, no global state. */
-static int cmp_price_idx(const void *a, const void *b, void *ctx)
+static int cmp_slot(const void *a, const void *b)
 {
-	const struct isc_shape *sort_shapes = ctx;
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	int64_t px = sort_shapes[x].price_micros, py = sort_shapes[y].price_micros;
-	if (px != py)
-		return px < py ? -1 : 1;
-	return (x > y) - (x < y);
+	const struct slot *x = a, *y = b;
+	if (x->price != y->price)
+		return x->price < y->price ? -1 : 1;
+	return (x->shape > y->shape) - (x->shape < y->shape);
+}
+
+static int cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void names_free(struct names *nm)
+{
+	for (size_t i = 0; i < nm->n; i++)
+		free(nm->v[i]);
+	free(nm->v);
+	memset(nm, 0, sizeof(*nm));
+}
+
+/* Builds the set of lower-cased values of one string field of the shapes. */
+static int names_build(struct names *nm, const struct isc_shape *shapes, size_t n, size_t off)
+{
+	memset(nm, 0, sizeof(*nm));
+	if (!(nm->v = calloc(n ? n : 1, sizeof(*nm->v))))
+		return ISC_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *val = *(char *const *)((const char *)&shapes[i] + off);
+		if (!(nm->v[nm->n++] = isc_shape_id_key(val ? val : "")))
+			return ISC_ENOMEM;
+	}
+	if (nm->n)
+		qsort(nm->v, nm->n, sizeof(*nm->v), cmp_pstr);
+	size_t w = 0;
+	for (size_t i = 0; i < nm->n; i++) {
+		if (w && !strcmp(nm->v[w - 1], nm->v[i]))
+			free(nm->v[i]);
+		else
+			nm->v[w++] = nm->v[i];
+	}
+	nm->n = w;
+	return 0;
+}
+
+/* The id of a name (any case); UINT32_MAX when absent. */
+static uint32_t names_find(const struct names *nm, const char *name)
+{
+	size_t lo = 0, hi = nm->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcasecmp(nm->v[mid], name);
+		if (c == 0)
+			return (uint32_t)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return UINT32_MAX;
 }
 
 void isc_catalog_free(struct isc_catalog *c)
@@ -51,8 +126,11 @@ void isc_catalog_free(struct isc_catalog *c)
 	if (!c)
 		return;
 	for (size_t i = 0; i < c->n_groups; i++)
-		free(c->groups[i].idx);
+		free(c->groups[i].slots);
 	free(c->groups);
+	names_free(&c->gpus);
+	names_free(&c->regions);
+	names_free(&c->providers);
 	isc_shape_list_free(c->shapes, c->n);
 	free(c);
 }
@@ -67,7 +145,16 @@ int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out
 	}
 	c->shapes = shapes;
 	c->n = n;
-	qsort(c->shapes, n, sizeof(*c->shapes), cmp_shape_id);
+	if (n)
+		qsort(c->shapes, n, sizeof(*c->shapes), cmp_shape_id);
+	if (n > UINT32_MAX) {
+		isc_catalog_free(c);
+		return isc_err_set(err, ISC_EINVALID, "catalog too large");
+	}
+	if (names_build(&c->gpus, shapes, n, offsetof(struct isc_shape, gpu_type)) ||
+	    names_build(&c->regions, shapes, n, offsetof(struct isc_shape, region)) ||
+	    names_build(&c->providers, shapes, n, offsetof(struct isc_shape, provider)))
+		goto oom;
 	for (size_t i = 0; i < n; i++) {
 		struct group *g = NULL;
 		for (size_t k = 0; k < c->n_groups; k++)
@@ -81,14 +168,21 @@ int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out
 			g = &c->groups[c->n_groups++];
 			memset(g, 0, sizeof(*g));
 			g->gpus_per_node = shapes[i].gpus_per_node;
-			/* Sized for the worst case, trimmed never: n is bounded by the catalog. */
-			if (!(g->idx = malloc(n * sizeof(*g->idx))))
+			/* Sized for the worst case: n is bounded by the catalog. */
+			if (!(g->slots = malloc(n * sizeof(*g->slots))))
 				goto oom;
 		}
-		g->idx[g->n++] = i;
+		g->slots[g->n++] = (struct slot){
+			.price = shapes[i].price_micros,
+			.shape = (uint32_t)i,
+			.gpu = names_find(&c->gpus, shapes[i].gpu_type),
+			.region = names_find(&c->regions, shapes[i].region),
+			.spot = (uint8_t)(shapes[i].spot != 0),
+			.provider = (uint8_t)names_find(&c->providers, shapes[i].provider),
+		};
 	}
 	for (size_t k = 0; k < c->n_groups; k++)
-		qsort_r(c->groups[k].idx, c->groups[k].n, sizeof(size_t), cmp_price_idx, c->shapes);
+		qsort(c->groups[k].slots, c->groups[k].n, sizeof(struct slot), cmp_slot);
 	*out = c;
 	return 0;
 oom:
@@ -271,77 +365,113 @@ static int rank_priority(const struct isc_catalog *c, const struct isc_rank_requ
 	return 0;
 }
 
-static int passes(const struct isc_shape *sh, const struct isc_rank_request *req)
+/* A request's filters as interned ids; UINT32_MAX: no filter. */
+struct filter {
+	uint32_t gpu, region, provider;
+	int market;
+	int none; /* a filter names a value no shape has: nothing passes */
+};
+
+static void filter_init(const struct isc_catalog *c, const struct isc_rank_request *req,
+			struct filter *f)
 {
-	if (req->market == ISC_MARKET_SPOT && !sh->spot)
+	memset(f, 0, sizeof(*f));
+	f->gpu = f->region = f->provider = UINT32_MAX;
+	f->market = req->market;
+	if (req->gpu_type && (f->gpu = names_find(&c->gpus, req->gpu_type)) == UINT32_MAX)
+		f->none = 1;
+	if (req->region && (f->region = names_find(&c->regions, req->region)) == UINT32_MAX)
+		f->none = 1;
+	if (req->provider &&
+	    (f->provider = names_find(&c->providers, req->provider)) == UINT32_MAX)
+		f->none = 1;
+}
+
+static int passes(const struct slot *sl, const struct filter *f)
+{
+	if (f->market == ISC_MARKET_SPOT && !sl->spot)
 		return 0;
-	if (req->market == ISC_MARKET_ONDEMAND && sh->spot)
+	if (f->market == ISC_MARKET_ONDEMAND && sl->spot)
 		return 0;
-	if (req->provider && strcasecmp(sh->provider, req->provider))
+	if (f->gpu != UINT32_MAX && sl->gpu != f->gpu)
 		return 0;
-	if (req->gpu_type && strcasecmp(sh->gpu_type, req->gpu_type))
+	if (f->region != UINT32_MAX && sl->region != f->region)
 		return 0;
-	if (req->region && strcasecmp(sh->region, req->region))
-		return 0;
-	return 1;
+	return f->provider == UINT32_MAX || sl->provider == f->provider;
+}
+
+struct head {
+	const struct group *g;
+	size_t pos;
+	int live;                  /* cur holds the group's next candidate */
+	struct isc_rank_entry cur; /* nnodes/nproc fixed for the group */
+};
+
+/* Moves a group's head to its next shape that passes the filters. */
+static void head_fill(const struct isc_catalog *c, const struct filter *f, struct head *h)
+{
+	h->live = 0;
+	while (h->pos < h->g->n) {
+		const struct slot *sl = &h->g->slots[h->pos];
+		if (!passes(sl, f)) {
+			h->pos++;
+			continue;
+		}
+		if (isc_cluster_price(sl->price, h->cur.nnodes, &h->cur.cluster_price_micros)) {
+			h->pos = h->g->n; /* sorted by price: the rest overflow too */
+			return;
+		}
+		h->cur.shape = &c->shapes[sl->shape];
+		h->live = 1;
+		return;
+	}
 }
 
 /* The price ranking: a k-way merge of the per-group price lists. */
 static int rank_price(const struct isc_catalog *c, const struct isc_rank_request *req,
 		      struct isc_ranking *r)
 {
-	struct head {
-		const struct group *g;
-		size_t pos;
-		int nnodes, nproc;
-	} *heads, *h;
+	struct head *heads, *h;
+	struct filter f;
 	size_t nh = 0, cap = req->limit && req->limit < c->n ? req->limit : c->n;
 
+	filter_init(c, req, &f);
+	if (f.none)
+		cap = 0;
 	if (!(r->entries = malloc((cap ? cap : 1) * sizeof(*r->entries))))
 		return ISC_ENOMEM;
-	if (!(heads = malloc((c->n_groups ? c->n_groups : 1) * sizeof(*heads))))
+	if (!(heads = calloc(c->n_groups ? c->n_groups : 1, sizeof(*heads))))
 		return ISC_ENOMEM;
 	for (size_t k = 0; k < c->n_groups; k++) {
 		h = &heads[nh];
 		h->g = &c->groups[k];
-		h->pos = 0;
 		if (req->gpus == 0) {
-			h->nnodes = 1;
-			h->nproc = h->g->gpus_per_node;
-		} else if (isc_shape_layout(req->gpus, h->g->gpus_per_node, &h->nnodes, &h->nproc)) {
+			h->cur.nnodes = 1;
+			h->cur.nproc = h->g->gpus_per_node;
+		} else if (isc_shape_layout(req->gpus, h->g->gpus_per_node, &h->cur.nnodes,
+					    &h->cur.nproc)) {
 			continue;
 		}
+		head_fill(c, &f, h);
 		nh++;
 	}
 	while (r->n < cap) {
-		struct isc_rank_entry best = {0}, cand;
 		struct head *bh = NULL;
 		for (size_t k = 0; k < nh; k++) {
 			h = &heads[k];
-			while (h->pos < h->g->n && !passes(&c->shapes[h->g->idx[h->pos]], req))
-				h->pos++;
-			if (h->pos >= h->g->n)
+			if (!h->live)
 				continue;
-			cand.shape = &c->shapes[h->g->idx[h->pos]];
-			cand.nnodes = h->nnodes;
-			cand.nproc = h->nproc;
-			if (isc_cluster_price(cand.shape->price_micros, h->nnodes,
-					      &cand.cluster_price_micros)) {
-				h->pos = h->g->n; /* sorted by price: the rest overflow too */
-				continue;
-			}
-			if (!bh || cand.cluster_price_micros < best.cluster_price_micros ||
-			    (cand.cluster_price_micros == best.cluster_price_micros &&
-			     (cand.nnodes < best.nnodes ||
-			      (cand.nnodes == best.nnodes && cand.shape < best.shape)))) {
-				best = cand;
+			if (!bh || h->cur.cluster_price_micros < bh->cur.cluster_price_micros ||
+			    (h->cur.cluster_price_micros == bh->cur.cluster_price_micros &&
+			     (h->cur.nnodes < bh->cur.nnodes ||
+			      (h->cur.nnodes == bh->cur.nnodes && h->cur.shape < bh->cur.shape))))
 				bh = h;
-			}
 		}
 		if (!bh)
 			break;
-		r->entries[r->n++] = best;
+		r->entries[r->n++] = bh->cur;
 		bh->pos++;
+		head_fill(c, &f, bh);
 	}
 	free(heads);
 	return 0;

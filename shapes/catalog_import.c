@@ -240,7 +240,8 @@ static int fold_offers(struct parse *ps)
 	size_t i = 0;
 	int rc = 0;
 
-	qsort(ps->offers, ps->n_offers, sizeof(*ps->offers), cmp_offer);
+	if (ps->n_offers)
+		qsort(ps->offers, ps->n_offers, sizeof(*ps->offers), cmp_offer);
 	o->shapes = calloc(ps->n_offers ? ps->n_offers : 1, sizeof(*o->shapes));
 	if (!o->shapes)
 		return ISC_ENOMEM;
