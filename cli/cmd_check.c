@@ -6,7 +6,7 @@
  * signing the broker will use.
  */
 #include "cli/commands.h"
-#include "providers/provider.h"
+#include "providers/provider_config.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -22,20 +22,6 @@ static void usage(FILE *out)
 		     "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...).\n");
 }
 
-/*
- * CONFIG MERGE POINT: the [providers.NAME] settings of $ISC_HOME/config.toml
- * belong here (endpoint, image_id, profile, ...). Until the config module
- * lands, settings come from the environment only, which the drivers read
- * themselves, so the list is empty.
- */
-static void load_provider_settings(struct isc_cli *cli, const char *provider,
-				   struct isc_provider_settings *out)
-{
-	(void)cli;
-	(void)provider;
-	memset(out, 0, sizeof(*out));
-}
-
 /* The transport's "cannot reach URL: why" without the retry loop's prefix. */
 static const char *reach_message(const char *msg)
 {
@@ -46,7 +32,7 @@ static const char *reach_message(const char *msg)
 int cmd_check(struct isc_cli *cli, int argc, char **argv)
 {
 	const struct isc_provider *p;
-	struct isc_provider_settings settings;
+	struct isc_config *cfg = NULL;
 	struct isc_provider_session *s = NULL;
 	struct isc_identity id;
 	struct isc_err err;
@@ -76,11 +62,14 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("check", "no driver for provider '%s'", name);
 
 	isc_err_clear(&err);
-	load_provider_settings(cli, name, &settings);
-	rc = p->session_new(&settings, region, NULL, NULL, &s, &err);
+	/* The endpoint and other settings of config.toml, when the store has one. */
+	rc = isc_config_load(cli->home, &cfg, &err);
+	if (rc == 0)
+		rc = isc_provider_session_open(cfg, name, region, &s, &err);
 	if (rc == 0)
 		rc = p->check_credentials(s, &id, &err);
 	p->session_free(s);
+	isc_config_free(cfg);
 	if (rc == ISC_EAUTH) {
 		isc_cli_errorf("%s rejected the credentials: %s",
 			       strcmp(name, "aws") == 0 ? "AWS" : name, err.msg);

@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{"train", cmd_train, "record an experiment from a launch file"},
 	{"burst", cmd_burst, "record a burst experiment; --wait follows it"},
 	{"experiments", cmd_experiments, "list experiments"},
+	{"check", cmd_check, "prove a cloud accepts the credentials"},
 	{"shapes", cmd_shapes, "rank GPU shapes for a request"},
 	{"catalog", cmd_catalog, "import and summarise the shape catalog"},
 	{"status", cmd_status, "an experiment's state and timeline of events"},

@@ -1,0 +1,37 @@
+/*
+ * Opening a driver session from config.toml: the [providers.NAME] keys become
+ * the driver's settings. A provider without a section gets no settings, and its
+ * driver falls back to the ecosystem's own variables and files.
+ */
+#include "providers/provider_config.h"
+
+#include <stdlib.h>
+
+int isc_provider_session_open(const struct isc_config *cfg, const char *provider, const char *region,
+			      struct isc_provider_session **out, struct isc_err *err)
+{
+	const struct isc_provider *drv = isc_provider_find(provider);
+	const struct isc_provider_config *pc = cfg ? isc_config_provider(cfg, provider) : NULL;
+	struct isc_provider_settings settings = {0};
+	struct isc_kv *items = NULL;
+	size_t n = pc ? pc->n_settings : 0;
+	int rc;
+
+	*out = NULL;
+	if (!drv)
+		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s' in this build", provider);
+	if (n) {
+		items = calloc(n, sizeof(*items));
+		if (!items)
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		for (size_t i = 0; i < n; i++) {
+			items[i].key = pc->settings[i].key;
+			items[i].value = pc->settings[i].value;
+		}
+	}
+	settings.items = items;
+	settings.n_items = n;
+	rc = drv->session_new(&settings, region, NULL, NULL, out, err);
+	free(items);
+	return rc;
+}

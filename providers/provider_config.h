@@ -1,0 +1,16 @@
+/* Driver sessions configured from config.toml. */
+#ifndef ISC_PROVIDERS_PROVIDER_CONFIG_H
+#define ISC_PROVIDERS_PROVIDER_CONFIG_H
+
+#include "config/config.h"
+#include "providers/provider.h"
+
+/*
+ * A session of `provider` for `region` (NULL: the driver's default) with the
+ * settings of cfg's [providers.NAME] section (cfg may be NULL). Free it with
+ * (*out)->provider->session_free(*out).
+ */
+int isc_provider_session_open(const struct isc_config *cfg, const char *provider, const char *region,
+			      struct isc_provider_session **out, struct isc_err *err);
+
+#endif
