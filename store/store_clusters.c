@@ -404,3 +404,67 @@ int isc_store_node_known(struct isc_store *s, const char *instance_id, int *know
 	sqlite3_finalize(st);
 	return (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 : isc_store_sqlite_err(s, rc, "reading nodes", err);
 }
+
+void isc_node_charge_list_free(struct isc_node_charge *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(list[i].instance_id);
+		free(list[i].cluster_id);
+		free(list[i].experiment_id);
+		free(list[i].provider);
+		free(list[i].shape_id);
+		free(list[i].account);
+	}
+	free(list);
+}
+
+int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
+			      size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_node_charge *list = NULL;
+	size_t count = 0;
+	int rc, oom = 0;
+
+	rc = isc_store_prepare(
+		s,
+		"SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, c.account, "
+		"n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), COALESCE(n.terminated_at_ms, 0) "
+		"FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
+		"WHERE n.launched_at_ms IS NOT NULL "
+		"AND COALESCE(n.charged_until_ms, n.launched_at_ms) < COALESCE(n.terminated_at_ms, ?) "
+		"ORDER BY n.id",
+		&st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, now_ms);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_node_charge *grown = realloc(list, (count + 1) * sizeof(*list)), *c;
+		if (!grown) {
+			oom = 1;
+			break;
+		}
+		list = grown;
+		c = &list[count++];
+		c->instance_id = isc_store_col_text(st, 0, &oom);
+		c->cluster_id = isc_store_col_text(st, 1, &oom);
+		c->experiment_id = isc_store_col_text(st, 2, &oom);
+		c->provider = isc_store_col_text(st, 3, &oom);
+		c->shape_id = isc_store_col_text(st, 4, &oom);
+		c->account = isc_store_col_text(st, 5, &oom);
+		c->price_micros = sqlite3_column_int64(st, 6);
+		c->from_ms = sqlite3_column_int64(st, 7);
+		c->to_ms = sqlite3_column_int64(st, 8);
+		if (oom)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+		isc_node_charge_list_free(list, count);
+		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
+			   : isc_store_sqlite_err(s, rc, "reading nodes to charge", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+}

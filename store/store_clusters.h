@@ -98,3 +98,21 @@ int isc_store_node_known(struct isc_store *s, const char *instance_id, int *know
 void isc_node_list_free(struct isc_node *list, size_t n);
 
 #endif
+
+/* A node with time not yet charged, with what a ledger row needs. */
+struct isc_node_charge {
+	char *instance_id;
+	char *cluster_id;
+	char *experiment_id;
+	char *provider;
+	char *shape_id;
+	char *account;
+	int64_t price_micros;
+	int64_t from_ms; /* charged_until, or the launch time */
+	int64_t to_ms;   /* the confirmed termination, or 0 while it runs */
+};
+
+/* Nodes whose cloud-reported lifetime has a part not yet charged (open or closed clusters). */
+int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
+			      size_t *n, struct isc_err *err);
+void isc_node_charge_list_free(struct isc_node_charge *list, size_t n);
