@@ -146,6 +146,19 @@ static const char *const migrations[] = {
 	"  ciphertext BLOB NOT NULL,"          /* AES-256-GCM under the master key */
 	"  created_at_ms INTEGER NOT NULL,"
 	"  UNIQUE (org_id, provider, name));",
+
+	/*
+	 * 4: ledger billing marker and lookups. 'credits' rows move balances; 'byo'
+	 * rows record spend billed by the organisation's own cloud account (never
+	 * in a balance or budget). A node's charged periods are found by index,
+	 * and a charge for the same node period can never be written twice.
+	 */
+	"ALTER TABLE ledger ADD COLUMN billing TEXT NOT NULL DEFAULT 'credits'"
+	"  CHECK (billing IN ('credits','byo'));"
+	"CREATE INDEX ledger_node ON ledger(node_instance_id, kind, period_end_ms);"
+	"CREATE INDEX ledger_project ON ledger(project_id, kind);"
+	"CREATE UNIQUE INDEX ledger_charge_once ON ledger(node_instance_id, period_start_ms)"
+	"  WHERE kind = 'charge';",
 };
 
 size_t isc_store_migration_count(void)

@@ -1,0 +1,441 @@
+/*
+ * Credits: grants, holds, charges and budgets over the append-only ledger.
+ * Each operation that checks a sum before it appends does both inside one
+ * BEGIN IMMEDIATE transaction (isc_store_begin): SQLite lets one writer in at
+ * a time, so a racing process reads the sums only after our row is committed.
+ */
+#include "credits/credits.h"
+#include "store/store_clusters.h"
+#include "store/store_experiments.h"
+#include "store/store_ledger.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MS_PER_HOUR INT64_C(3600000)
+
+int64_t isc_credits_cost_micros(int64_t price_micros_per_hour, int64_t duration_ms)
+{
+	__int128 product, cost;
+
+	if (price_micros_per_hour < 0 || duration_ms < 0)
+		return -1;
+	product = (__int128)price_micros_per_hour * duration_ms;
+	cost = (product + MS_PER_HOUR - 1) / MS_PER_HOUR;
+	return cost > ISC_MONEY_MAX_MICROS ? -1 : (int64_t)cost;
+}
+
+static const char *billing_name(enum isc_billing b)
+{
+	return b == ISC_BILLING_BYO ? "byo" : "credits";
+}
+
+static enum isc_billing billing_of_account(const char *account)
+{
+	return account && *account && strcmp(account, "default") != 0 ? ISC_BILLING_BYO
+								       : ISC_BILLING_CREDITS;
+}
+
+static const char *money(int64_t micros, char *buf, size_t size)
+{
+	char tmp[40];
+	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
+		 isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
+	return buf;
+}
+
+int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
+		      const char *note, struct isc_err *err)
+{
+	struct isc_ledger_row row = {0};
+	struct isc_org org;
+	int rc;
+
+	if (amount_micros <= 0)
+		return isc_err_set(err, ISC_EINVALID, "a grant must be a positive amount");
+	if (amount_micros > ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "a grant may be at most $%lld",
+				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+	if (!org_name || !*org_name)
+		return isc_err_set(err, ISC_EINVALID, "a grant needs an organisation");
+	if ((rc = isc_store_org_find(s, org_name, &org, err)))
+		return rc;
+	row.org_id = org.id;
+	row.kind = "grant";
+	row.billing = "credits";
+	row.amount_micros = amount_micros;
+	row.note = note;
+	rc = isc_store_ledger_append(s, &row, err);
+	isc_org_cleanup(&org);
+	return rc;
+}
+
+int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount_micros,
+		       const char *note, struct isc_err *err)
+{
+	struct isc_ledger_row row = {0};
+	struct isc_org org;
+	int rc;
+
+	if (amount_micros == 0 || amount_micros > ISC_MONEY_MAX_MICROS ||
+	    amount_micros < -ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "an adjustment must be non-zero and at most $%lld",
+				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+	if (!note || !*note)
+		return isc_err_set(err, ISC_EINVALID, "an adjustment needs a note saying why");
+	if ((rc = isc_store_org_find(s, org_name, &org, err)))
+		return rc;
+	row.org_id = org.id;
+	row.kind = "adjustment";
+	row.billing = "credits";
+	row.amount_micros = amount_micros;
+	row.note = note;
+	rc = isc_store_ledger_append(s, &row, err);
+	isc_org_cleanup(&org);
+	return rc;
+}
+
+int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_credit_balance *out,
+			struct isc_err *err)
+{
+	struct isc_org org;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = isc_store_org_find(s, org_name, &org, err)))
+		return rc;
+	rc = isc_store_ledger_org_sums(s, org.id, &out->balance_micros, &out->reserved_micros, err);
+	out->available_micros = out->balance_micros - out->reserved_micros;
+	isc_org_cleanup(&org);
+	return rc;
+}
+
+int isc_project_money_get(struct isc_store *s, const char *project_id, struct isc_project_money *out,
+			  struct isc_err *err)
+{
+	struct isc_project p;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = isc_store_project_resolve(s, project_id, &p, err)))
+		return rc;
+	out->has_budget = p.has_budget;
+	out->budget_micros = p.budget_micros;
+	isc_project_cleanup(&p);
+	rc = isc_store_ledger_project_sums(s, project_id, &out->spent_micros, &out->reserved_micros, err);
+	out->remaining_micros = out->budget_micros - out->spent_micros - out->reserved_micros;
+	return rc;
+}
+
+int isc_project_set_budget(struct isc_store *s, const char *org_name, const char *project,
+			   int64_t amount_micros, struct isc_err *err)
+{
+	struct isc_project *list = NULL;
+	const char *id = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (amount_micros < -1 || amount_micros > ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "a budget must be between $0 and $%lld, or none",
+				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+	if (!org_name || !project)
+		return isc_err_set(err, ISC_EINVALID, "a budget needs an organisation and a project");
+	{
+		struct isc_org org;
+		if ((rc = isc_store_org_find(s, org_name, &org, err)))
+			return rc;
+		isc_org_cleanup(&org);
+	}
+	if ((rc = isc_store_project_list(s, org_name, &list, &n, err)))
+		return rc;
+	for (size_t i = 0; i < n && !id; i++)
+		if (strcmp(list[i].id, project) == 0 || strcmp(list[i].name, project) == 0)
+			id = list[i].id;
+	if (!id)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "organisation '%s' has no project '%s'", org_name,
+				 project);
+	else
+		rc = isc_store_project_set_budget(s, id, amount_micros >= 0, amount_micros, err);
+	isc_project_list_free(list, n);
+	return rc;
+}
+
+int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enum isc_billing *out,
+				struct isc_err *err)
+{
+	struct isc_cluster c;
+	int rc = isc_store_cluster_get(s, cluster_id, &c, err);
+	if (rc)
+		return rc;
+	*out = billing_of_account(c.account);
+	isc_cluster_cleanup(&c);
+	return 0;
+}
+
+/* "for the next hour", "for the next 3 hours", "for the next 20 minutes", from the cluster's rate. */
+static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size)
+{
+	if (hourly <= 0) {
+		snprintf(buf, size, "for its reservation");
+	} else if (amount % hourly == 0) {
+		int64_t h = amount / hourly;
+		if (h == 1)
+			snprintf(buf, size, "for the next hour");
+		else
+			snprintf(buf, size, "for the next %lld hours", (long long)h);
+	} else {
+		int64_t minutes = (int64_t)(((__int128)amount * 60 + hourly - 1) / hourly);
+		snprintf(buf, size, "for the next %lld minute%s", (long long)minutes, minutes == 1 ? "" : "s");
+	}
+}
+
+/*
+ * The shared body of reserve and renew. renew: top the hold up to `amount`;
+ * otherwise add `amount` to it.
+ */
+static int hold(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+		int64_t amount, int renew, struct isc_err *err)
+{
+	struct isc_experiment e = {0};
+	struct isc_cluster c = {0};
+	struct isc_project_money pm;
+	struct isc_ledger_row row = {0};
+	int64_t balance, reserved, available, held = 0, need, hourly = 0;
+	char a[48], b[48], c3[48], phrase[64];
+	int rc, have_cluster = 0;
+
+	if (!experiment_id || !*experiment_id)
+		return isc_err_set(err, ISC_EINVALID, "a reservation needs an experiment");
+	if (amount <= 0 || amount > ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "a reservation must be positive and at most $%lld",
+				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_experiment_get(s, experiment_id, &e, err)))
+		goto out;
+	if (cluster_id) {
+		if ((rc = isc_store_cluster_get(s, cluster_id, &c, err)))
+			goto out;
+		have_cluster = 1;
+		if (strcmp(c.experiment_id, experiment_id) != 0) {
+			rc = isc_err_set(err, ISC_EINVALID, "cluster %s belongs to experiment %s, not %s",
+					 cluster_id, c.experiment_id, experiment_id);
+			goto out;
+		}
+		if (billing_of_account(c.account) == ISC_BILLING_BYO)
+			goto out; /* billed by the org's own cloud: nothing to hold */
+		if (c.nnodes > 0 && c.price_micros > 0 && c.price_micros <= ISC_MONEY_MAX_MICROS)
+			hourly = c.price_micros * c.nnodes;
+	}
+	if ((rc = isc_store_ledger_experiment_held(s, experiment_id, &held, err)))
+		goto out;
+	need = renew ? amount - held : amount;
+	if (need <= 0)
+		goto out;
+	window_phrase(amount, hourly, phrase, sizeof(phrase));
+	if ((rc = isc_store_ledger_org_sums(s, e.org_id, &balance, &reserved, err)))
+		goto out;
+	available = balance - reserved;
+	if (available < need) {
+		if (renew)
+			rc = isc_err_set(err, ISC_ECREDITS,
+					 "organisation %s has %s available; the cluster needs %s more to hold "
+					 "%s %s", e.org_name, money(available, a, sizeof(a)),
+					 money(need, b, sizeof(b)), money(amount, c3, sizeof(c3)), phrase);
+		else
+			rc = isc_err_set(err, ISC_ECREDITS,
+					 "organisation %s has %s available; the cluster needs %s %s",
+					 e.org_name, money(available, a, sizeof(a)), money(need, b, sizeof(b)),
+					 phrase);
+		goto out;
+	}
+	if ((rc = isc_project_money_get(s, e.project_id, &pm, err)))
+		goto out;
+	if (pm.has_budget && pm.remaining_micros < need) {
+		rc = isc_err_set(err, ISC_ECREDITS,
+				 "project %s has %s of its %s budget left; the cluster needs %s %s",
+				 e.project_name ? e.project_name : e.project_id,
+				 money(pm.remaining_micros, a, sizeof(a)),
+				 money(pm.budget_micros, c3, sizeof(c3)), money(need, b, sizeof(b)), phrase);
+		goto out;
+	}
+	row.org_id = e.org_id;
+	row.project_id = e.project_id;
+	row.experiment_id = experiment_id;
+	row.cluster_id = cluster_id;
+	row.kind = "reserve";
+	row.billing = "credits";
+	row.amount_micros = need;
+	row.provider = have_cluster ? c.provider : NULL;
+	row.shape_id = have_cluster ? c.shape_id : NULL;
+	row.note = renew ? "renew" : NULL;
+	rc = isc_store_ledger_append(s, &row, err);
+out:
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	isc_experiment_cleanup(&e);
+	isc_cluster_cleanup(&c);
+	return rc;
+}
+
+int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+			int64_t amount_micros, struct isc_err *err)
+{
+	return hold(s, experiment_id, cluster_id, amount_micros, 0, err);
+}
+
+int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+		      int64_t window_amount_micros, struct isc_err *err)
+{
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, err);
+}
+
+/* Appends a release of min(amount, held) for the experiment; amount < 0 releases everything. */
+static int release_held(struct isc_store *s, const struct isc_experiment *e, const char *cluster_id,
+			int64_t amount, const char *note, struct isc_err *err)
+{
+	struct isc_ledger_row row = {0};
+	int64_t held;
+	int rc = isc_store_ledger_experiment_held(s, e->id, &held, err);
+
+	if (rc || held <= 0)
+		return rc;
+	row.org_id = e->org_id;
+	row.project_id = e->project_id;
+	row.experiment_id = e->id;
+	row.cluster_id = cluster_id;
+	row.kind = "release";
+	row.billing = "credits";
+	row.amount_micros = amount < 0 || amount > held ? held : amount;
+	row.note = note;
+	if (row.amount_micros == 0)
+		return 0;
+	return isc_store_ledger_append(s, &row, err);
+}
+
+int isc_credits_release(struct isc_store *s, const char *experiment_id, struct isc_err *err)
+{
+	struct isc_experiment e = {0};
+	int rc;
+
+	if (!experiment_id || !*experiment_id)
+		return isc_err_set(err, ISC_EINVALID, "a release needs an experiment");
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_experiment_get(s, experiment_id, &e, err);
+	if (!rc)
+		rc = release_held(s, &e, NULL, -1, "released", err);
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	isc_experiment_cleanup(&e);
+	return rc;
+}
+
+static int check_charge(const struct isc_charge *c, struct isc_err *err)
+{
+	if (!c || !c->experiment_id || !*c->experiment_id)
+		return isc_err_set(err, ISC_EINVALID, "a charge needs an experiment");
+	if (!c->node_instance_id || !*c->node_instance_id)
+		return isc_err_set(err, ISC_EINVALID, "a charge needs a node instance id");
+	if (c->price_micros < 0 || c->price_micros > ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "node price %lld micros per hour is out of range",
+				   (long long)c->price_micros);
+	if (c->period_start_ms < 0 || c->period_end_ms <= c->period_start_ms)
+		return isc_err_set(err, ISC_EINVALID,
+				   "charge period [%lld, %lld) ms is empty or reversed",
+				   (long long)c->period_start_ms, (long long)c->period_end_ms);
+	if (c->billing != ISC_BILLING_CREDITS && c->billing != ISC_BILLING_BYO)
+		return isc_err_set(err, ISC_EINVALID, "unknown billing %d", (int)c->billing);
+	if (isc_credits_cost_micros(c->price_micros, c->period_end_ms - c->period_start_ms) < 0)
+		return isc_err_set(err, ISC_EINVALID, "charge for node %s is implausibly large",
+				   c->node_instance_id);
+	return 0;
+}
+
+int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge *c,
+				   int64_t *charged_micros, struct isc_err *err)
+{
+	struct isc_experiment e = {0};
+	struct isc_cluster cl = {0};
+	struct isc_ledger_row row = {0};
+	int64_t until = 0, start;
+	int rc, found = 0;
+
+	if (charged_micros)
+		*charged_micros = 0;
+	if ((rc = check_charge(c, err)))
+		return rc;
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_experiment_get(s, c->experiment_id, &e, err)))
+		goto out;
+	if (c->cluster_id) {
+		if ((rc = isc_store_cluster_get(s, c->cluster_id, &cl, err)))
+			goto out;
+		if (billing_of_account(cl.account) != c->billing) {
+			rc = isc_err_set(err, ISC_EINVALID,
+					 "cluster %s is billed to %s, but the charge says %s", c->cluster_id,
+					 billing_name(billing_of_account(cl.account)),
+					 billing_name(c->billing));
+			goto out;
+		}
+	}
+	if ((rc = isc_store_ledger_node_charged_until(s, c->node_instance_id, &until, &found, err)))
+		goto out;
+	start = found && until > c->period_start_ms ? until : c->period_start_ms;
+	if (start >= c->period_end_ms)
+		goto out; /* already charged: a retry after a crash, or an overlapping tick */
+	row.org_id = e.org_id;
+	row.project_id = e.project_id;
+	row.experiment_id = c->experiment_id;
+	row.cluster_id = c->cluster_id;
+	row.node_instance_id = c->node_instance_id;
+	row.kind = "charge";
+	row.billing = billing_name(c->billing);
+	row.amount_micros = isc_credits_cost_micros(c->price_micros, c->period_end_ms - start);
+	row.has_price = 1;
+	row.price_micros = c->price_micros;
+	row.provider = c->provider;
+	row.shape_id = c->shape_id;
+	row.has_period = 1;
+	row.period_start_ms = start;
+	row.period_end_ms = c->period_end_ms;
+	if ((rc = isc_store_ledger_append(s, &row, err)))
+		goto out;
+	if (c->billing == ISC_BILLING_CREDITS &&
+	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, "consumed by a charge", err)))
+		goto out;
+	if ((rc = isc_store_ledger_node_mark(s, c->node_instance_id, c->period_end_ms, err)))
+		goto out;
+	if (charged_micros)
+		*charged_micros = row.amount_micros;
+out:
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc) {
+		isc_store_rollback(s);
+		if (charged_micros)
+			*charged_micros = 0;
+	}
+	isc_experiment_cleanup(&e);
+	isc_cluster_cleanup(&cl);
+	return rc;
+}
+
+int isc_credits_charge_node(struct isc_store *s, const struct isc_charge *c, struct isc_err *err)
+{
+	return isc_credits_charge_node_report(s, c, NULL, err);
+}
+
+int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, int64_t *micros,
+				struct isc_err *err)
+{
+	if (!experiment_id || !*experiment_id)
+		return isc_err_set(err, ISC_EINVALID, "which experiment?");
+	return isc_store_ledger_experiment_cost(s, experiment_id, micros, err);
+}

@@ -1,0 +1,118 @@
+/*
+ * Credits: what organisations have bought, what their running bursts hold and
+ * what they have spent, all as sums over the append-only ledger (integer
+ * micro-dollars). Every decision that depends on a sum (may this experiment
+ * reserve? was this node period already charged?) reads the sum and appends
+ * its row inside one BEGIN IMMEDIATE transaction, so racing processes see each
+ * other's rows and can never both spend the same credits.
+ *
+ * The broker's metering contract, sign conventions and the BYO-key rule are
+ * in docs/credits.md.
+ */
+#ifndef ISC_CREDITS_CREDITS_H
+#define ISC_CREDITS_CREDITS_H
+
+#include "common/err.h"
+#include "credits/money.h"
+#include "store/store.h"
+
+#include <stdint.h>
+
+/* Who pays a cluster's cloud bill. */
+enum isc_billing {
+	ISC_BILLING_CREDITS = 0, /* our cloud account; paid with the org's credits */
+	ISC_BILLING_BYO = 1,     /* the org's own cloud key: billed by their cloud, recorded only */
+};
+
+struct isc_credit_balance {
+	int64_t balance_micros;   /* grants + refunds + adjustments - charges */
+	int64_t reserved_micros;  /* reserves - releases: held for running bursts */
+	int64_t available_micros; /* balance - reserved; what a new reservation may take */
+};
+
+/* Adds credits to an org: 0 < amount <= ISC_MONEY_MAX_MICROS. note may be NULL. */
+int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
+		      const char *note, struct isc_err *err);
+/* A signed correction by finance (amount != 0, |amount| <= ISC_MONEY_MAX_MICROS); note required. */
+int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount_micros,
+		       const char *note, struct isc_err *err);
+int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_credit_balance *out,
+			struct isc_err *err);
+
+/*
+ * Sets a project's spending cap (amount_micros >= 0), or removes it with -1.
+ * project is an id or a name within org_name.
+ */
+int isc_project_set_budget(struct isc_store *s, const char *org_name, const char *project,
+			   int64_t amount_micros, struct isc_err *err);
+
+/* Spend, holds and budget of one project (credits billing only). */
+struct isc_project_money {
+	int has_budget;
+	int64_t budget_micros;
+	int64_t spent_micros;
+	int64_t reserved_micros;
+	int64_t remaining_micros; /* budget - spent - reserved; meaningless without a budget */
+};
+int isc_project_money_get(struct isc_store *s, const char *project_id, struct isc_project_money *out,
+			  struct isc_err *err);
+
+/* ISC_BILLING_BYO when the cluster runs on an org's own cloud key (account != "default"). */
+int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enum isc_billing *out,
+				struct isc_err *err);
+
+/*
+ * Holds amount_micros (> 0) of the org's credits for the experiment. In one
+ * transaction: checks the org's available credits and the project's remaining
+ * budget, then appends a reserve row; else ISC_ECREDITS and nothing is written.
+ * cluster_id may be NULL (a reservation before the cluster row exists); when it
+ * names a BYO-billed cluster nothing is reserved and 0 is returned.
+ */
+int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+			int64_t amount_micros, struct isc_err *err);
+/* Releases everything the experiment still holds (a no-op when it holds nothing). */
+int isc_credits_release(struct isc_store *s, const char *experiment_id, struct isc_err *err);
+/*
+ * Tops the experiment's hold back up to window_amount_micros (the cluster's
+ * cost for the next reservation window), with the same checks as reserve.
+ * ISC_ECREDITS when the org or the project cannot cover it: the broker then
+ * stops the experiment. A BYO-billed cluster always succeeds without a hold.
+ */
+int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+		      int64_t window_amount_micros, struct isc_err *err);
+
+/* One node's usage for a period, as the broker meters it each tick. */
+struct isc_charge {
+	const char *experiment_id;    /* required */
+	const char *cluster_id;       /* may be NULL */
+	const char *node_instance_id; /* required: charges are deduplicated per node */
+	int64_t price_micros;         /* per node-hour, the snapshot taken at launch; >= 0 */
+	const char *provider;         /* e.g. "aws" */
+	const char *shape_id;
+	int64_t period_start_ms;      /* [start, end) in ms since the epoch, end > start */
+	int64_t period_end_ms;
+	enum isc_billing billing;     /* must match the cluster's account when cluster_id is known */
+};
+
+/*
+ * Charges a node for [period_start_ms, period_end_ms). Whatever part of the
+ * period was already charged for this node is skipped (only time after the
+ * node's latest charged period_end counts), so a retried or overlapping call
+ * never charges twice. amount = ceil(price x duration_ms / 3,600,000) micros.
+ * A charge is never refused for lack of credits (the cloud bills regardless);
+ * it consumes the experiment's hold by the same amount.
+ * BYO-billed charges are recorded (billing 'byo') but move no balance.
+ */
+int isc_credits_charge_node(struct isc_store *s, const struct isc_charge *c, struct isc_err *err);
+/* The same, reporting what was written (0 when the period had been charged already). */
+int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge *c,
+				   int64_t *charged_micros, struct isc_err *err);
+
+/* ceil(price_micros x duration_ms / 3,600,000) with 128-bit intermediates; -1 if out of range. */
+int64_t isc_credits_cost_micros(int64_t price_micros_per_hour, int64_t duration_ms);
+
+/* Everything the experiment's nodes were charged so far (credits and BYO), for `isc experiments`. */
+int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, int64_t *micros,
+				struct isc_err *err);
+
+#endif

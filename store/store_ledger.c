@@ -1,0 +1,266 @@
+/*
+ * The ledger's SQL: inserting rows and summing them. Every statement binds its
+ * parameters; none updates or deletes a ledger row (the schema's triggers
+ * would refuse it anyway). Project budgets live in projects.budget_micros.
+ */
+#include "store/store_ledger.h"
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+		s,
+		"INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, cluster_id, "
+		"node_instance_id, kind, amount_micros, price_micros, provider, shape_id, "
+		"period_start_ms, period_end_ms, note, billing) "
+		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		&st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, isc_store_now_ms());
+	sqlite3_bind_int64(st, 2, r->org_id);
+	bind_text_or_null(st, 3, r->project_id);
+	bind_text_or_null(st, 4, r->experiment_id);
+	bind_text_or_null(st, 5, r->cluster_id);
+	bind_text_or_null(st, 6, r->node_instance_id);
+	sqlite3_bind_text(st, 7, r->kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 8, r->amount_micros);
+	if (r->has_price)
+		sqlite3_bind_int64(st, 9, r->price_micros);
+	else
+		sqlite3_bind_null(st, 9);
+	bind_text_or_null(st, 10, r->provider);
+	bind_text_or_null(st, 11, r->shape_id);
+	if (r->has_period) {
+		sqlite3_bind_int64(st, 12, r->period_start_ms);
+		sqlite3_bind_int64(st, 13, r->period_end_ms);
+	} else {
+		sqlite3_bind_null(st, 12);
+		sqlite3_bind_null(st, 13);
+	}
+	sqlite3_bind_text(st, 14, r->note ? r->note : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 15, r->billing ? r->billing : "credits", -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "appending to the ledger", err);
+	return 0;
+}
+
+/* Runs a one-row query of up to two integer columns with one text or integer parameter. */
+static int sum_query(struct isc_store *s, const char *sql, const char *text_arg, int64_t int_arg,
+		     int64_t *a, int64_t *b, const char *what, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, sql, &st, err);
+	if (rc)
+		return rc;
+	if (text_arg)
+		sqlite3_bind_text(st, 1, text_arg, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_int64(st, 1, int_arg);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (a)
+			*a = sqlite3_column_int64(st, 0);
+		if (b)
+			*b = sqlite3_column_int64(st, 1);
+		rc = 0;
+	} else {
+		rc = isc_store_sqlite_err(s, rc, what, err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+#define SUM_BALANCE                                                                                \
+	"COALESCE(SUM(CASE kind WHEN 'grant' THEN amount_micros WHEN 'refund' THEN amount_micros " \
+	"WHEN 'adjustment' THEN amount_micros WHEN 'charge' THEN -amount_micros ELSE 0 END), 0)"
+#define SUM_RESERVED                                                                               \
+	"COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros "                                \
+	"WHEN 'release' THEN -amount_micros ELSE 0 END), 0)"
+
+int isc_store_ledger_org_sums(struct isc_store *s, int64_t org_id, int64_t *balance_micros,
+			      int64_t *reserved_micros, struct isc_err *err)
+{
+	return sum_query(s,
+			 "SELECT " SUM_BALANCE ", " SUM_RESERVED
+			 " FROM ledger WHERE org_id = ? AND billing = 'credits'",
+			 NULL, org_id, balance_micros, reserved_micros, "summing an organisation's ledger",
+			 err);
+}
+
+int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id, int64_t *spent_micros,
+				  int64_t *reserved_micros, struct isc_err *err)
+{
+	return sum_query(s,
+			 "SELECT COALESCE(SUM(CASE kind WHEN 'charge' THEN amount_micros ELSE 0 END), 0), "
+			 SUM_RESERVED " FROM ledger WHERE project_id = ? AND billing = 'credits' "
+			 "AND kind IN ('charge', 'reserve', 'release')",
+			 project_id, 0, spent_micros, reserved_micros, "summing a project's ledger", err);
+}
+
+int isc_store_ledger_experiment_held(struct isc_store *s, const char *experiment_id,
+				     int64_t *held_micros, struct isc_err *err)
+{
+	return sum_query(s,
+			 "SELECT " SUM_RESERVED " FROM ledger WHERE experiment_id = ? "
+			 "AND kind IN ('reserve', 'release') AND billing = 'credits'",
+			 experiment_id, 0, held_micros, NULL, "summing an experiment's holds", err);
+}
+
+int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment_id,
+				     int64_t *cost_micros, struct isc_err *err)
+{
+	return sum_query(s,
+			 "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger "
+			 "WHERE experiment_id = ? AND kind = 'charge'",
+			 experiment_id, 0, cost_micros, NULL, "summing an experiment's charges", err);
+}
+
+int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
+					int64_t *until_ms, int *found, struct isc_err *err)
+{
+	int64_t n = 0, until = 0;
+	int rc = sum_query(s,
+			   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM ledger "
+			   "WHERE node_instance_id = ? AND kind = 'charge'",
+			   instance_id, 0, &n, &until, "reading a node's charges", err);
+	if (rc)
+		return rc;
+	*found = n > 0;
+	*until_ms = until;
+	return 0;
+}
+
+int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int64_t until_ms,
+			       struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+				   "UPDATE nodes SET charged_until_ms = ?1 WHERE instance_id = ?2 "
+				   "AND (charged_until_ms IS NULL OR charged_until_ms < ?1)",
+				   &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, until_ms);
+	sqlite3_bind_text(st, 2, instance_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "marking a node charged", err);
+}
+
+int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
+				 int64_t budget_micros, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "UPDATE projects SET budget_micros = ? WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	if (has_budget)
+		sqlite3_bind_int64(st, 1, budget_micros);
+	else
+		sqlite3_bind_null(st, 1);
+	sqlite3_bind_text(st, 2, project_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "setting a budget", err);
+	if (sqlite3_changes(isc_store_db(s)) != 1)
+		return isc_err_set(err, ISC_ENOTFOUND, "no project with id '%s'", project_id);
+	return 0;
+}
+
+void isc_spend_rows_free(struct isc_spend_row *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(rows[i].key);
+		free(rows[i].id);
+	}
+	free(rows);
+}
+
+int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
+			   struct isc_spend_row **out, size_t *n, struct isc_err *err)
+{
+	/* Key expression, id expression; one per isc_spend_by, in order. */
+	static const char *const group[][2] = {
+		{"COALESCE(p.name, '(no project)')", "l.project_id"},
+		{"COALESCE(e.name, l.experiment_id, '(no experiment)')", "l.experiment_id"},
+		{"COALESCE(l.provider, '')", "NULL"},
+		{"COALESCE(l.shape_id, '')", "NULL"},
+		{"strftime('%Y-%m-%d', l.period_start_ms / 1000, 'unixepoch')", "NULL"},
+	};
+	struct isc_spend_row *rows = NULL;
+	sqlite3_stmt *st;
+	size_t count = 0;
+	char *sql;
+	int rc;
+
+	if ((unsigned)q->by >= sizeof(group) / sizeof(group[0]))
+		return isc_err_set(err, ISC_EINVALID, "unknown spend grouping");
+	sql = sqlite3_mprintf(
+		"SELECT %s AS k, %s AS i, SUM(l.amount_micros) FROM ledger l "
+		"JOIN orgs o ON o.id = l.org_id "
+		"LEFT JOIN projects p ON p.id = l.project_id "
+		"LEFT JOIN experiments e ON e.id = l.experiment_id "
+		"WHERE l.kind = 'charge' "
+		"AND (?1 IS NULL OR o.name = ?1) "
+		"AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
+		"AND (?3 IS NULL OR l.period_start_ms >= ?3) "
+		"AND (?4 IS NULL OR l.period_start_ms <= ?4) "
+		"AND (?5 IS NULL OR l.billing = ?5) "
+		"GROUP BY k, i ORDER BY k, i",
+		group[q->by][0], group[q->by][1]);
+	if (!sql)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_prepare(s, sql, &st, err);
+	sqlite3_free(sql);
+	if (rc)
+		return rc;
+	bind_text_or_null(st, 1, q->org_name);
+	bind_text_or_null(st, 2, q->project);
+	if (q->has_from)
+		sqlite3_bind_int64(st, 3, q->from_ms);
+	if (q->has_to)
+		sqlite3_bind_int64(st, 4, q->to_ms);
+	bind_text_or_null(st, 5, q->billing);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_spend_row *grown = realloc(rows, (count + 1) * sizeof(*rows));
+		int oom = 0;
+		if (!grown)
+			goto oom;
+		rows = grown;
+		memset(&rows[count], 0, sizeof(*rows));
+		rows[count].key = isc_store_col_text(st, 0, &oom);
+		rows[count].id = isc_store_col_text(st, 1, &oom);
+		rows[count].amount_micros = sqlite3_column_int64(st, 2);
+		count++;
+		if (oom || !rows[count - 1].key)
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_spend_rows_free(rows, count);
+		return isc_store_sqlite_err(s, rc, "reading spend", err);
+	}
+	*out = rows;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_spend_rows_free(rows, count);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
