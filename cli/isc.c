@@ -29,6 +29,8 @@ static const struct command commands[] = {
 	{"status", cmd_status, "an experiment's state and timeline of events"},
 	{"logs", cmd_logs, "a rank's output"},
 	{"cancel", cmd_cancel, "cancel an experiment"},
+	{"credits", cmd_credits, "grant credits, show balances"},
+	{"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
 };
 
 static void usage(FILE *out)

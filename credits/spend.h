@@ -1,0 +1,31 @@
+/*
+ * The spend report's renderings: a table for people, CSV for spreadsheets
+ * (RFC 4180, CRLF, a header row and a final TOTAL row) and JSON with integer
+ * micro-dollars next to exact decimal strings. Rows come from
+ * isc_store_ledger_spend; the total is their exact integer sum.
+ */
+#ifndef ISC_CREDITS_SPEND_H
+#define ISC_CREDITS_SPEND_H
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "store/store_ledger.h"
+
+enum isc_spend_format { ISC_SPEND_TABLE, ISC_SPEND_CSV, ISC_SPEND_JSON };
+
+/* "project", "experiment", "provider", "shape", "day"; 0 or ISC_EINVALID naming the word. */
+int isc_spend_by_parse(const char *text, enum isc_spend_by *out, struct isc_err *err);
+const char *isc_spend_by_name(enum isc_spend_by by);
+int isc_spend_format_parse(const char *text, enum isc_spend_format *out, struct isc_err *err);
+
+/* Exact sum of the rows; ISC_EINVALID on int64 overflow. */
+int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total, struct isc_err *err);
+
+/* Appends the report to out. */
+int isc_spend_render(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
+		     enum isc_spend_format format, struct isc_buf *out, struct isc_err *err);
+
+/* Appends one CSV field, quoted when it holds a comma, quote, CR, LF or edge spaces. */
+int isc_csv_field(struct isc_buf *out, const char *field);
+
+#endif
