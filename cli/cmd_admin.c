@@ -222,12 +222,15 @@ int cmd_project(struct isc_cli *cli, int argc, char **argv)
 {
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc project add --org ORG NAME [--json]   (prints the new project's id)\n"
-		       "       isc project list [--org ORG] [--json]\n");
+		       "       isc project list [--org ORG] [--json]\n"
+		       "       isc project budget --org ORG --project P AMOUNT|none\n");
 		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
 	}
 	if (strcmp(argv[1], "add") == 0)
 		return project_add(cli, argc, argv);
 	if (strcmp(argv[1], "list") == 0)
 		return project_list(cli, argc, argv);
+	if (strcmp(argv[1], "budget") == 0)
+		return cmd_project_budget(cli, argc, argv);
 	return isc_cli_usage_error("project", "unknown subcommand '%s'", argv[1]);
 }
