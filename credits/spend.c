@@ -160,10 +160,10 @@ static int render_table(const struct isc_spend_row *rows, size_t n, enum isc_spe
 	rc = isc_buf_printf(out, "%-*s %18s\n", width, head, "AMOUNT (USD)");
 	for (size_t i = 0; !rc && i < n; i++)
 		rc = isc_buf_printf(out, "%-*s %18s\n", width, rows[i].key,
-				    isc_money_format(rows[i].amount_micros, 2, amount, sizeof(amount)));
+				    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
 	if (!rc)
 		rc = isc_buf_printf(out, "%-*s %18s\n", width, "TOTAL",
-				    isc_money_format(total, 2, amount, sizeof(amount)));
+				    isc_money_format(total, 6, amount, sizeof(amount)));
 	return rc;
 }
 
