@@ -15,11 +15,12 @@ static const char *dollars(int64_t micros, char *buf, size_t size)
 {
 	char tmp[40];
 	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-		 isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
+	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
 	return buf;
 }
 
-/* "--name VALUE" or "--name=VALUE" at argv[*i]; 1 when matched (and *i advanced), -1 when the value is missing. */
+/* "--name VALUE" or "--name=VALUE" at argv[*i]; 1 when matched (and *i advanced), -1 when the value
+ * is missing. */
 static int take(int argc, char **argv, int *i, const char *name, const char **value)
 {
 	size_t len = strlen(name);
@@ -73,8 +74,8 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 		amount = argv[i];
 	}
 	if (!org || !project || !amount)
-		return isc_cli_usage_error("project",
-					   "usage: isc project budget --org ORG --project PROJECT AMOUNT|none");
+		return isc_cli_usage_error(
+		    "project", "usage: isc project budget --org ORG --project PROJECT AMOUNT|none");
 	isc_err_clear(&err);
 	if (strcmp(amount, "none") != 0 && isc_money_parse(amount, &micros, &err))
 		return isc_cli_fail(&err);
@@ -87,7 +88,8 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 		size_t n = 0;
 		rc = isc_store_project_list(s, org, &list, &n, &err);
 		for (size_t i = 0; !rc && i < n; i++)
-			if (strcmp(list[i].id, project) == 0 || strcmp(list[i].name, project) == 0) {
+			if (strcmp(list[i].id, project) == 0 ||
+			    strcmp(list[i].name, project) == 0) {
 				p = list[i];
 				memset(&list[i], 0, sizeof(list[i]));
 				break;
@@ -105,10 +107,12 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (micros < 0)
 		printf("project %s (%s) of %s: no budget; spent %s, held %s\n", p.name, p.id, org,
-		       dollars(pm.spent_micros, a, sizeof(a)), dollars(pm.reserved_micros, b, sizeof(b)));
+		       dollars(pm.spent_micros, a, sizeof(a)),
+		       dollars(pm.reserved_micros, b, sizeof(b)));
 	else
-		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n", p.name, p.id,
-		       org, dollars(micros, c, sizeof(c)), dollars(pm.spent_micros, a, sizeof(a)),
+		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n",
+		       p.name, p.id, org, dollars(micros, c, sizeof(c)),
+		       dollars(pm.spent_micros, a, sizeof(a)),
 		       dollars(pm.reserved_micros, b, sizeof(b)),
 		       dollars(pm.remaining_micros, d, sizeof(d)));
 	isc_project_cleanup(&p);

@@ -21,13 +21,13 @@
  * negative rather than as an unknown option.
  */
 struct opt {
-	const char *name;  /* without the dashes */
+	const char *name;   /* without the dashes */
 	const char **value; /* NULL for a flag */
 	int *flag;
 };
 
 static int scan_args(const char *cmd, int argc, char **argv, int first, const struct opt *opts,
-		     const char **pos, int max_pos, int *npos)
+                     const char **pos, int max_pos, int *npos)
 {
 	int only_pos = 0;
 
@@ -42,7 +42,8 @@ static int scan_args(const char *cmd, int argc, char **argv, int first, const st
 			only_pos = 1;
 			continue;
 		}
-		if (only_pos || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.' || !a[1]) {
+		if (only_pos || a[0] != '-' || (a[1] >= '0' && a[1] <= '9') || a[1] == '.' ||
+		    !a[1]) {
 			if (*npos >= max_pos)
 				return isc_cli_usage_error(cmd, "unexpected argument '%s'", a);
 			pos[(*npos)++] = a;
@@ -59,7 +60,8 @@ static int scan_args(const char *cmd, int argc, char **argv, int first, const st
 			return isc_cli_usage_error(cmd, "unknown option '%s'", a);
 		if (!o->value) {
 			if (eq)
-				return isc_cli_usage_error(cmd, "option --%s takes no value", o->name);
+				return isc_cli_usage_error(cmd, "option --%s takes no value",
+				                           o->name);
 			*o->flag = 1;
 		} else if (eq) {
 			*o->value = eq + 1;
@@ -76,7 +78,7 @@ static const char *dollars(int64_t micros, char *buf, size_t size)
 {
 	char tmp[40];
 	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-		 isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
+	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
 	return buf;
 }
 
@@ -96,7 +98,8 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 	if (!org)
 		return isc_cli_usage_error("credits", "--org ORG is required");
 	if (npos != 1)
-		return isc_cli_usage_error("credits", "usage: isc credits grant --org ORG AMOUNT [--note TEXT]");
+		return isc_cli_usage_error(
+		    "credits", "usage: isc credits grant --org ORG AMOUNT [--note TEXT]");
 	isc_err_clear(&err);
 	if (isc_money_parse(pos[0], &micros, &err))
 		return isc_cli_fail(&err);
@@ -117,7 +120,8 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 	if (rc)
 		return isc_cli_fail(&err);
 	printf("granted %s to %s; balance %s, available %s\n", dollars(micros, a, sizeof(a)), org,
-	       dollars(bal.balance_micros, b, sizeof(b)), dollars(bal.available_micros, c, sizeof(c)));
+	       dollars(bal.balance_micros, b, sizeof(b)),
+	       dollars(bal.available_micros, c, sizeof(c)));
 	return ISC_EXIT_OK;
 }
 
@@ -212,7 +216,7 @@ int cmd_credits(struct isc_cli *cli, int argc, char **argv)
 
 /* Finds the project by id or name (within org when given); fills *id (owned). */
 static int spend_project(struct isc_store *s, const char *org, const char *project, char **id,
-			 struct isc_err *err)
+                         struct isc_err *err)
 {
 	struct isc_project *list = NULL;
 	size_t n = 0, matches = 0;
@@ -233,13 +237,14 @@ static int spend_project(struct isc_store *s, const char *org, const char *proje
 		}
 	isc_project_list_free(list, n);
 	if (matches == 0)
-		return org ? isc_err_set(err, ISC_ENOTFOUND, "organisation '%s' has no project '%s'", org,
-					 project)
-			   : isc_err_set(err, ISC_ENOTFOUND, "no project with id or name '%s'", project);
+		return org ? isc_err_set(err, ISC_ENOTFOUND,
+		                         "organisation '%s' has no project '%s'", org, project)
+		           : isc_err_set(err, ISC_ENOTFOUND, "no project with id or name '%s'",
+		                         project);
 	if (matches > 1)
 		return isc_err_set(err, ISC_EINVALID,
-				   "%zu projects are named '%s': add --org or use the project id", matches,
-				   project);
+		                   "%zu projects are named '%s': add --org or use the project id",
+		                   matches, project);
 	return *id ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
@@ -247,10 +252,10 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *project = NULL, *from = NULL, *to = NULL, *by = "project";
 	const char *format = "table", *billing = "credits", *pos[1];
-	const struct opt opts[] = {{"org", &org, NULL},	    {"project", &project, NULL},
-				   {"from", &from, NULL},   {"to", &to, NULL},
-				   {"by", &by, NULL},	    {"format", &format, NULL},
-				   {"billing", &billing, NULL}, {NULL, NULL, NULL}};
+	const struct opt opts[] = {{"org", &org, NULL},         {"project", &project, NULL},
+	                           {"from", &from, NULL},       {"to", &to, NULL},
+	                           {"by", &by, NULL},           {"format", &format, NULL},
+	                           {"billing", &billing, NULL}, {NULL, NULL, NULL}};
 	struct isc_spend_query q = {0};
 	enum isc_spend_format fmt;
 	struct isc_spend_row *rows = NULL;
@@ -262,17 +267,20 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 	int npos, rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc spend [--org ORG] [--project P] [--from DATE] [--to DATE]\n"
-		       "                 [--by project|experiment|provider|shape|day]\n"
-		       "                 [--format table|csv|json] [--billing credits|byo|all]\n\n"
-		       "Sums the charges in the ledger, grouped as asked (default: project), with a\n"
-		       "total. DATE is YYYY-MM-DD in UTC: --from counts from 00:00 of that day,\n"
-		       "--to through 23:59:59.999 of that day. A charge belongs to the day its\n"
-		       "period starts. --billing credits (the default) reports what was paid with\n"
-		       "credits; byo what ran on organisations' own cloud keys; all both.\n"
-		       "csv: RFC 4180 with CRLF line ends, a header row, amount (6 decimals) and\n"
-		       "amount_micros columns, and a last row whose key is TOTAL.\n"
-		       "json: {\"rows\":[{\"key\",\"amount_micros\",\"amount\"}],\"total_micros\",\"total\"}.\n");
+		printf(
+		    "usage: isc spend [--org ORG] [--project P] [--from DATE] [--to DATE]\n"
+		    "                 [--by project|experiment|provider|shape|day]\n"
+		    "                 [--format table|csv|json] [--billing credits|byo|all]\n\n"
+		    "Sums the charges in the ledger, grouped as asked (default: project), with a\n"
+		    "total. DATE is YYYY-MM-DD in UTC: --from counts from 00:00 of that day,\n"
+		    "--to through 23:59:59.999 of that day. A charge belongs to the day its\n"
+		    "period starts. --billing credits (the default) reports what was paid with\n"
+		    "credits; byo what ran on organisations' own cloud keys; all both.\n"
+		    "csv: RFC 4180 with CRLF line ends, a header row, amount (6 decimals) and\n"
+		    "amount_micros columns, and a last row whose key is TOTAL.\n"
+		    "json: "
+		    "{\"rows\":[{\"key\",\"amount_micros\",\"amount\"}],\"total_micros\",\"total\"}"
+		    ".\n");
 		return ISC_EXIT_OK;
 	}
 	if ((rc = scan_args("spend", argc, argv, 1, opts, pos, 0, &npos)))
@@ -285,7 +293,8 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 	else if (strcmp(billing, "credits") == 0 || strcmp(billing, "byo") == 0)
 		q.billing = billing;
 	else
-		return isc_cli_usage_error("spend", "unknown billing '%s': use credits, byo or all", billing);
+		return isc_cli_usage_error("spend", "unknown billing '%s': use credits, byo or all",
+		                           billing);
 	if (from) {
 		if (isc_date_parse(from, &q.from_ms, &err))
 			return isc_cli_fail(&err);

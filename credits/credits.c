@@ -34,19 +34,19 @@ static const char *billing_name(enum isc_billing b)
 static enum isc_billing billing_of_account(const char *account)
 {
 	return account && *account && strcmp(account, "default") != 0 ? ISC_BILLING_BYO
-								       : ISC_BILLING_CREDITS;
+	                                                              : ISC_BILLING_CREDITS;
 }
 
 static const char *money(int64_t micros, char *buf, size_t size)
 {
 	char tmp[40];
 	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-		 isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
+	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
 	return buf;
 }
 
 int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
-		      const char *note, struct isc_err *err)
+                      const char *note, struct isc_err *err)
 {
 	struct isc_ledger_row row = {0};
 	struct isc_org org;
@@ -56,7 +56,7 @@ int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_
 		return isc_err_set(err, ISC_EINVALID, "a grant must be a positive amount");
 	if (amount_micros > ISC_MONEY_MAX_MICROS)
 		return isc_err_set(err, ISC_EINVALID, "a grant may be at most $%lld",
-				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	if (!org_name || !*org_name)
 		return isc_err_set(err, ISC_EINVALID, "a grant needs an organisation");
 	if ((rc = isc_store_org_find(s, org_name, &org, err)))
@@ -72,7 +72,7 @@ int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_
 }
 
 int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount_micros,
-		       const char *note, struct isc_err *err)
+                       const char *note, struct isc_err *err)
 {
 	struct isc_ledger_row row = {0};
 	struct isc_org org;
@@ -80,8 +80,9 @@ int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount
 
 	if (amount_micros == 0 || amount_micros > ISC_MONEY_MAX_MICROS ||
 	    amount_micros < -ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "an adjustment must be non-zero and at most $%lld",
-				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+		return isc_err_set(err, ISC_EINVALID,
+		                   "an adjustment must be non-zero and at most $%lld",
+		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	if (!note || !*note)
 		return isc_err_set(err, ISC_EINVALID, "an adjustment needs a note saying why");
 	if ((rc = isc_store_org_find(s, org_name, &org, err)))
@@ -97,7 +98,7 @@ int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount
 }
 
 int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_credit_balance *out,
-			struct isc_err *err)
+                        struct isc_err *err)
 {
 	struct isc_org org;
 	int rc;
@@ -111,8 +112,8 @@ int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_cr
 	return rc;
 }
 
-int isc_project_money_get(struct isc_store *s, const char *project_id, struct isc_project_money *out,
-			  struct isc_err *err)
+int isc_project_money_get(struct isc_store *s, const char *project_id,
+                          struct isc_project_money *out, struct isc_err *err)
 {
 	struct isc_project p;
 	int rc;
@@ -123,13 +124,14 @@ int isc_project_money_get(struct isc_store *s, const char *project_id, struct is
 	out->has_budget = p.has_budget;
 	out->budget_micros = p.budget_micros;
 	isc_project_cleanup(&p);
-	rc = isc_store_ledger_project_sums(s, project_id, &out->spent_micros, &out->reserved_micros, err);
+	rc = isc_store_ledger_project_sums(s, project_id, &out->spent_micros, &out->reserved_micros,
+	                                   err);
 	out->remaining_micros = out->budget_micros - out->spent_micros - out->reserved_micros;
 	return rc;
 }
 
 int isc_project_set_budget(struct isc_store *s, const char *org_name, const char *project,
-			   int64_t amount_micros, struct isc_err *err)
+                           int64_t amount_micros, struct isc_err *err)
 {
 	struct isc_project *list = NULL;
 	const char *id = NULL;
@@ -137,10 +139,12 @@ int isc_project_set_budget(struct isc_store *s, const char *org_name, const char
 	int rc;
 
 	if (amount_micros < -1 || amount_micros > ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "a budget must be between $0 and $%lld, or none",
-				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+		return isc_err_set(err, ISC_EINVALID,
+		                   "a budget must be between $0 and $%lld, or none",
+		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	if (!org_name || !project)
-		return isc_err_set(err, ISC_EINVALID, "a budget needs an organisation and a project");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "a budget needs an organisation and a project");
 	{
 		struct isc_org org;
 		if ((rc = isc_store_org_find(s, org_name, &org, err)))
@@ -153,8 +157,8 @@ int isc_project_set_budget(struct isc_store *s, const char *org_name, const char
 		if (strcmp(list[i].id, project) == 0 || strcmp(list[i].name, project) == 0)
 			id = list[i].id;
 	if (!id)
-		rc = isc_err_set(err, ISC_ENOTFOUND, "organisation '%s' has no project '%s'", org_name,
-				 project);
+		rc = isc_err_set(err, ISC_ENOTFOUND, "organisation '%s' has no project '%s'",
+		                 org_name, project);
 	else
 		rc = isc_store_project_set_budget(s, id, amount_micros >= 0, amount_micros, err);
 	isc_project_list_free(list, n);
@@ -162,7 +166,7 @@ int isc_project_set_budget(struct isc_store *s, const char *org_name, const char
 }
 
 int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enum isc_billing *out,
-				struct isc_err *err)
+                                struct isc_err *err)
 {
 	struct isc_cluster c;
 	int rc = isc_store_cluster_get(s, cluster_id, &c, err);
@@ -173,7 +177,8 @@ int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enu
 	return 0;
 }
 
-/* "for the next hour", "for the next 3 hours", "for the next 20 minutes", from the cluster's rate. */
+/* "for the next hour", "for the next 3 hours", "for the next 20 minutes", from the cluster's rate.
+ */
 static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size)
 {
 	if (hourly <= 0) {
@@ -186,7 +191,8 @@ static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size
 			snprintf(buf, size, "for the next %lld hours", (long long)h);
 	} else {
 		int64_t minutes = (int64_t)(((__int128)amount * 60 + hourly - 1) / hourly);
-		snprintf(buf, size, "for the next %lld minute%s", (long long)minutes, minutes == 1 ? "" : "s");
+		snprintf(buf, size, "for the next %lld minute%s", (long long)minutes,
+		         minutes == 1 ? "" : "s");
 	}
 }
 
@@ -195,7 +201,7 @@ static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size
  * otherwise add `amount` to it.
  */
 static int hold(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-		int64_t amount, int renew, struct isc_err *err)
+                int64_t amount, int renew, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	struct isc_cluster c = {0};
@@ -208,8 +214,9 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	if (!experiment_id || !*experiment_id)
 		return isc_err_set(err, ISC_EINVALID, "a reservation needs an experiment");
 	if (amount <= 0 || amount > ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "a reservation must be positive and at most $%lld",
-				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+		return isc_err_set(err, ISC_EINVALID,
+		                   "a reservation must be positive and at most $%lld",
+		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
 	if ((rc = isc_store_experiment_get(s, experiment_id, &e, err)))
@@ -219,8 +226,9 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 			goto out;
 		have_cluster = 1;
 		if (strcmp(c.experiment_id, experiment_id) != 0) {
-			rc = isc_err_set(err, ISC_EINVALID, "cluster %s belongs to experiment %s, not %s",
-					 cluster_id, c.experiment_id, experiment_id);
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "cluster %s belongs to experiment %s, not %s", cluster_id,
+			                 c.experiment_id, experiment_id);
 			goto out;
 		}
 		if (billing_of_account(c.account) == ISC_BILLING_BYO)
@@ -239,25 +247,28 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	available = balance - reserved;
 	if (available < need) {
 		if (renew)
-			rc = isc_err_set(err, ISC_ECREDITS,
-					 "organisation %s has %s available; the cluster needs %s more to hold "
-					 "%s %s", e.org_name, money(available, a, sizeof(a)),
-					 money(need, b, sizeof(b)), money(amount, c3, sizeof(c3)), phrase);
+			rc = isc_err_set(
+			    err, ISC_ECREDITS,
+			    "organisation %s has %s available; the cluster needs %s more to hold "
+			    "%s %s",
+			    e.org_name, money(available, a, sizeof(a)), money(need, b, sizeof(b)),
+			    money(amount, c3, sizeof(c3)), phrase);
 		else
-			rc = isc_err_set(err, ISC_ECREDITS,
-					 "organisation %s has %s available; the cluster needs %s %s",
-					 e.org_name, money(available, a, sizeof(a)), money(need, b, sizeof(b)),
-					 phrase);
+			rc = isc_err_set(
+			    err, ISC_ECREDITS,
+			    "organisation %s has %s available; the cluster needs %s %s", e.org_name,
+			    money(available, a, sizeof(a)), money(need, b, sizeof(b)), phrase);
 		goto out;
 	}
 	if ((rc = isc_project_money_get(s, e.project_id, &pm, err)))
 		goto out;
 	if (pm.has_budget && pm.remaining_micros < need) {
 		rc = isc_err_set(err, ISC_ECREDITS,
-				 "project %s has %s of its %s budget left; the cluster needs %s %s",
-				 e.project_name ? e.project_name : e.project_id,
-				 money(pm.remaining_micros, a, sizeof(a)),
-				 money(pm.budget_micros, c3, sizeof(c3)), money(need, b, sizeof(b)), phrase);
+		                 "project %s has %s of its %s budget left; the cluster needs %s %s",
+		                 e.project_name ? e.project_name : e.project_id,
+		                 money(pm.remaining_micros, a, sizeof(a)),
+		                 money(pm.budget_micros, c3, sizeof(c3)), money(need, b, sizeof(b)),
+		                 phrase);
 		goto out;
 	}
 	row.org_id = e.org_id;
@@ -282,20 +293,20 @@ out:
 }
 
 int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-			int64_t amount_micros, struct isc_err *err)
+                        int64_t amount_micros, struct isc_err *err)
 {
 	return hold(s, experiment_id, cluster_id, amount_micros, 0, err);
 }
 
 int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-		      int64_t window_amount_micros, struct isc_err *err)
+                      int64_t window_amount_micros, struct isc_err *err)
 {
 	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, err);
 }
 
 /* Appends a release of min(amount, held) for the experiment; amount < 0 releases everything. */
 static int release_held(struct isc_store *s, const struct isc_experiment *e, const char *cluster_id,
-			int64_t amount, const char *note, struct isc_err *err)
+                        int64_t amount, const char *note, struct isc_err *err)
 {
 	struct isc_ledger_row row = {0};
 	int64_t held;
@@ -343,22 +354,23 @@ static int check_charge(const struct isc_charge *c, struct isc_err *err)
 	if (!c->node_instance_id || !*c->node_instance_id)
 		return isc_err_set(err, ISC_EINVALID, "a charge needs a node instance id");
 	if (c->price_micros < 0 || c->price_micros > ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "node price %lld micros per hour is out of range",
-				   (long long)c->price_micros);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "node price %lld micros per hour is out of range",
+		                   (long long)c->price_micros);
 	if (c->period_start_ms < 0 || c->period_end_ms <= c->period_start_ms)
 		return isc_err_set(err, ISC_EINVALID,
-				   "charge period [%lld, %lld) ms is empty or reversed",
-				   (long long)c->period_start_ms, (long long)c->period_end_ms);
+		                   "charge period [%lld, %lld) ms is empty or reversed",
+		                   (long long)c->period_start_ms, (long long)c->period_end_ms);
 	if (c->billing != ISC_BILLING_CREDITS && c->billing != ISC_BILLING_BYO)
 		return isc_err_set(err, ISC_EINVALID, "unknown billing %d", (int)c->billing);
 	if (isc_credits_cost_micros(c->price_micros, c->period_end_ms - c->period_start_ms) < 0)
 		return isc_err_set(err, ISC_EINVALID, "charge for node %s is implausibly large",
-				   c->node_instance_id);
+		                   c->node_instance_id);
 	return 0;
 }
 
 int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge *c,
-				   int64_t *charged_micros, struct isc_err *err)
+                                   int64_t *charged_micros, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	struct isc_cluster cl = {0};
@@ -378,10 +390,10 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 		if ((rc = isc_store_cluster_get(s, c->cluster_id, &cl, err)))
 			goto out;
 		if (billing_of_account(cl.account) != c->billing) {
-			rc = isc_err_set(err, ISC_EINVALID,
-					 "cluster %s is billed to %s, but the charge says %s", c->cluster_id,
-					 billing_name(billing_of_account(cl.account)),
-					 billing_name(c->billing));
+			rc = isc_err_set(
+			    err, ISC_EINVALID, "cluster %s is billed to %s, but the charge says %s",
+			    c->cluster_id, billing_name(billing_of_account(cl.account)),
+			    billing_name(c->billing));
 			goto out;
 		}
 	}
@@ -408,7 +420,8 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	if ((rc = isc_store_ledger_append(s, &row, err)))
 		goto out;
 	if (c->billing == ISC_BILLING_CREDITS &&
-	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, "consumed by a charge", err)))
+	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, "consumed by a charge",
+	                       err)))
 		goto out;
 	if ((rc = isc_store_ledger_node_mark(s, c->node_instance_id, c->period_end_ms, err)))
 		goto out;
@@ -433,7 +446,7 @@ int isc_credits_charge_node(struct isc_store *s, const struct isc_charge *c, str
 }
 
 int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, int64_t *micros,
-				struct isc_err *err)
+                                struct isc_err *err)
 {
 	if (!experiment_id || !*experiment_id)
 		return isc_err_set(err, ISC_EINVALID, "which experiment?");

@@ -32,19 +32,19 @@ struct isc_credit_balance {
 
 /* Adds credits to an org: 0 < amount <= ISC_MONEY_MAX_MICROS. note may be NULL. */
 int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
-		      const char *note, struct isc_err *err);
+                      const char *note, struct isc_err *err);
 /* A signed correction by finance (amount != 0, |amount| <= ISC_MONEY_MAX_MICROS); note required. */
 int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount_micros,
-		       const char *note, struct isc_err *err);
+                       const char *note, struct isc_err *err);
 int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_credit_balance *out,
-			struct isc_err *err);
+                        struct isc_err *err);
 
 /*
  * Sets a project's spending cap (amount_micros >= 0), or removes it with -1.
  * project is an id or a name within org_name.
  */
 int isc_project_set_budget(struct isc_store *s, const char *org_name, const char *project,
-			   int64_t amount_micros, struct isc_err *err);
+                           int64_t amount_micros, struct isc_err *err);
 
 /* Spend, holds and budget of one project (credits billing only). */
 struct isc_project_money {
@@ -54,12 +54,12 @@ struct isc_project_money {
 	int64_t reserved_micros;
 	int64_t remaining_micros; /* budget - spent - reserved; meaningless without a budget */
 };
-int isc_project_money_get(struct isc_store *s, const char *project_id, struct isc_project_money *out,
-			  struct isc_err *err);
+int isc_project_money_get(struct isc_store *s, const char *project_id,
+                          struct isc_project_money *out, struct isc_err *err);
 
 /* ISC_BILLING_BYO when the cluster runs on an org's own cloud key (account != "default"). */
 int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enum isc_billing *out,
-				struct isc_err *err);
+                                struct isc_err *err);
 
 /*
  * Holds amount_micros (> 0) of the org's credits for the experiment. In one
@@ -69,7 +69,7 @@ int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enu
  * names a BYO-billed cluster nothing is reserved and 0 is returned.
  */
 int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-			int64_t amount_micros, struct isc_err *err);
+                        int64_t amount_micros, struct isc_err *err);
 /* Releases everything the experiment still holds (a no-op when it holds nothing). */
 int isc_credits_release(struct isc_store *s, const char *experiment_id, struct isc_err *err);
 /*
@@ -79,7 +79,7 @@ int isc_credits_release(struct isc_store *s, const char *experiment_id, struct i
  * stops the experiment. A BYO-billed cluster always succeeds without a hold.
  */
 int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-		      int64_t window_amount_micros, struct isc_err *err);
+                      int64_t window_amount_micros, struct isc_err *err);
 
 /* One node's usage for a period, as the broker meters it each tick. */
 struct isc_charge {
@@ -89,9 +89,9 @@ struct isc_charge {
 	int64_t price_micros;         /* per node-hour, the snapshot taken at launch; >= 0 */
 	const char *provider;         /* e.g. "aws" */
 	const char *shape_id;
-	int64_t period_start_ms;      /* [start, end) in ms since the epoch, end > start */
+	int64_t period_start_ms; /* [start, end) in ms since the epoch, end > start */
 	int64_t period_end_ms;
-	enum isc_billing billing;     /* must match the cluster's account when cluster_id is known */
+	enum isc_billing billing; /* must match the cluster's account when cluster_id is known */
 };
 
 /*
@@ -106,13 +106,14 @@ struct isc_charge {
 int isc_credits_charge_node(struct isc_store *s, const struct isc_charge *c, struct isc_err *err);
 /* The same, reporting what was written (0 when the period had been charged already). */
 int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge *c,
-				   int64_t *charged_micros, struct isc_err *err);
+                                   int64_t *charged_micros, struct isc_err *err);
 
 /* ceil(price_micros x duration_ms / 3,600,000) with 128-bit intermediates; -1 if out of range. */
 int64_t isc_credits_cost_micros(int64_t price_micros_per_hour, int64_t duration_ms);
 
-/* Everything the experiment's nodes were charged so far (credits and BYO), for `isc experiments`. */
+/* Everything the experiment's nodes were charged so far (credits and BYO), for `isc experiments`.
+ */
 int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, int64_t *micros,
-				struct isc_err *err);
+                                struct isc_err *err);
 
 #endif

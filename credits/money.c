@@ -14,15 +14,18 @@ int isc_money_parse(const char *text, int64_t *micros, struct isc_err *err)
 	int int_digits = 0, frac_digits = 0;
 
 	if (!text || !*text)
-		return isc_err_set(err, ISC_EINVALID, "empty amount: expected dollars such as 1500 or 12.50");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "empty amount: expected dollars such as 1500 or 12.50");
 	if (*p == '-')
-		return isc_err_set(err, ISC_EINVALID, "amount '%s' is negative: it must be positive", text);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "amount '%s' is negative: it must be positive", text);
 	if (*p == '$')
 		p++;
 	for (; *p >= '0' && *p <= '9'; p++) {
 		if (whole > ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR)
-			return isc_err_set(err, ISC_EINVALID, "amount '%.40s' is too large (at most $%lld)",
-					   text, (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+			return isc_err_set(
+			    err, ISC_EINVALID, "amount '%.40s' is too large (at most $%lld)", text,
+			    (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 		whole = whole * 10 + (*p - '0');
 		int_digits++;
 	}
@@ -30,25 +33,29 @@ int isc_money_parse(const char *text, int64_t *micros, struct isc_err *err)
 		for (p++; *p >= '0' && *p <= '9'; p++) {
 			if (++frac_digits > 6)
 				return isc_err_set(err, ISC_EINVALID,
-						   "amount '%.40s' has more than 6 decimals (a micro-dollar is the "
-						   "smallest unit)", text);
+				                   "amount '%.40s' has more than 6 decimals (a "
+				                   "micro-dollar is the "
+				                   "smallest unit)",
+				                   text);
 			frac = frac * 10 + (*p - '0');
 		}
 		if (frac_digits == 0)
-			return isc_err_set(err, ISC_EINVALID, "amount '%.40s' has no digits after the '.'",
-					   text);
+			return isc_err_set(err, ISC_EINVALID,
+			                   "amount '%.40s' has no digits after the '.'", text);
 	}
 	if (*p || int_digits + frac_digits == 0)
-		return isc_err_set(err, ISC_EINVALID,
-				   "malformed amount '%.40s': expected dollars such as 1500 or 12.50", text);
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "malformed amount '%.40s': expected dollars such as 1500 or 12.50", text);
 	if (int_digits == 0)
-		return isc_err_set(err, ISC_EINVALID, "malformed amount '%.40s': write 0%s", text, text);
+		return isc_err_set(err, ISC_EINVALID, "malformed amount '%.40s': write 0%s", text,
+		                   text);
 	for (int i = frac_digits; i < 6; i++)
 		frac *= 10;
 	if (whole > ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR ||
 	    whole * ISC_MICROS_PER_DOLLAR + frac > ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "amount '%.40s' is too large (at most $%lld)", text,
-				   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+		return isc_err_set(err, ISC_EINVALID, "amount '%.40s' is too large (at most $%lld)",
+		                   text, (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	*micros = whole * ISC_MICROS_PER_DOLLAR + frac;
 	return 0;
 }
@@ -68,8 +75,8 @@ char *isc_money_format(int64_t micros, int min_decimals, char *out, size_t size)
 	while (decimals > min_decimals && frac[decimals - 1] == '0')
 		decimals--;
 	frac[decimals] = '\0';
-	snprintf(out, size, "%s%llu%s%s", micros < 0 ? "-" : "", (unsigned long long)(mag / 1000000),
-		 decimals ? "." : "", frac);
+	snprintf(out, size, "%s%llu%s%s", micros < 0 ? "-" : "",
+	         (unsigned long long)(mag / 1000000), decimals ? "." : "", frac);
 	return out;
 }
 
@@ -109,11 +116,12 @@ int isc_date_parse(const char *text, int64_t *ms, struct isc_err *err)
 	if (m < 1 || m > 12)
 		return isc_err_set(err, ISC_EINVALID, "date '%s' has no month %d", text, m);
 	if (d < 1 || d > days_in_month(y, m))
-		return isc_err_set(err, ISC_EINVALID, "date '%s' does not exist (month %d has %d days)",
-				   text, m, days_in_month(y, m));
+		return isc_err_set(err, ISC_EINVALID,
+		                   "date '%s' does not exist (month %d has %d days)", text, m,
+		                   days_in_month(y, m));
 	*ms = days_from_civil(y, m, d) * ISC_MS_PER_DAY;
 	return 0;
 bad:
 	return isc_err_set(err, ISC_EINVALID, "malformed date '%.40s': expected YYYY-MM-DD (UTC)",
-			   text ? text : "");
+	                   text ? text : "");
 }

@@ -25,9 +25,10 @@ int isc_spend_by_parse(const char *text, enum isc_spend_by *out, struct isc_err 
 			*out = (enum isc_spend_by)i;
 			return 0;
 		}
-	return isc_err_set(err, ISC_EINVALID,
-			   "cannot group spend by '%.40s': use project, experiment, provider, shape or day",
-			   text ? text : "");
+	return isc_err_set(
+	    err, ISC_EINVALID,
+	    "cannot group spend by '%.40s': use project, experiment, provider, shape or day",
+	    text ? text : "");
 }
 
 int isc_spend_format_parse(const char *text, enum isc_spend_format *out, struct isc_err *err)
@@ -39,8 +40,9 @@ int isc_spend_format_parse(const char *text, enum isc_spend_format *out, struct 
 	else if (text && strcmp(text, "json") == 0)
 		*out = ISC_SPEND_JSON;
 	else
-		return isc_err_set(err, ISC_EINVALID, "unknown format '%.40s': use table, csv or json",
-				   text ? text : "");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "unknown format '%.40s': use table, csv or json",
+		                   text ? text : "");
 	return 0;
 }
 
@@ -59,7 +61,8 @@ int isc_csv_field(struct isc_buf *out, const char *field)
 	size_t len = strlen(field);
 	int rc;
 
-	if (strpbrk(field, ",\"\r\n") == NULL && !(len && (field[0] == ' ' || field[len - 1] == ' ')))
+	if (strpbrk(field, ",\"\r\n") == NULL &&
+	    !(len && (field[0] == ' ' || field[len - 1] == ' ')))
 		return isc_buf_puts(out, field);
 	if ((rc = isc_buf_putc(out, '"')))
 		return rc;
@@ -75,24 +78,25 @@ static int has_id(enum isc_spend_by by)
 }
 
 static int csv_row(struct isc_buf *out, enum isc_spend_by by, const char *key, const char *id,
-		   int64_t micros)
+                   int64_t micros)
 {
 	char amount[40];
 	int rc = isc_csv_field(out, key);
 	if (!rc && has_id(by) && !(rc = isc_buf_putc(out, ',')))
 		rc = isc_csv_field(out, id ? id : "");
 	if (!rc)
-		rc = isc_buf_printf(out, ",%s,%lld\r\n", isc_money_format(micros, 6, amount, sizeof(amount)),
-				    (long long)micros);
+		rc = isc_buf_printf(out, ",%s,%lld\r\n",
+		                    isc_money_format(micros, 6, amount, sizeof(amount)),
+		                    (long long)micros);
 	return rc;
 }
 
 static int render_csv(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
-		      int64_t total, struct isc_buf *out)
+                      int64_t total, struct isc_buf *out)
 {
 	const char *name = isc_spend_by_name(by);
 	int rc = has_id(by) ? isc_buf_printf(out, "%s,%s_id,amount,amount_micros\r\n", name, name)
-			    : isc_buf_printf(out, "%s,amount,amount_micros\r\n", name);
+	                    : isc_buf_printf(out, "%s,amount,amount_micros\r\n", name);
 	for (size_t i = 0; !rc && i < n; i++)
 		rc = csv_row(out, by, rows[i].key, rows[i].id, rows[i].amount_micros);
 	if (!rc)
@@ -101,7 +105,7 @@ static int render_csv(const struct isc_spend_row *rows, size_t n, enum isc_spend
 }
 
 static int render_json(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
-		       int64_t total, struct isc_buf *out)
+                       int64_t total, struct isc_buf *out)
 {
 	json_t *root = json_object(), *arr = json_array();
 	char amount[40], *text;
@@ -116,16 +120,19 @@ static int render_json(const struct isc_spend_row *rows, size_t n, enum isc_spen
 			goto oom;
 		json_object_set_new(o, "key", json_string(rows[i].key));
 		if (has_id(by))
-			json_object_set_new(o, "id", rows[i].id ? json_string(rows[i].id) : json_null());
+			json_object_set_new(o, "id",
+			                    rows[i].id ? json_string(rows[i].id) : json_null());
 		json_object_set_new(o, "amount_micros", json_integer(rows[i].amount_micros));
-		json_object_set_new(o, "amount", json_string(isc_money_format(rows[i].amount_micros, 6,
-									       amount, sizeof(amount))));
+		json_object_set_new(o, "amount",
+		                    json_string(isc_money_format(rows[i].amount_micros, 6, amount,
+		                                                 sizeof(amount))));
 		json_array_append_new(arr, o);
 	}
 	json_object_set_new(root, "rows", arr);
 	arr = NULL;
 	json_object_set_new(root, "total_micros", json_integer(total));
-	json_object_set_new(root, "total", json_string(isc_money_format(total, 6, amount, sizeof(amount))));
+	json_object_set_new(root, "total",
+	                    json_string(isc_money_format(total, 6, amount, sizeof(amount))));
 	text = json_dumps(root, JSON_INDENT(2));
 	json_decref(root);
 	if (!text)
@@ -142,12 +149,13 @@ oom:
 }
 
 static int render_table(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
-			int64_t total, struct isc_buf *out)
+                        int64_t total, struct isc_buf *out)
 {
 	char amount[40], head[16];
 	int width, rc;
 
-	snprintf(head, sizeof(head), "%s", by == ISC_SPEND_BY_DAY ? "day (utc)" : isc_spend_by_name(by));
+	snprintf(head, sizeof(head), "%s",
+	         by == ISC_SPEND_BY_DAY ? "day (utc)" : isc_spend_by_name(by));
 	for (char *p = head; *p; p++)
 		if (*p >= 'a' && *p <= 'z')
 			*p = (char)(*p - 'a' + 'A');
@@ -159,16 +167,17 @@ static int render_table(const struct isc_spend_row *rows, size_t n, enum isc_spe
 		width = 60;
 	rc = isc_buf_printf(out, "%-*s %18s\n", width, head, "AMOUNT (USD)");
 	for (size_t i = 0; !rc && i < n; i++)
-		rc = isc_buf_printf(out, "%-*s %18s\n", width, rows[i].key,
-				    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
+		rc = isc_buf_printf(
+		    out, "%-*s %18s\n", width, rows[i].key,
+		    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
 	if (!rc)
 		rc = isc_buf_printf(out, "%-*s %18s\n", width, "TOTAL",
-				    isc_money_format(total, 6, amount, sizeof(amount)));
+		                    isc_money_format(total, 6, amount, sizeof(amount)));
 	return rc;
 }
 
 int isc_spend_render(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
-		     enum isc_spend_format format, struct isc_buf *out, struct isc_err *err)
+                     enum isc_spend_format format, struct isc_buf *out, struct isc_err *err)
 {
 	int64_t total = 0;
 	int rc = isc_spend_total(rows, n, &total, err);
@@ -190,5 +199,6 @@ int isc_spend_render(const struct isc_spend_row *rows, size_t n, enum isc_spend_
 	default:
 		return isc_err_set(err, ISC_EINVALID, "unknown spend format");
 	}
-	return rc ? isc_err_set(err, rc, "rendering the spend report: out of memory or too large") : 0;
+	return rc ? isc_err_set(err, rc, "rendering the spend report: out of memory or too large")
+	          : 0;
 }

@@ -19,11 +19,12 @@ const char *isc_spend_by_name(enum isc_spend_by by);
 int isc_spend_format_parse(const char *text, enum isc_spend_format *out, struct isc_err *err);
 
 /* Exact sum of the rows; ISC_EINVALID on int64 overflow. */
-int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total, struct isc_err *err);
+int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total,
+                    struct isc_err *err);
 
 /* Appends the report to out. */
 int isc_spend_render(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
-		     enum isc_spend_format format, struct isc_buf *out, struct isc_err *err);
+                     enum isc_spend_format format, struct isc_buf *out, struct isc_err *err);
 
 /* Appends one CSV field, quoted when it holds a comma, quote, CR, LF or edge spaces. */
 int isc_csv_field(struct isc_buf *out, const char *field);

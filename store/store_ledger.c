@@ -17,16 +17,17 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 		sqlite3_bind_null(st, i);
 }
 
-int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r, struct isc_err *err)
+int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
+                            struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(
-		s,
-		"INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, cluster_id, "
-		"node_instance_id, kind, amount_micros, price_micros, provider, shape_id, "
-		"period_start_ms, period_end_ms, note, billing) "
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		&st, err);
+	    s,
+	    "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, cluster_id, "
+	    "node_instance_id, kind, amount_micros, price_micros, provider, shape_id, "
+	    "period_start_ms, period_end_ms, note, billing) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, isc_store_now_ms());
@@ -61,7 +62,7 @@ int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
 
 /* Runs a one-row query of up to two integer columns with one text or integer parameter. */
 static int sum_query(struct isc_store *s, const char *sql, const char *text_arg, int64_t int_arg,
-		     int64_t *a, int64_t *b, const char *what, struct isc_err *err)
+                     int64_t *a, int64_t *b, const char *what, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(s, sql, &st, err);
@@ -93,51 +94,54 @@ static int sum_query(struct isc_store *s, const char *sql, const char *text_arg,
 	"WHEN 'release' THEN -amount_micros ELSE 0 END), 0)"
 
 int isc_store_ledger_org_sums(struct isc_store *s, int64_t org_id, int64_t *balance_micros,
-			      int64_t *reserved_micros, struct isc_err *err)
+                              int64_t *reserved_micros, struct isc_err *err)
 {
 	return sum_query(s,
-			 "SELECT " SUM_BALANCE ", " SUM_RESERVED
-			 " FROM ledger WHERE org_id = ? AND billing = 'credits'",
-			 NULL, org_id, balance_micros, reserved_micros, "summing an organisation's ledger",
-			 err);
+	                 "SELECT " SUM_BALANCE ", " SUM_RESERVED
+	                 " FROM ledger WHERE org_id = ? AND billing = 'credits'",
+	                 NULL, org_id, balance_micros, reserved_micros,
+	                 "summing an organisation's ledger", err);
 }
 
-int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id, int64_t *spent_micros,
-				  int64_t *reserved_micros, struct isc_err *err)
+int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id,
+                                  int64_t *spent_micros, int64_t *reserved_micros,
+                                  struct isc_err *err)
 {
-	return sum_query(s,
-			 "SELECT COALESCE(SUM(CASE kind WHEN 'charge' THEN amount_micros ELSE 0 END), 0), "
-			 SUM_RESERVED " FROM ledger WHERE project_id = ? AND billing = 'credits' "
-			 "AND kind IN ('charge', 'reserve', 'release')",
-			 project_id, 0, spent_micros, reserved_micros, "summing a project's ledger", err);
+	return sum_query(
+	    s,
+	    "SELECT COALESCE(SUM(CASE kind WHEN 'charge' THEN amount_micros ELSE 0 END), "
+	    "0), " SUM_RESERVED " FROM ledger WHERE project_id = ? AND billing = 'credits' "
+	    "AND kind IN ('charge', 'reserve', 'release')",
+	    project_id, 0, spent_micros, reserved_micros, "summing a project's ledger", err);
 }
 
 int isc_store_ledger_experiment_held(struct isc_store *s, const char *experiment_id,
-				     int64_t *held_micros, struct isc_err *err)
+                                     int64_t *held_micros, struct isc_err *err)
 {
 	return sum_query(s,
-			 "SELECT " SUM_RESERVED " FROM ledger WHERE experiment_id = ? "
-			 "AND kind IN ('reserve', 'release') AND billing = 'credits'",
-			 experiment_id, 0, held_micros, NULL, "summing an experiment's holds", err);
+	                 "SELECT " SUM_RESERVED " FROM ledger WHERE experiment_id = ? "
+	                 "AND kind IN ('reserve', 'release') AND billing = 'credits'",
+	                 experiment_id, 0, held_micros, NULL, "summing an experiment's holds", err);
 }
 
 int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment_id,
-				     int64_t *cost_micros, struct isc_err *err)
+                                     int64_t *cost_micros, struct isc_err *err)
 {
 	return sum_query(s,
-			 "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger "
-			 "WHERE experiment_id = ? AND kind = 'charge'",
-			 experiment_id, 0, cost_micros, NULL, "summing an experiment's charges", err);
+	                 "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger "
+	                 "WHERE experiment_id = ? AND kind = 'charge'",
+	                 experiment_id, 0, cost_micros, NULL, "summing an experiment's charges",
+	                 err);
 }
 
 int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
-					int64_t *until_ms, int *found, struct isc_err *err)
+                                        int64_t *until_ms, int *found, struct isc_err *err)
 {
 	int64_t n = 0, until = 0;
 	int rc = sum_query(s,
-			   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM ledger "
-			   "WHERE node_instance_id = ? AND kind = 'charge'",
-			   instance_id, 0, &n, &until, "reading a node's charges", err);
+	                   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM ledger "
+	                   "WHERE node_instance_id = ? AND kind = 'charge'",
+	                   instance_id, 0, &n, &until, "reading a node's charges", err);
 	if (rc)
 		return rc;
 	*found = n > 0;
@@ -146,13 +150,13 @@ int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instanc
 }
 
 int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int64_t until_ms,
-			       struct isc_err *err)
+                               struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(s,
-				   "UPDATE nodes SET charged_until_ms = ?1 WHERE instance_id = ?2 "
-				   "AND (charged_until_ms IS NULL OR charged_until_ms < ?1)",
-				   &st, err);
+	                           "UPDATE nodes SET charged_until_ms = ?1 WHERE instance_id = ?2 "
+	                           "AND (charged_until_ms IS NULL OR charged_until_ms < ?1)",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, until_ms);
@@ -163,10 +167,11 @@ int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int
 }
 
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
-				 int64_t budget_micros, struct isc_err *err)
+                                 int64_t budget_micros, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "UPDATE projects SET budget_micros = ? WHERE id = ?", &st, err);
+	int rc =
+	    isc_store_prepare(s, "UPDATE projects SET budget_micros = ? WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
 	if (has_budget)
@@ -193,15 +198,15 @@ void isc_spend_rows_free(struct isc_spend_row *rows, size_t n)
 }
 
 int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
-			   struct isc_spend_row **out, size_t *n, struct isc_err *err)
+                           struct isc_spend_row **out, size_t *n, struct isc_err *err)
 {
 	/* Key expression, id expression; one per isc_spend_by, in order. */
 	static const char *const group[][2] = {
-		{"COALESCE(p.name, '(no project)')", "l.project_id"},
-		{"COALESCE(e.name, l.experiment_id, '(no experiment)')", "l.experiment_id"},
-		{"COALESCE(l.provider, '')", "NULL"},
-		{"COALESCE(l.shape_id, '')", "NULL"},
-		{"strftime('%Y-%m-%d', l.period_start_ms / 1000, 'unixepoch')", "NULL"},
+	    {"COALESCE(p.name, '(no project)')", "l.project_id"},
+	    {"COALESCE(e.name, l.experiment_id, '(no experiment)')", "l.experiment_id"},
+	    {"COALESCE(l.provider, '')", "NULL"},
+	    {"COALESCE(l.shape_id, '')", "NULL"},
+	    {"strftime('%Y-%m-%d', l.period_start_ms / 1000, 'unixepoch')", "NULL"},
 	};
 	struct isc_spend_row *rows = NULL;
 	sqlite3_stmt *st;
@@ -211,19 +216,18 @@ int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
 
 	if ((unsigned)q->by >= sizeof(group) / sizeof(group[0]))
 		return isc_err_set(err, ISC_EINVALID, "unknown spend grouping");
-	sql = sqlite3_mprintf(
-		"SELECT %s AS k, %s AS i, SUM(l.amount_micros) FROM ledger l "
-		"JOIN orgs o ON o.id = l.org_id "
-		"LEFT JOIN projects p ON p.id = l.project_id "
-		"LEFT JOIN experiments e ON e.id = l.experiment_id "
-		"WHERE l.kind = 'charge' "
-		"AND (?1 IS NULL OR o.name = ?1) "
-		"AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
-		"AND (?3 IS NULL OR l.period_start_ms >= ?3) "
-		"AND (?4 IS NULL OR l.period_start_ms <= ?4) "
-		"AND (?5 IS NULL OR l.billing = ?5) "
-		"GROUP BY k, i ORDER BY k, i",
-		group[q->by][0], group[q->by][1]);
+	sql = sqlite3_mprintf("SELECT %s AS k, %s AS i, SUM(l.amount_micros) FROM ledger l "
+	                      "JOIN orgs o ON o.id = l.org_id "
+	                      "LEFT JOIN projects p ON p.id = l.project_id "
+	                      "LEFT JOIN experiments e ON e.id = l.experiment_id "
+	                      "WHERE l.kind = 'charge' "
+	                      "AND (?1 IS NULL OR o.name = ?1) "
+	                      "AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
+	                      "AND (?3 IS NULL OR l.period_start_ms >= ?3) "
+	                      "AND (?4 IS NULL OR l.period_start_ms <= ?4) "
+	                      "AND (?5 IS NULL OR l.billing = ?5) "
+	                      "GROUP BY k, i ORDER BY k, i",
+	                      group[q->by][0], group[q->by][1]);
 	if (!sql)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	rc = isc_store_prepare(s, sql, &st, err);

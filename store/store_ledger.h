@@ -17,45 +17,48 @@
 
 struct isc_ledger_row {
 	int64_t org_id;
-	const char *project_id;       /* NULL for org-level rows (grants) */
-	const char *experiment_id;    /* NULL unless the row is about an experiment */
+	const char *project_id;    /* NULL for org-level rows (grants) */
+	const char *experiment_id; /* NULL unless the row is about an experiment */
 	const char *cluster_id;
 	const char *node_instance_id; /* charges only */
 	const char *kind;             /* grant reserve release charge refund adjustment */
 	const char *billing;          /* "credits" or "byo" */
 	int64_t amount_micros;
-	int has_price;                /* charges: price_micros is the node-hour snapshot */
+	int has_price; /* charges: price_micros is the node-hour snapshot */
 	int64_t price_micros;
 	const char *provider, *shape_id;
 	int has_period;
 	int64_t period_start_ms, period_end_ms;
-	const char *note;             /* NULL: "" */
+	const char *note; /* NULL: "" */
 };
 
-int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r, struct isc_err *err);
+int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
+                            struct isc_err *err);
 
-/* Credits rows of one org: balance = grants + refunds + adjustments - charges; reserved = reserves - releases. */
+/* Credits rows of one org: balance = grants + refunds + adjustments - charges; reserved = reserves
+ * - releases. */
 int isc_store_ledger_org_sums(struct isc_store *s, int64_t org_id, int64_t *balance_micros,
-			      int64_t *reserved_micros, struct isc_err *err);
+                              int64_t *reserved_micros, struct isc_err *err);
 /* Credits rows of one project: charges, and reserves - releases. */
-int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id, int64_t *spent_micros,
-				  int64_t *reserved_micros, struct isc_err *err);
+int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id,
+                                  int64_t *spent_micros, int64_t *reserved_micros,
+                                  struct isc_err *err);
 /* What an experiment still holds (credits reserves - releases). */
 int isc_store_ledger_experiment_held(struct isc_store *s, const char *experiment_id,
-				     int64_t *held_micros, struct isc_err *err);
+                                     int64_t *held_micros, struct isc_err *err);
 /* All charges of an experiment, credits and byo. */
 int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment_id,
-				     int64_t *cost_micros, struct isc_err *err);
+                                     int64_t *cost_micros, struct isc_err *err);
 /* The end of the latest charged period of a node; *found 0 when never charged. */
 int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
-					int64_t *until_ms, int *found, struct isc_err *err);
+                                        int64_t *until_ms, int *found, struct isc_err *err);
 /* Keeps nodes.charged_until_ms in step with the ledger (no-op for unknown nodes). */
 int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int64_t until_ms,
-			       struct isc_err *err);
+                               struct isc_err *err);
 
 /* has_budget 0: no cap (NULL). */
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
-				 int64_t budget_micros, struct isc_err *err);
+                                 int64_t budget_micros, struct isc_err *err);
 
 /* The spend report: charges grouped by one key. */
 enum isc_spend_by {
@@ -67,24 +70,24 @@ enum isc_spend_by {
 };
 
 struct isc_spend_query {
-	const char *org_name;   /* NULL: every org */
-	const char *project;    /* id or name; NULL: every project */
+	const char *org_name; /* NULL: every org */
+	const char *project;  /* id or name; NULL: every project */
 	int has_from, has_to;
-	int64_t from_ms;        /* inclusive, on period_start_ms */
-	int64_t to_ms;          /* inclusive */
+	int64_t from_ms; /* inclusive, on period_start_ms */
+	int64_t to_ms;   /* inclusive */
 	enum isc_spend_by by;
-	const char *billing;    /* "credits", "byo", or NULL for both */
+	const char *billing; /* "credits", "byo", or NULL for both */
 };
 
 struct isc_spend_row {
-	char *key;  /* project or experiment name, provider, shape id, YYYY-MM-DD (UTC) */
-	char *id;   /* project or experiment id; NULL for the other keys */
+	char *key; /* project or experiment name, provider, shape id, YYYY-MM-DD (UTC) */
+	char *id;  /* project or experiment id; NULL for the other keys */
 	int64_t amount_micros;
 };
 
 /* Rows ordered by key; the sum is exact (SQLite integer sums fail loudly on overflow). */
 int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
-			   struct isc_spend_row **out, size_t *n, struct isc_err *err);
+                           struct isc_spend_row **out, size_t *n, struct isc_err *err);
 void isc_spend_rows_free(struct isc_spend_row *rows, size_t n);
 
 #endif

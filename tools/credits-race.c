@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_PROCS 64
+#define MAX_PROCS         64
 #define NODE_PRICE_MICROS INT64_C(32770000) /* $32.77 per node-hour */
-#define PERIODS 10
+#define PERIODS           10
 
 static int checks_failed;
 
@@ -38,7 +38,8 @@ static void check(int ok, const char *fmt, long long a, long long b)
 }
 
 /* One racer: returns its number of successful reservations, or -1. */
-static int racer(const char *home, const char *exp_id, const char *exp0, int64_t amount, int ready_fd)
+static int racer(const char *home, const char *exp_id, const char *exp0, int64_t amount,
+                 int ready_fd)
 {
 	struct isc_store *s;
 	struct isc_err err;
@@ -116,8 +117,10 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (!home || !org || !project || procs < 2 || procs > MAX_PROCS) {
-		fprintf(stderr, "usage: credits-race --home DIR --org ORG --project P [--procs 2..%d] "
-				"[--amount DOLLARS]\n", MAX_PROCS);
+		fprintf(stderr,
+		        "usage: credits-race --home DIR --org ORG --project P [--procs 2..%d] "
+		        "[--amount DOLLARS]\n",
+		        MAX_PROCS);
 		return 2;
 	}
 	if (isc_money_parse(amount_text, &amount, &err) || amount == 0) {
@@ -153,8 +156,8 @@ int main(int argc, char **argv)
 			goto fail;
 	}
 	/* The charged experiment holds exactly what its node will cost, as the broker would. */
-	if (isc_credits_reserve(s, ids[procs], NULL, PERIODS * isc_credits_cost_micros(NODE_PRICE_MICROS, 60000),
-				&err))
+	if (isc_credits_reserve(s, ids[procs], NULL,
+	                        PERIODS * isc_credits_cost_micros(NODE_PRICE_MICROS, 60000), &err))
 		goto fail;
 	isc_store_free(s);
 	s = NULL;
@@ -182,7 +185,8 @@ int main(int argc, char **argv)
 	close(fds[1]); /* all racers start now */
 	for (int i = 0; i < procs; i++) {
 		int status;
-		if (waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) == 255)
+		if (waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) == 255)
 			broken++;
 		else
 			total += WEXITSTATUS(status);
@@ -200,8 +204,8 @@ int main(int argc, char **argv)
 	      after.reserved_micros, after.balance_micros);
 	check(after.reserved_micros - before.reserved_micros == (int64_t)total * amount,
 	      "new holds %lld micros = successful reservations x amount (%lld; the charges used "
-	      "up their own hold)", after.reserved_micros - before.reserved_micros,
-	      (long long)total * amount);
+	      "up their own hold)",
+	      after.reserved_micros - before.reserved_micros, (long long)total * amount);
 	/* Each one-minute charge rounds up on its own: 10 x ceil(546166.67) micros. */
 	check(cost == PERIODS * isc_credits_cost_micros(NODE_PRICE_MICROS, 60000),
 	      "node charged %lld micros = each of ten minutes once (%lld)", cost,
@@ -211,7 +215,8 @@ int main(int argc, char **argv)
 	      before.balance_micros - cost);
 	/* Every racer retried until refused, so the credits left are less than one more hold. */
 	check(after.available_micros >= 0 && after.available_micros < amount,
-	      "available %lld micros is under one reservation (%lld)", after.available_micros, amount);
+	      "available %lld micros is under one reservation (%lld)", after.available_micros,
+	      amount);
 	printf("credits-race: %d reservations by %d processes, %d checks failed\n", total, procs,
 	       checks_failed);
 	return checks_failed ? 1 : 0;

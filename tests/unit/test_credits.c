@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define USD(d) ((int64_t)(d) * INT64_C(1000000))
+#define USD(d) ((int64_t)(d)*INT64_C(1000000))
 
 struct fixture {
 	char dir[64];
@@ -65,7 +65,8 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void add_experiment(struct fixture *f, const char *id, const char *project_id, int64_t org_id)
+static void add_experiment(struct fixture *f, const char *id, const char *project_id,
+                           int64_t org_id)
 {
 	struct isc_experiment e = {0};
 	struct isc_err err;
@@ -81,7 +82,7 @@ static void add_experiment(struct fixture *f, const char *id, const char *projec
 }
 
 static void add_cluster(struct fixture *f, const char *id, const char *exp, const char *account,
-			int nnodes, int64_t price_micros)
+                        int nnodes, int64_t price_micros)
 {
 	struct isc_cluster c = {0};
 	struct isc_err err;
@@ -103,8 +104,9 @@ static int64_t ledger_rows(struct fixture *f)
 {
 	sqlite3_stmt *st;
 	int64_t n;
-	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->s), "SELECT COUNT(*) FROM ledger", -1, &st, NULL),
-			 SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_prepare_v2(isc_store_db(f->s), "SELECT COUNT(*) FROM ledger", -1, &st, NULL),
+	    SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	n = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
@@ -121,7 +123,7 @@ static struct isc_credit_balance balance(struct fixture *f)
 }
 
 static struct isc_charge charge(const char *exp, const char *node, int64_t price, int64_t start,
-				int64_t end)
+                                int64_t end)
 {
 	struct isc_charge c = {0};
 	c.experiment_id = exp;
@@ -143,18 +145,29 @@ static void test_money_parse(void **state)
 		const char *text;
 		int64_t micros;
 	} good[] = {
-		{"1500", USD(1500)}, {"12.50", 12500000}, {"0.000001", 1}, {"$3", USD(3)},
-		{"0", 0}, {"1000000000", INT64_C(1000000000000000)}, {"0.1", 100000},
+	    {"1500", USD(1500)},
+	    {"12.50", 12500000},
+	    {"0.000001", 1},
+	    {"$3", USD(3)},
+	    {"0", 0},
+	    {"1000000000", INT64_C(1000000000000000)},
+	    {"0.1", 100000},
 	};
 	static const struct {
 		const char *text, *says;
 	} bad[] = {
-		{"-5", "negative"},	    {"1.2345678", "more than 6 decimals"},
-		{"abc", "malformed"},	    {"1e3", "malformed"},
-		{"", "empty"},		    {"1.", "no digits after"},
-		{".5", "write 0.5"},	    {"1000000000.000001", "too large"},
-		{"99999999999999999999", "too large"}, {"1,000", "malformed"},
-		{" 5", "malformed"},	    {"+5", "malformed"},
+	    {"-5", "negative"},
+	    {"1.2345678", "more than 6 decimals"},
+	    {"abc", "malformed"},
+	    {"1e3", "malformed"},
+	    {"", "empty"},
+	    {"1.", "no digits after"},
+	    {".5", "write 0.5"},
+	    {"1000000000.000001", "too large"},
+	    {"99999999999999999999", "too large"},
+	    {"1,000", "malformed"},
+	    {" 5", "malformed"},
+	    {"+5", "malformed"},
 	};
 	struct isc_err err;
 	int64_t m;
@@ -166,7 +179,8 @@ static void test_money_parse(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(isc_money_parse(bad[i].text, &m, &err), ISC_EINVALID);
 		if (!strstr(err.msg, bad[i].says))
-			fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err.msg, bad[i].says);
+			fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err.msg,
+			         bad[i].says);
 	}
 }
 
@@ -180,7 +194,8 @@ static void test_money_format(void **state)
 	assert_string_equal(isc_money_format(12345678, 6, buf, sizeof(buf)), "12.345678");
 	assert_string_equal(isc_money_format(12345600, 2, buf, sizeof(buf)), "12.3456");
 	assert_string_equal(isc_money_format(0, 0, buf, sizeof(buf)), "0");
-	assert_string_equal(isc_money_format(INT64_MIN, 6, buf, sizeof(buf)), "-9223372036854.775808");
+	assert_string_equal(isc_money_format(INT64_MIN, 6, buf, sizeof(buf)),
+	                    "-9223372036854.775808");
 }
 
 static void test_dates(void **state)
@@ -223,7 +238,7 @@ static void test_grant_and_balance(void **state)
 	assert_int_equal(isc_credits_grant(f->s, "demo", -1, NULL, &err), ISC_EINVALID);
 	assert_int_equal(isc_credits_grant(f->s, "demo", 0, NULL, &err), ISC_EINVALID);
 	assert_int_equal(isc_credits_grant(f->s, "demo", ISC_MONEY_MAX_MICROS + 1, NULL, &err),
-			 ISC_EINVALID);
+	                 ISC_EINVALID);
 	assert_int_equal(isc_credits_grant(f->s, "nobody", 5, NULL, &err), ISC_ENOTFOUND);
 	assert_non_null(strstr(err.msg, "nobody"));
 	assert_int_equal(isc_credits_balance(f->s, "nobody", &b, &err), ISC_ENOTFOUND);
@@ -244,8 +259,9 @@ static void test_reserve_beyond_available(void **state)
 	assert_int_equal(isc_credits_grant(f->s, "demo", 12340000, NULL, &err), 0);
 	rows = ledger_rows(f);
 	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_a", USD(20), &err), ISC_ECREDITS);
-	assert_string_equal(err.msg,
-			    "organisation demo has $12.34 available; the cluster needs $20.00 for the next hour");
+	assert_string_equal(
+	    err.msg,
+	    "organisation demo has $12.34 available; the cluster needs $20.00 for the next hour");
 	assert_int_equal(ledger_rows(f), rows);
 	assert_int_equal(balance(f).reserved_micros, 0);
 
@@ -297,7 +313,8 @@ static void test_budget(void **state)
 	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, 1, &err), ISC_ECREDITS);
 
 	assert_int_equal(isc_project_set_budget(f->s, "demo", "nope", USD(1), &err), ISC_ENOTFOUND);
-	assert_int_equal(isc_project_set_budget(f->s, "nobody", "vision", USD(1), &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_project_set_budget(f->s, "nobody", "vision", USD(1), &err),
+	                 ISC_ENOTFOUND);
 	assert_int_equal(isc_project_set_budget(f->s, "demo", "vision", -2, &err), ISC_EINVALID);
 }
 
@@ -418,15 +435,16 @@ static void test_ledger_immutable(void **state)
 	char *msg = NULL;
 
 	assert_int_equal(isc_credits_grant(f->s, "demo", USD(1), NULL, &err), 0);
-	assert_int_not_equal(sqlite3_exec(isc_store_db(f->s), "UPDATE ledger SET amount_micros = 99000000",
-					  NULL, NULL, &msg),
-			     SQLITE_OK);
+	assert_int_not_equal(sqlite3_exec(isc_store_db(f->s),
+	                                  "UPDATE ledger SET amount_micros = 99000000", NULL, NULL,
+	                                  &msg),
+	                     SQLITE_OK);
 	assert_non_null(msg);
 	assert_non_null(strstr(msg, "immutable"));
 	sqlite3_free(msg);
 	msg = NULL;
-	assert_int_not_equal(sqlite3_exec(isc_store_db(f->s), "DELETE FROM ledger", NULL, NULL, &msg),
-			     SQLITE_OK);
+	assert_int_not_equal(
+	    sqlite3_exec(isc_store_db(f->s), "DELETE FROM ledger", NULL, NULL, &msg), SQLITE_OK);
 	sqlite3_free(msg);
 	assert_int_equal(balance(f).balance_micros, USD(1));
 	assert_int_equal(ledger_rows(f), 1);
@@ -481,8 +499,8 @@ static void test_byo(void **state)
 
 #define DAY1 INT64_C(1717200000000) /* 2024-06-01T00:00:00Z */
 
-static int64_t spend_total(struct fixture *f, struct isc_spend_query *q, struct isc_spend_row **rows,
-			   size_t *n)
+static int64_t spend_total(struct fixture *f, struct isc_spend_query *q,
+                           struct isc_spend_row **rows, size_t *n)
 {
 	struct isc_err err;
 	int64_t total;
@@ -590,26 +608,29 @@ static void test_spend_render(void **state)
 	seed_spend(f);
 	spend_total(f, &q, &rows, &n);
 	isc_buf_init(&out, 0);
-	assert_int_equal(isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_CSV, &out, &err), 0);
+	assert_int_equal(isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_CSV, &out, &err),
+	                 0);
 	{
 		char *want;
 		assert_int_not_equal(asprintf(&want,
-					      "project,project_id,amount,amount_micros\r\n"
-					      "\"a,\"\"b\"\"\",%s,0.819250,819250\r\n"
-					      "vision,%s,5.000000,5000000\r\n"
-					      "TOTAL,,5.819250,5819250\r\n",
-					      rows[0].id, f->project_id),
-				     -1);
+		                              "project,project_id,amount,amount_micros\r\n"
+		                              "\"a,\"\"b\"\"\",%s,0.819250,819250\r\n"
+		                              "vision,%s,5.000000,5000000\r\n"
+		                              "TOTAL,,5.819250,5819250\r\n",
+		                              rows[0].id, f->project_id),
+		                     -1);
 		assert_string_equal(isc_buf_cstr(&out), want);
 		free(want);
 	}
 	isc_buf_reset(&out);
-	assert_int_equal(isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_JSON, &out, &err), 0);
+	assert_int_equal(
+	    isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_JSON, &out, &err), 0);
 	assert_non_null(strstr(isc_buf_cstr(&out), "\"key\": \"a,\\\"b\\\"\""));
 	assert_non_null(strstr(isc_buf_cstr(&out), "\"total_micros\": 5819250"));
 	assert_non_null(strstr(isc_buf_cstr(&out), "\"total\": \"5.819250\""));
 	isc_buf_reset(&out);
-	assert_int_equal(isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_TABLE, &out, &err), 0);
+	assert_int_equal(
+	    isc_spend_render(rows, n, ISC_SPEND_BY_PROJECT, ISC_SPEND_TABLE, &out, &err), 0);
 	assert_non_null(strstr(isc_buf_cstr(&out), "5.81925"));
 	isc_buf_cleanup(&out);
 	isc_spend_rows_free(rows, n);
@@ -631,19 +652,19 @@ static void test_spend_render(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_money_parse),
-		cmocka_unit_test(test_money_format),
-		cmocka_unit_test(test_dates),
-		cmocka_unit_test_setup_teardown(test_grant_and_balance, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reserve_beyond_available, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_release_and_renew, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_charge_math, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_charge_dedup, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ledger_immutable, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_byo, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_spend_grouping, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_spend_render, setup, teardown),
+	    cmocka_unit_test(test_money_parse),
+	    cmocka_unit_test(test_money_format),
+	    cmocka_unit_test(test_dates),
+	    cmocka_unit_test_setup_teardown(test_grant_and_balance, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reserve_beyond_available, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_release_and_renew, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_charge_math, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_charge_dedup, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ledger_immutable, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_byo, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spend_grouping, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spend_render, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
