@@ -1,39 +1,285 @@
 /*
- * The broker's tick. (State machine in progress: see docs/broker.md.)
+ * The broker's tick, run by iscd:
+ *   1. reap finished workers;
+ *   2. watch: one describe per account and region with open clusters (and,
+ *      every reconcile_every_ticks and at start, every configured one), which
+ *      updates nodes, closes terminated clusters and terminates strays;
+ *   3. follow: start output followers for running clusters;
+ *   4. meter credits;
+ *   5. start one worker per active burst experiment that has none, which runs
+ *      one step of its state machine (advance.c).
+ * Workers open their own store connection; the main thread keeps its own.
  */
-#include "broker/broker.h"
+#include "broker/broker_int.h"
 
+#include "common/log.h"
+#include "launcher/launcher.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-struct isc_broker {
-	struct isc_store *store;
-	long tick_interval_ms;
+struct exclusion {
+	char *experiment_id;
+	char *shape_id;
+	struct exclusion *next;
 };
+
+static struct exclusion *exclusions; /* guarded by exclusions_lock */
+static pthread_mutex_t exclusions_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id)
+{
+	struct exclusion *x;
+	(void)b;
+	if (broker_shape_excluded(b, experiment_id, shape_id))
+		return;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return;
+	x->experiment_id = strdup(experiment_id);
+	x->shape_id = strdup(shape_id);
+	pthread_mutex_lock(&exclusions_lock);
+	x->next = exclusions;
+	exclusions = x;
+	pthread_mutex_unlock(&exclusions_lock);
+}
+
+int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const char *shape_id)
+{
+	int found = 0;
+	(void)b;
+	pthread_mutex_lock(&exclusions_lock);
+	for (struct exclusion *x = exclusions; x && !found; x = x->next)
+		found = x->experiment_id && x->shape_id && strcmp(x->experiment_id, experiment_id) == 0 &&
+			strcmp(x->shape_id, shape_id) == 0;
+	pthread_mutex_unlock(&exclusions_lock);
+	return found;
+}
+
+void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id)
+{
+	struct exclusion **p;
+	(void)b;
+	pthread_mutex_lock(&exclusions_lock);
+	p = &exclusions;
+	while (*p) {
+		struct exclusion *x = *p;
+		if (!experiment_id || !x->experiment_id || strcmp(x->experiment_id, experiment_id) == 0) {
+			*p = x->next;
+			free(x->experiment_id);
+			free(x->shape_id);
+			free(x);
+		} else {
+			p = &x->next;
+		}
+	}
+	pthread_mutex_unlock(&exclusions_lock);
+}
+
+char *broker_output_dir(const struct isc_broker *b, const char *experiment_id)
+{
+	char *out;
+	if (asprintf(&out, "%s/experiments/%s", b->home, experiment_id) < 0)
+		return NULL;
+	return out;
+}
 
 int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_err *err)
 {
 	struct isc_broker *b = calloc(1, sizeof(*b));
+	int rc;
+
 	if (!b)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	b->store = store;
-	b->tick_interval_ms = 2000;
+	b->home = strdup(isc_store_home(store));
+	pthread_mutex_init(&b->lock, NULL);
+	if (!b->home) {
+		isc_broker_free(b);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if ((rc = isc_config_load(b->home, &b->config, err))) {
+		isc_broker_free(b);
+		return rc;
+	}
+	if (!b->config->broker_id || !b->config->broker_id[0]) {
+		isc_broker_free(b);
+		return isc_err_set(err, ISC_EINVALID, "%s has no broker_id: run 'isc init'",
+				   b->config->path[0] ? b->config->path : "config.toml");
+	}
 	*out = b;
 	return 0;
 }
 
+static void reap_jobs(struct isc_broker *b, int wait_all)
+{
+	struct broker_job **p = &b->jobs;
+	while (*p) {
+		struct broker_job *j = *p;
+		if (wait_all || atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire)) {
+			pthread_join(j->thread, NULL);
+			*p = j->next;
+			free(j->experiment_id);
+			free(j);
+		} else {
+			p = &j->next;
+		}
+	}
+}
+
+static void follower_free(struct broker_follower *f)
+{
+	isc_launch_follow_free(f->follow);
+	free(f->cluster_id);
+	free(f);
+}
+
 void isc_broker_free(struct isc_broker *b)
 {
+	if (!b)
+		return;
+	reap_jobs(b, 1);
+	while (b->followers) {
+		struct broker_follower *f = b->followers;
+		b->followers = f->next;
+		follower_free(f);
+	}
+	broker_exclusions_clear(b, NULL);
+	isc_config_free(b->config);
+	pthread_mutex_destroy(&b->lock);
+	free(b->home);
 	free(b);
 }
 
 long isc_broker_tick_interval_ms(const struct isc_broker *b)
 {
-	return b->tick_interval_ms;
+	return b->config->tick_interval_ms;
+}
+
+static void *job_main(void *arg)
+{
+	struct broker_job *j = arg;
+	struct isc_store *s;
+	struct isc_err err;
+
+	if (isc_store_open(j->broker->home, 0, &s, &err) == 0) {
+		broker_advance(j->broker, s, j->experiment_id);
+		isc_store_free(s);
+	} else {
+		isc_log(ISC_LOG_ERROR, "%s: opening the store: %s", j->experiment_id, err.msg);
+	}
+	atomic_store_explicit((_Atomic int *)&j->done, 1, memory_order_release);
+	return NULL;
+}
+
+static int job_running(struct isc_broker *b, const char *experiment_id)
+{
+	for (struct broker_job *j = b->jobs; j; j = j->next)
+		if (strcmp(j->experiment_id, experiment_id) == 0)
+			return 1;
+	return 0;
+}
+
+static void start_job(struct isc_broker *b, const char *experiment_id)
+{
+	struct broker_job *j = calloc(1, sizeof(*j));
+	if (!j || !(j->experiment_id = strdup(experiment_id))) {
+		free(j);
+		return;
+	}
+	j->broker = b;
+	if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
+		isc_log(ISC_LOG_ERROR, "%s: cannot start a worker thread", experiment_id);
+		free(j->experiment_id);
+		free(j);
+		return;
+	}
+	j->next = b->jobs;
+	b->jobs = j;
+}
+
+/* ---- followers ---- */
+
+static struct broker_follower *follower_find(struct isc_broker *b, const char *cluster_id)
+{
+	for (struct broker_follower *f = b->followers; f; f = f->next)
+		if (strcmp(f->cluster_id, cluster_id) == 0)
+			return f;
+	return NULL;
+}
+
+int broker_follower_rank0_exit(struct isc_broker *b, const char *cluster_id, int *code)
+{
+	struct broker_follower *f;
+	int exited = 0;
+
+	pthread_mutex_lock(&b->lock);
+	f = follower_find(b, cluster_id);
+	if (f)
+		exited = isc_launch_follow_rank_exit(f->follow, 0, code);
+	pthread_mutex_unlock(&b->lock);
+	return exited;
+}
+
+void broker_follower_stop(struct isc_broker *b, const char *cluster_id)
+{
+	struct broker_follower **p, *gone = NULL;
+
+	pthread_mutex_lock(&b->lock);
+	for (p = &b->followers; *p; p = &(*p)->next) {
+		if (strcmp((*p)->cluster_id, cluster_id) == 0) {
+			gone = *p;
+			*p = gone->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (gone)
+		follower_free(gone);
+}
+
+static void start_followers(struct isc_broker *b)
+{
+	struct isc_cluster *list;
+	struct isc_err err;
+	size_t n;
+
+	if (isc_store_cluster_list_open(b->store, &list, &n, &err))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		int have;
+		if (strcmp(list[i].state, "running") != 0)
+			continue;
+		pthread_mutex_lock(&b->lock);
+		have = follower_find(b, list[i].id) != NULL;
+		pthread_mutex_unlock(&b->lock);
+		if (!have && broker_follow_start(b, b->store, &list[i], &err))
+			isc_log(ISC_LOG_WARN, "cluster %s: following output: %s", list[i].id, err.msg);
+	}
+	isc_cluster_list_free(list, n);
 }
 
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 {
-	(void)b;
-	(void)err;
+	struct isc_experiment *active;
+	size_t n;
+	int rc, reconcile = b->ticks % (uint64_t)b->config->reconcile_every_ticks == 0;
+
+	b->ticks++;
+	reap_jobs(b, 0);
+	if (broker_watch(b, reconcile, err))
+		isc_log(ISC_LOG_WARN, "watch: %s", err->msg);
+	start_followers(b);
+	if (broker_meter(b, err))
+		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
+	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(active[i].compute_mode, "burst") == 0 && !job_running(b, active[i].id))
+			start_job(b, active[i].id);
+	}
+	isc_experiment_list_free(active, n);
 	return 0;
 }

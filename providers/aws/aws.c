@@ -385,10 +385,15 @@ int isc_aws_zone_token(const char *token, const char *zone, char out[65], struct
 	for (size_t i = 0; i < tl; i++)
 		if (token[i] < 0x21 || token[i] > 0x7e)
 			return isc_err_set(err, ISC_EINVALID, "idempotency token must be printable ASCII");
-	if (zl == 0)
-		return isc_err_set(err, ISC_EINVALID, "empty zone");
+	if (zl == 0) {
+		/* No zone named: EC2 picks one, and the token is the intent's own. */
+		memcpy(out, token, tl + 1); /* tl <= 64 was checked above */
+		return 0;
+	}
 	if (tl + 1 + zl <= 64) {
-		snprintf(out, 65, "%s-%s", token, zone);
+		memcpy(out, token, tl);
+		out[tl] = '-';
+		memcpy(out + tl + 1, zone, zl + 1);
 		return 0;
 	}
 	/* Too long to append: a prefix keeps it readable, the hash keeps it unique. */
@@ -456,7 +461,8 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 	rc = rc ? rc : isc_ec2_form_add(f, "MinCount", count); /* all or nothing */
 	rc = rc ? rc : isc_ec2_form_add(f, "MaxCount", count);
 	rc = rc ? rc : isc_ec2_form_add(f, "ClientToken", token);
-	rc = rc ? rc : isc_ec2_form_add(f, "Placement.AvailabilityZone", zone);
+	if (zone[0])
+		rc = rc ? rc : isc_ec2_form_add(f, "Placement.AvailabilityZone", zone);
 	if (s->placement_group)
 		rc = rc ? rc : isc_ec2_form_add(f, "Placement.GroupName", s->placement_group);
 	rc = rc ? rc : isc_ec2_form_add(f, "UserData", user_data);
@@ -528,21 +534,25 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
 	int rc = 0;
 
+	/* A shape without zones (the catalog has no per-zone data) lets EC2 pick the zone. */
+	static const char *const any_zone[1] = {""};
+	const char *const *zones = spec->n_zones ? spec->zones : any_zone;
+	size_t n_zones = spec->n_zones ? spec->n_zones : 1;
+
 	memset(out, 0, sizeof(*out));
-	if (!spec->instance_type || !spec->instance_type[0] || spec->count == 0 || spec->n_zones == 0)
-		return isc_err_set(err, ISC_EINVALID,
-				   "launch: an instance type, a count and at least one zone are required");
+	if (!spec->instance_type || !spec->instance_type[0] || spec->count == 0)
+		return isc_err_set(err, ISC_EINVALID, "launch: an instance type and a count are required");
 	if (spec->count > 10000)
 		return isc_err_set(err, ISC_EINVALID, "launch: %u nodes is too many", spec->count);
-	for (size_t z = 0; z < spec->n_zones; z++)
-		if ((rc = isc_aws_zone_token(spec->idempotency_token, spec->zones[z], token, err)))
+	for (size_t z = 0; z < n_zones; z++)
+		if ((rc = isc_aws_zone_token(spec->idempotency_token, zones[z], token, err)))
 			return rc;
 	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
 		return rc;
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	for (size_t z = 0; z < spec->n_zones; z++) {
-		const char *zone = spec->zones[z];
+	for (size_t z = 0; z < n_zones; z++) {
+		const char *zone = zones[z];
 		struct isc_node_info *nodes = NULL;
 		size_t nn = 0;
 
@@ -589,7 +599,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		}
 		for (size_t i = 0; i < nn; i++)
 			fill_from_spec(&nodes[i], spec, token);
-		snprintf(out->zone, sizeof(out->zone), "%s", zone);
+		snprintf(out->zone, sizeof(out->zone), "%s", zone[0] ? zone : nodes[0].zone);
 		snprintf(out->token, sizeof(out->token), "%s", token);
 		out->nodes = nodes;
 		out->n_nodes = nn;
@@ -598,7 +608,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	}
 	if (rc == ISC_ECAPACITY)
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
-			    spec->count, spec->instance_type, spec->n_zones, last);
+			    spec->count, spec->instance_type, n_zones, last);
 	free(user_data);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);

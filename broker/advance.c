@@ -1,0 +1,491 @@
+/*
+ * The state machine of one burst experiment. broker_advance() runs one step
+ * in a worker thread with its own store connection: it may block on a cloud
+ * call or an SSH boot without holding up the other experiments or the tick.
+ * Every transition goes through set_status(), which writes the event that
+ * explains it.
+ */
+#include "broker/broker_int.h"
+
+#include "common/log.h"
+#include "launcher/keys.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
+		       const char *fmt, ...)
+{
+	char reason[ISC_ERR_MSG_MAX];
+	struct isc_err err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	isc_log(ISC_LOG_INFO, "%s: %s: %s", e->id, status, reason);
+	if (isc_store_experiment_set_status(s, e->id, status, reason, &err))
+		isc_log(ISC_LOG_ERROR, "%s: recording status %s: %s", e->id, status, err.msg);
+}
+
+static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
+		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
+		 const char *fmt, ...)
+{
+	char msg[ISC_ERR_MSG_MAX];
+	struct isc_err err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
+	if (isc_store_event_add(s, e->id, kind, msg, &err))
+		isc_log(ISC_LOG_ERROR, "%s: recording an event: %s", e->id, err.msg);
+}
+
+/* The cluster the experiment is working with: its newest one that is not being torn down. */
+static int current_cluster(struct isc_store *s, const char *experiment_id, struct isc_cluster *out)
+{
+	struct isc_cluster *list;
+	size_t n;
+	struct isc_err err;
+	int found = 0;
+
+	if (isc_store_cluster_list_for_experiment(s, experiment_id, 1, &list, &n, &err))
+		return 0;
+	for (size_t i = n; i-- > 0;) {
+		if (strcmp(list[i].state, "terminating") != 0) {
+			*out = list[i];
+			memset(&list[i], 0, sizeof(list[i]));
+			found = 1;
+			break;
+		}
+	}
+	isc_cluster_list_free(list, n);
+	return found;
+}
+
+/* Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes. */
+static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+		     const struct isc_cluster *c, int stop_containers, int pull_artifacts)
+{
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	broker_follower_stop(b, c->id);
+	if (isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 && n > 0) {
+		if (pull_artifacts && broker_artifacts_pull(b, e, c, &nodes[0], &err))
+			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s", err.msg);
+		if (stop_containers)
+			broker_stop_containers(b, e, c, nodes, n);
+	}
+	isc_node_list_free(nodes, n);
+	if (broker_cluster_terminate(b, s, c, &err))
+		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);
+	broker_credits_release(b, s, e->id);
+}
+
+static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+			    size_t tried, const char *last_error)
+{
+	struct isc_err err;
+	char when[32];
+	time_t t;
+	struct tm tm;
+
+	broker_exclusions_clear(b, e->id);
+	e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+	if (isc_store_experiment_set_placement(s, e, &err))
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+	t = (time_t)(e->next_attempt_ms / 1000);
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%H:%M:%S UTC", &tm);
+	set_status(s, e, "waiting", "no shape could be provisioned (%zu tried%s%.300s); next try at %s",
+		   tried, last_error[0] ? "; last: " : "", last_error, when);
+}
+
+static int provider_dead(char (*dead)[16], size_t n, const char *provider)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(dead[i], provider) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Walks the ranked candidates: reserve credits, record the cluster and its
+ * intent, launch. capacity and quota move on to the next shape.
+ */
+static void place(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	struct broker_candidate *cands = NULL;
+	struct isc_err err;
+	char last_error[ISC_ERR_MSG_MAX + 128] = "";
+	char dead[4][16]; /* providers that answered auth/invalid: the rest of their shapes would too */
+	size_t n_dead = 0;
+	size_t n = 0, tried = 0;
+
+	struct isc_cluster live;
+
+	/* A cluster recorded before a crash, with its intent: finish that launch first. */
+	if (current_cluster(s, e->id, &live)) {
+		set_status(s, e, "provisioning", "resuming cluster %s on %s", live.id, live.shape_id);
+		isc_cluster_cleanup(&live);
+		return;
+	}
+	/* Holds left by a step that died before its cluster was recorded. */
+	broker_credits_release(b, s, e->id);
+	if (broker_place(b, s, e, &cands, &n, &err)) {
+		set_status(s, e, "failed", "cannot place: %s", err.msg);
+		return;
+	}
+	if (strcmp(e->status, "placing") != 0)
+		set_status(s, e, "placing", "%zu candidate shape(s) for %d GPUs; first: %s", n, e->gpus,
+			   n ? cands[0].shape_id : "none");
+	for (size_t i = 0; i < n; i++) {
+		struct broker_candidate *cand = &cands[i];
+		struct isc_cluster c = {0};
+		char *cluster_id = NULL, *pubkey = NULL, token[80];
+		int rc;
+
+		if (broker_shape_excluded(b, e->id, cand->shape_id) || provider_dead(dead, n_dead, cand->provider))
+			continue;
+		if (broker_cloud_configured(b, cand->provider, &err)) {
+			note(s, e, "skip", "%s: %s", cand->shape_id, err.msg);
+			continue;
+		}
+		tried++;
+		cluster_id = isc_store_new_id("cl_");
+		if (!cluster_id)
+			break;
+		snprintf(token, sizeof(token), "isc-%s", cluster_id);
+		c.id = cluster_id;
+		c.experiment_id = e->id;
+		c.shape_id = cand->shape_id;
+		c.provider = cand->provider;
+		c.account = "default";
+		c.region = cand->region;
+		c.nnodes = cand->nnodes;
+		c.nproc = cand->nproc;
+		c.cycle = e->cycle_count + 1;
+		c.price_micros = cand->node_price_micros;
+		c.state = "launching";
+		/* The cluster and its intent first: the reservation and every cloud call refer to them. */
+		rc = isc_store_cluster_create(s, &c, token, cand->zones, &err);
+		if (rc) {
+			note(s, e, "error", "recording a cluster for %s: %s", cand->shape_id, err.msg);
+			free(cluster_id);
+			break;
+		}
+		rc = broker_credits_reserve(b, s, e, cluster_id, cand->node_price_micros * cand->nnodes, &err);
+		if (!rc)
+			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
+		if (rc) {
+			struct isc_err ignored;
+			int credits = rc == ISC_ECREDITS;
+			char why[ISC_ERR_MSG_MAX];
+			snprintf(why, sizeof(why), "%s", err.msg);
+			isc_store_intent_resolve(s, token, "failed", why, &ignored);
+			isc_store_cluster_set_state(s, cluster_id, "closed", &ignored);
+			isc_cluster_key_delete(b->home, cluster_id);
+			broker_credits_release(b, s, e->id);
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+			isc_store_experiment_set_placement(s, e, &ignored);
+			if (credits)
+				set_status(s, e, "waiting", "credits: %s", why);
+			else
+				set_status(s, e, "waiting", "preparing a cluster for %s: %s", cand->shape_id, why);
+			return;
+		}
+		e->nnodes = cand->nnodes;
+		e->nproc = cand->nproc;
+		free(e->shape_id);
+		e->shape_id = strdup(cand->shape_id);
+		e->next_attempt_ms = 0;
+		isc_store_experiment_set_placement(s, e, &err);
+		set_status(s, e, "provisioning", "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s",
+			   cand->shape_id, cand->nnodes, cand->nproc, cand->zones, cluster_id);
+		rc = broker_cloud_launch(b, s, &c, cand, token, pubkey, &err);
+		free(pubkey);
+		if (rc == 0) {
+			isc_store_intent_resolve(s, token, "launched", "", &err);
+			note(s, e, "launched", "%s: %d node(s) launched; waiting for them to run", cand->shape_id,
+			     cand->nnodes);
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
+		if (isc_code_is_retryable(rc)) {
+			/* The call may have happened: keep the intent pending and ask again with its token. */
+			note(s, e, "launch_unknown", "%s: %s: %s; the launch will be repeated with the same token",
+			     cand->shape_id, isc_code_name(rc), err.msg);
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
+		snprintf(last_error, sizeof(last_error), "%s: %s", cand->shape_id, err.msg);
+		note(s, e, isc_code_name(rc), "%s: %s: %s", cand->shape_id, isc_code_name(rc), err.msg);
+		if (rc != ISC_ECAPACITY && rc != ISC_EQUOTA && n_dead < sizeof(dead) / sizeof(dead[0]))
+			snprintf(dead[n_dead++], sizeof(dead[0]), "%s", cand->provider);
+		isc_store_intent_resolve(s, token, "failed", err.msg, &err);
+		isc_store_cluster_set_state(s, cluster_id, "closed", &err);
+		isc_cluster_key_delete(b->home, cluster_id);
+		broker_credits_release(b, s, e->id);
+		broker_exclude_shape(b, e->id, cand->shape_id);
+		free(cluster_id);
+	}
+	broker_candidates_free(cands, n);
+	round_exhausted(b, s, e, tried, last_error);
+}
+
+static int candidate_for_cluster(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+				 const struct isc_cluster *c, struct broker_candidate *out)
+{
+	struct broker_candidate *cands;
+	struct isc_err err;
+	size_t n;
+	int found = 0;
+
+	if (broker_place(b, s, e, &cands, &n, &err))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(cands[i].shape_id, c->shape_id) == 0) {
+			*out = cands[i];
+			memset(&cands[i], 0, sizeof(cands[i]));
+			found = 1;
+			break;
+		}
+	}
+	broker_candidates_free(cands, n);
+	return found;
+}
+
+/* Nodes launched: wait for all of them to run; roll back a partial gang. */
+static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	struct isc_cluster c;
+	struct isc_intent intent;
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0, running = 0;
+
+	if (!current_cluster(s, e->id, &c)) {
+		set_status(s, e, "placing", "no live cluster; placing again");
+		return;
+	}
+	if (isc_store_intent_for_cluster(s, c.id, &intent, &err) == 0) {
+		if (strcmp(intent.state, "pending") == 0) {
+			struct broker_candidate cand;
+			char *pubkey = NULL;
+			int rc;
+
+			if (!candidate_for_cluster(b, s, e, &c, &cand)) {
+				note(s, e, "error", "shape %s is no longer a candidate; rolling back", c.shape_id);
+				isc_store_intent_resolve(s, intent.token, "failed", "shape gone", &err);
+				teardown(b, s, e, &c, 0, 0);
+				goto out_intent;
+			}
+			rc = isc_cluster_key_public(b->home, c.id, &pubkey, &err);
+			if (!rc)
+				rc = broker_cloud_launch(b, s, &c, &cand, intent.token, pubkey, &err);
+			free(pubkey);
+			broker_candidates_free(&cand, 1);
+			if (rc == 0) {
+				isc_store_intent_resolve(s, intent.token, "launched", "", &err);
+				note(s, e, "launched", "%s: launch confirmed with token %s", c.shape_id, intent.token);
+			} else if (isc_code_is_retryable(rc)) {
+				note(s, e, "launch_unknown", "%s: %s; will ask again", c.shape_id, err.msg);
+			} else {
+				note(s, e, isc_code_name(rc), "%s: %s", c.shape_id, err.msg);
+				isc_store_intent_resolve(s, intent.token, "failed", err.msg, &err);
+				broker_exclude_shape(b, e->id, c.shape_id);
+				teardown(b, s, e, &c, 0, 0);
+				set_status(s, e, "placing", "%s failed; trying the next shape", c.shape_id);
+			}
+			goto out_intent;
+		}
+		isc_intent_cleanup(&intent);
+	}
+	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *st = nodes[i].state;
+		if (strcmp(st, "running") == 0 && (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
+			running++;
+		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0) {
+			note(s, e, "partial", "%s: node %s (rank %d) is %s before the cluster ran; rolling back "
+					      "the gang", c.shape_id, nodes[i].instance_id, nodes[i].rank, st);
+			broker_exclude_shape(b, e->id, c.shape_id);
+			teardown(b, s, e, &c, 0, 0);
+			set_status(s, e, "placing", "partial gang on %s rolled back; trying the next shape",
+				   c.shape_id);
+			goto out;
+		}
+	}
+	if ((int)n == c.nnodes && running == n) {
+		isc_store_cluster_set_state(s, c.id, "booting", &err);
+		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running, c.nnodes);
+	} else if (now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
+		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back", c.shape_id,
+		     running, c.nnodes, b->config->boot_deadline_ms / 1000);
+		broker_exclude_shape(b, e->id, c.shape_id);
+		teardown(b, s, e, &c, 0, 0);
+		set_status(s, e, "placing", "nodes of %s did not come up; trying the next shape", c.shape_id);
+	}
+out:
+	isc_node_list_free(nodes, n);
+	isc_cluster_cleanup(&c);
+	return;
+out_intent:
+	isc_intent_cleanup(&intent);
+	isc_cluster_cleanup(&c);
+}
+
+static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	struct isc_cluster c;
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	int rc;
+
+	if (!current_cluster(s, e->id, &c)) {
+		set_status(s, e, "placing", "no live cluster; placing again");
+		return;
+	}
+	if ((rc = isc_store_node_list(s, c.id, &nodes, &n, &err)) == 0) {
+		if (e->cycle_count > 0 && n > 0 && broker_artifacts_push(b, e, &c, &nodes[0], &err))
+			note(s, e, "artifacts", "restoring artifacts onto rank 0: %s", err.msg);
+		rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
+	}
+	if (rc == 0) {
+		e->cycle_count = c.cycle;
+		isc_store_experiment_set_placement(s, e, &err);
+		isc_store_cluster_set_state(s, c.id, "running", &err);
+		set_status(s, e, "running", "%zu container(s) started on %s (cycle %d)", n, c.shape_id, c.cycle);
+	} else if (rc == ISC_EINVALID) {
+		/* The experiment itself cannot start (image or command): another shape will not help. */
+		teardown(b, s, e, &c, 0, 0);
+		set_status(s, e, "failed", "boot failed: %s", err.msg);
+	} else {
+		note(s, e, "boot_failed", "%s: %s", c.shape_id, err.msg);
+		broker_exclude_shape(b, e->id, c.shape_id);
+		teardown(b, s, e, &c, 0, 0);
+		set_status(s, e, "placing", "boot on %s failed; trying the next shape", c.shape_id);
+	}
+	isc_node_list_free(nodes, n);
+	isc_cluster_cleanup(&c);
+}
+
+static void running(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	struct isc_cluster c;
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	int code;
+
+	if (!current_cluster(s, e->id, &c)) {
+		set_status(s, e, "placing", "cluster lost; placing again");
+		return;
+	}
+	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
+		isc_cluster_cleanup(&c);
+		return;
+	}
+	if (broker_follower_rank0_exit(b, c.id, &code)) {
+		teardown(b, s, e, &c, 0, 1);
+		if (code == 0)
+			set_status(s, e, "completed", "rank 0 exited with code 0");
+		else
+			set_status(s, e, "failed", "rank 0 exited with code %d", code);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) {
+			note(s, e, "interrupted", "node %s (rank %d) %s; checkpointing and reprovisioning",
+			     nodes[i].instance_id, nodes[i].rank,
+			     nodes[i].notice_at_ms ? "got an interruption notice" : nodes[i].state);
+			teardown(b, s, e, &c, 1, 1);
+			broker_exclusions_clear(b, e->id);
+			set_status(s, e, "placing", "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
+				   c.cycle + 1);
+			goto out;
+		}
+	}
+out:
+	isc_node_list_free(nodes, n);
+	isc_cluster_cleanup(&c);
+}
+
+/* Cancel, or a stop for lack of credits: every open cluster is torn down gracefully. */
+static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+		     const char *final_status, const char *reason)
+{
+	struct isc_cluster *list;
+	struct isc_err err;
+	size_t n;
+
+	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			int live = strcmp(list[i].state, "running") == 0 || strcmp(list[i].state, "booting") == 0;
+			if (strcmp(list[i].state, "terminating") != 0)
+				teardown(b, s, e, &list[i], live, live);
+		}
+		isc_cluster_list_free(list, n);
+	}
+	broker_credits_release(b, s, e->id);
+	set_status(s, e, final_status, "%s", reason);
+}
+
+void broker_advance(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
+{
+	struct isc_experiment e;
+	struct isc_err err;
+
+	if (isc_store_experiment_get(s, experiment_id, &e, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", experiment_id, err.msg);
+		return;
+	}
+	if (isc_status_is_final(e.status) || strcmp(e.compute_mode, "burst") != 0)
+		goto out;
+	if (e.cancel_requested) {
+		stop_all(b, s, &e, "cancelled", "cancelled by user");
+		goto out;
+	}
+	if (strcmp(e.status, "stopping") == 0) {
+		stop_all(b, s, &e, "stopped", "out of credits");
+	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
+		   (strcmp(e.status, "waiting") == 0 && now_ms() >= e.next_attempt_ms)) {
+		place(b, s, &e);
+	} else if (strcmp(e.status, "provisioning") == 0) {
+		provisioning(b, s, &e);
+	} else if (strcmp(e.status, "booting") == 0) {
+		booting(b, s, &e);
+	} else if (strcmp(e.status, "running") == 0) {
+		running(b, s, &e);
+	}
+out:
+	isc_experiment_cleanup(&e);
+}

@@ -1,0 +1,251 @@
+/*
+ * The broker's bridge to the launcher: builds the boot spec from the
+ * experiment and its cluster's nodes, pins host keys in the store, and keeps
+ * the experiment's artifacts under the artifact root between clusters.
+ */
+#include "broker/broker_int.h"
+
+#include "common/log.h"
+#include "launcher/keys.h"
+#include "launcher/launcher.h"
+#include "store/store_hostkeys.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Called from node threads: each check uses its own store connection. */
+static int pin_hostkey(void *ctx, const char *target, const char *key_type, const char *sha256_hex,
+		       struct isc_err *err)
+{
+	const char *home = ctx;
+	struct isc_store *s;
+	int rc = isc_store_open(home, 0, &s, err);
+	if (rc)
+		return rc;
+	rc = isc_store_hostkey_check(s, target, key_type, sha256_hex, err);
+	isc_store_free(s);
+	return rc;
+}
+
+/* Everything the launcher needs, owned here. */
+struct boot_ctx {
+	json_t *spec_json;
+	struct isc_boot_spec spec;
+	const char **datasets;
+	struct isc_node_target *targets;
+	size_t n;
+	struct isc_launcher_opts opts;
+	char *key_path;
+	char *image;
+};
+
+static void boot_ctx_cleanup(struct boot_ctx *x)
+{
+	json_decref(x->spec_json);
+	free(x->datasets);
+	free(x->targets);
+	free(x->key_path);
+	free(x->image);
+}
+
+static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const char *name,
+			 const char *spec_json, const struct isc_cluster *c, const struct isc_node *nodes,
+			 size_t n, struct boot_ctx *x, struct isc_err *err)
+{
+	const struct isc_provider_config *pc = isc_config_provider(b->config, c->provider);
+	json_t *list, *image;
+
+	memset(x, 0, sizeof(*x));
+	x->spec_json = json_loads(spec_json, 0, NULL);
+	if (!x->spec_json)
+		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec", experiment_id);
+	list = json_object_get(x->spec_json, "dataset_id_list");
+	x->datasets = calloc(json_array_size(list) + 1, sizeof(*x->datasets));
+	x->targets = calloc(n ? n : 1, sizeof(*x->targets));
+	x->key_path = isc_cluster_key_path(b->home, c->id);
+	image = json_object_get(x->spec_json, "image");
+	x->image = strdup(json_is_string(image) ? json_string_value(image) : b->config->default_image);
+	if (!x->datasets || !x->targets || !x->key_path || !x->image)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < json_array_size(list); i++)
+		x->datasets[i] = json_string_value(json_array_get(list, i));
+	x->spec.experiment_id = experiment_id;
+	x->spec.experiment_name = name;
+	x->spec.compute_mode = "burst";
+	x->spec.cycle_count = c->cycle;
+	x->spec.cycle_time_ms = 0;
+	x->spec.command = json_string_value(json_object_get(x->spec_json, "command"));
+	x->spec.image = x->image;
+	x->spec.dataset_ids = x->datasets;
+	x->spec.n_datasets = json_array_size(list);
+	x->spec.nnodes = c->nnodes;
+	x->spec.nproc = c->nproc;
+	x->spec.master_port = b->config->master_port;
+	x->spec.shm_size = b->config->shm_size;
+	if (!x->spec.command)
+		return isc_err_set(err, ISC_EINVALID, "experiment %s has no command", experiment_id);
+	for (size_t i = 0; i < n; i++) {
+		x->targets[i].rank = nodes[i].rank;
+		x->targets[i].host = nodes[i].public_ip[0] ? nodes[i].public_ip : nodes[i].private_ip;
+		x->targets[i].port = pc ? pc->ssh_port : 22;
+		x->targets[i].private_ip = nodes[i].private_ip;
+		x->targets[i].pin_target = nodes[i].instance_id;
+	}
+	x->n = n;
+	x->opts.user = pc ? pc->ssh_user : "root";
+	x->opts.key_path = x->key_path;
+	x->opts.connect_deadline_ms = b->config->boot_deadline_ms;
+	x->opts.command_timeout_ms = b->config->command_timeout_ms;
+	x->opts.check = pin_hostkey;
+	x->opts.check_ctx = b->home;
+	return 0;
+}
+
+int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+			const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+			struct isc_err *err)
+{
+	struct boot_ctx x;
+	int rc;
+	(void)s;
+
+	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
+	if (!rc)
+		rc = isc_launcher_boot(&x.spec, x.targets, x.n, &x.opts, err);
+	boot_ctx_cleanup(&x);
+	return rc;
+}
+
+void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e,
+			    const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
+{
+	struct boot_ctx x;
+	struct isc_err err;
+	struct isc_node *live = calloc(n ? n : 1, sizeof(*live));
+	size_t k = 0;
+
+	if (!live)
+		return;
+	/* Only nodes the cloud still runs can take a stop. */
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(nodes[i].state, "running") == 0)
+			live[k++] = nodes[i];
+	if (k) {
+		if (boot_ctx_init(b, e->id, e->name, e->spec_json, c, live, k, &x, &err) == 0) {
+			x.opts.connect_deadline_ms = 10000;
+			isc_launcher_stop(&x.spec, x.targets, x.n, &x.opts, b->config->stop_grace_s);
+		}
+		boot_ctx_cleanup(&x);
+	}
+	free(live);
+}
+
+int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+			struct isc_err *err)
+{
+	struct isc_experiment e;
+	struct isc_node *nodes = NULL;
+	struct broker_follower *f = NULL;
+	struct boot_ctx x;
+	char *out_dir = NULL;
+	size_t n = 0;
+	int rc;
+
+	if ((rc = isc_store_experiment_get(s, c->experiment_id, &e, err)))
+		return rc;
+	memset(&x, 0, sizeof(x));
+	rc = isc_store_node_list(s, c->id, &nodes, &n, err);
+	if (!rc)
+		rc = boot_ctx_init(b, e.id, e.name, e.spec_json, c, nodes, n, &x, err);
+	if (!rc) {
+		char *parent = NULL;
+		if (asprintf(&parent, "%s/experiments", b->home) >= 0) {
+			mkdir(parent, 0700);
+			free(parent);
+		}
+		out_dir = broker_output_dir(b, e.id);
+		f = calloc(1, sizeof(*f));
+		if (!out_dir || !f || !(f->cluster_id = strdup(c->id)))
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		x.opts.connect_deadline_ms = 10000;
+		if (!rc)
+			rc = isc_launch_follow_start(&x.spec, x.targets, x.n, &x.opts, out_dir, &f->follow, err);
+	}
+	boot_ctx_cleanup(&x);
+	if (!rc) {
+		pthread_mutex_lock(&b->lock);
+		f->next = b->followers;
+		b->followers = f;
+		pthread_mutex_unlock(&b->lock);
+		f = NULL;
+	}
+	if (f) {
+		free(f->cluster_id);
+		free(f);
+	}
+	free(out_dir);
+	isc_node_list_free(nodes, n);
+	isc_experiment_cleanup(&e);
+	return rc;
+}
+
+static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
+{
+	char *dir;
+	const char *root = b->config->artifact_root;
+	int ok = root[0] ? asprintf(&dir, "%s/%s", root, experiment_id)
+			 : asprintf(&dir, "%s/artifacts/%s", b->home, experiment_id);
+	return ok < 0 ? NULL : dir;
+}
+
+int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
+			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err)
+{
+	struct boot_ctx x;
+	char *dir;
+	int rc;
+
+	if (strcmp(rank0->state, "running") != 0)
+		return isc_err_set(err, ISC_ENOTFOUND, "rank 0 (%s) is %s", rank0->instance_id, rank0->state);
+	dir = artifact_dir(b, e->id);
+	if (!dir)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	{
+		char *parent = strdup(dir);
+		if (parent) {
+			*strrchr(parent, '/') = '\0';
+			mkdir(parent, 0700);
+			free(parent);
+		}
+	}
+	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+	if (!rc)
+		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, err);
+	boot_ctx_cleanup(&x);
+	free(dir);
+	return rc;
+}
+
+int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
+			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err)
+{
+	struct boot_ctx x;
+	struct stat st;
+	char *dir = artifact_dir(b, e->id);
+	int rc;
+
+	if (!dir)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (stat(dir, &st) != 0) {
+		free(dir);
+		return 0; /* nothing was brought home yet */
+	}
+	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+	if (!rc)
+		rc = isc_launcher_push_artifacts(&x.targets[0], &x.opts, dir, err);
+	boot_ctx_cleanup(&x);
+	free(dir);
+	return rc;
+}

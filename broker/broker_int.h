@@ -1,0 +1,139 @@
+/*
+ * Internals of the broker shared by its files:
+ *   broker.c   the tick: jobs (one worker thread per experiment step), followers
+ *   advance.c  the state machine of one experiment, run in a worker
+ *   cloud.c    the bridge to the provider drivers (sessions per account+region)
+ *   watch.c    one describe per account+region, node updates, reconciliation
+ *   place.c    ranking and layout for an experiment (the shapes module)
+ *   meter.c    credits: reservations and per-node charges
+ */
+#ifndef ISC_BROKER_BROKER_INT_H
+#define ISC_BROKER_BROKER_INT_H
+
+#include "broker/broker.h"
+#include "config/config.h"
+#include "store/store_clusters.h"
+#include "store/store_experiments.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct isc_launch_follow;
+
+/* A candidate placement for an experiment, best first. */
+struct broker_candidate {
+	char *shape_id;
+	char *provider;
+	char *region;
+	char *instance_type;
+	int spot;
+	char *zones; /* comma-separated, tried in order */
+	int nnodes, nproc;
+	int64_t node_price_micros;
+};
+
+void broker_candidates_free(struct broker_candidate *c, size_t n);
+
+/* What a describe says about one instance. */
+struct broker_instance {
+	char *instance_id;
+	char *state; /* pending, running, shutting_down, terminated, stopping, stopped */
+	char *private_ip, *public_ip, *zone;
+	char *cluster_id; /* from the isc:cluster tag; may be NULL */
+	int64_t launched_at_ms;
+	int64_t notice_at_ms; /* 0 unless an interruption notice is pending */
+};
+
+void broker_instances_free(struct broker_instance *v, size_t n);
+
+/* A worker running one step of one experiment. */
+struct broker_job {
+	char *experiment_id;
+	pthread_t thread;
+	int done; /* set by the worker (atomic store) when it has finished */
+	struct isc_broker *broker;
+	struct broker_job *next;
+};
+
+/* Output followers of running clusters, keyed by cluster id. */
+struct broker_follower {
+	char *cluster_id;
+	struct isc_launch_follow *follow;
+	struct broker_follower *next;
+};
+
+struct isc_broker {
+	struct isc_store *store; /* the main thread's connection; workers open their own */
+	char *home;
+	struct isc_config *config;
+	struct broker_job *jobs;
+	struct broker_follower *followers;
+	pthread_mutex_t lock; /* guards followers */
+	uint64_t ticks;
+};
+
+/* ---- advance.c ---- */
+/* One step of the experiment's state machine, with the worker's own store connection. */
+void broker_advance(struct isc_broker *b, struct isc_store *s, const char *experiment_id);
+
+/* ---- place.c ---- */
+int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+		 struct broker_candidate **out, size_t *n, struct isc_err *err);
+
+/* ---- cloud.c ---- */
+int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);
+/* Launches the gang for the cluster with its intent's token; the nodes are recorded in the store. */
+int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+			const struct broker_candidate *cand, const char *token, const char *pubkey,
+			struct isc_err *err);
+int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
+			  const char *region, struct broker_instance **out, size_t *n,
+			  struct isc_err *err);
+int broker_cloud_terminate(struct isc_broker *b, const char *provider, const char *account,
+			   const char *region, const char *const *ids, size_t n, struct isc_err *err);
+
+/* ---- watch.c ---- */
+/* One describe per account+region with open clusters (and every configured one when reconciling). */
+int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err);
+/* Terminates every node of the cluster that is not yet terminated; cluster goes to terminating. */
+int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+			     struct isc_err *err);
+
+/* ---- meter.c ---- */
+int broker_meter(struct isc_broker *b, struct isc_err *err);
+
+/* ---- broker.c: followers ---- */
+/* Rank 0's exit: 1 and *code when it has exited, 0 while it runs or is unknown. */
+int broker_follower_rank0_exit(struct isc_broker *b, const char *cluster_id, int *code);
+void broker_follower_stop(struct isc_broker *b, const char *cluster_id);
+
+/* Paths under the home: output folder of an experiment, key file of a cluster. */
+char *broker_output_dir(const struct isc_broker *b, const char *experiment_id);
+
+#endif
+
+/* ---- boot.c: the bridge to the launcher ---- */
+int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+			const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+			struct isc_err *err);
+/* Asks the containers to stop with the grace period, then removes them. Best effort. */
+void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e,
+			    const struct isc_cluster *c, const struct isc_node *nodes, size_t n);
+/* Starts following output and exits of a running cluster (main thread). */
+int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+			struct isc_err *err);
+/* Artifacts: rank 0's /mnt folders to the broker's side, and back onto a new cluster. */
+int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
+			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err);
+int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
+			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err);
+
+/* ---- shapes excluded for the rest of a placement round (after capacity or a partial gang) ---- */
+void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id);
+int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const char *shape_id);
+void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id);
+
+/* ---- meter.c: credits for one cluster ---- */
+int broker_credits_reserve(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+			   const char *cluster_id, int64_t cluster_price_micros, struct isc_err *err);
+void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id);

@@ -1,0 +1,237 @@
+/*
+ * Watching the clouds: one describe per account and region per tick covers
+ * every cluster there. What it sees updates the node rows (state, addresses,
+ * launch time, interruption notices, confirmed termination). Terminating
+ * clusters are closed once every node is confirmed terminated.
+ *
+ * Reconciliation is the same pass over every configured region: an instance
+ * with this broker's tag that no open cluster owns is terminated. An instance
+ * of a cluster whose launch intent is still pending is left alone: the intent's
+ * retry (same token) will record it.
+ */
+#include "broker/broker_int.h"
+
+#include "common/log.h"
+#include "launcher/keys.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct target {
+	char *provider, *account, *region;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void add_target(struct target **v, size_t *n, const char *provider, const char *account,
+		       const char *region)
+{
+	struct target *grown;
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*v)[i].provider, provider) && !strcmp((*v)[i].account, account) &&
+		    !strcmp((*v)[i].region, region))
+			return;
+	grown = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!grown)
+		return;
+	*v = grown;
+	grown[*n].provider = strdup(provider);
+	grown[*n].account = strdup(account);
+	grown[*n].region = strdup(region);
+	(*n)++;
+}
+
+static void targets_free(struct target *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].provider);
+		free(v[i].account);
+		free(v[i].region);
+	}
+	free(v);
+}
+
+static int is_gone(const char *state)
+{
+	return strcmp(state, "terminated") == 0;
+}
+
+static int is_ending(const char *state)
+{
+	return is_gone(state) || strcmp(state, "shutting-down") == 0;
+}
+
+int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+			     struct isc_err *err)
+{
+	struct isc_node *nodes;
+	const char **ids;
+	size_t n, k = 0;
+	int rc;
+
+	if ((rc = isc_store_cluster_set_state(s, c->id, "terminating", err)))
+		return rc;
+	if ((rc = isc_store_node_list(s, c->id, &nodes, &n, err)))
+		return rc;
+	ids = calloc(n ? n : 1, sizeof(*ids));
+	if (!ids) {
+		isc_node_list_free(nodes, n);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!is_ending(nodes[i].state))
+			ids[k++] = nodes[i].instance_id;
+	rc = k ? broker_cloud_terminate(b, c->provider, c->account, c->region, ids, k, err) : 0;
+	free(ids);
+	isc_node_list_free(nodes, n);
+	return rc;
+}
+
+/* Closes a terminating cluster whose nodes are all confirmed terminated; asks again otherwise. */
+static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c)
+{
+	struct isc_node *nodes;
+	struct isc_err err;
+	size_t n, gone = 0;
+
+	if (isc_store_node_list(b->store, c->id, &nodes, &n, &err))
+		return;
+	for (size_t i = 0; i < n; i++)
+		gone += is_gone(nodes[i].state);
+	if (gone == n) {
+		struct isc_intent intent;
+		int pending = 0;
+		/* A cluster whose launch answer never came might still own instances: wait for reconcile. */
+		if (isc_store_intent_for_cluster(b->store, c->id, &intent, &err) == 0) {
+			pending = strcmp(intent.state, "pending") == 0 && n == 0;
+			isc_intent_cleanup(&intent);
+		}
+		if (!pending) {
+			isc_store_cluster_set_state(b->store, c->id, "closed", &err);
+			isc_cluster_key_delete(b->home, c->id);
+			isc_log(ISC_LOG_INFO, "cluster %s closed: all %zu node(s) confirmed terminated", c->id, n);
+		}
+	} else if (b->ticks % 5 == 1) {
+		/* Terminate is idempotent; repeat it now and then in case a call was lost. */
+		broker_cluster_terminate(b, b->store, c, &err);
+	}
+	isc_node_list_free(nodes, n);
+}
+
+/* What to do with an instance no node row knows. */
+static void stray(struct isc_broker *b, const struct target *t, const struct broker_instance *in,
+		  int reconcile)
+{
+	struct isc_cluster c;
+	struct isc_intent intent;
+	struct isc_err err;
+	int owned = 0;
+
+	if (is_ending(in->state))
+		return;
+	if (in->cluster_id && isc_store_cluster_get(b->store, in->cluster_id, &c, &err) == 0) {
+		if (strcmp(c.state, "launching") == 0 &&
+		    isc_store_intent_for_cluster(b->store, c.id, &intent, &err) == 0) {
+			owned = strcmp(intent.state, "pending") == 0 || strcmp(intent.state, "launched") == 0;
+			isc_intent_cleanup(&intent);
+		}
+		isc_cluster_cleanup(&c);
+	}
+	if (owned)
+		return;
+	if (!reconcile && in->cluster_id) {
+		/* A cluster's record may be a moment behind the cloud; strays wait for reconcile. */
+		struct isc_cluster probe;
+		if (isc_store_cluster_get(b->store, in->cluster_id, &probe, &err) == 0) {
+			int closed = strcmp(probe.state, "closed") == 0 || strcmp(probe.state, "terminating") == 0;
+			isc_cluster_cleanup(&probe);
+			if (!closed)
+				return;
+		}
+	}
+	isc_log(ISC_LOG_WARN, "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; terminating",
+		t->provider, in->instance_id, t->region, in->cluster_id ? in->cluster_id : "?");
+	{
+		const char *ids[1] = {in->instance_id};
+		if (broker_cloud_terminate(b, t->provider, t->account, t->region, ids, 1, &err))
+			isc_log(ISC_LOG_WARN, "reconcile: terminating %s: %s", in->instance_id, err.msg);
+	}
+}
+
+static void watch_target(struct isc_broker *b, const struct target *t,
+			 const struct isc_cluster *clusters, size_t n_clusters, int reconcile)
+{
+	struct broker_instance *seen;
+	struct isc_err err;
+	size_t n_seen;
+	int64_t now = now_ms();
+
+	if (broker_cloud_describe(b, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n_seen; i++) {
+		int known = 0;
+		isc_store_node_known(b->store, seen[i].instance_id, &known, &err);
+		if (known)
+			isc_store_node_observe(b->store, seen[i].instance_id, seen[i].state,
+					       seen[i].private_ip, seen[i].public_ip, seen[i].launched_at_ms,
+					       seen[i].notice_at_ms, now, &err);
+		else
+			stray(b, t, &seen[i], reconcile);
+	}
+	/* Nodes the cloud no longer lists at all (it keeps terminated ones for a while). */
+	for (size_t c = 0; c < n_clusters; c++) {
+		struct isc_node *nodes;
+		size_t n;
+		if (strcmp(clusters[c].provider, t->provider) || strcmp(clusters[c].account, t->account) ||
+		    strcmp(clusters[c].region, t->region))
+			continue;
+		if (isc_store_node_list(b->store, clusters[c].id, &nodes, &n, &err))
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			int listed = 0;
+			for (size_t k = 0; k < n_seen && !listed; k++)
+				listed = strcmp(seen[k].instance_id, nodes[i].instance_id) == 0;
+			if (!listed && !is_gone(nodes[i].state) && nodes[i].launched_at_ms > 0)
+				isc_store_node_observe(b->store, nodes[i].instance_id, "terminated", "", "", 0, 0,
+						       now, &err);
+		}
+		isc_node_list_free(nodes, n);
+	}
+	broker_instances_free(seen, n_seen);
+}
+
+int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
+{
+	struct isc_cluster *clusters;
+	struct target *targets = NULL;
+	size_t n, n_targets = 0;
+	int rc;
+
+	if ((rc = isc_store_cluster_list_open(b->store, &clusters, &n, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		add_target(&targets, &n_targets, clusters[i].provider, clusters[i].account, clusters[i].region);
+	if (reconcile) {
+		for (size_t p = 0; p < b->config->n_providers; p++) {
+			const struct isc_provider_config *pc = &b->config->providers[p];
+			for (size_t r = 0; r < pc->n_regions; r++)
+				add_target(&targets, &n_targets, pc->name, "default", pc->regions[r]);
+		}
+	}
+	for (size_t i = 0; i < n_targets; i++)
+		watch_target(b, &targets[i], clusters, n, reconcile);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(clusters[i].state, "terminating") == 0)
+			settle_terminating(b, &clusters[i]);
+	targets_free(targets, n_targets);
+	isc_cluster_list_free(clusters, n);
+	return 0;
+}

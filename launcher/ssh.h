@@ -1,0 +1,50 @@
+/*
+ * A small SSH client on libssh2 for the launcher: connect with a deadline
+ * (retrying while a node boots), check the host key through a pinning
+ * callback, log in with the cluster's key, and run commands with a timeout,
+ * optional stdin, streamed output and the exit status. One session per
+ * thread; sessions are not shared.
+ */
+#ifndef ISC_LAUNCHER_SSH_H
+#define ISC_LAUNCHER_SSH_H
+
+#include "common/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct isc_ssh;
+
+/*
+ * Decides whether a host key is acceptable for target (an instance id or
+ * "host:port"): 0 to accept, or an error (ISC_EAUTH for a changed key).
+ */
+typedef int (*isc_ssh_hostkey_fn)(void *ctx, const char *target, const char *key_type,
+				  const char *sha256_hex, struct isc_err *err);
+
+struct isc_ssh_target {
+	const char *host;       /* address to connect to */
+	int port;
+	const char *user;
+	const char *key_path;   /* the cluster's private key file */
+	const char *pin_target; /* what the host key is pinned under */
+};
+
+/* deadline_ms is on isc_monotonic_ms()'s clock. ISC_ETRANSIENT when the node never answered. */
+int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh_hostkey_fn check,
+		    void *check_ctx, struct isc_ssh **out, struct isc_err *err);
+void isc_ssh_free(struct isc_ssh *s);
+
+/* Receives output as it arrives (stderr = 1 for the error stream). */
+typedef void (*isc_ssh_output_fn)(void *ctx, const char *data, size_t len, int stderr_stream);
+
+/*
+ * Runs cmd in the remote shell. stdin_data (may be NULL) is sent and then EOF.
+ * Stops with ISC_ETRANSIENT after timeout_ms (0: none) or when *cancel becomes
+ * non-zero. *exit_status gets the command's exit code (-1 if unknown).
+ */
+int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, size_t stdin_len,
+		 long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
+		 int *exit_status, struct isc_err *err);
+
+#endif

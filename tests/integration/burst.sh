@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Bursts end to end on the mock cloud: iscd places, provisions (signed EC2 calls),
+# boots containers over SSH on real sshd nodes, follows them, and tears down.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+launch=$repo/tests/integration/launch
+dir=$(mktemp -d /tmp/isc-burst.XXXXXX)
+cleanup() {
+	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+. "$dir/env"
+isc() { "$ISC_BIN/isc" "$@"; }
+mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
+fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
+
+"$ISC_BIN/iscd" 2>"$dir/iscd.log" &
+echo $! >"$dir/iscd.pid"
+
+# wait_status ID STATUS SECONDS: until the experiment reaches STATUS.
+wait_status() {
+	local id=$1 want=$2 secs=$3 s
+	for _ in $(seq 1 $((secs * 5))); do
+		s=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+		[ "$s" = "$want" ] && return 0
+		sleep 0.2
+	done
+	echo "experiment $id is '$s', wanted '$want'" >&2
+	isc status "$id" >&2
+	return 1
+}
+submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
+live_instances() {
+	mock instances | /usr/bin/python3 -c '
+import json, sys
+print(sum(1 for r in json.load(sys.stdin) if r["state"] not in ("terminated",)))'
+}
+wait_no_live() {
+	for _ in $(seq 1 100); do
+		[ "$(live_instances)" = 0 ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# 1. A two-node burst runs to completed with the right environment on both ranks.
+id=$(submit "$launch/two-node.isc")
+check "two-node burst completes" wait_status "$id" completed 60
+out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+check "rank 0 log has RANK=0 NNODES=2" grep -q "RANK=0 NNODES=2 N_PROC=1" "$out/rank_0.txt"
+check "rank 1 log has RANK=1 NNODES=2" grep -q "RANK=1 NNODES=2 N_PROC=1" "$out/rank_1.txt"
+master=$(sed -nE 's/.*MASTER_ADDR=([0-9.]+).*/\1/p' "$out/rank_1.txt")
+check "MASTER_ADDR is rank 0's private IP" grep -q "\"$master\": *0" <<<"$(sed -nE 's/.*MAP=(.*)$/\1/p' "$out/rank_0.txt")"
+check "STRONG_EXPERIMENT_ID is the id" grep -q "ID=$id" "$out/rank_0.txt"
+check "first cycle is 1" grep -q "CYCLE=1" "$out/rank_0.txt"
+check "isc logs prints rank 1" bash -c "'$ISC_BIN/isc' logs '$id' --rank 1 | grep -q RANK=1"
+check "nodes terminated after completion" wait_no_live
+
+# 2. A failing command gives failed.
+id=$(submit "$launch/fails.isc")
+check "failing command gives failed" wait_status "$id" failed 60
+check "reason names the exit code" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'exited with code 3'"
+check "nodes terminated after failure" wait_no_live
+
+# 3. Capacity on the first shape moves the experiment to the second, and the events say so.
+fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":10}'
+id=$(submit "$launch/two-node.isc")
+check "burst completes on the second shape" wait_status "$id" completed 60
+check "events name the capacity error" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'capacity'"
+check "events name the second shape" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'trying aws-us-east-1-g5.xlarge-ondemand'"
+mock faults -X DELETE >/dev/null
+check "nothing left after failover" wait_no_live
+
+# 4. A partial gang is rolled back before the next try.
+fault '{"kind":"partial","instance_type":"g4dn.xlarge","count":1,"fail_nodes":1}'
+id=$(submit "$launch/two-node.isc")
+check "burst completes after a partial gang" wait_status "$id" completed 60
+check "events say the gang was rolled back" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'rolling back'"
+check "nothing left after partial gang" wait_no_live
+
+# 5. Cancel mid-run: containers stopped, nodes terminated, cancelled.
+id=$(submit "$launch/long.isc")
+check "long burst runs" wait_status "$id" running 60
+isc cancel "$id" >/dev/null
+check "cancel mid-run gives cancelled" wait_status "$id" cancelled 30
+check "nothing left after cancel mid-run" wait_no_live
+
+# 6. Cancel mid-boot (nodes slow to boot).
+mock boot_delay -X POST -d '{"ms":3000}' >/dev/null
+id=$(submit "$launch/long.isc")
+check "long burst provisions" wait_status "$id" provisioning 30
+isc cancel "$id" >/dev/null
+check "cancel mid-boot gives cancelled" wait_status "$id" cancelled 30
+mock boot_delay -X POST -d '{"ms":300}' >/dev/null
+check "nothing left after cancel mid-boot" wait_no_live
+
+check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
+finish burst
