@@ -15,16 +15,39 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Loads and validates; prints every problem as FILE:LINE:COL: error: FIELD: message. */
-static int load_launch(const char *path, struct isc_launch **out)
+static int mode_is_explicit_text(const char *text, size_t len);
+
+/*
+ * Loads and validates; prints every problem as FILE:LINE:COL: error: FIELD: message.
+ * default_burst: a file without compute_mode is validated as a burst (isc burst),
+ * so burst-only fields such as burst_shape_priority_list are allowed in it.
+ */
+static int load_launch(const char *path, int default_burst, struct isc_launch **out)
 {
 	struct isc_launch_problems problems;
 	struct isc_err err;
+	char *text = NULL;
+	size_t len = 0;
 	int rc;
 
 	isc_launch_problems_init(&problems);
 	isc_err_clear(&err);
-	rc = isc_launch_load(path, out, &problems, &err);
+	rc = isc_launch_read_file(path, ISC_LAUNCH_MAX_FILE_BYTES, &text, &len, &err);
+	if (!rc && default_burst && !mode_is_explicit_text(text, len)) {
+		/* Appended last, so every position the user sees is still that of their file. */
+		static const char line[] = "\ncompute_mode = \"burst\"\n";
+		char *grown = realloc(text, len + sizeof(line));
+		if (!grown) {
+			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
+		} else {
+			text = grown;
+			memcpy(text + len, line, sizeof(line));
+			len += sizeof(line) - 1;
+		}
+	}
+	if (!rc)
+		rc = isc_launch_parse(path, text, len, out, &problems, &err);
+	free(text);
 	if (rc && problems.len > 0)
 		isc_launch_problems_print(&problems, path, stderr);
 	else if (rc)
@@ -56,7 +79,7 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (!path)
 		return isc_cli_usage_error("validate", "a launch file is required");
-	if ((rc = load_launch(path, &l)))
+	if ((rc = load_launch(path, 0, &l)))
 		return rc;
 	if (json) {
 		json_t *o = isc_launch_to_json(l);
@@ -70,20 +93,16 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
-/* Whether the (already validated) file sets compute_mode itself. */
-static int mode_is_explicit(const char *path)
+/* Whether the file sets compute_mode itself (an unparsable file: yes, so its own errors show). */
+static int mode_is_explicit_text(const char *text, size_t len)
 {
 	struct isc_toml_doc *doc = NULL;
 	struct isc_err err;
-	char *text = NULL;
-	size_t len;
-	int found = 0;
+	int found = 1;
 
-	if (isc_launch_read_file(path, ISC_LAUNCH_MAX_FILE_BYTES, &text, &len, &err) == 0 &&
-	    isc_toml_parse(text, len, &doc, &err) == 0)
+	if (isc_toml_parse(text, len, &doc, &err) == 0)
 		found = isc_toml_table_get(isc_toml_doc_root(doc), "compute_mode") != NULL;
 	isc_toml_doc_free(doc);
-	free(text);
 	return found;
 }
 
@@ -174,18 +193,17 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	}
 	if (!path)
 		return isc_cli_usage_error(cmd, "a launch file is required");
-	if ((rc = load_launch(path, &l)))
+	if ((rc = load_launch(path, burst, &l)))
 		return rc;
 	if (burst) {
-		/* A burst file may omit compute_mode; any other mode is a mistake worth stopping for. */
-		if (l->compute_mode != ISC_MODE_BURST && mode_is_explicit(path)) {
+		/* A burst file may omit compute_mode (then it is a burst); another mode is a mistake. */
+		if (l->compute_mode != ISC_MODE_BURST) {
 			fprintf(stderr, "%s: error: compute_mode: isc burst needs compute_mode = \"burst\" (or "
 					"none), not \"%s\"\n",
 				path, isc_compute_mode_name(l->compute_mode));
 			rc = ISC_EXIT_FAIL;
 			goto out;
 		}
-		l->compute_mode = ISC_MODE_BURST;
 		if (l->gpus > 48) {
 			fprintf(stderr, "%s: error: gpus: burst requests are limited to 48 GPUs, not %d\n", path,
 				l->gpus);
