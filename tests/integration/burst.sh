@@ -97,4 +97,10 @@ mock boot_delay -X POST -d '{"ms":300}' >/dev/null
 check "nothing left after cancel mid-boot" wait_no_live
 
 check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
+pid=$(cat "$dir/iscd.pid")
+kill -TERM "$pid"
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+check "iscd stopped on SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"
+check "iscd log has no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
+grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -60 >&2
 finish burst
