@@ -147,6 +147,7 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 	snprintf(s->where, sizeof(s->where), "%s@%s:%d", t->user, t->host, t->port);
 	for (long backoff = 100;; backoff = backoff < 1000 ? backoff * 2 : 1000) {
 		int64_t left = deadline_ms - isc_monotonic_ms();
+
 		rc = attempt(s, t, left < 10000 ? (left > 200 ? left : 200) : 10000, check, check_ctx, err);
 		if (rc == 0) {
 			*out = s;
@@ -154,9 +155,10 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 		}
 		session_close(s);
 		/* A node that is still booting refuses or drops connections: retry until the deadline. */
-		if (rc != ISC_ETRANSIENT || isc_monotonic_ms() + backoff >= deadline_ms)
+		left = deadline_ms - isc_monotonic_ms();
+		if (rc != ISC_ETRANSIENT || left <= 0)
 			break;
-		usleep((useconds_t)backoff * 1000);
+		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
 	}
 	if (rc == ISC_ETRANSIENT)
 		isc_err_wrap(err, "node unreachable before its deadline");
