@@ -89,13 +89,19 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	struct isc_err err;
 	size_t n = 0;
 
-	broker_follower_stop(b, c->id);
 	if (isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 && n > 0) {
-		if (pull_artifacts && broker_artifacts_pull(b, e, c, &nodes[0], &err))
-			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s", err.msg);
+		/*
+		 * Stop with grace first, so the script can write its checkpoint, then bring the
+		 * folders home while rank 0's node still runs (an interruption notice gives ~2 min).
+		 */
 		if (stop_containers)
 			broker_stop_containers(b, e, c, nodes, n);
+		if (pull_artifacts && broker_artifacts_pull(b, e, c, &nodes[0], &err))
+			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s", err.msg);
+		else if (pull_artifacts)
+			note(s, e, "artifacts", "checkpoint, crud and lossy folders brought home from rank 0");
 	}
+	broker_follower_stop(b, c->id);
 	isc_node_list_free(nodes, n);
 	if (broker_cluster_terminate(b, s, c, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);

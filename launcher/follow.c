@@ -71,7 +71,8 @@ static void *follow_main(void *arg)
 		FILE *log;
 		int status = -1, rc;
 
-		if (isc_ssh_connect(&t, isc_monotonic_ms() + 10000, f->opts.check, f->opts.check_ctx, &ssh, &err)) {
+		/* Short attempts, so a stop request is noticed soon even when the node is gone. */
+		if (isc_ssh_connect(&t, isc_monotonic_ms() + 2000, f->opts.check, f->opts.check_ctx, &ssh, &err)) {
 			for (int i = 0; i < 20 && !f->cancel; i++)
 				usleep(100 * 1000);
 			continue;

@@ -236,6 +236,8 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 			wait_socket(s, 100);
 	}
 	libssh2_session_set_blocking(s->session, 1);
+	/* After a timeout or a cancel the peer may be gone: do not wait long to say goodbye. */
+	libssh2_session_set_timeout(s->session, rc ? 2000 : 30000);
 	if (!rc) {
 		libssh2_channel_close(ch);
 		libssh2_channel_wait_closed(ch);

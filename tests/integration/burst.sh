@@ -96,6 +96,35 @@ check "cancel mid-boot gives cancelled" wait_status "$id" cancelled 30
 mock boot_delay -X POST -d '{"ms":300}' >/dev/null
 check "nothing left after cancel mid-boot" wait_no_live
 
+# 7. A spot interruption: checkpoint, terminate, reprovision with the cycle count raised, resume.
+id=$(submit "$launch/long.isc")
+check "interruptible burst runs" wait_status "$id" running 60
+sleep 2 # let it write a few checkpoints
+victim=$(mock instances | /usr/bin/python3 -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
+print(sorted(rows, key=lambda r: r["launched_at"])[0]["id"] if rows else "")' "$id")
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":10}"
+check "the interruption is seen" bash -c "for i in \$(seq 1 100); do '$ISC_BIN/isc' status '$id' | grep -q interrupted && exit 0; sleep 0.2; done; exit 1"
+running_cycle2() {
+	for _ in $(seq 1 300); do
+		isc status "$1" --json | /usr/bin/python3 -c '
+import json, sys
+e = json.load(sys.stdin)
+sys.exit(0 if e["status"] == "running" and e["cycle_count"] == 2 else 1)' && return 0
+		sleep 0.2
+	done
+	isc status "$1" >&2
+	return 1
+}
+check "reprovisioned and running again in cycle 2" running_cycle2 "$id"
+out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+check "rank 0 resumed from its checkpoint" bash -c "for i in \$(seq 1 50); do grep -q 'resumed from step' '$out/rank_0.txt' 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
+check "rank 0 runs cycle 2" grep -q "start cycle 2" "$out/rank_0.txt"
+isc cancel "$id" >/dev/null
+check "interrupted burst cancels" wait_status "$id" cancelled 30
+check "nothing left after the interruption" wait_no_live
+
 check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
 pid=$(cat "$dir/iscd.pid")
 kill -TERM "$pid"
