@@ -24,10 +24,10 @@ static int64_t now_ms(void)
 }
 
 static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
-		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
-		       const char *fmt, ...)
+                       const char *fmt, ...)
 {
 	char reason[ISC_ERR_MSG_MAX];
 	struct isc_err err;
@@ -42,10 +42,10 @@ static void set_status(struct isc_store *s, const struct isc_experiment *e, cons
 }
 
 static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
-		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
-		 const char *fmt, ...)
+                 const char *fmt, ...)
 {
 	char msg[ISC_ERR_MSG_MAX];
 	struct isc_err err;
@@ -83,7 +83,7 @@ static int current_cluster(struct isc_store *s, const char *experiment_id, struc
 
 /* Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes. */
 static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-		     const struct isc_cluster *c, int stop_containers, int pull_artifacts)
+                     const struct isc_cluster *c, int stop_containers, int pull_artifacts)
 {
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
@@ -92,14 +92,17 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	if (isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 && n > 0) {
 		/*
 		 * Stop with grace first, so the script can write its checkpoint, then bring the
-		 * folders home while rank 0's node still runs (an interruption notice gives ~2 min).
+		 * folders home while rank 0's node still runs (an interruption notice gives ~2
+		 * min).
 		 */
 		if (stop_containers)
 			broker_stop_containers(b, e, c, nodes, n);
 		if (pull_artifacts && broker_artifacts_pull(b, e, c, &nodes[0], &err))
-			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s", err.msg);
+			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
+			     err.msg);
 		else if (pull_artifacts)
-			note(s, e, "artifacts", "checkpoint, crud and lossy folders brought home from rank 0");
+			note(s, e, "artifacts",
+			     "checkpoint, crud and lossy folders brought home from rank 0");
 	}
 	broker_follower_stop(b, c->id);
 	isc_node_list_free(nodes, n);
@@ -109,7 +112,7 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 }
 
 static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
-			    size_t tried, const char *last_error)
+                            size_t tried, const char *last_error)
 {
 	struct isc_err err;
 	char when[32];
@@ -123,8 +126,9 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	t = (time_t)(e->next_attempt_ms / 1000);
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S UTC", &tm);
-	set_status(s, e, "waiting", "no shape could be provisioned (%zu tried%s%.300s); next try at %s",
-		   tried, last_error[0] ? "; last: " : "", last_error, when);
+	set_status(s, e, "waiting",
+	           "no shape could be provisioned (%zu tried%s%.300s); next try at %s", tried,
+	           last_error[0] ? "; last: " : "", last_error, when);
 }
 
 static int provider_dead(char (*dead)[16], size_t n, const char *provider)
@@ -144,7 +148,8 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	struct broker_candidate *cands = NULL;
 	struct isc_err err;
 	char last_error[ISC_ERR_MSG_MAX + 128] = "";
-	char dead[4][16]; /* providers that answered auth/invalid: the rest of their shapes would too */
+	char dead[4][16]; /* providers that answered auth/invalid: the rest of their shapes would
+	                     too */
 	size_t n_dead = 0;
 	size_t n = 0, tried = 0;
 
@@ -152,7 +157,8 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 
 	/* A cluster recorded before a crash, with its intent: finish that launch first. */
 	if (current_cluster(s, e->id, &live)) {
-		set_status(s, e, "provisioning", "resuming cluster %s on %s", live.id, live.shape_id);
+		set_status(s, e, "provisioning", "resuming cluster %s on %s", live.id,
+		           live.shape_id);
 		isc_cluster_cleanup(&live);
 		return;
 	}
@@ -163,15 +169,16 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		return;
 	}
 	if (strcmp(e->status, "placing") != 0)
-		set_status(s, e, "placing", "%zu candidate shape(s) for %d GPUs; first: %s", n, e->gpus,
-			   n ? cands[0].shape_id : "none");
+		set_status(s, e, "placing", "%zu candidate shape(s) for %d GPUs; first: %s", n,
+		           e->gpus, n ? cands[0].shape_id : "none");
 	for (size_t i = 0; i < n; i++) {
 		struct broker_candidate *cand = &cands[i];
 		struct isc_cluster c = {0};
 		char *cluster_id = NULL, *pubkey = NULL, token[80];
 		int rc;
 
-		if (broker_shape_excluded(b, e->id, cand->shape_id) || provider_dead(dead, n_dead, cand->provider))
+		if (broker_shape_excluded(b, e->id, cand->shape_id) ||
+		    provider_dead(dead, n_dead, cand->provider))
 			continue;
 		if (broker_cloud_configured(b, cand->provider, &err)) {
 			note(s, e, "skip", "%s: %s", cand->shape_id, err.msg);
@@ -193,14 +200,17 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		c.cycle = e->cycle_count + 1;
 		c.price_micros = cand->node_price_micros;
 		c.state = "launching";
-		/* The cluster and its intent first: the reservation and every cloud call refer to them. */
+		/* The cluster and its intent first: the reservation and every cloud call refer to
+		 * them. */
 		rc = isc_store_cluster_create(s, &c, token, cand->zones, &err);
 		if (rc) {
-			note(s, e, "error", "recording a cluster for %s: %s", cand->shape_id, err.msg);
+			note(s, e, "error", "recording a cluster for %s: %s", cand->shape_id,
+			     err.msg);
 			free(cluster_id);
 			break;
 		}
-		rc = broker_credits_reserve(b, s, e, cluster_id, cand->node_price_micros * cand->nnodes, &err);
+		rc = broker_credits_reserve(b, s, e, cluster_id,
+		                            cand->node_price_micros * cand->nnodes, &err);
 		if (!rc)
 			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
 		if (rc) {
@@ -219,7 +229,8 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 			if (credits)
 				set_status(s, e, "waiting", "credits: %s", why);
 			else
-				set_status(s, e, "waiting", "preparing a cluster for %s: %s", cand->shape_id, why);
+				set_status(s, e, "waiting", "preparing a cluster for %s: %s",
+				           cand->shape_id, why);
 			return;
 		}
 		e->nnodes = cand->nnodes;
@@ -228,29 +239,35 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		e->shape_id = strdup(cand->shape_id);
 		e->next_attempt_ms = 0;
 		isc_store_experiment_set_placement(s, e, &err);
-		set_status(s, e, "provisioning", "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s",
-			   cand->shape_id, cand->nnodes, cand->nproc, cand->zones, cluster_id);
+		set_status(s, e, "provisioning",
+		           "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s",
+		           cand->shape_id, cand->nnodes, cand->nproc,
+		           cand->zones[0] ? cand->zones : "any (the cloud picks)", cluster_id);
 		rc = broker_cloud_launch(b, s, &c, cand, token, pubkey, &err);
 		free(pubkey);
 		if (rc == 0) {
 			isc_store_intent_resolve(s, token, "launched", "", &err);
-			note(s, e, "launched", "%s: %d node(s) launched; waiting for them to run", cand->shape_id,
-			     cand->nnodes);
+			note(s, e, "launched", "%s: %d node(s) launched; waiting for them to run",
+			     cand->shape_id, cand->nnodes);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
 			return;
 		}
 		if (isc_code_is_retryable(rc)) {
-			/* The call may have happened: keep the intent pending and ask again with its token. */
-			note(s, e, "launch_unknown", "%s: %s: %s; the launch will be repeated with the same token",
+			/* The call may have happened: keep the intent pending and ask again with
+			 * its token. */
+			note(s, e, "launch_unknown",
+			     "%s: %s: %s; the launch will be repeated with the same token",
 			     cand->shape_id, isc_code_name(rc), err.msg);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
 			return;
 		}
 		snprintf(last_error, sizeof(last_error), "%s: %s", cand->shape_id, err.msg);
-		note(s, e, isc_code_name(rc), "%s: %s: %s", cand->shape_id, isc_code_name(rc), err.msg);
-		if (rc != ISC_ECAPACITY && rc != ISC_EQUOTA && n_dead < sizeof(dead) / sizeof(dead[0]))
+		note(s, e, isc_code_name(rc), "%s: %s: %s", cand->shape_id, isc_code_name(rc),
+		     err.msg);
+		if (rc != ISC_ECAPACITY && rc != ISC_EQUOTA &&
+		    n_dead < sizeof(dead) / sizeof(dead[0]))
 			snprintf(dead[n_dead++], sizeof(dead[0]), "%s", cand->provider);
 		isc_store_intent_resolve(s, token, "failed", err.msg, &err);
 		isc_store_cluster_set_state(s, cluster_id, "closed", &err);
@@ -263,8 +280,9 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	round_exhausted(b, s, e, tried, last_error);
 }
 
-static int candidate_for_cluster(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
-				 const struct isc_cluster *c, struct broker_candidate *out)
+static int candidate_for_cluster(struct isc_broker *b, struct isc_store *s,
+                                 struct isc_experiment *e, const struct isc_cluster *c,
+                                 struct broker_candidate *out)
 {
 	struct broker_candidate *cands;
 	struct isc_err err;
@@ -305,27 +323,33 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			int rc;
 
 			if (!candidate_for_cluster(b, s, e, &c, &cand)) {
-				note(s, e, "error", "shape %s is no longer a candidate; rolling back", c.shape_id);
-				isc_store_intent_resolve(s, intent.token, "failed", "shape gone", &err);
+				note(s, e, "error",
+				     "shape %s is no longer a candidate; rolling back", c.shape_id);
+				isc_store_intent_resolve(s, intent.token, "failed", "shape gone",
+				                         &err);
 				teardown(b, s, e, &c, 0, 0);
 				goto out_intent;
 			}
 			rc = isc_cluster_key_public(b->home, c.id, &pubkey, &err);
 			if (!rc)
-				rc = broker_cloud_launch(b, s, &c, &cand, intent.token, pubkey, &err);
+				rc = broker_cloud_launch(b, s, &c, &cand, intent.token, pubkey,
+				                         &err);
 			free(pubkey);
 			broker_candidates_free(&cand, 1);
 			if (rc == 0) {
 				isc_store_intent_resolve(s, intent.token, "launched", "", &err);
-				note(s, e, "launched", "%s: launch confirmed with token %s", c.shape_id, intent.token);
+				note(s, e, "launched", "%s: launch confirmed with token %s",
+				     c.shape_id, intent.token);
 			} else if (isc_code_is_retryable(rc)) {
-				note(s, e, "launch_unknown", "%s: %s; will ask again", c.shape_id, err.msg);
+				note(s, e, "launch_unknown", "%s: %s; will ask again", c.shape_id,
+				     err.msg);
 			} else {
 				note(s, e, isc_code_name(rc), "%s: %s", c.shape_id, err.msg);
 				isc_store_intent_resolve(s, intent.token, "failed", err.msg, &err);
 				broker_exclude_shape(b, e->id, c.shape_id);
 				teardown(b, s, e, &c, 0, 0);
-				set_status(s, e, "placing", "%s failed; trying the next shape", c.shape_id);
+				set_status(s, e, "placing", "%s failed; trying the next shape",
+				           c.shape_id);
 			}
 			goto out_intent;
 		}
@@ -337,27 +361,33 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 	for (size_t i = 0; i < n; i++) {
 		const char *st = nodes[i].state;
-		if (strcmp(st, "running") == 0 && (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
+		if (strcmp(st, "running") == 0 &&
+		    (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
 			running++;
 		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0) {
-			note(s, e, "partial", "%s: node %s (rank %d) is %s before the cluster ran; rolling back "
-					      "the gang", c.shape_id, nodes[i].instance_id, nodes[i].rank, st);
+			note(s, e, "partial",
+			     "%s: node %s (rank %d) is %s before the cluster ran; rolling back "
+			     "the gang",
+			     c.shape_id, nodes[i].instance_id, nodes[i].rank, st);
 			broker_exclude_shape(b, e->id, c.shape_id);
 			teardown(b, s, e, &c, 0, 0);
-			set_status(s, e, "placing", "partial gang on %s rolled back; trying the next shape",
-				   c.shape_id);
+			set_status(s, e, "placing",
+			           "partial gang on %s rolled back; trying the next shape",
+			           c.shape_id);
 			goto out;
 		}
 	}
 	if ((int)n == c.nnodes && running == n) {
 		isc_store_cluster_set_state(s, c.id, "booting", &err);
-		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running, c.nnodes);
+		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
+		           c.nnodes);
 	} else if (now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
-		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back", c.shape_id,
-		     running, c.nnodes, b->config->boot_deadline_ms / 1000);
+		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
+		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
 		broker_exclude_shape(b, e->id, c.shape_id);
 		teardown(b, s, e, &c, 0, 0);
-		set_status(s, e, "placing", "nodes of %s did not come up; trying the next shape", c.shape_id);
+		set_status(s, e, "placing", "nodes of %s did not come up; trying the next shape",
+		           c.shape_id);
 	}
 out:
 	isc_node_list_free(nodes, n);
@@ -389,9 +419,11 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
 		isc_store_cluster_set_state(s, c.id, "running", &err);
-		set_status(s, e, "running", "%zu container(s) started on %s (cycle %d)", n, c.shape_id, c.cycle);
+		set_status(s, e, "running", "%zu container(s) started on %s (cycle %d)", n,
+		           c.shape_id, c.cycle);
 	} else if (rc == ISC_EINVALID) {
-		/* The experiment itself cannot start (image or command): another shape will not help. */
+		/* The experiment itself cannot start (image or command): another shape will not
+		 * help. */
 		teardown(b, s, e, &c, 0, 0);
 		set_status(s, e, "failed", "boot failed: %s", err.msg);
 	} else {
@@ -430,13 +462,15 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) {
-			note(s, e, "interrupted", "node %s (rank %d) %s; checkpointing and reprovisioning",
+			note(s, e, "interrupted",
+			     "node %s (rank %d) %s; checkpointing and reprovisioning",
 			     nodes[i].instance_id, nodes[i].rank,
 			     nodes[i].notice_at_ms ? "got an interruption notice" : nodes[i].state);
 			teardown(b, s, e, &c, 1, 1);
 			broker_exclusions_clear(b, e->id);
-			set_status(s, e, "placing", "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
-				   c.cycle + 1);
+			set_status(s, e, "placing",
+			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
+			           c.cycle + 1);
 			goto out;
 		}
 	}
@@ -447,7 +481,7 @@ out:
 
 /* Cancel, or a stop for lack of credits: every open cluster is torn down gracefully. */
 static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
-		     const char *final_status, const char *reason)
+                     const char *final_status, const char *reason)
 {
 	struct isc_cluster *list;
 	struct isc_err err;
@@ -455,7 +489,8 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
 		for (size_t i = 0; i < n; i++) {
-			int live = strcmp(list[i].state, "running") == 0 || strcmp(list[i].state, "booting") == 0;
+			int live = strcmp(list[i].state, "running") == 0 ||
+			           strcmp(list[i].state, "booting") == 0;
 			if (strcmp(list[i].state, "terminating") != 0)
 				teardown(b, s, e, &list[i], live, live);
 		}
@@ -483,7 +518,7 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	if (strcmp(e.status, "stopping") == 0) {
 		stop_all(b, s, &e, "stopped", "out of credits");
 	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
-		   (strcmp(e.status, "waiting") == 0 && now_ms() >= e.next_attempt_ms)) {
+	           (strcmp(e.status, "waiting") == 0 && now_ms() >= e.next_attempt_ms)) {
 		place(b, s, &e);
 	} else if (strcmp(e.status, "provisioning") == 0) {
 		provisioning(b, s, &e);

@@ -17,7 +17,7 @@
 
 /* Called from node threads: each check uses its own store connection. */
 static int pin_hostkey(void *ctx, const char *target, const char *key_type, const char *sha256_hex,
-		       struct isc_err *err)
+                       struct isc_err *err)
 {
 	const char *home = ctx;
 	struct isc_store *s;
@@ -51,8 +51,9 @@ static void boot_ctx_cleanup(struct boot_ctx *x)
 }
 
 static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const char *name,
-			 const char *spec_json, const struct isc_cluster *c, const struct isc_node *nodes,
-			 size_t n, struct boot_ctx *x, struct isc_err *err)
+                         const char *spec_json, const struct isc_cluster *c,
+                         const struct isc_node *nodes, size_t n, struct boot_ctx *x,
+                         struct isc_err *err)
 {
 	const struct isc_provider_config *pc = isc_config_provider(b->config, c->provider);
 	json_t *list, *image;
@@ -60,13 +61,15 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	memset(x, 0, sizeof(*x));
 	x->spec_json = json_loads(spec_json, 0, NULL);
 	if (!x->spec_json)
-		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec", experiment_id);
+		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec",
+		                   experiment_id);
 	list = json_object_get(x->spec_json, "dataset_id_list");
 	x->datasets = calloc(json_array_size(list) + 1, sizeof(*x->datasets));
 	x->targets = calloc(n ? n : 1, sizeof(*x->targets));
 	x->key_path = isc_cluster_key_path(b->home, c->id);
 	image = json_object_get(x->spec_json, "image");
-	x->image = strdup(json_is_string(image) ? json_string_value(image) : b->config->default_image);
+	x->image =
+	    strdup(json_is_string(image) ? json_string_value(image) : b->config->default_image);
 	if (!x->datasets || !x->targets || !x->key_path || !x->image)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	for (size_t i = 0; i < json_array_size(list); i++)
@@ -85,10 +88,12 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	x->spec.master_port = b->config->master_port;
 	x->spec.shm_size = b->config->shm_size;
 	if (!x->spec.command)
-		return isc_err_set(err, ISC_EINVALID, "experiment %s has no command", experiment_id);
+		return isc_err_set(err, ISC_EINVALID, "experiment %s has no command",
+		                   experiment_id);
 	for (size_t i = 0; i < n; i++) {
 		x->targets[i].rank = nodes[i].rank;
-		x->targets[i].host = nodes[i].public_ip[0] ? nodes[i].public_ip : nodes[i].private_ip;
+		x->targets[i].host =
+		    nodes[i].public_ip[0] ? nodes[i].public_ip : nodes[i].private_ip;
 		x->targets[i].port = pc ? pc->ssh_port : 22;
 		x->targets[i].private_ip = nodes[i].private_ip;
 		x->targets[i].pin_target = nodes[i].instance_id;
@@ -104,8 +109,8 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 }
 
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-			const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
-			struct isc_err *err)
+                        const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+                        struct isc_err *err)
 {
 	struct boot_ctx x;
 	int rc;
@@ -119,7 +124,7 @@ int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct 
 }
 
 void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e,
-			    const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
+                            const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
 {
 	struct boot_ctx x;
 	struct isc_err err;
@@ -135,7 +140,8 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 	if (k) {
 		if (boot_ctx_init(b, e->id, e->name, e->spec_json, c, live, k, &x, &err) == 0) {
 			x.opts.connect_deadline_ms = 10000;
-			isc_launcher_stop(&x.spec, x.targets, x.n, &x.opts, b->config->stop_grace_s);
+			isc_launcher_stop(&x.spec, x.targets, x.n, &x.opts,
+			                  b->config->stop_grace_s);
 		}
 		boot_ctx_cleanup(&x);
 	}
@@ -143,7 +149,7 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 }
 
 int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			struct isc_err *err)
+                        struct isc_err *err)
 {
 	struct isc_experiment e;
 	struct isc_node *nodes = NULL;
@@ -171,7 +177,8 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		x.opts.connect_deadline_ms = 10000;
 		if (!rc)
-			rc = isc_launch_follow_start(&x.spec, x.targets, x.n, &x.opts, out_dir, &f->follow, err);
+			rc = isc_launch_follow_start(&x.spec, x.targets, x.n, &x.opts, out_dir,
+			                             &f->follow, err);
 	}
 	boot_ctx_cleanup(&x);
 	if (!rc) {
@@ -196,19 +203,21 @@ static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 	char *dir;
 	const char *root = b->config->artifact_root;
 	int ok = root[0] ? asprintf(&dir, "%s/%s", root, experiment_id)
-			 : asprintf(&dir, "%s/artifacts/%s", b->home, experiment_id);
+	                 : asprintf(&dir, "%s/artifacts/%s", b->home, experiment_id);
 	return ok < 0 ? NULL : dir;
 }
 
 int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
-			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err)
+                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          struct isc_err *err)
 {
 	struct boot_ctx x;
 	char *dir;
 	int rc;
 
 	if (strcmp(rank0->state, "running") != 0)
-		return isc_err_set(err, ISC_ENOTFOUND, "rank 0 (%s) is %s", rank0->instance_id, rank0->state);
+		return isc_err_set(err, ISC_ENOTFOUND, "rank 0 (%s) is %s", rank0->instance_id,
+		                   rank0->state);
 	dir = artifact_dir(b, e->id);
 	if (!dir)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -229,7 +238,8 @@ int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
 }
 
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
-			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err)
+                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          struct isc_err *err)
 {
 	struct boot_ctx x;
 	struct stat st;

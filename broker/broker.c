@@ -52,8 +52,9 @@ int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const
 	(void)b;
 	pthread_mutex_lock(&exclusions_lock);
 	for (struct exclusion *x = exclusions; x && !found; x = x->next)
-		found = x->experiment_id && x->shape_id && strcmp(x->experiment_id, experiment_id) == 0 &&
-			strcmp(x->shape_id, shape_id) == 0;
+		found = x->experiment_id && x->shape_id &&
+		        strcmp(x->experiment_id, experiment_id) == 0 &&
+		        strcmp(x->shape_id, shape_id) == 0;
 	pthread_mutex_unlock(&exclusions_lock);
 	return found;
 }
@@ -66,7 +67,8 @@ void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id)
 	p = &exclusions;
 	while (*p) {
 		struct exclusion *x = *p;
-		if (!experiment_id || !x->experiment_id || strcmp(x->experiment_id, experiment_id) == 0) {
+		if (!experiment_id || !x->experiment_id ||
+		    strcmp(x->experiment_id, experiment_id) == 0) {
 			*p = x->next;
 			free(x->experiment_id);
 			free(x->shape_id);
@@ -107,7 +109,7 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 	if (!b->config->broker_id || !b->config->broker_id[0]) {
 		isc_broker_free(b);
 		return isc_err_set(err, ISC_EINVALID, "%s has no broker_id: run 'isc init'",
-				   b->config->path[0] ? b->config->path : "config.toml");
+		                   b->config->path[0] ? b->config->path : "config.toml");
 	}
 	*out = b;
 	return 0;
@@ -118,7 +120,8 @@ static void reap_jobs(struct isc_broker *b, int wait_all)
 	struct broker_job **p = &b->jobs;
 	while (*p) {
 		struct broker_job *j = *p;
-		if (wait_all || atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire)) {
+		if (wait_all ||
+		    atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire)) {
 			pthread_join(j->thread, NULL);
 			*p = j->next;
 			free(j->experiment_id);
@@ -256,7 +259,8 @@ static void start_followers(struct isc_broker *b)
 		have = follower_find(b, list[i].id) != NULL;
 		pthread_mutex_unlock(&b->lock);
 		if (!have && broker_follow_start(b, b->store, &list[i], &err))
-			isc_log(ISC_LOG_WARN, "cluster %s: following output: %s", list[i].id, err.msg);
+			isc_log(ISC_LOG_WARN, "cluster %s: following output: %s", list[i].id,
+			        err.msg);
 	}
 	isc_cluster_list_free(list, n);
 }

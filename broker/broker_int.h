@@ -78,26 +78,29 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 
 /* ---- place.c ---- */
 int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-		 struct broker_candidate **out, size_t *n, struct isc_err *err);
+                 struct broker_candidate **out, size_t *n, struct isc_err *err);
 
 /* ---- cloud.c ---- */
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);
-/* Launches the gang for the cluster with its intent's token; the nodes are recorded in the store. */
+/* Launches the gang for the cluster with its intent's token; the nodes are recorded in the store.
+ */
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			const struct broker_candidate *cand, const char *token, const char *pubkey,
-			struct isc_err *err);
+                        const struct broker_candidate *cand, const char *token, const char *pubkey,
+                        struct isc_err *err);
 int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
-			  const char *region, struct broker_instance **out, size_t *n,
-			  struct isc_err *err);
+                          const char *region, struct broker_instance **out, size_t *n,
+                          struct isc_err *err);
 int broker_cloud_terminate(struct isc_broker *b, const char *provider, const char *account,
-			   const char *region, const char *const *ids, size_t n, struct isc_err *err);
+                           const char *region, const char *const *ids, size_t n,
+                           struct isc_err *err);
 
 /* ---- watch.c ---- */
-/* One describe per account+region with open clusters (and every configured one when reconciling). */
+/* One describe per account+region with open clusters (and every configured one when reconciling).
+ */
 int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err);
 /* Terminates every node of the cluster that is not yet terminated; cluster goes to terminating. */
 int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			     struct isc_err *err);
+                             struct isc_err *err);
 
 /* ---- meter.c ---- */
 int broker_meter(struct isc_broker *b, struct isc_err *err);
@@ -114,19 +117,21 @@ char *broker_output_dir(const struct isc_broker *b, const char *experiment_id);
 
 /* ---- boot.c: the bridge to the launcher ---- */
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-			const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
-			struct isc_err *err);
+                        const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+                        struct isc_err *err);
 /* Asks the containers to stop with the grace period, then removes them. Best effort. */
 void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e,
-			    const struct isc_cluster *c, const struct isc_node *nodes, size_t n);
+                            const struct isc_cluster *c, const struct isc_node *nodes, size_t n);
 /* Starts following output and exits of a running cluster (main thread). */
 int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			struct isc_err *err);
+                        struct isc_err *err);
 /* Artifacts: rank 0's /mnt folders to the broker's side, and back onto a new cluster. */
 int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
-			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err);
+                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          struct isc_err *err);
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
-			  const struct isc_cluster *c, const struct isc_node *rank0, struct isc_err *err);
+                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          struct isc_err *err);
 
 /* ---- shapes excluded for the rest of a placement round (after capacity or a partial gang) ---- */
 void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id);
@@ -134,6 +139,7 @@ int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const
 void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id);
 
 /* ---- meter.c: credits for one cluster ---- */
-int broker_credits_reserve(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-			   const char *cluster_id, int64_t cluster_price_micros, struct isc_err *err);
+int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
+                           const struct isc_experiment *e, const char *cluster_id,
+                           int64_t cluster_price_micros, struct isc_err *err);
 void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id);

@@ -12,23 +12,26 @@
 #include <string.h>
 
 static int session_open(struct isc_broker *b, const char *provider, const char *account,
-			const char *region, struct isc_provider_session **out, struct isc_err *err)
+                        const char *region, struct isc_provider_session **out, struct isc_err *err)
 {
 	int rc = broker_cloud_configured(b, provider, err);
 	if (rc)
 		return rc;
 	/* BYO cloud keys will name their account here; until then only the broker's own. */
 	if (strcmp(account, "default") != 0)
-		return isc_err_set(err, ISC_EINVALID, "cloud key accounts are not supported yet ('%s')", account);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "cloud key accounts are not supported yet ('%s')", account);
 	return isc_provider_session_open(b->config, provider, region, out, err);
 }
 
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err)
 {
 	if (!isc_provider_find(provider))
-		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s' in this build", provider);
+		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s' in this build",
+		                   provider);
 	if (!isc_config_provider(b->config, provider))
-		return isc_err_set(err, ISC_EINVALID, "provider '%s' is not configured in config.toml", provider);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "provider '%s' is not configured in config.toml", provider);
 	return 0;
 }
 
@@ -50,15 +53,15 @@ static char **split_zones(const char *zones, size_t *n)
 }
 
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			const struct broker_candidate *cand, const char *token, const char *pubkey,
-			struct isc_err *err)
+                        const struct broker_candidate *cand, const char *token, const char *pubkey,
+                        struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_launch_result res = {0};
 	struct isc_launch_spec spec = {0};
 	struct isc_kv tags[3] = {{ISC_TAG_BROKER, b->config->broker_id},
-				 {ISC_TAG_CLUSTER, c->id},
-				 {ISC_TAG_EXPERIMENT, c->experiment_id}};
+	                         {ISC_TAG_CLUSTER, c->id},
+	                         {ISC_TAG_EXPERIMENT, c->experiment_id}};
 	size_t n_zones = 0;
 	char **zones = split_zones(cand->zones, &n_zones);
 	int rc;
@@ -124,8 +127,8 @@ void broker_instances_free(struct broker_instance *v, size_t n)
 }
 
 int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
-			  const char *region, struct broker_instance **out, size_t *n,
-			  struct isc_err *err)
+                          const char *region, struct broker_instance **out, size_t *n,
+                          struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_node_info *infos = NULL;
@@ -154,9 +157,10 @@ int broker_cloud_describe(struct isc_broker *b, const char *provider, const char
 		v[i].zone = strdup(infos[i].zone);
 		v[i].cluster_id = infos[i].cluster_id[0] ? strdup(infos[i].cluster_id) : NULL;
 		v[i].launched_at_ms = infos[i].launched_at_ms;
-		v[i].notice_at_ms = infos[i].interruption_noticed
-					    ? (infos[i].interruption_at_ms ? infos[i].interruption_at_ms : 1)
-					    : 0;
+		v[i].notice_at_ms =
+		    infos[i].interruption_noticed
+		        ? (infos[i].interruption_at_ms ? infos[i].interruption_at_ms : 1)
+		        : 0;
 	}
 	isc_node_infos_free(infos, n_infos);
 	*out = v;
@@ -165,7 +169,8 @@ int broker_cloud_describe(struct isc_broker *b, const char *provider, const char
 }
 
 int broker_cloud_terminate(struct isc_broker *b, const char *provider, const char *account,
-			   const char *region, const char *const *ids, size_t n, struct isc_err *err)
+                           const char *region, const char *const *ids, size_t n,
+                           struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	int rc;
@@ -175,6 +180,7 @@ int broker_cloud_terminate(struct isc_broker *b, const char *provider, const cha
 	rc = sess->provider->terminate(sess, ids, n, err);
 	sess->provider->session_free(sess);
 	if (!rc)
-		isc_log(ISC_LOG_INFO, "terminate requested for %zu %s instance(s) in %s", n, provider, region);
+		isc_log(ISC_LOG_INFO, "terminate requested for %zu %s instance(s) in %s", n,
+		        provider, region);
 	return rc;
 }

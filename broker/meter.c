@@ -28,10 +28,12 @@ static enum isc_billing billing_of(const char *account)
 	return strcmp(account, "default") == 0 ? ISC_BILLING_CREDITS : ISC_BILLING_BYO;
 }
 
-int broker_credits_reserve(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-			   const char *cluster_id, int64_t cluster_price_micros, struct isc_err *err)
+int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
+                           const struct isc_experiment *e, const char *cluster_id,
+                           int64_t cluster_price_micros, struct isc_err *err)
 {
-	int64_t amount = isc_credits_cost_micros(cluster_price_micros, b->config->reservation_window_ms);
+	int64_t amount =
+	    isc_credits_cost_micros(cluster_price_micros, b->config->reservation_window_ms);
 	return isc_credits_reserve(s, e->id, cluster_id, amount, err);
 }
 
@@ -86,18 +88,22 @@ static void renew_reservations(struct isc_broker *b)
 		int64_t window;
 		int rc;
 
-		if (strcmp(c->state, "terminating") == 0 || billing_of(c->account) != ISC_BILLING_CREDITS)
+		if (strcmp(c->state, "terminating") == 0 ||
+		    billing_of(c->account) != ISC_BILLING_CREDITS)
 			continue;
-		window = isc_credits_cost_micros(c->price_micros * c->nnodes, b->config->reservation_window_ms);
+		window = isc_credits_cost_micros(c->price_micros * c->nnodes,
+		                                 b->config->reservation_window_ms);
 		rc = isc_credits_renew(b->store, c->experiment_id, c->id, window, &err);
 		if (rc == ISC_ECREDITS) {
 			struct isc_experiment e;
 			if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err) == 0) {
-				if (!isc_status_is_final(e.status) && strcmp(e.status, "stopping") != 0) {
+				if (!isc_status_is_final(e.status) &&
+				    strcmp(e.status, "stopping") != 0) {
 					isc_log(ISC_LOG_WARN, "%s: out of credits; stopping", e.id);
-					isc_store_experiment_set_status(b->store, e.id, "stopping",
-									"out of credits: the next window cannot be covered",
-									&err);
+					isc_store_experiment_set_status(
+					    b->store, e.id, "stopping",
+					    "out of credits: the next window cannot be covered",
+					    &err);
 				}
 				isc_experiment_cleanup(&e);
 			}

@@ -34,7 +34,7 @@ static int region_configured(const struct isc_config *cfg, const char *provider,
 }
 
 int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-		 struct broker_candidate **out, size_t *n, struct isc_err *err)
+                 struct broker_candidate **out, size_t *n, struct isc_err *err)
 {
 	struct isc_catalog *cat = NULL;
 	struct isc_rank_request req = {0};
@@ -49,7 +49,8 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
 	*n = 0;
 	spec = json_loads(e->spec_json, 0, NULL);
 	if (!spec)
-		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec", e->id);
+		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec",
+		                   e->id);
 	list = json_object_get(spec, "burst_shape_priority_list");
 	if (json_is_array(list) && json_array_size(list) > 0) {
 		priority = calloc(json_array_size(list), sizeof(*priority));
@@ -88,9 +89,10 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
 	if (!rc && count == 0)
-		rc = isc_err_set(err, ISC_ENOTFOUND,
-				 "none of the %zu ranked shape(s) is in a configured provider region%s", ranking.n,
-				 ranking.from_priority ? " (from burst_shape_priority_list)" : "");
+		rc = isc_err_set(
+		    err, ISC_ENOTFOUND,
+		    "none of the %zu ranked shape(s) is in a configured provider region%s",
+		    ranking.n, ranking.from_priority ? " (from burst_shape_priority_list)" : "");
 	isc_ranking_cleanup(&ranking);
 	isc_catalog_free(cat);
 	free(priority);

@@ -30,7 +30,7 @@ static int64_t now_ms(void)
 }
 
 static void add_target(struct target **v, size_t *n, const char *provider, const char *account,
-		       const char *region)
+                       const char *region)
 {
 	struct target *grown;
 	for (size_t i = 0; i < *n; i++)
@@ -68,7 +68,7 @@ static int is_ending(const char *state)
 }
 
 int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-			     struct isc_err *err)
+                             struct isc_err *err)
 {
 	struct isc_node *nodes;
 	const char **ids;
@@ -107,7 +107,8 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 	if (gone == n) {
 		struct isc_intent intent;
 		int pending = 0;
-		/* A cluster whose launch answer never came might still own instances: wait for reconcile. */
+		/* A cluster whose launch answer never came might still own instances: wait for
+		 * reconcile. */
 		if (isc_store_intent_for_cluster(b->store, c->id, &intent, &err) == 0) {
 			pending = strcmp(intent.state, "pending") == 0 && n == 0;
 			isc_intent_cleanup(&intent);
@@ -115,7 +116,9 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 		if (!pending) {
 			isc_store_cluster_set_state(b->store, c->id, "closed", &err);
 			isc_cluster_key_delete(b->home, c->id);
-			isc_log(ISC_LOG_INFO, "cluster %s closed: all %zu node(s) confirmed terminated", c->id, n);
+			isc_log(ISC_LOG_INFO,
+			        "cluster %s closed: all %zu node(s) confirmed terminated", c->id,
+			        n);
 		}
 	} else if (b->ticks % 5 == 1) {
 		/* Terminate is idempotent; repeat it now and then in case a call was lost. */
@@ -126,7 +129,7 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 
 /* What to do with an instance no node row knows. */
 static void stray(struct isc_broker *b, const struct target *t, const struct broker_instance *in,
-		  int reconcile)
+                  int reconcile)
 {
 	struct isc_cluster c;
 	struct isc_intent intent;
@@ -138,7 +141,8 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	if (in->cluster_id && isc_store_cluster_get(b->store, in->cluster_id, &c, &err) == 0) {
 		if (strcmp(c.state, "launching") == 0 &&
 		    isc_store_intent_for_cluster(b->store, c.id, &intent, &err) == 0) {
-			owned = strcmp(intent.state, "pending") == 0 || strcmp(intent.state, "launched") == 0;
+			owned = strcmp(intent.state, "pending") == 0 ||
+			        strcmp(intent.state, "launched") == 0;
 			isc_intent_cleanup(&intent);
 		}
 		isc_cluster_cleanup(&c);
@@ -146,26 +150,30 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	if (owned)
 		return;
 	if (!reconcile && in->cluster_id) {
-		/* A cluster's record may be a moment behind the cloud; strays wait for reconcile. */
+		/* A cluster's record may be a moment behind the cloud; strays wait for reconcile.
+		 */
 		struct isc_cluster probe;
 		if (isc_store_cluster_get(b->store, in->cluster_id, &probe, &err) == 0) {
-			int closed = strcmp(probe.state, "closed") == 0 || strcmp(probe.state, "terminating") == 0;
+			int closed = strcmp(probe.state, "closed") == 0 ||
+			             strcmp(probe.state, "terminating") == 0;
 			isc_cluster_cleanup(&probe);
 			if (!closed)
 				return;
 		}
 	}
-	isc_log(ISC_LOG_WARN, "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; terminating",
-		t->provider, in->instance_id, t->region, in->cluster_id ? in->cluster_id : "?");
+	isc_log(ISC_LOG_WARN,
+	        "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; terminating",
+	        t->provider, in->instance_id, t->region, in->cluster_id ? in->cluster_id : "?");
 	{
 		const char *ids[1] = {in->instance_id};
 		if (broker_cloud_terminate(b, t->provider, t->account, t->region, ids, 1, &err))
-			isc_log(ISC_LOG_WARN, "reconcile: terminating %s: %s", in->instance_id, err.msg);
+			isc_log(ISC_LOG_WARN, "reconcile: terminating %s: %s", in->instance_id,
+			        err.msg);
 	}
 }
 
 static void watch_target(struct isc_broker *b, const struct target *t,
-			 const struct isc_cluster *clusters, size_t n_clusters, int reconcile)
+                         const struct isc_cluster *clusters, size_t n_clusters, int reconcile)
 {
 	struct broker_instance *seen;
 	struct isc_err err;
@@ -181,8 +189,9 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 		isc_store_node_known(b->store, seen[i].instance_id, &known, &err);
 		if (known)
 			isc_store_node_observe(b->store, seen[i].instance_id, seen[i].state,
-					       seen[i].private_ip, seen[i].public_ip, seen[i].launched_at_ms,
-					       seen[i].notice_at_ms, now, &err);
+			                       seen[i].private_ip, seen[i].public_ip,
+			                       seen[i].launched_at_ms, seen[i].notice_at_ms, now,
+			                       &err);
 		else
 			stray(b, t, &seen[i], reconcile);
 	}
@@ -190,7 +199,8 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	for (size_t c = 0; c < n_clusters; c++) {
 		struct isc_node *nodes;
 		size_t n;
-		if (strcmp(clusters[c].provider, t->provider) || strcmp(clusters[c].account, t->account) ||
+		if (strcmp(clusters[c].provider, t->provider) ||
+		    strcmp(clusters[c].account, t->account) ||
 		    strcmp(clusters[c].region, t->region))
 			continue;
 		if (isc_store_node_list(b->store, clusters[c].id, &nodes, &n, &err))
@@ -200,8 +210,8 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 			for (size_t k = 0; k < n_seen && !listed; k++)
 				listed = strcmp(seen[k].instance_id, nodes[i].instance_id) == 0;
 			if (!listed && !is_gone(nodes[i].state) && nodes[i].launched_at_ms > 0)
-				isc_store_node_observe(b->store, nodes[i].instance_id, "terminated", "", "", 0, 0,
-						       now, &err);
+				isc_store_node_observe(b->store, nodes[i].instance_id, "terminated",
+				                       "", "", 0, 0, now, &err);
 		}
 		isc_node_list_free(nodes, n);
 	}
@@ -218,12 +228,14 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 	if ((rc = isc_store_cluster_list_open(b->store, &clusters, &n, err)))
 		return rc;
 	for (size_t i = 0; i < n; i++)
-		add_target(&targets, &n_targets, clusters[i].provider, clusters[i].account, clusters[i].region);
+		add_target(&targets, &n_targets, clusters[i].provider, clusters[i].account,
+		           clusters[i].region);
 	if (reconcile) {
 		for (size_t p = 0; p < b->config->n_providers; p++) {
 			const struct isc_provider_config *pc = &b->config->providers[p];
 			for (size_t r = 0; r < pc->n_regions; r++)
-				add_target(&targets, &n_targets, pc->name, "default", pc->regions[r]);
+				add_target(&targets, &n_targets, pc->name, "default",
+				           pc->regions[r]);
 		}
 	}
 	for (size_t i = 0; i < n_targets; i++)

@@ -22,7 +22,8 @@ void isc_cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints err's message as above and returns ISC_EXIT_FAIL. */
 int isc_cli_fail(const struct isc_err *err);
 /* "isc CMD: <message>" + "try 'isc CMD --help'" on stderr; returns ISC_EXIT_USAGE. */
-int isc_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int isc_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /*
  * What `isc init` does to a freshly opened store: load the default shape

@@ -13,7 +13,8 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	int rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc init\n\nCreates the store in the home folder (mode 0700, database 0600)\n"
+		printf("usage: isc init\n\nCreates the store in the home folder (mode 0700, "
+		       "database 0600)\n"
 		       "and brings its schema up to date. Running it again changes nothing.\n");
 		return ISC_EXIT_OK;
 	}
@@ -49,8 +50,10 @@ static int org_add(struct isc_cli *cli, int argc, char **argv)
 	if (argc != 3)
 		return isc_cli_usage_error("org", "usage: isc org add NAME");
 	if (!valid_name(argv[2]))
-		return isc_cli_usage_error("org", "invalid organisation name '%s': 1 to 64 characters, "
-						  "no spaces, slashes or commas", argv[2]);
+		return isc_cli_usage_error("org",
+		                           "invalid organisation name '%s': 1 to 64 characters, "
+		                           "no spaces, slashes or commas",
+		                           argv[2]);
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
 		return rc;
 	isc_err_clear(&err);
@@ -82,9 +85,10 @@ static int org_list(struct isc_cli *cli, int argc, char **argv)
 	if (json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)orgs[i].id,
-							     "name", orgs[i].name, "created_at_ms",
-							     (json_int_t)orgs[i].created_at_ms));
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id",
+			                                     (json_int_t)orgs[i].id, "name",
+			                                     orgs[i].name, "created_at_ms",
+			                                     (json_int_t)orgs[i].created_at_ms));
 		json_dumpf(arr, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(arr);
@@ -113,8 +117,8 @@ int cmd_org(struct isc_cli *cli, int argc, char **argv)
 static int project_add(struct isc_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
-					     {"json", no_argument, NULL, 'j'},
-					     {NULL, 0, NULL, 0}};
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {NULL, 0, NULL, 0}};
 	const char *org = NULL;
 	struct isc_store *s;
 	struct isc_err err;
@@ -130,15 +134,18 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 			json = 1;
 		else
 			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
-						   argv[optind]);
+			                           argv[optind]);
 	}
 	if (!org)
 		return isc_cli_usage_error("project", "--org ORG is required");
 	if (optind + 1 != argc - 1)
-		return isc_cli_usage_error("project", "usage: isc project add --org ORG NAME [--json]");
+		return isc_cli_usage_error("project",
+		                           "usage: isc project add --org ORG NAME [--json]");
 	if (!valid_name(argv[optind + 1]))
-		return isc_cli_usage_error("project", "invalid project name '%s': 1 to 64 characters, "
-						      "no spaces, slashes or commas", argv[optind + 1]);
+		return isc_cli_usage_error("project",
+		                           "invalid project name '%s': 1 to 64 characters, "
+		                           "no spaces, slashes or commas",
+		                           argv[optind + 1]);
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
 		return rc;
 	isc_err_clear(&err);
@@ -147,7 +154,8 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 	if (rc)
 		return isc_cli_fail(&err);
 	if (json) {
-		json_t *o = json_pack("{s:s,s:s,s:s}", "id", id, "org", org, "name", argv[optind + 1]);
+		json_t *o =
+		    json_pack("{s:s,s:s,s:s}", "id", id, "org", org, "name", argv[optind + 1]);
 		json_dumpf(o, stdout, 0);
 		putchar('\n');
 		json_decref(o);
@@ -160,8 +168,8 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 static int project_list(struct isc_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
-					     {"json", no_argument, NULL, 'j'},
-					     {NULL, 0, NULL, 0}};
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {NULL, 0, NULL, 0}};
 	const char *org = NULL;
 	struct isc_store *s;
 	struct isc_project *list;
@@ -178,7 +186,7 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 			json = 1;
 		else
 			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
-						   argv[optind]);
+			                           argv[optind]);
 	}
 	if (optind != argc - 1)
 		return isc_cli_usage_error("project", "unexpected argument '%s'", argv[optind + 1]);
@@ -199,11 +207,11 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 	if (json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++) {
-			json_t *o = json_pack("{s:s,s:s,s:s}", "id", list[i].id, "org", list[i].org_name,
-					      "name", list[i].name);
-			json_object_set_new(o, "budget_micros", list[i].has_budget
-									? json_integer(list[i].budget_micros)
-									: json_null());
+			json_t *o = json_pack("{s:s,s:s,s:s}", "id", list[i].id, "org",
+			                      list[i].org_name, "name", list[i].name);
+			json_object_set_new(o, "budget_micros",
+			                    list[i].has_budget ? json_integer(list[i].budget_micros)
+			                                       : json_null());
 			json_array_append_new(arr, o);
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
@@ -221,7 +229,8 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 int cmd_project(struct isc_cli *cli, int argc, char **argv)
 {
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc project add --org ORG NAME [--json]   (prints the new project's id)\n"
+		printf("usage: isc project add --org ORG NAME [--json]   (prints the new project's "
+		       "id)\n"
 		       "       isc project list [--org ORG] [--json]\n"
 		       "       isc project budget --org ORG --project P AMOUNT|none\n");
 		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;

@@ -13,7 +13,8 @@
 static void usage(void)
 {
 	printf("usage: isc catalog import FILE --format skypilot|ec2instances|isc\n"
-	       "                          --provider aws|gcp|oci [--replace] [--price-date YYYY-MM-DD]\n"
+	       "                          --provider aws|gcp|oci [--replace] [--price-date "
+	       "YYYY-MM-DD]\n"
 	       "       isc catalog show [--json]\n"
 	       "       isc catalog export [--provider P]\n\n"
 	       "import reads one provider's catalog in one transaction: shapes of FILE are added\n"
@@ -40,7 +41,7 @@ static int do_import(struct isc_cli *cli, int argc, char **argv)
 		if (!strcmp(a, "--replace")) {
 			replace = 1;
 		} else if (!strcmp(a, "--format") || !strcmp(a, "--provider") ||
-			   !strcmp(a, "--price-date")) {
+		           !strcmp(a, "--price-date")) {
 			if (i + 1 >= argc)
 				return isc_cli_usage_error("catalog", "%s needs a value", a);
 			const char *v = argv[++i];
@@ -61,11 +62,12 @@ static int do_import(struct isc_cli *cli, int argc, char **argv)
 	if (!file)
 		return isc_cli_usage_error("catalog", "import needs a FILE");
 	if (!fmt_name || isc_catalog_format_parse(fmt_name, &fmt))
-		return isc_cli_usage_error("catalog", "--format: '%s' is not skypilot, ec2instances or isc",
-					   fmt_name ? fmt_name : "");
+		return isc_cli_usage_error("catalog",
+		                           "--format: '%s' is not skypilot, ec2instances or isc",
+		                           fmt_name ? fmt_name : "");
 	if (!isc_provider_valid(provider))
 		return isc_cli_usage_error("catalog", "--provider: '%s' is not aws, gcp or oci",
-					   provider ? provider : "");
+		                           provider ? provider : "");
 	isc_err_clear(&err);
 	rc = isc_catalog_parse_file(file, fmt, provider, date, &p, &err);
 	for (size_t i = 0; i < p.n_skipped; i++)
@@ -86,10 +88,11 @@ static int do_import(struct isc_cli *cli, int argc, char **argv)
 		isc_catalog_parse_cleanup(&p);
 		return isc_cli_fail(&err);
 	}
-	printf("%s: %zu %s shapes from %zu rows: %zu added, %zu updated, %zu unchanged, %zu removed; "
-	       "%zu rows filtered (not GPU machines), %zu malformed rows skipped\n",
-	       file, p.n, provider, p.rows, res.added, res.updated, res.unchanged, res.removed,
-	       p.filtered, p.n_skipped);
+	printf(
+	    "%s: %zu %s shapes from %zu rows: %zu added, %zu updated, %zu unchanged, %zu removed; "
+	    "%zu rows filtered (not GPU machines), %zu malformed rows skipped\n",
+	    file, p.n, provider, p.rows, res.added, res.updated, res.unchanged, res.removed,
+	    p.filtered, p.n_skipped);
 	isc_catalog_parse_cleanup(&p);
 	return ISC_EXIT_OK;
 }
@@ -118,12 +121,12 @@ static int do_show(struct isc_cli *cli, int argc, char **argv)
 	if (json) {
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:s,s:s}", "provider",
-							     list[i].provider, "shapes",
-							     (json_int_t)list[i].shapes, "regions",
-							     (json_int_t)list[i].regions, "price_date_min",
-							     list[i].price_date_min, "price_date_max",
-							     list[i].price_date_max));
+			json_array_append_new(
+			    arr, json_pack("{s:s,s:I,s:I,s:s,s:s}", "provider", list[i].provider,
+			                   "shapes", (json_int_t)list[i].shapes, "regions",
+			                   (json_int_t)list[i].regions, "price_date_min",
+			                   list[i].price_date_min, "price_date_max",
+			                   list[i].price_date_max));
 		json_dumpf(arr, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(arr);
@@ -132,14 +135,16 @@ static int do_show(struct isc_cli *cli, int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			const struct isc_shapes_summary *e = &list[i];
 			if (strcmp(e->price_date_min, e->price_date_max))
-				printf("%-9s %7lld %8lld  %s .. %s\n", e->provider, (long long)e->shapes,
-				       (long long)e->regions, e->price_date_min, e->price_date_max);
+				printf("%-9s %7lld %8lld  %s .. %s\n", e->provider,
+				       (long long)e->shapes, (long long)e->regions,
+				       e->price_date_min, e->price_date_max);
 			else
 				printf("%-9s %7lld %8lld  %s\n", e->provider, (long long)e->shapes,
 				       (long long)e->regions, e->price_date_min);
 		}
 		if (n == 0)
-			printf("(no shapes: isc catalog import, or isc init to load the shipped catalog)\n");
+			printf("(no shapes: isc catalog import, or isc init to load the shipped "
+			       "catalog)\n");
 	}
 	isc_shapes_summary_free(list, n);
 	return ISC_EXIT_OK;
@@ -161,7 +166,8 @@ static int do_export(struct isc_cli *cli, int argc, char **argv)
 			return isc_cli_usage_error("catalog", "unexpected argument '%s'", argv[i]);
 	}
 	if (provider && !isc_provider_valid(provider))
-		return isc_cli_usage_error("catalog", "--provider: '%s' is not aws, gcp or oci", provider);
+		return isc_cli_usage_error("catalog", "--provider: '%s' is not aws, gcp or oci",
+		                           provider);
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
 		return rc;
 	isc_err_clear(&err);

@@ -16,10 +16,10 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: isc check PROVIDER [--region REGION] [--json]\n\n"
-		     "Makes one signed read-only call to PROVIDER (e.g. aws) with the configured\n"
-		     "credentials and prints the account and principal they belong to.\n"
-		     "Credentials, region and endpoint come from the provider's usual variables\n"
-		     "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...).\n");
+	             "Makes one signed read-only call to PROVIDER (e.g. aws) with the configured\n"
+	             "credentials and prints the account and principal they belong to.\n"
+	             "Credentials, region and endpoint come from the provider's usual variables\n"
+	             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...).\n");
 }
 
 /* The transport's "cannot reach URL: why" without the retry loop's prefix. */
@@ -72,7 +72,7 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 	isc_config_free(cfg);
 	if (rc == ISC_EAUTH) {
 		isc_cli_errorf("%s rejected the credentials: %s",
-			       strcmp(name, "aws") == 0 ? "AWS" : name, err.msg);
+		               strcmp(name, "aws") == 0 ? "AWS" : name, err.msg);
 		return ISC_EXIT_FAIL;
 	}
 	if (rc == ISC_ETRANSIENT && strstr(err.msg, "cannot reach ")) {
@@ -82,8 +82,8 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 	if (rc)
 		return isc_cli_fail(&err);
 	if (json) {
-		json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "provider", name, "account", id.account,
-				      "principal", id.principal, "user_id", id.user_id);
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "provider", name, "account",
+		                      id.account, "principal", id.principal, "user_id", id.user_id);
 		char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		if (!txt) {
 			json_decref(o);
@@ -94,7 +94,8 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 		free(txt);
 		json_decref(o);
 	} else {
-		printf("%s: credentials accepted\naccount: %s\narn: %s\n", name, id.account, id.principal);
+		printf("%s: credentials accepted\naccount: %s\narn: %s\n", name, id.account,
+		       id.principal);
 	}
 	return ISC_EXIT_OK;
 }

@@ -18,8 +18,10 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 	int rc, json = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc experiments [--json]\n\nLists experiments, newest first: ID, Name, "
-		       "NNodes, Output Path, Status, Shape.\n--json prints a JSON array ([] when empty).\n");
+		printf(
+		    "usage: isc experiments [--json]\n\nLists experiments, newest first: ID, Name, "
+		    "NNodes, Output Path, Status, Shape.\n--json prints a JSON array ([] when "
+		    "empty).\n");
 		return ISC_EXIT_OK;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -52,27 +54,30 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 			char dollars[32];
 			isc_money_format(cost[i], 2, dollars, sizeof(dollars));
 			json_array_append_new(
-				arr, json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}", "id",
-					       e->id, "name", e->name, "project_id", e->project_id, "org",
-					       e->org_name, "gpus", e->gpus, "nnodes", e->nnodes, "nproc",
-					       e->nproc, "output_path", e->output_path, "status", e->status,
-					       "status_reason", e->status_reason, "shape", e->shape_id,
-					       "cycle_count", e->cycle_count, "created_at_ms",
-					       (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost[i],
-					       "cost", dollars));
+			    arr,
+			    json_pack(
+			        "{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}",
+			        "id", e->id, "name", e->name, "project_id", e->project_id, "org",
+			        e->org_name, "gpus", e->gpus, "nnodes", e->nnodes, "nproc",
+			        e->nproc, "output_path", e->output_path, "status", e->status,
+			        "status_reason", e->status_reason, "shape", e->shape_id,
+			        "cycle_count", e->cycle_count, "created_at_ms",
+			        (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost[i],
+			        "cost", dollars));
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(arr);
 	} else {
-		printf("%-22s %-24s %-6s %-40s %-12s %-36s %s\n", "ID", "Name", "NNodes", "Output Path",
-		       "Status", "Shape", "Cost");
+		printf("%-22s %-24s %-6s %-40s %-12s %-36s %s\n", "ID", "Name", "NNodes",
+		       "Output Path", "Status", "Shape", "Cost");
 		for (size_t i = 0; i < n; i++) {
 			struct isc_experiment *e = &list[i];
 			char dollars[32];
 			isc_money_format(cost[i], 2, dollars, sizeof(dollars));
-			printf("%-22s %-24.24s %-6d %-40s %-12s %-36s $%s\n", e->id, e->name, e->nnodes,
-			       e->output_path, e->status, e->shape_id[0] ? e->shape_id : "-", dollars);
+			printf("%-22s %-24.24s %-6d %-40s %-12s %-36s $%s\n", e->id, e->name,
+			       e->nnodes, e->output_path, e->status,
+			       e->shape_id[0] ? e->shape_id : "-", dollars);
 		}
 	}
 	isc_experiment_list_free(list, n);

@@ -30,8 +30,10 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 	int rc, json = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc status ID [--json]\n\nShows an experiment's state and the timeline of its "
-		       "events: every transition with its reason\n(which shape was tried, which error came back).\n");
+		printf("usage: isc status ID [--json]\n\nShows an experiment's state and the "
+		       "timeline of its "
+		       "events: every transition with its reason\n(which shape was tried, which "
+		       "error came back).\n");
 		return ISC_EXIT_OK;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -58,15 +60,16 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_fail(&err);
 	}
 	if (json) {
-		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:i,s:s}", "id", e.id, "name", e.name,
-				      "project_id", e.project_id, "status", e.status, "status_reason",
-				      e.status_reason, "gpus", e.gpus, "nnodes", e.nnodes, "nproc", e.nproc,
-				      "shape", e.shape_id, "cycle_count", e.cycle_count, "output_path",
-				      e.output_path);
+		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:i,s:s}", "id", e.id,
+		                      "name", e.name, "project_id", e.project_id, "status",
+		                      e.status, "status_reason", e.status_reason, "gpus", e.gpus,
+		                      "nnodes", e.nnodes, "nproc", e.nproc, "shape", e.shape_id,
+		                      "cycle_count", e.cycle_count, "output_path", e.output_path);
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:I,s:s,s:s}", "at_ms", (json_int_t)ev[i].at_ms,
-							     "kind", ev[i].kind, "message", ev[i].message));
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:s}", "at_ms",
+			                                     (json_int_t)ev[i].at_ms, "kind",
+			                                     ev[i].kind, "message", ev[i].message));
 		json_object_set_new(o, "events", arr);
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
@@ -74,12 +77,14 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 	} else {
 		char when[32];
 		printf("Experiment %s (%s)\n", e.id, e.name);
-		printf("  Status:   %s%s%s\n", e.status, e.status_reason[0] ? ": " : "", e.status_reason);
+		printf("  Status:   %s%s%s\n", e.status, e.status_reason[0] ? ": " : "",
+		       e.status_reason);
 		printf("  GPUs:     %d", e.gpus);
 		if (e.nnodes)
 			printf(" as %d x %d", e.nnodes, e.nproc);
 		printf("\n  Shape:    %s\n  Cycle:    %d\n  Output:   %s\n\nTimeline (UTC):\n",
-		       e.shape_id[0] ? e.shape_id : "-", e.cycle_count, e.output_path[0] ? e.output_path : "-");
+		       e.shape_id[0] ? e.shape_id : "-", e.cycle_count,
+		       e.output_path[0] ? e.output_path : "-");
 		for (size_t i = 0; i < n; i++) {
 			format_time(ev[i].at_ms, when, sizeof(when));
 			printf("  %s  %-16s %s\n", when, ev[i].kind, ev[i].message);
@@ -112,8 +117,8 @@ static int print_from(const char *path, long *offset)
 int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {{"rank", required_argument, NULL, 'r'},
-					     {"follow", no_argument, NULL, 'f'},
-					     {NULL, 0, NULL, 0}};
+	                                     {"follow", no_argument, NULL, 'f'},
+	                                     {NULL, 0, NULL, 0}};
 	struct isc_store *s;
 	struct isc_experiment e;
 	struct isc_err err;
@@ -122,8 +127,10 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 	int c, rc, follow = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc logs ID [--rank N] [--follow]\n\nPrints rank N's output (default rank 0), "
-		       "as brought home by the broker\ninto the experiment's output folder. --follow keeps "
+		printf("usage: isc logs ID [--rank N] [--follow]\n\nPrints rank N's output "
+		       "(default rank 0), "
+		       "as brought home by the broker\ninto the experiment's output folder. "
+		       "--follow keeps "
 		       "printing until the experiment ends.\n");
 		return ISC_EXIT_OK;
 	}
@@ -135,11 +142,13 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 			errno = 0;
 			rank = strtol(optarg, &end, 10);
 			if (*end || errno || rank < 0 || rank > 4096)
-				return isc_cli_usage_error("logs", "--rank: '%s' is not a rank number", optarg);
+				return isc_cli_usage_error(
+				    "logs", "--rank: '%s' is not a rank number", optarg);
 		} else if (c == 'f') {
 			follow = 1;
 		} else {
-			return isc_cli_usage_error("logs", "unknown or incomplete option '%s'", argv[optind - 1]);
+			return isc_cli_usage_error("logs", "unknown or incomplete option '%s'",
+			                           argv[optind - 1]);
 		}
 	}
 	if (optind != argc - 1)
@@ -165,7 +174,8 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 		int final = isc_status_is_final(e.status);
 		if (!follow || final) {
 			if (missing && offset == 0 && !follow)
-				isc_cli_errorf("no output yet for rank %ld of %s (%s)", rank, e.id, e.status);
+				isc_cli_errorf("no output yet for rank %ld of %s (%s)", rank, e.id,
+				               e.status);
 			rc = missing && offset == 0 && !follow ? ISC_EXIT_FAIL : ISC_EXIT_OK;
 			if (final && follow)
 				print_from(path, &offset);
@@ -194,8 +204,10 @@ int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
 	int rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc cancel ID\n\nAsks the broker to cancel an experiment: its containers are "
-		       "stopped with a grace\nperiod (so the script can checkpoint), its nodes terminated, and it "
+		printf("usage: isc cancel ID\n\nAsks the broker to cancel an experiment: its "
+		       "containers are "
+		       "stopped with a grace\nperiod (so the script can checkpoint), its nodes "
+		       "terminated, and it "
 		       "ends as cancelled.\n");
 		return ISC_EXIT_OK;
 	}

@@ -64,8 +64,10 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	(void)cli;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc validate FILE.isc [--json]\n\nChecks a launch file. Exit 0 when valid (with "
-		       "--json, prints the normalized\nexperiment); otherwise exit 1 and one line per problem:\n"
+		printf("usage: isc validate FILE.isc [--json]\n\nChecks a launch file. Exit 0 when "
+		       "valid (with "
+		       "--json, prints the normalized\nexperiment); otherwise exit 1 and one line "
+		       "per problem:\n"
 		       "  FILE:LINE:COL: error: FIELD: message\nSee docs/launch-files.md.\n");
 		return ISC_EXIT_OK;
 	}
@@ -174,12 +176,16 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 
 	if (isc_cli_wants_help(argc, argv)) {
 		if (burst)
-			printf("usage: isc burst FILE.isc [--wait]\n\nRecords a burst experiment (compute_mode "
-			       "\"burst\", set when absent) as enqueued;\niscd places it on a cloud cluster. "
-			       "--wait follows it live until it ends;\nthe exit status is then 0 only if it "
+			printf("usage: isc burst FILE.isc [--wait]\n\nRecords a burst experiment "
+			       "(compute_mode "
+			       "\"burst\", set when absent) as enqueued;\niscd places it on a "
+			       "cloud cluster. "
+			       "--wait follows it live until it ends;\nthe exit status is then 0 "
+			       "only if it "
 			       "completed.\n");
 		else
-			printf("usage: isc train FILE.isc\n\nRecords an experiment (any compute mode) as "
+			printf("usage: isc train FILE.isc\n\nRecords an experiment (any compute "
+			       "mode) as "
 			       "enqueued.\n");
 		return ISC_EXIT_OK;
 	}
@@ -196,17 +202,21 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	if ((rc = load_launch(path, burst, &l)))
 		return rc;
 	if (burst) {
-		/* A burst file may omit compute_mode (then it is a burst); another mode is a mistake. */
+		/* A burst file may omit compute_mode (then it is a burst); another mode is a
+		 * mistake. */
 		if (l->compute_mode != ISC_MODE_BURST) {
-			fprintf(stderr, "%s: error: compute_mode: isc burst needs compute_mode = \"burst\" (or "
-					"none), not \"%s\"\n",
-				path, isc_compute_mode_name(l->compute_mode));
+			fprintf(
+			    stderr,
+			    "%s: error: compute_mode: isc burst needs compute_mode = \"burst\" (or "
+			    "none), not \"%s\"\n",
+			    path, isc_compute_mode_name(l->compute_mode));
 			rc = ISC_EXIT_FAIL;
 			goto out;
 		}
 		if (l->gpus > 48) {
-			fprintf(stderr, "%s: error: gpus: burst requests are limited to 48 GPUs, not %d\n", path,
-				l->gpus);
+			fprintf(stderr,
+			        "%s: error: gpus: burst requests are limited to 48 GPUs, not %d\n",
+			        path, l->gpus);
 			rc = ISC_EXIT_FAIL;
 			goto out;
 		}

@@ -15,15 +15,16 @@
 
 static void usage(void)
 {
-	printf("usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
-	       "                  [--market spot|ondemand|any] [--gpu-type T] [--region R]\n"
-	       "                  [--limit K] [--json]\n\n"
-	       "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
-	       "--priority in that order when any of them exists, else every shape that passes\n"
-	       "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
-	       "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
-	       "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
-	       "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
+	printf(
+	    "usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
+	    "                  [--market spot|ondemand|any] [--gpu-type T] [--region R]\n"
+	    "                  [--limit K] [--json]\n\n"
+	    "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
+	    "--priority in that order when any of them exists, else every shape that passes\n"
+	    "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
+	    "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
+	    "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
+	    "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -88,13 +89,15 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--gpus")) {
 			if (parse_int(val, 1, INT_MAX, &v)) {
-				rc = isc_cli_usage_error("shapes", "--gpus: '%s' is not a GPU count (1..%d)",
-							 val, ISC_BURST_GPUS_MAX);
+				rc = isc_cli_usage_error("shapes",
+				                         "--gpus: '%s' is not a GPU count (1..%d)",
+				                         val, ISC_BURST_GPUS_MAX);
 				goto out;
 			}
 			if (v > ISC_BURST_GPUS_MAX) {
-				rc = isc_cli_usage_error("shapes", "--gpus: burst requests are limited to %d GPUs",
-							 ISC_BURST_GPUS_MAX);
+				rc = isc_cli_usage_error(
+				    "shapes", "--gpus: burst requests are limited to %d GPUs",
+				    ISC_BURST_GPUS_MAX);
 				goto out;
 			}
 			req.gpus = (int)v;
@@ -109,14 +112,15 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--provider")) {
 			if (!isc_provider_valid(val)) {
-				rc = isc_cli_usage_error("shapes", "--provider: '%s' is not aws, gcp or oci", val);
+				rc = isc_cli_usage_error(
+				    "shapes", "--provider: '%s' is not aws, gcp or oci", val);
 				goto out;
 			}
 			req.provider = val;
 		} else if (!strcmp(a, "--market")) {
 			if (isc_market_parse(val, &req.market)) {
-				rc = isc_cli_usage_error("shapes", "--market: '%s' is not spot, ondemand or any",
-							 val);
+				rc = isc_cli_usage_error(
+				    "shapes", "--market: '%s' is not spot, ondemand or any", val);
 				goto out;
 			}
 		} else if (!strcmp(a, "--gpu-type")) {
@@ -125,7 +129,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			req.region = val;
 		} else if (!strcmp(a, "--limit")) {
 			if (parse_int(val, 0, 1000000000, &v)) {
-				rc = isc_cli_usage_error("shapes", "--limit: '%s' is not a count", val);
+				rc = isc_cli_usage_error("shapes", "--limit: '%s' is not a count",
+				                         val);
 				goto out;
 			}
 			req.limit = (size_t)v;
@@ -149,7 +154,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	for (size_t i = 0; i < r.n_warnings; i++)
 		fprintf(stderr, "isc shapes: warning: %s\n", r.warnings[i]);
 	if (isc_catalog_size(cat) == 0)
-		fprintf(stderr, "isc shapes: the catalog is empty (isc init, or isc catalog import)\n");
+		fprintf(stderr,
+		        "isc shapes: the catalog is empty (isc init, or isc catalog import)\n");
 
 	if (json) {
 		json_t *arr = json_array();
@@ -157,15 +163,17 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			const struct isc_rank_entry *e = &r.entries[i];
 			const struct isc_shape *sh = e->shape;
 			json_array_append_new(
-				arr, json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
-					       "rank", (int)(i + 1), "id", sh->display_id, "provider",
-					       sh->provider, "region", sh->region, "instance_type",
-					       sh->instance_type, "gpu_type", sh->gpu_type, "gpus_per_node",
-					       sh->gpus_per_node, "gpu_mem_mib", (json_int_t)sh->gpu_mem_mib,
-					       "spot", sh->spot, "nnodes", e->nnodes, "nproc", e->nproc,
-					       "node_price_micros", (json_int_t)sh->price_micros,
-					       "cluster_price_micros", (json_int_t)e->cluster_price_micros,
-					       "zones", sh->zones, "price_date", sh->price_date));
+			    arr,
+			    json_pack(
+			        "{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
+			        "rank", (int)(i + 1), "id", sh->display_id, "provider",
+			        sh->provider, "region", sh->region, "instance_type",
+			        sh->instance_type, "gpu_type", sh->gpu_type, "gpus_per_node",
+			        sh->gpus_per_node, "gpu_mem_mib", (json_int_t)sh->gpu_mem_mib,
+			        "spot", sh->spot, "nnodes", e->nnodes, "nproc", e->nproc,
+			        "node_price_micros", (json_int_t)sh->price_micros,
+			        "cluster_price_micros", (json_int_t)e->cluster_price_micros,
+			        "zones", sh->zones, "price_date", sh->price_date));
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
 		putchar('\n');
@@ -182,9 +190,9 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		for (size_t i = 0; i < r.n; i++) {
 			const struct isc_rank_entry *e = &r.entries[i];
 			snprintf(layout, sizeof(layout), "%dx%d", e->nnodes, e->nproc);
-			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s\n", i + 1, w, e->shape->display_id,
-			       e->shape->gpu_type, e->shape->gpus_per_node, layout,
-			       isc_micros_format(e->shape->price_micros, np),
+			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s\n", i + 1, w,
+			       e->shape->display_id, e->shape->gpu_type, e->shape->gpus_per_node,
+			       layout, isc_micros_format(e->shape->price_micros, np),
 			       isc_micros_format(e->cluster_price_micros, cp));
 		}
 	}

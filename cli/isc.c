@@ -16,28 +16,28 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{"init", cmd_init, "create the store (and load the default shape catalog)"},
-	{"org", cmd_org, "add and list organisations"},
-	{"project", cmd_project, "add and list projects, set budgets"},
-	{"validate", cmd_validate, "check a launch file (.isc)"},
-	{"train", cmd_train, "record an experiment from a launch file"},
-	{"burst", cmd_burst, "record a burst experiment; --wait follows it"},
-	{"experiments", cmd_experiments, "list experiments"},
-	{"check", cmd_check, "prove a cloud accepts the credentials"},
-	{"shapes", cmd_shapes, "rank GPU shapes for a request"},
-	{"catalog", cmd_catalog, "import and summarise the shape catalog"},
-	{"status", cmd_status, "an experiment's state and timeline of events"},
-	{"logs", cmd_logs, "a rank's output"},
-	{"cancel", cmd_cancel, "cancel an experiment"},
-	{"credits", cmd_credits, "grant credits, show balances"},
-	{"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
+    {"init", cmd_init, "create the store (and load the default shape catalog)"},
+    {"org", cmd_org, "add and list organisations"},
+    {"project", cmd_project, "add and list projects, set budgets"},
+    {"validate", cmd_validate, "check a launch file (.isc)"},
+    {"train", cmd_train, "record an experiment from a launch file"},
+    {"burst", cmd_burst, "record a burst experiment; --wait follows it"},
+    {"experiments", cmd_experiments, "list experiments"},
+    {"check", cmd_check, "prove a cloud accepts the credentials"},
+    {"shapes", cmd_shapes, "rank GPU shapes for a request"},
+    {"catalog", cmd_catalog, "import and summarise the shape catalog"},
+    {"status", cmd_status, "an experiment's state and timeline of events"},
+    {"logs", cmd_logs, "a rank's output"},
+    {"cancel", cmd_cancel, "cancel an experiment"},
+    {"credits", cmd_credits, "grant credits, show balances"},
+    {"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: isc [--home DIR] COMMAND [ARGS...]\n\n"
-		     "The command line of the isc burst broker. The store lives in --home,\n"
-		     "else $ISC_HOME, else ~/.isc.\n\ncommands:\n");
+	             "The command line of the isc burst broker. The store lives in --home,\n"
+	             "else $ISC_HOME, else ~/.isc.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'isc COMMAND --help' for a command's options.\n");

@@ -10,10 +10,10 @@
 #include <stddef.h>
 
 struct isc_buf {
-	char *data;    /* owned; NULL until the first append */
-	size_t len;    /* bytes used, not counting the terminating NUL */
-	size_t cap;    /* bytes allocated */
-	size_t max;    /* 0 = unbounded; otherwise appends past max fail */
+	char *data; /* owned; NULL until the first append */
+	size_t len; /* bytes used, not counting the terminating NUL */
+	size_t cap; /* bytes allocated */
+	size_t max; /* 0 = unbounded; otherwise appends past max fail */
 };
 
 void isc_buf_init(struct isc_buf *b, size_t max);

@@ -37,7 +37,8 @@ static uint64_t system_random_u64(void *ctx)
 			close(fd);
 		}
 		if (state == 0)
-			state = (uint64_t)system_now_ms(NULL) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+			state = (uint64_t)system_now_ms(NULL) ^ ((uint64_t)getpid() << 32) ^
+			        0x9e3779b97f4a7c15ULL;
 	}
 	state ^= state << 13;
 	state ^= state >> 7;
@@ -46,10 +47,10 @@ static uint64_t system_random_u64(void *ctx)
 }
 
 static const struct isc_clock system_clock = {
-	.now_ms = system_now_ms,
-	.sleep_ms = system_sleep_ms,
-	.random_u64 = system_random_u64,
-	.ctx = NULL,
+    .now_ms = system_now_ms,
+    .sleep_ms = system_sleep_ms,
+    .random_u64 = system_random_u64,
+    .ctx = NULL,
 };
 
 const struct isc_clock *isc_clock_system(void)

@@ -8,13 +8,14 @@
 #include <stdint.h>
 
 struct isc_clock {
-	int64_t (*now_ms)(void *ctx);          /* wall clock, ms since the epoch */
+	int64_t (*now_ms)(void *ctx); /* wall clock, ms since the epoch */
 	void (*sleep_ms)(void *ctx, int64_t ms);
-	uint64_t (*random_u64)(void *ctx);     /* for jitter; need not be cryptographic */
+	uint64_t (*random_u64)(void *ctx); /* for jitter; need not be cryptographic */
 	void *ctx;
 };
 
-/* The real clock (CLOCK_REALTIME, nanosleep, a per-thread xorshift seeded from urandom). Borrowed. */
+/* The real clock (CLOCK_REALTIME, nanosleep, a per-thread xorshift seeded from urandom). Borrowed.
+ */
 const struct isc_clock *isc_clock_system(void);
 
 /* Monotonic milliseconds, for deadlines and benchmarks. */

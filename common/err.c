@@ -51,19 +51,32 @@ void isc_err_clear(struct isc_err *err)
 const char *isc_code_name(int code)
 {
 	switch (code) {
-	case ISC_OK: return "ok";
-	case ISC_EINVALID: return "invalid";
-	case ISC_ENOTFOUND: return "not_found";
-	case ISC_ECONFLICT: return "conflict";
-	case ISC_EAUTH: return "auth";
-	case ISC_EQUOTA: return "quota";
-	case ISC_ECAPACITY: return "capacity";
-	case ISC_ETHROTTLED: return "throttled";
-	case ISC_ETRANSIENT: return "transient";
-	case ISC_ECREDITS: return "credits";
-	case ISC_EIO: return "io";
-	case ISC_ENOMEM: return "nomem";
-	default: return "unknown";
+	case ISC_OK:
+		return "ok";
+	case ISC_EINVALID:
+		return "invalid";
+	case ISC_ENOTFOUND:
+		return "not_found";
+	case ISC_ECONFLICT:
+		return "conflict";
+	case ISC_EAUTH:
+		return "auth";
+	case ISC_EQUOTA:
+		return "quota";
+	case ISC_ECAPACITY:
+		return "capacity";
+	case ISC_ETHROTTLED:
+		return "throttled";
+	case ISC_ETRANSIENT:
+		return "transient";
+	case ISC_ECREDITS:
+		return "credits";
+	case ISC_EIO:
+		return "io";
+	case ISC_ENOMEM:
+		return "nomem";
+	default:
+		return "unknown";
 	}
 }
 

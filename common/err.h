@@ -36,7 +36,7 @@ struct isc_err {
 
 /* Sets err (if not NULL) and returns code, so callers can `return isc_err_set(...)`. */
 int isc_err_set(struct isc_err *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Prefixes the existing message with context ("loading shapes: ..."); returns err->code. */
 int isc_err_wrap(struct isc_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -98,7 +98,7 @@ struct ctx {
 static int fail_at(struct ctx *x, const struct isc_toml_value *v, const char *key, const char *msg)
 {
 	return isc_err_set(x->err, ISC_EINVALID, "%s:%d:%d: %s: %s", x->path, isc_toml_key_line(v),
-			   isc_toml_key_col(v), key, msg);
+	                   isc_toml_key_col(v), key, msg);
 }
 
 static int get_string(struct ctx *x, const struct isc_toml_value *v, const char *key, char **out)
@@ -110,7 +110,8 @@ static int get_string(struct ctx *x, const struct isc_toml_value *v, const char 
 	if (isc_toml_type(v) != ISC_TOML_STRING || isc_toml_get_string(v, &s, &len))
 		return fail_at(x, v, key, "must be a string");
 	if (strlen(s) != len || len > 4096)
-		return fail_at(x, v, key, "must be a string of at most 4096 characters without NUL");
+		return fail_at(x, v, key,
+		               "must be a string of at most 4096 characters without NUL");
 	copy = strdup(s);
 	if (!copy)
 		return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
@@ -119,8 +120,8 @@ static int get_string(struct ctx *x, const struct isc_toml_value *v, const char 
 	return 0;
 }
 
-static int get_long(struct ctx *x, const struct isc_toml_value *v, const char *key, long lo, long hi,
-		    long *out)
+static int get_long(struct ctx *x, const struct isc_toml_value *v, const char *key, long lo,
+                    long hi, long *out)
 {
 	int64_t i;
 	char msg[96];
@@ -133,7 +134,7 @@ static int get_long(struct ctx *x, const struct isc_toml_value *v, const char *k
 }
 
 static int parse_provider(struct ctx *x, const char *name, const struct isc_toml_value *t,
-			  struct isc_provider_config *p)
+                          struct isc_provider_config *p)
 {
 	size_t n = isc_toml_table_len(t);
 	int rc;
@@ -153,12 +154,14 @@ static int parse_provider(struct ctx *x, const char *name, const struct isc_toml
 		if (strcmp(key, "regions") == 0) {
 			size_t nr = isc_toml_array_len(v);
 			if (isc_toml_type(v) != ISC_TOML_ARRAY || nr == 0 || nr > 64)
-				return fail_at(x, v, full, "must be a list of 1 to 64 region names");
+				return fail_at(x, v, full,
+				               "must be a list of 1 to 64 region names");
 			p->regions = calloc(nr, sizeof(*p->regions));
 			if (!p->regions)
 				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
 			for (size_t r = 0; r < nr; r++) {
-				if ((rc = get_string(x, isc_toml_array_at(v, r), full, &p->regions[r])))
+				if ((rc = get_string(x, isc_toml_array_at(v, r), full,
+				                     &p->regions[r])))
 					return rc;
 				p->n_regions++;
 			}
@@ -171,8 +174,10 @@ static int parse_provider(struct ctx *x, const char *name, const struct isc_toml
 				return rc;
 			p->ssh_port = (int)port;
 		} else {
-			/* Driver settings (endpoint, image_id, subnet_id, ...): the driver checks its own. */
-			struct isc_config_setting *grown = realloc(p->settings, (p->n_settings + 1) * sizeof(*grown));
+			/* Driver settings (endpoint, image_id, subnet_id, ...): the driver checks
+			 * its own. */
+			struct isc_config_setting *grown =
+			    realloc(p->settings, (p->n_settings + 1) * sizeof(*grown));
 			char *value = NULL;
 			if (!grown)
 				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
@@ -187,8 +192,9 @@ static int parse_provider(struct ctx *x, const char *name, const struct isc_toml
 		}
 	}
 	if (p->n_regions == 0)
-		return isc_err_set(x->err, ISC_EINVALID, "%s:%d:%d: providers.%s: 'regions' is required",
-				   x->path, isc_toml_key_line(t), isc_toml_key_col(t), name);
+		return isc_err_set(x->err, ISC_EINVALID,
+		                   "%s:%d:%d: providers.%s: 'regions' is required", x->path,
+		                   isc_toml_key_line(t), isc_toml_key_col(t), name);
 	return 0;
 }
 
@@ -206,7 +212,8 @@ static int parse_providers(struct ctx *x, const struct isc_toml_value *t, struct
 		const struct isc_toml_value *v = isc_toml_table_at(t, i, &name, &len);
 		int rc;
 		if (strcmp(name, "aws") && strcmp(name, "gcp") && strcmp(name, "oci"))
-			return fail_at(x, v, "providers", "unknown provider (known: aws, gcp, oci)");
+			return fail_at(x, v, "providers",
+			               "unknown provider (known: aws, gcp, oci)");
 		if (isc_toml_type(v) != ISC_TOML_TABLE)
 			return fail_at(x, v, name, "must be a table");
 		c->n_providers++;
@@ -289,7 +296,8 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 			return 0;
 		}
 		isc_config_free(c);
-		return isc_err_set(err, ISC_EIO, "cannot read %s/config.toml: %s", home, strerror(errno));
+		return isc_err_set(err, ISC_EIO, "cannot read %s/config.toml: %s", home,
+		                   strerror(errno));
 	}
 	text = malloc(CONFIG_MAX_BYTES + 1);
 	if (text)
@@ -298,7 +306,8 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 	if (!text)
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 	else if (len > CONFIG_MAX_BYTES)
-		rc = isc_err_set(err, ISC_EINVALID, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
+		rc = isc_err_set(err, ISC_EINVALID, "%s: larger than %d bytes", path,
+		                 CONFIG_MAX_BYTES);
 	else if (isc_toml_parse(text, len, &doc, err))
 		rc = isc_err_wrap(err, "%s", path);
 	if (!rc) {
@@ -330,7 +339,9 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		int rc = errno == EEXIST ? 0 : isc_err_set(err, ISC_EIO, "cannot create %s: %s", path, strerror(errno));
+		int rc = errno == EEXIST ? 0
+		                         : isc_err_set(err, ISC_EIO, "cannot create %s: %s", path,
+		                                       strerror(errno));
 		free(path);
 		return rc;
 	}
@@ -342,17 +353,19 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 	}
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		memset(raw, 0, sizeof(raw));
-	fprintf(f, "# isc-broker configuration (see docs/config.md). Keys left commented keep their default.\n\n"
-		   "# Tags every instance this broker creates; reconciliation finds them by it.\n"
-		   "broker_id = \"isc-%02x%02x%02x%02x%02x%02x\"\n\n"
-		   "# tick_interval_ms = 2000\n# default_image = \"pytorch/pytorch:latest\"\n"
-		   "# retry_wait_ms = 30000\n# stop_grace_s = 30\n# boot_deadline_ms = 300000\n"
-		   "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
-		   "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
-		   "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n\n"
-		   "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
-		   "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
-		raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
+	fprintf(f,
+	        "# isc-broker configuration (see docs/config.md). Keys left commented keep their "
+	        "default.\n\n"
+	        "# Tags every instance this broker creates; reconciliation finds them by it.\n"
+	        "broker_id = \"isc-%02x%02x%02x%02x%02x%02x\"\n\n"
+	        "# tick_interval_ms = 2000\n# default_image = \"pytorch/pytorch:latest\"\n"
+	        "# retry_wait_ms = 30000\n# stop_grace_s = 30\n# boot_deadline_ms = 300000\n"
+	        "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
+	        "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
+	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n\n"
+	        "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
+	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
+	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
 	if (fclose(f) != 0)
 		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
 	return 0;

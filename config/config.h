@@ -19,31 +19,31 @@ struct isc_config_setting {
 };
 
 struct isc_provider_config {
-	char *name;                        /* "aws", "gcp", "oci" */
-	char **regions;                    /* accounts are watched and reconciled in these */
+	char *name;     /* "aws", "gcp", "oci" */
+	char **regions; /* accounts are watched and reconciled in these */
 	size_t n_regions;
-	char *ssh_user;                    /* the image's login user (default "root") */
-	int ssh_port;                      /* default 22 */
+	char *ssh_user;                      /* the image's login user (default "root") */
+	int ssh_port;                        /* default 22 */
 	struct isc_config_setting *settings; /* every other key of [providers.NAME] */
 	size_t n_settings;
 };
 
 struct isc_config {
-	char *path;                 /* where it was read from ("" when defaults only) */
-	char *broker_id;            /* tags every instance; written by isc init */
-	long tick_interval_ms;      /* 2000 */
-	char *default_image;        /* "pytorch/pytorch:latest" */
-	long retry_wait_ms;         /* a waiting experiment is placed again after this; 30000 */
-	int stop_grace_s;           /* docker stop grace period; 30 */
-	long boot_deadline_ms;      /* per node SSH connect deadline; 300000 */
-	long command_timeout_ms;    /* per remote command; 600000 */
-	int master_port;            /* 29500 */
-	char *shm_size;             /* "16g" */
+	char *path;                    /* where it was read from ("" when defaults only) */
+	char *broker_id;               /* tags every instance; written by isc init */
+	long tick_interval_ms;         /* 2000 */
+	char *default_image;           /* "pytorch/pytorch:latest" */
+	long retry_wait_ms;            /* a waiting experiment is placed again after this; 30000 */
+	int stop_grace_s;              /* docker stop grace period; 30 */
+	long boot_deadline_ms;         /* per node SSH connect deadline; 300000 */
+	long command_timeout_ms;       /* per remote command; 600000 */
+	int master_port;               /* 29500 */
+	char *shm_size;                /* "16g" */
 	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
-	int reconcile_every_ticks;  /* 30 */
-	char *artifact_root;        /* "" = $ISC_HOME/artifacts */
-	long checkpoint_sync_ms;    /* 600000 */
-	long lossy_sync_ms;         /* 30000 */
+	int reconcile_every_ticks;     /* 30 */
+	char *artifact_root;           /* "" = $ISC_HOME/artifacts */
+	long checkpoint_sync_ms;       /* 600000 */
+	long lossy_sync_ms;            /* 30000 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

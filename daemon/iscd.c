@@ -31,11 +31,12 @@ static void on_signal(int sig)
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: iscd [--home DIR] [--once] [--interval-ms MS] [--verbose]\n\n"
-		     "The isc burst broker daemon. Runs a tick loop over the store in --home\n"
-		     "(else $ISC_HOME, else ~/.isc) until SIGTERM or SIGINT.\n"
-		     "  --once            run one tick and exit\n"
-		     "  --interval-ms MS  time between ticks (default: config.toml's tick_interval_ms, else 2000)\n"
-		     "  --verbose         debug logging\n");
+	             "The isc burst broker daemon. Runs a tick loop over the store in --home\n"
+	             "(else $ISC_HOME, else ~/.isc) until SIGTERM or SIGINT.\n"
+	             "  --once            run one tick and exit\n"
+	             "  --interval-ms MS  time between ticks (default: config.toml's "
+	             "tick_interval_ms, else 2000)\n"
+	             "  --verbose         debug logging\n");
 }
 
 /* Holds an exclusive flock for the life of the process; the kernel drops it if we die. */
@@ -70,11 +71,11 @@ static void sleep_interruptible(long ms)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"home", required_argument, NULL, 'H'},
-					     {"once", no_argument, NULL, 'o'},
-					     {"interval-ms", required_argument, NULL, 'i'},
-					     {"verbose", no_argument, NULL, 'v'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
+	                                     {"once", no_argument, NULL, 'o'},
+	                                     {"interval-ms", required_argument, NULL, 'i'},
+	                                     {"verbose", no_argument, NULL, 'v'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
 	const char *home_flag = NULL;
 	struct isc_store *store = NULL;
 	struct isc_broker *broker = NULL;
@@ -98,8 +99,10 @@ int main(int argc, char **argv)
 			char *end;
 			interval_ms = strtol(optarg, &end, 10);
 			if (*end || interval_ms < 10 || interval_ms > 3600000) {
-				fprintf(stderr, "iscd: --interval-ms: '%s' is not a number of ms in 10..3600000\n",
-					optarg);
+				fprintf(stderr,
+				        "iscd: --interval-ms: '%s' is not a number of ms in "
+				        "10..3600000\n",
+				        optarg);
 				return 2;
 			}
 			break;
@@ -111,7 +114,8 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			fprintf(stderr, "iscd: unknown or incomplete option '%s'\n", argv[optind - 1]);
+			fprintf(stderr, "iscd: unknown or incomplete option '%s'\n",
+			        argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
@@ -148,7 +152,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	isc_log(ISC_LOG_INFO, "started on %s (pid %ld, tick %ld ms)", home, (long)getpid(), interval_ms);
+	isc_log(ISC_LOG_INFO, "started on %s (pid %ld, tick %ld ms)", home, (long)getpid(),
+	        interval_ms);
 	rc = 0;
 	do {
 		isc_err_clear(&err);

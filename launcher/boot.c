@@ -27,15 +27,15 @@ char *isc_launcher_container_name(const char *experiment_id, int rank)
 		return NULL;
 	/* Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]; ids are already of that alphabet. */
 	for (char *p = name; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      *p == '_' || *p == '.' || *p == '-'))
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
 			*p = '_';
 	return name;
 }
 
 /* KEY=VALUE lines for --env-file; values never contain newlines (validated upstream). */
 static int env_file(const struct isc_boot_spec *spec, const struct isc_node_target *nodes, size_t n,
-		    int rank, struct isc_buf *b)
+                    int rank, struct isc_buf *b)
 {
 	json_t *map = json_object();
 	char *map_text;
@@ -51,15 +51,17 @@ static int env_file(const struct isc_boot_spec *spec, const struct isc_node_targ
 	json_decref(map);
 	if (!map_text)
 		return ISC_ENOMEM;
-	rc |= isc_buf_printf(b, "RANK=%d\nNNODES=%d\nN_PROC=%d\nMASTER_ADDR=%s\nMASTER_PORT=%d\n", rank,
-			     spec->nnodes, spec->nproc, master, spec->master_port);
+	rc |= isc_buf_printf(b, "RANK=%d\nNNODES=%d\nN_PROC=%d\nMASTER_ADDR=%s\nMASTER_PORT=%d\n",
+	                     rank, spec->nnodes, spec->nproc, master, spec->master_port);
 	rc |= isc_buf_printf(b, "IP_TO_RANK_MAPPING=%s\n", map_text);
-	rc |= isc_buf_printf(b, "STRONG_EXPERIMENT_ID=%s\nSTRONG_EXPERIMENT_NAME=%s\n", spec->experiment_id,
-			     spec->experiment_name);
-	rc |= isc_buf_printf(b, "STRONG_COMPUTE_MODE=%s\nSTRONG_CYCLE_COUNT=%d\nSTRONG_CYCLE_TIME_MS=%ld\n",
-			     spec->compute_mode, spec->cycle_count, spec->cycle_time_ms);
-	rc |= isc_buf_puts(b, "OUTPUT_PATH=/mnt/checkpoints\nCHECKPOINT_ARTIFACT_PATH=/mnt/checkpoints\n"
-			      "CRUD_ARTIFACT_PATH=/mnt/crud\nLOSSY_ARTIFACT_PATH=/mnt/lossy\n");
+	rc |= isc_buf_printf(b, "STRONG_EXPERIMENT_ID=%s\nSTRONG_EXPERIMENT_NAME=%s\n",
+	                     spec->experiment_id, spec->experiment_name);
+	rc |= isc_buf_printf(
+	    b, "STRONG_COMPUTE_MODE=%s\nSTRONG_CYCLE_COUNT=%d\nSTRONG_CYCLE_TIME_MS=%ld\n",
+	    spec->compute_mode, spec->cycle_count, spec->cycle_time_ms);
+	rc |= isc_buf_puts(
+	    b, "OUTPUT_PATH=/mnt/checkpoints\nCHECKPOINT_ARTIFACT_PATH=/mnt/checkpoints\n"
+	       "CRUD_ARTIFACT_PATH=/mnt/crud\nLOSSY_ARTIFACT_PATH=/mnt/lossy\n");
 	free(map_text);
 	return rc ? ISC_ENOMEM : 0;
 }
@@ -85,11 +87,12 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, struc
 	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --shm-size ");
 	rc |= isc_shell_quote(b, spec->shm_size);
 	rc |= isc_buf_puts(b, " -v /mnt/checkpoints:/mnt/checkpoints -v /mnt/crud:/mnt/crud"
-			      " -v /mnt/lossy:/mnt/lossy");
+	                      " -v /mnt/lossy:/mnt/lossy");
 	for (size_t i = 0; i < spec->n_datasets; i++) {
 		struct isc_buf vol;
 		isc_buf_init(&vol, 0);
-		rc |= isc_buf_printf(&vol, "/data/%s:/data/%s:ro", spec->dataset_ids[i], spec->dataset_ids[i]);
+		rc |= isc_buf_printf(&vol, "/data/%s:/data/%s:ro", spec->dataset_ids[i],
+		                     spec->dataset_ids[i]);
 		rc |= isc_buf_puts(b, " -v ");
 		rc |= isc_shell_quote(b, isc_buf_cstr(&vol));
 		isc_buf_cleanup(&vol);
@@ -130,9 +133,9 @@ static int open_node(const struct node_job *j, long deadline_ms, struct isc_ssh 
 {
 	const struct isc_node_target *node = &j->nodes[j->index];
 	struct isc_ssh_target t = {node->host, node->port, j->opts->user, j->opts->key_path,
-				   node->pin_target};
-	return isc_ssh_connect(&t, isc_monotonic_ms() + deadline_ms, j->opts->check, j->opts->check_ctx,
-			       ssh, (struct isc_err *)&j->err);
+	                           node->pin_target};
+	return isc_ssh_connect(&t, isc_monotonic_ms() + deadline_ms, j->opts->check,
+	                       j->opts->check_ctx, ssh, (struct isc_err *)&j->err);
 }
 
 static void *boot_node(void *arg)
@@ -154,18 +157,21 @@ static void *boot_node(void *arg)
 	}
 	if ((j->rc = open_node(j, j->opts->connect_deadline_ms, &ssh)))
 		goto out;
-	j->rc = isc_ssh_exec(ssh, isc_buf_cstr(&script), env.data, env.len, j->opts->command_timeout_ms,
-			     keep_stderr, &errout, NULL, &status, &j->err);
+	j->rc =
+	    isc_ssh_exec(ssh, isc_buf_cstr(&script), env.data, env.len, j->opts->command_timeout_ms,
+	                 keep_stderr, &errout, NULL, &status, &j->err);
 	if (j->rc)
 		goto out;
-	while (errout.len && (errout.data[errout.len - 1] == '\n' || errout.data[errout.len - 1] == '\r'))
+	while (errout.len &&
+	       (errout.data[errout.len - 1] == '\n' || errout.data[errout.len - 1] == '\r'))
 		errout.data[--errout.len] = '\0';
 	if (status == PULL_FAILED)
-		j->rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s", j->spec->image,
-				    isc_buf_cstr(&errout));
+		j->rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s",
+		                    j->spec->image, isc_buf_cstr(&errout));
 	else if (status != 0)
-		j->rc = isc_err_set(&j->err, ISC_EINVALID, "starting the container failed (exit %d): %s", status,
-				    isc_buf_cstr(&errout));
+		j->rc = isc_err_set(&j->err, ISC_EINVALID,
+		                    "starting the container failed (exit %d): %s", status,
+		                    isc_buf_cstr(&errout));
 	else
 		j->started = 1;
 out:
@@ -195,8 +201,9 @@ static void *stop_node(void *arg)
 		isc_buf_puts(&cmd, " >/dev/null 2>&1; rm -f /tmp/");
 		isc_shell_quote(&cmd, name);
 		isc_buf_puts(&cmd, ".env; true");
-		j->rc = isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, (long)j->grace_s * 1000 + 30000, NULL,
-				     NULL, NULL, &status, &j->err);
+		j->rc =
+		    isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, (long)j->grace_s * 1000 + 30000,
+		                 NULL, NULL, NULL, &status, &j->err);
 	}
 	isc_ssh_free(ssh);
 	isc_buf_cleanup(&cmd);
@@ -205,9 +212,10 @@ static void *stop_node(void *arg)
 }
 
 /* Runs fn for every node in its own thread and waits for all. */
-static struct node_job *run_all(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
-				size_t n, const struct isc_launcher_opts *opts, int grace_s,
-				void *(*fn)(void *), const int *only)
+static struct node_job *run_all(const struct isc_boot_spec *spec,
+                                const struct isc_node_target *nodes, size_t n,
+                                const struct isc_launcher_opts *opts, int grace_s,
+                                void *(*fn)(void *), const int *only)
 {
 	struct node_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
 	if (!jobs)
@@ -227,8 +235,8 @@ static struct node_job *run_all(const struct isc_boot_spec *spec, const struct i
 	return jobs;
 }
 
-int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes, size_t n,
-		      const struct isc_launcher_opts *opts, struct isc_err *err)
+int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+                      size_t n, const struct isc_launcher_opts *opts, struct isc_err *err)
 {
 	struct node_job *jobs = run_all(spec, nodes, n, opts, 0, boot_node, NULL);
 	int rc = 0, *started;
@@ -238,7 +246,8 @@ int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (jobs[i].rc) {
 			rc = jobs[i].rc;
-			isc_err_set(err, rc, "rank %d (%s): %s", nodes[i].rank, nodes[i].host, jobs[i].err.msg);
+			isc_err_set(err, rc, "rank %d (%s): %s", nodes[i].rank, nodes[i].host,
+			            jobs[i].err.msg);
 		}
 	}
 	if (rc) {
@@ -255,8 +264,8 @@ int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 	return rc;
 }
 
-void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_target *nodes, size_t n,
-		       const struct isc_launcher_opts *opts, int grace_s)
+void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+                       size_t n, const struct isc_launcher_opts *opts, int grace_s)
 {
 	free(run_all(spec, nodes, n, opts, grace_s, stop_node, NULL));
 }
@@ -270,14 +279,17 @@ static void to_file(void *ctx, const char *data, size_t len, int stderr_stream)
 }
 
 static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
-		       struct isc_ssh **ssh, struct isc_err *err)
+                       struct isc_ssh **ssh, struct isc_err *err)
 {
-	struct isc_ssh_target t = {node->host, node->port, opts->user, opts->key_path, node->pin_target};
-	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh, err);
+	struct isc_ssh_target t = {node->host, node->port, opts->user, opts->key_path,
+	                           node->pin_target};
+	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
+	                       err);
 }
 
-int isc_launcher_pull_artifacts(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
-				const char *local_dir, struct isc_err *err)
+int isc_launcher_pull_artifacts(const struct isc_node_target *node,
+                                const struct isc_launcher_opts *opts, const char *local_dir,
+                                struct isc_err *err)
 {
 	struct isc_ssh *ssh = NULL;
 	struct isc_buf cmd;
@@ -297,21 +309,26 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node, const struct
 	if (!tar) {
 		rc = isc_err_set(err, ISC_EIO, "cannot run tar");
 	} else {
-		rc = isc_ssh_exec(ssh, "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && "
-				       "tar -C /mnt -cf - checkpoints crud lossy",
-				  NULL, 0, opts->command_timeout_ms, to_file, tar, NULL, &status, err);
+		rc = isc_ssh_exec(ssh,
+		                  "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && "
+		                  "tar -C /mnt -cf - checkpoints crud lossy",
+		                  NULL, 0, opts->command_timeout_ms, to_file, tar, NULL, &status,
+		                  err);
 		if (pclose(tar) != 0 && !rc)
-			rc = isc_err_set(err, ISC_EIO, "unpacking artifacts into %s failed", local_dir);
+			rc = isc_err_set(err, ISC_EIO, "unpacking artifacts into %s failed",
+			                 local_dir);
 		if (!rc && status != 0)
-			rc = isc_err_set(err, ISC_EIO, "packing artifacts on %s failed (exit %d)", node->host, status);
+			rc = isc_err_set(err, ISC_EIO, "packing artifacts on %s failed (exit %d)",
+			                 node->host, status);
 	}
 	isc_buf_cleanup(&cmd);
 	isc_ssh_free(ssh);
 	return rc;
 }
 
-int isc_launcher_push_artifacts(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
-				const char *local_dir, struct isc_err *err)
+int isc_launcher_push_artifacts(const struct isc_node_target *node,
+                                const struct isc_launcher_opts *opts, const char *local_dir,
+                                struct isc_err *err)
 {
 	struct isc_ssh *ssh = NULL;
 	struct isc_buf cmd, data;
@@ -339,9 +356,10 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node, const struct
 		rc = connect_one(node, opts, &ssh, err);
 	if (!rc)
 		rc = isc_ssh_exec(ssh, "mkdir -p /mnt && tar -C /mnt -xf -", data.data, data.len,
-				  opts->command_timeout_ms, NULL, NULL, NULL, &status, err);
+		                  opts->command_timeout_ms, NULL, NULL, NULL, &status, err);
 	if (!rc && status != 0)
-		rc = isc_err_set(err, ISC_EIO, "unpacking artifacts on %s failed (exit %d)", node->host, status);
+		rc = isc_err_set(err, ISC_EIO, "unpacking artifacts on %s failed (exit %d)",
+		                 node->host, status);
 	isc_ssh_free(ssh);
 	isc_buf_cleanup(&cmd);
 	isc_buf_cleanup(&data);

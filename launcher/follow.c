@@ -72,21 +72,22 @@ static void *follow_main(void *arg)
 		int status = -1, rc;
 
 		/* Short attempts, so a stop request is noticed soon even when the node is gone. */
-		if (isc_ssh_connect(&t, isc_monotonic_ms() + 2000, f->opts.check, f->opts.check_ctx, &ssh, &err)) {
+		if (isc_ssh_connect(&t, isc_monotonic_ms() + 2000, f->opts.check, f->opts.check_ctx,
+		                    &ssh, &err)) {
 			for (int i = 0; i < 20 && !f->cancel; i++)
 				usleep(100 * 1000);
 			continue;
 		}
 		log = fopen(r->log_path, "w");
-		rc = log ? isc_ssh_exec(ssh, isc_buf_cstr(&logs_cmd), NULL, 0, 0, append, log, &f->cancel,
-					&status, &err)
-			 : ISC_EIO;
+		rc = log ? isc_ssh_exec(ssh, isc_buf_cstr(&logs_cmd), NULL, 0, 0, append, log,
+		                        &f->cancel, &status, &err)
+		         : ISC_EIO;
 		if (log)
 			fclose(log);
 		if (!rc && !f->cancel) {
 			isc_buf_reset(&out);
-			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000, keep, &out, &f->cancel,
-					  &status, &err);
+			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000, keep, &out,
+			                  &f->cancel, &status, &err);
 			if (!rc && status == 0) {
 				pthread_mutex_lock(&f->lock);
 				r->exited = 1;
@@ -128,8 +129,8 @@ void isc_launch_follow_free(struct isc_launch_follow *f)
 }
 
 int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
-			    size_t n, const struct isc_launcher_opts *opts, const char *output_dir,
-			    struct isc_launch_follow **out, struct isc_err *err)
+                            size_t n, const struct isc_launcher_opts *opts, const char *output_dir,
+                            struct isc_launch_follow **out, struct isc_err *err)
 {
 	struct isc_launch_follow *f = calloc(1, sizeof(*f));
 
@@ -150,7 +151,8 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 	if (mkdir(output_dir, 0700) != 0 && errno != EEXIST) {
 		f->n = 0;
 		isc_launch_follow_free(f);
-		return isc_err_set(err, ISC_EIO, "cannot create %s: %s", output_dir, strerror(errno));
+		return isc_err_set(err, ISC_EIO, "cannot create %s: %s", output_dir,
+		                   strerror(errno));
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct follow_rank *r = &f->ranks[i];

@@ -39,8 +39,8 @@ static int openssh_public(EVP_PKEY *pkey, const char *cluster_id, char **out, st
 	char b64[512];
 	size_t point_len = 0, off = 0;
 
-	if (!EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point, sizeof(point),
-					     &point_len) ||
+	if (!EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point,
+	                                     sizeof(point), &point_len) ||
 	    point_len != 65)
 		return isc_err_set(err, ISC_EIO, "reading the cluster key's public part failed");
 	put_string(blob, &off, (const unsigned char *)"ecdsa-sha2-nistp256", 19);
@@ -53,7 +53,7 @@ static int openssh_public(EVP_PKEY *pkey, const char *cluster_id, char **out, st
 }
 
 int isc_cluster_key_create(const char *home, const char *cluster_id, char **pubkey_out,
-			   struct isc_err *err)
+                           struct isc_err *err)
 {
 	EVP_PKEY *pkey = NULL;
 	char *dir = NULL, *path = NULL;
@@ -61,7 +61,8 @@ int isc_cluster_key_create(const char *home, const char *cluster_id, char **pubk
 	int fd = -1, rc = 0;
 
 	*pubkey_out = NULL;
-	if (asprintf(&dir, "%s/keys", home) < 0 || !(path = isc_cluster_key_path(home, cluster_id))) {
+	if (asprintf(&dir, "%s/keys", home) < 0 ||
+	    !(path = isc_cluster_key_path(home, cluster_id))) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -76,8 +77,8 @@ int isc_cluster_key_create(const char *home, const char *cluster_id, char **pubk
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		rc = isc_err_set(err, errno == EEXIST ? ISC_ECONFLICT : ISC_EIO, "cannot create the key of %s: %s",
-				 cluster_id, strerror(errno));
+		rc = isc_err_set(err, errno == EEXIST ? ISC_ECONFLICT : ISC_EIO,
+		                 "cannot create the key of %s: %s", cluster_id, strerror(errno));
 		goto out;
 	}
 	f = fdopen(fd, "w");
@@ -89,7 +90,8 @@ int isc_cluster_key_create(const char *home, const char *cluster_id, char **pubk
 	/* Traditional PEM: what libssh2's OpenSSL backend reads without a passphrase. */
 	{
 		BIO *bio = BIO_new_fp(f, BIO_NOCLOSE);
-		int ok = bio && PEM_write_bio_PrivateKey_traditional(bio, pkey, NULL, NULL, 0, NULL, NULL);
+		int ok = bio &&
+		         PEM_write_bio_PrivateKey_traditional(bio, pkey, NULL, NULL, 0, NULL, NULL);
 		BIO_free(bio);
 		if (!ok) {
 			rc = isc_err_set(err, ISC_EIO, "cannot write the key of %s", cluster_id);
@@ -115,7 +117,7 @@ out:
 }
 
 int isc_cluster_key_public(const char *home, const char *cluster_id, char **pubkey_out,
-			   struct isc_err *err)
+                           struct isc_err *err)
 {
 	char *path = isc_cluster_key_path(home, cluster_id);
 	EVP_PKEY *pkey = NULL;

@@ -87,19 +87,26 @@ void isc_ssh_free(struct isc_ssh *s)
 static const char *hostkey_type_name(int type)
 {
 	switch (type) {
-	case LIBSSH2_HOSTKEY_TYPE_RSA: return "ssh-rsa";
-	case LIBSSH2_HOSTKEY_TYPE_DSS: return "ssh-dss";
-	case LIBSSH2_HOSTKEY_TYPE_ECDSA_256: return "ecdsa-sha2-nistp256";
-	case LIBSSH2_HOSTKEY_TYPE_ECDSA_384: return "ecdsa-sha2-nistp384";
-	case LIBSSH2_HOSTKEY_TYPE_ECDSA_521: return "ecdsa-sha2-nistp521";
-	case LIBSSH2_HOSTKEY_TYPE_ED25519: return "ssh-ed25519";
-	default: return "unknown";
+	case LIBSSH2_HOSTKEY_TYPE_RSA:
+		return "ssh-rsa";
+	case LIBSSH2_HOSTKEY_TYPE_DSS:
+		return "ssh-dss";
+	case LIBSSH2_HOSTKEY_TYPE_ECDSA_256:
+		return "ecdsa-sha2-nistp256";
+	case LIBSSH2_HOSTKEY_TYPE_ECDSA_384:
+		return "ecdsa-sha2-nistp384";
+	case LIBSSH2_HOSTKEY_TYPE_ECDSA_521:
+		return "ecdsa-sha2-nistp521";
+	case LIBSSH2_HOSTKEY_TYPE_ED25519:
+		return "ssh-ed25519";
+	default:
+		return "unknown";
 	}
 }
 
 /* One attempt: TCP, handshake, host key, login. Returns 0, or an error (retryable = transient). */
 static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeout_ms,
-		   isc_ssh_hostkey_fn check, void *check_ctx, struct isc_err *err)
+                   isc_ssh_hostkey_fn check, void *check_ctx, struct isc_err *err)
 {
 	const char *hash;
 	size_t key_len;
@@ -123,17 +130,18 @@ static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeo
 		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)hash[i]);
 	if (check && (rc = check(check_ctx, t->pin_target, hostkey_type_name(key_type), hex, err)))
 		return rc;
-	if (libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL) != 0) {
+	if (libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL) !=
+	    0) {
 		char *msg = NULL;
 		libssh2_session_last_error(s->session, &msg, NULL, 0);
-		return isc_err_set(err, ISC_EAUTH, "%s: login with the cluster key refused (%s)", s->where,
-				   msg ? msg : "?");
+		return isc_err_set(err, ISC_EAUTH, "%s: login with the cluster key refused (%s)",
+		                   s->where, msg ? msg : "?");
 	}
 	return 0;
 }
 
 int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh_hostkey_fn check,
-		    void *check_ctx, struct isc_ssh **out, struct isc_err *err)
+                    void *check_ctx, struct isc_ssh **out, struct isc_err *err)
 {
 	struct isc_ssh *s;
 	int rc;
@@ -148,13 +156,15 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 	for (long backoff = 100;; backoff = backoff < 1000 ? backoff * 2 : 1000) {
 		int64_t left = deadline_ms - isc_monotonic_ms();
 
-		rc = attempt(s, t, left < 10000 ? (left > 200 ? left : 200) : 10000, check, check_ctx, err);
+		rc = attempt(s, t, left < 10000 ? (left > 200 ? left : 200) : 10000, check,
+		             check_ctx, err);
 		if (rc == 0) {
 			*out = s;
 			return 0;
 		}
 		session_close(s);
-		/* A node that is still booting refuses or drops connections: retry until the deadline. */
+		/* A node that is still booting refuses or drops connections: retry until the
+		 * deadline. */
 		left = deadline_ms - isc_monotonic_ms();
 		if (rc != ISC_ETRANSIENT || left <= 0)
 			break;
@@ -181,8 +191,8 @@ static void wait_socket(struct isc_ssh *s, int ms)
 }
 
 int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, size_t stdin_len,
-		 long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
-		 int *exit_status, struct isc_err *err)
+                 long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
+                 int *exit_status, struct isc_err *err)
 {
 	LIBSSH2_CHANNEL *ch;
 	int64_t deadline = timeout_ms > 0 ? isc_monotonic_ms() + timeout_ms : INT64_MAX;
@@ -191,7 +201,8 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 
 	*exit_status = -1;
 	libssh2_session_set_blocking(s->session, 1);
-	libssh2_session_set_timeout(s->session, timeout_ms > 0 && timeout_ms < 30000 ? timeout_ms : 30000);
+	libssh2_session_set_timeout(s->session,
+	                            timeout_ms > 0 && timeout_ms < 30000 ? timeout_ms : 30000);
 	ch = libssh2_channel_open_session(s->session);
 	if (!ch)
 		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot open a channel", s->where);
@@ -203,7 +214,8 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 		ssize_t w = libssh2_channel_write(ch, stdin_data + off, stdin_len - off);
 		if (w < 0) {
 			libssh2_channel_free(ch);
-			return isc_err_set(err, ISC_ETRANSIENT, "%s: sending input failed", s->where);
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: sending input failed",
+			                   s->where);
 		}
 		off += (size_t)w;
 	}
@@ -219,7 +231,8 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 					out(out_ctx, buf, (size_t)n, stream);
 				stream--; /* drain this stream before looking at the next */
 			} else if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
-				rc = isc_err_set(err, ISC_ETRANSIENT, "%s: connection lost", s->where);
+				rc = isc_err_set(err, ISC_ETRANSIENT, "%s: connection lost",
+				                 s->where);
 				eof = 1;
 				break;
 			}
@@ -229,7 +242,7 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 			eof = 1;
 		if (!eof && ((cancel && *cancel) || isc_monotonic_ms() > deadline)) {
 			rc = isc_err_set(err, ISC_ETRANSIENT, "%s: command %s", s->where,
-					 cancel && *cancel ? "cancelled" : "timed out");
+			                 cancel && *cancel ? "cancelled" : "timed out");
 			break;
 		}
 		if (!eof && idle)

@@ -20,10 +20,10 @@ struct isc_ssh;
  * "host:port"): 0 to accept, or an error (ISC_EAUTH for a changed key).
  */
 typedef int (*isc_ssh_hostkey_fn)(void *ctx, const char *target, const char *key_type,
-				  const char *sha256_hex, struct isc_err *err);
+                                  const char *sha256_hex, struct isc_err *err);
 
 struct isc_ssh_target {
-	const char *host;       /* address to connect to */
+	const char *host; /* address to connect to */
 	int port;
 	const char *user;
 	const char *key_path;   /* the cluster's private key file */
@@ -32,7 +32,7 @@ struct isc_ssh_target {
 
 /* deadline_ms is on isc_monotonic_ms()'s clock. ISC_ETRANSIENT when the node never answered. */
 int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh_hostkey_fn check,
-		    void *check_ctx, struct isc_ssh **out, struct isc_err *err);
+                    void *check_ctx, struct isc_ssh **out, struct isc_err *err);
 void isc_ssh_free(struct isc_ssh *s);
 
 /* Receives output as it arrives (stderr = 1 for the error stream). */
@@ -44,7 +44,7 @@ typedef void (*isc_ssh_output_fn)(void *ctx, const char *data, size_t len, int s
  * non-zero. *exit_status gets the command's exit code (-1 if unknown).
  */
 int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, size_t stdin_len,
-		 long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
-		 int *exit_status, struct isc_err *err);
+                 long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
+                 int *exit_status, struct isc_err *err);
 
 #endif

@@ -30,18 +30,18 @@ void isc_http_response_cleanup(struct isc_http_response *r)
 struct isc_http_policy isc_http_policy_default(void)
 {
 	struct isc_http_policy p = {
-		.max_attempts = 5,
-		.base_delay_ms = 100,
-		.max_delay_ms = 20000,
-		.timeout_ms = 30000,
-		.connect_timeout_ms = 5000,
-		.max_response_bytes = 8 * 1024 * 1024,
+	    .max_attempts = 5,
+	    .base_delay_ms = 100,
+	    .max_delay_ms = 20000,
+	    .timeout_ms = 30000,
+	    .connect_timeout_ms = 5000,
+	    .max_response_bytes = 8 * 1024 * 1024,
 	};
 	return p;
 }
 
 void isc_http_client_init(struct isc_http_client *c, const struct isc_http_transport *t,
-			  const struct isc_clock *clock)
+                          const struct isc_clock *clock)
 {
 	c->transport = t ? t : isc_http_transport_curl();
 	c->clock = clock ? clock : isc_clock_system();
@@ -66,7 +66,8 @@ int isc_http_classify_status(void *ctx, const struct isc_http_response *resp, st
 	return isc_err_set(err, ISC_EINVALID, "HTTP %ld: request refused", s);
 }
 
-long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock, int attempt)
+long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock,
+                         int attempt)
 {
 	long ceiling = p->base_delay_ms;
 	for (int i = 1; i < attempt && ceiling < p->max_delay_ms; i++)
@@ -79,8 +80,8 @@ long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock
 }
 
 int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
-		isc_http_classify_fn classify, void *classify_ctx,
-		struct isc_http_response *resp, struct isc_err *err)
+                isc_http_classify_fn classify, void *classify_ctx, struct isc_http_response *resp,
+                struct isc_err *err)
 {
 	int attempt, rc = ISC_ETRANSIENT;
 	int max = c->policy.max_attempts > 0 ? c->policy.max_attempts : 1;
@@ -94,13 +95,15 @@ int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
 		resp->status = 0;
 		c->attempts_made = attempt;
 		rc = c->transport->send(c->transport->ctx, req, c->policy.timeout_ms,
-					c->policy.connect_timeout_ms, c->policy.max_response_bytes, resp, err);
+		                        c->policy.connect_timeout_ms, c->policy.max_response_bytes,
+		                        resp, err);
 		if (rc == 0)
 			rc = classify(classify_ctx, resp, err);
 		if (rc == 0 || !isc_code_is_retryable(rc))
 			return rc;
 		if (attempt < max)
-			c->clock->sleep_ms(c->clock->ctx, isc_http_backoff_ms(&c->policy, c->clock, attempt));
+			c->clock->sleep_ms(c->clock->ctx,
+			                   isc_http_backoff_ms(&c->policy, c->clock, attempt));
 	}
 	if (err)
 		isc_err_wrap(err, "gave up after %d attempts", max);
@@ -143,8 +146,8 @@ static void url_for_message(const char *url, char *out, size_t cap)
 }
 
 static int curl_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
-		     long connect_timeout_ms, size_t max_response_bytes,
-		     struct isc_http_response *resp, struct isc_err *err)
+                     long connect_timeout_ms, size_t max_response_bytes,
+                     struct isc_http_response *resp, struct isc_err *err)
 {
 	CURL *h;
 	CURLcode cc;
@@ -175,7 +178,8 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 		}
 		hdrs = next;
 	}
-	/* curl would add "Expect: 100-continue" to larger POSTs: an extra round trip for nothing. */
+	/* curl would add "Expect: 100-continue" to larger POSTs: an extra round trip for nothing.
+	 */
 	hdrs = curl_slist_append(hdrs, "Expect:");
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
@@ -199,10 +203,11 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 	cc = curl_easy_perform(h);
 	url_for_message(req->url, where, sizeof(where));
 	if (body.overflow) {
-		rc = isc_err_set(err, ISC_EINVALID, "%s: reply larger than %zu bytes", where, max_response_bytes);
+		rc = isc_err_set(err, ISC_EINVALID, "%s: reply larger than %zu bytes", where,
+		                 max_response_bytes);
 	} else if (cc != CURLE_OK) {
 		rc = isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: %s", where,
-				 errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		                 errbuf[0] ? errbuf : curl_easy_strerror(cc));
 	} else {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	}

@@ -22,11 +22,11 @@ struct isc_http_header {
 };
 
 struct isc_http_request {
-	const char *method;                     /* "GET", "POST", ... */
+	const char *method; /* "GET", "POST", ... */
 	const char *url;
-	const struct isc_http_header *headers;  /* borrowed */
+	const struct isc_http_header *headers; /* borrowed */
 	size_t n_headers;
-	const char *body;                       /* may be NULL */
+	const char *body; /* may be NULL */
 	size_t body_len;
 };
 
@@ -45,8 +45,8 @@ void isc_http_response_cleanup(struct isc_http_response *r);
  */
 struct isc_http_transport {
 	int (*send)(void *ctx, const struct isc_http_request *req, long timeout_ms,
-		    long connect_timeout_ms, size_t max_response_bytes,
-		    struct isc_http_response *resp, struct isc_err *err);
+	            long connect_timeout_ms, size_t max_response_bytes,
+	            struct isc_http_response *resp, struct isc_err *err);
 	void *ctx;
 };
 
@@ -58,16 +58,16 @@ const struct isc_http_transport *isc_http_transport_curl(void);
  * message in err (a driver parses its cloud's error body here).
  */
 typedef int (*isc_http_classify_fn)(void *ctx, const struct isc_http_response *resp,
-				    struct isc_err *err);
+                                    struct isc_err *err);
 
 /* Default: 2xx ok, 429 throttled, 5xx transient, 401/403 auth, 404 not_found, else invalid. */
 int isc_http_classify_status(void *ctx, const struct isc_http_response *resp, struct isc_err *err);
 
 struct isc_http_policy {
-	int max_attempts;          /* total tries, >= 1 */
-	long base_delay_ms;        /* first backoff ceiling */
-	long max_delay_ms;         /* backoff ceiling cap */
-	long timeout_ms;           /* whole request */
+	int max_attempts;   /* total tries, >= 1 */
+	long base_delay_ms; /* first backoff ceiling */
+	long max_delay_ms;  /* backoff ceiling cap */
+	long timeout_ms;    /* whole request */
 	long connect_timeout_ms;
 	size_t max_response_bytes;
 };
@@ -79,21 +79,22 @@ struct isc_http_client {
 	const struct isc_http_transport *transport; /* borrowed */
 	const struct isc_clock *clock;              /* borrowed */
 	struct isc_http_policy policy;
-	int attempts_made;                          /* of the last isc_http_do, for tests and logs */
+	int attempts_made; /* of the last isc_http_do, for tests and logs */
 };
 
 void isc_http_client_init(struct isc_http_client *c, const struct isc_http_transport *t,
-			  const struct isc_clock *clock);
+                          const struct isc_clock *clock);
 
 /*
  * Sends req, retrying throttled/transient outcomes up to policy.max_attempts.
  * On return resp holds the last reply (if any). Returns 0 or the classified code.
  */
 int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
-		isc_http_classify_fn classify, void *classify_ctx,
-		struct isc_http_response *resp, struct isc_err *err);
+                isc_http_classify_fn classify, void *classify_ctx, struct isc_http_response *resp,
+                struct isc_err *err);
 
 /* The delay before retry number `attempt` (1-based), drawn with full jitter. */
-long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock, int attempt);
+long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock,
+                         int attempt);
 
 #endif

@@ -67,15 +67,15 @@ const char *isc_provider_setting(const struct isc_provider_settings *settings, c
  */
 struct isc_provider_session {
 	const struct isc_provider *provider; /* the table that made it */
-	char region[64];                     /* resolved region (AWS/OCI) or default zone group (GCP) */
-	void *impl;                          /* driver private */
+	char region[64]; /* resolved region (AWS/OCI) or default zone group (GCP) */
+	void *impl;      /* driver private */
 };
 
 /* Who the credentials belong to. */
 struct isc_identity {
-	char account[64];     /* AWS account id, GCP project id, OCI tenancy OCID */
-	char principal[512];  /* AWS ARN, GCP service-account email, OCI user OCID */
-	char user_id[256];    /* AWS UserId; empty where the cloud has none */
+	char account[64];    /* AWS account id, GCP project id, OCI tenancy OCID */
+	char principal[512]; /* AWS ARN, GCP service-account email, OCI user OCID */
+	char user_id[256];   /* AWS UserId; empty where the cloud has none */
 };
 
 /* The current spot price of one instance type in one zone. */
@@ -99,26 +99,26 @@ enum isc_node_state {
 const char *isc_node_state_name(enum isc_node_state s);
 
 /* Tag keys every node carries, so reconciliation finds it without the store. */
-#define ISC_TAG_BROKER "isc:broker"
-#define ISC_TAG_CLUSTER "isc:cluster"
+#define ISC_TAG_BROKER     "isc:broker"
+#define ISC_TAG_CLUSTER    "isc:cluster"
 #define ISC_TAG_EXPERIMENT "isc:experiment"
 
 /* One cloud instance as the cloud reports it. Empty strings for absent fields. */
 struct isc_node_info {
-	char id[256];              /* EC2 i-..., GCE instance name, OCI instance OCID */
+	char id[256]; /* EC2 i-..., GCE instance name, OCI instance OCID */
 	enum isc_node_state state;
 	char private_ip[46];
 	char public_ip[46];
-	char zone[64];             /* AZ / zone / availability domain */
+	char zone[64]; /* AZ / zone / availability domain */
 	char instance_type[64];
-	int spot;                  /* 1 for spot/preemptible capacity */
-	int64_t launched_at_ms;    /* the cloud's launch time; 0 if unknown */
-	char broker_id[256];       /* tag isc:broker */
-	char cluster_id[256];      /* tag isc:cluster */
-	char experiment_id[256];   /* tag isc:experiment */
-	char client_token[80];     /* the idempotency token the node was created with */
-	int interruption_noticed;  /* the cloud announced it will reclaim this spot node */
-	int64_t interruption_at_ms;/* when the notice was issued (AWS: ~2 min before reclaim) */
+	int spot;                   /* 1 for spot/preemptible capacity */
+	int64_t launched_at_ms;     /* the cloud's launch time; 0 if unknown */
+	char broker_id[256];        /* tag isc:broker */
+	char cluster_id[256];       /* tag isc:cluster */
+	char experiment_id[256];    /* tag isc:experiment */
+	char client_token[80];      /* the idempotency token the node was created with */
+	int interruption_noticed;   /* the cloud announced it will reclaim this spot node */
+	int64_t interruption_at_ms; /* when the notice was issued (AWS: ~2 min before reclaim) */
 };
 
 /*
@@ -128,19 +128,19 @@ struct isc_node_info {
 struct isc_launch_spec {
 	const char *instance_type;
 	int spot;
-	const char *const *zones;     /* ordered; tried in turn on capacity errors */
+	const char *const *zones; /* ordered; tried in turn on capacity errors */
 	size_t n_zones;
-	unsigned count;               /* N >= 1 */
+	unsigned count; /* N >= 1 */
 	/*
 	 * From the broker's stored intent, <= 64 printable ASCII. The same token
 	 * after a crash must not create a second gang: drivers derive per-zone
 	 * (and per-node) tokens from it deterministically.
 	 */
 	const char *idempotency_token;
-	const struct isc_kv *tags;    /* isc:broker, isc:cluster, isc:experiment (+ any) */
+	const struct isc_kv *tags; /* isc:broker, isc:cluster, isc:experiment (+ any) */
 	size_t n_tags;
-	const char *ssh_public_key;   /* OpenSSH one-line public key for the cluster */
-	const char *user_data;        /* extra cloud-config body (YAML, no header), or NULL */
+	const char *ssh_public_key; /* OpenSSH one-line public key for the cluster */
+	const char *user_data;      /* extra cloud-config body (YAML, no header), or NULL */
 };
 
 struct isc_launch_result {
@@ -167,8 +167,8 @@ struct isc_provider {
 	 * bad settings.
 	 */
 	int (*session_new)(const struct isc_provider_settings *settings, const char *region,
-			   const struct isc_http_transport *t, const struct isc_clock *clock,
-			   struct isc_provider_session **out, struct isc_err *err);
+	                   const struct isc_http_transport *t, const struct isc_clock *clock,
+	                   struct isc_provider_session **out, struct isc_err *err);
 
 	/* Frees the session and wipes any secret it held. NULL is a no-op. */
 	void (*session_free)(struct isc_provider_session *s);
@@ -179,7 +179,7 @@ struct isc_provider {
 	 * GetUser). ISC_EAUTH when the cloud refuses them.
 	 */
 	int (*check_credentials)(struct isc_provider_session *s, struct isc_identity *out,
-				 struct isc_err *err);
+	                         struct isc_err *err);
 
 	/*
 	 * The current spot price of each of `instance_types` in every zone of the
@@ -187,8 +187,8 @@ struct isc_provider {
 	 * *out is owned by the caller (isc_price_points_free).
 	 */
 	int (*refresh_prices)(struct isc_provider_session *s, const char *const *instance_types,
-			      size_t n, struct isc_price_point **out, size_t *n_out,
-			      struct isc_err *err);
+	                      size_t n, struct isc_price_point **out, size_t *n_out,
+	                      struct isc_err *err);
 
 	/*
 	 * Launches spec->count nodes in the first zone of spec->zones that has
@@ -201,7 +201,7 @@ struct isc_provider {
 	 * count entries (states usually pending).
 	 */
 	int (*launch_gang)(struct isc_provider_session *s, const struct isc_launch_spec *spec,
-			   struct isc_launch_result *out, struct isc_err *err);
+	                   struct isc_launch_result *out, struct isc_err *err);
 
 	/*
 	 * Every instance tagged isc:broker=broker_id in this account and region,
@@ -210,7 +210,7 @@ struct isc_provider {
 	 * notices. *out is owned by the caller (isc_node_infos_free); *n may be 0.
 	 */
 	int (*describe)(struct isc_provider_session *s, const char *broker_id,
-			struct isc_node_info **out, size_t *n, struct isc_err *err);
+	                struct isc_node_info **out, size_t *n, struct isc_err *err);
 
 	/*
 	 * Terminates the instances `ids` (batched as the cloud requires).
@@ -218,7 +218,7 @@ struct isc_provider {
 	 * keep the others from being terminated.
 	 */
 	int (*terminate)(struct isc_provider_session *s, const char *const *ids, size_t n,
-			 struct isc_err *err);
+	                 struct isc_err *err);
 };
 
 /* The driver called `name`, or NULL when there is none (yet). Borrowed, static. */

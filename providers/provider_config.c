@@ -7,8 +7,9 @@
 
 #include <stdlib.h>
 
-int isc_provider_session_open(const struct isc_config *cfg, const char *provider, const char *region,
-			      struct isc_provider_session **out, struct isc_err *err)
+int isc_provider_session_open(const struct isc_config *cfg, const char *provider,
+                              const char *region, struct isc_provider_session **out,
+                              struct isc_err *err)
 {
 	const struct isc_provider *drv = isc_provider_find(provider);
 	const struct isc_provider_config *pc = cfg ? isc_config_provider(cfg, provider) : NULL;
@@ -19,7 +20,8 @@ int isc_provider_session_open(const struct isc_config *cfg, const char *provider
 
 	*out = NULL;
 	if (!drv)
-		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s' in this build", provider);
+		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s' in this build",
+		                   provider);
 	if (n) {
 		items = calloc(n, sizeof(*items));
 		if (!items)

@@ -10,7 +10,8 @@
  * settings of cfg's [providers.NAME] section (cfg may be NULL). Free it with
  * (*out)->provider->session_free(*out).
  */
-int isc_provider_session_open(const struct isc_config *cfg, const char *provider, const char *region,
-			      struct isc_provider_session **out, struct isc_err *err);
+int isc_provider_session_open(const struct isc_config *cfg, const char *provider,
+                              const char *region, struct isc_provider_session **out,
+                              struct isc_err *err);
 
 #endif

@@ -15,8 +15,8 @@ extern const struct isc_provider isc_provider_aws;
  * will add a table here; until then isc_provider_find("gcp"/"oci") is NULL.
  */
 static const struct isc_provider *const providers[] = {
-	&isc_provider_aws,
-	NULL,
+    &isc_provider_aws,
+    NULL,
 };
 
 const struct isc_provider *isc_provider_find(const char *name)

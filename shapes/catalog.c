@@ -26,10 +26,10 @@
  * interned ids, never strings.
  */
 struct slot {
-	int64_t price;	  /* node price, micros */
-	uint32_t shape;	  /* index into shapes */
-	uint32_t gpu;	  /* interned lower-case gpu_type */
-	uint32_t region;  /* interned lower-case region */
+	int64_t price;   /* node price, micros */
+	uint32_t shape;  /* index into shapes */
+	uint32_t gpu;    /* interned lower-case gpu_type */
+	uint32_t region; /* interned lower-case region */
 	uint8_t spot;
 	uint8_t provider; /* interned provider */
 };
@@ -136,7 +136,7 @@ void isc_catalog_free(struct isc_catalog *c)
 }
 
 int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out,
-		    struct isc_err *err)
+                    struct isc_err *err)
 {
 	struct isc_catalog *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -173,12 +173,12 @@ int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out
 				goto oom;
 		}
 		g->slots[g->n++] = (struct slot){
-			.price = shapes[i].price_micros,
-			.shape = (uint32_t)i,
-			.gpu = names_find(&c->gpus, shapes[i].gpu_type),
-			.region = names_find(&c->regions, shapes[i].region),
-			.spot = (uint8_t)(shapes[i].spot != 0),
-			.provider = (uint8_t)names_find(&c->providers, shapes[i].provider),
+		    .price = shapes[i].price_micros,
+		    .shape = (uint32_t)i,
+		    .gpu = names_find(&c->gpus, shapes[i].gpu_type),
+		    .region = names_find(&c->regions, shapes[i].region),
+		    .spot = (uint8_t)(shapes[i].spot != 0),
+		    .provider = (uint8_t)names_find(&c->providers, shapes[i].provider),
 		};
 	}
 	for (size_t k = 0; k < c->n_groups; k++)
@@ -336,7 +336,7 @@ static int entry_for(const struct isc_shape *sh, int gpus, struct isc_rank_entry
 }
 
 static int rank_priority(const struct isc_catalog *c, const struct isc_rank_request *req,
-			 struct isc_ranking *r)
+                         struct isc_ranking *r)
 {
 	size_t cap = req->n_priority;
 	if (!(r->entries = calloc(cap ? cap : 1, sizeof(*r->entries))))
@@ -347,10 +347,13 @@ static int rank_priority(const struct isc_catalog *c, const struct isc_rank_requ
 		int dup = 0;
 		if (!sh) {
 			const struct isc_shape *s2 = id ? suggest(c, id) : NULL;
-			int rc = s2 ? warn(r, "unknown shape '%s' in the priority list, ignored (did you "
-					      "mean '%s'?)", id ? id : "", s2->display_id)
-				    : warn(r, "unknown shape '%s' in the priority list, ignored",
-					   id ? id : "");
+			int rc =
+			    s2 ? warn(r,
+			              "unknown shape '%s' in the priority list, ignored (did you "
+			              "mean '%s'?)",
+			              id ? id : "", s2->display_id)
+			       : warn(r, "unknown shape '%s' in the priority list, ignored",
+			              id ? id : "");
 			if (rc)
 				return rc;
 			continue;
@@ -373,7 +376,7 @@ struct filter {
 };
 
 static void filter_init(const struct isc_catalog *c, const struct isc_rank_request *req,
-			struct filter *f)
+                        struct filter *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->gpu = f->region = f->provider = UINT32_MAX;
@@ -382,8 +385,7 @@ static void filter_init(const struct isc_catalog *c, const struct isc_rank_reque
 		f->none = 1;
 	if (req->region && (f->region = names_find(&c->regions, req->region)) == UINT32_MAX)
 		f->none = 1;
-	if (req->provider &&
-	    (f->provider = names_find(&c->providers, req->provider)) == UINT32_MAX)
+	if (req->provider && (f->provider = names_find(&c->providers, req->provider)) == UINT32_MAX)
 		f->none = 1;
 }
 
@@ -429,7 +431,7 @@ static void head_fill(const struct isc_catalog *c, const struct filter *f, struc
 
 /* The price ranking: a k-way merge of the per-group price lists. */
 static int rank_price(const struct isc_catalog *c, const struct isc_rank_request *req,
-		      struct isc_ranking *r)
+                      struct isc_ranking *r)
 {
 	struct head *heads, *h;
 	struct filter f;
@@ -449,7 +451,7 @@ static int rank_price(const struct isc_catalog *c, const struct isc_rank_request
 			h->cur.nnodes = 1;
 			h->cur.nproc = h->g->gpus_per_node;
 		} else if (isc_shape_layout(req->gpus, h->g->gpus_per_node, &h->cur.nnodes,
-					    &h->cur.nproc)) {
+		                            &h->cur.nproc)) {
 			continue;
 		}
 		head_fill(c, &f, h);
@@ -478,14 +480,15 @@ static int rank_price(const struct isc_catalog *c, const struct isc_rank_request
 }
 
 int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request *req,
-		     struct isc_ranking *out, struct isc_err *err)
+                     struct isc_ranking *out, struct isc_err *err)
 {
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (req->gpus > ISC_BURST_GPUS_MAX)
-		return isc_err_set(err, ISC_EINVALID, "burst requests are limited to %d GPUs (asked for %d)",
-				   ISC_BURST_GPUS_MAX, req->gpus);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "burst requests are limited to %d GPUs (asked for %d)",
+		                   ISC_BURST_GPUS_MAX, req->gpus);
 	if (req->gpus < 0)
 		return isc_err_set(err, ISC_EINVALID, "a burst request needs at least 1 GPU");
 	rc = rank_priority(c, req, out);
@@ -494,8 +497,9 @@ int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request 
 		return 0;
 	}
 	if (!rc && req->n_priority > 0)
-		rc = warn(out, "no shape of the priority list is in the catalog; ranking every shape "
-			       "by price");
+		rc = warn(out,
+		          "no shape of the priority list is in the catalog; ranking every shape "
+		          "by price");
 	if (!rc) {
 		free(out->entries);
 		out->entries = NULL;

@@ -22,7 +22,7 @@ struct isc_catalog;
 int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err);
 /* Builds a catalog from shapes, taking ownership of the array and its strings (also on failure). */
 int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out,
-		    struct isc_err *err);
+                    struct isc_err *err);
 void isc_catalog_free(struct isc_catalog *c);
 
 size_t isc_catalog_size(const struct isc_catalog *c);
@@ -45,24 +45,24 @@ struct isc_rank_request {
 	size_t n_priority;
 	/* Filters for the price ranking (not applied to a priority list). NULL/ANY: all. */
 	const char *provider;
-	const char *gpu_type;        /* case-insensitive, e.g. "h100" */
+	const char *gpu_type; /* case-insensitive, e.g. "h100" */
 	const char *region;
 	enum isc_market market;
-	size_t limit;                /* at most this many entries; 0: all */
+	size_t limit; /* at most this many entries; 0: all */
 };
 
 struct isc_rank_entry {
 	const struct isc_shape *shape; /* borrowed from the catalog */
 	int nnodes, nproc;
-	int64_t cluster_price_micros;  /* nnodes x node price, per hour */
+	int64_t cluster_price_micros; /* nnodes x node price, per hour */
 };
 
 struct isc_ranking {
 	struct isc_rank_entry *entries; /* best first */
 	size_t n;
-	char **warnings;                /* for the user: unknown ids in the priority list, ... */
+	char **warnings; /* for the user: unknown ids in the priority list, ... */
 	size_t n_warnings;
-	int from_priority;              /* 1: entries are the priority list's valid ids */
+	int from_priority; /* 1: entries are the priority list's valid ids */
 };
 
 /*
@@ -74,7 +74,7 @@ struct isc_ranking {
  * GPUs"). An empty ranking is not an error. Clean up with isc_ranking_cleanup.
  */
 int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request *req,
-		     struct isc_ranking *out, struct isc_err *err);
+                     struct isc_ranking *out, struct isc_err *err);
 void isc_ranking_cleanup(struct isc_ranking *r);
 
 #endif

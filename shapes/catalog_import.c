@@ -62,7 +62,7 @@ struct host_row {
 	int64_t price, spot; /* spot -1: none */
 	char *gpu_name;      /* the accelerator row it pairs with */
 	int count;
-	int attached;        /* n1: the instance type gets "+GPUxN" */
+	int attached; /* n1: the instance type gets "+GPUxN" */
 };
 
 /* One machine in one zone and market; zones holds that one zone (isc format: the list). */
@@ -73,7 +73,7 @@ struct offer {
 
 struct parse {
 	const char *name;
-	int unique;               /* isc format: one row per shape, duplicates are errors */
+	int unique; /* isc format: one row per shape, duplicates are errors */
 	const char *provider;
 	const char *price_date;
 	struct isc_catalog_parse *out;
@@ -104,7 +104,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 }
 
 static int skip_row(struct parse *ps, size_t line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int skip_row(struct parse *ps, size_t line, const char *fmt, ...)
 {
 	struct isc_catalog_parse *o = ps->out;
@@ -194,13 +194,14 @@ static int gpuinfo_int(const char *info, const char *key, int64_t *out)
 /* ---- offers ---- */
 
 static int add_offer(struct parse *ps, size_t line, const char *region, const char *zone,
-		     const char *itype, int spot, const char *gpu_type, int gpus, int64_t gpu_mem,
-		     int vcpus, int64_t mem, int64_t price)
+                     const char *itype, int spot, const char *gpu_type, int gpus, int64_t gpu_mem,
+                     int vcpus, int64_t mem, int64_t price)
 {
 	struct isc_shape *sh;
 	int rc;
 
-	if ((rc = grow((void **)&ps->offers, &ps->cap_offers, ps->n_offers + 1, sizeof(*ps->offers))))
+	if ((rc = grow((void **)&ps->offers, &ps->cap_offers, ps->n_offers + 1,
+	               sizeof(*ps->offers))))
 		return rc;
 	sh = &ps->offers[ps->n_offers].sh;
 	memset(sh, 0, sizeof(*sh));
@@ -255,8 +256,9 @@ static int fold_offers(struct parse *ps)
 		for (; !rc && j < ps->n_offers && !strcmp(ps->offers[j].sh.id, first->sh.id); j++) {
 			const char *z = ps->offers[j].sh.zones;
 			if (ps->unique && j > i) {
-				rc = skip_row(ps, ps->offers[j].line, "duplicate shape '%s' (first at line %zu)",
-					      first->sh.display_id, first->line);
+				rc = skip_row(ps, ps->offers[j].line,
+				              "duplicate shape '%s' (first at line %zu)",
+				              first->sh.display_id, first->line);
 				continue;
 			}
 			if (ps->offers[j].sh.price_micros > price)
@@ -293,7 +295,7 @@ struct columns {
 };
 
 static int map_header(struct parse *ps, struct isc_csv *csv, struct columns *cols,
-		      struct isc_err *err)
+                      struct isc_err *err)
 {
 	for (size_t k = 0; k < cols->n; k++) {
 		cols->idx[k] = -1;
@@ -302,7 +304,7 @@ static int map_header(struct parse *ps, struct isc_csv *csv, struct columns *col
 				cols->idx[k] = (int)f;
 		if (cols->idx[k] < 0)
 			return isc_err_set(err, ISC_EINVALID, "%s:%zu: header has no column '%s'",
-					   ps->name, csv->rec_line, cols->names[k]);
+			                   ps->name, csv->rec_line, cols->names[k]);
 	}
 	return 0;
 }
@@ -317,18 +319,18 @@ static int bundled_gpus(const char *itype, const char **gpu, int *count)
 	static const struct {
 		const char *prefix, *gpu;
 	} fam[] = {
-		{"a2-highgpu-", "A100"},       {"a2-megagpu-", "A100"},  {"a2-ultragpu-", "A100-80GB"},
-		{"a3-highgpu-", "H100"},       {"a3-edgegpu-", "H100"},  {"a3-megagpu-", "H100-MEGA"},
-		{"a3-ultragpu-", "H200"},      {"a4-highgpu-", "B200"},
+	    {"a2-highgpu-", "A100"},  {"a2-megagpu-", "A100"}, {"a2-ultragpu-", "A100-80GB"},
+	    {"a3-highgpu-", "H100"},  {"a3-edgegpu-", "H100"}, {"a3-megagpu-", "H100-MEGA"},
+	    {"a3-ultragpu-", "H200"}, {"a4-highgpu-", "B200"},
 	};
 	/* g2: the L4 count is not in the name; Google's table for g2-standard-N. */
 	static const struct {
 		const char *itype;
 		int count;
 	} g2[] = {
-		{"g2-standard-4", 1},  {"g2-standard-8", 1},  {"g2-standard-12", 1},
-		{"g2-standard-16", 1}, {"g2-standard-32", 1}, {"g2-standard-24", 2},
-		{"g2-standard-48", 4}, {"g2-standard-96", 8},
+	    {"g2-standard-4", 1},  {"g2-standard-8", 1},  {"g2-standard-12", 1},
+	    {"g2-standard-16", 1}, {"g2-standard-32", 1}, {"g2-standard-24", 2},
+	    {"g2-standard-48", 4}, {"g2-standard-96", 8},
 	};
 	for (size_t i = 0; i < sizeof(g2) / sizeof(g2[0]); i++)
 		if (!strcmp(itype, g2[i].itype)) {
@@ -353,8 +355,8 @@ static int bundled_gpus(const char *itype, const char **gpu, int *count)
 }
 
 static int add_host(struct parse *ps, size_t line, const char *region, const char *zone,
-		    const char *itype, int vcpus, int64_t mem, int64_t price, int64_t spot,
-		    const char *gpu, int count, int attached)
+                    const char *itype, int vcpus, int64_t mem, int64_t price, int64_t spot,
+                    const char *gpu, int count, int attached)
 {
 	int rc;
 	if ((rc = grow((void **)&ps->hosts, &ps->cap_hosts, ps->n_hosts + 1, sizeof(*ps->hosts))))
@@ -398,8 +400,8 @@ static int pair_hosts(struct parse *ps)
 	for (size_t i = 0; i < ps->n_hosts; i++) {
 		struct host_row *h = &ps->hosts[i];
 		struct gpu_row key = {.zone = h->sh.zones, .name = h->gpu_name, .count = h->count};
-		struct gpu_row *g = ps->n_gpus ? bsearch(&key, ps->gpus, ps->n_gpus, sizeof(key), cmp_gpu)
-					       : NULL;
+		struct gpu_row *g =
+		    ps->n_gpus ? bsearch(&key, ps->gpus, ps->n_gpus, sizeof(key), cmp_gpu) : NULL;
 		char itype[160];
 		int rc;
 
@@ -410,18 +412,18 @@ static int pair_hosts(struct parse *ps)
 		}
 		if (h->attached)
 			snprintf(itype, sizeof(itype), "%s+%sx%d", h->sh.instance_type, h->gpu_name,
-				 h->count);
+			         h->count);
 		else
 			snprintf(itype, sizeof(itype), "%s", h->sh.instance_type);
 		int64_t mem = g->mem_per_gpu * h->count;
 		if (h->price > INT64_MAX - g->price)
 			continue;
 		rc = add_offer(ps, ps->host_lines[i], h->sh.region, h->sh.zones, itype, 0, g->name,
-			       h->count, mem, h->sh.vcpus, h->sh.mem_mib, h->price + g->price);
+		               h->count, mem, h->sh.vcpus, h->sh.mem_mib, h->price + g->price);
 		if (!rc && h->spot >= 0 && g->spot >= 0 && h->spot <= INT64_MAX - g->spot)
 			rc = add_offer(ps, ps->host_lines[i], h->sh.region, h->sh.zones, itype, 1,
-				       g->name, h->count, mem, h->sh.vcpus, h->sh.mem_mib,
-				       h->spot + g->spot);
+			               g->name, h->count, mem, h->sh.vcpus, h->sh.mem_mib,
+			               h->spot + g->spot);
 		if (rc)
 			return rc;
 	}
@@ -438,13 +440,24 @@ static int opt_price(const char *s, int64_t *out)
 	return isc_decimal_to_micros(s, out);
 }
 
-enum { SK_ITYPE, SK_ACC, SK_COUNT, SK_VCPU, SK_MEM, SK_INFO, SK_PRICE, SK_SPOT, SK_REGION, SK_ZONE };
+enum {
+	SK_ITYPE,
+	SK_ACC,
+	SK_COUNT,
+	SK_VCPU,
+	SK_MEM,
+	SK_INFO,
+	SK_PRICE,
+	SK_SPOT,
+	SK_REGION,
+	SK_ZONE
+};
 
 static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct columns *cols_p)
 {
 	const struct columns cols = *cols_p;
 	const char *itype = COL(SK_ITYPE), *acc = COL(SK_ACC), *region = COL(SK_REGION),
-		   *zone = COL(SK_ZONE), *info = COL(SK_INFO);
+	           *zone = COL(SK_ZONE), *info = COL(SK_INFO);
 	size_t line = csv->rec_line;
 	int64_t price, spot, mem = 0, gmem = 0;
 	int count = 0, vcpus = 0;
@@ -454,7 +467,8 @@ static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct colu
 		return 0;
 	}
 	if (!strncmp(acc, "GB", 2)) {
-		ps->out->filtered++; /* Grace-Blackwell superchips: arm64 hosts, images are x86_64 */
+		ps->out
+		    ->filtered++; /* Grace-Blackwell superchips: arm64 hosts, images are x86_64 */
 		return 0;
 	}
 	if (!*itype && !*acc)
@@ -472,7 +486,8 @@ static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct colu
 	if (*itype) {
 		if (!safe_token(itype)) {
 			if (!*acc) {
-				ps->out->filtered++; /* e.g. OCI "VM.Standard.E4.Flex$_2_8" CPU shapes */
+				ps->out->filtered++; /* e.g. OCI "VM.Standard.E4.Flex$_2_8" CPU
+				                        shapes */
 				return 0;
 			}
 			return skip_row(ps, line, "bad InstanceType '%s'", itype);
@@ -495,11 +510,12 @@ static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct colu
 		}
 	}
 	if (*itype && *acc) /* a whole machine (OCI, SkyPilot AWS) */
-		return add_offer(ps, line, region, zone, itype, 0, acc, count, gmem, vcpus, mem, price) ||
-			       (spot >= 0 && add_offer(ps, line, region, zone, itype, 1, acc, count,
-						       gmem, vcpus, mem, spot))
-			       ? ISC_ENOMEM
-			       : 0;
+		return add_offer(ps, line, region, zone, itype, 0, acc, count, gmem, vcpus, mem,
+		                 price) ||
+		               (spot >= 0 && add_offer(ps, line, region, zone, itype, 1, acc, count,
+		                                       gmem, vcpus, mem, spot))
+		           ? ISC_ENOMEM
+		           : 0;
 	if (*acc) { /* a GCP accelerator row: priced per zone and count */
 		int rc = grow((void **)&ps->gpus, &ps->cap_gpus, ps->n_gpus + 1, sizeof(*ps->gpus));
 		if (rc)
@@ -519,17 +535,19 @@ static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct colu
 		ps->n_gpus++;
 		return 0;
 	}
-	/* A VM row: a GPU host when its family bundles GPUs or it is an n1 host for attachable GPUs. */
+	/* A VM row: a GPU host when its family bundles GPUs or it is an n1 host for attachable
+	 * GPUs. */
 	const char *gpu;
 	if (bundled_gpus(itype, &gpu, &count))
-		return add_host(ps, line, region, zone, itype, vcpus, mem, price, spot, gpu, count, 0);
+		return add_host(ps, line, region, zone, itype, vcpus, mem, price, spot, gpu, count,
+		                0);
 	if (!strncmp(itype, "n1-standard-", 12) && vcpus % 8 == 0 &&
 	    (vcpus == 8 || vcpus == 16 || vcpus == 32 || vcpus == 64)) {
 		/* One host per attachable GPU count: 8 vCPUs and 30 GB per GPU. */
 		static const char *const attachable[] = {"T4", "V100", "P100", "P4"};
 		for (size_t k = 0; k < sizeof(attachable) / sizeof(attachable[0]); k++) {
 			int rc = add_host(ps, line, region, zone, itype, vcpus, mem, price, spot,
-					  attachable[k], vcpus / 8, 1);
+			                  attachable[k], vcpus / 8, 1);
 			if (rc)
 				return rc;
 		}
@@ -541,8 +559,20 @@ static int skypilot_row(struct parse *ps, struct isc_csv *csv, const struct colu
 
 /* ---- ec2instances (aws-gpu.csv) ---- */
 
-enum { EC_ITYPE, EC_ACC, EC_COUNT, EC_GMEM, EC_VCPU, EC_MEM, EC_ARCH, EC_REGION, EC_PRICE,
-       EC_SPOTMIN, EC_SPOTAVG, EC_SPOTMAX };
+enum {
+	EC_ITYPE,
+	EC_ACC,
+	EC_COUNT,
+	EC_GMEM,
+	EC_VCPU,
+	EC_MEM,
+	EC_ARCH,
+	EC_REGION,
+	EC_PRICE,
+	EC_SPOTMIN,
+	EC_SPOTAVG,
+	EC_SPOTMAX
+};
 
 /* A standard AWS region ("us-east-1", "us-gov-west-1"), not a Local or Wavelength Zone. */
 static int aws_standard_region(const char *r)
@@ -556,7 +586,8 @@ static int aws_standard_region(const char *r)
 	return dashes == 2 || (dashes == 3 && strstr(r, "-gov-"));
 }
 
-/* "NVIDIA T4 Tensor Core" -> "T4", "NVIDIA Tesla V100" -> "V100", "AMD Radeon Pro V520" -> "V520". */
+/* "NVIDIA T4 Tensor Core" -> "T4", "NVIDIA Tesla V100" -> "V100", "AMD Radeon Pro V520" -> "V520".
+ */
 static void aws_gpu_name(const char *in, int64_t mem_per_gpu_mib, char *out, size_t outlen)
 {
 	static const char *const drop[] = {"NVIDIA ", "AMD ", "Tesla ", "GRID ", "Radeon Pro "};
@@ -591,7 +622,8 @@ static int ec2_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 	int count, vcpus;
 	char gpu[64];
 
-	/* Accelerators that are not CUDA GPUs: Inferentia, Trainium (labelled Inferentia), Qualcomm. */
+	/* Accelerators that are not CUDA GPUs: Inferentia, Trainium (labelled Inferentia),
+	 * Qualcomm. */
 	if (strstr(acc, "Inferentia") || strstr(acc, "Trainium") || strstr(acc, "Qualcomm") ||
 	    !strncmp(itype, "inf", 3) || !strncmp(itype, "trn", 3) || !strncmp(itype, "dl", 2)) {
 		ps->out->filtered++;
@@ -637,20 +669,33 @@ static int ec2_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 		return skip_row(ps, line, "bad AcceleratorName '%s'", acc);
 	/* No per-AZ data: zones stay empty and the driver picks the region's AZs. */
 	if (add_offer(ps, line, region, "", itype, 0, gpu, count, gmem, vcpus, mem, price) ||
-	    (spot >= 0 && add_offer(ps, line, region, "", itype, 1, gpu, count, gmem, vcpus, mem, spot)))
+	    (spot >= 0 &&
+	     add_offer(ps, line, region, "", itype, 1, gpu, count, gmem, vcpus, mem, spot)))
 		return ISC_ENOMEM;
 	return 0;
 }
 
 /* ---- isc (normalized) ---- */
 
-enum { IS_ID, IS_PROVIDER, IS_REGION, IS_ITYPE, IS_MARKET, IS_GPU, IS_GPUS, IS_GMEM, IS_VCPU,
-       IS_MEM, IS_PRICE, IS_ZONES, IS_DATE };
+enum {
+	IS_ID,
+	IS_PROVIDER,
+	IS_REGION,
+	IS_ITYPE,
+	IS_MARKET,
+	IS_GPU,
+	IS_GPUS,
+	IS_GMEM,
+	IS_VCPU,
+	IS_MEM,
+	IS_PRICE,
+	IS_ZONES,
+	IS_DATE
+};
 
-static const char *const isc_columns[] = {"id",		 "provider",	  "region",   "instance_type",
-					  "market",	 "gpu_type",	  "gpus_per_node", "gpu_mem_mib",
-					  "vcpus",	 "mem_mib",	  "price",    "zones",
-					  "price_date"};
+static const char *const isc_columns[] = {
+    "id",          "provider", "region",  "instance_type", "market", "gpu_type",  "gpus_per_node",
+    "gpu_mem_mib", "vcpus",    "mem_mib", "price",         "zones",  "price_date"};
 
 static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *cols_p)
 {
@@ -663,7 +708,7 @@ static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 
 	if (strcmp(COL(IS_PROVIDER), ps->provider))
 		return skip_row(ps, line, "provider '%s', expected '%s'", COL(IS_PROVIDER),
-				ps->provider);
+		                ps->provider);
 	if (!safe_token(COL(IS_REGION)) || !safe_token(COL(IS_ITYPE)) || !safe_token(COL(IS_GPU)))
 		return skip_row(ps, line, "bad region, instance_type or gpu_type");
 	if (!strcmp(COL(IS_MARKET), "spot"))
@@ -671,7 +716,8 @@ static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 	else if (!strcmp(COL(IS_MARKET), "ondemand"))
 		spot = 0;
 	else
-		return skip_row(ps, line, "market '%s' is neither spot nor ondemand", COL(IS_MARKET));
+		return skip_row(ps, line, "market '%s' is neither spot nor ondemand",
+		                COL(IS_MARKET));
 	if (parse_count(COL(IS_GPUS), 64, &gpus) || gpus < 1)
 		return skip_row(ps, line, "bad gpus_per_node '%s'", COL(IS_GPUS));
 	if (isc_decimal_to_micros(COL(IS_GMEM), &gmem) || gmem % 1000000 ||
@@ -701,7 +747,7 @@ static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 			break;
 	}
 	int rc = add_offer(ps, line, COL(IS_REGION), "", COL(IS_ITYPE), spot, COL(IS_GPU), gpus,
-			   gmem / 1000000, vcpus, mem / 1000000, price);
+	                   gmem / 1000000, vcpus, mem / 1000000, price);
 	if (rc) {
 		free(zones);
 		return rc;
@@ -715,7 +761,7 @@ static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 	if (strcasecmp(COL(IS_ID), sh->id)) {
 		char *why;
 		if (asprintf(&why, "id '%s' does not match its columns ('%s')", COL(IS_ID),
-			     sh->display_id) < 0)
+		             sh->display_id) < 0)
 			why = NULL;
 		isc_shape_cleanup(sh);
 		ps->n_offers--;
@@ -729,26 +775,35 @@ static int isc_row(struct parse *ps, struct isc_csv *csv, const struct columns *
 /* ---- driver ---- */
 
 static int parse_rows(struct parse *ps, struct isc_csv *csv, enum isc_catalog_format fmt,
-		      struct isc_err *err)
+                      struct isc_err *err)
 {
 	struct columns cols = {0};
 	int rc;
 
 	switch (fmt) {
 	case ISC_CATALOG_SKYPILOT: {
-		static const char *const n[] = {"InstanceType", "AcceleratorName", "AcceleratorCount",
-						"vCPUs",	"MemoryGiB",	   "GpuInfo",
-						"Price",	"SpotPrice",	   "Region",
-						"AvailabilityZone"};
+		static const char *const n[] = {
+		    "InstanceType",    "AcceleratorName", "AcceleratorCount",
+		    "vCPUs",           "MemoryGiB",       "GpuInfo",
+		    "Price",           "SpotPrice",       "Region",
+		    "AvailabilityZone"};
 		cols.n = sizeof(n) / sizeof(n[0]);
 		memcpy(cols.names, n, sizeof(n));
 		break;
 	}
 	case ISC_CATALOG_EC2INSTANCES: {
-		static const char *const n[] = {"InstanceType", "AcceleratorName", "AcceleratorCount",
-						"GpuMemoryGiBTotal", "vCPUs", "MemoryGiB", "Arch",
-						"Region", "Price", "SpotPriceMin", "SpotPriceAvg",
-						"SpotPriceMax"};
+		static const char *const n[] = {"InstanceType",
+		                                "AcceleratorName",
+		                                "AcceleratorCount",
+		                                "GpuMemoryGiBTotal",
+		                                "vCPUs",
+		                                "MemoryGiB",
+		                                "Arch",
+		                                "Region",
+		                                "Price",
+		                                "SpotPriceMin",
+		                                "SpotPriceAvg",
+		                                "SpotPriceMax"};
 		cols.n = sizeof(n) / sizeof(n[0]);
 		memcpy(cols.names, n, sizeof(n));
 		break;
@@ -762,8 +817,9 @@ static int parse_rows(struct parse *ps, struct isc_csv *csv, enum isc_catalog_fo
 	}
 	rc = isc_csv_next(csv);
 	if (rc < 0)
-		return rc == ISC_ENOMEM ? isc_err_set(err, rc, "out of memory")
-					: isc_err_set(err, rc, "%s:1: unterminated quote", ps->name);
+		return rc == ISC_ENOMEM
+		           ? isc_err_set(err, rc, "out of memory")
+		           : isc_err_set(err, rc, "%s:1: unterminated quote", ps->name);
 	if (rc == 0)
 		return isc_err_set(err, ISC_EINVALID, "%s: empty file", ps->name);
 	if ((rc = map_header(ps, csv, &cols, err)))
@@ -774,7 +830,8 @@ static int parse_rows(struct parse *ps, struct isc_csv *csv, enum isc_catalog_fo
 			continue;
 		ps->out->rows++;
 		if (csv->n != width) {
-			rc = skip_row(ps, csv->rec_line, "%zu fields, the header has %zu", csv->n, width);
+			rc = skip_row(ps, csv->rec_line, "%zu fields, the header has %zu", csv->n,
+			              width);
 		} else if (fmt == ISC_CATALOG_SKYPILOT) {
 			rc = skypilot_row(ps, csv, &cols);
 		} else if (fmt == ISC_CATALOG_EC2INSTANCES) {
@@ -815,8 +872,8 @@ static void parse_state_free(struct parse *ps)
 }
 
 int isc_catalog_parse_mem(const char *name, const char *data, size_t len,
-			  enum isc_catalog_format fmt, const char *provider, const char *price_date,
-			  struct isc_catalog_parse *out, struct isc_err *err)
+                          enum isc_catalog_format fmt, const char *provider, const char *price_date,
+                          struct isc_catalog_parse *out, struct isc_err *err)
 {
 	struct parse ps = {.name = name, .provider = provider, .out = out};
 	struct isc_csv csv;
@@ -826,7 +883,7 @@ int isc_catalog_parse_mem(const char *name, const char *data, size_t len,
 	memset(out, 0, sizeof(*out));
 	if (!isc_provider_valid(provider))
 		return isc_err_set(err, ISC_EINVALID, "unknown provider '%s' (aws, gcp or oci)",
-				   provider ? provider : "");
+		                   provider ? provider : "");
 	if (!price_date) {
 		time_t now = time(NULL);
 		struct tm tm;
@@ -835,7 +892,8 @@ int isc_catalog_parse_mem(const char *name, const char *data, size_t len,
 		price_date = today;
 	}
 	if (!valid_date(price_date))
-		return isc_err_set(err, ISC_EINVALID, "price date '%s' is not YYYY-MM-DD", price_date);
+		return isc_err_set(err, ISC_EINVALID, "price date '%s' is not YYYY-MM-DD",
+		                   price_date);
 	ps.price_date = price_date;
 	ps.unique = fmt == ISC_CATALOG_ISC;
 	isc_csv_init(&csv, data, len);
@@ -845,13 +903,15 @@ int isc_catalog_parse_mem(const char *name, const char *data, size_t len,
 		isc_err_set(err, rc, "out of memory");
 	parse_state_free(&ps);
 	if (!rc && out->n == 0)
-		rc = isc_err_set(err, ISC_EINVALID, "%s: no valid GPU shape for %s (%zu rows, %zu malformed)",
-				 name, provider, out->rows, out->n_skipped);
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s: no valid GPU shape for %s (%zu rows, %zu malformed)", name,
+		                 provider, out->rows, out->n_skipped);
 	return rc;
 }
 
 int isc_catalog_parse_file(const char *path, enum isc_catalog_format fmt, const char *provider,
-			   const char *price_date, struct isc_catalog_parse *out, struct isc_err *err)
+                           const char *price_date, struct isc_catalog_parse *out,
+                           struct isc_err *err)
 {
 	FILE *f;
 	struct stat st;
@@ -868,7 +928,7 @@ int isc_catalog_parse_file(const char *path, enum isc_catalog_format fmt, const 
 	if ((uint64_t)st.st_size > ISC_CATALOG_FILE_MAX) {
 		fclose(f);
 		return isc_err_set(err, ISC_EINVALID, "%s is larger than %u MiB", path,
-				   ISC_CATALOG_FILE_MAX >> 20);
+		                   ISC_CATALOG_FILE_MAX >> 20);
 	}
 	if (!(data = malloc((size_t)st.st_size + 1))) {
 		fclose(f);
@@ -918,7 +978,8 @@ int isc_catalog_write_csv(FILE *f, const struct isc_shape *shapes, size_t n, str
 		fprintf(f, ",%s,", sh->spot ? "spot" : "ondemand");
 		put_field(f, sh->gpu_type);
 		fprintf(f, ",%d,%lld,%d,%lld,%s,", sh->gpus_per_node, (long long)sh->gpu_mem_mib,
-			sh->vcpus, (long long)sh->mem_mib, isc_micros_format(sh->price_micros, price));
+		        sh->vcpus, (long long)sh->mem_mib,
+		        isc_micros_format(sh->price_micros, price));
 		for (const char *z = sh->zones; *z; z++)
 			fputc(*z == ',' ? ';' : *z, f);
 		fprintf(f, ",%s\n", sh->price_date);
@@ -955,7 +1016,8 @@ char *isc_catalog_default_dir(struct isc_err *err)
 		return dir;
 	}
 	if (!(exe = realpath("/proc/self/exe", NULL))) {
-		isc_err_set(err, ISC_ENOTFOUND, "cannot find the program's folder (set ISC_SHAPES_DIR)");
+		isc_err_set(err, ISC_ENOTFOUND,
+		            "cannot find the program's folder (set ISC_SHAPES_DIR)");
 		return NULL;
 	}
 	/* Walk up from the program's folder: <d>/shapes, then <d>/share/isc/shapes. */
@@ -977,12 +1039,12 @@ char *isc_catalog_default_dir(struct isc_err *err)
 	}
 	free(exe);
 	isc_err_set(err, ISC_ENOTFOUND,
-		    "no shipped shape catalog (shapes/*.csv) near the program; set ISC_SHAPES_DIR");
+	            "no shipped shape catalog (shapes/*.csv) near the program; set ISC_SHAPES_DIR");
 	return NULL;
 }
 
 int isc_catalog_load_default(struct isc_store *s, const char *shapes_dir, size_t *loaded,
-			     struct isc_err *err)
+                             struct isc_err *err)
 {
 	static const char *const providers[] = {"aws", "gcp", "oci"};
 	struct isc_catalog_parse parts[3];
@@ -1009,17 +1071,19 @@ int isc_catalog_load_default(struct isc_store *s, const char *shapes_dir, size_t
 			free(path);
 			continue; /* a trimmed install may ship fewer providers */
 		}
-		rc = isc_catalog_parse_file(path, ISC_CATALOG_ISC, providers[i], NULL, &parts[i], err);
+		rc = isc_catalog_parse_file(path, ISC_CATALOG_ISC, providers[i], NULL, &parts[i],
+		                            err);
 		if (!rc && parts[i].n_skipped)
 			rc = isc_err_set(err, ISC_EINVALID, "%s (shipped catalog is damaged)",
-					 parts[i].skipped[0]);
+			                 parts[i].skipped[0]);
 		free(path);
 		if (rc)
 			goto out;
 		total += parts[i].n;
 	}
 	if (total == 0) {
-		rc = isc_err_set(err, ISC_ENOTFOUND, "no aws.csv, gcp.csv or oci.csv in %s", shapes_dir);
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no aws.csv, gcp.csv or oci.csv in %s",
+		                 shapes_dir);
 		goto out;
 	}
 	/* One list, one transaction: a store never holds half of the shipped catalog. */

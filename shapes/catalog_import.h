@@ -17,8 +17,8 @@
 struct isc_store;
 
 enum isc_catalog_format {
-	ISC_CATALOG_ISC,          /* this project's normalized CSV (the shipped shapes/PROVIDER.csv) */
-	ISC_CATALOG_SKYPILOT,     /* SkyPilot vms.csv (GCP, OCI; also SkyPilot's AWS schema) */
+	ISC_CATALOG_ISC,      /* this project's normalized CSV (the shipped shapes/PROVIDER.csv) */
+	ISC_CATALOG_SKYPILOT, /* SkyPilot vms.csv (GCP, OCI; also SkyPilot's AWS schema) */
 	ISC_CATALOG_EC2INSTANCES, /* aws-gpu.csv derived from ec2instances.info */
 };
 
@@ -31,10 +31,10 @@ int isc_catalog_format_parse(const char *name, enum isc_catalog_format *out);
 struct isc_catalog_parse {
 	struct isc_shape *shapes; /* sorted by id */
 	size_t n;
-	char **skipped;           /* "FILE:LINE: reason", one per malformed row */
+	char **skipped; /* "FILE:LINE: reason", one per malformed row */
 	size_t n_skipped;
-	size_t rows;              /* data rows read (not counting the header) */
-	size_t filtered;          /* rows left out on purpose: not a GPU machine, unpaired, ... */
+	size_t rows;     /* data rows read (not counting the header) */
+	size_t filtered; /* rows left out on purpose: not a GPU machine, unpaired, ... */
 };
 
 void isc_catalog_parse_cleanup(struct isc_catalog_parse *p);
@@ -51,11 +51,12 @@ void isc_catalog_parse_cleanup(struct isc_catalog_parse *p);
  * The caller cleans `out` up in every case.
  */
 int isc_catalog_parse_mem(const char *name, const char *data, size_t len,
-			  enum isc_catalog_format fmt, const char *provider, const char *price_date,
-			  struct isc_catalog_parse *out, struct isc_err *err);
+                          enum isc_catalog_format fmt, const char *provider, const char *price_date,
+                          struct isc_catalog_parse *out, struct isc_err *err);
 /* Same on a file (ISC_EIO when it cannot be read, ISC_EINVALID when too big). */
 int isc_catalog_parse_file(const char *path, enum isc_catalog_format fmt, const char *provider,
-			   const char *price_date, struct isc_catalog_parse *out, struct isc_err *err);
+                           const char *price_date, struct isc_catalog_parse *out,
+                           struct isc_err *err);
 
 /* Writes shapes in the normalized isc format (header first). 0 or ISC_EIO. */
 int isc_catalog_write_csv(FILE *f, const struct isc_shape *shapes, size_t n, struct isc_err *err);
@@ -77,6 +78,6 @@ char *isc_catalog_default_dir(struct isc_err *err);
  * *loaded (may be NULL) gets the number of shapes written.
  */
 int isc_catalog_load_default(struct isc_store *s, const char *shapes_dir, size_t *loaded,
-			     struct isc_err *err);
+                             struct isc_err *err);
 
 #endif

@@ -93,7 +93,8 @@ int isc_csv_next(struct isc_csv *c)
 			at_start = 1;
 			continue;
 		}
-		if (ch == '\n' || (ch == '\r' && c->pos + 1 < c->len && c->data[c->pos + 1] == '\n')) {
+		if (ch == '\n' ||
+		    (ch == '\r' && c->pos + 1 < c->len && c->data[c->pos + 1] == '\n')) {
 			c->pos += ch == '\r' ? 2 : 1;
 			c->line++;
 			break;

@@ -14,9 +14,9 @@
 struct isc_csv {
 	const char *data; /* borrowed input */
 	size_t len, pos;
-	size_t line;      /* physical line (1-based) where the next record starts */
-	size_t rec_line;  /* line where the current record started */
-	char **fields;    /* current record; point into text */
+	size_t line;     /* physical line (1-based) where the next record starts */
+	size_t rec_line; /* line where the current record started */
+	char **fields;   /* current record; point into text */
 	size_t n, cap;
 	size_t *offs;
 	struct isc_buf text;

@@ -83,7 +83,7 @@ int isc_shape_make_id(struct isc_shape *sh)
 	free(sh->id);
 	sh->display_id = sh->id = NULL;
 	if (asprintf(&d, "%s-%s-%s-%s", sh->provider, sh->region, sh->instance_type,
-		     sh->spot ? "spot" : "ondemand") < 0)
+	             sh->spot ? "spot" : "ondemand") < 0)
 		return ISC_ENOMEM;
 	sh->display_id = d;
 	sh->id = isc_shape_id_key(d);
@@ -149,7 +149,7 @@ char *isc_micros_format(int64_t micros, char buf[ISC_MICROS_STR_MAX])
 		n--;
 	frac[n] = '\0';
 	snprintf(buf, ISC_MICROS_STR_MAX, "%s%llu.%s", micros < 0 ? "-" : "",
-		 (unsigned long long)(u / 1000000), frac);
+	         (unsigned long long)(u / 1000000), frac);
 	return buf;
 }
 

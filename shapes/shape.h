@@ -20,13 +20,14 @@
 #define ISC_BURST_GPUS_MAX 48
 
 struct isc_shape {
-	char *id;            /* store key: display_id in lower case */
-	char *display_id;    /* "<provider>-<region>-<instance type>-<spot|ondemand>", provider's spelling */
-	char *provider;      /* "aws" | "gcp" | "oci" */
+	char *id;         /* store key: display_id in lower case */
+	char *display_id; /* "<provider>-<region>-<instance type>-<spot|ondemand>", provider's
+	                     spelling */
+	char *provider;   /* "aws" | "gcp" | "oci" */
 	char *region;
 	char *instance_type;
-	int spot;            /* 1: spot/preemptible market, 0: on-demand */
-	char *gpu_type;      /* normalized GPU model, e.g. "H100", "A100-80GB" */
+	int spot;       /* 1: spot/preemptible market, 0: on-demand */
+	char *gpu_type; /* normalized GPU model, e.g. "H100", "A100-80GB" */
 	int gpus_per_node;
 	int64_t gpu_mem_mib; /* all GPUs of one node together; 0 when unknown */
 	int vcpus;

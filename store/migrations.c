@@ -9,156 +9,157 @@
 #include <stddef.h>
 
 static const char *const migrations[] = {
-	/* 1: foundation: organisations, projects, experiments and their events. */
-	"CREATE TABLE orgs ("
-	"  id INTEGER PRIMARY KEY,"
-	"  name TEXT NOT NULL UNIQUE,"
-	"  created_at_ms INTEGER NOT NULL);"
-	"CREATE TABLE projects ("
-	"  id TEXT PRIMARY KEY,"
-	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
-	"  name TEXT NOT NULL,"
-	"  created_at_ms INTEGER NOT NULL,"
-	"  UNIQUE (org_id, name));"
-	"CREATE TABLE experiments ("
-	"  id TEXT PRIMARY KEY,"
-	"  project_id TEXT NOT NULL REFERENCES projects(id),"
-	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
-	"  name TEXT NOT NULL,"
-	"  compute_mode TEXT NOT NULL,"
-	"  gpus INTEGER NOT NULL,"
-	"  spec_json TEXT NOT NULL,"
-	"  status TEXT NOT NULL,"
-	"  created_at_ms INTEGER NOT NULL,"
-	"  updated_at_ms INTEGER NOT NULL);"
-	"CREATE INDEX experiments_status ON experiments(status);"
-	"CREATE TABLE events ("
-	"  id INTEGER PRIMARY KEY,"
-	"  experiment_id TEXT REFERENCES experiments(id),"
-	"  at_ms INTEGER NOT NULL,"
-	"  kind TEXT NOT NULL,"
-	"  message TEXT NOT NULL);"
-	"CREATE INDEX events_experiment ON events(experiment_id, id);",
+    /* 1: foundation: organisations, projects, experiments and their events. */
+    "CREATE TABLE orgs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  created_at_ms INTEGER NOT NULL);"
+    "CREATE TABLE projects ("
+    "  id TEXT PRIMARY KEY,"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  name TEXT NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  UNIQUE (org_id, name));"
+    "CREATE TABLE experiments ("
+    "  id TEXT PRIMARY KEY,"
+    "  project_id TEXT NOT NULL REFERENCES projects(id),"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  name TEXT NOT NULL,"
+    "  compute_mode TEXT NOT NULL,"
+    "  gpus INTEGER NOT NULL,"
+    "  spec_json TEXT NOT NULL,"
+    "  status TEXT NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  updated_at_ms INTEGER NOT NULL);"
+    "CREATE INDEX experiments_status ON experiments(status);"
+    "CREATE TABLE events ("
+    "  id INTEGER PRIMARY KEY,"
+    "  experiment_id TEXT REFERENCES experiments(id),"
+    "  at_ms INTEGER NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  message TEXT NOT NULL);"
+    "CREATE INDEX events_experiment ON events(experiment_id, id);",
 
-	/* 2: bursts: shapes, clusters, nodes, launch intents, pinned host keys. */
-	"ALTER TABLE experiments ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE experiments ADD COLUMN nnodes INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE experiments ADD COLUMN nproc INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE experiments ADD COLUMN shape_id TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE experiments ADD COLUMN cycle_count INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE experiments ADD COLUMN output_path TEXT NOT NULL DEFAULT '';"
-	"ALTER TABLE experiments ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE experiments ADD COLUMN next_attempt_ms INTEGER NOT NULL DEFAULT 0;"
-	"CREATE TABLE shapes ("
-	"  id TEXT PRIMARY KEY,"               /* lower-case shape id */
-	"  display_id TEXT NOT NULL,"          /* as the provider spells it */
-	"  provider TEXT NOT NULL,"
-	"  region TEXT NOT NULL,"
-	"  instance_type TEXT NOT NULL,"
-	"  spot INTEGER NOT NULL,"
-	"  gpu_type TEXT NOT NULL,"
-	"  gpus_per_node INTEGER NOT NULL,"
-	"  gpu_mem_mib INTEGER NOT NULL,"      /* per node, all GPUs */
-	"  vcpus INTEGER NOT NULL,"
-	"  mem_mib INTEGER NOT NULL,"
-	"  price_micros INTEGER NOT NULL,"     /* per node-hour */
-	"  zones TEXT NOT NULL,"               /* comma-separated, tried in order */
-	"  price_date TEXT NOT NULL,"          /* YYYY-MM-DD of the price data */
-	"  updated_at_ms INTEGER NOT NULL);"
-	"CREATE INDEX shapes_provider ON shapes(provider, region);"
-	"CREATE TABLE clusters ("
-	"  id TEXT PRIMARY KEY,"
-	"  experiment_id TEXT NOT NULL REFERENCES experiments(id),"
-	"  shape_id TEXT NOT NULL,"
-	"  provider TEXT NOT NULL,"
-	"  account TEXT NOT NULL,"             /* 'default' or a cloud key id */
-	"  region TEXT NOT NULL,"
-	"  zone TEXT NOT NULL DEFAULT '',"
-	"  nnodes INTEGER NOT NULL,"
-	"  nproc INTEGER NOT NULL,"
-	"  cycle INTEGER NOT NULL,"            /* STRONG_CYCLE_COUNT it runs with */
-	"  price_micros INTEGER NOT NULL,"     /* node price snapshot at launch */
-	"  state TEXT NOT NULL,"
-	"  created_at_ms INTEGER NOT NULL,"
-	"  closed_at_ms INTEGER);"
-	"CREATE INDEX clusters_state ON clusters(state);"
-	"CREATE TABLE intents ("
-	"  token TEXT PRIMARY KEY,"            /* the idempotency token sent to the cloud */
-	"  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
-	"  shape_id TEXT NOT NULL,"
-	"  zone TEXT NOT NULL,"
-	"  count INTEGER NOT NULL,"
-	"  state TEXT NOT NULL,"               /* pending | launched | failed */
-	"  error TEXT NOT NULL DEFAULT '',"
-	"  created_at_ms INTEGER NOT NULL,"
-	"  resolved_at_ms INTEGER);"
-	"CREATE TABLE nodes ("
-	"  id INTEGER PRIMARY KEY,"
-	"  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
-	"  rank INTEGER NOT NULL,"
-	"  instance_id TEXT NOT NULL UNIQUE,"
-	"  state TEXT NOT NULL,"
-	"  private_ip TEXT NOT NULL DEFAULT '',"
-	"  public_ip TEXT NOT NULL DEFAULT '',"
-	"  zone TEXT NOT NULL DEFAULT '',"
-	"  price_micros INTEGER NOT NULL,"     /* snapshot when launched */
-	"  launched_at_ms INTEGER,"            /* as the cloud reports it */
-	"  terminated_at_ms INTEGER,"          /* when the cloud confirmed it */
-	"  charged_until_ms INTEGER,"
-	"  notice_at_ms INTEGER);"
-	"CREATE INDEX nodes_cluster ON nodes(cluster_id, rank);"
-	"CREATE TABLE host_keys ("
-	"  target TEXT PRIMARY KEY,"           /* instance id, or host:port */
-	"  key_type TEXT NOT NULL,"
-	"  sha256 TEXT NOT NULL,"
-	"  first_seen_ms INTEGER NOT NULL);",
+    /* 2: bursts: shapes, clusters, nodes, launch intents, pinned host keys. */
+    "ALTER TABLE experiments ADD COLUMN status_reason TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE experiments ADD COLUMN nnodes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE experiments ADD COLUMN nproc INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE experiments ADD COLUMN shape_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE experiments ADD COLUMN cycle_count INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE experiments ADD COLUMN output_path TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE experiments ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE experiments ADD COLUMN next_attempt_ms INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE shapes ("
+    "  id TEXT PRIMARY KEY,"      /* lower-case shape id */
+    "  display_id TEXT NOT NULL," /* as the provider spells it */
+    "  provider TEXT NOT NULL,"
+    "  region TEXT NOT NULL,"
+    "  instance_type TEXT NOT NULL,"
+    "  spot INTEGER NOT NULL,"
+    "  gpu_type TEXT NOT NULL,"
+    "  gpus_per_node INTEGER NOT NULL,"
+    "  gpu_mem_mib INTEGER NOT NULL," /* per node, all GPUs */
+    "  vcpus INTEGER NOT NULL,"
+    "  mem_mib INTEGER NOT NULL,"
+    "  price_micros INTEGER NOT NULL," /* per node-hour */
+    "  zones TEXT NOT NULL,"           /* comma-separated, tried in order */
+    "  price_date TEXT NOT NULL,"      /* YYYY-MM-DD of the price data */
+    "  updated_at_ms INTEGER NOT NULL);"
+    "CREATE INDEX shapes_provider ON shapes(provider, region);"
+    "CREATE TABLE clusters ("
+    "  id TEXT PRIMARY KEY,"
+    "  experiment_id TEXT NOT NULL REFERENCES experiments(id),"
+    "  shape_id TEXT NOT NULL,"
+    "  provider TEXT NOT NULL,"
+    "  account TEXT NOT NULL," /* 'default' or a cloud key id */
+    "  region TEXT NOT NULL,"
+    "  zone TEXT NOT NULL DEFAULT '',"
+    "  nnodes INTEGER NOT NULL,"
+    "  nproc INTEGER NOT NULL,"
+    "  cycle INTEGER NOT NULL,"        /* STRONG_CYCLE_COUNT it runs with */
+    "  price_micros INTEGER NOT NULL," /* node price snapshot at launch */
+    "  state TEXT NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  closed_at_ms INTEGER);"
+    "CREATE INDEX clusters_state ON clusters(state);"
+    "CREATE TABLE intents ("
+    "  token TEXT PRIMARY KEY," /* the idempotency token sent to the cloud */
+    "  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
+    "  shape_id TEXT NOT NULL,"
+    "  zone TEXT NOT NULL,"
+    "  count INTEGER NOT NULL,"
+    "  state TEXT NOT NULL," /* pending | launched | failed */
+    "  error TEXT NOT NULL DEFAULT '',"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  resolved_at_ms INTEGER);"
+    "CREATE TABLE nodes ("
+    "  id INTEGER PRIMARY KEY,"
+    "  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
+    "  rank INTEGER NOT NULL,"
+    "  instance_id TEXT NOT NULL UNIQUE,"
+    "  state TEXT NOT NULL,"
+    "  private_ip TEXT NOT NULL DEFAULT '',"
+    "  public_ip TEXT NOT NULL DEFAULT '',"
+    "  zone TEXT NOT NULL DEFAULT '',"
+    "  price_micros INTEGER NOT NULL," /* snapshot when launched */
+    "  launched_at_ms INTEGER,"        /* as the cloud reports it */
+    "  terminated_at_ms INTEGER,"      /* when the cloud confirmed it */
+    "  charged_until_ms INTEGER,"
+    "  notice_at_ms INTEGER);"
+    "CREATE INDEX nodes_cluster ON nodes(cluster_id, rank);"
+    "CREATE TABLE host_keys ("
+    "  target TEXT PRIMARY KEY," /* instance id, or host:port */
+    "  key_type TEXT NOT NULL,"
+    "  sha256 TEXT NOT NULL,"
+    "  first_seen_ms INTEGER NOT NULL);",
 
-	/* 3: money: the append-only ledger, project budgets, BYO cloud keys. */
-	"ALTER TABLE projects ADD COLUMN budget_micros INTEGER;"
-	"CREATE TABLE ledger ("
-	"  id INTEGER PRIMARY KEY,"
-	"  at_ms INTEGER NOT NULL,"
-	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
-	"  project_id TEXT REFERENCES projects(id),"
-	"  experiment_id TEXT,"
-	"  cluster_id TEXT,"
-	"  node_instance_id TEXT,"
-	"  kind TEXT NOT NULL CHECK (kind IN ('grant','reserve','release','charge','refund','adjustment')),"
-	"  amount_micros INTEGER NOT NULL,"
-	"  price_micros INTEGER,"              /* node-hour price snapshot, for charges */
-	"  provider TEXT,"
-	"  shape_id TEXT,"
-	"  period_start_ms INTEGER,"
-	"  period_end_ms INTEGER,"
-	"  note TEXT NOT NULL DEFAULT '');"
-	"CREATE INDEX ledger_org ON ledger(org_id, kind);"
-	"CREATE INDEX ledger_experiment ON ledger(experiment_id, kind);"
-	"CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger"
-	"  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
-	"CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger"
-	"  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
-	"CREATE TABLE cloud_keys ("
-	"  id TEXT PRIMARY KEY,"
-	"  org_id INTEGER NOT NULL REFERENCES orgs(id),"
-	"  provider TEXT NOT NULL,"
-	"  name TEXT NOT NULL,"
-	"  nonce BLOB NOT NULL,"
-	"  ciphertext BLOB NOT NULL,"          /* AES-256-GCM under the master key */
-	"  created_at_ms INTEGER NOT NULL,"
-	"  UNIQUE (org_id, provider, name));",
+    /* 3: money: the append-only ledger, project budgets, BYO cloud keys. */
+    "ALTER TABLE projects ADD COLUMN budget_micros INTEGER;"
+    "CREATE TABLE ledger ("
+    "  id INTEGER PRIMARY KEY,"
+    "  at_ms INTEGER NOT NULL,"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  project_id TEXT REFERENCES projects(id),"
+    "  experiment_id TEXT,"
+    "  cluster_id TEXT,"
+    "  node_instance_id TEXT,"
+    "  kind TEXT NOT NULL CHECK (kind IN "
+    "('grant','reserve','release','charge','refund','adjustment')),"
+    "  amount_micros INTEGER NOT NULL,"
+    "  price_micros INTEGER," /* node-hour price snapshot, for charges */
+    "  provider TEXT,"
+    "  shape_id TEXT,"
+    "  period_start_ms INTEGER,"
+    "  period_end_ms INTEGER,"
+    "  note TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX ledger_org ON ledger(org_id, kind);"
+    "CREATE INDEX ledger_experiment ON ledger(experiment_id, kind);"
+    "CREATE TRIGGER ledger_no_update BEFORE UPDATE ON ledger"
+    "  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
+    "CREATE TRIGGER ledger_no_delete BEFORE DELETE ON ledger"
+    "  BEGIN SELECT RAISE(ABORT, 'ledger rows are immutable'); END;"
+    "CREATE TABLE cloud_keys ("
+    "  id TEXT PRIMARY KEY,"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  provider TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  nonce BLOB NOT NULL,"
+    "  ciphertext BLOB NOT NULL," /* AES-256-GCM under the master key */
+    "  created_at_ms INTEGER NOT NULL,"
+    "  UNIQUE (org_id, provider, name));",
 
-	/*
-	 * 4: ledger billing marker and lookups. 'credits' rows move balances; 'byo'
-	 * rows record spend billed by the organisation's own cloud account (never
-	 * in a balance or budget). A node's charged periods are found by index,
-	 * and a charge for the same node period can never be written twice.
-	 */
-	"ALTER TABLE ledger ADD COLUMN billing TEXT NOT NULL DEFAULT 'credits'"
-	"  CHECK (billing IN ('credits','byo'));"
-	"CREATE INDEX ledger_node ON ledger(node_instance_id, kind, period_end_ms);"
-	"CREATE INDEX ledger_project ON ledger(project_id, kind);"
-	"CREATE UNIQUE INDEX ledger_charge_once ON ledger(node_instance_id, period_start_ms)"
-	"  WHERE kind = 'charge';",
+    /*
+     * 4: ledger billing marker and lookups. 'credits' rows move balances; 'byo'
+     * rows record spend billed by the organisation's own cloud account (never
+     * in a balance or budget). A node's charged periods are found by index,
+     * and a charge for the same node period can never be written twice.
+     */
+    "ALTER TABLE ledger ADD COLUMN billing TEXT NOT NULL DEFAULT 'credits'"
+    "  CHECK (billing IN ('credits','byo'));"
+    "CREATE INDEX ledger_node ON ledger(node_instance_id, kind, period_end_ms);"
+    "CREATE INDEX ledger_project ON ledger(project_id, kind);"
+    "CREATE UNIQUE INDEX ledger_charge_once ON ledger(node_instance_id, period_start_ms)"
+    "  WHERE kind = 'charge';",
 };
 
 size_t isc_store_migration_count(void)

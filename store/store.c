@@ -46,7 +46,8 @@ char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
 		home = pw ? pw->pw_dir : NULL;
 	}
 	if (!home) {
-		isc_err_set(err, ISC_EINVALID, "cannot find a home folder: set ISC_HOME or pass --home");
+		isc_err_set(err, ISC_EINVALID,
+		            "cannot find a home folder: set ISC_HOME or pass --home");
 		return NULL;
 	}
 	if (asprintf(&out, "%s/.isc", home) < 0) {
@@ -67,7 +68,9 @@ int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out, 
 int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
 	int primary = rc & 0xff;
-	int code = primary == SQLITE_CONSTRAINT ? ISC_ECONFLICT : primary == SQLITE_NOMEM ? ISC_ENOMEM : ISC_EIO;
+	int code = primary == SQLITE_CONSTRAINT ? ISC_ECONFLICT
+	           : primary == SQLITE_NOMEM    ? ISC_ENOMEM
+	                                        : ISC_EIO;
 	return isc_err_set(err, code, "store: %s: %s", what, sqlite3_errmsg(s->db));
 }
 
@@ -132,18 +135,21 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 	int version, rc;
 	size_t i;
 
-	rc = exec_sql(s, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"
-			 "INSERT INTO schema_version SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version);",
-		      "creating schema_version", err);
+	rc = exec_sql(
+	    s,
+	    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"
+	    "INSERT INTO schema_version SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version);",
+	    "creating schema_version", err);
 	if (rc)
 		return rc;
 	rc = isc_store_schema_version(s, &version, err);
 	if (rc)
 		return rc;
 	if (version > isc_store_latest_version())
-		return isc_err_set(err, ISC_EINVALID,
-				   "store: schema version %d is newer than this program knows (%d); upgrade isc",
-				   version, isc_store_latest_version());
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "store: schema version %d is newer than this program knows (%d); upgrade isc",
+		    version, isc_store_latest_version());
 	for (i = (size_t)version; i < migrate_to; i++) {
 		char what[64];
 		sqlite3_stmt *st;
@@ -153,7 +159,8 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 			return rc;
 		rc = exec_sql(s, isc_store_migration_sql(i), what, err);
 		if (!rc)
-			rc = isc_store_prepare(s, "UPDATE schema_version SET version = ?", &st, err);
+			rc =
+			    isc_store_prepare(s, "UPDATE schema_version SET version = ?", &st, err);
 		if (!rc) {
 			sqlite3_bind_int(st, 1, (int)(i + 1));
 			if (sqlite3_step(st) != SQLITE_DONE)
@@ -179,14 +186,15 @@ static int ensure_home(const char *home, int create, struct isc_err *err)
 		return 0;
 	}
 	if (!create)
-		return isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first", home);
+		return isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first",
+		                   home);
 	if (mkdir(home, 0700) != 0 && errno != EEXIST)
 		return isc_err_set(err, ISC_EIO, "cannot create %s: %s", home, strerror(errno));
 	return 0;
 }
 
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
-		      struct isc_err *err)
+                      struct isc_err *err)
 {
 	struct isc_store *s;
 	char *path = NULL;
@@ -199,14 +207,16 @@ int isc_store_open_at(const char *home, int create, size_t migrate_to, struct is
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (access(path, F_OK) != 0) {
 		if (!create) {
-			rc = isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first", path);
+			rc = isc_err_set(err, ISC_ENOTFOUND, "no store at %s: run 'isc init' first",
+			                 path);
 			free(path);
 			return rc;
 		}
 		/* Create the file ourselves so it is 0600 from its first moment. */
 		fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", path, strerror(errno));
+			rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", path,
+			                 strerror(errno));
 			free(path);
 			return rc;
 		}
@@ -222,13 +232,14 @@ int isc_store_open_at(const char *home, int create, size_t migrate_to, struct is
 	free(path);
 	if (rc != SQLITE_OK) {
 		rc = isc_err_set(err, ISC_EIO, "store: cannot open database: %s",
-				 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 		isc_store_free(s);
 		return rc;
 	}
 	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-	rc = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
-		      "configuring the database", err);
+	rc = exec_sql(s,
+	              "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
+	              "configuring the database", err);
 	if (!rc)
 		rc = migrate(s, migrate_to, err);
 	if (rc) {

@@ -35,7 +35,8 @@ int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
 /* The newest migration this program knows. */
 int isc_store_latest_version(void);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK: a write transaction taken up front, so racing writers serialize. */
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK: a write transaction taken up front, so racing writers
+ * serialize. */
 int isc_store_begin(struct isc_store *s, struct isc_err *err);
 int isc_store_commit(struct isc_store *s, struct isc_err *err);
 void isc_store_rollback(struct isc_store *s);
@@ -50,28 +51,29 @@ struct isc_org {
 	int64_t created_at_ms;
 };
 int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err);
-int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out, struct isc_err *err);
+int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out,
+                       struct isc_err *err);
 int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, struct isc_err *err);
 void isc_org_cleanup(struct isc_org *o);
 void isc_org_list_free(struct isc_org *list, size_t n);
 
 struct isc_project {
-	char *id;        /* "prj_..." */
+	char *id; /* "prj_..." */
 	int64_t org_id;
 	char *org_name;
 	char *name;
-	int has_budget;  /* 0: no spending cap */
+	int has_budget; /* 0: no spending cap */
 	int64_t budget_micros;
 	int64_t created_at_ms;
 };
 int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
-			  char **id_out, struct isc_err *err);
+                          char **id_out, struct isc_err *err);
 /* By id, or by name when exactly one project has it. */
 int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struct isc_project *out,
-			      struct isc_err *err);
+                              struct isc_err *err);
 /* org_name NULL: every org. */
 int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc_project **out,
-			   size_t *n, struct isc_err *err);
+                           size_t *n, struct isc_err *err);
 void isc_project_cleanup(struct isc_project *p);
 void isc_project_list_free(struct isc_project *list, size_t n);
 

@@ -60,7 +60,7 @@ static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, st
 }
 
 int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
-			     const char *zones, struct isc_err *err)
+                             const char *zones, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int64_t now = isc_store_now_ms();
@@ -68,11 +68,12 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(s,
-			       "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
-			       "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms) "
-			       "VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 'launching', ?)",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
+	    "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms) "
+	    "VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 'launching', ?)",
+	    &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, c->experiment_id, -1, SQLITE_STATIC);
@@ -88,10 +89,11 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 		rc = step_done(s, st, "creating a cluster", err);
 	}
 	if (!rc)
-		rc = isc_store_prepare(s,
-				       "INSERT INTO intents (token, cluster_id, shape_id, zone, count, state, "
-				       "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-				       &st, err);
+		rc = isc_store_prepare(
+		    s,
+		    "INSERT INTO intents (token, cluster_id, shape_id, zone, count, state, "
+		    "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+		    &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, token, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, c->id, -1, SQLITE_STATIC);
@@ -113,7 +115,7 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0) FROM clusters "
 
 static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_cluster **out, size_t *n,
-			 struct isc_err *err)
+                         struct isc_err *err)
 {
 	struct isc_cluster *list = NULL;
 	size_t count = 0;
@@ -148,7 +150,7 @@ static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_clust
 	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
 		isc_cluster_list_free(list, count);
 		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-			   : isc_store_sqlite_err(s, rc, "reading clusters", err);
+		           : isc_store_sqlite_err(s, rc, "reading clusters", err);
 	}
 	*out = list;
 	*n = count;
@@ -156,7 +158,7 @@ static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_clust
 }
 
 int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
-			  struct isc_err *err)
+                          struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_cluster *list;
@@ -177,22 +179,24 @@ int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluste
 }
 
 int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
-				struct isc_err *err)
+                                struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, CLUSTER_COLS "WHERE state != 'closed' ORDER BY created_at_ms, id", &st, err);
+	int rc = isc_store_prepare(
+	    s, CLUSTER_COLS "WHERE state != 'closed' ORDER BY created_at_ms, id", &st, err);
 	return rc ? rc : cluster_query(s, st, out, n, err);
 }
 
 int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *experiment_id,
-					  int open_only, struct isc_cluster **out, size_t *n,
-					  struct isc_err *err)
+                                          int open_only, struct isc_cluster **out, size_t *n,
+                                          struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(s,
-				   CLUSTER_COLS "WHERE experiment_id = ? AND (? = 0 OR state != 'closed') "
-						"ORDER BY created_at_ms, id",
-				   &st, err);
+	                           CLUSTER_COLS
+	                           "WHERE experiment_id = ? AND (? = 0 OR state != 'closed') "
+	                           "ORDER BY created_at_ms, id",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
@@ -201,13 +205,14 @@ int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *exper
 }
 
 int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char *state,
-				struct isc_err *err)
+                                struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-				   "UPDATE clusters SET state = ?1, closed_at_ms = CASE WHEN ?1 = 'closed' "
-				   "THEN ?2 ELSE closed_at_ms END WHERE id = ?3",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s,
+	    "UPDATE clusters SET state = ?1, closed_at_ms = CASE WHEN ?1 = 'closed' "
+	    "THEN ?2 ELSE closed_at_ms END WHERE id = ?3",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
@@ -217,7 +222,7 @@ int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char 
 }
 
 int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *zone,
-			       struct isc_err *err)
+                               struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(s, "UPDATE clusters SET zone = ? WHERE id = ?", &st, err);
@@ -228,16 +233,17 @@ int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *
 	return step_done(s, st, "updating a cluster", err);
 }
 
-int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id, struct isc_intent *out,
-				 struct isc_err *err)
+int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
+                                 struct isc_intent *out, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc, oom = 0;
 
-	rc = isc_store_prepare(s,
-			       "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms "
-			       "FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms "
+	    "FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
@@ -265,11 +271,12 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id, st
 }
 
 int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
-			     const char *error, struct isc_err *err)
+                             const char *error, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "UPDATE intents SET state = ?, error = ?, resolved_at_ms = ? WHERE token = ?",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s, "UPDATE intents SET state = ?, error = ?, resolved_at_ms = ? WHERE token = ?", &st,
+	    err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
@@ -282,10 +289,11 @@ int isc_store_intent_resolve(struct isc_store *s, const char *token, const char 
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-				   "INSERT OR IGNORE INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
-				   "public_ip, zone, price_micros, launched_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s,
+	    "INSERT OR IGNORE INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
+	    "public_ip, zone, price_micros, launched_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, n->cluster_id, -1, SQLITE_STATIC);
@@ -302,20 +310,20 @@ int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc
 }
 
 int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
-			   const char *private_ip, const char *public_ip, int64_t launched_at_ms,
-			   int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err)
+                           const char *private_ip, const char *public_ip, int64_t launched_at_ms,
+                           int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(
-		s,
-		"UPDATE nodes SET state = ?1, "
-		"private_ip = CASE WHEN ?2 != '' THEN ?2 ELSE private_ip END, "
-		"public_ip = CASE WHEN ?3 != '' THEN ?3 ELSE public_ip END, "
-		"launched_at_ms = COALESCE(launched_at_ms, NULLIF(?4, 0)), "
-		"notice_at_ms = COALESCE(notice_at_ms, NULLIF(?5, 0)), "
-		"terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
-		"ELSE terminated_at_ms END WHERE instance_id = ?7",
-		&st, err);
+	    s,
+	    "UPDATE nodes SET state = ?1, "
+	    "private_ip = CASE WHEN ?2 != '' THEN ?2 ELSE private_ip END, "
+	    "public_ip = CASE WHEN ?3 != '' THEN ?3 ELSE public_ip END, "
+	    "launched_at_ms = COALESCE(launched_at_ms, NULLIF(?4, 0)), "
+	    "notice_at_ms = COALESCE(notice_at_ms, NULLIF(?5, 0)), "
+	    "terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
+	    "ELSE terminated_at_ms END WHERE instance_id = ?7",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
@@ -329,10 +337,11 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 }
 
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
-			       struct isc_err *err)
+                               struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "UPDATE nodes SET charged_until_ms = ? WHERE instance_id = ?", &st, err);
+	int rc = isc_store_prepare(s, "UPDATE nodes SET charged_until_ms = ? WHERE instance_id = ?",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, until_ms);
@@ -340,20 +349,21 @@ int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int
 	return step_done(s, st, "updating a node", err);
 }
 
-int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out, size_t *n,
-			struct isc_err *err)
+int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_node *list = NULL;
 	size_t count = 0;
 	int rc, oom = 0;
 
-	rc = isc_store_prepare(s,
-			       "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
-			       "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
-			       "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0) "
-			       "FROM nodes WHERE cluster_id = ? ORDER BY rank",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
+	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
+	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0) "
+	    "FROM nodes WHERE cluster_id = ? ORDER BY rank",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
@@ -385,14 +395,15 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
 		isc_node_list_free(list, count);
 		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-			   : isc_store_sqlite_err(s, rc, "reading nodes", err);
+		           : isc_store_sqlite_err(s, rc, "reading nodes", err);
 	}
 	*out = list;
 	*n = count;
 	return 0;
 }
 
-int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known, struct isc_err *err)
+int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
+                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT 1 FROM nodes WHERE instance_id = ?", &st, err);
@@ -402,7 +413,9 @@ int isc_store_node_known(struct isc_store *s, const char *instance_id, int *know
 	rc = sqlite3_step(st);
 	*known = rc == SQLITE_ROW;
 	sqlite3_finalize(st);
-	return (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 : isc_store_sqlite_err(s, rc, "reading nodes", err);
+	return (rc == SQLITE_ROW || rc == SQLITE_DONE)
+	           ? 0
+	           : isc_store_sqlite_err(s, rc, "reading nodes", err);
 }
 
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n)
@@ -419,7 +432,7 @@ void isc_node_charge_list_free(struct isc_node_charge *list, size_t n)
 }
 
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
-			      size_t *n, struct isc_err *err)
+                              size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_node_charge *list = NULL;
@@ -427,14 +440,16 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	int rc, oom = 0;
 
 	rc = isc_store_prepare(
-		s,
-		"SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, c.account, "
-		"n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), COALESCE(n.terminated_at_ms, 0) "
-		"FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
-		"WHERE n.launched_at_ms IS NOT NULL "
-		"AND COALESCE(n.charged_until_ms, n.launched_at_ms) < COALESCE(n.terminated_at_ms, ?) "
-		"ORDER BY n.id",
-		&st, err);
+	    s,
+	    "SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, "
+	    "c.account, "
+	    "n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), "
+	    "COALESCE(n.terminated_at_ms, 0) "
+	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
+	    "WHERE n.launched_at_ms IS NOT NULL "
+	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < COALESCE(n.terminated_at_ms, ?) "
+	    "ORDER BY n.id",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, now_ms);
@@ -462,7 +477,7 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
 		isc_node_charge_list_free(list, count);
 		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-			   : isc_store_sqlite_err(s, rc, "reading nodes to charge", err);
+		           : isc_store_sqlite_err(s, rc, "reading nodes to charge", err);
 	}
 	*out = list;
 	*n = count;

@@ -19,11 +19,11 @@ struct isc_cluster {
 	char *experiment_id;
 	char *shape_id;
 	char *provider;
-	char *account;  /* "default", or a BYO cloud key id */
+	char *account; /* "default", or a BYO cloud key id */
 	char *region;
-	char *zone;     /* where the gang came up; "" until then */
+	char *zone; /* where the gang came up; "" until then */
 	int nnodes, nproc;
-	int cycle;      /* STRONG_CYCLE_COUNT of this cluster */
+	int cycle;            /* STRONG_CYCLE_COUNT of this cluster */
 	int64_t price_micros; /* node-hour price snapshot at launch */
 	char *state;
 	int64_t created_at_ms;
@@ -46,7 +46,7 @@ struct isc_node {
 	char *cluster_id;
 	int rank;
 	char *instance_id;
-	char *state;  /* the cloud's: pending, running, shutting_down, terminated, ... */
+	char *state; /* the cloud's: pending, running, shutting_down, terminated, ... */
 	char *private_ip, *public_ip, *zone;
 	int64_t price_micros;
 	int64_t launched_at_ms;   /* 0 until the cloud reports it */
@@ -57,27 +57,27 @@ struct isc_node {
 
 /* Creates the cluster (state launching) and its pending intent in one transaction. */
 int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
-			     const char *zones, struct isc_err *err);
+                             const char *zones, struct isc_err *err);
 int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
-			  struct isc_err *err);
+                          struct isc_err *err);
 /* Every cluster not closed, oldest first. */
 int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
-				struct isc_err *err);
+                                struct isc_err *err);
 /* The experiment's open clusters (normally at most two: a dying one and its replacement). */
 int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *experiment_id,
-					  int open_only, struct isc_cluster **out, size_t *n,
-					  struct isc_err *err);
+                                          int open_only, struct isc_cluster **out, size_t *n,
+                                          struct isc_err *err);
 int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char *state,
-				struct isc_err *err);
+                                struct isc_err *err);
 int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *zone,
-			       struct isc_err *err);
+                               struct isc_err *err);
 void isc_cluster_cleanup(struct isc_cluster *c);
 void isc_cluster_list_free(struct isc_cluster *list, size_t n);
 
-int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id, struct isc_intent *out,
-				 struct isc_err *err);
+int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
+                                 struct isc_intent *out, struct isc_err *err);
 int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
-			     const char *error, struct isc_err *err);
+                             const char *error, struct isc_err *err);
 void isc_intent_cleanup(struct isc_intent *i);
 
 /* Records a node the cloud created for the cluster (ignored if the instance is known). */
@@ -87,14 +87,15 @@ int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc
  * notice. terminated_at_ms is set the first time state is "terminated".
  */
 int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
-			   const char *private_ip, const char *public_ip, int64_t launched_at_ms,
-			   int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err);
+                           const char *private_ip, const char *public_ip, int64_t launched_at_ms,
+                           int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err);
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
-			       struct isc_err *err);
-int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out, size_t *n,
-			struct isc_err *err);
+                               struct isc_err *err);
+int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err);
 /* 1 if the instance id belongs to any node row, else 0. */
-int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known, struct isc_err *err);
+int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
+                         struct isc_err *err);
 void isc_node_list_free(struct isc_node *list, size_t n);
 
 #endif
@@ -114,5 +115,5 @@ struct isc_node_charge {
 
 /* Nodes whose cloud-reported lifetime has a part not yet charged (open or closed clusters). */
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
-			      size_t *n, struct isc_err *err);
+                              size_t *n, struct isc_err *err);
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n);

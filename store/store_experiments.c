@@ -54,11 +54,12 @@ static int in_transaction(struct isc_store *s)
 }
 
 int isc_store_event_add(struct isc_store *s, const char *experiment_id, const char *kind,
-			const char *message, struct isc_err *err)
+                        const char *message, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "INSERT INTO events (experiment_id, at_ms, kind, message) VALUES (?, ?, ?, ?)",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s, "INSERT INTO events (experiment_id, at_ms, kind, message) VALUES (?, ?, ?, ?)", &st,
+	    err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
@@ -70,7 +71,8 @@ int isc_store_event_add(struct isc_store *s, const char *experiment_id, const ch
 	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding an event", err);
 }
 
-int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err)
+int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e,
+                             struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc, own = !in_transaction(s);
@@ -78,11 +80,12 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 
 	if (own && (rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(s,
-			       "INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, "
-			       "spec_json, status, output_path, created_at_ms, updated_at_ms) "
-			       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, "
+	    "spec_json, status, output_path, created_at_ms, updated_at_ms) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, e->id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, e->project_id, -1, SQLITE_STATIC);
@@ -97,7 +100,8 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 		sqlite3_bind_int64(st, 11, now);
 		rc = sqlite3_step(st);
 		sqlite3_finalize(st);
-		rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding an experiment", err);
+		rc = rc == SQLITE_DONE ? 0
+		                       : isc_store_sqlite_err(s, rc, "adding an experiment", err);
 	}
 	if (!rc)
 		rc = isc_store_event_add(s, e->id, e->status, "experiment created", err);
@@ -114,7 +118,8 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	"SELECT e.id, e.project_id, p.name, e.org_id, o.name, e.name, e.compute_mode, e.gpus, "    \
 	"e.spec_json, e.status, e.status_reason, e.nnodes, e.nproc, e.shape_id, e.cycle_count, "   \
 	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms "  \
-	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = e.org_id "
+	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = "         \
+	"e.org_id "
 
 static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
 {
@@ -143,7 +148,7 @@ static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
 }
 
 static int experiment_query(struct isc_store *s, sqlite3_stmt *st, struct isc_experiment **out,
-			    size_t *n, struct isc_err *err)
+                            size_t *n, struct isc_err *err)
 {
 	struct isc_experiment *list = NULL;
 	size_t count = 0;
@@ -173,7 +178,7 @@ oom:
 }
 
 int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
-			     struct isc_err *err)
+                             struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_experiment *list;
@@ -194,12 +199,14 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
 }
 
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
-			      size_t *n, struct isc_err *err)
+                              size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, status ? EXPERIMENT_COLS "WHERE e.status = ? ORDER BY e.created_at_ms, e.id"
-					     : EXPERIMENT_COLS "ORDER BY e.created_at_ms DESC, e.id",
-				   &st, err);
+	int rc = isc_store_prepare(s,
+	                           status ? EXPERIMENT_COLS
+	                               "WHERE e.status = ? ORDER BY e.created_at_ms, e.id"
+	                                  : EXPERIMENT_COLS "ORDER BY e.created_at_ms DESC, e.id",
+	                           &st, err);
 	if (rc)
 		return rc;
 	if (status)
@@ -208,28 +215,31 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 }
 
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
-				     struct isc_err *err)
+                                     struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-				   EXPERIMENT_COLS "WHERE e.status NOT IN ('completed','failed','cancelled','stopped') "
-						   "ORDER BY e.created_at_ms, e.id",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s,
+	    EXPERIMENT_COLS "WHERE e.status NOT IN ('completed','failed','cancelled','stopped') "
+	                    "ORDER BY e.created_at_ms, e.id",
+	    &st, err);
 	if (rc)
 		return rc;
 	return experiment_query(s, st, out, n, err);
 }
 
 int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
-				    const char *reason, struct isc_err *err)
+                                    const char *reason, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc, own = !in_transaction(s);
 
 	if (own && (rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(s, "UPDATE experiments SET status = ?, status_reason = ?, updated_at_ms = ? WHERE id = ?",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "UPDATE experiments SET status = ?, status_reason = ?, updated_at_ms = ? WHERE id = ?",
+	    &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
@@ -256,13 +266,14 @@ int isc_store_experiment_set_status(struct isc_store *s, const char *id, const c
 }
 
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
-				       struct isc_err *err)
+                                       struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-				   "UPDATE experiments SET nnodes = ?, nproc = ?, shape_id = ?, cycle_count = ?, "
-				   "next_attempt_ms = ?, updated_at_ms = ? WHERE id = ?",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s,
+	    "UPDATE experiments SET nnodes = ?, nproc = ?, shape_id = ?, cycle_count = ?, "
+	    "next_attempt_ms = ?, updated_at_ms = ? WHERE id = ?",
+	    &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int(st, 1, e->nnodes);
@@ -293,15 +304,20 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	isc_experiment_cleanup(&e);
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(s, "UPDATE experiments SET cancel_requested = 1, updated_at_ms = ? WHERE id = ?", &st, err);
+	rc = isc_store_prepare(
+	    s, "UPDATE experiments SET cancel_requested = 1, updated_at_ms = ? WHERE id = ?", &st,
+	    err);
 	if (!rc) {
 		sqlite3_bind_int64(st, 1, isc_store_now_ms());
 		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, SQLITE_ERROR, "cancelling", err);
+		rc = sqlite3_step(st) == SQLITE_DONE
+		         ? 0
+		         : isc_store_sqlite_err(s, SQLITE_ERROR, "cancelling", err);
 		sqlite3_finalize(st);
 	}
 	if (!rc)
-		rc = isc_store_event_add(s, id, "cancel_requested", "cancel requested by user", err);
+		rc =
+		    isc_store_event_add(s, id, "cancel_requested", "cancel requested by user", err);
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)
@@ -310,15 +326,15 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 }
 
 int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
-			 struct isc_event **out, size_t *n, struct isc_err *err)
+                         struct isc_event **out, size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_event *list = NULL;
 	size_t count = 0;
 	int rc = isc_store_prepare(s,
-				   "SELECT id, experiment_id, at_ms, kind, message FROM events "
-				   "WHERE experiment_id = ? AND id > ? ORDER BY id",
-				   &st, err);
+	                           "SELECT id, experiment_id, at_ms, kind, message FROM events "
+	                           "WHERE experiment_id = ? AND id > ? ORDER BY id",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);

@@ -8,7 +8,7 @@
 #include "store/store.h"
 
 struct isc_experiment {
-	char *id;           /* "exp_..." */
+	char *id; /* "exp_..." */
 	char *project_id;
 	char *project_name;
 	int64_t org_id;
@@ -16,9 +16,9 @@ struct isc_experiment {
 	char *name;
 	char *compute_mode; /* cycle | interruptible | burst */
 	int gpus;
-	char *spec_json;    /* the normalized launch file */
-	char *status;       /* enqueued, placing, provisioning, booting, running, completed, failed,
-			       cancelled, stopped, waiting */
+	char *spec_json; /* the normalized launch file */
+	char *status;    /* enqueued, placing, provisioning, booting, running, completed, failed,
+	                    cancelled, stopped, waiting */
 	char *status_reason;
 	int nnodes, nproc;
 	char *shape_id;
@@ -37,31 +37,34 @@ struct isc_event {
 	char *message;
 };
 
-/* Inserts e (id, project_id, org_id, name, compute_mode, gpus, spec_json, status, output_path) and an event. */
-int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err);
+/* Inserts e (id, project_id, org_id, name, compute_mode, gpus, spec_json, status, output_path) and
+ * an event. */
+int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e,
+                             struct isc_err *err);
 int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
-			     struct isc_err *err);
+                             struct isc_err *err);
 /* status NULL: all, newest first; otherwise only that status, oldest first. */
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
-			      size_t *n, struct isc_err *err);
+                              size_t *n, struct isc_err *err);
 /* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
-				     struct isc_err *err);
-/* Sets status and reason, appends an event (kind = status), in its own transaction unless one is open. */
+                                     struct isc_err *err);
+/* Sets status and reason, appends an event (kind = status), in its own transaction unless one is
+ * open. */
 int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
-				    const char *reason, struct isc_err *err);
+                                    const char *reason, struct isc_err *err);
 /* Updates the placement fields: nnodes, nproc, shape_id, cycle_count, next_attempt_ms. */
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
-				       struct isc_err *err);
+                                       struct isc_err *err);
 int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err);
 void isc_experiment_cleanup(struct isc_experiment *e);
 void isc_experiment_list_free(struct isc_experiment *list, size_t n);
 
 int isc_store_event_add(struct isc_store *s, const char *experiment_id, const char *kind,
-			const char *message, struct isc_err *err);
+                        const char *message, struct isc_err *err);
 /* after_id: only events with a larger id (0 for all). */
 int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
-			 struct isc_event **out, size_t *n, struct isc_err *err);
+                         struct isc_event **out, size_t *n, struct isc_err *err);
 void isc_event_list_free(struct isc_event *list, size_t n);
 
 int isc_status_is_final(const char *status);

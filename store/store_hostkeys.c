@@ -6,14 +6,15 @@
 #include <string.h>
 
 int isc_store_hostkey_check(struct isc_store *s, const char *target, const char *key_type,
-			    const char *sha256_hex, struct isc_err *err)
+                            const char *sha256_hex, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(s, "SELECT key_type, sha256 FROM host_keys WHERE target = ?", &st, err);
+	rc = isc_store_prepare(s, "SELECT key_type, sha256 FROM host_keys WHERE target = ?", &st,
+	                       err);
 	if (rc)
 		goto out;
 	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
@@ -22,15 +23,18 @@ int isc_store_hostkey_check(struct isc_store *s, const char *target, const char 
 		const char *pinned = (const char *)sqlite3_column_text(st, 1);
 		if (strcmp(type, key_type) != 0 || strcmp(pinned, sha256_hex) != 0)
 			rc = isc_err_set(err, ISC_EAUTH,
-					 "host key of %s changed: pinned %s SHA256:%s, now %s SHA256:%s; refusing "
-					 "to connect",
-					 target, type, pinned, key_type, sha256_hex);
+			                 "host key of %s changed: pinned %s SHA256:%s, now %s "
+			                 "SHA256:%s; refusing "
+			                 "to connect",
+			                 target, type, pinned, key_type, sha256_hex);
 		sqlite3_finalize(st);
 		goto out;
 	}
 	sqlite3_finalize(st);
-	rc = isc_store_prepare(s, "INSERT INTO host_keys (target, key_type, sha256, first_seen_ms) VALUES (?, ?, ?, ?)",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO host_keys (target, key_type, sha256, first_seen_ms) VALUES (?, ?, ?, ?)",
+	    &st, err);
 	if (rc)
 		goto out;
 	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);

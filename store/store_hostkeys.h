@@ -9,6 +9,6 @@
 
 /* 0 when the key matches the pin or was pinned now; ISC_EAUTH when it changed. */
 int isc_store_hostkey_check(struct isc_store *s, const char *target, const char *key_type,
-			    const char *sha256_hex, struct isc_err *err);
+                            const char *sha256_hex, struct isc_err *err);
 
 #endif

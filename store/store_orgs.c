@@ -35,7 +35,8 @@ void isc_project_list_free(struct isc_project *list, size_t n)
 int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "INSERT INTO orgs (name, created_at_ms) VALUES (?, ?)", &st, err);
+	int rc =
+	    isc_store_prepare(s, "INSERT INTO orgs (name, created_at_ms) VALUES (?, ?)", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -60,10 +61,12 @@ static int org_from_row(sqlite3_stmt *st, struct isc_org *o)
 	return oom ? ISC_ENOMEM : 0;
 }
 
-int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out, struct isc_err *err)
+int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out,
+                       struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs WHERE name = ?", &st, err);
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs WHERE name = ?",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -84,7 +87,8 @@ int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, str
 	sqlite3_stmt *st;
 	struct isc_org *list = NULL;
 	size_t count = 0;
-	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs ORDER BY name", &st, err);
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs ORDER BY name", &st,
+	                           err);
 
 	if (rc)
 		return rc;
@@ -112,7 +116,7 @@ oom:
 }
 
 int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
-			  char **id_out, struct isc_err *err)
+                          char **id_out, struct isc_err *err)
 {
 	struct isc_org org;
 	sqlite3_stmt *st;
@@ -126,8 +130,9 @@ int isc_store_project_add(struct isc_store *s, const char *org_name, const char 
 		isc_org_cleanup(&org);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = isc_store_prepare(s, "INSERT INTO projects (id, org_id, name, created_at_ms) VALUES (?, ?, ?, ?)",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s, "INSERT INTO projects (id, org_id, name, created_at_ms) VALUES (?, ?, ?, ?)", &st,
+	    err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, org.id);
@@ -136,8 +141,9 @@ int isc_store_project_add(struct isc_store *s, const char *org_name, const char 
 		rc = sqlite3_step(st);
 		sqlite3_finalize(st);
 		if (rc == SQLITE_CONSTRAINT)
-			rc = isc_err_set(err, ISC_ECONFLICT, "project '%s' exists already in organisation '%s'",
-					 name, org_name);
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "project '%s' exists already in organisation '%s'", name,
+			                 org_name);
 		else if (rc != SQLITE_DONE)
 			rc = isc_store_sqlite_err(s, rc, "adding a project", err);
 		else
@@ -169,7 +175,7 @@ static int project_from_row(sqlite3_stmt *st, struct isc_project *p)
 }
 
 static int project_query(struct isc_store *s, sqlite3_stmt *st, struct isc_project **out, size_t *n,
-			 struct isc_err *err)
+                         struct isc_err *err)
 {
 	struct isc_project *list = NULL;
 	size_t count = 0;
@@ -199,15 +205,15 @@ oom:
 }
 
 int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struct isc_project *out,
-			      struct isc_err *err)
+                              struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_project *list = NULL;
 	size_t n = 0;
 	int rc;
 
-	rc = isc_store_prepare(s, PROJECT_COLS "WHERE p.id = ?1 OR p.name = ?1 ORDER BY p.id = ?1 DESC",
-			       &st, err);
+	rc = isc_store_prepare(
+	    s, PROJECT_COLS "WHERE p.id = ?1 OR p.name = ?1 ORDER BY p.id = ?1 DESC", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id_or_name, -1, SQLITE_STATIC);
@@ -216,9 +222,10 @@ int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struc
 	if (n == 0)
 		rc = isc_err_set(err, ISC_ENOTFOUND, "no project with id or name '%s'", id_or_name);
 	else if (n > 1 && strcmp(list[0].id, id_or_name) != 0)
-		rc = isc_err_set(err, ISC_EINVALID,
-				 "%zu projects are named '%s' (in different organisations): use the project id",
-				 n, id_or_name);
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "%zu projects are named '%s' (in different organisations): use the project id",
+		    n, id_or_name);
 	if (!rc) {
 		*out = list[0];
 		memset(&list[0], 0, sizeof(list[0]));
@@ -228,11 +235,11 @@ int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struc
 }
 
 int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc_project **out,
-			   size_t *n, struct isc_err *err)
+                           size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, PROJECT_COLS "WHERE ?1 IS NULL OR o.name = ?1 ORDER BY o.name, p.name",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s, PROJECT_COLS "WHERE ?1 IS NULL OR o.name = ?1 ORDER BY o.name, p.name", &st, err);
 	if (rc)
 		return rc;
 	if (org_name)

@@ -42,11 +42,11 @@ static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
 }
 
 int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
-			  struct isc_err *err)
+                          struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "SELECT count(*) FROM shapes WHERE ?1 IS NULL OR provider = ?1",
-				   &st, err);
+	int rc = isc_store_prepare(
+	    s, "SELECT count(*) FROM shapes WHERE ?1 IS NULL OR provider = ?1", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
@@ -62,15 +62,16 @@ int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *ou
 }
 
 int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_shape **out,
-			 size_t *n, struct isc_err *err)
+                         size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_shape *list = NULL;
 	size_t cnt = 0, cap = 0;
-	int rc = isc_store_prepare(s,
-				   "SELECT " SHAPE_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
-				   " ORDER BY id",
-				   &st, err);
+	int rc =
+	    isc_store_prepare(s,
+	                      "SELECT " SHAPE_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
+	                      " ORDER BY id",
+	                      &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
@@ -106,7 +107,7 @@ fail:
 }
 
 int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *out,
-			struct isc_err *err)
+                        struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	char *key = isc_shape_id_key(id);
@@ -115,7 +116,8 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 	memset(out, 0, sizeof(*out));
 	if (!key)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &st, err))) {
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &st,
+	                            err))) {
 		free(key);
 		return rc;
 	}
@@ -135,8 +137,8 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 /* 1 when the stored row equals sh in every column an import sets. */
 static int row_equals(sqlite3_stmt *st, const struct isc_shape *sh)
 {
-	const char *t[] = {sh->display_id, sh->provider, sh->region, sh->instance_type,
-			   sh->gpu_type, sh->zones, sh->price_date};
+	const char *t[] = {sh->display_id, sh->provider, sh->region,    sh->instance_type,
+	                   sh->gpu_type,   sh->zones,    sh->price_date};
 	const int tc[] = {1, 2, 3, 4, 6, 12, 13};
 	for (size_t i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
 		const unsigned char *v = sqlite3_column_text(st, tc[i]);
@@ -146,7 +148,8 @@ static int row_equals(sqlite3_stmt *st, const struct isc_shape *sh)
 	return sqlite3_column_int(st, 5) == sh->spot &&
 	       sqlite3_column_int(st, 7) == sh->gpus_per_node &&
 	       sqlite3_column_int64(st, 8) == sh->gpu_mem_mib &&
-	       sqlite3_column_int(st, 9) == sh->vcpus && sqlite3_column_int64(st, 10) == sh->mem_mib &&
+	       sqlite3_column_int(st, 9) == sh->vcpus &&
+	       sqlite3_column_int64(st, 10) == sh->mem_mib &&
 	       sqlite3_column_int64(st, 11) == sh->price_micros;
 }
 
@@ -156,8 +159,8 @@ static int cmp_str(const void *a, const void *b)
 }
 
 int isc_store_shapes_apply(struct isc_store *s, const char *provider,
-			   const struct isc_shape *shapes, size_t n, int replace,
-			   struct isc_shapes_apply_result *res, struct isc_err *err)
+                           const struct isc_shape *shapes, size_t n, int replace,
+                           struct isc_shapes_apply_result *res, struct isc_err *err)
 {
 	sqlite3_stmt *get = NULL, *ins = NULL, *upd = NULL, *ids = NULL, *del = NULL;
 	char **seen = NULL;
@@ -170,20 +173,23 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 	for (size_t i = 0; i < n; i++)
 		if (provider && strcmp(shapes[i].provider, provider))
 			return isc_err_set(err, ISC_EINVALID, "shape '%s' is not a %s shape",
-					   shapes[i].display_id, provider);
+			                   shapes[i].display_id, provider);
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &get, err)) ||
-	    (rc = isc_store_prepare(s,
-				    "INSERT INTO shapes (" SHAPE_COLS ", updated_at_ms) VALUES "
-				    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-				    &ins, err)) ||
-	    (rc = isc_store_prepare(s,
-				    "UPDATE shapes SET display_id = ?2, provider = ?3, region = ?4, "
-				    "instance_type = ?5, spot = ?6, gpu_type = ?7, gpus_per_node = ?8, "
-				    "gpu_mem_mib = ?9, vcpus = ?10, mem_mib = ?11, price_micros = ?12, "
-				    "zones = ?13, price_date = ?14, updated_at_ms = ?15 WHERE id = ?1",
-				    &upd, err)))
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &get,
+	                            err)) ||
+	    (rc = isc_store_prepare(
+	         s,
+	         "INSERT INTO shapes (" SHAPE_COLS ", updated_at_ms) VALUES "
+	         "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+	         &ins, err)) ||
+	    (rc = isc_store_prepare(
+	         s,
+	         "UPDATE shapes SET display_id = ?2, provider = ?3, region = ?4, "
+	         "instance_type = ?5, spot = ?6, gpu_type = ?7, gpus_per_node = ?8, "
+	         "gpu_mem_mib = ?9, vcpus = ?10, mem_mib = ?11, price_micros = ?12, "
+	         "zones = ?13, price_date = ?14, updated_at_ms = ?15 WHERE id = ?1",
+	         &upd, err)))
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		const struct isc_shape *sh = &shapes[i];
@@ -234,7 +240,8 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 		for (size_t i = 0; i < n; i++)
 			seen[i] = shapes[i].id;
 		qsort(seen, n, sizeof(*seen), cmp_str);
-		if ((rc = isc_store_prepare(s, "SELECT id FROM shapes WHERE provider = ?", &ids, err)) ||
+		if ((rc = isc_store_prepare(s, "SELECT id FROM shapes WHERE provider = ?", &ids,
+		                            err)) ||
 		    (rc = isc_store_prepare(s, "DELETE FROM shapes WHERE id = ?", &del, err)))
 			goto fail;
 		sqlite3_bind_text(ids, 1, provider, -1, SQLITE_STATIC);
@@ -297,7 +304,7 @@ static char *zones_with_first(const char *zones, const char *zone)
 }
 
 int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
-			      int64_t price_micros, const char *price_date, struct isc_err *err)
+                              int64_t price_micros, const char *price_date, struct isc_err *err)
 {
 	struct isc_shape cur;
 	sqlite3_stmt *st = NULL;
@@ -323,10 +330,11 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((rc = isc_store_prepare(s,
-				    "UPDATE shapes SET price_micros = ?2, zones = ?3, price_date = ?4, "
-				    "updated_at_ms = ?5 WHERE id = ?1",
-				    &st, err)))
+	if ((rc = isc_store_prepare(
+	         s,
+	         "UPDATE shapes SET price_micros = ?2, zones = ?3, price_date = ?4, "
+	         "updated_at_ms = ?5 WHERE id = ?1",
+	         &st, err)))
 		goto out;
 	sqlite3_bind_text(st, 1, cur.id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, price_micros);
@@ -347,15 +355,16 @@ out:
 }
 
 int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
-			     struct isc_err *err)
+                             struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	struct isc_shapes_summary *list = NULL;
 	size_t cnt = 0;
-	int rc = isc_store_prepare(s,
-				   "SELECT provider, count(*), count(DISTINCT region), min(price_date), "
-				   "max(price_date) FROM shapes GROUP BY provider ORDER BY provider",
-				   &st, err);
+	int rc =
+	    isc_store_prepare(s,
+	                      "SELECT provider, count(*), count(DISTINCT region), min(price_date), "
+	                      "max(price_date) FROM shapes GROUP BY provider ORDER BY provider",
+	                      &st, err);
 	if (rc)
 		return rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

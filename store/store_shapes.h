@@ -11,15 +11,15 @@
 
 /* Number of shapes of `provider` (NULL: all). */
 int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
-			  struct isc_err *err);
+                          struct isc_err *err);
 
 /* Every shape (provider NULL) or one provider's, ordered by id. Free with isc_shape_list_free. */
 int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_shape **out,
-			 size_t *n, struct isc_err *err);
+                         size_t *n, struct isc_err *err);
 
 /* One shape by id, any case; ISC_ENOTFOUND when absent. Clean up with isc_shape_cleanup. */
 int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *out,
-			struct isc_err *err);
+                        struct isc_err *err);
 
 struct isc_shapes_apply_result {
 	size_t added, updated, unchanged, removed;
@@ -33,8 +33,8 @@ struct isc_shapes_apply_result {
  * without replace). Nothing is written when anything fails.
  */
 int isc_store_shapes_apply(struct isc_store *s, const char *provider,
-			   const struct isc_shape *shapes, size_t n, int replace,
-			   struct isc_shapes_apply_result *res, struct isc_err *err);
+                           const struct isc_shape *shapes, size_t n, int replace,
+                           struct isc_shapes_apply_result *res, struct isc_err *err);
 
 /*
  * The price refresh slot (e.g. fed by EC2 DescribeSpotPriceHistory): sets the
@@ -46,7 +46,7 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
  * ISC_ENOTFOUND for an unknown shape.
  */
 int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
-			      int64_t price_micros, const char *price_date, struct isc_err *err);
+                              int64_t price_micros, const char *price_date, struct isc_err *err);
 
 struct isc_shapes_summary {
 	char *provider;
@@ -55,7 +55,7 @@ struct isc_shapes_summary {
 };
 /* One row per provider that has shapes, by provider name. */
 int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
-			     struct isc_err *err);
+                             struct isc_err *err);
 void isc_shapes_summary_free(struct isc_shapes_summary *list, size_t n);
 
 #endif

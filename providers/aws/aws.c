@@ -23,8 +23,8 @@
 #include <time.h>
 
 #define TERMINATE_BATCH 1000
-#define DESCRIBE_PAGE "1000"
-#define MAX_PAGES 1000 /* a runaway NextToken loop ends here */
+#define DESCRIBE_PAGE   "1000"
+#define MAX_PAGES       1000 /* a runaway NextToken loop ends here */
 /* A placeholder that is well-formed (ami- + 8 hex) but names no real image: set image_id. */
 #define DEFAULT_IMAGE "ami-00000000"
 
@@ -33,14 +33,14 @@ enum aws_service { SVC_EC2, SVC_STS };
 struct aws_session {
 	char region[64];
 	struct isc_aws_creds creds;
-	char *url[2];             /* per enum aws_service, no trailing slash */
-	char *host[2];            /* authority of url[], for the signed Host header */
+	char *url[2];  /* per enum aws_service, no trailing slash */
+	char *host[2]; /* authority of url[], for the signed Host header */
 	char *image_id;
 	char *subnet_id;
 	char *security_group_id;
 	char *placement_group;
 	char *product_description;
-	int public_ip_iface;      /* associate_public_ip=true: use NetworkInterface.1.* */
+	int public_ip_iface; /* associate_public_ip=true: use NetworkInterface.1.* */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -91,34 +91,34 @@ static int aws_classify(void *vctx, const struct isc_http_response *resp, struct
 		/* Both services answer every credential problem with 401/403, whatever the code. */
 		if ((resp->status == 401 || resp->status == 403) && code == ISC_EINVALID)
 			code = ISC_EAUTH;
-		return isc_err_set(err, code, "%s: %s: %s (HTTP %ld)", cc->action, e.code, e.message,
-				   resp->status);
+		return isc_err_set(err, code, "%s: %s: %s (HTTP %ld)", cc->action, e.code,
+		                   e.message, resp->status);
 	}
 	code = isc_ec2_classify_code(NULL, resp->status);
 	if (resp->status == 401 || resp->status == 403)
 		code = ISC_EAUTH;
 	return isc_err_set(err, code, "%s: HTTP %ld without an AWS error document", cc->action,
-			   resp->status);
+	                   resp->status);
 }
 
 /* Sends one signed Query API call; resp holds the reply body on success. */
 static int aws_call(struct aws_session *s, enum aws_service svc, const char *action,
-		    const struct isc_buf *form, struct call_ctx *cc, struct isc_http_response *resp,
-		    struct isc_err *err)
+                    const struct isc_buf *form, struct call_ctx *cc, struct isc_http_response *resp,
+                    struct isc_err *err)
 {
 	static const char *svc_name[2] = {"ec2", "sts"};
 	struct isc_http_header base[2] = {
-		{"Host", s->host[svc]},
-		{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
+	    {"Host", s->host[svc]},
+	    {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
 	};
 	struct isc_http_header hdrs[2 + 4];
 	struct isc_sigv4_key key = {s->creds.access_key_id, s->creds.secret_access_key,
-				    s->creds.session_token};
+	                            s->creds.session_token};
 	struct isc_sigv4_params p = {
-		.region = s->region,
-		.service = svc_name[svc],
-		.time_ms = s->clock->now_ms(s->clock->ctx),
-		.normalize_path = 1,
+	    .region = s->region,
+	    .service = svc_name[svc],
+	    .time_ms = s->clock->now_ms(s->clock->ctx),
+	    .normalize_path = 1,
 	};
 	struct isc_sigv4_request sreq = {"POST", "/", base, 2, form->data, form->len};
 	struct isc_sigv4_signed sig;
@@ -195,8 +195,8 @@ static void aws_session_free(struct isc_provider_session *ps)
 extern const struct isc_provider isc_provider_aws;
 
 static int aws_session_new(const struct isc_provider_settings *settings, const char *region,
-			   const struct isc_http_transport *t, const struct isc_clock *clock,
-			   struct isc_provider_session **out, struct isc_err *err)
+                           const struct isc_http_transport *t, const struct isc_clock *clock,
+                           struct isc_provider_session **out, struct isc_err *err)
 {
 	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
 	struct aws_session *s = calloc(1, sizeof(*s));
@@ -232,9 +232,10 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	}
 	for (int i = 0; i < 2; i++) {
-		if (strncmp(s->url[i], "http://", 7) != 0 && strncmp(s->url[i], "https://", 8) != 0) {
-			rc = isc_err_set(err, ISC_EINVALID, "AWS endpoint '%.200s' is not an http(s) URL",
-					 s->url[i]);
+		if (strncmp(s->url[i], "http://", 7) != 0 &&
+		    strncmp(s->url[i], "https://", 8) != 0) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "AWS endpoint '%.200s' is not an http(s) URL", s->url[i]);
 			goto fail;
 		}
 		if (!(s->host[i] = authority(s->url[i]))) {
@@ -254,7 +255,7 @@ fail:
 /* ---- check_credentials ---- */
 
 static int aws_check_credentials(struct isc_provider_session *ps, struct isc_identity *out,
-				 struct isc_err *err)
+                                 struct isc_err *err)
 {
 	struct aws_session *s = impl(ps);
 	struct isc_buf form;
@@ -289,7 +290,7 @@ static int iso_now(const struct aws_session *s, char out[32])
 }
 
 static int aws_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
-			      struct isc_price_point **out, size_t *n_out, struct isc_err *err)
+                              struct isc_price_point **out, size_t *n_out, struct isc_err *err)
 {
 	struct aws_session *s = impl(ps);
 	struct isc_buf form;
@@ -318,7 +319,8 @@ static int aws_refresh_prices(struct isc_provider_session *ps, const char *const
 		for (size_t i = 0; i < n && !rc; i++)
 			rc = isc_ec2_form_addf(&form, types[i], "InstanceType.%zu", i + 1);
 		if (!rc)
-			rc = isc_ec2_form_add(&form, "ProductDescription.1", s->product_description);
+			rc =
+			    isc_ec2_form_add(&form, "ProductDescription.1", s->product_description);
 		if (!rc)
 			rc = isc_ec2_form_add(&form, "StartTime", now);
 		if (!rc)
@@ -333,7 +335,8 @@ static int aws_refresh_prices(struct isc_provider_session *ps, const char *const
 		}
 		rc = aws_call(s, SVC_EC2, "DescribeSpotPriceHistory", &form, &cc, &resp, err);
 		if (!rc)
-			rc = isc_ec2_parse_spot_prices(resp.body.data, resp.body.len, &sp, &nsp, &next, err);
+			rc = isc_ec2_parse_spot_prices(resp.body.data, resp.body.len, &sp, &nsp,
+			                               &next, err);
 		for (size_t i = 0; i < nsp && !rc; i++) {
 			size_t j;
 			for (j = 0; j < npts; j++)
@@ -343,7 +346,8 @@ static int aws_refresh_prices(struct isc_provider_session *ps, const char *const
 			if (j == npts) {
 				if (npts == cap) {
 					size_t ncap = cap ? cap * 2 : 16;
-					struct isc_price_point *np = realloc(pts, ncap * sizeof(*np));
+					struct isc_price_point *np =
+					    realloc(pts, ncap * sizeof(*np));
 					if (!np) {
 						rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 						break;
@@ -356,7 +360,8 @@ static int aws_refresh_prices(struct isc_provider_session *ps, const char *const
 			} else if (pts[j].at_ms >= sp[i].at_ms) {
 				continue; /* keep the newest */
 			}
-			snprintf(pts[j].instance_type, sizeof(pts[j].instance_type), "%s", sp[i].instance_type);
+			snprintf(pts[j].instance_type, sizeof(pts[j].instance_type), "%s",
+			         sp[i].instance_type);
 			snprintf(pts[j].zone, sizeof(pts[j].zone), "%s", sp[i].zone);
 			pts[j].price_micros_per_hour = sp[i].price_micros;
 			pts[j].at_ms = sp[i].at_ms;
@@ -384,7 +389,8 @@ int isc_aws_zone_token(const char *token, const char *zone, char out[65], struct
 		return isc_err_set(err, ISC_EINVALID, "idempotency token must be 1..64 characters");
 	for (size_t i = 0; i < tl; i++)
 		if (token[i] < 0x21 || token[i] > 0x7e)
-			return isc_err_set(err, ISC_EINVALID, "idempotency token must be printable ASCII");
+			return isc_err_set(err, ISC_EINVALID,
+			                   "idempotency token must be printable ASCII");
 	if (zl == 0) {
 		/* No zone named: EC2 picks one, and the token is the intent's own. */
 		memcpy(out, token, tl + 1); /* tl <= 64 was checked above */
@@ -410,7 +416,8 @@ static int valid_ssh_key(const char *k)
 {
 	if (!k || !k[0] || strpbrk(k, "\r\n"))
 		return 0;
-	return strncmp(k, "ssh-", 4) == 0 || strncmp(k, "ecdsa-", 6) == 0 || strncmp(k, "sk-", 3) == 0;
+	return strncmp(k, "ssh-", 4) == 0 || strncmp(k, "ecdsa-", 6) == 0 ||
+	       strncmp(k, "sk-", 3) == 0;
 }
 
 int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct isc_err *err)
@@ -421,7 +428,8 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
 
 	*out = NULL;
 	if (!valid_ssh_key(ssh_key))
-		return isc_err_set(err, ISC_EINVALID, "the SSH public key must be one OpenSSH line");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "the SSH public key must be one OpenSSH line");
 	isc_buf_init(&raw, ISC_AWS_USER_DATA_MAX);
 	rc = isc_buf_printf(&raw, "#cloud-config\nssh_authorized_keys:\n  - %s\n", ssh_key);
 	if (!rc && extra && extra[0]) {
@@ -435,7 +443,7 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
 	if (rc) {
 		isc_buf_cleanup(&raw);
 		return isc_err_set(err, ISC_EINVALID, "user data larger than EC2's %d bytes",
-				   ISC_AWS_USER_DATA_MAX);
+		                   ISC_AWS_USER_DATA_MAX);
 	}
 	b64 = malloc(4 * ((raw.len + 2) / 3) + 1);
 	if (!b64) {
@@ -449,8 +457,8 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
 }
 
 static int run_instances_form(const struct aws_session *s, const struct isc_launch_spec *spec,
-			      const char *zone, const char *token, const char *user_data,
-			      struct isc_buf *f)
+                              const char *zone, const char *token, const char *user_data,
+                              struct isc_buf *f)
 {
 	char count[16];
 	int rc;
@@ -468,44 +476,58 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 	rc = rc ? rc : isc_ec2_form_add(f, "UserData", user_data);
 	if (spec->spot) {
 		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.MarketType", "spot");
-		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.SpotOptions.SpotInstanceType",
-						"one-time");
-		/* terminate: the only behaviour allowed with one-time requests in a placement group */
-		rc = rc ? rc : isc_ec2_form_add(f,
-			"InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior", "terminate");
+		rc = rc ? rc
+		        : isc_ec2_form_add(f, "InstanceMarketOptions.SpotOptions.SpotInstanceType",
+		                           "one-time");
+		/* terminate: the only behaviour allowed with one-time requests in a placement group
+		 */
+		rc = rc ? rc
+		        : isc_ec2_form_add(
+		              f, "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior",
+		              "terminate");
 	}
 	if (s->public_ip_iface) {
-		/* With an interface, subnet and groups must live inside it, never at the top level. */
+		/* With an interface, subnet and groups must live inside it, never at the top level.
+		 */
 		rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.DeviceIndex", "0");
-		rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.AssociatePublicIpAddress", "true");
+		rc =
+		    rc ? rc
+		       : isc_ec2_form_add(f, "NetworkInterface.1.AssociatePublicIpAddress", "true");
 		if (s->subnet_id)
-			rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.SubnetId", s->subnet_id);
+			rc = rc ? rc
+			        : isc_ec2_form_add(f, "NetworkInterface.1.SubnetId", s->subnet_id);
 		if (s->security_group_id)
-			rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.SecurityGroupId.1",
-							s->security_group_id);
+			rc = rc ? rc
+			        : isc_ec2_form_add(f, "NetworkInterface.1.SecurityGroupId.1",
+			                           s->security_group_id);
 	} else {
 		if (s->subnet_id)
 			rc = rc ? rc : isc_ec2_form_add(f, "SubnetId", s->subnet_id);
 		if (s->security_group_id)
-			rc = rc ? rc : isc_ec2_form_add(f, "SecurityGroupId.1", s->security_group_id);
+			rc = rc ? rc
+			        : isc_ec2_form_add(f, "SecurityGroupId.1", s->security_group_id);
 	}
 	for (int ts = 1; ts <= (spec->spot ? 2 : 1); ts++) {
-		rc = rc ? rc : isc_ec2_form_addf(f, ts == 1 ? "instance" : "spot-instances-request",
-						 "TagSpecification.%d.ResourceType", ts);
+		rc = rc ? rc
+		        : isc_ec2_form_addf(f, ts == 1 ? "instance" : "spot-instances-request",
+		                            "TagSpecification.%d.ResourceType", ts);
 		for (size_t i = 0; i < spec->n_tags; i++) {
-			rc = rc ? rc : isc_ec2_form_addf(f, spec->tags[i].key,
-							 "TagSpecification.%d.Tag.%zu.Key", ts, i + 1);
-			rc = rc ? rc : isc_ec2_form_addf(f, spec->tags[i].value,
-							 "TagSpecification.%d.Tag.%zu.Value", ts, i + 1);
+			rc = rc ? rc
+			        : isc_ec2_form_addf(f, spec->tags[i].key,
+			                            "TagSpecification.%d.Tag.%zu.Key", ts, i + 1);
+			rc = rc ? rc
+			        : isc_ec2_form_addf(f, spec->tags[i].value,
+			                            "TagSpecification.%d.Tag.%zu.Value", ts, i + 1);
 		}
 	}
 	return rc;
 }
 
-static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n, struct isc_err *err);
+static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
+                         struct isc_err *err);
 
 static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
-			   const char *token)
+                           const char *token)
 {
 	for (size_t t = 0; t < spec->n_tags; t++) {
 		char *dst = NULL;
@@ -525,7 +547,7 @@ static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spe
 }
 
 static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
-			   struct isc_launch_result *out, struct isc_err *err)
+                           struct isc_launch_result *out, struct isc_err *err)
 {
 	struct aws_session *s = impl(ps);
 	struct isc_buf form;
@@ -541,7 +563,8 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 
 	memset(out, 0, sizeof(*out));
 	if (!spec->instance_type || !spec->instance_type[0] || spec->count == 0)
-		return isc_err_set(err, ISC_EINVALID, "launch: an instance type and a count are required");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: an instance type and a count are required");
 	if (spec->count > 10000)
 		return isc_err_set(err, ISC_EINVALID, "launch: %u nodes is too many", spec->count);
 	for (size_t z = 0; z < n_zones; z++)
@@ -586,14 +609,16 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			free(ids);
 			free(nodes);
 			if (trc) {
-				rc = isc_err_set(err, trc,
-						 "RunInstances in %s gave %zu of %u nodes and terminating "
-						 "them failed: %s", zone, nn, spec->count,
-						 trc == ISC_ENOMEM ? "out of memory" : terr.msg);
+				rc = isc_err_set(
+				    err, trc,
+				    "RunInstances in %s gave %zu of %u nodes and terminating "
+				    "them failed: %s",
+				    zone, nn, spec->count,
+				    trc == ISC_ENOMEM ? "out of memory" : terr.msg);
 				break;
 			}
-			snprintf(last, sizeof(last), "RunInstances: %s gave only %zu of %u nodes", zone, nn,
-				 spec->count);
+			snprintf(last, sizeof(last), "RunInstances: %s gave only %zu of %u nodes",
+			         zone, nn, spec->count);
 			rc = ISC_ECAPACITY;
 			continue;
 		}
@@ -608,7 +633,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	}
 	if (rc == ISC_ECAPACITY)
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
-			    spec->count, spec->instance_type, n_zones, last);
+		            spec->count, spec->instance_type, n_zones, last);
 	free(user_data);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
@@ -628,7 +653,7 @@ static int spot_interrupted(const char *code)
 }
 
 static int describe_spot(struct aws_session *s, const char *broker_id, struct isc_node_info *nodes,
-			 size_t n, struct isc_err *err)
+                         size_t n, struct isc_err *err)
 {
 	struct isc_buf form;
 	struct isc_http_response resp;
@@ -652,12 +677,14 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 		free(next);
 		next = NULL;
 		if (rc) {
-			rc = isc_err_set(err, rc, "DescribeSpotInstanceRequests: request too large");
+			rc =
+			    isc_err_set(err, rc, "DescribeSpotInstanceRequests: request too large");
 			break;
 		}
 		rc = aws_call(s, SVC_EC2, "DescribeSpotInstanceRequests", &form, &cc, &resp, err);
 		if (!rc)
-			rc = isc_ec2_parse_spot_requests(resp.body.data, resp.body.len, &sr, &nsr, &next, err);
+			rc = isc_ec2_parse_spot_requests(resp.body.data, resp.body.len, &sr, &nsr,
+			                                 &next, err);
 		for (size_t i = 0; i < nsr && !rc; i++) {
 			if (!spot_interrupted(sr[i].status_code))
 				continue;
@@ -676,7 +703,7 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 }
 
 static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
-			struct isc_node_info **out, size_t *n_out, struct isc_err *err)
+                        struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
 	struct aws_session *s = impl(ps);
 	struct isc_buf form;
@@ -712,7 +739,8 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 		}
 		rc = aws_call(s, SVC_EC2, "DescribeInstances", &form, &cc, &resp, err);
 		if (!rc)
-			rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &page, &np, &next, err);
+			rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &page, &np,
+			                             &next, err);
 		if (!rc && np) {
 			struct isc_node_info *grown = realloc(all, (n + np) * sizeof(*all));
 			if (!grown) {
@@ -751,15 +779,15 @@ static int id_in_message(const char *msg, const char *id)
 	size_t l = strlen(id);
 	for (const char *p = strstr(msg, id); p; p = strstr(p + 1, id)) {
 		char before = p == msg ? ' ' : p[-1], after = p[l];
-		if (!isalnum((unsigned char)before) && before != '-' && !isalnum((unsigned char)after) &&
-		    after != '-')
+		if (!isalnum((unsigned char)before) && before != '-' &&
+		    !isalnum((unsigned char)after) && after != '-')
 			return 1;
 	}
 	return 0;
 }
 
 static int terminate_batch(struct aws_session *s, const char *const *ids, size_t n,
-			   struct isc_err *err)
+                           struct isc_err *err)
 {
 	struct isc_buf form;
 	struct isc_http_response resp;
@@ -811,16 +839,18 @@ out:
 	return rc;
 }
 
-static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n, struct isc_err *err)
+static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
+                         struct isc_err *err)
 {
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i += TERMINATE_BATCH)
-		rc = terminate_batch(s, ids + i, n - i < TERMINATE_BATCH ? n - i : TERMINATE_BATCH, err);
+		rc = terminate_batch(s, ids + i, n - i < TERMINATE_BATCH ? n - i : TERMINATE_BATCH,
+		                     err);
 	return rc;
 }
 
 static int aws_terminate(struct isc_provider_session *ps, const char *const *ids, size_t n,
-			 struct isc_err *err)
+                         struct isc_err *err)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!ids[i] || !ids[i][0] || strlen(ids[i]) > 64)
@@ -829,12 +859,12 @@ static int aws_terminate(struct isc_provider_session *ps, const char *const *ids
 }
 
 const struct isc_provider isc_provider_aws = {
-	.name = "aws",
-	.session_new = aws_session_new,
-	.session_free = aws_session_free,
-	.check_credentials = aws_check_credentials,
-	.refresh_prices = aws_refresh_prices,
-	.launch_gang = aws_launch_gang,
-	.describe = aws_describe,
-	.terminate = aws_terminate,
+    .name = "aws",
+    .session_new = aws_session_new,
+    .session_free = aws_session_free,
+    .check_credentials = aws_check_credentials,
+    .refresh_prices = aws_refresh_prices,
+    .launch_gang = aws_launch_gang,
+    .describe = aws_describe,
+    .terminate = aws_terminate,
 };

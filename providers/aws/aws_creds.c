@@ -45,7 +45,7 @@ static const char *kv_find(const struct isc_kv *kv, size_t n, const char *key)
 }
 
 static int set3(struct isc_aws_creds *c, const char *id, const char *secret, const char *token,
-		struct isc_err *err)
+                struct isc_err *err)
 {
 	c->access_key_id = strdup(id);
 	c->secret_access_key = strdup(secret);
@@ -73,7 +73,7 @@ static char *trim(char *s)
  * ISC_ENOTFOUND when the file or profile is missing or incomplete.
  */
 static int read_profile(const char *path, const char *profile, struct isc_aws_creds *c,
-			struct isc_err *err)
+                        struct isc_err *err)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
@@ -117,10 +117,11 @@ static int read_profile(const char *path, const char *profile, struct isc_aws_cr
 	if (id && secret) {
 		rc = set3(c, id, secret, token, err);
 		if (!rc)
-			snprintf(c->source, sizeof(c->source), "profile %s in %.80s", profile, path);
+			snprintf(c->source, sizeof(c->source), "profile %s in %.80s", profile,
+			         path);
 	} else {
 		rc = isc_err_set(err, ISC_ENOTFOUND, "profile '%s' not found or incomplete in %s",
-				 profile, path);
+		                 profile, path);
 	}
 	free(id);
 	wipe_free(secret);
@@ -146,7 +147,7 @@ static char *credentials_path(const struct isc_provider_settings *settings)
 }
 
 int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
-			  struct isc_err *err)
+                          struct isc_err *err)
 {
 	const char *id, *secret, *profile;
 	char *path;
@@ -156,12 +157,15 @@ int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct i
 	/* 1. Bring-your-own keys handed over in memory. */
 	if (settings && settings->n_credentials > 0) {
 		id = kv_find(settings->credentials, settings->n_credentials, "access_key_id");
-		secret = kv_find(settings->credentials, settings->n_credentials, "secret_access_key");
+		secret =
+		    kv_find(settings->credentials, settings->n_credentials, "secret_access_key");
 		if (!id || !secret)
-			return isc_err_set(err, ISC_EAUTH,
-					   "explicit AWS credentials need access_key_id and secret_access_key");
+			return isc_err_set(
+			    err, ISC_EAUTH,
+			    "explicit AWS credentials need access_key_id and secret_access_key");
 		rc = set3(out, id, secret,
-			  kv_find(settings->credentials, settings->n_credentials, "session_token"), err);
+		          kv_find(settings->credentials, settings->n_credentials, "session_token"),
+		          err);
 		if (!rc)
 			snprintf(out->source, sizeof(out->source), "explicit credentials");
 		return rc;
@@ -171,7 +175,8 @@ int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct i
 	profile = nonempty(isc_provider_setting(settings, "profile"));
 	if (profile) {
 		rc = path ? read_profile(path, profile, out, err)
-			  : isc_err_set(err, ISC_EAUTH, "no credentials file for profile '%s'", profile);
+		          : isc_err_set(err, ISC_EAUTH, "no credentials file for profile '%s'",
+		                        profile);
 		free(path);
 		if (rc == 0)
 			return 0;
@@ -197,9 +202,11 @@ int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct i
 	rc = path ? read_profile(path, profile, out, err) : ISC_ENOTFOUND;
 	free(path);
 	if (rc)
-		return isc_err_set(err, ISC_EAUTH,
-				   "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-				   "or profile '%s' in the shared credentials file", profile);
+		return isc_err_set(
+		    err, ISC_EAUTH,
+		    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+		    "or profile '%s' in the shared credentials file",
+		    profile);
 	return 0;
 }
 
@@ -211,7 +218,8 @@ int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_er
 	if (!r)
 		r = nonempty(getenv("AWS_DEFAULT_REGION"));
 	if (!r)
-		return isc_err_set(err, ISC_EINVALID, "no AWS region: pass --region or set AWS_REGION");
+		return isc_err_set(err, ISC_EINVALID,
+		                   "no AWS region: pass --region or set AWS_REGION");
 	if (strlen(r) >= cap || strspn(r, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(r))
 		return isc_err_set(err, ISC_EINVALID, "bad AWS region '%.64s'", r);
 	snprintf(out, cap, "%s", r);
@@ -219,7 +227,7 @@ int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_er
 }
 
 char *isc_aws_endpoint_resolve(const struct isc_provider_settings *settings, const char *service,
-			       const char *region)
+                               const char *region)
 {
 	char key[32], env[64];
 	const char *e;

@@ -19,11 +19,12 @@ struct isc_aws_creds {
 	char *access_key_id;     /* owned */
 	char *secret_access_key; /* owned, wiped on cleanup */
 	char *session_token;     /* owned, wiped on cleanup; NULL for long-term keys */
-	char source[128];        /* where they came from, for messages: "environment", "profile default in F" */
+	char source[128]; /* where they came from, for messages: "environment", "profile default in
+	                     F" */
 };
 
 int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
-			  struct isc_err *err);
+                          struct isc_err *err);
 void isc_aws_creds_cleanup(struct isc_aws_creds *c);
 
 /* The region to use, into out; ISC_EINVALID when none is configured. */
@@ -31,6 +32,6 @@ int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_er
 
 /* The endpoint URL for service "ec2" or "sts" (no trailing slash); owned by the caller. */
 char *isc_aws_endpoint_resolve(const struct isc_provider_settings *settings, const char *service,
-			       const char *region);
+                               const char *region);
 
 #endif

@@ -22,7 +22,7 @@ int isc_sigv4_canonical_uri(struct isc_buf *out, const char *path, size_t len, i
 int isc_sigv4_canonical_query(struct isc_buf *out, const char *query);
 /* kSigning = HMAC chain over "AWS4"+secret, date, region, service, "aws4_request". */
 void isc_sigv4_signing_key(const char *secret, const char *date8, const char *region,
-			   const char *service, unsigned char key[32]);
+                           const char *service, unsigned char key[32]);
 /* ISO 8601 basic "YYYYMMDDTHHMMSSZ". */
 int isc_sigv4_format_date(int64_t time_ms, char out[17]);
 

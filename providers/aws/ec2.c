@@ -57,35 +57,35 @@ static const struct {
 	const char *code;
 	int isc;
 } code_map[] = {
-	{"RequestLimitExceeded", ISC_ETHROTTLED},
-	{"Throttling", ISC_ETHROTTLED},
-	{"ThrottlingException", ISC_ETHROTTLED},
-	{"RequestThrottled", ISC_ETHROTTLED},
-	{"InternalError", ISC_ETRANSIENT},
-	{"InternalFailure", ISC_ETRANSIENT},
-	{"Unavailable", ISC_ETRANSIENT},
-	{"ServiceUnavailable", ISC_ETRANSIENT},
-	{"InsufficientInstanceCapacity", ISC_ECAPACITY},
-	{"InsufficientCapacity", ISC_ECAPACITY},
-	{"InsufficientHostCapacity", ISC_ECAPACITY},
-	{"Unsupported", ISC_ECAPACITY},
-	{"UnfulfillableCapacity", ISC_ECAPACITY},
-	/* We never set MaxPrice, so this means the market is above the on-demand cap: go elsewhere. */
-	{"SpotMaxPriceTooLow", ISC_ECAPACITY},
-	{"InstanceLimitExceeded", ISC_EQUOTA},
-	{"VcpuLimitExceeded", ISC_EQUOTA},
-	{"MaxSpotInstanceCountExceeded", ISC_EQUOTA},
-	{"AuthFailure", ISC_EAUTH},
-	{"UnauthorizedOperation", ISC_EAUTH},
-	{"SignatureDoesNotMatch", ISC_EAUTH},
-	{"InvalidClientTokenId", ISC_EAUTH},
-	{"ExpiredToken", ISC_EAUTH},
-	{"IncompleteSignature", ISC_EAUTH},
-	{"MissingAuthenticationToken", ISC_EAUTH},
-	{"AccessDenied", ISC_EAUTH},
-	{"RequestExpired", ISC_EAUTH}, /* clock skew: retrying the same signature cannot help */
-	{"IdempotentParameterMismatch", ISC_ECONFLICT},
-	{"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
+    {"RequestLimitExceeded", ISC_ETHROTTLED},
+    {"Throttling", ISC_ETHROTTLED},
+    {"ThrottlingException", ISC_ETHROTTLED},
+    {"RequestThrottled", ISC_ETHROTTLED},
+    {"InternalError", ISC_ETRANSIENT},
+    {"InternalFailure", ISC_ETRANSIENT},
+    {"Unavailable", ISC_ETRANSIENT},
+    {"ServiceUnavailable", ISC_ETRANSIENT},
+    {"InsufficientInstanceCapacity", ISC_ECAPACITY},
+    {"InsufficientCapacity", ISC_ECAPACITY},
+    {"InsufficientHostCapacity", ISC_ECAPACITY},
+    {"Unsupported", ISC_ECAPACITY},
+    {"UnfulfillableCapacity", ISC_ECAPACITY},
+    /* We never set MaxPrice, so this means the market is above the on-demand cap: go elsewhere. */
+    {"SpotMaxPriceTooLow", ISC_ECAPACITY},
+    {"InstanceLimitExceeded", ISC_EQUOTA},
+    {"VcpuLimitExceeded", ISC_EQUOTA},
+    {"MaxSpotInstanceCountExceeded", ISC_EQUOTA},
+    {"AuthFailure", ISC_EAUTH},
+    {"UnauthorizedOperation", ISC_EAUTH},
+    {"SignatureDoesNotMatch", ISC_EAUTH},
+    {"InvalidClientTokenId", ISC_EAUTH},
+    {"ExpiredToken", ISC_EAUTH},
+    {"IncompleteSignature", ISC_EAUTH},
+    {"MissingAuthenticationToken", ISC_EAUTH},
+    {"AccessDenied", ISC_EAUTH},
+    {"RequestExpired", ISC_EAUTH}, /* clock skew: retrying the same signature cannot help */
+    {"IdempotentParameterMismatch", ISC_ECONFLICT},
+    {"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
 };
 
 int isc_ec2_classify_code(const char *code, long http_status)
@@ -111,7 +111,7 @@ static xmlDoc *parse_doc(const char *xml, size_t len, struct isc_err *err)
 	}
 	xmlInitParser();
 	d = xmlReadMemory(xml, (int)len, "aws-reply.xml", NULL,
-			  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
 	if (!d || !xmlDocGetRootElement(d)) {
 		if (d)
 			xmlFreeDoc(d);
@@ -239,7 +239,8 @@ int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out)
 		text_cut(path(e, "Message"), out->message, sizeof(out->message));
 		text_cut(child(root, "RequestID"), out->request_id, sizeof(out->request_id));
 		if (!out->request_id[0])
-			text_cut(child(root, "RequestId"), out->request_id, sizeof(out->request_id));
+			text_cut(child(root, "RequestId"), out->request_id,
+			         sizeof(out->request_id));
 		rc = out->code[0] ? 0 : ISC_ENOTFOUND;
 	}
 	xmlFreeDoc(d);
@@ -310,16 +311,28 @@ static int state_from(const xmlNode *st, enum isc_node_state *out)
 	if (code[0]) {
 		/* Only the low byte is the state; the high byte is internal to EC2. */
 		switch (atoi(code) & 0xFF) {
-		case 0: *out = ISC_NODE_PENDING; return 0;
-		case 16: *out = ISC_NODE_RUNNING; return 0;
-		case 32: *out = ISC_NODE_SHUTTING_DOWN; return 0;
-		case 48: *out = ISC_NODE_TERMINATED; return 0;
-		case 64: *out = ISC_NODE_STOPPING; return 0;
-		case 80: *out = ISC_NODE_STOPPED; return 0;
+		case 0:
+			*out = ISC_NODE_PENDING;
+			return 0;
+		case 16:
+			*out = ISC_NODE_RUNNING;
+			return 0;
+		case 32:
+			*out = ISC_NODE_SHUTTING_DOWN;
+			return 0;
+		case 48:
+			*out = ISC_NODE_TERMINATED;
+			return 0;
+		case 64:
+			*out = ISC_NODE_STOPPING;
+			return 0;
+		case 80:
+			*out = ISC_NODE_STOPPED;
+			return 0;
 		}
 	}
-	static const char *names[] = {"pending", "running", "shutting-down", "terminated",
-				      "stopping", "stopped"};
+	static const char *names[] = {"pending",    "running",  "shutting-down",
+	                              "terminated", "stopping", "stopped"};
 	for (int i = 0; i < 6; i++)
 		if (strcmp(name, names[i]) == 0) {
 			*out = (enum isc_node_state)i;
@@ -383,7 +396,7 @@ static int add_instances(const xmlNode *set, struct isc_node_info **arr, size_t 
 }
 
 int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **out, size_t *n,
-			    char **next_token, struct isc_err *err)
+                            char **next_token, struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *root, *rs;
@@ -411,8 +424,9 @@ int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **
 	if (rc) {
 		free(arr);
 		xmlFreeDoc(d);
-		return isc_err_set(err, rc, rc == ISC_ENOMEM ? "out of memory"
-							     : "unexpected instance list in AWS reply");
+		return isc_err_set(err, rc,
+		                   rc == ISC_ENOMEM ? "out of memory"
+		                                    : "unexpected instance list in AWS reply");
 	}
 	if (next_token)
 		*next_token = text_dup(root, "nextToken");
@@ -423,7 +437,7 @@ int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **
 }
 
 int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_state_change **out,
-				size_t *n, struct isc_err *err)
+                                size_t *n, struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *set;
@@ -454,7 +468,8 @@ int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_stat
 	xmlFreeDoc(d);
 	if (!set || rc) {
 		free(arr);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected state-change list in AWS reply");
+		return isc_err_set(err, rc ? rc : ISC_EINVALID,
+		                   "unexpected state-change list in AWS reply");
 	}
 	*out = arr;
 	*n = cnt;
@@ -462,7 +477,7 @@ int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_stat
 }
 
 int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot_request **out,
-				size_t *n, char **next_token, struct isc_err *err)
+                                size_t *n, char **next_token, struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *root, *set;
@@ -504,7 +519,8 @@ int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot
 	if (!set || rc) {
 		free(arr);
 		xmlFreeDoc(d);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected spot request list in AWS reply");
+		return isc_err_set(err, rc ? rc : ISC_EINVALID,
+		                   "unexpected spot request list in AWS reply");
 	}
 	if (next_token)
 		*next_token = text_dup(root, "nextToken");
@@ -515,7 +531,7 @@ int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot
 }
 
 int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
-			      size_t *n, char **next_token, struct isc_err *err)
+                              size_t *n, char **next_token, struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *root, *set;
@@ -555,7 +571,8 @@ int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_p
 	if (!set || rc) {
 		free(arr);
 		xmlFreeDoc(d);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID, "unexpected spot price list in AWS reply");
+		return isc_err_set(err, rc ? rc : ISC_EINVALID,
+		                   "unexpected spot price list in AWS reply");
 	}
 	if (next_token)
 		*next_token = text_dup(root, "nextToken");
@@ -566,7 +583,7 @@ int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_p
 }
 
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
-			   struct isc_err *err)
+                           struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *r;

@@ -26,7 +26,7 @@ int isc_ec2_form_init(struct isc_buf *b, const char *action, const char *version
 int isc_ec2_form_add(struct isc_buf *b, const char *key, const char *value);
 /* Same with a printf-formatted key ("TagSpecification.%d.Tag.%zu.Key"). */
 int isc_ec2_form_addf(struct isc_buf *b, const char *value, const char *key_fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- replies ---- */
 
@@ -52,7 +52,7 @@ int isc_ec2_classify_code(const char *code, long http_status);
  * paging token or NULL; owned by the caller.
  */
 int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **out, size_t *n,
-			    char **next_token, struct isc_err *err);
+                            char **next_token, struct isc_err *err);
 
 struct isc_ec2_state_change {
 	char instance_id[64];
@@ -62,19 +62,19 @@ struct isc_ec2_state_change {
 
 /* TerminateInstancesResponse (also Start/StopInstances). */
 int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_state_change **out,
-				size_t *n, struct isc_err *err);
+                                size_t *n, struct isc_err *err);
 
 struct isc_ec2_spot_request {
 	char id[64];
 	char instance_id[64];
-	char state[32];          /* open, active, closed, cancelled, failed */
-	char status_code[64];    /* fulfilled, marked-for-termination, ... */
-	int64_t status_update_ms;/* 0 if absent or unreadable */
-	char zone[64];           /* launchedAvailabilityZone */
+	char state[32];           /* open, active, closed, cancelled, failed */
+	char status_code[64];     /* fulfilled, marked-for-termination, ... */
+	int64_t status_update_ms; /* 0 if absent or unreadable */
+	char zone[64];            /* launchedAvailabilityZone */
 };
 
 int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot_request **out,
-				size_t *n, char **next_token, struct isc_err *err);
+                                size_t *n, char **next_token, struct isc_err *err);
 
 struct isc_ec2_spot_price {
 	char instance_type[64];
@@ -85,11 +85,11 @@ struct isc_ec2_spot_price {
 };
 
 int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
-			      size_t *n, char **next_token, struct isc_err *err);
+                              size_t *n, char **next_token, struct isc_err *err);
 
 /* GetCallerIdentityResponse. */
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
-			   struct isc_err *err);
+                           struct isc_err *err);
 
 /* "0.106000" USD -> 106000 micros, exactly; digits past the sixth round up. */
 int isc_aws_price_micros(const char *decimal, int64_t *out);

@@ -151,7 +151,8 @@ static char *query_part(const char *s, size_t len)
 	char *res = NULL;
 	isc_buf_init(&dec, 0);
 	isc_buf_init(&enc, 0);
-	if (uri_decode(&dec, s, len) == 0 && isc_sigv4_uri_encode(&enc, dec.data ? dec.data : "", dec.len, 0) == 0 &&
+	if (uri_decode(&dec, s, len) == 0 &&
+	    isc_sigv4_uri_encode(&enc, dec.data ? dec.data : "", dec.len, 0) == 0 &&
 	    isc_buf_puts(&enc, "") == 0)
 		res = isc_buf_detach(&enc);
 	isc_buf_cleanup(&dec);
@@ -252,7 +253,7 @@ static char *value_norm(const char *s)
 }
 
 void isc_sigv4_signing_key(const char *secret, const char *date8, const char *region,
-			   const char *service, unsigned char key[32])
+                           const char *service, unsigned char key[32])
 {
 	unsigned char k[32];
 	unsigned int klen = 32;
@@ -265,7 +266,8 @@ void isc_sigv4_signing_key(const char *secret, const char *date8, const char *re
 	}
 	memcpy(seed, "AWS4", 4);
 	memcpy(seed + 4, secret, slen + 1);
-	HMAC(EVP_sha256(), seed, (int)(slen + 4), (const unsigned char *)date8, strlen(date8), k, &klen);
+	HMAC(EVP_sha256(), seed, (int)(slen + 4), (const unsigned char *)date8, strlen(date8), k,
+	     &klen);
 	OPENSSL_cleanse(seed, slen + 5);
 	free(seed);
 	HMAC(EVP_sha256(), k, 32, (const unsigned char *)region, strlen(region), k, &klen);
@@ -295,8 +297,8 @@ int isc_sigv4_format_date(int64_t time_ms, char out[17])
 }
 
 int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_params *p,
-		   const struct isc_sigv4_request *req, struct isc_sigv4_signed *out,
-		   struct isc_err *err)
+                   const struct isc_sigv4_request *req, struct isc_sigv4_signed *out,
+                   struct isc_err *err)
 {
 	struct chdr *hs = NULL;
 	size_t nh = 0;
@@ -341,7 +343,7 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 		if (strcmp(hs[nh - 1].name, "x-amz-date") == 0 ||
 		    strcmp(hs[nh - 1].name, "authorization") == 0) {
 			rc = isc_err_set(err, ISC_EINVALID, "SigV4: the request already carries %s",
-					 hs[nh - 1].name);
+			                 hs[nh - 1].name);
 			goto out;
 		}
 	}
@@ -350,9 +352,10 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 		goto out;
 	}
 	{
-		const char *extra[3][2] = {{"x-amz-date", out->amz_date},
-					   {sign_token ? "x-amz-security-token" : NULL, key->session_token},
-					   {p->sign_body ? "x-amz-content-sha256" : NULL, out->content_sha256}};
+		const char *extra[3][2] = {
+		    {"x-amz-date", out->amz_date},
+		    {sign_token ? "x-amz-security-token" : NULL, key->session_token},
+		    {p->sign_body ? "x-amz-content-sha256" : NULL, out->content_sha256}};
 		for (int i = 0; i < 3; i++) {
 			if (!extra[i][0])
 				continue;
@@ -391,19 +394,20 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 		if (!rc)
 			rc = isc_buf_printf(&hdr_lines, "%s:%s", hs[i].name, hs[i].value);
 		if (!rc)
-			rc = isc_buf_printf(&signed_list, "%s%s", signed_list.len ? ";" : "", hs[i].name);
+			rc = isc_buf_printf(&signed_list, "%s%s", signed_list.len ? ";" : "",
+			                    hs[i].name);
 	}
 	if (!rc)
 		rc = isc_buf_printf(&creq, "%s\n\n%s\n%s", isc_buf_cstr(&hdr_lines),
-				    isc_buf_cstr(&signed_list), out->content_sha256);
+		                    isc_buf_cstr(&signed_list), out->content_sha256);
 	if (rc) {
 		rc = isc_err_set(err, rc, "SigV4: cannot build the canonical request");
 		goto out;
 	}
 	/* String to sign, key, signature. */
 	isc_sigv4_sha256_hex(creq.data, creq.len, creq_hash);
-	rc = isc_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", out->amz_date, date8,
-			    p->region, p->service, creq_hash);
+	rc = isc_buf_printf(&sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", out->amz_date,
+	                    date8, p->region, p->service, creq_hash);
 	if (rc) {
 		rc = isc_err_set(err, rc, "SigV4: out of memory");
 		goto out;
@@ -413,9 +417,10 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 	OPENSSL_cleanse(skey, sizeof(skey));
 	isc_sigv4_hex(sig, 32, out->signature);
 	if (asprintf(&out->authorization,
-		     "AWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, SignedHeaders=%s, Signature=%s",
-		     key->access_key_id, date8, p->region, p->service, isc_buf_cstr(&signed_list),
-		     out->signature) < 0) {
+	             "AWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, SignedHeaders=%s, "
+	             "Signature=%s",
+	             key->access_key_id, date8, p->region, p->service, isc_buf_cstr(&signed_list),
+	             out->signature) < 0) {
 		out->authorization = NULL;
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
@@ -424,9 +429,11 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 	out->string_to_sign = isc_buf_detach(&sts);
 	out->add[out->n_add++] = (struct isc_http_header){"X-Amz-Date", out->amz_date};
 	if (key->session_token && key->session_token[0])
-		out->add[out->n_add++] = (struct isc_http_header){"X-Amz-Security-Token", key->session_token};
+		out->add[out->n_add++] =
+		    (struct isc_http_header){"X-Amz-Security-Token", key->session_token};
 	if (p->sign_body)
-		out->add[out->n_add++] = (struct isc_http_header){"X-Amz-Content-Sha256", out->content_sha256};
+		out->add[out->n_add++] =
+		    (struct isc_http_header){"X-Amz-Content-Sha256", out->content_sha256};
 	out->add[out->n_add++] = (struct isc_http_header){"Authorization", out->authorization};
 out:
 	for (size_t i = 0; i < nh; i++) {

@@ -33,7 +33,7 @@ struct isc_sigv4_request {
 	const char *path;                      /* raw path, optionally "?query" */
 	const struct isc_http_header *headers; /* must include Host; borrowed */
 	size_t n_headers;
-	const void *payload;                   /* may be NULL when payload_len is 0 */
+	const void *payload; /* may be NULL when payload_len is 0 */
 	size_t payload_len;
 };
 
@@ -41,19 +41,19 @@ struct isc_sigv4_signed {
 	/* Headers to add to the request, in order; they point into this struct. */
 	struct isc_http_header add[4];
 	size_t n_add;
-	char amz_date[17];          /* 20150830T123600Z */
-	char content_sha256[65];    /* hex SHA-256 of the payload */
-	char *authorization;        /* owned */
+	char amz_date[17];       /* 20150830T123600Z */
+	char content_sha256[65]; /* hex SHA-256 of the payload */
+	char *authorization;     /* owned */
 	/* Intermediates, kept for tests and debugging (no secret in them). */
-	char *canonical_request;    /* owned */
-	char *string_to_sign;       /* owned */
+	char *canonical_request; /* owned */
+	char *string_to_sign;    /* owned */
 	char signature[65];
 };
 
 /* Signs req; out must be cleaned up even on failure. */
 int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_params *p,
-		   const struct isc_sigv4_request *req, struct isc_sigv4_signed *out,
-		   struct isc_err *err);
+                   const struct isc_sigv4_request *req, struct isc_sigv4_signed *out,
+                   struct isc_err *err);
 void isc_sigv4_signed_cleanup(struct isc_sigv4_signed *s);
 
 /* RFC 3986 percent-encoding as SigV4 wants it (unreserved kept, %XX upper case). */

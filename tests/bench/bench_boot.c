@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define NODES 16
+#define NODES  16
 #define ROUNDS 5
 
 static int cmp_i64(const void *a, const void *b)
@@ -31,8 +31,8 @@ static int64_t cpu_ms(void)
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
-static int64_t median_boot(const struct isc_boot_spec *spec, const struct isc_node_target *t, size_t n,
-			   const struct isc_launcher_opts *o)
+static int64_t median_boot(const struct isc_boot_spec *spec, const struct isc_node_target *t,
+                           size_t n, const struct isc_launcher_opts *o)
 {
 	int64_t times[ROUNDS];
 	struct isc_err err;
@@ -74,25 +74,29 @@ int main(void)
 		snprintf(ips[i], sizeof(ips[i]), "127.0.89.%d", i + 1);
 		snprintf(ids[i], sizeof(ids[i]), "i-bench%d", i);
 		t[i] = (struct isc_node_target){i, ips[i], 2222, ips[i], ids[i]};
-		snprintf(cmd, sizeof(cmd), "tests/mocks/node/node-up %s/n%d %s 2222 %s >/dev/null", root, i, ips[i],
-			 pub_path);
+		snprintf(cmd, sizeof(cmd), "tests/mocks/node/node-up %s/n%d %s 2222 %s >/dev/null",
+		         root, i, ips[i], pub_path);
 		if (system(cmd) != 0)
 			return 1;
 	}
 	{
-		struct isc_boot_spec spec = {"exp_bench", "bench", "burst", 1, 0, "sleep 30", "pytorch/pytorch:latest",
-					     NULL, 0, 1, 8, 29500, "16g"};
+		struct isc_boot_spec spec = {
+		    "exp_bench", "bench", "burst", 1, 0,     "sleep 30", "pytorch/pytorch:latest",
+		    NULL,        0,       1,       8, 29500, "16g"};
 		struct isc_launcher_opts o = {"root", key_path, 10000, 60000, NULL, NULL};
 		int64_t one = median_boot(&spec, t, 1, &o), all, cpu0;
 		spec.nnodes = NODES;
 		cpu0 = cpu_ms();
 		all = median_boot(&spec, t, NODES, &o);
-		printf("launcher CPU per %d-node boot: %lld ms (this process; the nodes' sshd and docker "
+		printf("launcher CPU per %d-node boot: %lld ms (this process; the nodes' sshd and "
+		       "docker "
 		       "stand-ins share the same %ld cores)\n",
-		       NODES, (long long)((cpu_ms() - cpu0) / ROUNDS), sysconf(_SC_NPROCESSORS_ONLN));
+		       NODES, (long long)((cpu_ms() - cpu0) / ROUNDS),
+		       sysconf(_SC_NPROCESSORS_ONLN));
 		printf("boot 1 node: %lld ms (median of %d)\n", (long long)one, ROUNDS);
 		printf("boot %d nodes: %lld ms (median of %d)\n", NODES, (long long)all, ROUNDS);
-		printf("boot ratio %d/1: %.2fx (goal <= 1.3x)\n", NODES, one ? (double)all / (double)one : 0.0);
+		printf("boot ratio %d/1: %.2fx (goal <= 1.3x)\n", NODES,
+		       one ? (double)all / (double)one : 0.0);
 	}
 	for (int i = 0; i < NODES; i++) {
 		snprintf(cmd, sizeof(cmd), "tests/mocks/node/node-down %s/n%d", root, i);

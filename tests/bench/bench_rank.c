@@ -40,7 +40,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 3; i++) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s.csv", dir, providers[i]);
-		if (isc_catalog_parse_file(path, ISC_CATALOG_ISC, providers[i], NULL, &parts[i], &err)) {
+		if (isc_catalog_parse_file(path, ISC_CATALOG_ISC, providers[i], NULL, &parts[i],
+		                           &err)) {
 			fprintf(stderr, "bench_rank: %s (run from the repository root)\n", err.msg);
 			return 1;
 		}
@@ -58,11 +59,14 @@ int main(int argc, char **argv)
 				if (isc_shape_copy(sh, &parts[i].shapes[k]))
 					return 1;
 				if (c) {
-					/* A synthetic region, and a price moved a little so the order changes. */
-					snprintf(region, sizeof(region), "%s-x%zu", parts[i].shapes[k].region, c);
+					/* A synthetic region, and a price moved a little so the
+					 * order changes. */
+					snprintf(region, sizeof(region), "%s-x%zu",
+					         parts[i].shapes[k].region, c);
 					free(sh->region);
 					sh->region = strdup(region);
-					sh->price_micros += (int64_t)((c * 7919 + k * 104729) % 1000) * 1000;
+					sh->price_micros +=
+					    (int64_t)((c * 7919 + k * 104729) % 1000) * 1000;
 					if (!sh->region || isc_shape_make_id(sh))
 						return 1;
 				}
@@ -103,7 +107,8 @@ int main(int argc, char **argv)
 					req.gpu_type = "H100";
 					req.market = ISC_MARKET_SPOT;
 					req.limit = 20;
-				} else if (kind == 4) { /* an all-invalid priority list: full fallback */
+				} else if (kind ==
+				           4) { /* an all-invalid priority list: full fallback */
 					req.priority = prio + 1;
 					req.n_priority = 1;
 				}
@@ -130,8 +135,8 @@ int main(int argc, char **argv)
 	printf("ranking p99 ms: %.4f\n", lat[done * 99 / 100]);
 	printf("ranking worst ms: %.4f\n", worst);
 	static const char *const kind_name[KINDS] = {"full ranking of all shapes", "priority list",
-						     "top-10", "filtered top-20",
-						     "invalid priority fallback"};
+	                                             "top-10", "filtered top-20",
+	                                             "invalid priority fallback"};
 	for (int k = 0; k < KINDS; k++) {
 		qsort(kind_lat[k], kind_n[k], sizeof(double), cmp_double);
 		printf("median ms %s: %.4f\n", kind_name[k], kind_lat[k][kind_n[k] / 2]);

@@ -29,15 +29,15 @@
 /* ---- scripted transport ---- */
 
 struct step {
-	long status;     /* 0: the connection fails */
-	char *body;      /* owned */
+	long status; /* 0: the connection fails */
+	char *body;  /* owned */
 };
 
 struct script {
 	struct step steps[32];
 	size_t n, pos;
-	char *sent[4096];   /* request bodies, owned */
-	char *host[4096];   /* Host header of each request */
+	char *sent[4096]; /* request bodies, owned */
+	char *host[4096]; /* Host header of each request */
 	size_t calls;
 };
 
@@ -68,8 +68,8 @@ static void reply(long status, const char *fmt, ...)
 static int repeat_last;
 
 static int scripted_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
-			 long connect_timeout_ms, size_t max, struct isc_http_response *resp,
-			 struct isc_err *err)
+                         long connect_timeout_ms, size_t max, struct isc_http_response *resp,
+                         struct isc_err *err)
 {
 	const struct step *st;
 	(void)ctx, (void)timeout_ms, (void)connect_timeout_ms, (void)max;
@@ -87,7 +87,8 @@ static int scripted_send(void *ctx, const struct isc_http_request *req, long tim
 	assert_true(S.pos < S.n);
 	st = &S.steps[S.pos++];
 	if (st->status == 0)
-		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused", req->url);
+		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused",
+		                   req->url);
 	resp->status = st->status;
 	return isc_buf_puts(&resp->body, st->body);
 }
@@ -117,12 +118,12 @@ static const struct isc_clock fake_clock = {fixed_now, fake_sleep, fake_rand, NU
 /* ---- helpers ---- */
 
 static const struct isc_kv creds[] = {
-	{"access_key_id", "AKIDTEST"},
-	{"secret_access_key", SECRET},
+    {"access_key_id", "AKIDTEST"},
+    {"secret_access_key", SECRET},
 };
 static const struct isc_kv items[] = {
-	{"endpoint", "http://127.0.0.1:9"},
-	{"image_id", "ami-12345678"},
+    {"endpoint", "http://127.0.0.1:9"},
+    {"image_id", "ami-12345678"},
 };
 
 static struct isc_provider_session *session(void)
@@ -142,22 +143,27 @@ static const char *instance_xml(const char *id, const char *zone, int spot, int 
 	static int k;
 	char *b = buf[k++ % 8];
 	snprintf(b, 1024,
-		 "<item><instanceId>%s</instanceId><instanceState><code>%d</code><name>x</name>"
-		 "</instanceState><instanceType>g5.xlarge</instanceType><launchTime>2026-11-22T10:00:00.000Z"
-		 "</launchTime><placement><availabilityZone>%s</availabilityZone></placement>"
-		 "<privateIpAddress>10.0.0.%d</privateIpAddress>%s<clientToken>tok</clientToken>"
-		 "<tagSet><item><key>isc:broker</key><value>b1</value></item><item><key>isc:cluster</key>"
-		 "<value>c7</value></item></tagSet></item>",
-		 id, code, zone, (int)strlen(id), spot ? "<instanceLifecycle>spot</instanceLifecycle>" : "");
+	         "<item><instanceId>%s</instanceId><instanceState><code>%d</code><name>x</name>"
+	         "</instanceState><instanceType>g5.xlarge</"
+	         "instanceType><launchTime>2026-11-22T10:00:00.000Z"
+	         "</launchTime><placement><availabilityZone>%s</availabilityZone></placement>"
+	         "<privateIpAddress>10.0.0.%d</privateIpAddress>%s<clientToken>tok</clientToken>"
+	         "<tagSet><item><key>isc:broker</key><value>b1</value></"
+	         "item><item><key>isc:cluster</key>"
+	         "<value>c7</value></item></tagSet></item>",
+	         id, code, zone, (int)strlen(id),
+	         spot ? "<instanceLifecycle>spot</instanceLifecycle>" : "");
 	return b;
 }
 
 static const char *ec2_error(const char *code, const char *msg)
 {
 	static char b[1024];
-	snprintf(b, sizeof(b),
-		 "<?xml version=\"1.0\"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message>"
-		 "</Error></Errors><RequestID>r-1</RequestID></Response>", code, msg);
+	snprintf(
+	    b, sizeof(b),
+	    "<?xml version=\"1.0\"?><Response><Errors><Error><Code>%s</Code><Message>%s</Message>"
+	    "</Error></Errors><RequestID>r-1</RequestID></Response>",
+	    code, msg);
 	return b;
 }
 
@@ -167,15 +173,21 @@ static int sent_has(size_t call, const char *needle)
 }
 
 static const struct isc_kv tags[] = {
-	{"isc:broker", "b1"}, {"isc:cluster", "c7"}, {"isc:experiment", "e42"}};
+    {"isc:broker", "b1"}, {"isc:cluster", "c7"}, {"isc:experiment", "e42"}};
 static const char *zones_ab[] = {"us-east-1a", "us-east-1b"};
 
 static struct isc_launch_spec spec2(unsigned count)
 {
 	struct isc_launch_spec sp = {
-		.instance_type = "g5.xlarge", .spot = 1, .zones = zones_ab, .n_zones = 2,
-		.count = count, .idempotency_token = "tok", .tags = tags, .n_tags = 3,
-		.ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample isc@cluster",
+	    .instance_type = "g5.xlarge",
+	    .spot = 1,
+	    .zones = zones_ab,
+	    .n_zones = 2,
+	    .count = count,
+	    .idempotency_token = "tok",
+	    .tags = tags,
+	    .n_tags = 3,
+	    .ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample isc@cluster",
 	};
 	return sp;
 }
@@ -210,9 +222,12 @@ static void test_launch_request(void **state)
 	assert_true(sent_has(0, "&ImageId=ami-12345678"));
 	assert_true(sent_has(0, "&InstanceMarketOptions.MarketType=spot"));
 	assert_true(sent_has(0, "&InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
-	assert_true(sent_has(0, "&InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior=terminate"));
+	assert_true(sent_has(
+	    0, "&InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior=terminate"));
 	assert_true(sent_has(0, "&TagSpecification.1.ResourceType=instance"));
-	assert_true(sent_has(0, "&TagSpecification.1.Tag.3.Key=isc%3Aexperiment&TagSpecification.1.Tag.3.Value=e42"));
+	assert_true(sent_has(
+	    0,
+	    "&TagSpecification.1.Tag.3.Key=isc%3Aexperiment&TagSpecification.1.Tag.3.Value=e42"));
 	assert_true(sent_has(0, "&TagSpecification.2.ResourceType=spot-instances-request"));
 	{
 		/* The user data is the cloud-config that authorises the cluster key. */
@@ -227,10 +242,12 @@ static void test_launch_request(void **state)
 		/* '=' padding is percent-encoded in the form */
 		for (char *p = strstr(b64, "%3D"); p; p = strstr(b64, "%3D"))
 			memmove(p + 1, p + 3, strlen(p + 3) + 1), *p = '=';
-		int n = EVP_DecodeBlock((unsigned char *)raw, (unsigned char *)b64, (int)strlen(b64));
+		int n =
+		    EVP_DecodeBlock((unsigned char *)raw, (unsigned char *)b64, (int)strlen(b64));
 		assert_true(n > 0);
 		raw[n] = '\0';
-		assert_non_null(strstr(raw, "#cloud-config\nssh_authorized_keys:\n  - ssh-ed25519 AAAAC3"));
+		assert_non_null(
+		    strstr(raw, "#cloud-config\nssh_authorized_keys:\n  - ssh-ed25519 AAAAC3"));
 	}
 	assert_string_equal(r.zone, "us-east-1a");
 	assert_string_equal(r.token, "tok-us-east-1a");
@@ -305,7 +322,9 @@ static void test_auth_error_single_call(void **state)
 	struct isc_launch_result r;
 	struct isc_err err;
 	(void)state;
-	reply(401, "%s", ec2_error("AuthFailure", "AWS was not able to validate the provided access credentials"));
+	reply(401, "%s",
+	      ec2_error("AuthFailure",
+	                "AWS was not able to validate the provided access credentials"));
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EAUTH);
 	assert_int_equal(S.calls, 1);
 	assert_non_null(strstr(err.msg, "RunInstances: AuthFailure"));
@@ -333,9 +352,10 @@ static void test_throttling_retried(void **state)
 	(void)state;
 	reply(503, "%s", ec2_error("RequestLimitExceeded", "Request limit exceeded."));
 	reply(503, "%s", ec2_error("RequestLimitExceeded", "Request limit exceeded."));
-	reply(200, "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>arn:aws:iam::1:user/u</Arn>"
-		   "<UserId>U</UserId><Account>111122223333</Account></GetCallerIdentityResult>"
-		   "</GetCallerIdentityResponse>");
+	reply(200,
+	      "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>arn:aws:iam::1:user/u</Arn>"
+	      "<UserId>U</UserId><Account>111122223333</Account></GetCallerIdentityResult>"
+	      "</GetCallerIdentityResponse>");
 	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
 	assert_int_equal(S.calls, 3);
 	assert_true(slept_ms > 0);
@@ -366,19 +386,22 @@ static void test_describe_paging_and_notice(void **state)
 	size_t n;
 	struct isc_err err;
 	(void)state;
-	reply(200, "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
-		   "</item></reservationSet><nextToken>PAGE2</nextToken></DescribeInstancesResponse>",
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet><nextToken>PAGE2</nextToken></DescribeInstancesResponse>",
 	      instance_xml("i-d1", "us-east-1a", 1, 16), instance_xml("i-d2", "us-east-1a", 1, 16));
-	reply(200, "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
-		   "</item></reservationSet></DescribeInstancesResponse>",
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
 	      instance_xml("i-d3", "us-east-1b", 0, 48));
-	reply(200, "<DescribeSpotInstanceRequestsResponse><spotInstanceRequestSet><item>"
-		   "<spotInstanceRequestId>sir-1</spotInstanceRequestId><instanceId>i-d2</instanceId>"
-		   "<state>active</state><status><code>marked-for-termination</code>"
-		   "<updateTime>2026-11-22T10:05:00.000Z</updateTime></status></item><item>"
-		   "<spotInstanceRequestId>sir-0</spotInstanceRequestId><instanceId>i-d1</instanceId>"
-		   "<state>active</state><status><code>fulfilled</code></status></item>"
-		   "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>");
+	reply(200,
+	      "<DescribeSpotInstanceRequestsResponse><spotInstanceRequestSet><item>"
+	      "<spotInstanceRequestId>sir-1</spotInstanceRequestId><instanceId>i-d2</instanceId>"
+	      "<state>active</state><status><code>marked-for-termination</code>"
+	      "<updateTime>2026-11-22T10:05:00.000Z</updateTime></status></item><item>"
+	      "<spotInstanceRequestId>sir-0</spotInstanceRequestId><instanceId>i-d1</instanceId>"
+	      "<state>active</state><status><code>fulfilled</code></status></item>"
+	      "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>");
 	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
 	assert_int_equal(S.calls, 3);
 	assert_true(sent_has(0, "Action=DescribeInstances"));
@@ -431,7 +454,8 @@ static void test_terminate_not_found(void **state)
 	const char *ids[] = {"i-0aa", "i-0bb", "i-0cc"};
 	struct isc_err err;
 	(void)state;
-	reply(400, "%s", ec2_error("InvalidInstanceID.NotFound", "The instance ID 'i-0bb' does not exist"));
+	reply(400, "%s",
+	      ec2_error("InvalidInstanceID.NotFound", "The instance ID 'i-0bb' does not exist"));
 	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
 	assert_int_equal(s->provider->terminate(s, ids, 3, &err), 0);
 	assert_int_equal(S.calls, 2);
@@ -463,22 +487,26 @@ static void test_prices_newest_per_zone(void **state)
 	size_t n;
 	struct isc_err err;
 	(void)state;
-#define SP(z, p, t)                                                                       \
-	"<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX"      \
-	"</productDescription><spotPrice>" p "</spotPrice><timestamp>" t "</timestamp>"   \
+#define SP(z, p, t)                                                                                \
+	"<item><instanceType>g5.xlarge</instanceType><productDescription>Linux/UNIX"               \
+	"</productDescription><spotPrice>" p "</spotPrice><timestamp>" t "</timestamp>"            \
 	"<availabilityZone>" z "</availabilityZone></item>"
-	reply(200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>"
-		   SP("us-east-1a", "0.400000", "2026-11-22T09:00:00.000Z")
-		   SP("us-east-1a", "0.450000", "2026-11-22T10:00:00.000Z")
-		   "</spotPriceHistorySet><nextToken>N2</nextToken></DescribeSpotPriceHistoryResponse>");
-	reply(200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>"
-		   SP("us-east-1b", "0.3", "2026-11-22T08:00:00.000Z")
-		   SP("us-east-1a", "0.5", "2026-11-22T07:00:00.000Z")
-		   "</spotPriceHistorySet></DescribeSpotPriceHistoryResponse>");
+	reply(200,
+	      "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>" SP(
+	          "us-east-1a", "0.400000", "2026-11-22T09:00:00.000Z")
+	          SP("us-east-1a", "0.450000",
+	             "2026-11-22T10:00:00.000Z") "</spotPriceHistorySet><nextToken>N2</nextToken></"
+	                                         "DescribeSpotPriceHistoryResponse>");
+	reply(200, "<DescribeSpotPriceHistoryResponse><spotPriceHistorySet>" SP(
+	               "us-east-1b", "0.3", "2026-11-22T08:00:00.000Z")
+	               SP("us-east-1a", "0.5",
+	                  "2026-11-22T07:00:00.000Z") "</spotPriceHistorySet></"
+	                                              "DescribeSpotPriceHistoryResponse>");
 #undef SP
 	assert_int_equal(s->provider->refresh_prices(s, types, 1, &pp, &n, &err), 0);
 	assert_int_equal(S.calls, 2);
-	assert_true(sent_has(0, "InstanceType.1=g5.xlarge&ProductDescription.1=Linux%2FUNIX&StartTime="));
+	assert_true(
+	    sent_has(0, "InstanceType.1=g5.xlarge&ProductDescription.1=Linux%2FUNIX&StartTime="));
 	assert_true(sent_has(1, "NextToken=N2"));
 	assert_int_equal(n, 2);
 	assert_string_equal(pp[0].zone, "us-east-1a");
@@ -506,7 +534,8 @@ static void test_tokens_and_user_data(void **state)
 		assert_string_not_equal(tok, tok_b);
 	}
 	assert_int_equal(isc_aws_zone_token("bad token", "us-east-1a", tok, &err), ISC_EINVALID);
-	assert_int_equal(isc_aws_user_data("ssh-ed25519 AAAA x\nsecond", NULL, &ud, &err), ISC_EINVALID);
+	assert_int_equal(isc_aws_user_data("ssh-ed25519 AAAA x\nsecond", NULL, &ud, &err),
+	                 ISC_EINVALID);
 	big = malloc(ISC_AWS_USER_DATA_MAX + 1);
 	memset(big, 'a', ISC_AWS_USER_DATA_MAX);
 	big[ISC_AWS_USER_DATA_MAX] = '\0';
@@ -577,7 +606,7 @@ static struct isc_provider_session *mock_session(const char *secret)
 {
 	const struct isc_provider *p = isc_provider_find("aws");
 	const struct isc_kv c[] = {{"access_key_id", "AKIDMOCKCLOUD000001"},
-				   {"secret_access_key", secret}};
+	                           {"secret_access_key", secret}};
 	const struct isc_kv it[] = {{"endpoint", getenv("MOCKCLOUD_URL")}};
 	struct isc_provider_settings st = {it, 1, c, 2};
 	struct isc_provider_session *s = NULL;
@@ -616,8 +645,8 @@ static void test_mockcloud_gang_lifecycle(void **state)
 {
 	struct isc_provider_session *s;
 	struct isc_launch_spec sp = spec2(4);
-	const struct isc_kv mtags[] = {{"isc:broker", "mock-b"}, {"isc:cluster", "c1"},
-				       {"isc:experiment", "e1"}};
+	const struct isc_kv mtags[] = {
+	    {"isc:broker", "mock-b"}, {"isc:cluster", "c1"}, {"isc:experiment", "e1"}};
 	struct isc_launch_result r;
 	struct isc_node_info *ni;
 	struct isc_identity id;
@@ -644,8 +673,8 @@ static void test_mockcloud_gang_lifecycle(void **state)
 	}
 	isc_node_infos_free(ni, n);
 	/* interrupt node 0: first the notice, then the termination by the service */
-	snprintf(body, sizeof(body), "{\"kind\":\"interrupt\",\"instance_id\":\"%s\",\"notice_s\":1}",
-		 r.nodes[0].id);
+	snprintf(body, sizeof(body),
+	         "{\"kind\":\"interrupt\",\"instance_id\":\"%s\",\"notice_s\":1}", r.nodes[0].id);
 	json_decref(mock_api("POST", "faults", body));
 	assert_int_equal(s->provider->describe(s, "mock-b", &ni, &n, &err), 0);
 	for (size_t i = 0; i < n; i++)
@@ -657,8 +686,8 @@ static void test_mockcloud_gang_lifecycle(void **state)
 		usleep(200 * 1000);
 		assert_int_equal(s->provider->describe(s, "mock-b", &ni, &n, &err), 0);
 		for (size_t i = 0; i < n; i++)
-			if (strcmp(ni[i].id, r.nodes[0].id) == 0 && ni[i].state == ISC_NODE_TERMINATED &&
-			    ni[i].interruption_noticed)
+			if (strcmp(ni[i].id, r.nodes[0].id) == 0 &&
+			    ni[i].state == ISC_NODE_TERMINATED && ni[i].interruption_noticed)
 				gone = 1;
 		isc_node_infos_free(ni, n);
 		if (gone)
@@ -684,7 +713,9 @@ static void test_mockcloud_lost_reply_no_duplicate(void **state)
 		skip();
 	s = mock_session(mock_secret());
 	sp.idempotency_token = "mock-lost-1";
-	json_decref(mock_api("POST", "faults", "{\"kind\":\"lose_response\",\"action\":\"RunInstances\",\"count\":1}"));
+	json_decref(
+	    mock_api("POST", "faults",
+	             "{\"kind\":\"lose_response\",\"action\":\"RunInstances\",\"count\":1}"));
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
 	assert_int_equal(r.n_nodes, 2);
 	assert_int_equal(count_token("mock-lost-1-us-east-1a"), 2);
@@ -714,8 +745,9 @@ static void test_mockcloud_throttle_capacity_auth(void **state)
 	/* capacity in both zones -> ISC_ECAPACITY */
 	sp.instance_type = "p4d.24xlarge";
 	sp.idempotency_token = "mock-cap-1";
-	json_decref(mock_api("POST", "faults",
-			 "{\"kind\":\"capacity\",\"instance_type\":\"p4d.24xlarge\",\"count\":2}"));
+	json_decref(
+	    mock_api("POST", "faults",
+	             "{\"kind\":\"capacity\",\"instance_type\":\"p4d.24xlarge\",\"count\":2}"));
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
 	/* a bad secret: ISC_EAUTH after exactly one call */
 	bad = mock_session("wrong-secret");
@@ -731,24 +763,24 @@ static void test_mockcloud_throttle_capacity_auth(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_launch_request, setup),
-		cmocka_unit_test_setup(test_capacity_then_next_zone, setup),
-		cmocka_unit_test_setup(test_capacity_everywhere, setup),
-		cmocka_unit_test_setup(test_partial_gang, setup),
-		cmocka_unit_test_setup(test_auth_error_single_call, setup),
-		cmocka_unit_test_setup(test_secret_scrubbed_from_cloud_message, setup),
-		cmocka_unit_test_setup(test_throttling_retried, setup),
-		cmocka_unit_test_setup(test_unreachable, setup),
-		cmocka_unit_test_setup(test_describe_paging_and_notice, setup),
-		cmocka_unit_test_setup(test_terminate_batches, setup),
-		cmocka_unit_test_setup(test_terminate_not_found, setup),
-		cmocka_unit_test_setup(test_terminate_not_found_unnamed, setup),
-		cmocka_unit_test_setup(test_prices_newest_per_zone, setup),
-		cmocka_unit_test(test_tokens_and_user_data),
-		cmocka_unit_test(test_registry),
-		cmocka_unit_test(test_mockcloud_gang_lifecycle),
-		cmocka_unit_test(test_mockcloud_lost_reply_no_duplicate),
-		cmocka_unit_test(test_mockcloud_throttle_capacity_auth),
+	    cmocka_unit_test_setup(test_launch_request, setup),
+	    cmocka_unit_test_setup(test_capacity_then_next_zone, setup),
+	    cmocka_unit_test_setup(test_capacity_everywhere, setup),
+	    cmocka_unit_test_setup(test_partial_gang, setup),
+	    cmocka_unit_test_setup(test_auth_error_single_call, setup),
+	    cmocka_unit_test_setup(test_secret_scrubbed_from_cloud_message, setup),
+	    cmocka_unit_test_setup(test_throttling_retried, setup),
+	    cmocka_unit_test_setup(test_unreachable, setup),
+	    cmocka_unit_test_setup(test_describe_paging_and_notice, setup),
+	    cmocka_unit_test_setup(test_terminate_batches, setup),
+	    cmocka_unit_test_setup(test_terminate_not_found, setup),
+	    cmocka_unit_test_setup(test_terminate_not_found_unnamed, setup),
+	    cmocka_unit_test_setup(test_prices_newest_per_zone, setup),
+	    cmocka_unit_test(test_tokens_and_user_data),
+	    cmocka_unit_test(test_registry),
+	    cmocka_unit_test(test_mockcloud_gang_lifecycle),
+	    cmocka_unit_test(test_mockcloud_lost_reply_no_duplicate),
+	    cmocka_unit_test(test_mockcloud_throttle_capacity_auth),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	script_reset();

@@ -89,7 +89,7 @@ static void check_instances(const char *xml_path, const char *json_path, int run
 	assert_int_equal(isc_ec2_parse_instances(xml, len, &ni, &n, &next, &err), 0);
 	assert_null(next);
 	res = run_instances ? json_pack("[{s:O}]", "Instances", json_object_get(want, "Instances"))
-			    : json_incref(json_object_get(want, "Reservations"));
+	                    : json_incref(json_object_get(want, "Reservations"));
 	for (ri = 0; ri < json_array_size(res); ri++) {
 		json_t *insts = json_object_get(json_array_get(res, ri), "Instances");
 		for (size_t ii = 0; ii < json_array_size(insts); ii++, k++) {
@@ -97,13 +97,15 @@ static void check_instances(const char *xml_path, const char *json_path, int run
 			assert_true(k < n);
 			assert_string_equal(ni[k].id, jstr(w, "InstanceId"));
 			assert_int_equal(state_codes[ni[k].state], jint(w, "State", "Code") & 0xFF);
-			assert_string_equal(isc_node_state_name(ni[k].state), jstr(w, "State.Name"));
+			assert_string_equal(isc_node_state_name(ni[k].state),
+			                    jstr(w, "State.Name"));
 			assert_string_equal(ni[k].private_ip, jstr(w, "PrivateIpAddress"));
 			assert_string_equal(ni[k].public_ip, jstr(w, "PublicIpAddress"));
 			assert_string_equal(ni[k].zone, jstr(w, "Placement.AvailabilityZone"));
 			assert_string_equal(ni[k].instance_type, jstr(w, "InstanceType"));
 			assert_string_equal(ni[k].client_token, jstr(w, "ClientToken"));
-			assert_int_equal(ni[k].spot, strcmp(jstr(w, "InstanceLifecycle"), "spot") == 0);
+			assert_int_equal(ni[k].spot,
+			                 strcmp(jstr(w, "InstanceLifecycle"), "spot") == 0);
 			assert_time(ni[k].launched_at_ms, jstr(w, "LaunchTime"));
 			assert_int_equal(ni[k].interruption_noticed, 0);
 		}
@@ -119,21 +121,21 @@ static void test_describe_instances_doc_example(void **state)
 {
 	(void)state;
 	check_instances(V "transcribed/DescribeInstancesResponse-2016-11-15.xml",
-			V "transcribed/DescribeInstancesResponse-2016-11-15.expected.json", 0);
+	                V "transcribed/DescribeInstancesResponse-2016-11-15.expected.json", 0);
 }
 
 static void test_describe_instances_botocore(void **state)
 {
 	(void)state;
 	check_instances(V "botocore-response-parsing/responses/ec2-describe-instances.xml",
-			V "botocore-response-parsing/responses/ec2-describe-instances.json", 0);
+	                V "botocore-response-parsing/responses/ec2-describe-instances.json", 0);
 }
 
 static void test_run_instances(void **state)
 {
 	(void)state;
 	check_instances(V "botocore-response-parsing/responses/ec2-run-instances.xml",
-			V "botocore-response-parsing/responses/ec2-run-instances.json", 1);
+	                V "botocore-response-parsing/responses/ec2-run-instances.json", 1);
 }
 
 static void check_state_changes(const char *xml_path, const char *json_path, const char *key)
@@ -161,9 +163,11 @@ static void test_terminate_and_stop(void **state)
 {
 	(void)state;
 	check_state_changes(V "transcribed/TerminateInstancesResponse.xml",
-			    V "transcribed/TerminateInstancesResponse.expected.json", "TerminatingInstances");
+	                    V "transcribed/TerminateInstancesResponse.expected.json",
+	                    "TerminatingInstances");
 	check_state_changes(V "botocore-response-parsing/responses/ec2-stop-instances.xml",
-			    V "botocore-response-parsing/responses/ec2-stop-instances.json", "StoppingInstances");
+	                    V "botocore-response-parsing/responses/ec2-stop-instances.json",
+	                    "StoppingInstances");
 }
 
 /* "0.010000" and 10000 micros mean the same when both print as the same decimal. */
@@ -172,7 +176,7 @@ static void assert_price(int64_t micros, const char *dec)
 	char mine[40], theirs[40];
 	size_t l;
 	snprintf(mine, sizeof(mine), "%lld.%06lld", (long long)(micros / 1000000),
-		 (long long)(micros % 1000000));
+	         (long long)(micros % 1000000));
 	snprintf(theirs, sizeof(theirs), "%s%s", dec, strchr(dec, '.') ? "000000" : ".000000");
 	l = strlen(mine);
 	assert_memory_equal(mine, theirs, l);
@@ -183,8 +187,10 @@ static void assert_price(int64_t micros, const char *dec)
 static void test_spot_price_history(void **state)
 {
 	size_t len, n;
-	char *xml = slurp(V "botocore-response-parsing/responses/ec2-describe-spot-price-history.xml", &len);
-	json_t *want = load_json(V "botocore-response-parsing/responses/ec2-describe-spot-price-history.json");
+	char *xml = slurp(
+	    V "botocore-response-parsing/responses/ec2-describe-spot-price-history.xml", &len);
+	json_t *want =
+	    load_json(V "botocore-response-parsing/responses/ec2-describe-spot-price-history.json");
 	json_t *arr = json_object_get(want, "SpotPriceHistory");
 	struct isc_ec2_spot_price *sp;
 	struct isc_err err;
@@ -212,8 +218,10 @@ static void test_spot_price_history(void **state)
 static void test_spot_requests(void **state)
 {
 	size_t len, n;
-	char *xml = slurp(V "botocore-response-parsing/responses/ec2-describe-spot-instance-requests.xml", &len);
-	json_t *want = load_json(V "botocore-response-parsing/responses/ec2-describe-spot-instance-requests.json");
+	char *xml = slurp(
+	    V "botocore-response-parsing/responses/ec2-describe-spot-instance-requests.xml", &len);
+	json_t *want = load_json(
+	    V "botocore-response-parsing/responses/ec2-describe-spot-instance-requests.json");
 	json_t *arr = json_object_get(want, "SpotInstanceRequests");
 	struct isc_ec2_spot_request *sr;
 	struct isc_err err;
@@ -258,9 +266,11 @@ static void test_errors(void **state)
 {
 	(void)state;
 	check_error(V "transcribed/Error-InsufficientInstanceCapacity.xml",
-		    V "transcribed/Error-InsufficientInstanceCapacity.expected.json", ISC_ECAPACITY);
+	            V "transcribed/Error-InsufficientInstanceCapacity.expected.json",
+	            ISC_ECAPACITY);
 	check_error(V "botocore-response-parsing/errors/ec2-describe-instances.xml",
-		    V "botocore-response-parsing/errors/ec2-describe-instances.json", ISC_ETRANSIENT);
+	            V "botocore-response-parsing/errors/ec2-describe-instances.json",
+	            ISC_ETRANSIENT);
 	/* Error-UnsupportedOperation: a 4xx code we do not know is invalid, not retried. */
 	{
 		size_t len;
@@ -273,7 +283,8 @@ static void test_errors(void **state)
 	/* A success document is not an error. */
 	{
 		size_t len;
-		char *xml = slurp(V "botocore-response-parsing/responses/ec2-run-instances.xml", &len);
+		char *xml =
+		    slurp(V "botocore-response-parsing/responses/ec2-run-instances.xml", &len);
 		struct isc_ec2_error e;
 		assert_int_equal(isc_ec2_parse_error(xml, len, &e), ISC_ENOTFOUND);
 		free(xml);
@@ -286,16 +297,26 @@ static void test_classification_table(void **state)
 		const char *code;
 		int want;
 	} t[] = {
-		{"RequestLimitExceeded", ISC_ETHROTTLED}, {"Throttling", ISC_ETHROTTLED},
-		{"InternalError", ISC_ETRANSIENT}, {"Unavailable", ISC_ETRANSIENT},
-		{"InsufficientInstanceCapacity", ISC_ECAPACITY}, {"InsufficientCapacity", ISC_ECAPACITY},
-		{"Unsupported", ISC_ECAPACITY}, {"UnfulfillableCapacity", ISC_ECAPACITY},
-		{"SpotMaxPriceTooLow", ISC_ECAPACITY}, {"InstanceLimitExceeded", ISC_EQUOTA},
-		{"VcpuLimitExceeded", ISC_EQUOTA}, {"MaxSpotInstanceCountExceeded", ISC_EQUOTA},
-		{"AuthFailure", ISC_EAUTH}, {"UnauthorizedOperation", ISC_EAUTH},
-		{"SignatureDoesNotMatch", ISC_EAUTH}, {"InvalidClientTokenId", ISC_EAUTH},
-		{"ExpiredToken", ISC_EAUTH}, {"IdempotentParameterMismatch", ISC_ECONFLICT},
-		{"InvalidInstanceID.NotFound", ISC_ENOTFOUND}, {"InvalidParameterValue", ISC_EINVALID},
+	    {"RequestLimitExceeded", ISC_ETHROTTLED},
+	    {"Throttling", ISC_ETHROTTLED},
+	    {"InternalError", ISC_ETRANSIENT},
+	    {"Unavailable", ISC_ETRANSIENT},
+	    {"InsufficientInstanceCapacity", ISC_ECAPACITY},
+	    {"InsufficientCapacity", ISC_ECAPACITY},
+	    {"Unsupported", ISC_ECAPACITY},
+	    {"UnfulfillableCapacity", ISC_ECAPACITY},
+	    {"SpotMaxPriceTooLow", ISC_ECAPACITY},
+	    {"InstanceLimitExceeded", ISC_EQUOTA},
+	    {"VcpuLimitExceeded", ISC_EQUOTA},
+	    {"MaxSpotInstanceCountExceeded", ISC_EQUOTA},
+	    {"AuthFailure", ISC_EAUTH},
+	    {"UnauthorizedOperation", ISC_EAUTH},
+	    {"SignatureDoesNotMatch", ISC_EAUTH},
+	    {"InvalidClientTokenId", ISC_EAUTH},
+	    {"ExpiredToken", ISC_EAUTH},
+	    {"IdempotentParameterMismatch", ISC_ECONFLICT},
+	    {"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
+	    {"InvalidParameterValue", ISC_EINVALID},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -307,15 +328,17 @@ static void test_classification_table(void **state)
 static void test_sts_identity(void **state)
 {
 	static const char xml[] =
-		"<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-		"<GetCallerIdentityResult><Arn>arn:aws:iam::123456789012:user/Alice</Arn>"
-		"<UserId>AIDAEXAMPLE</UserId><Account>123456789012</Account></GetCallerIdentityResult>"
-		"<ResponseMetadata><RequestId>01234567-89ab</RequestId></ResponseMetadata>"
-		"</GetCallerIdentityResponse>";
+	    "<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+	    "<GetCallerIdentityResult><Arn>arn:aws:iam::123456789012:user/Alice</Arn>"
+	    "<UserId>AIDAEXAMPLE</UserId><Account>123456789012</Account></GetCallerIdentityResult>"
+	    "<ResponseMetadata><RequestId>01234567-89ab</RequestId></ResponseMetadata>"
+	    "</GetCallerIdentityResponse>";
 	static const char sts_err[] =
-		"<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>"
-		"<Code>InvalidClientTokenId</Code><Message>The security token included in the request is "
-		"invalid.</Message></Error><RequestId>abc</RequestId></ErrorResponse>";
+	    "<ErrorResponse "
+	    "xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>"
+	    "<Code>InvalidClientTokenId</Code><Message>The security token included in the request "
+	    "is "
+	    "invalid.</Message></Error><RequestId>abc</RequestId></ErrorResponse>";
 	struct isc_identity id;
 	struct isc_ec2_error e;
 	struct isc_err err;
@@ -333,10 +356,11 @@ static void test_hostile_xml(void **state)
 {
 	/* An external entity must be neither fetched nor expanded into a field. */
 	static const char xxe[] =
-		"<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
-		"<DescribeInstancesResponse><reservationSet><item><instancesSet><item>"
-		"<instanceId>i-1&x;</instanceId><instanceState><code>16</code><name>running</name>"
-		"</instanceState></item></instancesSet></item></reservationSet></DescribeInstancesResponse>";
+	    "<?xml version=\"1.0\"?><!DOCTYPE r [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
+	    "<DescribeInstancesResponse><reservationSet><item><instancesSet><item>"
+	    "<instanceId>i-1&x;</instanceId><instanceState><code>16</code><name>running</name>"
+	    "</instanceState></item></instancesSet></item></reservationSet></"
+	    "DescribeInstancesResponse>";
 	struct isc_node_info *ni = NULL;
 	size_t n = 0;
 	struct isc_err err;
@@ -350,7 +374,7 @@ static void test_hostile_xml(void **state)
 	big = calloc(1, ISC_EC2_MAX_XML + 2);
 	memset(big, ' ', ISC_EC2_MAX_XML + 1);
 	assert_int_equal(isc_ec2_parse_instances(big, ISC_EC2_MAX_XML + 1, &ni, &n, NULL, &err),
-			 ISC_EINVALID);
+	                 ISC_EINVALID);
 	free(big);
 	assert_int_equal(isc_ec2_parse_instances("not xml", 7, &ni, &n, NULL, &err), ISC_EINVALID);
 }
@@ -376,17 +400,17 @@ static void test_values(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_describe_instances_doc_example),
-		cmocka_unit_test(test_describe_instances_botocore),
-		cmocka_unit_test(test_run_instances),
-		cmocka_unit_test(test_terminate_and_stop),
-		cmocka_unit_test(test_spot_price_history),
-		cmocka_unit_test(test_spot_requests),
-		cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_classification_table),
-		cmocka_unit_test(test_sts_identity),
-		cmocka_unit_test(test_hostile_xml),
-		cmocka_unit_test(test_values),
+	    cmocka_unit_test(test_describe_instances_doc_example),
+	    cmocka_unit_test(test_describe_instances_botocore),
+	    cmocka_unit_test(test_run_instances),
+	    cmocka_unit_test(test_terminate_and_stop),
+	    cmocka_unit_test(test_spot_price_history),
+	    cmocka_unit_test(test_spot_requests),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_classification_table),
+	    cmocka_unit_test(test_sts_identity),
+	    cmocka_unit_test(test_hostile_xml),
+	    cmocka_unit_test(test_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

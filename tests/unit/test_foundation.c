@@ -28,7 +28,7 @@ static void test_err_set_and_wrap(void **state)
 	(void)state;
 	isc_err_clear(&err);
 	assert_int_equal(isc_err_set(&err, ISC_ECAPACITY, "no %s in %s", "p4d", "us-east-1a"),
-			 ISC_ECAPACITY);
+	                 ISC_ECAPACITY);
 	assert_string_equal(err.msg, "no p4d in us-east-1a");
 	assert_int_equal(isc_err_wrap(&err, "launching %d nodes", 4), ISC_ECAPACITY);
 	assert_string_equal(err.msg, "launching 4 nodes: no p4d in us-east-1a");
@@ -42,10 +42,18 @@ static void test_err_codes(void **state)
 		const char *name;
 		int retry;
 	} cases[] = {
-		{ISC_OK, "ok", 0},		  {ISC_EINVALID, "invalid", 0},	 {ISC_ENOTFOUND, "not_found", 0},
-		{ISC_ECONFLICT, "conflict", 0}, {ISC_EAUTH, "auth", 0},	 {ISC_EQUOTA, "quota", 0},
-		{ISC_ECAPACITY, "capacity", 0}, {ISC_ETHROTTLED, "throttled", 1}, {ISC_ETRANSIENT, "transient", 1},
-		{ISC_ECREDITS, "credits", 0},	  {ISC_EIO, "io", 0},		 {ISC_ENOMEM, "nomem", 0},
+	    {ISC_OK, "ok", 0},
+	    {ISC_EINVALID, "invalid", 0},
+	    {ISC_ENOTFOUND, "not_found", 0},
+	    {ISC_ECONFLICT, "conflict", 0},
+	    {ISC_EAUTH, "auth", 0},
+	    {ISC_EQUOTA, "quota", 0},
+	    {ISC_ECAPACITY, "capacity", 0},
+	    {ISC_ETHROTTLED, "throttled", 1},
+	    {ISC_ETRANSIENT, "transient", 1},
+	    {ISC_ECREDITS, "credits", 0},
+	    {ISC_EIO, "io", 0},
+	    {ISC_ENOMEM, "nomem", 0},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -134,13 +142,15 @@ static void test_store_migrates_old_schema_in_place(void **state)
 	assert_int_equal(isc_store_open_at(home, 1, 1, &s, &err), 0);
 	assert_int_equal(isc_store_schema_version(s, &version, &err), 0);
 	assert_int_equal(version, 1);
-	assert_int_equal(sqlite3_exec(isc_store_db(s),
-				      "INSERT INTO orgs VALUES (1, 'acme', 1);"
-				      "INSERT INTO projects VALUES ('prj_1', 1, 'vision', 2);"
-				      "INSERT INTO experiments VALUES ('exp_1', 'prj_1', 1, 'resnet', 'cycle', 8,"
-				      " '{}', 'enqueued', 3, 3);",
-				      NULL, NULL, NULL),
-			 SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(
+	        isc_store_db(s),
+	        "INSERT INTO orgs VALUES (1, 'acme', 1);"
+	        "INSERT INTO projects VALUES ('prj_1', 1, 'vision', 2);"
+	        "INSERT INTO experiments VALUES ('exp_1', 'prj_1', 1, 'resnet', 'cycle', 8,"
+	        " '{}', 'enqueued', 3, 3);",
+	        NULL, NULL, NULL),
+	    SQLITE_OK);
 	isc_store_free(s);
 
 	/* The current program migrates it and keeps the rows. */
@@ -168,8 +178,9 @@ static void test_store_refuses_newer_schema(void **state)
 	struct isc_err err;
 	(void)state;
 	assert_int_equal(isc_store_open(home, 1, &s, &err), 0);
-	assert_int_equal(sqlite3_exec(isc_store_db(s), "UPDATE schema_version SET version = 999", NULL, NULL, NULL),
-			 SQLITE_OK);
+	assert_int_equal(sqlite3_exec(isc_store_db(s), "UPDATE schema_version SET version = 999",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
 	isc_store_free(s);
 	assert_int_equal(isc_store_open(home, 0, &s, &err), ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "newer"));
@@ -204,8 +215,10 @@ static void test_store_orgs_projects_experiments(void **state)
 	e.status = "enqueued";
 	assert_int_equal(isc_store_experiment_add(s, &e, &err), 0);
 	assert_int_equal(isc_store_experiment_add(s, &e, &err), ISC_ECONFLICT);
-	assert_int_equal(isc_store_experiment_set_status(s, "exp_a", "placing", "ranking 3 shapes", &err), 0);
-	assert_int_equal(isc_store_experiment_set_status(s, "exp_zz", "placing", "", &err), ISC_ENOTFOUND);
+	assert_int_equal(
+	    isc_store_experiment_set_status(s, "exp_a", "placing", "ranking 3 shapes", &err), 0);
+	assert_int_equal(isc_store_experiment_set_status(s, "exp_zz", "placing", "", &err),
+	                 ISC_ENOTFOUND);
 	assert_int_equal(isc_store_experiment_list(s, NULL, &list, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(list[0].status, "placing");
@@ -231,8 +244,8 @@ struct script {
 };
 
 static int scripted_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
-			 long connect_timeout_ms, size_t max_bytes, struct isc_http_response *resp,
-			 struct isc_err *err)
+                         long connect_timeout_ms, size_t max_bytes, struct isc_http_response *resp,
+                         struct isc_err *err)
 {
 	struct script *sc = ctx;
 	long status;
@@ -305,7 +318,8 @@ static void test_http_retries_transient_then_succeeds(void **state)
 	assert_int_equal(run_script(statuses, 3, &fc, &attempts), 0);
 	assert_int_equal(attempts, 3);
 	assert_int_equal(fc.n_slept, 2);
-	/* ceilings 100, 200 (full jitter at its top with the fake random source, modulo ceiling+1) */
+	/* ceilings 100, 200 (full jitter at its top with the fake random source, modulo ceiling+1)
+	 */
 	assert_true(fc.slept[0] <= 100);
 	assert_true(fc.slept[1] <= 200);
 }
@@ -368,17 +382,17 @@ static void test_http_backoff_is_full_jitter(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_err_set_and_wrap),
-		cmocka_unit_test(test_err_codes),
-		cmocka_unit_test(test_buf_cap),
-		cmocka_unit_test(test_store_create_modes),
-		cmocka_unit_test(test_store_migrates_old_schema_in_place),
-		cmocka_unit_test(test_store_refuses_newer_schema),
-		cmocka_unit_test(test_store_orgs_projects_experiments),
-		cmocka_unit_test(test_http_retries_transient_then_succeeds),
-		cmocka_unit_test(test_http_does_not_retry_auth_or_client_errors),
-		cmocka_unit_test(test_http_gives_up_after_limit),
-		cmocka_unit_test(test_http_backoff_is_full_jitter),
+	    cmocka_unit_test(test_err_set_and_wrap),
+	    cmocka_unit_test(test_err_codes),
+	    cmocka_unit_test(test_buf_cap),
+	    cmocka_unit_test(test_store_create_modes),
+	    cmocka_unit_test(test_store_migrates_old_schema_in_place),
+	    cmocka_unit_test(test_store_refuses_newer_schema),
+	    cmocka_unit_test(test_store_orgs_projects_experiments),
+	    cmocka_unit_test(test_http_retries_transient_then_succeeds),
+	    cmocka_unit_test(test_http_does_not_retry_auth_or_client_errors),
+	    cmocka_unit_test(test_http_gives_up_after_limit),
+	    cmocka_unit_test(test_http_backoff_is_full_jitter),
 	};
 	return cmocka_run_group_tests_name("foundation", tests, NULL, NULL);
 }

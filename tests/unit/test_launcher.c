@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #define NODES 6
-#define PORT 2222
+#define PORT  2222
 
 static char root[64];
 static char key_path[256];
@@ -42,7 +42,8 @@ static struct {
 static size_t n_pins;
 static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int pin(void *ctx, const char *target, const char *type, const char *sha, struct isc_err *err)
+static int pin(void *ctx, const char *target, const char *type, const char *sha,
+               struct isc_err *err)
 {
 	int rc = 0;
 	(void)ctx;
@@ -75,7 +76,8 @@ static int sh(const char *fmt, ...)
 
 static int node_up(int i)
 {
-	return sh("tests/mocks/node/node-up %s/n%d %s %d %s >/dev/null 2>&1", root, i, ips[i], PORT, pub_path);
+	return sh("tests/mocks/node/node-up %s/n%d %s %d %s >/dev/null 2>&1", root, i, ips[i], PORT,
+	          pub_path);
 }
 
 static int group_setup(void **state)
@@ -125,11 +127,12 @@ static struct isc_launcher_opts opts(void)
 	return o;
 }
 
-static struct isc_boot_spec spec(const char *id, const char *name, const char *command, const char *image)
+static struct isc_boot_spec spec(const char *id, const char *name, const char *command,
+                                 const char *image)
 {
 	static const char *const datasets[] = {"imagenet-1k"};
-	struct isc_boot_spec s = {id, name, "burst", 3, 0, command, image, datasets, 1,
-				  NODES, 8, 29500, "1g"};
+	struct isc_boot_spec s = {id,       name, "burst", 3, 0,     command, image,
+	                          datasets, 1,    NODES,   8, 29500, "1g"};
 	return s;
 }
 
@@ -176,7 +179,8 @@ static int follow_all(const struct isc_boot_spec *s, const char *out_dir)
 
 static void test_six_node_boot_environment(void **state)
 {
-	struct isc_boot_spec s = spec("exp_env", "resnet", "env | sort; echo done", "pytorch/pytorch:latest");
+	struct isc_boot_spec s =
+	    spec("exp_env", "resnet", "env | sort; echo done", "pytorch/pytorch:latest");
 	struct isc_launcher_opts o = opts();
 	struct isc_err err;
 	char out[256], path[300];
@@ -207,8 +211,9 @@ static void test_six_node_boot_environment(void **state)
 		assert_non_null(strstr(log, "\nN_PROC=8\n"));
 		assert_non_null(strstr(log, "\nMASTER_ADDR=127.0.88.1\n"));
 		assert_non_null(strstr(log, "\nMASTER_PORT=29500\n"));
-		assert_non_null(strstr(log, "IP_TO_RANK_MAPPING={\"127.0.88.1\":0,\"127.0.88.2\":1,\"127.0.88.3\":2,"
-					    "\"127.0.88.4\":3,\"127.0.88.5\":4,\"127.0.88.6\":5}\n"));
+		assert_non_null(strstr(
+		    log, "IP_TO_RANK_MAPPING={\"127.0.88.1\":0,\"127.0.88.2\":1,\"127.0.88.3\":2,"
+		         "\"127.0.88.4\":3,\"127.0.88.5\":4,\"127.0.88.6\":5}\n"));
 		assert_non_null(strstr(log, "\nSTRONG_EXPERIMENT_ID=exp_env\n"));
 		assert_non_null(strstr(log, "\nSTRONG_EXPERIMENT_NAME=resnet\n"));
 		assert_non_null(strstr(log, "\nSTRONG_COMPUTE_MODE=burst\n"));
@@ -226,9 +231,11 @@ static void test_six_node_boot_environment(void **state)
 
 static void test_hostile_strings_stay_inert(void **state)
 {
-	const char *name = "x'; touch /tmp/isc-pwned-name; echo '$(touch /tmp/isc-pwned-sub)`touch /tmp/isc-pwned-bt`";
-	const char *cmd = "printf '%s\\n' \"$STRONG_EXPERIMENT_NAME\"; echo \"q'uote\"; echo $(echo sub); echo `echo bt`;"
-			  " echo a; echo b";
+	const char *name = "x'; touch /tmp/isc-pwned-name; echo '$(touch /tmp/isc-pwned-sub)`touch "
+	                   "/tmp/isc-pwned-bt`";
+	const char *cmd = "printf '%s\\n' \"$STRONG_EXPERIMENT_NAME\"; echo \"q'uote\"; echo "
+	                  "$(echo sub); echo `echo bt`;"
+	                  " echo a; echo b";
 	struct isc_boot_spec s = spec("exp_hostile", name, cmd, "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_err err;
@@ -264,7 +271,6 @@ static void test_hostile_strings_stay_inert(void **state)
 	isc_launcher_stop(&s, targets, 2, &o, 1);
 }
 
-
 static void collect(void *ctx, const char *data, size_t len, int stderr_stream)
 {
 	if (!stderr_stream)
@@ -283,9 +289,11 @@ static size_t count_containers(int i, const char *experiment_id)
 	isc_buf_init(&b, 0);
 	isc_buf_init(&cmd, 0);
 	assert_int_equal(isc_ssh_connect(&t, isc_monotonic_ms() + 5000, pin, NULL, &ssh, &err), 0);
-	isc_buf_printf(&cmd, "docker ps -a --filter name=isc-%s- --format '{{.Names}}'", experiment_id);
-	assert_int_equal(isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, 10000, collect, &b, NULL, &status, &err),
-			 0);
+	isc_buf_printf(&cmd, "docker ps -a --filter name=isc-%s- --format '{{.Names}}'",
+	               experiment_id);
+	assert_int_equal(
+	    isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, 10000, collect, &b, NULL, &status, &err),
+	    0);
 	isc_buf_cleanup(&cmd);
 	isc_ssh_free(ssh);
 	for (size_t k = 0; k < b.len; k++)
@@ -319,7 +327,8 @@ static void test_failed_pull_rolls_back_every_node(void **state)
 
 static void test_unreachable_node_fails_after_deadline(void **state)
 {
-	struct isc_node_target t[2] = {targets[0], {1, "127.0.88.99", PORT, "127.0.88.99", "i-gone"}};
+	struct isc_node_target t[2] = {targets[0],
+	                               {1, "127.0.88.99", PORT, "127.0.88.99", "i-gone"}};
 	struct isc_boot_spec s = spec("exp_gone", "gone", "sleep 60", "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_err err;
@@ -349,7 +358,8 @@ static void test_changed_host_key_is_refused(void **state)
 	s.nnodes = 1;
 	assert_int_equal(isc_launcher_boot(&s, &targets[5], 1, &o, &err), 0); /* pinned by now */
 	isc_launcher_stop(&s, &targets[5], 1, &o, 0);
-	sh("tests/mocks/node/node-down %s/n5 && rm -f %s/n5/hostkey %s/n5/hostkey.pub", root, root, root);
+	sh("tests/mocks/node/node-down %s/n5 && rm -f %s/n5/hostkey %s/n5/hostkey.pub", root, root,
+	   root);
 	assert_int_equal(node_up(5), 0);
 	assert_int_equal(isc_launcher_boot(&s, &targets[5], 1, &o, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "changed"));
@@ -357,8 +367,8 @@ static void test_changed_host_key_is_refused(void **state)
 
 static void test_shell_quote(void **state)
 {
-	static const char *const hostile[] = {"plain", "it's", "$(id)", "`id`", "a\nb", "a; rm -rf /", "\"\\'",
-					      ""};
+	static const char *const hostile[] = {"plain", "it's",        "$(id)", "`id`",
+	                                      "a\nb",  "a; rm -rf /", "\"\\'", ""};
 	(void)state;
 	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
 		struct isc_buf cmd, q;
@@ -382,12 +392,12 @@ static void test_shell_quote(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_shell_quote),
-		cmocka_unit_test(test_six_node_boot_environment),
-		cmocka_unit_test(test_hostile_strings_stay_inert),
-		cmocka_unit_test(test_failed_pull_rolls_back_every_node),
-		cmocka_unit_test(test_unreachable_node_fails_after_deadline),
-		cmocka_unit_test(test_changed_host_key_is_refused),
+	    cmocka_unit_test(test_shell_quote),
+	    cmocka_unit_test(test_six_node_boot_environment),
+	    cmocka_unit_test(test_hostile_strings_stay_inert),
+	    cmocka_unit_test(test_failed_pull_rolls_back_every_node),
+	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
+	    cmocka_unit_test(test_changed_host_key_is_refused),
 	};
 	return cmocka_run_group_tests_name("launcher", tests, group_setup, group_teardown);
 }

@@ -24,13 +24,13 @@ static void test_decimal_to_micros(void **state)
 		const char *in;
 		int64_t want;
 	} ok[] = {
-		{"55.04", 55040000},	 {"21.957642", 21957642}, {"8", 8000000},
-		{"0.0185", 18500},	 {".5", 500000},	  {"5.", 5000000},
-		{"0.0000005", 1},	 {"0.0000004", 0},	  {"1.9999995", 2000000},
-		{"28.106467", 28106467}, {"0.00000049999", 0},	  {"9223372036854.775807", INT64_MAX},
+	    {"55.04", 55040000},     {"21.957642", 21957642}, {"8", 8000000},
+	    {"0.0185", 18500},       {".5", 500000},          {"5.", 5000000},
+	    {"0.0000005", 1},        {"0.0000004", 0},        {"1.9999995", 2000000},
+	    {"28.106467", 28106467}, {"0.00000049999", 0},    {"9223372036854.775807", INT64_MAX},
 	};
-	static const char *const bad[] = {"",	 ".",	 "-1",	"+1",	  "1e3", "1.2.3",
-					  " 1", "1 ",	 "abc", "9223372036855", "0x10"};
+	static const char *const bad[] = {
+	    "", ".", "-1", "+1", "1e3", "1.2.3", " 1", "1 ", "abc", "9223372036855", "0x10"};
 	int64_t v;
 	(void)state;
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -68,14 +68,14 @@ static void test_layout(void **state)
 	static const struct {
 		int gpus, per_node, nnodes, nproc;
 	} cases[] = {
-		{1, 8, 1, 1},	/* G = 1 */
-		{7, 8, 1, 7},	/* G < g */
-		{2, 16, 1, 2},	{8, 8, 1, 8},	/* G = g */
-		{16, 8, 2, 8},	{48, 8, 6, 8},	/* G a multiple of g */
-		{24, 1, 24, 1}, {12, 8, 2, 6},	/* ceil = 2 divides 12 */
-		{13, 8, 13, 1}, /* prime: only 13 is >= 2 */
-		{47, 8, 47, 1}, {9, 8, 3, 3},	/* ceil 2 does not divide 9: 3 */
-		{10, 4, 5, 2},	{6, 4, 2, 3},	{40, 16, 4, 10}, {18, 8, 3, 6},
+	    {1, 8, 1, 1},                  /* G = 1 */
+	    {7, 8, 1, 7},                  /* G < g */
+	    {2, 16, 1, 2},  {8, 8, 1, 8},  /* G = g */
+	    {16, 8, 2, 8},  {48, 8, 6, 8}, /* G a multiple of g */
+	    {24, 1, 24, 1}, {12, 8, 2, 6}, /* ceil = 2 divides 12 */
+	    {13, 8, 13, 1},                /* prime: only 13 is >= 2 */
+	    {47, 8, 47, 1}, {9, 8, 3, 3},  /* ceil 2 does not divide 9: 3 */
+	    {10, 4, 5, 2},  {6, 4, 2, 3},  {40, 16, 4, 10}, {18, 8, 3, 6},
 	};
 	int nn, np;
 	(void)state;
@@ -142,23 +142,23 @@ static struct isc_catalog *make_catalog(const struct spec *sp, size_t n)
 }
 
 static const struct spec small[] = {
-	{"aws", "us-east-1", "p5.48xlarge", 0, "H100", 8, 55040000},
-	{"aws", "us-east-1", "p5.48xlarge", 1, "H100", 8, 28106467},
-	{"aws", "us-east-1", "g5.xlarge", 0, "A10G", 1, 1006000},
-	{"gcp", "us-central1", "a3-highgpu-8g", 0, "H100", 8, 43066150},
-	{"gcp", "us-central1", "a3-highgpu-8g", 1, "H100", 8, 35873580},
-	{"gcp", "us-central1", "a2-megagpu-16g", 0, "A100", 16, 60000000},
-	{"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000},
-	{"oci", "us-ashburn-1", "VM.GPU3.1", 1, "V100", 1, 1475000},
+    {"aws", "us-east-1", "p5.48xlarge", 0, "H100", 8, 55040000},
+    {"aws", "us-east-1", "p5.48xlarge", 1, "H100", 8, 28106467},
+    {"aws", "us-east-1", "g5.xlarge", 0, "A10G", 1, 1006000},
+    {"gcp", "us-central1", "a3-highgpu-8g", 0, "H100", 8, 43066150},
+    {"gcp", "us-central1", "a3-highgpu-8g", 1, "H100", 8, 35873580},
+    {"gcp", "us-central1", "a2-megagpu-16g", 0, "A100", 16, 60000000},
+    {"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000},
+    {"oci", "us-ashburn-1", "VM.GPU3.1", 1, "V100", 1, 1475000},
 };
 
 static void test_rank_priority(void **state)
 {
 	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
 	const char *prio[] = {"oci-us-ashburn-1-BM.GPU.H100.8-ondemand", "aws-us-east-1-nope-spot",
-			      "GCP-US-CENTRAL1-A3-HIGHGPU-8G-SPOT",
-			      "oci-us-ashburn-1-bm.gpu.h100.8-ondemand" /* duplicate */,
-			      "aws-us-east-1-p5.48xlarge-ondemand"};
+	                      "GCP-US-CENTRAL1-A3-HIGHGPU-8G-SPOT",
+	                      "oci-us-ashburn-1-bm.gpu.h100.8-ondemand" /* duplicate */,
+	                      "aws-us-east-1-p5.48xlarge-ondemand"};
 	struct isc_rank_request req = {.gpus = 16, .priority = prio, .n_priority = 5};
 	struct isc_ranking r;
 	(void)state;
@@ -166,7 +166,8 @@ static void test_rank_priority(void **state)
 	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
 	assert_true(r.from_priority);
 	assert_int_equal(r.n, 3);
-	assert_string_equal(r.entries[0].shape->display_id, "oci-us-ashburn-1-BM.GPU.H100.8-ondemand");
+	assert_string_equal(r.entries[0].shape->display_id,
+	                    "oci-us-ashburn-1-BM.GPU.H100.8-ondemand");
 	assert_string_equal(r.entries[1].shape->id, "gcp-us-central1-a3-highgpu-8g-spot");
 	assert_string_equal(r.entries[2].shape->id, "aws-us-east-1-p5.48xlarge-ondemand");
 	assert_int_equal(r.entries[0].nnodes, 2);
@@ -188,7 +189,8 @@ static void test_rank_priority(void **state)
 static void test_rank_all_invalid_falls_back(void **state)
 {
 	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
-	const char *prio[] = {"aws-us-east-1-p5.48xlarge-spto", "oci-us-ashburn-1-VM.GPU3.1-ondemand"};
+	const char *prio[] = {"aws-us-east-1-p5.48xlarge-spto",
+	                      "oci-us-ashburn-1-VM.GPU3.1-ondemand"};
 	struct isc_rank_request req = {.gpus = 8, .priority = prio, .n_priority = 2};
 	struct isc_ranking r;
 	(void)state;
@@ -208,7 +210,8 @@ static void test_rank_all_invalid_falls_back(void **state)
 	assert_string_equal(r.entries[1].shape->id, "oci-us-ashburn-1-vm.gpu3.1-spot");
 	assert_string_equal(r.entries[2].shape->id, "aws-us-east-1-p5.48xlarge-spot");
 	for (size_t i = 1; i < r.n; i++)
-		assert_true(r.entries[i - 1].cluster_price_micros <= r.entries[i].cluster_price_micros);
+		assert_true(r.entries[i - 1].cluster_price_micros <=
+		            r.entries[i].cluster_price_micros);
 	isc_ranking_cleanup(&r);
 	isc_catalog_free(c);
 }
@@ -217,11 +220,11 @@ static void test_rank_ties(void **state)
 {
 	/* 16 GPUs, all at 16.00/h for the cluster: 1 node before 2 nodes, then by id. */
 	static const struct spec tie[] = {
-		{"aws", "r1", "eight", 0, "X", 8, 8000000},
-		{"gcp", "r1", "sixteen-b", 0, "X", 16, 16000000},
-		{"aws", "r1", "sixteen-a", 0, "X", 16, 16000000},
-		{"oci", "r1", "four", 0, "X", 4, 4000000},
-		{"oci", "r0", "eight", 0, "X", 8, 8000000},
+	    {"aws", "r1", "eight", 0, "X", 8, 8000000},
+	    {"gcp", "r1", "sixteen-b", 0, "X", 16, 16000000},
+	    {"aws", "r1", "sixteen-a", 0, "X", 16, 16000000},
+	    {"oci", "r1", "four", 0, "X", 4, 4000000},
+	    {"oci", "r0", "eight", 0, "X", 8, 8000000},
 	};
 	struct isc_catalog *c = make_catalog(tie, 5);
 	struct isc_rank_request req = {.gpus = 16};
@@ -242,7 +245,8 @@ static void test_rank_ties(void **state)
 static void test_rank_filters(void **state)
 {
 	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
-	struct isc_rank_request req = {.gpus = 8, .gpu_type = "h100", .market = ISC_MARKET_ONDEMAND};
+	struct isc_rank_request req = {
+	    .gpus = 8, .gpu_type = "h100", .market = ISC_MARKET_ONDEMAND};
 	struct isc_ranking r;
 	(void)state;
 	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
@@ -309,13 +313,20 @@ static void test_rank_matches_brute_force(void **state)
 	enum { N = 3000 };
 	static const int per_node[] = {1, 2, 4, 8, 16};
 	struct spec *sp = calloc(N, sizeof(*sp));
-	char (*names)[32] = calloc(N, 32);
+	char(*names)[32] = calloc(N, 32);
 	(void)state;
 	srand(7);
 	for (int i = 0; i < N; i++) {
 		snprintf(names[i], 32, "t%d", i);
-		sp[i] = (struct spec){i % 3 == 0 ? "aws" : i % 3 == 1 ? "gcp" : "oci", "r", names[i],
-				      i % 2, "G", per_node[rand() % 5], (rand() % 50) * 250000};
+		sp[i] = (struct spec){i % 3 == 0   ? "aws"
+		                      : i % 3 == 1 ? "gcp"
+		                                   : "oci",
+		                      "r",
+		                      names[i],
+		                      i % 2,
+		                      "G",
+		                      per_node[rand() % 5],
+		                      (rand() % 50) * 250000};
 	}
 	struct isc_catalog *c = make_catalog(sp, N);
 	struct isc_rank_entry *all = calloc(N, sizeof(*all));
@@ -324,7 +335,8 @@ static void test_rank_matches_brute_force(void **state)
 		bf_gpus = G;
 		for (size_t i = 0; i < N; i++) {
 			all[i].shape = isc_catalog_at(c, i);
-			isc_shape_layout(G, all[i].shape->gpus_per_node, &all[i].nnodes, &all[i].nproc);
+			isc_shape_layout(G, all[i].shape->gpus_per_node, &all[i].nnodes,
+			                 &all[i].nproc);
 			all[i].cluster_price_micros = all[i].shape->price_micros * all[i].nnodes;
 		}
 		qsort(all, N, sizeof(*all), cmp_bf);
@@ -350,16 +362,16 @@ static void test_rank_matches_brute_force(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decimal_to_micros),
-		cmocka_unit_test(test_micros_format),
-		cmocka_unit_test(test_layout),
-		cmocka_unit_test(test_cluster_price),
-		cmocka_unit_test(test_rank_priority),
-		cmocka_unit_test(test_rank_all_invalid_falls_back),
-		cmocka_unit_test(test_rank_ties),
-		cmocka_unit_test(test_rank_filters),
-		cmocka_unit_test(test_rank_limit_48),
-		cmocka_unit_test(test_rank_matches_brute_force),
+	    cmocka_unit_test(test_decimal_to_micros),
+	    cmocka_unit_test(test_micros_format),
+	    cmocka_unit_test(test_layout),
+	    cmocka_unit_test(test_cluster_price),
+	    cmocka_unit_test(test_rank_priority),
+	    cmocka_unit_test(test_rank_all_invalid_falls_back),
+	    cmocka_unit_test(test_rank_ties),
+	    cmocka_unit_test(test_rank_filters),
+	    cmocka_unit_test(test_rank_limit_48),
+	    cmocka_unit_test(test_rank_matches_brute_force),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

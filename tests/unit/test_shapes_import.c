@@ -42,9 +42,9 @@ static int has_skip(const struct isc_catalog_parse *p, const char *prefix)
 static void test_csv_reader(void **state)
 {
 	const char text[] = "a,\"b,1\",\"say \"\"hi\"\"\"\r\n"
-			    "\"multi\nline\",x,\r\n"
-			    "\n"
-			    "last,,\"\"";
+	                    "\"multi\nline\",x,\r\n"
+	                    "\n"
+	                    "last,,\"\"";
 	struct isc_csv c;
 	(void)state;
 	isc_csv_init(&c, text, sizeof(text) - 1);
@@ -76,8 +76,8 @@ static void test_import_ec2instances(void **state)
 	const struct isc_shape *sh;
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "aws-gpu.csv", ISC_CATALOG_EC2INSTANCES, "aws",
-						"2025-11-30", &p, NULL),
-			 0);
+	                                        "2025-11-30", &p, NULL),
+	                 0);
 	assert_int_equal(p.rows, 13);
 	assert_int_equal(p.n_skipped, 0);
 	/* dl2q, g5g (arm64), g6f (1/8 GPU), inf2, p5 in a Local Zone, trn1 */
@@ -95,7 +95,8 @@ static void test_import_ec2instances(void **state)
 	assert_int_equal(sh->vcpus, 96);
 	assert_true(sh->mem_mib == 1152 * 1024);
 	assert_string_equal(sh->price_date, "2025-11-30");
-	assert_string_equal(find(&p, "aws-us-east-1-p4de.24xlarge-ondemand")->gpu_type, "A100-80GB");
+	assert_string_equal(find(&p, "aws-us-east-1-p4de.24xlarge-ondemand")->gpu_type,
+	                    "A100-80GB");
 	assert_string_equal(find(&p, "aws-us-east-1-g2.2xlarge-ondemand")->gpu_type, "K520");
 	assert_null(find(&p, "aws-us-east-1-g2.2xlarge-spot")); /* no spot data */
 	assert_null(find(&p, "aws-us-east-1-atl-1-p5.48xlarge-ondemand"));
@@ -109,8 +110,8 @@ static void test_import_gcp_pairing(void **state)
 	const struct isc_shape *sh;
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "gcp-vms.csv", ISC_CATALOG_SKYPILOT, "gcp",
-						"2026-05-20", &p, NULL),
-			 0);
+	                                        "2026-05-20", &p, NULL),
+	                 0);
 	assert_int_equal(p.n_skipped, 0);
 	assert_int_equal(p.n, 8);
 	/* host 5.91582 + A100x8 23.47126; spot 2.958 + 11.4728 */
@@ -147,19 +148,19 @@ static void test_import_zone_price_max(void **state)
 {
 	/* Real row shapes; prices changed per zone to exercise the rule. */
 	const char text[] =
-		"InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,"
-		"AvailabilityZone,Price,SpotPrice\n"
-		"g2-standard-4,4.0,16.0,,,,us-central1,us-central1-c,0.14679,0.06168\n"
-		"g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.14679,\n"
-		",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-a,"
-		"0.56004,0.2343\n"
-		",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-c,"
-		"0.66004,0.2343\n";
+	    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,"
+	    "AvailabilityZone,Price,SpotPrice\n"
+	    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-c,0.14679,0.06168\n"
+	    "g2-standard-4,4.0,16.0,,,,us-central1,us-central1-a,0.14679,\n"
+	    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-a,"
+	    "0.56004,0.2343\n"
+	    ",,,L4,1,{'Gpus': [{'MemoryInfo': {'SizeInMiB': 24576}}]},us-central1,us-central1-c,"
+	    "0.66004,0.2343\n";
 	struct isc_catalog_parse p;
 	(void)state;
-	assert_int_equal(isc_catalog_parse_mem("t.csv", text, sizeof(text) - 1, ISC_CATALOG_SKYPILOT,
-					       "gcp", "2026-05-20", &p, NULL),
-			 0);
+	assert_int_equal(isc_catalog_parse_mem("t.csv", text, sizeof(text) - 1,
+	                                       ISC_CATALOG_SKYPILOT, "gcp", "2026-05-20", &p, NULL),
+	                 0);
 	assert_int_equal(p.n, 2);
 	const struct isc_shape *od = find(&p, "gcp-us-central1-g2-standard-4-ondemand");
 	assert_true(od->price_micros == 806830); /* the dearer zone c */
@@ -175,8 +176,8 @@ static void test_import_oci_crlf(void **state)
 	const struct isc_shape *sh;
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "oci-vms.csv", ISC_CATALOG_SKYPILOT, "oci",
-						"2026-11-22", &p, NULL),
-			 0);
+	                                        "2026-11-22", &p, NULL),
+	                 0);
 	assert_int_equal(p.n_skipped, 0);
 	assert_int_equal(p.filtered, 1); /* the E4.Flex CPU row */
 	assert_int_equal(p.n, 3);
@@ -199,8 +200,8 @@ static void test_import_malformed(void **state)
 	struct isc_err err;
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "aws-malformed.csv", ISC_CATALOG_EC2INSTANCES,
-						"aws", "2025-11-30", &p, NULL),
-			 0);
+	                                        "aws", "2025-11-30", &p, NULL),
+	                 0);
 	assert_int_equal(p.n, 2);
 	assert_int_equal(p.n_skipped, 3);
 	assert_true(has_skip(&p, "aws-malformed.csv:3: bad Price '1.0O6'"));
@@ -208,9 +209,9 @@ static void test_import_malformed(void **state)
 	assert_true(has_skip(&p, "aws-malformed.csv:5: bad AcceleratorCount 'one'"));
 	isc_catalog_parse_cleanup(&p);
 
-	assert_int_equal(isc_catalog_parse_file(VEC "oci-malformed.csv", ISC_CATALOG_SKYPILOT, "oci",
-						"2026-11-22", &p, NULL),
-			 0);
+	assert_int_equal(isc_catalog_parse_file(VEC "oci-malformed.csv", ISC_CATALOG_SKYPILOT,
+	                                        "oci", "2026-11-22", &p, NULL),
+	                 0);
 	assert_int_equal(p.n, 2); /* VM.GPU3.1 of line 3, on-demand and spot */
 	assert_int_equal(p.n_skipped, 3);
 	assert_true(has_skip(&p, "oci-malformed.csv:2: bad Region"));
@@ -219,25 +220,26 @@ static void test_import_malformed(void **state)
 	isc_catalog_parse_cleanup(&p);
 
 	/* zero valid rows: an error, with the reasons kept */
-	const char bad[] = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,"
-			   "Price,SpotPrice,Region,AvailabilityZone\nBM.GPU.H100.8,H100,8,224,2048,,"
-			   "eighty,,us-ashburn-1,AD-1\n";
-	assert_int_equal(isc_catalog_parse_mem("bad.csv", bad, sizeof(bad) - 1, ISC_CATALOG_SKYPILOT,
-					       "oci", "2026-11-22", &p, &err),
-			 ISC_EINVALID);
+	const char bad[] =
+	    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,"
+	    "Price,SpotPrice,Region,AvailabilityZone\nBM.GPU.H100.8,H100,8,224,2048,,"
+	    "eighty,,us-ashburn-1,AD-1\n";
+	assert_int_equal(isc_catalog_parse_mem("bad.csv", bad, sizeof(bad) - 1,
+	                                       ISC_CATALOG_SKYPILOT, "oci", "2026-11-22", &p, &err),
+	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "no valid GPU shape"));
 	assert_true(has_skip(&p, "bad.csv:2: bad Price 'eighty'"));
 	isc_catalog_parse_cleanup(&p);
 
 	/* a header without a needed column */
-	assert_int_equal(isc_catalog_parse_mem("h.csv", "a,b\n1,2\n", 8, ISC_CATALOG_SKYPILOT, "oci",
-					       NULL, &p, &err),
-			 ISC_EINVALID);
+	assert_int_equal(isc_catalog_parse_mem("h.csv", "a,b\n1,2\n", 8, ISC_CATALOG_SKYPILOT,
+	                                       "oci", NULL, &p, &err),
+	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "h.csv:1: header has no column 'InstanceType'"));
 	isc_catalog_parse_cleanup(&p);
-	assert_int_equal(isc_catalog_parse_mem("h.csv", "a\n", 2, ISC_CATALOG_SKYPILOT, "azure",
-					       NULL, &p, &err),
-			 ISC_EINVALID);
+	assert_int_equal(
+	    isc_catalog_parse_mem("h.csv", "a\n", 2, ISC_CATALOG_SKYPILOT, "azure", NULL, &p, &err),
+	    ISC_EINVALID);
 	isc_catalog_parse_cleanup(&p);
 }
 
@@ -249,14 +251,13 @@ static void test_isc_format_roundtrip(void **state)
 	FILE *f = open_memstream(&text, &len);
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "oci-vms.csv", ISC_CATALOG_SKYPILOT, "oci",
-						"2026-11-22", &a, NULL),
-			 0);
+	                                        "2026-11-22", &a, NULL),
+	                 0);
 	assert_int_equal(isc_catalog_write_csv(f, a.shapes, a.n, NULL), 0);
 	fclose(f);
 	assert_non_null(strstr(text, "US-ASHBURN-AD-1;US-ASHBURN-AD-2;US-ASHBURN-AD-3"));
-	assert_int_equal(isc_catalog_parse_mem("rt.csv", text, len, ISC_CATALOG_ISC, "oci", NULL, &b,
-					       NULL),
-			 0);
+	assert_int_equal(
+	    isc_catalog_parse_mem("rt.csv", text, len, ISC_CATALOG_ISC, "oci", NULL, &b, NULL), 0);
 	assert_int_equal(a.n, b.n);
 	for (size_t i = 0; i < a.n; i++) {
 		assert_string_equal(a.shapes[i].display_id, b.shapes[i].display_id);
@@ -269,11 +270,12 @@ static void test_isc_format_roundtrip(void **state)
 	char *dup, *l1 = strchr(text, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
 	char *l2end = strchr(l2, '\n') + 1, *l2prov = strstr(l2, ",oci,");
 	/* header, row 1, row 1 again, row 2 with provider gcp */
-	assert_true(asprintf(&dup, "%.*s%.*s%.*s,gcp,%.*s", (int)(l2 - text), text, (int)(l2 - l1), l1,
-			     (int)(l2prov - l2), l2, (int)(l2end - l2prov - 5), l2prov + 5) > 0);
+	assert_true(asprintf(&dup, "%.*s%.*s%.*s,gcp,%.*s", (int)(l2 - text), text, (int)(l2 - l1),
+	                     l1, (int)(l2prov - l2), l2, (int)(l2end - l2prov - 5),
+	                     l2prov + 5) > 0);
 	assert_int_equal(isc_catalog_parse_mem("dup.csv", dup, strlen(dup), ISC_CATALOG_ISC, "oci",
-					       NULL, &b, NULL),
-			 0);
+	                                       NULL, &b, NULL),
+	                 0);
 	assert_true(has_skip(&b, "dup.csv:3: duplicate shape"));
 	assert_true(has_skip(&b, "(first at line 2)"));
 	assert_true(has_skip(&b, "dup.csv:4: provider 'gcp', expected 'oci'"));
@@ -320,11 +322,11 @@ static void test_store_apply_replace(void **state)
 	(void)state;
 
 	assert_int_equal(isc_catalog_parse_file(VEC "aws-gpu.csv", ISC_CATALOG_EC2INSTANCES, "aws",
-						"2025-11-30", &aws, NULL),
-			 0);
+	                                        "2025-11-30", &aws, NULL),
+	                 0);
 	assert_int_equal(isc_catalog_parse_file(VEC "oci-vms.csv", ISC_CATALOG_SKYPILOT, "oci",
-						"2026-11-22", &oci, NULL),
-			 0);
+	                                        "2026-11-22", &oci, NULL),
+	                 0);
 	assert_int_equal(isc_store_shapes_apply(s, "aws", aws.shapes, aws.n, 0, &res, NULL), 0);
 	assert_int_equal(res.added, 13);
 	assert_int_equal(isc_store_shapes_apply(s, "oci", oci.shapes, oci.n, 0, &res, NULL), 0);
@@ -351,14 +353,14 @@ static void test_store_apply_replace(void **state)
 
 	/* a shape of another provider fails the whole import: nothing changes */
 	assert_int_equal(isc_store_shapes_apply(s, "aws", oci.shapes, oci.n, 1, &res, &err),
-			 ISC_EINVALID);
+	                 ISC_EINVALID);
 	assert_int_equal(isc_store_shape_count(s, NULL, &n, NULL), 0);
 	assert_true(n == 8);
 
 	/* case-insensitive get; the stored row round-trips */
 	struct isc_shape got;
-	assert_int_equal(isc_store_shape_get(s, "OCI-US-ASHBURN-1-BM.GPU.H100.8-ONDEMAND", &got, NULL),
-			 0);
+	assert_int_equal(
+	    isc_store_shape_get(s, "OCI-US-ASHBURN-1-BM.GPU.H100.8-ONDEMAND", &got, NULL), 0);
 	assert_string_equal(got.display_id, "oci-us-ashburn-1-BM.GPU.H100.8-ondemand");
 	assert_string_equal(got.zones, "US-ASHBURN-AD-1,US-ASHBURN-AD-2,US-ASHBURN-AD-3");
 	isc_shape_cleanup(&got);
@@ -388,13 +390,12 @@ static void test_store_set_price(void **state)
 	struct isc_store *s = temp_store(&home);
 	(void)state;
 	assert_int_equal(isc_catalog_parse_file(VEC "oci-vms.csv", ISC_CATALOG_SKYPILOT, "oci",
-						"2026-11-22", &p, NULL),
-			 0);
+	                                        "2026-11-22", &p, NULL),
+	                 0);
 	assert_int_equal(isc_store_shapes_apply(s, "oci", p.shapes, p.n, 0, &res, NULL), 0);
 	const char *id = "oci-us-ashburn-1-VM.GPU3.1-spot";
-	assert_int_equal(isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01",
-						   NULL),
-			 0);
+	assert_int_equal(
+	    isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01", NULL), 0);
 	assert_int_equal(isc_store_shape_get(s, id, &got, NULL), 0);
 	assert_true(got.price_micros == 1200000);
 	assert_string_equal(got.zones, "US-ASHBURN-AD-2,US-ASHBURN-AD-1,US-ASHBURN-AD-3");
@@ -407,7 +408,7 @@ static void test_store_set_price(void **state)
 	assert_string_equal(got.zones, "US-ASHBURN-AD-2,US-ASHBURN-AD-1,US-ASHBURN-AD-3");
 	isc_shape_cleanup(&got);
 	assert_int_equal(isc_store_shape_set_price(s, "oci-x-y-spot", NULL, 1, NULL, NULL),
-			 ISC_ENOTFOUND);
+	                 ISC_ENOTFOUND);
 	assert_int_equal(isc_store_shape_set_price(s, id, NULL, -1, NULL, NULL), ISC_EINVALID);
 	isc_catalog_parse_cleanup(&p);
 	isc_store_free(s);
@@ -460,16 +461,16 @@ static void test_load_default_and_rank(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_csv_reader),
-		cmocka_unit_test(test_import_ec2instances),
-		cmocka_unit_test(test_import_gcp_pairing),
-		cmocka_unit_test(test_import_zone_price_max),
-		cmocka_unit_test(test_import_oci_crlf),
-		cmocka_unit_test(test_import_malformed),
-		cmocka_unit_test(test_isc_format_roundtrip),
-		cmocka_unit_test(test_store_apply_replace),
-		cmocka_unit_test(test_store_set_price),
-		cmocka_unit_test(test_load_default_and_rank),
+	    cmocka_unit_test(test_csv_reader),
+	    cmocka_unit_test(test_import_ec2instances),
+	    cmocka_unit_test(test_import_gcp_pairing),
+	    cmocka_unit_test(test_import_zone_price_max),
+	    cmocka_unit_test(test_import_oci_crlf),
+	    cmocka_unit_test(test_import_malformed),
+	    cmocka_unit_test(test_isc_format_roundtrip),
+	    cmocka_unit_test(test_store_apply_replace),
+	    cmocka_unit_test(test_store_set_price),
+	    cmocka_unit_test(test_load_default_and_rank),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define SUITE_SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
-#define SUITE_AKID "AKIDEXAMPLE"
+#define SUITE_AKID   "AKIDEXAMPLE"
 
 static int n_pass, n_fail, n_na;
 
@@ -179,8 +179,8 @@ static int same(const char *name, const char *what, const char *want, const char
 {
 	if (want && got && strcmp(want, got) == 0)
 		return 1;
-	printf("FAIL %s: %s differs\n--- want\n%s\n--- got\n%s\n", name, what, want ? want : "(none)",
-	       got ? got : "(none)");
+	printf("FAIL %s: %s differs\n--- want\n%s\n--- got\n%s\n", name, what,
+	       want ? want : "(none)", got ? got : "(none)");
 	return 0;
 }
 
@@ -205,9 +205,9 @@ static void run_classic(const char *dir, const char *name, const char *label)
 	struct isc_err err;
 	int ok = 1;
 
-#define LOAD(var, ext)                                                    \
-	snprintf(path, sizeof(path), "%s/%s.%s", dir, name, ext);         \
-	var = slurp(path, NULL);                                          \
+#define LOAD(var, ext)                                                                             \
+	snprintf(path, sizeof(path), "%s/%s.%s", dir, name, ext);                                  \
+	var = slurp(path, NULL);                                                                   \
 	chomp(var)
 	LOAD(req_txt, "req");
 	LOAD(creq, "creq");
@@ -230,9 +230,10 @@ static void run_classic(const char *dir, const char *name, const char *label)
 	key.session_token = token;
 	/* Signed or added afterwards (post-sts-header-after): the expected header says which. */
 	p.unsigned_session_token = token && !strstr(authz, "x-amz-security-token");
-	if (isc_sigv4_sign(&key, &p, &(struct isc_sigv4_request){r.method, r.path, r.h, r.nh, r.body,
-								  r.body_len},
-			   &out, &err)) {
+	if (isc_sigv4_sign(
+	        &key, &p,
+	        &(struct isc_sigv4_request){r.method, r.path, r.h, r.nh, r.body, r.body_len}, &out,
+	        &err)) {
 		printf("FAIL %s: %s\n", label, err.msg);
 		ok = 0;
 	} else {
@@ -266,9 +267,9 @@ static void run_crt(const char *dir, const char *label)
 	struct isc_err err;
 	int ok = 1;
 
-#define LOAD(var, file)                                     \
-	snprintf(path, sizeof(path), "%s/%s", dir, file);   \
-	var = slurp(path, NULL);                            \
+#define LOAD(var, file)                                                                            \
+	snprintf(path, sizeof(path), "%s/%s", dir, file);                                          \
+	var = slurp(path, NULL);                                                                   \
 	chomp(var)
 	LOAD(req_txt, "request.txt");
 	LOAD(creq, "header-canonical-request.txt");
@@ -287,25 +288,26 @@ static void run_crt(const char *dir, const char *label)
 	{
 		json_t *c = json_object_get(ctx, "credentials");
 		struct isc_sigv4_key key = {
-			json_string_value(json_object_get(c, "access_key_id")),
-			json_string_value(json_object_get(c, "secret_access_key")),
-			json_string_value(json_object_get(c, "token")),
+		    json_string_value(json_object_get(c, "access_key_id")),
+		    json_string_value(json_object_get(c, "secret_access_key")),
+		    json_string_value(json_object_get(c, "token")),
 		};
 		struct isc_sigv4_params p = {
-			.region = json_string_value(json_object_get(ctx, "region")),
-			.service = json_string_value(json_object_get(ctx, "service")),
-			.time_ms = ms_from_iso(json_string_value(json_object_get(ctx, "timestamp"))),
-			.normalize_path = json_is_true(json_object_get(ctx, "normalize")),
-			.sign_body = json_is_true(json_object_get(ctx, "sign_body")),
-			.unsigned_session_token = json_is_true(json_object_get(ctx, "omit_session_token")),
+		    .region = json_string_value(json_object_get(ctx, "region")),
+		    .service = json_string_value(json_object_get(ctx, "service")),
+		    .time_ms = ms_from_iso(json_string_value(json_object_get(ctx, "timestamp"))),
+		    .normalize_path = json_is_true(json_object_get(ctx, "normalize")),
+		    .sign_body = json_is_true(json_object_get(ctx, "sign_body")),
+		    .unsigned_session_token =
+		        json_is_true(json_object_get(ctx, "omit_session_token")),
 		};
 		const char *want_authz = strstr(sreq, "Authorization:");
-		char *authz_line = want_authz ? strndup(want_authz + 14, strcspn(want_authz + 14, "\n"))
-					      : NULL;
+		char *authz_line =
+		    want_authz ? strndup(want_authz + 14, strcspn(want_authz + 14, "\n")) : NULL;
 		if (isc_sigv4_sign(&key, &p,
-				   &(struct isc_sigv4_request){r.method, r.path, r.h, r.nh, r.body,
-							       r.body_len},
-				   &out, &err)) {
+		                   &(struct isc_sigv4_request){r.method, r.path, r.h, r.nh, r.body,
+		                                               r.body_len},
+		                   &out, &err)) {
 			printf("FAIL %s: %s\n", label, err.msg);
 			ok = 0;
 		} else {
@@ -321,8 +323,10 @@ static void run_crt(const char *dir, const char *label)
 	snprintf(path, sizeof(path), "%s/query-signature.txt", dir);
 	if (access(path, F_OK) == 0) {
 		n_na++;
-		printf("N/A  %s (query-*): presigned-URL form; the driver signs with the Authorization "
-		       "header only\n", label);
+		printf("N/A  %s (query-*): presigned-URL form; the driver signs with the "
+		       "Authorization "
+		       "header only\n",
+		       label);
 	}
 done:
 	raw_req_free(&r);
@@ -383,7 +387,7 @@ static void walk(const char *dir, const char *prefix)
 			snprintf(pre, sizeof(pre), "%s/", label);
 			walk(sub, pre);
 		}
-next:
+	next:
 		free(names[i]);
 	}
 	free(names);
@@ -416,7 +420,8 @@ static void test_intermediates(void **state)
 	/* AWS's documented derivation example (IAM SigV4 docs: 20120215/us-east-1/iam). */
 	isc_sigv4_signing_key(SUITE_SECRET, "20120215", "us-east-1", "iam", k);
 	isc_sigv4_hex(k, 32, hex);
-	assert_string_equal(hex, "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+	assert_string_equal(hex,
+	                    "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
 }
 
 static void test_no_secret_in_output(void **state)
@@ -427,9 +432,10 @@ static void test_no_secret_in_output(void **state)
 	struct isc_sigv4_signed out;
 	struct isc_err err;
 	(void)state;
-	assert_int_equal(isc_sigv4_sign(&key, &p, &(struct isc_sigv4_request){"POST", "/", h, 1, "x", 1},
-					&out, &err),
-			 0);
+	assert_int_equal(isc_sigv4_sign(&key, &p,
+	                                &(struct isc_sigv4_request){"POST", "/", h, 1, "x", 1},
+	                                &out, &err),
+	                 0);
 	assert_null(strstr(out.authorization, SUITE_SECRET));
 	assert_null(strstr(out.canonical_request, SUITE_SECRET));
 	assert_int_equal(out.n_add, 3); /* date, token, authorization */
@@ -440,9 +446,9 @@ static void test_no_secret_in_output(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_intermediates),
-		cmocka_unit_test(test_no_secret_in_output),
-		cmocka_unit_test(test_suite),
+	    cmocka_unit_test(test_intermediates),
+	    cmocka_unit_test(test_no_secret_in_output),
+	    cmocka_unit_test(test_suite),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
