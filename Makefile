@@ -85,7 +85,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
 
 # The test suite runs on the sanitizer build.
-check: deps
+check: deps format-check
 	$(MAKE) --no-print-directory SAN=1 BUILD=build/asan programs units
 	ISC_BIN=$(CURDIR)/build/asan/bin ISC_TESTS=$(CURDIR)/build/asan/tests tests/run-all
 
