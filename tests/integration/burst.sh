@@ -125,6 +125,18 @@ isc cancel "$id" >/dev/null
 check "interrupted burst cancels" wait_status "$id" cancelled 30
 check "nothing left after the interruption" wait_no_live
 
+# 8. kill -9 of iscd mid-run: a new iscd picks the experiment up, sees it finish, and leaks nothing.
+id=$(submit "$launch/sleeper.isc")
+check "burst runs before the crash" wait_status "$id" running 60
+kill -KILL "$(cat "$dir/iscd.pid")"
+wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+echo $! >"$dir/iscd.pid"
+check "completed under the restarted iscd" wait_status "$id" completed 60
+out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+check "the whole log of rank 0 arrived" grep -q "end rank 0" "$out/rank_0.txt"
+check "nothing left after the crash" wait_no_live
+
 check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
 pid=$(cat "$dir/iscd.pid")
 kill -TERM "$pid"
