@@ -137,6 +137,50 @@ out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json
 check "the whole log of rank 0 arrived" grep -q "end rank 0" "$out/rank_0.txt"
 check "nothing left after the crash" wait_no_live
 
+# 9. Credits: an experiment its organisation cannot cover waits; one whose credits run out
+#    mid-run is stopped, and the bill matches the mock cloud's own record of the nodes.
+isc org add poor >/dev/null
+isc project add --org poor poor >/dev/null
+isc org add broke >/dev/null
+isc project add --org broke broke >/dev/null
+isc credits grant --org poor 1.00 >/dev/null
+isc credits grant --org broke 0.50 >/dev/null
+for p in poor broke; do
+	cat >"$dir/$p.isc" <<ISC
+isc_project_id = "$p"
+experiment_name = "expensive-$p"
+gpus = 8
+burst_shape_priority_list = ["aws-us-east-1-p5.48xlarge-ondemand"]
+command = 'for i in \$(seq 1 600); do echo \$i > /mnt/checkpoints/step; sleep 0.2; done'
+ISC
+done
+id=$(submit "$dir/broke.isc")
+check "uncovered experiment waits" wait_status "$id" waiting 30
+check "waiting says why" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'credits: organisation broke has'"
+check "nothing launched for it" test "$(mock instances | grep -c "$id")" = 0
+isc cancel "$id" >/dev/null
+id=$(submit "$dir/poor.isc")
+check "covered experiment runs" wait_status "$id" running 60
+check "credits running out stop it" wait_status "$id" stopped 60
+check "stopped says out of credits" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'out of credits'"
+check "its node is terminated" wait_no_live
+sleep 1 # one more tick charges up to the confirmed termination
+check "bill equals the mock cloud's record, balance never negative" /usr/bin/python3 - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$id" <<'PY'
+import json, subprocess, sys, urllib.request
+url, isc, exp = sys.argv[1:4]
+rows = [r for r in json.load(urllib.request.urlopen(url + "/_mock/instances"))
+        if r["tags"].get("isc:experiment") == exp]
+price = 55040000  # aws-us-east-1-p5.48xlarge-ondemand, micro-dollars per node-hour
+expected = sum(-(-(r["terminated_at"] - r["launched_at"]) * price // 3600000) for r in rows)
+spend = json.loads(subprocess.check_output([isc, "spend", "--project", "poor", "--format", "json"]))
+balance = json.loads(subprocess.check_output([isc, "credits", "show", "--org", "poor", "--json"]))["orgs"][0]["balance_micros"]
+# The broker sees a termination at its next describe: at most two ticks (200 ms each) late per node,
+# plus one micro-dollar of rounding per charge.
+slack = len(rows) * (price * 400 // 3600000 + 200)
+print("expected", expected, "charged", spend["total_micros"], "slack", slack, "balance", balance, file=sys.stderr)
+sys.exit(0 if rows and abs(spend["total_micros"] - expected) <= slack and balance >= 0 else 1)
+PY
+
 check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
 pid=$(cat "$dir/iscd.pid")
 kill -TERM "$pid"
