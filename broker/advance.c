@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "launcher/keys.h"
+#include "launcher/launcher.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,7 +98,8 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 		 */
 		if (stop_containers)
 			broker_stop_containers(b, e, c, nodes, n);
-		if (pull_artifacts && broker_artifacts_pull(b, e, c, &nodes[0], &err))
+		if (pull_artifacts &&
+		    broker_artifacts_pull(b, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))
 			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
 			     err.msg);
 		else if (pull_artifacts)
@@ -105,6 +107,7 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 			     "checkpoint, crud and lossy folders brought home from rank 0");
 	}
 	broker_follower_stop(b, c->id);
+	broker_sync_forget(b, c->id);
 	isc_node_list_free(nodes, n);
 	if (broker_cluster_terminate(b, s, c, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);
@@ -473,6 +476,12 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 			           c.cycle + 1);
 			goto out;
 		}
+	}
+	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
+	{
+		int due = broker_sync_due(b, c.id, now_ms());
+		if (due && n > 0 && broker_artifacts_pull(b, e, &c, &nodes[0], due, &err))
+			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
 out:
 	isc_node_list_free(nodes, n);

@@ -208,7 +208,7 @@ static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 }
 
 int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
-                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err)
 {
 	struct boot_ctx x;
@@ -231,7 +231,7 @@ int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
 	}
 	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
 	if (!rc)
-		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, err);
+		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, which, err);
 	boot_ctx_cleanup(&x);
 	free(dir);
 	return rc;

@@ -80,6 +80,68 @@ void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id)
 	pthread_mutex_unlock(&exclusions_lock);
 }
 
+/* ---- periodic artifact sync clocks, per cluster ---- */
+
+struct sync_clock {
+	char *cluster_id;
+	int64_t checkpoints_at_ms, lossy_at_ms; /* last sync (or the start of the clock) */
+	struct sync_clock *next;
+};
+
+static struct sync_clock *sync_clocks; /* guarded by sync_lock */
+static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int broker_sync_due(struct isc_broker *b, const char *cluster_id, int64_t now_ms)
+{
+	struct sync_clock *c;
+	int due = 0;
+
+	pthread_mutex_lock(&sync_lock);
+	for (c = sync_clocks; c && strcmp(c->cluster_id, cluster_id) != 0; c = c->next)
+		;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (c && (c->cluster_id = strdup(cluster_id))) {
+			c->checkpoints_at_ms = c->lossy_at_ms = now_ms;
+			c->next = sync_clocks;
+			sync_clocks = c;
+		} else {
+			free(c);
+		}
+	} else {
+		if (now_ms - c->checkpoints_at_ms >= b->config->checkpoint_sync_ms) {
+			due |= ISC_ARTIFACT_CHECKPOINTS | ISC_ARTIFACT_CRUD;
+			c->checkpoints_at_ms = now_ms;
+		}
+		if (now_ms - c->lossy_at_ms >= b->config->lossy_sync_ms) {
+			due |= ISC_ARTIFACT_LOSSY;
+			c->lossy_at_ms = now_ms;
+		}
+	}
+	pthread_mutex_unlock(&sync_lock);
+	return due;
+}
+
+/* Drops the clock of one cluster, or of every cluster when cluster_id is NULL. */
+void broker_sync_forget(struct isc_broker *b, const char *cluster_id)
+{
+	struct sync_clock **p;
+	(void)b;
+	pthread_mutex_lock(&sync_lock);
+	p = &sync_clocks;
+	while (*p) {
+		struct sync_clock *c = *p;
+		if (!cluster_id || strcmp(c->cluster_id, cluster_id) == 0) {
+			*p = c->next;
+			free(c->cluster_id);
+			free(c);
+		} else {
+			p = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&sync_lock);
+}
+
 char *broker_output_dir(const struct isc_broker *b, const char *experiment_id)
 {
 	char *out;
@@ -150,6 +212,7 @@ void isc_broker_free(struct isc_broker *b)
 		follower_free(f);
 	}
 	broker_exclusions_clear(b, NULL);
+	broker_sync_forget(b, NULL);
 	isc_config_free(b->config);
 	pthread_mutex_destroy(&b->lock);
 	free(b->home);

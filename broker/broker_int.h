@@ -127,11 +127,19 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
                         struct isc_err *err);
 /* Artifacts: rank 0's /mnt folders to the broker's side, and back onto a new cluster. */
 int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
-                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err);
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0,
                           struct isc_err *err);
+
+/*
+ * The artifact folders (ISC_ARTIFACT_* set) due for a periodic sync of this
+ * cluster now; the clock starts at the first call, and what is returned is
+ * counted as synced.
+ */
+int broker_sync_due(struct isc_broker *b, const char *cluster_id, int64_t now_ms);
+void broker_sync_forget(struct isc_broker *b, const char *cluster_id);
 
 /* ---- shapes excluded for the rest of a placement round (after capacity or a partial gang) ---- */
 void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id);

@@ -289,10 +289,10 @@ static int connect_one(const struct isc_node_target *node, const struct isc_laun
 
 int isc_launcher_pull_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
-                                struct isc_err *err)
+                                int which, struct isc_err *err)
 {
 	struct isc_ssh *ssh = NULL;
-	struct isc_buf cmd;
+	struct isc_buf cmd, remote;
 	FILE *tar;
 	int rc, status = -1;
 
@@ -309,11 +309,18 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 	if (!tar) {
 		rc = isc_err_set(err, ISC_EIO, "cannot run tar");
 	} else {
-		rc = isc_ssh_exec(ssh,
-		                  "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && "
-		                  "tar -C /mnt -cf - checkpoints crud lossy",
-		                  NULL, 0, opts->command_timeout_ms, to_file, tar, NULL, &status,
-		                  err);
+		isc_buf_init(&remote, 0);
+		isc_buf_puts(&remote,
+		             "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && tar -C /mnt -cf -");
+		if (which & ISC_ARTIFACT_CHECKPOINTS)
+			isc_buf_puts(&remote, " checkpoints");
+		if (which & ISC_ARTIFACT_CRUD)
+			isc_buf_puts(&remote, " crud");
+		if (which & ISC_ARTIFACT_LOSSY)
+			isc_buf_puts(&remote, " lossy");
+		rc = isc_ssh_exec(ssh, isc_buf_cstr(&remote), NULL, 0, opts->command_timeout_ms,
+		                  to_file, tar, NULL, &status, err);
+		isc_buf_cleanup(&remote);
 		if (pclose(tar) != 0 && !rc)
 			rc = isc_err_set(err, ISC_EIO, "unpacking artifacts into %s failed",
 			                 local_dir);

@@ -62,14 +62,22 @@ int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
                        size_t n, const struct isc_launcher_opts *opts, int grace_s);
 
+/* The artifact folders under /mnt, as a set. */
+enum {
+	ISC_ARTIFACT_CHECKPOINTS = 1,
+	ISC_ARTIFACT_CRUD = 2,
+	ISC_ARTIFACT_LOSSY = 4,
+	ISC_ARTIFACT_ALL = 7,
+};
+
 /*
- * Artifacts: copies /mnt/{checkpoints,crud,lossy} of a node into local_dir
- * (pull), or local_dir's content back onto a node (push), as a tar stream
- * over the SSH channel.
+ * Artifacts: copies the folders in `which` (/mnt/checkpoints, /mnt/crud,
+ * /mnt/lossy) of a node into local_dir (pull), or local_dir's content back
+ * onto a node (push), as a tar stream over the SSH channel.
  */
 int isc_launcher_pull_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
-                                struct isc_err *err);
+                                int which, struct isc_err *err);
 int isc_launcher_push_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
                                 struct isc_err *err);

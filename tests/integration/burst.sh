@@ -99,7 +99,8 @@ check "nothing left after cancel mid-boot" wait_no_live
 # 7. A spot interruption: checkpoint, terminate, reprovision with the cycle count raised, resume.
 id=$(submit "$launch/long.isc")
 check "interruptible burst runs" wait_status "$id" running 60
-sleep 2 # let it write a few checkpoints
+sleep 3 # let it write a few checkpoints, and the broker sync them on its schedule
+check "checkpoints synced home on schedule" test -s "$ISC_HOME/artifacts/$id/checkpoints/step"
 victim=$(mock instances | /usr/bin/python3 -c '
 import json, sys
 rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
