@@ -1,6 +1,9 @@
+/*
+ * POSIX single-quoting (see shellquote.h). Inside single quotes a POSIX shell
+ * interprets nothing at all, so the only character needing care is the quote
+ * itself: close the quote, add an escaped quote, reopen ('\'').
+ */
 #include "launcher/shellquote.h"
-
-#include <string.h>
 
 int isc_shell_quote(struct isc_buf *b, const char *s)
 {

@@ -8,7 +8,7 @@
 
 #include "common/buf.h"
 
-/* Appends s, quoted, to b. Returns 0 or ISC_ENOMEM. */
+/* Appends s, quoted, to b (the empty string becomes ''). Returns 0 or ISC_ENOMEM. */
 int isc_shell_quote(struct isc_buf *b, const char *s);
 
 #endif
