@@ -240,6 +240,10 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 	}
 	for (size_t i = 0; i < n_targets; i++)
 		watch_target(b, &targets[i], clusters, n, reconcile);
+	if (reconcile)
+		isc_log(ISC_LOG_INFO,
+		        "reconciled %zu account/region(s) against %zu open cluster(s)", n_targets,
+		        n);
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(clusters[i].state, "terminating") == 0)
 			settle_terminating(b, &clusters[i]);
