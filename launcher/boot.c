@@ -33,41 +33,76 @@ char *isc_launcher_container_name(const char *experiment_id, int rank)
 	return name;
 }
 
-/* KEY=VALUE lines for --env-file; values never contain newlines (validated upstream). */
+/*
+ * One variable: a KEY=VALUE line of the env file, or, when the value holds a line
+ * break (which an env file cannot carry, and which would smuggle in extra
+ * variables), a quoted -e argument. Only the experiment's own strings can.
+ */
+static int add_env(struct isc_buf *file, struct isc_buf *args, const char *key, const char *value)
+{
+	struct isc_buf kv;
+	int rc;
+
+	if (!strpbrk(value, "\r\n"))
+		return isc_buf_printf(file, "%s=%s\n", key, value);
+	isc_buf_init(&kv, 0);
+	rc = isc_buf_printf(&kv, "%s=%s", key, value);
+	rc = rc ? rc : isc_buf_puts(args, " -e ");
+	rc = rc ? rc : isc_shell_quote(args, isc_buf_cstr(&kv));
+	isc_buf_cleanup(&kv);
+	return rc;
+}
+
+static int add_env_long(struct isc_buf *file, struct isc_buf *args, const char *key, long value)
+{
+	char text[32];
+	snprintf(text, sizeof(text), "%ld", value);
+	return add_env(file, args, key, text);
+}
+
+/* The container's environment (docs/launcher.md has the table). */
 static int env_file(const struct isc_boot_spec *spec, const struct isc_node_target *nodes, size_t n,
-                    int rank, struct isc_buf *b)
+                    int rank, struct isc_buf *b, struct isc_buf *args)
 {
 	json_t *map = json_object();
-	char *map_text;
+	char *map_text = NULL;
 	const char *master = "";
 	int rc = 0;
 
+	if (!map)
+		return ISC_ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		json_object_set_new(map, nodes[i].private_ip, json_integer(nodes[i].rank));
+		if (json_object_set_new(map, nodes[i].private_ip, json_integer(nodes[i].rank)))
+			rc = ISC_ENOMEM;
 		if (nodes[i].rank == 0)
 			master = nodes[i].private_ip;
 	}
-	map_text = json_dumps(map, JSON_COMPACT | JSON_SORT_KEYS);
+	map_text = rc ? NULL : json_dumps(map, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(map);
 	if (!map_text)
 		return ISC_ENOMEM;
-	rc |= isc_buf_printf(b, "RANK=%d\nNNODES=%d\nN_PROC=%d\nMASTER_ADDR=%s\nMASTER_PORT=%d\n",
-	                     rank, spec->nnodes, spec->nproc, master, spec->master_port);
-	rc |= isc_buf_printf(b, "IP_TO_RANK_MAPPING=%s\n", map_text);
-	rc |= isc_buf_printf(b, "STRONG_EXPERIMENT_ID=%s\nSTRONG_EXPERIMENT_NAME=%s\n",
-	                     spec->experiment_id, spec->experiment_name);
-	rc |= isc_buf_printf(
-	    b, "STRONG_COMPUTE_MODE=%s\nSTRONG_CYCLE_COUNT=%d\nSTRONG_CYCLE_TIME_MS=%ld\n",
-	    spec->compute_mode, spec->cycle_count, spec->cycle_time_ms);
-	rc |= isc_buf_puts(
-	    b, "OUTPUT_PATH=/mnt/checkpoints\nCHECKPOINT_ARTIFACT_PATH=/mnt/checkpoints\n"
-	       "CRUD_ARTIFACT_PATH=/mnt/crud\nLOSSY_ARTIFACT_PATH=/mnt/lossy\n");
+	rc |= add_env_long(b, args, "RANK", rank);
+	rc |= add_env_long(b, args, "NNODES", spec->nnodes);
+	rc |= add_env_long(b, args, "N_PROC", spec->nproc);
+	rc |= add_env(b, args, "MASTER_ADDR", master);
+	rc |= add_env_long(b, args, "MASTER_PORT", spec->master_port ? spec->master_port : 29500);
+	rc |= add_env(b, args, "IP_TO_RANK_MAPPING", map_text);
+	rc |= add_env(b, args, "STRONG_EXPERIMENT_ID", spec->experiment_id);
+	rc |= add_env(b, args, "STRONG_EXPERIMENT_NAME", spec->experiment_name);
+	rc |= add_env(b, args, "STRONG_COMPUTE_MODE", spec->compute_mode);
+	rc |= add_env_long(b, args, "STRONG_CYCLE_COUNT", spec->cycle_count);
+	rc |= add_env_long(b, args, "STRONG_CYCLE_TIME_MS", spec->cycle_time_ms);
+	rc |= add_env(b, args, "OUTPUT_PATH", "/mnt/checkpoints");
+	rc |= add_env(b, args, "CHECKPOINT_ARTIFACT_PATH", "/mnt/checkpoints");
+	rc |= add_env(b, args, "CRUD_ARTIFACT_PATH", "/mnt/crud");
+	rc |= add_env(b, args, "LOSSY_ARTIFACT_PATH", "/mnt/lossy");
 	free(map_text);
 	return rc ? ISC_ENOMEM : 0;
 }
 
 /* The boot script of one rank; everything variable in it is quoted. */
-static int boot_script(const struct isc_boot_spec *spec, const char *name, struct isc_buf *b)
+static int boot_script(const struct isc_boot_spec *spec, const char *name, const char *env_args,
+                       struct isc_buf *b)
 {
 	int rc = 0;
 	rc |= isc_buf_puts(b, "set -e; mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy; ");
@@ -76,6 +111,7 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, struc
 		rc |= isc_shell_quote(b, spec->dataset_ids[i]);
 		rc |= isc_buf_puts(b, "; ");
 	}
+	/* The env file is written from the channel's stdin, private to root. */
 	rc |= isc_buf_puts(b, "umask 077; env_file=/tmp/");
 	rc |= isc_shell_quote(b, name);
 	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; docker rm -f ");
@@ -85,7 +121,7 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, struc
 	rc |= isc_buf_printf(b, " >/dev/null || exit %d; docker run -d --name ", PULL_FAILED);
 	rc |= isc_shell_quote(b, name);
 	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --shm-size ");
-	rc |= isc_shell_quote(b, spec->shm_size);
+	rc |= isc_shell_quote(b, spec->shm_size ? spec->shm_size : "16g");
 	rc |= isc_buf_puts(b, " -v /mnt/checkpoints:/mnt/checkpoints -v /mnt/crud:/mnt/crud"
 	                      " -v /mnt/lossy:/mnt/lossy");
 	for (size_t i = 0; i < spec->n_datasets; i++) {
@@ -97,6 +133,7 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, struc
 		rc |= isc_shell_quote(b, isc_buf_cstr(&vol));
 		isc_buf_cleanup(&vol);
 	}
+	rc |= isc_buf_puts(b, env_args);
 	rc |= isc_buf_puts(b, " --env-file \"$env_file\" ");
 	rc |= isc_shell_quote(b, spec->image);
 	rc |= isc_buf_puts(b, " bash -lc ");
@@ -123,19 +160,30 @@ struct node_job {
 	size_t index;
 	const struct isc_launcher_opts *opts;
 	int grace_s;
+	int64_t deadline_ms;     /* connect deadline, isc_monotonic_ms() clock */
+	volatile int *abort_all; /* set by the first failing node of a boot */
 	int rc;
+	int touched; /* the boot script started here, so a rollback must clean up */
 	int started; /* the container was started on this node */
+	int64_t connect_ms, total_ms;
+	char key_type[32], key_sha256[65];
 	struct isc_err err;
 	pthread_t thread;
+	int has_thread;
 };
 
-static int open_node(const struct node_job *j, long deadline_ms, struct isc_ssh **ssh)
+static int open_node(struct node_job *j, struct isc_ssh **ssh)
 {
 	const struct isc_node_target *node = &j->nodes[j->index];
-	struct isc_ssh_target t = {node->host, node->port, j->opts->user, j->opts->key_path,
-	                           node->pin_target};
-	return isc_ssh_connect(&t, isc_monotonic_ms() + deadline_ms, j->opts->check,
-	                       j->opts->check_ctx, ssh, (struct isc_err *)&j->err);
+	struct isc_ssh_target t = {node->host,        node->port,       j->opts->user,
+	                           j->opts->key_path, node->pin_target, j->abort_all};
+	int rc =
+	    isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
+	if (!rc) {
+		snprintf(j->key_type, sizeof(j->key_type), "%s", isc_ssh_hostkey_type(*ssh));
+		snprintf(j->key_sha256, sizeof(j->key_sha256), "%s", isc_ssh_hostkey_sha256(*ssh));
+	}
+	return rc;
 }
 
 static void *boot_node(void *arg)
@@ -143,20 +191,26 @@ static void *boot_node(void *arg)
 	struct node_job *j = arg;
 	const struct isc_node_target *node = &j->nodes[j->index];
 	struct isc_ssh *ssh = NULL;
-	struct isc_buf env, script, errout;
+	struct isc_buf env, env_args, script, errout;
 	char *name = isc_launcher_container_name(j->spec->experiment_id, node->rank);
+	int64_t t0 = isc_monotonic_ms();
 	int status = -1;
 
 	isc_buf_init(&env, 0);
+	isc_buf_init(&env_args, 0);
 	isc_buf_init(&script, 0);
 	isc_buf_init(&errout, 0);
-	if (!name || env_file(j->spec, j->nodes, j->n, node->rank, &env) ||
-	    boot_script(j->spec, name, &script)) {
+	j->connect_ms = -1;
+	if (!name || env_file(j->spec, j->nodes, j->n, node->rank, &env, &env_args) ||
+	    boot_script(j->spec, name, isc_buf_cstr(&env_args), &script)) {
 		j->rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((j->rc = open_node(j, j->opts->connect_deadline_ms, &ssh)))
+	if ((j->rc = open_node(j, &ssh)))
 		goto out;
+	j->connect_ms = isc_monotonic_ms() - t0;
+	/* From here the node may get a container even if we stop listening: roll it back. */
+	j->touched = 1;
 	j->rc =
 	    isc_ssh_exec(ssh, isc_buf_cstr(&script), env.data, env.len, j->opts->command_timeout_ms,
 	                 keep_stderr, &errout, NULL, &status, &j->err);
@@ -175,8 +229,12 @@ static void *boot_node(void *arg)
 	else
 		j->started = 1;
 out:
+	if (j->rc && j->abort_all)
+		*j->abort_all = 1;
+	j->total_ms = isc_monotonic_ms() - t0;
 	isc_ssh_free(ssh);
 	isc_buf_cleanup(&env);
+	isc_buf_cleanup(&env_args);
 	isc_buf_cleanup(&script);
 	isc_buf_cleanup(&errout);
 	free(name);
@@ -193,7 +251,8 @@ static void *stop_node(void *arg)
 	int status;
 
 	isc_buf_init(&cmd, 0);
-	if (name && open_node(j, 10000, &ssh) == 0) {
+	j->deadline_ms = isc_monotonic_ms() + 10000;
+	if (name && open_node(j, &ssh) == 0) {
 		isc_buf_printf(&cmd, "docker stop -t %d ", j->grace_s);
 		isc_shell_quote(&cmd, name);
 		isc_buf_puts(&cmd, " >/dev/null 2>&1; docker rm -f ");
@@ -211,63 +270,147 @@ static void *stop_node(void *arg)
 	return NULL;
 }
 
-/* Runs fn for every node in its own thread and waits for all. */
+/* Runs fn for every node (or those with only[i] set) in its own thread and waits for all. */
 static struct node_job *run_all(const struct isc_boot_spec *spec,
                                 const struct isc_node_target *nodes, size_t n,
                                 const struct isc_launcher_opts *opts, int grace_s,
-                                void *(*fn)(void *), const int *only)
+                                void *(*fn)(void *), const int *only, volatile int *abort_all)
 {
 	struct node_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	int64_t deadline = isc_monotonic_ms() + opts->connect_deadline_ms;
+
 	if (!jobs)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		jobs[i] = (struct node_job){spec, nodes, n, i, opts, grace_s, 0, 0, {0}, 0};
+		jobs[i] = (struct node_job){.spec = spec,
+		                            .nodes = nodes,
+		                            .n = n,
+		                            .index = i,
+		                            .opts = opts,
+		                            .grace_s = grace_s,
+		                            .deadline_ms = deadline,
+		                            .abort_all = abort_all,
+		                            .connect_ms = -1};
 		if (only && !only[i])
 			continue;
 		if (pthread_create(&jobs[i].thread, NULL, fn, &jobs[i]) != 0) {
 			jobs[i].rc = isc_err_set(&jobs[i].err, ISC_EIO, "cannot start a thread");
-			jobs[i].thread = 0;
+			if (abort_all)
+				*abort_all = 1;
+		} else {
+			jobs[i].has_thread = 1;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		if (jobs[i].thread)
+		if (jobs[i].has_thread)
 			pthread_join(jobs[i].thread, NULL);
 	return jobs;
 }
 
-int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+/* What a boot needs before any node is touched: ranks unique, one rank 0, every field set. */
+static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
                       size_t n, const struct isc_launcher_opts *opts, struct isc_err *err)
 {
-	struct node_job *jobs = run_all(spec, nodes, n, opts, 0, boot_node, NULL);
-	int rc = 0, *started;
+	int masters = 0;
 
+	if (!spec->experiment_id || !spec->experiment_name || !spec->compute_mode ||
+	    !spec->command || !spec->image || (spec->n_datasets && !spec->dataset_ids) ||
+	    !opts->key_path)
+		return isc_err_set(err, ISC_EINVALID, "boot spec incomplete");
+	if (n == 0)
+		return isc_err_set(err, ISC_EINVALID, "no nodes to boot");
+	for (size_t i = 0; i < spec->n_datasets; i++)
+		if (!spec->dataset_ids[i] || !spec->dataset_ids[i][0] ||
+		    strchr(spec->dataset_ids[i], '/') || strchr(spec->dataset_ids[i], ':'))
+			return isc_err_set(err, ISC_EINVALID, "bad dataset id");
+	for (size_t i = 0; i < n; i++) {
+		if (!nodes[i].host || !nodes[i].private_ip)
+			return isc_err_set(err, ISC_EINVALID, "rank %d has no address",
+			                   nodes[i].rank);
+		masters += nodes[i].rank == 0;
+		for (size_t k = 0; k < i; k++)
+			if (nodes[k].rank == nodes[i].rank)
+				return isc_err_set(err, ISC_EINVALID, "rank %d appears twice",
+				                   nodes[i].rank);
+	}
+	if (masters != 1)
+		return isc_err_set(err, ISC_EINVALID, "no rank 0 among the nodes");
+	return 0;
+}
+
+static struct isc_launcher_opts with_defaults(const struct isc_launcher_opts *opts)
+{
+	struct isc_launcher_opts o = *opts;
+	if (!o.user)
+		o.user = "root";
+	if (o.connect_deadline_ms <= 0)
+		o.connect_deadline_ms = 300000;
+	return o;
+}
+
+int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+                            size_t n, const struct isc_launcher_opts *opts,
+                            struct isc_boot_result *results, struct isc_err *err)
+{
+	struct isc_launcher_opts o = with_defaults(opts);
+	struct node_job *jobs, *undo = NULL;
+	volatile int cancel_all = 0;
+	int rc = 0, *touched;
+
+	if ((rc = check_boot(spec, nodes, n, &o, err)))
+		return rc;
+	jobs = run_all(spec, nodes, n, &o, 0, boot_node, NULL, &cancel_all);
 	if (!jobs)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n && !rc; i++) {
-		if (jobs[i].rc) {
+	/* Report the first node that failed on its own, not one cancelled because of it. */
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		for (size_t i = 0; i < n && !rc; i++) {
+			if (!jobs[i].rc || (pass == 0 && strstr(jobs[i].err.msg, "cancelled")))
+				continue;
 			rc = jobs[i].rc;
 			isc_err_set(err, rc, "rank %d (%s): %s", nodes[i].rank, nodes[i].host,
 			            jobs[i].err.msg);
 		}
 	}
 	if (rc) {
-		/* All or nothing: remove what did start, so no rank runs alone. */
-		started = calloc(n, sizeof(*started));
-		if (started) {
+		/* All or nothing: remove what may have started, so no rank runs alone. */
+		touched = calloc(n, sizeof(*touched));
+		if (touched) {
 			for (size_t i = 0; i < n; i++)
-				started[i] = jobs[i].started;
-			free(run_all(spec, nodes, n, opts, 0, stop_node, started));
-			free(started);
+				touched[i] = jobs[i].touched;
+			undo = run_all(spec, nodes, n, &o, 0, stop_node, touched, NULL);
+			free(touched);
 		}
 	}
+	for (size_t i = 0; results && i < n; i++) {
+		struct isc_boot_result *r = &results[i];
+		memset(r, 0, sizeof(*r));
+		r->rank = nodes[i].rank;
+		r->rc = jobs[i].rc;
+		r->started = jobs[i].started;
+		r->rolled_back = undo && jobs[i].touched && !undo[i].rc;
+		r->connect_ms = (long)jobs[i].connect_ms;
+		r->total_ms = (long)jobs[i].total_ms;
+		memcpy(r->key_type, jobs[i].key_type, sizeof(r->key_type));
+		memcpy(r->key_sha256, jobs[i].key_sha256, sizeof(r->key_sha256));
+		r->err = jobs[i].err;
+	}
+	free(undo);
 	free(jobs);
 	return rc;
+}
+
+int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+                      size_t n, const struct isc_launcher_opts *opts, struct isc_err *err)
+{
+	return isc_launcher_boot_nodes(spec, nodes, n, opts, NULL, err);
 }
 
 void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
                        size_t n, const struct isc_launcher_opts *opts, int grace_s)
 {
-	free(run_all(spec, nodes, n, opts, grace_s, stop_node, NULL));
+	struct isc_launcher_opts o = with_defaults(opts);
+	free(run_all(spec, nodes, n, &o, grace_s < 0 ? 0 : grace_s, stop_node, NULL, NULL));
 }
 
 /* ---- artifacts: a tar stream over the channel ---- */
@@ -281,8 +424,9 @@ static void to_file(void *ctx, const char *data, size_t len, int stderr_stream)
 static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
                        struct isc_ssh **ssh, struct isc_err *err)
 {
-	struct isc_ssh_target t = {node->host, node->port, opts->user, opts->key_path,
-	                           node->pin_target};
+	struct isc_ssh_target t = {
+	    node->host,     node->port,       opts->user ? opts->user : "root",
+	    opts->key_path, node->pin_target, NULL};
 	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
 	                       err);
 }

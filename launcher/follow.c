@@ -3,6 +3,9 @@
  * its node, appending to <output dir>/rank_N.txt on the broker's side, then
  * `docker wait` for the exit code. A lost connection is retried; the log file
  * is rewritten from the start each time, since docker logs replays it all.
+ * A container that no longer exists (docker wait fails three times in a row on a
+ * node that answers) is reported as exited with code -1, so the broker is never
+ * left waiting for a rank nobody can see.
  */
 #include "launcher/launcher.h"
 
@@ -64,8 +67,11 @@ static void *follow_main(void *arg)
 	isc_shell_quote(&logs_cmd, r->name);
 	isc_buf_puts(&wait_cmd, "docker wait ");
 	isc_shell_quote(&wait_cmd, r->name);
+	int missing = 0; /* docker wait failures in a row on a reachable node */
+
 	while (!f->cancel) {
-		struct isc_ssh_target t = {r->host, r->port, f->user, f->key_path, r->pin_target};
+		struct isc_ssh_target t = {r->host,     r->port,       f->user,
+		                           f->key_path, r->pin_target, &f->cancel};
 		struct isc_ssh *ssh = NULL;
 		struct isc_err err;
 		FILE *log;
@@ -88,14 +94,16 @@ static void *follow_main(void *arg)
 			isc_buf_reset(&out);
 			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000, keep, &out,
 			                  &f->cancel, &status, &err);
-			if (!rc && status == 0) {
+			if (!rc && (status == 0 || ++missing >= 3)) {
 				pthread_mutex_lock(&f->lock);
 				r->exited = 1;
-				r->code = atoi(isc_buf_cstr(&out));
+				r->code = status == 0 ? atoi(isc_buf_cstr(&out)) : -1;
 				pthread_mutex_unlock(&f->lock);
 				isc_ssh_free(ssh);
 				break;
 			}
+			if (rc)
+				missing = 0;
 		}
 		isc_ssh_free(ssh);
 		for (int i = 0; i < 10 && !f->cancel; i++)
@@ -139,7 +147,7 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	pthread_mutex_init(&f->lock, NULL);
 	f->opts = *opts;
-	f->user = strdup(opts->user);
+	f->user = strdup(opts->user ? opts->user : "root");
 	f->key_path = strdup(opts->key_path);
 	f->ranks = calloc(n ? n : 1, sizeof(*f->ranks));
 	f->n = n;
@@ -160,11 +168,13 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 		r->rank = nodes[i].rank;
 		r->port = nodes[i].port;
 		r->host = strdup(nodes[i].host);
-		r->pin_target = strdup(nodes[i].pin_target);
+		/* No instance id: pinned under host:port, which ssh.c derives itself. */
+		r->pin_target = nodes[i].pin_target ? strdup(nodes[i].pin_target) : NULL;
 		r->name = isc_launcher_container_name(spec->experiment_id, nodes[i].rank);
 		if (asprintf(&r->log_path, "%s/rank_%d.txt", output_dir, nodes[i].rank) < 0)
 			r->log_path = NULL;
-		if (!r->host || !r->pin_target || !r->name || !r->log_path) {
+		if (!r->host || (nodes[i].pin_target && !r->pin_target) || !r->name ||
+		    !r->log_path) {
 			isc_launch_follow_free(f);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
@@ -186,4 +196,19 @@ int isc_launch_follow_rank_exit(struct isc_launch_follow *f, int rank, int *code
 	}
 	pthread_mutex_unlock(&f->lock);
 	return exited;
+}
+
+size_t isc_launch_follow_poll(struct isc_launch_follow *f, struct isc_rank_exit *out, size_t cap)
+{
+	size_t k = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n; i++) {
+		if (!f->ranks[i].exited)
+			continue;
+		if (k < cap)
+			out[k] = (struct isc_rank_exit){f->ranks[i].rank, f->ranks[i].code};
+		k++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return k;
 }

@@ -14,10 +14,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A cluster id becomes a file name: [A-Za-z0-9_.-], not starting with a dot, at most 128. */
+static int id_ok(const char *id)
+{
+	size_t n = 0;
+	if (!id || !id[0] || id[0] == '.')
+		return 0;
+	for (const char *p = id; *p; p++, n++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
+			return 0;
+	return n <= 128;
+}
+
 char *isc_cluster_key_path(const char *home, const char *cluster_id)
 {
 	char *p;
-	if (asprintf(&p, "%s/keys/%s", home, cluster_id) < 0)
+	if (!home || !id_ok(cluster_id) || asprintf(&p, "%s/keys/%s", home, cluster_id) < 0)
 		return NULL;
 	return p;
 }
@@ -61,13 +74,21 @@ int isc_cluster_key_create(const char *home, const char *cluster_id, char **pubk
 	int fd = -1, rc = 0;
 
 	*pubkey_out = NULL;
+	if (!id_ok(cluster_id))
+		return isc_err_set(err, ISC_EINVALID, "bad cluster id for a key file");
 	if (asprintf(&dir, "%s/keys", home) < 0 ||
 	    !(path = isc_cluster_key_path(home, cluster_id))) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
+	(void)mkdir(home, 0700); /* usually there already (the store's folder) */
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", dir, strerror(errno));
+		goto out;
+	}
+	/* An older or hand-made folder may be wider than 0700: narrow it. */
+	if (chmod(dir, 0700) != 0) {
+		rc = isc_err_set(err, ISC_EIO, "cannot protect %s: %s", dir, strerror(errno));
 		goto out;
 	}
 	pkey = EVP_EC_gen("P-256");
@@ -126,7 +147,9 @@ int isc_cluster_key_public(const char *home, const char *cluster_id, char **pubk
 
 	*pubkey_out = NULL;
 	if (!path)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		return isc_err_set(err, id_ok(cluster_id) ? ISC_ENOMEM : ISC_EINVALID,
+		                   "no key path for cluster %s",
+		                   id_ok(cluster_id) ? cluster_id : "?");
 	f = fopen(path, "r");
 	free(path);
 	if (!f)

@@ -18,30 +18,45 @@ struct isc_boot_spec {
 	const char *compute_mode;
 	int cycle_count;     /* STRONG_CYCLE_COUNT */
 	long cycle_time_ms;  /* STRONG_CYCLE_TIME_MS (0 for burst: no cycle limit) */
-	const char *command; /* run as bash -lc COMMAND in the container */
+	const char *command; /* run as bash -lc COMMAND in the container (quoted, never parsed) */
 	const char *image;
 	const char *const *dataset_ids; /* mounted read-only at /data/<id> */
 	size_t n_datasets;
 	int nnodes, nproc;
-	int master_port;
-	const char *shm_size; /* e.g. "16g" */
+	int master_port;      /* 0: 29500 */
+	const char *shm_size; /* e.g. "16g"; NULL: "16g" */
 };
 
 struct isc_node_target {
-	int rank;
+	int rank;         /* unique in a boot; exactly one node has rank 0 */
 	const char *host; /* where to connect (public address, else private) */
 	int port;
 	const char *private_ip; /* MASTER_ADDR / IP_TO_RANK_MAPPING */
-	const char *pin_target; /* host keys are pinned under this (the instance id) */
+	const char
+	    *pin_target; /* host keys are pinned under this (the instance id); NULL: host:port */
 };
 
 struct isc_launcher_opts {
-	const char *user;
-	const char *key_path;
-	long connect_deadline_ms; /* per node, while it boots */
-	long command_timeout_ms;  /* per remote command (docker pull can be slow) */
-	isc_ssh_hostkey_fn check; /* host-key pinning; called from the node threads */
+	const char *user;         /* NULL: "root" */
+	const char *key_path;     /* the cluster's private key file (keys.h) */
+	long connect_deadline_ms; /* per node, from the start of the call, while it boots */
+	long command_timeout_ms;  /* per remote command (docker pull can be slow); 0: none */
+	isc_ssh_hostkey_fn
+	    check; /* host-key pinning; called from the node threads, one at a time */
 	void *check_ctx;
+};
+
+/* What happened on one node during isc_launcher_boot_nodes. */
+struct isc_boot_result {
+	int rank;
+	int rc;              /* 0, or this node's isc_code */
+	int started;         /* its container was started (after a failed boot: and removed) */
+	int rolled_back;     /* the cleanup (docker rm -f) ran on this node */
+	long connect_ms;     /* until logged in; -1 if never */
+	long total_ms;       /* until this node's boot finished or failed */
+	char key_type[32];   /* host key seen ("" if the node never answered) */
+	char key_sha256[65]; /* its SHA-256, lowercase hex */
+	struct isc_err err;  /* this node's own error (rc != 0), without the rank prefix */
 };
 
 /* "isc-<experiment id>-r<rank>", safe as a docker name. Caller frees. */
@@ -57,6 +72,18 @@ char *isc_launcher_container_name(const char *experiment_id, int rank);
  */
 int isc_launcher_boot(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
                       size_t n, const struct isc_launcher_opts *opts, struct isc_err *err);
+
+/*
+ * isc_launcher_boot with a report per node: results (n entries, may be NULL)
+ * receives every node's outcome, in the order of nodes. When one node fails,
+ * nodes still waiting to connect give up at once (their rc is ISC_ETRANSIENT,
+ * "connecting cancelled"); nodes whose boot script already runs finish it, so
+ * the rollback cannot race a late docker run. The returned error is the first
+ * failing node's, prefixed with "rank N (host): ".
+ */
+int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
+                            size_t n, const struct isc_launcher_opts *opts,
+                            struct isc_boot_result *results, struct isc_err *err);
 
 /* docker stop -t grace_s (the script may checkpoint), then removal, on every node in parallel. */
 void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
@@ -88,8 +115,22 @@ struct isc_launch_follow;
 int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_node_target *nodes,
                             size_t n, const struct isc_launcher_opts *opts, const char *output_dir,
                             struct isc_launch_follow **out, struct isc_err *err);
-/* 1 and *code once the rank's container has exited; 0 while it runs or is unknown. */
+/*
+ * 1 and *code once the rank's container has exited; 0 while it runs or is unknown.
+ * Code -1: the container vanished (removed by someone else), so its code is unknown.
+ */
 int isc_launch_follow_rank_exit(struct isc_launch_follow *f, int rank, int *code);
+
+struct isc_rank_exit {
+	int rank;
+	int code; /* the container's exit code; 128+signal when killed; -1 unknown (vanished) */
+};
+/*
+ * For the broker's tick: fills out (room for cap) with every rank that has
+ * exited so far, in the order of the nodes given to _start, and returns how many
+ * did (which may exceed cap). Never blocks on the network.
+ */
+size_t isc_launch_follow_poll(struct isc_launch_follow *f, struct isc_rank_exit *out, size_t cap);
 /* Stops following (the containers keep running) and frees. */
 void isc_launch_follow_free(struct isc_launch_follow *f);
 

@@ -19,10 +19,15 @@
 struct isc_ssh {
 	int fd;
 	LIBSSH2_SESSION *session;
-	char where[128]; /* "user@host:port", for messages */
+	char where[128];     /* "user@host:port", for messages */
+	char key_type[32];   /* host key seen by the last handshake */
+	char key_sha256[65]; /* its SHA-256, lowercase hex */
 };
 
+/* libssh2_init is not thread-safe: it runs once, whichever thread connects first. */
 static pthread_once_t ssh_once = PTHREAD_ONCE_INIT;
+/* Host-key checks run one at a time, so a caller's check need not lock (see ssh.h). */
+static pthread_mutex_t check_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void ssh_init_once(void)
 {
@@ -128,8 +133,24 @@ static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeo
 		return isc_err_set(err, ISC_EAUTH, "%s: no host key", s->where);
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)hash[i]);
-	if (check && (rc = check(check_ctx, t->pin_target, hostkey_type_name(key_type), hex, err)))
-		return rc;
+	snprintf(s->key_type, sizeof(s->key_type), "%s", hostkey_type_name(key_type));
+	snprintf(s->key_sha256, sizeof(s->key_sha256), "%s", hex);
+	if (check) {
+		char fallback[300];
+		const char *target = t->pin_target;
+		if (!target) {
+			snprintf(fallback, sizeof(fallback), "%s:%d", t->host, t->port);
+			target = fallback;
+		}
+		pthread_mutex_lock(&check_lock);
+		rc = check(check_ctx, target, s->key_type, hex, err);
+		pthread_mutex_unlock(&check_lock);
+		if (rc) {
+			if (rc == ISC_EAUTH)
+				isc_err_wrap(err, "%s", s->where);
+			return rc; /* only a transient failure of the check itself is retried */
+		}
+	}
 	if (libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL) !=
 	    0) {
 		char *msg = NULL;
@@ -166,14 +187,29 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 		/* A node that is still booting refuses or drops connections: retry until the
 		 * deadline. */
 		left = deadline_ms - isc_monotonic_ms();
-		if (rc != ISC_ETRANSIENT || left <= 0)
+		if (rc != ISC_ETRANSIENT || left <= 0 || (t->cancel && *t->cancel))
 			break;
-		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
+		/* Sleep in slices, so a cancel is noticed quickly. */
+		for (long slept = 0; slept < backoff && slept < left && !(t->cancel && *t->cancel);
+		     slept += 50)
+			usleep(50 * 1000);
 	}
 	if (rc == ISC_ETRANSIENT)
-		isc_err_wrap(err, "node unreachable before its deadline");
+		isc_err_wrap(err, "%s",
+		             t->cancel && *t->cancel ? "connecting cancelled"
+		                                     : "node unreachable before its deadline");
 	free(s);
 	return rc;
+}
+
+const char *isc_ssh_hostkey_type(const struct isc_ssh *s)
+{
+	return s->key_type;
+}
+
+const char *isc_ssh_hostkey_sha256(const struct isc_ssh *s)
+{
+	return s->key_sha256;
 }
 
 /* Waits for the socket in the directions libssh2 is blocked on, up to ms. */

@@ -18,6 +18,12 @@ struct isc_ssh;
 /*
  * Decides whether a host key is acceptable for target (an instance id or
  * "host:port"): 0 to accept, or an error (ISC_EAUTH for a changed key).
+ * Called after the key exchange and before anything is sent to the node (no
+ * login, no command), from whatever thread runs the session. The launcher
+ * never runs two checks at once (one process-wide lock around every call), so
+ * a callback may keep a small private state without locks of its own; it must
+ * not share a SQLite handle with a thread that keeps using it meanwhile (the
+ * broker opens a short connection per check, see docs/launcher.md).
  */
 typedef int (*isc_ssh_hostkey_fn)(void *ctx, const char *target, const char *key_type,
                                   const char *sha256_hex, struct isc_err *err);
@@ -27,13 +33,23 @@ struct isc_ssh_target {
 	int port;
 	const char *user;
 	const char *key_path;   /* the cluster's private key file */
-	const char *pin_target; /* what the host key is pinned under */
+	const char *pin_target; /* what the host key is pinned under; NULL: "host:port" */
+	volatile int *cancel;   /* optional: stop retrying once it becomes non-zero */
 };
 
-/* deadline_ms is on isc_monotonic_ms()'s clock. ISC_ETRANSIENT when the node never answered. */
+/*
+ * Connects and logs in. deadline_ms is on isc_monotonic_ms()'s clock: refused,
+ * reset or silent connections (a node still booting) are retried with a short
+ * backoff (100 ms doubling to 1 s) until then; ISC_ETRANSIENT when the node never
+ * answered, ISC_EAUTH for a refused host key or login (not retried).
+ */
 int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh_hostkey_fn check,
                     void *check_ctx, struct isc_ssh **out, struct isc_err *err);
 void isc_ssh_free(struct isc_ssh *s);
+
+/* The host key the session saw: "ssh-ed25519" etc. and lowercase SHA-256 hex. Borrowed. */
+const char *isc_ssh_hostkey_type(const struct isc_ssh *s);
+const char *isc_ssh_hostkey_sha256(const struct isc_ssh *s);
 
 /* Receives output as it arrives (stderr = 1 for the error stream). */
 typedef void (*isc_ssh_output_fn)(void *ctx, const char *data, size_t len, int stderr_stream);

@@ -1,8 +1,9 @@
-/* Host-key pinning (see store_hostkeys.h). */
+/* Host-key pinning: the SQL of the host_keys table (see store_hostkeys.h). */
 #include "store/store_hostkeys.h"
 
 #include "store/store_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int isc_store_hostkey_check(struct isc_store *s, const char *target, const char *key_type,
@@ -23,9 +24,8 @@ int isc_store_hostkey_check(struct isc_store *s, const char *target, const char 
 		const char *pinned = (const char *)sqlite3_column_text(st, 1);
 		if (strcmp(type, key_type) != 0 || strcmp(pinned, sha256_hex) != 0)
 			rc = isc_err_set(err, ISC_EAUTH,
-			                 "host key of %s changed: pinned %s SHA256:%s, now %s "
-			                 "SHA256:%s; refusing "
-			                 "to connect",
+			                 "host key of %s changed: pinned %s sha256 %s, now %s "
+			                 "sha256 %s; refusing to connect",
 			                 target, type, pinned, key_type, sha256_hex);
 		sqlite3_finalize(st);
 		goto out;
@@ -50,4 +50,71 @@ out:
 		return rc;
 	}
 	return isc_store_commit(s, err);
+}
+
+int isc_store_hostkey_check_home(void *home, const char *target, const char *key_type,
+                                 const char *sha256_hex, struct isc_err *err)
+{
+	struct isc_store *s;
+	int rc = isc_store_open(home, 0, &s, err);
+	if (rc)
+		return rc;
+	rc = isc_store_hostkey_check(s, target, key_type, sha256_hex, err);
+	isc_store_free(s);
+	return rc;
+}
+
+void isc_hostkey_cleanup(struct isc_hostkey *k)
+{
+	free(k->target);
+	free(k->key_type);
+	free(k->sha256);
+	memset(k, 0, sizeof(*k));
+}
+
+int isc_store_hostkey_get(struct isc_store *s, const char *target, struct isc_hostkey *out,
+                          struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc, step, oom = 0;
+
+	memset(out, 0, sizeof(*out));
+	rc = isc_store_prepare(
+	    s, "SELECT target, key_type, sha256, first_seen_ms FROM host_keys WHERE target = ?",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW) {
+		out->target = isc_store_col_text(st, 0, &oom);
+		out->key_type = isc_store_col_text(st, 1, &oom);
+		out->sha256 = isc_store_col_text(st, 2, &oom);
+		out->first_seen_ms = sqlite3_column_int64(st, 3);
+		if (oom) {
+			isc_hostkey_cleanup(out);
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	} else if (step == SQLITE_DONE) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no host key pinned for %s", target);
+	} else {
+		rc = isc_store_sqlite_err(s, step, "reading a host key", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int isc_store_hostkey_forget(struct isc_store *s, const char *target, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "DELETE FROM host_keys WHERE target = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
+	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
+		rc = isc_store_sqlite_err(s, rc, "forgetting a host key", err);
+	else
+		rc = 0;
+	sqlite3_finalize(st);
+	return rc;
 }

@@ -3,14 +3,16 @@
  * addresses, each with its own host key and the docker stand-in: a 6-node
  * boot with the exact environment per rank, logs into rank_N.txt, host-key
  * pinning, an unreachable node, a failing pull rolled back on every node,
- * and hostile strings that stay inert. Needs root (sshd in mount namespaces);
- * skipped otherwise.
+ * and hostile strings that stay inert; cluster keys on disk, host keys pinned
+ * in a real store, per-node boot reports, followers and stop with grace.
+ * Needs root (sshd in mount namespaces); skipped otherwise.
  */
 #include "common/buf.h"
 #include "common/clock.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "launcher/shellquote.h"
+#include "store/store_hostkeys.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NODES 6
@@ -34,34 +37,12 @@ static char ips[NODES][32];
 static char instance_ids[NODES][32];
 static struct isc_node_target targets[NODES];
 
-/* In-memory pins, as the store would keep them. */
-static struct {
-	char target[64];
-	char sha[65];
-} pins[32];
-static size_t n_pins;
-static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
-
+/* Host keys are pinned in a real store under root, one connection per check (as the broker). */
 static int pin(void *ctx, const char *target, const char *type, const char *sha,
                struct isc_err *err)
 {
-	int rc = 0;
 	(void)ctx;
-	(void)type;
-	pthread_mutex_lock(&pins_lock);
-	for (size_t i = 0; i < n_pins; i++) {
-		if (strcmp(pins[i].target, target) == 0) {
-			if (strcmp(pins[i].sha, sha) != 0)
-				rc = isc_err_set(err, ISC_EAUTH, "host key of %s changed", target);
-			pthread_mutex_unlock(&pins_lock);
-			return rc;
-		}
-	}
-	snprintf(pins[n_pins].target, sizeof(pins[0].target), "%s", target);
-	snprintf(pins[n_pins].sha, sizeof(pins[0].sha), "%s", sha);
-	n_pins++;
-	pthread_mutex_unlock(&pins_lock);
-	return 0;
+	return isc_store_hostkey_check_home(root, target, type, sha, err);
 }
 
 static int sh(const char *fmt, ...)
@@ -92,6 +73,12 @@ static int group_setup(void **state)
 	snprintf(root, sizeof(root), "/tmp/isc-launcher-XXXXXX");
 	if (!mkdtemp(root))
 		return -1;
+	{
+		struct isc_store *st;
+		if (isc_store_open(root, 1, &st, &err))
+			return -1;
+		isc_store_free(st);
+	}
 	if (isc_cluster_key_create(root, "cl_test", &pub, &err))
 		return -1;
 	snprintf(key_path, sizeof(key_path), "%s/keys/cl_test", root);
@@ -277,9 +264,10 @@ static void collect(void *ctx, const char *data, size_t len, int stderr_stream)
 		isc_buf_append(ctx, data, len);
 }
 
-static size_t count_containers(int i, const char *experiment_id)
+/* Containers of an experiment on node i, running or not (pin NULL: no host-key check). */
+static size_t count_containers_as(int i, const char *experiment_id, isc_ssh_hostkey_fn check)
 {
-	struct isc_ssh_target t = {ips[i], PORT, "root", key_path, instance_ids[i]};
+	struct isc_ssh_target t = {ips[i], PORT, "root", key_path, instance_ids[i], NULL};
 	struct isc_ssh *ssh;
 	struct isc_err err;
 	struct isc_buf b, cmd;
@@ -288,7 +276,8 @@ static size_t count_containers(int i, const char *experiment_id)
 
 	isc_buf_init(&b, 0);
 	isc_buf_init(&cmd, 0);
-	assert_int_equal(isc_ssh_connect(&t, isc_monotonic_ms() + 5000, pin, NULL, &ssh, &err), 0);
+	assert_int_equal(isc_ssh_connect(&t, isc_monotonic_ms() + 5000, check, NULL, &ssh, &err),
+	                 0);
 	isc_buf_printf(&cmd, "docker ps -a --filter name=isc-%s- --format '{{.Names}}'",
 	               experiment_id);
 	assert_int_equal(
@@ -300,6 +289,11 @@ static size_t count_containers(int i, const char *experiment_id)
 		n += b.data[k] == '\n';
 	isc_buf_cleanup(&b);
 	return n;
+}
+
+static size_t count_containers(int i, const char *experiment_id)
+{
+	return count_containers_as(i, experiment_id, pin);
 }
 
 static void test_failed_pull_rolls_back_every_node(void **state)
@@ -347,56 +341,285 @@ static void test_unreachable_node_fails_after_deadline(void **state)
 	assert_int_equal(count_containers(0, "exp_gone"), 0);
 }
 
+static struct isc_store *store(void)
+{
+	struct isc_store *st;
+	struct isc_err err;
+	assert_int_equal(isc_store_open(root, 0, &st, &err), 0);
+	return st;
+}
+
 static void test_changed_host_key_is_refused(void **state)
 {
+	/* Node 5 as a one-node cluster (its own rank 0). */
+	struct isc_node_target one = {0, ips[5], PORT, ips[5], instance_ids[5]};
 	struct isc_boot_spec s = spec("exp_key", "key", "true", "img");
 	struct isc_launcher_opts o = opts();
+	struct isc_boot_result res;
+	struct isc_hostkey old;
+	struct isc_store *st;
 	struct isc_err err;
 	(void)state;
 	if (getuid() != 0)
 		skip();
 	s.nnodes = 1;
-	assert_int_equal(isc_launcher_boot(&s, &targets[5], 1, &o, &err), 0); /* pinned by now */
-	isc_launcher_stop(&s, &targets[5], 1, &o, 0);
+	assert_int_equal(isc_launcher_boot_nodes(&s, &one, 1, &o, &res, &err), 0);
+	assert_int_equal(strlen(res.key_sha256), 64);
+	assert_string_equal(res.key_type, "ssh-ed25519");
+	isc_launcher_stop(&s, &one, 1, &o, 0);
+	st = store();
+	assert_int_equal(isc_store_hostkey_get(st, instance_ids[5], &old, &err), 0);
+	assert_string_equal(old.sha256, res.key_sha256);
+
+	/* The node comes back with a new host key: refused, naming host and both keys. */
 	sh("tests/mocks/node/node-down %s/n5 && rm -f %s/n5/hostkey %s/n5/hostkey.pub", root, root,
 	   root);
 	assert_int_equal(node_up(5), 0);
-	assert_int_equal(isc_launcher_boot(&s, &targets[5], 1, &o, &err), ISC_EAUTH);
+	assert_int_equal(isc_launcher_boot_nodes(&s, &one, 1, &o, &res, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "changed"));
+	assert_non_null(strstr(err.msg, instance_ids[5]));
+	assert_non_null(strstr(err.msg, ips[5]));
+	assert_non_null(strstr(err.msg, old.sha256));
+	assert_non_null(strstr(err.msg, res.key_sha256));
+	assert_string_not_equal(res.key_sha256, old.sha256);
+	assert_int_equal(res.started, 0);
+	assert_int_equal(count_containers_as(5, "exp_key", NULL), 0);
+
+	/* Once the operator forgets the pin, the new key is pinned on the next boot. */
+	assert_int_equal(isc_store_hostkey_forget(st, instance_ids[5], &err), 0);
+	assert_int_equal(isc_launcher_boot_nodes(&s, &one, 1, &o, &res, &err), 0);
+	isc_launcher_stop(&s, &one, 1, &o, 0);
+	isc_hostkey_cleanup(&old);
+	assert_int_equal(isc_store_hostkey_get(st, instance_ids[5], &old, &err), 0);
+	assert_string_equal(old.sha256, res.key_sha256);
+	isc_hostkey_cleanup(&old);
+	isc_store_free(st);
 }
 
-static void test_shell_quote(void **state)
+/* Without an instance id the key is pinned under host:port. */
+static void test_pin_without_instance_id(void **state)
 {
-	static const char *const hostile[] = {"plain", "it's",        "$(id)", "`id`",
-	                                      "a\nb",  "a; rm -rf /", "\"\\'", ""};
+	struct isc_node_target one = {0, ips[4], PORT, ips[4], NULL};
+	struct isc_boot_spec s = spec("exp_hp", "hp", "true", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_hostkey k;
+	struct isc_store *st;
+	struct isc_err err;
+	char target[64];
 	(void)state;
-	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
-		struct isc_buf cmd, q;
-		char out[256] = "";
-		FILE *p;
-		size_t got;
-		isc_buf_init(&cmd, 0);
-		isc_buf_init(&q, 0);
-		isc_shell_quote(&q, hostile[i]);
-		isc_buf_printf(&cmd, "printf %%s %s", isc_buf_cstr(&q));
-		p = popen(isc_buf_cstr(&cmd), "r");
-		got = fread(out, 1, sizeof(out) - 1, p);
-		out[got] = '\0';
-		pclose(p);
-		assert_string_equal(out, hostile[i]);
-		isc_buf_cleanup(&cmd);
-		isc_buf_cleanup(&q);
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	assert_int_equal(isc_launcher_boot(&s, &one, 1, &o, &err), 0);
+	isc_launcher_stop(&s, &one, 1, &o, 0);
+	st = store();
+	snprintf(target, sizeof(target), "%s:%d", ips[4], PORT);
+	assert_int_equal(isc_store_hostkey_get(st, target, &k, &err), 0);
+	assert_string_equal(k.key_type, "ssh-ed25519");
+	isc_hostkey_cleanup(&k);
+	isc_store_free(st);
+}
+
+/* A line break in a value cannot smuggle a variable into the env file. */
+static void test_newline_in_name_stays_one_value(void **state)
+{
+	struct isc_node_target one = targets[0];
+	const char *name = "two\nRANK=99\nlines";
+	struct isc_boot_spec s =
+	    spec("exp_nl", name, "printf '[%s]|%s|' \"$STRONG_EXPERIMENT_NAME\" \"$RANK\"", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_err err;
+	char out[256], path[300], *log, want[128];
+	int code = -1;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	assert_int_equal(isc_launcher_boot(&s, &one, 1, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-nl", root);
+	assert_int_equal(isc_launch_follow_start(&s, &one, 1, &o, out, &f, &err), 0);
+	for (int t = 0; t < 200 && !isc_launch_follow_rank_exit(f, 0, &code); t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	assert_int_equal(code, 0);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	log = slurp(path);
+	snprintf(want, sizeof(want), "[%s]|0|", name);
+	assert_string_equal(log, want);
+	free(log);
+	isc_launcher_stop(&s, &one, 1, &o, 0);
+}
+
+/* Output reaches rank_N.txt while the rank runs; exits are polled; stop honours the grace. */
+static void test_follow_streams_polls_and_stops(void **state)
+{
+	struct isc_boot_spec s = spec(
+	    "exp_follow", "follow",
+	    "trap 'echo got-term; exit 7' TERM; echo started-$RANK; "
+	    "if [ \"$RANK\" = 1 ]; then exit 3; fi; while true; do sleep 0.1; done",
+	    "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_rank_exit exits[4];
+	struct isc_err err;
+	char out[256], path[300], *log = NULL;
+	size_t n = 0;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 2;
+	assert_int_equal(isc_launcher_boot(&s, targets, 2, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-follow", root);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 2, &o, out, &f, &err), 0);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	/* Rank 0 still runs, and its first line is home already. */
+	for (int t = 0; t < 100; t++) {
+		free(log);
+		log = slurp(path);
+		n = isc_launch_follow_poll(f, exits, 4);
+		if (log && strstr(log, "started-0\n") && n == 1)
+			break;
+		usleep(50 * 1000);
 	}
+	assert_non_null(log);
+	assert_string_equal(log, "started-0\n");
+	free(log);
+	assert_int_equal(n, 1);
+	assert_int_equal(exits[0].rank, 1);
+	assert_int_equal(exits[0].code, 3);
+	/* Stopping with a grace lets the trap run; the follower sees its last words. */
+	isc_launcher_stop(&s, targets, 1, &o, 5);
+	for (int t = 0; t < 100; t++) {
+		log = slurp(path);
+		if (log && strstr(log, "got-term"))
+			break;
+		free(log);
+		log = NULL;
+		usleep(50 * 1000);
+	}
+	assert_non_null(log);
+	/* (bash may report its killed `sleep` in between: the stand-in signals the group) */
+	assert_int_equal(strncmp(log, "started-0\n", 10), 0);
+	assert_non_null(strstr(log, "got-term\n"));
+	free(log);
+	isc_launch_follow_free(f);
+	assert_int_equal(count_containers(0, "exp_follow"), 0);
+	isc_launcher_stop(&s, targets, 2, &o, 0);
+}
+
+/* A container nobody can see any more is reported once, with code -1. */
+static void test_follow_reports_a_vanished_container(void **state)
+{
+	struct isc_boot_spec s = spec("exp_never_booted", "none", "true", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_rank_exit ex;
+	struct isc_err err;
+	char out[256];
+	size_t n = 0;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	snprintf(out, sizeof(out), "%s/out-none", root);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	for (int t = 0; t < 200 && !(n = isc_launch_follow_poll(f, &ex, 1)); t++)
+		usleep(50 * 1000);
+	assert_int_equal(n, 1);
+	assert_int_equal(ex.code, -1);
+	isc_launch_follow_free(f);
+}
+
+/* One node fails fast (pull); a node that never answers gives up at once, not at its deadline. */
+static void test_failure_cancels_nodes_still_connecting(void **state)
+{
+	struct isc_node_target t[3] = {targets[0], targets[1],
+	                               {2, "127.0.88.98", PORT, "127.0.88.98", "i-late"}};
+	struct isc_boot_spec s = spec("exp_cancel", "c", "sleep 60", "img-does-not-exist:1");
+	struct isc_launcher_opts o = opts();
+	struct isc_boot_result res[3];
+	struct isc_err err;
+	int64_t t0 = isc_monotonic_ms();
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 3;
+	o.connect_deadline_ms = 20000;
+	assert_int_equal(isc_launcher_boot_nodes(&s, t, 3, &o, res, &err), ISC_EINVALID);
+	assert_true(isc_monotonic_ms() - t0 < 10000);
+	assert_non_null(strstr(err.msg, "docker pull"));
+	assert_null(strstr(err.msg, "rank 2"));
+	assert_int_equal(res[2].rc, ISC_ETRANSIENT);
+	assert_non_null(strstr(res[2].err.msg, "cancelled"));
+	assert_int_equal(res[2].connect_ms, -1);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(res[i].rc, ISC_EINVALID);
+		assert_int_equal(res[i].rolled_back, 1);
+		assert_int_equal(count_containers(i, "exp_cancel"), 0);
+	}
+}
+
+static void test_boot_refuses_bad_node_lists(void **state)
+{
+	struct isc_node_target t[2] = {targets[1], targets[2]}; /* ranks 1 and 2: no rank 0 */
+	struct isc_boot_spec s = spec("exp_bad", "bad", "true", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_launcher_boot(&s, t, 2, &o, &err), ISC_EINVALID);
+	t[0] = targets[0];
+	t[1] = targets[0];
+	assert_int_equal(isc_launcher_boot(&s, t, 2, &o, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "twice"));
+	assert_int_equal(isc_launcher_boot(&s, t, 0, &o, &err), ISC_EINVALID);
+}
+
+static void test_cluster_key_files(void **state)
+{
+	char dir[300], *pub = NULL, *pub2 = NULL, *path;
+	struct isc_err err;
+	struct stat sb;
+	(void)state;
+	if (getuid() != 0)
+		skip(); /* root was not created */
+	assert_int_equal(isc_cluster_key_create(root, "cl_files", &pub, &err), 0);
+	assert_int_equal(strncmp(pub, "ecdsa-sha2-nistp256 AAAA", 24), 0);
+	assert_non_null(strstr(pub, " isc-cl_files"));
+	assert_null(strchr(pub, '\n'));
+	path = isc_cluster_key_path(root, "cl_files");
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	snprintf(dir, sizeof(dir), "%s/keys", root);
+	assert_int_equal(stat(dir, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0700);
+	assert_int_equal(isc_cluster_key_public(root, "cl_files", &pub2, &err), 0);
+	assert_string_equal(pub, pub2);
+	free(pub2);
+	/* Never replaced, never a path outside keys/. */
+	assert_int_equal(isc_cluster_key_create(root, "cl_files", &pub2, &err), ISC_ECONFLICT);
+	assert_int_equal(isc_cluster_key_create(root, "../escape", &pub2, &err), ISC_EINVALID);
+	assert_null(isc_cluster_key_path(root, "a/b"));
+	isc_cluster_key_delete(root, "cl_files");
+	assert_int_not_equal(access(path, F_OK), 0);
+	assert_int_equal(isc_cluster_key_public(root, "cl_files", &pub2, &err), ISC_ENOTFOUND);
+	free(path);
+	free(pub);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_shell_quote),
+	    cmocka_unit_test(test_cluster_key_files),
+	    cmocka_unit_test(test_boot_refuses_bad_node_lists),
 	    cmocka_unit_test(test_six_node_boot_environment),
 	    cmocka_unit_test(test_hostile_strings_stay_inert),
+	    cmocka_unit_test(test_newline_in_name_stays_one_value),
+	    cmocka_unit_test(test_follow_streams_polls_and_stops),
+	    cmocka_unit_test(test_follow_reports_a_vanished_container),
 	    cmocka_unit_test(test_failed_pull_rolls_back_every_node),
+	    cmocka_unit_test(test_failure_cancels_nodes_still_connecting),
 	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
+	    cmocka_unit_test(test_pin_without_instance_id),
 	    cmocka_unit_test(test_changed_host_key_is_refused),
 	};
 	return cmocka_run_group_tests_name("launcher", tests, group_setup, group_teardown);
