@@ -114,11 +114,9 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	/* The env file is written from the channel's stdin, private to root. */
 	rc |= isc_buf_puts(b, "umask 077; env_file=/tmp/");
 	rc |= isc_shell_quote(b, name);
-	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; docker rm -f ");
-	rc |= isc_shell_quote(b, name);
-	rc |= isc_buf_puts(b, " >/dev/null 2>&1 || true; docker pull ");
+	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; docker pull ");
 	rc |= isc_shell_quote(b, spec->image);
-	rc |= isc_buf_printf(b, " >/dev/null || exit %d; docker run -d --name ", PULL_FAILED);
+	rc |= isc_buf_printf(b, " >/dev/null || exit %d; start() { docker run -d --name ", PULL_FAILED);
 	rc |= isc_shell_quote(b, name);
 	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --shm-size ");
 	rc |= isc_shell_quote(b, spec->shm_size ? spec->shm_size : "16g");
@@ -138,7 +136,13 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	rc |= isc_shell_quote(b, spec->image);
 	rc |= isc_buf_puts(b, " bash -lc ");
 	rc |= isc_shell_quote(b, spec->command);
-	rc |= isc_buf_puts(b, " >/dev/null");
+	/*
+	 * A container of the same name is left only by a boot repeated after a crash:
+	 * remove it and try again only then, which spares every first boot a docker call.
+	 */
+	rc |= isc_buf_puts(b, " >/dev/null; }; start 2>/dev/null || { docker rm -f ");
+	rc |= isc_shell_quote(b, name);
+	rc |= isc_buf_puts(b, " >/dev/null 2>&1 || true; start; }");
 	return rc ? ISC_ENOMEM : 0;
 }
 

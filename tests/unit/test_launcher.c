@@ -559,6 +559,23 @@ static void test_failure_cancels_nodes_still_connecting(void **state)
 	}
 }
 
+/* A boot repeated on a node (after a crash) replaces the container left from the first. */
+static void test_repeated_boot_replaces_the_container(void **state)
+{
+	struct isc_boot_spec s = spec("exp_again", "again", "sleep 60", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_err err;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	assert_int_equal(count_containers(0, "exp_again"), 1);
+	isc_launcher_stop(&s, targets, 1, &o, 0);
+	assert_int_equal(count_containers(0, "exp_again"), 0);
+}
+
 static void test_boot_refuses_bad_node_lists(void **state)
 {
 	struct isc_node_target t[2] = {targets[1], targets[2]}; /* ranks 1 and 2: no rank 0 */
@@ -616,6 +633,7 @@ int main(void)
 	    cmocka_unit_test(test_newline_in_name_stays_one_value),
 	    cmocka_unit_test(test_follow_streams_polls_and_stops),
 	    cmocka_unit_test(test_follow_reports_a_vanished_container),
+	    cmocka_unit_test(test_repeated_boot_replaces_the_container),
 	    cmocka_unit_test(test_failed_pull_rolls_back_every_node),
 	    cmocka_unit_test(test_failure_cancels_nodes_still_connecting),
 	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
