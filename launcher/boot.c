@@ -116,7 +116,8 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	rc |= isc_shell_quote(b, name);
 	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; docker pull ");
 	rc |= isc_shell_quote(b, spec->image);
-	rc |= isc_buf_printf(b, " >/dev/null || exit %d; start() { docker run -d --name ", PULL_FAILED);
+	rc |= isc_buf_printf(b, " >/dev/null || exit %d; start() { docker run -d --name ",
+	                     PULL_FAILED);
 	rc |= isc_shell_quote(b, name);
 	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --shm-size ");
 	rc |= isc_shell_quote(b, spec->shm_size ? spec->shm_size : "16g");

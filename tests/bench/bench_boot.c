@@ -137,8 +137,9 @@ int main(void)
 		       one ? (double)all / (double)one : 0.0);
 		printf("boot %d nodes, wall time beyond the slowest node's own boot: %lld ms\n",
 		       NODES, (long long)over);
-		printf("launcher CPU per %d-node boot: %lld ms (the nodes share the same %ld cores)\n",
-		       NODES, (long long)cpu, sysconf(_SC_NPROCESSORS_ONLN));
+		printf(
+		    "launcher CPU per %d-node boot: %lld ms (the nodes share the same %ld cores)\n",
+		    NODES, (long long)cpu, sysconf(_SC_NPROCESSORS_ONLN));
 		printf("boot 1 node, 1 s registry: %lld ms\n", (long long)one_d);
 		printf("boot %d nodes, 1 s registry: %lld ms\n", NODES, (long long)all_d);
 		printf("boot ratio %d/1, 1 s registry: %.2fx (goal <= 1.3x)\n", NODES,

@@ -454,11 +454,11 @@ static void test_newline_in_name_stays_one_value(void **state)
 /* Output reaches rank_N.txt while the rank runs; exits are polled; stop honours the grace. */
 static void test_follow_streams_polls_and_stops(void **state)
 {
-	struct isc_boot_spec s = spec(
-	    "exp_follow", "follow",
-	    "trap 'echo got-term; exit 7' TERM; echo started-$RANK; "
-	    "if [ \"$RANK\" = 1 ]; then exit 3; fi; while true; do sleep 0.1; done",
-	    "img");
+	struct isc_boot_spec s =
+	    spec("exp_follow", "follow",
+	         "trap 'echo got-term; exit 7' TERM; echo started-$RANK; "
+	         "if [ \"$RANK\" = 1 ]; then exit 3; fi; while true; do sleep 0.1; done",
+	         "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_launch_follow *f;
 	struct isc_rank_exit exits[4];
@@ -533,8 +533,8 @@ static void test_follow_reports_a_vanished_container(void **state)
 /* One node fails fast (pull); a node that never answers gives up at once, not at its deadline. */
 static void test_failure_cancels_nodes_still_connecting(void **state)
 {
-	struct isc_node_target t[3] = {targets[0], targets[1],
-	                               {2, "127.0.88.98", PORT, "127.0.88.98", "i-late"}};
+	struct isc_node_target t[3] = {
+	    targets[0], targets[1], {2, "127.0.88.98", PORT, "127.0.88.98", "i-late"}};
 	struct isc_boot_spec s = spec("exp_cancel", "c", "sleep 60", "img-does-not-exist:1");
 	struct isc_launcher_opts o = opts();
 	struct isc_boot_result res[3];
