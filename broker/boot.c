@@ -15,20 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Called from node threads: each check uses its own store connection. */
-static int pin_hostkey(void *ctx, const char *target, const char *key_type, const char *sha256_hex,
-                       struct isc_err *err)
-{
-	const char *home = ctx;
-	struct isc_store *s;
-	int rc = isc_store_open(home, 0, &s, err);
-	if (rc)
-		return rc;
-	rc = isc_store_hostkey_check(s, target, key_type, sha256_hex, err);
-	isc_store_free(s);
-	return rc;
-}
-
 /* Everything the launcher needs, owned here. */
 struct boot_ctx {
 	json_t *spec_json;
@@ -103,7 +89,8 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	x->opts.key_path = x->key_path;
 	x->opts.connect_deadline_ms = b->config->boot_deadline_ms;
 	x->opts.command_timeout_ms = b->config->command_timeout_ms;
-	x->opts.check = pin_hostkey;
+	/* Node threads check host keys on a store connection of their own. */
+	x->opts.check = isc_store_hostkey_check_home;
 	x->opts.check_ctx = b->home;
 	return 0;
 }

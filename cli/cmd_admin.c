@@ -114,28 +114,41 @@ int cmd_org(struct isc_cli *cli, int argc, char **argv)
 	return isc_cli_usage_error("org", "unknown subcommand '%s'", argv[1]);
 }
 
-static int project_add(struct isc_cli *cli, int argc, char **argv)
+/*
+ * The options of `isc project add|list`: --org ORG and --json. On return optind
+ * indexes argv + 1 (the subcommand's own argv). Returns 0 or ISC_EXIT_USAGE.
+ */
+static int project_options(int argc, char **argv, const char **org, int *json)
 {
 	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
 	                                     {"json", no_argument, NULL, 'j'},
 	                                     {NULL, 0, NULL, 0}};
-	const char *org = NULL;
-	struct isc_store *s;
-	struct isc_err err;
-	char *id = NULL;
-	int c, rc, json = 0;
+	int c;
 
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) != -1) {
 		if (c == 'o')
-			org = optarg;
+			*org = optarg;
 		else if (c == 'j')
-			json = 1;
+			*json = 1;
 		else
 			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
 			                           argv[optind]);
 	}
+	return 0;
+}
+
+static int project_add(struct isc_cli *cli, int argc, char **argv)
+{
+	const char *org = NULL;
+	struct isc_store *s;
+	struct isc_err err;
+	char *id = NULL;
+	int rc, json = 0;
+
+	if ((rc = project_options(argc, argv, &org, &json)))
+		return rc;
 	if (!org)
 		return isc_cli_usage_error("project", "--org ORG is required");
 	if (optind + 1 != argc - 1)
@@ -167,27 +180,15 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 
 static int project_list(struct isc_cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {{"org", required_argument, NULL, 'o'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {NULL, 0, NULL, 0}};
 	const char *org = NULL;
 	struct isc_store *s;
 	struct isc_project *list;
 	struct isc_err err;
 	size_t n;
-	int c, rc, json = 0;
+	int rc, json = 0;
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc - 1, argv + 1, "", opts, NULL)) != -1) {
-		if (c == 'o')
-			org = optarg;
-		else if (c == 'j')
-			json = 1;
-		else
-			return isc_cli_usage_error("project", "unknown or incomplete option '%s'",
-			                           argv[optind]);
-	}
+	if ((rc = project_options(argc, argv, &org, &json)))
+		return rc;
 	if (optind != argc - 1)
 		return isc_cli_usage_error("project", "unexpected argument '%s'", argv[optind + 1]);
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
