@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Fault suite: many bursts on the mock cloud while interruptions, capacity errors,
+# throttling, 5xx, lost replies and kill -9 of iscd are injected at random points.
+# At the end: every experiment is final or still correctly running, no instance is
+# left running that no live cluster owns, no intent (client token) created instances
+# twice, and every interrupted experiment resumed with its cycle count raised.
+# FAULT_SECONDS (default 45) bounds the injection phase; FAULT_SEED makes it repeatable.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/isc-faults.XXXXXX)
+cleanup() {
+	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+. "$dir/env"
+isc() { "$ISC_BIN/isc" "$@"; }
+mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
+fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
+start_iscd() {
+	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+	echo $! >"$dir/iscd.pid"
+}
+start_iscd
+RANDOM=${FAULT_SEED:-$$}
+secs=${FAULT_SECONDS:-45}
+declare -A injected=()
+ids=()
+
+cat >"$dir/job.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "fault-job"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot", "aws-us-east-1-g5.xlarge-spot", "aws-us-west-2-g4dn.xlarge-spot"]
+command = 'echo "start cycle $STRONG_CYCLE_COUNT"; for i in $(seq 1 40); do echo $i > /mnt/checkpoints/step; sleep 0.1; done'
+ISC
+
+end=$((SECONDS + secs))
+while [ $SECONDS -lt $end ]; do
+	case $((RANDOM % 9)) in
+	0 | 1) ids+=("$(isc burst "$dir/job.isc" | grep -Eo 'exp_[0-9a-f]{16}')"); injected[burst]=$((${injected[burst]:-0} + 1)) ;;
+	2) fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":2}'; injected[capacity]=$((${injected[capacity]:-0} + 1)) ;;
+	3) fault '{"kind":"throttle","count":2}'; injected[throttle]=$((${injected[throttle]:-0} + 1)) ;;
+	4) fault '{"kind":"error5xx","count":2}'; injected[error5xx]=$((${injected[error5xx]:-0} + 1)) ;;
+	5)
+		actions=(RunInstances TerminateInstances DescribeInstances)
+		fault "{\"kind\":\"lose_response\",\"action\":\"${actions[$((RANDOM % 3))]}\",\"count\":1}"
+		injected[lose_response]=$((${injected[lose_response]:-0} + 1))
+		;;
+	6)
+		victim=$(mock instances | /usr/bin/python3 -c '
+import json, random, sys
+rows = [r for r in json.load(sys.stdin) if r["state"] == "running" and r["spot"]]
+print(random.choice(rows)["id"] if rows else "")')
+		if [ -n "$victim" ]; then
+			fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":5}"
+			injected[interrupt]=$((${injected[interrupt]:-0} + 1))
+		fi
+		;;
+	7)
+		kill -KILL "$(cat "$dir/iscd.pid")" 2>/dev/null
+		wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+		sleep 0.$((RANDOM % 10))
+		start_iscd
+		injected[kill9]=$((${injected[kill9]:-0} + 1))
+		;;
+	8) sleep 1 ;;
+	esac
+	sleep 0.$((RANDOM % 8 + 2))
+done
+mock faults -X DELETE >/dev/null
+
+# Let everything settle: every experiment final (these jobs end by themselves).
+settled() {
+	for id in "${ids[@]}"; do
+		s=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+		case $s in completed | failed | cancelled | stopped) ;; *) return 1 ;; esac
+	done
+	return 0
+}
+for _ in $(seq 1 120); do settled && break; sleep 1; done
+check "every experiment reached a final state" settled
+for _ in $(seq 1 60); do
+	[ "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0 ] && break
+	sleep 0.5
+done
+check "no instance is left running" test "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0
+check "the mock cloud gives its record of every instance" mock instances -o "$dir/instances.json"
+check "each client token has exactly one gang" /usr/bin/python3 -c '
+import collections, json, sys
+rows = json.load(open(sys.argv[1]))
+by_token = collections.Counter(r["client_token"] for r in rows)
+bad = {t: c for t, c in by_token.items() if c != 2}
+print("tokens:", len(by_token), "bad:", bad, file=sys.stderr)
+sys.exit(1 if bad else 0)' "$dir/instances.json"
+resumed_ok=1
+for id in "${ids[@]}"; do
+	isc status "$id" --json >"$dir/s.json"
+	/usr/bin/python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))
+kinds = [x["kind"] for x in e["events"]]
+if "interrupted" in kinds:
+    after = kinds[kinds.index("interrupted"):]
+    # Resumed means it ran again in a later cycle (or was ended while trying to).
+    if "running" in after and e["cycle_count"] < 2:
+        sys.exit(1)
+sys.exit(0)' "$dir/s.json" || resumed_ok=0
+done
+check "interrupted experiments resumed with the cycle count raised" test $resumed_ok = 1
+summary=""
+for k in burst capacity throttle error5xx lose_response interrupt kill9; do summary+="$k=${injected[$k]:-0} "; done
+echo "faults injected: $summary"
+kill -TERM "$(cat "$dir/iscd.pid")" 2>/dev/null
+finish faults
