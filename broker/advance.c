@@ -71,7 +71,8 @@ static int current_cluster(struct isc_store *s, const char *experiment_id, struc
 	if (isc_store_cluster_list_for_experiment(s, experiment_id, 1, &list, &n, &err))
 		return 0;
 	for (size_t i = n; i-- > 0;) {
-		if (strcmp(list[i].state, "terminating") != 0) {
+		if (strcmp(list[i].state, "terminating") != 0 &&
+		    strcmp(list[i].state, "draining") != 0) {
 			*out = list[i];
 			memset(&list[i], 0, sizeof(list[i]));
 			found = 1;
@@ -84,7 +85,8 @@ static int current_cluster(struct isc_store *s, const char *experiment_id, struc
 
 /* Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes. */
 static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-                     const struct isc_cluster *c, int stop_containers, int pull_artifacts)
+                     const struct isc_cluster *c, int stop_containers, int pull_artifacts,
+                     int release_credits)
 {
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
@@ -111,7 +113,8 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	isc_node_list_free(nodes, n);
 	if (broker_cluster_terminate(b, s, c, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);
-	broker_credits_release(b, s, e->id);
+	if (release_credits)
+		broker_credits_release(b, s, e->id);
 }
 
 static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
@@ -330,7 +333,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 				     "shape %s is no longer a candidate; rolling back", c.shape_id);
 				isc_store_intent_resolve(s, intent.token, "failed", "shape gone",
 				                         &err);
-				teardown(b, s, e, &c, 0, 0);
+				teardown(b, s, e, &c, 0, 0, 1);
 				goto out_intent;
 			}
 			rc = isc_cluster_key_public(b->home, c.id, &pubkey, &err);
@@ -350,7 +353,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 				note(s, e, isc_code_name(rc), "%s: %s", c.shape_id, err.msg);
 				isc_store_intent_resolve(s, intent.token, "failed", err.msg, &err);
 				broker_exclude_shape(b, e->id, c.shape_id);
-				teardown(b, s, e, &c, 0, 0);
+				teardown(b, s, e, &c, 0, 0, 1);
 				set_status(s, e, "placing", "%s failed; trying the next shape",
 				           c.shape_id);
 			}
@@ -373,7 +376,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			     "the gang",
 			     c.shape_id, nodes[i].instance_id, nodes[i].rank, st);
 			broker_exclude_shape(b, e->id, c.shape_id);
-			teardown(b, s, e, &c, 0, 0);
+			teardown(b, s, e, &c, 0, 0, 1);
 			set_status(s, e, "placing",
 			           "partial gang on %s rolled back; trying the next shape",
 			           c.shape_id);
@@ -388,7 +391,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
 		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
 		broker_exclude_shape(b, e->id, c.shape_id);
-		teardown(b, s, e, &c, 0, 0);
+		teardown(b, s, e, &c, 0, 0, 1);
 		set_status(s, e, "placing", "nodes of %s did not come up; trying the next shape",
 		           c.shape_id);
 	}
@@ -427,16 +430,35 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	} else if (rc == ISC_EINVALID) {
 		/* The experiment itself cannot start (image or command): another shape will not
 		 * help. */
-		teardown(b, s, e, &c, 0, 0);
+		teardown(b, s, e, &c, 0, 0, 1);
 		set_status(s, e, "failed", "boot failed: %s", err.msg);
 	} else {
 		note(s, e, "boot_failed", "%s: %s", c.shape_id, err.msg);
 		broker_exclude_shape(b, e->id, c.shape_id);
-		teardown(b, s, e, &c, 0, 0);
+		teardown(b, s, e, &c, 0, 0, 1);
 		set_status(s, e, "placing", "boot on %s failed; trying the next shape", c.shape_id);
 	}
 	isc_node_list_free(nodes, n);
 	isc_cluster_cleanup(&c);
+}
+
+/*
+ * Tears down the experiment's draining clusters (an interrupted cluster whose
+ * replacement was launched first): stop with grace, artifacts home, terminate.
+ * The replacement's credit hold stays. Also finishes a drain a crash cut short.
+ */
+static void drain(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	struct isc_cluster *list;
+	struct isc_err err;
+	size_t n;
+
+	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(list[i].state, "draining") == 0)
+			teardown(b, s, e, &list[i], 1, 1, 0);
+	isc_cluster_list_free(list, n);
 }
 
 static void running(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
@@ -456,7 +478,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		return;
 	}
 	if (broker_follower_rank0_exit(b, c.id, &code)) {
-		teardown(b, s, e, &c, 0, 1);
+		teardown(b, s, e, &c, 0, 1, 1);
 		if (code == 0)
 			set_status(s, e, "completed", "rank 0 exited with code 0");
 		else
@@ -464,12 +486,33 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) {
+		if (nodes[i].notice_at_ms && strcmp(nodes[i].state, "running") == 0) {
+			/*
+			 * Early warning: the node still runs out its notice. Launch the replacement
+			 * first, then drain the old cluster (checkpoint, artifacts home, terminate)
+			 * while the new nodes boot; the new containers start only after that.
+			 */
 			note(s, e, "interrupted",
-			     "node %s (rank %d) %s; checkpointing and reprovisioning",
-			     nodes[i].instance_id, nodes[i].rank,
-			     nodes[i].notice_at_ms ? "got an interruption notice" : nodes[i].state);
-			teardown(b, s, e, &c, 1, 1);
+			     "node %s (rank %d) got an interruption notice; launching the "
+			     "replacement "
+			     "for cycle %d while the old cluster drains",
+			     nodes[i].instance_id, nodes[i].rank, c.cycle + 1);
+			isc_store_cluster_set_state(s, c.id, "draining", &err);
+			broker_exclusions_clear(b, e->id);
+			set_status(s, e, "placing",
+			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
+			           c.cycle + 1);
+			free(e->status);
+			e->status = strdup("placing");
+			place(b, s, e);
+			drain(b, s, e);
+			goto out;
+		}
+		if (strcmp(nodes[i].state, "running") != 0) {
+			note(s, e, "interrupted",
+			     "node %s (rank %d) is %s; checkpointing and reprovisioning",
+			     nodes[i].instance_id, nodes[i].rank, nodes[i].state);
+			teardown(b, s, e, &c, 1, 1, 1);
 			broker_exclusions_clear(b, e->id);
 			set_status(s, e, "placing",
 			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
@@ -499,9 +542,10 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			int live = strcmp(list[i].state, "running") == 0 ||
-			           strcmp(list[i].state, "booting") == 0;
+			           strcmp(list[i].state, "booting") == 0 ||
+			           strcmp(list[i].state, "draining") == 0;
 			if (strcmp(list[i].state, "terminating") != 0)
-				teardown(b, s, e, &list[i], live, live);
+				teardown(b, s, e, &list[i], live, live, 1);
 		}
 		isc_cluster_list_free(list, n);
 	}
@@ -524,6 +568,7 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 		stop_all(b, s, &e, "cancelled", "cancelled by user");
 		goto out;
 	}
+	drain(b, s, &e); /* a drain a crash cut short; normally there is none */
 	if (strcmp(e.status, "stopping") == 0) {
 		stop_all(b, s, &e, "stopped", "out of credits");
 	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
