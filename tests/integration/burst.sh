@@ -150,6 +150,27 @@ print(sum(1 for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == 
 check "nothing left after lost replies" wait_no_live
 mock faults -X DELETE >/dev/null
 
+# 11. A stray: an instance with this broker's tag that no cluster record owns (created behind
+#     the broker's back, as a crash before any record could) is terminated by reconciliation.
+broker_id=$(sed -nE 's/^broker_id = "(.*)"/\1/p' "$ISC_HOME/config.toml")
+stray=$(/usr/bin/python3 - "$broker_id" <<'PY'
+import os, sys, botocore.session
+s = botocore.session.get_session()
+ec2 = s.create_client("ec2", region_name="us-east-1", endpoint_url=os.environ["MOCKCLOUD_URL"],
+                      aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+r = ec2.run_instances(ImageId="ami-0123456789abcdef0", InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1,
+                      TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                          {"Key": "isc:broker", "Value": sys.argv[1]},
+                          {"Key": "isc:cluster", "Value": "cl_nobody"}]}])
+print(r["Instances"][0]["InstanceId"])
+PY
+)
+check "a stray instance was created" test -n "$stray"
+check "reconciliation terminates the stray" bash -c "for i in \$(seq 1 100); do curl -s '$MOCKCLOUD_URL/_mock/instances' | /usr/bin/python3 -c '
+import json, sys
+sys.exit(0 if any(r[\"id\"] == \"$stray\" and r[\"state\"] in (\"shutting-down\", \"terminated\") for r in json.load(sys.stdin)) else 1)' && exit 0; sleep 0.2; done; exit 1"
+
 # 9. Credits: an experiment its organisation cannot cover waits; one whose credits run out
 #    mid-run is stopped, and the bill matches the mock cloud's own record of the nodes.
 isc org add poor >/dev/null
