@@ -45,24 +45,18 @@ static const char *money(int64_t micros, char *buf, size_t size)
 	return buf;
 }
 
-int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
-                      const char *note, struct isc_err *err)
+/* One credits row of an organisation alone (a grant or an adjustment), checked already. */
+static int append_org_row(struct isc_store *s, const char *org_name, const char *kind,
+                          int64_t amount_micros, const char *note, struct isc_err *err)
 {
 	struct isc_ledger_row row = {0};
 	struct isc_org org;
 	int rc;
 
-	if (amount_micros <= 0)
-		return isc_err_set(err, ISC_EINVALID, "a grant must be a positive amount");
-	if (amount_micros > ISC_MONEY_MAX_MICROS)
-		return isc_err_set(err, ISC_EINVALID, "a grant may be at most $%lld",
-		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
-	if (!org_name || !*org_name)
-		return isc_err_set(err, ISC_EINVALID, "a grant needs an organisation");
 	if ((rc = isc_store_org_find(s, org_name, &org, err)))
 		return rc;
 	row.org_id = org.id;
-	row.kind = "grant";
+	row.kind = kind;
 	row.billing = "credits";
 	row.amount_micros = amount_micros;
 	row.note = note;
@@ -71,13 +65,22 @@ int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_
 	return rc;
 }
 
+int isc_credits_grant(struct isc_store *s, const char *org_name, int64_t amount_micros,
+                      const char *note, struct isc_err *err)
+{
+	if (amount_micros <= 0)
+		return isc_err_set(err, ISC_EINVALID, "a grant must be a positive amount");
+	if (amount_micros > ISC_MONEY_MAX_MICROS)
+		return isc_err_set(err, ISC_EINVALID, "a grant may be at most $%lld",
+		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
+	if (!org_name || !*org_name)
+		return isc_err_set(err, ISC_EINVALID, "a grant needs an organisation");
+	return append_org_row(s, org_name, "grant", amount_micros, note, err);
+}
+
 int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount_micros,
                        const char *note, struct isc_err *err)
 {
-	struct isc_ledger_row row = {0};
-	struct isc_org org;
-	int rc;
-
 	if (amount_micros == 0 || amount_micros > ISC_MONEY_MAX_MICROS ||
 	    amount_micros < -ISC_MONEY_MAX_MICROS)
 		return isc_err_set(err, ISC_EINVALID,
@@ -85,16 +88,7 @@ int isc_credits_adjust(struct isc_store *s, const char *org_name, int64_t amount
 		                   (long long)(ISC_MONEY_MAX_MICROS / ISC_MICROS_PER_DOLLAR));
 	if (!note || !*note)
 		return isc_err_set(err, ISC_EINVALID, "an adjustment needs a note saying why");
-	if ((rc = isc_store_org_find(s, org_name, &org, err)))
-		return rc;
-	row.org_id = org.id;
-	row.kind = "adjustment";
-	row.billing = "credits";
-	row.amount_micros = amount_micros;
-	row.note = note;
-	rc = isc_store_ledger_append(s, &row, err);
-	isc_org_cleanup(&org);
-	return rc;
+	return append_org_row(s, org_name, "adjustment", amount_micros, note, err);
 }
 
 int isc_credits_balance(struct isc_store *s, const char *org_name, struct isc_credit_balance *out,

@@ -652,28 +652,35 @@ static int spot_interrupted(const char *code)
 	       strcmp(code, "instance-terminated-by-user") != 0;
 }
 
+/* One page of a Describe* call filtered on this broker's tag (next: the page token or NULL). */
+static int broker_tag_page_form(struct isc_buf *form, const char *action, const char *broker_id,
+                                const char *next)
+{
+	int rc = isc_ec2_form_init(form, action, ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
+	rc = rc ? rc : isc_ec2_form_add(form, "Filter.1.Value.1", broker_id);
+	rc = rc ? rc : isc_ec2_form_add(form, "MaxResults", DESCRIBE_PAGE);
+	if (next)
+		rc = rc ? rc : isc_ec2_form_add(form, "NextToken", next);
+	return rc;
+}
+
 static int describe_spot(struct aws_session *s, const char *broker_id, struct isc_node_info *nodes,
                          size_t n, struct isc_err *err)
 {
 	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
-	char *next = NULL, tagf[64];
+	char *next = NULL;
 	int rc = 0, pages = 0;
 
-	snprintf(tagf, sizeof(tagf), "tag:%s", ISC_TAG_BROKER);
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
 	do {
 		struct isc_ec2_spot_request *sr = NULL;
 		size_t nsr = 0;
 		/* The requests carry the same tags (TagSpecification.2): one filtered call. */
-		rc = isc_ec2_form_init(&form, "DescribeSpotInstanceRequests", ISC_EC2_VERSION);
-		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", tagf);
-		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-		rc = rc ? rc : isc_ec2_form_add(&form, "MaxResults", DESCRIBE_PAGE);
-		if (next)
-			rc = rc ? rc : isc_ec2_form_add(&form, "NextToken", next);
+		rc = broker_tag_page_form(&form, "DescribeSpotInstanceRequests", broker_id, next);
 		free(next);
 		next = NULL;
 		if (rc) {
@@ -711,26 +718,20 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 	struct call_ctx cc;
 	struct isc_node_info *all = NULL;
 	size_t n = 0;
-	char *next = NULL, tagf[64];
+	char *next = NULL;
 	int rc = 0, pages = 0, any_spot = 0;
 
 	*out = NULL;
 	*n_out = 0;
 	if (!broker_id || !broker_id[0])
 		return isc_err_set(err, ISC_EINVALID, "describe: empty broker id");
-	snprintf(tagf, sizeof(tagf), "tag:%s", ISC_TAG_BROKER);
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
 	do {
 		struct isc_node_info *page = NULL;
 		size_t np = 0;
 		/* Terminated instances are included on purpose: they confirm terminations. */
-		rc = isc_ec2_form_init(&form, "DescribeInstances", ISC_EC2_VERSION);
-		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", tagf);
-		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-		rc = rc ? rc : isc_ec2_form_add(&form, "MaxResults", DESCRIBE_PAGE);
-		if (next)
-			rc = rc ? rc : isc_ec2_form_add(&form, "NextToken", next);
+		rc = broker_tag_page_form(&form, "DescribeInstances", broker_id, next);
 		free(next);
 		next = NULL;
 		if (rc) {
