@@ -13,7 +13,10 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wno-missing-field-initializers -pthread -I. $(PKG_CFLAGS) -MMD -MP
 ifeq ($(SAN),1)
-CFLAGS_MODE := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# The sanitizer build is the test build: it also compiles the named crash points in
+# (common/crashpoint.h), which a release build never has.
+CFLAGS_MODE := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-DISC_TEST_HOOKS
 LDFLAGS_MODE := -fsanitize=address,undefined
 else
 CFLAGS_MODE := -O2 -g

@@ -7,6 +7,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/crashpoint.h"
 #include "common/log.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
@@ -24,23 +25,75 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
-                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int set_status(struct isc_store *s, struct isc_experiment *e, const char *status,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-static void set_status(struct isc_store *s, const struct isc_experiment *e, const char *status,
-                       const char *fmt, ...)
+/*
+ * Moves the experiment from the status this step read to `status` (a
+ * compare-and-set: when another writer moved it first, nothing is written and
+ * the next step sees the newer status). Keeps e->status current.
+ */
+static int set_status(struct isc_store *s, struct isc_experiment *e, const char *status,
+                      const char *fmt, ...)
 {
 	char reason[ISC_ERR_MSG_MAX];
 	struct isc_err err;
+	char *copy;
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	isc_log(ISC_LOG_INFO, "%s: %s: %s", e->id, status, reason);
-	if (isc_store_experiment_set_status(s, e->id, status, reason, &err))
+	rc = isc_store_experiment_transition(s, e->id, e->status, status, reason, &err);
+	if (rc == ISC_ECONFLICT) {
+		isc_log(ISC_LOG_INFO, "%s: %s", e->id, err.msg);
+		return rc;
+	}
+	if (rc) {
 		isc_log(ISC_LOG_ERROR, "%s: recording status %s: %s", e->id, status, err.msg);
+		return rc;
+	}
+	isc_log(ISC_LOG_INFO, "%s: %s: %s", e->id, status, reason);
+	if ((copy = strdup(status))) {
+		free(e->status);
+		e->status = copy;
+	}
+	return 0;
 }
+
+/*
+ * Records the outcome before the teardown that ends the experiment: status
+ * "stopping", heading for `final_status`. A crash during the teardown leaves
+ * that outcome for the next step to finish (stop_all).
+ */
+static int begin_stop(struct isc_store *s, struct isc_experiment *e, const char *final_status,
+                      const char *reason)
+{
+	struct isc_err err;
+	char *st = strdup("stopping"), *fin = strdup(final_status), *why = strdup(reason);
+	int rc = isc_store_experiment_begin_stop(s, e->id, e->status, final_status, reason, &err);
+
+	if (rc || !st || !fin || !why) {
+		if (rc)
+			isc_log(rc == ISC_ECONFLICT ? ISC_LOG_INFO : ISC_LOG_ERROR, "%s: %s", e->id,
+			        err.msg);
+		free(st);
+		free(fin);
+		free(why);
+		return rc ? rc : ISC_ENOMEM;
+	}
+	isc_log(ISC_LOG_INFO, "%s: stopping (then %s): %s", e->id, final_status, reason);
+	free(e->status);
+	free(e->final_status);
+	free(e->status_reason);
+	e->status = st;
+	e->final_status = fin;
+	e->status_reason = why;
+	return 0;
+}
+
+static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e);
 
 static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -98,8 +151,10 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 		 * folders home while rank 0's node still runs (an interruption notice gives ~2
 		 * min).
 		 */
-		if (stop_containers)
+		if (stop_containers) {
 			broker_stop_containers(b, e, c, nodes, n);
+			isc_crash_point("teardown.containers_stopped");
+		}
 		if (pull_artifacts &&
 		    broker_artifacts_pull(b, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))
 			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
@@ -108,11 +163,13 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 			note(s, e, "artifacts",
 			     "checkpoint, crud and lossy folders brought home from rank 0");
 	}
+	isc_crash_point("teardown.before_terminate");
 	broker_follower_stop(b, c->id);
 	broker_sync_forget(b, c->id);
 	isc_node_list_free(nodes, n);
 	if (broker_cluster_terminate(b, s, c, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);
+	isc_crash_point("teardown.terminate_requested");
 	if (release_credits)
 		broker_credits_release(b, s, e->id);
 }
@@ -215,6 +272,7 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 			free(cluster_id);
 			break;
 		}
+		isc_crash_point("place.cluster_recorded");
 		rc = broker_credits_reserve(b, s, e, cluster_id,
 		                            cand->node_price_micros * cand->nnodes, &err);
 		if (!rc)
@@ -249,9 +307,11 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		           "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s",
 		           cand->shape_id, cand->nnodes, cand->nproc,
 		           cand->zones[0] ? cand->zones : "any (the cloud picks)", cluster_id);
-		rc = broker_cloud_launch(b, s, &c, cand, token, pubkey, &err);
+		isc_crash_point("place.before_launch");
+		rc = broker_cloud_launch(b, s, &c, cand, token, NULL, pubkey, &err);
 		free(pubkey);
 		if (rc == 0) {
+			isc_crash_point("launch.before_resolve");
 			isc_store_intent_resolve(s, token, "launched", "", &err);
 			note(s, e, "launched", "%s: %d node(s) launched; waiting for them to run",
 			     cand->shape_id, cand->nnodes);
@@ -309,6 +369,102 @@ static int candidate_for_cluster(struct isc_broker *b, struct isc_store *s,
 	return found;
 }
 
+/* Gives up on a launch intent: nothing more is asked of the cloud for it; the cluster closes. */
+static void abandon_launch(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                           const struct isc_cluster *c, const struct isc_intent *intent,
+                           const char *why)
+{
+	struct isc_err err;
+	isc_store_intent_resolve(s, intent->token, "failed", why, &err);
+	teardown(b, s, e, c, 0, 0, 1);
+}
+
+/*
+ * A launch whose outcome is unknown: a lost reply, retries run out, a reply
+ * that could not be read or recorded, or a crash anywhere between the intent
+ * and the nodes' rows. A replay must never launch where an earlier attempt of
+ * the same intent may have succeeded, so, in order:
+ *   1. look for the cluster's nodes by its tag, and adopt a whole gang;
+ *   2. if only part of it is listed, wait: describes are eventually consistent
+ *      (the deadline for nodes to come up still applies);
+ *   3. make sure the credit hold exists (a crash may have come between the
+ *      cluster's row and its hold);
+ *   4. ask again with the same token, starting with the zone whose call was
+ *      last started: if that call created the gang, the same token returns it
+ *      before any other zone is tried.
+ */
+static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                          const struct isc_cluster *c, const struct isc_intent *intent)
+{
+	struct broker_candidate cand;
+	struct isc_err err;
+	char *pubkey = NULL;
+	size_t found = 0;
+	int rc;
+
+	rc = broker_cloud_adopt(b, s, c, &found, &err);
+	if (rc) {
+		note(s, e, "launch_unknown",
+		     "%s: looking for cluster %s by its tag: %s; will ask again", c->shape_id,
+		     c->id, err.msg);
+		return;
+	}
+	if (found == (size_t)c->nnodes) {
+		isc_store_intent_resolve(s, intent->token, "launched", "", &err);
+		note(s, e, "launched", "%s: found all %zu node(s) of cluster %s by its tag",
+		     c->shape_id, found, c->id);
+		return;
+	}
+	if (found > 0) {
+		if (now_ms() - c->created_at_ms <= b->config->boot_deadline_ms)
+			return; /* the rest may be one describe behind */
+		note(s, e, "partial",
+		     "%s: only %zu/%d node(s) of cluster %s ever listed; rolling back", c->shape_id,
+		     found, c->nnodes, c->id);
+		broker_exclude_shape(b, e->id, c->shape_id);
+		abandon_launch(b, s, e, c, intent, "partial gang");
+		set_status(s, e, "placing", "partial gang on %s rolled back; trying the next shape",
+		           c->shape_id);
+		return;
+	}
+	if (!candidate_for_cluster(b, s, e, c, &cand)) {
+		note(s, e, "error", "shape %s is no longer a candidate; rolling back", c->shape_id);
+		abandon_launch(b, s, e, c, intent, "shape gone");
+		return;
+	}
+	rc = broker_credits_ensure(b, s, e, c, &err);
+	if (rc) {
+		char why[ISC_ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "%s", err.msg);
+		abandon_launch(b, s, e, c, intent, why);
+		e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+		isc_store_experiment_set_placement(s, e, &err);
+		set_status(s, e, "waiting", "credits: %s", why);
+		broker_candidate_cleanup(&cand);
+		return;
+	}
+	isc_crash_point("replay.before_launch");
+	rc = isc_cluster_key_public(b->home, c->id, &pubkey, &err);
+	if (!rc)
+		rc = broker_cloud_launch(b, s, c, &cand, intent->token, intent->attempt_zone,
+		                         pubkey, &err);
+	free(pubkey);
+	broker_candidate_cleanup(&cand);
+	if (rc == 0) {
+		isc_crash_point("launch.before_resolve");
+		isc_store_intent_resolve(s, intent->token, "launched", "", &err);
+		note(s, e, "launched", "%s: launch confirmed with token %s", c->shape_id,
+		     intent->token);
+	} else if (isc_code_is_retryable(rc)) {
+		note(s, e, "launch_unknown", "%s: %s; will ask again", c->shape_id, err.msg);
+	} else {
+		note(s, e, isc_code_name(rc), "%s: %s", c->shape_id, err.msg);
+		broker_exclude_shape(b, e->id, c->shape_id);
+		abandon_launch(b, s, e, c, intent, err.msg);
+		set_status(s, e, "placing", "%s failed; trying the next shape", c->shape_id);
+	}
+}
+
 /* Nodes launched: wait for all of them to run; roll back a partial gang. */
 static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
@@ -323,43 +479,12 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		return;
 	}
 	if (isc_store_intent_for_cluster(s, c.id, &intent, &err) == 0) {
-		if (strcmp(intent.state, "pending") == 0) {
-			struct broker_candidate cand;
-			char *pubkey = NULL;
-			int rc;
-
-			if (!candidate_for_cluster(b, s, e, &c, &cand)) {
-				note(s, e, "error",
-				     "shape %s is no longer a candidate; rolling back", c.shape_id);
-				isc_store_intent_resolve(s, intent.token, "failed", "shape gone",
-				                         &err);
-				teardown(b, s, e, &c, 0, 0, 1);
-				goto out_intent;
-			}
-			rc = isc_cluster_key_public(b->home, c.id, &pubkey, &err);
-			if (!rc)
-				rc = broker_cloud_launch(b, s, &c, &cand, intent.token, pubkey,
-				                         &err);
-			free(pubkey);
-			broker_candidates_free(&cand, 1);
-			if (rc == 0) {
-				isc_store_intent_resolve(s, intent.token, "launched", "", &err);
-				note(s, e, "launched", "%s: launch confirmed with token %s",
-				     c.shape_id, intent.token);
-			} else if (isc_code_is_retryable(rc)) {
-				note(s, e, "launch_unknown", "%s: %s; will ask again", c.shape_id,
-				     err.msg);
-			} else {
-				note(s, e, isc_code_name(rc), "%s: %s", c.shape_id, err.msg);
-				isc_store_intent_resolve(s, intent.token, "failed", err.msg, &err);
-				broker_exclude_shape(b, e->id, c.shape_id);
-				teardown(b, s, e, &c, 0, 0, 1);
-				set_status(s, e, "placing", "%s failed; trying the next shape",
-				           c.shape_id);
-			}
-			goto out_intent;
-		}
+		int pending = strcmp(intent.state, "pending") == 0;
+		if (pending)
+			resume_launch(b, s, e, &c, &intent);
 		isc_intent_cleanup(&intent);
+		if (pending)
+			goto out;
 	}
 	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
 		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
@@ -385,6 +510,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 	if ((int)n == c.nnodes && running == n) {
 		isc_store_cluster_set_state(s, c.id, "booting", &err);
+		isc_crash_point("provision.cluster_booting");
 		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
 		           c.nnodes);
 	} else if (now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
@@ -397,10 +523,6 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 out:
 	isc_node_list_free(nodes, n);
-	isc_cluster_cleanup(&c);
-	return;
-out_intent:
-	isc_intent_cleanup(&intent);
 	isc_cluster_cleanup(&c);
 }
 
@@ -422,6 +544,7 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
 	}
 	if (rc == 0) {
+		isc_crash_point("boot.containers_started");
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
 		isc_store_cluster_set_state(s, c.id, "running", &err);
@@ -430,8 +553,10 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	} else if (rc == ISC_EINVALID) {
 		/* The experiment itself cannot start (image or command): another shape will not
 		 * help. */
-		teardown(b, s, e, &c, 0, 0, 1);
-		set_status(s, e, "failed", "boot failed: %s", err.msg);
+		char why[ISC_ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "boot failed: %.480s", err.msg);
+		if (begin_stop(s, e, "failed", why) == 0)
+			stop_all(b, s, e);
 	} else {
 		note(s, e, "boot_failed", "%s: %s", c.shape_id, err.msg);
 		broker_exclude_shape(b, e->id, c.shape_id);
@@ -478,11 +603,10 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		return;
 	}
 	if (broker_follower_rank0_exit(b, c.id, &code)) {
-		teardown(b, s, e, &c, 0, 1, 1);
-		if (code == 0)
-			set_status(s, e, "completed", "rank 0 exited with code 0");
-		else
-			set_status(s, e, "failed", "rank 0 exited with code %d", code);
+		char why[64];
+		snprintf(why, sizeof(why), "rank 0 exited with code %d", code);
+		if (begin_stop(s, e, code == 0 ? "completed" : "failed", why) == 0)
+			stop_all(b, s, e);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -498,13 +622,13 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 			     "for cycle %d while the old cluster drains",
 			     nodes[i].instance_id, nodes[i].rank, c.cycle + 1);
 			isc_store_cluster_set_state(s, c.id, "draining", &err);
+			isc_crash_point("reprovision.draining_marked");
 			broker_exclusions_clear(b, e->id);
-			set_status(s, e, "placing",
-			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
-			           c.cycle + 1);
-			free(e->status);
-			e->status = strdup("placing");
-			place(b, s, e);
+			if (set_status(s, e, "placing",
+			               "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
+			               c.cycle + 1) == 0)
+				place(b, s, e);
+			isc_crash_point("reprovision.replacement_launched");
 			drain(b, s, e);
 			goto out;
 		}
@@ -531,12 +655,19 @@ out:
 	isc_cluster_cleanup(&c);
 }
 
-/* Cancel, or a stop for lack of credits: every open cluster is torn down gracefully. */
-static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
-                     const char *final_status, const char *reason)
+/*
+ * The teardown of a stopping experiment (cancelled, out of credits, or ended):
+ * every open cluster is torn down gracefully, then the experiment takes the
+ * final status begin_stop recorded. Run again after a crash, it finishes what
+ * is left.
+ */
+static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster *list;
 	struct isc_err err;
+	char reason[ISC_ERR_MSG_MAX];
+	/* A store written before final_status existed only stopped for credits. */
+	const char *final = e->final_status && e->final_status[0] ? e->final_status : "stopped";
 	size_t n;
 
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
@@ -550,7 +681,9 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 		isc_cluster_list_free(list, n);
 	}
 	broker_credits_release(b, s, e->id);
-	set_status(s, e, final_status, "%s", reason);
+	isc_crash_point("stop.before_final");
+	snprintf(reason, sizeof(reason), "%s", e->status_reason ? e->status_reason : "");
+	set_status(s, e, final, "%s", reason[0] ? reason : "out of credits");
 }
 
 void broker_advance(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
@@ -564,13 +697,12 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	}
 	if (isc_status_is_final(e.status) || strcmp(e.compute_mode, "burst") != 0)
 		goto out;
-	if (e.cancel_requested) {
-		stop_all(b, s, &e, "cancelled", "cancelled by user");
+	if (e.cancel_requested && strcmp(e.status, "stopping") != 0 &&
+	    begin_stop(s, &e, "cancelled", "cancelled by user") != 0)
 		goto out;
-	}
 	drain(b, s, &e); /* a drain a crash cut short; normally there is none */
 	if (strcmp(e.status, "stopping") == 0) {
-		stop_all(b, s, &e, "stopped", "out of credits");
+		stop_all(b, s, &e);
 	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
 	           (strcmp(e.status, "waiting") == 0 && now_ms() >= e.next_attempt_ms)) {
 		place(b, s, &e);

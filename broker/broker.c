@@ -224,6 +224,15 @@ long isc_broker_tick_interval_ms(const struct isc_broker *b)
 	return b->config->tick_interval_ms;
 }
 
+int isc_broker_set_tick_interval_ms(struct isc_broker *b, long ms, struct isc_err *err)
+{
+	int rc = isc_config_check_tick(b->config, ms, err);
+	if (rc)
+		return isc_err_wrap(err, "--interval-ms %ld", ms);
+	b->config->tick_interval_ms = ms;
+	return 0;
+}
+
 static void *job_main(void *arg)
 {
 	struct broker_job *j = arg;

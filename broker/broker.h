@@ -17,6 +17,12 @@ void isc_broker_free(struct isc_broker *b);
 /* The configured tick interval (config.toml tick_interval_ms, default 2000). */
 long isc_broker_tick_interval_ms(const struct isc_broker *b);
 
+/*
+ * Overrides the tick interval (iscd --interval-ms). Refused when the tick is
+ * longer than the reservation window (see isc_config_check_tick).
+ */
+int isc_broker_set_tick_interval_ms(struct isc_broker *b, long ms, struct isc_err *err);
+
 /* One pass: watch the clouds, advance experiments, meter, reconcile. */
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err);
 

@@ -32,6 +32,9 @@ struct broker_candidate {
 	int64_t node_price_micros;
 };
 
+/* Frees what one candidate holds (not the candidate itself, which may live on the stack). */
+void broker_candidate_cleanup(struct broker_candidate *c);
+/* Frees an array of n candidates made by broker_place. */
 void broker_candidates_free(struct broker_candidate *c, size_t n);
 
 /* What a describe says about one instance. */
@@ -82,11 +85,23 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
 
 /* ---- cloud.c ---- */
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);
-/* Launches the gang for the cluster with its intent's token; the nodes are recorded in the store.
+/*
+ * Launches the gang for the cluster with its intent's token; the nodes are
+ * recorded in the store. resume_zone (the intent's attempt_zone, or NULL) is
+ * asked first. Before each zone's call the zone is recorded on the intent. A
+ * gang that launched but could not be recorded answers ISC_ETRANSIENT: the
+ * intent stays pending and broker_cloud_adopt finds it.
  */
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-                        const struct broker_candidate *cand, const char *token, const char *pubkey,
-                        struct isc_err *err);
+                        const struct broker_candidate *cand, const char *token,
+                        const char *resume_zone, const char *pubkey, struct isc_err *err);
+/*
+ * Looks for the cluster's nodes by its tag (a launch whose reply was lost, or
+ * whose nodes were never recorded). *found is how many live ones the cloud
+ * lists; when that is the whole gang they are recorded in the store.
+ */
+int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                       size_t *found, struct isc_err *err);
 int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
                           const char *region, struct broker_instance **out, size_t *n,
                           struct isc_err *err);
@@ -151,3 +166,6 @@ int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
                            const struct isc_experiment *e, const char *cluster_id,
                            int64_t cluster_price_micros, struct isc_err *err);
 void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id);
+/* Makes sure the cluster's hold covers one reservation window (after a crash it may be missing). */
+int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct isc_cluster *c, struct isc_err *err);

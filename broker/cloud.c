@@ -5,6 +5,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/crashpoint.h"
 #include "common/log.h"
 #include "providers/provider_config.h"
 
@@ -52,9 +53,71 @@ static char **split_zones(const char *zones, size_t *n)
 	return out;
 }
 
-int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-                        const struct broker_candidate *cand, const char *token, const char *pubkey,
+/* Records the nodes of a gang in one transaction: ranks in the given order, and the zone. */
+static int record_nodes(struct isc_store *s, const struct isc_cluster *c,
+                        const struct isc_node_info *nodes, size_t n, const char *zone,
                         struct isc_err *err)
+{
+	int rc = isc_store_begin(s, err);
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct isc_node nd = {0};
+		nd.cluster_id = c->id;
+		nd.rank = (int)i;
+		nd.instance_id = (char *)nodes[i].id;
+		nd.state = (char *)isc_node_state_name(nodes[i].state);
+		nd.private_ip = (char *)nodes[i].private_ip;
+		nd.public_ip = (char *)nodes[i].public_ip;
+		nd.zone = (char *)nodes[i].zone;
+		nd.price_micros = c->price_micros;
+		nd.launched_at_ms = nodes[i].launched_at_ms;
+		rc = isc_store_node_add(s, &nd, err);
+	}
+	if (!rc)
+		rc = isc_store_cluster_set_zone(s, c->id, zone, err);
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	else
+		isc_store_rollback(s);
+	return rc;
+}
+
+struct zone_note {
+	struct isc_store *store;
+	const char *token;
+};
+
+/* The driver's before_zone hook: the zone whose outcome a crash would leave unknown. */
+static void note_attempt_zone(void *ctx, const char *zone)
+{
+	struct zone_note *zn = ctx;
+	struct isc_err err;
+
+	if (isc_store_intent_set_attempt_zone(zn->store, zn->token, zone, &err))
+		isc_log(ISC_LOG_WARN, "intent %s: recording zone %s: %s", zn->token, zone, err.msg);
+	isc_crash_point("launch.zone_noted");
+}
+
+/* Rotates zones so that `first` (when present) is asked first; the order is kept otherwise. */
+static void rotate_zones(char **zones, size_t n, const char *first)
+{
+	size_t k = 0;
+
+	if (!first || !first[0])
+		return;
+	while (k < n && strcmp(zones[k], first) != 0)
+		k++;
+	for (; k > 0 && k < n; k--) {
+		/* One step left per turn: n is a handful of zones. */
+		char *head = zones[0];
+		memmove(zones, zones + 1, (n - 1) * sizeof(*zones));
+		zones[n - 1] = head;
+	}
+}
+
+int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                        const struct broker_candidate *cand, const char *token,
+                        const char *resume_zone, const char *pubkey, struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_launch_result res = {0};
@@ -62,10 +125,12 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	struct isc_kv tags[3] = {{ISC_TAG_BROKER, b->config->broker_id},
 	                         {ISC_TAG_CLUSTER, c->id},
 	                         {ISC_TAG_EXPERIMENT, c->experiment_id}};
+	struct zone_note zn = {s, token};
 	size_t n_zones = 0;
 	char **zones = split_zones(cand->zones, &n_zones);
 	int rc;
 
+	rotate_zones(zones, n_zones, resume_zone);
 	if ((rc = session_open(b, c->provider, c->account, c->region, &sess, err)))
 		goto out;
 	spec.instance_type = cand->instance_type;
@@ -77,31 +142,16 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	spec.tags = tags;
 	spec.n_tags = 3;
 	spec.ssh_public_key = pubkey;
+	spec.before_zone = note_attempt_zone;
+	spec.before_zone_ctx = &zn;
 	rc = sess->provider->launch_gang(sess, &spec, &res, err);
 	if (rc)
 		goto out;
-	if (isc_store_begin(s, err) == 0) {
-		for (size_t i = 0; i < res.n_nodes && !rc; i++) {
-			struct isc_node nd = {0};
-			nd.cluster_id = c->id;
-			nd.rank = (int)i;
-			nd.instance_id = res.nodes[i].id;
-			nd.state = (char *)isc_node_state_name(res.nodes[i].state);
-			nd.private_ip = res.nodes[i].private_ip;
-			nd.public_ip = res.nodes[i].public_ip;
-			nd.zone = res.nodes[i].zone;
-			nd.price_micros = c->price_micros;
-			nd.launched_at_ms = res.nodes[i].launched_at_ms;
-			rc = isc_store_node_add(s, &nd, err);
-		}
-		if (!rc)
-			rc = isc_store_cluster_set_zone(s, c->id, res.zone, err);
-		if (!rc)
-			rc = isc_store_commit(s, err);
-		if (rc)
-			isc_store_rollback(s);
-	} else {
-		rc = ISC_EIO;
+	isc_crash_point("launch.before_record");
+	if (record_nodes(s, c, res.nodes, res.n_nodes, res.zone, err)) {
+		/* The gang exists and runs: keep the intent pending; the replay finds it by tag. */
+		isc_err_wrap(err, "%zu node(s) launched but not recorded", res.n_nodes);
+		err->code = rc = ISC_ETRANSIENT;
 	}
 out:
 	isc_launch_result_cleanup(&res);
@@ -110,6 +160,50 @@ out:
 	for (size_t i = 0; i < n_zones; i++)
 		free(zones[i]);
 	free(zones);
+	return rc;
+}
+
+/* Orders adopted nodes the way a launch reply would: by launch time, then id. */
+static int by_launch(const void *a, const void *b)
+{
+	const struct isc_node_info *x = a, *y = b;
+	if (x->launched_at_ms != y->launched_at_ms)
+		return x->launched_at_ms < y->launched_at_ms ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                       size_t *found, struct isc_err *err)
+{
+	struct isc_provider_session *sess = NULL;
+	struct isc_node_info *infos = NULL, *mine;
+	size_t n_infos = 0, k = 0;
+	int rc;
+
+	*found = 0;
+	if ((rc = session_open(b, c->provider, c->account, c->region, &sess, err)))
+		return rc;
+	rc = sess->provider->describe(sess, b->config->broker_id, &infos, &n_infos, err);
+	sess->provider->session_free(sess);
+	if (rc)
+		return rc;
+	mine = calloc(n_infos ? n_infos : 1, sizeof(*mine));
+	if (!mine) {
+		isc_node_infos_free(infos, n_infos);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n_infos; i++)
+		if (strcmp(infos[i].cluster_id, c->id) == 0 &&
+		    infos[i].state != ISC_NODE_TERMINATED &&
+		    infos[i].state != ISC_NODE_SHUTTING_DOWN)
+			mine[k++] = infos[i];
+	*found = k;
+	if (k == (size_t)c->nnodes) {
+		qsort(mine, k, sizeof(*mine), by_launch);
+		rc = record_nodes(s, c, mine, k, mine[0].zone, err);
+	}
+	free(mine);
+	isc_node_infos_free(infos, n_infos);
 	return rc;
 }
 

@@ -9,6 +9,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/crashpoint.h"
 #include "common/log.h"
 #include "credits/credits.h"
 
@@ -35,6 +36,19 @@ int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
 	int64_t amount =
 	    isc_credits_cost_micros(cluster_price_micros, b->config->reservation_window_ms);
 	return isc_credits_reserve(s, e->id, cluster_id, amount, err);
+}
+
+int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct isc_cluster *c, struct isc_err *err)
+{
+	int64_t window;
+
+	if (billing_of(c->account) != ISC_BILLING_CREDITS)
+		return 0;
+	window =
+	    isc_credits_cost_micros(c->price_micros * c->nnodes, b->config->reservation_window_ms);
+	/* A renewal tops the hold up to one window: a no-op when the hold is there. */
+	return isc_credits_renew(s, e->id, c->id, window, err);
 }
 
 void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
@@ -68,8 +82,15 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		c.period_start_ms = list[i].from_ms;
 		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
 		c.billing = billing_of(list[i].account);
-		if (isc_credits_charge_node_report(b->store, &c, &charged, &err) ||
-		    isc_store_node_set_charged(b->store, c.node_instance_id, c.period_end_ms, &err))
+		if (isc_credits_charge_node_report(b->store, &c, &charged, &err)) {
+			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
+			continue;
+		}
+		/* A crash here leaves the charge written and the node's mark behind: the
+		 * ledger's charge-once index makes the next meter's charge of the same period
+		 * a no-op. */
+		isc_crash_point("meter.charge_written");
+		if (isc_store_node_set_charged(b->store, c.node_instance_id, c.period_end_ms, &err))
 			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
 	}
 	isc_node_charge_list_free(list, n);
@@ -97,14 +118,15 @@ static void renew_reservations(struct isc_broker *b)
 		if (rc == ISC_ECREDITS) {
 			struct isc_experiment e;
 			if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err) == 0) {
+				/* A compare-and-set from the status read here: a worker that
+				 * finished the experiment meanwhile wins. */
 				if (!isc_status_is_final(e.status) &&
-				    strcmp(e.status, "stopping") != 0) {
+				    strcmp(e.status, "stopping") != 0 &&
+				    isc_store_experiment_begin_stop(
+				        b->store, e.id, e.status, "stopped",
+				        "out of credits: the next window cannot be covered",
+				        &err) == 0)
 					isc_log(ISC_LOG_WARN, "%s: out of credits; stopping", e.id);
-					isc_store_experiment_set_status(
-					    b->store, e.id, "stopping",
-					    "out of credits: the next window cannot be covered",
-					    &err);
-				}
 				isc_experiment_cleanup(&e);
 			}
 		} else if (rc) {

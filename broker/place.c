@@ -10,15 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+void broker_candidate_cleanup(struct broker_candidate *c)
+{
+	free(c->shape_id);
+	free(c->provider);
+	free(c->region);
+	free(c->instance_type);
+	free(c->zones);
+	memset(c, 0, sizeof(*c));
+}
+
 void broker_candidates_free(struct broker_candidate *c, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(c[i].shape_id);
-		free(c[i].provider);
-		free(c[i].region);
-		free(c[i].instance_type);
-		free(c[i].zones);
-	}
+	for (size_t i = 0; i < n; i++)
+		broker_candidate_cleanup(&c[i]);
 	free(c);
 }
 

@@ -195,7 +195,12 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 		else
 			stray(b, t, &seen[i], reconcile);
 	}
-	/* Nodes the cloud no longer lists at all (it keeps terminated ones for a while). */
+	/*
+	 * Nodes this describe did not list. The cloud keeps terminated instances
+	 * listed for a while, but its describe is eventually consistent: a node
+	 * launched a moment ago may be missing from one reply. A node counts as gone
+	 * only once it has been missing for node_absence_confirm_ms.
+	 */
 	for (size_t c = 0; c < n_clusters; c++) {
 		struct isc_node *nodes;
 		size_t n;
@@ -209,9 +214,19 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 			int listed = 0;
 			for (size_t k = 0; k < n_seen && !listed; k++)
 				listed = strcmp(seen[k].instance_id, nodes[i].instance_id) == 0;
-			if (!listed && !is_gone(nodes[i].state) && nodes[i].launched_at_ms > 0)
-				isc_store_node_observe(b->store, nodes[i].instance_id, "terminated",
-				                       "", "", 0, 0, now, &err);
+			int gone = 0;
+			if (listed || is_gone(nodes[i].state) || nodes[i].launched_at_ms <= 0)
+				continue;
+			if (isc_store_node_missed(b->store, nodes[i].instance_id, now,
+			                          b->config->node_absence_confirm_ms, &gone, &err))
+				isc_log(ISC_LOG_WARN, "node %s: %s", nodes[i].instance_id, err.msg);
+			else if (gone)
+				isc_log(
+				    ISC_LOG_WARN,
+				    "node %s of cluster %s missing from every describe for %ld ms: "
+				    "counted as terminated",
+				    nodes[i].instance_id, clusters[c].id,
+				    b->config->node_absence_confirm_ms);
 		}
 		isc_node_list_free(nodes, n);
 	}

@@ -67,6 +67,7 @@ static struct isc_config *config_defaults(void)
 	c->reconcile_every_ticks = 30;
 	c->checkpoint_sync_ms = 600000;
 	c->lossy_sync_ms = 30000;
+	c->node_absence_confirm_ms = 30000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
 		isc_config_free(c);
 		return NULL;
@@ -254,6 +255,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 86400000, &c->checkpoint_sync_ms);
 		else if (!strcmp(key, "lossy_sync_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->lossy_sync_ms);
+		else if (!strcmp(key, "node_absence_confirm_ms"))
+			rc = get_long(x, v, key, 0, 3600000, &c->node_absence_confirm_ms);
 		else if (!strcmp(key, "stop_grace_s")) {
 			if (!(rc = get_long(x, v, key, 0, 3600, &l)))
 				c->stop_grace_s = (int)l;
@@ -315,6 +318,11 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 		x.err = err;
 		rc = parse_root(&x, isc_toml_doc_root(doc), c);
 	}
+	if (!rc) {
+		free(c->path);
+		c->path = strdup(path);
+		rc = isc_config_check_tick(c, c->tick_interval_ms, err);
+	}
 	isc_toml_doc_free(doc);
 	free(text);
 	if (rc) {
@@ -326,6 +334,19 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 	c->path = path;
 	*out = c;
 	return 0;
+}
+
+int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, struct isc_err *err)
+{
+	if (tick_interval_ms <= c->reservation_window_ms)
+		return 0;
+	return isc_err_set(err, ISC_EINVALID,
+	                   "%s: reservation_window_ms (%lld) is shorter than the tick (%ld ms): "
+	                   "each renewal must cover at least one tick, or the overspend bound of "
+	                   "docs/credits.md breaks; raise reservation_window_ms or lower "
+	                   "tick_interval_ms",
+	                   c->path && c->path[0] ? c->path : "config.toml",
+	                   (long long)c->reservation_window_ms, tick_interval_ms);
 }
 
 int isc_config_write_default(const char *home, struct isc_err *err)
@@ -362,7 +383,8 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 	        "# retry_wait_ms = 30000\n# stop_grace_s = 30\n# boot_deadline_ms = 300000\n"
 	        "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
 	        "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
-	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n\n"
+	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n"
+	        "# node_absence_confirm_ms = 30000\n\n"
 	        "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
 	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
 	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);

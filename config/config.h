@@ -44,6 +44,7 @@ struct isc_config {
 	char *artifact_root;           /* "" = $ISC_HOME/artifacts */
 	long checkpoint_sync_ms;       /* 600000 */
 	long lossy_sync_ms;            /* 30000 */
+	long node_absence_confirm_ms;  /* a node missing from describes this long is gone; 30000 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };
@@ -55,6 +56,12 @@ void isc_config_free(struct isc_config *c);
 const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name);
 /* A setting of a provider section, or NULL. */
 const char *isc_config_setting(const struct isc_provider_config *p, const char *key);
+/*
+ * The overspend bound (docs/credits.md) needs each renewal to cover at least
+ * one tick: refuses a tick longer than the reservation window, naming where
+ * each value came from. Called after load and after a --interval-ms override.
+ */
+int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, struct isc_err *err);
 /* Writes a commented default config.toml (mode 0600) unless one exists. */
 int isc_config_write_default(const char *home, struct isc_err *err);
 

@@ -142,8 +142,12 @@ int main(int argc, char **argv)
 		isc_log(ISC_LOG_ERROR, "%s", err.msg);
 		goto out;
 	}
-	if (interval_ms < 0)
+	if (interval_ms < 0) {
 		interval_ms = isc_broker_tick_interval_ms(broker);
+	} else if (isc_broker_set_tick_interval_ms(broker, interval_ms, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s", err.msg);
+		goto out;
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;

@@ -13,6 +13,10 @@
  *   ISC_EAUTH      credentials or signature refused; never retried
  *   ISC_ECONFLICT  an idempotency token reused with different parameters
  *   ISC_EINVALID   anything else the cloud refused, or a reply we cannot read
+ * One exception to the last line: when a call that creates nodes was accepted
+ * (2xx) but its reply cannot be read, the nodes may exist, so the answer is
+ * ISC_ETRANSIENT (outcome unknown: the caller keeps its intent and asks again
+ * with the same token), never ISC_EINVALID.
  * Messages name the cloud's action, its error code and its message; they never
  * contain a secret.
  *
@@ -141,6 +145,15 @@ struct isc_launch_spec {
 	size_t n_tags;
 	const char *ssh_public_key; /* OpenSSH one-line public key for the cluster */
 	const char *user_data;      /* extra cloud-config body (YAML, no header), or NULL */
+	/*
+	 * Called (when set) just before the first call that may create nodes in a
+	 * zone, with that zone ("" when the cloud picks). The caller records it
+	 * durably: after a crash or a lost reply, the outcome of that zone's call
+	 * is the unknown one, and a replay must ask there first, with the same
+	 * token, before any other zone can be tried.
+	 */
+	void (*before_zone)(void *ctx, const char *zone);
+	void *before_zone_ctx;
 };
 
 struct isc_launch_result {

@@ -160,6 +160,18 @@ static const char *const migrations[] = {
     "CREATE INDEX ledger_project ON ledger(project_id, kind);"
     "CREATE UNIQUE INDEX ledger_charge_once ON ledger(node_instance_id, period_start_ms)"
     "  WHERE kind = 'charge';",
+
+    /*
+     * 5: crash safety. A node missing from a describe is only gone once its
+     * absence has lasted (describes are eventually consistent): absent_since_ms
+     * is when it was first missed. A launch intent remembers the zone whose call
+     * was last started, so a replay after a crash asks there first. An
+     * experiment that is stopping records the final status it is heading for,
+     * so a crash during its teardown never changes its outcome.
+     */
+    "ALTER TABLE nodes ADD COLUMN absent_since_ms INTEGER;"
+    "ALTER TABLE intents ADD COLUMN attempt_zone TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE experiments ADD COLUMN final_status TEXT NOT NULL DEFAULT '';",
 };
 
 size_t isc_store_migration_count(void)

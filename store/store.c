@@ -130,10 +130,15 @@ int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
 	return 0;
 }
 
+/*
+ * Runs the migrations a store has not seen, one transaction each. The version
+ * is read inside each write transaction (BEGIN IMMEDIATE), so two processes
+ * opening a new store at once never run the same migration twice: the second
+ * one waits for the first one's transaction and then sees its version.
+ */
 static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 {
-	int version, rc;
-	size_t i;
+	int rc;
 
 	rc = exec_sql(
 	    s,
@@ -142,27 +147,34 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 	    "creating schema_version", err);
 	if (rc)
 		return rc;
-	rc = isc_store_schema_version(s, &version, err);
-	if (rc)
-		return rc;
-	if (version > isc_store_latest_version())
-		return isc_err_set(
-		    err, ISC_EINVALID,
-		    "store: schema version %d is newer than this program knows (%d); upgrade isc",
-		    version, isc_store_latest_version());
-	for (i = (size_t)version; i < migrate_to; i++) {
+	for (;;) {
 		char what[64];
 		sqlite3_stmt *st;
+		int version;
 
-		snprintf(what, sizeof(what), "migration %zu", i + 1);
 		if ((rc = isc_store_begin(s, err)))
 			return rc;
-		rc = exec_sql(s, isc_store_migration_sql(i), what, err);
+		rc = isc_store_schema_version(s, &version, err);
+		if (!rc && version > isc_store_latest_version())
+			rc =
+			    isc_err_set(err, ISC_EINVALID,
+			                "store: schema version %d is newer than this program knows "
+			                "(%d); upgrade isc",
+			                version, isc_store_latest_version());
+		if (!rc && (size_t)version >= migrate_to) {
+			if ((rc = isc_store_commit(s, err)))
+				isc_store_rollback(s);
+			return rc;
+		}
+		if (!rc) {
+			snprintf(what, sizeof(what), "migration %d", version + 1);
+			rc = exec_sql(s, isc_store_migration_sql((size_t)version), what, err);
+		}
 		if (!rc)
 			rc =
 			    isc_store_prepare(s, "UPDATE schema_version SET version = ?", &st, err);
 		if (!rc) {
-			sqlite3_bind_int(st, 1, (int)(i + 1));
+			sqlite3_bind_int(st, 1, version + 1);
 			if (sqlite3_step(st) != SQLITE_DONE)
 				rc = isc_store_sqlite_err(s, SQLITE_ERROR, what, err);
 			sqlite3_finalize(st);
@@ -174,7 +186,6 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 			return rc;
 		}
 	}
-	return 0;
 }
 
 static int ensure_home(const char *home, int create, struct isc_err *err)

@@ -34,6 +34,7 @@ void isc_intent_cleanup(struct isc_intent *i)
 	free(i->zone);
 	free(i->state);
 	free(i->error);
+	free(i->attempt_zone);
 	memset(i, 0, sizeof(*i));
 }
 
@@ -241,8 +242,8 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 
 	rc = isc_store_prepare(
 	    s,
-	    "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms "
-	    "FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
+	    "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms, "
+	    "attempt_zone FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -258,6 +259,7 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 		out->state = isc_store_col_text(st, 5, &oom);
 		out->error = isc_store_col_text(st, 6, &oom);
 		out->created_at_ms = sqlite3_column_int64(st, 7);
+		out->attempt_zone = isc_store_col_text(st, 8, &oom);
 		rc = oom ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
 		if (rc)
 			isc_intent_cleanup(out);
@@ -284,6 +286,19 @@ int isc_store_intent_resolve(struct isc_store *s, const char *token, const char 
 	sqlite3_bind_int64(st, 3, isc_store_now_ms());
 	sqlite3_bind_text(st, 4, token, -1, SQLITE_STATIC);
 	return step_done(s, st, "resolving an intent", err);
+}
+
+int isc_store_intent_set_attempt_zone(struct isc_store *s, const char *token, const char *zone,
+                                      struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc =
+	    isc_store_prepare(s, "UPDATE intents SET attempt_zone = ? WHERE token = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, zone ? zone : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+	return step_done(s, st, "recording a launch attempt", err);
 }
 
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err)
@@ -322,7 +337,7 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 	    "launched_at_ms = COALESCE(launched_at_ms, NULLIF(?4, 0)), "
 	    "notice_at_ms = COALESCE(notice_at_ms, NULLIF(?5, 0)), "
 	    "terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
-	    "ELSE terminated_at_ms END WHERE instance_id = ?7",
+	    "ELSE terminated_at_ms END, absent_since_ms = NULL WHERE instance_id = ?7",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -334,6 +349,36 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 	sqlite3_bind_int64(st, 6, observed_at_ms);
 	sqlite3_bind_text(st, 7, instance_id, -1, SQLITE_STATIC);
 	return step_done(s, st, "updating a node", err);
+}
+
+int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t now_ms,
+                          int64_t confirm_ms, int *gone, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*gone = 0;
+	rc = isc_store_prepare(
+	    s,
+	    "UPDATE nodes SET absent_since_ms = COALESCE(absent_since_ms, ?1), "
+	    "state = CASE WHEN ?1 - COALESCE(absent_since_ms, ?1) >= ?2 THEN 'terminated' "
+	    "ELSE state END, "
+	    "terminated_at_ms = CASE WHEN ?1 - COALESCE(absent_since_ms, ?1) >= ?2 "
+	    "THEN COALESCE(terminated_at_ms, absent_since_ms) ELSE terminated_at_ms END "
+	    "WHERE instance_id = ?3 AND state != 'terminated' RETURNING state",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, now_ms);
+	sqlite3_bind_int64(st, 2, confirm_ms);
+	sqlite3_bind_text(st, 3, instance_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*gone = strcmp((const char *)sqlite3_column_text(st, 0), "terminated") == 0;
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "updating a node", err);
 }
 
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,

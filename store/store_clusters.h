@@ -39,6 +39,7 @@ struct isc_intent {
 	char *state; /* pending | launched | failed */
 	char *error;
 	int64_t created_at_ms;
+	char *attempt_zone; /* the zone whose launch call was last started; "" before any */
 };
 
 struct isc_node {
@@ -79,6 +80,9 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
                              const char *error, struct isc_err *err);
 void isc_intent_cleanup(struct isc_intent *i);
+/* Records, before the call, the zone a launch is about to ask (see attempt_zone). */
+int isc_store_intent_set_attempt_zone(struct isc_store *s, const char *token, const char *zone,
+                                      struct isc_err *err);
 
 /* Records a node the cloud created for the cluster (ignored if the instance is known). */
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err);
@@ -89,6 +93,13 @@ int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc
 int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
                            const char *private_ip, const char *public_ip, int64_t launched_at_ms,
                            int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err);
+/*
+ * A describe did not list the node. The first miss is recorded; a node counts
+ * as terminated (from the time it was first missed) only once it has been
+ * missing for confirm_ms, and then *gone is 1. A later observe clears the miss.
+ */
+int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t now_ms,
+                          int64_t confirm_ms, int *gone, struct isc_err *err);
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err);
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,

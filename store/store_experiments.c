@@ -3,6 +3,7 @@
 
 #include "store/store_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ void isc_experiment_cleanup(struct isc_experiment *e)
 	free(e->status_reason);
 	free(e->shape_id);
 	free(e->output_path);
+	free(e->final_status);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -117,7 +119,8 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 #define EXPERIMENT_COLS                                                                            \
 	"SELECT e.id, e.project_id, p.name, e.org_id, o.name, e.name, e.compute_mode, e.gpus, "    \
 	"e.spec_json, e.status, e.status_reason, e.nnodes, e.nproc, e.shape_id, e.cycle_count, "   \
-	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms "  \
+	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms, " \
+	"e.final_status "                                                                          \
 	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = "         \
 	"e.org_id "
 
@@ -144,6 +147,7 @@ static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
 	e->next_attempt_ms = sqlite3_column_int64(st, 17);
 	e->created_at_ms = sqlite3_column_int64(st, 18);
 	e->updated_at_ms = sqlite3_column_int64(st, 19);
+	e->final_status = isc_store_col_text(st, 20, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
@@ -228,34 +232,64 @@ int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment 
 	return experiment_query(s, st, out, n, err);
 }
 
-int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
-                                    const char *reason, struct isc_err *err)
+/* The experiment's status now, for the message of a lost compare-and-set. */
+static int current_status(struct isc_store *s, const char *id, char *out, size_t size,
+                          struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT status FROM experiments WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		snprintf(out, size, "%s", (const char *)sqlite3_column_text(st, 0));
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
+	} else {
+		rc = isc_store_sqlite_err(s, rc, "reading an experiment", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int transition(struct isc_store *s, const char *id, const char *from, const char *to,
+                      const char *final_status, const char *reason, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	int rc, own = !in_transaction(s);
 
 	if (own && (rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(
-	    s,
-	    "UPDATE experiments SET status = ?, status_reason = ?, updated_at_ms = ? WHERE id = ?",
-	    &st, err);
+	rc = isc_store_prepare(s,
+	                       "UPDATE experiments SET status = ?, status_reason = ?, "
+	                       "updated_at_ms = ?, final_status = ? WHERE id = ? AND status = ?",
+	                       &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 3, isc_store_now_ms());
-		sqlite3_bind_text(st, 4, id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, final_status, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, from, -1, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE)
+		if (rc != SQLITE_DONE) {
 			rc = isc_store_sqlite_err(s, rc, "updating an experiment", err);
-		else if (sqlite3_changes(isc_store_db(s)) == 0)
-			rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
-		else
+		} else if (sqlite3_changes(isc_store_db(s)) == 0) {
+			char now[32];
+			rc = current_status(s, id, now, sizeof(now), err);
+			if (!rc)
+				rc = isc_err_set(err, ISC_ECONFLICT,
+				                 "experiment %s is %s, not %s: not moved to %s", id,
+				                 now, from, to);
+		} else {
 			rc = 0;
+		}
 	}
 	if (!rc)
-		rc = isc_store_event_add(s, id, status, reason ? reason : "", err);
+		rc = isc_store_event_add(s, id, to, reason ? reason : "", err);
 	if (own) {
 		if (!rc)
 			rc = isc_store_commit(s, err);
@@ -263,6 +297,21 @@ int isc_store_experiment_set_status(struct isc_store *s, const char *id, const c
 			isc_store_rollback(s);
 	}
 	return rc;
+}
+
+int isc_store_experiment_transition(struct isc_store *s, const char *id, const char *from,
+                                    const char *to, const char *reason, struct isc_err *err)
+{
+	return transition(s, id, from, to, "", reason, err);
+}
+
+int isc_store_experiment_begin_stop(struct isc_store *s, const char *id, const char *from,
+                                    const char *final_status, const char *reason,
+                                    struct isc_err *err)
+{
+	if (!isc_status_is_final(final_status))
+		return isc_err_set(err, ISC_EINVALID, "'%s' is not a final status", final_status);
+	return transition(s, id, from, "stopping", final_status, reason, err);
 }
 
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,

@@ -27,6 +27,7 @@ struct isc_experiment {
 	int cancel_requested;
 	int64_t next_attempt_ms; /* a waiting experiment is not retried before this */
 	int64_t created_at_ms, updated_at_ms;
+	char *final_status; /* while stopping: the final status it heads for; else "" */
 };
 
 struct isc_event {
@@ -49,10 +50,25 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 /* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
                                      struct isc_err *err);
-/* Sets status and reason, appends an event (kind = status), in its own transaction unless one is
- * open. */
-int isc_store_experiment_set_status(struct isc_store *s, const char *id, const char *status,
-                                    const char *reason, struct isc_err *err);
+/*
+ * Moves the experiment from status `from` to `to` with a reason and appends an
+ * event (kind = to), in its own transaction unless one is open. A
+ * compare-and-set: when the experiment is no longer in `from` (another writer,
+ * such as the meter or a cancel, moved it first) nothing is written and the
+ * answer is ISC_ECONFLICT naming the status it is in, so no writer ever
+ * overwrites a transition it did not see.
+ */
+int isc_store_experiment_transition(struct isc_store *s, const char *id, const char *from,
+                                    const char *to, const char *reason, struct isc_err *err);
+/*
+ * The same compare-and-set into "stopping", recording the final status the
+ * teardown ends in (completed, failed, cancelled, stopped) and why: the
+ * outcome is durable before any node is touched, so a crash mid-teardown
+ * changes nothing but who finishes it.
+ */
+int isc_store_experiment_begin_stop(struct isc_store *s, const char *id, const char *from,
+                                    const char *final_status, const char *reason,
+                                    struct isc_err *err);
 /* Updates the placement fields: nnodes, nproc, shape_id, cycle_count, next_attempt_ms. */
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
                                        struct isc_err *err);

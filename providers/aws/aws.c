@@ -580,6 +580,8 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		size_t nn = 0;
 
 		isc_aws_zone_token(spec->idempotency_token, zone, token, NULL);
+		if (spec->before_zone)
+			spec->before_zone(spec->before_zone_ctx, zone);
 		if (run_instances_form(s, spec, zone, token, user_data, &form)) {
 			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
 			break;
@@ -595,8 +597,19 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			break;
 		}
 		rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &nodes, &nn, NULL, err);
-		if (rc)
+		if (rc) {
+			/* EC2 accepted the launch: the nodes may exist even though we cannot read
+			 * them. */
+			if (err)
+				isc_err_wrap(err,
+				             "RunInstances in %s was accepted but its reply "
+				             "cannot be read; the nodes may exist",
+				             zone[0] ? zone : "any zone");
+			rc = ISC_ETRANSIENT;
+			if (err)
+				err->code = rc;
 			break;
+		}
 		if (nn != spec->count) {
 			/* Never keep part of a gang: give back what came up, then try elsewhere. */
 			const char **ids = calloc(nn ? nn : 1, sizeof(*ids));

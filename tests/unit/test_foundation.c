@@ -215,10 +215,17 @@ static void test_store_orgs_projects_experiments(void **state)
 	e.status = "enqueued";
 	assert_int_equal(isc_store_experiment_add(s, &e, &err), 0);
 	assert_int_equal(isc_store_experiment_add(s, &e, &err), ISC_ECONFLICT);
+	assert_int_equal(isc_store_experiment_transition(s, "exp_a", "enqueued", "placing",
+	                                                 "ranking 3 shapes", &err),
+	                 0);
 	assert_int_equal(
-	    isc_store_experiment_set_status(s, "exp_a", "placing", "ranking 3 shapes", &err), 0);
-	assert_int_equal(isc_store_experiment_set_status(s, "exp_zz", "placing", "", &err),
-	                 ISC_ENOTFOUND);
+	    isc_store_experiment_transition(s, "exp_zz", "enqueued", "placing", "", &err),
+	    ISC_ENOTFOUND);
+	/* A writer that did not see the last transition loses, and nothing is written. */
+	assert_int_equal(
+	    isc_store_experiment_transition(s, "exp_a", "running", "stopping", "late meter", &err),
+	    ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "is placing, not running"));
 	assert_int_equal(isc_store_experiment_list(s, NULL, &list, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(list[0].status, "placing");

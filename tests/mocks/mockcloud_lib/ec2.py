@@ -508,6 +508,10 @@ def describe_instances(cloud, p, region):
         else:
             cand = [cloud.instances[i] for i in cloud.order
                     if cloud.instances[i]["region"] == region and cloud.visible(cloud.instances[i])]
+            # Eventual consistency: a listing may not show instances launched a moment ago.
+            lag = cloud.take_fault("describe_lag", lambda f: f.get("region") in (None, region))
+            if lag:
+                cand = [i for i in cand if now_ms() - i["launched_at"] >= lag["ms"]]
         sel = [i for i in cand if _inst_match(i, flts)]
         key = hashlib.sha256(json.dumps([region, flts]).encode()).hexdigest()[:16]
         start = decode_token(p["NextToken"], key) if p.get("NextToken") else 0

@@ -21,7 +21,7 @@ from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
-               "interrupt", "partial")
+               "interrupt", "partial", "garbled_reply", "describe_lag")
 
 
 class LoseResponse(Exception):
@@ -183,6 +183,10 @@ class Handler(BaseHTTPRequestHandler):
                     import traceback
                     traceback.print_exc()
                     out = fail(500, "InternalError", "mockcloud bug: %r" % (e,))
+        if status == 200 and action and cloud.take_fault("garbled_reply", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
+            # The action happened; its reply is cut off mid-element (a proxy that truncated it).
+            out = out[: max(1, len(out) // 3)]
+            code = "GARBLED"
         if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             lost = True
             code = "LOST"
@@ -332,11 +336,16 @@ class Handler(BaseHTTPRequestHandler):
                 if not isinstance(k, int) or k < 1:
                     return self._json(400, {"error": "fail_nodes must be an integer >= 1"})
                 f["fail_nodes"] = k
-        if kind in ("error5xx", "lose_response", "throttle"):
+        if kind in ("error5xx", "lose_response", "throttle", "garbled_reply"):
             if req.get("action") is not None:
                 f["action"] = str(req["action"])
-            elif kind == "lose_response":
-                return self._json(400, {"error": "lose_response needs action"})
+            elif kind in ("lose_response", "garbled_reply"):
+                return self._json(400, {"error": "%s needs action" % kind})
+        if kind == "describe_lag":
+            ms = req.get("ms", 10000)
+            if not isinstance(ms, (int, float)) or ms < 0:
+                return self._json(400, {"error": "describe_lag needs ms >= 0"})
+            f["ms"] = ms
         if req.get("region"):
             f["region"] = req["region"]
         with cloud.lock:

@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# Crash points: iscd is killed at every named point where the broker's durable
+# state and the cloud's state can diverge (docs/broker.md), then started again.
+# For each point the experiment must reach the final state it would have reached
+# without the crash, the restarted daemon must never die, no instance may be left
+# running, no cluster may own more than one gang, the credit holds are released,
+# and the bill stays within its bound of the mock cloud's own launch and
+# termination times. Then the reproductions of known crash bugs: a replay after
+# kill -9 during a slow launch, more lost RunInstances replies than the HTTP
+# layer retries, a launch reply that cannot be read, a describe that lags the
+# launch, a lost reply in a second zone, a config whose reservation window is
+# shorter than the tick, and a store migrated by many processes at once.
+# Needs the sanitizer build (ISC_BIN from `make check`): only it has crash points.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/isc-crash.XXXXXX)
+cleanup() {
+	[ -f "$dir/iscd.pid" ] && kill -KILL "$(cat "$dir/iscd.pid")" 2>/dev/null
+	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+tick_ms=200
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$tick_ms "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+. "$dir/env"
+isc() { "$ISC_BIN/isc" "$@"; }
+mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
+fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
+py() { /usr/bin/python3 "$@"; }
+
+# Every daemon of this run appends to one log; each start is marked in it.
+start_iscd() {
+	echo "---- iscd start ${ISC_CRASH_AT:-} ----" >>"$dir/iscd.log"
+	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+	echo $! >"$dir/iscd.pid"
+	sleep 0.1
+}
+stop_iscd() {
+	local pid
+	pid=$(cat "$dir/iscd.pid")
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	wait "$pid" 2>/dev/null
+}
+iscd_alive() { kill -0 "$(cat "$dir/iscd.pid")" 2>/dev/null; }
+# wait_crash POINT SECONDS: iscd aborted at POINT (its exit is SIGABRT, its log says where).
+wait_crash() {
+	local point=$1 secs=$2 pid rc
+	pid=$(cat "$dir/iscd.pid")
+	for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "iscd did not reach crash point $point in ${secs}s" >&2
+		kill -KILL "$pid"
+		wait "$pid" 2>/dev/null
+		return 1
+	fi
+	wait "$pid" 2>/dev/null
+	rc=$?
+	[ "$rc" -eq 134 ] || { echo "iscd exited $rc, not by abort at $point" >&2; return 1; }
+	grep -q "crash point $point reached" "$dir/iscd.log"
+}
+status_of() { isc status "$1" --json | py -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
+wait_status() {
+	local id=$1 want=$2 secs=$3 s=""
+	for _ in $(seq 1 $((secs * 5))); do
+		s=$(status_of "$id")
+		[ "$s" = "$want" ] && return 0
+		case $s in completed | failed | cancelled | stopped) break ;; esac
+		sleep 0.2
+	done
+	echo "experiment $id is '$s', wanted '$want'" >&2
+	isc status "$id" >&2
+	return 1
+}
+submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
+# live EXP: instances of the experiment the cloud still runs.
+live() {
+	mock instances | py -c '
+import json, sys
+print(sum(1 for r in json.load(sys.stdin)
+          if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] != "terminated"))' "$1"
+}
+wait_no_live() {
+	for _ in $(seq 1 150); do
+		[ "$(live "$1")" = 0 ] && return 0
+		sleep 0.2
+	done
+	echo "experiment $1 still has $(live "$1") live instance(s)" >&2
+	return 1
+}
+# one_gang_per_cluster EXP NNODES: every cluster tag owns exactly one gang of NNODES.
+one_gang_per_cluster() {
+	mock instances | py -c '
+import collections, json, sys
+rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1]]
+per = collections.Counter(r["tags"].get("isc:cluster") for r in rows)
+tokens = collections.Counter(r["client_token"] for r in rows)
+bad = {c: n for c, n in per.items() if n != int(sys.argv[2])}
+bad.update({t: n for t, n in tokens.items() if n != int(sys.argv[2])})
+if bad or not rows:
+    print("clusters/tokens with other than %s nodes: %s" % (sys.argv[2], bad), file=sys.stderr)
+sys.exit(1 if bad or not rows else 0)' "$1" "$2"
+}
+holds_released() {
+	isc credits show --org demo --json | py -c '
+import json, sys
+o = json.load(sys.stdin)["orgs"][0]
+if o["reserved_micros"] != 0:
+    print("still reserved:", o["reserved_micros"], file=sys.stderr)
+sys.exit(0 if o["reserved_micros"] == 0 else 1)'
+}
+# bill_within EXP DOWN_MS: the experiment's charges against the mock cloud's own record.
+# Bound (docs/credits.md): per node, two ticks of observation plus the time no iscd was
+# running (a termination is observed by the next describe), and a micro-dollar per charge.
+bill_within() {
+	py - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$1" "$2" "$tick_ms" "$ISC_HOME/isc.db" <<'PY'
+import json, sqlite3, subprocess, sys, urllib.request
+url, isc, exp, down_ms, tick, db = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+rows = [r for r in json.load(urllib.request.urlopen(url + "/_mock/instances"))
+        if r["tags"].get("isc:experiment") == exp]
+spend = json.loads(subprocess.check_output([isc, "spend", "--project", "demo", "--by", "experiment", "--format", "json"]))
+charged = sum(r["amount_micros"] for r in spend["rows"] if exp in json.dumps(r))
+# The node-hour price the broker snapshotted at launch (read-only look at the store).
+con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+expected, slack = 0, 0
+for r in rows:
+    got = con.execute("SELECT price_micros FROM nodes WHERE instance_id = ?", (r["id"],)).fetchone()
+    if got is None:
+        print("instance %s was never recorded: unmetered" % r["id"], file=sys.stderr)
+        sys.exit(1)
+    price, end = got[0], r["terminated_at"]
+    if end is None:
+        print("instance %s still runs" % r["id"], file=sys.stderr)
+        sys.exit(1)
+    # EC2 reports launchTime to the second, and billing starts there.
+    expected += -(-(end - r["launched_at"] // 1000 * 1000) * price // 3600000)
+    slack += price * (2 * tick + down_ms) // 3600000 + 200
+ok = abs(charged - expected) <= slack
+print("bill of %s: charged %d, cloud record %d, slack %d" % (exp, charged, expected, slack), file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
+
+cat >"$dir/short.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "crash-short"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'for i in $(seq 1 15); do echo $i > /mnt/checkpoints/step; sleep 0.2; done; echo done cycle $STRONG_CYCLE_COUNT'
+ISC
+cat >"$dir/long.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "crash-long"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'for i in $(seq 1 60); do echo $i > /mnt/checkpoints/step; sleep 0.2; done; echo done cycle $STRONG_CYCLE_COUNT'
+ISC
+
+# The scenario that reaches each point, and the status the experiment ends in.
+points=(
+	"place.cluster_recorded short completed"
+	"launch.zone_noted short completed"
+	"place.before_launch short completed"
+	"launch.before_record short completed"
+	"launch.before_resolve short completed"
+	"provision.cluster_booting short completed"
+	"boot.containers_started short completed"
+	"meter.charge_written short completed"
+	"teardown.containers_stopped short completed"
+	"teardown.before_terminate short completed"
+	"teardown.terminate_requested short completed"
+	"stop.before_final short completed"
+	"teardown.containers_stopped cancel cancelled"
+	"replay.before_launch lost completed"
+	"reprovision.draining_marked interrupt completed"
+	"reprovision.replacement_launched interrupt completed"
+)
+covered=0
+for entry in "${points[@]}"; do
+	read -r point scenario final <<<"$entry"
+	what="$point ($scenario)"
+	mock faults -X DELETE >/dev/null
+	ISC_CRASH_AT=$point start_iscd
+	file=$dir/short.isc
+	[ "$scenario" = short ] || [ "$scenario" = lost ] || file=$dir/long.isc
+	if [ "$scenario" = lost ]; then
+		# Replies lost, and describes that do not list the new nodes yet: only a replay
+		# with the same token can find the gang.
+		fault '{"kind":"lose_response","action":"RunInstances","count":8}'
+		fault '{"kind":"describe_lag","ms":60000,"count":20}'
+	fi
+	id=$(submit "$file")
+	if [ "$scenario" = cancel ] || [ "$scenario" = interrupt ]; then
+		# The crash is armed for the teardown or the reprovisioning, not before.
+		for _ in $(seq 1 300); do [ "$(status_of "$id")" = running ] && break; sleep 0.2; done
+		if [ "$scenario" = cancel ]; then
+			isc cancel "$id" >/dev/null
+		else
+			victim=$(mock instances | py -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
+print(rows[0]["id"] if rows else "")' "$id")
+			fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":5}"
+		fi
+	fi
+	t0=$(date +%s%3N)
+	check "$what: iscd aborts at the point" wait_crash "$point" 90
+	t1=$(date +%s%3N)
+	start_iscd
+	check "$what: the experiment ends $final" wait_status "$id" "$final" 120
+	check "$what: no instance left running" wait_no_live "$id"
+	check "$what: one gang per cluster and token" one_gang_per_cluster "$id" 2
+	sleep $(((tick_ms * 3 + 999) / 1000)) # a charge up to the confirmed termination
+	check "$what: credit holds released" holds_released
+	check "$what: bill within its bound" bill_within "$id" $((t1 - t0 + 500))
+	if [ "$scenario" = interrupt ]; then
+		check "$what: resumed in a later cycle" bash -c "'$ISC_BIN/isc' status '$id' --json | /usr/bin/python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"cycle_count\"] >= 2 else 1)'"
+	fi
+	check "$what: the restarted iscd is alive" iscd_alive
+	stop_iscd
+	covered=$((covered + 1))
+done
+
+# ---- reproductions ----
+start_iscd
+# A slow cloud, kill -9 while provisioning, the latency cleared, iscd started again:
+# the replay of the pending intent must complete the launch (it used to free a stack object).
+fault '{"kind":"latency","ms":1500}'
+id=$(submit "$dir/short.isc")
+for _ in $(seq 1 100); do [ "$(status_of "$id")" = provisioning ] && break; sleep 0.1; done
+sleep 0.5
+kill -KILL "$(cat "$dir/iscd.pid")"
+wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+mock faults -X DELETE >/dev/null
+start_iscd
+check "kill -9 while provisioning: the experiment completes" wait_status "$id" completed 120
+check "kill -9 while provisioning: one gang" one_gang_per_cluster "$id" 2
+check "kill -9 while provisioning: iscd alive" iscd_alive
+
+# More lost replies than the HTTP layer retries: no kill needed to reach the replay.
+mock faults -X DELETE >/dev/null
+fault '{"kind":"lose_response","action":"RunInstances","count":8}'
+id=$(submit "$dir/short.isc")
+check "8 lost RunInstances replies: the experiment completes" wait_status "$id" completed 120
+check "8 lost RunInstances replies: one gang" one_gang_per_cluster "$id" 2
+check "8 lost RunInstances replies: the replay was announced" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'repeated with the same token'"
+check "8 lost RunInstances replies: iscd alive" iscd_alive
+
+# A 200 reply that cannot be read: the nodes exist, so the intent stays pending and they are adopted.
+mock faults -X DELETE >/dev/null
+fault '{"kind":"garbled_reply","action":"RunInstances","count":1}'
+id=$(submit "$dir/short.isc")
+check "unreadable launch reply: the experiment completes" wait_status "$id" completed 120
+check "unreadable launch reply: one gang, none unmetered" one_gang_per_cluster "$id" 2
+check "unreadable launch reply: nodes found by tag or by token" bash -c "'$ISC_BIN/isc' status '$id' | grep -qE 'found all 2 node|launch confirmed'"
+check "unreadable launch reply: its nodes were charged" bash -c "'$ISC_BIN/isc' spend --project demo --by experiment --format csv | grep -q '$id'"
+
+# A describe that does not yet list nodes launched a moment ago is not their termination.
+mock faults -X DELETE >/dev/null
+fault '{"kind":"describe_lag","ms":60000,"count":6}'
+id=$(submit "$dir/short.isc")
+check "lagging describe: the experiment completes" wait_status "$id" completed 120
+check "lagging describe: no partial-gang rollback" bash -c "! '$ISC_BIN/isc' status '$id' | grep -q 'partial'"
+check "lagging describe: one gang" one_gang_per_cluster "$id" 2
+
+# A lost reply in the second zone, then a replay: zone A (capacity before) must not get a
+# second gang while zone B's may exist. The shape gets two zones for this case.
+cat >"$dir/zones.csv" <<'CSV'
+id,provider,region,instance_type,market,gpu_type,gpus_per_node,gpu_mem_mib,vcpus,mem_mib,price,zones,price_date
+aws-us-east-1-g4dn.xlarge-spot,aws,us-east-1,g4dn.xlarge,spot,T4,1,16384,4,16384,0.1766,us-east-1a;us-east-1b,2025-11-30
+CSV
+isc catalog import "$dir/zones.csv" --format isc --provider aws >/dev/null
+mock faults -X DELETE >/dev/null
+fault '{"kind":"capacity","instance_type":"g4dn.xlarge","zone":"us-east-1a","count":1}'
+fault '{"kind":"lose_response","action":"RunInstances","count":8}'
+id=$(submit "$dir/short.isc")
+check "lost reply in zone B: the experiment completes" wait_status "$id" completed 120
+check "lost reply in zone B: one gang for its cluster" one_gang_per_cluster "$id" 2
+check "lost reply in zone B: nothing in zone A" bash -c "! curl -s '$MOCKCLOUD_URL/_mock/instances' | grep -q '\"us-east-1a\"' || curl -s '$MOCKCLOUD_URL/_mock/instances' | /usr/bin/python3 -c '
+import json, sys
+sys.exit(1 if any(r[\"tags\"].get(\"isc:experiment\") == \"$id\" and r[\"zone\"] == \"us-east-1a\" for r in json.load(sys.stdin)) else 0)'"
+check "iscd alive after the reproductions" iscd_alive
+stop_iscd
+check "no sanitizer report in any iscd log" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
+grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -60 >&2
+
+# A reservation window shorter than the tick breaks the overspend bound: refused.
+cp "$ISC_HOME/config.toml" "$dir/config.saved"
+{
+	echo 'reservation_window_ms = 60000'
+	grep -vE '^(tick_interval_ms|reservation_window_ms)' "$dir/config.saved"
+} >"$ISC_HOME/config.toml"
+expect_exit 1 "iscd refuses --interval-ms above the window" "$ISC_BIN/iscd" --once --interval-ms 120000
+expect_stderr "reservation_window_ms (60000) is shorter than the tick" "$ISC_BIN/iscd" --once --interval-ms 120000
+sed -i '1i tick_interval_ms = 120000' "$ISC_HOME/config.toml"
+expect_exit 1 "a config with tick > window is refused" "$ISC_BIN/iscd" --once
+cp "$dir/config.saved" "$ISC_HOME/config.toml"
+
+# Many processes opening a new store at once: each migration runs once, every one succeeds.
+fresh=$dir/fresh
+mkdir -m 700 "$fresh"
+for i in $(seq 1 8); do "$ISC_BIN/isc" --home "$fresh" init >"$dir/init.$i" 2>&1 & done
+ok=1
+for job in $(jobs -p); do wait "$job" || ok=0; done
+check "8 concurrent isc init on one new store all succeed" test $ok = 1
+check "the store has the latest schema" test "$(sqlite3 "$fresh/isc.db" 'SELECT version FROM schema_version')" = \
+	"$(sqlite3 "$ISC_HOME/isc.db" 'SELECT version FROM schema_version')"
+
+echo "crash points covered: $covered (${#points[@]} cases)"
+finish crashpoints
