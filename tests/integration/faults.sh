@@ -4,7 +4,8 @@
 # At the end: every experiment is final or still correctly running, no instance is
 # left running that no live cluster owns, no intent (client token) created instances
 # twice, and every interrupted experiment resumed with its cycle count raised.
-# FAULT_SECONDS (default 45) bounds the injection phase; FAULT_SEED makes it repeatable.
+# FAULT_SECONDS (default 45) bounds the injection phase; FAULT_SEED makes it repeatable;
+# FAULT_KILL_EVERY=S also kills iscd with -9 every S seconds (a soak: many crashes).
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-faults.XXXXXX)
@@ -37,7 +38,23 @@ command = 'echo "start cycle $STRONG_CYCLE_COUNT"; for i in $(seq 1 40); do echo
 ISC
 
 end=$((SECONDS + secs))
+kill_every=${FAULT_KILL_EVERY:-0}
+next_kill=$((SECONDS + kill_every))
+died=0
+kill9() {
+	# A daemon found dead before our kill died on its own: that is a failure.
+	kill -0 "$(cat "$dir/iscd.pid")" 2>/dev/null || died=$((died + 1))
+	kill -KILL "$(cat "$dir/iscd.pid")" 2>/dev/null
+	wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+	sleep 0.$((RANDOM % 10))
+	start_iscd
+	injected[kill9]=$((${injected[kill9]:-0} + 1))
+}
 while [ $SECONDS -lt $end ]; do
+	if [ "$kill_every" -gt 0 ] && [ $SECONDS -ge $next_kill ]; then
+		kill9
+		next_kill=$((SECONDS + kill_every))
+	fi
 	case $((RANDOM % 9)) in
 	0 | 1) ids+=("$(isc burst "$dir/job.isc" | grep -Eo 'exp_[0-9a-f]{16}')"); injected[burst]=$((${injected[burst]:-0} + 1)) ;;
 	2) fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":2}'; injected[capacity]=$((${injected[capacity]:-0} + 1)) ;;
@@ -58,13 +75,7 @@ print(random.choice(rows)["id"] if rows else "")')
 			injected[interrupt]=$((${injected[interrupt]:-0} + 1))
 		fi
 		;;
-	7)
-		kill -KILL "$(cat "$dir/iscd.pid")" 2>/dev/null
-		wait "$(cat "$dir/iscd.pid")" 2>/dev/null
-		sleep 0.$((RANDOM % 10))
-		start_iscd
-		injected[kill9]=$((${injected[kill9]:-0} + 1))
-		;;
+	7) kill9 ;;
 	8) sleep 1 ;;
 	esac
 	sleep 0.$((RANDOM % 8 + 2))
@@ -79,7 +90,7 @@ settled() {
 	done
 	return 0
 }
-for _ in $(seq 1 120); do settled && break; sleep 1; done
+for _ in $(seq 1 300); do settled && break; sleep 1; done
 check "every experiment reached a final state" settled
 for _ in $(seq 1 60); do
 	[ "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0 ] && break
@@ -87,13 +98,19 @@ for _ in $(seq 1 60); do
 done
 check "no instance is left running" test "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0
 check "the mock cloud gives its record of every instance" mock instances -o "$dir/instances.json"
-check "each client token has exactly one gang" /usr/bin/python3 -c '
+# Every gang is 2 nodes: a token or a cluster tag with more instances is a duplicate launch.
+/usr/bin/python3 -c '
 import collections, json, sys
 rows = json.load(open(sys.argv[1]))
 by_token = collections.Counter(r["client_token"] for r in rows)
-bad = {t: c for t, c in by_token.items() if c != 2}
-print("tokens:", len(by_token), "bad:", bad, file=sys.stderr)
-sys.exit(1 if bad else 0)' "$dir/instances.json"
+by_cluster = collections.Counter(r["tags"].get("isc:cluster") for r in rows)
+dup = sum(1 for c in list(by_token.values()) + list(by_cluster.values()) if c != 2)
+leaked = sum(1 for r in rows if r["state"] != "terminated")
+print("instances %d, gangs %d, duplicate gangs %d, instances leaked %d" % (len(rows), len(by_cluster), dup, leaked))
+open(sys.argv[2], "w").write("%d %d\n" % (dup, leaked))' "$dir/instances.json" "$dir/gangs"
+read -r dup leaked <"$dir/gangs"
+check "each client token and each cluster has exactly one gang" test "$dup" = 0
+check "no instance leaked" test "$leaked" = 0
 resumed_ok=1
 for id in "${ids[@]}"; do
 	isc status "$id" --json >"$dir/s.json"
@@ -112,5 +129,10 @@ check "interrupted experiments resumed with the cycle count raised" test $resume
 summary=""
 for k in burst capacity throttle error5xx lose_response interrupt kill9; do summary+="$k=${injected[$k]:-0} "; done
 echo "faults injected: $summary"
+echo "bursts: ${#ids[@]}, iscd crashes (kill -9): ${injected[kill9]:-0}"
+check "iscd never died on its own" test "$died" = 0
+check "iscd is alive at the end" kill -0 "$(cat "$dir/iscd.pid")"
 kill -TERM "$(cat "$dir/iscd.pid")" 2>/dev/null
+check "no sanitizer report in iscd's log" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
+grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -40 >&2
 finish faults
