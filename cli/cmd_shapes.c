@@ -4,6 +4,7 @@
  * cluster price. Unknown ids of --priority are warnings on stderr.
  */
 #include "cli/commands.h"
+#include "shapes/accelerator.h"
 #include "shapes/catalog.h"
 
 #include <errno.h>
@@ -17,13 +18,16 @@ static void usage(void)
 {
 	printf(
 	    "usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
-	    "                  [--market spot|ondemand|any] [--gpu-type T] [--region R]\n"
-	    "                  [--limit K] [--json]\n\n"
+	    "                  [--market spot|ondemand|any] [--gpu-type T[,T...]] [--region R]\n"
+	    "                  [--min-gpu-memory SIZE] [--limit K] [--json]\n\n"
 	    "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
 	    "--priority in that order when any of them exists, else every shape that passes\n"
 	    "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
 	    "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
 	    "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
+	    "Only accelerators that run CUDA images (NVIDIA) are ranked unless --gpu-type\n"
+	    "names others (e.g. --gpu-type mi300x); see docs/shapes.md. --min-gpu-memory\n"
+	    "keeps shapes with at least SIZE per GPU (40G, 80Gi, ...).\n"
 	    "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
 }
 
@@ -125,6 +129,17 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--gpu-type")) {
 			req.gpu_type = val;
+		} else if (!strcmp(a, "--min-gpu-memory")) {
+			int64_t bytes;
+			if (isc_size_parse(val, &bytes)) {
+				rc =
+				    isc_cli_usage_error("shapes",
+				                        "--min-gpu-memory: '%s' is not a size such "
+				                        "as 40G or 80Gi",
+				                        val);
+				goto out;
+			}
+			req.min_gpu_mem_mib = (bytes + 1048575) / 1048576;
 		} else if (!strcmp(a, "--region")) {
 			req.region = val;
 		} else if (!strcmp(a, "--limit")) {
@@ -162,18 +177,20 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		for (size_t i = 0; i < r.n; i++) {
 			const struct isc_rank_entry *e = &r.entries[i];
 			const struct isc_shape *sh = e->shape;
-			json_array_append_new(
-			    arr,
-			    json_pack(
-			        "{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
-			        "rank", (int)(i + 1), "id", sh->display_id, "provider",
-			        sh->provider, "region", sh->region, "instance_type",
-			        sh->instance_type, "gpu_type", sh->gpu_type, "gpus_per_node",
-			        sh->gpus_per_node, "gpu_mem_mib", (json_int_t)sh->gpu_mem_mib,
-			        "spot", sh->spot, "nnodes", e->nnodes, "nproc", e->nproc,
-			        "node_price_micros", (json_int_t)sh->price_micros,
-			        "cluster_price_micros", (json_int_t)e->cluster_price_micros,
-			        "zones", sh->zones, "price_date", sh->price_date));
+			const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
+			json_t *o = json_pack(
+			    "{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}", "rank",
+			    (int)(i + 1), "id", sh->display_id, "provider", sh->provider, "region",
+			    sh->region, "instance_type", sh->instance_type, "gpu_type",
+			    sh->gpu_type, "gpus_per_node", sh->gpus_per_node, "gpu_mem_mib",
+			    (json_int_t)sh->gpu_mem_mib, "spot", sh->spot, "nnodes", e->nnodes,
+			    "nproc", e->nproc, "node_price_micros", (json_int_t)sh->price_micros,
+			    "cluster_price_micros", (json_int_t)e->cluster_price_micros, "zones",
+			    sh->zones, "price_date", sh->price_date);
+			json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
+			json_object_set_new(o, "accelerator_family", json_string(acc->family));
+			json_object_set_new(o, "cuda", json_boolean(acc->cuda));
+			json_array_append_new(arr, o);
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
 		putchar('\n');

@@ -8,6 +8,8 @@
  */
 #include "shapes/catalog.h"
 
+#include "shapes/accelerator.h"
+
 #include "store/store_shapes.h"
 
 #include <ctype.h>
@@ -31,7 +33,9 @@ struct slot {
 	uint32_t gpu;    /* interned lower-case gpu_type */
 	uint32_t region; /* interned lower-case region */
 	uint8_t spot;
-	uint8_t provider; /* interned provider */
+	uint8_t provider;    /* interned provider */
+	uint8_t cuda;        /* the accelerator runs CUDA images (shapes/accelerator.h) */
+	int64_t gpu_mem_mib; /* per GPU; 0 when unknown */
 };
 
 struct group {
@@ -179,6 +183,10 @@ int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out
 		    .region = names_find(&c->regions, shapes[i].region),
 		    .spot = (uint8_t)(shapes[i].spot != 0),
 		    .provider = (uint8_t)names_find(&c->providers, shapes[i].provider),
+		    .cuda = (uint8_t)isc_accelerator_of(shapes[i].gpu_type)->cuda,
+		    .gpu_mem_mib = shapes[i].gpus_per_node > 0
+		                       ? shapes[i].gpu_mem_mib / shapes[i].gpus_per_node
+		                       : 0,
 		};
 	}
 	for (size_t k = 0; k < c->n_groups; k++)
@@ -368,21 +376,61 @@ static int rank_priority(const struct isc_catalog *c, const struct isc_rank_requ
 	return 0;
 }
 
+#define FILTER_GPUS_MAX 16
+
 /* A request's filters as interned ids; UINT32_MAX: no filter. */
 struct filter {
-	uint32_t gpu, region, provider;
+	uint32_t gpus[FILTER_GPUS_MAX]; /* the gpu types asked for; n_gpus 0: any */
+	size_t n_gpus;
+	uint32_t region, provider;
 	int market;
-	int none; /* a filter names a value no shape has: nothing passes */
+	int cuda_only;       /* no gpu type named: only accelerators that run CUDA images */
+	int64_t min_mem_mib; /* per GPU */
+	int none;            /* a filter names a value no shape has: nothing passes */
 };
+
+/* Interns the comma-separated gpu types of the request; unknown ones match nothing. */
+static void filter_gpus(const struct isc_catalog *c, const char *list, struct filter *f)
+{
+	const char *p = list;
+
+	while (*p && f->n_gpus < FILTER_GPUS_MAX) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char one[64];
+
+		while (len > 0 && (*p == ' ')) {
+			p++;
+			len--;
+		}
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		if (len > 0 && len < sizeof(one)) {
+			uint32_t id;
+			memcpy(one, p, len);
+			one[len] = '\0';
+			if ((id = names_find(&c->gpus, one)) != UINT32_MAX)
+				f->gpus[f->n_gpus++] = id;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	if (f->n_gpus == 0)
+		f->none = 1;
+}
 
 static void filter_init(const struct isc_catalog *c, const struct isc_rank_request *req,
                         struct filter *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->gpu = f->region = f->provider = UINT32_MAX;
+	f->region = f->provider = UINT32_MAX;
 	f->market = req->market;
-	if (req->gpu_type && (f->gpu = names_find(&c->gpus, req->gpu_type)) == UINT32_MAX)
-		f->none = 1;
+	f->min_mem_mib = req->min_gpu_mem_mib;
+	if (req->gpu_type && req->gpu_type[0])
+		filter_gpus(c, req->gpu_type, f);
+	else
+		f->cuda_only = 1;
 	if (req->region && (f->region = names_find(&c->regions, req->region)) == UINT32_MAX)
 		f->none = 1;
 	if (req->provider && (f->provider = names_find(&c->providers, req->provider)) == UINT32_MAX)
@@ -395,7 +443,16 @@ static int passes(const struct slot *sl, const struct filter *f)
 		return 0;
 	if (f->market == ISC_MARKET_ONDEMAND && sl->spot)
 		return 0;
-	if (f->gpu != UINT32_MAX && sl->gpu != f->gpu)
+	if (f->cuda_only && !sl->cuda)
+		return 0;
+	if (f->n_gpus) {
+		size_t k = 0;
+		while (k < f->n_gpus && sl->gpu != f->gpus[k])
+			k++;
+		if (k == f->n_gpus)
+			return 0;
+	}
+	if (f->min_mem_mib > 0 && sl->gpu_mem_mib < f->min_mem_mib)
 		return 0;
 	if (f->region != UINT32_MAX && sl->region != f->region)
 		return 0;

@@ -43,9 +43,14 @@ struct isc_rank_request {
 	int gpus;                    /* 1..48; 0: each shape as one whole node (listing) */
 	const char *const *priority; /* shape ids in the user's order; may be NULL */
 	size_t n_priority;
-	/* Filters for the price ranking (not applied to a priority list). NULL/ANY: all. */
+	/*
+	 * Filters for the price ranking (not applied to a priority list). NULL/ANY: all,
+	 * except that without gpu_type only accelerators that run CUDA images are
+	 * candidates (shapes/accelerator.h): the platform's containers are CUDA images.
+	 */
 	const char *provider;
-	const char *gpu_type; /* case-insensitive, e.g. "h100" */
+	const char *gpu_type;    /* case-insensitive, comma-separated: "h100,a100-80gb" */
+	int64_t min_gpu_mem_mib; /* per GPU; 0: any */
 	const char *region;
 	enum isc_market market;
 	size_t limit; /* at most this many entries; 0: all */

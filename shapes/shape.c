@@ -174,3 +174,41 @@ int isc_cluster_price(int64_t node_price_micros, int nnodes, int64_t *out)
 	*out = node_price_micros * nnodes;
 	return 0;
 }
+
+int isc_size_parse(const char *s, int64_t *bytes)
+{
+	static const struct {
+		const char *suffix;
+		int64_t mult;
+	} units[] = {{"", 1},           {"K", 1000},          {"M", 1000000},
+	             {"G", 1000000000}, {"T", 1000000000000}, {"Ki", 1024},
+	             {"Mi", 1048576},   {"Gi", 1073741824},   {"Ti", 1099511627776}};
+	int64_t v = 0;
+	const char *p = s;
+
+	if (!s || !(*p >= '0' && *p <= '9'))
+		return ISC_EINVALID;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (INT64_MAX - (*p - '0')) / 10)
+			return ISC_EINVALID;
+		v = v * 10 + (*p - '0');
+	}
+	/* The unit is what follows the digits, without an optional trailing "B". */
+	char unit[4];
+	size_t len = strlen(p);
+	if (len > 0 && p[len - 1] == 'B')
+		len--;
+	if (len >= sizeof(unit))
+		return ISC_EINVALID;
+	memcpy(unit, p, len);
+	unit[len] = '\0';
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(unit, units[i].suffix) != 0)
+			continue;
+		if (v > INT64_MAX / units[i].mult)
+			return ISC_EINVALID;
+		*bytes = v * units[i].mult;
+		return 0;
+	}
+	return ISC_EINVALID;
+}

@@ -78,6 +78,14 @@ char *isc_micros_format(int64_t micros, char buf[ISC_MICROS_STR_MAX]);
  */
 int isc_shape_layout(int gpus, int gpus_per_node, int *nnodes, int *nproc);
 
+/*
+ * Parses a size such as "40G", "80Gi", "512M" or "1T" into bytes: K, M, G, T
+ * are powers of 1000, Ki, Mi, Gi, Ti powers of 1024; a bare number is bytes.
+ * An optional trailing "B" is accepted ("40GB"). 0 or ISC_EINVALID (also on
+ * overflow).
+ */
+int isc_size_parse(const char *s, int64_t *bytes);
+
 /* nnodes x node price, ISC_EINVALID on overflow or negative input. */
 int isc_cluster_price(int64_t node_price_micros, int nnodes, int64_t *out);
 

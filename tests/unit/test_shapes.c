@@ -3,6 +3,7 @@
  * the ranking (priority list, price order and its tie-breaks, filters, the
  * 48-GPU limit, top-K against a brute-force sort).
  */
+#include "shapes/accelerator.h"
 #include "shapes/catalog.h"
 #include "shapes/shape.h"
 
@@ -117,6 +118,7 @@ struct spec {
 	const char *gpu;
 	int gpus;
 	int64_t price;
+	int64_t gpu_mem_mib; /* whole node; 0: unknown */
 };
 
 static struct isc_catalog *make_catalog(const struct spec *sp, size_t n)
@@ -133,6 +135,7 @@ static struct isc_catalog *make_catalog(const struct spec *sp, size_t n)
 		sh->gpu_type = strdup(sp[i].gpu);
 		sh->gpus_per_node = sp[i].gpus;
 		sh->price_micros = sp[i].price;
+		sh->gpu_mem_mib = sp[i].gpu_mem_mib;
 		sh->zones = strdup("");
 		sh->price_date = strdup("2026-01-01");
 		assert_int_equal(isc_shape_make_id(sh), 0);
@@ -220,11 +223,11 @@ static void test_rank_ties(void **state)
 {
 	/* 16 GPUs, all at 16.00/h for the cluster: 1 node before 2 nodes, then by id. */
 	static const struct spec tie[] = {
-	    {"aws", "r1", "eight", 0, "X", 8, 8000000},
-	    {"gcp", "r1", "sixteen-b", 0, "X", 16, 16000000},
-	    {"aws", "r1", "sixteen-a", 0, "X", 16, 16000000},
-	    {"oci", "r1", "four", 0, "X", 4, 4000000},
-	    {"oci", "r0", "eight", 0, "X", 8, 8000000},
+	    {"aws", "r1", "eight", 0, "T4", 8, 8000000},
+	    {"gcp", "r1", "sixteen-b", 0, "T4", 16, 16000000},
+	    {"aws", "r1", "sixteen-a", 0, "T4", 16, 16000000},
+	    {"oci", "r1", "four", 0, "T4", 4, 4000000},
+	    {"oci", "r0", "eight", 0, "T4", 8, 8000000},
 	};
 	struct isc_catalog *c = make_catalog(tie, 5);
 	struct isc_rank_request req = {.gpus = 16};
@@ -276,6 +279,81 @@ static void test_rank_filters(void **state)
 	isc_catalog_free(c);
 }
 
+/* The platform's containers are CUDA images: other accelerators only when asked for by name. */
+static void test_rank_accelerator_fit(void **state)
+{
+	static const struct spec mixed[] = {
+	    {"aws", "us-east-1", "g4ad.xlarge", 1, "V520", 1, 100000, 8192},
+	    {"aws", "us-east-1", "g4dn.xlarge", 1, "T4", 1, 200000, 16384},
+	    {"oci", "r1", "bm.gpu.mi300x.8", 0, "MI300X", 8, 500000, 8 * 196608},
+	    {"gcp", "r1", "a2-ultragpu-1g", 0, "A100-80GB", 1, 900000, 81920},
+	    {"gcp", "r1", "new-1", 0, "Z9000", 1, 50000, 0}, /* a model nobody classified */
+	};
+	struct isc_catalog *c = make_catalog(mixed, sizeof(mixed) / sizeof(mixed[0]));
+	const char *prio[] = {"aws-us-east-1-g4ad.xlarge-spot"};
+	struct isc_rank_request req = {.gpus = 8};
+	struct isc_ranking r;
+	(void)state;
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 2); /* T4 and A100-80GB; never the V520, MI300X or the unknown */
+	assert_string_equal(r.entries[0].shape->gpu_type, "T4");
+	assert_string_equal(r.entries[1].shape->gpu_type, "A100-80GB");
+	isc_ranking_cleanup(&r);
+
+	req = (struct isc_rank_request){.gpus = 8, .gpu_type = "mi300x, v520"};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(r.entries[0].shape->gpu_type, "MI300X"); /* 1 x 0.50 < 8 x 0.10 */
+	assert_string_equal(r.entries[1].shape->gpu_type, "V520");
+	isc_ranking_cleanup(&r);
+
+	/* A priority list is the user's own choice: it is not filtered. */
+	req = (struct isc_rank_request){.gpus = 1, .priority = prio, .n_priority = 1};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.entries[0].shape->gpu_type, "V520");
+	isc_ranking_cleanup(&r);
+
+	/* At least 80 GB per GPU: of the CUDA shapes only the A100-80GB (80 GiB) passes. */
+	req = (struct isc_rank_request){.gpus = 1, .min_gpu_mem_mib = 76294};
+	assert_int_equal(isc_catalog_rank(c, &req, &r, NULL), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.entries[0].shape->gpu_type, "A100-80GB");
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(c);
+
+	assert_string_equal(isc_accelerator_of("A100-80GB")->family, "Ampere");
+	assert_string_equal(isc_accelerator_of("h100-mega")->vendor, "nvidia");
+	assert_string_equal(isc_accelerator_of("L40S")->family, "Ada Lovelace");
+	assert_string_equal(isc_accelerator_of("MI355X")->vendor, "amd");
+	assert_false(isc_accelerator_of("V520")->cuda);
+	assert_false(isc_accelerator_of("Z9000")->cuda);
+	assert_string_equal(isc_accelerator_of(NULL)->vendor, "unknown");
+}
+
+static void test_size_parse(void **state)
+{
+	static const struct {
+		const char *in;
+		int64_t want;
+	} ok[] = {{"40G", 40000000000}, {"80Gi", 85899345920},
+	          {"512M", 512000000},  {"1Ti", 1099511627776},
+	          {"10", 10},           {"40GB", 40000000000},
+	          {"16KiB", 16384}};
+	static const char *const bad[] = {"",           "G",      "-1G",
+	                                  "1.5G",       "40g",    "40 G",
+	                                  "40X",        "40GiBB", "99999999999999999999",
+	                                  "9999999999T"};
+	int64_t v;
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(isc_size_parse(ok[i].in, &v), 0);
+		assert_true(v == ok[i].want);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(isc_size_parse(bad[i], &v), ISC_EINVALID);
+}
+
 static void test_rank_limit_48(void **state)
 {
 	struct isc_catalog *c = make_catalog(small, 2);
@@ -324,7 +402,7 @@ static void test_rank_matches_brute_force(void **state)
 		                      "r",
 		                      names[i],
 		                      i % 2,
-		                      "G",
+		                      "L4",
 		                      per_node[rand() % 5],
 		                      (rand() % 50) * 250000};
 	}
@@ -370,6 +448,8 @@ int main(void)
 	    cmocka_unit_test(test_rank_all_invalid_falls_back),
 	    cmocka_unit_test(test_rank_ties),
 	    cmocka_unit_test(test_rank_filters),
+	    cmocka_unit_test(test_rank_accelerator_fit),
+	    cmocka_unit_test(test_size_parse),
 	    cmocka_unit_test(test_rank_limit_48),
 	    cmocka_unit_test(test_rank_matches_brute_force),
 	};

@@ -5,6 +5,7 @@
  * numbers, the store's add/update/--replace semantics, the price refresh, and
  * loading the shipped catalog.
  */
+#include "shapes/accelerator.h"
 #include "shapes/catalog.h"
 #include "shapes/catalog_import.h"
 #include "shapes/csv.h"
@@ -440,6 +441,21 @@ static void test_load_default_and_rank(void **state)
 	assert_int_equal(isc_catalog_rank(cat, &req, &r, &err), 0);
 	assert_int_equal(r.n, 5);
 	assert_int_equal(r.entries[0].nnodes * r.entries[0].nproc, 16);
+	isc_ranking_cleanup(&r);
+	/* No default ranking of the shipped catalog, for any GPU count, holds a shape a CUDA
+	 * image cannot use; asking for one by type still finds it. */
+	for (int g = 1; g <= ISC_BURST_GPUS_MAX; g++) {
+		req = (struct isc_rank_request){.gpus = g};
+		assert_int_equal(isc_catalog_rank(cat, &req, &r, &err), 0);
+		assert_true(r.n > 0);
+		for (size_t i = 0; i < r.n; i++)
+			assert_true(isc_accelerator_of(r.entries[i].shape->gpu_type)->cuda);
+		isc_ranking_cleanup(&r);
+	}
+	req = (struct isc_rank_request){.gpus = 8, .gpu_type = "v520"};
+	assert_int_equal(isc_catalog_rank(cat, &req, &r, &err), 0);
+	assert_true(r.n > 0);
+	assert_string_equal(r.entries[0].shape->gpu_type, "V520");
 	isc_ranking_cleanup(&r);
 	isc_catalog_free(cat);
 
