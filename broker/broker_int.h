@@ -73,6 +73,7 @@ struct isc_broker {
 	struct broker_follower *followers;
 	pthread_mutex_t lock; /* guards followers */
 	uint64_t ticks;
+	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
 };
 
 /* ---- advance.c ---- */
@@ -82,6 +83,15 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 /* ---- place.c ---- */
 int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                  struct broker_candidate **out, size_t *n, struct isc_err *err);
+/* The same ranking against a catalog the caller loaded once for many experiments. */
+struct isc_catalog;
+int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
+                    const struct isc_experiment *e, struct broker_candidate **out, size_t *n,
+                    struct isc_err *err);
+
+/* ---- prices.c ---- */
+/* Live spot prices of the candidates of active bursts, every price_refresh_ms (main thread). */
+void broker_refresh_prices(struct isc_broker *b, int64_t now_ms);
 
 /* ---- cloud.c ---- */
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);

@@ -42,6 +42,17 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
                  struct broker_candidate **out, size_t *n, struct isc_err *err)
 {
 	struct isc_catalog *cat = NULL;
+	int rc = isc_catalog_load(s, &cat, err);
+	if (!rc)
+		rc = broker_place_in(b, cat, e, out, n, err);
+	isc_catalog_free(cat);
+	return rc;
+}
+
+int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
+                    const struct isc_experiment *e, struct broker_candidate **out, size_t *n,
+                    struct isc_err *err)
+{
 	struct isc_rank_request req = {0};
 	struct isc_ranking ranking = {0};
 	struct broker_candidate *cands = NULL;
@@ -68,8 +79,7 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
 	}
 	req.gpus = e->gpus;
 	req.priority = priority;
-	if ((rc = isc_catalog_load(s, &cat, err)) == 0)
-		rc = isc_catalog_rank(cat, &req, &ranking, err);
+	rc = isc_catalog_rank(cat, &req, &ranking, err);
 	if (!rc) {
 		cands = calloc(ranking.n ? ranking.n : 1, sizeof(*cands));
 		if (!cands)
@@ -99,7 +109,6 @@ int broker_place(struct isc_broker *b, struct isc_store *s, const struct isc_exp
 		    "none of the %zu ranked shape(s) is in a configured provider region%s",
 		    ranking.n, ranking.from_priority ? " (from burst_shape_priority_list)" : "");
 	isc_ranking_cleanup(&ranking);
-	isc_catalog_free(cat);
 	free(priority);
 	json_decref(spec);
 	if (rc) {

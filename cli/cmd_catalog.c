@@ -3,6 +3,8 @@
  * export the normalized form, and summarise what the store holds.
  */
 #include "cli/commands.h"
+#include "config/config.h"
+#include "prices/refresh.h"
 #include "shapes/catalog_import.h"
 #include "store/store_shapes.h"
 
@@ -16,14 +18,18 @@ static void usage(void)
 	       "                          --provider aws|gcp|oci [--replace] [--price-date "
 	       "YYYY-MM-DD]\n"
 	       "       isc catalog show [--json]\n"
-	       "       isc catalog export [--provider P]\n\n"
+	       "       isc catalog export [--provider P]\n"
+	       "       isc catalog refresh [--provider P] [--json]\n\n"
 	       "import reads one provider's catalog in one transaction: shapes of FILE are added\n"
 	       "or updated; with --replace the provider's shapes not in FILE are removed too\n"
 	       "(other providers are never touched). Malformed rows are listed as FILE:LINE and\n"
 	       "skipped; a file with no valid row changes nothing. --price-date stamps formats\n"
 	       "without a date (default: today).\n"
 	       "show prints, per provider, the number of shapes and regions and the price date.\n"
-	       "export prints the store's shapes in the normalized CSV of shapes/*.csv.\n");
+	       "export prints the store's shapes in the normalized CSV of shapes/*.csv.\n"
+	       "refresh reads live spot prices from each configured cloud's price API for every\n"
+	       "spot shape in its configured regions (one call per provider and region); iscd\n"
+	       "does the same for its candidates every price_refresh_ms (docs/shapes.md).\n");
 }
 
 static int do_import(struct isc_cli *cli, int argc, char **argv)
@@ -180,6 +186,77 @@ static int do_export(struct isc_cli *cli, int argc, char **argv)
 	return rc ? isc_cli_fail(&err) : ISC_EXIT_OK;
 }
 
+static int do_refresh(struct isc_cli *cli, int argc, char **argv)
+{
+	const char *provider = NULL;
+	struct isc_price_target *targets = NULL;
+	struct isc_price_refresh_result res;
+	struct isc_config *cfg = NULL;
+	struct isc_store *s = NULL;
+	struct isc_err err;
+	size_t nt = 0;
+	int json = 0, rc;
+
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--provider") && i + 1 < argc) {
+			provider = argv[++i];
+			if (!isc_provider_valid(provider))
+				return isc_cli_usage_error(
+				    "catalog", "--provider: '%s' is not aws, gcp or oci", provider);
+		} else {
+			return isc_cli_usage_error("catalog", "refresh: unexpected argument '%s'",
+			                           argv[i]);
+		}
+	}
+	isc_err_clear(&err);
+	if ((rc = isc_config_load(cli->home, &cfg, &err)))
+		return isc_cli_fail(&err);
+	if (provider && !isc_config_provider(cfg, provider)) {
+		isc_cli_errorf("%s/config.toml has no [providers.%s] section: nothing to refresh",
+		               cli->home, provider);
+		isc_config_free(cfg);
+		return ISC_EXIT_FAIL;
+	}
+	if ((rc = isc_cli_store_open(cli, 0, &s))) {
+		isc_config_free(cfg);
+		return rc;
+	}
+	rc = isc_price_targets_configured(s, cfg, provider, &targets, &nt, &err);
+	if (!rc)
+		rc = isc_prices_refresh(s, cfg, targets, nt, &res, &err);
+	isc_price_targets_free(targets, nt);
+	isc_store_free(s);
+	isc_config_free(cfg);
+	if (rc)
+		return isc_cli_fail(&err);
+	if (json) {
+		json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s}", "instance_types",
+		                      (json_int_t)nt, "calls", (json_int_t)res.calls, "updated",
+		                      (json_int_t)res.updated, "changed", (json_int_t)res.changed,
+		                      "list_only", (json_int_t)res.list_only, "failed",
+		                      (json_int_t)res.failed, "last_error", res.last_error);
+		json_dumpf(o, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(o);
+	} else {
+		printf(
+		    "%zu spot shape(s) priced live (%zu moved) from %zu call(s) for %zu instance "
+		    "type(s)\n",
+		    res.updated, res.changed, res.calls, nt);
+		if (res.list_only)
+			printf("%zu provider region(s) have fixed list prices only\n",
+			       res.list_only);
+	}
+	if (res.failed) {
+		isc_cli_errorf("%zu of %zu price call(s) failed; last: %s", res.failed, res.calls,
+		               res.last_error);
+		return ISC_EXIT_FAIL;
+	}
+	return ISC_EXIT_OK;
+}
+
 int cmd_catalog(struct isc_cli *cli, int argc, char **argv)
 {
 	if (isc_cli_wants_help(argc, argv)) {
@@ -194,5 +271,7 @@ int cmd_catalog(struct isc_cli *cli, int argc, char **argv)
 		return do_show(cli, argc, argv);
 	if (!strcmp(argv[1], "export"))
 		return do_export(cli, argc, argv);
+	if (!strcmp(argv[1], "refresh"))
+		return do_refresh(cli, argc, argv);
 	return isc_cli_usage_error("catalog", "unknown subcommand '%s'", argv[1]);
 }

@@ -6,6 +6,8 @@
 #include "cli/commands.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
+#include "common/clock.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(void)
 {
@@ -29,6 +32,20 @@ static void usage(void)
 	    "names others (e.g. --gpu-type mi300x); see docs/shapes.md. --min-gpu-memory\n"
 	    "keeps shapes with at least SIZE per GPU (40G, 80Gi, ...).\n"
 	    "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
+}
+
+/* "42s", "5m", "3h", "12d": the age of a price, for a table. */
+static void age_format(int64_t age_ms, char out[16])
+{
+	int64_t s = age_ms > 0 ? age_ms / 1000 : 0;
+	if (s < 60)
+		snprintf(out, 16, "%llds", (long long)s);
+	else if (s < 3600)
+		snprintf(out, 16, "%lldm", (long long)(s / 60));
+	else if (s < 86400 * 2)
+		snprintf(out, 16, "%lldh", (long long)(s / 3600));
+	else
+		snprintf(out, 16, "%lldd", (long long)(s / 86400));
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -71,6 +88,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	size_t n_prio = 0;
 	int json = 0, rc;
 	long v;
+	struct isc_config *cfg = NULL;
+	int64_t stale_ms = 3600000, now;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		usage();
@@ -160,6 +179,11 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
 		goto out;
 	isc_err_clear(&err);
+	/* Prices older than the refresh interval are marked; defaults when there is no config. */
+	if (isc_config_load(cli->home, &cfg, &err) == 0)
+		stale_ms = cfg->price_refresh_ms;
+	isc_config_free(cfg);
+	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
 	rc = isc_catalog_load(s, &cat, &err);
 	isc_store_free(s);
 	if (rc || (rc = isc_catalog_rank(cat, &req, &r, &err))) {
@@ -190,6 +214,18 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
 			json_object_set_new(o, "accelerator_family", json_string(acc->family));
 			json_object_set_new(o, "cuda", json_boolean(acc->cuda));
+			json_object_set_new(
+			    o, "price_source",
+			    json_string(sh->price_source ? sh->price_source : "catalog"));
+			json_object_set_new(o, "price_as_of_ms",
+			                    json_integer(isc_shape_price_as_of_ms(sh)));
+			json_object_set_new(
+			    o, "price_age_s",
+			    json_integer((now - isc_shape_price_as_of_ms(sh)) / 1000));
+			json_object_set_new(
+			    o, "price_stale",
+			    json_boolean(stale_ms > 0 &&
+			                 now - isc_shape_price_as_of_ms(sh) > stale_ms));
 			json_array_append_new(arr, o);
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
@@ -202,16 +238,30 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			int l = (int)strlen(r.entries[i].shape->display_id);
 			w = l > w ? l : w;
 		}
-		printf("%-5s %-*s %-10s %-9s %-9s %12s %13s\n", "RANK", w, "ID", "GPU", "GPUS/NODE",
-		       "LAYOUT", "NODE $/H", "CLUSTER $/H");
+		int any_stale = 0;
+		printf("%-5s %-*s %-10s %-9s %-9s %12s %13s  %s\n", "RANK", w, "ID", "GPU",
+		       "GPUS/NODE", "LAYOUT", "NODE $/H", "CLUSTER $/H", "PRICE AGE");
 		for (size_t i = 0; i < r.n; i++) {
 			const struct isc_rank_entry *e = &r.entries[i];
+			int64_t age = now - isc_shape_price_as_of_ms(e->shape);
+			int stale = stale_ms > 0 && age > stale_ms;
+			char agebuf[16];
+			any_stale |= stale;
+			age_format(age, agebuf);
 			snprintf(layout, sizeof(layout), "%dx%d", e->nnodes, e->nproc);
-			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s\n", i + 1, w,
+			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s  %s%s %s\n", i + 1, w,
 			       e->shape->display_id, e->shape->gpu_type, e->shape->gpus_per_node,
 			       layout, isc_micros_format(e->shape->price_micros, np),
-			       isc_micros_format(e->cluster_price_micros, cp));
+			       isc_micros_format(e->cluster_price_micros, cp), agebuf,
+			       stale ? "*" : "",
+			       e->shape->price_source && !strcmp(e->shape->price_source, "live")
+			           ? "live"
+			           : "catalog");
 		}
+		if (any_stale)
+			fprintf(stderr,
+			        "isc shapes: * price older than price_refresh_ms; 'isc catalog "
+			        "refresh' reads live spot prices\n");
 	}
 	rc = ISC_EXIT_OK;
 out:

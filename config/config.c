@@ -68,6 +68,7 @@ static struct isc_config *config_defaults(void)
 	c->checkpoint_sync_ms = 600000;
 	c->lossy_sync_ms = 30000;
 	c->node_absence_confirm_ms = 30000;
+	c->price_refresh_ms = 3600000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
 		isc_config_free(c);
 		return NULL;
@@ -257,6 +258,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 86400000, &c->lossy_sync_ms);
 		else if (!strcmp(key, "node_absence_confirm_ms"))
 			rc = get_long(x, v, key, 0, 3600000, &c->node_absence_confirm_ms);
+		else if (!strcmp(key, "price_refresh_ms"))
+			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_ms);
 		else if (!strcmp(key, "stop_grace_s")) {
 			if (!(rc = get_long(x, v, key, 0, 3600, &l)))
 				c->stop_grace_s = (int)l;
@@ -384,7 +387,7 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 	        "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
 	        "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
 	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n"
-	        "# node_absence_confirm_ms = 30000\n\n"
+	        "# node_absence_confirm_ms = 30000\n# price_refresh_ms = 3600000\n\n"
 	        "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
 	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
 	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);

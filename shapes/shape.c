@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void isc_shape_cleanup(struct isc_shape *sh)
 {
@@ -23,6 +24,7 @@ void isc_shape_cleanup(struct isc_shape *sh)
 	free(sh->gpu_type);
 	free(sh->zones);
 	free(sh->price_date);
+	free(sh->price_source);
 	memset(sh, 0, sizeof(*sh));
 }
 
@@ -51,11 +53,13 @@ int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src)
 	dst->vcpus = src->vcpus;
 	dst->mem_mib = src->mem_mib;
 	dst->price_micros = src->price_micros;
+	dst->price_checked_ms = src->price_checked_ms;
 	if (dup_field(&dst->id, src->id) || dup_field(&dst->display_id, src->display_id) ||
 	    dup_field(&dst->provider, src->provider) || dup_field(&dst->region, src->region) ||
 	    dup_field(&dst->instance_type, src->instance_type) ||
 	    dup_field(&dst->gpu_type, src->gpu_type) || dup_field(&dst->zones, src->zones) ||
-	    dup_field(&dst->price_date, src->price_date)) {
+	    dup_field(&dst->price_date, src->price_date) ||
+	    dup_field(&dst->price_source, src->price_source)) {
 		isc_shape_cleanup(dst);
 		return ISC_ENOMEM;
 	}
@@ -211,4 +215,15 @@ int isc_size_parse(const char *s, int64_t *bytes)
 		return 0;
 	}
 	return ISC_EINVALID;
+}
+
+int64_t isc_shape_price_as_of_ms(const struct isc_shape *sh)
+{
+	struct tm tm;
+	if (sh->price_checked_ms > 0)
+		return sh->price_checked_ms;
+	memset(&tm, 0, sizeof(tm));
+	if (!sh->price_date || !strptime(sh->price_date, "%Y-%m-%d", &tm))
+		return 0;
+	return (int64_t)timegm(&tm) * 1000;
 }

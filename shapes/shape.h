@@ -35,6 +35,8 @@ struct isc_shape {
 	int64_t price_micros; /* USD micro-dollars per node-hour */
 	char *zones;          /* comma-separated, tried in this order; "" = the driver picks */
 	char *price_date;     /* YYYY-MM-DD of the price data */
+	char *price_source;   /* "catalog" (the imported file) or "live" (the cloud's price API) */
+	int64_t price_checked_ms; /* live: when the price was read from the cloud; catalog: 0 */
 };
 
 void isc_shape_cleanup(struct isc_shape *sh);
@@ -85,6 +87,12 @@ int isc_shape_layout(int gpus, int gpus_per_node, int *nnodes, int *nproc);
  * overflow).
  */
 int isc_size_parse(const char *s, int64_t *bytes);
+
+/*
+ * When the shape's price was last known to be in force (ms since the epoch):
+ * its live read, else midnight UTC of its catalog price_date; 0 if unknown.
+ */
+int64_t isc_shape_price_as_of_ms(const struct isc_shape *sh);
 
 /* nnodes x node price, ISC_EINVALID on overflow or negative input. */
 int isc_cluster_price(int64_t node_price_micros, int nnodes, int64_t *out);

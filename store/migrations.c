@@ -172,6 +172,14 @@ static const char *const migrations[] = {
     "ALTER TABLE nodes ADD COLUMN absent_since_ms INTEGER;"
     "ALTER TABLE intents ADD COLUMN attempt_zone TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE experiments ADD COLUMN final_status TEXT NOT NULL DEFAULT '';",
+
+    /*
+     * 6: live prices. Where a shape's price comes from ('catalog': the imported
+     * file, as of price_date; 'live': a refresh from the cloud's own price API)
+     * and when it was last known to be in force (ms; 0 for catalog prices).
+     */
+    "ALTER TABLE shapes ADD COLUMN price_source TEXT NOT NULL DEFAULT 'catalog';"
+    "ALTER TABLE shapes ADD COLUMN price_checked_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 size_t isc_store_migration_count(void)

@@ -15,6 +15,8 @@
 #define SHAPE_COLS                                                                                 \
 	"id, display_id, provider, region, instance_type, spot, gpu_type, gpus_per_node, "         \
 	"gpu_mem_mib, vcpus, mem_mib, price_micros, zones, price_date"
+/* What readers get: the imported columns, then where the price came from. */
+#define SHAPE_READ_COLS SHAPE_COLS ", price_source, price_checked_ms"
 
 static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
 {
@@ -34,6 +36,8 @@ static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
 	sh->price_micros = sqlite3_column_int64(st, 11);
 	sh->zones = isc_store_col_text(st, 12, &oom);
 	sh->price_date = isc_store_col_text(st, 13, &oom);
+	sh->price_source = isc_store_col_text(st, 14, &oom);
+	sh->price_checked_ms = sqlite3_column_int64(st, 15);
 	if (oom) {
 		isc_shape_cleanup(sh);
 		return ISC_ENOMEM;
@@ -69,7 +73,7 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 	size_t cnt = 0, cap = 0;
 	int rc =
 	    isc_store_prepare(s,
-	                      "SELECT " SHAPE_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
+	                      "SELECT " SHAPE_READ_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
 	                      " ORDER BY id",
 	                      &st, err);
 	if (rc)
@@ -116,7 +120,7 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 	memset(out, 0, sizeof(*out));
 	if (!key)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &st,
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_READ_COLS " FROM shapes WHERE id = ?", &st,
 	                            err))) {
 		free(key);
 		return rc;
@@ -176,7 +180,7 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 			                   shapes[i].display_id, provider);
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_COLS " FROM shapes WHERE id = ?", &get,
+	if ((rc = isc_store_prepare(s, "SELECT " SHAPE_READ_COLS " FROM shapes WHERE id = ?", &get,
 	                            err)) ||
 	    (rc = isc_store_prepare(
 	         s,
@@ -188,7 +192,8 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 	         "UPDATE shapes SET display_id = ?2, provider = ?3, region = ?4, "
 	         "instance_type = ?5, spot = ?6, gpu_type = ?7, gpus_per_node = ?8, "
 	         "gpu_mem_mib = ?9, vcpus = ?10, mem_mib = ?11, price_micros = ?12, "
-	         "zones = ?13, price_date = ?14, updated_at_ms = ?15 WHERE id = ?1",
+	         "zones = ?13, price_date = ?14, updated_at_ms = ?15, price_source = 'catalog', "
+	         "price_checked_ms = 0 WHERE id = ?1",
 	         &upd, err)))
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
@@ -304,7 +309,8 @@ static char *zones_with_first(const char *zones, const char *zone)
 }
 
 int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
-                              int64_t price_micros, const char *price_date, struct isc_err *err)
+                              int64_t price_micros, const char *price_date, int64_t checked_ms,
+                              struct isc_err *err)
 {
 	struct isc_shape cur;
 	sqlite3_stmt *st = NULL;
@@ -333,7 +339,7 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
 	if ((rc = isc_store_prepare(
 	         s,
 	         "UPDATE shapes SET price_micros = ?2, zones = ?3, price_date = ?4, "
-	         "updated_at_ms = ?5 WHERE id = ?1",
+	         "updated_at_ms = ?5, price_source = 'live', price_checked_ms = ?6 WHERE id = ?1",
 	         &st, err)))
 		goto out;
 	sqlite3_bind_text(st, 1, cur.id, -1, SQLITE_STATIC);
@@ -341,6 +347,7 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
 	sqlite3_bind_text(st, 3, zones ? zones : cur.zones, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, price_date, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 5, isc_store_now_ms());
+	sqlite3_bind_int64(st, 6, checked_ms > 0 ? checked_ms : isc_store_now_ms());
 	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
 		rc = isc_store_sqlite_err(s, rc, "updating a shape price", err);
 	else

@@ -42,11 +42,14 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
  * driver that reads per-zone prices reports the zone it would launch in
  * (normally the cheapest) with that zone's price; `zone` (NULL or "": none)
  * is then moved to the front of the shape's zone list (added when absent),
- * so the launcher tries it first. `price_date` NULL means today (UTC).
+ * so the launcher tries it first. `price_date` NULL means today (UTC). The
+ * price becomes a live one (price_source "live"), read from the cloud at
+ * checked_ms (0: now).
  * ISC_ENOTFOUND for an unknown shape.
  */
 int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
-                              int64_t price_micros, const char *price_date, struct isc_err *err);
+                              int64_t price_micros, const char *price_date, int64_t checked_ms,
+                              struct isc_err *err);
 
 struct isc_shapes_summary {
 	char *provider;
