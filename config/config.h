@@ -45,7 +45,7 @@ struct isc_config {
 	long checkpoint_sync_ms;       /* 600000 */
 	long lossy_sync_ms;            /* 30000 */
 	long node_absence_confirm_ms;  /* a node missing from describes this long is gone; 30000 */
-	long price_refresh_ms;         /* live spot prices of candidates this often; 0: never; 3600000 */
+	long price_refresh_ms; /* live spot prices of candidates this often; 0: never; 3600000 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

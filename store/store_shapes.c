@@ -71,11 +71,11 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 	sqlite3_stmt *st;
 	struct isc_shape *list = NULL;
 	size_t cnt = 0, cap = 0;
-	int rc =
-	    isc_store_prepare(s,
-	                      "SELECT " SHAPE_READ_COLS " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
-	                      " ORDER BY id",
-	                      &st, err);
+	int rc = isc_store_prepare(s,
+	                           "SELECT " SHAPE_READ_COLS
+	                           " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
+	                           " ORDER BY id",
+	                           &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);

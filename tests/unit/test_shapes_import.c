@@ -396,7 +396,8 @@ static void test_store_set_price(void **state)
 	assert_int_equal(isc_store_shapes_apply(s, "oci", p.shapes, p.n, 0, &res, NULL), 0);
 	const char *id = "oci-us-ashburn-1-VM.GPU3.1-spot";
 	assert_int_equal(
-	    isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01", 1234, NULL), 0);
+	    isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01", 1234, NULL),
+	    0);
 	assert_int_equal(isc_store_shape_get(s, id, &got, NULL), 0);
 	assert_true(got.price_micros == 1200000);
 	assert_string_equal(got.zones, "US-ASHBURN-AD-2,US-ASHBURN-AD-1,US-ASHBURN-AD-3");
@@ -411,7 +412,8 @@ static void test_store_set_price(void **state)
 	assert_true(got.price_checked_ms == 0);
 	isc_shape_cleanup(&got);
 	assert_int_equal(
-	    isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01", 1234, NULL), 0);
+	    isc_store_shape_set_price(s, id, "US-ASHBURN-AD-2", 1200000, "2026-12-01", 1234, NULL),
+	    0);
 	/* no zone: the price only */
 	assert_int_equal(isc_store_shape_set_price(s, id, NULL, 1300000, NULL, 0, NULL), 0);
 	assert_int_equal(isc_store_shape_get(s, id, &got, NULL), 0);
