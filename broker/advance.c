@@ -156,7 +156,7 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 			isc_crash_point("teardown.containers_stopped");
 		}
 		if (pull_artifacts &&
-		    broker_artifacts_pull(b, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))
+		    broker_artifacts_pull(b, s, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))
 			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
 			     err.msg);
 		else if (pull_artifacts)
@@ -532,18 +532,27 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0;
-	int rc;
+	int rc, restore_failed = 0;
 
 	if (!current_cluster(s, e->id, &c)) {
 		set_status(s, e, "placing", "no live cluster; placing again");
 		return;
 	}
 	if ((rc = isc_store_node_list(s, c.id, &nodes, &n, &err)) == 0) {
-		if (e->cycle_count > 0 && n > 0 && broker_artifacts_push(b, e, &c, &nodes[0], &err))
-			note(s, e, "artifacts", "restoring artifacts onto rank 0: %s", err.msg);
-		rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
+		/* The push retries a flaky node itself; what still fails is a failed boot step. */
+		if (e->cycle_count > 0 && n > 0 &&
+		    (rc = broker_artifacts_push(b, e, &c, &nodes[0], &err)))
+			restore_failed = 1;
+		else
+			rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
 	}
-	if (rc == 0) {
+	if (restore_failed) {
+		/* Booting anyway would silently restart the run from scratch. */
+		char why[ISC_ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "cycle %d: %.480s", c.cycle, err.msg);
+		if (begin_stop(s, e, "failed", why) == 0)
+			stop_all(b, s, e);
+	} else if (rc == 0) {
 		isc_crash_point("boot.containers_started");
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
@@ -647,7 +656,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
 		int due = broker_sync_due(b, c.id, now_ms());
-		if (due && n > 0 && broker_artifacts_pull(b, e, &c, &nodes[0], due, &err))
+		if (due && n > 0 && broker_artifacts_pull(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
 out:

@@ -5,6 +5,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "artifacts/unpack.h"
 #include "common/log.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
@@ -92,6 +93,10 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	/* Node threads check host keys on a store connection of their own. */
 	x->opts.check = isc_store_hostkey_check_home;
 	x->opts.check_ctx = b->home;
+	x->opts.artifact_max_bytes = (uint64_t)b->config->artifact_max_bytes;
+	x->opts.artifact_max_entries = (uint64_t)b->config->artifact_max_entries;
+	x->opts.log_max_bytes = (uint64_t)b->config->rank_log_max_bytes;
+	x->opts.min_free_bytes = (uint64_t)b->config->disk_reserve_bytes;
 	return 0;
 }
 
@@ -194,10 +199,11 @@ static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 	return ok < 0 ? NULL : dir;
 }
 
-int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
+int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err)
 {
+	struct isc_unpack_report report;
 	struct boot_ctx x;
 	char *dir;
 	int rc;
@@ -218,8 +224,22 @@ int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
 	}
 	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
 	if (!rc)
-		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, which, err);
+		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, which, &report, err);
 	boot_ctx_cleanup(&x);
+	if (!rc && (report.refused || report.stripped)) {
+		char msg[ISC_ERR_MSG_MAX];
+		struct isc_err ignored;
+		/* A node's artifact folders held what the broker never takes home: say so once
+		 * per sync. */
+		snprintf(msg, sizeof(msg),
+		         "artifacts from rank 0: %llu member(s) refused (first: %s), set-id bits "
+		         "removed from %llu",
+		         (unsigned long long)report.refused,
+		         report.first_refused[0] ? report.first_refused : "none",
+		         (unsigned long long)report.stripped);
+		isc_log(ISC_LOG_WARN, "%s: %s", e->id, msg);
+		isc_store_event_add(s, e->id, "artifacts", msg, &ignored);
+	}
 	free(dir);
 	return rc;
 }

@@ -150,8 +150,11 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 /* Starts following output and exits of a running cluster (main thread). */
 int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                         struct isc_err *err);
-/* Artifacts: rank 0's /mnt folders to the broker's side, and back onto a new cluster. */
-int broker_artifacts_pull(struct isc_broker *b, const struct isc_experiment *e,
+/*
+ * Artifacts: rank 0's /mnt folders to the broker's side (members the unpacker
+ * refused are recorded as an event through s), and back onto a new cluster.
+ */
+int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err);
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,

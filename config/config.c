@@ -69,6 +69,10 @@ static struct isc_config *config_defaults(void)
 	c->lossy_sync_ms = 30000;
 	c->node_absence_confirm_ms = 30000;
 	c->price_refresh_ms = 3600000;
+	c->rank_log_max_bytes = 256LL << 20;
+	c->artifact_max_bytes = 256LL << 30;
+	c->artifact_max_entries = 200000;
+	c->disk_reserve_bytes = 1LL << 30;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
 		isc_config_free(c);
 		return NULL;
@@ -135,6 +139,34 @@ static int get_long(struct ctx *x, const struct isc_toml_value *v, const char *k
 	return 0;
 }
 
+static int get_int64(struct ctx *x, const struct isc_toml_value *v, const char *key, long lo,
+                     long hi, int64_t *out)
+{
+	long l;
+	int rc = get_long(x, v, key, lo, hi, &l);
+	if (!rc)
+		*out = l;
+	return rc;
+}
+
+/* A driver setting as text: a string, or a boolean or integer (`allow_insecure_endpoint = true`).
+ */
+static int get_driver_value(struct ctx *x, const struct isc_toml_value *v, const char *key,
+                            char **out)
+{
+	int64_t i;
+	int b;
+	if (isc_toml_type(v) == ISC_TOML_BOOL && !isc_toml_get_bool(v, &b))
+		*out = strdup(b ? "true" : "false");
+	else if (isc_toml_type(v) == ISC_TOML_INTEGER && !isc_toml_get_int(v, &i))
+		return asprintf(out, "%lld", (long long)i) < 0
+		           ? isc_err_set(x->err, ISC_ENOMEM, "out of memory")
+		           : 0;
+	else
+		return get_string(x, v, key, out);
+	return *out ? 0 : isc_err_set(x->err, ISC_ENOMEM, "out of memory");
+}
+
 static int parse_provider(struct ctx *x, const char *name, const struct isc_toml_value *t,
                           struct isc_provider_config *p)
 {
@@ -184,7 +216,7 @@ static int parse_provider(struct ctx *x, const char *name, const struct isc_toml
 			if (!grown)
 				return isc_err_set(x->err, ISC_ENOMEM, "out of memory");
 			p->settings = grown;
-			if ((rc = get_string(x, v, full, &value)))
+			if ((rc = get_driver_value(x, v, full, &value)))
 				return rc;
 			grown[p->n_settings].key = strdup(key);
 			grown[p->n_settings].value = value;
@@ -260,6 +292,14 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 0, 3600000, &c->node_absence_confirm_ms);
 		else if (!strcmp(key, "price_refresh_ms"))
 			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_ms);
+		else if (!strcmp(key, "rank_log_max_bytes"))
+			rc = get_int64(x, v, key, 4096, 1LL << 50, &c->rank_log_max_bytes);
+		else if (!strcmp(key, "artifact_max_bytes"))
+			rc = get_int64(x, v, key, 1LL << 20, 1LL << 52, &c->artifact_max_bytes);
+		else if (!strcmp(key, "artifact_max_entries"))
+			rc = get_int64(x, v, key, 10, 1000000000, &c->artifact_max_entries);
+		else if (!strcmp(key, "disk_reserve_bytes"))
+			rc = get_int64(x, v, key, 0, 1LL << 50, &c->disk_reserve_bytes);
 		else if (!strcmp(key, "stop_grace_s")) {
 			if (!(rc = get_long(x, v, key, 0, 3600, &l)))
 				c->stop_grace_s = (int)l;

@@ -46,6 +46,11 @@ struct isc_config {
 	long lossy_sync_ms;            /* 30000 */
 	long node_absence_confirm_ms;  /* a node missing from describes this long is gone; 30000 */
 	long price_refresh_ms; /* live spot prices of candidates this often; 0: never; 3600000 */
+	/* Caps on what nodes send and a reserve for the store (docs/security.md). */
+	int64_t rank_log_max_bytes;   /* each rank_N.txt; 268435456 (256 MiB) */
+	int64_t artifact_max_bytes;   /* one artifact pull; 274877906944 (256 GiB) */
+	int64_t artifact_max_entries; /* one artifact pull; 200000 */
+	int64_t disk_reserve_bytes;   /* kept free on $ISC_HOME's disk; 1073741824 (1 GiB) */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

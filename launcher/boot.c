@@ -12,11 +12,15 @@
 #include "common/clock.h"
 #include "launcher/shellquote.h"
 
+#include "artifacts/unpack.h"
+
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PULL_FAILED 97 /* the boot script's exit code when docker pull fails */
 
@@ -418,13 +422,9 @@ void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_t
 	free(run_all(spec, nodes, n, &o, grace_s < 0 ? 0 : grace_s, stop_node, NULL, NULL));
 }
 
-/* ---- artifacts: a tar stream over the channel ---- */
+/* ---- artifacts: a tar stream over the channel, in pieces ---- */
 
-static void to_file(void *ctx, const char *data, size_t len, int stderr_stream)
-{
-	if (!stderr_stream)
-		fwrite(data, 1, len, (FILE *)ctx);
-}
+static const char *const artifact_names[3] = {"checkpoints", "crud", "lossy"};
 
 static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
                        struct isc_ssh **ssh, struct isc_err *err)
@@ -436,49 +436,136 @@ static int connect_one(const struct isc_node_target *node, const struct isc_laun
 	                       err);
 }
 
+/* What the unpacker reads: the remote tar's standard output, 64 KiB at a time. */
+struct pull_source {
+	struct isc_ssh_stream *st;
+	char buf[65536];
+};
+
+static ssize_t pull_read(void *ctx, const void **buf, struct isc_err *err)
+{
+	struct pull_source *p = ctx;
+	*buf = p->buf;
+	return isc_ssh_stream_read(p->st, p->buf, sizeof(p->buf), err);
+}
+
+/* The last line of a remote error stream, for a message. */
+static const char *last_words(const char *tail)
+{
+	const char *end = tail + strlen(tail), *p;
+	while (end > tail && (end[-1] == '\n' || end[-1] == '\r'))
+		end--;
+	for (p = end; p > tail && p[-1] != '\n';)
+		p--;
+	return p;
+}
+
+/* Reads what follows the archive's end (tar's padding), at most 1 MiB; 1 at the end. */
+static int drain(struct pull_source *p, struct isc_err *err)
+{
+	for (size_t total = 0; total < (1u << 20);) {
+		const void *ignored;
+		ssize_t n = pull_read(p, &ignored, err);
+		if (n <= 0)
+			return n == 0;
+		total += (size_t)n;
+	}
+	return 0;
+}
+
 int isc_launcher_pull_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
-                                int which, struct isc_err *err)
+                                int which, struct isc_unpack_report *report, struct isc_err *err)
 {
 	struct isc_ssh *ssh = NULL;
-	struct isc_buf cmd, remote;
-	FILE *tar;
-	int rc, status = -1;
+	struct pull_source *src = NULL;
+	struct isc_unpack_report own;
+	struct isc_unpack_limits lim = {opts->artifact_max_bytes, opts->artifact_max_entries,
+	                                opts->min_free_bytes, NULL, 0};
+	const char *tops[3];
+	struct isc_buf remote;
+	char *fresh = NULL, words[256] = "";
+	int rc, status = -1, ended = 0;
 
-	if ((rc = connect_one(node, opts, &ssh, err)))
-		return rc;
-	isc_buf_init(&cmd, 0);
-	isc_buf_puts(&cmd, "mkdir -p ");
-	isc_shell_quote(&cmd, local_dir);
-	isc_buf_puts(&cmd, " && tar -C ");
-	isc_shell_quote(&cmd, local_dir);
-	isc_buf_puts(&cmd, " -xf -");
-	/* Local side: our own quoted path, never anything from the node. */
-	tar = popen(isc_buf_cstr(&cmd), "w");
-	if (!tar) {
-		rc = isc_err_set(err, ISC_EIO, "cannot run tar");
-	} else {
-		isc_buf_init(&remote, 0);
-		isc_buf_puts(&remote,
-		             "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && tar -C /mnt -cf -");
-		if (which & ISC_ARTIFACT_CHECKPOINTS)
-			isc_buf_puts(&remote, " checkpoints");
-		if (which & ISC_ARTIFACT_CRUD)
-			isc_buf_puts(&remote, " crud");
-		if (which & ISC_ARTIFACT_LOSSY)
-			isc_buf_puts(&remote, " lossy");
-		rc = isc_ssh_exec(ssh, isc_buf_cstr(&remote), NULL, 0, opts->command_timeout_ms,
-		                  to_file, tar, NULL, &status, err);
-		isc_buf_cleanup(&remote);
-		if (pclose(tar) != 0 && !rc)
-			rc = isc_err_set(err, ISC_EIO, "unpacking artifacts into %s failed",
-			                 local_dir);
-		if (!rc && status != 0)
-			rc = isc_err_set(err, ISC_EIO, "packing artifacts on %s failed (exit %d)",
-			                 node->host, status);
+	if (!report)
+		report = &own;
+	memset(report, 0, sizeof(*report));
+	isc_buf_init(&remote, 0);
+	isc_buf_puts(&remote, "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && tar -C /mnt "
+	                      "--sparse -cf -");
+	for (int i = 0; i < 3; i++)
+		if (which & (1 << i)) {
+			tops[lim.n_tops++] = artifact_names[i];
+			isc_buf_printf(&remote, " %s", artifact_names[i]);
+		}
+	lim.tops = tops;
+	src = calloc(1, sizeof(*src));
+	rc = src ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (!rc)
+		rc = connect_one(node, opts, &ssh, err);
+	/* A fresh empty folder per sync: nothing of an earlier sync can be reached through. */
+	if (!rc)
+		rc = isc_unpack_fresh_dir(local_dir, &fresh, err);
+	if (!rc)
+		rc = isc_ssh_stream_open(ssh, isc_buf_cstr(&remote), 0, opts->command_timeout_ms,
+		                         NULL, &src->st, err);
+	if (!rc) {
+		rc = isc_unpack_stream(pull_read, src, fresh, &lim, report, err);
+		if (rc)
+			isc_err_wrap(err, "artifacts from %s", node->host);
 	}
-	isc_buf_cleanup(&cmd);
+	if (!rc)
+		ended = drain(src, err);
+	if (src && src->st) {
+		snprintf(words, sizeof(words), "%s", last_words(isc_ssh_stream_stderr(src->st)));
+		isc_ssh_stream_close(src->st, ended ? &status : NULL);
+	}
+	/* GNU tar's exit 1 means a file changed while it was read: the archive is whole. */
+	if (!rc && status != 0 && status != 1)
+		rc = isc_err_set(err, ISC_EIO, "packing artifacts on %s failed (exit %d): %s",
+		                 node->host, status, words);
+	if (!rc)
+		rc = isc_unpack_swap_into(fresh, local_dir, tops, lim.n_tops, report->tops_seen,
+		                          err);
+	else if (fresh)
+		isc_unpack_remove_tree(fresh, NULL);
+	free(fresh);
+	free(src);
+	isc_buf_cleanup(&remote);
 	isc_ssh_free(ssh);
+	return rc;
+}
+
+/* Sends the local tar stream (read from `tar`) into the remote command, then waits for it. */
+static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char *host,
+                       struct isc_err *err)
+{
+	struct isc_ssh_stream *st = NULL;
+	char *chunk = malloc(65536), words[256] = "", ignored[4096];
+	size_t got;
+	int rc, status = -1;
+	ssize_t n = 0;
+
+	rc = chunk ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (!rc)
+		rc = isc_ssh_stream_open(ssh, "mkdir -p /mnt && tar -C /mnt -xf -", 0, idle_ms,
+		                         NULL, &st, err);
+	while (!rc && (got = fread(chunk, 1, 65536, tar)) > 0)
+		rc = isc_ssh_stream_write(st, chunk, got, err);
+	if (!rc)
+		rc = isc_ssh_stream_send_eof(st, err);
+	while (!rc && (n = isc_ssh_stream_read(st, ignored, sizeof(ignored), err)) > 0)
+		;
+	if (!rc && n < 0)
+		rc = (int)n;
+	if (st) {
+		snprintf(words, sizeof(words), "%s", last_words(isc_ssh_stream_stderr(st)));
+		isc_ssh_stream_close(st, rc ? NULL : &status);
+	}
+	if (!rc && status != 0)
+		rc = isc_err_set(err, ISC_EIO, "unpacking artifacts on %s failed (exit %d): %s",
+		                 host, status, words);
+	free(chunk);
 	return rc;
 }
 
@@ -486,38 +573,60 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
                                 struct isc_err *err)
 {
-	struct isc_ssh *ssh = NULL;
-	struct isc_buf cmd, data;
-	char chunk[65536];
-	size_t got;
-	FILE *tar;
-	int rc, status = -1;
+	struct isc_buf cmd;
+	int rc = 0, any = 0;
 
+	/* Only the artifact folders: never a half-finished sync's .incoming-* folder. */
 	isc_buf_init(&cmd, 0);
-	isc_buf_init(&data, 1024L * 1024 * 1024);
-	isc_buf_puts(&cmd, "tar -C ");
+	isc_buf_puts(&cmd, "exec tar -C ");
 	isc_shell_quote(&cmd, local_dir);
-	isc_buf_puts(&cmd, " -cf - .");
-	tar = popen(isc_buf_cstr(&cmd), "r");
-	if (!tar) {
-		isc_buf_cleanup(&cmd);
-		return isc_err_set(err, ISC_EIO, "cannot run tar");
+	isc_buf_puts(&cmd, " --sparse -cf -");
+	for (int i = 0; i < 3; i++) {
+		struct stat st;
+		char *path = NULL;
+		if (asprintf(&path, "%s/%s", local_dir, artifact_names[i]) >= 0 &&
+		    lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+			isc_buf_printf(&cmd, " %s", artifact_names[i]);
+			any = 1;
+		}
+		free(path);
 	}
-	rc = 0;
-	while (!rc && (got = fread(chunk, 1, sizeof(chunk), tar)) > 0)
-		rc = isc_buf_append(&data, chunk, got);
-	if (pclose(tar) != 0 || rc)
-		rc = isc_err_set(err, ISC_EIO, "packing artifacts from %s failed", local_dir);
-	if (!rc)
+	if (!any) {
+		isc_buf_cleanup(&cmd);
+		return 0; /* nothing was brought home yet */
+	}
+	/* A new node that is slow to answer, or a lost connection, is tried again. */
+	for (int attempt = 1; attempt <= 3; attempt++) {
+		struct isc_ssh *ssh = NULL;
+		FILE *tar;
+		int tar_status;
+
+		if (attempt > 1)
+			sleep(2);
 		rc = connect_one(node, opts, &ssh, err);
-	if (!rc)
-		rc = isc_ssh_exec(ssh, "mkdir -p /mnt && tar -C /mnt -xf -", data.data, data.len,
-		                  opts->command_timeout_ms, NULL, NULL, NULL, &status, err);
-	if (!rc && status != 0)
-		rc = isc_err_set(err, ISC_EIO, "unpacking artifacts on %s failed (exit %d)",
-		                 node->host, status);
-	isc_ssh_free(ssh);
+		if (rc) {
+			if (rc == ISC_ETRANSIENT)
+				continue;
+			break;
+		}
+		/* Local side: our own quoted path and fixed names, never anything from a node. */
+		tar = popen(isc_buf_cstr(&cmd), "r");
+		if (!tar) {
+			isc_ssh_free(ssh);
+			rc = isc_err_set(err, ISC_EIO, "cannot run tar");
+			break;
+		}
+		rc = push_stream(ssh, tar, opts->command_timeout_ms, node->host, err);
+		tar_status = pclose(tar);
+		if (!rc && tar_status != 0)
+			rc = isc_err_set(err, ISC_EIO, "packing artifacts from %s failed",
+			                 local_dir);
+		isc_ssh_free(ssh);
+		if (rc != ISC_ETRANSIENT)
+			break;
+	}
+	if (rc)
+		isc_err_wrap(err, "restoring artifacts onto %s", node->host);
 	isc_buf_cleanup(&cmd);
-	isc_buf_cleanup(&data);
 	return rc;
 }

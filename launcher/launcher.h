@@ -11,6 +11,7 @@
 #include "launcher/ssh.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct isc_boot_spec {
 	const char *experiment_id;
@@ -44,6 +45,11 @@ struct isc_launcher_opts {
 	isc_ssh_hostkey_fn
 	    check; /* host-key pinning; called from the node threads, one at a time */
 	void *check_ctx;
+	/* Caps on what a node sends home (docs/security.md); 0 for each: no cap. */
+	uint64_t artifact_max_bytes;   /* one artifact pull, sum of file sizes */
+	uint64_t artifact_max_entries; /* one artifact pull, archive members */
+	uint64_t log_max_bytes;        /* each rank_N.txt */
+	uint64_t min_free_bytes;       /* pulls and logs stop short of this much free disk */
 };
 
 /* What happened on one node during isc_launcher_boot_nodes. */
@@ -99,12 +105,21 @@ enum {
 
 /*
  * Artifacts: copies the folders in `which` (/mnt/checkpoints, /mnt/crud,
- * /mnt/lossy) of a node into local_dir (pull), or local_dir's content back
- * onto a node (push), as a tar stream over the SSH channel.
+ * /mnt/lossy) of a node into local_dir (pull), or local_dir's folders back
+ * onto a node (push), as a tar stream over the SSH channel, in pieces: memory
+ * stays flat whatever the size.
+ *
+ * A pull unpacks in-process into a fresh folder under local_dir with the
+ * caps of opts (artifacts/unpack.h: links, devices, "..", absolute names are
+ * refused and counted in report, which may be NULL), then swaps each folder
+ * that arrived into place; on any error the previous copy stays whole.
+ * A push is tried up to 3 times while the node is unreachable or the
+ * connection drops; an error means the node did not get the artifacts.
  */
+struct isc_unpack_report;
 int isc_launcher_pull_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
-                                int which, struct isc_err *err);
+                                int which, struct isc_unpack_report *report, struct isc_err *err);
 int isc_launcher_push_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
                                 struct isc_err *err);

@@ -226,72 +226,225 @@ static void wait_socket(struct isc_ssh *s, int ms)
 	poll(&p, 1, ms);
 }
 
+struct isc_ssh_stream {
+	struct isc_ssh *s;
+	LIBSSH2_CHANNEL *ch;
+	int64_t deadline_ms; /* whole command; INT64_MAX: none */
+	long idle_ms;        /* no progress for this long ends it; 0: no limit */
+	int64_t last_progress_ms;
+	volatile int *cancel;
+	int eof;             /* both output streams ended */
+	int next_stream;     /* the stream read_any looks at first */
+	char err_tail[1024]; /* the last bytes of the error stream (read_stdout) */
+	size_t err_len;
+};
+
+/* ISC_ETRANSIENT when the command ran out of time or was cancelled, else 0. */
+static int stream_expired(struct isc_ssh_stream *st, struct isc_err *err)
+{
+	int64_t now = isc_monotonic_ms();
+	if (st->cancel && *st->cancel)
+		return isc_err_set(err, ISC_ETRANSIENT, "%s: command cancelled", st->s->where);
+	if (now > st->deadline_ms)
+		return isc_err_set(err, ISC_ETRANSIENT, "%s: command timed out", st->s->where);
+	if (st->idle_ms > 0 && now - st->last_progress_ms > st->idle_ms)
+		return isc_err_set(err, ISC_ETRANSIENT, "%s: no progress for %ld ms", st->s->where,
+		                   st->idle_ms);
+	return 0;
+}
+
+int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                        volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err)
+{
+	struct isc_ssh_stream *st = calloc(1, sizeof(*st));
+
+	*out = NULL;
+	if (!st)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	st->s = s;
+	st->deadline_ms = timeout_ms > 0 ? isc_monotonic_ms() + timeout_ms : INT64_MAX;
+	st->idle_ms = idle_ms;
+	st->last_progress_ms = isc_monotonic_ms();
+	st->cancel = cancel;
+	libssh2_session_set_blocking(s->session, 1);
+	libssh2_session_set_timeout(s->session,
+	                            timeout_ms > 0 && timeout_ms < 30000 ? timeout_ms : 30000);
+	st->ch = libssh2_channel_open_session(s->session);
+	if (!st->ch) {
+		free(st);
+		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot open a channel", s->where);
+	}
+	if (libssh2_channel_exec(st->ch, cmd) != 0) {
+		libssh2_channel_free(st->ch);
+		free(st);
+		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot start a command", s->where);
+	}
+	/* From here every call polls, so deadlines, idle limits and cancels are noticed. */
+	libssh2_session_set_blocking(s->session, 0);
+	*out = st;
+	return 0;
+}
+
+ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap, int *stream_id,
+                                struct isc_err *err)
+{
+	for (;;) {
+		int rc = stream_expired(st, err);
+		if (rc)
+			return rc;
+		for (int i = 0; i < 2; i++) {
+			int id = (st->next_stream + i) % 2;
+			ssize_t n = libssh2_channel_read_ex(st->ch, id, buf, cap);
+			if (n > 0) {
+				/* Drain a stream before looking at the other, as output arrives. */
+				st->next_stream = id;
+				st->last_progress_ms = isc_monotonic_ms();
+				*stream_id = id;
+				return n;
+			}
+			if (n < 0 && n != LIBSSH2_ERROR_EAGAIN)
+				return isc_err_set(err, ISC_ETRANSIENT, "%s: connection lost",
+				                   st->s->where);
+		}
+		/* EOF counts only once both streams are drained. */
+		if (libssh2_channel_eof(st->ch)) {
+			st->eof = 1;
+			return 0;
+		}
+		wait_socket(st->s, 100);
+	}
+}
+
+ssize_t isc_ssh_stream_read(struct isc_ssh_stream *st, char *buf, size_t cap, struct isc_err *err)
+{
+	for (;;) {
+		int id = 0;
+		ssize_t n = isc_ssh_stream_read_any(st, buf, cap, &id, err);
+		if (n <= 0 || id == 0)
+			return n;
+		/* The error stream: only its tail is kept, for messages. */
+		if ((size_t)n >= sizeof(st->err_tail)) {
+			memcpy(st->err_tail, buf + n - (sizeof(st->err_tail) - 1),
+			       sizeof(st->err_tail) - 1);
+			st->err_len = sizeof(st->err_tail) - 1;
+		} else {
+			if (st->err_len + (size_t)n >= sizeof(st->err_tail)) {
+				size_t drop = st->err_len + (size_t)n - (sizeof(st->err_tail) - 1);
+				memmove(st->err_tail, st->err_tail + drop, st->err_len - drop);
+				st->err_len -= drop;
+			}
+			memcpy(st->err_tail + st->err_len, buf, (size_t)n);
+			st->err_len += (size_t)n;
+		}
+		st->err_tail[st->err_len] = '\0';
+	}
+}
+
+const char *isc_ssh_stream_stderr(const struct isc_ssh_stream *st)
+{
+	return st->err_tail;
+}
+
+int isc_ssh_stream_write(struct isc_ssh_stream *st, const char *data, size_t len,
+                         struct isc_err *err)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t w = libssh2_channel_write(st->ch, data + off, len - off);
+		int rc;
+		if (w > 0) {
+			off += (size_t)w;
+			st->last_progress_ms = isc_monotonic_ms();
+			continue;
+		}
+		if (w < 0 && w != LIBSSH2_ERROR_EAGAIN)
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: sending input failed",
+			                   st->s->where);
+		if ((rc = stream_expired(st, err)))
+			return rc;
+		wait_socket(st->s, 100);
+	}
+	return 0;
+}
+
+int isc_ssh_stream_send_eof(struct isc_ssh_stream *st, struct isc_err *err)
+{
+	for (;;) {
+		int r = libssh2_channel_send_eof(st->ch), rc;
+		if (r == 0)
+			return 0;
+		if (r != LIBSSH2_ERROR_EAGAIN)
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: sending input failed",
+			                   st->s->where);
+		if ((rc = stream_expired(st, err)))
+			return rc;
+		wait_socket(st->s, 100);
+	}
+}
+
+/* The command's exit code; 128 + N when signal N ended it (libssh2 then reports 0). */
+static int exit_code(LIBSSH2_SESSION *session, LIBSSH2_CHANNEL *ch)
+{
+	static const struct {
+		const char *name;
+		int number;
+	} signals[] = {{"HUP", 1},   {"INT", 2},   {"QUIT", 3},  {"ABRT", 6}, {"KILL", 9},
+	               {"SEGV", 11}, {"PIPE", 13}, {"ALRM", 14}, {"TERM", 15}};
+	char *name = NULL;
+	size_t len = 0;
+	int code = 128;
+
+	if (libssh2_channel_get_exit_signal(ch, &name, &len, NULL, NULL, NULL, NULL) != 0 || !name)
+		return libssh2_channel_get_exit_status(ch);
+	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (strcmp(name, signals[i].name) == 0)
+			code = 128 + signals[i].number;
+	libssh2_free(session, name);
+	return code;
+}
+
+void isc_ssh_stream_close(struct isc_ssh_stream *st, int *exit_status)
+{
+	if (exit_status)
+		*exit_status = -1;
+	if (!st)
+		return;
+	libssh2_session_set_blocking(st->s->session, 1);
+	/* After a timeout, a cancel or an early stop the peer may be gone: no long goodbye. */
+	libssh2_session_set_timeout(st->s->session, st->eof ? 30000 : 2000);
+	if (st->eof) {
+		libssh2_channel_close(st->ch);
+		libssh2_channel_wait_closed(st->ch);
+		if (exit_status)
+			*exit_status = exit_code(st->s->session, st->ch);
+	}
+	libssh2_channel_free(st->ch);
+	free(st);
+}
+
 int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, size_t stdin_len,
                  long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
                  int *exit_status, struct isc_err *err)
 {
-	LIBSSH2_CHANNEL *ch;
-	int64_t deadline = timeout_ms > 0 ? isc_monotonic_ms() + timeout_ms : INT64_MAX;
+	struct isc_ssh_stream *st;
 	char buf[16384];
-	int rc = 0, eof = 0;
+	int rc, id = 0;
 
 	*exit_status = -1;
-	libssh2_session_set_blocking(s->session, 1);
-	libssh2_session_set_timeout(s->session,
-	                            timeout_ms > 0 && timeout_ms < 30000 ? timeout_ms : 30000);
-	ch = libssh2_channel_open_session(s->session);
-	if (!ch)
-		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot open a channel", s->where);
-	if (libssh2_channel_exec(ch, cmd) != 0) {
-		libssh2_channel_free(ch);
-		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot start a command", s->where);
-	}
-	for (size_t off = 0; stdin_data && off < stdin_len;) {
-		ssize_t w = libssh2_channel_write(ch, stdin_data + off, stdin_len - off);
-		if (w < 0) {
-			libssh2_channel_free(ch);
-			return isc_err_set(err, ISC_ETRANSIENT, "%s: sending input failed",
-			                   s->where);
-		}
-		off += (size_t)w;
-	}
-	libssh2_channel_send_eof(ch);
-	libssh2_session_set_blocking(s->session, 0);
-	while (!eof) {
-		int idle = 1;
-		for (int stream = 0; stream < 2; stream++) {
-			ssize_t n = libssh2_channel_read_ex(ch, stream, buf, sizeof(buf));
-			if (n > 0) {
-				idle = 0;
-				if (out)
-					out(out_ctx, buf, (size_t)n, stream);
-				stream--; /* drain this stream before looking at the next */
-			} else if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
-				rc = isc_err_set(err, ISC_ETRANSIENT, "%s: connection lost",
-				                 s->where);
-				eof = 1;
-				break;
-			}
-		}
-		/* EOF counts only once both streams are drained. */
-		if (!eof && idle && libssh2_channel_eof(ch))
-			eof = 1;
-		if (!eof && ((cancel && *cancel) || isc_monotonic_ms() > deadline)) {
-			rc = isc_err_set(err, ISC_ETRANSIENT, "%s: command %s", s->where,
-			                 cancel && *cancel ? "cancelled" : "timed out");
+	if ((rc = isc_ssh_stream_open(s, cmd, timeout_ms, 0, cancel, &st, err)))
+		return rc;
+	if (stdin_data && stdin_len)
+		rc = isc_ssh_stream_write(st, stdin_data, stdin_len, err);
+	if (!rc)
+		rc = isc_ssh_stream_send_eof(st, err);
+	while (!rc) {
+		ssize_t n = isc_ssh_stream_read_any(st, buf, sizeof(buf), &id, err);
+		if (n < 0)
+			rc = (int)n;
+		else if (n == 0)
 			break;
-		}
-		if (!eof && idle)
-			wait_socket(s, 100);
+		else if (out)
+			out(out_ctx, buf, (size_t)n, id);
 	}
-	libssh2_session_set_blocking(s->session, 1);
-	/* After a timeout or a cancel the peer may be gone: do not wait long to say goodbye. */
-	libssh2_session_set_timeout(s->session, rc ? 2000 : 30000);
-	if (!rc) {
-		libssh2_channel_close(ch);
-		libssh2_channel_wait_closed(ch);
-		*exit_status = libssh2_channel_get_exit_status(ch);
-	}
-	libssh2_channel_free(ch);
+	isc_ssh_stream_close(st, rc ? NULL : exit_status);
 	return rc;
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct isc_ssh;
 
@@ -62,5 +63,32 @@ typedef void (*isc_ssh_output_fn)(void *ctx, const char *data, size_t len, int s
 int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, size_t stdin_len,
                  long timeout_ms, isc_ssh_output_fn out, void *out_ctx, volatile int *cancel,
                  int *exit_status, struct isc_err *err);
+
+/*
+ * A command as a pair of streams, for data too large to hold in memory (artifact
+ * archives): the caller reads the command's output and writes its input in
+ * pieces. timeout_ms bounds the whole command (0: none); idle_ms ends it when
+ * no byte moved for that long (0: no limit); *cancel (may be NULL) stops it.
+ * Those end a call with ISC_ETRANSIENT. One stream per session at a time.
+ */
+struct isc_ssh_stream;
+int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                        volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err);
+/* Output of either stream (*stream_id 0: stdout, 1: stderr): bytes, 0 at the end, or an error. */
+ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap, int *stream_id,
+                                struct isc_err *err);
+/* Standard output only; the error stream is drained meanwhile and its tail kept. */
+ssize_t isc_ssh_stream_read(struct isc_ssh_stream *st, char *buf, size_t cap, struct isc_err *err);
+/* The last KiB of the error stream seen by isc_ssh_stream_read (borrowed, "" if none). */
+const char *isc_ssh_stream_stderr(const struct isc_ssh_stream *st);
+int isc_ssh_stream_write(struct isc_ssh_stream *st, const char *data, size_t len,
+                         struct isc_err *err);
+int isc_ssh_stream_send_eof(struct isc_ssh_stream *st, struct isc_err *err);
+/*
+ * Frees the stream. When the output was read to its end, waits for the command
+ * and gives its exit code; otherwise (stopped early) closes the channel at once
+ * and *exit_status is -1.
+ */
+void isc_ssh_stream_close(struct isc_ssh_stream *st, int *exit_status);
 
 #endif
