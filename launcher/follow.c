@@ -1,25 +1,41 @@
 /*
  * Following a running cluster: one thread per rank runs `docker logs -f` on
  * its node, appending to <output dir>/rank_N.txt on the broker's side, then
- * `docker wait` for the exit code. A lost connection is retried; the log file
- * is rewritten from the start each time, since docker logs replays it all.
+ * `docker wait` for the exit code. A lost connection is retried.
+ *
+ * Rank logs only grow. The file is opened for appending, once per follow;
+ * docker logs replays a container's output from its first byte on every
+ * connection, so a reconnect skips, per stream, the bytes this follow already
+ * has and the file goes on where it ended. A follow that starts on a file
+ * that already holds output (iscd restarted) appends a marker line first,
+ * since the replay then repeats what is above it. A container that is gone
+ * adds nothing (docker logs is not run for it). Past rank_log_max_bytes, or
+ * while the broker's disk is nearly full, output is dropped and a marker line
+ * says so.
+ *
  * A container that no longer exists (docker wait fails three times in a row on a
  * node that answers) is reported as exited with code -1, so the broker is never
  * left waiting for a rank nobody can see.
  */
 #include "launcher/launcher.h"
 
+#include "artifacts/unpack.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "launcher/shellquote.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The exit code of the logs command when the container does not exist (nothing was printed). */
+#define NO_CONTAINER 125
 
 struct follow_rank {
 	struct isc_launch_follow *f;
@@ -30,6 +46,14 @@ struct follow_rank {
 	int started;
 	int exited; /* guarded by f->lock */
 	int code;
+	/* Owned by the rank's thread: */
+	int fd;               /* rank_N.txt, O_APPEND */
+	uint64_t seen[2];     /* bytes of stdout/stderr this follow has had (kept or dropped) */
+	uint64_t at[2];       /* of the current connection */
+	uint64_t size;        /* of the file */
+	uint64_t dropped;     /* bytes not kept (cap, full disk) */
+	int capped, disk_low; /* a marker for each was written */
+	char last;            /* the file's last byte ('\n' when empty) */
 };
 
 struct isc_launch_follow {
@@ -41,11 +65,101 @@ struct isc_launch_follow {
 	size_t n;
 };
 
-static void append(void *ctx, const char *data, size_t len, int stderr_stream)
+static void write_all(struct follow_rank *r, const char *data, size_t len)
 {
-	(void)stderr_stream; /* the container's stdout and stderr both belong in the rank's log */
-	fwrite(data, 1, len, (FILE *)ctx);
-	fflush((FILE *)ctx);
+	while (len > 0) {
+		ssize_t w = write(r->fd, data, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			r->dropped += len; /* a failing disk: nothing better to do than count */
+			return;
+		}
+		r->size += (uint64_t)w;
+		r->last = data[w - 1];
+		data += w;
+		len -= (size_t)w;
+	}
+}
+
+/* A line of the broker's own, on a line of its own. */
+static void marker(struct follow_rank *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void marker(struct follow_rank *r, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	if (r->last != '\n')
+		write_all(r, "\n", 1);
+	write_all(r, line, (size_t)n);
+}
+
+/* New output of the container: kept up to the cap, while the disk has room. */
+static void keep_output(struct follow_rank *r, const char *data, size_t len)
+{
+	const struct isc_launcher_opts *o = &r->f->opts;
+	int64_t free_bytes;
+
+	if (r->capped) {
+		r->dropped += len;
+		return;
+	}
+	free_bytes = o->min_free_bytes ? isc_unpack_free_bytes(r->log_path) : -1;
+	if (free_bytes >= 0 && (uint64_t)free_bytes < o->min_free_bytes + len) {
+		if (!r->disk_low)
+			marker(
+			    r,
+			    "---- isc: the broker's disk is nearly full; output is dropped until "
+			    "it has room ----");
+		r->disk_low = 1;
+		r->dropped += len;
+		return;
+	}
+	if (r->disk_low) {
+		marker(r,
+		       "---- isc: %llu bytes of output were dropped while the disk was full ----",
+		       (unsigned long long)r->dropped);
+		r->disk_low = 0;
+	}
+	if (o->log_max_bytes && r->size + len > o->log_max_bytes) {
+		size_t room = r->size < o->log_max_bytes ? (size_t)(o->log_max_bytes - r->size) : 0;
+		write_all(r, data, room);
+		r->dropped += len - room;
+		marker(r,
+		       "---- isc: this log reached rank_log_max_bytes (%llu bytes); later output "
+		       "is not kept ----",
+		       (unsigned long long)o->log_max_bytes);
+		r->capped = 1;
+		return;
+	}
+	write_all(r, data, len);
+}
+
+/* Output of `docker logs -f`: what this follow has not had yet goes to the file. */
+static void on_output(void *ctx, const char *data, size_t len, int stream)
+{
+	struct follow_rank *r = ctx;
+	uint64_t start = r->at[stream], end = start + len;
+
+	r->at[stream] = end;
+	if (end <= r->seen[stream])
+		return; /* replayed after a reconnect: already in the file */
+	if (start < r->seen[stream]) {
+		data += r->seen[stream] - start;
+		len -= (size_t)(r->seen[stream] - start);
+	}
+	r->seen[stream] = end;
+	keep_output(r, data, len);
 }
 
 static void keep(void *ctx, const char *data, size_t len, int stderr_stream)
@@ -54,28 +168,63 @@ static void keep(void *ctx, const char *data, size_t len, int stderr_stream)
 		isc_buf_append(ctx, data, len);
 }
 
+/* Opens rank_N.txt for appending (never truncating), owner-only. */
+static int open_log(struct follow_rank *r)
+{
+	struct stat st;
+
+	r->fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (r->fd < 0 || fstat(r->fd, &st) != 0)
+		return -1;
+	r->size = (uint64_t)st.st_size;
+	r->last = '\n';
+	if (st.st_size > 0) {
+		char c = '\n';
+		int rd = open(r->log_path, O_RDONLY | O_CLOEXEC);
+		if (rd >= 0 && pread(rd, &c, 1, st.st_size - 1) == 1)
+			r->last = c;
+		if (rd >= 0)
+			close(rd);
+		marker(r,
+		       "---- isc: following rank %d again; the container's output is replayed "
+		       "from its start below ----",
+		       r->rank);
+	}
+	return 0;
+}
+
 static void *follow_main(void *arg)
 {
 	struct follow_rank *r = arg;
 	struct isc_launch_follow *f = r->f;
 	struct isc_buf logs_cmd, wait_cmd, out;
+	int missing = 0; /* docker wait failures in a row on a reachable node */
 
 	isc_buf_init(&logs_cmd, 0);
 	isc_buf_init(&wait_cmd, 0);
 	isc_buf_init(&out, 64);
-	isc_buf_puts(&logs_cmd, "docker logs -f ");
+	/* Only a container that exists is asked for its logs: docker's own complaint about a
+	 * missing one never lands in the rank's log. */
+	isc_buf_puts(&logs_cmd, "docker inspect ");
+	isc_shell_quote(&logs_cmd, r->name);
+	isc_buf_printf(&logs_cmd, " >/dev/null 2>&1 || exit %d; exec docker logs -f ",
+	               NO_CONTAINER);
 	isc_shell_quote(&logs_cmd, r->name);
 	isc_buf_puts(&wait_cmd, "docker wait ");
 	isc_shell_quote(&wait_cmd, r->name);
-	int missing = 0; /* docker wait failures in a row on a reachable node */
+	if (open_log(r) != 0) {
+		/* Without its log the rank is still followed for its exit code. */
+		if (r->fd >= 0)
+			close(r->fd);
+		r->fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	}
 
 	while (!f->cancel) {
 		struct isc_ssh_target t = {r->host,     r->port,       f->user,
 		                           f->key_path, r->pin_target, &f->cancel};
 		struct isc_ssh *ssh = NULL;
 		struct isc_err err;
-		FILE *log;
-		int status = -1, rc;
+		int status = -1, rc, whole;
 
 		/* Short attempts, so a stop request is noticed soon even when the node is gone. */
 		if (isc_ssh_connect(&t, isc_monotonic_ms() + 2000, f->opts.check, f->opts.check_ctx,
@@ -84,17 +233,30 @@ static void *follow_main(void *arg)
 				usleep(100 * 1000);
 			continue;
 		}
-		log = fopen(r->log_path, "w");
-		rc = log ? isc_ssh_exec(ssh, isc_buf_cstr(&logs_cmd), NULL, 0, 0, append, log,
-		                        &f->cancel, &status, &err)
-		         : ISC_EIO;
-		if (log)
-			fclose(log);
+		r->at[0] = r->at[1] = 0;
+		rc = isc_ssh_exec(ssh, isc_buf_cstr(&logs_cmd), NULL, 0, 0, on_output, r,
+		                  &f->cancel, &status, &err);
+		/* docker logs -f ends with 0 once the container has exited and all was sent. */
+		whole = !rc && status == 0;
 		if (!rc && !f->cancel) {
 			isc_buf_reset(&out);
 			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000, keep, &out,
 			                  &f->cancel, &status, &err);
+			if (!rc && status == 0 && !whole) {
+				/* The stream broke before the end: fetch what it missed (the replay
+				 * adds only what the file lacks). */
+				int ignored;
+				r->at[0] = r->at[1] = 0;
+				isc_ssh_exec(ssh, isc_buf_cstr(&logs_cmd), NULL, 0, 60000,
+				             on_output, r, &f->cancel, &ignored, &err);
+			}
 			if (!rc && (status == 0 || ++missing >= 3)) {
+				if (r->dropped && r->capped)
+					marker(r,
+					       "---- isc: %llu bytes of output over the cap were "
+					       "not kept "
+					       "----",
+					       (unsigned long long)r->dropped);
 				pthread_mutex_lock(&f->lock);
 				r->exited = 1;
 				r->code = status == 0 ? atoi(isc_buf_cstr(&out)) : -1;
@@ -128,6 +290,8 @@ void isc_launch_follow_free(struct isc_launch_follow *f)
 		free(r->pin_target);
 		free(r->name);
 		free(r->log_path);
+		if (r->started && r->fd >= 0)
+			close(r->fd);
 	}
 	free(f->ranks);
 	free(f->user);
@@ -165,6 +329,7 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 	for (size_t i = 0; i < n; i++) {
 		struct follow_rank *r = &f->ranks[i];
 		r->f = f;
+		r->fd = -1;
 		r->rank = nodes[i].rank;
 		r->port = nodes[i].port;
 		r->host = strdup(nodes[i].host);

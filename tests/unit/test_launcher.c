@@ -9,6 +9,7 @@
  */
 #include "common/buf.h"
 #include "common/clock.h"
+#include "artifacts/unpack.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "launcher/shellquote.h"
@@ -20,7 +21,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -623,6 +626,249 @@ static void test_cluster_key_files(void **state)
 	free(pub);
 }
 
+/* The pid of the `docker logs -f` run for a container on a node, or 0 (our own process). */
+static long logs_pid(const char *container)
+{
+	char cmd[256], line[64] = "";
+	FILE *p;
+	snprintf(cmd, sizeof(cmd), "pgrep -f 'docker logs -f %s$' | head -n 1", container);
+	p = popen(cmd, "r");
+	if (!p)
+		return 0;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	pclose(p);
+	return atol(line);
+}
+
+/* Waits until the log holds want (or 10 s); returns the log (caller frees). */
+static char *wait_log(const char *path, const char *want)
+{
+	char *log = NULL;
+	for (int t = 0; t < 200; t++) {
+		free(log);
+		log = slurp(path);
+		if (log && strstr(log, want))
+			break;
+		usleep(50 * 1000);
+	}
+	return log;
+}
+
+/* A dropped `docker logs -f` replays from the start; the file goes on where it ended. */
+static void test_log_resumes_after_a_reconnect(void **state)
+{
+	struct isc_boot_spec s =
+	    spec("exp_reconn", "reconn",
+	         "echo one; echo two >&2; while [ ! -e /mnt/crud/go ]; do sleep 0.1; done; "
+	         "echo three",
+	         "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_err err;
+	char out[256], path[300], go[300], *log;
+	long first;
+	int code = -1;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	snprintf(go, sizeof(go), "%s/n0/mnt/crud/go", root);
+	unlink(go);
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-reconn", root);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	log = wait_log(path, "two\n");
+	assert_non_null(strstr(log, "one\n"));
+	free(log);
+	/* Cut the stream under the follower, and let the container finish meanwhile: the
+	 * follower fetches the logs again, docker replays them all, and only what the file
+	 * lacks is added. */
+	first = logs_pid("isc-exp_reconn-r0");
+	assert_true(first > 0);
+	assert_int_equal(kill((pid_t)first, SIGKILL), 0);
+	close(open(go, O_WRONLY | O_CREAT, 0600));
+	for (int t = 0; t < 200 && !isc_launch_follow_rank_exit(f, 0, &code); t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	assert_int_equal(code, 0);
+	log = slurp(path);
+	/* Each line once: nothing lost, nothing repeated (stdout and stderr each resumed). */
+	assert_non_null(log);
+	assert_int_equal(strlen(log), strlen("one\ntwo\nthree\n"));
+	assert_non_null(strstr(log, "one\n"));
+	assert_non_null(strstr(log, "two\n"));
+	assert_non_null(strstr(log, "three\n"));
+	free(log);
+	isc_launcher_stop(&s, targets, 1, &o, 0);
+}
+
+/* A reconnect after the container was removed keeps every line it printed. */
+static void test_log_survives_the_container(void **state)
+{
+	struct isc_boot_spec s =
+	    spec("exp_gone", "gone", "for i in 1 2 3; do echo line-$i; done; sleep 60", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_rank_exit ex;
+	struct isc_err err;
+	char out[256], path[300], *log;
+	size_t n = 0;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-gone", root);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	free(wait_log(path, "line-3\n"));
+	isc_launcher_stop(&s, targets, 1, &o, 0); /* docker rm: the follower reconnects */
+	for (int t = 0; t < 400 && !(n = isc_launch_follow_poll(f, &ex, 1)); t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	assert_int_equal(n, 1);
+	log = slurp(path);
+	assert_non_null(log);
+	assert_int_equal(strncmp(log, "line-1\nline-2\nline-3\n", 21), 0);
+	assert_null(strstr(log, "No such container"));
+	free(log);
+}
+
+/* Over rank_log_max_bytes the log keeps its head and says what happened. */
+static void test_log_is_capped_with_a_marker(void **state)
+{
+	struct isc_boot_spec s = spec(
+	    "exp_cap", "cap", "head -c 300000 /dev/zero | tr '\\0' x; echo; echo the-end", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_err err;
+	char out[256], path[300], *log;
+	struct stat st;
+	int code = -1;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	o.log_max_bytes = 65536;
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-cap", root);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	for (int t = 0; t < 200 && !isc_launch_follow_rank_exit(f, 0, &code); t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	assert_int_equal(code, 0);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size > 65536 && st.st_size < 65536 + 512);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	log = slurp(path);
+	assert_int_equal(strspn(log, "x"), 65536);
+	assert_non_null(strstr(log, "reached rank_log_max_bytes (65536 bytes)"));
+	assert_non_null(strstr(log, "234473 bytes of output over the cap were not kept"));
+	assert_null(strstr(log, "the-end"));
+	free(log);
+	isc_launcher_stop(&s, targets, 1, &o, 0);
+}
+
+/* A follow that starts on a log with output (iscd restarted) appends, after a marker. */
+static void test_log_of_a_restarted_follow_is_appended(void **state)
+{
+	struct isc_boot_spec s = spec("exp_again_log", "again", "echo replayed", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_err err;
+	char out[256], path[300], *log;
+	int code = -1;
+	FILE *fp;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	snprintf(out, sizeof(out), "%s/out-again", root);
+	mkdir(out, 0700);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	fp = fopen(path, "w");
+	fputs("earlier output without a newline", fp);
+	fclose(fp);
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	for (int t = 0; t < 200 && !isc_launch_follow_rank_exit(f, 0, &code); t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	log = slurp(path);
+	assert_int_equal(strncmp(log,
+	                         "earlier output without a newline\n---- isc: following rank 0 "
+	                         "again",
+	                         59),
+	                 0);
+	assert_non_null(strstr(log, "----\nreplayed\n"));
+	free(log);
+	isc_launcher_stop(&s, targets, 1, &o, 0);
+}
+
+/* Artifacts home from a node whose folders hold links out, then back onto another node. */
+static void test_artifacts_pull_refuses_links_and_push_restores(void **state)
+{
+	struct isc_launcher_opts o = opts();
+	struct isc_unpack_report rep;
+	struct isc_err err;
+	char dir[128], local[128], cmd[4096];
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	snprintf(dir, sizeof(dir), "%s/n2/mnt", root);
+	snprintf(local, sizeof(local), "%s/art-home", root);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "mkdir -p %s/checkpoints/sub %s/crud %s/outside && echo weights > "
+	    "%s/checkpoints/sub/model.pt && ln -sfn %s/outside %s/checkpoints/escape && "
+	    "ln -sfn /etc/passwd %s/crud/passwd && truncate -s 20M %s/checkpoints/sparse.bin && "
+	    "printf tail >> %s/checkpoints/sparse.bin && chmod 4755 %s/checkpoints/sub/model.pt",
+	    dir, dir, root, dir, root, dir, dir, dir, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(
+	    isc_launcher_pull_artifacts(&targets[2], &o, local, ISC_ARTIFACT_ALL, &rep, &err), 0);
+	assert_int_equal(rep.refused, 2);
+	assert_int_equal(rep.stripped, 1);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "test -f %s/checkpoints/sub/model.pt && test ! -e %s/checkpoints/escape && "
+	    "test ! -e %s/crud/passwd && test -d %s/lossy && test $(stat -c %%s "
+	    "%s/checkpoints/sparse.bin) = 20971524 && test $(stat -c %%a %s/checkpoints/sub) = "
+	    "700 && test $(stat -c %%a %s/checkpoints/sub/model.pt) = 700 && test -z \"$(ls -A "
+	    "%s/outside)\" && test -z \"$(ls -A %s | grep incoming)\"",
+	    local, local, local, local, local, local, local, root, local);
+	assert_int_equal(system(cmd), 0);
+	/* A cap stops the pull and the previous copy stays whole. */
+	o.artifact_max_bytes = 1 << 20;
+	assert_int_equal(
+	    isc_launcher_pull_artifacts(&targets[2], &o, local, ISC_ARTIFACT_ALL, &rep, &err),
+	    ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "the cap"));
+	snprintf(cmd, sizeof(cmd),
+	         "test $(stat -c %%s %s/checkpoints/sparse.bin) = 20971524 && test -z \"$(ls -A %s "
+	         "| grep incoming)\"",
+	         local, local);
+	assert_int_equal(system(cmd), 0);
+	/* Back onto another node, whole. */
+	o.artifact_max_bytes = 0;
+	assert_int_equal(isc_launcher_push_artifacts(&targets[3], &o, local, &err), 0);
+	snprintf(cmd, sizeof(cmd),
+	         "cmp %s/checkpoints/sparse.bin %s/n3/mnt/checkpoints/sparse.bin && cmp "
+	         "%s/checkpoints/sub/model.pt %s/n3/mnt/checkpoints/sub/model.pt",
+	         local, root, local, root);
+	assert_int_equal(system(cmd), 0);
+	/* A node that never answers: the push tries again, then says so. */
+	{
+		struct isc_node_target gone = {9, "127.0.88.99", PORT, "127.0.88.99", "i-gone"};
+		assert_int_equal(isc_launcher_push_artifacts(&gone, &o, local, &err),
+		                 ISC_ETRANSIENT);
+		assert_non_null(strstr(err.msg, "restoring artifacts onto 127.0.88.99"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -639,6 +885,11 @@ int main(void)
 	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
 	    cmocka_unit_test(test_pin_without_instance_id),
 	    cmocka_unit_test(test_changed_host_key_is_refused),
+	    cmocka_unit_test(test_log_resumes_after_a_reconnect),
+	    cmocka_unit_test(test_log_survives_the_container),
+	    cmocka_unit_test(test_log_is_capped_with_a_marker),
+	    cmocka_unit_test(test_log_of_a_restarted_follow_is_appended),
+	    cmocka_unit_test(test_artifacts_pull_refuses_links_and_push_restores),
 	};
 	return cmocka_run_group_tests_name("launcher", tests, group_setup, group_teardown);
 }
