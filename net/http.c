@@ -7,11 +7,15 @@
  */
 #include "net/http.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <openssl/crypto.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void isc_http_response_init(struct isc_http_response *r)
 {
@@ -79,6 +83,85 @@ long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock
 	return (long)(clock->random_u64(clock->ctx) % (uint64_t)(ceiling + 1));
 }
 
+/* The URL without its query string, so errors never echo signed parameters. */
+static void url_for_message(const char *url, char *out, size_t cap)
+{
+	size_t n = strcspn(url, "?#");
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, url, n);
+	out[n] = '\0';
+}
+
+/* The host of url ("[::1]" without brackets) into out; 0, or -1 when there is none. */
+static int url_host(const char *url, char *out, size_t cap)
+{
+	const char *p = strstr(url, "://"), *end;
+	size_t auth_len, n;
+
+	if (!p)
+		return -1;
+	p += 3;
+	auth_len = strcspn(p, "/?#");
+	/* userinfo@host: the host is after the last '@' of the authority */
+	for (const char *at = p; (at = memchr(at, '@', auth_len - (size_t)(at - p))) != NULL;) {
+		auth_len -= (size_t)(at + 1 - p);
+		p = at + 1;
+		at = p;
+	}
+	if (*p == '[') {
+		end = memchr(p, ']', auth_len);
+		if (!end)
+			return -1;
+		p++;
+		n = (size_t)(end - p);
+	} else {
+		end = memchr(p, ':', auth_len);
+		n = end ? (size_t)(end - p) : auth_len;
+	}
+	if (n == 0 || n >= cap)
+		return -1;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return 0;
+}
+
+int isc_http_url_is_loopback(const char *url)
+{
+	char host[256];
+	struct in_addr v4;
+	struct in6_addr v6;
+
+	if (url_host(url, host, sizeof(host)) != 0)
+		return 0;
+	if (strcasecmp(host, "localhost") == 0)
+		return 1;
+	if (inet_pton(AF_INET, host, &v4) == 1)
+		return (ntohl(v4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &v6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&v6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+	return 0;
+}
+
+int isc_http_endpoint_check(const char *url, int allow_insecure, struct isc_err *err)
+{
+	char where[256];
+
+	url_for_message(url, where, sizeof(where));
+	if (strncasecmp(url, "https://", 8) == 0)
+		return 0;
+	if (strncasecmp(url, "http://", 7) != 0)
+		return isc_err_set(err, ISC_EINVALID, "endpoint '%s' is not an http(s) URL", where);
+	if (allow_insecure || isc_http_url_is_loopback(url))
+		return 0;
+	return isc_err_set(err, ISC_EINVALID,
+	                   "endpoint '%s' is plain http to a host that is not loopback: "
+	                   "credentials and signed requests would travel in clear text (use "
+	                   "https, or set allow_insecure_endpoint = true for this provider)",
+	                   where);
+}
+
 int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
                 isc_http_classify_fn classify, void *classify_ctx, struct isc_http_response *resp,
                 struct isc_err *err)
@@ -89,6 +172,9 @@ int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
 	if (!classify)
 		classify = isc_http_classify_status;
 	c->attempts_made = 0;
+	/* Before any connection: a request that would leak in clear text is never sent. */
+	if ((rc = isc_http_endpoint_check(req->url, c->policy.allow_insecure, err)))
+		return rc;
 	for (attempt = 1; attempt <= max; attempt++) {
 		isc_buf_reset(&resp->body);
 		isc_buf_reset(&resp->headers);
@@ -135,16 +221,6 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-/* The URL without its query string, so errors never echo signed parameters. */
-static void url_for_message(const char *url, char *out, size_t cap)
-{
-	size_t n = strcspn(url, "?#");
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(out, url, n);
-	out[n] = '\0';
-}
-
 static int curl_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
                      long connect_timeout_ms, size_t max_response_bytes,
                      struct isc_http_response *resp, struct isc_err *err)
@@ -171,6 +247,7 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 			goto out;
 		}
 		next = curl_slist_append(hdrs, line);
+		OPENSSL_cleanse(line, strlen(line)); /* a header may carry a session token */
 		free(line);
 		if (!next) {
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -212,6 +289,8 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	}
 out:
+	for (struct curl_slist *l = hdrs; l; l = l->next)
+		OPENSSL_cleanse(l->data, strlen(l->data));
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	return rc;

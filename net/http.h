@@ -70,6 +70,7 @@ struct isc_http_policy {
 	long timeout_ms;    /* whole request */
 	long connect_timeout_ms;
 	size_t max_response_bytes;
+	int allow_insecure; /* plain http to a non-loopback host (allow_insecure_endpoint) */
 };
 
 /* 5 attempts, 100 ms base, 20 s cap, 30 s timeout, 5 s connect, 8 MiB. */
@@ -92,6 +93,18 @@ void isc_http_client_init(struct isc_http_client *c, const struct isc_http_trans
 int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
                 isc_http_classify_fn classify, void *classify_ctx, struct isc_http_response *resp,
                 struct isc_err *err);
+
+/*
+ * Whether url may carry credentials and signed requests: https, or http to a
+ * loopback address (127.0.0.0/8, ::1, localhost), or anything http(s) when
+ * allow_insecure is set. ISC_EINVALID naming the URL (without its query)
+ * otherwise; nothing is sent. isc_http_do applies it to every request with the
+ * policy's allow_insecure, so no driver can forget it.
+ */
+int isc_http_endpoint_check(const char *url, int allow_insecure, struct isc_err *err);
+
+/* 1 when url's host is a loopback address or "localhost". */
+int isc_http_url_is_loopback(const char *url);
 
 /* The delay before retry number `attempt` (1-based), drawn with full jitter. */
 long isc_http_backoff_ms(const struct isc_http_policy *p, const struct isc_clock *clock,

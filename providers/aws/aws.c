@@ -58,22 +58,6 @@ static struct aws_session *impl(struct isc_provider_session *s)
 	return s->impl;
 }
 
-/* Replaces any occurrence of the secret or session token in msg (AWS echoes canonical requests). */
-static void scrub(char *msg, const struct isc_aws_creds *c)
-{
-	const char *secrets[2] = {c->secret_access_key, c->session_token};
-	for (int i = 0; i < 2; i++) {
-		char *p;
-		size_t l;
-		if (!secrets[i] || (l = strlen(secrets[i])) < 4)
-			continue;
-		while ((p = strstr(msg, secrets[i])) != NULL) {
-			memmove(p + 3, p + l, strlen(p + l) + 1);
-			memcpy(p, "***", 3);
-		}
-	}
-}
-
 static int aws_classify(void *vctx, const struct isc_http_response *resp, struct isc_err *err)
 {
 	struct call_ctx *cc = vctx;
@@ -83,8 +67,9 @@ static int aws_classify(void *vctx, const struct isc_http_response *resp, struct
 	cc->code[0] = cc->message[0] = '\0';
 	if (resp->status >= 200 && resp->status < 300)
 		return 0;
-	if (isc_ec2_parse_error(resp->body.data, resp->body.len, &e) == 0) {
-		scrub(e.message, &cc->s->creds);
+	const char *secrets[2] = {cc->s->creds.secret_access_key, cc->s->creds.session_token};
+	/* Scrubbed before anything is cut to size: AWS echoes canonical requests. */
+	if (isc_ec2_parse_error_scrubbed(resp->body.data, resp->body.len, secrets, 2, &e) == 0) {
 		snprintf(cc->code, sizeof(cc->code), "%s", e.code);
 		snprintf(cc->message, sizeof(cc->message), "%s", e.message);
 		code = isc_ec2_classify_code(e.code, resp->status);
@@ -200,8 +185,8 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 {
 	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
 	struct aws_session *s = calloc(1, sizeof(*s));
-	const char *pub;
-	int rc;
+	const char *pub, *insecure;
+	int rc, allow_insecure;
 
 	*out = NULL;
 	if (!ps || !s) {
@@ -231,11 +216,12 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto fail;
 	}
+	insecure = isc_provider_setting(settings, "allow_insecure_endpoint");
+	allow_insecure = insecure && strcmp(insecure, "true") == 0;
 	for (int i = 0; i < 2; i++) {
-		if (strncmp(s->url[i], "http://", 7) != 0 &&
-		    strncmp(s->url[i], "https://", 8) != 0) {
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "AWS endpoint '%.200s' is not an http(s) URL", s->url[i]);
+		/* The session token and signed requests never go out in clear text by accident. */
+		if ((rc = isc_http_endpoint_check(s->url[i], allow_insecure, err))) {
+			isc_err_wrap(err, "AWS %s", i == SVC_EC2 ? "EC2" : "STS");
 			goto fail;
 		}
 		if (!(s->host[i] = authority(s->url[i]))) {
@@ -245,6 +231,7 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	}
 	s->clock = clock ? clock : isc_clock_system();
 	isc_http_client_init(&s->http, t, s->clock);
+	s->http.policy.allow_insecure = allow_insecure;
 	*out = ps;
 	return 0;
 fail:

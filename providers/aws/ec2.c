@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,15 +213,91 @@ static void *grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return (char *)*arr + n * elem;
 }
 
-static void text_cut(const xmlNode *e, char *dst, size_t cap)
+struct scrub_list {
+	const char *const *secrets;
+	size_t n;
+};
+
+/* Replaces every whole occurrence of each secret in text with "***". */
+static void scrub_whole(char *text, const struct scrub_list *sl)
+{
+	for (size_t i = 0; i < sl->n; i++) {
+		const char *sec = sl->secrets[i];
+		size_t l;
+		char *p;
+		if (!sec || (l = strlen(sec)) < 4)
+			continue;
+		while ((p = strstr(text, sec)) != NULL) {
+			memmove(p + 3, p + l, strlen(p + l) + 1);
+			memcpy(p, "***", 3);
+		}
+	}
+}
+
+#define SCRUB_RUN 12 /* shorter runs of a secret's characters occur by chance in words */
+
+/* Replaces runs of SCRUB_RUN or more characters that also appear in a secret (short text only). */
+static void scrub_parts(char *text, const struct scrub_list *sl)
+{
+	for (size_t i = 0; i < sl->n; i++) {
+		const char *sec = sl->secrets[i];
+		size_t sl_len;
+		if (!sec || (sl_len = strlen(sec)) < SCRUB_RUN)
+			continue;
+		for (char *p = text; *p;) {
+			size_t best = 0;
+			for (const char *q = sec; *q; q++) {
+				size_t k = 0;
+				while (p[k] && q[k] && p[k] == q[k])
+					k++;
+				if (k > best)
+					best = k;
+			}
+			if (best >= SCRUB_RUN) {
+				memmove(p + 3, p + best, strlen(p + best) + 1);
+				memcpy(p, "***", 3);
+				p += 3;
+			} else {
+				p++;
+			}
+		}
+	}
+}
+
+/*
+ * An element's text, scrubbed, then cut to cap: the cut comes last, so no part
+ * of a secret that crosses it survives. Only the first 64 KiB are looked at
+ * (the result is far shorter; a whole secret that starts within it is seen).
+ */
+static void text_cut_scrubbed(const xmlNode *e, char *dst, size_t cap, const struct scrub_list *sl)
 {
 	xmlChar *t = e ? xmlNodeGetContent(e) : NULL;
-	snprintf(dst, cap, "%s", t ? (const char *)t : "");
+	size_t len = t ? strlen((const char *)t) : 0;
+	char *work;
+
+	if (len > 65536)
+		len = 65536;
+	work = malloc(len + 1);
+	if (!work) {
+		snprintf(dst, cap, "%s", "");
+	} else {
+		memcpy(work, t ? (const char *)t : "", len);
+		work[len] = '\0';
+		scrub_whole(work, sl);
+		snprintf(dst, cap, "%s", work);
+		scrub_parts(dst, sl);
+		OPENSSL_cleanse(work, len);
+		free(work);
+	}
+	if (t)
+		OPENSSL_cleanse(t, strlen((const char *)t));
 	xmlFree(t);
 }
 
-int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out)
+int isc_ec2_parse_error_scrubbed(const char *xml, size_t len, const char *const *secrets,
+                                 size_t n_secrets, struct isc_ec2_error *out)
 {
+	struct scrub_list sl = {secrets, n_secrets};
 	xmlDoc *d;
 	xmlNode *root, *e = NULL;
 	int rc = ISC_ENOTFOUND;
@@ -235,16 +312,22 @@ int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out)
 		e = child(root, "Error");
 	if (e) {
 		/* Over-long text is cut here on purpose: it only feeds a message. */
-		text_cut(path(e, "Code"), out->code, sizeof(out->code));
-		text_cut(path(e, "Message"), out->message, sizeof(out->message));
-		text_cut(child(root, "RequestID"), out->request_id, sizeof(out->request_id));
+		text_cut_scrubbed(path(e, "Code"), out->code, sizeof(out->code), &sl);
+		text_cut_scrubbed(path(e, "Message"), out->message, sizeof(out->message), &sl);
+		text_cut_scrubbed(child(root, "RequestID"), out->request_id,
+		                  sizeof(out->request_id), &sl);
 		if (!out->request_id[0])
-			text_cut(child(root, "RequestId"), out->request_id,
-			         sizeof(out->request_id));
+			text_cut_scrubbed(child(root, "RequestId"), out->request_id,
+			                  sizeof(out->request_id), &sl);
 		rc = out->code[0] ? 0 : ISC_ENOTFOUND;
 	}
 	xmlFreeDoc(d);
 	return rc;
+}
+
+int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out)
+{
+	return isc_ec2_parse_error_scrubbed(xml, len, NULL, 0, out);
 }
 
 /* ---- values ---- */

@@ -40,6 +40,15 @@ struct isc_ec2_error {
 int isc_ec2_parse_error(const char *xml, size_t len, struct isc_ec2_error *out);
 
 /*
+ * The same, with every secret (NULL entries and ones shorter than 4 skipped)
+ * taken out of the code, message and request id before they are cut to size:
+ * a whole occurrence becomes "***", and so does any run of 12 or more
+ * characters of a secret that is left (an endpoint that echoes a token in part).
+ */
+int isc_ec2_parse_error_scrubbed(const char *xml, size_t len, const char *const *secrets,
+                                 size_t n_secrets, struct isc_ec2_error *out);
+
+/*
  * What an error code means to the broker (see docs/providers.md): capacity,
  * quota, throttled, transient, auth, conflict, not_found, else invalid. An
  * unknown code on an HTTP 5xx is transient.

@@ -276,14 +276,31 @@ void isc_sigv4_signing_key(const char *secret, const char *date8, const char *re
 	OPENSSL_cleanse(k, sizeof(k));
 }
 
+/* Frees a string that may have held a session token, wiping it first. */
+static void free_wiped(char *p)
+{
+	if (p)
+		OPENSSL_cleanse(p, strlen(p));
+	free(p);
+}
+
+/* The same for a buffer (its whole allocation). */
+static void buf_wipe(struct isc_buf *b)
+{
+	if (b->data)
+		OPENSSL_cleanse(b->data, b->cap);
+	isc_buf_cleanup(b);
+}
+
 void isc_sigv4_signed_cleanup(struct isc_sigv4_signed *s)
 {
 	if (!s)
 		return;
-	free(s->authorization);
-	free(s->canonical_request);
-	free(s->string_to_sign);
-	memset(s, 0, sizeof(*s));
+	/* The canonical request carries x-amz-security-token: the token itself. */
+	free_wiped(s->authorization);
+	free_wiped(s->canonical_request);
+	free_wiped(s->string_to_sign);
+	OPENSSL_cleanse(s, sizeof(*s));
 }
 
 int isc_sigv4_format_date(int64_t time_ms, char out[17])
@@ -438,14 +455,12 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
 out:
 	for (size_t i = 0; i < nh; i++) {
 		free(hs[i].name);
-		if (hs[i].value)
-			OPENSSL_cleanse(hs[i].value, strlen(hs[i].value)); /* may be the token */
-		free(hs[i].value);
+		free_wiped(hs[i].value); /* may be the token */
 	}
 	free(hs);
-	isc_buf_cleanup(&creq);
-	isc_buf_cleanup(&sts);
+	buf_wipe(&creq);
+	buf_wipe(&sts);
 	isc_buf_cleanup(&signed_list);
-	isc_buf_cleanup(&hdr_lines);
+	buf_wipe(&hdr_lines);
 	return rc;
 }
