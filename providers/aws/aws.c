@@ -24,7 +24,7 @@
 
 #define TERMINATE_BATCH 1000
 #define DESCRIBE_PAGE   "1000"
-#define MAX_PAGES       1000 /* a runaway NextToken loop ends here */
+#define MAX_PAGES       100 /* describe_max_pages: 100 pages of 1000 = 100,000 instances */
 /* A placeholder that is well-formed (ami- + 8 hex) but names no real image: set image_id. */
 #define DEFAULT_IMAGE "ami-00000000"
 
@@ -41,6 +41,7 @@ struct aws_session {
 	char *placement_group;
 	char *product_description;
 	int public_ip_iface; /* associate_public_ip=true: use NetworkInterface.1.* */
+	int max_pages;       /* describe_max_pages: more is an error, never a shorter list */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -210,6 +211,20 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	s->subnet_id = dup_setting(settings, "subnet_id", NULL);
 	s->security_group_id = dup_setting(settings, "security_group_id", NULL);
 	s->placement_group = dup_setting(settings, "placement_group", NULL);
+	{
+		const char *mp = isc_provider_setting(settings, "describe_max_pages");
+		char *end = NULL;
+		long v = mp ? strtol(mp, &end, 10) : MAX_PAGES;
+		if (mp && (!*mp || *end || v < 1 || v > 100000)) {
+			rc =
+			    isc_err_set(err, ISC_EINVALID,
+			                "providers.aws.describe_max_pages: '%.40s' is not a number "
+			                "from 1 to 100000",
+			                mp);
+			goto fail;
+		}
+		s->max_pages = (int)v;
+	}
 	pub = isc_provider_setting(settings, "associate_public_ip");
 	s->public_ip_iface = pub && (strcmp(pub, "true") == 0 || strcmp(pub, "1") == 0);
 	if (!s->url[0] || !s->url[1] || !s->image_id || !s->product_description) {
@@ -274,6 +289,20 @@ static int iso_now(const struct aws_session *s, char out[32])
 		return ISC_EINVALID;
 	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	return 0;
+}
+
+/*
+ * After a paged call: a page token left over means the listing was cut short,
+ * which is an error. A shorter list would read as instances that are gone.
+ */
+static int pages_done(const struct aws_session *s, const char *action, int rc, const char *next,
+                      struct isc_err *err)
+{
+	if (rc || !next)
+		return rc;
+	return isc_err_set(err, ISC_EINVALID,
+	                   "%s: more than %d pages (describe_max_pages); the listing is incomplete",
+	                   action, s->max_pages);
 }
 
 static int aws_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
@@ -354,7 +383,8 @@ static int aws_refresh_prices(struct isc_provider_session *ps, const char *const
 			pts[j].at_ms = sp[i].at_ms;
 		}
 		free(sp);
-	} while (!rc && next && ++pages < MAX_PAGES);
+	} while (!rc && next && ++pages < s->max_pages);
+	rc = pages_done(s, "DescribeSpotPriceHistory", rc, next, err);
 	free(next);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
@@ -702,7 +732,8 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 				}
 		}
 		free(sr);
-	} while (!rc && next && ++pages < MAX_PAGES);
+	} while (!rc && next && ++pages < s->max_pages);
+	rc = pages_done(s, "DescribeSpotInstanceRequests", rc, next, err);
 	free(next);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
@@ -742,6 +773,13 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 		if (!rc)
 			rc = isc_ec2_parse_instances(resp.body.data, resp.body.len, &page, &np,
 			                             &next, err);
+		/* A page larger than asked for is not EC2 talking: refuse it, memory stays bounded.
+		 */
+		if (!rc && np > (size_t)atoi(DESCRIBE_PAGE))
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "DescribeInstances: a page of %zu instances (at most %s asked)", np,
+			    DESCRIBE_PAGE);
 		if (!rc && np) {
 			struct isc_node_info *grown = realloc(all, (n + np) * sizeof(*all));
 			if (!grown) {
@@ -753,7 +791,8 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 			}
 		}
 		free(page);
-	} while (!rc && next && ++pages < MAX_PAGES);
+	} while (!rc && next && ++pages < s->max_pages);
+	rc = pages_done(s, "DescribeInstances", rc, next, err);
 	free(next);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);

@@ -760,6 +760,132 @@ static void test_mockcloud_throttle_capacity_auth(void **state)
 	s->provider->session_free(s);
 }
 
+/* A listing cut short by the page cap is an error, never a shorter list. */
+static void test_truncated_listing_is_an_error(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	const struct isc_kv capped[] = {{"endpoint", "http://127.0.0.1:9"},
+	                                {"describe_max_pages", "2"}};
+	struct isc_provider_settings st = {capped, 2, creds, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_node_info *ni = NULL;
+	size_t n = 99;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	for (int i = 0; i < 3; i++)
+		reply(200,
+		      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s"
+		      "</instancesSet></item></reservationSet><nextToken>MORE%d</nextToken>"
+		      "</DescribeInstancesResponse>",
+		      instance_xml("i-p", "us-east-1a", 0, 16), i);
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 2);
+	assert_null(ni);
+	assert_int_equal(n, 0);
+	assert_non_null(
+	    strstr(err.msg, "DescribeInstances: more than 2 pages (describe_max_pages)"));
+	s->provider->session_free(s);
+	/* A bad cap is named where it is set. */
+	{
+		const struct isc_kv bad[] = {{"endpoint", "http://127.0.0.1:9"},
+		                             {"describe_max_pages", "lots"}};
+		struct isc_provider_settings sb = {bad, 2, creds, 2};
+		assert_int_equal(p->session_new(&sb, "us-east-1", &scripted, &fake_clock, &s, &err),
+		                 ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "providers.aws.describe_max_pages"));
+	}
+}
+
+/* A page with more instances than asked for is refused. */
+static void test_oversized_page_is_refused(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_node_info *ni = NULL;
+	struct isc_buf many;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+	isc_buf_init(&many, 0);
+	for (int i = 0; i < 1001; i++)
+		isc_buf_puts(&many, instance_xml("i-many", "us-east-1a", 0, 16));
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      isc_buf_cstr(&many));
+	isc_buf_cleanup(&many);
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "a page of 1001 instances"));
+	s->provider->session_free(s);
+}
+
+/* Plain http to a host that is not loopback is refused before anything is sent. */
+static void test_insecure_endpoint_refused(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	const struct isc_kv plain[] = {{"endpoint", "http://10.20.30.40:8080"}};
+	const struct isc_kv allowed[] = {{"endpoint", "http://10.20.30.40:8080"},
+	                                 {"allow_insecure_endpoint", "true"}};
+	const struct isc_kv local[] = {{"endpoint", "http://[::1]:9"}};
+	struct isc_provider_settings st = {plain, 1, creds, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "plain http"));
+	assert_non_null(strstr(err.msg, "http://10.20.30.40:8080"));
+	assert_non_null(strstr(err.msg, "allow_insecure_endpoint"));
+	assert_int_equal(S.calls, 0);
+	st = (struct isc_provider_settings){local, 1, creds, 2};
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	p->session_free(s);
+	st = (struct isc_provider_settings){allowed, 2, creds, 2};
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	reply(200, "<GetCallerIdentityResponse><GetCallerIdentityResult><Arn>a</Arn><UserId>U"
+	           "</UserId><Account>1</Account></GetCallerIdentityResult>"
+	           "</GetCallerIdentityResponse>");
+	assert_int_equal(p->check_credentials(s, &id, &err), 0);
+	p->session_free(s);
+}
+
+/* A token echoed across the point where the message is cut leaves no part of itself. */
+static void test_token_scrubbed_before_the_cut(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	static char token[1001];
+	const struct isc_kv session_creds[] = {
+	    {"access_key_id", "ASIATEST"}, {"secret_access_key", SECRET}, {"session_token", token}};
+	struct isc_provider_settings st = {items, 2, session_creds, 3};
+	struct isc_provider_session *s = NULL;
+	struct isc_identity id;
+	struct isc_err err;
+	char pad[381], *half;
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		token[i] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+		    [(i * 7 + i / 64) % 64];
+	memset(pad, '.', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	/* The token starts 380 characters in: the old 399-character cut split it. */
+	reply(403,
+	      "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidClientTokenId</Code><Message>"
+	      "%s%s and again %.200s</Message></Error><RequestId>r-2</RequestId></ErrorResponse>",
+	      pad, token, token);
+	assert_int_equal(p->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "***"));
+	/* No run of 12 characters of the token is left anywhere in the message. */
+	half = strndup(token, 12);
+	for (int i = 0; i + 12 <= 1000; i++) {
+		memcpy(half, token + i, 12);
+		assert_null(strstr(err.msg, half));
+	}
+	free(half);
+	p->session_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,6 +898,10 @@ int main(void)
 	    cmocka_unit_test_setup(test_throttling_retried, setup),
 	    cmocka_unit_test_setup(test_unreachable, setup),
 	    cmocka_unit_test_setup(test_describe_paging_and_notice, setup),
+	    cmocka_unit_test_setup(test_truncated_listing_is_an_error, setup),
+	    cmocka_unit_test_setup(test_oversized_page_is_refused, setup),
+	    cmocka_unit_test_setup(test_insecure_endpoint_refused, setup),
+	    cmocka_unit_test_setup(test_token_scrubbed_before_the_cut, setup),
 	    cmocka_unit_test_setup(test_terminate_batches, setup),
 	    cmocka_unit_test_setup(test_terminate_not_found, setup),
 	    cmocka_unit_test_setup(test_terminate_not_found_unnamed, setup),
