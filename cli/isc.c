@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct command {
 	const char *name;
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
 	struct isc_err err;
 	int i = 1, rc;
 
+	umask(077); /* every file and folder isc makes is owner-only */
 	while (i < argc && argv[i][0] == '-') {
 		if (strcmp(argv[i], "--home") == 0 && i + 1 < argc) {
 			home_flag = argv[i + 1];

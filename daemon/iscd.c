@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,6 +87,7 @@ int main(int argc, char **argv)
 	int c, once = 0, lock_fd = -1, rc = 1;
 
 	isc_log_set_program("iscd");
+	umask(077); /* every file and folder the broker makes is owner-only */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {

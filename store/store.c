@@ -194,6 +194,11 @@ static int ensure_home(const char *home, int create, struct isc_err *err)
 	if (stat(home, &st) == 0) {
 		if (!S_ISDIR(st.st_mode))
 			return isc_err_set(err, ISC_EINVALID, "%s is not a folder", home);
+		/* Keys, logs, artifacts and the ledger live here: owner-only, even if made wider.
+		 */
+		if ((st.st_mode & 077) && chmod(home, 0700) != 0)
+			return isc_err_set(err, ISC_EIO, "cannot make %s owner-only: %s", home,
+			                   strerror(errno));
 		return 0;
 	}
 	if (!create)
