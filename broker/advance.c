@@ -227,6 +227,13 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	}
 	/* Holds left by a step that died before its cluster was recorded. */
 	broker_credits_release(b, s, e->id);
+	/* A full disk must never fail a ledger write: no new cluster while it is nearly full. */
+	if (broker_disk_low(b, last_error, sizeof(last_error))) {
+		e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+		isc_store_experiment_set_placement(s, e, &err);
+		set_status(s, e, "waiting", "%s", last_error);
+		return;
+	}
 	if (broker_place(b, s, e, &cands, &n, &err)) {
 		set_status(s, e, "failed", "cannot place: %s", err.msg);
 		return;

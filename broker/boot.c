@@ -266,3 +266,17 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 	free(dir);
 	return rc;
 }
+
+int broker_disk_low(struct isc_broker *b, char *why, size_t cap)
+{
+	int64_t avail = isc_unpack_free_bytes(b->home);
+	int64_t reserve = b->config->disk_reserve_bytes;
+
+	if (reserve <= 0 || avail < 0 || avail >= reserve)
+		return 0;
+	snprintf(why, cap,
+	         "the disk of %s is nearly full (%lld MiB free, disk_reserve_bytes keeps %lld "
+	         "MiB for the ledger); no new cluster starts until space is freed",
+	         b->home, (long long)(avail >> 20), (long long)(reserve >> 20));
+	return 1;
+}

@@ -157,6 +157,12 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err);
+/*
+ * 1 when the disk of $ISC_HOME has less than disk_reserve_bytes free, with why
+ * filled for the experiment's status: no new work starts then, so a ledger
+ * write never meets a full disk.
+ */
+int broker_disk_low(struct isc_broker *b, char *why, size_t cap);
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0,
                           struct isc_err *err);
