@@ -64,8 +64,19 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 	isc_err_clear(&err);
 	/* The endpoint and other settings of config.toml, when the store has one. */
 	rc = isc_config_load(cli->home, &cfg, &err);
-	if (rc == 0)
+	if (rc == 0) {
+		const struct isc_provider_config *pc = isc_config_provider(cfg, name);
+		const char *insecure =
+		    pc ? isc_config_setting(pc, "allow_insecure_endpoint") : NULL;
+		if (insecure && strcmp(insecure, "true") == 0)
+			fprintf(
+			    stderr,
+			    "isc: warning: %s: providers.%s.allow_insecure_endpoint = true: with a "
+			    "plain http:// endpoint that is not loopback, credentials and signed "
+			    "requests travel in clear text\n",
+			    cfg->path, name);
 		rc = isc_provider_session_open(cfg, name, region, &s, &err);
+	}
 	if (rc == 0)
 		rc = p->check_credentials(s, &id, &err);
 	p->session_free(s);

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Endpoints, secrets and permissions, with the real isc binary:
+# - a plain http:// endpoint that is not loopback is refused with a clear
+#   message before any connection is tried (run inside `unshare -n`, a network
+#   namespace with no route, so nothing could leave the machine even if the
+#   check regressed); allow_insecure_endpoint = true lets it through with a
+#   warning from `isc check`;
+# - `isc check aws` against an STS that echoes the session token in a long
+#   error (tests/mocks/echo-sts) shows no part of the token;
+# - $ISC_HOME is narrowed to 0700 and everything in it is owner-only, whatever
+#   the caller's umask.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+
+isc=$ISC_BIN/isc
+dir=$(mktemp -d /tmp/isc-security.XXXXXX)
+sts_pid=
+cleanup() {
+	[ -n "$sts_pid" ] && kill "$sts_pid" 2>/dev/null && wait "$sts_pid" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+home=$dir/home
+export AWS_ACCESS_KEY_ID=AKIDSECURITYTEST0001 AWS_SECRET_ACCESS_KEY=security-test-secret-key
+export AWS_REGION=us-east-1
+unset AWS_ENDPOINT_URL AWS_ENDPOINT_URL_STS AWS_PROFILE AWS_SESSION_TOKEN
+
+# config FILE ENDPOINT [EXTRA LINE]: a whole config.toml with one AWS section.
+config() {
+	cat >"$home/config.toml" <<EOC
+broker_id = "isc-securitytest"
+
+[providers.aws]
+regions = ["us-east-1"]
+endpoint = "$1"
+${2:-}
+EOC
+}
+
+( umask 022; "$isc" --home "$home" init >/dev/null 2>&1 )
+check "isc init" test -f "$home/isc.db"
+
+# ---- permissions ----
+chmod 0755 "$home"
+"$isc" --home "$home" experiments >/dev/null 2>&1
+check "an existing \$ISC_HOME is narrowed to 0700" test "$(stat -c %a "$home")" = 700
+check "nothing under \$ISC_HOME is open to group or others (umask 022 caller)" \
+	test -z "$(find "$home" -perm /077 -print -quit)"
+
+# ---- plain http to a host that is not loopback: refused, in a namespace with no route ----
+if [ "$(id -u)" -eq 0 ] && unshare -n true 2>/dev/null; then
+	config "http://10.9.8.7:8080"
+	start=$(date +%s%N)
+	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	rc=$?
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	check "non-loopback http endpoint: exit 1 (got $rc)" test "$rc" -eq 1
+	check "the refusal names the endpoint" grep -qF "http://10.9.8.7:8080" <<<"$out"
+	check "the refusal says plain http and how to allow it" \
+		grep -qF "plain http to a host that is not loopback" <<<"$out"
+	check "the refusal names allow_insecure_endpoint" grep -qF "allow_insecure_endpoint" <<<"$out"
+	check "refused before any connection (no 'cannot reach')" \
+		test -z "$(grep -F 'cannot reach' <<<"$out")"
+	echo "# refusal took ${ms} ms: $out"
+	# The endpoint from the environment is held to the same rule.
+	config "https://sts.invalid"
+	out=$(AWS_ENDPOINT_URL=http://192.0.2.10 unshare -n "$isc" --home "$home" check aws 2>&1)
+	check "AWS_ENDPOINT_URL=http://192.0.2.10 refused too" \
+		grep -qF "plain http to a host that is not loopback" <<<"$out"
+	# Allowed explicitly: isc check warns, then the connection is tried (and finds no route).
+	config "http://10.9.8.7:8080" "allow_insecure_endpoint = true"
+	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	check "allow_insecure_endpoint = true: isc check warns" \
+		grep -qF "warning: $home/config.toml: providers.aws.allow_insecure_endpoint = true" <<<"$out"
+	check "allow_insecure_endpoint = true: the request is tried" \
+		grep -qF "cannot reach http://10.9.8.7:8080" <<<"$out"
+	# Loopback stays allowed without the setting (nothing listens on port 1).
+	config "http://127.0.0.1:1"
+	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	check "loopback http is allowed" grep -qF "cannot reach http://127.0.0.1:1" <<<"$out"
+	config "http://[::1]:1"
+	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	check "loopback http ([::1]) is allowed" grep -qF "cannot reach http://[::1]:1" <<<"$out"
+else
+	echo "# not root or no unshare -n: endpoint checks skipped"
+fi
+
+# ---- an STS that echoes the session token in a long error ----
+/usr/bin/python3 tests/mocks/echo-sts --port-file "$dir/sts.port" &
+sts_pid=$!
+for _ in $(seq 100); do
+	[ -s "$dir/sts.port" ] && break
+	sleep 0.1
+done
+check "echo-sts started" test -s "$dir/sts.port"
+token=$(head -c 600 /dev/urandom | base64 -w0 | tr -d '=')
+config "http://127.0.0.1:$(cat "$dir/sts.port")"
+out=$(AWS_SESSION_TOKEN=$token "$isc" --home "$home" check aws 2>&1)
+rc=$?
+check "echoed token: isc check aws fails (exit $rc)" test "$rc" -eq 1
+check "echoed token: the message is the cloud's" grep -qF "InvalidClientTokenId" <<<"$out"
+check "echoed token: the echo was scrubbed" grep -qF "***" <<<"$out"
+leak=0
+for ((i = 0; i + 12 <= ${#token}; i++)); do
+	if grep -qF -- "${token:i:12}" <<<"$out"; then
+		leak=1
+		echo "leaked at $i: ${token:i:12}" >&2
+		break
+	fi
+done
+check "echoed token: no 12 characters of the token in the output" test "$leak" -eq 0
+json=$(AWS_SESSION_TOKEN=$token "$isc" --home "$home" check aws --json 2>&1)
+check "echoed token: --json output holds no part of it either" \
+	test -z "$(grep -F -- "${token:200:12}" <<<"$json")"
+
+finish security
