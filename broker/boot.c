@@ -12,6 +12,7 @@
 #include "store/store_hostkeys.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -199,6 +200,54 @@ static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 	return ok < 0 ? NULL : dir;
 }
 
+/*
+ * The last refusal recorded per experiment and set of folders: a node that keeps
+ * its links gets one event, not one per sync. Guarded by refusals_lock; entries
+ * live as long as iscd (one small string per experiment that had a refusal).
+ */
+struct refusal {
+	char *experiment_id;
+	int which;
+	char *msg;
+	struct refusal *next;
+};
+static struct refusal *refusals;
+static pthread_mutex_t refusals_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int refusal_is_new(const char *experiment_id, int which, const char *msg)
+{
+	struct refusal *r;
+	int is_new = 1;
+
+	pthread_mutex_lock(&refusals_lock);
+	for (r = refusals; r; r = r->next)
+		if (r->which == which && strcmp(r->experiment_id, experiment_id) == 0)
+			break;
+	if (r && strcmp(r->msg, msg) == 0) {
+		is_new = 0;
+	} else if (r) {
+		char *copy = strdup(msg);
+		if (copy) {
+			free(r->msg);
+			r->msg = copy;
+		}
+	} else if ((r = calloc(1, sizeof(*r))) != NULL) {
+		r->experiment_id = strdup(experiment_id);
+		r->msg = strdup(msg);
+		r->which = which;
+		if (r->experiment_id && r->msg) {
+			r->next = refusals;
+			refusals = r;
+		} else {
+			free(r->experiment_id);
+			free(r->msg);
+			free(r);
+		}
+	}
+	pthread_mutex_unlock(&refusals_lock);
+	return is_new;
+}
+
 int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err)
@@ -237,8 +286,10 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
 		         (unsigned long long)report.refused,
 		         report.first_refused[0] ? report.first_refused : "none",
 		         (unsigned long long)report.stripped);
-		isc_log(ISC_LOG_WARN, "%s: %s", e->id, msg);
-		isc_store_event_add(s, e->id, "artifacts", msg, &ignored);
+		if (refusal_is_new(e->id, which, msg)) {
+			isc_log(ISC_LOG_WARN, "%s: %s", e->id, msg);
+			isc_store_event_add(s, e->id, "artifacts", msg, &ignored);
+		}
 	}
 	free(dir);
 	return rc;
