@@ -427,9 +427,12 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 	        "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
 	        "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
 	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n"
-	        "# node_absence_confirm_ms = 30000\n# price_refresh_ms = 3600000\n\n"
+	        "# node_absence_confirm_ms = 30000\n# price_refresh_ms = 3600000\n"
+	        "# rank_log_max_bytes = 268435456\n# artifact_max_bytes = 274877906944\n"
+	        "# artifact_max_entries = 200000\n# disk_reserve_bytes = 1073741824\n\n"
 	        "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
-	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n",
+	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n"
+	        "# allow_insecure_endpoint = false\n# describe_max_pages = 100\n",
 	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
 	if (fclose(f) != 0)
 		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
