@@ -7,7 +7,8 @@
 # Checked: nothing is written outside the experiment's folder, no link comes
 # home, the log is capped with a marker, the checkpoint is restored whole onto
 # the replacement's rank 0 (cycle 2 exits 0 only if it is), the run ends
-# completed, and iscd's peak RSS stays flat (printed).
+# completed, and iscd's peak RSS stays flat (printed). Then, with the disk below
+# disk_reserve_bytes, a new burst waits and says why.
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-hostile.XXXXXX)
@@ -130,8 +131,25 @@ sample_rss
 echo "# iscd peak RSS (VmHWM): $((peak / 1024)) MiB with a $((ckpt_bytes >> 20)) MiB checkpoint and a 20 MB log ($ISC_BIN)"
 check "iscd's memory stays flat (peak $((peak / 1024)) MiB < 400 MiB)" test "$peak" -lt $((400 * 1024))
 
-kill -TERM "$iscd_pid"
-for _ in $(seq 1 100); do kill -0 "$iscd_pid" 2>/dev/null || break; sleep 0.1; done
+stop_iscd() {
+	kill -TERM "$iscd_pid"
+	for _ in $(seq 1 100); do kill -0 "$iscd_pid" 2>/dev/null || break; sleep 0.1; done
+}
+stop_iscd
+
+# A disk below disk_reserve_bytes: no new cluster starts, and the experiment says why.
+{ echo "disk_reserve_bytes = 1125899906842624"; cat "$ISC_HOME/config.toml"; } >"$dir/config.new"
+mv "$dir/config.new" "$ISC_HOME/config.toml"
+"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+iscd_pid=$!
+echo $iscd_pid >"$dir/iscd.pid"
+id2=$(isc burst "$dir/hostile.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+is_waiting() { [ "$(status_of "$id2" | cut -d' ' -f1)" = waiting ]; }
+check "with the disk below the reserve, a new burst waits" wait_for 30 is_waiting
+check "waiting says the disk is nearly full" bash -c "'$ISC_BIN/isc' status '$id2' | grep -q 'is nearly full'"
+check "nothing was launched for it" test "$(mock instances | grep -c "$id2")" = 0
+isc cancel "$id2" >/dev/null
+stop_iscd
 check "iscd log has no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -60 >&2
 finish hostile
