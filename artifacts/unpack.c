@@ -10,6 +10,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -345,6 +346,24 @@ int isc_unpack_remove_tree(const char *path, struct isc_err *err)
 	if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		return isc_err_set(err, ISC_EIO, "cannot remove %s: %s", path, strerror(errno));
 	return 0;
+}
+
+void isc_unpack_remove_leftovers(const char *parent)
+{
+	DIR *d = opendir(parent);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char *path;
+		if (strncmp(de->d_name, ".incoming-", 10) != 0 ||
+		    asprintf(&path, "%s/%s", parent, de->d_name) < 0)
+			continue;
+		isc_unpack_remove_tree(path, NULL);
+		free(path);
+	}
+	closedir(d);
 }
 
 int isc_unpack_swap_into(const char *fresh, const char *parent, const char *const *names, size_t n,

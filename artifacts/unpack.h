@@ -69,6 +69,12 @@ int isc_unpack_fresh_dir(const char *parent, char **out, struct isc_err *err);
 int isc_unpack_swap_into(const char *fresh, const char *parent, const char *const *names, size_t n,
                          unsigned which, struct isc_err *err);
 
+/*
+ * Removes the ".incoming-*" folders of parent: what an unpack cut short by a crash
+ * left. Only for a caller that knows no unpack into parent is under way.
+ */
+void isc_unpack_remove_leftovers(const char *parent);
+
 /* Removes a tree without following symbolic links; 0 or ISC_EIO. A missing path is fine. */
 int isc_unpack_remove_tree(const char *path, struct isc_err *err);
 

@@ -503,9 +503,12 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 	rc = src ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (!rc)
 		rc = connect_one(node, opts, &ssh, err);
-	/* A fresh empty folder per sync: nothing of an earlier sync can be reached through. */
-	if (!rc)
+	/* A fresh empty folder per sync: nothing of an earlier sync can be reached through. The
+	 * broker runs one step per experiment at a time, so an older one is a crash's leftover. */
+	if (!rc) {
+		isc_unpack_remove_leftovers(local_dir);
 		rc = isc_unpack_fresh_dir(local_dir, &fresh, err);
+	}
 	if (!rc)
 		rc = isc_ssh_stream_open(ssh, isc_buf_cstr(&remote), 0, opts->command_timeout_ms,
 		                         NULL, &src->st, err);

@@ -109,7 +109,8 @@ enum {
  * onto a node (push), as a tar stream over the SSH channel, in pieces: memory
  * stays flat whatever the size.
  *
- * A pull unpacks in-process into a fresh folder under local_dir with the
+ * A pull unpacks in-process into a fresh folder under local_dir (removing
+ * those an earlier pull cut short left: one pull per local_dir at a time) with the
  * caps of opts (artifacts/unpack.h: links, devices, "..", absolute names are
  * refused and counted in report, which may be NULL), then swaps each folder
  * that arrived into place; on any error the previous copy stays whole.

@@ -507,6 +507,17 @@ static void test_swap_replaces_whole_folders(void **state)
 		snprintf(cmd, sizeof(cmd), "test $(ls -A %s | grep -c incoming) = 0", home);
 		assert_int_equal(system(cmd), 0);
 	}
+	/* What a crash mid-unpack leaves is removed before the next one. */
+	assert_int_equal(isc_unpack_fresh_dir(home, &fresh, &err), 0);
+	{
+		char inner[300];
+		snprintf(inner, sizeof(inner), "%s/checkpoints", fresh);
+		assert_int_equal(mkdir(inner, 0700), 0);
+	}
+	isc_unpack_remove_leftovers(home);
+	assert_false(exists("%s", fresh));
+	assert_true(exists("%s/checkpoints/new", home));
+	free(fresh);
 }
 
 int main(void)
