@@ -452,6 +452,10 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	}
 	isc_crash_point("replay.before_launch");
 	rc = isc_cluster_key_public(b->home, c->id, &pubkey, &err);
+	/* A crash between the cluster's row and its key: no launch can have used a key that
+	 * never existed, so a new one is as good. */
+	if (rc == ISC_ENOTFOUND)
+		rc = isc_cluster_key_create(b->home, c->id, &pubkey, &err);
 	if (!rc)
 		rc = broker_cloud_launch(b, s, c, &cand, intent->token, intent->attempt_zone,
 		                         pubkey, &err);

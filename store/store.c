@@ -131,15 +131,44 @@ int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
 }
 
 /*
- * Runs the migrations a store has not seen, one transaction each. The version
- * is read inside each write transaction (BEGIN IMMEDIATE), so two processes
- * opening a new store at once never run the same migration twice: the second
- * one waits for the first one's transaction and then sees its version.
+ * The schema version without taking the write lock: -1 when the store has no
+ * schema_version table yet (a new store).
+ */
+static int version_unlocked(struct isc_store *s)
+{
+	sqlite3_stmt *st;
+	int version = -1;
+	if (sqlite3_prepare_v2(s->db, "SELECT version FROM schema_version", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return version;
+}
+
+/*
+ * Runs the migrations a store has not seen, one transaction each. A store
+ * that is current (every open but the first) is recognised with a plain read:
+ * the daemon's workers open the store for every step, and none of them may
+ * queue for the write lock just to learn that nothing is to be done. Otherwise
+ * the version is read again inside each write transaction (BEGIN IMMEDIATE),
+ * so two processes opening a new store at once never run the same migration
+ * twice: the second one waits for the first one's transaction and then sees
+ * its version.
  */
 static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 {
-	int rc;
+	int rc, current = version_unlocked(s);
 
+	if (current >= 0 && (size_t)current >= migrate_to) {
+		if (current > isc_store_latest_version())
+			return isc_err_set(err, ISC_EINVALID,
+			                   "store: schema version %d is newer than this program "
+			                   "knows (%d); upgrade isc",
+			                   current, isc_store_latest_version());
+		return 0;
+	}
 	rc = exec_sql(
 	    s,
 	    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"

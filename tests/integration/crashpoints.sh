@@ -210,6 +210,12 @@ print(rows[0]["id"] if rows else "")' "$id")
 	check "$what: the experiment ends $final" wait_status "$id" "$final" 120
 	check "$what: no instance left running" wait_no_live "$id"
 	check "$what: one gang per cluster and token" one_gang_per_cluster "$id" 2
+	case $point in
+	place.* | launch.* | replay.*)
+		# A crash around a launch must resume that launch, never give up its shape.
+		check "$what: the crash caused no failover" bash -c "! '$ISC_BIN/isc' status '$id' | grep -qE 'trying the next shape|has no key'"
+		;;
+	esac
 	sleep $(((tick_ms * 3 + 999) / 1000)) # a charge up to the confirmed termination
 	check "$what: credit holds released" holds_released
 	check "$what: bill within its bound" bill_within "$id" $((t1 - t0 + 500))

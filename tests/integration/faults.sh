@@ -40,7 +40,7 @@ ISC
 end=$((SECONDS + secs))
 kill_every=${FAULT_KILL_EVERY:-0}
 next_kill=$((SECONDS + kill_every))
-died=0
+died=0 refused=0
 kill9() {
 	# A daemon found dead before our kill died on its own: that is a failure.
 	kill -0 "$(cat "$dir/iscd.pid")" 2>/dev/null || died=$((died + 1))
@@ -56,7 +56,11 @@ while [ $SECONDS -lt $end ]; do
 		next_kill=$((SECONDS + kill_every))
 	fi
 	case $((RANDOM % 9)) in
-	0 | 1) ids+=("$(isc burst "$dir/job.isc" | grep -Eo 'exp_[0-9a-f]{16}')"); injected[burst]=$((${injected[burst]:-0} + 1)) ;;
+	0 | 1)
+		id=$(isc burst "$dir/job.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+		if [ -n "$id" ]; then ids+=("$id"); else refused=$((refused + 1)); fi
+		injected[burst]=$((${injected[burst]:-0} + 1))
+		;;
 	2) fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":2}'; injected[capacity]=$((${injected[capacity]:-0} + 1)) ;;
 	3) fault '{"kind":"throttle","count":2}'; injected[throttle]=$((${injected[throttle]:-0} + 1)) ;;
 	4) fault '{"kind":"error5xx","count":2}'; injected[error5xx]=$((${injected[error5xx]:-0} + 1)) ;;
@@ -131,6 +135,7 @@ for k in burst capacity throttle error5xx lose_response interrupt kill9; do summ
 echo "faults injected: $summary"
 echo "bursts: ${#ids[@]}, iscd crashes (kill -9): ${injected[kill9]:-0}"
 check "iscd never died on its own" test "$died" = 0
+check "every submission was accepted" test "$refused" = 0
 check "iscd is alive at the end" kill -0 "$(cat "$dir/iscd.pid")"
 kill -TERM "$(cat "$dir/iscd.pid")" 2>/dev/null
 check "no sanitizer report in iscd's log" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
