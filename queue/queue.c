@@ -45,8 +45,6 @@ struct qexp {
 	/* the current run */
 	int64_t run_started_ms, run_allot_ms, run_period;
 	int cls, nnodes, nproc;
-	int64_t node_ids[ISC_QUEUE_MAX_GPUS];
-	int node_idx[ISC_QUEUE_MAX_GPUS];
 	int running_pos;      /* index in q->running, NONE */
 	int cancel_requested; /* running: stop with reason cancelled at the next decide */
 	enum isc_queue_stop_reason stop_reason;
@@ -57,6 +55,13 @@ struct qexp {
 	int round;
 	int64_t block_ms, owed_ms;
 	int block_done;
+};
+
+/* The nodes a run holds, kept apart from struct qexp so that walks over many experiments
+ * (apportioning thousands of them) stay in cache. Parallel to the slot array. */
+struct qrun {
+	int64_t node_ids[ISC_QUEUE_MAX_GPUS];
+	int node_idx[ISC_QUEUE_MAX_GPUS];
 };
 
 struct qround {
@@ -74,6 +79,8 @@ struct isc_queue {
 
 	struct qexp *exps;
 	size_t n_exps, cap_exps;
+	struct qrun *runs; /* runs[slot] */
+	size_t cap_runs;
 	int *free_slots;
 	size_t n_free_slots, cap_free_slots;
 	int64_t next_seq;
@@ -110,6 +117,16 @@ struct isc_queue {
 	struct isc_queue_decision *dec;
 	size_t n_dec, cap_dec;
 };
+
+static int slot_of(const struct isc_queue *q, const struct qexp *e)
+{
+	return (int)(e - q->exps);
+}
+
+static struct qrun *run_of(const struct isc_queue *q, const struct qexp *e)
+{
+	return &q->runs[e - q->exps];
+}
 
 void isc_queue_config_default(struct isc_queue_config *cfg)
 {
@@ -300,6 +317,7 @@ void isc_queue_free(struct isc_queue *q)
 	free(q->nodes);
 	free(q->classes);
 	free(q->exps);
+	free(q->runs);
 	free(q->free_slots);
 	free(q->ht_keys);
 	free(q->ht_vals);
@@ -400,8 +418,8 @@ int isc_queue_node_remove(struct isc_queue *q, int64_t node_id, struct isc_err *
 		if (owner != NONE) {
 			struct qexp *e = &q->exps[owner];
 			for (int k = 0; k < e->nnodes; k++)
-				if (e->node_idx[k] == (int)last)
-					e->node_idx[k] = i;
+				if (run_of(q, e)->node_idx[k] == (int)last)
+					run_of(q, e)->node_idx[k] = i;
 		}
 	}
 	q->n_nodes--;
@@ -444,11 +462,6 @@ static struct qexp *exp_get(const struct isc_queue *q, int64_t id)
 {
 	int s = ht_find(q, id);
 	return s == NONE ? NULL : &q->exps[s];
-}
-
-static int slot_of(const struct isc_queue *q, const struct qexp *e)
-{
-	return (int)(e - q->exps);
 }
 
 static void cq_append(struct isc_queue *q, struct qexp *e, int front)
@@ -520,6 +533,7 @@ static int add_exp(struct isc_queue *q, const struct isc_queue_submit *sub, int6
 	/* room first, so a failure changes nothing */
 	int s = q->n_free_slots ? q->free_slots[q->n_free_slots - 1] : (int)q->n_exps;
 	if (GROW(q->exps, q->cap_exps, q->n_exps + 1) ||
+	    GROW(q->runs, q->cap_runs, q->n_exps + 1) ||
 	    GROW(q->active, q->cap_active, q->n_active + 1) || ht_put(q, sub->exp_id, s))
 		return isc_err_set(err, ISC_ENOMEM, "queue: out of memory");
 	if (q->n_free_slots)
@@ -689,8 +703,8 @@ static int start_run(struct isc_queue *q, struct qexp *e, int cls, int nnodes, i
 		struct qnode *nd = &q->nodes[i];
 		if (nd->cls != cls || nd->state != ISC_QUEUE_NODE_UP || nd->owner != NONE)
 			continue;
-		e->node_idx[k] = (int)i;
-		e->node_ids[k] = nd->id;
+		run_of(q, e)->node_idx[k] = (int)i;
+		run_of(q, e)->node_ids[k] = nd->id;
 		k++;
 	}
 	if (k < nnodes)
@@ -698,7 +712,7 @@ static int start_run(struct isc_queue *q, struct qexp *e, int cls, int nnodes, i
 		                        share */
 	int s = slot_of(q, e);
 	for (int i = 0; i < k; i++)
-		q->nodes[e->node_idx[i]].owner = s;
+		q->nodes[run_of(q, e)->node_idx[i]].owner = s;
 	q->classes[cls].free -= nnodes;
 	cq_remove(q, e);
 	int resume = e->cycle_count > 0;
@@ -722,7 +736,7 @@ static int start_run(struct isc_queue *q, struct qexp *e, int cls, int nnodes, i
 	                               .cycle_time_ms = allot_ms,
 	                               .nnodes = nnodes,
 	                               .nproc = nproc,
-	                               .node_ids = e->node_ids};
+	                               .node_ids = run_of(q, e)->node_ids};
 	return emit(q, &d);
 }
 
@@ -731,7 +745,7 @@ static int stop_run(struct isc_queue *q, struct qexp *e, enum isc_queue_stop_rea
 	e->state = ISC_QUEUE_STOPPING;
 	e->stop_reason = why;
 	for (int i = 0; i < e->nnodes; i++)
-		if (q->nodes[e->node_idx[i]].state == ISC_QUEUE_NODE_UP)
+		if (q->nodes[run_of(q, e)->node_idx[i]].state == ISC_QUEUE_NODE_UP)
 			q->classes[e->cls].stopping++;
 	struct isc_queue_decision d = {.action = ISC_QUEUE_STOP, .exp_id = e->id, .reason = why};
 	return emit(q, &d);
@@ -741,7 +755,7 @@ static int stop_run(struct isc_queue *q, struct qexp *e, enum isc_queue_stop_rea
 static void release_nodes(struct isc_queue *q, struct qexp *e, int was_stopping)
 {
 	for (int i = 0; i < e->nnodes; i++) {
-		struct qnode *nd = &q->nodes[e->node_idx[i]];
+		struct qnode *nd = &q->nodes[run_of(q, e)->node_idx[i]];
 		nd->owner = NONE;
 		if (nd->state == ISC_QUEUE_NODE_UP) {
 			q->classes[nd->cls].free++;
@@ -833,18 +847,9 @@ int isc_queue_run_ended(struct isc_queue *q, int64_t exp_id, enum isc_queue_outc
 
 /* ---- periods ---- */
 
-static int cmp_nodes_desc(const void *a, const void *b)
-{
-	const int64_t *x = a, *y = b;
-	/* x[0] nodes, x[1] submission order */
-	if (x[0] != y[0])
-		return x[0] < y[0] ? 1 : -1;
-	return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 /*
  * Apportions the period starting at start_ms: every active interruptible
- * experiment that the pool can hold is packed (first fit, largest first) into
+ * experiment that the pool can hold is packed (best fit, largest first) into
  * rounds whose node needs fit the usable pool; the period is split into as
  * many contiguous blocks as rounds, the remainder going 1 ms each to the
  * first ones, so the blocks sum to the period exactly.
@@ -861,12 +866,22 @@ static int apportion(struct isc_queue *q, int64_t start_ms)
 	q->n_active = w;
 
 	size_t nc = q->n_classes ? q->n_classes : 1;
-	/* (nodes, seq, slot) triples; per round and class the nodes used */
-	int64_t *key = malloc((q->n_active + 1) * 3 * sizeof(*key));
+	int maxroom = 0;
+	for (size_t c = 0; c < q->n_classes; c++)
+		if (q->classes[c].usable > maxroom)
+			maxroom = q->classes[c].usable;
+	/* (nodes, slot) pairs; per round and class the room left and the stack link */
+	int64_t *key = malloc((q->n_active + 1) * 2 * sizeof(*key));
 	int *used = calloc((q->n_active + 1) * nc, sizeof(*used));
+	int *next = malloc((q->n_active + 1) * nc * sizeof(*next));
+	int *head = malloc(nc * (size_t)(maxroom + 1) * sizeof(*head));
 	size_t *count = calloc(q->n_active + 2, sizeof(*count));
 	int rc = 0;
-	if (!key || !used || !count || GROW(q->plan, q->cap_plan, q->n_active + 1) ||
+	if (head)
+		for (size_t i = 0; i < nc * (size_t)(maxroom + 1); i++)
+			head[i] = NONE;
+	if (!key || !used || !next || !head || !count ||
+	    GROW(q->plan, q->cap_plan, q->n_active + 1) ||
 	    GROW(q->rounds, q->cap_rounds, q->n_active + 1)) {
 		rc = ISC_ENOMEM;
 		goto out;
@@ -879,6 +894,9 @@ static int apportion(struct isc_queue *q, int64_t start_ms)
 	q->newcomers = 0;
 	q->pool_changed = 0;
 
+	/* largest first, submission order among equals: a counting sort by node count (the
+	 * active list is in submission order); key[] holds (nodes, slot) pairs */
+	size_t by_n[ISC_QUEUE_MAX_GPUS + 2] = {0};
 	size_t nk = 0;
 	for (size_t i = 0; i < q->n_active; i++) {
 		struct qexp *e = &q->exps[q->active[i]];
@@ -886,27 +904,59 @@ static int apportion(struct isc_queue *q, int64_t start_ms)
 		e->member_of = -1;
 		e->round = NONE;
 		int c = place(q, e, NULL, &n, &p, &fit);
-		if (c == NONE)
-			continue; /* the pool cannot hold it now; it waits for nodes */
+		if (c == NONE) {
+			next[i] = 0; /* the pool cannot hold it now; it waits for nodes */
+			continue;
+		}
 		e->cls = c;
-		key[nk * 3] = n;
-		key[nk * 3 + 1] = e->seq;
-		key[nk * 3 + 2] = q->active[i];
+		next[i] = n; /* borrowed as scratch until the packing below */
+		by_n[ISC_QUEUE_MAX_GPUS - n + 1]++;
 		nk++;
 	}
-	qsort(key, nk, 3 * sizeof(*key), cmp_nodes_desc);
+	for (size_t v = 1; v < ISC_QUEUE_MAX_GPUS + 2; v++)
+		by_n[v] += by_n[v - 1];
+	for (size_t i = 0; i < q->n_active; i++) {
+		int n = next[i];
+		if (n == 0)
+			continue;
+		size_t at = by_n[ISC_QUEUE_MAX_GPUS - n]++;
+		key[at * 2] = n;
+		key[at * 2 + 1] = q->active[i];
+	}
 
+	/*
+	 * Best fit, largest first: per class, the rounds are kept in stacks by the room they
+	 * have left in that class (head[c][room], linked through next[round][c]), so finding a
+	 * round is a walk up from the room needed, not a scan of every round.
+	 */
 	for (size_t i = 0; i < nk; i++) {
-		struct qexp *e = &q->exps[key[i * 3 + 2]];
-		int n = (int)key[i * 3];
-		size_t r;
-		for (r = 0; r < q->n_rounds; r++)
-			if (used[r * nc + (size_t)e->cls] + n <= q->classes[e->cls].usable)
-				break;
-		if (r == q->n_rounds)
+		struct qexp *e = &q->exps[key[i * 2 + 1]];
+		int n = (int)key[i * 2], c = e->cls, r = NONE;
+		for (int v = n; v <= maxroom && r == NONE; v++) {
+			int *h = &head[(size_t)c * (size_t)(maxroom + 1) + (size_t)v];
+			if (*h == NONE)
+				continue;
+			r = *h; /* pop the round, it moves to the stack of its new room */
+			*h = next[(size_t)r * nc + (size_t)c];
+			used[(size_t)r * nc + (size_t)c] = v - n;
+		}
+		if (r == NONE) {
+			r = (int)q->n_rounds;
 			q->rounds[q->n_rounds++] = (struct qround){0};
-		used[r * nc + (size_t)e->cls] += n;
-		e->round = (int)r;
+			for (size_t k = 0; k < nc; k++) {
+				int room = k == (size_t)c ? q->classes[k].usable - n
+				                          : q->classes[k].usable;
+				int *h = &head[k * (size_t)(maxroom + 1) + (size_t)room];
+				next[(size_t)r * nc + k] = *h;
+				*h = r;
+			}
+		} else {
+			int *h = &head[(size_t)c * (size_t)(maxroom + 1) +
+			               (size_t)used[(size_t)r * nc + (size_t)c]];
+			next[(size_t)r * nc + (size_t)c] = *h;
+			*h = r;
+		}
+		e->round = r;
 		e->member_of = q->period_number;
 		e->block_done = 0;
 		q->rounds[r].pending++;
@@ -934,6 +984,8 @@ static int apportion(struct isc_queue *q, int64_t start_ms)
 out:
 	free(key);
 	free(used);
+	free(next);
+	free(head);
 	free(count);
 	return rc;
 }
@@ -1275,7 +1327,7 @@ int isc_queue_check(const struct isc_queue *q, struct isc_err *err)
 		const struct qexp *e = &q->exps[o];
 		int listed = 0;
 		for (int k = 0; k < e->nnodes; k++)
-			listed += e->node_idx[k] == (int)i;
+			listed += run_of(q, e)->node_idx[k] == (int)i;
 		if (listed != 1 ||
 		    (e->state != ISC_QUEUE_RUNNING && e->state != ISC_QUEUE_STOPPING))
 			return isc_err_set(
@@ -1293,12 +1345,12 @@ int isc_queue_check(const struct isc_queue *q, struct isc_err *err)
 			                   (long long)e->id, e->nnodes, e->nproc, e->gpus,
 			                   q->classes[e->cls].gpus);
 		for (int k = 0; k < e->nnodes; k++)
-			if (q->nodes[e->node_idx[k]].owner != q->running[r] ||
-			    q->nodes[e->node_idx[k]].cls != e->cls)
+			if (q->nodes[run_of(q, e)->node_idx[k]].owner != q->running[r] ||
+			    q->nodes[run_of(q, e)->node_idx[k]].cls != e->cls)
 				return isc_err_set(
 				    err, ISC_EINVALID,
 				    "experiment %lld lists node %lld it does not hold",
-				    (long long)e->id, (long long)e->node_ids[k]);
+				    (long long)e->id, (long long)run_of(q, e)->node_ids[k]);
 	}
 	/* cycle pre-empts interruptible */
 	if (q->last_cycle_waiting > 0 && q->last_int_starts > 0)
