@@ -105,7 +105,7 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 		free(txt);
 		json_decref(o);
 	} else {
-		printf("%s: credentials accepted\naccount: %s\narn: %s\n", name, id.account,
+		printf("%s: credentials accepted\naccount: %s\nprincipal: %s\n", name, id.account,
 		       id.principal);
 	}
 	return ISC_EXIT_OK;

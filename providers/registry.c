@@ -9,13 +9,12 @@
 #include <string.h>
 
 extern const struct isc_provider isc_provider_aws;
+extern const struct isc_provider isc_provider_gcp;
 
-/*
- * GCP (providers/gcp) and OCI (providers/oci) are future work: their drivers
- * will add a table here; until then isc_provider_find("gcp"/"oci") is NULL.
- */
+/* OCI (providers/oci) is future work: until its table is here, isc_provider_find("oci") is NULL. */
 static const struct isc_provider *const providers[] = {
     &isc_provider_aws,
+    &isc_provider_gcp,
     NULL,
 };
 

@@ -110,6 +110,7 @@ class Cloud:
         self.price_history = {}    # "type|zone" -> [[ts_ms, price], ...] (overrides only)
         self.capacity = {}         # "type|zone" -> max live instances (absent: unlimited)
         self.ip_counter = 0
+        self.extra = {}            # per-provider module state (gce.py: operations, request ids)
         # not persisted
         self.faults = []
         self.fault_counts = {}
@@ -124,7 +125,7 @@ class Cloud:
                 "reservations": self.reservations, "tokens": self.tokens,
                 "key_pairs": self.key_pairs, "spot_requests": self.spot_requests,
                 "price_history": self.price_history, "capacity": self.capacity,
-                "ip_counter": self.ip_counter, "boot_delay_ms": self.boot_delay_ms,
+                "ip_counter": self.ip_counter, "boot_delay_ms": self.boot_delay_ms, "extra": self.extra,
                 "saved_at": now_ms(),
             }
             tmp = self.state_file + ".tmp.%d" % threading.get_ident()
@@ -148,6 +149,7 @@ class Cloud:
         self.price_history = data.get("price_history", {})
         self.capacity = data.get("capacity", {})
         self.ip_counter = data.get("ip_counter", 0)
+        self.extra = data.get("extra", {})
         log("reloaded %d instances from %s" % (len(self.instances), self.state_file))
 
     def resume(self):
@@ -186,11 +188,12 @@ class Cloud:
         raise RuntimeError("--node-ip-base must have 2 or 3 octets")
 
     # ---------------------------------------------------------------- faults
-    def take_fault(self, kind, match=None):
-        """Consume one pending fault of `kind` for which match(fault) is true."""
+    def take_fault(self, kind, match=None, provider="aws"):
+        """Consume one pending fault of `kind` for which match(fault) is true. A fault
+        belongs to one provider's API ("provider" in its body, default aws)."""
         with self.lock:
             for f in self.faults:
-                if f["kind"] != kind or f.get("count", 1) <= 0:
+                if f["kind"] != kind or f.get("count", 1) <= 0 or f.get("provider", "aws") != provider:
                     continue
                 if match is not None and not match(f):
                     continue

@@ -1,5 +1,6 @@
-"""HTTP front of the mock: EC2/STS Query API at / (SigV4-verified) and the JSON
-control API at /_mock/ (unsigned)."""
+"""HTTP front of the mock: EC2/STS Query API at / (SigV4-verified), Compute Engine at
+/compute/v1/ with its OAuth2 token endpoint at /token (gce.py), and the JSON control API
+at /_mock/ (unsigned)."""
 
 import argparse
 import decimal
@@ -15,13 +16,13 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from . import ec2, sigv4
+from . import ec2, gce, sigv4
 from .cloud import Cloud, log, now_ms
 from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
-               "interrupt", "partial", "garbled_reply", "describe_lag")
+               "interrupt", "partial", "garbled_reply", "describe_lag", "preempt")
 
 
 class LoseResponse(Exception):
@@ -79,7 +80,10 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(500, {"error": "internal: %r" % (e,)})
             return
         try:
-            self._api(cloud, body)
+            if gce.Gce.owns(self.path):
+                self._gce(body)
+            else:
+                self._api(cloud, body)
         except LoseResponse:
             self.close_connection = True
             try:
@@ -197,6 +201,12 @@ class Handler(BaseHTTPRequestHandler):
             raise LoseResponse()
         self._send(status, out, "text/xml;charset=UTF-8")
 
+    def _gce(self, body):
+        status, obj, lost = self.server.gce.handle(self.command, self.path, self.headers, body)
+        if lost:
+            raise LoseResponse()
+        self._send(status, (json.dumps(obj, indent=1) + "\n").encode(), "application/json; charset=UTF-8")
+
     # ------------------------------------------------------------------ control API
     def _json(self, status, obj):
         self._send(status, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), "application/json")
@@ -225,6 +235,11 @@ class Handler(BaseHTTPRequestHandler):
                     if q.get("state") and i["state"] != q["state"]:
                         continue
                     if q.get("region") and i["region"] != q["region"]:
+                        continue
+                    if q.get("provider") and i.get("provider", "aws") != q["provider"]:
+                        continue
+                    if i.get("provider") == "gcp":
+                        out.append(self.server.gce.listing(i))
                         continue
                     sir = cloud.spot_requests.get(i.get("sir_id") or "")
                     out.append({"id": i["id"], "provider": "aws", "state": i["state"],
@@ -294,6 +309,8 @@ class Handler(BaseHTTPRequestHandler):
                         cloud.capacity["%s|%s" % (it, z)] = av
                     cloud.save()
                 return self._json(200, {"ok": True})
+        if path.startswith("/_mock/gcp/"):
+            return self._json(*self.server.gce.control(m, path, req))
         return self._json(404, {"error": "no such control endpoint: %s %s" % (m, path)})
 
     def _add_fault(self, cloud, req):
@@ -312,13 +329,16 @@ class Handler(BaseHTTPRequestHandler):
                 cloud.fault_counts["latency"] = cloud.fault_counts.get("latency", 0) + 1
             log("fault: latency %sms" % ms)
             return self._json(200, {"ok": True, "latency_ms": ms})
-        if kind == "interrupt":
+        if kind in ("interrupt", "preempt"):
             iid = req.get("instance_id")
-            notice = req.get("notice_s", 120)
+            notice = req.get("notice_s", 30 if kind == "preempt" else 120)
             if not isinstance(iid, str) or not isinstance(notice, (int, float)) or notice < 0:
-                return self._json(400, {"error": "interrupt needs instance_id and notice_s >= 0"})
+                return self._json(400, {"error": "%s needs instance_id and notice_s >= 0" % kind})
             try:
-                at = cloud.interrupt(iid, notice)
+                if kind == "preempt" or self.server.gce.find_instance(iid) is not None:
+                    at = self.server.gce.preempt(iid, notice)
+                else:
+                    at = cloud.interrupt(iid, notice)
             except KeyError as e:
                 return self._json(404, {"error": str(e)})
             except ValueError as e:
@@ -348,6 +368,10 @@ class Handler(BaseHTTPRequestHandler):
             f["ms"] = ms
         if req.get("region"):
             f["region"] = req["region"]
+        if req.get("provider") not in (None, "aws"):
+            if req["provider"] != "gcp":
+                return self._json(400, {"error": "provider must be aws or gcp"})
+            f["provider"] = req["provider"]
         with cloud.lock:
             cloud.faults.append(f)
         log("fault: %s" % json.dumps(f, sort_keys=True))
@@ -381,6 +405,9 @@ def parse_args(argv):
     ap.add_argument("--no-nodes", action="store_true",
                     help="do not start sshd nodes (instances still go through their states)")
     ap.add_argument("--node-timeout-s", type=int, default=60)
+    ap.add_argument("--gcp-project", default="isc-mock-project")
+    ap.add_argument("--gcp-token-ttl-s", type=int, default=3600,
+                    help="lifetime of the access tokens the GCP token endpoint hands out")
     a = ap.parse_args(argv)
     return a
 
@@ -405,6 +432,8 @@ def main(argv, script_dir):
     cfg.latency_ms = a.latency_ms
     cfg.nodes = not a.no_nodes
     cfg.node_timeout_s = a.node_timeout_s
+    cfg.gcp_project = a.gcp_project
+    cfg.gcp_token_ttl_s = a.gcp_token_ttl_s
     cfg.node_bin_dir = os.environ.get("MOCKCLOUD_NODE_BIN_DIR") or os.path.join(script_dir, "node")
     cfg.state_dir = os.path.abspath(a.state_dir or tempfile.mkdtemp(prefix="mockcloud."))
     os.makedirs(cfg.state_dir, exist_ok=True)
@@ -415,6 +444,7 @@ def main(argv, script_dir):
     srv = Server(("127.0.0.1", a.port), Handler)
     srv.cloud = cloud
     port = srv.server_address[1]
+    srv.gce = gce.Gce(cloud, cfg, port)
     stop = threading.Event()
 
     def on_signal(signum, frame):

@@ -1,0 +1,353 @@
+/*
+ * Service-account authentication: the key file, the RS256 JWT assertion and
+ * its exchange for a bearer token at the key's own token_uri (RFC 7523,
+ * "OAuth 2.0 for Server to Server Applications"). The private key's PEM lives
+ * only in memory and is wiped with OPENSSL_cleanse on cleanup, as is every
+ * access token.
+ */
+#include "providers/gcp/gcp_int.h"
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void wipe_free(char *s)
+{
+	if (s) {
+		OPENSSL_cleanse(s, strlen(s));
+		free(s);
+	}
+}
+
+void isc_gcp_key_cleanup(struct isc_gcp_key *k)
+{
+	if (!k)
+		return;
+	free(k->client_email);
+	wipe_free(k->private_key_pem);
+	free(k->private_key_id);
+	free(k->token_uri);
+	free(k->project_id);
+	memset(k, 0, sizeof(*k));
+}
+
+void isc_gcp_token_cleanup(struct isc_gcp_token *t)
+{
+	if (!t)
+		return;
+	wipe_free(t->access_token);
+	memset(t, 0, sizeof(*t));
+}
+
+/* A string field of o, or NULL when absent or not a string. */
+static const char *str_field(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static int http_url(const char *u)
+{
+	return u && (strncmp(u, "https://", 8) == 0 || strncmp(u, "http://", 7) == 0);
+}
+
+int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc_gcp_key *out,
+                      struct isc_err *err)
+{
+	json_error_t je;
+	json_t *root;
+	const char *type, *email, *pem, *uri;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	/* The text holds the private key: jansson's error position is fine, its text is not echoed.
+	 */
+	root = json_loadb(json, len, 0, &je);
+	if (!root || !json_is_object(root)) {
+		json_decref(root);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "%s: not a service-account key file (JSON error at line %d)",
+		                   what, je.line);
+	}
+	type = str_field(root, "type");
+	email = str_field(root, "client_email");
+	pem = str_field(root, "private_key");
+	uri = str_field(root, "token_uri");
+	if (!type || strcmp(type, "service_account") != 0)
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "%s: \"type\" is %s%s%s, the driver needs a \"service_account\" key", what,
+		    type ? "\"" : "", type ? type : "missing", type ? "\"" : "");
+	else if (!email || !email[0])
+		rc = isc_err_set(err, ISC_EINVALID, "%s: \"client_email\" is missing", what);
+	else if (!pem || !strstr(pem, "-----BEGIN"))
+		rc = isc_err_set(err, ISC_EINVALID, "%s: \"private_key\" is missing or not PEM",
+		                 what);
+	else if (!http_url(uri))
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s: \"token_uri\" is missing or not an http(s) URL", what);
+	if (!rc) {
+		const char *kid = str_field(root, "private_key_id");
+		const char *proj = str_field(root, "project_id");
+		out->client_email = strdup(email);
+		out->private_key_pem = strdup(pem);
+		out->private_key_id = strdup(kid ? kid : "");
+		out->token_uri = strdup(uri);
+		out->project_id = strdup(proj ? proj : "");
+		if (!out->client_email || !out->private_key_pem || !out->private_key_id ||
+		    !out->token_uri || !out->project_id) {
+			isc_gcp_key_cleanup(out);
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	}
+	/* jansson keeps its own copy of the PEM: wipe it before the object goes. */
+	if (pem)
+		OPENSSL_cleanse((char *)pem, strlen(pem));
+	json_decref(root);
+	return rc;
+}
+
+size_t isc_gcp_b64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char tab[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0, i = 0;
+	for (; i + 2 < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+		out[o++] = tab[v >> 18 & 63];
+		out[o++] = tab[v >> 12 & 63];
+		out[o++] = tab[v >> 6 & 63];
+		out[o++] = tab[v & 63];
+	}
+	if (n - i == 1) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		out[o++] = tab[v >> 18 & 63];
+		out[o++] = tab[v >> 12 & 63];
+	} else if (n - i == 2) {
+		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = tab[v >> 18 & 63];
+		out[o++] = tab[v >> 12 & 63];
+		out[o++] = tab[v >> 6 & 63];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* Appends base64url(json text of o) to b; consumes o. */
+static int put_b64_json(struct isc_buf *b, json_t *o)
+{
+	char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	char *enc;
+	int rc;
+	json_decref(o);
+	if (!txt)
+		return ISC_ENOMEM;
+	enc = malloc(4 * ((strlen(txt) + 2) / 3) + 1);
+	if (!enc) {
+		free(txt);
+		return ISC_ENOMEM;
+	}
+	isc_gcp_b64url((const unsigned char *)txt, strlen(txt), enc);
+	rc = isc_buf_puts(b, enc);
+	free(enc);
+	free(txt);
+	return rc;
+}
+
+/* RSASSA-PKCS1-v1_5 over SHA-256 of data with the key's PEM; *sig owned. */
+static int rs256(const char *pem, const char *data, size_t len, unsigned char **sig,
+                 size_t *sig_len, struct isc_err *err)
+{
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+	EVP_MD_CTX *md = pkey ? EVP_MD_CTX_new() : NULL;
+	int rc = 0;
+
+	*sig = NULL;
+	BIO_free(bio);
+	if (!pkey) {
+		rc = isc_err_set(err, ISC_EAUTH,
+		                 "the service account's private_key is not a readable PEM key");
+		goto out;
+	}
+	if (EVP_PKEY_base_id(pkey) != EVP_PKEY_RSA) {
+		rc = isc_err_set(err, ISC_EAUTH, "the service account's private_key is not RSA");
+		goto out;
+	}
+	if (!md || EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, pkey) != 1 ||
+	    EVP_DigestSign(md, NULL, sig_len, (const unsigned char *)data, len) != 1 ||
+	    !(*sig = malloc(*sig_len)) ||
+	    EVP_DigestSign(md, *sig, sig_len, (const unsigned char *)data, len) != 1) {
+		free(*sig);
+		*sig = NULL;
+		rc = isc_err_set(err, ISC_EINVALID, "RS256 signing failed");
+	}
+out:
+	EVP_MD_CTX_free(md);
+	EVP_PKEY_free(pkey);
+	return rc;
+}
+
+int isc_gcp_jwt(const struct isc_gcp_key *k, const char *scope, int64_t iat_s, char **out,
+                struct isc_err *err)
+{
+	struct isc_buf b;
+	json_t *hdr, *claims;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char *enc;
+	int rc;
+
+	*out = NULL;
+	isc_buf_init(&b, 0);
+	/* Field order as google-auth writes it, so the bytes match its vectors. */
+	hdr = json_pack("{s:s, s:s}", "alg", "RS256", "typ", "JWT");
+	if (hdr && k->private_key_id[0])
+		json_object_set_new(hdr, "kid", json_string(k->private_key_id));
+	claims = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", k->client_email, "scope", scope,
+	                   "aud", k->token_uri, "exp", (json_int_t)(iat_s + ISC_GCP_TOKEN_LIFE_S),
+	                   "iat", (json_int_t)iat_s);
+	rc = put_b64_json(&b, hdr);
+	rc = rc ? rc : isc_buf_putc(&b, '.');
+	if (rc)
+		json_decref(claims);
+	else
+		rc = put_b64_json(&b, claims);
+	if (rc) {
+		isc_buf_cleanup(&b);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if ((rc = rs256(k->private_key_pem, b.data, b.len, &sig, &sig_len, err))) {
+		isc_buf_cleanup(&b);
+		return rc;
+	}
+	enc = malloc(4 * ((sig_len + 2) / 3) + 1);
+	if (enc) {
+		isc_gcp_b64url(sig, sig_len, enc);
+		rc = isc_buf_putc(&b, '.');
+		rc = rc ? rc : isc_buf_puts(&b, enc);
+	}
+	free(enc);
+	free(sig);
+	if (!enc || rc) {
+		isc_buf_cleanup(&b);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	*out = isc_buf_detach(&b);
+	return 0;
+}
+
+int isc_gcp_parse_token(const char *body, size_t len, int64_t now_ms, struct isc_gcp_token *out,
+                        struct isc_err *err)
+{
+	json_t *root = json_loadb(body, len, 0, NULL);
+	const char *tok = root ? str_field(root, "access_token") : NULL;
+	json_t *exp = root ? json_object_get(root, "expires_in") : NULL;
+	int64_t life;
+
+	memset(out, 0, sizeof(*out));
+	if (!tok || !tok[0]) {
+		json_decref(root);
+		return isc_err_set(err, ISC_EINVALID, "token endpoint: reply has no access_token");
+	}
+	/* expires_in is a number, though some servers send it as a string. */
+	if (json_is_integer(exp))
+		life = json_integer_value(exp);
+	else if (json_is_string(exp))
+		life = strtoll(json_string_value(exp), NULL, 10);
+	else
+		life = ISC_GCP_TOKEN_LIFE_S;
+	if (life <= 0 || life > 24 * 3600)
+		life = ISC_GCP_TOKEN_LIFE_S;
+	out->access_token = strdup(tok);
+	out->expires_at_ms = now_ms + life * 1000;
+	OPENSSL_cleanse((char *)tok, strlen(tok));
+	json_decref(root);
+	if (!out->access_token)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* What a token endpoint reply means; OAuth2 errors are {"error", "error_description"}. */
+static int token_classify(void *ctx, const struct isc_http_response *resp, struct isc_err *err)
+{
+	json_t *root;
+	const char *e = NULL, *d = NULL;
+	char what[200];
+	int code;
+	(void)ctx;
+
+	if (resp->status >= 200 && resp->status < 300)
+		return 0;
+	root = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+	if (json_is_object(root)) {
+		json_t *eo = json_object_get(root, "error");
+		if (json_is_string(eo)) {
+			e = json_string_value(eo);
+			d = str_field(root, "error_description");
+		} else if (json_is_object(
+		               eo)) { /* some proxies answer in the Google API envelope */
+			e = str_field(eo, "status");
+			d = str_field(eo, "message");
+		}
+	}
+	snprintf(what, sizeof(what), "%s%s%s", e ? e : "no OAuth2 error", d ? ": " : "",
+	         d ? d : "");
+	if (resp->status == 429)
+		code = ISC_ETHROTTLED;
+	else if (resp->status >= 500)
+		code = ISC_ETRANSIENT;
+	else if (resp->status == 400 || resp->status == 401 || resp->status == 403)
+		code = ISC_EAUTH; /* invalid_grant, invalid_client, unauthorized_client, ... */
+	else
+		code = ISC_EINVALID;
+	code = isc_err_set(err, code, "token exchange: %.300s (HTTP %ld)", what, resp->status);
+	json_decref(root);
+	return code;
+}
+
+int isc_gcp_token_fetch(struct isc_http_client *http, const struct isc_gcp_key *k,
+                        struct isc_gcp_token *out, struct isc_err *err)
+{
+	static const char grant[] =
+	    "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"
+	    "&assertion=";
+	const struct isc_http_header hdrs[] = {
+	    {"Content-Type", "application/x-www-form-urlencoded"},
+	    {"Accept", "application/json"},
+	};
+	int64_t now = http->clock->now_ms(http->clock->ctx);
+	struct isc_http_response resp;
+	struct isc_http_request req;
+	struct isc_buf form;
+	char *jwt = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = isc_gcp_jwt(k, ISC_GCP_SCOPE, now / 1000, &jwt, err)))
+		return rc;
+	/* base64url needs no escaping in a form body. */
+	isc_buf_init(&form, 0);
+	rc = isc_buf_puts(&form, grant);
+	rc = rc ? rc : isc_buf_puts(&form, jwt);
+	free(jwt);
+	if (rc) {
+		isc_buf_cleanup(&form);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_http_response_init(&resp);
+	req = (struct isc_http_request){"POST", k->token_uri, hdrs, 2, form.data, form.len};
+	rc = isc_http_do(http, &req, token_classify, NULL, &resp, err);
+	if (!rc)
+		rc = isc_gcp_parse_token(resp.body.data, resp.body.len, now, out, err);
+	/* The reply held the token: wipe both buffers before they go. */
+	if (resp.body.data)
+		OPENSSL_cleanse(resp.body.data, resp.body.len);
+	isc_http_response_cleanup(&resp);
+	isc_buf_cleanup(&form);
+	return rc;
+}

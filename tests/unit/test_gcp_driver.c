@@ -1,0 +1,1100 @@
+/*
+ * The GCP driver: the service-account JWT against Google's published vector
+ * and verified with OpenSSL against the public key, the names and labels it
+ * derives, Compute Engine JSON from real recorded replies
+ * (tests/vectors/gcp), and the provider table over a scripted transport
+ * (token exchange, bulkInsert, Operation polling, zone failover, quota,
+ * 401 refresh, refused keys, describe with preemption, terminate).
+ *
+ * test_mock_* run only when MOCKCLOUD_URL and MOCKCLOUD_GCP_KEY point at
+ * tests/mocks/mockcloud (tests/integration/gcp-mock.sh starts it).
+ */
+#include "providers/gcp/gcp_int.h"
+#include "providers/provider.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define VEC "tests/vectors/gcp/"
+/* A string literal and its length. */
+#define LIT(s) s, sizeof(s) - 1
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	if (len)
+		*len = (size_t)n;
+	return buf;
+}
+
+static void load_fake_key(struct isc_gcp_key *k)
+{
+	size_t n;
+	char *txt = slurp(VEC "service-account/service_account.modern-layout.FAKE.json", &n);
+	struct isc_err err;
+	assert_int_equal(isc_gcp_key_parse(txt, n, "fake", k, &err), 0);
+	free(txt);
+}
+
+/* ---- the JWT ---- */
+
+static void test_jwt_matches_vector(void **state)
+{
+	struct isc_gcp_key k;
+	char *jwt = NULL;
+	json_t *vec = json_load_file(VEC "service-account/jwt-bearer-vector.json", 0, NULL);
+	struct isc_err err;
+	(void)state;
+	assert_non_null(vec);
+	load_fake_key(&k);
+	assert_string_equal(k.private_key_id, "1");
+	assert_int_equal(isc_gcp_jwt(&k, ISC_GCP_SCOPE, 1700000000, &jwt, &err), 0);
+	/* RS256 is deterministic: the whole assertion, signature included, byte for byte. */
+	assert_string_equal(jwt, json_string_value(json_object_get(vec, "assertion")));
+	free(jwt);
+	isc_gcp_key_cleanup(&k);
+	assert_null(k.private_key_pem);
+	json_decref(vec);
+}
+
+static unsigned char *b64url_decode(const char *s, size_t n, size_t *out_len)
+{
+	char *std = calloc(n + 4, 1);
+	unsigned char *out = calloc(n + 4, 1);
+	size_t i;
+	int l;
+	for (i = 0; i < n; i++)
+		std[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+	while (i % 4)
+		std[i++] = '=';
+	l = EVP_DecodeBlock(out, (unsigned char *)std, (int)i);
+	assert_true(l >= 0);
+	*out_len = (size_t)l - (n % 4 == 2 ? 2 : n % 4 == 3 ? 1 : 0);
+	free(std);
+	return out;
+}
+
+/* Verifies the signature with OpenSSL against the published public key, and reads the claims. */
+static void test_jwt_verifies_with_public_key(void **state)
+{
+	struct isc_gcp_key k;
+	char *jwt = NULL, *dot1, *dot2;
+	struct isc_err err;
+	unsigned char *sig, *claims_raw;
+	size_t sig_len, claims_len;
+	EVP_PKEY *pub;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	FILE *f = fopen(VEC "service-account/google-auth-tests-public_cert.pem", "r");
+	X509 *cert;
+	json_t *claims;
+	(void)state;
+	assert_non_null(f);
+	cert = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(cert);
+	pub = X509_get_pubkey(cert);
+	load_fake_key(&k);
+	assert_int_equal(isc_gcp_jwt(&k, ISC_GCP_SCOPE, 1763900000, &jwt, &err), 0);
+	dot1 = strchr(jwt, '.');
+	dot2 = strrchr(jwt, '.');
+	assert_true(dot1 && dot2 && dot1 < dot2);
+	sig = b64url_decode(dot2 + 1, strlen(dot2 + 1), &sig_len);
+	assert_int_equal(sig_len, 256);
+	assert_int_equal(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, pub), 1);
+	assert_int_equal(
+	    EVP_DigestVerify(md, sig, sig_len, (unsigned char *)jwt, (size_t)(dot2 - jwt)), 1);
+	/* A flipped byte of the signed part must not verify. */
+	jwt[3] ^= 1;
+	EVP_MD_CTX_reset(md);
+	assert_int_equal(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, pub), 1);
+	assert_int_not_equal(
+	    EVP_DigestVerify(md, sig, sig_len, (unsigned char *)jwt, (size_t)(dot2 - jwt)), 1);
+	jwt[3] ^= 1;
+	claims_raw = b64url_decode(dot1 + 1, (size_t)(dot2 - dot1 - 1), &claims_len);
+	claims = json_loadb((char *)claims_raw, claims_len, 0, NULL);
+	assert_non_null(claims);
+	assert_string_equal(json_string_value(json_object_get(claims, "iss")),
+	                    "service-account@example-project.iam.gserviceaccount.com");
+	assert_string_equal(json_string_value(json_object_get(claims, "aud")),
+	                    "https://oauth2.googleapis.com/token");
+	assert_string_equal(json_string_value(json_object_get(claims, "scope")), ISC_GCP_SCOPE);
+	assert_int_equal(json_integer_value(json_object_get(claims, "iat")), 1763900000);
+	assert_int_equal(json_integer_value(json_object_get(claims, "exp")), 1763903600);
+	json_decref(claims);
+	free(claims_raw);
+	free(sig);
+	free(jwt);
+	EVP_MD_CTX_free(md);
+	EVP_PKEY_free(pub);
+	X509_free(cert);
+	isc_gcp_key_cleanup(&k);
+}
+
+static void test_key_file_errors(void **state)
+{
+	struct isc_gcp_key k;
+	struct isc_err err;
+	size_t n;
+	char *legacy = slurp(VEC "service-account/google-auth-tests-service_account.json", &n);
+	(void)state;
+	/* The classic layout (legacy token_uri) is a key too. */
+	assert_int_equal(isc_gcp_key_parse(legacy, n, "legacy", &k, &err), 0);
+	assert_string_equal(k.token_uri, "https://accounts.google.com/o/oauth2/token");
+	isc_gcp_key_cleanup(&k);
+	free(legacy);
+	assert_int_equal(
+	    isc_gcp_key_parse(LIT("{\"type\":\"authorized_user\"}"), "f.json", &k, &err),
+	    ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "f.json"));
+	assert_non_null(strstr(err.msg, "service_account"));
+	assert_int_equal(
+	    isc_gcp_key_parse(LIT("{\"type\":\"service_account\",\"client_email\":\"a@b\","
+	                          "\"private_key\":\"nope\",\"token_uri\":\"https://x\"}"),
+	                      "f.json", &k, &err),
+	    ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "private_key"));
+	assert_int_equal(isc_gcp_key_parse(LIT("not json"), "f.json", &k, &err), ISC_EINVALID);
+	assert_null(strstr(err.msg, "not json"));
+}
+
+static void test_token_reply(void **state)
+{
+	struct isc_gcp_token t;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_gcp_parse_token(LIT("{\"access_token\":\"ya29.x\",\"expires_in\":3599,"
+	                                         "\"token_type\":\"Bearer\"}"),
+	                                     1000, &t, &err),
+	                 0);
+	assert_string_equal(t.access_token, "ya29.x");
+	assert_int_equal(t.expires_at_ms, 1000 + 3599000);
+	isc_gcp_token_cleanup(&t);
+	assert_int_equal(isc_gcp_parse_token(LIT("{\"error\":\"invalid_grant\"}"), 0, &t, &err),
+	                 ISC_EINVALID);
+}
+
+/* ---- derived names ---- */
+
+static void test_request_id(void **state)
+{
+	char a[37], b[37], c[37];
+	(void)state;
+	isc_gcp_request_id("tok-1", "us-central1-a", a);
+	isc_gcp_request_id("tok-1", "us-central1-a", b);
+	isc_gcp_request_id("tok-1", "us-central1-b", c);
+	assert_string_equal(a, b);
+	assert_string_not_equal(a, c);
+	assert_int_equal(strlen(a), 36);
+	assert_true(a[8] == '-' && a[13] == '-' && a[18] == '-' && a[23] == '-');
+	assert_int_equal(a[14], '4');
+	assert_non_null(strchr("89ab", a[19]));
+}
+
+static void test_labels_and_names(void **state)
+{
+	char key[64], prefix[41], m[64], acc[64];
+	int n;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_gcp_label_key("isc:broker", key, &err), 0);
+	assert_string_equal(key, "isc-broker");
+	assert_int_equal(isc_gcp_label_key("isc:Experiment", key, &err), 0);
+	assert_string_equal(key, "isc-experiment");
+	assert_int_equal(isc_gcp_label_key(":x", key, &err), ISC_EINVALID);
+	assert_true(isc_gcp_label_value_ok("cl_0123abcd"));
+	assert_true(isc_gcp_label_value_ok("isc-0a1b2c3d4e5f"));
+	assert_false(isc_gcp_label_value_ok("Upper"));
+	assert_false(isc_gcp_label_value_ok("a:b"));
+	isc_gcp_name_prefix("cl_0123456789abcdef", prefix);
+	assert_string_equal(prefix, "isc-cl-0123456789abcdef");
+	isc_gcp_name_prefix("A_very_long_cluster_identifier_that_goes_on_and_on", prefix);
+	assert_true(strlen(prefix) <= 40);
+	assert_int_not_equal(prefix[strlen(prefix) - 1], '-');
+	assert_int_equal(isc_gcp_machine("a3-highgpu-8g", m, acc, &n, &err), 0);
+	assert_string_equal(m, "a3-highgpu-8g");
+	assert_string_equal(acc, "");
+	assert_int_equal(isc_gcp_machine("n1-standard-16+T4x2", m, acc, &n, &err), 0);
+	assert_string_equal(m, "n1-standard-16");
+	assert_string_equal(acc, "nvidia-tesla-t4");
+	assert_int_equal(n, 2);
+	assert_int_equal(isc_gcp_machine("n1-standard-8+P100x1", m, acc, &n, &err), 0);
+	assert_string_equal(acc, "nvidia-tesla-p100");
+	assert_int_equal(isc_gcp_machine("n1-standard-8+Z9x1", m, acc, &n, &err), ISC_EINVALID);
+	assert_int_equal(isc_gcp_machine("n1/evil", m, acc, &n, &err), ISC_EINVALID);
+}
+
+/* ---- Compute JSON (recorded replies) ---- */
+
+static void parse_op_file(const char *path, struct isc_gce_operation *op)
+{
+	size_t n;
+	char *txt = slurp(path, &n);
+	struct isc_err err;
+	assert_int_equal(isc_gce_parse_operation(txt, n, op, &err), 0);
+	free(txt);
+}
+
+static void test_operations(void **state)
+{
+	struct isc_gce_operation op;
+	(void)state;
+	parse_op_file(VEC "libcloud-fixtures/zones_us-central1-a_instances_post.json", &op);
+	assert_string_equal(op.status, "PENDING");
+	assert_string_equal(op.zone, "us-central1-a");
+	assert_string_equal(op.error_code, "");
+	parse_op_file(
+	    VEC "libcloud-fixtures/operations_operation_zones_us-central1-a_instances_post.json",
+	    &op);
+	assert_string_equal(op.status, "DONE");
+	assert_string_equal(op.error_code, "");
+	assert_true(op.insert_ms > 0);
+	parse_op_file(
+	    VEC "libcloud-fixtures/operations_operation_zones_europe-west1-a_instances_post.json",
+	    &op);
+	assert_string_equal(op.error_code, "RESOURCE_ALREADY_EXISTS");
+	assert_int_equal(op.http_error, 409);
+	assert_int_equal(isc_gce_classify_op(op.error_code), ISC_ECONFLICT);
+	parse_op_file(VEC "composed/operation.insert.done-stockout.response.json", &op);
+	assert_string_equal(op.error_code, "ZONE_RESOURCE_POOL_EXHAUSTED");
+	assert_string_equal(op.target, "gpu-worker-1");
+	assert_int_equal(isc_gce_classify_op(op.error_code), ISC_ECAPACITY);
+	/* 2024-04-01T05:34:56.999-07:00 */
+	assert_int_equal(op.insert_ms, 1711974896999LL);
+	assert_int_equal(isc_gce_classify_op("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),
+	                 ISC_ECAPACITY);
+	assert_int_equal(isc_gce_classify_op("REGION_RESOURCE_POOL_EXHAUSTED"), ISC_ECAPACITY);
+	assert_int_equal(isc_gce_classify_op("QUOTA_EXCEEDED"), ISC_EQUOTA);
+}
+
+static void test_instances(void **state)
+{
+	struct isc_node_info *ni = NULL;
+	size_t n = 0, len;
+	char *next = NULL, *txt;
+	struct isc_err err;
+	(void)state;
+	txt = slurp(VEC "libcloud-fixtures/zones_us-central1-a_instances.json", &len);
+	assert_int_equal(isc_gce_parse_instances(txt, len, &ni, &n, &next, &err), 0);
+	free(txt);
+	assert_int_equal(n, 1);
+	assert_null(next);
+	assert_string_equal(ni[0].id, "node-name");
+	assert_int_equal(ni[0].state, ISC_NODE_RUNNING);
+	assert_string_equal(ni[0].private_ip, "10.240.72.75");
+	assert_string_equal(ni[0].public_ip, "23.236.58.15");
+	assert_string_equal(ni[0].zone, "us-central1-a");
+	assert_string_equal(ni[0].instance_type, "n1-standard-1");
+	assert_int_equal(ni[0].spot, 0);
+	assert_int_equal(ni[0].launched_at_ms, 1386960323351LL); /* 2013-12-13T10:45:23.351-08:00 */
+	/* a TERMINATED one appended to the same array */
+	txt = slurp(VEC "libcloud-fixtures/zones_us_central1_a_instances_stopped_node.json", &len);
+	{
+		/* instances.get returns one instance: wrap it as a list */
+		char *wrapped = NULL;
+		assert_true(asprintf(&wrapped, "{\"items\":[%s]}", txt) > 0);
+		assert_int_equal(
+		    isc_gce_parse_instances(wrapped, strlen(wrapped), &ni, &n, NULL, &err), 0);
+		free(wrapped);
+	}
+	free(txt);
+	assert_int_equal(n, 2);
+	assert_int_equal(ni[1].state, ISC_NODE_TERMINATED);
+	txt = slurp(VEC "composed/instances.get.spot-gpu.response.json", &len);
+	{
+		char *wrapped = NULL;
+		assert_true(
+		    asprintf(&wrapped, "{\"items\":{\"zones/x\":{\"instances\":[%s]}}}", txt) > 0);
+		assert_int_equal(
+		    isc_gce_parse_instances(wrapped, strlen(wrapped), &ni, &n, NULL, &err), 0);
+		free(wrapped);
+	}
+	free(txt);
+	assert_int_equal(n, 3);
+	assert_int_equal(ni[2].spot, 1);
+	assert_non_null(strchr(ni[2].instance_type, '+')); /* n1 + guest accelerators */
+	free(ni);
+}
+
+static void test_error_envelope(void **state)
+{
+	struct isc_gce_error e;
+	size_t len;
+	char *txt = slurp(VEC "libcloud-fixtures/global_images_family_notfound.json", &len);
+	(void)state;
+	assert_int_equal(isc_gce_parse_error(txt, len, &e), 0);
+	free(txt);
+	assert_int_equal(e.code, 404);
+	assert_string_equal(e.reason, "notFound");
+	assert_int_equal(isc_gce_classify(404, e.reason), ISC_ENOTFOUND);
+	/* capacity on 503 is capacity, not a 5xx to retry */
+	assert_int_equal(isc_gce_classify(503, "insufficientCapacity"), ISC_ECAPACITY);
+	assert_int_equal(isc_gce_classify(403, "quotaExceeded"), ISC_EQUOTA);
+	assert_int_equal(isc_gce_classify(403, "rateLimitExceeded"), ISC_ETHROTTLED);
+	assert_int_equal(isc_gce_classify(429, NULL), ISC_ETHROTTLED);
+	assert_int_equal(isc_gce_classify(500, "backendError"), ISC_ETRANSIENT);
+	assert_int_equal(isc_gce_classify(403, "forbidden"), ISC_EAUTH);
+	assert_int_equal(isc_gce_classify(401, "authError"), ISC_EAUTH);
+	assert_int_equal(isc_gce_parse_error("<html>", 6, &e), ISC_EINVALID);
+	assert_int_equal(isc_gce_time_ms("1970-01-01T00:00:01Z"), 1000);
+	assert_int_equal(isc_gce_time_ms("1970-01-01T01:00:00.5+01:00"), 500);
+	assert_int_equal(isc_gce_time_ms("yesterday"), -1);
+}
+
+/* ---- scripted transport ---- */
+
+struct step {
+	long status; /* 0: the connection fails */
+	char *body;
+};
+
+static struct {
+	struct step steps[64];
+	size_t n, pos;
+	char *url[256], *method[256], *body[256], *auth[256];
+	size_t calls;
+} S;
+
+static void script_reset(void)
+{
+	for (size_t i = 0; i < S.n; i++)
+		free(S.steps[i].body);
+	for (size_t i = 0; i < S.calls; i++) {
+		free(S.url[i]);
+		free(S.method[i]);
+		free(S.body[i]);
+		free(S.auth[i]);
+	}
+	memset(&S, 0, sizeof(S));
+}
+
+static void reply(long status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply(long status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	assert_true(vasprintf(&S.steps[S.n].body, fmt, ap) >= 0);
+	va_end(ap);
+	S.steps[S.n++].status = status;
+}
+
+static int scripted_send(void *ctx, const struct isc_http_request *req, long t1, long t2,
+                         size_t max, struct isc_http_response *resp, struct isc_err *err)
+{
+	const struct step *st;
+	(void)ctx, (void)t1, (void)t2, (void)max;
+	assert_true(S.calls < 256);
+	S.url[S.calls] = strdup(req->url);
+	S.method[S.calls] = strdup(req->method);
+	S.body[S.calls] = strndup(req->body ? req->body : "", req->body_len);
+	for (size_t i = 0; i < req->n_headers; i++)
+		if (strcmp(req->headers[i].name, "Authorization") == 0)
+			S.auth[S.calls] = strdup(req->headers[i].value);
+	/* The key never travels: only the signature made with it. */
+	assert_null(strstr(S.body[S.calls], "PRIVATE KEY"));
+	S.calls++;
+	assert_true(S.pos < S.n);
+	st = &S.steps[S.pos++];
+	if (st->status == 0)
+		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused",
+		                   req->url);
+	resp->status = st->status;
+	return isc_buf_puts(&resp->body, st->body);
+}
+
+static const struct isc_http_transport scripted = {scripted_send, NULL};
+
+static int64_t clock_now = 1763900000000LL;
+static int64_t fixed_now(void *c)
+{
+	(void)c;
+	return clock_now;
+}
+static void fake_sleep(void *c, int64_t ms)
+{
+	(void)c;
+	clock_now += ms;
+}
+static uint64_t fake_rand(void *c)
+{
+	(void)c;
+	return 7;
+}
+static const struct isc_clock fake_clock = {fixed_now, fake_sleep, fake_rand, NULL};
+
+static char *fake_key_json;
+
+static struct isc_provider_session *session(void)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
+	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"}};
+	struct isc_provider_settings st = {items, 1, creds, 1};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	assert_non_null(p);
+	assert_int_equal(p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+	return s;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	fake_key_json = slurp(VEC "service-account/service_account.modern-layout.FAKE.json", NULL);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(fake_key_json);
+	script_reset();
+	return 0;
+}
+
+#define TOKEN_OK "{\"access_token\":\"ya29.test\",\"expires_in\":3599,\"token_type\":\"Bearer\"}"
+#define OP(name, status, err)                                                                      \
+	"{\"kind\":\"compute#operation\",\"name\":\"" name "\",\"status\":\"" status               \
+	"\",\"zone\":\"https://www.googleapis.com/compute/v1/projects/example-project/zones/"      \
+	"us-central1-b\"" err "}"
+#define STOCKOUT                                                                                   \
+	",\"error\":{\"errors\":[{\"code\":\"ZONE_RESOURCE_POOL_EXHAUSTED\",\"message\":\"no "     \
+	"room\"}]},\"httpErrorStatusCode\":503"
+
+static const char *inst_json(const char *name, const char *zone, const char *status)
+{
+	static char buf[4][1024];
+	static int k;
+	char *b = buf[k++ % 4];
+	snprintf(
+	    b, sizeof(buf[0]),
+	    "{\"name\":\"%s\",\"id\":\"1234%s\",\"status\":\"%s\","
+	    "\"zone\":\"https://www.googleapis.com/compute/v1/projects/example-project/zones/%s\","
+	    "\"machineType\":\"https://x/zones/%s/machineTypes/a3-highgpu-8g\","
+	    "\"creationTimestamp\":\"2025-11-23T00:00:00.000-08:00\","
+	    "\"networkInterfaces\":[{\"networkIP\":\"10.0.0.%zu\",\"accessConfigs\":[{"
+	    "\"natIP\":\"34.1.1.%zu\"}]}],\"scheduling\":{\"provisioningModel\":\"SPOT\"},"
+	    "\"labels\":{\"isc-broker\":\"b1\",\"isc-cluster\":\"cl_1\",\"isc-experiment\":\"e1\"}"
+	    "}",
+	    name, zone[strlen(zone) - 1] == 'a' ? "1" : "2", status, zone, zone, strlen(name),
+	    strlen(name));
+	return b;
+}
+
+static const struct isc_kv tags[] = {
+    {ISC_TAG_BROKER, "b1"}, {ISC_TAG_CLUSTER, "cl_1"}, {ISC_TAG_EXPERIMENT, "e1"}};
+static const char *const zones2[] = {"us-central1-a", "us-central1-b"};
+
+static struct isc_launch_spec spec(unsigned n)
+{
+	struct isc_launch_spec sp = {0};
+	sp.instance_type = "a3-highgpu-8g";
+	sp.spot = 1;
+	sp.zones = zones2;
+	sp.n_zones = 2;
+	sp.count = n;
+	sp.idempotency_token = "intent-1";
+	sp.tags = tags;
+	sp.n_tags = 3;
+	sp.ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMockKey isc";
+	return sp;
+}
+
+static void test_launch_failover_and_body(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	char rid_b[37];
+	json_t *body, *props;
+	(void)state;
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(200, OP("op-a", "PENDING", ""));    /* zone a: accepted ... */
+	reply(200, OP("op-a", "DONE", STOCKOUT)); /* ... then no room */
+	reply(200, OP("op-b", "RUNNING", ""));    /* zone b */
+	reply(200, OP("op-b", "DONE", ""));
+	reply(200, "{\"items\":[%s,%s]}", inst_json("isc-cl-1-0002", "us-central1-b", "RUNNING"),
+	      inst_json("isc-cl-1-0001", "us-central1-b", "STAGING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 6);
+	/* the token exchange: a jwt-bearer POST to the key's token_uri */
+	assert_string_equal(S.url[0], "https://oauth2.googleapis.com/token");
+	assert_non_null(strstr(S.body[0],
+	                       "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-"
+	                       "bearer&assertion=ey"));
+	/* bulkInsert in zone a, then b, each with its own requestId */
+	assert_string_equal(S.method[1], "POST");
+	assert_non_null(strstr(S.url[1], "http://127.0.0.1:9/compute/v1/projects/example-project/"
+	                                 "zones/us-central1-a/instances/bulkInsert?requestId="));
+	isc_gcp_request_id("intent-1", "us-central1-b", rid_b);
+	assert_non_null(strstr(S.url[3], rid_b));
+	assert_string_equal(S.auth[1], "Bearer ya29.test");
+	assert_string_equal(S.auth[3], "Bearer ya29.test"); /* cached, not exchanged again */
+	assert_non_null(strstr(S.url[2], "zones/us-central1-a/operations/op-a"));
+	assert_non_null(
+	    strstr(S.url[5], "zones/us-central1-b/instances?filter=labels.isc-request"));
+	body = json_loads(S.body[3], 0, NULL);
+	assert_non_null(body);
+	assert_string_equal(json_string_value(json_object_get(body, "count")), "2");
+	assert_string_equal(json_string_value(json_object_get(body, "minCount")), "2");
+	assert_string_equal(json_string_value(json_object_get(body, "namePattern")),
+	                    "isc-cl-1-####");
+	props = json_object_get(body, "instanceProperties");
+	assert_string_equal(json_string_value(json_object_get(props, "machineType")),
+	                    "a3-highgpu-8g");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(props, "scheduling"),
+	                                                      "provisioningModel")),
+	                    "SPOT");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(props, "scheduling"),
+	                                                      "instanceTerminationAction")),
+	                    "DELETE");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(props, "scheduling"),
+	                                                      "onHostMaintenance")),
+	                    "TERMINATE");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(props, "labels"), "isc-broker")),
+	    "b1");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(props, "labels"), "isc-request")),
+	    rid_b);
+	assert_non_null(strstr(S.body[3], "\"ssh-keys\",\"value\":\"root:ssh-ed25519 "));
+	json_decref(body);
+	assert_string_equal(r.zone, "us-central1-b");
+	assert_string_equal(r.token, rid_b);
+	assert_int_equal(r.n_nodes, 2);
+	assert_string_equal(r.nodes[0].id, "isc-cl-1-0001"); /* ranks in name order */
+	assert_int_equal(r.nodes[0].state, ISC_NODE_PENDING);
+	assert_string_equal(r.nodes[1].private_ip, "10.0.0.13");
+	assert_string_equal(r.nodes[0].cluster_id, "cl_1");
+	assert_int_equal(r.nodes[0].spot, 1);
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_launch_quota_and_capacity(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(4);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(403, "{\"error\":{\"code\":403,\"message\":\"Quota 'GPUS' exceeded.\",\"errors\":[{"
+	           "\"message\":\"Quota 'GPUS' exceeded.\",\"domain\":\"usageLimits\",\"reason\":"
+	           "\"quotaExceeded\"}]}}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EQUOTA);
+	assert_int_equal(S.calls, 2); /* never retried, never tried in the next zone */
+	assert_non_null(strstr(err.msg, "quotaExceeded"));
+	s->provider->session_free(s);
+
+	/* 503 insufficientCapacity at the call in a, stockout in b: capacity, both zones tried */
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(503, "{\"error\":{\"code\":503,\"message\":\"no room\",\"errors\":[{\"reason\":"
+	           "\"insufficientCapacity\",\"message\":\"no room\"}]}}");
+	reply(200, OP("op-b", "DONE", STOCKOUT));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 3);
+	assert_non_null(strstr(err.msg, "ZONE_RESOURCE_POOL_EXHAUSTED"));
+	s->provider->session_free(s);
+
+	/* rate limited twice, then accepted: retried by the HTTP layer with backoff */
+	script_reset();
+	s = session();
+	sp.count = 1;
+	reply(200, TOKEN_OK);
+	reply(403, "{\"error\":{\"code\":403,\"errors\":[{\"reason\":\"rateLimitExceeded\"}]}}");
+	reply(429, "{\"error\":{\"code\":429,\"status\":\"RESOURCE_EXHAUSTED\"}}");
+	reply(200, OP("op-a", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 5);
+	assert_int_equal(r.n_nodes, 1);
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_auth_refresh_and_refusal(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	/* A 401 refreshes the token once and repeats the call. */
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(401, "{\"error\":{\"code\":401,\"message\":\"Invalid Credentials\",\"errors\":[{"
+	           "\"reason\":\"authError\"}]}}");
+	reply(200, "{\"access_token\":\"ya29.second\",\"expires_in\":3599}");
+	reply(200, "{\"kind\":\"compute#project\",\"name\":\"example-project\",\"id\":\"42\"}");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_string_equal(S.auth[3], "Bearer ya29.second");
+	assert_string_equal(id.account, "example-project");
+	assert_string_equal(id.principal,
+	                    "service-account@example-project.iam.gserviceaccount.com");
+	assert_string_equal(id.user_id, "42");
+	assert_string_equal(S.url[1], "http://127.0.0.1:9/compute/v1/projects/example-project");
+	s->provider->session_free(s);
+
+	/* Two 401s in a row: auth. */
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(401, "{\"error\":{\"code\":401,\"errors\":[{\"reason\":\"authError\"}]}}");
+	reply(200, TOKEN_OK);
+	reply(401, "{\"error\":{\"code\":401,\"errors\":[{\"reason\":\"authError\"}]}}");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_int_equal(S.calls, 4);
+	s->provider->session_free(s);
+
+	/* A refused assertion: auth after exactly one token call, and no second one later. */
+	script_reset();
+	s = session();
+	reply(400,
+	      "{\"error\":\"invalid_grant\",\"error_description\":\"Invalid JWT Signature.\"}");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_int_equal(S.calls, 1);
+	assert_non_null(strstr(err.msg, "Invalid JWT Signature."));
+	assert_null(strstr(err.msg, "BEGIN"));
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_int_equal(S.calls, 1);
+	s->provider->session_free(s);
+
+	/* The token endpoint unreachable: transient after the HTTP layer's retries. */
+	script_reset();
+	s = session();
+	for (int i = 0; i < 5; i++)
+		reply(0, "x");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_ETRANSIENT);
+	s->provider->session_free(s);
+}
+
+static void test_token_refreshed_before_expiry(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	s = session();
+	reply(200, "{\"access_token\":\"ya29.one\",\"expires_in\":600}");
+	reply(200, "{\"name\":\"p\"}");
+	reply(200, "{\"name\":\"p\"}");
+	reply(200, "{\"access_token\":\"ya29.two\",\"expires_in\":600}");
+	reply(200, "{\"name\":\"p\"}");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	clock_now += 200 * 1000; /* 400 s left: still good */
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	clock_now += 150 * 1000; /* 250 s left: inside the margin, renewed first */
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_int_equal(S.calls, 5);
+	assert_string_equal(S.auth[4], "Bearer ya29.two");
+	s->provider->session_free(s);
+}
+
+static void test_describe_preemption_and_terminate(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	const char *ids[3] = {"isc-cl-1-0001", "isc-cl-1-0002", "isc-cl-1-0003"};
+	(void)state;
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(
+	    200,
+	    "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s,%s]},\"zones/europe-west4-a\":"
+	    "{\"instances\":[%s]},\"zones/us-central1-c\":{\"warning\":{\"code\":"
+	    "\"NO_RESULTS_ON_PAGE\"}}},\"nextPageToken\":\"p2\"}",
+	    inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"),
+	    inst_json("isc-cl-1-0002", "us-central1-a", "STOPPING"),
+	    inst_json("isc-cl-9-0001", "europe-west4-a", "RUNNING"));
+	reply(200, "{\"items\":{\"zones/us-central1-b\":{\"instances\":[%s]}}}",
+	      inst_json("isc-cl-1-0003", "us-central1-b", "RUNNING"));
+	reply(200,
+	      "{\"items\":{\"zones/us-central1-a\":{\"operations\":[{\"name\":\"op-p\",\"status\":"
+	      "\"DONE\",\"operationType\":\"compute.instances.preempted\",\"zone\":\"https://x/"
+	      "zones/us-central1-a\",\"targetLink\":\"https://x/zones/us-central1-a/instances/"
+	      "isc-cl-1-0002\",\"insertTime\":\"2025-11-23T08:00:00.000Z\"}]}}}");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_non_null(
+	    strstr(S.url[1], "aggregated/instances?filter=labels.isc-broker%20%3D%20%22b1%22"));
+	assert_non_null(strstr(S.url[2], "pageToken=p2"));
+	assert_non_null(strstr(S.url[3], "aggregated/operations?filter=operationType"));
+	assert_int_equal(n, 3); /* the europe-west4 node is another region's */
+	assert_int_equal(ni[0].interruption_noticed, 0);
+	assert_int_equal(ni[1].interruption_noticed, 1);
+	assert_int_equal(ni[1].state, ISC_NODE_STOPPING);
+	assert_int_equal(ni[1].interruption_at_ms, 1763884800000LL);
+	assert_string_equal(ni[2].zone, "us-central1-b");
+	assert_string_equal(ni[0].experiment_id, "e1");
+	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+
+	/* terminate: one lookup for the zones, one delete each; 404 is done already */
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s,%s]}}}",
+	      inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"),
+	      inst_json("isc-cl-1-0002", "us-central1-a", "RUNNING"));
+	reply(200, OP("op-d1", "RUNNING", ""));
+	reply(404, "{\"error\":{\"code\":404,\"errors\":[{\"reason\":\"notFound\"}]}}");
+	assert_int_equal(s->provider->terminate(s, ids, 3, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_non_null(strstr(S.url[1], "%28name%20%3D%20%22isc-cl-1-0001%22%29%20OR%20"));
+	assert_string_equal(S.method[2], "DELETE");
+	assert_non_null(strstr(S.url[2], "zones/us-central1-a/instances/isc-cl-1-0001?requestId="));
+	assert_int_equal(s->provider->terminate(s, (const char *[]){"Bad Name"}, 1, &err),
+	                 ISC_EINVALID);
+	s->provider->session_free(s);
+}
+
+static void test_session_errors(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	const struct isc_kv bad_file[] = {{"credentials_file", "/nonexistent/key.json"}};
+	const struct isc_kv bad_ep[] = {{"endpoint_compute", "ftp://x/compute/v1/"}};
+	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
+	struct isc_provider_settings st1 = {bad_file, 1, NULL, 0};
+	struct isc_provider_settings st2 = {bad_ep, 1, creds, 1};
+	struct isc_price_point *pp;
+	size_t n;
+	const char *types[1] = {"a3-highgpu-8g"};
+	(void)state;
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	assert_int_equal(p->session_new(&st1, "us-central1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "/nonexistent/key.json"));
+	assert_int_equal(p->session_new(&st2, "us-central1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "ftp://"));
+	s = session();
+	assert_int_equal(s->provider->refresh_prices(s, types, 1, &pp, &n, &err), ISC_ENOTFOUND);
+	assert_non_null(strstr(err.msg, "list prices"));
+	s->provider->session_free(s);
+}
+
+/* ---- against the mock cloud ---- */
+
+struct mem {
+	char *p;
+	size_t n;
+};
+
+static size_t mem_cb(char *d, size_t sz, size_t nm, void *u)
+{
+	struct mem *m = u;
+	char *np = realloc(m->p, m->n + sz * nm + 1);
+	if (!np)
+		return 0;
+	memcpy(np + m->n, d, sz * nm);
+	m->n += sz * nm;
+	np[m->n] = '\0';
+	m->p = np;
+	return sz * nm;
+}
+
+static json_t *mock_api(const char *method, const char *path, const char *body)
+{
+	char url[512];
+	struct mem m = {NULL, 0};
+	json_t *j = NULL;
+	CURL *h = curl_easy_init();
+	snprintf(url, sizeof(url), "%s/_mock/%s", getenv("MOCKCLOUD_URL"), path);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
+	if (curl_easy_perform(h) == CURLE_OK && m.p)
+		j = json_loads(m.p, 0, NULL);
+	curl_easy_cleanup(h);
+	free(m.p);
+	return j;
+}
+
+static int mock_skip(void)
+{
+	const char *u = getenv("MOCKCLOUD_URL"), *k = getenv("MOCKCLOUD_GCP_KEY");
+	return !u || !u[0] || !k || !k[0];
+}
+
+static struct isc_provider_session *mock_session_key(const char *key_json)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	char ep[512];
+	const struct isc_kv it[] = {{"endpoint_compute", ep}};
+	const struct isc_kv c[] = {{"service_account_json", key_json}};
+	struct isc_provider_settings st = {it, 1, c, 1};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	snprintf(ep, sizeof(ep), "%s/compute/v1/", getenv("MOCKCLOUD_URL"));
+	assert_int_equal(p->session_new(&st, "us-central1", NULL, NULL, &s, &err), 0);
+	return s;
+}
+
+static struct isc_provider_session *mock_session(void)
+{
+	char *key = slurp(getenv("MOCKCLOUD_GCP_KEY"), NULL);
+	struct isc_provider_session *s = mock_session_key(key);
+	free(key);
+	return s;
+}
+
+static long mock_calls(const char *action)
+{
+	json_t *c = mock_api("GET", "calls", NULL);
+	long n = (long)json_integer_value(json_object_get(json_object_get(c, "by_action"), action));
+	json_decref(c);
+	return n;
+}
+
+/* GCE instances of the mock carrying request id `rid` (deleted ones included). */
+static size_t mock_count_request(const char *rid)
+{
+	json_t *all = mock_api("GET", "instances?provider=gcp", NULL), *v;
+	size_t i, n = 0;
+	json_array_foreach(all, i, v)
+	{
+		const char *t = json_string_value(json_object_get(v, "client_token"));
+		if (t && strcmp(t, rid) == 0)
+			n++;
+	}
+	json_decref(all);
+	return n;
+}
+
+static const struct isc_kv mtags[] = {
+    {ISC_TAG_BROKER, "mock-gcp"}, {ISC_TAG_CLUSTER, "cl_m1"}, {ISC_TAG_EXPERIMENT, "exp_m1"}};
+
+static struct isc_launch_spec mock_spec(unsigned n, const char *token)
+{
+	static const char *const z[] = {"us-central1-a", "us-central1-b", "us-central1-c"};
+	struct isc_launch_spec sp = spec(n);
+	sp.instance_type = "g2-standard-48";
+	sp.zones = z;
+	sp.n_zones = 3;
+	sp.tags = mtags;
+	sp.idempotency_token = token;
+	return sp;
+}
+
+static void test_mock_gang_preempt_terminate(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = mock_spec(4, "mock-gcp-gang-1");
+	struct isc_launch_result r;
+	struct isc_node_info *ni;
+	struct isc_identity id;
+	struct isc_err err;
+	const char *ids[4];
+	char body[512];
+	size_t n;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session();
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_string_equal(id.account, "isc-mock-project");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(r.n_nodes, 4);
+	assert_string_equal(r.zone, "us-central1-a");
+	assert_int_equal(s->provider->describe(s, "mock-gcp", &ni, &n, &err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ni[i].state, ISC_NODE_RUNNING);
+		assert_int_equal(ni[i].spot, 1);
+		assert_string_equal(ni[i].cluster_id, "cl_m1");
+		assert_string_equal(ni[i].experiment_id, "exp_m1");
+		assert_true(strncmp(ni[i].private_ip, "127.", 4) == 0);
+		assert_int_equal(ni[i].interruption_noticed, 0);
+	}
+	isc_node_infos_free(ni, n);
+	/* preempt node 1: STOPPING with the notice at once, then gone */
+	snprintf(body, sizeof(body), "{\"kind\":\"preempt\",\"instance_id\":\"%s\",\"notice_s\":1}",
+	         r.nodes[1].id);
+	json_decref(mock_api("POST", "faults", body));
+	assert_int_equal(s->provider->describe(s, "mock-gcp", &ni, &n, &err), 0);
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		int hit = strcmp(ni[i].id, r.nodes[1].id) == 0;
+		assert_int_equal(ni[i].interruption_noticed, hit);
+		if (hit) {
+			assert_int_equal(ni[i].state, ISC_NODE_STOPPING);
+			assert_true(ni[i].interruption_at_ms > 0);
+		}
+	}
+	isc_node_infos_free(ni, n);
+	for (int tries = 0;; tries++) {
+		assert_true(tries < 100);
+		usleep(100 * 1000);
+		assert_int_equal(s->provider->describe(s, "mock-gcp", &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
+		if (n == 3)
+			break; /* instanceTerminationAction DELETE: the preempted node is gone */
+	}
+	for (int i = 0; i < 4; i++)
+		ids[i] = r.nodes[i].id;
+	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0);
+	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0); /* idempotent */
+	for (int tries = 0;; tries++) {
+		assert_true(tries < 100);
+		usleep(100 * 1000);
+		assert_int_equal(s->provider->describe(s, "mock-gcp", &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
+		if (n == 0)
+			break;
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_mock_lost_reply_and_failover(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = mock_spec(2, "mock-gcp-gang-2");
+	struct isc_launch_result r, r2;
+	struct isc_err err;
+	long before;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session();
+	/* zone a out of capacity for this type, and zone b's reply lost after it took effect */
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"capacity\",\"provider\":\"gcp\",\"instance_type\":"
+	                     "\"g2-standard-48\",\"zone\":\"us-central1-a\",\"count\":1}"));
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"lose_response\",\"provider\":\"gcp\",\"action\":"
+	                     "\"instances.bulkInsert\",\"count\":1}"));
+	before = mock_calls("instances.bulkInsert");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_string_equal(r.zone, "us-central1-b");
+	assert_int_equal(r.n_nodes, 2);
+	/* a: stockout; b: lost, then replayed with the same requestId */
+	assert_int_equal(mock_calls("instances.bulkInsert") - before, 3);
+	assert_int_equal(mock_count_request(r.token), 2);
+	/* the broker's crash replay: the same intent returns the same nodes, creates none */
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r2, &err), 0);
+	assert_string_equal(r2.zone, "us-central1-b");
+	assert_int_equal(r2.n_nodes, 2);
+	assert_string_equal(r2.nodes[0].id, r.nodes[0].id);
+	assert_int_equal(mock_count_request(r.token), 2);
+	{
+		const char *ids[2] = {r.nodes[0].id, r.nodes[1].id};
+		assert_int_equal(s->provider->terminate(s, ids, 2, &err), 0);
+	}
+	isc_launch_result_cleanup(&r);
+	isc_launch_result_cleanup(&r2);
+	s->provider->session_free(s);
+}
+
+static void test_mock_quota_and_wrong_key(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = mock_spec(2, "mock-gcp-gang-3");
+	struct isc_launch_result r;
+	struct isc_identity id;
+	struct isc_err err;
+	long tokens;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session();
+	json_decref(mock_api("POST", "faults", "{\"kind\":\"quota\",\"provider\":\"gcp\"}"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EQUOTA);
+	assert_non_null(strstr(err.msg, "quotaExceeded"));
+	s->provider->session_free(s);
+	/* the published FAKE key claims to be someone the mock does not know: one token call */
+	tokens = mock_calls("oauth2.token");
+	{
+		json_t *k = json_loads(fake_key_json, 0, NULL);
+		json_t *mk = json_load_file(getenv("MOCKCLOUD_GCP_KEY"), 0, NULL);
+		char *txt;
+		/* the right email and token_uri, the wrong private key */
+		json_object_set(k, "client_email", json_object_get(mk, "client_email"));
+		json_object_set(k, "token_uri", json_object_get(mk, "token_uri"));
+		json_object_set(k, "project_id", json_object_get(mk, "project_id"));
+		json_object_del(k, "private_key_id");
+		txt = json_dumps(k, 0);
+		s = mock_session_key(txt);
+		free(txt);
+		json_decref(k);
+		json_decref(mk);
+	}
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "Invalid JWT Signature"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EAUTH);
+	assert_int_equal(mock_calls("oauth2.token") - tokens, 1);
+	s->provider->session_free(s);
+	/* revoked tokens: a 401, one new exchange, and the call goes through */
+	s = mock_session();
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	json_decref(mock_api("DELETE", "gcp/tokens", NULL));
+	tokens = mock_calls("oauth2.token");
+	assert_int_equal(s->provider->check_credentials(s, &id, &err), 0);
+	assert_int_equal(mock_calls("oauth2.token") - tokens, 1);
+	s->provider->session_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_jwt_matches_vector),
+	    cmocka_unit_test(test_jwt_verifies_with_public_key),
+	    cmocka_unit_test(test_key_file_errors),
+	    cmocka_unit_test(test_token_reply),
+	    cmocka_unit_test(test_request_id),
+	    cmocka_unit_test(test_labels_and_names),
+	    cmocka_unit_test(test_operations),
+	    cmocka_unit_test(test_instances),
+	    cmocka_unit_test(test_error_envelope),
+	    cmocka_unit_test(test_launch_failover_and_body),
+	    cmocka_unit_test(test_launch_quota_and_capacity),
+	    cmocka_unit_test(test_auth_refresh_and_refusal),
+	    cmocka_unit_test(test_token_refreshed_before_expiry),
+	    cmocka_unit_test(test_describe_preemption_and_terminate),
+	    cmocka_unit_test(test_session_errors),
+	    cmocka_unit_test(test_mock_gang_preempt_terminate),
+	    cmocka_unit_test(test_mock_lost_reply_and_failover),
+	    cmocka_unit_test(test_mock_quota_and_wrong_key),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
