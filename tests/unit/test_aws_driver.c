@@ -550,10 +550,10 @@ static void test_registry(void **state)
 	const struct isc_provider *const *all = isc_provider_list();
 	(void)state;
 	assert_non_null(isc_provider_find("aws"));
-	assert_null(isc_provider_find("gcp")); /* future work */
+	assert_string_equal(isc_provider_find("gcp")->name, "gcp");
 	assert_null(isc_provider_find("oci"));
 	assert_string_equal(all[0]->name, "aws");
-	assert_null(all[1]);
+	assert_string_equal(all[1]->name, "gcp");
 }
 
 /* ---- against the mock cloud (tests/integration/aws-mock.sh) ---- */

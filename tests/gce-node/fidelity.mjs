@@ -1,0 +1,195 @@
+// Mock fidelity: drives the mock cloud's Compute Engine with Google's own Node client
+// (@googleapis/compute), so the mock is checked against the client Google generates from
+// its API description rather than against our C driver. The JWT-bearer exchange is done
+// here with node:crypto (google-auth-library always posts to Google's own token URL):
+// a second, independent signer for the mock's token endpoint.
+//
+//   MOCK=http://127.0.0.1:PORT KEY=STATE_DIR/gcp-service-account.json node fidelity.mjs
+//
+// Last line: "gce-node: N passed, M failed".
+import { compute } from '@googleapis/compute';
+import { OAuth2Client } from 'google-auth-library';
+import { createSign, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+const MOCK = process.env.MOCK;
+const key = JSON.parse(readFileSync(process.env.KEY, 'utf8'));
+const project = key.project_id;
+let passed = 0;
+let failed = 0;
+
+function check(what, ok, detail) {
+  if (ok) {
+    passed++;
+  } else {
+    failed++;
+    console.error(`FAIL: ${what}${detail === undefined ? '' : ': ' + JSON.stringify(detail)}`);
+  }
+}
+
+const b64url = (b) => Buffer.from(b).toString('base64url');
+
+function assertion(privateKey, iat) {
+  const head = b64url(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: key.private_key_id }));
+  const claims = b64url(JSON.stringify({
+    iss: key.client_email, scope: 'https://www.googleapis.com/auth/cloud-platform',
+    aud: key.token_uri, iat, exp: iat + 3600,
+  }));
+  const sig = createSign('RSA-SHA256').update(`${head}.${claims}`).sign(privateKey);
+  return `${head}.${claims}.${b64url(sig)}`;
+}
+
+async function exchange(jwt) {
+  const r = await fetch(key.token_uri, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: jwt }),
+  });
+  return { status: r.status, body: await r.json() };
+}
+
+async function mock(method, path, body) {
+  const r = await fetch(`${MOCK}/_mock/${path}`, { method, body: body ? JSON.stringify(body) : undefined });
+  return r.json();
+}
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+async function rejects(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
+async function main() {
+  const now = Math.floor(Date.now() / 1000);
+  // --- the token endpoint
+  const tok = await exchange(assertion(key.private_key, now));
+  check('token exchange accepted', tok.status === 200 && tok.body.token_type === 'Bearer', tok);
+  const bad = await exchange(assertion(key.private_key, now).replace(/\.[^.]+$/, '.' + b64url('x'.repeat(256))));
+  check('a forged signature is invalid_grant', bad.status === 400 && bad.body.error === 'invalid_grant', bad);
+  const old = await exchange(assertion(key.private_key, now - 7200));
+  check('an expired assertion is invalid_grant', old.status === 400 && old.body.error === 'invalid_grant', old);
+
+  const auth = new OAuth2Client();
+  auth.setCredentials({ access_token: tok.body.access_token, expiry_date: Date.now() + tok.body.expires_in * 1000 });
+  const gce = compute({ version: 'v1', auth, rootUrl: `${MOCK}/`, retry: false });
+  const zone = 'us-central1-f';
+
+  // --- projects.get, and a call without credentials
+  const proj = await gce.projects.get({ project });
+  check('projects.get', proj.data.name === project && proj.data.kind === 'compute#project', proj.data);
+  const anon = compute({ version: 'v1', rootUrl: `${MOCK}/`, retry: false });
+  const e401 = await rejects(anon.projects.get({ project }));
+  check('no bearer token: 401 required', e401 && e401.status === 401 &&
+    e401.response?.data?.error?.errors?.[0]?.reason === 'required', e401?.response?.data);
+
+  // --- bulkInsert, all or nothing, with a requestId
+  const requestId = randomUUID();
+  const body = {
+    count: '3', minCount: '3', namePattern: 'fid-####',
+    instanceProperties: {
+      machineType: 'g2-standard-4',
+      labels: { suite: 'fidelity' },
+      scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', onHostMaintenance: 'TERMINATE', automaticRestart: false },
+      disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: 'projects/debian-cloud/global/images/family/debian-12', diskSizeGb: '50' } }],
+      networkInterfaces: [{ network: 'global/networks/default', accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }],
+      metadata: { items: [{ key: 'ssh-keys', value: 'root:ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFidelityKeyForTheMockOnly fidelity' }] },
+    },
+  };
+  const op1 = await gce.instances.bulkInsert({ project, zone, requestId, requestBody: body });
+  check('bulkInsert returns a zone Operation', op1.data.kind === 'compute#operation' &&
+    ['PENDING', 'RUNNING'].includes(op1.data.status) && op1.data.operationType === 'bulkInsert', op1.data);
+  let op = op1.data;
+  for (let i = 0; i < 100 && op.status !== 'DONE'; i++) {
+    op = (await gce.zoneOperations.wait({ project, zone, operation: op1.data.name })).data;
+  }
+  check('zoneOperations.wait reaches DONE without error', op.status === 'DONE' && !op.error, op);
+  check('perLocationStatus counts the gang', op.instancesBulkInsertOperationMetadata?.perLocationStatus?.[`zones/${zone}`]?.createdVmCount === 3, op);
+  const replay = await gce.instances.bulkInsert({ project, zone, requestId, requestBody: body });
+  check('the same requestId returns the same Operation', replay.data.name === op1.data.name, replay.data);
+
+  const list = await gce.instances.list({ project, zone, filter: 'labels.suite = "fidelity"' });
+  const names = (list.data.items || []).map((i) => i.name).sort();
+  check('instances.list by label: 3 nodes, numbered by the pattern',
+    JSON.stringify(names) === JSON.stringify(['fid-0001', 'fid-0002', 'fid-0003']), names);
+  check('the nodes are Spot and RUNNING', (list.data.items || []).every((i) => i.status === 'RUNNING' &&
+    i.scheduling.provisioningModel === 'SPOT' && i.networkInterfaces[0].networkIP.startsWith('127.')), list.data.items);
+
+  // --- aggregatedList with paging
+  let pageToken;
+  let seen = 0;
+  let pages = 0;
+  do {
+    const r = await gce.instances.aggregatedList({ project, filter: 'labels.suite = "fidelity"', maxResults: 2, pageToken });
+    for (const scope of Object.values(r.data.items || {})) seen += (scope.instances || []).length;
+    pageToken = r.data.nextPageToken;
+    pages++;
+  } while (pageToken && pages < 10);
+  check('aggregatedList pages through 3 nodes, 2 a page', seen === 3 && pages === 2, { seen, pages });
+
+  const one = await gce.instances.get({ project, zone, instance: 'fid-0002' });
+  check('instances.get', one.data.name === 'fid-0002' && one.data.labels.suite === 'fidelity', one.data);
+  const e404 = await rejects(gce.instances.get({ project, zone, instance: 'no-such-node' }));
+  check('instances.get of an unknown name: 404 notFound', e404 && e404.status === 404 &&
+    e404.response?.data?.error?.errors?.[0]?.reason === 'notFound', e404?.response?.data);
+
+  // --- faults, as the client sees them
+  await mock('POST', 'faults', { kind: 'quota', provider: 'gcp' });
+  const eq = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: body }));
+  check('quota: HTTP 403 quotaExceeded', eq && eq.status === 403 &&
+    eq.response?.data?.error?.errors?.[0]?.reason === 'quotaExceeded', eq?.response?.data);
+  await mock('POST', 'faults', { kind: 'capacity', provider: 'gcp', instance_type: 'g2-standard-4', zone });
+  let cop = (await gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: body })).data;
+  for (let i = 0; i < 50 && cop.status !== 'DONE'; i++) {
+    cop = (await gce.zoneOperations.get({ project, zone, operation: cop.name })).data;
+  }
+  check('stockout: DONE with ZONE_RESOURCE_POOL_EXHAUSTED', cop.status === 'DONE' &&
+    cop.error?.errors?.[0]?.code === 'ZONE_RESOURCE_POOL_EXHAUSTED' && cop.httpErrorStatusCode === 503, cop);
+  await mock('POST', 'faults', { kind: 'throttle', provider: 'gcp', action: 'projects.get' });
+  const et = await rejects(gce.projects.get({ project }));
+  check('throttle: HTTP 403 rateLimitExceeded', et && et.status === 403 &&
+    et.response?.data?.error?.errors?.[0]?.reason === 'rateLimitExceeded', et?.response?.data);
+  const ebad = await rejects(gce.instances.bulkInsert({ project, zone, requestId: '00000000-0000-0000-0000-000000000000', requestBody: body }));
+  check('an all-zero requestId is refused', ebad && ebad.status === 400, ebad?.response?.data);
+
+  // --- preemption, seen from outside
+  await mock('POST', 'faults', { kind: 'preempt', instance_id: 'fid-0001', notice_s: 1 });
+  const pre = await gce.globalOperations.aggregatedList({ project, filter: 'operationType = "compute.instances.preempted"' });
+  const preOps = Object.values(pre.data.items || {}).flatMap((s) => s.operations || []);
+  check('a compute.instances.preempted operation names the node',
+    preOps.some((o) => o.targetLink.endsWith(`/zones/${zone}/instances/fid-0001`) && o.status === 'DONE'), preOps);
+  const stopping = await gce.instances.get({ project, zone, instance: 'fid-0001' });
+  check('the preempted node is STOPPING', stopping.data.status === 'STOPPING', stopping.data.status);
+  let gone = false;
+  for (let i = 0; i < 100 && !gone; i++) {
+    await sleep(100);
+    gone = !!(await rejects(gce.instances.get({ project, zone, instance: 'fid-0001' })));
+  }
+  check('with instanceTerminationAction DELETE it is gone after the notice', gone);
+
+  // --- delete
+  const del = await gce.instances.delete({ project, zone, instance: 'fid-0002', requestId: randomUUID() });
+  check('instances.delete returns an Operation', del.data.operationType === 'delete' &&
+    del.data.targetLink.endsWith('/instances/fid-0002'), del.data);
+  await gce.instances.delete({ project, zone, instance: 'fid-0003' });
+  let left = 3;
+  for (let i = 0; i < 100 && left > 0; i++) {
+    await sleep(100);
+    const r = await gce.instances.list({ project, zone, filter: 'labels.suite = "fidelity"' });
+    left = (r.data.items || []).length;
+  }
+  check('every node deleted', left === 0, left);
+}
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.error('FAIL: unexpected', e?.response?.data ?? e);
+}
+console.log(`gce-node: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

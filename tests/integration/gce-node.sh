@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Mock fidelity: Google's official Node client (@googleapis/compute, installed from npm into
+# tests/gce-node with its package-lock.json) drives the mock cloud's Compute Engine and
+# token endpoint (tests/gce-node/fidelity.mjs). When Node or the npm registry is out of
+# reach, the suite says it skipped and why, and counts nothing: that alone never fails it.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+here=tests/gce-node
+
+skip() {
+	echo "gce-node: skipped: $*"
+	echo "gce-node: 0 passed, 0 failed"
+	exit 0
+}
+
+command -v node >/dev/null 2>&1 || skip "node is not installed"
+command -v npm >/dev/null 2>&1 || skip "npm is not installed"
+if ! (cd "$here" && node -e 'import("@googleapis/compute")' >/dev/null 2>&1); then
+	if ! timeout 30 npm ping >/dev/null 2>&1; then
+		skip "the npm registry cannot be reached (npm ping failed), so @googleapis/compute cannot be installed"
+	fi
+	out=$(cd "$here" && timeout 300 npm ci --no-audit --no-fund 2>&1)
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		if grep -qE 'ENOTFOUND|ECONNREFUSED|ETIMEDOUT|EAI_AGAIN|network' <<<"$out"; then
+			skip "npm ci could not reach the registry: $(tail -n 1 <<<"$out")"
+		fi
+		echo "$out" | tail -n 20 >&2
+	fi
+	check "npm ci installs @googleapis/compute from package-lock.json" test "$rc" -eq 0
+	[ "$rc" -eq 0 ] || { finish gce-node; exit 1; }
+fi
+
+dir=$(mktemp -d /tmp/isc-gce-node.XXXXXX)
+/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
+	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
+mock_pid=$!
+cleanup() {
+	kill -TERM "$mock_pid" 2>/dev/null
+	wait "$mock_pid" 2>/dev/null
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+for _ in $(seq 300); do
+	[ -s "$dir/port" ] && break
+	sleep 0.1
+done
+check "mockcloud started" test -s "$dir/port"
+
+out=$(cd "$here" && MOCK="http://127.0.0.1:$(cat "$dir/port")" KEY="$dir/state/gcp-service-account.json" \
+	timeout 300 node fidelity.mjs 2>&1)
+rc=$?
+echo "$out" | grep -v '^gce-node: ' >&2
+line=$(grep -E '^gce-node: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -n 1)
+p=$(sed -E 's/^gce-node: ([0-9]+) passed.*/\1/' <<<"${line:-gce-node: 0 passed, 1 failed}")
+f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"${line:-gce-node: 0 passed, 1 failed}")
+passed=$((passed + p))
+failed=$((failed + f))
+[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && failed=$((failed + 1))
+finish gce-node
