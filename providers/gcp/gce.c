@@ -243,54 +243,71 @@ static char *next_token(json_t *root)
 	return t && t[0] ? strdup(t) : NULL;
 }
 
-struct ops_acc {
-	struct isc_gce_operation *v;
-	size_t n, cap;
+/* A growing array of `size`-byte elements that each_item callbacks append to. */
+struct acc {
+	void *v;
+	size_t n, cap, size;
 };
 
-static int add_op(json_t *o, void *vctx)
+/* The next free element of a (zeroed), or NULL when out of memory. */
+static void *acc_next(struct acc *a)
 {
-	struct ops_acc *a = vctx;
-	if (!json_is_object(o))
-		return 0;
+	char *slot;
 	if (a->n == a->cap) {
-		size_t ncap = a->cap ? a->cap * 2 : 8;
-		struct isc_gce_operation *g = realloc(a->v, ncap * sizeof(*g));
+		size_t ncap = a->cap ? a->cap * 2 : 16;
+		void *g = realloc(a->v, ncap * a->size);
 		if (!g)
-			return ISC_ENOMEM;
+			return NULL;
 		a->v = g;
 		a->cap = ncap;
 	}
-	operation_from(o, &a->v[a->n++]);
+	slot = (char *)a->v + a->n++ * a->size;
+	memset(slot, 0, a->size);
+	return slot;
+}
+
+/*
+ * Appends the elements of `field` of a (plain or aggregated) list reply to a
+ * through fn; *next_page is its nextPageToken (owned) or NULL. On failure a
+ * keeps what it had; the caller still owns it.
+ */
+static int parse_list(const char *body, size_t len, const char *field, int (*fn)(json_t *, void *),
+                      struct acc *a, char **next_page, struct isc_err *err)
+{
+	json_t *root = load(body, len);
+	int rc;
+	if (next_page)
+		*next_page = NULL;
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return isc_err_set(err, ISC_EINVALID, "Compute Engine: %s list is not JSON", field);
+	}
+	rc = each_item(root, field, fn, a);
+	if (!rc && next_page)
+		*next_page = next_token(root);
+	json_decref(root);
+	return rc ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
+}
+
+static int add_op(json_t *o, void *vctx)
+{
+	struct isc_gce_operation *op;
+	if (!json_is_object(o))
+		return 0;
+	if (!(op = acc_next(vctx)))
+		return ISC_ENOMEM;
+	operation_from(o, op);
 	return 0;
 }
 
 int isc_gce_parse_operations(const char *body, size_t len, struct isc_gce_operation **out,
                              size_t *n, char **next_page, struct isc_err *err)
 {
-	json_t *root = load(body, len);
-	struct ops_acc a = {0};
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if (next_page)
-		*next_page = NULL;
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return isc_err_set(err, ISC_EINVALID, "Compute Engine: operation list is not JSON");
-	}
-	rc = each_item(root, "operations", add_op, &a);
-	if (!rc && next_page)
-		*next_page = next_token(root);
-	json_decref(root);
-	if (rc) {
-		free(a.v);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
+	struct acc a = {*out, *n, *n, sizeof(**out)};
+	int rc = parse_list(body, len, "operations", add_op, &a, next_page, err);
 	*out = a.v;
 	*n = a.n;
-	return 0;
+	return rc;
 }
 
 static enum isc_node_state node_state(const char *status)
@@ -380,108 +397,51 @@ static void node_from(json_t *o, struct isc_node_info *ni)
 	snprintf(ni->client_token, sizeof(ni->client_token), "%s", jstr(labels, "isc-request"));
 }
 
-struct nodes_acc {
-	struct isc_node_info *v;
-	size_t n, cap;
-};
-
 static int add_node(json_t *o, void *vctx)
 {
-	struct nodes_acc *a = vctx;
+	struct isc_node_info *ni;
 	if (!json_is_object(o) || !json_is_string(json_object_get(o, "name")))
 		return 0;
-	if (a->n == a->cap) {
-		size_t ncap = a->cap ? a->cap * 2 : 16;
-		struct isc_node_info *g = realloc(a->v, ncap * sizeof(*g));
-		if (!g)
-			return ISC_ENOMEM;
-		a->v = g;
-		a->cap = ncap;
-	}
-	node_from(o, &a->v[a->n++]);
+	if (!(ni = acc_next(vctx)))
+		return ISC_ENOMEM;
+	node_from(o, ni);
 	return 0;
 }
 
 int isc_gce_parse_instances(const char *body, size_t len, struct isc_node_info **nodes, size_t *n,
                             char **next_page, struct isc_err *err)
 {
-	json_t *root = load(body, len);
-	struct nodes_acc a = {*nodes, *n, *n};
-	int rc;
-
-	if (next_page)
-		*next_page = NULL;
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return isc_err_set(err, ISC_EINVALID, "Compute Engine: instance list is not JSON");
-	}
-	rc = each_item(root, "instances", add_node, &a);
+	struct acc a = {*nodes, *n, *n, sizeof(**nodes)};
+	int rc = parse_list(body, len, "instances", add_node, &a, next_page, err);
 	*nodes = a.v;
 	*n = a.n;
-	if (!rc && next_page)
-		*next_page = next_token(root);
-	json_decref(root);
-	if (rc)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	return 0;
+	return rc;
 }
-
-struct refs_acc {
-	struct isc_gce_ref *v;
-	size_t n, cap;
-};
 
 static int add_ref(json_t *o, void *vctx)
 {
-	struct refs_acc *a = vctx;
 	json_t *id = json_object_get(o, "id");
+	struct isc_gce_ref *r;
 	if (!json_is_object(o) || !json_is_string(json_object_get(o, "name")))
 		return 0;
-	if (a->n == a->cap) {
-		size_t ncap = a->cap ? a->cap * 2 : 16;
-		struct isc_gce_ref *g = realloc(a->v, ncap * sizeof(*g));
-		if (!g)
-			return ISC_ENOMEM;
-		a->v = g;
-		a->cap = ncap;
-	}
-	memset(&a->v[a->n], 0, sizeof(a->v[a->n]));
-	snprintf(a->v[a->n].name, sizeof(a->v[a->n].name), "%s", jstr(o, "name"));
-	last_segment(jstr(o, "zone"), a->v[a->n].zone, sizeof(a->v[a->n].zone));
+	if (!(r = acc_next(vctx)))
+		return ISC_ENOMEM;
+	snprintf(r->name, sizeof(r->name), "%s", jstr(o, "name"));
+	last_segment(jstr(o, "zone"), r->zone, sizeof(r->zone));
 	/* uint64 ids travel as strings in Compute JSON; accept a number too. */
 	if (json_is_integer(id))
-		snprintf(a->v[a->n].id, sizeof(a->v[a->n].id), "%lld",
-		         (long long)json_integer_value(id));
+		snprintf(r->id, sizeof(r->id), "%lld", (long long)json_integer_value(id));
 	else
-		snprintf(a->v[a->n].id, sizeof(a->v[a->n].id), "%s", jstr(o, "id"));
-	a->n++;
+		snprintf(r->id, sizeof(r->id), "%s", jstr(o, "id"));
 	return 0;
 }
 
 int isc_gce_parse_refs(const char *body, size_t len, struct isc_gce_ref **out, size_t *n,
                        char **next_page, struct isc_err *err)
 {
-	json_t *root = load(body, len);
-	struct refs_acc a = {0};
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	if (next_page)
-		*next_page = NULL;
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return isc_err_set(err, ISC_EINVALID, "Compute Engine: instance list is not JSON");
-	}
-	rc = each_item(root, "instances", add_ref, &a);
-	if (!rc && next_page)
-		*next_page = next_token(root);
-	json_decref(root);
-	if (rc) {
-		free(a.v);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
+	struct acc a = {*out, *n, *n, sizeof(**out)};
+	int rc = parse_list(body, len, "instances", add_ref, &a, next_page, err);
 	*out = a.v;
 	*n = a.n;
-	return 0;
+	return rc;
 }

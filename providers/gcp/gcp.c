@@ -944,23 +944,7 @@ static int collect_ops(void *ctx, const struct isc_http_response *r, char **next
                        struct isc_err *err)
 {
 	struct op_list *l = ctx;
-	struct isc_gce_operation *page = NULL, *grown;
-	size_t np = 0;
-	int rc = isc_gce_parse_operations(r->body.data, r->body.len, &page, &np, next, err);
-	if (rc || np == 0) {
-		free(page);
-		return rc;
-	}
-	grown = realloc(l->v, (l->n + np) * sizeof(*grown));
-	if (!grown) {
-		free(page);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	memcpy(grown + l->n, page, np * sizeof(*page));
-	l->v = grown;
-	l->n += np;
-	free(page);
-	return 0;
+	return isc_gce_parse_operations(r->body.data, r->body.len, &l->v, &l->n, next, err);
 }
 
 /*
@@ -1061,23 +1045,7 @@ static int collect_refs(void *ctx, const struct isc_http_response *r, char **nex
                         struct isc_err *err)
 {
 	struct ref_list *l = ctx;
-	struct isc_gce_ref *page = NULL, *grown;
-	size_t np = 0;
-	int rc = isc_gce_parse_refs(r->body.data, r->body.len, &page, &np, next, err);
-	if (rc || np == 0) {
-		free(page);
-		return rc;
-	}
-	grown = realloc(l->v, (l->n + np) * sizeof(*grown));
-	if (!grown) {
-		free(page);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	memcpy(grown + l->n, page, np * sizeof(*page));
-	l->v = grown;
-	l->n += np;
-	free(page);
-	return 0;
+	return isc_gce_parse_refs(r->body.data, r->body.len, &l->v, &l->n, next, err);
 }
 
 static int delete_refs(struct gcp_session *s, const struct isc_gce_ref *refs, size_t n,

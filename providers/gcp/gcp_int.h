@@ -120,7 +120,8 @@ int isc_gce_parse_operation(const char *body, size_t len, struct isc_gce_operati
 
 /*
  * Operations of an operation list (zoneOperations.list: items[]) or an
- * aggregated list (items{"zones/Z": {operations[]}}). *out owned (free).
+ * aggregated list (items{"zones/Z": {operations[]}}), appended to *out
+ * (realloc'd, owned by the caller: free; *n grows).
  */
 int isc_gce_parse_operations(const char *body, size_t len, struct isc_gce_operation **out,
                              size_t *n, char **next_page, struct isc_err *err);
@@ -141,7 +142,7 @@ struct isc_gce_ref {
 	char id[32]; /* the numeric instance id: a re-created name gets a new one */
 };
 
-/* The instances of a (plain or aggregated) list as refs. *out owned (free). */
+/* The instances of a (plain or aggregated) list as refs, appended to *out as above. */
 int isc_gce_parse_refs(const char *body, size_t len, struct isc_gce_ref **out, size_t *n,
                        char **next_page, struct isc_err *err);
 

@@ -12,21 +12,7 @@ cd "$(dirname "$0")/../.."
 
 dir=$(mktemp -d /tmp/isc-aws-mock.XXXXXX)
 export MOCKCLOUD_AWS_SECRET_ACCESS_KEY=mock-secret-key-do-not-use-in-prod
-/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
-	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
-mock_pid=$!
-cleanup() {
-	kill -TERM "$mock_pid" 2>/dev/null
-	wait "$mock_pid" 2>/dev/null
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-	[ -s "$dir/port" ] && break
-	sleep 0.1
-done
-check "mockcloud started" test -s "$dir/port"
-export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")"
+check "mockcloud started" start_mockcloud "$dir"
 
 # The driver cases themselves (cmocka; skipped there without MOCKCLOUD_URL).
 out=$("$ISC_TESTS/test_aws_driver" 2>&1)

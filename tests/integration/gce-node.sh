@@ -33,22 +33,9 @@ if ! (cd "$here" && node -e 'import("@googleapis/compute")' >/dev/null 2>&1); th
 fi
 
 dir=$(mktemp -d /tmp/isc-gce-node.XXXXXX)
-/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
-	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
-mock_pid=$!
-cleanup() {
-	kill -TERM "$mock_pid" 2>/dev/null
-	wait "$mock_pid" 2>/dev/null
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 300); do
-	[ -s "$dir/port" ] && break
-	sleep 0.1
-done
-check "mockcloud started" test -s "$dir/port"
+check "mockcloud started" start_mockcloud "$dir"
 
-out=$(cd "$here" && MOCK="http://127.0.0.1:$(cat "$dir/port")" KEY="$dir/state/gcp-service-account.json" \
+out=$(cd "$here" && MOCK="$MOCKCLOUD_URL" KEY="$dir/state/gcp-service-account.json" \
 	timeout 300 node fidelity.mjs 2>&1)
 rc=$?
 echo "$out" | grep -v '^gce-node: ' >&2

@@ -12,21 +12,7 @@ cd "$(dirname "$0")/../.."
 : "${ISC_TESTS:=$PWD/build/asan/tests}"
 
 dir=$(mktemp -d /tmp/isc-gcp-mock.XXXXXX)
-/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
-	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
-mock_pid=$!
-cleanup() {
-	kill -TERM "$mock_pid" 2>/dev/null
-	wait "$mock_pid" 2>/dev/null
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-	[ -s "$dir/port" ] && break
-	sleep 0.1
-done
-check "mockcloud started" test -s "$dir/port"
-export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")"
+check "mockcloud started" start_mockcloud "$dir"
 export MOCKCLOUD_GCP_KEY="$dir/state/gcp-service-account.json"
 check "the mock wrote a service-account key file" test -s "$MOCKCLOUD_GCP_KEY"
 

@@ -44,3 +44,23 @@ finish() {
 	echo "$1: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+
+# start_mockcloud DIR [FLAG...]: tests/mocks/mockcloud on loopback without sshd nodes,
+# state in DIR/state, log DIR/mock.log, 100 ms boot and shutdown delays (FLAGs are added).
+# Sets mock_pid and MOCKCLOUD_URL (exported); on exit the mock is stopped and DIR removed
+# (kept with KEEP=1). Returns non-zero when the mock did not come up within 30 s.
+start_mockcloud() {
+	local d=$1
+	shift
+	/usr/bin/python3 tests/mocks/mockcloud --port-file "$d/port" --state-dir "$d/state" \
+		--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes "$@" 2>"$d/mock.log" &
+	mock_pid=$!
+	_mock_dir=$d
+	trap 'kill -TERM "$mock_pid" 2>/dev/null; wait "$mock_pid" 2>/dev/null; [ "${KEEP:-0}" = 1 ] || rm -rf "$_mock_dir"' EXIT
+	for _ in $(seq 300); do
+		[ -s "$d/port" ] && break
+		sleep 0.1
+	done
+	[ -s "$d/port" ] || return 1
+	export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$d/port")"
+}

@@ -11,6 +11,7 @@
  */
 #include "providers/gcp/gcp_int.h"
 #include "providers/provider.h"
+#include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -811,44 +812,6 @@ static void test_session_errors(void **state)
 }
 
 /* ---- against the mock cloud ---- */
-
-struct mem {
-	char *p;
-	size_t n;
-};
-
-static size_t mem_cb(char *d, size_t sz, size_t nm, void *u)
-{
-	struct mem *m = u;
-	char *np = realloc(m->p, m->n + sz * nm + 1);
-	if (!np)
-		return 0;
-	memcpy(np + m->n, d, sz * nm);
-	m->n += sz * nm;
-	np[m->n] = '\0';
-	m->p = np;
-	return sz * nm;
-}
-
-static json_t *mock_api(const char *method, const char *path, const char *body)
-{
-	char url[512];
-	struct mem m = {NULL, 0};
-	json_t *j = NULL;
-	CURL *h = curl_easy_init();
-	snprintf(url, sizeof(url), "%s/_mock/%s", getenv("MOCKCLOUD_URL"), path);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	if (body)
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
-	if (curl_easy_perform(h) == CURLE_OK && m.p)
-		j = json_loads(m.p, 0, NULL);
-	curl_easy_cleanup(h);
-	free(m.p);
-	return j;
-}
 
 static int mock_skip(void)
 {

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import secrets
-import threading
 import time
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -550,19 +549,41 @@ class Gce:
             nxt = base64.urlsafe_b64encode(("%s:%d" % (key, off + mx)).encode()).decode()
         return page, nxt
 
+    def _list_reply(self, kind, path, q, items):
+        """A zonal list (kind compute#...List): items[] of one page, nextPageToken."""
+        page, nxt = self._page(q, items, path)
+        out = {"kind": kind, "id": "projects/%s/%s" % (self.project, path),
+               "selfLink": "%sprojects/%s/%s" % (SELF, self.project, path)}
+        if page:
+            out["items"] = page  # Compute leaves items out of an empty list
+        if nxt:
+            out["nextPageToken"] = nxt
+        return 200, out
+
+    def _aggregated_reply(self, kind, field, q, items, zones_seen=()):
+        """An aggregated list: items{"zones/Z": {field: [...]}} of one page, and a
+        NO_RESULTS_ON_PAGE warning for each known zone without results on it."""
+        path = "aggregated/" + field
+        page, nxt = self._page(q, items, path)
+        scopes = {}
+        for j in page:
+            scopes.setdefault("zones/" + j["zone"].rsplit("/", 1)[1], {field: []})[field].append(j)
+        for z in zones_seen:
+            scopes.setdefault("zones/" + z, {"warning": {
+                "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/%s' on this page." % z,
+                "data": [{"key": "scope", "value": "zones/" + z}]}})
+        out = {"kind": kind, "id": "projects/%s/%s" % (self.project, path), "items": scopes,
+               "selfLink": "%sprojects/%s/%s" % (SELF, self.project, path)}
+        if nxt:
+            out["nextPageToken"] = nxt
+        return 200, out
+
     def _instances_list(self, p, q, body, headers):
         zone = self._zone(p)
         flt = self._filter(q)
         with self.lock:
             items = [j for j in (self.instance_json(i) for i in self._insts(zone)) if flt(j)]
-        page, nxt = self._page(q, items, "list|" + zone)
-        out = {"kind": "compute#instanceList", "id": "projects/%s/zones/%s/instances" % (self.project, zone),
-               "selfLink": "%sprojects/%s/zones/%s/instances" % (SELF, self.project, zone)}
-        if page:
-            out["items"] = page
-        if nxt:
-            out["nextPageToken"] = nxt
-        return 200, out
+        return self._list_reply("compute#instanceList", "zones/%s/instances" % zone, q, items)
 
     def _instances_aggregated(self, p, q, body, headers):
         self._project(p)
@@ -571,19 +592,7 @@ class Gce:
             insts = self._insts()
             items = [j for j in (self.instance_json(i) for i in insts) if flt(j)]
             zones_seen = sorted({i["zone"] for i in insts})
-        page, nxt = self._page(q, items, "aggregated")
-        scopes = {}
-        for j in page:
-            scopes.setdefault("zones/" + j["zone"].rsplit("/", 1)[1], {"instances": []})["instances"].append(j)
-        for z in zones_seen:
-            scopes.setdefault("zones/" + z, {"warning": {
-                "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/%s' on this page." % z,
-                "data": [{"key": "scope", "value": "zones/" + z}]}})
-        out = {"kind": "compute#instanceAggregatedList", "id": "projects/%s/aggregated/instances" % self.project,
-               "items": scopes, "selfLink": "%sprojects/%s/aggregated/instances" % (SELF, self.project)}
-        if nxt:
-            out["nextPageToken"] = nxt
-        return 200, out
+        return self._aggregated_reply("compute#instanceAggregatedList", "instances", q, items, zones_seen)
 
     def _instances_get(self, p, q, body, headers):
         zone = self._zone(p)
@@ -948,27 +957,14 @@ class Gce:
         with self.lock:
             items = [j for j in (self.op_json(o) for o in self.state["operations"].values() if o["zone"] == zone)
                      if flt(j)]
-        page, nxt = self._page(q, items, "ops|" + zone)
-        out = {"kind": "compute#operationList", "id": "projects/%s/zones/%s/operations" % (self.project, zone),
-               "items": page, "selfLink": "%sprojects/%s/zones/%s/operations" % (SELF, self.project, zone)}
-        if nxt:
-            out["nextPageToken"] = nxt
-        return 200, out
+        return self._list_reply("compute#operationList", "zones/%s/operations" % zone, q, items)
 
     def _ops_aggregated(self, p, q, body, headers):
         self._project(p)
         flt = self._filter(q)
         with self.lock:
             items = [j for j in (self.op_json(o) for o in self.state["operations"].values()) if flt(j)]
-        page, nxt = self._page(q, items, "ops-aggregated")
-        scopes = {}
-        for j in page:
-            scopes.setdefault("zones/" + j["zone"].rsplit("/", 1)[1], {"operations": []})["operations"].append(j)
-        out = {"kind": "compute#operationAggregatedList", "id": "projects/%s/aggregated/operations" % self.project,
-               "items": scopes, "selfLink": "%sprojects/%s/aggregated/operations" % (SELF, self.project)}
-        if nxt:
-            out["nextPageToken"] = nxt
-        return 200, out
+        return self._aggregated_reply("compute#operationAggregatedList", "operations", q, items)
 
     # ------------------------------------------------------------------ control
     def find_instance(self, ident):
