@@ -23,6 +23,7 @@
 #define MAX_PAGES       1000 /* a runaway nextPageToken loop ends here */
 #define PAGE_SIZE       "500"
 #define TERMINATE_BATCH 50 /* names per lookup filter */
+#define LIST_RETRIES    5  /* re-reads of a gang's listing that shows fewer nodes than made */
 #define KEY_FILE_MAX    (64 * 1024)
 #define DEFAULT_IMAGE   "projects/debian-cloud/global/images/family/debian-12"
 #define DEFAULT_NETWORK "global/networks/default"
@@ -779,6 +780,23 @@ static char *label_filter_url(const struct gcp_session *s, const char *collectio
 	return isc_buf_detach(&b);
 }
 
+/*
+ * The zone's bulkInsert was accepted but a reply on its way (the Operation, the
+ * gang's listing) cannot be read: the nodes may exist, so the outcome is
+ * unknown, never "invalid" (provider.h); the broker asks again with the token.
+ */
+static int accepted_unreadable(struct isc_err *err, const char *zone)
+{
+	if (err) {
+		isc_err_wrap(err,
+		             "instances.bulkInsert in %s was accepted but a reply cannot be read; "
+		             "the nodes may exist",
+		             zone);
+		err->code = ISC_ETRANSIENT;
+	}
+	return ISC_ETRANSIENT;
+}
+
 static int cmp_node_name(const void *a, const void *b)
 {
 	return strcmp(((const struct isc_node_info *)a)->id, ((const struct isc_node_info *)b)->id);
@@ -811,13 +829,16 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	}
 	isc_http_response_init(&resp);
 	rc = gcp_call(s, "POST", "instances.bulkInsert", url, body, &resp, err);
-	if (!rc)
-		rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
+	if (!rc && isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err))
+		rc = accepted_unreadable(err, zone);
 	isc_http_response_cleanup(&resp);
 	free(url);
 	free(body);
-	if (!rc)
+	if (!rc) {
 		rc = wait_operation(s, zone, &op, err);
+		if (rc == ISC_EINVALID)
+			rc = accepted_unreadable(err, zone);
+	}
 	if (!rc && op.error_code[0]) {
 		rc = isc_gce_classify_op(op.error_code);
 		return isc_err_set(err, rc, "instances.bulkInsert in %s: %s: %s", zone,
@@ -839,7 +860,20 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	}
 	if (!list_url)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	rc = list_pages(s, "instances.list", list_url, collect_nodes, &got, err);
+	/*
+	 * The Operation is DONE without error, so Google made all N. A list is
+	 * eventually consistent: one that shows fewer is asked again before the
+	 * gang counts as short (a node may also be gone already, preempted).
+	 */
+	for (int attempt = 0;; attempt++) {
+		got.n = 0;
+		rc = list_pages(s, "instances.list", list_url, collect_nodes, &got, err);
+		if (rc == ISC_EINVALID)
+			rc = accepted_unreadable(err, zone);
+		if (rc || got.n >= spec->count || attempt == LIST_RETRIES)
+			break;
+		s->clock->sleep_ms(s->clock->ctx, 1000);
+	}
 	free(list_url);
 	if (rc) {
 		free(got.v);
@@ -918,6 +952,8 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	for (size_t z = 0; z < spec->n_zones; z++) {
 		char request_id[37];
 		isc_gcp_request_id(spec->idempotency_token, spec->zones[z], request_id);
+		if (spec->before_zone)
+			spec->before_zone(spec->before_zone_ctx, spec->zones[z]);
 		rc = launch_in_zone(s, spec, spec->zones[z], request_id, out, err);
 		if (rc == ISC_ECAPACITY) {
 			snprintf(last, sizeof(last), "%s", err ? err->msg : "");

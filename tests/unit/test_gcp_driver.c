@@ -643,6 +643,59 @@ static void test_launch_quota_and_capacity(void **state)
 	s->provider->session_free(s);
 }
 
+static char zones_seen[4][32];
+static size_t n_zones_seen;
+
+static void record_zone(void *ctx, const char *zone)
+{
+	(void)ctx;
+	assert_true(n_zones_seen < 4);
+	snprintf(zones_seen[n_zones_seen++], sizeof(zones_seen[0]), "%s", zone);
+}
+
+static void test_launch_unreadable_and_lagging(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	/* Each zone is announced before its bulkInsert; an accepted but unreadable reply is an
+	 * unknown outcome (transient), never invalid, and no further zone is tried. */
+	script_reset();
+	n_zones_seen = 0;
+	s = session();
+	sp.before_zone = record_zone;
+	reply(200, TOKEN_OK);
+	reply(200, OP("op-a", "DONE", STOCKOUT));
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-b\",\"sta");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ETRANSIENT);
+	assert_int_equal(err.code, ISC_ETRANSIENT);
+	assert_non_null(strstr(err.msg, "accepted but a reply cannot be read"));
+	assert_int_equal(S.calls, 3);
+	assert_int_equal(n_zones_seen, 2);
+	assert_string_equal(zones_seen[0], "us-central1-a");
+	assert_string_equal(zones_seen[1], "us-central1-b");
+	s->provider->session_free(s);
+
+	/* The gang's listing lags behind the DONE Operation: read again, nothing deleted. */
+	script_reset();
+	s = session();
+	sp.before_zone = NULL;
+	reply(200, TOKEN_OK);
+	reply(200, OP("op-a", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	reply(200, "{\"items\":[%s,%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"),
+	      inst_json("isc-cl-1-0002", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_int_equal(r.n_nodes, 2);
+	for (size_t i = 0; i < S.calls; i++)
+		assert_string_not_equal(S.method[i], "DELETE");
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
 static void test_auth_refresh_and_refusal(void **state)
 {
 	struct isc_provider_session *s;
@@ -989,6 +1042,38 @@ static void test_mock_lost_reply_and_failover(void **state)
 	s->provider->session_free(s);
 }
 
+static void test_mock_garbled_reply_replayed(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = mock_spec(3, "mock-gcp-gang-4");
+	struct isc_launch_result r;
+	struct isc_err err;
+	char rid[37];
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session();
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"garbled_reply\",\"provider\":\"gcp\",\"action\":"
+	                     "\"instances.bulkInsert\"}"));
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"describe_lag\",\"provider\":\"gcp\",\"ms\":60000}"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ETRANSIENT);
+	isc_gcp_request_id("mock-gcp-gang-4", "us-central1-a", rid);
+	assert_int_equal(mock_count_request(rid), 3); /* it did happen */
+	/* the broker asks again with the same token: the same gang, nothing new; the first
+	 * listing of it lags and is read again */
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(r.n_nodes, 3);
+	assert_int_equal(mock_count_request(rid), 3);
+	{
+		const char *ids[3] = {r.nodes[0].id, r.nodes[1].id, r.nodes[2].id};
+		assert_int_equal(s->provider->terminate(s, ids, 3, &err), 0);
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
 static void test_mock_quota_and_wrong_key(void **state)
 {
 	struct isc_provider_session *s;
@@ -1051,12 +1136,14 @@ int main(void)
 	    cmocka_unit_test(test_error_envelope),
 	    cmocka_unit_test(test_launch_failover_and_body),
 	    cmocka_unit_test(test_launch_quota_and_capacity),
+	    cmocka_unit_test(test_launch_unreadable_and_lagging),
 	    cmocka_unit_test(test_auth_refresh_and_refusal),
 	    cmocka_unit_test(test_token_refreshed_before_expiry),
 	    cmocka_unit_test(test_describe_preemption_and_terminate),
 	    cmocka_unit_test(test_session_errors),
 	    cmocka_unit_test(test_mock_gang_preempt_terminate),
 	    cmocka_unit_test(test_mock_lost_reply_and_failover),
+	    cmocka_unit_test(test_mock_garbled_reply_replayed),
 	    cmocka_unit_test(test_mock_quota_and_wrong_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -268,7 +268,8 @@ class Gce:
         return path.startswith("/compute/v1/") or path.split("?")[0] in ("/token", "/oauth2/v4/token")
 
     def handle(self, method, path, headers, body):
-        """-> (status, json object, lost). `lost`: the call took effect; drop the reply."""
+        """-> (status, json object or raw bytes, lost). `lost`: the call took effect; drop
+        the reply."""
         t0 = time.monotonic()
         split = urlsplit(path)
         query = dict(parse_qsl(split.query, keep_blank_values=True))
@@ -282,6 +283,12 @@ class Gce:
                                         auth=headers)
         code = "OK" if status == 200 else (obj.get("error", {}).get("errors", [{}])[0].get("reason")
                                            if isinstance(obj.get("error"), dict) else obj.get("error"))
+        if status == 200 and self.cloud.take_fault(
+                "garbled_reply", lambda f: f.get("action") in (None, action), provider="gcp") is not None:
+            # The call happened; its reply is cut off mid-document (a proxy that truncated it).
+            text = json.dumps(obj, indent=1).encode()
+            obj = text[:max(1, len(text) // 3)]
+            code = "GARBLED"
         lost = status == 200 and self.cloud.take_fault(
             "lose_response", lambda f: f.get("action") in (None, action), provider="gcp") is not None
         self.cloud.count_call(action, "gcp:" + (region or "-"), "LOST" if lost else (code or str(status)))
@@ -440,6 +447,16 @@ class Gce:
             raise GceError(404, "notFound", "The resource 'projects/%s/zones/%s' was not found" % (self.project, z))
         return z
 
+    def _listed(self, zone=None):
+        """The instances a list call shows; a describe_lag fault hides those launched
+        less than its ms ago (lists are eventually consistent)."""
+        insts = self._insts(zone)
+        lag = self.cloud.take_fault("describe_lag", lambda f: f.get("region") in (
+            None, region_of(zone) if zone else None), provider="gcp")
+        if lag:
+            insts = [i for i in insts if now_ms() - i["launched_at"] >= lag["ms"]]
+        return insts
+
     def _insts(self, zone=None, with_deleted=False):
         out = []
         for iid in self.cloud.order:
@@ -582,14 +599,14 @@ class Gce:
         zone = self._zone(p)
         flt = self._filter(q)
         with self.lock:
-            items = [j for j in (self.instance_json(i) for i in self._insts(zone)) if flt(j)]
+            items = [j for j in (self.instance_json(i) for i in self._listed(zone)) if flt(j)]
         return self._list_reply("compute#instanceList", "zones/%s/instances" % zone, q, items)
 
     def _instances_aggregated(self, p, q, body, headers):
         self._project(p)
         flt = self._filter(q)
         with self.lock:
-            insts = self._insts()
+            insts = self._listed()
             items = [j for j in (self.instance_json(i) for i in insts) if flt(j)]
             zones_seen = sorted({i["zone"] for i in insts})
         return self._aggregated_reply("compute#instanceAggregatedList", "instances", q, items, zones_seen)

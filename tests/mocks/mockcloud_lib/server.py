@@ -205,7 +205,8 @@ class Handler(BaseHTTPRequestHandler):
         status, obj, lost = self.server.gce.handle(self.command, self.path, self.headers, body)
         if lost:
             raise LoseResponse()
-        self._send(status, (json.dumps(obj, indent=1) + "\n").encode(), "application/json; charset=UTF-8")
+        raw = obj if isinstance(obj, bytes) else (json.dumps(obj, indent=1) + "\n").encode()
+        self._send(status, raw, "application/json; charset=UTF-8")
 
     # ------------------------------------------------------------------ control API
     def _json(self, status, obj):
