@@ -1,9 +1,9 @@
 /*
  * isc check PROVIDER [--region R] [--json]: proves that the cloud accepts the
  * configured credentials with one signed, side-effect-free call (AWS:
- * sts:GetCallerIdentity) and prints who they belong to. It goes through the
- * provider table like the broker does, so it also checks the endpoint and
- * signing the broker will use.
+ * sts:GetCallerIdentity; GCP: token exchange + projects.get) and prints who
+ * they belong to. It goes through the provider table like the broker does, so
+ * it also checks the endpoint and signing the broker will use.
  */
 #include "cli/commands.h"
 #include "providers/provider_config.h"
@@ -16,10 +16,11 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: isc check PROVIDER [--region REGION] [--json]\n\n"
-	             "Makes one signed read-only call to PROVIDER (e.g. aws) with the configured\n"
+	             "Makes one signed read-only call to PROVIDER (aws, gcp) with the configured\n"
 	             "credentials and prints the account and principal they belong to.\n"
 	             "Credentials, region and endpoint come from the provider's usual variables\n"
-	             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...).\n");
+	             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...;\n"
+	             "GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE).\n");
 }
 
 /* The transport's "cannot reach URL: why" without the retry loop's prefix. */
