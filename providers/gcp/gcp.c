@@ -121,9 +121,13 @@ static int ensure_token(struct gcp_session *s, struct isc_err *err)
 		return isc_err_set(err, ISC_EAUTH,
 		                   "the token endpoint refused this service account");
 	isc_gcp_token_cleanup(&s->token);
+	if (isc_gcp_token_cached(&s->key, now_ms(s), &s->token))
+		return 0; /* another session of this key exchanged it a moment ago */
 	rc = isc_gcp_token_fetch(&s->http, &s->key, &s->token, err);
 	if (rc == ISC_EAUTH)
 		s->token_refused = 1;
+	if (!rc)
+		isc_gcp_token_remember(&s->key, &s->token);
 	return rc;
 }
 
@@ -158,7 +162,9 @@ static int gcp_call(struct gcp_session *s, const char *method, const char *what,
 		free(bearer);
 		if (rc != ISC_EAUTH || cc.status != 401 || attempt == 1)
 			break;
-		isc_gcp_token_cleanup(&s->token); /* refresh once */
+		/* refresh once; no other session may use the refused token either */
+		isc_gcp_token_forget(&s->key, s->token.access_token);
+		isc_gcp_token_cleanup(&s->token);
 	}
 	return rc;
 }

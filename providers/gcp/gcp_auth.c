@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,4 +351,110 @@ int isc_gcp_token_fetch(struct isc_http_client *http, const struct isc_gcp_key *
 	isc_http_response_cleanup(&resp);
 	isc_buf_cleanup(&form);
 	return rc;
+}
+
+/* ---- the process's token cache ---- */
+
+#define CACHE_SLOTS 16
+
+struct cache_slot {
+	unsigned char key[32];
+	char *token; /* wiped when replaced */
+	int64_t expires_at_ms;
+};
+
+static struct cache_slot cache[CACHE_SLOTS];
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int cache_key(const struct isc_gcp_key *k, unsigned char out[32])
+{
+	const char *parts[4] = {k->token_uri, k->client_email, k->private_key_id,
+	                        k->private_key_pem};
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned int len = 0;
+	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1;
+	for (int i = 0; ok && i < 4; i++)
+		ok = EVP_DigestUpdate(c, parts[i], strlen(parts[i]) + 1) == 1; /* NUL separates */
+	ok = ok && EVP_DigestFinal_ex(c, out, &len) == 1 && len == 32;
+	EVP_MD_CTX_free(c);
+	return ok ? 0 : -1;
+}
+
+static struct cache_slot *cache_find(const unsigned char key[32])
+{
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		if (cache[i].token && memcmp(cache[i].key, key, 32) == 0)
+			return &cache[i];
+	return NULL;
+}
+
+static void slot_clear(struct cache_slot *sl)
+{
+	wipe_free(sl->token);
+	memset(sl, 0, sizeof(*sl));
+}
+
+int isc_gcp_token_cached(const struct isc_gcp_key *k, int64_t now_ms, struct isc_gcp_token *out)
+{
+	unsigned char key[32];
+	struct cache_slot *sl;
+	int hit = 0;
+
+	if (cache_key(k, key))
+		return 0;
+	pthread_mutex_lock(&cache_lock);
+	sl = cache_find(key);
+	if (sl && now_ms < sl->expires_at_ms - ISC_GCP_TOKEN_MARGIN_MS) {
+		out->access_token = strdup(sl->token);
+		out->expires_at_ms = sl->expires_at_ms;
+		hit = out->access_token != NULL;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return hit;
+}
+
+void isc_gcp_token_remember(const struct isc_gcp_key *k, const struct isc_gcp_token *t)
+{
+	unsigned char key[32];
+	struct cache_slot *sl;
+	char *copy;
+
+	if (!t->access_token || cache_key(k, key) || !(copy = strdup(t->access_token)))
+		return;
+	pthread_mutex_lock(&cache_lock);
+	sl = cache_find(key);
+	if (!sl) {
+		/* A free slot, else the one that expires first. */
+		sl = &cache[0];
+		for (int i = 0; i < CACHE_SLOTS && sl->token; i++)
+			if (!cache[i].token || cache[i].expires_at_ms < sl->expires_at_ms)
+				sl = &cache[i];
+	}
+	slot_clear(sl);
+	memcpy(sl->key, key, 32);
+	sl->token = copy;
+	sl->expires_at_ms = t->expires_at_ms;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+void isc_gcp_token_forget(const struct isc_gcp_key *k, const char *token)
+{
+	unsigned char key[32];
+	struct cache_slot *sl;
+
+	if (!token || cache_key(k, key))
+		return;
+	pthread_mutex_lock(&cache_lock);
+	sl = cache_find(key);
+	if (sl && strcmp(sl->token, token) == 0)
+		slot_clear(sl);
+	pthread_mutex_unlock(&cache_lock);
+}
+
+void isc_gcp_token_cache_clear(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		slot_clear(&cache[i]);
+	pthread_mutex_unlock(&cache_lock);
 }

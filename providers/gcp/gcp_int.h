@@ -59,6 +59,21 @@ void isc_gcp_token_cleanup(struct isc_gcp_token *t);
 int isc_gcp_token_fetch(struct isc_http_client *http, const struct isc_gcp_key *k,
                         struct isc_gcp_token *out, struct isc_err *err);
 
+/*
+ * The process's token cache: the broker opens a session per cloud call, and a
+ * bearer token is good for an hour, so sessions of the same key share it
+ * instead of exchanging a JWT for every call. Keyed by a SHA-256 of the key
+ * (token_uri, client_email, private_key_id and the PEM itself), so another key
+ * never sees it; thread-safe; tokens are wiped when replaced or forgotten.
+ */
+/* Copies a cached token still good at now_ms (outside the renewal margin) into out: 1, else 0. */
+int isc_gcp_token_cached(const struct isc_gcp_key *k, int64_t now_ms, struct isc_gcp_token *out);
+void isc_gcp_token_remember(const struct isc_gcp_key *k, const struct isc_gcp_token *t);
+/* Drops the cached token of k if it is `token` (Compute refused it with a 401). */
+void isc_gcp_token_forget(const struct isc_gcp_key *k, const char *token);
+/* Empties the cache (tests). */
+void isc_gcp_token_cache_clear(void);
+
 /* ---- names the driver derives (gcp.c) ---- */
 
 /*

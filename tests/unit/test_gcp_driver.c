@@ -389,6 +389,7 @@ static void script_reset(void)
 		free(S.auth[i]);
 	}
 	memset(&S, 0, sizeof(S));
+	isc_gcp_token_cache_clear(); /* every scripted case starts with a token exchange */
 }
 
 static void reply(long status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -776,6 +777,39 @@ static void test_token_refreshed_before_expiry(void **state)
 	s->provider->session_free(s);
 }
 
+static void test_token_shared_between_sessions(void **state)
+{
+	struct isc_provider_session *s1, *s2;
+	struct isc_identity id;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	s1 = session();
+	s2 = session();
+	reply(200, TOKEN_OK);
+	reply(200, "{\"name\":\"p\"}");
+	reply(200, "{\"name\":\"p\"}");
+	reply(401, "{\"error\":{\"code\":401,\"errors\":[{\"reason\":\"authError\"}]}}");
+	reply(200, "{\"access_token\":\"ya29.new\",\"expires_in\":3599}");
+	reply(200, "{\"name\":\"p\"}");
+	reply(200, "{\"name\":\"p\"}");
+	assert_int_equal(s1->provider->check_credentials(s1, &id, &err), 0);
+	/* a second session of the same key: no second exchange */
+	assert_int_equal(s2->provider->check_credentials(s2, &id, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_string_equal(S.auth[2], "Bearer ya29.test");
+	s2->provider->session_free(s2);
+	/* a 401 in one session: the token is forgotten for all of them */
+	assert_int_equal(s1->provider->check_credentials(s1, &id, &err), 0);
+	assert_int_equal(S.calls, 6);
+	s2 = session();
+	assert_int_equal(s2->provider->check_credentials(s2, &id, &err), 0);
+	assert_int_equal(S.calls, 7);
+	assert_string_equal(S.auth[6], "Bearer ya29.new");
+	s1->provider->session_free(s1);
+	s2->provider->session_free(s2);
+}
+
 static void test_describe_preemption_and_terminate(void **state)
 {
 	struct isc_provider_session *s;
@@ -1139,6 +1173,7 @@ int main(void)
 	    cmocka_unit_test(test_launch_unreadable_and_lagging),
 	    cmocka_unit_test(test_auth_refresh_and_refusal),
 	    cmocka_unit_test(test_token_refreshed_before_expiry),
+	    cmocka_unit_test(test_token_shared_between_sessions),
 	    cmocka_unit_test(test_describe_preemption_and_terminate),
 	    cmocka_unit_test(test_session_errors),
 	    cmocka_unit_test(test_mock_gang_preempt_terminate),
