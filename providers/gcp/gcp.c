@@ -438,26 +438,6 @@ static int gcp_check_credentials(struct isc_provider_session *ps, struct isc_ide
 	return rc;
 }
 
-/* ---- refresh_prices ---- */
-
-static int gcp_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
-                              struct isc_price_point **out, size_t *n_out, struct isc_err *err)
-{
-	(void)ps, (void)types;
-	*out = NULL;
-	*n_out = 0;
-	if (n == 0)
-		return 0;
-	/*
-	 * Compute Engine has no price API: Spot prices are SKUs of the Cloud
-	 * Billing Catalog, which Google changes at most once a month. The shipped
-	 * catalog's list prices (shapes/gcp.csv, with their price_date) stand.
-	 */
-	return isc_err_set(err, ISC_ENOTFOUND,
-	                   "GCP has no Spot price feed in the Compute API; the catalog's list "
-	                   "prices (shapes/gcp.csv) are used");
-}
-
 /* ---- names, labels, machine types ---- */
 
 void isc_gcp_request_id(const char *token, const char *zone, char out[37])
@@ -1182,7 +1162,12 @@ const struct isc_provider isc_provider_gcp = {
     .session_new = gcp_session_new,
     .session_free = gcp_session_free,
     .check_credentials = gcp_check_credentials,
-    .refresh_prices = gcp_refresh_prices,
+    /*
+     * No price API: Compute Engine has none (Spot prices are SKUs of the Cloud
+     * Billing Catalog, changed at most monthly), so GCP's are the catalog's
+     * list prices and prices/ counts them as such.
+     */
+    .refresh_prices = NULL,
     .launch_gang = gcp_launch_gang,
     .describe = gcp_describe,
     .terminate = gcp_terminate,

@@ -86,6 +86,8 @@ kill -TERM "$(cat "$dir/iscd.pid")"
 wait "$(cat "$dir/iscd.pid")" 2>/dev/null
 check "iscd log has no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 
+# GCP has list prices only (Compute Engine has no price API): counted, never an error.
+check "GCP regions are list-price only" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp | grep -q 'fixed list prices only'"
 # A provider that is not configured: refused with the file and section named.
-expect_stderr "has no [providers.gcp] section" "$ISC_BIN/isc" catalog refresh --provider gcp
+expect_stderr "has no [providers.oci] section" "$ISC_BIN/isc" catalog refresh --provider oci
 finish prices
