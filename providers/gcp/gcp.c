@@ -20,8 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_PAGES       1000 /* a runaway nextPageToken loop ends here */
-#define PAGE_SIZE       "500"
+#define MAX_PAGES       100 /* describe_max_pages: 100 pages of 500 = 50,000 instances */
+#define PAGE_SIZE       500
 #define TERMINATE_BATCH 50 /* names per lookup filter */
 #define LIST_RETRIES    5  /* re-reads of a gang's listing that shows fewer nodes than made */
 #define KEY_FILE_MAX    (64 * 1024)
@@ -40,6 +40,7 @@ struct gcp_session {
 	long disk_gb;
 	int external_ip;
 	long op_timeout_ms;
+	long max_pages; /* describe_max_pages: more is an error, never a shorter list */
 	struct isc_gcp_token token;
 	int token_refused; /* the token endpoint said no: never ask again in this session */
 	const struct isc_clock *clock;
@@ -332,9 +333,9 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 {
 	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
 	struct gcp_session *s = calloc(1, sizeof(*s));
-	const char *project, *ext;
+	const char *project, *ext, *insecure;
 	long timeout_s = 0;
-	int rc;
+	int rc, allow_insecure;
 
 	*out = NULL;
 	if (!ps || !s) {
@@ -385,13 +386,28 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	}
 	if ((rc = long_setting(settings, "disk_size_gb", 200, 10, 65536, &s->disk_gb, err)) ||
-	    (rc = long_setting(settings, "operation_timeout_s", 900, 1, 86400, &timeout_s, err)))
+	    (rc = long_setting(settings, "operation_timeout_s", 900, 1, 86400, &timeout_s, err)) ||
+	    (rc = long_setting(settings, "describe_max_pages", MAX_PAGES, 1, 100000, &s->max_pages,
+	                       err)))
 		goto fail;
+	/* The assertion, the bearer token and signed calls never go out in clear text by accident.
+	 */
+	insecure = nonempty(isc_provider_setting(settings, "allow_insecure_endpoint"));
+	allow_insecure = insecure && strcmp(insecure, "true") == 0;
+	if ((rc = isc_http_endpoint_check(s->compute, allow_insecure, err))) {
+		isc_err_wrap(err, "GCP compute endpoint");
+		goto fail;
+	}
+	if ((rc = isc_http_endpoint_check(s->key.token_uri, allow_insecure, err))) {
+		isc_err_wrap(err, "the GCP key's token_uri");
+		goto fail;
+	}
 	s->op_timeout_ms = timeout_s * 1000;
 	ext = nonempty(isc_provider_setting(settings, "external_ip"));
 	s->external_ip = !ext || strcmp(ext, "true") == 0 || strcmp(ext, "1") == 0;
 	s->clock = clock ? clock : isc_clock_system();
 	isc_http_client_init(&s->http, t, s->clock);
+	s->http.policy.allow_insecure = allow_insecure;
 	*out = ps;
 	return 0;
 fail:
@@ -697,19 +713,26 @@ static int wait_operation(struct gcp_session *s, const char *zone, struct isc_gc
 	return 0;
 }
 
-/* Every page of a list URL (with '?' already in it); calls fn on each body. */
+/*
+ * Every page of a list URL (with '?' already in it); fn reads each body and
+ * says how many items it added. A page with more items than asked for, or a
+ * page token still there after max_pages pages, is an error: a shorter list
+ * would read as nodes that are gone.
+ */
 static int list_pages(struct gcp_session *s, const char *what, const char *base_url,
                       int (*fn)(void *ctx, const struct isc_http_response *r, char **next,
-                                struct isc_err *err),
+                                size_t *added, struct isc_err *err),
                       void *ctx, struct isc_err *err)
 {
 	char *next = NULL;
-	int rc = 0, pages = 0;
+	int rc = 0;
+	long pages = 0;
 	do {
 		struct isc_http_response resp;
 		struct isc_buf url;
+		size_t added = 0;
 		isc_buf_init(&url, 0);
-		rc = isc_buf_printf(&url, "%s&maxResults=%s", base_url, PAGE_SIZE);
+		rc = isc_buf_printf(&url, "%s&maxResults=%d", base_url, PAGE_SIZE);
 		if (!rc && next) {
 			rc = isc_buf_puts(&url, "&pageToken=");
 			rc = rc ? rc : pct(&url, next);
@@ -723,10 +746,19 @@ static int list_pages(struct gcp_session *s, const char *what, const char *base_
 		isc_http_response_init(&resp);
 		rc = gcp_call(s, "GET", what, url.data, NULL, &resp, err);
 		if (!rc)
-			rc = fn(ctx, &resp, &next, err);
+			rc = fn(ctx, &resp, &next, &added, err);
+		if (!rc && added > PAGE_SIZE)
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "%s: a page of %zu items (at most %d asked)", what, added,
+			                 PAGE_SIZE);
 		isc_http_response_cleanup(&resp);
 		isc_buf_cleanup(&url);
-	} while (!rc && next && ++pages < MAX_PAGES);
+	} while (!rc && next && ++pages < s->max_pages);
+	if (!rc && next)
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s: more than %ld pages (describe_max_pages); the listing is "
+		                 "incomplete",
+		                 what, s->max_pages);
 	free(next);
 	return rc;
 }
@@ -736,11 +768,14 @@ struct node_list {
 	size_t n;
 };
 
-static int collect_nodes(void *ctx, const struct isc_http_response *r, char **next,
+static int collect_nodes(void *ctx, const struct isc_http_response *r, char **next, size_t *added,
                          struct isc_err *err)
 {
 	struct node_list *l = ctx;
-	return isc_gce_parse_instances(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	size_t before = l->n;
+	int rc = isc_gce_parse_instances(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	*added = l->n - before;
+	return rc;
 }
 
 /* A list URL filtered on one label: "{base}…?filter=labels.KEY%3D%22VALUE%22". */
@@ -962,11 +997,14 @@ struct op_list {
 	size_t n;
 };
 
-static int collect_ops(void *ctx, const struct isc_http_response *r, char **next,
+static int collect_ops(void *ctx, const struct isc_http_response *r, char **next, size_t *added,
                        struct isc_err *err)
 {
 	struct op_list *l = ctx;
-	return isc_gce_parse_operations(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	size_t before = l->n;
+	int rc = isc_gce_parse_operations(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	*added = l->n - before;
+	return rc;
 }
 
 /*
@@ -1063,11 +1101,14 @@ struct ref_list {
 	size_t n;
 };
 
-static int collect_refs(void *ctx, const struct isc_http_response *r, char **next,
+static int collect_refs(void *ctx, const struct isc_http_response *r, char **next, size_t *added,
                         struct isc_err *err)
 {
 	struct ref_list *l = ctx;
-	return isc_gce_parse_refs(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	size_t before = l->n;
+	int rc = isc_gce_parse_refs(r->body.data, r->body.len, &l->v, &l->n, next, err);
+	*added = l->n - before;
+	return rc;
 }
 
 static int delete_refs(struct gcp_session *s, const struct isc_gce_ref *refs, size_t n,

@@ -871,6 +871,40 @@ static void test_describe_preemption_and_terminate(void **state)
 	s->provider->session_free(s);
 }
 
+static void test_listing_never_cut_short(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
+	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
+	                               {"describe_max_pages", "2"}};
+	struct isc_provider_settings st = {items, 2, creds, 1};
+	struct isc_provider_session *s = NULL;
+	struct isc_node_info *ni;
+	struct isc_buf big;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	assert_int_equal(p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+	reply(200, TOKEN_OK);
+	reply(200, "{\"items\":{},\"nextPageToken\":\"p2\"}");
+	reply(200, "{\"items\":{},\"nextPageToken\":\"p3\"}");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "describe_max_pages"));
+	assert_int_equal(S.calls, 3);
+	/* a page with more than the 500 asked for is not Compute talking */
+	isc_buf_init(&big, 0);
+	assert_int_equal(isc_buf_puts(&big, "{\"items\":[{\"name\":\"n\"}"), 0);
+	for (int i = 0; i < 500; i++)
+		assert_int_equal(isc_buf_puts(&big, ",{\"name\":\"n\"}"), 0);
+	assert_int_equal(isc_buf_puts(&big, "]}"), 0);
+	reply(200, "%s", big.data);
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "a page of 501 items"));
+	isc_buf_cleanup(&big);
+	s->provider->session_free(s);
+}
+
 static void test_session_errors(void **state)
 {
 	const struct isc_provider *p = isc_provider_find("gcp");
@@ -889,6 +923,40 @@ static void test_session_errors(void **state)
 	assert_int_equal(p->session_new(&st2, "us-central1", &scripted, &fake_clock, &s, &err),
 	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "ftp://"));
+	/* plain http to a host that is not loopback: refused before any connection */
+	{
+		const struct isc_kv far[] = {
+		    {"endpoint_compute", "http://compute.example.com/compute/v1/"}};
+		const struct isc_kv far_ok[] = {
+		    {"endpoint_compute", "http://compute.example.com/compute/v1/"},
+		    {"allow_insecure_endpoint", "true"}};
+		struct isc_provider_settings st3 = {far, 1, creds, 1};
+		struct isc_provider_settings st4 = {far_ok, 2, creds, 1};
+		json_t *k = json_loads(fake_key_json, 0, NULL);
+		char *txt;
+		assert_int_equal(
+		    p->session_new(&st3, "us-central1", &scripted, &fake_clock, &s, &err),
+		    ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "compute.example.com"));
+		assert_non_null(strstr(err.msg, "allow_insecure_endpoint"));
+		assert_int_equal(
+		    p->session_new(&st4, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+		s->provider->session_free(s);
+		json_object_set_new(k, "token_uri", json_string("http://oauth.example.com/token"));
+		txt = json_dumps(k, 0);
+		{
+			const struct isc_kv c2[] = {{"service_account_json", txt}};
+			const struct isc_kv it2[] = {
+			    {"endpoint_compute", "http://127.0.0.1:9/compute/v1/"}};
+			struct isc_provider_settings st5 = {it2, 1, c2, 1};
+			assert_int_equal(
+			    p->session_new(&st5, "us-central1", &scripted, &fake_clock, &s, &err),
+			    ISC_EINVALID);
+			assert_non_null(strstr(err.msg, "token_uri"));
+		}
+		free(txt);
+		json_decref(k);
+	}
 	/* list prices: no refresh_prices slot, which prices/ counts as list-only */
 	assert_null(p->refresh_prices);
 }
@@ -1170,6 +1238,7 @@ int main(void)
 	    cmocka_unit_test(test_token_refreshed_before_expiry),
 	    cmocka_unit_test(test_token_shared_between_sessions),
 	    cmocka_unit_test(test_describe_preemption_and_terminate),
+	    cmocka_unit_test(test_listing_never_cut_short),
 	    cmocka_unit_test(test_session_errors),
 	    cmocka_unit_test(test_mock_gang_preempt_terminate),
 	    cmocka_unit_test(test_mock_lost_reply_and_failover),
