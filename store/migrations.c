@@ -180,6 +180,21 @@ static const char *const migrations[] = {
      */
     "ALTER TABLE shapes ADD COLUMN price_source TEXT NOT NULL DEFAULT 'catalog';"
     "ALTER TABLE shapes ADD COLUMN price_checked_ms INTEGER NOT NULL DEFAULT 0;",
+
+    /*
+     * 7: the on-prem node pool for cycle and interruptible work. A node is
+     * known by host and port; 'draining' keeps its run and gets no new one,
+     * 'down' stopped answering.
+     */
+    "CREATE TABLE pool_nodes ("
+    "  id INTEGER PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),"
+    "  user TEXT NOT NULL,"
+    "  gpus INTEGER NOT NULL CHECK (gpus >= 1),"
+    "  state TEXT NOT NULL DEFAULT 'up' CHECK (state IN ('up','draining','down')),"
+    "  added_ms INTEGER NOT NULL,"
+    "  UNIQUE (host, port));",
 };
 
 size_t isc_store_migration_count(void)

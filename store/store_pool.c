@@ -1,0 +1,229 @@
+/* The on-prem node pool: the SQL of the pool_nodes table (see store_pool.h). */
+#include "store/store_pool.h"
+
+#include "store/store_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int host_ok(const char *h)
+{
+	size_t n = h ? strlen(h) : 0;
+	if (n == 0 || n > 253 || h[0] == '-' || h[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)h[i]) && !strchr(".-:", h[i]))
+			return 0;
+	return 1;
+}
+
+static int user_ok(const char *u)
+{
+	size_t n = u ? strlen(u) : 0;
+	if (n == 0 || n > 32 || !(islower((unsigned char)u[0]) || u[0] == '_'))
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if (!islower((unsigned char)u[i]) && !isdigit((unsigned char)u[i]) &&
+		    !strchr("_-", u[i]))
+			return 0;
+	return 1;
+}
+
+static int state_ok(const char *st)
+{
+	return st && (!strcmp(st, "up") || !strcmp(st, "draining") || !strcmp(st, "down"));
+}
+
+int isc_store_pool_add(struct isc_store *s, const char *host, int port, const char *user, int gpus,
+                       int64_t *id_out, struct isc_err *err)
+{
+	if (!host_ok(host))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "host: '%.64s' is not a host name or address (letters, digits, "
+		                   "'.', '-', ':')",
+		                   host ? host : "");
+	if (port < 1 || port > 65535)
+		return isc_err_set(err, ISC_EINVALID, "port: %d is not 1..65535", port);
+	if (!user_ok(user))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "user: '%.40s' is not a user name ([a-z_][a-z0-9_-]*)",
+		                   user ? user : "");
+	if (gpus < 1 || gpus > ISC_POOL_MAX_GPUS)
+		return isc_err_set(err, ISC_EINVALID, "gpus: %d is not 1..%d", gpus,
+		                   ISC_POOL_MAX_GPUS);
+	sqlite3_stmt *st;
+	int rc =
+	    isc_store_prepare(s,
+	                      "INSERT INTO pool_nodes (host, port, user, gpus, state, added_ms) "
+	                      "VALUES (?, ?, ?, ?, 'up', ?)",
+	                      &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, port);
+	sqlite3_bind_text(st, 3, user, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 4, gpus);
+	sqlite3_bind_int64(st, 5, isc_store_now_ms());
+	int step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step == SQLITE_CONSTRAINT)
+		return isc_err_set(err, ISC_ECONFLICT, "node %s:%d is already in the pool", host,
+		                   port);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "adding a pool node", err);
+	if (id_out)
+		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
+	return 0;
+}
+
+void isc_pool_node_cleanup(struct isc_pool_node *n)
+{
+	free(n->host);
+	free(n->user);
+	free(n->state);
+	memset(n, 0, sizeof(*n));
+}
+
+void isc_pool_nodes_free(struct isc_pool_node *nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_pool_node_cleanup(&nodes[i]);
+	free(nodes);
+}
+
+static int read_row(sqlite3_stmt *st, struct isc_pool_node *out)
+{
+	int oom = 0;
+	out->id = sqlite3_column_int64(st, 0);
+	out->host = isc_store_col_text(st, 1, &oom);
+	out->port = sqlite3_column_int(st, 2);
+	out->user = isc_store_col_text(st, 3, &oom);
+	out->gpus = sqlite3_column_int(st, 4);
+	out->state = isc_store_col_text(st, 5, &oom);
+	out->added_ms = sqlite3_column_int64(st, 6);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+#define POOL_COLS "id, host, port, user, gpus, state, added_ms"
+
+int isc_store_pool_list(struct isc_store *s, struct isc_pool_node **out, size_t *n,
+                        struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	struct isc_pool_node *v = NULL;
+	size_t len = 0, cap = 0;
+	int rc = isc_store_prepare(s, "SELECT " POOL_COLS " FROM pool_nodes ORDER BY id", &st, err);
+	if (rc)
+		return rc;
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct isc_pool_node *nv = realloc(v, ncap * sizeof(*nv));
+			if (!nv) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				goto fail;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		memset(&v[len], 0, sizeof(v[len]));
+		if (read_row(st, &v[len++])) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	if (step != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, step, "listing pool nodes", err);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	*out = v;
+	*n = len;
+	return 0;
+fail:
+	sqlite3_finalize(st);
+	isc_pool_nodes_free(v, len);
+	return rc;
+}
+
+int isc_store_pool_find(struct isc_store *s, const char *what, struct isc_pool_node *out,
+                        struct isc_err *err)
+{
+	struct isc_pool_node *v;
+	size_t n, hits = 0, hit = 0;
+	char *end;
+	memset(out, 0, sizeof(*out));
+	if (!what || !*what)
+		return isc_err_set(err, ISC_EINVALID, "node: give its id or host");
+	long long id = strtoll(what, &end, 10);
+	int by_id = *end == '\0';
+	int rc = isc_store_pool_list(s, &v, &n, err);
+	if (rc)
+		return rc;
+	char hp[2][300]; /* the first two matches, for the message */
+	for (size_t i = 0; i < n; i++) {
+		char this_hp[300];
+		snprintf(this_hp, sizeof(this_hp), "%s:%d", v[i].host, v[i].port);
+		int match =
+		    by_id ? v[i].id == id : (!strcmp(what, v[i].host) || !strcmp(what, this_hp));
+		if (!match)
+			continue;
+		if (hits == 0)
+			hit = i;
+		if (hits < 2)
+			memcpy(hp[hits], this_hp, sizeof(this_hp));
+		hits++;
+	}
+	if (hits == 0)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "node %s is not in the pool", what);
+	else if (hits > 1)
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "node %s is ambiguous (%s, %s%s): give HOST:PORT or the id", what,
+		                 hp[0], hp[1], hits > 2 ? ", ..." : "");
+	else {
+		*out = v[hit];
+		memset(&v[hit], 0, sizeof(v[hit]));
+	}
+	isc_pool_nodes_free(v, n);
+	return rc;
+}
+
+static int exec_on_id(struct isc_store *s, const char *sql, const char *text, int64_t id,
+                      const char *what, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, sql, &st, err);
+	if (rc)
+		return rc;
+	int k = 1;
+	if (text)
+		sqlite3_bind_text(st, k++, text, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, k, id);
+	int step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, what, err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_ENOTFOUND, "node %lld is not in the pool",
+		                   (long long)id);
+	return 0;
+}
+
+int isc_store_pool_set_state(struct isc_store *s, int64_t id, const char *state,
+                             struct isc_err *err)
+{
+	if (!state_ok(state))
+		return isc_err_set(err, ISC_EINVALID, "state: '%.20s' is not up, draining or down",
+		                   state ? state : "");
+	return exec_on_id(s, "UPDATE pool_nodes SET state = ? WHERE id = ?", state, id,
+	                  "setting a pool node's state", err);
+}
+
+int isc_store_pool_remove(struct isc_store *s, int64_t id, struct isc_err *err)
+{
+	return exec_on_id(s, "DELETE FROM pool_nodes WHERE id = ?", NULL, id,
+	                  "removing a pool node", err);
+}
