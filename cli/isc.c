@@ -32,6 +32,7 @@ static const struct command commands[] = {
     {"cancel", cmd_cancel, "cancel an experiment"},
     {"credits", cmd_credits, "grant credits, show balances"},
     {"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
+    {"nodes", cmd_nodes, "the on-prem node pool: add, list, drain, remove, pubkey"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# isc nodes: the on-prem pool is registered, listed, drained, removed; bad
+# fields are refused with the field named and nothing written; the pool's
+# public key is stable and its private half stays owner-only in $ISC_HOME.
+. "$(dirname "$0")/lib.sh"
+
+home=$(mktemp -d /tmp/isc-pool.XXXXXX)/home
+trap 'rm -rf "$(dirname "$home")"' EXIT
+isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
+
+expect_exit 0 "init" isc init
+expect_exit 2 "nodes needs a subcommand" isc nodes
+expect_exit 0 "nodes --help" isc nodes --help
+expect_exit 2 "add needs --gpus" isc nodes add gpu-1
+expect_exit 2 "add --gpus 0" isc nodes add gpu-1 --gpus 0
+expect_exit 2 "add --port 70000" isc nodes add gpu-1 --port 70000 --gpus 8
+expect_exit 2 "add unknown flag" isc nodes add gpu-1 --gpus 8 --bogus
+expect_exit 2 "a host that looks like an option is refused" isc nodes add -oProxyCommand=x --gpus 8
+expect_exit 1 "add a host with a space" isc nodes add "a b" --gpus 8
+expect_stderr "host:" isc nodes add "a b" --gpus 8
+expect_exit 1 "add a bad user" isc nodes add gpu-1 --user 'root;id' --gpus 8
+expect_stderr "user:" isc nodes add gpu-1 --user 'root;id' --gpus 8
+check "nothing written by refusals" test "$(isc nodes list --json)" = "[]"
+
+expect_exit 0 "add gpu-1" isc nodes add gpu-1 --gpus 8
+expect_exit 0 "add gpu-1:2222" isc nodes add gpu-1 --port 2222 --user train --gpus 4
+expect_exit 0 "add 127.0.0.1:40022" isc nodes add 127.0.0.1 --port 40022 --user root --gpus 8
+expect_exit 1 "the same host:port twice" isc nodes add gpu-1 --gpus 8
+expect_stderr "already in the pool" isc nodes add gpu-1 --gpus 8
+check "list shows 3 nodes" test "$(isc nodes list | tail -n +2 | wc -l)" -eq 3
+check "list --json has the fields" bash -c "'$ISC_BIN/isc' --home '$home' nodes list --json |
+	/usr/bin/python3 -c 'import json,sys; v=json.load(sys.stdin); n=v[1];
+assert (n[\"host\"],n[\"port\"],n[\"user\"],n[\"gpus\"],n[\"state\"])==(\"gpu-1\",2222,\"train\",4,\"up\"), n'"
+expect_exit 1 "drain an ambiguous host" isc nodes drain gpu-1
+expect_stderr "ambiguous" isc nodes drain gpu-1
+expect_exit 0 "drain gpu-1:2222" isc nodes drain gpu-1:2222
+check "it is draining" bash -c "'$ISC_BIN/isc' --home '$home' nodes list | grep 'gpu-1 .* 2222 ' | grep -q draining"
+expect_exit 0 "undrain by id" isc nodes undrain 2
+check "it is up" bash -c "'$ISC_BIN/isc' --home '$home' nodes list | grep 'gpu-1 .* 2222 ' | grep -q ' up'"
+expect_exit 0 "remove by id" isc nodes remove 3
+expect_exit 1 "remove it again" isc nodes remove 3
+expect_stderr "not in the pool" isc nodes remove 3
+check "2 nodes left" test "$(isc nodes list --json | grep -c '"id"')" -eq 2
+
+pub1=$(isc nodes pubkey)
+pub2=$(isc nodes pubkey)
+check "pubkey is an OpenSSH line" grep -Eq '^ecdsa-sha2-nistp256 AAAA[A-Za-z0-9+/=]+ ' <<<"$pub1"
+check "pubkey is stable" test "$pub1" = "$pub2"
+check "the private key is owner-only" test "$(stat -c %a "$home/keys/onprem-pool")" = 600
+check "the private key is never printed" bash -c "! grep -q PRIVATE <<<'$pub1'"
+
+finish pool
