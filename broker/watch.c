@@ -177,13 +177,24 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 {
 	struct broker_instance *seen;
 	struct isc_err err;
-	size_t n_seen;
+	size_t n_seen, n_strays = 0, *strays;
 	int64_t now = now_ms();
+	int batch;
 
 	if (broker_cloud_describe(b, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
 		return;
 	}
+	if (!(strays = calloc(n_seen ? n_seen : 1, sizeof(*strays)))) {
+		broker_instances_free(seen, n_seen);
+		return;
+	}
+	/*
+	 * What the describe says goes into the store in one write transaction (the
+	 * lock taken once per describe, not once per node). Strays are handled after
+	 * it: terminating one is a cloud call, never made while holding the lock.
+	 */
+	batch = isc_store_begin(b->store, &err) == 0;
 	for (size_t i = 0; i < n_seen; i++) {
 		int known = 0;
 		isc_store_node_known(b->store, seen[i].instance_id, &known, &err);
@@ -193,7 +204,7 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 			                       seen[i].launched_at_ms, seen[i].notice_at_ms, now,
 			                       &err);
 		else
-			stray(b, t, &seen[i], reconcile);
+			strays[n_strays++] = i;
 	}
 	/*
 	 * Nodes this describe did not list. The cloud keeps terminated instances
@@ -230,6 +241,14 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 		}
 		isc_node_list_free(nodes, n);
 	}
+	if (batch && isc_store_commit(b->store, &err)) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: recording: %s", t->provider, t->region,
+		        err.msg);
+		isc_store_rollback(b->store);
+	}
+	for (size_t k = 0; k < n_strays; k++)
+		stray(b, t, &seen[strays[k]], reconcile);
+	free(strays);
 	broker_instances_free(seen, n_seen);
 }
 

@@ -19,6 +19,7 @@
 struct isc_store {
 	sqlite3 *db;
 	char *home;
+	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -98,19 +99,61 @@ static int exec_sql(struct isc_store *s, const char *sql, const char *what, stru
 	return 0;
 }
 
+/*
+ * Transactions nest: the outermost isc_store_begin takes the write lock
+ * (BEGIN IMMEDIATE), inner ones are savepoints. A caller that batches many
+ * small writes (the meter's charges of a tick, a describe's node updates)
+ * holds the lock once for all of them, and a step inside the batch that fails
+ * rolls back to its own savepoint without undoing the others.
+ */
 int isc_store_begin(struct isc_store *s, struct isc_err *err)
 {
-	return exec_sql(s, "BEGIN IMMEDIATE", "beginning a transaction", err);
+	char sql[32];
+	int rc;
+
+	/* SQLite ends a transaction on its own after some errors (a full disk): start afresh. */
+	if (s->depth > 0 && sqlite3_get_autocommit(s->db))
+		s->depth = 0;
+	if (s->depth == 0)
+		rc = exec_sql(s, "BEGIN IMMEDIATE", "beginning a transaction", err);
+	else {
+		snprintf(sql, sizeof(sql), "SAVEPOINT sp%d", s->depth);
+		rc = exec_sql(s, sql, "beginning a savepoint", err);
+	}
+	if (!rc)
+		s->depth++;
+	return rc;
 }
 
+/* On failure the transaction stays open: the caller rolls it back. */
 int isc_store_commit(struct isc_store *s, struct isc_err *err)
 {
-	return exec_sql(s, "COMMIT", "committing", err);
+	char sql[32];
+	int rc;
+
+	if (s->depth <= 1) {
+		rc = exec_sql(s, "COMMIT", "committing", err);
+	} else {
+		snprintf(sql, sizeof(sql), "RELEASE sp%d", s->depth - 1);
+		rc = exec_sql(s, sql, "releasing a savepoint", err);
+	}
+	if (!rc && s->depth > 0)
+		s->depth--;
+	return rc;
 }
 
 void isc_store_rollback(struct isc_store *s)
 {
-	sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	char sql[64];
+
+	if (s->depth <= 1) {
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		s->depth = 0;
+		return;
+	}
+	snprintf(sql, sizeof(sql), "ROLLBACK TO sp%d; RELEASE sp%d", s->depth - 1, s->depth - 1);
+	sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	s->depth--;
 }
 
 int isc_store_latest_version(void)

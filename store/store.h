@@ -35,8 +35,11 @@ int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
 /* The newest migration this program knows. */
 int isc_store_latest_version(void);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK: a write transaction taken up front, so racing writers
- * serialize. */
+/*
+ * BEGIN IMMEDIATE / COMMIT / ROLLBACK: a write transaction taken up front, so racing writers
+ * serialize. They nest: inside a transaction, begin/commit/rollback are a savepoint's, so a
+ * batch of writes takes the lock once and a failed step undoes only itself.
+ */
 int isc_store_begin(struct isc_store *s, struct isc_err *err);
 int isc_store_commit(struct isc_store *s, struct isc_err *err);
 void isc_store_rollback(struct isc_store *s);

@@ -187,6 +187,38 @@ static void test_store_refuses_newer_schema(void **state)
 	remove_home(home);
 }
 
+/* Transactions nest as savepoints: an inner rollback undoes only its own writes. */
+static void test_store_nested_transactions(void **state)
+{
+	char *home = temp_home();
+	struct isc_store *s;
+	struct isc_err err;
+	struct isc_org *orgs;
+	size_t n;
+	(void)state;
+	assert_int_equal(isc_store_open(home, 1, &s, &err), 0);
+	assert_int_equal(isc_store_begin(s, &err), 0);
+	assert_int_equal(isc_store_org_add(s, "kept-a", NULL, &err), 0);
+	assert_int_equal(isc_store_begin(s, &err), 0);
+	assert_int_equal(isc_store_org_add(s, "undone-b", NULL, &err), 0);
+	isc_store_rollback(s);
+	assert_int_equal(isc_store_begin(s, &err), 0);
+	assert_int_equal(isc_store_org_add(s, "kept-c", NULL, &err), 0);
+	assert_int_equal(isc_store_commit(s, &err), 0);
+	assert_int_equal(isc_store_commit(s, &err), 0);
+	/* back in autocommit: a new transaction starts afresh */
+	assert_int_equal(isc_store_begin(s, &err), 0);
+	assert_int_equal(isc_store_org_add(s, "undone-d", NULL, &err), 0);
+	isc_store_rollback(s);
+	assert_int_equal(isc_store_org_list(s, &orgs, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(orgs[0].name, "kept-a");
+	assert_string_equal(orgs[1].name, "kept-c");
+	isc_org_list_free(orgs, n);
+	isc_store_free(s);
+	remove_home(home);
+}
+
 static void test_store_orgs_projects_experiments(void **state)
 {
 	char *home = temp_home(), *pid = NULL;
@@ -395,6 +427,7 @@ int main(void)
 	    cmocka_unit_test(test_store_create_modes),
 	    cmocka_unit_test(test_store_migrates_old_schema_in_place),
 	    cmocka_unit_test(test_store_refuses_newer_schema),
+	    cmocka_unit_test(test_store_nested_transactions),
 	    cmocka_unit_test(test_store_orgs_projects_experiments),
 	    cmocka_unit_test(test_http_retries_transient_then_succeeds),
 	    cmocka_unit_test(test_http_does_not_retry_auth_or_client_errors),
