@@ -134,9 +134,16 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	struct isc_cluster c;
 	struct isc_intent intent;
 	struct isc_err err;
-	int owned = 0;
+	int owned = 0, known = 0;
 
 	if (is_ending(in->state))
+		return;
+	/*
+	 * Known now? The describe was read a moment ago and a worker may have recorded
+	 * the node since (then moved its cluster on from launching): an instance is a
+	 * stray only if no node row has it at the moment of the decision.
+	 */
+	if (isc_store_node_known(b->store, in->instance_id, &known, &err) || known)
 		return;
 	if (in->cluster_id && isc_store_cluster_get(b->store, in->cluster_id, &c, &err) == 0) {
 		if (strcmp(c.state, "launching") == 0 &&

@@ -148,6 +148,11 @@ check "exactly one gang was created for it" test "$(mock instances | /usr/bin/py
 import json, sys
 print(sum(1 for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1]))' "$id")" = 2
 check "nothing left after lost replies" wait_no_live
+if [ "$(mock instances | grep -c "$id")" != 2 ]; then isc status "$id" >&2; mock instances | /usr/bin/python3 -c '
+import json, sys
+for r in json.load(sys.stdin):
+    if r["tags"].get("isc:experiment") == sys.argv[1]:
+        print(r["id"], r["state"], r["zone"], r["client_token"], r["tags"].get("isc:cluster"), file=sys.stderr)' "$id"; fi
 mock faults -X DELETE >/dev/null
 
 # 11. A stray: an instance with this broker's tag that no cluster record owns (created behind
