@@ -8,6 +8,18 @@
 
 #include <stddef.h>
 
+/* The totals of migration 8 computed from the rows (the backfill of an existing ledger). */
+#define LEDGER_TOTALS_SUMS                                                                         \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
+	"amount_micros "                                                                           \
+	"WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "                   \
+	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'reserve' THEN "          \
+	"amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "           \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
+	"ELSE 0 END), 0), "                                                                        \
+	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
+
 static const char *const migrations[] = {
     /* 1: foundation: organisations, projects, experiments and their events. */
     "CREATE TABLE orgs ("
@@ -195,6 +207,55 @@ static const char *const migrations[] = {
     "  state TEXT NOT NULL DEFAULT 'up' CHECK (state IN ('up','draining','down')),"
     "  added_ms INTEGER NOT NULL,"
     "  UNIQUE (host, port));",
+
+    /*
+     * 8: running totals of the ledger per organisation, project and experiment,
+     * kept by a trigger in the same transaction as each append. The ledger only
+     * grows (a row per node per tick), so summing it for every hold and renewal
+     * made each money transaction slower the longer the platform ran, and the
+     * write lock with it; the rows are immutable, so the totals stay exact.
+     * balance: grants + refunds + adjustments - charges; reserved: reserves -
+     * releases; spent: charges (all of these for billing 'credits'); charged:
+     * charges of any billing (an experiment's cost).
+     */
+    "CREATE TABLE ledger_totals ("
+    "  scope TEXT NOT NULL CHECK (scope IN ('org','project','experiment')),"
+    "  key TEXT NOT NULL,"
+    "  balance_micros INTEGER NOT NULL DEFAULT 0,"
+    "  reserved_micros INTEGER NOT NULL DEFAULT 0,"
+    "  spent_micros INTEGER NOT NULL DEFAULT 0,"
+    "  charged_micros INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (scope, key));"
+    "INSERT INTO ledger_totals "
+    "  SELECT 'org', CAST(org_id AS TEXT), " LEDGER_TOTALS_SUMS " FROM ledger GROUP BY org_id;"
+    "INSERT INTO ledger_totals "
+    "  SELECT 'project', project_id, " LEDGER_TOTALS_SUMS " FROM ledger"
+    "  WHERE project_id IS NOT NULL GROUP BY project_id;"
+    "INSERT INTO ledger_totals "
+    "  SELECT 'experiment', experiment_id, " LEDGER_TOTALS_SUMS " FROM ledger"
+    "  WHERE experiment_id IS NOT NULL GROUP BY experiment_id;"
+    "CREATE TRIGGER ledger_totals_add AFTER INSERT ON ledger BEGIN"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key) VALUES ('org', CAST(NEW.org_id AS TEXT));"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key)"
+    "    SELECT 'project', NEW.project_id WHERE NEW.project_id IS NOT NULL;"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key)"
+    "    SELECT 'experiment', NEW.experiment_id WHERE NEW.experiment_id IS NOT NULL;"
+    "  UPDATE ledger_totals SET"
+    "    balance_micros = balance_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'grant' THEN NEW.amount_micros WHEN 'refund' THEN NEW.amount_micros"
+    "       WHEN 'adjustment' THEN NEW.amount_micros WHEN 'charge' THEN -NEW.amount_micros"
+    "       ELSE 0 END) ELSE 0 END),"
+    "    reserved_micros = reserved_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'reserve' THEN NEW.amount_micros"
+    "       WHEN 'release' THEN -NEW.amount_micros ELSE 0 END) ELSE 0 END),"
+    "    spent_micros = spent_micros + (CASE WHEN NEW.billing = 'credits' AND"
+    "      NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END),"
+    "    charged_micros = charged_micros +"
+    "      (CASE WHEN NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END)"
+    "  WHERE (scope = 'org' AND key = CAST(NEW.org_id AS TEXT))"
+    "     OR (scope = 'project' AND key = NEW.project_id)"
+    "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
+    "END;",
 };
 
 size_t isc_store_migration_count(void)

@@ -6,6 +6,7 @@
 #include "store/store_ledger.h"
 #include "store/store_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,61 +87,58 @@ static int sum_query(struct isc_store *s, const char *sql, const char *text_arg,
 	return rc;
 }
 
-#define SUM_BALANCE                                                                                \
-	"COALESCE(SUM(CASE kind WHEN 'grant' THEN amount_micros WHEN 'refund' THEN amount_micros " \
-	"WHEN 'adjustment' THEN amount_micros WHEN 'charge' THEN -amount_micros ELSE 0 END), 0)"
-#define SUM_RESERVED                                                                               \
-	"COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros "                                \
-	"WHEN 'release' THEN -amount_micros ELSE 0 END), 0)"
+/* A running total of migration 8 (ledger_totals); 0 when the scope has no row yet. */
+static int totals(struct isc_store *s, const char *scope, const char *key, const char *cols,
+                  int64_t *a, int64_t *b, const char *what, struct isc_err *err)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql),
+	         "SELECT %s FROM (SELECT 1) LEFT JOIN ledger_totals ON scope = '%s' AND key = ?",
+	         cols, scope);
+	return sum_query(s, sql, key, 0, a, b, what, err);
+}
 
 int isc_store_ledger_org_sums(struct isc_store *s, int64_t org_id, int64_t *balance_micros,
                               int64_t *reserved_micros, struct isc_err *err)
 {
-	return sum_query(s,
-	                 "SELECT " SUM_BALANCE ", " SUM_RESERVED
-	                 " FROM ledger WHERE org_id = ? AND billing = 'credits'",
-	                 NULL, org_id, balance_micros, reserved_micros,
-	                 "summing an organisation's ledger", err);
+	char key[24];
+	snprintf(key, sizeof(key), "%lld", (long long)org_id);
+	return totals(s, "org", key, "COALESCE(balance_micros, 0), COALESCE(reserved_micros, 0)",
+	              balance_micros, reserved_micros, "reading an organisation's totals", err);
 }
 
 int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id,
                                   int64_t *spent_micros, int64_t *reserved_micros,
                                   struct isc_err *err)
 {
-	return sum_query(
-	    s,
-	    "SELECT COALESCE(SUM(CASE kind WHEN 'charge' THEN amount_micros ELSE 0 END), "
-	    "0), " SUM_RESERVED " FROM ledger WHERE project_id = ? AND billing = 'credits' "
-	    "AND kind IN ('charge', 'reserve', 'release')",
-	    project_id, 0, spent_micros, reserved_micros, "summing a project's ledger", err);
+	return totals(s, "project", project_id,
+	              "COALESCE(spent_micros, 0), COALESCE(reserved_micros, 0)", spent_micros,
+	              reserved_micros, "reading a project's totals", err);
 }
 
 int isc_store_ledger_experiment_held(struct isc_store *s, const char *experiment_id,
                                      int64_t *held_micros, struct isc_err *err)
 {
-	return sum_query(s,
-	                 "SELECT " SUM_RESERVED " FROM ledger WHERE experiment_id = ? "
-	                 "AND kind IN ('reserve', 'release') AND billing = 'credits'",
-	                 experiment_id, 0, held_micros, NULL, "summing an experiment's holds", err);
+	return totals(s, "experiment", experiment_id, "COALESCE(reserved_micros, 0)", held_micros,
+	              NULL, "reading an experiment's holds", err);
 }
 
 int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment_id,
                                      int64_t *cost_micros, struct isc_err *err)
 {
-	return sum_query(s,
-	                 "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger "
-	                 "WHERE experiment_id = ? AND kind = 'charge'",
-	                 experiment_id, 0, cost_micros, NULL, "summing an experiment's charges",
-	                 err);
+	return totals(s, "experiment", experiment_id, "COALESCE(charged_micros, 0)", cost_micros,
+	              NULL, "reading an experiment's charges", err);
 }
 
 int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
                                         int64_t *until_ms, int *found, struct isc_err *err)
 {
 	int64_t n = 0, until = 0;
+	/* The newest charge by the ledger_node index: one row, however long the node ran. */
 	int rc = sum_query(s,
-	                   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM ledger "
-	                   "WHERE node_instance_id = ? AND kind = 'charge'",
+	                   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM (SELECT "
+	                   "period_end_ms FROM ledger WHERE node_instance_id = ? AND kind = "
+	                   "'charge' ORDER BY period_end_ms DESC LIMIT 1)",
 	                   instance_id, 0, &n, &until, "reading a node's charges", err);
 	if (rc)
 		return rc;

@@ -594,6 +594,73 @@ static void test_spend_grouping(void **state)
 	isc_spend_rows_free(rows, n);
 }
 
+/* One full scan of the ledger, the way the totals were computed before migration 8. */
+static int64_t scan(struct fixture *f, const char *sql, const char *key)
+{
+	sqlite3_stmt *st;
+	int64_t v;
+	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->s), sql, -1, &st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* The trigger-kept totals equal sums over the rows, for every scope, after mixed traffic. */
+static void test_totals_match_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_err err;
+	int64_t bal, res, spent, held, cost;
+	char org[24];
+
+	seed_spend(f);
+	add_experiment(f, "exp_t", f->project_id, f->org_id);
+	add_cluster(f, "cl_t", "exp_t", "default", 2, USD(3));
+	assert_int_equal(isc_credits_reserve(f->s, "exp_t", "cl_t", USD(4), &err), 0);
+	for (int i = 0; i < 20; i++) {
+		struct isc_charge c =
+		    charge("exp_t", i % 2 ? "i-t1" : "i-t0", USD(3), i * 60000, (i + 1) * 60000);
+		c.cluster_id = "cl_t";
+		assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	}
+	assert_int_equal(isc_credits_renew(f->s, "exp_t", "cl_t", USD(5), &err), 0);
+	assert_int_equal(isc_credits_release(f->s, "exp_t", &err), 0);
+
+	snprintf(org, sizeof(org), "%lld", (long long)f->org_id);
+	assert_int_equal(isc_store_ledger_org_sums(f->s, f->org_id, &bal, &res, &err), 0);
+	assert_true(bal ==
+	            scan(f,
+	                 "SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount_micros "
+	                 "WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN "
+	                 "amount_micros WHEN 'charge' THEN -amount_micros ELSE 0 END), 0) "
+	                 "FROM ledger WHERE CAST(org_id AS TEXT) = ? AND billing = 'credits'",
+	                 org));
+	assert_true(res == scan(f,
+	                        "SELECT COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros "
+	                        "WHEN 'release' THEN -amount_micros ELSE 0 END), 0) FROM ledger "
+	                        "WHERE CAST(org_id AS TEXT) = ? AND billing = 'credits'",
+	                        org));
+	assert_int_equal(isc_store_ledger_project_sums(f->s, f->project_id, &spent, &res, &err), 0);
+	assert_true(spent == scan(f,
+	                          "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger WHERE "
+	                          "project_id = ? AND kind = 'charge' AND billing = 'credits'",
+	                          f->project_id));
+	assert_true(spent > 0);
+	assert_int_equal(isc_store_ledger_experiment_held(f->s, "exp_t", &held, &err), 0);
+	assert_true(held == 0); /* released */
+	assert_int_equal(isc_store_ledger_experiment_cost(f->s, "exp_t", &cost, &err), 0);
+	assert_true(cost == scan(f,
+	                         "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger WHERE "
+	                         "experiment_id = ? AND kind = 'charge'",
+	                         "exp_t"));
+	assert_true(cost == 20 * isc_credits_cost_micros(USD(3), 60000));
+	/* a scope with no rows reads as zero */
+	assert_int_equal(isc_store_ledger_experiment_cost(f->s, "exp_none", &cost, &err), 0);
+	assert_true(cost == 0);
+}
+
 static void test_spend_render(void **state)
 {
 	struct fixture *f = *state;
@@ -665,6 +732,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_byo, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_grouping, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_render, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_totals_match_rows, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
