@@ -77,7 +77,7 @@ struct isc_provider_session {
 
 /* Who the credentials belong to. */
 struct isc_identity {
-	char account[64];    /* AWS account id, GCP project id, OCI tenancy OCID */
+	char account[128];   /* AWS account id, GCP project id, OCI tenancy OCID (~90 chars) */
 	char principal[512]; /* AWS ARN, GCP service-account email, OCI user OCID */
 	char user_id[256];   /* AWS UserId; empty where the cloud has none */
 };

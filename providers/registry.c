@@ -10,11 +10,12 @@
 
 extern const struct isc_provider isc_provider_aws;
 extern const struct isc_provider isc_provider_gcp;
+extern const struct isc_provider isc_provider_oci;
 
-/* OCI (providers/oci) is future work: until its table is here, isc_provider_find("oci") is NULL. */
 static const struct isc_provider *const providers[] = {
     &isc_provider_aws,
     &isc_provider_gcp,
+    &isc_provider_oci,
     NULL,
 };
 

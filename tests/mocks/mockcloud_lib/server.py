@@ -16,13 +16,15 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from . import ec2, gce, sigv4
+from . import ec2, gce, oci, sigv4
 from .cloud import Cloud, log, now_ms
 from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
-               "interrupt", "partial", "garbled_reply", "describe_lag", "preempt")
+               "interrupt", "partial", "garbled_reply", "describe_lag", "preempt",
+               "invalidate_token")
+PROVIDERS = ("aws", "gcp", "oci")
 
 
 class LoseResponse(Exception):
@@ -79,6 +81,9 @@ class Handler(BaseHTTPRequestHandler):
                 log("control %s %s failed: %r" % (self.command, self.path, e))
                 self._json(500, {"error": "internal: %r" % (e,)})
             return
+        if oci.handles(self.path):
+            self._oci(cloud, body)
+            return
         try:
             if gce.Gce.owns(self.path):
                 self._gce(body)
@@ -90,6 +95,23 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def _oci(self, cloud, body):
+        status, hdrs, out, lost = oci.handle(cloud, self.command, self.path, self.headers, body)
+        if lost:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        self.send_response(status)
+        for k, v in hdrs:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if out:
+            self.wfile.write(out)
 
     # ------------------------------------------------------------------ cloud API
     def _api(self, cloud, body):
@@ -243,13 +265,13 @@ class Handler(BaseHTTPRequestHandler):
                         out.append(self.server.gce.listing(i))
                         continue
                     sir = cloud.spot_requests.get(i.get("sir_id") or "")
-                    out.append({"id": i["id"], "provider": "aws", "state": i["state"],
+                    out.append({"id": i["id"], "provider": i.get("provider", "aws"), "state": i["state"],
                                 "instance_type": i["instance_type"], "region": i["region"],
                                 "zone": i["zone"], "ip": i["ip"], "ssh_port": cloud.cfg.ssh_port,
                                 "spot": bool(i["spot"]), "tags": i["tags"],
                                 "client_token": i.get("client_token"), "launched_at": i["launched_at"],
                                 "running_at": i.get("running_at"), "terminated_at": i.get("terminated_at"),
-                                "reservation_id": i["reservation_id"],
+                                "reservation_id": i.get("reservation_id"),
                                 "spot_request_id": i.get("sir_id"),
                                 "spot_status": sir["status_code"] if sir else None,
                                 "state_reason": (i.get("state_reason") or {}).get("code"),
@@ -370,8 +392,8 @@ class Handler(BaseHTTPRequestHandler):
         if req.get("region"):
             f["region"] = req["region"]
         if req.get("provider") not in (None, "aws"):
-            if req["provider"] != "gcp":
-                return self._json(400, {"error": "provider must be aws or gcp"})
+            if req["provider"] not in PROVIDERS:
+                return self._json(400, {"error": "provider must be one of %s" % ", ".join(PROVIDERS)})
             f["provider"] = req["provider"]
         with cloud.lock:
             cloud.faults.append(f)
@@ -409,6 +431,8 @@ def parse_args(argv):
     ap.add_argument("--gcp-project", default="isc-mock-project")
     ap.add_argument("--gcp-token-ttl-s", type=int, default=3600,
                     help="lifetime of the access tokens the GCP token endpoint hands out")
+    ap.add_argument("--oci-region", default="us-ashburn-1",
+                    help="OCI region of requests to /20160918/... (others use /oci/REGION/...)")
     a = ap.parse_args(argv)
     return a
 
@@ -442,6 +466,9 @@ def main(argv, script_dir):
         sys.exit("mockcloud: --node-ip-base must be in 127.0.0.0/8")
 
     cloud = Cloud(cfg)
+    # OCI's one tenancy and API key; its training subnet holds the node addresses.
+    cloud.oci_account = oci.Account(cfg.state_dir, a.oci_region, cfg.node_ip_base.strip(".") +
+                                    (".0.0/16" if cfg.node_ip_base.count(".") == 1 else ".0/24"))
     srv = Server(("127.0.0.1", a.port), Handler)
     srv.cloud = cloud
     port = srv.server_address[1]

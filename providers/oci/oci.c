@@ -1,0 +1,1053 @@
+/*
+ * The OCI driver: the isc_provider table for OCI Core (compute, VNICs,
+ * subnets, security lists) and Identity (users, availability domains), API
+ * 20160918. Every call is JSON over HTTPS signed with the API key
+ * (oci_sign.c) and sent through the shared HTTP layer, whose retry loop asks
+ * oci_classify() what a reply means.
+ *
+ * OCI has no gang launch: a gang is one LaunchInstance per node, each with an
+ * opc-retry-token derived from the broker's token, the availability domain
+ * and the node's index, so a retry or a crash replay returns the same
+ * instance instead of a new one. If a node cannot be had in an AD, the nodes
+ * that did come up are terminated before the next AD is tried.
+ *
+ * Sessions live for one broker call, so what must outlive them (the private
+ * IPs of instances, which never change, and the instances this process
+ * terminated itself) is kept in a small process-wide table.
+ */
+#include "providers/oci/oci_config.h"
+#include "providers/oci/oci_int.h"
+#include "providers/oci/oci_sign.h"
+#include "providers/provider.h"
+
+#include <jansson.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API          "/20160918"
+#define PAGE_LIMIT   "100"
+#define MAX_PAGES    1000 /* a runaway opc-next-page loop ends here */
+#define MAX_NODES    1000
+#define CACHE_SLOTS  4096
+#define CONTENT_JSON "application/json"
+
+enum oci_service { SVC_CORE, SVC_IDENTITY };
+
+struct oci_session {
+	struct isc_oci_config cfg;
+	char *url[2];    /* per enum oci_service: scheme://host[:port][/prefix], no trailing / */
+	char *host[2];   /* authority of url[], for the signed host header */
+	char *prefix[2]; /* path part of url[] ("" or "/prefix"), signed in (request-target) */
+	char *compartment_id;
+	char *subnet_id;
+	char *image_id;
+	char *compute_cluster_id;
+	int manage_security_list;
+	int assign_public_ip;
+	const struct isc_clock *clock;
+	struct isc_http_client http;
+};
+
+/* What oci_classify learns from a reply, for the caller's decisions. */
+struct call_ctx {
+	const char *action;
+	char code[128];
+	char message[400];
+};
+
+static struct oci_session *impl(struct isc_provider_session *s)
+{
+	return s->impl;
+}
+
+/* ---- what outlives a session ---- */
+
+struct cache_entry {
+	char id[256];
+	char private_ip[46];
+	char public_ip[46];
+	int terminated_by_us;    /* our TerminateInstance: not a preemption */
+	int64_t preempt_seen_ms; /* when we first saw a preemptible node go */
+	uint64_t used;
+};
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cache_entry cache[CACHE_SLOTS];
+static uint64_t cache_clock;
+
+/* The entry of id (created when `create`), with cache_lock held; NULL if absent. */
+static struct cache_entry *cache_get(const char *id, int create)
+{
+	struct cache_entry *free_slot = NULL, *oldest = NULL;
+	for (size_t i = 0; i < CACHE_SLOTS; i++) {
+		struct cache_entry *e = &cache[i];
+		if (e->id[0] && strcmp(e->id, id) == 0) {
+			e->used = ++cache_clock;
+			return e;
+		}
+		if (!e->id[0] && !free_slot)
+			free_slot = e;
+		if (e->id[0] && (!oldest || e->used < oldest->used))
+			oldest = e;
+	}
+	if (!create)
+		return NULL;
+	if (!free_slot)
+		free_slot = oldest; /* forgetting an IP costs two calls later, nothing else */
+	memset(free_slot, 0, sizeof(*free_slot));
+	snprintf(free_slot->id, sizeof(free_slot->id), "%s", id);
+	free_slot->used = ++cache_clock;
+	return free_slot;
+}
+
+/* Subnets whose training rule was found (or added) by this process. */
+static pthread_mutex_t subnet_lock = PTHREAD_MUTEX_INITIALIZER;
+static char subnets_ok[64][256];
+static size_t n_subnets_ok;
+
+static int subnet_known(const char *id)
+{
+	int found = 0;
+	pthread_mutex_lock(&subnet_lock);
+	for (size_t i = 0; i < n_subnets_ok && !found; i++)
+		found = strcmp(subnets_ok[i], id) == 0;
+	pthread_mutex_unlock(&subnet_lock);
+	return found;
+}
+
+static void subnet_remember(const char *id)
+{
+	pthread_mutex_lock(&subnet_lock);
+	snprintf(subnets_ok[n_subnets_ok % 64], sizeof(subnets_ok[0]), "%s", id);
+	if (n_subnets_ok < 64)
+		n_subnets_ok++;
+	pthread_mutex_unlock(&subnet_lock);
+}
+
+/* ---- one signed call ---- */
+
+static int oci_classify(void *vctx, const struct isc_http_response *resp, struct isc_err *err)
+{
+	struct call_ctx *cc = vctx;
+	struct isc_oci_error e;
+	char rid[96] = "";
+	int code;
+
+	cc->code[0] = cc->message[0] = '\0';
+	if (resp->status >= 200 && resp->status < 300)
+		return 0;
+	isc_oci_header(resp->headers.data, "opc-request-id", rid, sizeof(rid));
+	if (isc_oci_parse_error(resp->body.data, resp->body.len, &e) == 0) {
+		snprintf(cc->code, sizeof(cc->code), "%s", e.code);
+		snprintf(cc->message, sizeof(cc->message), "%s", e.message);
+		code = isc_oci_classify(resp->status, e.code, e.message);
+		return isc_err_set(err, code, "%s: %s: %s (HTTP %ld%s%s)", cc->action, e.code,
+		                   e.message, resp->status, rid[0] ? ", opc-request-id " : "", rid);
+	}
+	code = isc_oci_classify(resp->status, NULL, NULL);
+	return isc_err_set(err, code, "%s: HTTP %ld without an OCI error body%s%s", cc->action,
+	                   resp->status, rid[0] ? ", opc-request-id " : "", rid);
+}
+
+/*
+ * Sends one signed request: `path` starts with /20160918 and carries its
+ * query string already encoded. resp holds the reply on success.
+ */
+static int oci_call(struct oci_session *s, enum oci_service svc, const char *method,
+                    const char *path, const char *body, const char *retry_token,
+                    const char *if_match, struct call_ctx *cc, struct isc_http_response *resp,
+                    struct isc_err *err)
+{
+	struct isc_oci_sign_request sreq = {0};
+	struct isc_oci_signed sig;
+	struct isc_http_header hdrs[10];
+	struct isc_http_request req;
+	char date[32], *url = NULL, *target = NULL;
+	size_t nh = 0;
+	int rc;
+
+	memset(cc->code, 0, sizeof(cc->code));
+	cc->message[0] = '\0';
+	if (asprintf(&url, "%s%s", s->url[svc], path) < 0 ||
+	    asprintf(&target, "%s%s", s->prefix[svc], path) < 0) {
+		free(url);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_oci_format_date(s->clock->now_ms(s->clock->ctx), date);
+	sreq.method = method;
+	sreq.target = target;
+	sreq.host = s->host[svc];
+	sreq.date = date;
+	sreq.content_type = CONTENT_JSON;
+	sreq.body = body;
+	sreq.body_len = body ? strlen(body) : 0;
+	rc = isc_oci_sign(s->cfg.key, s->cfg.key_id, &sreq, &sig, err);
+	if (rc)
+		goto out;
+	hdrs[nh++] = (struct isc_http_header){"host", s->host[svc]};
+	hdrs[nh++] = (struct isc_http_header){"accept", CONTENT_JSON};
+	for (size_t i = 0; i < sig.n_add; i++)
+		hdrs[nh++] = sig.add[i];
+	if (retry_token)
+		hdrs[nh++] = (struct isc_http_header){"opc-retry-token", retry_token};
+	if (if_match)
+		hdrs[nh++] = (struct isc_http_header){"if-match", if_match};
+	req = (struct isc_http_request){method, url, hdrs, nh, body, sreq.body_len};
+	rc = isc_http_do(&s->http, &req, oci_classify, cc, resp, err);
+out:
+	isc_oci_signed_cleanup(&sig);
+	free(url);
+	free(target);
+	return rc;
+}
+
+/* oci_call, then the reply as JSON (*out owned by the caller). */
+static int oci_call_json(struct oci_session *s, enum oci_service svc, const char *method,
+                         const char *path, const char *body, const char *retry_token,
+                         struct call_ctx *cc, struct isc_http_response *resp, json_t **out,
+                         struct isc_err *err)
+{
+	int rc = oci_call(s, svc, method, path, body, retry_token, NULL, cc, resp, err);
+	*out = NULL;
+	if (rc)
+		return rc;
+	*out = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+	if (!*out)
+		return isc_err_set(err, ISC_EINVALID, "%s: the reply is not JSON", cc->action);
+	return 0;
+}
+
+/* Appends "&name=value" (or "?..." first) with the value percent-encoded. */
+static int query_add(char *q, size_t cap, const char *name, const char *value)
+{
+	size_t n = strlen(q);
+	int w = snprintf(q + n, cap - n, "%c%s=", strchr(q, '?') ? '&' : '?', name);
+	if (w < 0 || (size_t)w >= cap - n)
+		return -1;
+	n += (size_t)w;
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+		if (n + 4 > cap)
+			return -1;
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
+			q[n++] = (char)*p;
+		else
+			n += (size_t)snprintf(q + n, 4, "%%%02X", *p);
+	}
+	q[n] = '\0';
+	return 0;
+}
+
+/* ---- session ---- */
+
+static char *dup_setting(const struct isc_provider_settings *st, const char *key, const char *dflt)
+{
+	const char *v = isc_provider_setting(st, key);
+	if (!v || !v[0])
+		v = dflt;
+	return v ? strdup(v) : NULL;
+}
+
+static int setting_true(const struct isc_provider_settings *st, const char *key)
+{
+	const char *v = isc_provider_setting(st, key);
+	return v && (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"));
+}
+
+/* The endpoint of svc: setting endpoint_<svc> > endpoint > the region's; {region} expanded. */
+static char *endpoint_resolve(const struct isc_provider_settings *st, const char *svc,
+                              const char *region)
+{
+	char key[32], *tmpl, *out = NULL, *at;
+	const char *e;
+	size_t n;
+
+	snprintf(key, sizeof(key), "endpoint_%s", svc);
+	e = isc_provider_setting(st, key);
+	if (!e || !e[0])
+		e = isc_provider_setting(st, "endpoint");
+	if (e && e[0])
+		tmpl = strdup(e);
+	else if (asprintf(&tmpl, "https://%s.{region}.oraclecloud.com",
+	                  strcmp(svc, "core") == 0 ? "iaas" : "identity") < 0)
+		tmpl = NULL;
+	if (!tmpl)
+		return NULL;
+	at = strstr(tmpl, "{region}");
+	if (at) {
+		*at = '\0';
+		if (asprintf(&out, "%s%s%s", tmpl, region, at + 8) < 0)
+			out = NULL;
+		free(tmpl);
+	} else {
+		out = tmpl;
+	}
+	/* One spelling: no trailing slash; requests add /20160918/... */
+	n = out ? strlen(out) : 0;
+	while (n > 0 && out[n - 1] == '/')
+		out[--n] = '\0';
+	return out;
+}
+
+/* "https://h:p/x/y" -> host "h:p" and prefix "/x/y". */
+static int split_url(const char *url, char **host, char **prefix)
+{
+	const char *p = strstr(url, "://");
+	size_t n;
+	p = p ? p + 3 : url;
+	n = strcspn(p, "/?#");
+	if (n == 0 || memchr(p, '@', n) || p[n] == '?' || p[n] == '#')
+		return ISC_EINVALID;
+	*host = strndup(p, n);
+	*prefix = strdup(p + n);
+	return *host && *prefix ? 0 : ISC_ENOMEM;
+}
+
+static void oci_session_free(struct isc_provider_session *ps)
+{
+	struct oci_session *s;
+	if (!ps)
+		return;
+	s = ps->impl;
+	if (s) {
+		isc_oci_config_cleanup(&s->cfg);
+		for (int i = 0; i < 2; i++) {
+			free(s->url[i]);
+			free(s->host[i]);
+			free(s->prefix[i]);
+		}
+		free(s->compartment_id);
+		free(s->subnet_id);
+		free(s->image_id);
+		free(s->compute_cluster_id);
+		free(s);
+	}
+	free(ps);
+}
+
+extern const struct isc_provider isc_provider_oci;
+
+static int oci_session_new(const struct isc_provider_settings *settings, const char *region,
+                           const struct isc_http_transport *t, const struct isc_clock *clock,
+                           struct isc_provider_session **out, struct isc_err *err)
+{
+	static const char *const svc_name[2] = {"core", "identity"};
+	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
+	struct oci_session *s = calloc(1, sizeof(*s));
+	int rc;
+
+	*out = NULL;
+	if (!ps || !s) {
+		free(ps);
+		free(s);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	ps->provider = &isc_provider_oci;
+	ps->impl = s;
+	if ((rc = isc_oci_config_resolve(settings, region, &s->cfg, err)))
+		goto fail;
+	snprintf(ps->region, sizeof(ps->region), "%s", s->cfg.region);
+	for (int i = 0; i < 2; i++) {
+		s->url[i] = endpoint_resolve(settings, svc_name[i], s->cfg.region);
+		if (!s->url[i]) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if ((strncmp(s->url[i], "http://", 7) != 0 &&
+		     strncmp(s->url[i], "https://", 8) != 0) ||
+		    (rc = split_url(s->url[i], &s->host[i], &s->prefix[i])) == ISC_EINVALID) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.oci] endpoint_%s '%.200s' is not an http(s) "
+			                 "URL of a host (with an optional path)",
+			                 svc_name[i], s->url[i]);
+			goto fail;
+		}
+		if (rc) {
+			rc = isc_err_set(err, rc, "out of memory");
+			goto fail;
+		}
+	}
+	/* The root compartment (the tenancy) unless the operator names one. */
+	s->compartment_id = dup_setting(settings, "compartment_id", s->cfg.tenancy);
+	s->subnet_id = dup_setting(settings, "subnet_id", NULL);
+	s->image_id = dup_setting(settings, "image_id", NULL);
+	s->compute_cluster_id = dup_setting(settings, "compute_cluster_id", NULL);
+	s->manage_security_list = setting_true(settings, "manage_security_list");
+	s->assign_public_ip = setting_true(settings, "assign_public_ip");
+	if (!s->compartment_id) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto fail;
+	}
+	s->clock = clock ? clock : isc_clock_system();
+	isc_http_client_init(&s->http, t, s->clock);
+	*out = ps;
+	return 0;
+fail:
+	oci_session_free(ps);
+	return rc;
+}
+
+/* ---- check_credentials ---- */
+
+static int oci_check_credentials(struct isc_provider_session *ps, struct isc_identity *out,
+                                 struct isc_err *err)
+{
+	struct oci_session *s = impl(ps);
+	struct isc_http_response resp;
+	struct call_ctx cc = {"GetUser"};
+	char path[512];
+	json_t *u = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), API "/users/%s", s->cfg.user);
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_IDENTITY, "GET", path, NULL, NULL, &cc, &resp, &u, err);
+	if (!rc) {
+		const char *id = json_string_value(json_object_get(u, "id"));
+		const char *tenancy = json_string_value(json_object_get(u, "compartmentId"));
+		const char *name = json_string_value(json_object_get(u, "name"));
+		if (!id) {
+			rc = isc_err_set(err, ISC_EINVALID, "GetUser: the reply has no user id");
+		} else {
+			snprintf(out->account, sizeof(out->account), "%.127s",
+			         tenancy ? tenancy : s->cfg.tenancy);
+			snprintf(out->principal, sizeof(out->principal), "%s", id);
+			snprintf(out->user_id, sizeof(out->user_id), "%s", name ? name : "");
+		}
+	}
+	json_decref(u);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* ---- refresh_prices ---- */
+
+static int oci_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
+                              struct isc_price_point **out, size_t *n_out, struct isc_err *err)
+{
+	(void)ps, (void)types;
+	*out = NULL;
+	*n_out = 0;
+	if (n == 0)
+		return 0;
+	return isc_err_set(err, ISC_EINVALID,
+	                   "OCI has no spot price API; OCI prices are the catalog's list prices "
+	                   "(preemptible at a fixed discount)");
+}
+
+/* ---- listing instances ---- */
+
+/* Every instance of the compartment (all ADs), page by page; *out is a JSON array. */
+static int list_instances(struct oci_session *s, json_t **out, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListInstances"};
+	json_t *all = json_array();
+	char page[1024] = "";
+	int rc = 0, pages = 0;
+
+	*out = NULL;
+	if (!all)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	do {
+		char path[2048] = API "/instances";
+		json_t *arr = NULL;
+		if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
+		    query_add(path, sizeof(path), "limit", PAGE_LIMIT) ||
+		    (page[0] && query_add(path, sizeof(path), "page", page))) {
+			rc = isc_err_set(err, ISC_EINVALID, "ListInstances: request too long");
+			break;
+		}
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &arr, err);
+		if (!rc && !json_is_array(arr))
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "ListInstances: the reply is not a list");
+		if (!rc && json_array_extend(all, arr))
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		json_decref(arr);
+		if (rc || isc_oci_header(resp.headers.data, "opc-next-page", page, sizeof(page)))
+			page[0] = '\0';
+	} while (!rc && page[0] && ++pages < MAX_PAGES);
+	isc_http_response_cleanup(&resp);
+	if (rc) {
+		json_decref(all);
+		return rc;
+	}
+	*out = all;
+	return 0;
+}
+
+/* The primary VNIC's addresses of one instance: ListVnicAttachments + GetVnic. */
+static int instance_ips(struct oci_session *s, const char *instance_id, char priv[46], char pub[46],
+                        struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListVnicAttachments"};
+	char path[2048] = API "/vnicAttachments";
+	const char *vnic_id = NULL;
+	json_t *atts = NULL, *vnic = NULL, *a;
+	size_t i;
+	int rc;
+
+	priv[0] = pub[0] = '\0';
+	if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
+	    query_add(path, sizeof(path), "instanceId", instance_id))
+		return isc_err_set(err, ISC_EINVALID, "ListVnicAttachments: request too long");
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &atts, err);
+	json_array_foreach(rc ? NULL : atts, i, a)
+	{
+		const char *st = json_string_value(json_object_get(a, "lifecycleState"));
+		const char *v = json_string_value(json_object_get(a, "vnicId"));
+		/* The primary VNIC is attached first (nicIndex 0); it is all we use. */
+		if (v && st && strcmp(st, "ATTACHED") == 0) {
+			vnic_id = v;
+			break;
+		}
+	}
+	if (!rc && vnic_id) {
+		struct call_ctx gc = {"GetVnic"};
+		snprintf(path, sizeof(path), API "/vnics/%s", vnic_id);
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &gc, &resp, &vnic, err);
+		if (!rc) {
+			const char *p = json_string_value(json_object_get(vnic, "privateIp"));
+			const char *q = json_string_value(json_object_get(vnic, "publicIp"));
+			if (p && strlen(p) < 46)
+				snprintf(priv, 46, "%s", p);
+			if (q && strlen(q) < 46)
+				snprintf(pub, 46, "%s", q);
+		}
+	}
+	json_decref(atts);
+	json_decref(vnic);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * Addresses from the cache, or from the cloud once per instance; preemption
+ * of a preemptible node we did not terminate becomes an interruption notice.
+ */
+static int enrich(struct oci_session *s, struct isc_node_info *ni, struct isc_err *err)
+{
+	struct cache_entry *e;
+	int known, ours = 0, rc = 0;
+	int64_t seen = 0;
+	int live = ni->state == ISC_NODE_PENDING || ni->state == ISC_NODE_RUNNING;
+	char priv[46], pub[46];
+
+	pthread_mutex_lock(&cache_lock);
+	e = cache_get(ni->id, 0);
+	known = e && e->private_ip[0];
+	if (e) {
+		snprintf(ni->private_ip, sizeof(ni->private_ip), "%s", e->private_ip);
+		snprintf(ni->public_ip, sizeof(ni->public_ip), "%s", e->public_ip);
+		ours = e->terminated_by_us;
+	}
+	if (ni->spot && !live && !ours) {
+		e = cache_get(ni->id, 1);
+		if (!e->preempt_seen_ms)
+			e->preempt_seen_ms = s->clock->now_ms(s->clock->ctx);
+		seen = e->preempt_seen_ms;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	if (seen) {
+		ni->interruption_noticed = 1;
+		ni->interruption_at_ms = seen;
+	}
+	if (known || !live)
+		return 0;
+	rc = instance_ips(s, ni->id, priv, pub, err);
+	if (rc == ISC_ENOTFOUND)
+		return 0; /* gone between the two calls: the next describe says so */
+	if (rc || !priv[0])
+		return rc;
+	snprintf(ni->private_ip, sizeof(ni->private_ip), "%s", priv);
+	snprintf(ni->public_ip, sizeof(ni->public_ip), "%s", pub);
+	pthread_mutex_lock(&cache_lock);
+	e = cache_get(ni->id, 1);
+	snprintf(e->private_ip, sizeof(e->private_ip), "%s", priv);
+	snprintf(e->public_ip, sizeof(e->public_ip), "%s", pub);
+	pthread_mutex_unlock(&cache_lock);
+	return 0;
+}
+
+static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
+                        struct isc_node_info **out, size_t *n_out, struct isc_err *err)
+{
+	struct oci_session *s = impl(ps);
+	struct isc_node_info *nodes = NULL;
+	json_t *all = NULL, *inst;
+	size_t i, n = 0;
+	int rc;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!broker_id || !broker_id[0])
+		return isc_err_set(err, ISC_EINVALID, "describe: empty broker id");
+	/* ListInstances has no tag filter: the broker's tag is matched here. */
+	if ((rc = list_instances(s, &all, err)))
+		return rc;
+	nodes = calloc(json_array_size(all) ? json_array_size(all) : 1, sizeof(*nodes));
+	if (!nodes) {
+		json_decref(all);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	json_array_foreach(all, i, inst)
+	{
+		struct isc_node_info ni;
+		if (isc_oci_parse_instance(inst, &ni) || strcmp(ni.broker_id, broker_id) != 0)
+			continue;
+		nodes[n++] = ni;
+	}
+	json_decref(all);
+	for (i = 0; i < n && !rc; i++)
+		rc = enrich(s, &nodes[i], err);
+	if (rc) {
+		free(nodes);
+		return rc;
+	}
+	*out = nodes;
+	*n_out = n;
+	return 0;
+}
+
+/* ---- terminate ---- */
+
+static int terminate_one(struct oci_session *s, const char *id, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"TerminateInstance"};
+	char path[512];
+	int rc;
+
+	pthread_mutex_lock(&cache_lock);
+	cache_get(id, 1)->terminated_by_us = 1;
+	pthread_mutex_unlock(&cache_lock);
+	snprintf(path, sizeof(path), API "/instances/%s?preserveBootVolume=false", id);
+	isc_http_response_init(&resp);
+	rc = oci_call(s, SVC_CORE, "DELETE", path, NULL, NULL, NULL, &cc, &resp, err);
+	isc_http_response_cleanup(&resp);
+	return rc == ISC_ENOTFOUND ? 0 : rc; /* already gone: done */
+}
+
+static int valid_ocid(const char *id)
+{
+	return id && strncmp(id, "ocid1.", 6) == 0 && strlen(id) < 256 &&
+	       strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+	           strlen(id);
+}
+
+static int oci_terminate(struct isc_provider_session *ps, const char *const *ids, size_t n,
+                         struct isc_err *err)
+{
+	struct oci_session *s = impl(ps);
+	int first = 0;
+	struct isc_err e1;
+
+	for (size_t i = 0; i < n; i++)
+		if (!valid_ocid(ids[i]))
+			return isc_err_set(err, ISC_EINVALID, "terminate: bad instance OCID");
+	/* One failure never keeps the others from being terminated; the first is reported. */
+	for (size_t i = 0; i < n; i++) {
+		int rc = terminate_one(s, ids[i], first ? NULL : &e1);
+		if (rc && !first)
+			first = rc;
+	}
+	if (first && err)
+		*err = e1;
+	return first;
+}
+
+/* ---- the training network ---- */
+
+static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"GetSubnet"};
+	char path[512], cidr[64], etag[256];
+	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	const char *c;
+	size_t i;
+	int rc, ok = 0;
+
+	if (subnet_known(s->subnet_id))
+		return 0;
+	snprintf(path, sizeof(path), API "/subnets/%s", s->subnet_id);
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &subnet, err);
+	if (rc)
+		goto out;
+	c = json_string_value(json_object_get(subnet, "cidrBlock"));
+	lists = json_object_get(subnet, "securityListIds");
+	if (!c || strlen(c) >= sizeof(cidr) || !json_is_array(lists)) {
+		rc = isc_err_set(err, ISC_EINVALID, "GetSubnet %s: no cidrBlock or securityListIds",
+		                 s->subnet_id);
+		goto out;
+	}
+	snprintf(cidr, sizeof(cidr), "%s", c);
+	json_array_foreach(lists, i, id)
+	{
+		struct call_ctx lc = {"GetSecurityList"};
+		const char *sid = json_string_value(id);
+		if (!sid || strlen(sid) > 256)
+			continue;
+		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
+		json_decref(sl);
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
+		if (rc)
+			goto out;
+		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
+		                                 cidr) == 1) {
+			ok = 1;
+			break;
+		}
+	}
+	if (!ok && s->manage_security_list && json_array_size(lists) > 0) {
+		/* UpdateSecurityList replaces the whole rule list: ours is appended, guarded by
+		 * the etag so a concurrent change is not lost. */
+		struct call_ctx uc = {"UpdateSecurityList"};
+		const char *sid = json_string_value(json_array_get(lists, 0));
+		json_t *rules, *body = NULL;
+		char *text = NULL;
+		snprintf(path, sizeof(path), API "/securityLists/%s", sid ? sid : "");
+		json_decref(sl);
+		sl = NULL;
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &uc, &resp, &sl, err);
+		if (rc)
+			goto out;
+		if (isc_oci_header(resp.headers.data, "etag", etag, sizeof(etag)))
+			etag[0] = '\0';
+		rules = json_deep_copy(json_object_get(sl, "ingressSecurityRules"));
+		if (!json_is_array(rules)) {
+			json_decref(rules);
+			rules = json_array();
+		}
+		json_array_append_new(
+		    rules, json_pack("{s:s, s:s, s:s, s:b, s:s}", "protocol", "6", "source", cidr,
+		                     "sourceType", "CIDR_BLOCK", "isStateless", 0, "description",
+		                     "isc-broker: training traffic between nodes (torchrun "
+		                     "29400, NCCL)"));
+		body = json_pack("{s:o}", "ingressSecurityRules", rules);
+		text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+		json_decref(body);
+		if (!text) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = oci_call(s, SVC_CORE, "PUT", path, text, NULL, etag[0] ? etag : NULL, &uc,
+		              &resp, err);
+		free(text);
+		if (rc)
+			goto out;
+		ok = 1;
+	}
+	if (!ok) {
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "subnet %.120s (%s): no security list lets the nodes reach each other for "
+		    "training; add a stateful ingress rule to one of its security lists: protocol "
+		    "TCP (6), source %s (CIDR), all destination ports (torchrun's %d and NCCL's "
+		    "ports), or set manage_security_list = true in [providers.oci]",
+		    s->subnet_id, cidr, cidr, ISC_OCI_RDZV_PORT);
+		goto out;
+	}
+	subnet_remember(s->subnet_id);
+out:
+	json_decref(subnet);
+	json_decref(sl);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* ---- launch_gang ---- */
+
+/* The availability domains of the region (Identity ListAvailabilityDomains), as a JSON array. */
+static int list_ads(struct oci_session *s, json_t **out, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListAvailabilityDomains"};
+	char path[1024] = API "/availabilityDomains";
+	int rc;
+
+	if (query_add(path, sizeof(path), "compartmentId", s->cfg.tenancy))
+		return isc_err_set(err, ISC_EINVALID, "ListAvailabilityDomains: request too long");
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_IDENTITY, "GET", path, NULL, NULL, &cc, &resp, out, err);
+	isc_http_response_cleanup(&resp);
+	if (!rc && !json_is_array(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		rc = isc_err_set(err, ISC_EINVALID, "ListAvailabilityDomains: not a list");
+	}
+	return rc;
+}
+
+/*
+ * The AD name for a catalog zone: exact, or the tenancy-prefixed name whose
+ * part after ':' equals it ignoring case ("US-ASHBURN-AD-1" ->
+ * "Uocm:US-ASHBURN-AD-1"). NULL if the region has no such AD.
+ */
+static const char *ad_for_zone(const json_t *ads, const char *zone)
+{
+	size_t i;
+	const json_t *a;
+	json_array_foreach(ads, i, a)
+	{
+		const char *name = json_string_value(json_object_get(a, "name"));
+		const char *tail;
+		if (!name)
+			continue;
+		tail = strrchr(name, ':');
+		tail = tail ? tail + 1 : name;
+		if (!strcmp(name, zone) || !strcasecmp(tail, zone))
+			return name;
+	}
+	return NULL;
+}
+
+/* Finds the live instance created with retry token `token` (its isc:token tag). */
+static int find_by_token(struct oci_session *s, const char *token, struct isc_node_info *ni,
+                         int *found, struct isc_err *err)
+{
+	json_t *all = NULL, *inst;
+	size_t i;
+	int rc = list_instances(s, &all, err);
+
+	*found = 0;
+	json_array_foreach(rc ? NULL : all, i, inst)
+	{
+		struct isc_node_info x;
+		if (isc_oci_parse_instance(inst, &x) == 0 && strcmp(x.client_token, token) == 0 &&
+		    (x.state == ISC_NODE_PENDING || x.state == ISC_NODE_RUNNING)) {
+			*ni = x;
+			*found = 1;
+			break;
+		}
+	}
+	json_decref(all);
+	return rc;
+}
+
+/* Gives back the nodes of a gang that cannot be completed. */
+static int rollback(struct oci_session *s, struct isc_node_info *nodes, size_t n,
+                    struct isc_err *err)
+{
+	int first = 0;
+	for (size_t i = 0; i < n; i++) {
+		int rc = terminate_one(s, nodes[i].id, first ? NULL : err);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
+                           const char *token)
+{
+	for (size_t t = 0; t < spec->n_tags; t++) {
+		char *dst = NULL;
+		if (strcmp(spec->tags[t].key, ISC_TAG_BROKER) == 0)
+			dst = ni->broker_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			dst = ni->cluster_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_EXPERIMENT) == 0)
+			dst = ni->experiment_id;
+		if (dst && !dst[0])
+			snprintf(dst, sizeof(ni->broker_id), "%s", spec->tags[t].value);
+	}
+	if (!ni->client_token[0])
+		snprintf(ni->client_token, sizeof(ni->client_token), "%s", token);
+	if (spec->spot)
+		ni->spot = 1;
+}
+
+enum ad_outcome { AD_OK, AD_NEXT, AD_STOP };
+
+/*
+ * Launches the gang in one AD, node by node. AD_OK: nodes[0..count) are
+ * ours. AD_NEXT: this AD cannot take the gang (whatever came up was
+ * terminated); `last` says why. AD_STOP: give up with rc (a retryable error
+ * leaves the launched nodes in place: the broker repeats the launch with the
+ * same token, and the retry tokens hand them back).
+ */
+static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_launch_spec *spec,
+                                    const char *ad, struct isc_node_info *nodes, char *last,
+                                    size_t last_cap, int *rc_out, struct isc_err *err)
+{
+	const char *cluster = "";
+	size_t up = 0;
+	int rc = 0;
+
+	for (size_t t = 0; t < spec->n_tags; t++)
+		if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			cluster = spec->tags[t].value;
+	for (unsigned i = 0; i < spec->count; i++) {
+		struct isc_oci_launch l = {0};
+		struct isc_http_response resp;
+		struct call_ctx cc = {"LaunchInstance"};
+		char token[65], name[300], *body = NULL;
+		json_t *inst = NULL;
+		int gone = 0;
+
+		isc_oci_retry_token(spec->idempotency_token, ad, i, token, NULL);
+		snprintf(name, sizeof(name), "isc-%s-%u", cluster[0] ? cluster : "node", i);
+		l.ad = ad;
+		l.compartment_id = s->compartment_id;
+		l.shape = spec->instance_type;
+		l.image_id = s->image_id;
+		l.subnet_id = s->subnet_id;
+		l.display_name = name;
+		l.ssh_public_key = spec->ssh_public_key;
+		l.user_data = spec->user_data;
+		l.retry_token = token;
+		l.preemptible = spec->spot;
+		l.assign_public_ip = s->assign_public_ip;
+		l.tags = spec->tags;
+		l.n_tags = spec->n_tags;
+		if (s->compute_cluster_id && strncmp(spec->instance_type, "BM.GPU", 6) == 0)
+			l.compute_cluster_id = s->compute_cluster_id;
+		if ((rc = isc_oci_launch_body(&l, &body, err)))
+			break;
+		isc_http_response_init(&resp);
+		rc = oci_call_json(s, SVC_CORE, "POST", API "/instances", body, token, &cc, &resp,
+		                   &inst, err);
+		free(body);
+		isc_http_response_cleanup(&resp);
+		if (!rc && isc_oci_parse_instance(inst, &nodes[up]))
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "LaunchInstance: no instance in the reply");
+		json_decref(inst);
+		if (rc == ISC_ECONFLICT && strcmp(cc.code, "InvalidatedRetryToken") == 0) {
+			/* The token outlived its request: the node is ours if it still runs. */
+			int found = 0;
+			rc = find_by_token(s, token, &nodes[up], &found, err);
+			if (!rc && !found)
+				gone = 1;
+		} else if (!rc) {
+			gone = nodes[up].state != ISC_NODE_PENDING &&
+			       nodes[up].state != ISC_NODE_RUNNING;
+		}
+		if (rc == ISC_ECAPACITY || gone) {
+			/* A node that is already gone: a replay of a gang rolled back before, or
+			 * reclaimed at once. Either way this AD cannot hold the gang now. */
+			if (gone)
+				snprintf(last, last_cap,
+				         "LaunchInstance in %s: node %u is already terminated", ad,
+				         i);
+			else
+				snprintf(last, last_cap, "%s",
+				         err ? err->msg : "out of host capacity");
+			up += gone;
+			if ((rc = rollback(s, nodes, up, err))) {
+				*rc_out = rc;
+				return AD_STOP;
+			}
+			return AD_NEXT;
+		}
+		if (rc) {
+			if (!isc_code_is_retryable(rc)) {
+				struct isc_err ignored;
+				rollback(s, nodes, up, &ignored);
+			}
+			if (err)
+				isc_err_wrap(err, "availability domain %s, node %u", ad, i);
+			*rc_out = rc;
+			return AD_STOP;
+		}
+		fill_from_spec(&nodes[up], spec, token);
+		up++;
+	}
+	if (rc) {
+		*rc_out = rc;
+		return AD_STOP;
+	}
+	return AD_OK;
+}
+
+static int oci_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
+                           struct isc_launch_result *out, struct isc_err *err)
+{
+	struct oci_session *s = impl(ps);
+	struct isc_node_info *nodes = NULL;
+	json_t *ads = NULL;
+	char last[ISC_ERR_MSG_MAX] = "", token[65];
+	size_t tried = 0, n_try;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!spec->instance_type || !spec->instance_type[0] || spec->count == 0)
+		return isc_err_set(err, ISC_EINVALID, "launch: a shape and a count are required");
+	if (spec->count > MAX_NODES)
+		return isc_err_set(err, ISC_EINVALID, "launch: %u nodes is too many", spec->count);
+	if ((rc = isc_oci_retry_token(spec->idempotency_token, "x", 0, token, err)))
+		return rc;
+	if (!s->subnet_id || !s->image_id)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: set subnet_id and image_id in [providers.oci] "
+		                   "(the private subnet and the image of the nodes)");
+	if ((rc = ensure_training_rule(s, err)))
+		return rc;
+	if ((rc = list_ads(s, &ads, err)))
+		return rc;
+	nodes = calloc(spec->count, sizeof(*nodes));
+	if (!nodes) {
+		json_decref(ads);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	/* Without zones from the catalog, every AD of the region in the cloud's order. */
+	n_try = spec->n_zones ? spec->n_zones : json_array_size(ads);
+	rc = ISC_ECAPACITY;
+	for (size_t z = 0; z < n_try; z++) {
+		const char *ad =
+		    spec->n_zones
+		        ? ad_for_zone(ads, spec->zones[z])
+		        : json_string_value(json_object_get(json_array_get(ads, z), "name"));
+		int stop_rc = 0;
+		if (!ad) {
+			snprintf(last, sizeof(last), "region %s has no availability domain %s",
+			         s->cfg.region, spec->zones[z]);
+			continue;
+		}
+		tried++;
+		memset(nodes, 0, spec->count * sizeof(*nodes));
+		switch (launch_in_ad(s, spec, ad, nodes, last, sizeof(last), &stop_rc, err)) {
+		case AD_OK:
+			snprintf(out->zone, sizeof(out->zone), "%s", ad);
+			isc_oci_retry_token(spec->idempotency_token, ad, 0, out->token, NULL);
+			out->nodes = nodes;
+			out->n_nodes = spec->count;
+			nodes = NULL;
+			rc = 0;
+			goto done;
+		case AD_NEXT:
+			continue;
+		case AD_STOP:
+			rc = stop_rc;
+			goto done;
+		}
+	}
+	isc_err_set(err, ISC_ECAPACITY,
+	            "no capacity for %u x %s in %zu availability domain(s) of %s; last: %s",
+	            spec->count, spec->instance_type, tried, s->cfg.region, last);
+done:
+	free(nodes);
+	json_decref(ads);
+	return rc;
+}
+
+const struct isc_provider isc_provider_oci = {
+    .name = "oci",
+    .session_new = oci_session_new,
+    .session_free = oci_session_free,
+    .check_credentials = oci_check_credentials,
+    .refresh_prices = oci_refresh_prices,
+    .launch_gang = oci_launch_gang,
+    .describe = oci_describe,
+    .terminate = oci_terminate,
+};
