@@ -928,10 +928,10 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 			int found = 0;
 			rc = find_by_token(s, token, &nodes[up], &found, err);
 			if (!rc && !found)
-				gone = 1;
-		} else if (!rc) {
-			gone = nodes[up].state != ISC_NODE_PENDING &&
-			       nodes[up].state != ISC_NODE_RUNNING;
+				gone = 1; /* nothing of it is left to terminate */
+		} else if (!rc && nodes[up].state != ISC_NODE_PENDING &&
+		           nodes[up].state != ISC_NODE_RUNNING) {
+			gone = 2; /* listed, but already on its way out */
 		}
 		if (rc == ISC_ECAPACITY || gone) {
 			/* A node that is already gone: a replay of a gang rolled back before, or
@@ -943,7 +943,8 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 			else
 				snprintf(last, last_cap, "%s",
 				         err ? err->msg : "out of host capacity");
-			up += gone;
+			if (gone == 2)
+				up++;
 			if ((rc = rollback(s, nodes, up, err))) {
 				*rc_out = rc;
 				return AD_STOP;

@@ -552,9 +552,10 @@ static void test_registry(void **state)
 	(void)state;
 	assert_non_null(isc_provider_find("aws"));
 	assert_string_equal(isc_provider_find("gcp")->name, "gcp");
-	assert_null(isc_provider_find("oci"));
+	assert_string_equal(isc_provider_find("oci")->name, "oci");
 	assert_string_equal(all[0]->name, "aws");
 	assert_string_equal(all[1]->name, "gcp");
+	assert_string_equal(all[2]->name, "oci");
 }
 
 /* ---- against the mock cloud (tests/integration/aws-mock.sh) ---- */

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The OCI driver against the mock cloud (tests/mocks/mockcloud, which checks every
+# signature with python3-cryptography against the API key it generated): starts the
+# mock on loopback and runs the mock-only cases of test_oci (identity; a skewed clock
+# and a tampered body refused as auth; a subnet without the training rule refused
+# with the rule to add; an AD with room for 2 of 3 nodes rolled back and the next AD
+# used, then replayed without new nodes; a lost LaunchInstance reply without a
+# duplicate; a 3-node preemptible gang described, one node preempted and reported),
+# then `isc check oci`.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+: "${ISC_TESTS:=$PWD/build/asan/tests}"
+
+dir=$(mktemp -d /tmp/isc-oci-mock.XXXXXX)
+/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
+	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
+mock_pid=$!
+cleanup() {
+	kill -TERM "$mock_pid" 2>/dev/null
+	wait "$mock_pid" 2>/dev/null
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+	[ -s "$dir/port" ] && break
+	sleep 0.1
+done
+check "mockcloud started" test -s "$dir/port"
+export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")"
+export OCI_CLI_CONFIG_FILE="$dir/state/oci/config"
+check "the mock wrote an OCI config file (mode 600)" test "$(stat -c %a "$OCI_CLI_CONFIG_FILE")" = 600
+
+out=$("$ISC_TESTS/test_oci" 2>&1)
+rc=$?
+check "test_oci against mockcloud (exit $rc)" test "$rc" -eq 0
+check "no mockcloud case was skipped" test -z "$(grep -F 'SKIPPED' <<<"$out")"
+[ "$rc" -ne 0 ] && echo "$out" | tail -n 40 >&2
+
+# isc check oci: tenancy and user; then a wrong key; then an unreachable endpoint.
+if [ -x "${ISC_BIN:-}/isc" ]; then
+	home="$dir/home"
+	mkdir -p "$home"
+	cat >"$home/config.toml" <<CONF
+broker_id = "isc-oci-mock"
+[providers.oci]
+regions = ["us-ashburn-1"]
+endpoint = "$MOCKCLOUD_URL/oci/{region}"
+CONF
+	out=$("$ISC_BIN/isc" --home "$home" check oci 2>&1)
+	check "isc check oci prints the tenancy" grep -q '^tenancy: ocid1.tenancy.oc1..' <<<"$out"
+	check "isc check oci prints the user" grep -q '^user: ocid1.user.oc1..' <<<"$out"
+	openssl genrsa -out "$dir/other.pem" 2048 2>/dev/null
+	sed "s|^key_file=.*|key_file=$dir/other.pem|" "$OCI_CLI_CONFIG_FILE" >"$dir/other.config"
+	OCI_CLI_CONFIG_FILE="$dir/other.config" \
+		expect_stderr "OCI rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
+	OCI_CLI_PROFILE=missing expect_stderr "no profile [missing]" "$ISC_BIN/isc" --home "$home" check oci
+	sed -i "s|$MOCKCLOUD_URL|http://127.0.0.1:1|" "$home/config.toml"
+	expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check oci
+fi
+finish oci-mock
