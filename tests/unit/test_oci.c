@@ -7,6 +7,7 @@
  * capacity, partial gangs, missing rules, paging, preemption, auth errors,
  * throttling and lost replies.
  */
+#include "config/config.h"
 #include "providers/oci/oci_config.h"
 #include "providers/oci/oci_int.h"
 #include "providers/oci/oci_sign.h"
@@ -386,6 +387,32 @@ static void test_config_env_only_and_explicit(void **state)
 	assert_int_equal(isc_oci_config_resolve(&st, "us-ashburn-1", &c, &err), ISC_EAUTH);
 	free(pem);
 	setenv("OCI_CLI_CONFIG_FILE", cfg_path, 1);
+}
+
+/* config.toml's [providers.oci]: a TOML boolean switch reaches the driver as "true". */
+static void test_config_toml_switch(void **state)
+{
+	struct isc_config *cfg = NULL;
+	const struct isc_provider_config *pc;
+	struct isc_err err;
+	char path[160];
+	(void)state;
+	snprintf(path, sizeof(path), "%s/config.toml", tmpdir);
+	write_file(path, "broker_id = \"b\"\n[providers.oci]\nregions = [\"us-ashburn-1\"]\n"
+	                 "manage_security_list = true\nassign_public_ip = false\n"
+	                 "subnet_id = \"ocid1.subnet.oc1..s\"\n");
+	assert_int_equal(isc_config_load(tmpdir, &cfg, &err), 0);
+	pc = isc_config_provider(cfg, "oci");
+	assert_non_null(pc);
+	assert_string_equal(isc_config_setting(pc, "manage_security_list"), "true");
+	assert_string_equal(isc_config_setting(pc, "assign_public_ip"), "false");
+	assert_string_equal(isc_config_setting(pc, "subnet_id"), "ocid1.subnet.oc1..s");
+	isc_config_free(cfg);
+	/* Other types are still refused with the file, line and key. */
+	write_file(path, "[providers.oci]\nregions = [\"us-ashburn-1\"]\nsubnet_id = [7]\n");
+	assert_int_equal(isc_config_load(tmpdir, &cfg, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "providers.oci.subnet_id"));
+	unlink(path);
 }
 
 /* ---- the wire ---- */
@@ -1358,6 +1385,7 @@ int main(void)
 	    cmocka_unit_test(test_config_errors),
 	    cmocka_unit_test(test_config_encrypted_key),
 	    cmocka_unit_test(test_config_env_only_and_explicit),
+	    cmocka_unit_test(test_config_toml_switch),
 	    cmocka_unit_test(test_classify),
 	    cmocka_unit_test(test_retry_tokens),
 	    cmocka_unit_test(test_headers_state_time),
