@@ -420,8 +420,10 @@ def list_instances(cloud, region, q):
             sel.sort(key=lambda i: i.get("display_name") or "", reverse=desc)
         else:
             sel.sort(key=lambda i: (i["launched_at"], cloud.order.index(i["id"])), reverse=desc)
-        key = hashlib.sha256(json.dumps([region, sorted(q.items())], default=str).encode()).hexdigest()[:12]
-        page, nxt = _paged(sel, {k: v for k, v in q.items()}, key + "|" + comp)
+        # A page token belongs to one query: the same filters and order (any page size).
+        same = sorted((k, v) for k, v in q.items() if k not in ("page", "limit"))
+        key = hashlib.sha256(json.dumps([region, same]).encode()).hexdigest()[:12]
+        page, nxt = _paged(sel, q, key)
         return 200, [instance_json(cloud, i) for i in page], nxt
 
 

@@ -1,0 +1,216 @@
+// Mock-cloud fidelity: Oracle's own TypeScript SDK clients (oci-core, oci-identity,
+// signing with oci-common from the mock's OCI config file) against the mock's OCI Core
+// and Identity. What the SDK sends must pass the mock's signature check, and what the
+// mock answers must deserialize into the SDK's models, errors and pagination.
+//
+//   MOCKCLOUD_URL=http://127.0.0.1:PORT OCI_CLI_CONFIG_FILE=STATE/oci/config node fidelity.js
+//
+// Last line: "oci-sdk: N passed, M failed"; exit 1 on any failure.
+"use strict";
+
+const common = require("oci-common");
+const core = require("oci-core");
+const identity = require("oci-identity");
+
+const base = process.env.MOCKCLOUD_URL;
+const configFile = process.env.OCI_CLI_CONFIG_FILE;
+if (!base || !configFile) {
+  console.error("fidelity.js: set MOCKCLOUD_URL and OCI_CLI_CONFIG_FILE");
+  process.exit(2);
+}
+const REGION = "us-ashburn-1";
+const endpoint = `${base}/oci/${REGION}`;
+const SUBNET = "ocid1.subnet.oc1..aaaaaaaamocktraining";
+
+// The tests decide about retries themselves; a circuit breaker would hide the mock's faults.
+common.CircuitBreaker.EnableGlobalCircuitBreaker = false;
+const noRetry = { retryConfiguration: common.NoRetryConfigurationDetails };
+
+let passed = 0;
+let failed = 0;
+function check(what, ok, detail) {
+  if (ok) {
+    passed++;
+  } else {
+    failed++;
+    console.error(`FAIL: ${what}${detail === undefined ? "" : ": " + detail}`);
+  }
+}
+
+async function control(method, path, body) {
+  const r = await fetch(`${base}/_mock/${path}`, {
+    method,
+    headers: { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return r.json();
+}
+
+async function expectError(what, fn, status, code) {
+  try {
+    await fn();
+    check(what, false, "no error");
+  } catch (e) {
+    check(what, e.statusCode === status && e.serviceCode === code && !!e.opcRequestId,
+          `${e.statusCode} ${e.serviceCode} ${e.message}`);
+    return e;
+  }
+}
+
+async function main() {
+  const auth = new common.ConfigFileAuthenticationDetailsProvider(configFile, "DEFAULT");
+  const tenancy = auth.getTenantId();
+  const user = auth.getUser();
+  const idc = new identity.IdentityClient({ authenticationDetailsProvider: auth }, noRetry);
+  idc.endpoint = endpoint;
+  const compute = new core.ComputeClient({ authenticationDetailsProvider: auth }, noRetry);
+  compute.endpoint = endpoint;
+  const vnet = new core.VirtualNetworkClient({ authenticationDetailsProvider: auth }, noRetry);
+  vnet.endpoint = endpoint;
+
+  // Identity: GetUser and ListAvailabilityDomains.
+  const u = await idc.getUser({ userId: user });
+  check("GetUser returns the config's user", u.user.id === user && u.user.compartmentId === tenancy,
+        JSON.stringify(u.user));
+  check("GetUser carries opc-request-id", !!u.opcRequestId);
+  check("GetUser lifecycleState is a model value", u.user.lifecycleState === "ACTIVE");
+  const ads = await idc.listAvailabilityDomains({ compartmentId: tenancy });
+  const adNames = ads.items.map((a) => a.name);
+  check("three ADs in us-ashburn-1", adNames.length === 3 && adNames[0] === "Mock:US-ASHBURN-AD-1",
+        adNames.join(","));
+  await expectError("GetUser of another user is 404 NotAuthorizedOrNotFound",
+                    () => idc.getUser({ userId: "ocid1.user.oc1..someoneelse" }), 404,
+                    "NotAuthorizedOrNotFound");
+
+  // Core: a preemptible instance with tags, metadata and a retry token.
+  const details = {
+    availabilityDomain: adNames[0],
+    compartmentId: tenancy,
+    shape: "VM.GPU2.1",
+    displayName: "sdk-node-0",
+    sourceDetails: { sourceType: "image", imageId: "ocid1.image.oc1..aaaaaaaamockimage" },
+    createVnicDetails: { subnetId: SUBNET, assignPublicIp: false },
+    metadata: { ssh_authorized_keys: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHNkaw== sdk" },
+    freeformTags: { "isc:broker": "sdk-broker", "isc:cluster": "cl_sdk" },
+    preemptibleInstanceConfig: { preemptionAction: { type: "TERMINATE", preserveBootVolume: false } },
+  };
+  const l1 = await compute.launchInstance({ launchInstanceDetails: details, opcRetryToken: "sdk-token-1" });
+  const inst = l1.instance;
+  check("LaunchInstance returns PROVISIONING", inst.lifecycleState === core.models.Instance.LifecycleState.Provisioning,
+        inst.lifecycleState);
+  check("LaunchInstance keeps the freeform tags", inst.freeformTags["isc:cluster"] === "cl_sdk");
+  check("LaunchInstance keeps the preemptible config",
+        inst.preemptibleInstanceConfig && inst.preemptibleInstanceConfig.preemptionAction.type === "TERMINATE");
+  check("timeCreated is an RFC 3339 time", /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(String(inst.timeCreated)) &&
+        !isNaN(Date.parse(inst.timeCreated)), inst.timeCreated);
+  const l2 = await compute.launchInstance({ launchInstanceDetails: details, opcRetryToken: "sdk-token-1" });
+  check("the same retry token returns the same instance", l2.instance.id === inst.id);
+  const changed = Object.assign({}, details, { displayName: "other" });
+  await expectError("a retry token reused with another body is 409",
+                    () => compute.launchInstance({ launchInstanceDetails: changed, opcRetryToken: "sdk-token-1" }),
+                    409, "Conflict");
+
+  // Pagination: two more, then pages of one.
+  for (let i = 1; i <= 2; i++) {
+    await compute.launchInstance({
+      launchInstanceDetails: Object.assign({}, details, { displayName: `sdk-node-${i}` }),
+      opcRetryToken: `sdk-token-${i + 1}`,
+    });
+  }
+  const seen = [];
+  let page;
+  let pages = 0;
+  do {
+    const r = await compute.listInstances({ compartmentId: tenancy, limit: 1, page });
+    seen.push(...r.items.map((x) => x.id));
+    page = r.opcNextPage;
+    pages++;
+  } while (page && pages < 20);
+  check("ListInstances pages with opc-next-page", pages >= 3 && new Set(seen).size === seen.length && seen.includes(inst.id),
+        `${pages} pages, ${seen.length} items`);
+  const all = [];
+  for await (const x of common.paginateRecords({ compartmentId: tenancy, limit: 2 },
+                                               (req) => compute.listInstances(req))) {
+    all.push(x);
+  }
+  check("the SDK's own paginator walks every page", all.length === seen.length, `${all.length} vs ${seen.length}`);
+
+  // Wait for RUNNING, then the VNIC path the driver uses.
+  let running;
+  for (let i = 0; i < 100; i++) {
+    running = (await compute.getInstance({ instanceId: inst.id })).instance;
+    if (running.lifecycleState === "RUNNING") break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  check("GetInstance reaches RUNNING", running.lifecycleState === "RUNNING", running.lifecycleState);
+  const atts = await compute.listVnicAttachments({ compartmentId: tenancy, instanceId: inst.id });
+  check("one ATTACHED VNIC attachment", atts.items.length === 1 && atts.items[0].lifecycleState === "ATTACHED",
+        JSON.stringify(atts.items));
+  const vnic = await vnet.getVnic({ vnicId: atts.items[0].vnicId });
+  check("GetVnic gives a private IP", /^127\./.test(vnic.vnic.privateIp || ""), vnic.vnic.privateIp);
+  const subnet = await vnet.getSubnet({ subnetId: SUBNET });
+  check("GetSubnet gives CIDR and security lists", !!subnet.subnet.cidrBlock && subnet.subnet.securityListIds.length === 1);
+  const sl = await vnet.getSecurityList({ securityListId: subnet.subnet.securityListIds[0] });
+  check("GetSecurityList has ingress rules and an etag", sl.securityList.ingressSecurityRules.length >= 1 && !!sl.etag);
+  const upd = await vnet.updateSecurityList({
+    securityListId: sl.securityList.id,
+    ifMatch: sl.etag,
+    updateSecurityListDetails: { ingressSecurityRules: sl.securityList.ingressSecurityRules },
+  });
+  check("UpdateSecurityList with if-match gives a new etag", !!upd.etag && upd.etag !== sl.etag);
+  await expectError("UpdateSecurityList with a stale etag is 412",
+                    () => vnet.updateSecurityList({
+                      securityListId: sl.securityList.id, ifMatch: sl.etag,
+                      updateSecurityListDetails: { ingressSecurityRules: sl.securityList.ingressSecurityRules },
+                    }), 412, "NoEtagMatch");
+
+  // Faults arrive as OCI errors the SDK understands.
+  await control("POST", "faults", { kind: "capacity", provider: "oci", instance_type: "VM.GPU2.1", count: 1 });
+  const cap = await expectError("capacity is 500 InternalError",
+                                () => compute.launchInstance({ launchInstanceDetails: details, opcRetryToken: "sdk-cap" }),
+                                500, "InternalError");
+  check("capacity says Out of host capacity", cap && /Out of host capacity/.test(cap.message), cap && cap.message);
+  await control("POST", "faults", { kind: "quota", provider: "oci", count: 1 });
+  await expectError("quota is 400 LimitExceeded",
+                    () => compute.launchInstance({ launchInstanceDetails: details, opcRetryToken: "sdk-quota" }),
+                    400, "LimitExceeded");
+  await control("POST", "faults", { kind: "throttle", provider: "oci", action: "GetInstance", count: 1 });
+  await expectError("throttling is 429 TooManyRequests", () => compute.getInstance({ instanceId: inst.id }),
+                    429, "TooManyRequests");
+
+  // Terminate: 204, TERMINATING then TERMINATED; unknown ids are 404.
+  for (const id of seen) {
+    await compute.terminateInstance({ instanceId: id, preserveBootVolume: false });
+  }
+  let gone = 0;
+  for (let i = 0; i < 100 && gone < seen.length; i++) {
+    const r = await compute.listInstances({ compartmentId: tenancy, lifecycleState: "TERMINATED" });
+    gone = r.items.filter((x) => seen.includes(x.id)).length;
+    if (gone < seen.length) await new Promise((r) => setTimeout(r, 100));
+  }
+  check("every instance reaches TERMINATED", gone === seen.length, `${gone}/${seen.length}`);
+  await expectError("GetInstance of an unknown id is 404",
+                    () => compute.getInstance({ instanceId: "ocid1.instance.oc1.iad.nope" }), 404,
+                    "NotAuthorizedOrNotFound");
+
+  // A key the mock does not know is refused as NotAuthenticated.
+  const crypto = require("crypto");
+  const { privateKey } = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const stranger = new common.SimpleAuthenticationDetailsProvider(
+    tenancy, user, auth.getFingerprint(), privateKey.export({ type: "pkcs1", format: "pem" }), null,
+    common.Region.US_ASHBURN_1);
+  const badIdc = new identity.IdentityClient({ authenticationDetailsProvider: stranger }, noRetry);
+  badIdc.endpoint = endpoint;
+  await expectError("another key is 401 NotAuthenticated", () => badIdc.getUser({ userId: user }), 401,
+                    "NotAuthenticated");
+}
+
+main()
+  .catch((e) => {
+    failed++;
+    console.error("FAIL: unexpected error:", e && (e.stack || e.message || e));
+  })
+  .finally(() => {
+    console.log(`oci-sdk: ${passed} passed, ${failed} failed`);
+    process.exitCode = failed ? 1 : 0;
+  });
