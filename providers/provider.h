@@ -64,6 +64,10 @@ struct isc_provider_settings {
 /* The value of `key` in settings->items, or NULL. Borrowed. */
 const char *isc_provider_setting(const struct isc_provider_settings *settings, const char *key);
 
+/* A copy of setting `key`, or of dflt when it is unset or empty; NULL if both are absent. */
+char *isc_provider_setting_dup(const struct isc_provider_settings *settings, const char *key,
+                               const char *dflt);
+
 /*
  * One account in one region, with its HTTP client and clock. Made by
  * session_new, freed by session_free of the same table. `impl` is the
@@ -162,6 +166,13 @@ struct isc_launch_result {
 	struct isc_node_info *nodes; /* owned; exactly spec->count of them */
 	size_t n_nodes;
 };
+
+/*
+ * Fills what a launched node's reply may leave empty from its spec: the
+ * isc:broker/cluster/experiment tags, the token the cloud saw, the spot flag.
+ */
+void isc_node_info_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
+                             const char *token);
 
 void isc_launch_result_cleanup(struct isc_launch_result *r);
 void isc_node_infos_free(struct isc_node_info *nodes, size_t n);

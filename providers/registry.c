@@ -5,6 +5,7 @@
  */
 #include "providers/provider.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,35 @@ const char *isc_provider_setting(const struct isc_provider_settings *settings, c
 			return kv->value;
 	}
 	return NULL;
+}
+
+char *isc_provider_setting_dup(const struct isc_provider_settings *settings, const char *key,
+                               const char *dflt)
+{
+	const char *v = isc_provider_setting(settings, key);
+	if (!v || !v[0])
+		v = dflt;
+	return v ? strdup(v) : NULL;
+}
+
+void isc_node_info_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
+                             const char *token)
+{
+	for (size_t t = 0; t < spec->n_tags; t++) {
+		char *dst = NULL;
+		if (strcmp(spec->tags[t].key, ISC_TAG_BROKER) == 0)
+			dst = ni->broker_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			dst = ni->cluster_id;
+		else if (strcmp(spec->tags[t].key, ISC_TAG_EXPERIMENT) == 0)
+			dst = ni->experiment_id;
+		if (dst && !dst[0])
+			snprintf(dst, sizeof(ni->broker_id), "%s", spec->tags[t].value);
+	}
+	if (!ni->client_token[0])
+		snprintf(ni->client_token, sizeof(ni->client_token), "%s", token);
+	if (spec->spot)
+		ni->spot = 1;
 }
 
 const char *isc_node_state_name(enum isc_node_state s)

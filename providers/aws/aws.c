@@ -133,14 +133,6 @@ static int aws_call(struct aws_session *s, enum aws_service svc, const char *act
 
 /* ---- session ---- */
 
-static char *dup_setting(const struct isc_provider_settings *st, const char *key, const char *dflt)
-{
-	const char *v = isc_provider_setting(st, key);
-	if (!v || !v[0])
-		v = dflt;
-	return v ? strdup(v) : NULL;
-}
-
 /* "https://host:port/x" -> "host:port" (what curl sends as Host, so what we sign). */
 static char *authority(const char *url)
 {
@@ -206,11 +198,12 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	s->url[SVC_EC2] = isc_aws_endpoint_resolve(settings, "ec2", s->region);
 	s->url[SVC_STS] = isc_aws_endpoint_resolve(settings, "sts", s->region);
-	s->image_id = dup_setting(settings, "image_id", DEFAULT_IMAGE);
-	s->product_description = dup_setting(settings, "product_description", "Linux/UNIX");
-	s->subnet_id = dup_setting(settings, "subnet_id", NULL);
-	s->security_group_id = dup_setting(settings, "security_group_id", NULL);
-	s->placement_group = dup_setting(settings, "placement_group", NULL);
+	s->image_id = isc_provider_setting_dup(settings, "image_id", DEFAULT_IMAGE);
+	s->product_description =
+	    isc_provider_setting_dup(settings, "product_description", "Linux/UNIX");
+	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
+	s->security_group_id = isc_provider_setting_dup(settings, "security_group_id", NULL);
+	s->placement_group = isc_provider_setting_dup(settings, "placement_group", NULL);
 	{
 		const char *mp = isc_provider_setting(settings, "describe_max_pages");
 		char *end = NULL;
@@ -543,26 +536,6 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
                          struct isc_err *err);
 
-static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
-                           const char *token)
-{
-	for (size_t t = 0; t < spec->n_tags; t++) {
-		char *dst = NULL;
-		if (strcmp(spec->tags[t].key, ISC_TAG_BROKER) == 0)
-			dst = ni->broker_id;
-		else if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
-			dst = ni->cluster_id;
-		else if (strcmp(spec->tags[t].key, ISC_TAG_EXPERIMENT) == 0)
-			dst = ni->experiment_id;
-		if (dst && !dst[0])
-			snprintf(dst, sizeof(ni->broker_id), "%s", spec->tags[t].value);
-	}
-	if (!ni->client_token[0])
-		snprintf(ni->client_token, sizeof(ni->client_token), "%s", token);
-	if (spec->spot)
-		ni->spot = 1;
-}
-
 static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
@@ -653,7 +626,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			continue;
 		}
 		for (size_t i = 0; i < nn; i++)
-			fill_from_spec(&nodes[i], spec, token);
+			isc_node_info_from_spec(&nodes[i], spec, token);
 		snprintf(out->zone, sizeof(out->zone), "%s", zone[0] ? zone : nodes[0].zone);
 		snprintf(out->token, sizeof(out->token), "%s", token);
 		out->nodes = nodes;

@@ -243,14 +243,6 @@ static int query_add(char *q, size_t cap, const char *name, const char *value)
 
 /* ---- session ---- */
 
-static char *dup_setting(const struct isc_provider_settings *st, const char *key, const char *dflt)
-{
-	const char *v = isc_provider_setting(st, key);
-	if (!v || !v[0])
-		v = dflt;
-	return v ? strdup(v) : NULL;
-}
-
 static int setting_true(const struct isc_provider_settings *st, const char *key)
 {
 	const char *v = isc_provider_setting(st, key);
@@ -371,10 +363,10 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 		}
 	}
 	/* The root compartment (the tenancy) unless the operator names one. */
-	s->compartment_id = dup_setting(settings, "compartment_id", s->cfg.tenancy);
-	s->subnet_id = dup_setting(settings, "subnet_id", NULL);
-	s->image_id = dup_setting(settings, "image_id", NULL);
-	s->compute_cluster_id = dup_setting(settings, "compute_cluster_id", NULL);
+	s->compartment_id = isc_provider_setting_dup(settings, "compartment_id", s->cfg.tenancy);
+	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
+	s->image_id = isc_provider_setting_dup(settings, "image_id", NULL);
+	s->compute_cluster_id = isc_provider_setting_dup(settings, "compute_cluster_id", NULL);
 	s->manage_security_list = setting_true(settings, "manage_security_list");
 	s->assign_public_ip = setting_true(settings, "assign_public_ip");
 	if (!s->compartment_id) {
@@ -847,26 +839,6 @@ static int rollback(struct oci_session *s, struct isc_node_info *nodes, size_t n
 	return first;
 }
 
-static void fill_from_spec(struct isc_node_info *ni, const struct isc_launch_spec *spec,
-                           const char *token)
-{
-	for (size_t t = 0; t < spec->n_tags; t++) {
-		char *dst = NULL;
-		if (strcmp(spec->tags[t].key, ISC_TAG_BROKER) == 0)
-			dst = ni->broker_id;
-		else if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
-			dst = ni->cluster_id;
-		else if (strcmp(spec->tags[t].key, ISC_TAG_EXPERIMENT) == 0)
-			dst = ni->experiment_id;
-		if (dst && !dst[0])
-			snprintf(dst, sizeof(ni->broker_id), "%s", spec->tags[t].value);
-	}
-	if (!ni->client_token[0])
-		snprintf(ni->client_token, sizeof(ni->client_token), "%s", token);
-	if (spec->spot)
-		ni->spot = 1;
-}
-
 enum ad_outcome { AD_OK, AD_NEXT, AD_STOP };
 
 /*
@@ -961,7 +933,7 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 			*rc_out = rc;
 			return AD_STOP;
 		}
-		fill_from_spec(&nodes[up], spec, token);
+		isc_node_info_from_spec(&nodes[up], spec, token);
 		up++;
 	}
 	if (rc) {

@@ -13,21 +13,8 @@ cd "$(dirname "$0")/../.."
 : "${ISC_TESTS:=$PWD/build/asan/tests}"
 
 dir=$(mktemp -d /tmp/isc-oci-mock.XXXXXX)
-/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
-	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
-mock_pid=$!
-cleanup() {
-	kill -TERM "$mock_pid" 2>/dev/null
-	wait "$mock_pid" 2>/dev/null
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 100); do
-	[ -s "$dir/port" ] && break
-	sleep 0.1
-done
-check "mockcloud started" test -s "$dir/port"
-export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")"
+start_mockcloud "$dir"
+check "mockcloud started" test -n "${MOCKCLOUD_URL:-}"
 export OCI_CLI_CONFIG_FILE="$dir/state/oci/config"
 check "the mock wrote an OCI config file (mode 600)" test "$(stat -c %a "$OCI_CLI_CONFIG_FILE")" = 600
 

@@ -6,6 +6,7 @@
 # passes: an unreachable registry says nothing about the mock.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
 sdk=tests/mocks/oci-sdk
 skip() {
 	echo "oci-sdk: SKIPPED: $*"
@@ -21,20 +22,11 @@ if [ ! -d "$sdk/node_modules/oci-core" ] || [ ! -d "$sdk/node_modules/oci-identi
 fi
 
 dir=$(mktemp -d /tmp/isc-oci-sdk.XXXXXX)
-/usr/bin/python3 tests/mocks/mockcloud --port-file "$dir/port" --state-dir "$dir/state" \
-	--boot-delay-ms 100 --shutdown-delay-ms 100 --no-nodes 2>"$dir/mock.log" &
-mock_pid=$!
-cleanup() {
-	kill -TERM "$mock_pid" 2>/dev/null
-	wait "$mock_pid" 2>/dev/null
-	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-for _ in $(seq 150); do
-	[ -s "$dir/port" ] && break
-	sleep 0.1
-done
-[ -s "$dir/port" ] || { echo "oci-sdk: the mock did not start"; cat "$dir/mock.log"; echo "oci-sdk: 0 passed, 1 failed"; exit 1; }
-MOCKCLOUD_URL="http://127.0.0.1:$(cat "$dir/port")" OCI_CLI_CONFIG_FILE="$dir/state/oci/config" \
+if ! start_mockcloud "$dir"; then
+	cat "$dir/mock.log"
+	echo "oci-sdk: 0 passed, 1 failed"
+	exit 1
+fi
+OCI_CLI_CONFIG_FILE="$dir/state/oci/config" \
 	timeout 300 node "$sdk/fidelity.js" 2>&1 | grep -v -e 'Not Retrying' -e 'retry attempts have exhausted'
 exit "${PIPESTATUS[0]}"
