@@ -842,15 +842,17 @@ static int rollback(struct oci_session *s, struct isc_node_info *nodes, size_t n
 enum ad_outcome { AD_OK, AD_NEXT, AD_STOP };
 
 /*
- * Launches the gang in one AD, node by node. AD_OK: nodes[0..count) are
+ * Launches the gang in one AD, node by node (spec->before_zone hears of it
+ * first, as zone_label: the spec's zone). AD_OK: nodes[0..count) are
  * ours. AD_NEXT: this AD cannot take the gang (whatever came up was
  * terminated); `last` says why. AD_STOP: give up with rc (a retryable error
  * leaves the launched nodes in place: the broker repeats the launch with the
  * same token, and the retry tokens hand them back).
  */
 static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_launch_spec *spec,
-                                    const char *ad, struct isc_node_info *nodes, char *last,
-                                    size_t last_cap, int *rc_out, struct isc_err *err)
+                                    const char *zone_label, const char *ad,
+                                    struct isc_node_info *nodes, char *last, size_t last_cap,
+                                    int *rc_out, struct isc_err *err)
 {
 	const char *cluster = "";
 	size_t up = 0;
@@ -887,13 +889,22 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 		if ((rc = isc_oci_launch_body(&l, &body, err)))
 			break;
 		isc_http_response_init(&resp);
+		if (i == 0 && spec->before_zone)
+			spec->before_zone(spec->before_zone_ctx, zone_label);
 		rc = oci_call_json(s, SVC_CORE, "POST", API "/instances", body, token, &cc, &resp,
 		                   &inst, err);
+		if ((rc == ISC_EINVALID && resp.status >= 200 && resp.status < 300) ||
+		    (!rc && isc_oci_parse_instance(inst, &nodes[up]))) {
+			/* OCI accepted the launch: the node may exist though we cannot read it, so
+			 * the outcome is unknown and the same token must be asked again. */
+			rc = isc_err_set(
+			    err, ISC_ETRANSIENT,
+			    "LaunchInstance in %s was accepted (HTTP %ld) but its reply "
+			    "cannot be read; the node may exist",
+			    ad, resp.status);
+		}
 		free(body);
 		isc_http_response_cleanup(&resp);
-		if (!rc && isc_oci_parse_instance(inst, &nodes[up]))
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "LaunchInstance: no instance in the reply");
 		json_decref(inst);
 		if (rc == ISC_ECONFLICT && strcmp(cc.code, "InvalidatedRetryToken") == 0) {
 			/* The token outlived its request: the node is ours if it still runs. */
@@ -989,7 +1000,8 @@ static int oci_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		}
 		tried++;
 		memset(nodes, 0, spec->count * sizeof(*nodes));
-		switch (launch_in_ad(s, spec, ad, nodes, last, sizeof(last), &stop_rc, err)) {
+		switch (launch_in_ad(s, spec, spec->n_zones ? spec->zones[z] : ad, ad, nodes, last,
+		                     sizeof(last), &stop_rc, err)) {
 		case AD_OK:
 			snprintf(out->zone, sizeof(out->zone), "%s", ad);
 			isc_oci_retry_token(spec->idempotency_token, ad, 0, out->token, NULL);

@@ -812,6 +812,14 @@ static void test_launch_gang_request(void **state)
 	s->provider->session_free(s);
 }
 
+static char zones_heard[256];
+static void hear_zone(void *ctx, const char *zone)
+{
+	(void)ctx;
+	strncat(zones_heard, zone, sizeof(zones_heard) - strlen(zones_heard) - 2);
+	strcat(zones_heard, ";");
+}
+
 static void test_capacity_rolls_back_then_next_ad(void **state)
 {
 	struct isc_provider_session *s = session();
@@ -819,6 +827,8 @@ static void test_capacity_rolls_back_then_next_ad(void **state)
 	struct isc_launch_result r;
 	struct isc_err err;
 	(void)state;
+	zones_heard[0] = '\0';
+	sp.before_zone = hear_zone;
 	reply(200, ADS);
 	reply(200, "%s",
 	      instance_json("ocid1.instance.oc1..a0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
@@ -840,7 +850,31 @@ static void test_capacity_rolls_back_then_next_ad(void **state)
 	assert_non_null(strstr(S.sent[3].url, "/instances/ocid1.instance.oc1..a0"));
 	assert_non_null(strstr(S.sent[3].url, "preserveBootVolume=false"));
 	assert_string_equal(S.sent[4].retry_token, "isc-cl_1-us-ashburn-ad-2-0");
+	/* The broker heard of each AD before its first LaunchInstance, by the catalog's name. */
+	assert_string_equal(zones_heard, "US-ASHBURN-AD-1;US-ASHBURN-AD-2;");
 	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+static void test_unreadable_launch_reply_is_unknown(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_launch_spec sp = gang_spec(2, 0);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(200, ADS);
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..g0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	reply(200, "{\"id\":"); /* accepted, garbled */
+	/* The node may exist: transient (the broker asks again with the same token), no rollback.
+	 */
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ETRANSIENT);
+	assert_non_null(strstr(err.msg, "accepted"));
+	assert_int_equal(S.calls, 3);
+	for (size_t i = 0; i < S.calls; i++)
+		assert_string_not_equal(S.sent[i].method, "DELETE");
 	s->provider->session_free(s);
 }
 
@@ -1317,6 +1351,16 @@ static void test_mock_lost_reply_no_duplicate(void **state)
 	assert_int_equal(r.n_nodes, 2);
 	assert_int_equal(mock_count("cl_lost", NULL, 1), 2); /* the replayed token made none */
 	terminate_result(s, &r);
+	/* A reply cut off after the launch happened: transient; the replay adopts the node. */
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"garbled_reply\",\"action\":\"LaunchInstance\","
+	                     "\"provider\":\"oci\",\"count\":1}"));
+	sp = mock_spec("cl_garbled", "mock-garbled", 2, 0, tags);
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ETRANSIENT);
+	assert_int_equal(mock_count("cl_garbled", NULL, 1), 1);
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(mock_count("cl_garbled", NULL, 1), 2);
+	terminate_result(s, &r);
 	s->provider->session_free(s);
 }
 
@@ -1395,6 +1439,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_throttling_retried, driver_setup),
 	    cmocka_unit_test_setup(test_launch_gang_request, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_rolls_back_then_next_ad, driver_setup),
+	    cmocka_unit_test_setup(test_unreadable_launch_reply_is_unknown, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_everywhere_and_quota, driver_setup),
 	    cmocka_unit_test_setup(test_replayed_gang_that_was_rolled_back, driver_setup),
 	    cmocka_unit_test_setup(test_lost_reply_keeps_nodes, driver_setup),
