@@ -47,6 +47,7 @@ struct oci_session {
 	char *compute_cluster_id;
 	int manage_security_list;
 	int assign_public_ip;
+	unsigned launch_parallelism; /* LaunchInstance calls in flight per AD, 1..64 */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -56,6 +57,7 @@ struct call_ctx {
 	const char *action;
 	char code[128];
 	char message[400];
+	struct isc_http_client *http; /* NULL: the session's (one thread at a time) */
 };
 
 static struct oci_session *impl(struct isc_provider_session *s)
@@ -196,7 +198,7 @@ static int oci_call(struct oci_session *s, enum oci_service svc, const char *met
 	if (if_match)
 		hdrs[nh++] = (struct isc_http_header){"if-match", if_match};
 	req = (struct isc_http_request){method, url, hdrs, nh, body, sreq.body_len};
-	rc = isc_http_do(&s->http, &req, oci_classify, cc, resp, err);
+	rc = isc_http_do(cc->http ? cc->http : &s->http, &req, oci_classify, cc, resp, err);
 out:
 	isc_oci_signed_cleanup(&sig);
 	free(url);
@@ -369,6 +371,19 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	s->compute_cluster_id = isc_provider_setting_dup(settings, "compute_cluster_id", NULL);
 	s->manage_security_list = setting_true(settings, "manage_security_list");
 	s->assign_public_ip = setting_true(settings, "assign_public_ip");
+	s->launch_parallelism = 8;
+	if (isc_provider_setting(settings, "launch_parallelism")) {
+		const char *v = isc_provider_setting(settings, "launch_parallelism");
+		char *end = NULL;
+		long n = strtol(v, &end, 10);
+		if (!v[0] || *end || n < 1 || n > 64) {
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "[providers.oci] launch_parallelism '%.20s' is not 1 to 64", v);
+			goto fail;
+		}
+		s->launch_parallelism = (unsigned)n;
+	}
 	if (!s->compartment_id) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto fail;
@@ -826,132 +841,251 @@ static int find_by_token(struct oci_session *s, const char *token, struct isc_no
 	return rc;
 }
 
-/* Gives back the nodes of a gang that cannot be completed. */
-static int rollback(struct oci_session *s, struct isc_node_info *nodes, size_t n,
-                    struct isc_err *err)
+enum ad_outcome { AD_OK, AD_NEXT, AD_STOP };
+
+/* What one node's LaunchInstance came to. */
+enum node_outcome {
+	N_NOT_TRIED,   /* another node failed first */
+	N_UP,          /* launched (or handed back by its retry token), pending or running */
+	N_LISTED_GONE, /* handed back already TERMINATING/TERMINATED */
+	N_INVALIDATED, /* 409 InvalidatedRetryToken: look it up by its token */
+	N_FAILED,      /* rc and err say why */
+};
+
+struct node_job {
+	enum node_outcome outcome;
+	int rc;
+	struct isc_err err;
+	struct isc_node_info info;
+	char token[65];
+};
+
+/* One AD's launches, shared by the workers. */
+struct ad_run {
+	struct oci_session *s;
+	const struct isc_launch_spec *spec;
+	const char *ad, *cluster;
+	struct node_job *jobs;
+	pthread_mutex_t lock;
+	unsigned next; /* the next node index to launch */
+	int stop;      /* a node failed: launch no more */
+};
+
+static void launch_node(struct ad_run *r, struct isc_http_client *http, unsigned i)
+{
+	const struct isc_launch_spec *spec = r->spec;
+	struct oci_session *s = r->s;
+	struct node_job *j = &r->jobs[i];
+	struct isc_oci_launch l = {0};
+	struct isc_http_response resp;
+	struct call_ctx cc = {"LaunchInstance"};
+	char name[300], *body = NULL;
+	json_t *inst = NULL;
+	int rc;
+
+	cc.http = http;
+	isc_oci_retry_token(spec->idempotency_token, r->ad, i, j->token, NULL);
+	snprintf(name, sizeof(name), "isc-%s-%u", r->cluster[0] ? r->cluster : "node", i);
+	l.ad = r->ad;
+	l.compartment_id = s->compartment_id;
+	l.shape = spec->instance_type;
+	l.image_id = s->image_id;
+	l.subnet_id = s->subnet_id;
+	l.display_name = name;
+	l.ssh_public_key = spec->ssh_public_key;
+	l.user_data = spec->user_data;
+	l.retry_token = j->token;
+	l.preemptible = spec->spot;
+	l.assign_public_ip = s->assign_public_ip;
+	l.tags = spec->tags;
+	l.n_tags = spec->n_tags;
+	if (s->compute_cluster_id && strncmp(spec->instance_type, "BM.GPU", 6) == 0)
+		l.compute_cluster_id = s->compute_cluster_id;
+	j->outcome = N_FAILED;
+	if ((j->rc = isc_oci_launch_body(&l, &body, &j->err)))
+		return;
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "POST", API "/instances", body, j->token, &cc, &resp, &inst,
+	                   &j->err);
+	if ((rc == ISC_EINVALID && resp.status >= 200 && resp.status < 300) ||
+	    (!rc && isc_oci_parse_instance(inst, &j->info))) {
+		/* OCI accepted the launch: the node may exist though we cannot read it, so the
+		 * outcome is unknown and the same token must be asked again. */
+		rc =
+		    isc_err_set(&j->err, ISC_ETRANSIENT,
+		                "LaunchInstance in %s was accepted (HTTP %ld) but its reply cannot "
+		                "be read; the node may exist",
+		                r->ad, resp.status);
+	}
+	free(body);
+	isc_http_response_cleanup(&resp);
+	json_decref(inst);
+	j->rc = rc;
+	if (rc == ISC_ECONFLICT && strcmp(cc.code, "InvalidatedRetryToken") == 0)
+		j->outcome = N_INVALIDATED;
+	else if (!rc && (j->info.state == ISC_NODE_PENDING || j->info.state == ISC_NODE_RUNNING))
+		j->outcome = N_UP;
+	else if (!rc)
+		j->outcome = N_LISTED_GONE;
+}
+
+static void *ad_worker(void *arg)
+{
+	struct ad_run *r = arg;
+	/* Its own client: the retry loop keeps per-call state in it. */
+	struct isc_http_client http = r->s->http;
+
+	for (;;) {
+		unsigned i;
+		pthread_mutex_lock(&r->lock);
+		if (r->stop || r->next >= r->spec->count) {
+			pthread_mutex_unlock(&r->lock);
+			return NULL;
+		}
+		i = r->next++;
+		pthread_mutex_unlock(&r->lock);
+		launch_node(r, &http, i);
+		if (r->jobs[i].outcome != N_UP) {
+			pthread_mutex_lock(&r->lock);
+			r->stop = 1;
+			pthread_mutex_unlock(&r->lock);
+		}
+	}
+}
+
+/* Runs the launches of one AD on up to s->launch_parallelism threads (1: this one). */
+static void run_launches(struct ad_run *r)
+{
+	unsigned n = r->s->launch_parallelism;
+	pthread_t th[64];
+	unsigned started = 0;
+
+	if (n > r->spec->count)
+		n = r->spec->count;
+	for (unsigned k = 1; k < n && k < 64; k++)
+		if (pthread_create(&th[started], NULL, ad_worker, r) == 0)
+			started++;
+	ad_worker(r);
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(th[k], NULL);
+}
+
+/* Gives back every node of the AD that is, or may still be, up. */
+static int rollback_jobs(struct oci_session *s, struct node_job *jobs, unsigned n,
+                         struct isc_err *err)
 {
 	int first = 0;
-	for (size_t i = 0; i < n; i++) {
-		int rc = terminate_one(s, nodes[i].id, first ? NULL : err);
+	for (unsigned i = 0; i < n; i++) {
+		int rc;
+		if (jobs[i].outcome != N_UP && jobs[i].outcome != N_LISTED_GONE)
+			continue;
+		rc = terminate_one(s, jobs[i].info.id, first ? NULL : err);
 		if (rc && !first)
 			first = rc;
 	}
 	return first;
 }
 
-enum ad_outcome { AD_OK, AD_NEXT, AD_STOP };
-
 /*
- * Launches the gang in one AD, node by node (spec->before_zone hears of it
- * first, as zone_label: the spec's zone). AD_OK: nodes[0..count) are
- * ours. AD_NEXT: this AD cannot take the gang (whatever came up was
- * terminated); `last` says why. AD_STOP: give up with rc (a retryable error
- * leaves the launched nodes in place: the broker repeats the launch with the
- * same token, and the retry tokens hand them back).
+ * Launches the gang in one AD: one LaunchInstance per node, up to
+ * launch_parallelism at once (spec->before_zone hears of the AD first, as
+ * zone_label: the spec's zone). AD_OK: nodes[0..count) are ours. AD_NEXT:
+ * this AD cannot take the gang (whatever came up was terminated); `last`
+ * says why. AD_STOP: give up with rc. A retryable failure leaves the
+ * launched nodes in place: the broker repeats the launch with the same token
+ * and the retry tokens hand them back (that wins over a capacity error of
+ * another node, whose rollback could miss a node whose reply was lost).
  */
 static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_launch_spec *spec,
                                     const char *zone_label, const char *ad,
                                     struct isc_node_info *nodes, char *last, size_t last_cap,
                                     int *rc_out, struct isc_err *err)
 {
-	const char *cluster = "";
-	size_t up = 0;
-	int rc = 0;
+	struct ad_run r = {0};
+	struct node_job *jobs = calloc(spec->count, sizeof(*jobs));
+	const struct node_job *retryable = NULL, *capacity = NULL, *gone = NULL, *other = NULL;
+	enum ad_outcome out = AD_OK;
+	int rc;
 
-	for (size_t t = 0; t < spec->n_tags; t++)
-		if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
-			cluster = spec->tags[t].value;
-	for (unsigned i = 0; i < spec->count; i++) {
-		struct isc_oci_launch l = {0};
-		struct isc_http_response resp;
-		struct call_ctx cc = {"LaunchInstance"};
-		char token[65], name[300], *body = NULL;
-		json_t *inst = NULL;
-		int gone = 0;
-
-		isc_oci_retry_token(spec->idempotency_token, ad, i, token, NULL);
-		snprintf(name, sizeof(name), "isc-%s-%u", cluster[0] ? cluster : "node", i);
-		l.ad = ad;
-		l.compartment_id = s->compartment_id;
-		l.shape = spec->instance_type;
-		l.image_id = s->image_id;
-		l.subnet_id = s->subnet_id;
-		l.display_name = name;
-		l.ssh_public_key = spec->ssh_public_key;
-		l.user_data = spec->user_data;
-		l.retry_token = token;
-		l.preemptible = spec->spot;
-		l.assign_public_ip = s->assign_public_ip;
-		l.tags = spec->tags;
-		l.n_tags = spec->n_tags;
-		if (s->compute_cluster_id && strncmp(spec->instance_type, "BM.GPU", 6) == 0)
-			l.compute_cluster_id = s->compute_cluster_id;
-		if ((rc = isc_oci_launch_body(&l, &body, err)))
-			break;
-		isc_http_response_init(&resp);
-		if (i == 0 && spec->before_zone)
-			spec->before_zone(spec->before_zone_ctx, zone_label);
-		rc = oci_call_json(s, SVC_CORE, "POST", API "/instances", body, token, &cc, &resp,
-		                   &inst, err);
-		if ((rc == ISC_EINVALID && resp.status >= 200 && resp.status < 300) ||
-		    (!rc && isc_oci_parse_instance(inst, &nodes[up]))) {
-			/* OCI accepted the launch: the node may exist though we cannot read it, so
-			 * the outcome is unknown and the same token must be asked again. */
-			rc = isc_err_set(
-			    err, ISC_ETRANSIENT,
-			    "LaunchInstance in %s was accepted (HTTP %ld) but its reply "
-			    "cannot be read; the node may exist",
-			    ad, resp.status);
-		}
-		free(body);
-		isc_http_response_cleanup(&resp);
-		json_decref(inst);
-		if (rc == ISC_ECONFLICT && strcmp(cc.code, "InvalidatedRetryToken") == 0) {
-			/* The token outlived its request: the node is ours if it still runs. */
-			int found = 0;
-			rc = find_by_token(s, token, &nodes[up], &found, err);
-			if (!rc && !found)
-				gone = 1; /* nothing of it is left to terminate */
-		} else if (!rc && nodes[up].state != ISC_NODE_PENDING &&
-		           nodes[up].state != ISC_NODE_RUNNING) {
-			gone = 2; /* listed, but already on its way out */
-		}
-		if (rc == ISC_ECAPACITY || gone) {
-			/* A node that is already gone: a replay of a gang rolled back before, or
-			 * reclaimed at once. Either way this AD cannot hold the gang now. */
-			if (gone)
-				snprintf(last, last_cap,
-				         "LaunchInstance in %s: node %u is already terminated", ad,
-				         i);
-			else
-				snprintf(last, last_cap, "%s",
-				         err ? err->msg : "out of host capacity");
-			if (gone == 2)
-				up++;
-			if ((rc = rollback(s, nodes, up, err))) {
-				*rc_out = rc;
-				return AD_STOP;
-			}
-			return AD_NEXT;
-		}
-		if (rc) {
-			if (!isc_code_is_retryable(rc)) {
-				struct isc_err ignored;
-				rollback(s, nodes, up, &ignored);
-			}
-			if (err)
-				isc_err_wrap(err, "availability domain %s, node %u", ad, i);
-			*rc_out = rc;
-			return AD_STOP;
-		}
-		isc_node_info_from_spec(&nodes[up], spec, token);
-		up++;
-	}
-	if (rc) {
-		*rc_out = rc;
+	if (!jobs) {
+		*rc_out = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		return AD_STOP;
 	}
-	return AD_OK;
+	r.s = s;
+	r.spec = spec;
+	r.ad = ad;
+	r.cluster = "";
+	r.jobs = jobs;
+	pthread_mutex_init(&r.lock, NULL);
+	for (size_t t = 0; t < spec->n_tags; t++)
+		if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			r.cluster = spec->tags[t].value;
+	if (spec->before_zone)
+		spec->before_zone(spec->before_zone_ctx, zone_label);
+	run_launches(&r);
+	pthread_mutex_destroy(&r.lock);
+	for (unsigned i = 0; i < spec->count; i++) {
+		struct node_job *j = &jobs[i];
+		if (j->outcome == N_INVALIDATED) {
+			/* The token outlived its request: the node is ours if it still runs. */
+			int found = 0;
+			j->rc = find_by_token(s, j->token, &j->info, &found, &j->err);
+			j->outcome = j->rc ? N_FAILED : found ? N_UP : N_NOT_TRIED;
+			if (!j->rc && !found && !gone)
+				gone = j; /* nothing of it is left to terminate */
+		}
+		if (j->outcome == N_LISTED_GONE && !gone)
+			gone = j;
+		if (j->outcome != N_FAILED)
+			continue;
+		if (isc_code_is_retryable(j->rc) && !retryable)
+			retryable = j;
+		else if (j->rc == ISC_ECAPACITY && !capacity)
+			capacity = j;
+		else if (!other && !isc_code_is_retryable(j->rc))
+			other = j;
+	}
+	if (retryable) {
+		rc = retryable->rc;
+		if (err) {
+			*err = retryable->err;
+			isc_err_wrap(err, "availability domain %s, node %u", ad,
+			             (unsigned)(retryable - jobs));
+		}
+		*rc_out = rc;
+		out = AD_STOP;
+	} else if (capacity || gone) {
+		/* A node that is already gone: a replay of a gang rolled back before, or
+		 * reclaimed at once. Either way this AD cannot hold the gang now. */
+		if (capacity)
+			snprintf(last, last_cap, "%s", capacity->err.msg);
+		else
+			snprintf(last, last_cap,
+			         "LaunchInstance in %s: node %u is already terminated", ad,
+			         (unsigned)(gone - jobs));
+		out = AD_NEXT;
+		if ((rc = rollback_jobs(s, jobs, spec->count, err))) {
+			*rc_out = rc;
+			out = AD_STOP;
+		}
+	} else if (other) {
+		struct isc_err ignored;
+		rollback_jobs(s, jobs, spec->count, &ignored);
+		if (err) {
+			*err = other->err;
+			isc_err_wrap(err, "availability domain %s, node %u", ad,
+			             (unsigned)(other - jobs));
+		}
+		*rc_out = other->rc;
+		out = AD_STOP;
+	} else {
+		for (unsigned i = 0; i < spec->count; i++) {
+			nodes[i] = jobs[i].info;
+			isc_node_info_from_spec(&nodes[i], spec, jobs[i].token);
+		}
+	}
+	free(jobs);
+	return out;
 }
 
 static int oci_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,

@@ -623,8 +623,10 @@ static struct isc_provider_session *session_with(const char *extra_key, const ch
 	struct isc_kv items[] = {{"endpoint", "http://127.0.0.1:9/oci/{region}"},
 	                         {"subnet_id", "ocid1.subnet.oc1..sub"},
 	                         {"image_id", "ocid1.image.oc1..img"},
+	                         /* one call at a time: the script answers in order */
+	                         {"launch_parallelism", "1"},
 	                         {extra_key ? extra_key : "unused", extra_val ? extra_val : ""}};
-	struct isc_provider_settings st = {items, 4, creds, 4};
+	struct isc_provider_settings st = {items, 5, creds, 4};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -1357,7 +1359,8 @@ static void test_mock_lost_reply_no_duplicate(void **state)
 	                     "\"provider\":\"oci\",\"count\":1}"));
 	sp = mock_spec("cl_garbled", "mock-garbled", 2, 0, tags);
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ETRANSIENT);
-	assert_int_equal(mock_count("cl_garbled", NULL, 1), 1);
+	/* Nodes launch in parallel: the other one may be up already, and stays up. */
+	assert_in_range(mock_count("cl_garbled", NULL, 1), 1, 2);
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
 	assert_int_equal(mock_count("cl_garbled", NULL, 1), 2);
 	terminate_result(s, &r);
