@@ -540,10 +540,10 @@ static int instance_ips(struct oci_session *s, const char *instance_id, char pri
  * Addresses from the cache, or from the cloud once per instance; preemption
  * of a preemptible node we did not terminate becomes an interruption notice.
  */
-static int enrich(struct oci_session *s, struct isc_node_info *ni, struct isc_err *err)
+static void enrich(struct oci_session *s, struct isc_node_info *ni)
 {
 	struct cache_entry *e;
-	int known, ours = 0, rc = 0;
+	int known, ours = 0;
 	int64_t seen = 0;
 	int live = ni->state == ISC_NODE_PENDING || ni->state == ISC_NODE_RUNNING;
 	char priv[46], pub[46];
@@ -568,12 +568,13 @@ static int enrich(struct oci_session *s, struct isc_node_info *ni, struct isc_er
 		ni->interruption_at_ms = seen;
 	}
 	if (known || !live)
-		return 0;
-	rc = instance_ips(s, ni->id, priv, pub, err);
-	if (rc == ISC_ENOTFOUND)
-		return 0; /* gone between the two calls: the next describe says so */
-	if (rc || !priv[0])
-		return rc;
+		return;
+	/*
+	 * A node without its address yet (VNIC still attaching, or a lookup that
+	 * failed) is described all the same; the next describe asks again.
+	 */
+	if (instance_ips(s, ni->id, priv, pub, NULL) || !priv[0])
+		return;
 	snprintf(ni->private_ip, sizeof(ni->private_ip), "%s", priv);
 	snprintf(ni->public_ip, sizeof(ni->public_ip), "%s", pub);
 	pthread_mutex_lock(&cache_lock);
@@ -581,7 +582,6 @@ static int enrich(struct oci_session *s, struct isc_node_info *ni, struct isc_er
 	snprintf(e->private_ip, sizeof(e->private_ip), "%s", priv);
 	snprintf(e->public_ip, sizeof(e->public_ip), "%s", pub);
 	pthread_mutex_unlock(&cache_lock);
-	return 0;
 }
 
 static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
@@ -613,12 +613,8 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 		nodes[n++] = ni;
 	}
 	json_decref(all);
-	for (i = 0; i < n && !rc; i++)
-		rc = enrich(s, &nodes[i], err);
-	if (rc) {
-		free(nodes);
-		return rc;
-	}
+	for (i = 0; i < n; i++)
+		enrich(s, &nodes[i]);
 	*out = nodes;
 	*n_out = n;
 	return 0;

@@ -1067,6 +1067,24 @@ static void test_describe_paging_cache_preemption(void **state)
 	s->provider->session_free(s);
 }
 
+static void test_describe_survives_a_failed_address_lookup(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_node_info *nodes = NULL;
+	size_t n = 0;
+	struct isc_err err;
+	(void)state;
+	reply(200, "[%s]",
+	      instance_json("ocid1.instance.oc1..v9", "Mock:US-ASHBURN-AD-1", "RUNNING", "isc-b1",
+	                    0));
+	reply(400, "{\"code\":\"InvalidParameter\",\"message\":\"no\"}");
+	assert_int_equal(s->provider->describe(s, "isc-b1", &nodes, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(nodes[0].private_ip, "");
+	isc_node_infos_free(nodes, n);
+	s->provider->session_free(s);
+}
+
 static void test_terminate(void **state)
 {
 	struct isc_provider_session *s = session();
@@ -1449,6 +1467,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_training_rule_missing, driver_setup),
 	    cmocka_unit_test_setup(test_training_rule_managed, driver_setup),
 	    cmocka_unit_test_setup(test_describe_paging_cache_preemption, driver_setup),
+	    cmocka_unit_test_setup(test_describe_survives_a_failed_address_lookup, driver_setup),
 	    cmocka_unit_test_setup(test_terminate, driver_setup),
 	    cmocka_unit_test_setup(test_session_errors, driver_setup),
 	    cmocka_unit_test_setup(test_mock_identity_and_refusals, driver_setup),

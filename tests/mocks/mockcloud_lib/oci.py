@@ -411,6 +411,10 @@ def list_instances(cloud, region, q):
         sel = [cloud.instances[i] for i in cloud.order
                if cloud.instances[i].get("provider") == "oci" and cloud.instances[i]["region"] == region
                and cloud.instances[i]["compartment_id"] == comp and cloud.visible(cloud.instances[i])]
+        # Eventual consistency: a listing may not show instances launched a moment ago.
+        lag = cloud.take_fault("describe_lag", lambda f: f.get("region") in (None, region), provider="oci")
+        if lag:
+            sel = [i for i in sel if now_ms() - i["launched_at"] >= lag["ms"]]
         for name, fn in (("availabilityDomain", lambda i: i["zone"]), ("displayName", lambda i: i.get("display_name")),
                          ("lifecycleState", lambda i: LIFECYCLE[i["state"]])):
             if q.get(name):
