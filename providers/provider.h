@@ -208,7 +208,8 @@ struct isc_provider {
 	/*
 	 * The current spot price of each of `instance_types` in every zone of the
 	 * region where it is offered: one point per (type, zone), the newest.
-	 * *out is owned by the caller (isc_price_points_free).
+	 * *out is owned by the caller (isc_price_points_free). NULL for a cloud
+	 * without a spot market (OCI): its prices are fixed list prices.
 	 */
 	int (*refresh_prices)(struct isc_provider_session *s, const char *const *instance_types,
 	                      size_t n, struct isc_price_point **out, size_t *n_out,

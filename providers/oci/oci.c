@@ -431,21 +431,6 @@ static int oci_check_credentials(struct isc_provider_session *ps, struct isc_ide
 	return rc;
 }
 
-/* ---- refresh_prices ---- */
-
-static int oci_refresh_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
-                              struct isc_price_point **out, size_t *n_out, struct isc_err *err)
-{
-	(void)ps, (void)types;
-	*out = NULL;
-	*n_out = 0;
-	if (n == 0)
-		return 0;
-	return isc_err_set(err, ISC_EINVALID,
-	                   "OCI has no spot price API; OCI prices are the catalog's list prices "
-	                   "(preemptible at a fixed discount)");
-}
-
 /* ---- listing instances ---- */
 
 /* Every instance of the compartment (all ADs), page by page; *out is a JSON array. */
@@ -1161,7 +1146,9 @@ const struct isc_provider isc_provider_oci = {
     .session_new = oci_session_new,
     .session_free = oci_session_free,
     .check_credentials = oci_check_credentials,
-    .refresh_prices = oci_refresh_prices,
+    /* OCI has no spot market: preemptible capacity sells at a fixed discount of the list
+     * price, which the catalog holds; prices/ counts such a provider as list-only. */
+    .refresh_prices = NULL,
     .launch_gang = oci_launch_gang,
     .describe = oci_describe,
     .terminate = oci_terminate,
