@@ -37,7 +37,13 @@ CONF
 	out=$("$ISC_BIN/isc" --home "$home" check oci 2>&1)
 	check "isc check oci prints the tenancy" grep -q '^tenancy: ocid1.tenancy.oc1..' <<<"$out"
 	check "isc check oci prints the user" grep -q '^user: ocid1.user.oc1..' <<<"$out"
-	openssl genrsa -out "$dir/other.pem" 2048 2>/dev/null
+	/usr/bin/python3 -c '
+import sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+open(sys.argv[1], "wb").write(k.private_bytes(serialization.Encoding.PEM,
+    serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))' "$dir/other.pem"
 	sed "s|^key_file=.*|key_file=$dir/other.pem|" "$OCI_CLI_CONFIG_FILE" >"$dir/other.config"
 	OCI_CLI_CONFIG_FILE="$dir/other.config" \
 		expect_stderr "OCI rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
