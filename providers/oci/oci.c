@@ -331,7 +331,7 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	static const char *const svc_name[2] = {"core", "identity"};
 	struct isc_provider_session *ps = calloc(1, sizeof(*ps));
 	struct oci_session *s = calloc(1, sizeof(*s));
-	int rc;
+	int rc, allow_insecure;
 
 	*out = NULL;
 	if (!ps || !s) {
@@ -341,6 +341,7 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	}
 	ps->provider = &isc_provider_oci;
 	ps->impl = s;
+	allow_insecure = setting_true(settings, "allow_insecure_endpoint");
 	if ((rc = isc_oci_config_resolve(settings, region, &s->cfg, err)))
 		goto fail;
 	snprintf(ps->region, sizeof(ps->region), "%s", s->cfg.region);
@@ -361,6 +362,11 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 		}
 		if (rc) {
 			rc = isc_err_set(err, rc, "out of memory");
+			goto fail;
+		}
+		/* Signed requests never go out in clear text by accident. */
+		if ((rc = isc_http_endpoint_check(s->url[i], allow_insecure, err))) {
+			isc_err_wrap(err, "[providers.oci] endpoint_%s", svc_name[i]);
 			goto fail;
 		}
 	}
@@ -390,6 +396,7 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	}
 	s->clock = clock ? clock : isc_clock_system();
 	isc_http_client_init(&s->http, t, s->clock);
+	s->http.policy.allow_insecure = allow_insecure;
 	*out = ps;
 	return 0;
 fail:

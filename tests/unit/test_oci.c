@@ -1127,6 +1127,12 @@ static void test_session_errors(void **state)
 	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "endpoint_core"));
 	assert_null(s);
+	/* Plain http leaves loopback only with allow_insecure_endpoint = true. */
+	items[0] = (struct isc_kv){"endpoint", "http://oci.example.com"};
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "endpoint_core"));
+	assert_null(s);
 	/* Without settings, the region's real endpoints (no call is made here). */
 	st.n_items = 0;
 	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err), 0);
