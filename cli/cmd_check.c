@@ -15,14 +15,15 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: isc check PROVIDER [--region REGION] [--json]\n\n"
-	             "Makes one signed read-only call to PROVIDER (aws, gcp, oci) with the configured\n"
-	             "credentials and prints the account and principal they belong to.\n"
-	             "Credentials, region and endpoint come from the provider's usual variables\n"
-	             "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...;\n"
-	             "GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE;\n"
-	             "~/.oci/config, OCI_CLI_PROFILE, OCI_CLI_REGION). For OCI the account is the\n"
-	             "tenancy and the principal the user.\n");
+	fprintf(out,
+	        "usage: isc check PROVIDER [--region REGION] [--json]\n\n"
+	        "Makes one signed read-only call to PROVIDER (aws, gcp, oci) with the configured\n"
+	        "credentials and prints the account and principal they belong to.\n"
+	        "Credentials, region and endpoint come from the provider's usual variables\n"
+	        "(AWS_ACCESS_KEY_ID, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL, ...;\n"
+	        "GOOGLE_APPLICATION_CREDENTIALS, CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE;\n"
+	        "~/.oci/config, OCI_CLI_PROFILE, OCI_CLI_REGION). For OCI the account is the\n"
+	        "tenancy and the principal the user.\n");
 }
 
 /* The transport's "cannot reach URL: why" without the retry loop's prefix. */
