@@ -57,7 +57,7 @@ wait_no_live() {
 }
 
 # 0. isc check oci with the sandbox's config (the mock's API key and config file).
-check "isc check oci" bash -c "'$ISC_BIN/isc' check oci | grep -q '^tenancy: ocid1.tenancy'"
+check "isc check oci" bash -c "'$ISC_BIN/isc' check oci | grep -q '^account: ocid1.tenancy'"
 
 # 1. A 3-node preemptible burst: the right environment on every rank, then a preemption.
 STEPS=60

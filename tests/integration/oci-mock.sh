@@ -35,8 +35,8 @@ regions = ["us-ashburn-1"]
 endpoint = "$MOCKCLOUD_URL/oci/{region}"
 CONF
 	out=$("$ISC_BIN/isc" --home "$home" check oci 2>&1)
-	check "isc check oci prints the tenancy" grep -q '^tenancy: ocid1.tenancy.oc1..' <<<"$out"
-	check "isc check oci prints the user" grep -q '^user: ocid1.user.oc1..' <<<"$out"
+	check "isc check oci prints the tenancy (account)" grep -q '^account: ocid1.tenancy.oc1..' <<<"$out"
+	check "isc check oci prints the user (principal)" grep -q '^principal: ocid1.user.oc1..' <<<"$out"
 	/usr/bin/python3 -c '
 import sys
 from cryptography.hazmat.primitives import serialization
@@ -46,7 +46,7 @@ open(sys.argv[1], "wb").write(k.private_bytes(serialization.Encoding.PEM,
     serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))' "$dir/other.pem"
 	sed "s|^key_file=.*|key_file=$dir/other.pem|" "$OCI_CLI_CONFIG_FILE" >"$dir/other.config"
 	OCI_CLI_CONFIG_FILE="$dir/other.config" \
-		expect_stderr "OCI rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
+		expect_stderr "oci rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
 	OCI_CLI_PROFILE=missing expect_stderr "no profile [missing]" "$ISC_BIN/isc" --home "$home" check oci
 	sed -i "s|$MOCKCLOUD_URL|http://127.0.0.1:1|" "$home/config.toml"
 	expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check oci
