@@ -12,60 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-void isc_shape_cleanup(struct isc_shape *sh)
-{
-	if (!sh)
-		return;
-	free(sh->id);
-	free(sh->display_id);
-	free(sh->provider);
-	free(sh->region);
-	free(sh->instance_type);
-	free(sh->gpu_type);
-	free(sh->zones);
-	free(sh->price_date);
-	free(sh->price_source);
-	memset(sh, 0, sizeof(*sh));
-}
-
-void isc_shape_list_free(struct isc_shape *list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		isc_shape_cleanup(&list[i]);
-	free(list);
-}
-
-static int dup_field(char **dst, const char *src)
-{
-	*dst = NULL;
-	if (!src)
-		return 0;
-	*dst = strdup(src);
-	return *dst ? 0 : ISC_ENOMEM;
-}
-
-int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src)
-{
-	memset(dst, 0, sizeof(*dst));
-	dst->spot = src->spot;
-	dst->gpus_per_node = src->gpus_per_node;
-	dst->gpu_mem_mib = src->gpu_mem_mib;
-	dst->vcpus = src->vcpus;
-	dst->mem_mib = src->mem_mib;
-	dst->price_micros = src->price_micros;
-	dst->price_checked_ms = src->price_checked_ms;
-	if (dup_field(&dst->id, src->id) || dup_field(&dst->display_id, src->display_id) ||
-	    dup_field(&dst->provider, src->provider) || dup_field(&dst->region, src->region) ||
-	    dup_field(&dst->instance_type, src->instance_type) ||
-	    dup_field(&dst->gpu_type, src->gpu_type) || dup_field(&dst->zones, src->zones) ||
-	    dup_field(&dst->price_date, src->price_date) ||
-	    dup_field(&dst->price_source, src->price_source)) {
-		isc_shape_cleanup(dst);
-		return ISC_ENOMEM;
-	}
-	return 0;
-}
-
 int isc_provider_valid(const char *p)
 {
 	return p && (!strcmp(p, "aws") || !strcmp(p, "gcp") || !strcmp(p, "oci"));

@@ -5,44 +5,20 @@
  * arithmetic every user of shapes needs: exact decimal prices, the NNODES x
  * N_PROC rule, and shape ids.
  *
- * Ownership: the strings of a struct isc_shape are owned by it and released
- * by isc_shape_cleanup.
+ * The record itself (struct isc_shape, isc_shape_cleanup, isc_shape_copy) is
+ * the shapes table's row and lives with the store; this module adds the rules.
  */
 #ifndef ISC_SHAPES_SHAPE_H
 #define ISC_SHAPES_SHAPE_H
 
 #include "common/err.h"
+#include "store/store_shapes.h" /* struct isc_shape: the shapes table's record */
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* A burst cluster has at most this many GPUs (the platform's rule). */
 #define ISC_BURST_GPUS_MAX 48
-
-struct isc_shape {
-	char *id;         /* store key: display_id in lower case */
-	char *display_id; /* "<provider>-<region>-<instance type>-<spot|ondemand>", provider's
-	                     spelling */
-	char *provider;   /* "aws" | "gcp" | "oci" */
-	char *region;
-	char *instance_type;
-	int spot;       /* 1: spot/preemptible market, 0: on-demand */
-	char *gpu_type; /* normalized GPU model, e.g. "H100", "A100-80GB" */
-	int gpus_per_node;
-	int64_t gpu_mem_mib; /* all GPUs of one node together; 0 when unknown */
-	int vcpus;
-	int64_t mem_mib;
-	int64_t price_micros; /* USD micro-dollars per node-hour */
-	char *zones;          /* comma-separated, tried in this order; "" = the driver picks */
-	char *price_date;     /* YYYY-MM-DD of the price data */
-	char *price_source;   /* "catalog" (the imported file) or "live" (the cloud's price API) */
-	int64_t price_checked_ms; /* live: when the price was read from the cloud; catalog: 0 */
-};
-
-void isc_shape_cleanup(struct isc_shape *sh);
-void isc_shape_list_free(struct isc_shape *list, size_t n);
-/* Deep copy; 0 or ISC_ENOMEM. */
-int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src);
 
 /* True for "aws", "gcp", "oci" (lower case only: the canonical spelling). */
 int isc_provider_valid(const char *provider);

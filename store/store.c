@@ -5,6 +5,8 @@
  */
 #include "store/store_int.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
@@ -26,9 +28,7 @@ struct isc_store {
 
 int64_t isc_store_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return isc_wall_ms();
 }
 
 char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
@@ -85,6 +85,71 @@ char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom)
 	if (!copy && oom)
 		*oom = 1;
 	return copy;
+}
+
+int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
+                        isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
+                        const char *what, void **out, size_t *n, struct isc_err *err)
+{
+	char *list = NULL;
+	size_t count = 0, cap = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (count == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			char *grown = realloc(list, ncap * size);
+			if (!grown) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				goto fail;
+			}
+			list = grown;
+			cap = ncap;
+		}
+		memset(list + count * size, 0, size);
+		/* Counted before the check: a half-filled record is cleaned up with the rest. */
+		if (from_row(st, list + count++ * size)) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, rc, what, err);
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	*out = list;
+	*n = count;
+	return 0;
+fail:
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < count; i++)
+		cleanup(list + i * size);
+	free(list);
+	return rc;
+}
+
+int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn from_row,
+                       isc_store_rec_cleanup_fn cleanup, void *rec, size_t size, const char *what,
+                       struct isc_err *err)
+{
+	int rc = sqlite3_step(st);
+
+	memset(rec, 0, size);
+	if (rc == SQLITE_ROW) {
+		rc = 0;
+		if (from_row(st, rec)) {
+			cleanup(rec);
+			memset(rec, 0, size);
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	} else if (rc == SQLITE_DONE) {
+		rc = ISC_ENOTFOUND;
+	} else {
+		rc = isc_store_sqlite_err(s, rc, what, err);
+	}
+	sqlite3_finalize(st);
+	return rc;
 }
 
 static int exec_sql(struct isc_store *s, const char *sql, const char *what, struct isc_err *err)

@@ -38,16 +38,31 @@ void isc_intent_cleanup(struct isc_intent *i)
 	memset(i, 0, sizeof(*i));
 }
 
+static void cluster_clean(void *rec)
+{
+	isc_cluster_cleanup(rec);
+}
+
+static void intent_clean(void *rec)
+{
+	isc_intent_cleanup(rec);
+}
+
+static void node_clean(void *rec)
+{
+	struct isc_node *nd = rec;
+	free(nd->cluster_id);
+	free(nd->instance_id);
+	free(nd->state);
+	free(nd->private_ip);
+	free(nd->public_ip);
+	free(nd->zone);
+}
+
 void isc_node_list_free(struct isc_node *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(list[i].cluster_id);
-		free(list[i].instance_id);
-		free(list[i].state);
-		free(list[i].private_ip);
-		free(list[i].public_ip);
-		free(list[i].zone);
-	}
+	for (size_t i = 0; i < n; i++)
+		node_clean(&list[i]);
 	free(list);
 }
 
@@ -115,68 +130,49 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 	"SELECT id, experiment_id, shape_id, provider, account, region, zone, nnodes, nproc, "     \
 	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0) FROM clusters "
 
+static int cluster_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_cluster *c = rec;
+	int oom = 0;
+	c->id = isc_store_col_text(st, 0, &oom);
+	c->experiment_id = isc_store_col_text(st, 1, &oom);
+	c->shape_id = isc_store_col_text(st, 2, &oom);
+	c->provider = isc_store_col_text(st, 3, &oom);
+	c->account = isc_store_col_text(st, 4, &oom);
+	c->region = isc_store_col_text(st, 5, &oom);
+	c->zone = isc_store_col_text(st, 6, &oom);
+	c->nnodes = sqlite3_column_int(st, 7);
+	c->nproc = sqlite3_column_int(st, 8);
+	c->cycle = sqlite3_column_int(st, 9);
+	c->price_micros = sqlite3_column_int64(st, 10);
+	c->state = isc_store_col_text(st, 11, &oom);
+	c->created_at_ms = sqlite3_column_int64(st, 12);
+	c->closed_at_ms = sqlite3_column_int64(st, 13);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_cluster **out, size_t *n,
                          struct isc_err *err)
 {
-	struct isc_cluster *list = NULL;
-	size_t count = 0;
-	int rc, oom = 0;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_cluster *grown = realloc(list, (count + 1) * sizeof(*list)), *c;
-		if (!grown) {
-			oom = 1;
-			break;
-		}
-		list = grown;
-		c = &list[count++];
-		c->id = isc_store_col_text(st, 0, &oom);
-		c->experiment_id = isc_store_col_text(st, 1, &oom);
-		c->shape_id = isc_store_col_text(st, 2, &oom);
-		c->provider = isc_store_col_text(st, 3, &oom);
-		c->account = isc_store_col_text(st, 4, &oom);
-		c->region = isc_store_col_text(st, 5, &oom);
-		c->zone = isc_store_col_text(st, 6, &oom);
-		c->nnodes = sqlite3_column_int(st, 7);
-		c->nproc = sqlite3_column_int(st, 8);
-		c->cycle = sqlite3_column_int(st, 9);
-		c->price_micros = sqlite3_column_int64(st, 10);
-		c->state = isc_store_col_text(st, 11, &oom);
-		c->created_at_ms = sqlite3_column_int64(st, 12);
-		c->closed_at_ms = sqlite3_column_int64(st, 13);
-		if (oom)
-			break;
-	}
-	sqlite3_finalize(st);
-	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
-		isc_cluster_list_free(list, count);
-		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-		           : isc_store_sqlite_err(s, rc, "reading clusters", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
+	void *list;
+	int rc = isc_store_read_rows(s, st, sizeof(**out), cluster_from_row, cluster_clean,
+	                             "reading clusters", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
                           struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_cluster *list;
-	size_t n;
 	int rc = isc_store_prepare(s, CLUSTER_COLS "WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if ((rc = cluster_query(s, st, &list, &n, err)))
-		return rc;
-	if (n == 0) {
-		free(list);
-		return isc_err_set(err, ISC_ENOTFOUND, "no cluster with id '%s'", id);
-	}
-	*out = list[0];
-	free(list);
-	return 0;
+	rc = isc_store_read_one(s, st, cluster_from_row, cluster_clean, out, sizeof(*out),
+	                        "reading a cluster", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no cluster with id '%s'", id) : rc;
 }
 
 int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
@@ -234,13 +230,27 @@ int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *
 	return step_done(s, st, "updating a cluster", err);
 }
 
+static int intent_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_intent *in = rec;
+	int oom = 0;
+	in->token = isc_store_col_text(st, 0, &oom);
+	in->cluster_id = isc_store_col_text(st, 1, &oom);
+	in->shape_id = isc_store_col_text(st, 2, &oom);
+	in->zone = isc_store_col_text(st, 3, &oom);
+	in->count = sqlite3_column_int(st, 4);
+	in->state = isc_store_col_text(st, 5, &oom);
+	in->error = isc_store_col_text(st, 6, &oom);
+	in->created_at_ms = sqlite3_column_int64(st, 7);
+	in->attempt_zone = isc_store_col_text(st, 8, &oom);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
                                  struct isc_intent *out, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc, oom = 0;
-
-	rc = isc_store_prepare(
+	int rc = isc_store_prepare(
 	    s,
 	    "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms, "
 	    "attempt_zone FROM intents WHERE cluster_id = ? ORDER BY created_at_ms DESC LIMIT 1",
@@ -248,28 +258,11 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	memset(out, 0, sizeof(*out));
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		out->token = isc_store_col_text(st, 0, &oom);
-		out->cluster_id = isc_store_col_text(st, 1, &oom);
-		out->shape_id = isc_store_col_text(st, 2, &oom);
-		out->zone = isc_store_col_text(st, 3, &oom);
-		out->count = sqlite3_column_int(st, 4);
-		out->state = isc_store_col_text(st, 5, &oom);
-		out->error = isc_store_col_text(st, 6, &oom);
-		out->created_at_ms = sqlite3_column_int64(st, 7);
-		out->attempt_zone = isc_store_col_text(st, 8, &oom);
-		rc = oom ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
-		if (rc)
-			isc_intent_cleanup(out);
-	} else if (rc == SQLITE_DONE) {
-		rc = isc_err_set(err, ISC_ENOTFOUND, "cluster %s has no launch intent", cluster_id);
-	} else {
-		rc = isc_store_sqlite_err(s, rc, "reading an intent", err);
-	}
-	sqlite3_finalize(st);
-	return rc;
+	rc = isc_store_read_one(s, st, intent_from_row, intent_clean, out, sizeof(*out),
+	                        "reading an intent", err);
+	return rc == ISC_ENOTFOUND
+	           ? isc_err_set(err, rc, "cluster %s has no launch intent", cluster_id)
+	           : rc;
 }
 
 int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
@@ -394,15 +387,32 @@ int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int
 	return step_done(s, st, "updating a node", err);
 }
 
+static int node_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_node *nd = rec;
+	int oom = 0;
+	nd->id = sqlite3_column_int64(st, 0);
+	nd->cluster_id = isc_store_col_text(st, 1, &oom);
+	nd->rank = sqlite3_column_int(st, 2);
+	nd->instance_id = isc_store_col_text(st, 3, &oom);
+	nd->state = isc_store_col_text(st, 4, &oom);
+	nd->private_ip = isc_store_col_text(st, 5, &oom);
+	nd->public_ip = isc_store_col_text(st, 6, &oom);
+	nd->zone = isc_store_col_text(st, 7, &oom);
+	nd->price_micros = sqlite3_column_int64(st, 8);
+	nd->launched_at_ms = sqlite3_column_int64(st, 9);
+	nd->terminated_at_ms = sqlite3_column_int64(st, 10);
+	nd->charged_until_ms = sqlite3_column_int64(st, 11);
+	nd->notice_at_ms = sqlite3_column_int64(st, 12);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_node *list = NULL;
-	size_t count = 0;
-	int rc, oom = 0;
-
-	rc = isc_store_prepare(
+	void *list;
+	int rc = isc_store_prepare(
 	    s,
 	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
 	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
@@ -412,39 +422,11 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_node *grown = realloc(list, (count + 1) * sizeof(*list)), *nd;
-		if (!grown) {
-			oom = 1;
-			break;
-		}
-		list = grown;
-		nd = &list[count++];
-		nd->id = sqlite3_column_int64(st, 0);
-		nd->cluster_id = isc_store_col_text(st, 1, &oom);
-		nd->rank = sqlite3_column_int(st, 2);
-		nd->instance_id = isc_store_col_text(st, 3, &oom);
-		nd->state = isc_store_col_text(st, 4, &oom);
-		nd->private_ip = isc_store_col_text(st, 5, &oom);
-		nd->public_ip = isc_store_col_text(st, 6, &oom);
-		nd->zone = isc_store_col_text(st, 7, &oom);
-		nd->price_micros = sqlite3_column_int64(st, 8);
-		nd->launched_at_ms = sqlite3_column_int64(st, 9);
-		nd->terminated_at_ms = sqlite3_column_int64(st, 10);
-		nd->charged_until_ms = sqlite3_column_int64(st, 11);
-		nd->notice_at_ms = sqlite3_column_int64(st, 12);
-		if (oom)
-			break;
-	}
-	sqlite3_finalize(st);
-	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
-		isc_node_list_free(list, count);
-		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-		           : isc_store_sqlite_err(s, rc, "reading nodes", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
+	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
@@ -463,28 +445,46 @@ int isc_store_node_known(struct isc_store *s, const char *instance_id, int *know
 	           : isc_store_sqlite_err(s, rc, "reading nodes", err);
 }
 
+static void charge_clean(void *rec)
+{
+	struct isc_node_charge *c = rec;
+	free(c->instance_id);
+	free(c->cluster_id);
+	free(c->experiment_id);
+	free(c->provider);
+	free(c->shape_id);
+	free(c->account);
+}
+
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(list[i].instance_id);
-		free(list[i].cluster_id);
-		free(list[i].experiment_id);
-		free(list[i].provider);
-		free(list[i].shape_id);
-		free(list[i].account);
-	}
+	for (size_t i = 0; i < n; i++)
+		charge_clean(&list[i]);
 	free(list);
+}
+
+static int charge_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_node_charge *c = rec;
+	int oom = 0;
+	c->instance_id = isc_store_col_text(st, 0, &oom);
+	c->cluster_id = isc_store_col_text(st, 1, &oom);
+	c->experiment_id = isc_store_col_text(st, 2, &oom);
+	c->provider = isc_store_col_text(st, 3, &oom);
+	c->shape_id = isc_store_col_text(st, 4, &oom);
+	c->account = isc_store_col_text(st, 5, &oom);
+	c->price_micros = sqlite3_column_int64(st, 6);
+	c->from_ms = sqlite3_column_int64(st, 7);
+	c->to_ms = sqlite3_column_int64(st, 8);
+	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
                               size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_node_charge *list = NULL;
-	size_t count = 0;
-	int rc, oom = 0;
-
-	rc = isc_store_prepare(
+	void *list;
+	int rc = isc_store_prepare(
 	    s,
 	    "SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, "
 	    "c.account, "
@@ -498,33 +498,9 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, now_ms);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_node_charge *grown = realloc(list, (count + 1) * sizeof(*list)), *c;
-		if (!grown) {
-			oom = 1;
-			break;
-		}
-		list = grown;
-		c = &list[count++];
-		c->instance_id = isc_store_col_text(st, 0, &oom);
-		c->cluster_id = isc_store_col_text(st, 1, &oom);
-		c->experiment_id = isc_store_col_text(st, 2, &oom);
-		c->provider = isc_store_col_text(st, 3, &oom);
-		c->shape_id = isc_store_col_text(st, 4, &oom);
-		c->account = isc_store_col_text(st, 5, &oom);
-		c->price_micros = sqlite3_column_int64(st, 6);
-		c->from_ms = sqlite3_column_int64(st, 7);
-		c->to_ms = sqlite3_column_int64(st, 8);
-		if (oom)
-			break;
-	}
-	sqlite3_finalize(st);
-	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
-		isc_node_charge_list_free(list, count);
-		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-		           : isc_store_sqlite_err(s, rc, "reading nodes to charge", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
+	rc = isc_store_read_rows(s, st, sizeof(**out), charge_from_row, charge_clean,
+	                         "reading nodes to charge", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }

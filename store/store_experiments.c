@@ -40,13 +40,23 @@ void isc_experiment_list_free(struct isc_experiment *list, size_t n)
 	free(list);
 }
 
+static void experiment_clean(void *rec)
+{
+	isc_experiment_cleanup(rec);
+}
+
+static void event_clean(void *rec)
+{
+	struct isc_event *ev = rec;
+	free(ev->experiment_id);
+	free(ev->kind);
+	free(ev->message);
+}
+
 void isc_event_list_free(struct isc_event *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(list[i].experiment_id);
-		free(list[i].kind);
-		free(list[i].message);
-	}
+	for (size_t i = 0; i < n; i++)
+		event_clean(&list[i]);
 	free(list);
 }
 
@@ -124,8 +134,9 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = "         \
 	"e.org_id "
 
-static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
+static int experiment_from_row(sqlite3_stmt *st, void *rec)
 {
+	struct isc_experiment *e = rec;
 	int oom = 0;
 	e->id = isc_store_col_text(st, 0, &oom);
 	e->project_id = isc_store_col_text(st, 1, &oom);
@@ -154,52 +165,25 @@ static int experiment_from_row(sqlite3_stmt *st, struct isc_experiment *e)
 static int experiment_query(struct isc_store *s, sqlite3_stmt *st, struct isc_experiment **out,
                             size_t *n, struct isc_err *err)
 {
-	struct isc_experiment *list = NULL;
-	size_t count = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_experiment *grown = realloc(list, (count + 1) * sizeof(*list));
-		if (!grown)
-			goto oom;
-		list = grown;
-		memset(&list[count], 0, sizeof(*list));
-		if (experiment_from_row(st, &list[count++]))
-			goto oom;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		isc_experiment_list_free(list, count);
-		return isc_store_sqlite_err(s, rc, "reading experiments", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	isc_experiment_list_free(list, count);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	void *list;
+	int rc = isc_store_read_rows(s, st, sizeof(**out), experiment_from_row, experiment_clean,
+	                             "reading experiments", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
                              struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_experiment *list;
-	size_t n;
 	int rc = isc_store_prepare(s, EXPERIMENT_COLS "WHERE e.id = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if ((rc = experiment_query(s, st, &list, &n, err)))
-		return rc;
-	if (n == 0) {
-		free(list);
-		return isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
-	}
-	*out = list[0];
-	free(list);
-	return 0;
+	rc = isc_store_read_one(s, st, experiment_from_row, experiment_clean, out, sizeof(*out),
+	                        "reading an experiment", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no experiment with id '%s'", id) : rc;
 }
 
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
@@ -374,12 +358,23 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	return rc;
 }
 
+static int event_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_event *ev = rec;
+	int oom = 0;
+	ev->id = sqlite3_column_int64(st, 0);
+	ev->experiment_id = isc_store_col_text(st, 1, &oom);
+	ev->at_ms = sqlite3_column_int64(st, 2);
+	ev->kind = isc_store_col_text(st, 3, &oom);
+	ev->message = isc_store_col_text(st, 4, &oom);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
                          struct isc_event **out, size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_event *list = NULL;
-	size_t count = 0;
+	void *list;
 	int rc = isc_store_prepare(s,
 	                           "SELECT id, experiment_id, at_ms, kind, message FROM events "
 	                           "WHERE experiment_id = ? AND id > ? ORDER BY id",
@@ -388,31 +383,9 @@ int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, after_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int oom = 0;
-		struct isc_event *grown = realloc(list, (count + 1) * sizeof(*list));
-		if (!grown)
-			goto oom;
-		list = grown;
-		list[count].id = sqlite3_column_int64(st, 0);
-		list[count].experiment_id = isc_store_col_text(st, 1, &oom);
-		list[count].at_ms = sqlite3_column_int64(st, 2);
-		list[count].kind = isc_store_col_text(st, 3, &oom);
-		list[count].message = isc_store_col_text(st, 4, &oom);
-		count++;
-		if (oom)
-			goto oom;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		isc_event_list_free(list, count);
-		return isc_store_sqlite_err(s, rc, "reading events", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	isc_event_list_free(list, count);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_read_rows(s, st, sizeof(**out), event_from_row, event_clean,
+	                         "reading events", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }

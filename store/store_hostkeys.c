@@ -72,36 +72,37 @@ void isc_hostkey_cleanup(struct isc_hostkey *k)
 	memset(k, 0, sizeof(*k));
 }
 
+static void hostkey_clean(void *rec)
+{
+	isc_hostkey_cleanup(rec);
+}
+
+static int hostkey_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_hostkey *k = rec;
+	int oom = 0;
+	k->target = isc_store_col_text(st, 0, &oom);
+	k->key_type = isc_store_col_text(st, 1, &oom);
+	k->sha256 = isc_store_col_text(st, 2, &oom);
+	k->first_seen_ms = sqlite3_column_int64(st, 3);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 int isc_store_hostkey_get(struct isc_store *s, const char *target, struct isc_hostkey *out,
                           struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc, step, oom = 0;
-
-	memset(out, 0, sizeof(*out));
-	rc = isc_store_prepare(
+	int rc = isc_store_prepare(
 	    s, "SELECT target, key_type, sha256, first_seen_ms FROM host_keys WHERE target = ?",
 	    &st, err);
+
+	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
-		out->target = isc_store_col_text(st, 0, &oom);
-		out->key_type = isc_store_col_text(st, 1, &oom);
-		out->sha256 = isc_store_col_text(st, 2, &oom);
-		out->first_seen_ms = sqlite3_column_int64(st, 3);
-		if (oom) {
-			isc_hostkey_cleanup(out);
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-		}
-	} else if (step == SQLITE_DONE) {
-		rc = isc_err_set(err, ISC_ENOTFOUND, "no host key pinned for %s", target);
-	} else {
-		rc = isc_store_sqlite_err(s, step, "reading a host key", err);
-	}
-	sqlite3_finalize(st);
-	return rc;
+	rc = isc_store_read_one(s, st, hostkey_from_row, hostkey_clean, out, sizeof(*out),
+	                        "reading a host key", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no host key pinned for %s", target) : rc;
 }
 
 int isc_store_hostkey_forget(struct isc_store *s, const char *target, struct isc_err *err)

@@ -17,6 +17,32 @@ int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out,
 int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err);
 /* Copies column text (NULL -> NULL); returns 0 or ISC_ENOMEM via *oom. */
 char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom);
+/*
+ * Row readers: from_row fills one zeroed record from the current row and
+ * returns 0 or ISC_ENOMEM (what it filled so far stays for cleanup, which
+ * frees one record's fields). Every table's list and get functions read
+ * through these, so stepping, growth, out-of-memory and sqlite errors are
+ * handled in one place.
+ */
+typedef int (*isc_store_row_fn)(sqlite3_stmt *st, void *rec);
+typedef void (*isc_store_rec_cleanup_fn)(void *rec);
+/*
+ * Steps st (already bound) to the end and finalizes it; *out gets an array of
+ * *n records of `size` bytes (NULL when there are none; free each with
+ * cleanup, then the array). On failure nothing is returned and err names
+ * `what` ("reading clusters").
+ */
+int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
+                        isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
+                        const char *what, void **out, size_t *n, struct isc_err *err);
+/*
+ * The first row of st into *rec (zeroed first), then finalizes st.
+ * ISC_ENOTFOUND without touching err when there is no row: the caller names
+ * what is missing.
+ */
+int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn from_row,
+                       isc_store_rec_cleanup_fn cleanup, void *rec, size_t size, const char *what,
+                       struct isc_err *err);
 /* Opens with a given migration limit (tests migrate step by step). */
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
                       struct isc_err *err);

@@ -186,13 +186,29 @@ int isc_store_project_set_budget(struct isc_store *s, const char *project_id, in
 	return 0;
 }
 
+static void spend_clean(void *rec)
+{
+	struct isc_spend_row *r = rec;
+	free(r->key);
+	free(r->id);
+}
+
 void isc_spend_rows_free(struct isc_spend_row *rows, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(rows[i].key);
-		free(rows[i].id);
-	}
+	for (size_t i = 0; i < n; i++)
+		spend_clean(&rows[i]);
 	free(rows);
+}
+
+static int spend_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_spend_row *r = rec;
+	int oom = 0;
+	r->key = isc_store_col_text(st, 0, &oom);
+	r->id = isc_store_col_text(st, 1, &oom);
+	r->amount_micros = sqlite3_column_int64(st, 2);
+	/* Every key expression is COALESCEd to text: NULL here means the copy failed. */
+	return oom || !r->key ? ISC_ENOMEM : 0;
 }
 
 int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
@@ -206,9 +222,8 @@ int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
 	    {"COALESCE(l.shape_id, '')", "NULL"},
 	    {"strftime('%Y-%m-%d', l.period_start_ms / 1000, 'unixepoch')", "NULL"},
 	};
-	struct isc_spend_row *rows = NULL;
 	sqlite3_stmt *st;
-	size_t count = 0;
+	void *rows;
 	char *sql;
 	int rc;
 
@@ -239,30 +254,9 @@ int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
 	if (q->has_to)
 		sqlite3_bind_int64(st, 4, q->to_ms);
 	bind_text_or_null(st, 5, q->billing);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_spend_row *grown = realloc(rows, (count + 1) * sizeof(*rows));
-		int oom = 0;
-		if (!grown)
-			goto oom;
-		rows = grown;
-		memset(&rows[count], 0, sizeof(*rows));
-		rows[count].key = isc_store_col_text(st, 0, &oom);
-		rows[count].id = isc_store_col_text(st, 1, &oom);
-		rows[count].amount_micros = sqlite3_column_int64(st, 2);
-		count++;
-		if (oom || !rows[count - 1].key)
-			goto oom;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		isc_spend_rows_free(rows, count);
-		return isc_store_sqlite_err(s, rc, "reading spend", err);
-	}
-	*out = rows;
-	*n = count;
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	isc_spend_rows_free(rows, count);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_read_rows(s, st, sizeof(**out), spend_from_row, spend_clean, "reading spend",
+	                         &rows, n, err);
+	if (!rc)
+		*out = rows;
+	return rc;
 }

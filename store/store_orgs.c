@@ -52,8 +52,14 @@ int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, st
 	return 0;
 }
 
-static int org_from_row(sqlite3_stmt *st, struct isc_org *o)
+static void org_clean(void *rec)
 {
+	isc_org_cleanup(rec);
+}
+
+static int org_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_org *o = rec;
 	int oom = 0;
 	o->id = sqlite3_column_int64(st, 0);
 	o->name = isc_store_col_text(st, 1, &oom);
@@ -70,49 +76,24 @@ int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *ou
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	memset(out, 0, sizeof(*out));
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		rc = org_from_row(st, out) ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
-	else if (rc == SQLITE_DONE)
-		rc = isc_err_set(err, ISC_ENOTFOUND, "no organisation named '%s'", name);
-	else
-		rc = isc_store_sqlite_err(s, rc, "finding an organisation", err);
-	sqlite3_finalize(st);
-	return rc;
+	rc = isc_store_read_one(s, st, org_from_row, org_clean, out, sizeof(*out),
+	                        "finding an organisation", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no organisation named '%s'", name) : rc;
 }
 
 int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_org *list = NULL;
-	size_t count = 0;
+	void *list;
 	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs ORDER BY name", &st,
 	                           err);
-
 	if (rc)
 		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_org *grown = realloc(list, (count + 1) * sizeof(*list));
-		if (!grown)
-			goto oom;
-		list = grown;
-		memset(&list[count], 0, sizeof(*list));
-		if (org_from_row(st, &list[count++]))
-			goto oom;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		isc_org_list_free(list, count);
-		return isc_store_sqlite_err(s, rc, "listing organisations", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	isc_org_list_free(list, count);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_read_rows(s, st, sizeof(**out), org_from_row, org_clean,
+	                         "listing organisations", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
@@ -161,8 +142,14 @@ int isc_store_project_add(struct isc_store *s, const char *org_name, const char 
 	"SELECT p.id, p.org_id, o.name, p.name, p.budget_micros, p.created_at_ms "                 \
 	"FROM projects p JOIN orgs o ON o.id = p.org_id "
 
-static int project_from_row(sqlite3_stmt *st, struct isc_project *p)
+static void project_clean(void *rec)
 {
+	isc_project_cleanup(rec);
+}
+
+static int project_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_project *p = rec;
 	int oom = 0;
 	p->id = isc_store_col_text(st, 0, &oom);
 	p->org_id = sqlite3_column_int64(st, 1);
@@ -177,31 +164,12 @@ static int project_from_row(sqlite3_stmt *st, struct isc_project *p)
 static int project_query(struct isc_store *s, sqlite3_stmt *st, struct isc_project **out, size_t *n,
                          struct isc_err *err)
 {
-	struct isc_project *list = NULL;
-	size_t count = 0;
-	int rc;
-
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_project *grown = realloc(list, (count + 1) * sizeof(*list));
-		if (!grown)
-			goto oom;
-		list = grown;
-		memset(&list[count], 0, sizeof(*list));
-		if (project_from_row(st, &list[count++]))
-			goto oom;
-	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		isc_project_list_free(list, count);
-		return isc_store_sqlite_err(s, rc, "reading projects", err);
-	}
-	*out = list;
-	*n = count;
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	isc_project_list_free(list, count);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	void *list;
+	int rc = isc_store_read_rows(s, st, sizeof(**out), project_from_row, project_clean,
+	                             "reading projects", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struct isc_project *out,

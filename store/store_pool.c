@@ -93,8 +93,14 @@ void isc_pool_nodes_free(struct isc_pool_node *nodes, size_t n)
 	free(nodes);
 }
 
-static int read_row(sqlite3_stmt *st, struct isc_pool_node *out)
+static void pool_node_clean(void *rec)
 {
+	isc_pool_node_cleanup(rec);
+}
+
+static int pool_node_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_pool_node *out = rec;
 	int oom = 0;
 	out->id = sqlite3_column_int64(st, 0);
 	out->host = isc_store_col_text(st, 1, &oom);
@@ -112,40 +118,14 @@ int isc_store_pool_list(struct isc_store *s, struct isc_pool_node **out, size_t 
                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_pool_node *v = NULL;
-	size_t len = 0, cap = 0;
+	void *v;
 	int rc = isc_store_prepare(s, "SELECT " POOL_COLS " FROM pool_nodes ORDER BY id", &st, err);
 	if (rc)
 		return rc;
-	int step;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 8;
-			struct isc_pool_node *nv = realloc(v, ncap * sizeof(*nv));
-			if (!nv) {
-				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-				goto fail;
-			}
-			v = nv;
-			cap = ncap;
-		}
-		memset(&v[len], 0, sizeof(v[len]));
-		if (read_row(st, &v[len++])) {
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-			goto fail;
-		}
-	}
-	if (step != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, step, "listing pool nodes", err);
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	*out = v;
-	*n = len;
-	return 0;
-fail:
-	sqlite3_finalize(st);
-	isc_pool_nodes_free(v, len);
+	rc = isc_store_read_rows(s, st, sizeof(**out), pool_node_from_row, pool_node_clean,
+	                         "listing pool nodes", &v, n, err);
+	if (!rc)
+		*out = v;
 	return rc;
 }
 

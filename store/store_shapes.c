@@ -7,6 +7,7 @@
 
 #include "store/store_int.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,79 @@
 /* What readers get: the imported columns, then where the price came from. */
 #define SHAPE_READ_COLS SHAPE_COLS ", price_source, price_checked_ms"
 
-static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
+void isc_shape_cleanup(struct isc_shape *sh)
 {
-	int oom = 0;
+	if (!sh)
+		return;
+	free(sh->id);
+	free(sh->display_id);
+	free(sh->provider);
+	free(sh->region);
+	free(sh->instance_type);
+	free(sh->gpu_type);
+	free(sh->zones);
+	free(sh->price_date);
+	free(sh->price_source);
 	memset(sh, 0, sizeof(*sh));
+}
+
+void isc_shape_list_free(struct isc_shape *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_shape_cleanup(&list[i]);
+	free(list);
+}
+
+static int dup_field(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : ISC_ENOMEM;
+}
+
+int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	dst->spot = src->spot;
+	dst->gpus_per_node = src->gpus_per_node;
+	dst->gpu_mem_mib = src->gpu_mem_mib;
+	dst->vcpus = src->vcpus;
+	dst->mem_mib = src->mem_mib;
+	dst->price_micros = src->price_micros;
+	dst->price_checked_ms = src->price_checked_ms;
+	if (dup_field(&dst->id, src->id) || dup_field(&dst->display_id, src->display_id) ||
+	    dup_field(&dst->provider, src->provider) || dup_field(&dst->region, src->region) ||
+	    dup_field(&dst->instance_type, src->instance_type) ||
+	    dup_field(&dst->gpu_type, src->gpu_type) || dup_field(&dst->zones, src->zones) ||
+	    dup_field(&dst->price_date, src->price_date) ||
+	    dup_field(&dst->price_source, src->price_source)) {
+		isc_shape_cleanup(dst);
+		return ISC_ENOMEM;
+	}
+	return 0;
+}
+
+static void shape_clean(void *rec)
+{
+	isc_shape_cleanup(rec);
+}
+
+/* The table's key: the id in lower case (ids are ASCII). NULL when out of memory. */
+static char *shape_key(const char *id)
+{
+	char *k = strdup(id);
+	if (k)
+		for (char *p = k; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+	return k;
+}
+
+static int shape_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_shape *sh = rec;
+	int oom = 0;
 	sh->id = isc_store_col_text(st, 0, &oom);
 	sh->display_id = isc_store_col_text(st, 1, &oom);
 	sh->provider = isc_store_col_text(st, 2, &oom);
@@ -38,11 +108,7 @@ static int shape_from_row(sqlite3_stmt *st, struct isc_shape *sh)
 	sh->price_date = isc_store_col_text(st, 13, &oom);
 	sh->price_source = isc_store_col_text(st, 14, &oom);
 	sh->price_checked_ms = sqlite3_column_int64(st, 15);
-	if (oom) {
-		isc_shape_cleanup(sh);
-		return ISC_ENOMEM;
-	}
-	return 0;
+	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
@@ -69,8 +135,7 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
                          size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_shape *list = NULL;
-	size_t cnt = 0, cap = 0;
+	void *list;
 	int rc = isc_store_prepare(s,
 	                           "SELECT " SHAPE_READ_COLS
 	                           " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
@@ -79,34 +144,10 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (cnt == cap) {
-			size_t ncap = cap ? cap * 2 : 1024;
-			struct isc_shape *nl = realloc(list, ncap * sizeof(*nl));
-			if (!nl) {
-				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-				goto fail;
-			}
-			list = nl;
-			cap = ncap;
-		}
-		if (shape_from_row(st, &list[cnt])) {
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-			goto fail;
-		}
-		cnt++;
-	}
-	if (rc != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, rc, "listing shapes", err);
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	*out = list;
-	*n = cnt;
-	return 0;
-fail:
-	sqlite3_finalize(st);
-	isc_shape_list_free(list, cnt);
+	rc = isc_store_read_rows(s, st, sizeof(**out), shape_from_row, shape_clean,
+	                         "listing shapes", &list, n, err);
+	if (!rc)
+		*out = list;
 	return rc;
 }
 
@@ -114,7 +155,7 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	char *key = isc_shape_id_key(id);
+	char *key = shape_key(id);
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -126,16 +167,10 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 		return rc;
 	}
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		rc = shape_from_row(st, out) ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
-	else if (rc == SQLITE_DONE)
-		rc = isc_err_set(err, ISC_ENOTFOUND, "no shape '%s'", id);
-	else
-		rc = isc_store_sqlite_err(s, rc, "reading a shape", err);
-	sqlite3_finalize(st);
+	rc = isc_store_read_one(s, st, shape_from_row, shape_clean, out, sizeof(*out),
+	                        "reading a shape", err);
 	free(key);
-	return rc;
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no shape '%s'", id) : rc;
 }
 
 /* 1 when the stored row equals sh in every column an import sets. */
@@ -361,12 +396,31 @@ out:
 	return rc;
 }
 
+static void summary_clean(void *rec)
+{
+	struct isc_shapes_summary *e = rec;
+	free(e->provider);
+	free(e->price_date_min);
+	free(e->price_date_max);
+}
+
+static int summary_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_shapes_summary *e = rec;
+	int oom = 0;
+	e->provider = isc_store_col_text(st, 0, &oom);
+	e->shapes = sqlite3_column_int64(st, 1);
+	e->regions = sqlite3_column_int64(st, 2);
+	e->price_date_min = isc_store_col_text(st, 3, &oom);
+	e->price_date_max = isc_store_col_text(st, 4, &oom);
+	return oom ? ISC_ENOMEM : 0;
+}
+
 int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
                              struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_shapes_summary *list = NULL;
-	size_t cnt = 0;
+	void *list;
 	int rc =
 	    isc_store_prepare(s,
 	                      "SELECT provider, count(*), count(DISTINCT region), min(price_date), "
@@ -374,45 +428,16 @@ int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **ou
 	                      &st, err);
 	if (rc)
 		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_shapes_summary *nl = realloc(list, (cnt + 1) * sizeof(*nl));
-		int oom = 0;
-		if (!nl) {
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-			goto fail;
-		}
-		list = nl;
-		struct isc_shapes_summary *e = &list[cnt++];
-		e->provider = isc_store_col_text(st, 0, &oom);
-		e->shapes = sqlite3_column_int64(st, 1);
-		e->regions = sqlite3_column_int64(st, 2);
-		e->price_date_min = isc_store_col_text(st, 3, &oom);
-		e->price_date_max = isc_store_col_text(st, 4, &oom);
-		if (oom) {
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-			goto fail;
-		}
-	}
-	if (rc != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, rc, "summarising shapes", err);
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	*out = list;
-	*n = cnt;
-	return 0;
-fail:
-	sqlite3_finalize(st);
-	isc_shapes_summary_free(list, cnt);
+	rc = isc_store_read_rows(s, st, sizeof(**out), summary_from_row, summary_clean,
+	                         "summarising shapes", &list, n, err);
+	if (!rc)
+		*out = list;
 	return rc;
 }
 
 void isc_shapes_summary_free(struct isc_shapes_summary *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		free(list[i].provider);
-		free(list[i].price_date_min);
-		free(list[i].price_date_max);
-	}
+	for (size_t i = 0; i < n; i++)
+		summary_clean(&list[i]);
 	free(list);
 }
