@@ -7,6 +7,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/clock.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "launcher/keys.h"
@@ -17,13 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int set_status(struct isc_store *s, struct isc_experiment *e, const char *status,
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -183,7 +177,7 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	struct tm tm;
 
 	broker_exclusions_clear(b, e->id);
-	e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+	e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 	if (isc_store_experiment_set_placement(s, e, &err))
 		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
 	t = (time_t)(e->next_attempt_ms / 1000);
@@ -229,7 +223,7 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	broker_credits_release(b, s, e->id);
 	/* A full disk must never fail a ledger write: no new cluster while it is nearly full. */
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
-		e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		set_status(s, e, "waiting", "%s", last_error);
 		return;
@@ -295,7 +289,7 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 			broker_credits_release(b, s, e->id);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
-			e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 			isc_store_experiment_set_placement(s, e, &ignored);
 			if (credits)
 				set_status(s, e, "waiting", "credits: %s", why);
@@ -423,7 +417,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	if (found > 0) {
-		if (now_ms() - c->created_at_ms <= b->config->boot_deadline_ms)
+		if (isc_wall_ms() - c->created_at_ms <= b->config->boot_deadline_ms)
 			return; /* the rest may be one describe behind */
 		note(s, e, "partial",
 		     "%s: only %zu/%d node(s) of cluster %s ever listed; rolling back", c->shape_id,
@@ -444,7 +438,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		char why[ISC_ERR_MSG_MAX];
 		snprintf(why, sizeof(why), "%s", err.msg);
 		abandon_launch(b, s, e, c, intent, why);
-		e->next_attempt_ms = now_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		set_status(s, e, "waiting", "credits: %s", why);
 		broker_candidate_cleanup(&cand);
@@ -524,7 +518,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		isc_crash_point("provision.cluster_booting");
 		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
 		           c.nnodes);
-	} else if (now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
+	} else if (isc_wall_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
 		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
 		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
 		broker_exclude_shape(b, e->id, c.shape_id);
@@ -666,7 +660,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
-		int due = broker_sync_due(b, c.id, now_ms());
+		int due = broker_sync_due(b, c.id, isc_wall_ms());
 		if (due && n > 0 && broker_artifacts_pull(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
@@ -724,7 +718,7 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	if (strcmp(e.status, "stopping") == 0) {
 		stop_all(b, s, &e);
 	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
-	           (strcmp(e.status, "waiting") == 0 && now_ms() >= e.next_attempt_ms)) {
+	           (strcmp(e.status, "waiting") == 0 && isc_wall_ms() >= e.next_attempt_ms)) {
 		place(b, s, &e);
 	} else if (strcmp(e.status, "provisioning") == 0) {
 		provisioning(b, s, &e);

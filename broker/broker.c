@@ -351,7 +351,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	start_followers(b);
 	if (broker_meter(b, err))
 		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
-	broker_refresh_prices(b, isc_clock_system()->now_ms(isc_clock_system()->ctx));
+	broker_refresh_prices(b, isc_wall_ms());
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)))
 		return rc;
 	for (size_t i = 0; i < n; i++) {

@@ -9,19 +9,13 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/clock.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "credits/credits.h"
 
 #include <string.h>
 #include <time.h>
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static enum isc_billing billing_of(const char *account)
 {
@@ -151,7 +145,7 @@ static void renew_reservations(struct isc_broker *b)
 int broker_meter(struct isc_broker *b, struct isc_err *err)
 {
 	(void)err;
-	charge_nodes(b, now_ms());
+	charge_nodes(b, isc_wall_ms());
 	renew_reservations(b);
 	return 0;
 }

@@ -11,6 +11,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/keys.h"
 
@@ -21,13 +22,6 @@
 struct target {
 	char *provider, *account, *region;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void add_target(struct target **v, size_t *n, const char *provider, const char *account,
                        const char *region)
@@ -185,7 +179,7 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	struct broker_instance *seen;
 	struct isc_err err;
 	size_t n_seen, n_strays = 0, *strays;
-	int64_t now = now_ms();
+	int64_t now = isc_wall_ms();
 	int batch;
 
 	if (broker_cloud_describe(b, t->provider, t->account, t->region, &seen, &n_seen, &err)) {

@@ -13,6 +13,11 @@ static int64_t system_now_ms(void *ctx)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t isc_wall_ms(void)
+{
+	return system_now_ms(NULL);
+}
+
 static void system_sleep_ms(void *ctx, int64_t ms)
 {
 	struct timespec ts;

@@ -18,6 +18,9 @@ struct isc_clock {
  */
 const struct isc_clock *isc_clock_system(void);
 
+/* The system clock's wall time, ms since the epoch (isc_clock_system()'s now_ms). */
+int64_t isc_wall_ms(void);
+
 /* Monotonic milliseconds, for deadlines and benchmarks. */
 int64_t isc_monotonic_ms(void);
 
