@@ -424,8 +424,72 @@ static int state_from(const xmlNode *st, enum isc_node_state *out)
 	return ISC_EINVALID;
 }
 
-static int parse_instance(const xmlNode *it, struct isc_node_info *ni)
+/* Reads one <item> into a zeroed record; 0 or ISC_EINVALID. */
+typedef int (*item_fn)(const xmlNode *item, void *rec);
+
+/*
+ * Every <item> child of set, in order, appended to *arr (*n records of elem
+ * bytes, room for *cap): the one loop of all the EC2 list parsers.
+ * 0, ISC_ENOMEM, or ISC_EINVALID for the first item read_item rejects.
+ */
+static int parse_items(const xmlNode *set, size_t elem, item_fn read_item, void **arr, size_t *n,
+                       size_t *cap)
 {
+	for (xmlNode *it = set ? set->children : NULL; it; it = it->next) {
+		void *rec;
+		if (!is_el(it, "item"))
+			continue;
+		if (!(rec = grow(arr, cap, *n, elem)))
+			return ISC_ENOMEM;
+		if (read_item(it, rec))
+			return ISC_EINVALID;
+		(*n)++;
+	}
+	return 0;
+}
+
+/*
+ * A reply whose list is the root's <set_name>: its items into *out (*n),
+ * and the root's nextToken into *next_token when asked. On failure nothing
+ * is returned and err says "unexpected <what> in AWS reply".
+ */
+static int parse_item_list(const char *xml, size_t len, const char *set_name, size_t elem,
+                           item_fn read_item, const char *what, void **out, size_t *n,
+                           char **next_token, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *root, *set;
+	void *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (next_token)
+		*next_token = NULL;
+	if (!d)
+		return ISC_EINVALID;
+	root = xmlDocGetRootElement(d);
+	set = child(root, set_name);
+	rc = set ? parse_items(set, elem, read_item, &arr, &cnt, &cap) : ISC_EINVALID;
+	if (rc) {
+		free(arr);
+		xmlFreeDoc(d);
+		return isc_err_set(
+		    err, rc, rc == ISC_ENOMEM ? "out of memory" : "unexpected %s in AWS reply",
+		    what);
+	}
+	if (next_token)
+		*next_token = text_dup(root, "nextToken");
+	xmlFreeDoc(d);
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+static int parse_instance(const xmlNode *it, void *rec)
+{
+	struct isc_node_info *ni = rec;
 	char buf[64], when[64];
 	int rc = 0;
 	rc |= text_at(it, "instanceId", ni->id, sizeof(ni->id));
@@ -462,28 +526,12 @@ static int parse_instance(const xmlNode *it, struct isc_node_info *ni)
 	return 0;
 }
 
-static int add_instances(const xmlNode *set, struct isc_node_info **arr, size_t *n, size_t *cap)
-{
-	for (xmlNode *it = set ? set->children : NULL; it; it = it->next) {
-		struct isc_node_info *ni;
-		if (!is_el(it, "item"))
-			continue;
-		ni = grow((void **)arr, cap, *n, sizeof(**arr));
-		if (!ni)
-			return ISC_ENOMEM;
-		if (parse_instance(it, ni))
-			return ISC_EINVALID;
-		(*n)++;
-	}
-	return 0;
-}
-
 int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **out, size_t *n,
                             char **next_token, struct isc_err *err)
 {
 	xmlDoc *d = parse_doc(xml, len, err);
 	xmlNode *root, *rs;
-	struct isc_node_info *arr = NULL;
+	void *arr = NULL;
 	size_t cnt = 0, cap = 0;
 	int rc = 0;
 
@@ -498,9 +546,11 @@ int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **
 	if (rs) {
 		for (xmlNode *r = rs->children; r && !rc; r = r->next)
 			if (is_el(r, "item"))
-				rc = add_instances(child(r, "instancesSet"), &arr, &cnt, &cap);
+				rc = parse_items(child(r, "instancesSet"), sizeof(**out),
+				                 parse_instance, &arr, &cnt, &cap);
 	} else if (child(root, "instancesSet")) {
-		rc = add_instances(child(root, "instancesSet"), &arr, &cnt, &cap);
+		rc = parse_items(child(root, "instancesSet"), sizeof(**out), parse_instance, &arr,
+		                 &cnt, &cap);
 	} else {
 		rc = ISC_EINVALID;
 	}
@@ -519,150 +569,76 @@ int isc_ec2_parse_instances(const char *xml, size_t len, struct isc_node_info **
 	return 0;
 }
 
+static int state_change_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_state_change *sc = rec;
+	if (text_at(it, "instanceId", sc->instance_id, sizeof(sc->instance_id)) ||
+	    state_from(path(it, "currentState"), &sc->current) ||
+	    state_from(path(it, "previousState"), &sc->previous))
+		return ISC_EINVALID;
+	return 0;
+}
+
 int isc_ec2_parse_state_changes(const char *xml, size_t len, struct isc_ec2_state_change **out,
                                 size_t *n, struct isc_err *err)
 {
-	xmlDoc *d = parse_doc(xml, len, err);
-	xmlNode *set;
-	struct isc_ec2_state_change *arr = NULL;
-	size_t cnt = 0, cap = 0;
-	int rc = 0;
-
-	*out = NULL;
-	*n = 0;
-	if (!d)
-		return ISC_EINVALID;
-	set = child(xmlDocGetRootElement(d), "instancesSet");
-	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
-		struct isc_ec2_state_change *sc;
-		if (!is_el(it, "item"))
-			continue;
-		if (!(sc = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
-			rc = ISC_ENOMEM;
-			break;
-		}
-		if (text_at(it, "instanceId", sc->instance_id, sizeof(sc->instance_id)) ||
-		    state_from(path(it, "currentState"), &sc->current) ||
-		    state_from(path(it, "previousState"), &sc->previous))
-			rc = ISC_EINVALID;
-		else
-			cnt++;
-	}
-	xmlFreeDoc(d);
-	if (!set || rc) {
-		free(arr);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID,
-		                   "unexpected state-change list in AWS reply");
-	}
+	void *arr;
+	int rc = parse_item_list(xml, len, "instancesSet", sizeof(**out), state_change_item,
+	                         "state-change list", &arr, n, NULL, err);
 	*out = arr;
-	*n = cnt;
+	return rc;
+}
+
+static int spot_request_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_spot_request *sr = rec;
+	char when[64];
+	if (text_at(it, "spotInstanceRequestId", sr->id, sizeof(sr->id)) ||
+	    text_at(it, "instanceId", sr->instance_id, sizeof(sr->instance_id)) ||
+	    text_at(it, "state", sr->state, sizeof(sr->state)) ||
+	    text_at(it, "status/code", sr->status_code, sizeof(sr->status_code)) ||
+	    text_at(it, "launchedAvailabilityZone", sr->zone, sizeof(sr->zone)) ||
+	    text_at(it, "status/updateTime", when, sizeof(when)))
+		return ISC_EINVALID;
+	/* An unreadable time is not fatal: the notice itself is what matters. */
+	if (isc_aws_parse_time_ms(when, &sr->status_update_ms))
+		sr->status_update_ms = 0;
 	return 0;
 }
 
 int isc_ec2_parse_spot_requests(const char *xml, size_t len, struct isc_ec2_spot_request **out,
                                 size_t *n, char **next_token, struct isc_err *err)
 {
-	xmlDoc *d = parse_doc(xml, len, err);
-	xmlNode *root, *set;
-	struct isc_ec2_spot_request *arr = NULL;
-	size_t cnt = 0, cap = 0;
-	int rc = 0;
-
-	*out = NULL;
-	*n = 0;
-	if (next_token)
-		*next_token = NULL;
-	if (!d)
-		return ISC_EINVALID;
-	root = xmlDocGetRootElement(d);
-	set = child(root, "spotInstanceRequestSet");
-	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
-		struct isc_ec2_spot_request *sr;
-		char when[64];
-		if (!is_el(it, "item"))
-			continue;
-		if (!(sr = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
-			rc = ISC_ENOMEM;
-			break;
-		}
-		if (text_at(it, "spotInstanceRequestId", sr->id, sizeof(sr->id)) ||
-		    text_at(it, "instanceId", sr->instance_id, sizeof(sr->instance_id)) ||
-		    text_at(it, "state", sr->state, sizeof(sr->state)) ||
-		    text_at(it, "status/code", sr->status_code, sizeof(sr->status_code)) ||
-		    text_at(it, "launchedAvailabilityZone", sr->zone, sizeof(sr->zone)) ||
-		    text_at(it, "status/updateTime", when, sizeof(when))) {
-			rc = ISC_EINVALID;
-			break;
-		}
-		/* An unreadable time is not fatal: the notice itself is what matters. */
-		if (isc_aws_parse_time_ms(when, &sr->status_update_ms))
-			sr->status_update_ms = 0;
-		cnt++;
-	}
-	if (!set || rc) {
-		free(arr);
-		xmlFreeDoc(d);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID,
-		                   "unexpected spot request list in AWS reply");
-	}
-	if (next_token)
-		*next_token = text_dup(root, "nextToken");
-	xmlFreeDoc(d);
+	void *arr;
+	int rc = parse_item_list(xml, len, "spotInstanceRequestSet", sizeof(**out),
+	                         spot_request_item, "spot request list", &arr, n, next_token, err);
 	*out = arr;
-	*n = cnt;
+	return rc;
+}
+
+static int spot_price_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_spot_price *sp = rec;
+	char price[40], when[64];
+	if (text_at(it, "instanceType", sp->instance_type, sizeof(sp->instance_type)) ||
+	    text_at(it, "productDescription", sp->product, sizeof(sp->product)) ||
+	    text_at(it, "availabilityZone", sp->zone, sizeof(sp->zone)) ||
+	    text_at(it, "spotPrice", price, sizeof(price)) ||
+	    text_at(it, "timestamp", when, sizeof(when)) ||
+	    isc_aws_price_micros(price, &sp->price_micros) ||
+	    isc_aws_parse_time_ms(when, &sp->at_ms))
+		return ISC_EINVALID;
 	return 0;
 }
 
 int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
                               size_t *n, char **next_token, struct isc_err *err)
 {
-	xmlDoc *d = parse_doc(xml, len, err);
-	xmlNode *root, *set;
-	struct isc_ec2_spot_price *arr = NULL;
-	size_t cnt = 0, cap = 0;
-	int rc = 0;
-
-	*out = NULL;
-	*n = 0;
-	if (next_token)
-		*next_token = NULL;
-	if (!d)
-		return ISC_EINVALID;
-	root = xmlDocGetRootElement(d);
-	set = child(root, "spotPriceHistorySet");
-	for (xmlNode *it = set ? set->children : NULL; it && !rc; it = it->next) {
-		struct isc_ec2_spot_price *sp;
-		char price[40], when[64];
-		if (!is_el(it, "item"))
-			continue;
-		if (!(sp = grow((void **)&arr, &cap, cnt, sizeof(*arr)))) {
-			rc = ISC_ENOMEM;
-			break;
-		}
-		if (text_at(it, "instanceType", sp->instance_type, sizeof(sp->instance_type)) ||
-		    text_at(it, "productDescription", sp->product, sizeof(sp->product)) ||
-		    text_at(it, "availabilityZone", sp->zone, sizeof(sp->zone)) ||
-		    text_at(it, "spotPrice", price, sizeof(price)) ||
-		    text_at(it, "timestamp", when, sizeof(when)) ||
-		    isc_aws_price_micros(price, &sp->price_micros) ||
-		    isc_aws_parse_time_ms(when, &sp->at_ms)) {
-			rc = ISC_EINVALID;
-			break;
-		}
-		cnt++;
-	}
-	if (!set || rc) {
-		free(arr);
-		xmlFreeDoc(d);
-		return isc_err_set(err, rc ? rc : ISC_EINVALID,
-		                   "unexpected spot price list in AWS reply");
-	}
-	if (next_token)
-		*next_token = text_dup(root, "nextToken");
-	xmlFreeDoc(d);
+	void *arr;
+	int rc = parse_item_list(xml, len, "spotPriceHistorySet", sizeof(**out), spot_price_item,
+	                         "spot price list", &arr, n, next_token, err);
 	*out = arr;
-	*n = cnt;
-	return 0;
+	return rc;
 }
 
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
