@@ -12,38 +12,10 @@ cleanup() {
 trap cleanup EXIT
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
 . "$dir/env"
-isc() { "$ISC_BIN/isc" "$@"; }
-mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
-fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
 
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &
 echo $! >"$dir/iscd.pid"
 
-# wait_status ID STATUS SECONDS: until the experiment reaches STATUS.
-wait_status() {
-	local id=$1 want=$2 secs=$3 s
-	for _ in $(seq 1 $((secs * 5))); do
-		s=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
-		[ "$s" = "$want" ] && return 0
-		sleep 0.2
-	done
-	echo "experiment $id is '$s', wanted '$want'" >&2
-	isc status "$id" >&2
-	return 1
-}
-submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
-live_instances() {
-	mock instances | /usr/bin/python3 -c '
-import json, sys
-print(sum(1 for r in json.load(sys.stdin) if r["state"] not in ("terminated",)))'
-}
-wait_no_live() {
-	for _ in $(seq 1 100); do
-		[ "$(live_instances)" = 0 ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
 
 # 1. A two-node burst runs to completed with the right environment on both ranks.
 id=$(submit "$launch/two-node.isc")

@@ -23,9 +23,6 @@ trap cleanup EXIT
 tick_ms=200
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$tick_ms "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
 . "$dir/env"
-isc() { "$ISC_BIN/isc" "$@"; }
-mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
-fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
 py() { /usr/bin/python3 "$@"; }
 
 # Every daemon of this run appends to one log; each start is marked in it.
@@ -58,35 +55,6 @@ wait_crash() {
 	rc=$?
 	[ "$rc" -eq 134 ] || { echo "iscd exited $rc, not by abort at $point" >&2; return 1; }
 	grep -q "crash point $point reached" "$dir/iscd.log"
-}
-status_of() { isc status "$1" --json | py -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
-wait_status() {
-	local id=$1 want=$2 secs=$3 s=""
-	for _ in $(seq 1 $((secs * 5))); do
-		s=$(status_of "$id")
-		[ "$s" = "$want" ] && return 0
-		case $s in completed | failed | cancelled | stopped) break ;; esac
-		sleep 0.2
-	done
-	echo "experiment $id is '$s', wanted '$want'" >&2
-	isc status "$id" >&2
-	return 1
-}
-submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
-# live EXP: instances of the experiment the cloud still runs.
-live() {
-	mock instances | py -c '
-import json, sys
-print(sum(1 for r in json.load(sys.stdin)
-          if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] != "terminated"))' "$1"
-}
-wait_no_live() {
-	for _ in $(seq 1 150); do
-		[ "$(live "$1")" = 0 ] && return 0
-		sleep 0.2
-	done
-	echo "experiment $1 still has $(live "$1") live instance(s)" >&2
-	return 1
 }
 # one_gang_per_cluster EXP NNODES: every cluster tag owns exactly one gang of NNODES.
 one_gang_per_cluster() {

@@ -14,43 +14,16 @@ cleanup() {
 trap cleanup EXIT
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
 . "$dir/env"
-isc() { "$ISC_BIN/isc" "$@"; }
-mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
-fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
 
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &
 echo $! >"$dir/iscd.pid"
 
-wait_status() {
-	local id=$1 want=$2 secs=$3 s
-	for _ in $(seq 1 $((secs * 5))); do
-		s=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
-		[ "$s" = "$want" ] && return 0
-		sleep 0.2
-	done
-	echo "experiment $id is '$s', wanted '$want'" >&2
-	isc status "$id" >&2
-	return 1
-}
-submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 # gcp_rows EXPERIMENT [PY-CONDITION]: how many GCE instances of the experiment match.
 gcp_rows() {
 	mock "instances?provider=gcp" | /usr/bin/python3 -c '
 import json, sys
 rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc-experiment") == sys.argv[1]]
 print(sum(1 for r in rows if eval(sys.argv[2])))' "$1" "${2:-True}"
-}
-live_instances() {
-	mock instances | /usr/bin/python3 -c '
-import json, sys
-print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated"))'
-}
-wait_no_live() {
-	for _ in $(seq 1 150); do
-		[ "$(live_instances)" = 0 ] && return 0
-		sleep 0.2
-	done
-	return 1
 }
 launch_file() { # NAME GPUS PRIORITY COMMAND
 	cat >"$dir/$1.isc" <<ISC

@@ -64,3 +64,51 @@ start_mockcloud() {
 	[ -s "$d/port" ] || return 1
 	export MOCKCLOUD_URL="http://127.0.0.1:$(cat "$d/port")"
 }
+
+# ---- Bursts on the sandbox (tests/mocks/sandbox): after `. "$dir/env"` these talk to
+# its iscd, isc home and mock cloud (MOCKCLOUD_URL).
+isc() { "$ISC_BIN/isc" "$@"; }
+mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
+fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
+
+# status_of ID [FIELD]: one field of `isc status ID --json` (default: status).
+status_of() {
+	isc status "$1" --json |
+		/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "${2:-status}"
+}
+# wait_status ID STATUS SECONDS: until the experiment reaches STATUS; gives up early when
+# it reached another final status (it never leaves one).
+wait_status() {
+	local id=$1 want=$2 secs=$3 s=""
+	for _ in $(seq 1 $((secs * 5))); do
+		s=$(status_of "$id")
+		[ "$s" = "$want" ] && return 0
+		case $s in completed | failed | cancelled | stopped) break ;; esac
+		sleep 0.2
+	done
+	echo "experiment $id is '$s', wanted '$want'" >&2
+	isc status "$id" >&2
+	return 1
+}
+# submit FILE: `isc burst FILE`, prints the experiment id.
+submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
+# live_instances [EXP]: instances the mock cloud still runs (of experiment EXP: its
+# isc:experiment tag, or isc-experiment label on GCE).
+live_instances() {
+	mock instances | /usr/bin/python3 -c '
+import json, sys
+exp = sys.argv[1]
+def ours(r):
+    t = r.get("tags") or {}
+    return not exp or exp in (t.get("isc:experiment"), t.get("isc-experiment"))
+print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated" and ours(r)))' "${1:-}"
+}
+# wait_no_live [EXP]: until live_instances [EXP] is 0 (at most 30 s).
+wait_no_live() {
+	for _ in $(seq 1 150); do
+		[ "$(live_instances "${1:-}")" = 0 ] && return 0
+		sleep 0.2
+	done
+	echo "${1:-the cloud} still has $(live_instances "${1:-}") live instance(s)" >&2
+	return 1
+}

@@ -15,45 +15,17 @@ cleanup() {
 trap cleanup EXIT
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS=oci "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
 . "$dir/env"
-isc() { "$ISC_BIN/isc" "$@"; }
-mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
-fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
 start_iscd() {
 	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
 	echo $! >"$dir/iscd.pid"
 }
 start_iscd
 
-status_of() { isc status "$1" --json | /usr/bin/python3 -c 'import json,sys; e=json.load(sys.stdin); print(e[sys.argv[1]])' "$2"; }
-wait_status() {
-	local id=$1 want=$2 secs=$3 s
-	for _ in $(seq 1 $((secs * 5))); do
-		s=$(status_of "$id" status)
-		[ "$s" = "$want" ] && return 0
-		sleep 0.2
-	done
-	echo "experiment $id is '$s', wanted '$want'" >&2
-	isc status "$id" >&2
-	return 1
-}
-submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 # rows EXPR: mock instances of the experiment (sys.argv[1]) for which EXPR holds, counted.
 count() {
 	mock instances | /usr/bin/python3 -c "
 import json, sys
 print(sum(1 for r in json.load(sys.stdin) if r['tags'].get('isc:experiment') == sys.argv[1] and ($2)))" "$1"
-}
-live_instances() {
-	mock instances | /usr/bin/python3 -c '
-import json, sys
-print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated"))'
-}
-wait_no_live() {
-	for _ in $(seq 1 150); do
-		[ "$(live_instances)" = 0 ] && return 0
-		sleep 0.2
-	done
-	return 1
 }
 
 # 0. isc check oci with the sandbox's config (the mock's API key and config file).
