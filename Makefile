@@ -46,6 +46,11 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
 PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
 
+# The build's identity (common/version.c): VERSION, and the commit from git, or
+# from COMMIT in a tarball made by `git archive` (export-subst fills it in).
+ISC_VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+ISC_COMMIT  := $(shell scripts/build-commit)
+
 .PHONY: all programs units benches check deps demo bench fuzz format format-check clean toml-test
 
 all: programs
@@ -61,6 +66,16 @@ benches: $(BENCH_BINS)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Only version.o sees the commit, and only when it changed is it rebuilt.
+$(BUILD)/obj/common/version.o: CFLAGS += -DISC_VERSION='"$(ISC_VERSION)"' -DISC_COMMIT='"$(ISC_COMMIT)"'
+$(BUILD)/obj/common/version.o: $(BUILD)/version.stamp
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(ISC_VERSION) $(ISC_COMMIT)' | cmp -s - $@ || echo '$(ISC_VERSION) $(ISC_COMMIT)' > $@
+
+.PHONY: FORCE
+FORCE:
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)

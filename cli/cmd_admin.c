@@ -93,6 +93,8 @@ static int org_list(struct isc_cli *cli, int argc, char **argv)
 		putchar('\n');
 		json_decref(arr);
 	} else {
+		if (n == 0)
+			fprintf(stderr, "isc org: no organisations yet (isc org add NAME)\n");
 		printf("%-24s\n", "NAME");
 		for (size_t i = 0; i < n; i++)
 			printf("%-24s\n", orgs[i].name);
@@ -219,6 +221,10 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 		putchar('\n');
 		json_decref(arr);
 	} else {
+		if (n == 0)
+			fprintf(stderr,
+			        "isc project: no projects%s (isc project add --org ORG NAME)\n",
+			        org ? " in this organisation" : " yet");
 		printf("%-22s %-20s %s\n", "ID", "ORG", "NAME");
 		for (size_t i = 0; i < n; i++)
 			printf("%-22s %-20s %s\n", list[i].id, list[i].org_name, list[i].name);

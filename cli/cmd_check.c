@@ -81,6 +81,11 @@ int cmd_check(struct isc_cli *cli, int argc, char **argv)
 			    cfg->path, name);
 		rc = isc_provider_session_open(cfg, name, region, &s, &err);
 	}
+	if (rc == ISC_EAUTH) {
+		/* None found: the driver's message names every place it looked. */
+		isc_config_free(cfg);
+		return isc_cli_fail(&err);
+	}
 	if (rc == 0)
 		rc = p->check_credentials(s, &id, &err);
 	p->session_free(s);

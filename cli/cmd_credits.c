@@ -184,6 +184,8 @@ static int credits_show(struct isc_cli *cli, int argc, char **argv)
 		json_decref(root);
 	} else {
 		char a[48], b[48], c[48];
+		if (n == 0)
+			fprintf(stderr, "isc credits: no organisations yet (isc org add NAME)\n");
 		printf("%-24s %16s %16s %16s\n", "ORG", "BALANCE", "RESERVED", "AVAILABLE");
 		for (size_t i = 0; i < n; i++)
 			printf("%-24s %16s %16s %16s\n", orgs[i].name,
@@ -328,6 +330,11 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 		rc = isc_spend_render(rows, n, q.by, fmt, &out, &err);
 	if (!rc)
 		fwrite(isc_buf_cstr(&out), 1, out.len, stdout);
+	if (!rc && n == 0)
+		fprintf(stderr, "isc spend: no charges match%s%s%s%s%s%s%s%s (billing %s)\n",
+		        org ? " --org " : "", org ? org : "", project ? " --project " : "",
+		        project ? project : "", from ? " --from " : "", from ? from : "",
+		        to ? " --to " : "", to ? to : "", billing);
 	isc_buf_cleanup(&out);
 	isc_spend_rows_free(rows, n);
 	free(project_id);

@@ -69,6 +69,9 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		putchar('\n');
 		json_decref(arr);
 	} else {
+		if (n == 0)
+			fprintf(stderr, "isc experiments: no experiments yet (isc burst FILE.isc "
+			                "records one)\n");
 		printf("%-22s %-24s %-6s %-40s %-12s %-36s %s\n", "ID", "Name", "NNodes",
 		       "Output Path", "Status", "Shape", "Cost");
 		for (size_t i = 0; i < n; i++) {

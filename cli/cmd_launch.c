@@ -4,7 +4,11 @@
  * its project exists. `isc burst --wait` then follows the experiment live.
  */
 #include "cli/commands.h"
+#include "common/buf.h"
+#include "config/config.h"
 #include "launchfile/launchfile.h"
+#include "providers/placeable.h"
+#include "shapes/priority.h"
 #include "store/store_experiments.h"
 #include "toml/toml.h"
 
@@ -56,6 +60,93 @@ static int load_launch(const char *path, int default_burst, struct isc_launch **
 	return rc ? ISC_EXIT_FAIL : ISC_EXIT_OK;
 }
 
+/* Drops the ids of l's priority list that name no shape, keeping the user's order. */
+static void keep_existing(struct isc_strlist *list, const struct isc_priority_verdict *v)
+{
+	size_t at = 0;
+	for (size_t i = 0; i < list->len; i++) {
+		if (!v->exists[i]) {
+			free(list->items[i]);
+			continue;
+		}
+		list->items[at] = list->items[i];
+		list->pos[at++] = list->pos[i];
+	}
+	list->len = at;
+}
+
+/*
+ * The priority list against the store's catalog (and, for a submit, against
+ * what this broker can place). Warnings are printed as FILE:LINE:COL lines.
+ * For a submit, a list none of whose ids names a shape, or none of whose
+ * shapes can be placed, is refused: the same lines as errors, then why, and
+ * ISC_EXIT_FAIL. Otherwise the unknown ids are dropped from l and *skipped
+ * (owned, may stay NULL) says which, for the timeline.
+ */
+static int check_priority(struct isc_cli *cli, struct isc_store *s, const char *path,
+                          struct isc_launch *l, int submit, char **skipped)
+{
+	struct isc_launch_problems probs;
+	struct isc_priority_verdict v = {0};
+	struct isc_catalog *cat = NULL;
+	struct isc_config *cfg = NULL;
+	struct isc_placeable *pl = NULL;
+	struct isc_err err;
+	int rc = ISC_EXIT_OK;
+
+	if (l->burst_shapes.len == 0)
+		return ISC_EXIT_OK;
+	isc_launch_problems_init(&probs);
+	isc_err_clear(&err);
+	if (isc_catalog_load(s, &cat, &err) ||
+	    (submit &&
+	     (isc_config_load(cli->home, &cfg, &err) || isc_placeable_new(cfg, &pl, &err))) ||
+	    isc_priority_check(cat, pl, &l->burst_shapes, &probs, &v, &err)) {
+		rc = isc_cli_fail(&err);
+		goto out;
+	}
+	if (submit && (v.n_exist == 0 || v.n_placeable == 0)) {
+		/* A list the user wrote is a constraint: no fallback to other shapes. */
+		for (size_t i = 0; i < probs.len; i++)
+			probs.items[i].warning = 0;
+		isc_launch_problems_print(&probs, path, stderr);
+		if (v.n_exist == 0)
+			fprintf(
+			    stderr,
+			    "%s: error: burst_shape_priority_list: none of its %zu id(s) names a "
+			    "shape of the catalog (isc shapes lists them); nothing was created\n",
+			    path, v.n_ids);
+		else
+			fprintf(stderr,
+			        "%s: error: burst_shape_priority_list: none of its shapes can be "
+			        "placed by this broker; nothing was created\n",
+			        path);
+		rc = ISC_EXIT_FAIL;
+		goto out;
+	}
+	isc_launch_problems_print(&probs, path, stderr);
+	if (submit && v.n_exist < v.n_ids) {
+		struct isc_buf msg;
+		isc_buf_init(&msg, 0);
+		isc_buf_printf(&msg, "burst_shape_priority_list: %zu of %zu id(s) skipped:",
+		               v.n_ids - v.n_exist, v.n_ids);
+		for (size_t i = 0; i < probs.len; i++)
+			if (strncmp(probs.items[i].msg, "no shape", 8) == 0)
+				isc_buf_printf(&msg, " %s: %s;", probs.items[i].field,
+				               probs.items[i].msg);
+		*skipped = strdup(isc_buf_cstr(&msg));
+		isc_buf_cleanup(&msg);
+		keep_existing(&l->burst_shapes, &v);
+	}
+out:
+	isc_priority_verdict_cleanup(&v);
+	isc_placeable_free(pl);
+	isc_config_free(cfg);
+	isc_catalog_free(cat);
+	isc_launch_problems_cleanup(&probs);
+	return rc;
+}
+
 int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_launch *l;
@@ -64,11 +155,17 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	(void)cli;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc validate FILE.isc [--json]\n\nChecks a launch file. Exit 0 when "
-		       "valid (with "
-		       "--json, prints the normalized\nexperiment); otherwise exit 1 and one line "
-		       "per problem:\n"
-		       "  FILE:LINE:COL: error: FIELD: message\nSee docs/launch-files.md.\n");
+		printf(
+		    "usage: isc validate FILE.isc [--json]\n\nChecks a launch file. Exit 0 when "
+		    "valid (with "
+		    "--json, prints the normalized\nexperiment); otherwise exit 1 and one line "
+		    "per problem:\n"
+		    "  FILE:LINE:COL: error: FIELD: message\n"
+		    "Ids of burst_shape_priority_list that name no shape of the catalog are\n"
+		    "warnings (exit 0):\n"
+		    "  FILE:LINE:COL: warning: burst_shape_priority_list[i]: no shape \"ID\"; did "
+		    "you mean \"ID2\"?\n"
+		    "See docs/launch-files.md.\n");
 		return ISC_EXIT_OK;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -83,6 +180,25 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("validate", "a launch file is required");
 	if ((rc = load_launch(path, 0, &l)))
 		return rc;
+	/* The priority list against the catalog, when there is a store to hold one. */
+	if (l->burst_shapes.len > 0) {
+		struct isc_store *s = NULL;
+		struct isc_err err;
+		isc_err_clear(&err);
+		if (isc_store_open(cli->home, 0, &s, &err) == 0) {
+			rc = check_priority(cli, s, path, l, 0, NULL);
+			isc_store_free(s);
+			if (rc) {
+				isc_launch_free(l);
+				return rc;
+			}
+		} else {
+			fprintf(stderr,
+			        "%s: note: burst_shape_priority_list not checked: no store at %s "
+			        "(isc init loads the shape catalog)\n",
+			        path, cli->home);
+		}
+	}
 	if (json) {
 		json_t *o = isc_launch_to_json(l);
 		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -170,7 +286,7 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	struct isc_experiment e = {0};
 	struct isc_err err;
 	const char *path = NULL;
-	char *spec = NULL, *id = NULL, *output = NULL;
+	char *spec = NULL, *id = NULL, *output = NULL, *skipped = NULL;
 	json_t *o = NULL;
 	int wait = 0, rc;
 
@@ -229,6 +345,9 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 		rc = ISC_EXIT_FAIL;
 		goto out;
 	}
+	if (l->compute_mode == ISC_MODE_BURST &&
+	    (rc = check_priority(cli, s, path, l, 1, &skipped)))
+		goto out;
 	o = isc_launch_to_json(l);
 	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	id = isc_store_new_id("exp_");
@@ -246,7 +365,11 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	e.spec_json = spec;
 	e.status = "enqueued";
 	e.output_path = output;
-	if (isc_store_experiment_add(s, &e, &err)) {
+	/* The experiment and the note of what its list skipped, together or not at all. */
+	if (isc_store_begin(s, &err) || isc_store_experiment_add(s, &e, &err) ||
+	    (skipped && isc_store_event_add(s, id, "priority", skipped, &err)) ||
+	    isc_store_commit(s, &err)) {
+		isc_store_rollback(s);
 		rc = isc_cli_fail(&err);
 		goto out;
 	}
@@ -259,6 +382,7 @@ out:
 	free(spec);
 	free(id);
 	free(output);
+	free(skipped);
 	isc_project_cleanup(&p);
 	isc_store_free(s);
 	isc_launch_free(l);

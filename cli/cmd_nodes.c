@@ -108,6 +108,8 @@ static int nodes_list(struct isc_cli *cli, int argc, char **argv)
 		putchar('\n');
 		json_decref(arr);
 	} else {
+		if (n == 0)
+			fprintf(stderr, "isc nodes: the pool is empty (isc nodes add HOST)\n");
 		printf("%-4s %-32s %-6s %-12s %-5s %s\n", "ID", "HOST", "PORT", "USER", "GPUS",
 		       "STATE");
 		for (size_t i = 0; i < n; i++)

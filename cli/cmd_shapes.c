@@ -195,6 +195,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	if (isc_catalog_size(cat) == 0)
 		fprintf(stderr,
 		        "isc shapes: the catalog is empty (isc init, or isc catalog import)\n");
+	else if (r.n == 0)
+		fprintf(stderr, "isc shapes: no shape matches these filters\n");
 
 	if (json) {
 		json_t *arr = json_array();

@@ -4,11 +4,16 @@
  * Exit codes: 0 ok, 1 failure, 2 usage.
  */
 #include "cli/commands.h"
+#include "common/suggest.h"
+#include "common/version.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 struct command {
 	const char *name;
@@ -37,12 +42,174 @@ static const struct command commands[] = {
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: isc [--home DIR] COMMAND [ARGS...]\n\n"
+	fprintf(out, "usage: isc [--home DIR] COMMAND [ARGS...]\n       isc --version\n\n"
 	             "The command line of the isc burst broker. The store lives in --home,\n"
 	             "else $ISC_HOME, else ~/.isc.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'isc COMMAND --help' for a command's options.\n");
+}
+
+/* The global options, for did-you-mean. */
+static const char *const global_options[] = {"--home", "--help", "--version"};
+
+static const char *command_names[sizeof(commands) / sizeof(commands[0])];
+
+/*
+ * The command's own --help text, run in a child so its printf()s can be read
+ * back: the options and subcommands it documents are what a typo is compared
+ * with, so the suggestions follow each command's help without a second list
+ * to keep in step. Caller frees; NULL when it cannot be had.
+ */
+static char *help_text_of(struct isc_cli *cli, const struct command *c)
+{
+	char *argv_help[] = {(char *)c->name, "--help", NULL}, *text = NULL;
+	size_t len = 0, cap = 0;
+	int fds[2], status;
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	if (pipe(fds))
+		return NULL;
+	if ((pid = fork()) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		if (dup2(fds[1], STDOUT_FILENO) < 0)
+			_exit(1);
+		close(fds[1]);
+		c->run(cli, 2, argv_help);
+		fflush(stdout);
+		_exit(0);
+	}
+	close(fds[1]);
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			char *grown = realloc(text, cap = cap ? cap * 2 : 8192);
+			if (!grown)
+				break;
+			text = grown;
+		}
+		ssize_t got = read(fds[0], text + len, cap - len - 1);
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	if (text)
+		text[len] = '\0';
+	return text;
+}
+
+#define HELP_WORDS_MAX 64
+
+/* The "--option" words of a help text, each once; returns how many (at most max). */
+static size_t help_options(const char *help, char out[][48], size_t max)
+{
+	size_t n = 0;
+	for (const char *p = strstr(help, "--"); p && n < max; p = strstr(p + 2, "--")) {
+		size_t len = 2, k;
+		while (isalnum((unsigned char)p[len]) || p[len] == '-')
+			len++;
+		if (len <= 2 || len >= sizeof(out[0]))
+			continue;
+		for (k = 0; k < n && (strlen(out[k]) != len || strncmp(out[k], p, len)); k++)
+			;
+		if (k < n)
+			continue;
+		memcpy(out[n], p, len);
+		out[n++][len] = '\0';
+	}
+	return n;
+}
+
+/* The subcommands of a help text: the words that follow "isc NAME " in its usage lines. */
+static size_t help_subcommands(const char *help, const char *name, char out[][48], size_t max)
+{
+	char prefix[64];
+	size_t n = 0;
+	snprintf(prefix, sizeof(prefix), "isc %s ", name);
+	for (const char *p = strstr(help, prefix); p && n < max; p = strstr(p + 1, prefix)) {
+		const char *w = p + strlen(prefix);
+		size_t len = 0;
+		while (islower((unsigned char)w[len]))
+			len++;
+		if (len == 0 || len >= sizeof(out[0]))
+			continue;
+		memcpy(out[n], w, len);
+		out[n++][len] = '\0';
+	}
+	return n;
+}
+
+static int among(char words[][48], size_t n, const char *w, size_t wlen)
+{
+	for (size_t k = 0; k < n; k++)
+		if (strlen(words[k]) == wlen && strncmp(words[k], w, wlen) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *nearest(char words[][48], size_t n, const char *w, size_t wlen)
+{
+	struct isc_suggest sg;
+	isc_suggest_init(&sg, w, wlen);
+	for (size_t k = 0; k < n; k++)
+		isc_suggest_consider(&sg, words[k]);
+	return sg.best;
+}
+
+/*
+ * After a command refused its arguments (exit 2): for each option the command's
+ * help does not know, and for an unknown subcommand, the nearest known word.
+ */
+static void suggest_for_command(struct isc_cli *cli, const struct command *c, int argc, char **argv)
+{
+	char *help = help_text_of(cli, c);
+	char opts[HELP_WORDS_MAX][48], subs[HELP_WORDS_MAX][48];
+	size_t n_opts, n_subs;
+	const char *near;
+
+	if (!help)
+		return;
+	n_opts = help_options(help, opts, HELP_WORDS_MAX);
+	n_subs = help_subcommands(help, c->name, subs, HELP_WORDS_MAX);
+	free(help);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq;
+		size_t wlen;
+
+		if (strcmp(a, "--") == 0)
+			break;
+		if (strncmp(a, "--", 2) != 0 || !a[2])
+			continue;
+		eq = strchr(a, '=');
+		wlen = eq ? (size_t)(eq - a) : strlen(a);
+		if (!among(opts, n_opts, a, wlen) && (near = nearest(opts, n_opts, a, wlen)))
+			fprintf(stderr, "isc %s: '%.*s': did you mean '%s'?\n", c->name, (int)wlen,
+			        a, near);
+	}
+	if (argc > 1 && argv[1][0] != '-' && n_subs > 0 &&
+	    !among(subs, n_subs, argv[1], strlen(argv[1])) &&
+	    (near = nearest(subs, n_subs, argv[1], strlen(argv[1]))))
+		fprintf(stderr, "isc %s: '%s': did you mean '%s'?\n", c->name, argv[1], near);
+}
+
+/* "isc: unknown command 'X'; did you mean 'Y'?" and where the list is. */
+static int unknown_command(const char *what, const char *word, const char *const *known, size_t n)
+{
+	const char *near = isc_suggest(word, known, n);
+	if (near)
+		fprintf(stderr, "isc: unknown %s '%s'; did you mean '%s'?\n", what, word, near);
+	else
+		fprintf(stderr, "isc: unknown %s '%s'\n", what, word);
+	fprintf(stderr, "run 'isc --help' for the commands and global options\n");
+	return ISC_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -63,10 +230,12 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return ISC_EXIT_OK;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("isc %s (commit %s)\n", isc_version(), isc_build_commit());
+			return ISC_EXIT_OK;
 		} else {
-			fprintf(stderr, "isc: unknown option '%s'\n", argv[i]);
-			usage(stderr);
-			return ISC_EXIT_USAGE;
+			return unknown_command("option", argv[i], global_options,
+			                       sizeof(global_options) / sizeof(global_options[0]));
 		}
 	}
 	if (i >= argc) {
@@ -81,10 +250,13 @@ int main(int argc, char **argv)
 		if (!cli.home)
 			return isc_cli_fail(&err);
 		rc = commands[c].run(&cli, argc - i, argv + i);
+		if (rc == ISC_EXIT_USAGE)
+			suggest_for_command(&cli, &commands[c], argc - i, argv + i);
 		free(cli.home);
 		return rc;
 	}
-	fprintf(stderr, "isc: unknown command '%s'\n", argv[i]);
-	usage(stderr);
-	return ISC_EXIT_USAGE;
+	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+		command_names[c] = commands[c].name;
+	return unknown_command("command", argv[i], command_names,
+	                       sizeof(commands) / sizeof(commands[0]));
 }

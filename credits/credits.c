@@ -45,6 +45,12 @@ static const char *money(int64_t micros, char *buf, size_t size)
 	return buf;
 }
 
+/* micros rounded up to a whole cent: an amount that, once granted, is enough. */
+static int64_t cents_up(int64_t micros)
+{
+	return micros <= 0 ? 0 : (micros + 9999) / 10000 * 10000;
+}
+
 /* One credits row of an organisation alone (a grant or an adjustment), checked already. */
 static int append_org_row(struct isc_store *s, const char *org_name, const char *kind,
                           int64_t amount_micros, const char *note, struct isc_err *err)
@@ -202,7 +208,7 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	struct isc_project_money pm;
 	struct isc_ledger_row row = {0};
 	int64_t balance, reserved, available, held = 0, need, hourly = 0;
-	char a[48], b[48], c3[48], phrase[64];
+	char a[48], b[48], c3[48], d[48], phrase[64];
 	int rc, have_cluster = 0;
 
 	if (!experiment_id || !*experiment_id)
@@ -240,29 +246,41 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 		goto out;
 	available = balance - reserved;
 	if (available < need) {
+		char unblock[160];
+		/* What unblocks it: a grant of the shortfall, rounded up to the cent. */
+		int64_t gap = cents_up(need - available);
+		snprintf(unblock, sizeof(unblock),
+		         "; a grant of %s or more unblocks it (isc credits grant --org %s %s)",
+		         money(gap, d, sizeof(d)), e.org_name, d + 1);
 		if (renew)
 			rc = isc_err_set(
 			    err, ISC_ECREDITS,
 			    "organisation %s has %s available; the cluster needs %s more to hold "
-			    "%s %s",
+			    "%s %s%s",
 			    e.org_name, money(available, a, sizeof(a)), money(need, b, sizeof(b)),
-			    money(amount, c3, sizeof(c3)), phrase);
+			    money(amount, c3, sizeof(c3)), phrase, unblock);
 		else
 			rc = isc_err_set(
 			    err, ISC_ECREDITS,
-			    "organisation %s has %s available; the cluster needs %s %s", e.org_name,
-			    money(available, a, sizeof(a)), money(need, b, sizeof(b)), phrase);
+			    "organisation %s has %s available; the cluster needs %s %s%s",
+			    e.org_name, money(available, a, sizeof(a)), money(need, b, sizeof(b)),
+			    phrase, unblock);
 		goto out;
 	}
 	if ((rc = isc_project_money_get(s, e.project_id, &pm, err)))
 		goto out;
 	if (pm.has_budget && pm.remaining_micros < need) {
-		rc = isc_err_set(err, ISC_ECREDITS,
-		                 "project %s has %s of its %s budget left; the cluster needs %s %s",
-		                 e.project_name ? e.project_name : e.project_id,
-		                 money(pm.remaining_micros, a, sizeof(a)),
-		                 money(pm.budget_micros, c3, sizeof(c3)), money(need, b, sizeof(b)),
-		                 phrase);
+		/* What unblocks it: a budget larger by the shortfall, rounded up to the cent. */
+		const char *pname = e.project_name ? e.project_name : e.project_id;
+		money(cents_up(pm.budget_micros + need - pm.remaining_micros), d, sizeof(d));
+		rc =
+		    isc_err_set(err, ISC_ECREDITS,
+		                "project %s has %s of its %s budget left; the cluster needs %s %s; "
+		                "a budget of %s or more unblocks it (isc project budget --org %s "
+		                "--project %s %s)",
+		                pname, money(pm.remaining_micros, a, sizeof(a)),
+		                money(pm.budget_micros, c3, sizeof(c3)), money(need, b, sizeof(b)),
+		                phrase, d, e.org_name, pname, d + 1);
 		goto out;
 	}
 	row.org_id = e.org_id;

@@ -10,6 +10,7 @@
  * top to bottom.
  */
 #include "launchfile/launchfile.h"
+#include "common/suggest.h"
 
 #include "toml/toml.h"
 
@@ -81,33 +82,53 @@ void isc_launch_problems_cleanup(struct isc_launch_problems *p)
 static void add(struct checker *c, int line, int col, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-static void add(struct checker *c, int line, int col, const char *field, const char *fmt, ...)
+/* Appends one problem; -1 when out of memory. */
+static int problem_append(struct isc_launch_problems *p, int warning, int line, int col,
+                          const char *field, const char *fmt, va_list ap)
 {
-	struct isc_launch_problems *p = c->probs;
 	struct isc_launch_problem *pr;
-	va_list ap;
 
-	if (p->len - c->before >= c->limit) {
-		c->truncated = 1;
-		return;
-	}
 	if (p->len == p->cap) {
 		size_t ncap = p->cap ? p->cap * 2 : 8;
 		struct isc_launch_problem *n = realloc(p->items, ncap * sizeof(*n));
-		if (!n) {
-			c->nomem = 1;
-			return;
-		}
+		if (!n)
+			return -1;
 		p->items = n;
 		p->cap = ncap;
 	}
 	pr = &p->items[p->len++];
 	pr->line = line;
 	pr->col = col;
+	pr->warning = warning;
 	snprintf(pr->field, sizeof(pr->field), "%s", field);
-	va_start(ap, fmt);
 	vsnprintf(pr->msg, sizeof(pr->msg), fmt, ap);
+	return 0;
+}
+
+static void add(struct checker *c, int line, int col, const char *field, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->probs->len - c->before >= c->limit) {
+		c->truncated = 1;
+		return;
+	}
+	va_start(ap, fmt);
+	if (problem_append(c->probs, 0, line, col, field, fmt, ap))
+		c->nomem = 1;
 	va_end(ap);
+}
+
+int isc_launch_problems_add(struct isc_launch_problems *p, int warning, int line, int col,
+                            const char *field, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = problem_append(p, warning, line, col, field, fmt, ap);
+	va_end(ap);
+	return rc ? ISC_ENOMEM : 0;
 }
 
 int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
@@ -115,8 +136,8 @@ int isc_launch_problems_write(const struct isc_launch_problems *p, const char *p
 {
 	for (size_t i = 0; i < p->len; i++) {
 		const struct isc_launch_problem *pr = &p->items[i];
-		int rc = isc_buf_printf(out, "%s:%d:%d: error: %s: %s\n", path, pr->line, pr->col,
-		                        pr->field, pr->msg);
+		int rc = isc_buf_printf(out, "%s:%d:%d: %s: %s: %s\n", path, pr->line, pr->col,
+		                        pr->warning ? "warning" : "error", pr->field, pr->msg);
 		if (rc)
 			return rc;
 	}
@@ -127,8 +148,8 @@ void isc_launch_problems_print(const struct isc_launch_problems *p, const char *
 {
 	for (size_t i = 0; i < p->len; i++) {
 		const struct isc_launch_problem *pr = &p->items[i];
-		fprintf(f, "%s:%d:%d: error: %s: %s\n", path, pr->line, pr->col, pr->field,
-		        pr->msg);
+		fprintf(f, "%s:%d:%d: %s: %s: %s\n", path, pr->line, pr->col,
+		        pr->warning ? "warning" : "error", pr->field, pr->msg);
 	}
 }
 
@@ -359,7 +380,8 @@ static void check_list(struct checker *c, const struct isc_toml_value *v, const 
 		return;
 	}
 	dst->items = calloc(n ? n : 1, sizeof(*dst->items));
-	if (!dst->items) {
+	dst->pos = calloc(n ? n : 1, sizeof(*dst->pos));
+	if (!dst->items || !dst->pos) {
 		c->nomem = 1;
 		return;
 	}
@@ -382,66 +404,27 @@ static void check_list(struct checker *c, const struct isc_toml_value *v, const 
 				break;
 			}
 		}
-		if (copy)
+		if (copy) {
+			dst->pos[dst->len] = (struct isc_launch_pos){
+			    .line = vline(item), .col = vcol(item), .index = i};
 			dst->items[dst->len++] = copy;
+		}
 	}
 }
 
 /* ---- unknown keys ---- */
 
-static int norm_char(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A' + 'a';
-	return ch == '-' || ch == ' ' ? '_' : ch;
-}
-
-/* Optimal string alignment distance (Levenshtein plus adjacent transpositions),
- * ignoring case and treating '-' and ' ' as '_'. Both lengths are at most 64. */
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
-{
-	size_t d[65][65];
-
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		for (size_t j = 1; j <= lb; j++) {
-			int ca = norm_char((unsigned char)a[i - 1]),
-			    cb = norm_char((unsigned char)b[j - 1]);
-			size_t cost = ca != cb, best = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < best)
-				best = d[i][j - 1] + 1;
-			if (d[i - 1][j - 1] + cost < best)
-				best = d[i - 1][j - 1] + cost;
-			if (i > 1 && j > 1 && ca == norm_char((unsigned char)b[j - 2]) &&
-			    norm_char((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
-				best = d[i - 2][j - 2] + 1;
-			d[i][j] = best;
-		}
-	}
-	return d[la][lb];
-}
-
 /* The known field nearest to key, or NULL when none is near enough to be a typo. */
 static const char *suggest(const char *key, size_t len)
 {
-	const char *best = NULL;
-	size_t best_d = SIZE_MAX;
+	struct isc_suggest s;
 
 	if (len == 0 || len > 64)
 		return NULL;
-	for (size_t i = 0; i < NFIELDS; i++) {
-		size_t fl = strlen(fields[i].name);
-		size_t d = edit_distance(key, len, fields[i].name, fl);
-		size_t limit = fl / 3 > 2 ? fl / 3 : 2;
-		if (d <= limit && d < best_d) {
-			best = fields[i].name;
-			best_d = d;
-		}
-	}
-	return best;
+	isc_suggest_init(&s, key, len);
+	for (size_t i = 0; i < NFIELDS; i++)
+		isc_suggest_consider(&s, fields[i].name);
+	return s.best;
 }
 
 /* ---- the launch ---- */
@@ -459,6 +442,7 @@ void isc_launch_free(struct isc_launch *l)
 		for (size_t i = 0; i < lists[k]->len; i++)
 			free(lists[k]->items[i]);
 		free(lists[k]->items);
+		free(lists[k]->pos);
 	}
 	free(l->project_id);
 	free(l->experiment_name);

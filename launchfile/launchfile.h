@@ -36,9 +36,17 @@ enum isc_compute_mode {
 	ISC_MODE_BURST,
 };
 
-/* A list of owned, NUL-terminated strings. */
+/* Where a list item was written: so later checks (shape ids against the catalog) can
+ * point at FILE:LINE:COL and name the item by its index in the file. */
+struct isc_launch_pos {
+	int line, col; /* 1-based */
+	size_t index;  /* the item's index in the file's array (duplicates are dropped) */
+};
+
+/* A list of owned, NUL-terminated strings, with where each was written. */
 struct isc_strlist {
 	char **items;
+	struct isc_launch_pos *pos; /* len entries, parallel to items */
 	size_t len;
 };
 
@@ -58,8 +66,9 @@ struct isc_launch {
 
 struct isc_launch_problem {
 	int line, col;  /* 1-based */
+	int warning;    /* 1: printed as "warning:" and does not make the file invalid */
 	char field[80]; /* the field ("gpus", "dataset_id_list[2]", "toml", an unknown key) */
-	char msg[256];
+	char msg[640];  /* room for a driver's "no credentials: looked in ..." */
 };
 
 /* Problems found in one file, in order of position (line, then column). */
@@ -70,10 +79,14 @@ struct isc_launch_problems {
 
 void isc_launch_problems_init(struct isc_launch_problems *p);
 void isc_launch_problems_cleanup(struct isc_launch_problems *p);
-/* Writes one "PATH:LINE:COL: error: FIELD: message\n" per problem. */
+/* Writes one "PATH:LINE:COL: error: FIELD: message\n" per problem ("warning:" for warnings). */
 int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
                               struct isc_buf *out);
 void isc_launch_problems_print(const struct isc_launch_problems *p, const char *path, FILE *f);
+/* Appends a problem found after parsing (e.g. a shape id the catalog lacks); ISC_ENOMEM or 0. */
+int isc_launch_problems_add(struct isc_launch_problems *p, int warning, int line, int col,
+                            const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /*
  * Validates len bytes of launch-file text. path is used only in err's message.

@@ -7,6 +7,7 @@
  * ranking merges the groups' lists and stops after `limit` entries.
  */
 #include "shapes/catalog.h"
+#include "common/suggest.h"
 
 #include "shapes/accelerator.h"
 
@@ -299,27 +300,21 @@ static size_t common_prefix(const char *key, const char *id)
 	return n;
 }
 
+static const struct isc_shape *other_market(const struct isc_catalog *c, const char *id);
+
 /*
- * A cheap did-you-mean: the same id in the other market, else the id's
- * neighbour in sorted order when it shares most of the text (a typo near the
- * end, a missing market suffix). O(log n), no edit distance over the catalog.
+ * The ranking's cheap did-you-mean: the same id in the other market, else the
+ * id's neighbour in sorted order when it shares most of the text (a typo near
+ * the end, a missing market suffix). O(log n): the broker ranks on every
+ * placement; isc_catalog_suggest is the thorough one for the user's list.
  */
 static const struct isc_shape *suggest(const struct isc_catalog *c, const char *id)
 {
 	size_t len = strlen(id), best_lcp = 0;
-	const struct isc_shape *best = NULL;
-	char alt[512];
+	const struct isc_shape *best = other_market(c, id);
 
-	if (len > 9 && len < 400) {
-		if (!strcasecmp(id + len - 5, "-spot"))
-			snprintf(alt, sizeof(alt), "%.*s-ondemand", (int)(len - 5), id);
-		else if (!strcasecmp(id + len - 9, "-ondemand"))
-			snprintf(alt, sizeof(alt), "%.*s-spot", (int)(len - 9), id);
-		else
-			alt[0] = '\0';
-		if (alt[0] && (best = isc_catalog_find(c, alt)))
-			return best;
-	}
+	if (best)
+		return best;
 	size_t pos = lower_bound(c, id);
 	for (size_t k = pos ? pos - 1 : 0; k < c->n && k <= pos; k++) {
 		size_t lcp = common_prefix(c->shapes[k].id, id);
@@ -329,6 +324,39 @@ static const struct isc_shape *suggest(const struct isc_catalog *c, const char *
 		}
 	}
 	return best && best_lcp * 3 >= len * 2 && best_lcp >= 8 ? best : NULL;
+}
+
+/* The same machine in the other market ("-spot" <-> "-ondemand"), or NULL. */
+static const struct isc_shape *other_market(const struct isc_catalog *c, const char *id)
+{
+	size_t len = strlen(id);
+	char alt[512];
+
+	if (len <= 9 || len >= 400)
+		return NULL;
+	if (!strcasecmp(id + len - 5, "-spot"))
+		snprintf(alt, sizeof(alt), "%.*s-ondemand", (int)(len - 5), id);
+	else if (!strcasecmp(id + len - 9, "-ondemand"))
+		snprintf(alt, sizeof(alt), "%.*s-spot", (int)(len - 9), id);
+	else
+		return NULL;
+	return isc_catalog_find(c, alt);
+}
+
+const struct isc_shape *isc_catalog_suggest(const struct isc_catalog *c, const char *id)
+{
+	const struct isc_shape *best = other_market(c, id);
+	struct isc_suggest sg;
+
+	if (best)
+		return best;
+	isc_suggest_init(&sg, id, strlen(id));
+	for (size_t k = 0; k < c->n; k++) {
+		isc_suggest_consider(&sg, c->shapes[k].id);
+		if (sg.best == c->shapes[k].id)
+			best = &c->shapes[k];
+	}
+	return best;
 }
 
 static int entry_for(const struct isc_shape *sh, int gpus, struct isc_rank_entry *e)

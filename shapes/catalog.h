@@ -31,6 +31,14 @@ const struct isc_shape *isc_catalog_at(const struct isc_catalog *c, size_t i);
 /* A shape by id, any case; NULL when absent. Borrowed from the catalog. */
 const struct isc_shape *isc_catalog_find(const struct isc_catalog *c, const char *id);
 
+/*
+ * Did-you-mean for an id that names no shape: the same machine in the other
+ * market when the catalog has it, else the id nearest by edit distance over
+ * every id of the catalog (common/suggest.h), else NULL. O(catalog) per call:
+ * for the user's list at validate and submit time, not for the broker's tick.
+ */
+const struct isc_shape *isc_catalog_suggest(const struct isc_catalog *c, const char *id);
+
 enum isc_market {
 	ISC_MARKET_ANY = 0,
 	ISC_MARKET_SPOT,

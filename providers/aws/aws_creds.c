@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void wipe_free(char *s)
 {
@@ -200,14 +201,22 @@ int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct i
 	if (!profile)
 		profile = "default";
 	rc = path ? read_profile(path, profile, out, err) : ISC_ENOTFOUND;
-	free(path);
-	if (rc)
-		return isc_err_set(
+	if (rc) {
+		/* Where the chain looked, so the user knows what to set or create. */
+		struct stat sb;
+		rc = isc_err_set(
 		    err, ISC_EAUTH,
-		    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-		    "or profile '%s' in the shared credentials file",
-		    profile);
-	return 0;
+		    "no AWS credentials: looked in the environment (AWS_ACCESS_KEY_ID and "
+		    "AWS_SECRET_ACCESS_KEY %s) and in profile '%s' of %s (%s); set those variables "
+		    "or add the profile",
+		    id || secret ? "not both set" : "unset", profile,
+		    path ? path : "~/.aws/credentials",
+		    !path             ? "HOME unset"
+		    : stat(path, &sb) ? "no such file"
+		                      : "no such profile");
+	}
+	free(path);
+	return rc;
 }
 
 int isc_aws_region_resolve(const char *arg, char *out, size_t cap, struct isc_err *err)

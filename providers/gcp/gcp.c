@@ -274,9 +274,12 @@ static int resolve_key(const struct isc_provider_settings *st, struct isc_gcp_ke
 	             home) < (int)sizeof(adc) &&
 	    stat(adc, &sb) == 0)
 		return load_key_file(adc, key, err);
-	return isc_err_set(err, ISC_EAUTH,
-	                   "no GCP credentials: set GOOGLE_APPLICATION_CREDENTIALS or "
-	                   "[providers.gcp] credentials_file to a service-account key file");
+	return isc_err_set(
+	    err, ISC_EAUTH,
+	    "no GCP credentials: looked in [providers.gcp] credentials_file (unset), "
+	    "GOOGLE_APPLICATION_CREDENTIALS (unset) and %s (no such file); set "
+	    "one of the first two to a service-account key file",
+	    home ? adc : "~/.config/gcloud/application_default_credentials.json");
 }
 
 static int resolve_endpoint(const struct isc_provider_settings *st, char **out, struct isc_err *err)

@@ -381,8 +381,18 @@ int isc_oci_config_resolve(const struct isc_provider_settings *st, const char *r
 	file_rc = read_file(path, profile, &want, &dflt, profiles, sizeof(profiles), err);
 	if (file_rc && (file_rc != ISC_ENOTFOUND || !env_complete)) {
 		rc = file_rc == ISC_ENOTFOUND ? ISC_EAUTH : file_rc;
-		if (err)
+		if (err && file_rc == ISC_ENOTFOUND) {
+			/* Name both places the CLI's chain looks, as `isc check oci` shows it. */
+			char why[ISC_ERR_MSG_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			isc_err_set(err, rc,
+			            "no OCI credentials: %s, and OCI_CLI_USER, OCI_CLI_TENANCY, "
+			            "OCI_CLI_FINGERPRINT and OCI_CLI_KEY_FILE (or "
+			            "OCI_CLI_KEY_CONTENT) are not all set",
+			            why);
+		} else if (err) {
 			err->code = rc;
+		}
 		goto out;
 	}
 	if (!file_rc && !want.found && (strcmp(profile, "DEFAULT") != 0 || !env_complete)) {

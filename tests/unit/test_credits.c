@@ -261,7 +261,8 @@ static void test_reserve_beyond_available(void **state)
 	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_a", USD(20), &err), ISC_ECREDITS);
 	assert_string_equal(
 	    err.msg,
-	    "organisation demo has $12.34 available; the cluster needs $20.00 for the next hour");
+	    "organisation demo has $12.34 available; the cluster needs $20.00 for the next hour; "
+	    "a grant of $7.66 or more unblocks it (isc credits grant --org demo 7.66)");
 	assert_int_equal(ledger_rows(f), rows);
 	assert_int_equal(balance(f).reserved_micros, 0);
 
@@ -291,6 +292,8 @@ static void test_budget(void **state)
 	rows = ledger_rows(f);
 	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(6), &err), ISC_ECREDITS);
 	assert_non_null(strstr(err.msg, "project vision has $5.00 of its $5.00 budget left"));
+	assert_non_null(strstr(err.msg, "a budget of $6.00 or more unblocks it (isc project budget "
+	                                "--org demo --project vision 6.00)"));
 	assert_int_equal(ledger_rows(f), rows);
 	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(4), &err), 0);
 	/* The hold counts against the budget until it is charged or released. */

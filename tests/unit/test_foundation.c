@@ -4,6 +4,7 @@
  */
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/suggest.h"
 #include "net/http.h"
 #include "store/store_experiments.h"
 #include "store/store_int.h"
@@ -61,6 +62,33 @@ static void test_err_codes(void **state)
 		assert_int_equal(isc_code_is_retryable(cases[i].code), cases[i].retry);
 	}
 	assert_string_equal(isc_code_name(-99), "unknown");
+}
+
+static void test_suggest(void **state)
+{
+	static const char *const commands[] = {"init", "experiments", "status", "spend", "shapes"};
+	(void)state;
+
+	/* Levenshtein plus adjacent transpositions, case and '-'/'_'/' ' folded. */
+	assert_int_equal(isc_edit_distance("kitten", 6, "sitting", 7), 3);
+	assert_int_equal(isc_edit_distance("wiat", 4, "wait", 4), 1);
+	assert_int_equal(isc_edit_distance("Wait-For", 8, "wait_for", 8), 0);
+	assert_int_equal(isc_edit_distance("", 0, "abc", 3), 3);
+	assert_string_equal(isc_suggest("experimnts", commands, 5), "experiments");
+	assert_string_equal(isc_suggest("shpaes", commands, 5), "shapes");
+	/* Too far from everything: no guess. */
+	assert_null(isc_suggest("frobnicate", commands, 5));
+	assert_null(isc_suggest("", commands, 5));
+	/* The nearest wins; on a tie, the first. */
+	assert_string_equal(isc_suggest("spent", commands, 5), "spend");
+	/* A long shape id one letter short. */
+	{
+		const char *ids[] = {"aws-us-east-1-p4d.24xlarge-ondemand",
+		                     "aws-us-east-1-p4d.24xlarge-spot",
+		                     "aws-us-east-1-p5.48xlarge-spot"};
+		assert_string_equal(isc_suggest("aws-us-east-1-p4d.24xlarg-spot", ids, 3),
+		                    "aws-us-east-1-p4d.24xlarge-spot");
+	}
 }
 
 static void test_buf_cap(void **state)
@@ -424,6 +452,7 @@ int main(void)
 	    cmocka_unit_test(test_err_set_and_wrap),
 	    cmocka_unit_test(test_err_codes),
 	    cmocka_unit_test(test_buf_cap),
+	    cmocka_unit_test(test_suggest),
 	    cmocka_unit_test(test_store_create_modes),
 	    cmocka_unit_test(test_store_migrates_old_schema_in_place),
 	    cmocka_unit_test(test_store_refuses_newer_schema),
