@@ -8,6 +8,7 @@
 #include "broker/broker_int.h"
 
 #include "common/clock.h"
+#include "store/store_keys.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "launcher/keys.h"
@@ -200,7 +201,20 @@ static int provider_dead(char (*dead)[16], size_t n, const char *provider)
  * Walks the ranked candidates: reserve credits, record the cluster and its
  * intent, launch. capacity and quota move on to the next shape.
  */
+static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                        char **key_id_p, char **key_account_p);
+
 static void place(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
+{
+	/* The key of the candidate being tried lives here, so every return of the walk frees it. */
+	char *key_id = NULL, *key_account = NULL;
+	place_keyed(b, s, e, &key_id, &key_account);
+	free(key_id);
+	free(key_account);
+}
+
+static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                        char **key_id_p, char **key_account_p)
 {
 	struct broker_candidate *cands = NULL;
 	struct isc_err err;
@@ -238,6 +252,7 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	for (size_t i = 0; i < n; i++) {
 		struct broker_candidate *cand = &cands[i];
 		struct isc_cluster c = {0};
+		const char *key_id, *key_account;
 		char *cluster_id = NULL, *pubkey = NULL, token[80];
 		int rc;
 
@@ -248,6 +263,17 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 			note(s, e, "skip", "%s: %s", cand->shape_id, err.msg);
 			continue;
 		}
+		/* The organisation's own key for this provider and region, else the platform's. */
+		free(*key_id_p);
+		free(*key_account_p);
+		*key_id_p = *key_account_p = NULL;
+		if (broker_key_for(b, s, e->org_id, cand->provider, cand->region, key_id_p,
+		                   key_account_p, &err)) {
+			note(s, e, "skip", "%s: %s", cand->shape_id, err.msg);
+			continue;
+		}
+		key_id = *key_id_p;
+		key_account = *key_account_p;
 		tried++;
 		cluster_id = isc_store_new_id("cl_");
 		if (!cluster_id)
@@ -257,7 +283,7 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		c.experiment_id = e->id;
 		c.shape_id = cand->shape_id;
 		c.provider = cand->provider;
-		c.account = "default";
+		c.account = key_id ? (char *)key_id : "default";
 		c.region = cand->region;
 		c.nnodes = cand->nnodes;
 		c.nproc = cand->nproc;
@@ -305,11 +331,14 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		e->next_attempt_ms = 0;
 		isc_store_experiment_set_placement(s, e, &err);
 		set_status(s, e, "provisioning",
-		           "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s",
+		           "trying %s: %d node(s) x %d GPU(s), zones %s, cluster %s%s%s%s%s%s",
 		           cand->shape_id, cand->nnodes, cand->nproc,
-		           cand->zones[0] ? cand->zones : "any (the cloud picks)", cluster_id);
+		           cand->zones[0] ? cand->zones : "any (the cloud picks)", cluster_id,
+		           key_id ? ", on the organisation's key " : "", key_id ? key_id : "",
+		           key_id ? " (account " : "", key_id ? key_account : "",
+		           key_id ? ")" : "");
 		isc_crash_point("place.before_launch");
-		rc = broker_cloud_launch(b, s, &c, cand, token, NULL, pubkey, &err);
+		rc = broker_cloud_launch(b, s, &c, e->org_id, cand, token, NULL, pubkey, &err);
 		free(pubkey);
 		if (rc == 0) {
 			isc_crash_point("launch.before_resolve");
@@ -333,6 +362,16 @@ static void place(struct isc_broker *b, struct isc_store *s, struct isc_experime
 		snprintf(last_error, sizeof(last_error), "%s: %s", cand->shape_id, err.msg);
 		note(s, e, isc_code_name(rc), "%s: %s: %s", cand->shape_id, isc_code_name(rc),
 		     err.msg);
+		if (rc == ISC_EAUTH && key_id) {
+			/* The org's key was refused: no new launches on it until it verifies again.
+			 */
+			struct isc_err ignored;
+			isc_store_key_set_state(s, key_id, "failing", err.msg, 0, &ignored);
+			note(s, e, "key_failing",
+			     "cloud key %s (account %s) refused by %s; no new launches on it until "
+			     "'isc keys verify %s' passes",
+			     key_id, key_account, cand->provider, key_id);
+		}
 		if (rc != ISC_ECAPACITY && rc != ISC_EQUOTA &&
 		    n_dead < sizeof(dead) / sizeof(dead[0]))
 			snprintf(dead[n_dead++], sizeof(dead[0]), "%s", cand->provider);
@@ -451,8 +490,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	if (rc == ISC_ENOTFOUND)
 		rc = isc_cluster_key_create(b->home, c->id, &pubkey, &err);
 	if (!rc)
-		rc = broker_cloud_launch(b, s, c, &cand, intent->token, intent->attempt_zone,
-		                         pubkey, &err);
+		rc = broker_cloud_launch(b, s, c, e->org_id, &cand, intent->token,
+		                         intent->attempt_zone, pubkey, &err);
 	free(pubkey);
 	broker_candidate_cleanup(&cand);
 	if (rc == 0) {

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "keys/keys.h"
 #include "launcher/launcher.h"
 
 #include <stdatomic.h>
@@ -173,6 +174,19 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 		isc_broker_free(b);
 		return isc_err_set(err, ISC_EINVALID, "%s has no broker_id: run 'isc init'",
 		                   b->config->path[0] ? b->config->path : "config.toml");
+	}
+	/*
+	 * Organisations' own cloud keys: a master key that does not open them is refused
+	 * now, not at the first launch or terminate that needs one.
+	 */
+	if (isc_keys_vault_in_use(store)) {
+		struct isc_vault *v = NULL;
+		rc = isc_keys_vault_open(store, b->home, 0, &v, err);
+		isc_vault_free(v);
+		if (rc) {
+			isc_broker_free(b);
+			return isc_err_wrap(err, "cloud keys");
+		}
 	}
 	*out = b;
 	return 0;

@@ -96,6 +96,14 @@ void broker_refresh_prices(struct isc_broker *b, int64_t now_ms);
 /* ---- cloud.c ---- */
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);
 /*
+ * The organisation's own key for a shape's provider and region: *key_id and
+ * *account (caller frees) when it has an active one, both NULL when it has none
+ * (the platform's account is used). A key that is failing or being removed is
+ * ISC_EAUTH with the reason: that provider takes no new launch for the org.
+ */
+int broker_key_for(struct isc_broker *b, struct isc_store *s, int64_t org_id, const char *provider,
+                   const char *region, char **key_id, char **account, struct isc_err *err);
+/*
  * Launches the gang for the cluster with its intent's token; the nodes are
  * recorded in the store. resume_zone (the intent's attempt_zone, or NULL) is
  * asked first. Before each zone's call the zone is recorded on the intent. A
@@ -103,7 +111,7 @@ int broker_cloud_configured(struct isc_broker *b, const char *provider, struct i
  * intent stays pending and broker_cloud_adopt finds it.
  */
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-                        const struct broker_candidate *cand, const char *token,
+                        int64_t org_id, const struct broker_candidate *cand, const char *token,
                         const char *resume_zone, const char *pubkey, struct isc_err *err);
 /*
  * Looks for the cluster's nodes by its tag (a launch whose reply was lost, or
@@ -112,12 +120,12 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
  */
 int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                        size_t *found, struct isc_err *err);
-int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
-                          const char *region, struct broker_instance **out, size_t *n,
-                          struct isc_err *err);
-int broker_cloud_terminate(struct isc_broker *b, const char *provider, const char *account,
-                           const char *region, const char *const *ids, size_t n,
-                           struct isc_err *err);
+int broker_cloud_describe(struct isc_broker *b, struct isc_store *s, const char *provider,
+                          const char *account, const char *region, struct broker_instance **out,
+                          size_t *n, struct isc_err *err);
+int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char *provider,
+                           const char *account, const char *region, const char *const *ids,
+                           size_t n, struct isc_err *err);
 
 /* ---- watch.c ---- */
 /* One describe per account+region with open clusters (and every configured one when reconciling).

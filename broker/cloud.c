@@ -7,22 +7,78 @@
 
 #include "common/crashpoint.h"
 #include "common/log.h"
+#include "keys/keys.h"
 #include "providers/provider_config.h"
+#include "store/store_keys.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int session_open(struct isc_broker *b, const char *provider, const char *account,
-                        const char *region, struct isc_provider_session **out, struct isc_err *err)
+/*
+ * A session on the platform's account ("default") or on an organisation's own
+ * key (account = the key id). A key's secret is opened from the store for this
+ * session only and wiped once the driver has its copy; the vault is read anew
+ * each time, so a master-key rotation while iscd runs needs no restart.
+ * expect_org > 0: the key must belong to that organisation (a launch).
+ */
+static int session_open(struct isc_broker *b, struct isc_store *s, const char *provider,
+                        const char *account, const char *region, int64_t expect_org,
+                        struct isc_provider_session **out, struct isc_err *err)
 {
+	struct isc_cloud_key k;
+	struct isc_vault *v = NULL;
 	int rc = broker_cloud_configured(b, provider, err);
+
+	*out = NULL;
 	if (rc)
 		return rc;
-	/* BYO cloud keys will name their account here; until then only the broker's own. */
-	if (strcmp(account, "default") != 0)
-		return isc_err_set(err, ISC_EINVALID,
-		                   "cloud key accounts are not supported yet ('%s')", account);
-	return isc_provider_session_open(b->config, provider, region, out, err);
+	if (strcmp(account, "default") == 0)
+		return isc_provider_session_open(b->config, provider, region, out, err);
+	if ((rc = isc_store_key_get(s, account, &k, err)))
+		return rc == ISC_ENOTFOUND
+		           ? isc_err_set(err, ISC_EAUTH, "cloud key %s is no longer registered",
+		                         account)
+		           : rc;
+	if (strcmp(k.provider, provider) != 0)
+		rc = isc_err_set(err, ISC_EAUTH, "cloud key %s is a %s key, not %s", k.id,
+		                 k.provider, provider);
+	else if (expect_org > 0 && k.org_id != expect_org)
+		/* Never reached through placement, which only looks at the org's own keys. */
+		rc = isc_err_set(err, ISC_EAUTH,
+		                 "cloud key %s belongs to another organisation; refusing to use it",
+		                 k.id);
+	if (!rc)
+		rc = isc_keys_vault_open(s, b->home, 0, &v, err);
+	if (!rc)
+		rc = isc_keys_session_open(v, b->config, &k, region, out, err);
+	isc_vault_free(v);
+	isc_cloud_key_cleanup(&k);
+	return rc;
+}
+
+int broker_key_for(struct isc_broker *b, struct isc_store *s, int64_t org_id, const char *provider,
+                   const char *region, char **key_id, char **account, struct isc_err *err)
+{
+	struct isc_cloud_key k;
+	int found = 0, rc;
+
+	(void)b;
+	*key_id = *account = NULL;
+	if ((rc = isc_store_key_for(s, org_id, provider, region, &k, &found, err)) || !found)
+		return rc;
+	if (strcmp(k.state, "active") != 0)
+		rc = isc_err_set(err, ISC_EAUTH,
+		                 "the organisation's %s key %s (account %s) is %s%s%s: no new "
+		                 "launches on it (isc keys verify %s)",
+		                 provider, k.id, k.account, k.state, k.state_reason[0] ? ": " : "",
+		                 k.state_reason, k.id);
+	else if (!(*key_id = strdup(k.id)) || !(*account = strdup(k.account))) {
+		free(*key_id);
+		*key_id = NULL;
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_cloud_key_cleanup(&k);
+	return rc;
 }
 
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err)
@@ -116,7 +172,7 @@ static void rotate_zones(char **zones, size_t n, const char *first)
 }
 
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-                        const struct broker_candidate *cand, const char *token,
+                        int64_t org_id, const struct broker_candidate *cand, const char *token,
                         const char *resume_zone, const char *pubkey, struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
@@ -131,7 +187,7 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	int rc;
 
 	rotate_zones(zones, n_zones, resume_zone);
-	if ((rc = session_open(b, c->provider, c->account, c->region, &sess, err)))
+	if ((rc = session_open(b, s, c->provider, c->account, c->region, org_id, &sess, err)))
 		goto out;
 	spec.instance_type = cand->instance_type;
 	spec.spot = cand->spot;
@@ -181,7 +237,7 @@ int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct i
 	int rc;
 
 	*found = 0;
-	if ((rc = session_open(b, c->provider, c->account, c->region, &sess, err)))
+	if ((rc = session_open(b, s, c->provider, c->account, c->region, 0, &sess, err)))
 		return rc;
 	rc = sess->provider->describe(sess, b->config->broker_id, &infos, &n_infos, err);
 	sess->provider->session_free(sess);
@@ -220,9 +276,9 @@ void broker_instances_free(struct broker_instance *v, size_t n)
 	free(v);
 }
 
-int broker_cloud_describe(struct isc_broker *b, const char *provider, const char *account,
-                          const char *region, struct broker_instance **out, size_t *n,
-                          struct isc_err *err)
+int broker_cloud_describe(struct isc_broker *b, struct isc_store *s, const char *provider,
+                          const char *account, const char *region, struct broker_instance **out,
+                          size_t *n, struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_node_info *infos = NULL;
@@ -232,7 +288,7 @@ int broker_cloud_describe(struct isc_broker *b, const char *provider, const char
 
 	*out = NULL;
 	*n = 0;
-	if ((rc = session_open(b, provider, account, region, &sess, err)))
+	if ((rc = session_open(b, s, provider, account, region, 0, &sess, err)))
 		return rc;
 	rc = sess->provider->describe(sess, b->config->broker_id, &infos, &n_infos, err);
 	sess->provider->session_free(sess);
@@ -262,14 +318,14 @@ int broker_cloud_describe(struct isc_broker *b, const char *provider, const char
 	return 0;
 }
 
-int broker_cloud_terminate(struct isc_broker *b, const char *provider, const char *account,
-                           const char *region, const char *const *ids, size_t n,
-                           struct isc_err *err)
+int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char *provider,
+                           const char *account, const char *region, const char *const *ids,
+                           size_t n, struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	int rc;
 
-	if ((rc = session_open(b, provider, account, region, &sess, err)))
+	if ((rc = session_open(b, s, provider, account, region, 0, &sess, err)))
 		return rc;
 	rc = sess->provider->terminate(sess, ids, n, err);
 	sess->provider->session_free(sess);

@@ -81,7 +81,7 @@ int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const st
 	for (size_t i = 0; i < n; i++)
 		if (!is_ending(nodes[i].state))
 			ids[k++] = nodes[i].instance_id;
-	rc = k ? broker_cloud_terminate(b, c->provider, c->account, c->region, ids, k, err) : 0;
+	rc = k ? broker_cloud_terminate(b, s, c->provider, c->account, c->region, ids, k, err) : 0;
 	free(ids);
 	isc_node_list_free(nodes, n);
 	return rc;
@@ -167,7 +167,8 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	        t->provider, in->instance_id, t->region, in->cluster_id ? in->cluster_id : "?");
 	{
 		const char *ids[1] = {in->instance_id};
-		if (broker_cloud_terminate(b, t->provider, t->account, t->region, ids, 1, &err))
+		if (broker_cloud_terminate(b, b->store, t->provider, t->account, t->region, ids, 1,
+		                           &err))
 			isc_log(ISC_LOG_WARN, "reconcile: terminating %s: %s", in->instance_id,
 			        err.msg);
 	}
@@ -182,7 +183,8 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	int64_t now = isc_wall_ms();
 	int batch;
 
-	if (broker_cloud_describe(b, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
+	if (broker_cloud_describe(b, b->store, t->provider, t->account, t->region, &seen, &n_seen,
+	                          &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
 		return;
 	}

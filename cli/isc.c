@@ -38,6 +38,7 @@ static const struct command commands[] = {
     {"credits", cmd_credits, "grant credits, show balances"},
     {"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
     {"nodes", cmd_nodes, "the on-prem node pool: add, list, drain, remove, pubkey"},
+    {"keys", cmd_keys, "organisations' own cloud keys: add, list, verify, remove, rotate-master"},
 };
 
 static void usage(FILE *out)

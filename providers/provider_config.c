@@ -11,6 +11,14 @@ int isc_provider_session_open(const struct isc_config *cfg, const char *provider
                               const char *region, struct isc_provider_session **out,
                               struct isc_err *err)
 {
+	return isc_provider_session_open_with(cfg, provider, region, NULL, 0, out, err);
+}
+
+int isc_provider_session_open_with(const struct isc_config *cfg, const char *provider,
+                                   const char *region, const struct isc_kv *credentials,
+                                   size_t n_credentials, struct isc_provider_session **out,
+                                   struct isc_err *err)
+{
 	const struct isc_provider *drv = isc_provider_find(provider);
 	const struct isc_provider_config *pc = cfg ? isc_config_provider(cfg, provider) : NULL;
 	struct isc_provider_settings settings = {0};
@@ -33,6 +41,8 @@ int isc_provider_session_open(const struct isc_config *cfg, const char *provider
 	}
 	settings.items = items;
 	settings.n_items = n;
+	settings.credentials = credentials;
+	settings.n_credentials = n_credentials;
 	rc = drv->session_new(&settings, region, NULL, NULL, out, err);
 	free(items);
 	return rc;

@@ -14,4 +14,13 @@ int isc_provider_session_open(const struct isc_config *cfg, const char *provider
                               const char *region, struct isc_provider_session **out,
                               struct isc_err *err);
 
+/*
+ * The same with an organisation's own credentials (bring-your-own keys, borrowed for the
+ * call; the driver copies and later wipes them). n_credentials 0 is the platform's chain.
+ */
+int isc_provider_session_open_with(const struct isc_config *cfg, const char *provider,
+                                   const char *region, const struct isc_kv *credentials,
+                                   size_t n_credentials, struct isc_provider_session **out,
+                                   struct isc_err *err);
+
 #endif

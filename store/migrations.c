@@ -256,6 +256,32 @@ static const char *const migrations[] = {
     "     OR (scope = 'project' AND key = NEW.project_id)"
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "END;",
+    /*
+     * 9: bring-your-own cloud keys. What a key proved when it was verified
+     * (account, principal), where it may be used (regions, "" = all), who
+     * added it, and its state: 'active' keys take new launches, 'failing'
+     * (verification or a launch refused them) and 'removing' (isc keys remove
+     * --force drains them) only watch and terminate what runs on them. The
+     * fingerprint is a short hash of the sealed plaintext, for people.
+     * cloud_key_master holds a value sealed under the master key, so a wrong
+     * master key is refused before anything is read or written with it.
+     */
+    "ALTER TABLE cloud_keys ADD COLUMN account TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cloud_keys ADD COLUMN principal TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cloud_keys ADD COLUMN regions TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cloud_keys ADD COLUMN added_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cloud_keys ADD COLUMN verified_at_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE cloud_keys ADD COLUMN state TEXT NOT NULL DEFAULT 'active'"
+    "  CHECK (state IN ('active','failing','removing'));"
+    "ALTER TABLE cloud_keys ADD COLUMN state_reason TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE cloud_keys ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX cloud_keys_org ON cloud_keys(org_id, provider);"
+    "CREATE INDEX clusters_account ON clusters(account, state);"
+    "CREATE TABLE cloud_key_master ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  nonce BLOB NOT NULL,"
+    "  ciphertext BLOB NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL);",
 };
 
 size_t isc_store_migration_count(void)

@@ -114,7 +114,7 @@ class Cloud:
         # not persisted
         self.faults = []
         self.fault_counts = {}
-        self.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {}}
+        self.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {}, "by_account": {}}
         self.load()
 
     # ---------------------------------------------------------------- persistence
@@ -204,9 +204,12 @@ class Cloud:
                 return f
         return None
 
-    def count_call(self, action, region, code):
+    def count_call(self, action, region, code, account=None):
         with self.lock:
             c = self.calls
+            if account:
+                a = c.setdefault("by_account", {}).setdefault(account, {})
+                a[action] = a.get(action, 0) + 1
             c["total"] += 1
             c["by_action"][action] = c["by_action"].get(action, 0) + 1
             r = c["by_region"].setdefault(region or "-", {})

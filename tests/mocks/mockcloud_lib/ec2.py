@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import re
+import threading
 import secrets
 import time
 
@@ -25,6 +26,25 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.status = status
+
+
+# The AWS account the request being served was signed for (server.py sets it per
+# request): instances, spot requests and client tokens belong to one account, and
+# an account sees and terminates only its own.
+CTX = threading.local()
+
+
+def account_of(cloud):
+    return getattr(CTX, "account", None) or cloud.cfg.account_id
+
+
+def mine(cloud, obj):
+    return obj.get("account", cloud.cfg.account_id) == account_of(cloud)
+
+
+def token_key(cloud, region, token):
+    acct = account_of(cloud)
+    return "%s|%s" % (region, token) if acct == cloud.cfg.account_id else "%s|%s|%s" % (acct, region, token)
 
 
 def iso(ms):
@@ -278,7 +298,7 @@ def _run_instances(cloud, p, region):
                                           if k not in ("ClientToken", "Version"))).encode()).hexdigest()
     with cloud.lock:
         if token:
-            prev = cloud.tokens.get("%s|%s" % (region, token))
+            prev = cloud.tokens.get(token_key(cloud, region, token))
             if prev:
                 if prev["fingerprint"] != fp:
                     raise ApiError("IdempotentParameterMismatch",
@@ -413,6 +433,7 @@ def _run_instances(cloud, p, region):
                 "eni_id": "eni-" + hex17(), "launch_index": idx, "authorized_keys": auth_keys,
                 "state_reason": None, "reason": None, "fail_boot": idx >= n - fail_k,
                 "boot_delay_ms": cloud.boot_delay_ms, "node": None, "interrupt_at_ms": None,
+                "account": account_of(cloud),
             }
             if spot:
                 sir_id = "sir-" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
@@ -423,7 +444,7 @@ def _run_instances(cloud, p, region):
                     "state": "active", "status_code": "fulfilled",
                     "status_message": "Your spot request is fulfilled.", "update_time": launched,
                     "create_time": launched, "tags": dict(sir_tags), "spot_price": price,
-                    "security_groups": inst["security_groups"],
+                    "security_groups": inst["security_groups"], "account": account_of(cloud),
                 }
             cloud.instances[iid] = inst
             cloud.order.append(iid)
@@ -431,7 +452,7 @@ def _run_instances(cloud, p, region):
         res = {"id": res_id, "region": region, "instance_ids": ids, "client_token": token}
         cloud.reservations[res_id] = res
         if token:
-            cloud.tokens["%s|%s" % (region, token)] = {"reservation_id": res_id, "fingerprint": fp,
+            cloud.tokens[token_key(cloud, region, token)] = {"reservation_id": res_id, "fingerprint": fp,
                                                       "created_at": launched}
         for iid in ids:
             cloud._start_boot(cloud.instances[iid])
@@ -483,7 +504,8 @@ def check_instance_ids(cloud, ids):
     for iid in ids:
         if not re.match(r"^i-([0-9a-f]{8}|[0-9a-f]{17})$", iid):
             raise ApiError("InvalidInstanceID.Malformed", "Invalid id: \"%s\"" % iid)
-    missing = [i for i in ids if i not in cloud.instances or not cloud.visible(cloud.instances[i])]
+    missing = [i for i in ids if i not in cloud.instances or not cloud.visible(cloud.instances[i])
+               or not mine(cloud, cloud.instances[i])]
     if missing:
         if len(missing) == 1:
             raise ApiError("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist" % missing[0])
@@ -507,7 +529,8 @@ def describe_instances(cloud, p, region):
                 raise ApiError("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist" % other[0])
         else:
             cand = [cloud.instances[i] for i in cloud.order
-                    if cloud.instances[i]["region"] == region and cloud.visible(cloud.instances[i])]
+                    if cloud.instances[i]["region"] == region and cloud.visible(cloud.instances[i])
+                    and mine(cloud, cloud.instances[i])]
             # Eventual consistency: a listing may not show instances launched a moment ago.
             lag = cloud.take_fault("describe_lag", lambda f: f.get("region") in (None, region))
             if lag:
@@ -598,7 +621,7 @@ def describe_spot_instance_requests(cloud, p, region):
         def visible(s):
             inst = cloud.instances.get(s.get("instance_id") or "")
             return inst is None or cloud.visible(inst)
-        allr = [s for s in cloud.spot_requests.values() if s["region"] == region]
+        allr = [s for s in cloud.spot_requests.values() if s["region"] == region and mine(cloud, s)]
         allr.sort(key=lambda s: (s["create_time"], s["id"]))
         if ids:
             known = {s["id"] for s in allr}

@@ -6,6 +6,7 @@ import argparse
 import decimal
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -145,9 +146,18 @@ class Handler(BaseHTTPRequestHandler):
         lat = cloud.latency_ms
         if lat:
             time.sleep(lat / 1000.0)
+        # Which account the request is signed for: the platform's key, or one of the
+        # extra accounts (MOCKCLOUD_AWS_EXTRA_ACCOUNTS), each with its own key and secret.
+        akid = scope[0] if scope else None
+        extra = cloud.cfg.extra_accounts.get(akid) if akid else None
+        if extra:
+            acct, key_id, secret, token = extra["account"], akid, extra["secret"], None
+        else:
+            acct, key_id, secret, token = (cloud.cfg.account_id, cloud.cfg.access_key_id,
+                                           cloud.cfg.secret_access_key, cloud.cfg.session_token)
+        ec2.CTX.account = acct
         try:
-            sigv4.verify(self.command, self.path, self.headers, body, cloud.cfg.access_key_id,
-                         cloud.cfg.secret_access_key, cloud.cfg.session_token)
+            sigv4.verify(self.command, self.path, self.headers, body, key_id, secret, token)
             auth_err = None
         except sigv4.AuthError as e:
             auth_err = e
@@ -181,8 +191,10 @@ class Handler(BaseHTTPRequestHandler):
             out = fail(500, "InternalError", "An internal error has occurred")
         elif service == "sts":
             if action == "GetCallerIdentity":
-                acct = cloud.cfg.account_id
-                if cloud.cfg.session_token:
+                if extra:
+                    arn = "arn:aws:iam::%s:user/%s" % (acct, extra["user"])
+                    uid = "AIDA" + akid[-16:]
+                elif cloud.cfg.session_token:
                     arn = "arn:aws:sts::%s:assumed-role/mockcloud/mock-session" % acct
                     uid = "AROAMOCKCLOUDROLE0001:mock-session"
                 else:
@@ -216,7 +228,7 @@ class Handler(BaseHTTPRequestHandler):
         if status == 200 and action and cloud.take_fault("lose_response", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             lost = True
             code = "LOST"
-        cloud.count_call(action or "-", region, code)
+        cloud.count_call(action or "-", region, code, acct if auth_err is None else None)
         log("%s %s %s %s -> %d %s %dms%s" % (self.command, service, region or "-", action or "-", status, code,
                                              (time.monotonic() - t0) * 1000, " (response dropped)" if lost else ""))
         if lost:
@@ -269,6 +281,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "instance_type": i["instance_type"], "region": i["region"],
                                 "zone": i["zone"], "ip": i["ip"], "ssh_port": cloud.cfg.ssh_port,
                                 "spot": bool(i["spot"]), "tags": i["tags"],
+                                "account": i.get("account", cloud.cfg.account_id),
                                 "client_token": i.get("client_token"), "launched_at": i["launched_at"],
                                 "running_at": i.get("running_at"), "terminated_at": i.get("terminated_at"),
                                 "reservation_id": i.get("reservation_id"),
@@ -295,7 +308,8 @@ class Handler(BaseHTTPRequestHandler):
                     return self._json(200, json.loads(json.dumps(cloud.calls)))
             if m == "DELETE":
                 with cloud.lock:
-                    cloud.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {}}
+                    cloud.calls = {"total": 0, "by_action": {}, "by_region": {}, "by_code": {},
+                                   "by_account": {}}
                 return self._json(200, {"ok": True})
         if path == "/_mock/spot_prices" and m == "POST":
             it, z, price = req.get("instance_type"), req.get("zone"), req.get("price")
@@ -449,6 +463,15 @@ def main(argv, script_dir):
                              or "mock-secret-key-do-not-use-in-prod")
     cfg.session_token = a.aws_session_token or os.environ.get("MOCKCLOUD_AWS_SESSION_TOKEN") or None
     cfg.account_id = a.account_id
+    # More AWS accounts (bring-your-own keys): "ACCOUNT:ACCESS_KEY_ID:SECRET[:USER],..." in
+    # the environment, so no secret is on a command line.
+    cfg.extra_accounts = {}
+    for spec in filter(None, (os.environ.get("MOCKCLOUD_AWS_EXTRA_ACCOUNTS") or "").split(",")):
+        parts = spec.split(":")
+        if len(parts) not in (3, 4) or not re.match(r"^[0-9]{12}$", parts[0]):
+            sys.exit("mockcloud: MOCKCLOUD_AWS_EXTRA_ACCOUNTS: want ACCOUNT:ACCESS_KEY_ID:SECRET[:USER]")
+        cfg.extra_accounts[parts[1]] = {"account": parts[0], "secret": parts[2],
+                                        "user": parts[3] if len(parts) == 4 else "byo"}
     cfg.boot_delay_ms = a.boot_delay_ms
     cfg.shutdown_delay_ms = a.shutdown_delay_ms
     cfg.terminated_ttl_s = a.terminated_ttl_s
