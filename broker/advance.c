@@ -365,8 +365,10 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		if (rc == ISC_EAUTH && key_id) {
 			/* The org's key was refused: no new launches on it until it verifies again.
 			 */
-			struct isc_err ignored;
-			isc_store_key_set_state(s, key_id, "failing", err.msg, 0, &ignored);
+			struct isc_err kerr;
+			if (isc_store_key_set_state(s, key_id, "failing", err.msg, 0, &kerr))
+				isc_log(ISC_LOG_WARN, "cloud key %s: marking it failing: %s",
+				        key_id, kerr.msg);
 			note(s, e, "key_failing",
 			     "cloud key %s (account %s) refused by %s; no new launches on it until "
 			     "'isc keys verify %s' passes",

@@ -12,6 +12,7 @@
 #include "broker/broker_int.h"
 
 #include "common/clock.h"
+#include "store/store_keys.h"
 #include "common/log.h"
 #include "launcher/keys.h"
 
@@ -255,6 +256,32 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	broker_instances_free(seen, n_seen);
 }
 
+/*
+ * Reconciliation also covers organisations' own accounts: every registered key, in
+ * each configured region of its provider that it covers, so a node left behind on
+ * an organisation's account is found even when no open cluster points there.
+ */
+static void add_key_targets(struct isc_broker *b, struct target **targets, size_t *n_targets)
+{
+	struct isc_cloud_key *keys = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	if (isc_store_key_list(b->store, 0, &keys, &n, &err)) {
+		isc_log(ISC_LOG_WARN, "reconcile: listing cloud keys: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_provider_config *pc =
+		    isc_config_provider(b->config, keys[i].provider);
+		for (size_t r = 0; pc && r < pc->n_regions; r++)
+			if (isc_cloud_key_covers(&keys[i], pc->regions[r]))
+				add_target(targets, n_targets, keys[i].provider, keys[i].id,
+				           pc->regions[r]);
+	}
+	isc_cloud_key_list_free(keys, n);
+}
+
 int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 {
 	struct isc_cluster *clusters;
@@ -274,6 +301,7 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 				add_target(&targets, &n_targets, pc->name, "default",
 				           pc->regions[r]);
 		}
+		add_key_targets(b, &targets, &n_targets);
 	}
 	for (size_t i = 0; i < n_targets; i++)
 		watch_target(b, &targets[i], clusters, n, reconcile);

@@ -206,6 +206,11 @@ static int covers(const char *regions, const char *region)
 	return 0;
 }
 
+int isc_cloud_key_covers(const struct isc_cloud_key *k, const char *region)
+{
+	return covers(k->regions, region);
+}
+
 int isc_store_key_for(struct isc_store *s, int64_t org_id, const char *provider, const char *region,
                       struct isc_cloud_key *out, int *found, struct isc_err *err)
 {

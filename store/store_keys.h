@@ -52,6 +52,8 @@ int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key
  */
 int isc_store_key_for(struct isc_store *s, int64_t org_id, const char *provider, const char *region,
                       struct isc_cloud_key *out, int *found, struct isc_err *err);
+/* 1 when the key may be used in region (its regions are "" or name it whole). */
+int isc_cloud_key_covers(const struct isc_cloud_key *k, const char *region);
 /* State and reason (reason "" for active); verified_at_ms 0 leaves it unchanged. */
 int isc_store_key_set_state(struct isc_store *s, const char *id, const char *state,
                             const char *reason, int64_t verified_at_ms, struct isc_err *err);

@@ -24,7 +24,7 @@ from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
                "interrupt", "partial", "garbled_reply", "describe_lag", "preempt",
-               "invalidate_token")
+               "invalidate_token", "key_disabled")
 PROVIDERS = ("aws", "gcp", "oci")
 
 
@@ -185,6 +185,13 @@ class Handler(BaseHTTPRequestHandler):
                     out = fail(400, "IncompleteSignature", auth_err.message)
                 else:
                     out = fail(403, "SignatureDoesNotMatch", auth_err.message)
+        elif cloud.take_fault("key_disabled", lambda f: f.get("account") in (None, acct) and
+                              f.get("action") in (None, action)):
+            # The account's owner disabled the access key (IAM UpdateAccessKey Inactive).
+            if service == "sts":
+                out = fail(403, "InvalidClientTokenId", "The security token included in the request is invalid.")
+            else:
+                out = fail(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
         elif cloud.take_fault("throttle", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
             out = fail(503, "RequestLimitExceeded", "Request limit exceeded.")
         elif cloud.take_fault("error5xx", lambda f: f.get("action") in (None, action) and f.get("region") in (None, region)):
@@ -393,6 +400,11 @@ class Handler(BaseHTTPRequestHandler):
                 if not isinstance(k, int) or k < 1:
                     return self._json(400, {"error": "fail_nodes must be an integer >= 1"})
                 f["fail_nodes"] = k
+        if kind == "key_disabled":
+            if req.get("account") is not None:
+                f["account"] = str(req["account"])
+            if req.get("action") is not None:
+                f["action"] = str(req["action"])
         if kind in ("error5xx", "lose_response", "throttle", "garbled_reply"):
             if req.get("action") is not None:
                 f["action"] = str(req["action"])
