@@ -125,11 +125,8 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 		src.region = region_buf;
 	}
 	isc_err_clear(&err);
-	if ((rc = isc_keys_collect(req.provider, &src, &secret, &err))) {
-		if (rc == ISC_EINVALID && !strstr(err.msg, " "))
-			return isc_cli_usage_error("keys", "%s", err.msg);
+	if (isc_keys_collect(req.provider, &src, &secret, &err))
 		return isc_cli_fail(&err);
-	}
 	if ((rc = isc_cli_store_open(cli, 0, &s)) || (rc = load_config(cli, &cfg)))
 		goto out;
 	if (isc_keys_add(s, cli->home, cfg, &req, &secret, &id, &who, &err)) {
@@ -245,10 +242,13 @@ static int keys_verify(struct isc_cli *cli, int argc, char **argv)
 		rc = ISC_EXIT_FAIL;
 		goto out;
 	}
-	if (json)
-		printf("{\"id\": \"%s\", \"verified\": true, \"account\": \"%s\"}\n", id,
-		       who.account);
-	else
+	if (json) {
+		json_t *o = json_pack("{s:s, s:b, s:s, s:s}", "id", id, "verified", 1, "account",
+		                      who.account, "principal", who.principal);
+		json_dumpf(o, stdout, JSON_INDENT(1));
+		putchar('\n');
+		json_decref(o);
+	} else
 		printf("%s verified: account %s, principal %s\n", id, who.account, who.principal);
 	rc = ISC_EXIT_OK;
 out:
