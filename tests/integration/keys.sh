@@ -89,6 +89,7 @@ expect_stderr "already has a aws key named 'initech-main'" \
 # 4. GCP from the mock's service-account file, OCI from a config whose key is encrypted.
 out=$(isc keys add --org initech gcp --file "$dir/sb/mock/gcp-service-account.json" 2>&1)
 check "gcp key: project and service account" grep -q "gcp account isc-mock-project, principal isc-broker@isc-mock-project.iam.gserviceaccount.com" <<<"$out"
+key_gcp=$(grep -Eo 'key_[0-9a-f]{16}' <<<"$out")
 /usr/bin/python3 - "$dir/sb/mock/oci/oci_api_key.pem" "$dir/oci_enc.pem" <<'PY'
 import sys
 from cryptography.hazmat.primitives import serialization
@@ -143,7 +144,7 @@ submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 accounts_of() {
 	mock instances | /usr/bin/python3 -c '
 import json, sys
-print(" ".join(sorted({r["account"] for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1]})))' "$1"
+print(" ".join(sorted({r.get("account", r.get("provider")) for r in json.load(sys.stdin) if (r.get("tags") or {}).get("isc:experiment") == sys.argv[1]})))' "$1"
 }
 ida=$(submit "$dir/a.isc")
 idb=$(submit "$repo/tests/integration/launch/two-node.isc")
@@ -159,6 +160,19 @@ check "spend --billing byo: acme's project only" bash -c "grep -q '^vision,' <<<
 all=$(isc spend --billing all --by project --format csv)
 check "spend --billing all: both" bash -c "grep -q '^vision,' <<<'$all' && grep -q '^demo,' <<<'$all'"
 check "acme was never charged credits" test "$(isc credits show --org acme --json | json_field '["orgs"][0]["balance_micros"]')" = 0
+
+# GCP: initech (no credits either) bursts on its own service account.
+cat >"$dir/c.isc" <<'ISC'
+isc_project_id = "tps"
+experiment_name = "initech-gcp"
+gpus = 1
+compute_mode = "burst"
+burst_shape_priority_list = ["gcp-us-central1-g2-standard-4-spot"]
+command = 'echo "RANK=$RANK"'
+ISC
+idc=$(submit "$dir/c.isc")
+check "initech's GCP burst completes without credits" wait_status "$idc" completed 90
+check "its cluster ran on initech's GCP key" test "$(sqlite3 "$db" "SELECT account FROM clusters WHERE experiment_id = '$idc'")" = "$key_gcp"
 
 # 7. The cloud disables A's key: no new launch on it, with an event saying so.
 mock faults -X POST -H 'Content-Type: application/json' -d '{"kind":"key_disabled","account":"111122223333","action":"RunInstances","count":1}' >/dev/null
@@ -184,7 +198,7 @@ check "remove --force removes the key" grep -q "removed $key_a" <<<"$out"
 check "the experiment was cancelled" wait_status "$idl" cancelled 30
 live=$(mock instances | /usr/bin/python3 -c '
 import json, sys
-print(sum(1 for r in json.load(sys.stdin) if r["account"] == "111122223333" and r["state"] not in ("terminated", "shutting-down")))')
+print(sum(1 for r in json.load(sys.stdin) if r.get("account") == "111122223333" and r["state"] not in ("terminated", "shutting-down")))')
 check "no live instance left in A's account" test "$live" = 0
 check "the key is gone" test "$(isc keys list --org acme --json | json_field '.__len__()')" = 0
 
