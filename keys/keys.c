@@ -1,6 +1,7 @@
 /* Bring-your-own cloud keys: verify, seal, store, open (see keys.h). */
 #include "keys/keys.h"
 
+#include "common/clock.h"
 #include "providers/provider_config.h"
 
 #include <openssl/crypto.h>
@@ -10,15 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* What the master-key check value seals; its associated data names what it is. */
 static const char check_plain[] = "isc-broker master key check v1";
@@ -345,7 +338,7 @@ int isc_keys_add(struct isc_store *s, const char *home, const struct isc_config 
 	k.regions = (char *)(req->regions ? req->regions : "");
 	k.added_by = (char *)(req->added_by ? req->added_by : "");
 	k.fingerprint = fp;
-	k.created_at_ms = k.verified_at_ms = now_ms();
+	k.created_at_ms = k.verified_at_ms = isc_wall_ms();
 	n = isc_keys_aad(aad, sizeof(aad), org.id, req->provider, k.id);
 	if (n < 0) {
 		rc = isc_err_set(err, ISC_EINVALID, "key id too long");
@@ -409,8 +402,8 @@ int isc_keys_verify(struct isc_store *s, const char *home, const struct isc_conf
 		goto out;
 	}
 	rc = isc_store_key_set_state(s, k.id, strcmp(k.state, "removing") ? "active" : "removing",
-	                             strcmp(k.state, "removing") ? "" : k.state_reason, now_ms(),
-	                             err);
+	                             strcmp(k.state, "removing") ? "" : k.state_reason,
+	                             isc_wall_ms(), err);
 out:
 	isc_key_secret_cleanup(&secret);
 	isc_vault_free(v);
