@@ -188,6 +188,38 @@ isc cancel "$idf" >/dev/null
 check "verify makes it active again" isc keys verify "$key_a"
 check "active again in the list" test "$(isc keys list --org acme --json | json_field '[0]["state"]')" = active
 
+# 7b. Reconciliation covers A's account too: an instance with this broker's tag that no
+#     cluster owns, made with A's key behind the broker's back, is terminated.
+broker_id=$(sed -nE 's/^broker_id = "(.*)"/\1/p' "$ISC_HOME/config.toml")
+stray=$(AWS_ACCESS_KEY_ID=$akid_a AWS_SECRET_ACCESS_KEY=$secret_a /usr/bin/python3 - "$broker_id" <<'PY'
+import os, sys, botocore.session
+s = botocore.session.get_session()
+ec2 = s.create_client("ec2", region_name="us-west-2", endpoint_url=os.environ["MOCKCLOUD_URL"],
+                      aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+r = ec2.run_instances(ImageId="ami-0123456789abcdef0", InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1,
+                      TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                          {"Key": "isc:broker", "Value": sys.argv[1]},
+                          {"Key": "isc:cluster", "Value": "cl_nobody"}]}])
+print(r["Instances"][0]["InstanceId"])
+PY
+)
+stray_gone() {
+	mock instances | /usr/bin/python3 -c '
+import json, sys
+sys.exit(0 if any(r["id"] == sys.argv[1] and r.get("account") == "111122223333" and
+                  r["state"] in ("shutting-down", "terminated") for r in json.load(sys.stdin)) else 1)' "$1"
+}
+wait_stray_gone() {
+	for _ in $(seq 1 150); do
+		stray_gone "$1" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+check "a stray was made in A's account" test -n "$stray"
+check "reconciliation terminates the stray in A's account" wait_stray_gone "$stray"
+
 # 8. Remove: refused while a cluster runs on the key; --force drains and terminates first.
 idl=$(submit "$dir/a-long.isc")
 check "A's long burst runs" wait_status "$idl" running 60
