@@ -193,11 +193,7 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 
 static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 {
-	char *dir;
-	const char *root = b->config->artifact_root;
-	int ok = root[0] ? asprintf(&dir, "%s/%s", root, experiment_id)
-	                 : asprintf(&dir, "%s/artifacts/%s", b->home, experiment_id);
-	return ok < 0 ? NULL : dir;
+	return isc_config_artifact_dir(b->config, b->home, experiment_id);
 }
 
 /*

@@ -352,6 +352,18 @@ static void start_followers(struct isc_broker *b)
 	isc_cluster_list_free(list, n);
 }
 
+/*
+ * A burst whose validation cycle runs on-prem first (burst_validation): iscd's
+ * on-prem executor owns it until that cycle passed ("placing") or it ended.
+ */
+static int awaiting_validation(const struct isc_broker *b, const struct isc_experiment *e)
+{
+	if (strcmp(e->status, "validating") == 0)
+		return 1;
+	return b->config->burst_validation && strcmp(e->status, "enqueued") == 0 &&
+	       e->cycle_count == 0 && !e->cancel_requested;
+}
+
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 {
 	struct isc_experiment *active;
@@ -369,7 +381,8 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)))
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		if (strcmp(active[i].compute_mode, "burst") == 0 && !job_running(b, active[i].id))
+		if (strcmp(active[i].compute_mode, "burst") == 0 &&
+		    !awaiting_validation(b, &active[i]) && !job_running(b, active[i].id))
 			start_job(b, active[i].id);
 	}
 	isc_experiment_list_free(active, n);

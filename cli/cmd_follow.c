@@ -1,6 +1,7 @@
 /* isc status, isc logs, isc cancel: following one experiment. */
 #include "cli/commands.h"
 #include "store/store_experiments.h"
+#include "store/store_queue.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -26,8 +27,10 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 	struct isc_event *ev;
 	struct isc_err err;
 	const char *id = NULL;
+	struct isc_queue_row qrow = {0};
+	struct isc_err qerr;
 	size_t n;
-	int rc, json = 0;
+	int rc, json = 0, have_queue = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc status ID [--json]\n\nShows an experiment's state and the "
@@ -54,6 +57,8 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_fail(&err);
 	}
 	rc = isc_store_event_list(s, id, 0, &ev, &n, &err);
+	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
+	have_queue = isc_store_queue_get(s, id, &qrow, &qerr) == 0;
 	isc_store_free(s);
 	if (rc) {
 		isc_experiment_cleanup(&e);
@@ -71,6 +76,12 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 			                                     (json_int_t)ev[i].at_ms, "kind",
 			                                     ev[i].kind, "message", ev[i].message));
 		json_object_set_new(o, "events", arr);
+		if (have_queue)
+			json_object_set_new(
+			    o, "queue",
+			    json_pack("{s:i,s:I,s:s,s:i}", "position", qrow.position,
+			              "next_start_ms", (json_int_t)qrow.next_start_ms, "run_nodes",
+			              qrow.run_nodes, "cycles_done", qrow.cycles_done));
 		json_dumpf(o, stdout, JSON_INDENT(2));
 		putchar('\n');
 		json_decref(o);
@@ -82,9 +93,20 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		printf("  GPUs:     %d", e.gpus);
 		if (e.nnodes)
 			printf(" as %d x %d", e.nnodes, e.nproc);
-		printf("\n  Shape:    %s\n  Cycle:    %d\n  Output:   %s\n\nTimeline (UTC):\n",
+		printf("\n  Shape:    %s\n  Cycle:    %d\n  Output:   %s\n",
 		       e.shape_id[0] ? e.shape_id : "-", e.cycle_count,
 		       e.output_path[0] ? e.output_path : "-");
+		if (have_queue && qrow.position > 0 && !isc_status_is_final(e.status)) {
+			printf("  Queue:    waiting, #%d among %s experiments", qrow.position,
+			       e.compute_mode);
+			if (qrow.next_start_ms >= 0) {
+				format_time(qrow.next_start_ms, when, sizeof(when));
+				printf("; next start expected %s UTC", when);
+			}
+			putchar('\n');
+		}
+		putchar('\n');
+		printf("Timeline (UTC):\n");
 		for (size_t i = 0; i < n; i++) {
 			format_time(ev[i].at_ms, when, sizeof(when));
 			printf("  %s  %-16s %s\n", when, ev[i].kind, ev[i].message);
@@ -92,6 +114,7 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 	}
 	isc_event_list_free(ev, n);
 	isc_experiment_cleanup(&e);
+	isc_queue_row_cleanup(&qrow);
 	return ISC_EXIT_OK;
 }
 

@@ -73,6 +73,9 @@ static struct isc_config *config_defaults(void)
 	c->artifact_max_bytes = 256LL << 30;
 	c->artifact_max_entries = 200000;
 	c->disk_reserve_bytes = 1LL << 30;
+	c->cycle_ms = 90000;
+	c->period_ms = 7200000;
+	c->node_down_after_ms = 30000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
 		isc_config_free(c);
 		return NULL;
@@ -86,6 +89,15 @@ const struct isc_provider_config *isc_config_provider(const struct isc_config *c
 		if (strcmp(c->providers[i].name, name) == 0)
 			return &c->providers[i];
 	return NULL;
+}
+
+char *isc_config_artifact_dir(const struct isc_config *c, const char *home,
+                              const char *experiment_id)
+{
+	char *dir;
+	int ok = c->artifact_root[0] ? asprintf(&dir, "%s/%s", c->artifact_root, experiment_id)
+	                             : asprintf(&dir, "%s/artifacts/%s", home, experiment_id);
+	return ok < 0 ? NULL : dir;
 }
 
 const char *isc_config_setting(const struct isc_provider_config *p, const char *key)
@@ -300,7 +312,17 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_int64(x, v, key, 10, 1000000000, &c->artifact_max_entries);
 		else if (!strcmp(key, "disk_reserve_bytes"))
 			rc = get_int64(x, v, key, 0, 1LL << 50, &c->disk_reserve_bytes);
-		else if (!strcmp(key, "stop_grace_s")) {
+		else if (!strcmp(key, "cycle_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->cycle_ms);
+		else if (!strcmp(key, "period_ms"))
+			rc = get_long(x, v, key, 1000, 7 * 86400000L, &c->period_ms);
+		else if (!strcmp(key, "node_down_after_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->node_down_after_ms);
+		else if (!strcmp(key, "burst_validation")) {
+			if (isc_toml_type(v) != ISC_TOML_BOOL ||
+			    isc_toml_get_bool(v, &c->burst_validation))
+				rc = fail_at(x, v, key, "must be true or false");
+		} else if (!strcmp(key, "stop_grace_s")) {
 			if (!(rc = get_long(x, v, key, 0, 3600, &l)))
 				c->stop_grace_s = (int)l;
 		} else if (!strcmp(key, "master_port")) {

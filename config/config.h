@@ -51,6 +51,11 @@ struct isc_config {
 	int64_t artifact_max_bytes;   /* one artifact pull; 274877906944 (256 GiB) */
 	int64_t artifact_max_entries; /* one artifact pull; 200000 */
 	int64_t disk_reserve_bytes;   /* kept free on $ISC_HOME's disk; 1073741824 (1 GiB) */
+	/* The on-prem queue (docs/queue.md). */
+	long cycle_ms;           /* one cycle run; 90000 */
+	long period_ms;          /* interruptible apportioning period; 7200000 */
+	long node_down_after_ms; /* a pool node that has not answered this long is down; 30000 */
+	int burst_validation;    /* a burst first runs one cycle on-prem; 0 (off) */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };
@@ -58,6 +63,13 @@ struct isc_config {
 /* Reads $home/config.toml; a missing file gives the defaults (and no providers). */
 int isc_config_load(const char *home, struct isc_config **out, struct isc_err *err);
 void isc_config_free(struct isc_config *c);
+/*
+ * Where an experiment's artifact folders are kept between runs and clusters
+ * (artifact_root/<id>, else $home/artifacts/<id>); bursts and on-prem runs
+ * share it, so a validation cycle's checkpoint reaches the cloud. Caller frees.
+ */
+char *isc_config_artifact_dir(const struct isc_config *c, const char *home,
+                              const char *experiment_id);
 /* Borrowed; NULL when the provider has no section. */
 const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name);
 /* A setting of a provider section, or NULL. */

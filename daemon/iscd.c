@@ -7,6 +7,7 @@
  */
 #include "broker/broker.h"
 #include "common/log.h"
+#include "onprem/onprem.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -80,6 +81,7 @@ int main(int argc, char **argv)
 	const char *home_flag = NULL;
 	struct isc_store *store = NULL;
 	struct isc_broker *broker = NULL;
+	struct isc_onprem *onprem = NULL;
 	struct isc_err err;
 	struct sigaction sa;
 	char *home = NULL;
@@ -144,6 +146,10 @@ int main(int argc, char **argv)
 		isc_log(ISC_LOG_ERROR, "%s", err.msg);
 		goto out;
 	}
+	if (isc_onprem_new(store, &onprem, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s", err.msg);
+		goto out;
+	}
 	if (interval_ms < 0) {
 		interval_ms = isc_broker_tick_interval_ms(broker);
 	} else if (isc_broker_set_tick_interval_ms(broker, interval_ms, &err)) {
@@ -165,12 +171,16 @@ int main(int argc, char **argv)
 		isc_err_clear(&err);
 		if (isc_broker_tick(broker, &err))
 			isc_log(ISC_LOG_ERROR, "tick: %s", err.msg);
+		isc_err_clear(&err);
+		if (isc_onprem_tick(onprem, &err))
+			isc_log(ISC_LOG_ERROR, "on-prem tick: %s", err.msg);
 		if (once || stop_requested)
 			break;
 		sleep_interruptible(interval_ms);
 	} while (!stop_requested);
 	isc_log(ISC_LOG_INFO, "stopping");
 out:
+	isc_onprem_free(onprem);
 	isc_broker_free(broker);
 	isc_store_free(store);
 	if (lock_fd >= 0)

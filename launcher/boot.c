@@ -184,8 +184,9 @@ struct node_job {
 static int open_node(struct node_job *j, struct isc_ssh **ssh)
 {
 	const struct isc_node_target *node = &j->nodes[j->index];
-	struct isc_ssh_target t = {node->host,        node->port,       j->opts->user,
-	                           j->opts->key_path, node->pin_target, j->abort_all};
+	struct isc_ssh_target t = {
+	    node->host,        node->port,       node->user ? node->user : j->opts->user,
+	    j->opts->key_path, node->pin_target, j->abort_all};
 	int rc =
 	    isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
 	if (!rc) {
@@ -429,9 +430,12 @@ static const char *const artifact_names[3] = {"checkpoints", "crud", "lossy"};
 static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
                        struct isc_ssh **ssh, struct isc_err *err)
 {
-	struct isc_ssh_target t = {
-	    node->host,     node->port,       opts->user ? opts->user : "root",
-	    opts->key_path, node->pin_target, NULL};
+	struct isc_ssh_target t = {node->host,
+	                           node->port,
+	                           node->user ? node->user : opts->user ? opts->user : "root",
+	                           opts->key_path,
+	                           node->pin_target,
+	                           NULL};
 	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
 	                       err);
 }

@@ -40,7 +40,7 @@
 struct follow_rank {
 	struct isc_launch_follow *f;
 	int rank;
-	char *host, *pin_target, *name, *log_path;
+	char *host, *pin_target, *name, *log_path, *user;
 	int port;
 	pthread_t thread;
 	int started;
@@ -220,7 +220,7 @@ static void *follow_main(void *arg)
 	}
 
 	while (!f->cancel) {
-		struct isc_ssh_target t = {r->host,     r->port,       f->user,
+		struct isc_ssh_target t = {r->host,     r->port,       r->user ? r->user : f->user,
 		                           f->key_path, r->pin_target, &f->cancel};
 		struct isc_ssh *ssh = NULL;
 		struct isc_err err;
@@ -288,6 +288,7 @@ void isc_launch_follow_free(struct isc_launch_follow *f)
 			pthread_join(r->thread, NULL);
 		free(r->host);
 		free(r->pin_target);
+		free(r->user);
 		free(r->name);
 		free(r->log_path);
 		if (r->started && r->fd >= 0)
@@ -335,11 +336,12 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 		r->host = strdup(nodes[i].host);
 		/* No instance id: pinned under host:port, which ssh.c derives itself. */
 		r->pin_target = nodes[i].pin_target ? strdup(nodes[i].pin_target) : NULL;
+		r->user = nodes[i].user ? strdup(nodes[i].user) : NULL;
 		r->name = isc_launcher_container_name(spec->experiment_id, nodes[i].rank);
 		if (asprintf(&r->log_path, "%s/rank_%d.txt", output_dir, nodes[i].rank) < 0)
 			r->log_path = NULL;
-		if (!r->host || (nodes[i].pin_target && !r->pin_target) || !r->name ||
-		    !r->log_path) {
+		if (!r->host || (nodes[i].pin_target && !r->pin_target) ||
+		    (nodes[i].user && !r->user) || !r->name || !r->log_path) {
 			isc_launch_follow_free(f);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}

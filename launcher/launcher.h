@@ -34,7 +34,8 @@ struct isc_node_target {
 	int port;
 	const char *private_ip; /* MASTER_ADDR / IP_TO_RANK_MAPPING */
 	const char
-	    *pin_target; /* host keys are pinned under this (the instance id); NULL: host:port */
+	    *pin_target;  /* host keys are pinned under this (the instance id); NULL: host:port */
+	const char *user; /* login user of this node; NULL: the opts' user (on-prem nodes differ) */
 };
 
 struct isc_launcher_opts {

@@ -282,6 +282,22 @@ static const char *const migrations[] = {
     "  nonce BLOB NOT NULL,"
     "  ciphertext BLOB NOT NULL,"
     "  created_at_ms INTEGER NOT NULL);",
+
+    /*
+     * 10: what iscd's on-prem queue knows of each cycle and interruptible
+     * experiment (and of a burst's validation cycle), for isc status and for
+     * iscd restarting: the place among waiting experiments of its mode (0 when
+     * not waiting), the expected next start (ms, -1 unknown), the pool node ids
+     * of the current run (comma-separated, '' when none: a restart stops what
+     * is left there) and the cycles run to their end.
+     */
+    "CREATE TABLE queue_state ("
+    "  experiment_id TEXT PRIMARY KEY REFERENCES experiments(id),"
+    "  position INTEGER NOT NULL DEFAULT 0,"
+    "  next_start_ms INTEGER NOT NULL DEFAULT -1,"
+    "  run_nodes TEXT NOT NULL DEFAULT '',"
+    "  cycles_done INTEGER NOT NULL DEFAULT 0,"
+    "  updated_ms INTEGER NOT NULL);",
 };
 
 size_t isc_store_migration_count(void)

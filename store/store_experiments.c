@@ -334,6 +334,17 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 		isc_experiment_cleanup(&e);
 		return rc;
 	}
+	/*
+	 * A cycle or interruptible experiment that holds no nodes (waiting or paused)
+	 * has nothing to stop: it ends cancelled now. The status is compared and set,
+	 * so one iscd is starting at this moment either wins (and stops it with grace
+	 * at its next tick) or sees it cancelled and boots nothing.
+	 */
+	int at_once = (strcmp(e.compute_mode, "cycle") == 0 ||
+	               strcmp(e.compute_mode, "interruptible") == 0) &&
+	              (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "paused") == 0);
+	char from[16];
+	snprintf(from, sizeof(from), "%s", e.status);
 	isc_experiment_cleanup(&e);
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
@@ -351,6 +362,12 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	if (!rc)
 		rc =
 		    isc_store_event_add(s, id, "cancel_requested", "cancel requested by user", err);
+	if (!rc && at_once) {
+		/* ECONFLICT: iscd started it meanwhile; it is stopped with grace instead. */
+		int t = transition(s, id, from, "cancelled", "", "cancelled by user", err);
+		if (t && t != ISC_ECONFLICT)
+			rc = t;
+	}
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)

@@ -1,0 +1,1147 @@
+/*
+ * On-prem execution's tick (see onprem.h and docs/queue.md):
+ *   1. apply what finished workers found (a boot, a stop, a probe);
+ *   2. read the pool from the store into the queue (added, drained, removed);
+ *   3. read new work: cycle and interruptible experiments, and bursts waiting
+ *      for their validation cycle when burst_validation is on; cancellations;
+ *   4. poll the followers of running runs for exits;
+ *   5. ask the queue for its decisions and start a worker for each;
+ *   6. probe the nodes that hold runs (and the down ones) for answers;
+ *   7. record each experiment's place in the queue for isc status.
+ * Only this thread writes the store; workers get copies and report back.
+ */
+#include "onprem/onprem_int.h"
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "launcher/keys.h"
+#include "launcher/launcher.h"
+#include "queue/queue.h"
+#include "store/store_experiments.h"
+#include "store/store_pool.h"
+#include "store/store_queue.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The pool's key pair, kept with the cluster keys (the same id as `isc nodes pubkey`). */
+#define POOL_KEY_ID    "onprem-pool"
+#define PROBE_EVERY_MS 1000
+
+enum run_phase {
+	PHASE_BOOTING,  /* a boot worker runs */
+	PHASE_RUNNING,  /* followed */
+	PHASE_STOPPING, /* a stop worker runs; the queue hears of the end when it is done */
+};
+
+struct run {
+	enum run_phase phase;
+	struct onprem_job *job;           /* the boot or stop worker, NULL while running */
+	struct isc_launch_follow *follow; /* while running */
+	struct onprem_job *spec;          /* the finished boot job: what the run is */
+	int stop_wanted;                  /* the queue said stop while the boot was running */
+	enum isc_queue_outcome outcome;   /* told to the queue once the stop worker is done */
+	enum isc_queue_stop_reason reason;
+	int queue_stop; /* the stop is the queue's decision (reason is valid) */
+	char why[300];
+};
+
+struct exp {
+	int64_t qid;
+	char *id;
+	char *status;   /* the store's status as this thread last wrote or read it */
+	int validation; /* a burst running its validation cycle */
+	int cancel_seen;
+	struct run *run;
+	struct isc_queue_row written; /* the queue_state row last written */
+	struct exp *next;
+};
+
+struct node {
+	int64_t id;
+	char *host, *user;
+	int port, gpus;
+	char state[12];        /* as in the store */
+	int in_queue;          /* added to the queue */
+	int orphan;            /* a run a previous iscd left is being stopped here */
+	int64_t first_fail_ms; /* first failed probe of the current streak; 0 when answering */
+	struct node *next;
+};
+
+struct orphan {
+	struct onprem_job *job;
+	char *exp_id;
+	struct orphan *next;
+};
+
+struct isc_onprem {
+	struct isc_store *store;
+	struct onprem_env env;
+	struct isc_queue *q;
+	struct exp *exps;
+	struct node *nodes;
+	struct orphan *orphans;
+	int64_t next_qid;
+	struct onprem_job *probe;
+	int64_t probe_at_ms;
+};
+
+static int64_t now_ms(void)
+{
+	const struct isc_clock *c = isc_clock_system();
+	return c->now_ms(c->ctx);
+}
+
+static void note(struct isc_onprem *o, const char *exp_id, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void note(struct isc_onprem *o, const char *exp_id, const char *kind, const char *fmt, ...)
+{
+	char msg[ISC_ERR_MSG_MAX];
+	struct isc_err err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	isc_log(ISC_LOG_INFO, "%s: %s", exp_id, msg);
+	if (isc_store_event_add(o->store, exp_id, kind, msg, &err))
+		isc_log(ISC_LOG_ERROR, "%s: recording an event: %s", exp_id, err.msg);
+}
+
+/* Compare-and-set of the store status from what this thread last saw; 0 or ISC_ECONFLICT. */
+static int set_status(struct isc_onprem *o, struct exp *e, const char *to, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int set_status(struct isc_onprem *o, struct exp *e, const char *to, const char *fmt, ...)
+{
+	char reason[ISC_ERR_MSG_MAX];
+	struct isc_err err;
+	va_list ap;
+	char *copy;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	rc = isc_store_experiment_transition(o->store, e->id, e->status, to, reason, &err);
+	if (rc) {
+		isc_log(rc == ISC_ECONFLICT ? ISC_LOG_INFO : ISC_LOG_ERROR, "%s: %s -> %s: %s",
+		        e->id, e->status, to, err.msg);
+		return rc;
+	}
+	isc_log(ISC_LOG_INFO, "%s: %s: %s", e->id, to, reason);
+	if ((copy = strdup(to))) {
+		free(e->status);
+		e->status = copy;
+	}
+	return 0;
+}
+
+/* ---- experiments ---- */
+
+static struct exp *exp_by_id(struct isc_onprem *o, const char *id)
+{
+	for (struct exp *e = o->exps; e; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return e;
+	return NULL;
+}
+
+static struct exp *exp_by_qid(struct isc_onprem *o, int64_t qid)
+{
+	for (struct exp *e = o->exps; e; e = e->next)
+		if (e->qid == qid)
+			return e;
+	return NULL;
+}
+
+/* The job that says which nodes a run has: the finished boot, or the boot in progress. */
+static const struct onprem_job *run_nodes(const struct run *r)
+{
+	if (!r)
+		return NULL;
+	return r->spec ? r->spec : r->phase == PHASE_BOOTING ? r->job : NULL;
+}
+
+static void run_free(struct run *r)
+{
+	if (!r)
+		return;
+	onprem_job_free(r->job);
+	onprem_job_free(r->spec);
+	if (r->follow)
+		isc_launch_follow_free(r->follow);
+	free(r);
+}
+
+/* Drops an experiment the queue is done with (it ended, or left for the cloud). */
+static void exp_drop(struct isc_onprem *o, struct exp *gone)
+{
+	struct isc_err err;
+	for (struct exp **p = &o->exps; *p; p = &(*p)->next) {
+		if (*p == gone) {
+			*p = gone->next;
+			break;
+		}
+	}
+	isc_queue_forget(o->q, gone->qid, &err);
+	run_free(gone->run);
+	isc_queue_row_cleanup(&gone->written);
+	free(gone->id);
+	free(gone->status);
+	free(gone);
+}
+
+/* The row of isc status: place, expected start, the run's nodes, cycles done. */
+static void record_queue_state(struct isc_onprem *o, struct exp *e, int64_t now)
+{
+	struct isc_queue_info info;
+	struct isc_queue_row r = {0};
+	struct isc_err err;
+	char nodes[512] = "";
+
+	if (isc_queue_info(o->q, e->qid, now, &info, &err))
+		return;
+	if (run_nodes(e->run)) {
+		const struct onprem_job *j = run_nodes(e->run);
+		size_t used = 0;
+		/* node ids are set before the boot worker starts and never change */
+		for (size_t i = 0; i < j->n && used < sizeof(nodes) - 24; i++)
+			used += (size_t)snprintf(nodes + used, sizeof(nodes) - used, "%s%lld",
+			                         i ? "," : "", (long long)j->t[i].node_id);
+	}
+	r.experiment_id = e->id;
+	r.position = info.position;
+	r.next_start_ms = info.next_start_ms;
+	r.run_nodes = nodes;
+	r.cycles_done = info.cycles_done;
+	/* Unchanged rows are not written again: most ticks change nothing. */
+	if (e->written.experiment_id && e->written.position == r.position &&
+	    e->written.next_start_ms == r.next_start_ms &&
+	    e->written.cycles_done == r.cycles_done && strcmp(e->written.run_nodes, nodes) == 0)
+		return;
+	if (isc_store_queue_put(o->store, &r, &err)) {
+		isc_log(ISC_LOG_WARN, "%s: %s", e->id, err.msg);
+		return;
+	}
+	isc_queue_row_cleanup(&e->written);
+	e->written = r;
+	e->written.experiment_id = strdup(e->id);
+	e->written.run_nodes = strdup(nodes);
+	if (!e->written.experiment_id || !e->written.run_nodes)
+		isc_queue_row_cleanup(&e->written);
+}
+
+/* max_rapid_cycles of a spec; absent: one cycle. */
+static int spec_max_cycles(const char *spec_json)
+{
+	json_t *o = json_loads(spec_json, 0, NULL);
+	json_t *m = json_object_get(o, "max_rapid_cycles");
+	int n = json_is_integer(m) ? (int)json_integer_value(m) : 1;
+	json_decref(o);
+	return n >= 1 && n <= 5 ? n : 1;
+}
+
+static struct exp *exp_add(struct isc_onprem *o, const struct isc_experiment *row, int validation)
+{
+	struct exp *e = calloc(1, sizeof(*e));
+	if (!e || !(e->id = strdup(row->id)) || !(e->status = strdup(row->status))) {
+		if (e)
+			free(e->id);
+		free(e);
+		return NULL;
+	}
+	e->qid = ++o->next_qid;
+	e->validation = validation;
+	e->next = NULL;
+	/* oldest first, as the store lists them */
+	struct exp **p = &o->exps;
+	while (*p)
+		p = &(*p)->next;
+	*p = e;
+	return e;
+}
+
+/* ---- nodes ---- */
+
+static struct node *node_by_id(struct isc_onprem *o, int64_t id)
+{
+	for (struct node *n = o->nodes; n; n = n->next)
+		if (n->id == id)
+			return n;
+	return NULL;
+}
+
+static enum isc_queue_node_state queue_node_state(const struct node *n)
+{
+	if (strcmp(n->state, "down") == 0)
+		return ISC_QUEUE_NODE_DOWN;
+	if (strcmp(n->state, "draining") == 0 || n->orphan)
+		return ISC_QUEUE_NODE_DRAINING;
+	return ISC_QUEUE_NODE_UP;
+}
+
+static struct run *run_on_node(struct isc_onprem *o, int64_t node_id, struct exp **owner)
+{
+	for (struct exp *e = o->exps; e; e = e->next) {
+		const struct onprem_job *j = run_nodes(e->run);
+		if (!j)
+			continue;
+		for (size_t i = 0; i < j->n; i++) {
+			if (j->t[i].node_id == node_id) {
+				*owner = e;
+				return e->run;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome outcome,
+                       const char *why, int suspect_rank);
+
+/* A node stopped answering: down in the store and the queue; its run is an interruption. */
+static void mark_down(struct isc_onprem *o, struct node *n, const char *why)
+{
+	struct isc_err err;
+	struct exp *owner = NULL;
+	struct run *r;
+
+	if (strcmp(n->state, "down") == 0)
+		return;
+	if (isc_store_pool_set_state(o->store, n->id, "down", &err))
+		isc_log(ISC_LOG_ERROR, "pool node %lld: %s", (long long)n->id, err.msg);
+	snprintf(n->state, sizeof(n->state), "down");
+	isc_queue_node_set_state(o->q, n->id, ISC_QUEUE_NODE_DOWN, &err);
+	isc_log(ISC_LOG_WARN, "pool node %lld (%s:%d) is down: %s", (long long)n->id, n->host,
+	        n->port, why);
+	r = run_on_node(o, n->id, &owner);
+	if (!r)
+		return;
+	for (size_t i = 0; r->spec && i < r->spec->n; i++)
+		if (r->spec->t[i].node_id == n->id)
+			r->spec->t[i].skip = 1; /* the stop does not wait on it */
+	if (r->phase == PHASE_RUNNING) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "node %s:%d stopped answering (%.200s)", n->host,
+		         n->port, why);
+		note(o, owner->id, "interrupted", "%s; stopping the other ranks and requeueing",
+		     msg);
+		start_stop(o, owner, ISC_QUEUE_NODE_LOST, msg, -1);
+	}
+}
+
+/* The pool as the store has it now, into the queue. */
+static void sync_nodes(struct isc_onprem *o)
+{
+	struct isc_pool_node *list = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	if (isc_store_pool_list(o->store, &list, &n, &err)) {
+		isc_log(ISC_LOG_WARN, "reading the pool: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct node *nd = node_by_id(o, list[i].id);
+		if (!nd) {
+			nd = calloc(1, sizeof(*nd));
+			if (!nd || !(nd->host = strdup(list[i].host)) ||
+			    !(nd->user = strdup(list[i].user))) {
+				if (nd)
+					free(nd->host);
+				free(nd);
+				continue;
+			}
+			nd->id = list[i].id;
+			nd->port = list[i].port;
+			nd->gpus = list[i].gpus;
+			nd->next = o->nodes;
+			o->nodes = nd;
+		}
+		snprintf(nd->state, sizeof(nd->state), "%s", list[i].state);
+		if (!nd->in_queue) {
+			if (isc_queue_node_add(o->q, nd->id, nd->gpus, &err)) {
+				isc_log(ISC_LOG_WARN, "pool node %lld: %s", (long long)nd->id,
+				        err.msg);
+				continue;
+			}
+			nd->in_queue = 1;
+		}
+		isc_queue_node_set_state(o->q, nd->id, queue_node_state(nd), &err);
+	}
+	/* Removed from the store: out of the queue once no run holds the node. */
+	for (struct node **p = &o->nodes; *p;) {
+		struct node *nd = *p;
+		int present = 0;
+		for (size_t i = 0; i < n && !present; i++)
+			present = list[i].id == nd->id;
+		if (!present && (!nd->in_queue || isc_queue_node_remove(o->q, nd->id, &err) == 0)) {
+			*p = nd->next;
+			free(nd->host);
+			free(nd->user);
+			free(nd);
+		} else {
+			if (!present) /* keeps its run; gets nothing new */
+				isc_queue_node_set_state(o->q, nd->id, ISC_QUEUE_NODE_DRAINING,
+				                         &err);
+			p = &nd->next;
+		}
+	}
+	isc_pool_nodes_free(list, n);
+}
+
+/* ---- runs ---- */
+
+static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome outcome,
+                       const char *why, int suspect_rank)
+{
+	struct run *r = e->run;
+	struct onprem_job *j;
+	struct isc_err err;
+
+	if (!r || r->phase != PHASE_RUNNING || !r->spec)
+		return;
+	j = onprem_job_new(ONPREM_JOB_STOP, &o->env, r->spec->n);
+	if (!j)
+		return; /* tried again at the next exit or decision */
+	j->exp_id = strdup(r->spec->exp_id);
+	j->name = strdup(r->spec->name);
+	j->compute_mode = strdup(r->spec->compute_mode);
+	j->command = strdup(r->spec->command);
+	j->image = strdup(r->spec->image);
+	j->nnodes = r->spec->nnodes;
+	j->nproc = r->spec->nproc;
+	for (size_t i = 0; i < r->spec->n; i++) {
+		j->t[i] = r->spec->t[i];
+		j->t[i].host = strdup(r->spec->t[i].host);
+		j->t[i].user = strdup(r->spec->t[i].user);
+	}
+	j->pull = 1;
+	for (size_t i = 0; suspect_rank >= 0 && i < j->n; i++)
+		if (j->t[i].rank == suspect_rank)
+			j->suspect = (int)i;
+	j->follow = r->follow;
+	r->follow = NULL;
+	r->outcome = outcome;
+	snprintf(r->why, sizeof(r->why), "%s", why);
+	r->phase = PHASE_STOPPING;
+	r->job = j;
+	if (onprem_job_start(j, &err))
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+}
+
+static const char *pause_words(enum isc_queue_stop_reason r)
+{
+	switch (r) {
+	case ISC_QUEUE_STOP_CYCLE_END:
+		return "cycle over; back of the cycle queue";
+	case ISC_QUEUE_STOP_BLOCK_END:
+		return "its block of this period is used; waits for the next period";
+	case ISC_QUEUE_STOP_PERIOD_END:
+		return "the period ended; apportioned again";
+	case ISC_QUEUE_STOP_PREEMPTED:
+		return "pre-empted by a cycle experiment; resumes for the rest of its block";
+	default:
+		return "stopped";
+	}
+}
+
+/* The queue heard of the run's end: the store follows. */
+static void run_finished(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome how,
+                         const char *why, int64_t now)
+{
+	enum isc_queue_state final;
+	struct isc_queue_info info;
+	struct isc_err err;
+	enum isc_queue_stop_reason reason = e->run ? e->run->reason : ISC_QUEUE_STOP_CYCLE_END;
+	int queue_stop = e->run && e->run->queue_stop;
+
+	if (isc_queue_run_ended(o->q, e->qid, how, now, &final, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+		return;
+	}
+	run_free(e->run);
+	e->run = NULL;
+	isc_queue_info(o->q, e->qid, now, &info, &err);
+	switch (final) {
+	case ISC_QUEUE_PAUSED:
+		if (e->validation)
+			note(o, e->id, "paused", "validation cycle interrupted (%s); it runs again",
+			     why);
+		else
+			set_status(o, e, "paused", "run %d: %s", info.cycle_count,
+			           how == ISC_QUEUE_STOPPED && queue_stop ? pause_words(reason)
+			                                                  : why);
+		record_queue_state(o, e, now);
+		return;
+	case ISC_QUEUE_COMPLETED:
+		if (e->validation && how == ISC_QUEUE_STOPPED) {
+			/* The cycle ran its length without failing: the cloud takes it from here.
+			 */
+			set_status(o, e, "placing",
+			           "validation cycle on-prem passed; bursting with its checkpoint "
+			           "(cycle %d next)",
+			           info.cycle_count + 1);
+		} else {
+			set_status(o, e, "completed", "%s", why);
+		}
+		break;
+	case ISC_QUEUE_FAILED:
+		set_status(o, e, "failed", "%s%s", e->validation ? "validation cycle: " : "", why);
+		break;
+	case ISC_QUEUE_CANCELLED:
+		set_status(o, e, "cancelled", "cancelled by user");
+		break;
+	default:
+		break;
+	}
+	record_queue_state(o, e, now);
+	exp_drop(o, e);
+}
+
+static void boot_done(struct isc_onprem *o, struct exp *e, int64_t now)
+{
+	struct run *r = e->run;
+	struct onprem_job *j = r->job;
+	struct isc_err err;
+	char *out_dir = NULL;
+
+	r->job = NULL;
+	r->spec = j;
+	if (j->rc == 0) {
+		/* rank_N.txt under the experiment's output folder, as for bursts */
+		char *parent = NULL;
+		if (asprintf(&parent, "%s/experiments", o->env.home) >= 0) {
+			mkdir(parent, 0700);
+			free(parent);
+		}
+		if (asprintf(&out_dir, "%s/experiments/%s", o->env.home, e->id) < 0)
+			out_dir = NULL;
+		if (!out_dir || onprem_follow_start(j, out_dir, &r->follow, &err))
+			isc_log(ISC_LOG_WARN, "%s: following output: %s", e->id,
+			        out_dir ? err.msg : "out of memory");
+		free(out_dir);
+		r->phase = PHASE_RUNNING;
+		note(o, e->id, "started", "run %d started on %d node(s) (%s)", j->cycle_count,
+		     j->nnodes, r->stop_wanted ? "stopping at once" : "running");
+		if (r->stop_wanted)
+			start_stop(o, e, ISC_QUEUE_STOPPED, pause_words(r->reason), -1);
+		return;
+	}
+	/* The launcher removed what it had started. Nodes that did not answer are down. */
+	int lost = 0;
+	for (size_t i = 0; i < j->n; i++) {
+		struct onprem_target *t = &j->t[i];
+		struct node *nd;
+		if (t->rc != ISC_ETRANSIENT && t->rc != ISC_EAUTH)
+			continue;
+		if (strstr(t->msg, "cancelled"))
+			continue; /* given up because another node failed first */
+		lost = 1;
+		if ((nd = node_by_id(o, t->node_id)))
+			mark_down(o, nd, t->msg);
+	}
+	note(o, e->id, "boot_failed", "run %d: %s", j->cycle_count, j->err.msg);
+	/* A cancel stands whatever the boot did; otherwise a lost node is an interruption. */
+	if (r->stop_wanted && (r->reason == ISC_QUEUE_STOP_CANCELLED || !lost))
+		run_finished(o, e, ISC_QUEUE_STOPPED, "stopped", now);
+	else if (lost)
+		run_finished(o, e, ISC_QUEUE_NODE_LOST, j->err.msg, now);
+	else
+		run_finished(o, e, ISC_QUEUE_EXIT_FAILED, j->err.msg, now);
+}
+
+static void stop_done(struct isc_onprem *o, struct exp *e, int64_t now)
+{
+	struct run *r = e->run;
+	struct onprem_job *j = r->job;
+	char why[sizeof(r->why)];
+
+	if (j->pull && j->pull_rc)
+		note(o, e->id, "artifacts", "could not bring artifacts home from rank 0: %s",
+		     j->pull_err.msg);
+	snprintf(why, sizeof(why), "%s", r->why);
+	if (j->lost && j->suspect >= 0) {
+		/* the rank died with its node: an interruption, not a failure of the run */
+		struct onprem_target *t = &j->t[j->suspect];
+		struct node *nd = node_by_id(o, t->node_id);
+		snprintf(why, sizeof(why), "node %s:%d stopped answering (%.200s)", t->host,
+		         t->port, t->msg);
+		note(o, e->id, "interrupted", "%s; requeued", why);
+		r->outcome = ISC_QUEUE_NODE_LOST;
+		if (nd)
+			mark_down(o, nd, t->msg);
+	}
+	run_finished(o, e, r->outcome, why, now);
+}
+
+/* Rank exits of running runs: any non-zero one fails the run, rank 0's 0 completes it. */
+static void poll_runs(struct isc_onprem *o)
+{
+	for (struct exp *e = o->exps; e; e = e->next) {
+		struct isc_rank_exit exits[ISC_QUEUE_MAX_GPUS];
+		struct run *r = e->run;
+		size_t k;
+		char why[128] = "";
+		enum isc_queue_outcome how = ISC_QUEUE_EXIT_OK;
+		int suspect = -1;
+
+		if (!r || r->phase != PHASE_RUNNING || !r->follow)
+			continue;
+		k = isc_launch_follow_poll(r->follow, exits, ISC_QUEUE_MAX_GPUS);
+		if (k > ISC_QUEUE_MAX_GPUS)
+			k = ISC_QUEUE_MAX_GPUS;
+		for (size_t i = 0; i < k; i++) {
+			if (exits[i].code != 0) {
+				how = ISC_QUEUE_EXIT_FAILED;
+				snprintf(why, sizeof(why), "rank %d exited with code %d",
+				         exits[i].rank, exits[i].code);
+				suspect = exits[i].rank;
+				break;
+			}
+			if (exits[i].rank == 0)
+				snprintf(why, sizeof(why), "rank 0 exited with code 0");
+		}
+		if (why[0])
+			start_stop(o, e, how, why, suspect);
+	}
+}
+
+/* ---- decisions ---- */
+
+static int fill_spec(struct isc_onprem *o, struct onprem_job *j, const struct isc_experiment *row)
+{
+	json_t *spec = json_loads(row->spec_json, 0, NULL);
+	json_t *image = json_object_get(spec, "image");
+	json_t *list = json_object_get(spec, "dataset_id_list");
+	const char *command = json_string_value(json_object_get(spec, "command"));
+	int rc = 0;
+
+	j->exp_id = strdup(row->id);
+	j->name = strdup(row->name);
+	j->compute_mode = strdup(row->compute_mode);
+	j->command = command ? strdup(command) : NULL;
+	j->image =
+	    strdup(json_is_string(image) ? json_string_value(image) : o->env.cfg->default_image);
+	j->datasets = calloc(json_array_size(list) + 1, sizeof(*j->datasets));
+	if (!j->exp_id || !j->name || !j->compute_mode || !j->image || !j->datasets)
+		rc = ISC_ENOMEM;
+	for (size_t i = 0; !rc && i < json_array_size(list); i++) {
+		const char *d = json_string_value(json_array_get(list, i));
+		if (d && !(j->datasets[j->n_datasets++] = strdup(d)))
+			rc = ISC_ENOMEM;
+	}
+	if (!rc && !command)
+		rc = ISC_EINVALID;
+	json_decref(spec);
+	return rc;
+}
+
+static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queue_decision *d,
+                      int64_t now)
+{
+	struct isc_experiment row;
+	struct onprem_job *j = NULL;
+	struct isc_err err;
+	struct run *r;
+	char nodes[256] = "";
+	size_t used = 0;
+	int rc;
+
+	if (isc_store_experiment_get(o->store, e->id, &row, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+		run_finished(o, e, ISC_QUEUE_NODE_LOST, err.msg, now);
+		return;
+	}
+	r = calloc(1, sizeof(*r));
+	j = onprem_job_new(ONPREM_JOB_BOOT, &o->env, (size_t)d->nnodes);
+	if (!r || !j) {
+		free(r);
+		onprem_job_free(j);
+		isc_experiment_cleanup(&row);
+		run_finished(o, e, ISC_QUEUE_NODE_LOST, "out of memory", now);
+		return;
+	}
+	e->run = r;
+	r->phase = PHASE_BOOTING;
+	r->job = j;
+	rc = fill_spec(o, j, &row);
+	j->cycle_count = d->cycle_count;
+	j->cycle_time_ms = (long)d->cycle_time_ms;
+	j->nnodes = d->nnodes;
+	j->nproc = d->nproc;
+	for (int i = 0; !rc && i < d->nnodes; i++) {
+		struct node *nd = node_by_id(o, d->node_ids[i]);
+		struct onprem_target *t = &j->t[i];
+		if (!nd) {
+			rc = ISC_ENOTFOUND;
+			break;
+		}
+		t->node_id = nd->id;
+		t->rank = i;
+		t->port = nd->port;
+		t->host = strdup(nd->host);
+		t->user = strdup(nd->user);
+		snprintf(t->pin, sizeof(t->pin), "onprem-node-%lld", (long long)nd->id);
+		if (!t->host || !t->user)
+			rc = ISC_ENOMEM;
+		if (used < sizeof(nodes) - 40)
+			used += (size_t)snprintf(nodes + used, sizeof(nodes) - used, "%s%s:%d",
+			                         i ? ", " : "", nd->host, nd->port);
+	}
+	if (rc) {
+		/* A spec without a command cannot run anywhere; the rest is this iscd's trouble. */
+		isc_experiment_cleanup(&row);
+		r->job = NULL;
+		r->spec = j;
+		run_finished(o, e, rc == ISC_EINVALID ? ISC_QUEUE_EXIT_FAILED : ISC_QUEUE_NODE_LOST,
+		             rc == ISC_EINVALID ? "the experiment has no command" : "cannot start",
+		             now);
+		return;
+	}
+	/* The store first: a cancel that came in meanwhile wins, and nothing boots. */
+	if (e->validation) {
+		note(o, e->id, "validating",
+		     "validation cycle (STRONG_CYCLE_COUNT %d, %lld ms) on %d node(s) x %d GPU(s): "
+		     "%s",
+		     d->cycle_count, (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
+		rc = strcmp(e->status, "validating") == 0 ? 0 : ISC_ECONFLICT;
+	} else {
+		rc = set_status(o, e, "running",
+		                "run %d (%s, %lld ms) on %d node(s) x %d GPU(s): %s",
+		                d->cycle_count, d->resume ? "resume" : "first start",
+		                (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
+	}
+	if (rc == ISC_ECONFLICT) {
+		/* It ended meanwhile (a cancel of a waiting experiment); the store has its final
+		 * status, the queue only needs to drop it. */
+		isc_experiment_cleanup(&row);
+		r->job = NULL;
+		r->spec = j;
+		isc_queue_run_ended(o->q, e->qid, ISC_QUEUE_EXIT_FAILED, now, NULL, &err);
+		exp_drop(o, e);
+		return;
+	}
+	row.cycle_count = d->cycle_count;
+	row.nnodes = d->nnodes;
+	row.nproc = d->nproc;
+	free(row.shape_id);
+	row.shape_id = strdup("on-prem");
+	if (isc_store_experiment_set_placement(o->store, &row, &err))
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+	isc_experiment_cleanup(&row);
+	if (onprem_job_start(j, &err))
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+	record_queue_state(o, e, now); /* the run's nodes, for isc status and a restart */
+}
+
+static void act(struct isc_onprem *o, int64_t now)
+{
+	const struct isc_queue_decision *d;
+	size_t n;
+
+	d = isc_queue_decide(o->q, now, &n);
+	for (size_t i = 0; i < n; i++) {
+		struct exp *e = exp_by_qid(o, d[i].exp_id);
+		if (!e)
+			continue;
+		if (d[i].action == ISC_QUEUE_STOP) {
+			struct run *r = e->run;
+			if (!r)
+				continue;
+			r->reason = d[i].reason;
+			r->queue_stop = 1;
+			if (r->phase == PHASE_BOOTING)
+				r->stop_wanted = 1;
+			else if (r->phase == PHASE_RUNNING)
+				start_stop(o, e, ISC_QUEUE_STOPPED,
+				           d[i].reason == ISC_QUEUE_STOP_LAST_CYCLE
+				               ? "its last cycle is over"
+				               : pause_words(d[i].reason),
+				           -1);
+			else if (r->outcome == ISC_QUEUE_STOPPED)
+				continue; /* already stopping for the queue */
+		} else if (!e->run) {
+			start_run(o, e, &d[i], now);
+		}
+	}
+}
+
+/* ---- work from the store ---- */
+
+static void orphan_stop(struct isc_onprem *o, const struct isc_experiment *row, const char *nodes)
+{
+	struct orphan *orph = calloc(1, sizeof(*orph));
+	struct onprem_job *j;
+	struct isc_err err;
+	size_t n = 1, k = 0;
+
+	for (const char *p = nodes; *p; p++)
+		n += *p == ',';
+	j = onprem_job_new(ONPREM_JOB_STOP, &o->env, n);
+	if (!orph || !j || fill_spec(o, j, row) == ISC_ENOMEM) {
+		free(orph);
+		onprem_job_free(j);
+		return;
+	}
+	{
+		char *copy = strdup(nodes), *save = NULL;
+		int rank = 0; /* the list is in rank order: container names follow it */
+		for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && k < n;
+		     tok = strtok_r(NULL, ",", &save), rank++) {
+			struct node *nd = node_by_id(o, strtoll(tok, NULL, 10));
+			struct onprem_target *t = &j->t[k];
+			if (!nd || strcmp(nd->state, "down") == 0)
+				continue;
+			t->node_id = nd->id;
+			t->rank = rank;
+			t->port = nd->port;
+			t->host = strdup(nd->host);
+			t->user = strdup(nd->user);
+			snprintf(t->pin, sizeof(t->pin), "onprem-node-%lld", (long long)nd->id);
+			nd->orphan = 1;
+			k++;
+		}
+		free(copy);
+	}
+	j->n = k;
+	/* Rank 0 was the first node of the run: its artifacts are the newest. */
+	j->pull = 1;
+	orph->job = j;
+	orph->exp_id = strdup(row->id);
+	orph->next = o->orphans;
+	o->orphans = orph;
+	note(o, row->id, "restart",
+	     "iscd restarted during a run: stopping what is left on %zu node(s) before it "
+	     "resumes",
+	     k);
+	onprem_job_start(j, &err);
+}
+
+static int orphan_pending(struct isc_onprem *o, const char *exp_id)
+{
+	for (struct orphan *x = o->orphans; x; x = x->next)
+		if (strcmp(x->exp_id, exp_id) == 0)
+			return 1;
+	return 0;
+}
+
+static void reap_orphans(struct isc_onprem *o)
+{
+	for (struct orphan **p = &o->orphans; *p;) {
+		struct orphan *x = *p;
+		if (!onprem_job_done(x->job)) {
+			p = &x->next;
+			continue;
+		}
+		for (size_t i = 0; i < x->job->n; i++) {
+			struct node *nd = node_by_id(o, x->job->t[i].node_id);
+			if (nd)
+				nd->orphan = 0;
+		}
+		*p = x->next;
+		onprem_job_free(x->job);
+		free(x->exp_id);
+		free(x);
+	}
+}
+
+/* A burst that waits for its validation cycle (burst_validation on). */
+static int wants_validation(const struct isc_onprem *o, const struct isc_experiment *row)
+{
+	return o->env.cfg->burst_validation && strcmp(row->compute_mode, "burst") == 0 &&
+	       ((strcmp(row->status, "enqueued") == 0 && row->cycle_count == 0) ||
+	        strcmp(row->status, "validating") == 0);
+}
+
+static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int64_t now)
+{
+	struct isc_queue_submit sub = {0};
+	struct isc_queue_row qrow;
+	struct isc_err err;
+	int onprem = strcmp(row->compute_mode, "cycle") == 0 ||
+	             strcmp(row->compute_mode, "interruptible") == 0;
+	int validation = !onprem && wants_validation(o, row);
+	int restore = strcmp(row->status, "enqueued") != 0;
+	struct exp *e;
+
+	if ((!onprem && !validation) || row->cancel_requested || orphan_pending(o, row->id))
+		return;
+	if (onprem && strcmp(row->status, "enqueued") != 0 && strcmp(row->status, "running") != 0 &&
+	    strcmp(row->status, "paused") != 0)
+		return;
+	if (isc_store_queue_get(o->store, row->id, &qrow, &err) == 0) {
+		if (qrow.run_nodes[0]) {
+			/* a previous iscd's run: stop it first, then the experiment resumes */
+			orphan_stop(o, row, qrow.run_nodes);
+			free(qrow.run_nodes);
+			qrow.run_nodes = strdup("");
+			isc_store_queue_put(o->store, &qrow, &err);
+			isc_queue_row_cleanup(&qrow);
+			return;
+		}
+	} else {
+		memset(&qrow, 0, sizeof(qrow));
+	}
+	e = exp_add(o, row, validation);
+	if (!e) {
+		isc_queue_row_cleanup(&qrow);
+		return;
+	}
+	sub.exp_id = e->qid;
+	sub.mode = strcmp(row->compute_mode, "interruptible") == 0 ? ISC_QUEUE_INTERRUPTIBLE
+	                                                           : ISC_QUEUE_CYCLE;
+	sub.gpus = row->gpus;
+	/* A validation is one cycle; a cycle experiment cycles max_rapid_cycles times. */
+	sub.max_cycles = validation ? 1 : spec_max_cycles(row->spec_json);
+	if (restore && row->cycle_count > 0) {
+		int done = qrow.cycles_done;
+		if (isc_queue_restore(o->q, &sub, row->created_at_ms, row->cycle_count, done, &err))
+			isc_log(ISC_LOG_ERROR, "%s: %s", row->id, err.msg);
+	} else if (isc_queue_submit(o->q, &sub, now, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", row->id, err.msg);
+	}
+	isc_queue_row_cleanup(&qrow);
+	if (validation && strcmp(row->status, "enqueued") == 0)
+		set_status(o, e, "validating",
+		           "burst_validation: one cycle on the on-prem pool before the cloud");
+	else if (onprem && strcmp(row->status, "running") == 0)
+		set_status(o, e, "paused", "iscd restarted; waits for its next run");
+	record_queue_state(o, e, now);
+}
+
+/* A cancel: waiting ones end at once, running ones are stopped with grace. */
+static void take_cancel(struct isc_onprem *o, struct exp *e, int64_t now)
+{
+	struct isc_err err;
+	int stopping = 0;
+
+	if (e->cancel_seen)
+		return;
+	e->cancel_seen = 1;
+	if (isc_queue_cancel(o->q, e->qid, &stopping, &err)) {
+		isc_log(ISC_LOG_WARN, "%s: %s", e->id, err.msg);
+		return;
+	}
+	if (stopping) {
+		note(o, e->id, "cancelling", "stopping the run with grace, then cancelled");
+		return;
+	}
+	set_status(o, e, "cancelled", "cancelled by user");
+	record_queue_state(o, e, now);
+	exp_drop(o, e);
+}
+
+static void sync_experiments(struct isc_onprem *o, int64_t now)
+{
+	struct isc_experiment *list = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	if (isc_store_experiment_list_active(o->store, &list, &n, &err)) {
+		isc_log(ISC_LOG_WARN, "reading experiments: %s", err.msg);
+		return;
+	}
+	/* Known ones that ended elsewhere (a cancel of a waiting one): out of the queue. */
+	for (struct exp *e = o->exps, *next; e; e = next) {
+		int active = 0;
+		next = e->next;
+		for (size_t i = 0; i < n && !active; i++)
+			active = strcmp(list[i].id, e->id) == 0;
+		if (!active) {
+			int stopping = 0;
+			if (!e->cancel_seen &&
+			    isc_queue_cancel(o->q, e->qid, &stopping, &err) == 0) {
+				e->cancel_seen = 1;
+				if (!stopping)
+					exp_drop(o, e);
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct exp *e = exp_by_id(o, list[i].id);
+		if (!e)
+			take_new(o, &list[i], now);
+		else if (list[i].cancel_requested)
+			take_cancel(o, e, now);
+	}
+	isc_experiment_list_free(list, n);
+}
+
+/* ---- probes ---- */
+
+static void probe_apply(struct isc_onprem *o, int64_t now)
+{
+	struct onprem_job *j = o->probe;
+	struct isc_err err;
+
+	for (size_t i = 0; i < j->n; i++) {
+		struct node *nd = node_by_id(o, j->t[i].node_id);
+		if (!nd)
+			continue;
+		if (j->t[i].rc == 0) {
+			nd->first_fail_ms = 0;
+			if (strcmp(nd->state, "down") == 0) {
+				isc_log(ISC_LOG_INFO, "pool node %lld (%s:%d) answers again: up",
+				        (long long)nd->id, nd->host, nd->port);
+				if (isc_store_pool_set_state(o->store, nd->id, "up", &err) == 0)
+					snprintf(nd->state, sizeof(nd->state), "up");
+			}
+			continue;
+		}
+		if (!nd->first_fail_ms)
+			nd->first_fail_ms = now;
+		if (now - nd->first_fail_ms >= o->env.cfg->node_down_after_ms)
+			mark_down(o, nd, j->t[i].msg);
+	}
+	onprem_job_free(j);
+	o->probe = NULL;
+}
+
+/* Nodes that hold a run, and the down ones (which may answer again). */
+static void probe_start(struct isc_onprem *o, int64_t now)
+{
+	struct onprem_job *j;
+	struct isc_err err;
+	size_t n = 0, k = 0;
+
+	if (o->probe || now - o->probe_at_ms < PROBE_EVERY_MS)
+		return;
+	for (struct node *nd = o->nodes; nd; nd = nd->next)
+		n++;
+	j = onprem_job_new(ONPREM_JOB_PROBE, &o->env, n);
+	if (!j)
+		return;
+	for (struct node *nd = o->nodes; nd; nd = nd->next) {
+		struct exp *owner;
+		struct run *r = run_on_node(o, nd->id, &owner);
+		if (strcmp(nd->state, "down") != 0 && !r)
+			continue;
+		j->t[k].node_id = nd->id;
+		j->t[k].port = nd->port;
+		j->t[k].host = strdup(nd->host);
+		j->t[k].user = strdup(nd->user);
+		snprintf(j->t[k].pin, sizeof(j->t[k].pin), "onprem-node-%lld", (long long)nd->id);
+		k++;
+	}
+	j->n = k;
+	if (!k) {
+		onprem_job_free(j);
+		return;
+	}
+	o->probe = j;
+	o->probe_at_ms = now;
+	onprem_job_start(j, &err);
+}
+
+/* ---- the tick ---- */
+
+int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err)
+{
+	int64_t now = now_ms();
+	(void)err;
+
+	reap_orphans(o);
+	if (o->probe && onprem_job_done(o->probe))
+		probe_apply(o, now);
+	for (struct exp *e = o->exps, *next; e; e = next) {
+		next = e->next; /* e may be dropped */
+		if (!e->run || !e->run->job || !onprem_job_done(e->run->job))
+			continue;
+		if (e->run->phase == PHASE_BOOTING)
+			boot_done(o, e, now);
+		else if (e->run->phase == PHASE_STOPPING)
+			stop_done(o, e, now);
+	}
+	sync_nodes(o);
+	sync_experiments(o, now);
+	poll_runs(o);
+	act(o, now);
+	probe_start(o, now);
+	for (struct exp *e = o->exps; e; e = e->next)
+		record_queue_state(o, e, now);
+	return 0;
+}
+
+int isc_onprem_new(struct isc_store *store, struct isc_onprem **out, struct isc_err *err)
+{
+	struct isc_onprem *o = calloc(1, sizeof(*o));
+	struct isc_queue_config qcfg;
+	char *pub = NULL;
+	int rc;
+
+	if (!o)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	o->store = store;
+	o->env.home = strdup(isc_store_home(store));
+	if (!o->env.home) {
+		isc_onprem_free(o);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if ((rc = isc_config_load(o->env.home, &o->env.cfg, err))) {
+		isc_onprem_free(o);
+		return rc;
+	}
+	o->env.key_path = isc_cluster_key_path(o->env.home, POOL_KEY_ID);
+	/* The pool's key pair, made on first use (as `isc nodes pubkey` does). */
+	rc = isc_cluster_key_public(o->env.home, POOL_KEY_ID, &pub, err);
+	if (rc == ISC_ENOTFOUND)
+		rc = isc_cluster_key_create(o->env.home, POOL_KEY_ID, &pub, err);
+	if (rc == ISC_ECONFLICT) /* `isc nodes pubkey` made it meanwhile */
+		rc = 0;
+	free(pub);
+	if (!rc && !o->env.key_path)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	qcfg.cycle_ms = o->env.cfg->cycle_ms;
+	qcfg.period_ms = o->env.cfg->period_ms;
+	if (!rc)
+		rc = isc_queue_new(&qcfg, now_ms(), &o->q, err);
+	if (rc) {
+		isc_onprem_free(o);
+		return rc;
+	}
+	sync_nodes(o);
+	*out = o;
+	return 0;
+}
+
+void isc_onprem_free(struct isc_onprem *o)
+{
+	if (!o)
+		return;
+	while (o->exps) {
+		struct exp *e = o->exps;
+		o->exps = e->next;
+		run_free(e->run); /* joins a boot or stop in progress */
+		isc_queue_row_cleanup(&e->written);
+		free(e->id);
+		free(e->status);
+		free(e);
+	}
+	while (o->nodes) {
+		struct node *nd = o->nodes;
+		o->nodes = nd->next;
+		free(nd->host);
+		free(nd->user);
+		free(nd);
+	}
+	while (o->orphans) {
+		struct orphan *x = o->orphans;
+		o->orphans = x->next;
+		onprem_job_free(x->job);
+		free(x->exp_id);
+		free(x);
+	}
+	onprem_job_free(o->probe);
+	isc_queue_free(o->q);
+	isc_config_free(o->env.cfg);
+	free(o->env.key_path);
+	free(o->env.home);
+	free(o);
+}
