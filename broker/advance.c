@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
+#include "queue/queue.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -287,7 +288,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		c.region = cand->region;
 		c.nnodes = cand->nnodes;
 		c.nproc = cand->nproc;
-		c.cycle = e->cycle_count + 1;
+		c.cycle = isc_queue_next_cycle(e->cycle_count);
 		c.price_micros = cand->node_price_micros;
 		c.state = "launching";
 		/* The cluster and its intent first: the reservation and every cloud call refer to
@@ -675,13 +676,13 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 			     "node %s (rank %d) got an interruption notice; launching the "
 			     "replacement "
 			     "for cycle %d while the old cluster drains",
-			     nodes[i].instance_id, nodes[i].rank, c.cycle + 1);
+			     nodes[i].instance_id, nodes[i].rank, isc_queue_next_cycle(c.cycle));
 			isc_store_cluster_set_state(s, c.id, "draining", &err);
 			isc_crash_point("reprovision.draining_marked");
 			broker_exclusions_clear(b, e->id);
 			if (set_status(s, e, "placing",
 			               "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
-			               c.cycle + 1) == 0)
+			               isc_queue_next_cycle(c.cycle)) == 0)
 				place(b, s, e);
 			isc_crash_point("reprovision.replacement_launched");
 			drain(b, s, e);
@@ -695,7 +696,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 			broker_exclusions_clear(b, e->id);
 			set_status(s, e, "placing",
 			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
-			           c.cycle + 1);
+			           isc_queue_next_cycle(c.cycle));
 			goto out;
 		}
 	}

@@ -8,7 +8,9 @@
  *   5. ask the queue for its decisions and start a worker for each;
  *   6. probe the nodes that hold runs (and the down ones) for answers;
  *   7. record each experiment's place in the queue for isc status.
- * Only this thread writes the store; workers get copies and report back.
+ * Only this thread writes the store; workers get copies and report back. The
+ * statuses are the queue's state names (isc_queue_state_name), plus "validating"
+ * for a burst's validation cycle.
  */
 #include "onprem/onprem_int.h"
 
@@ -475,9 +477,9 @@ static void run_finished(struct isc_onprem *o, struct exp *e, enum isc_queue_out
 			note(o, e->id, "paused", "validation cycle interrupted (%s); it runs again",
 			     why);
 		else
-			set_status(o, e, "paused", "run %d: %s", info.cycle_count,
-			           how == ISC_QUEUE_STOPPED && queue_stop ? pause_words(reason)
-			                                                  : why);
+			set_status(
+			    o, e, isc_queue_state_name(final), "run %d: %s", info.cycle_count,
+			    how == ISC_QUEUE_STOPPED && queue_stop ? pause_words(reason) : why);
 		record_queue_state(o, e, now);
 		return;
 	case ISC_QUEUE_COMPLETED:
@@ -489,14 +491,15 @@ static void run_finished(struct isc_onprem *o, struct exp *e, enum isc_queue_out
 			           "(cycle %d next)",
 			           info.cycle_count + 1);
 		} else {
-			set_status(o, e, "completed", "%s", why);
+			set_status(o, e, isc_queue_state_name(final), "%s", why);
 		}
 		break;
 	case ISC_QUEUE_FAILED:
-		set_status(o, e, "failed", "%s%s", e->validation ? "validation cycle: " : "", why);
+		set_status(o, e, isc_queue_state_name(final), "%s%s",
+		           e->validation ? "validation cycle: " : "", why);
 		break;
 	case ISC_QUEUE_CANCELLED:
-		set_status(o, e, "cancelled", "cancelled by user");
+		set_status(o, e, isc_queue_state_name(final), "cancelled by user");
 		break;
 	default:
 		break;
@@ -713,7 +716,7 @@ static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queu
 		     d->cycle_count, (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
 		rc = strcmp(e->status, "validating") == 0 ? 0 : ISC_ECONFLICT;
 	} else {
-		rc = set_status(o, e, "running",
+		rc = set_status(o, e, isc_queue_state_name(ISC_QUEUE_RUNNING),
 		                "run %d (%s, %lld ms) on %d node(s) x %d GPU(s): %s",
 		                d->cycle_count, d->resume ? "resume" : "first start",
 		                (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
@@ -912,7 +915,8 @@ static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int
 		set_status(o, e, "validating",
 		           "burst_validation: one cycle on the on-prem pool before the cloud");
 	else if (onprem && strcmp(row->status, "running") == 0)
-		set_status(o, e, "paused", "iscd restarted; waits for its next run");
+		set_status(o, e, isc_queue_state_name(ISC_QUEUE_PAUSED),
+		           "iscd restarted; waits for its next run");
 	record_queue_state(o, e, now);
 }
 
@@ -933,7 +937,7 @@ static void take_cancel(struct isc_onprem *o, struct exp *e, int64_t now)
 		note(o, e->id, "cancelling", "stopping the run with grace, then cancelled");
 		return;
 	}
-	set_status(o, e, "cancelled", "cancelled by user");
+	set_status(o, e, isc_queue_state_name(ISC_QUEUE_CANCELLED), "cancelled by user");
 	record_queue_state(o, e, now);
 	exp_drop(o, e);
 }

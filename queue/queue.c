@@ -128,6 +128,11 @@ static struct qrun *run_of(const struct isc_queue *q, const struct qexp *e)
 	return &q->runs[e - q->exps];
 }
 
+int isc_queue_next_cycle(int cycle_count)
+{
+	return cycle_count < 0 ? 1 : cycle_count + 1;
+}
+
 void isc_queue_config_default(struct isc_queue_config *cfg)
 {
 	cfg->cycle_ms = ISC_QUEUE_CYCLE_MS_DEFAULT;
@@ -720,7 +725,7 @@ static int start_run(struct isc_queue *q, struct qexp *e, int cls, int nnodes, i
 	e->cls = cls;
 	e->nnodes = nnodes;
 	e->nproc = nproc;
-	e->cycle_count++;
+	e->cycle_count = isc_queue_next_cycle(e->cycle_count);
 	e->run_started_ms = now_ms;
 	e->run_allot_ms = allot_ms;
 	e->run_period = q->period_number;

@@ -46,6 +46,14 @@ struct isc_queue_config {
 	int64_t period_ms; /* interruptible apportioning period (2 h) */
 };
 
+/*
+ * STRONG_CYCLE_COUNT of the next run of an experiment whose runs so far had
+ * counts up to cycle_count (0 before the first): every start, resume and
+ * reprovision counts one. The queue's runs and the broker's clusters both take
+ * their count from here.
+ */
+int isc_queue_next_cycle(int cycle_count);
+
 /* The defaults: 90 s cycles, 2 h periods. */
 void isc_queue_config_default(struct isc_queue_config *cfg);
 

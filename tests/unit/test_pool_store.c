@@ -1,9 +1,13 @@
 /*
  * The on-prem pool's table: add with every field checked, list, find by id or
- * host, drain, mark down, remove; a node known twice is a conflict.
+ * host, drain, mark down, remove; a node known twice is a conflict. The queue's
+ * row per experiment (queue_state), and a cancel of waiting on-prem work that
+ * ends it at once while a burst's only asks the broker.
  */
 #include "store/store.h"
+#include "store/store_experiments.h"
 #include "store/store_pool.h"
+#include "store/store_queue.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,12 +133,82 @@ static void test_state_and_remove(void **state)
 	assert_int_equal(isc_store_pool_remove(f->s, id, &err), ISC_ENOTFOUND);
 }
 
+/* An experiment of the given mode, enqueued in a fresh project; its id in id (17+ bytes). */
+static void add_experiment(struct isc_store *s, const char *name, const char *mode, char *id)
+{
+	struct isc_err err;
+	struct isc_project p;
+	struct isc_experiment e = {0};
+	char *pid = NULL;
+	if (isc_store_project_resolve(s, "demo", &p, &err) != 0) {
+		assert_int_equal(isc_store_org_add(s, "demo", NULL, &err), 0);
+		assert_int_equal(isc_store_project_add(s, "demo", "demo", &pid, &err), 0);
+		assert_int_equal(isc_store_project_resolve(s, "demo", &p, &err), 0);
+		free(pid);
+	}
+	char *eid = isc_store_new_id("exp_");
+	assert_non_null(eid);
+	e.id = eid;
+	e.project_id = p.id;
+	e.org_id = p.org_id;
+	e.name = (char *)name;
+	e.compute_mode = (char *)mode;
+	e.gpus = 1;
+	e.spec_json = "{}";
+	e.status = "enqueued";
+	e.output_path = "/tmp/none";
+	assert_int_equal(isc_store_experiment_add(s, &e, &err), 0);
+	strcpy(id, eid);
+	free(eid);
+	isc_project_cleanup(&p);
+}
+
+static void test_queue_row_and_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_err err;
+	struct isc_queue_row r = {0}, got;
+	struct isc_experiment e;
+	char cyc[64], burst[64];
+
+	add_experiment(f->s, "c", "cycle", cyc);
+	add_experiment(f->s, "b", "burst", burst);
+	assert_int_equal(isc_store_queue_get(f->s, cyc, &got, &err), ISC_ENOTFOUND);
+	r.experiment_id = cyc;
+	r.position = 3;
+	r.next_start_ms = 1234;
+	r.run_nodes = "1,4";
+	r.cycles_done = 2;
+	assert_int_equal(isc_store_queue_put(f->s, &r, &err), 0);
+	r.position = 2; /* replaces */
+	assert_int_equal(isc_store_queue_put(f->s, &r, &err), 0);
+	assert_int_equal(isc_store_queue_get(f->s, cyc, &got, &err), 0);
+	assert_int_equal(got.position, 2);
+	assert_int_equal(got.next_start_ms, 1234);
+	assert_string_equal(got.run_nodes, "1,4");
+	assert_int_equal(got.cycles_done, 2);
+	isc_queue_row_cleanup(&got);
+
+	/* waiting on-prem work ends cancelled at once; a burst is the broker's to stop */
+	assert_int_equal(isc_store_experiment_request_cancel(f->s, cyc, &err), 0);
+	assert_int_equal(isc_store_experiment_get(f->s, cyc, &e, &err), 0);
+	assert_string_equal(e.status, "cancelled");
+	isc_experiment_cleanup(&e);
+	assert_int_equal(isc_store_experiment_request_cancel(f->s, cyc, &err), ISC_ECONFLICT);
+	assert_int_equal(isc_store_experiment_request_cancel(f->s, burst, &err), 0);
+	assert_int_equal(isc_store_experiment_get(f->s, burst, &e, &err), 0);
+	assert_string_equal(e.status, "enqueued");
+	assert_int_equal(e.cancel_requested, 1);
+	isc_experiment_cleanup(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_add_list_find, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_fields, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_state_and_remove, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queue_row_and_cancel, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
