@@ -197,7 +197,27 @@ check "iscd exits 0" test $? -eq 0
 rm -f "$dir/iscd.pid"
 check "no AddressSanitizer report" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd.log'"
 
-# 6. Validation then burst (burst_validation on), against the mock cloud: one cycle on-prem,
+# 6. iscd killed during a run: the next iscd stops what is left (with grace, artifacts home)
+# before the experiment resumes, with one more start.
+"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd-a.log" &
+echo $! >"$dir/iscd.pid"
+crash=$(train "$dir/lost.isc")
+check "crash runs" wait_status "$crash" running 20
+sleep 1
+kill -KILL "$(cat "$dir/iscd.pid")"
+wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd-b.log" &
+echo $! >"$dir/iscd.pid"
+check "after the restart it completes" wait_status "$crash" completed 40
+check "the left-over container was stopped with grace" test -s "$home/artifacts/$crash/checkpoints/term_at"
+check "its runs were counted 1 then 2" test "$(runs "$crash" | awk '{print $2}' | tr '\n' ' ')" = "1 2 "
+check "the restart is in its timeline" bash -c "'$ISC_BIN/isc' --home '$home' status '$crash' | grep -q 'iscd restarted during a run'"
+kill -TERM "$(cat "$dir/iscd.pid")"
+wait "$(cat "$dir/iscd.pid")"
+rm -f "$dir/iscd.pid"
+check "no AddressSanitizer report (restarted iscd)" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd-b.log'"
+
+# 7. Validation then burst (burst_validation on), against the mock cloud: one cycle on-prem,
 # then the cloud with the checkpoint and STRONG_CYCLE_COUNT going on; a burst whose
 # validation cycle fails never calls the cloud.
 if ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$TICK_MS "$repo/tests/mocks/sandbox" start "$dir/sandbox" >/dev/null 2>&1; then
