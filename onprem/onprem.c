@@ -489,7 +489,7 @@ static void run_finished(struct isc_onprem *o, struct exp *e, enum isc_queue_out
 			set_status(o, e, "placing",
 			           "validation cycle on-prem passed; bursting with its checkpoint "
 			           "(cycle %d next)",
-			           info.cycle_count + 1);
+			           isc_queue_next_cycle(info.cycle_count));
 		} else {
 			set_status(o, e, isc_queue_state_name(final), "%s", why);
 		}
