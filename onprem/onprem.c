@@ -50,6 +50,8 @@ struct run {
 	enum isc_queue_stop_reason reason;
 	int queue_stop; /* the stop is the queue's decision (reason is valid) */
 	char why[300];
+	struct onprem_job *sync;                /* a periodic artifact sync in progress */
+	int64_t checkpoints_at_ms, lossy_at_ms; /* last periodic sync (or the run's start) */
 };
 
 struct exp {
@@ -175,6 +177,7 @@ static void run_free(struct run *r)
 	if (!r)
 		return;
 	onprem_job_free(r->job);
+	onprem_job_free(r->sync);
 	onprem_job_free(r->spec);
 	if (r->follow)
 		isc_launch_follow_free(r->follow);
@@ -400,18 +403,13 @@ static void sync_nodes(struct isc_onprem *o)
 
 /* ---- runs ---- */
 
-static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome outcome,
-                       const char *why, int suspect_rank)
+/* A worker for a booted run: its experiment, image, command and nodes (copies). */
+static struct onprem_job *job_for_run(struct isc_onprem *o, const struct run *r,
+                                      enum onprem_job_kind kind)
 {
-	struct run *r = e->run;
-	struct onprem_job *j;
-	struct isc_err err;
-
-	if (!r || r->phase != PHASE_RUNNING || !r->spec)
-		return;
-	j = onprem_job_new(ONPREM_JOB_STOP, &o->env, r->spec->n);
+	struct onprem_job *j = onprem_job_new(kind, &o->env, r->spec->n);
 	if (!j)
-		return; /* tried again at the next exit or decision */
+		return NULL;
 	j->exp_id = strdup(r->spec->exp_id);
 	j->name = strdup(r->spec->name);
 	j->compute_mode = strdup(r->spec->compute_mode);
@@ -424,12 +422,33 @@ static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outco
 		j->t[i].host = strdup(r->spec->t[i].host);
 		j->t[i].user = strdup(r->spec->t[i].user);
 	}
+	if (!j->exp_id || !j->name || !j->compute_mode || !j->command || !j->image) {
+		onprem_job_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome outcome,
+                       const char *why, int suspect_rank)
+{
+	struct run *r = e->run;
+	struct onprem_job *j;
+	struct isc_err err;
+
+	if (!r || r->phase != PHASE_RUNNING || !r->spec)
+		return;
+	j = job_for_run(o, r, ONPREM_JOB_STOP);
+	if (!j)
+		return; /* tried again at the next exit or decision */
 	j->pull = 1;
 	for (size_t i = 0; suspect_rank >= 0 && i < j->n; i++)
 		if (j->t[i].rank == suspect_rank)
 			j->suspect = (int)i;
 	j->follow = r->follow;
 	r->follow = NULL;
+	j->sync = r->sync; /* the stop's own pull waits for it */
+	r->sync = NULL;
 	r->outcome = outcome;
 	snprintf(r->why, sizeof(r->why), "%s", why);
 	r->phase = PHASE_STOPPING;
@@ -531,6 +550,7 @@ static void boot_done(struct isc_onprem *o, struct exp *e, int64_t now)
 			        out_dir ? err.msg : "out of memory");
 		free(out_dir);
 		r->phase = PHASE_RUNNING;
+		r->checkpoints_at_ms = r->lossy_at_ms = now;
 		note(o, e->id, "started", "run %d started on %d node(s) (%s)", j->cycle_count,
 		     j->nnodes, r->stop_wanted ? "stopping at once" : "running");
 		if (r->stop_wanted)
@@ -613,6 +633,45 @@ static void poll_runs(struct isc_onprem *o)
 		}
 		if (why[0])
 			start_stop(o, e, how, why, suspect);
+	}
+}
+
+/*
+ * The bursts' schedule for running runs too: checkpoints and crud every
+ * checkpoint_sync_ms, lossy every lossy_sync_ms, from rank 0, so a node lost
+ * mid-run resumes from a recent checkpoint. One sync per run at a time.
+ */
+static void sync_runs(struct isc_onprem *o, int64_t now)
+{
+	for (struct exp *e = o->exps; e; e = e->next) {
+		struct run *r = e->run;
+		struct isc_err err;
+		int which = 0;
+
+		if (!r)
+			continue;
+		if (r->sync && onprem_job_done(r->sync)) {
+			if (r->sync->pull_rc)
+				note(o, e->id, "artifacts", "periodic sync from rank 0 failed: %s",
+				     r->sync->pull_err.msg);
+			onprem_job_free(r->sync);
+			r->sync = NULL;
+		}
+		if (r->sync || r->phase != PHASE_RUNNING)
+			continue;
+		if (now - r->checkpoints_at_ms >= o->env.cfg->checkpoint_sync_ms)
+			which |= ISC_ARTIFACT_CHECKPOINTS | ISC_ARTIFACT_CRUD;
+		if (now - r->lossy_at_ms >= o->env.cfg->lossy_sync_ms)
+			which |= ISC_ARTIFACT_LOSSY;
+		if (!which || !(r->sync = job_for_run(o, r, ONPREM_JOB_SYNC)))
+			continue;
+		r->sync->which = which;
+		if (which & ISC_ARTIFACT_CHECKPOINTS)
+			r->checkpoints_at_ms = now;
+		if (which & ISC_ARTIFACT_LOSSY)
+			r->lossy_at_ms = now;
+		if (onprem_job_start(r->sync, &err))
+			isc_log(ISC_LOG_WARN, "%s: %s", e->id, err.msg);
 	}
 }
 
@@ -1066,6 +1125,7 @@ int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err)
 	sync_nodes(o);
 	sync_experiments(o, now);
 	poll_runs(o);
+	sync_runs(o, now);
 	act(o, now);
 	probe_start(o, now);
 	for (struct exp *e = o->exps; e; e = e->next)

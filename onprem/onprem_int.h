@@ -38,6 +38,7 @@ enum onprem_job_kind {
 	ONPREM_JOB_BOOT,  /* clean the artifact folders, push the artifacts, boot every rank */
 	ONPREM_JOB_STOP,  /* stop following, docker stop with grace + rm, pull artifacts */
 	ONPREM_JOB_PROBE, /* log in to each target once, with a short deadline */
+	ONPREM_JOB_SYNC,  /* a running run's periodic sync: the `which` folders from rank 0 */
 };
 
 struct onprem_job {
@@ -57,6 +58,8 @@ struct onprem_job {
 	size_t n;
 	struct isc_launch_follow *follow; /* stop: the run's follower, freed by the worker */
 	int pull;                         /* stop: bring the artifacts home from rank 0 */
+	int which;                        /* sync: ISC_ARTIFACT_* folders to bring home */
+	struct onprem_job *sync; /* stop: a sync still running, waited for before the pull */
 	int suspect; /* stop: index of a target whose rank died (-1: none): does it answer? */
 	int lost;    /* stop: the suspect did not answer a login */
 	/* results */

@@ -3,7 +3,8 @@
  * of what it needs, so the tick never waits on a node: a boot (clean the
  * node's artifact folders, push the experiment's artifacts to rank 0, start
  * every rank), a stop (stop following, docker stop with the grace period and
- * removal, artifacts home from rank 0) or a probe (one SSH login per node).
+ * removal, artifacts home from rank 0), a periodic sync of a running run's
+ * artifacts, or a probe (one SSH login per node).
  */
 #include "onprem/onprem_int.h"
 
@@ -62,6 +63,7 @@ static void job_cleanup(struct onprem_job *j)
 	free(j->image);
 	if (j->follow)
 		isc_launch_follow_free(j->follow);
+	onprem_job_free(j->sync);
 }
 
 void onprem_job_free(struct onprem_job *j)
@@ -214,10 +216,41 @@ out:
 	view_cleanup(&v);
 }
 
+/* The `which` artifact folders from rank 0 into the experiment's artifact folder. */
+static void pull_rank0(struct onprem_job *j, const struct launch_view *v, int which)
+{
+	char *dir = NULL;
+
+	j->pull_rc = 0;
+	for (size_t k = 0; k < v->n; k++) {
+		struct isc_unpack_report report;
+		if (v->targets[k].rank != 0)
+			continue;
+		dir = isc_config_artifact_dir(j->env->cfg, j->env->home, j->exp_id);
+		if (!dir) {
+			j->pull_rc = isc_err_set(&j->pull_err, ISC_ENOMEM, "out of memory");
+			return;
+		}
+		char *parent = strdup(dir);
+		if (parent && strrchr(parent, '/')) {
+			*strrchr(parent, '/') = '\0';
+			mkdir(parent, 0700);
+		}
+		free(parent);
+		j->pull_rc = isc_launcher_pull_artifacts(&v->targets[k], &v->opts, dir, which,
+		                                         &report, &j->pull_err);
+		break;
+	}
+	if (!dir)
+		j->pull_rc = isc_err_set(&j->pull_err, ISC_ENOTFOUND,
+		                         "rank 0's node is down: the artifacts last brought home "
+		                         "are kept");
+	free(dir);
+}
+
 static void stop(struct onprem_job *j)
 {
 	struct launch_view v;
-	char *dir = NULL;
 
 	/*
 	 * A rank killed with its node (a dying machine takes its containers along) reads
@@ -250,32 +283,21 @@ static void stop(struct onprem_job *j)
 		isc_launch_follow_free(j->follow);
 		j->follow = NULL;
 	}
-	j->pull_rc = 0;
-	for (size_t k = 0; j->pull && k < v.n; k++) {
-		struct isc_unpack_report report;
-		if (v.targets[k].rank != 0)
-			continue;
-		dir = isc_config_artifact_dir(j->env->cfg, j->env->home, j->exp_id);
-		if (!dir) {
-			j->pull_rc = isc_err_set(&j->pull_err, ISC_ENOMEM, "out of memory");
-			break;
-		}
-		{
-			char *parent = strdup(dir);
-			if (parent && strrchr(parent, '/')) {
-				*strrchr(parent, '/') = '\0';
-				mkdir(parent, 0700);
-			}
-			free(parent);
-		}
-		j->pull_rc = isc_launcher_pull_artifacts(&v.targets[k], &v.opts, dir,
-		                                         ISC_ARTIFACT_ALL, &report, &j->pull_err);
-	}
-	if (j->pull && !dir && !j->pull_rc)
-		j->pull_rc = isc_err_set(&j->pull_err, ISC_ENOTFOUND,
-		                         "rank 0's node is down: the artifacts of the last run "
-		                         "brought home are kept");
-	free(dir);
+	/* One pull per folder at a time: a periodic sync still running finishes first. */
+	onprem_job_free(j->sync);
+	j->sync = NULL;
+	if (j->pull)
+		pull_rank0(j, &v, ISC_ARTIFACT_ALL);
+	view_cleanup(&v);
+}
+
+static void sync(struct onprem_job *j)
+{
+	struct launch_view v;
+	if (view_init(j, &v))
+		j->pull_rc = isc_err_set(&j->pull_err, ISC_ENOMEM, "out of memory");
+	else
+		pull_rank0(j, &v, j->which);
 	view_cleanup(&v);
 }
 
@@ -304,6 +326,9 @@ static void *job_main(void *arg)
 		break;
 	case ONPREM_JOB_PROBE:
 		probe(j);
+		break;
+	case ONPREM_JOB_SYNC:
+		sync(j);
 		break;
 	}
 	atomic_store_explicit((_Atomic int *)&j->done, 1, memory_order_release);
