@@ -23,23 +23,12 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
+# lib.sh's helpers (wait_status, status_of, mock) call isc: this one names the home.
 isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
 py() { /usr/bin/python3 -c "$@"; }
 field() { isc status "$1" --json | py "import json,sys; print(json.load(sys.stdin)$2)"; }
 now_ms() { date +%s%3N; }
 
-# wait_status ID STATUS SECONDS
-wait_status() {
-	local id=$1 want=$2 secs=$3 s=
-	for _ in $(seq 1 $((secs * 10))); do
-		s=$(field "$id" '["status"]')
-		[ "$s" = "$want" ] && return 0
-		sleep 0.1
-	done
-	echo "experiment $id is '$s', wanted '$want'" >&2
-	isc status "$id" >&2
-	return 1
-}
 train() { isc train "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 # runs ID: the runs recorded inside the containers and brought home ("NAME COUNT TIME_MS START_MS").
 runs() { cat "$home/artifacts/$1/checkpoints/runs.txt" 2>/dev/null; }
@@ -251,7 +240,7 @@ sleep 1
 '''
 EOF
 	sed 's/^experiment_name = "vb"/experiment_name = "vbad"/; s/^echo "vb .*/exit 3/' "$dir/vb.isc" >"$dir/vbad.isc"
-	launched() { curl -s "$MOCKCLOUD_URL/_mock/instances" | py 'import json,sys; print(len(json.load(sys.stdin)))'; }
+	launched() { mock instances | py 'import json,sys; print(len(json.load(sys.stdin)))'; }
 	"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd2.log" &
 	echo $! >"$dir/iscd.pid"
 	vbad=$(isc burst "$dir/vbad.isc" | grep -Eo 'exp_[0-9a-f]{16}')
