@@ -1,6 +1,6 @@
 /*
  * What iscd's on-prem queue knows of an experiment (table queue_state,
- * migration 9): its place among the waiting experiments of its mode, the
+ * migration 10): its place among the waiting experiments of its mode, the
  * expected next start, the pool nodes of its current run and the cycles it ran
  * to their end. iscd writes it every tick; isc status reads it; iscd reads it
  * back when it restarts (docs/queue.md).
