@@ -174,7 +174,7 @@ struct node_job {
 	int rc;
 	int touched; /* the boot script started here, so a rollback must clean up */
 	int started; /* the container was started on this node */
-	int64_t connect_ms, total_ms;
+	int64_t handshake_ms, connect_ms, total_ms;
 	char key_type[32], key_sha256[65];
 	struct isc_err err;
 	pthread_t thread;
@@ -210,7 +210,7 @@ static void *boot_node(void *arg)
 	isc_buf_init(&env_args, 0);
 	isc_buf_init(&script, 0);
 	isc_buf_init(&errout, 0);
-	j->connect_ms = -1;
+	j->handshake_ms = j->connect_ms = -1;
 	if (!name || env_file(j->spec, j->nodes, j->n, node->rank, &env, &env_args) ||
 	    boot_script(j->spec, name, isc_buf_cstr(&env_args), &script)) {
 		j->rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
@@ -219,6 +219,7 @@ static void *boot_node(void *arg)
 	if ((j->rc = open_node(j, &ssh)))
 		goto out;
 	j->connect_ms = isc_monotonic_ms() - t0;
+	j->handshake_ms = isc_ssh_login_started_ms(ssh) - t0;
 	/* From here the node may get a container even if we stop listening: roll it back. */
 	j->touched = 1;
 	j->rc =
@@ -300,6 +301,7 @@ static struct node_job *run_all(const struct isc_boot_spec *spec,
 		                            .grace_s = grace_s,
 		                            .deadline_ms = deadline,
 		                            .abort_all = abort_all,
+		                            .handshake_ms = -1,
 		                            .connect_ms = -1};
 		if (only && !only[i])
 			continue;
@@ -399,6 +401,7 @@ int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_n
 		r->rc = jobs[i].rc;
 		r->started = jobs[i].started;
 		r->rolled_back = undo && jobs[i].touched && !undo[i].rc;
+		r->handshake_ms = (long)jobs[i].handshake_ms;
 		r->connect_ms = (long)jobs[i].connect_ms;
 		r->total_ms = (long)jobs[i].total_ms;
 		memcpy(r->key_type, jobs[i].key_type, sizeof(r->key_type));

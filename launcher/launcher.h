@@ -59,6 +59,7 @@ struct isc_boot_result {
 	int rc;              /* 0, or this node's isc_code */
 	int started;         /* its container was started (after a failed boot: and removed) */
 	int rolled_back;     /* the cleanup (docker rm -f) ran on this node */
+	long handshake_ms;   /* until the SSH handshake and host-key check were done; -1 if never */
 	long connect_ms;     /* until logged in; -1 if never */
 	long total_ms;       /* until this node's boot finished or failed */
 	char key_type[32];   /* host key seen ("" if the node never answered) */

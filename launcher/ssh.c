@@ -22,6 +22,8 @@ struct isc_ssh {
 	char where[128];     /* "user@host:port", for messages */
 	char key_type[32];   /* host key seen by the last handshake */
 	char key_sha256[65]; /* its SHA-256, lowercase hex */
+	int64_t
+	    login_at_ms; /* isc_monotonic_ms() when the login began (handshake, key check done) */
 };
 
 /* libssh2_init is not thread-safe: it runs once, whichever thread connects first. */
@@ -151,6 +153,7 @@ static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeo
 			return rc; /* only a transient failure of the check itself is retried */
 		}
 	}
+	s->login_at_ms = isc_monotonic_ms();
 	if (libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL) !=
 	    0) {
 		char *msg = NULL;
@@ -200,6 +203,11 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 		                                     : "node unreachable before its deadline");
 	free(s);
 	return rc;
+}
+
+int64_t isc_ssh_login_started_ms(const struct isc_ssh *s)
+{
+	return s->login_at_ms;
 }
 
 const char *isc_ssh_hostkey_type(const struct isc_ssh *s)

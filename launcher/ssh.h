@@ -52,6 +52,9 @@ void isc_ssh_free(struct isc_ssh *s);
 const char *isc_ssh_hostkey_type(const struct isc_ssh *s);
 const char *isc_ssh_hostkey_sha256(const struct isc_ssh *s);
 
+/* isc_monotonic_ms() when the login began: the handshake and host-key check were done. */
+int64_t isc_ssh_login_started_ms(const struct isc_ssh *s);
+
 /* Receives output as it arrives (stderr = 1 for the error stream). */
 typedef void (*isc_ssh_output_fn)(void *ctx, const char *data, size_t len, int stderr_stream);
 
