@@ -150,7 +150,14 @@ first_resume=$(cat <(runs "$i1") <(runs "$i2") | awk '$2==2{print $4}' | sort -n
 check "interruptible runs resume only after the last cycle run started" test "$first_resume" -gt "$last_cycle"
 check "rank_0.txt of a cycle experiment has both runs" bash -c "grep -c 'run [12] of c1: rank 0 of 1, 2000 ms, mode cycle' '$home/experiments/$c1/rank_0.txt' | grep -qx 2"
 check "rank_1.txt of an interruptible one exists" grep -q "rank 1 of 2" "$home/experiments/$i1/rank_1.txt"
-check "the second run's container had STRONG_CYCLE_COUNT 2 and STRONG_CYCLE_TIME_MS 2000" bash -c "grep -l '\"STRONG_CYCLE_COUNT\": \"2\", \"STRONG_CYCLE_TIME_MS\": \"2000\"' '$dir'/n*/containers*/isc-$c1-r0*/config.json | grep -q ."
+# The container's recorded environment: the C docker stand-in's env file, or the Python
+# one's config.json (NODE_DOCKER=python).
+check "the second run's container had STRONG_CYCLE_COUNT 2 and STRONG_CYCLE_TIME_MS 2000" bash -c "
+for d in '$dir'/n*/containers*/isc-$c1-r0*; do
+	{ grep -qx STRONG_CYCLE_COUNT=2 \"\$d/env\" && grep -qx STRONG_CYCLE_TIME_MS=2000 \"\$d/env\"; } 2>/dev/null && exit 0
+	grep -q '\"STRONG_CYCLE_COUNT\": \"2\", \"STRONG_CYCLE_TIME_MS\": \"2000\"' \"\$d/config.json\" 2>/dev/null && exit 0
+done
+exit 1"
 
 # 3. A failing run ends failed and leaves the queue.
 bad=$(train "$dir/bad.isc")
