@@ -31,7 +31,11 @@
 #include <unistd.h>
 
 #define NODES 6
-#define PORT  2222
+/*
+ * The nodes' sshd port: per process, so a second run on the same machine (or
+ * the sshds of a run that was killed before its teardown) cannot hold it.
+ */
+static int node_port;
 
 static char root[64];
 static char key_path[256];
@@ -60,8 +64,8 @@ static int sh(const char *fmt, ...)
 
 static int node_up(int i)
 {
-	return sh("tests/mocks/node/node-up %s/n%d %s %d %s >/dev/null 2>&1", root, i, ips[i], PORT,
-	          pub_path);
+	return sh("tests/mocks/node/node-up %s/n%d %s %d %s >/dev/null 2>&1", root, i, ips[i],
+	          node_port, pub_path);
 }
 
 static int group_setup(void **state)
@@ -90,10 +94,12 @@ static int group_setup(void **state)
 	fprintf(f, "%s\n", pub);
 	fclose(f);
 	free(pub);
+	node_port = 20000 + (int)(getpid() % 20000);
 	for (int i = 0; i < NODES; i++) {
 		snprintf(ips[i], sizeof(ips[i]), "127.0.88.%d", i + 1);
 		snprintf(instance_ids[i], sizeof(instance_ids[i]), "i-test%d", i);
-		targets[i] = (struct isc_node_target){i, ips[i], PORT, ips[i], instance_ids[i]};
+		targets[i] =
+		    (struct isc_node_target){i, ips[i], node_port, ips[i], instance_ids[i]};
 		if (node_up(i))
 			return -1;
 	}
@@ -270,7 +276,7 @@ static void collect(void *ctx, const char *data, size_t len, int stderr_stream)
 /* Containers of an experiment on node i, running or not (pin NULL: no host-key check). */
 static size_t count_containers_as(int i, const char *experiment_id, isc_ssh_hostkey_fn check)
 {
-	struct isc_ssh_target t = {ips[i], PORT, "root", key_path, instance_ids[i], NULL};
+	struct isc_ssh_target t = {ips[i], node_port, "root", key_path, instance_ids[i], NULL};
 	struct isc_ssh *ssh;
 	struct isc_err err;
 	struct isc_buf b, cmd;
@@ -325,7 +331,7 @@ static void test_failed_pull_rolls_back_every_node(void **state)
 static void test_unreachable_node_fails_after_deadline(void **state)
 {
 	struct isc_node_target t[2] = {targets[0],
-	                               {1, "127.0.88.99", PORT, "127.0.88.99", "i-gone"}};
+	                               {1, "127.0.88.99", node_port, "127.0.88.99", "i-gone"}};
 	struct isc_boot_spec s = spec("exp_gone", "gone", "sleep 60", "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_err err;
@@ -355,7 +361,7 @@ static struct isc_store *store(void)
 static void test_changed_host_key_is_refused(void **state)
 {
 	/* Node 5 as a one-node cluster (its own rank 0). */
-	struct isc_node_target one = {0, ips[5], PORT, ips[5], instance_ids[5]};
+	struct isc_node_target one = {0, ips[5], node_port, ips[5], instance_ids[5]};
 	struct isc_boot_spec s = spec("exp_key", "key", "true", "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_boot_result res;
@@ -402,7 +408,7 @@ static void test_changed_host_key_is_refused(void **state)
 /* Without an instance id the key is pinned under host:port. */
 static void test_pin_without_instance_id(void **state)
 {
-	struct isc_node_target one = {0, ips[4], PORT, ips[4], NULL};
+	struct isc_node_target one = {0, ips[4], node_port, ips[4], NULL};
 	struct isc_boot_spec s = spec("exp_hp", "hp", "true", "img");
 	struct isc_launcher_opts o = opts();
 	struct isc_hostkey k;
@@ -416,7 +422,7 @@ static void test_pin_without_instance_id(void **state)
 	assert_int_equal(isc_launcher_boot(&s, &one, 1, &o, &err), 0);
 	isc_launcher_stop(&s, &one, 1, &o, 0);
 	st = store();
-	snprintf(target, sizeof(target), "%s:%d", ips[4], PORT);
+	snprintf(target, sizeof(target), "%s:%d", ips[4], node_port);
 	assert_int_equal(isc_store_hostkey_get(st, target, &k, &err), 0);
 	assert_string_equal(k.key_type, "ssh-ed25519");
 	isc_hostkey_cleanup(&k);
@@ -537,7 +543,7 @@ static void test_follow_reports_a_vanished_container(void **state)
 static void test_failure_cancels_nodes_still_connecting(void **state)
 {
 	struct isc_node_target t[3] = {
-	    targets[0], targets[1], {2, "127.0.88.98", PORT, "127.0.88.98", "i-late"}};
+	    targets[0], targets[1], {2, "127.0.88.98", node_port, "127.0.88.98", "i-late"}};
 	struct isc_boot_spec s = spec("exp_cancel", "c", "sleep 60", "img-does-not-exist:1");
 	struct isc_launcher_opts o = opts();
 	struct isc_boot_result res[3];
@@ -862,7 +868,8 @@ static void test_artifacts_pull_refuses_links_and_push_restores(void **state)
 	assert_int_equal(system(cmd), 0);
 	/* A node that never answers: the push tries again, then says so. */
 	{
-		struct isc_node_target gone = {9, "127.0.88.99", PORT, "127.0.88.99", "i-gone"};
+		struct isc_node_target gone = {9, "127.0.88.99", node_port, "127.0.88.99",
+		                               "i-gone"};
 		assert_int_equal(isc_launcher_push_artifacts(&gone, &o, local, &err),
 		                 ISC_ETRANSIENT);
 		assert_non_null(strstr(err.msg, "restoring artifacts onto 127.0.88.99"));
