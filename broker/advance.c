@@ -14,6 +14,7 @@
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "queue/queue.h"
+#include "store/store_ranks.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +57,37 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
 		e->status = copy;
 	}
 	return 0;
+}
+
+/* Whether two waiting reasons say the same, ignoring when the next try is. */
+static int same_wait_reason(const char *a, const char *b)
+{
+	const char *ea = strstr(a, "; next try at "), *eb = strstr(b, "; next try at ");
+	size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+	return la == lb && strncmp(a, b, la) == 0;
+}
+
+static int wait_again(struct isc_store *s, struct isc_experiment *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * Moves the experiment to (or keeps it in) waiting. A blocked experiment records
+ * its reason once per change, not once per retry: when it is waiting already for
+ * the same reason, only the time of the next try is written (the caller set it),
+ * and the timeline stays as it was.
+ */
+static int wait_again(struct isc_store *s, struct isc_experiment *e, const char *fmt, ...)
+{
+	char reason[ISC_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (strcmp(e->status, "waiting") == 0 && e->status_reason &&
+	    same_wait_reason(e->status_reason, reason))
+		return 0;
+	return set_status(s, e, "waiting", "%s", reason);
 }
 
 /*
@@ -160,6 +192,14 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 			     "checkpoint, crud and lossy folders brought home from rank 0");
 	}
 	isc_crash_point("teardown.before_terminate");
+	/* The exits of ranks stopped by the teardown, for isc status, before following ends. */
+	for (size_t r = 0; r < n; r++) {
+		int code, inserted = 0;
+		if (broker_follower_rank_exit(b, c->id, (int)r, &code) &&
+		    isc_store_rank_exit_record(s, c->id, (int)r, code, &inserted, &err) == 0 &&
+		    inserted)
+			note(s, e, "rank_exit", "rank %zu exited with code %d", r, code);
+	}
 	broker_follower_stop(b, c->id);
 	broker_sync_forget(b, c->id);
 	isc_node_list_free(nodes, n);
@@ -185,8 +225,7 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	t = (time_t)(e->next_attempt_ms / 1000);
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S UTC", &tm);
-	set_status(s, e, "waiting",
-	           "no shape could be provisioned (%zu tried%s%.300s); next try at %s", tried,
+	wait_again(s, e, "no shape could be provisioned (%zu tried%s%.300s); next try at %s", tried,
 	           last_error[0] ? "; last: " : "", last_error, when);
 }
 
@@ -240,14 +279,16 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
 		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
-		set_status(s, e, "waiting", "%s", last_error);
+		wait_again(s, e, "%s", last_error);
 		return;
 	}
 	if (broker_place(b, s, e, &cands, &n, &err)) {
 		set_status(s, e, "failed", "cannot place: %s", err.msg);
 		return;
 	}
-	if (strcmp(e->status, "placing") != 0)
+	/* A waiting experiment's retry goes straight to provisioning when it gets that far:
+	 * a retry that ends waiting for the same reason leaves no trace in the timeline. */
+	if (strcmp(e->status, "placing") != 0 && strcmp(e->status, "waiting") != 0)
 		set_status(s, e, "placing", "%zu candidate shape(s) for %d GPUs; first: %s", n,
 		           e->gpus, n ? cands[0].shape_id : "none");
 	for (size_t i = 0; i < n; i++) {
@@ -319,10 +360,10 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 			isc_store_experiment_set_placement(s, e, &ignored);
 			if (credits)
-				set_status(s, e, "waiting", "credits: %s", why);
+				wait_again(s, e, "credits: %s", why);
 			else
-				set_status(s, e, "waiting", "preparing a cluster for %s: %s",
-				           cand->shape_id, why);
+				wait_again(s, e, "preparing a cluster for %s: %s", cand->shape_id,
+				           why);
 			return;
 		}
 		e->nnodes = cand->nnodes;
@@ -642,13 +683,80 @@ static void drain(struct isc_broker *b, struct isc_store *s, struct isc_experime
 	isc_cluster_list_free(list, n);
 }
 
+/*
+ * An experiment's outcome is every rank's outcome, as with torchrun and Slurm:
+ * it fails as soon as any rank exits non-zero (the others are then stopped with
+ * the grace period and the artifacts brought home by the teardown), and it
+ * completes when every rank has exited 0. Each exit is recorded once, when first
+ * seen, so the first rank to fail is the one named. Returns 1 when the outcome is
+ * decided and recorded (status stopping), else 0.
+ */
+static int ranks_ended(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                       const struct isc_cluster *c, const struct isc_node *nodes, size_t nranks)
+{
+	struct isc_rank_outcome *seen = NULL;
+	struct isc_err err;
+	size_t n_seen = 0, done = 0, failed = 0;
+	const struct isc_rank_outcome *first = NULL;
+	char why[160];
+	int code, inserted, decided = 0;
+
+	for (size_t r = 0; r < nranks; r++) {
+		/* A rank whose node is being reclaimed is an interruption (reprovisioned
+		 * below), not the script's outcome. */
+		if (strcmp(nodes[r].state, "running") != 0 || nodes[r].notice_at_ms)
+			continue;
+		if (!broker_follower_rank_exit(b, c->id, (int)r, &code))
+			continue;
+		if (isc_store_rank_exit_record(s, c->id, (int)r, code, &inserted, &err)) {
+			isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+			return 0;
+		}
+		if (inserted)
+			note(s, e, "rank_exit", "rank %zu exited with code %d", r, code);
+	}
+	if (isc_store_rank_exit_list(s, e->id, &seen, &n_seen, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+		return 0;
+	}
+	for (size_t i = 0; i < n_seen; i++) {
+		if (strcmp(seen[i].cluster_id, c->id) != 0)
+			continue;
+		done++;
+		if (seen[i].code != 0 && failed++ == 0)
+			first = &seen[i];
+	}
+	if (first) {
+		if (first->code < 0)
+			snprintf(why, sizeof(why), "rank %d failed: its container vanished",
+			         first->rank);
+		else
+			snprintf(why, sizeof(why), "rank %d exited with code %d", first->rank,
+			         first->code);
+		if (failed > 1)
+			snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			         ", the first of %zu ranks to fail", failed);
+		if (nranks > 1)
+			snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			         "; the other ranks are stopped");
+		decided = begin_stop(s, e, "failed", why) == 0;
+	} else if (done == nranks && nranks > 0) {
+		if (nranks == 1)
+			snprintf(why, sizeof(why), "rank 0 exited with code 0");
+		else
+			snprintf(why, sizeof(why), "all %zu ranks exited with code 0", nranks);
+		decided = begin_stop(s, e, "completed", why) == 0;
+	}
+	isc_rank_outcome_list_free(seen, n_seen);
+	return decided;
+}
+
 static void running(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0;
-	int code;
 
 	if (!current_cluster(s, e->id, &c)) {
 		set_status(s, e, "placing", "cluster lost; placing again");
@@ -658,11 +766,8 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		isc_cluster_cleanup(&c);
 		return;
 	}
-	if (broker_follower_rank0_exit(b, c.id, &code)) {
-		char why[64];
-		snprintf(why, sizeof(why), "rank 0 exited with code %d", code);
-		if (begin_stop(s, e, code == 0 ? "completed" : "failed", why) == 0)
-			stop_all(b, s, e);
+	if (ranks_ended(b, s, e, &c, nodes, n)) {
+		stop_all(b, s, e);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {

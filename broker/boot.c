@@ -191,6 +191,11 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 	return rc;
 }
 
+/*
+ * Where rank 0's checkpoint, crud and lossy folders come home: by default the
+ * experiment's Output Path, next to the rank logs, where `isc experiments`
+ * points the user; <artifact_root>/<experiment> when artifact_root is set.
+ */
 static char *artifact_dir(const struct isc_broker *b, const char *experiment_id)
 {
 	return isc_config_artifact_dir(b->config, b->home, experiment_id);

@@ -300,7 +300,7 @@ static struct broker_follower *follower_find(struct isc_broker *b, const char *c
 	return NULL;
 }
 
-int broker_follower_rank0_exit(struct isc_broker *b, const char *cluster_id, int *code)
+int broker_follower_rank_exit(struct isc_broker *b, const char *cluster_id, int rank, int *code)
 {
 	struct broker_follower *f;
 	int exited = 0;
@@ -308,7 +308,7 @@ int broker_follower_rank0_exit(struct isc_broker *b, const char *cluster_id, int
 	pthread_mutex_lock(&b->lock);
 	f = follower_find(b, cluster_id);
 	if (f)
-		exited = isc_launch_follow_rank_exit(f->follow, 0, code);
+		exited = isc_launch_follow_rank_exit(f->follow, rank, code);
 	pthread_mutex_unlock(&b->lock);
 	return exited;
 }

@@ -139,8 +139,8 @@ int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const st
 int broker_meter(struct isc_broker *b, struct isc_err *err);
 
 /* ---- broker.c: followers ---- */
-/* Rank 0's exit: 1 and *code when it has exited, 0 while it runs or is unknown. */
-int broker_follower_rank0_exit(struct isc_broker *b, const char *cluster_id, int *code);
+/* A rank's exit: 1 and *code when it has exited, 0 while it runs or is unknown. */
+int broker_follower_rank_exit(struct isc_broker *b, const char *cluster_id, int rank, int *code);
 void broker_follower_stop(struct isc_broker *b, const char *cluster_id);
 
 /* Paths under the home: output folder of an experiment, key file of a cluster. */

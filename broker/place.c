@@ -80,6 +80,13 @@ int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
 	req.gpus = e->gpus;
 	req.priority = priority;
 	rc = isc_catalog_rank(cat, &req, &ranking, err);
+	/* A list the user wrote is a constraint: none of its ids left is no placement, never
+	 * the price ranking of every shape (isc burst refuses such a list up front). */
+	if (!rc && req.n_priority > 0 && !ranking.from_priority)
+		rc = isc_err_set(err, ISC_ENOTFOUND,
+		                 "none of the %zu id(s) of burst_shape_priority_list names a shape "
+		                 "of the catalog",
+		                 req.n_priority);
 	if (!rc) {
 		cands = calloc(ranking.n ? ranking.n : 1, sizeof(*cands));
 		if (!cands)

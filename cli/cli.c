@@ -1,6 +1,7 @@
 /* Helpers shared by the isc subcommands. */
 #include "cli/cli.h"
 
+#include "broker/liveness.h"
 #include "config/config.h"
 #include "shapes/catalog_import.h"
 
@@ -67,5 +68,47 @@ int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
 		return isc_cli_fail(&err);
 	if (loaded)
 		printf("loaded %zu shapes from the default catalog\n", loaded);
+	return ISC_EXIT_OK;
+}
+
+int isc_cli_need_daemon(struct isc_cli *cli, const char *cmd, int wait_for_daemon)
+{
+	if (isc_daemon_wait_running(cli->home, 1200, NULL))
+		return ISC_EXIT_OK;
+	if (wait_for_daemon) {
+		fprintf(stderr,
+		        "isc %s: no iscd is running for %s yet; waiting for one (start it with "
+		        "'iscd --home %s &')\n",
+		        cmd, cli->home, cli->home);
+		return ISC_EXIT_OK;
+	}
+	fprintf(stderr,
+	        "isc %s: no iscd is running for %s, so nothing would move; start it with "
+	        "'iscd --home %s &' (one per store), or add --wait-for-daemon to wait for it\n",
+	        cmd, cli->home, cli->home);
+	return ISC_EXIT_FAIL;
+}
+
+int isc_cli_daemon_still_there(struct isc_cli *cli, const char *cmd, int wait_for_daemon,
+                               int *was_running)
+{
+	int running = isc_daemon_running(cli->home, NULL);
+
+	if (running && !*was_running)
+		fprintf(stderr, "isc %s: iscd is running for %s\n", cmd, cli->home);
+	if (!running && *was_running) {
+		if (!wait_for_daemon) {
+			fprintf(
+			    stderr,
+			    "isc %s: iscd stopped running for %s, so nothing moves; start it "
+			    "again with 'iscd --home %s &' (the experiment goes on from where it "
+			    "is), or add --wait-for-daemon to wait for it\n",
+			    cmd, cli->home, cli->home);
+			return ISC_EXIT_FAIL;
+		}
+		fprintf(stderr, "isc %s: iscd is not running for %s; waiting for it\n", cmd,
+		        cli->home);
+	}
+	*was_running = running;
 	return ISC_EXIT_OK;
 }

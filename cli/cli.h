@@ -31,6 +31,23 @@ int isc_cli_usage_error(const char *cmd, const char *fmt, ...)
  */
 int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s);
 
+/*
+ * For commands that wait on iscd (burst --wait, logs --follow): whether an iscd
+ * runs for the home (broker/liveness.h), asked for up to 1.2 s so a daemon
+ * started just before has time to come up. When none runs, says so and how to
+ * start it, and returns ISC_EXIT_FAIL; with wait_for_daemon it says it keeps
+ * waiting and returns ISC_EXIT_OK. Nothing ever waits in silence.
+ */
+int isc_cli_need_daemon(struct isc_cli *cli, const char *cmd, int wait_for_daemon);
+/*
+ * The same during a wait, without the grace: 0 while iscd runs (or came back),
+ * ISC_EXIT_FAIL once it is gone and the caller should stop (a line says so);
+ * with wait_for_daemon a line says it is gone once, and the wait goes on.
+ * *was_running carries what the last call saw (start it at 1).
+ */
+int isc_cli_daemon_still_there(struct isc_cli *cli, const char *cmd, int wait_for_daemon,
+                               int *was_running);
+
 /* True when argv[i] is --help or -h. */
 int isc_cli_wants_help(int argc, char **argv);
 

@@ -5,6 +5,7 @@
  */
 #include "cli/commands.h"
 #include "common/buf.h"
+#include "broker/liveness.h"
 #include "config/config.h"
 #include "launchfile/launchfile.h"
 #include "providers/placeable.h"
@@ -128,12 +129,17 @@ static int check_priority(struct isc_cli *cli, struct isc_store *s, const char *
 	if (submit && v.n_exist < v.n_ids) {
 		struct isc_buf msg;
 		isc_buf_init(&msg, 0);
-		isc_buf_printf(&msg, "burst_shape_priority_list: %zu of %zu id(s) skipped:",
+		const char *sep = "";
+		isc_buf_printf(&msg, "skipped %zu of the %zu id(s) of burst_shape_priority_list:",
 		               v.n_ids - v.n_exist, v.n_ids);
-		for (size_t i = 0; i < probs.len; i++)
-			if (strncmp(probs.items[i].msg, "no shape", 8) == 0)
-				isc_buf_printf(&msg, " %s: %s;", probs.items[i].field,
-				               probs.items[i].msg);
+		for (size_t i = 0; i < probs.len; i++) {
+			const char *index = strchr(probs.items[i].field, '[');
+			if (strncmp(probs.items[i].msg, "no shape", 8) != 0)
+				continue;
+			isc_buf_printf(&msg, "%s %s %s", sep, index ? index : "",
+			               probs.items[i].msg);
+			sep = ";";
+		}
 		*skipped = strdup(isc_buf_cstr(&msg));
 		isc_buf_cleanup(&msg);
 		keep_existing(&l->burst_shapes, &v);
@@ -230,13 +236,17 @@ static const char *final_exit_status(const char *status, int *code)
 	return status;
 }
 
-/* Live progress of a burst until it ends: state changes and events as they come. */
-static int wait_for(struct isc_cli *cli, const char *id)
+/*
+ * Live progress of a burst until it ends: state changes and events as they come.
+ * iscd is asked after every 2 s: a wait on a daemon that went away says so.
+ */
+static int wait_for(struct isc_cli *cli, const char *id, int wait_for_daemon)
 {
 	struct isc_store *s;
 	struct isc_err err;
 	int64_t last_event = 0;
-	int rc, code = ISC_EXIT_FAIL;
+	int rc, code = ISC_EXIT_FAIL, daemon_up = isc_daemon_running(cli->home, NULL);
+	unsigned turn = 0;
 
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
 		return rc;
@@ -271,6 +281,9 @@ static int wait_for(struct isc_cli *cli, const char *id)
 			break;
 		}
 		isc_experiment_cleanup(&e);
+		if (++turn % 10 == 0 &&
+		    (rc = isc_cli_daemon_still_there(cli, "burst", wait_for_daemon, &daemon_up)))
+			break;
 		usleep(200 * 1000);
 	}
 	isc_store_free(s);
@@ -288,17 +301,21 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	const char *path = NULL;
 	char *spec = NULL, *id = NULL, *output = NULL, *skipped = NULL;
 	json_t *o = NULL;
-	int wait = 0, rc;
+	int wait = 0, wait_for_daemon = 0, rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		if (burst)
-			printf("usage: isc burst FILE.isc [--wait]\n\nRecords a burst experiment "
-			       "(compute_mode "
-			       "\"burst\", set when absent) as enqueued;\niscd places it on a "
-			       "cloud cluster. "
-			       "--wait follows it live until it ends;\nthe exit status is then 0 "
-			       "only if it "
-			       "completed.\n");
+			printf(
+			    "usage: isc burst FILE.isc [--wait [--wait-for-daemon]]\n\nRecords a "
+			    "burst experiment (compute_mode \"burst\", set when absent) as "
+			    "enqueued;\niscd places it on a cloud cluster. --wait follows it live "
+			    "until it ends;\nthe exit status is then 0 only if it completed. "
+			    "Without a running iscd,\n--wait records nothing and exits 1 saying "
+			    "how to start one, unless\n--wait-for-daemon asks to wait for it.\n"
+			    "Ids of burst_shape_priority_list that name no shape are skipped with "
+			    "a "
+			    "warning;\na list with no valid id, or none this broker can place, is "
+			    "refused.\n");
 		else
 			printf("usage: isc train FILE.isc\n\nRecords an experiment (any compute "
 			       "mode) as "
@@ -308,6 +325,8 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	for (int i = 1; i < argc; i++) {
 		if (burst && strcmp(argv[i], "--wait") == 0)
 			wait = 1;
+		else if (burst && strcmp(argv[i], "--wait-for-daemon") == 0)
+			wait = wait_for_daemon = 1;
 		else if (argv[i][0] == '-' || path)
 			return isc_cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
 		else
@@ -338,6 +357,9 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 		}
 	}
 	if ((rc = isc_cli_store_open(cli, 0, &s)))
+		goto out;
+	/* Before anything is recorded: a --wait with no daemon to wait on is refused. */
+	if (wait && (rc = isc_cli_need_daemon(cli, cmd, wait_for_daemon)))
 		goto out;
 	isc_err_clear(&err);
 	if (isc_store_project_resolve(s, l->project_id, &p, &err)) {
@@ -376,7 +398,7 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	printf("Success: Experiment created\n%s\n", id);
 	fflush(stdout);
 	if (wait)
-		rc = wait_for(cli, id);
+		rc = wait_for(cli, id, wait_for_daemon);
 out:
 	json_decref(o);
 	free(spec);

@@ -8,6 +8,7 @@
 #include "shapes/catalog.h"
 #include "common/clock.h"
 #include "config/config.h"
+#include "providers/placeable.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -19,19 +20,22 @@
 
 static void usage(void)
 {
-	printf(
-	    "usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
-	    "                  [--market spot|ondemand|any] [--gpu-type T[,T...]] [--region R]\n"
-	    "                  [--min-gpu-memory SIZE] [--limit K] [--json]\n\n"
-	    "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
-	    "--priority in that order when any of them exists, else every shape that passes\n"
-	    "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
-	    "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
-	    "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
-	    "Only accelerators that run CUDA images (NVIDIA) are ranked unless --gpu-type\n"
-	    "names others (e.g. --gpu-type mi300x); see docs/shapes.md. --min-gpu-memory\n"
-	    "keeps shapes with at least SIZE per GPU (40G, 80Gi, ...).\n"
-	    "--json prints an array of objects, best first (prices in integer micro-dollars).\n");
+	printf("usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
+	       "                  [--market spot|ondemand|any] [--gpu-type T[,T...]] [--region R]\n"
+	       "                  [--min-gpu-memory SIZE] [--limit K] [--placeable] [--json]\n\n"
+	       "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
+	       "--priority in that order when any of them exists, else every shape that passes\n"
+	       "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
+	       "NNODES is the smallest divisor of G that is >= ceil(G / GPUs per node).\n"
+	       "Without --gpus each shape is listed as one node. Prices are USD per hour.\n"
+	       "Only accelerators that run CUDA images (NVIDIA) are ranked unless --gpu-type\n"
+	       "names others (e.g. --gpu-type mi300x); see docs/shapes.md. --min-gpu-memory\n"
+	       "keeps shapes with at least SIZE per GPU (40G, 80Gi, ...).\n"
+	       "Shapes this broker cannot place (no driver or credentials for the provider,\n"
+	       "no [providers.NAME] in config.toml, a region it does not list) come after the\n"
+	       "others, each with why; --placeable shows only the ones it can place.\n"
+	       "--json prints an array of objects, best first (prices in integer micro-dollars;\n"
+	       "\"placeable\" and, when false, \"why\").\n");
 }
 
 /* "42s", "5m", "3h", "12d": the age of a price, for a table. */
@@ -77,6 +81,58 @@ static int split_ids(char *buf, char ***ids, size_t *n)
 	return 0;
 }
 
+/*
+ * Moves the shapes this broker can place before the others (a stable
+ * partition: each group keeps its ranking), drops the others when
+ * only_placeable, then keeps at most limit (0: all). (*why)[i] is NULL for a
+ * placeable entry, else why not (owned).
+ */
+static int placeable_first(struct isc_placeable *pl, struct isc_ranking *r, int only_placeable,
+                           size_t limit, char ***why, struct isc_err *err)
+{
+	struct isc_rank_entry *sorted = calloc(r->n ? r->n : 1, sizeof(*sorted));
+	char **reasons = calloc(r->n ? r->n : 1, sizeof(*reasons)), **ordered;
+	size_t at = 0;
+
+	ordered = calloc(r->n ? r->n : 1, sizeof(*ordered));
+	if (!sorted || !reasons || !ordered)
+		goto oom;
+	for (size_t i = 0; i < r->n; i++) {
+		char buf[ISC_ERR_MSG_MAX];
+		if (!isc_placeable_check(pl, r->entries[i].shape->provider,
+		                         r->entries[i].shape->region, buf, sizeof(buf)) &&
+		    !(reasons[i] = strdup(buf)))
+			goto oom;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < r->n; i++)
+			if ((reasons[i] == NULL) == (pass == 0) && (pass == 0 || !only_placeable)) {
+				sorted[at] = r->entries[i];
+				ordered[at++] = reasons[i];
+				reasons[i] = NULL;
+			}
+	for (size_t i = 0; i < r->n; i++)
+		free(reasons[i]); /* the unplaceable ones --placeable dropped */
+	free(reasons);
+	if (limit && at > limit) {
+		for (size_t i = limit; i < at; i++)
+			free(ordered[i]);
+		at = limit;
+	}
+	free(r->entries);
+	r->entries = sorted;
+	r->n = at;
+	*why = ordered;
+	return 0;
+oom:
+	for (size_t i = 0; reasons && i < r->n; i++)
+		free(reasons[i]);
+	free(reasons);
+	free(ordered);
+	free(sorted);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
 int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_rank_request req = {0};
@@ -86,7 +142,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	struct isc_err err;
 	char *prio_buf = NULL, **prio = NULL;
 	size_t n_prio = 0;
-	int json = 0, rc;
+	int json = 0, only_placeable = 0, rc;
+	size_t limit = 0;
+	char **why = NULL; /* per entry: NULL when placeable, else why not */
+	struct isc_placeable *pl = NULL;
 	long v;
 	struct isc_config *cfg = NULL;
 	int64_t stale_ms = 3600000, now;
@@ -99,6 +158,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json")) {
 			json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--placeable")) {
+			only_placeable = 1;
 			continue;
 		}
 		if (strncmp(a, "--", 2) || !strcmp(a, "--")) {
@@ -167,7 +230,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 				                         val);
 				goto out;
 			}
-			req.limit = (size_t)v;
+			limit = (size_t)v;
 		} else {
 			rc = isc_cli_usage_error("shapes", "unknown option '%s'", a);
 			goto out;
@@ -182,11 +245,15 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	/* Prices older than the refresh interval are marked; defaults when there is no config. */
 	if (isc_config_load(cli->home, &cfg, &err) == 0)
 		stale_ms = cfg->price_refresh_ms;
-	isc_config_free(cfg);
+	else
+		fprintf(stderr, "isc shapes: warning: %s\n", err.msg);
 	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
 	rc = isc_catalog_load(s, &cat, &err);
 	isc_store_free(s);
-	if (rc || (rc = isc_catalog_rank(cat, &req, &r, &err))) {
+	/* The limit applies after the placeable shapes are moved first. */
+	if (rc || (rc = isc_catalog_rank(cat, &req, &r, &err)) ||
+	    (rc = isc_placeable_new(cfg, &pl, &err)) ||
+	    (rc = placeable_first(pl, &r, only_placeable, limit, &why, &err))) {
 		rc = isc_cli_fail(&err);
 		goto out;
 	}
@@ -228,6 +295,9 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			    o, "price_stale",
 			    json_boolean(stale_ms > 0 &&
 			                 now - isc_shape_price_as_of_ms(sh) > stale_ms));
+			json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
+			if (why[i])
+				json_object_set_new(o, "why", json_string(why[i]));
 			json_array_append_new(arr, o);
 		}
 		json_dumpf(arr, stdout, JSON_INDENT(2));
@@ -251,14 +321,15 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			any_stale |= stale;
 			age_format(age, agebuf);
 			snprintf(layout, sizeof(layout), "%dx%d", e->nnodes, e->nproc);
-			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s  %s%s %s\n", i + 1, w,
+			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s  %s%s %s%s%s\n", i + 1, w,
 			       e->shape->display_id, e->shape->gpu_type, e->shape->gpus_per_node,
 			       layout, isc_micros_format(e->shape->price_micros, np),
 			       isc_micros_format(e->cluster_price_micros, cp), agebuf,
 			       stale ? "*" : "",
 			       e->shape->price_source && !strcmp(e->shape->price_source, "live")
 			           ? "live"
-			           : "catalog");
+			           : "catalog",
+			       why[i] ? "  cannot place: " : "", why[i] ? why[i] : "");
 		}
 		if (any_stale)
 			fprintf(stderr,
@@ -267,6 +338,11 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	}
 	rc = ISC_EXIT_OK;
 out:
+	for (size_t i = 0; why && i < r.n; i++)
+		free(why[i]);
+	free(why);
+	isc_placeable_free(pl);
+	isc_config_free(cfg);
 	isc_ranking_cleanup(&r);
 	isc_catalog_free(cat);
 	free(prio);

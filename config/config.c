@@ -5,6 +5,7 @@
  */
 #include "config/config.h"
 
+#include "common/suggest.h"
 #include "toml/toml.h"
 
 #include <errno.h>
@@ -95,8 +96,10 @@ char *isc_config_artifact_dir(const struct isc_config *c, const char *home,
                               const char *experiment_id)
 {
 	char *dir;
+	/* By default the experiment's Output Path, next to its rank logs, where
+	 * `isc experiments` points the user. */
 	int ok = c->artifact_root[0] ? asprintf(&dir, "%s/%s", c->artifact_root, experiment_id)
-	                             : asprintf(&dir, "%s/artifacts/%s", home, experiment_id);
+	                             : asprintf(&dir, "%s/experiments/%s", home, experiment_id);
 	return ok < 0 ? NULL : dir;
 }
 
@@ -269,6 +272,8 @@ static int parse_providers(struct ctx *x, const struct isc_toml_value *t, struct
 	return 0;
 }
 
+static const char *nearest_top_key(const char *key);
+
 static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct isc_config *c)
 {
 	size_t n = isc_toml_table_len(root);
@@ -336,8 +341,19 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 				c->reservation_window_ms = l;
 		} else if (!strcmp(key, "providers"))
 			rc = parse_providers(x, v, c);
-		else
-			rc = fail_at(x, v, key, "unknown key (see docs/config.md)");
+		else {
+			const char *near = nearest_top_key(key);
+			char msg[160];
+			if (near)
+				snprintf(msg, sizeof(msg),
+				         "unknown top-level key; did you mean '%.*s'? (see "
+				         "docs/config.md)",
+				         (int)strcspn(near, " "), near);
+			else
+				snprintf(msg, sizeof(msg),
+				         "unknown top-level key (see docs/config.md)");
+			rc = fail_at(x, v, key, msg);
+		}
 	}
 	return rc;
 }
@@ -414,6 +430,161 @@ int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, str
 	                   (long long)c->reservation_window_ms, tick_interval_ms);
 }
 
+/*
+ * The template isc init writes: every key of docs/config.md, commented out with its
+ * default and what it means, so the file a user edits is its own reference.
+ * tests/integration/firsthour.sh compares these keys with docs/config.md's tables.
+ */
+struct template_key {
+	const char *line; /* "key = default" as TOML */
+	const char *meaning;
+};
+
+static const struct template_key top_keys[] = {
+    {"tick_interval_ms = 2000", "time between ticks of iscd (10..3600000)"},
+    {"default_image = \"pytorch/pytorch:latest\"",
+     "container image when the launch file has no image"},
+    {"retry_wait_ms = 30000",
+     "a waiting experiment (no capacity, no credits) is placed again after this"},
+    {"stop_grace_s = 30", "docker stop grace period, so a training script can checkpoint"},
+    {"boot_deadline_ms = 300000", "how long nodes may take to run and accept SSH"},
+    {"command_timeout_ms = 600000", "one remote command (e.g. docker pull)"},
+    {"master_port = 29500", "MASTER_PORT of the containers"},
+    {"shm_size = \"16g\"", "--shm-size of the containers"},
+    {"reservation_window_ms = 3600000",
+     "credits reserved ahead for a running cluster; at least one tick"},
+    {"reconcile_every_ticks = 30", "full reconciliation of every configured region, in ticks"},
+    {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
+    {"checkpoint_sync_ms = 600000", "how often checkpoints and crud are brought home from rank 0"},
+    {"lossy_sync_ms = 30000", "how often the lossy folder is brought home"},
+    {"price_refresh_ms = 3600000", "how often iscd reads live spot prices (0: never)"},
+    {"rank_log_max_bytes = 268435456", "each rank_N.txt keeps this much output, then a marker"},
+    {"artifact_max_bytes = 274877906944", "one artifact pull from rank 0: files' sizes together"},
+    {"artifact_max_entries = 200000", "one artifact pull: archive members"},
+    {"disk_reserve_bytes = 1073741824", "kept free on $ISC_HOME's disk for the ledger"},
+    {"node_absence_confirm_ms = 30000",
+     "a node missing from the cloud's describes counts as terminated after this"},
+};
+
+struct template_section {
+	const char *name;
+	const char *about;
+	struct template_key keys[20];
+};
+
+static const struct template_section provider_sections[] = {
+    {"aws",
+     "credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials (isc check aws)",
+     {{"regions = [\"us-east-1\"]", "required: the regions bursts may use"},
+      {"image_id = \"ami-...\"", "the nodes' AMI (Docker and the NVIDIA driver)"},
+      {"subnet_id = \"subnet-...\"", "default: the default VPC's"},
+      {"security_group_id = \"sg-...\"", "must allow all TCP between the nodes"},
+      {"placement_group = \"\"", "a cluster placement group for the gang"},
+      {"associate_public_ip = \"true\"", "a public IP per node"},
+      {"endpoint = \"\"", "one endpoint for EC2 and STS (a mock cloud)"},
+      {"endpoint_ec2 = \"\"", "default: https://ec2.REGION.amazonaws.com"},
+      {"endpoint_sts = \"\"", "default: https://sts.REGION.amazonaws.com"},
+      {"profile = \"\"", "a profile of the shared credentials file"},
+      {"credentials_file = \"\"", "default: AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials"},
+      {"product_description = \"Linux/UNIX\"", "the spot price series read"},
+      {"describe_max_pages = 100", "pages of 1000 a listing may take"},
+      {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+      {"ssh_user = \"root\"", "the image's login user"},
+      {"ssh_port = 22", NULL}}},
+    {"gcp",
+     "credentials: a service-account key file (GOOGLE_APPLICATION_CREDENTIALS; isc check gcp)",
+     {{"regions = [\"us-central1\"]", "required: the regions bursts may use"},
+      {"credentials_file = \"\"", "default: GOOGLE_APPLICATION_CREDENTIALS"},
+      {"project = \"\"", "default: the key's project_id"},
+      {"endpoint_compute = \"\"", "default: https://compute.googleapis.com/compute/v1/"},
+      {"source_image = \"projects/debian-cloud/global/images/family/debian-12\"",
+       "boot image (Docker and the NVIDIA driver)"},
+      {"network = \"global/networks/default\"", NULL},
+      {"subnetwork = \"\"", NULL},
+      {"external_ip = \"true\"", "an ephemeral external IP per node"},
+      {"disk_size_gb = 200", "boot disk size (10..65536)"},
+      {"ssh_key_user = \"root\"", "keep it equal to ssh_user"},
+      {"operation_timeout_s = 900", "how long a bulkInsert may take (1..86400)"},
+      {"describe_max_pages = 100", "pages of 500 a listing may take"},
+      {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+      {"ssh_user = \"root\"", NULL},
+      {"ssh_port = 22", NULL}}},
+    {"oci",
+     "credentials: the OCI CLI's ~/.oci/config and OCI_CLI_* (isc check oci)",
+     {{"regions = [\"us-ashburn-1\"]", "required: the regions bursts may use"},
+      {"compartment_id = \"\"", "default: the tenancy (root compartment)"},
+      {"subnet_id = \"ocid1.subnet...\"", "required to launch; all TCP inside its CIDR"},
+      {"image_id = \"ocid1.image...\"", "required to launch"},
+      {"manage_security_list = false", "true: add the missing training rule"},
+      {"assign_public_ip = false", "a public IP per node"},
+      {"compute_cluster_id = \"\"", "compute cluster (RDMA) for BM.GPU* shapes"},
+      {"launch_parallelism = 8", "LaunchInstance calls in flight per AD (1..64)"},
+      {"endpoint_core = \"\"", "default: https://iaas.{region}.oraclecloud.com"},
+      {"endpoint_identity = \"\"", "default: https://identity.{region}.oraclecloud.com"},
+      {"endpoint = \"\"", "both endpoints at once (a mock cloud)"},
+      {"profile = \"DEFAULT\"", "default: OCI_CLI_PROFILE"},
+      {"config_file = \"~/.oci/config\"", "default: OCI_CLI_CONFIG_FILE"},
+      {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+      {"ssh_user = \"root\"", NULL},
+      {"ssh_port = 22", NULL}}},
+};
+
+/* The known top-level key nearest to key (up to its first space), or NULL. */
+static const char *nearest_top_key(const char *key)
+{
+	static const char *const extra[] = {"broker_id", "providers"};
+	const char *best = NULL;
+	struct isc_suggest sg;
+	char name[64];
+
+	isc_suggest_init(&sg, key, strlen(key));
+	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+		isc_suggest_consider(&sg, extra[i]);
+		if (sg.best == extra[i])
+			best = extra[i];
+	}
+	for (size_t i = 0; i < sizeof(top_keys) / sizeof(top_keys[0]); i++) {
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(top_keys[i].line, " "),
+		         top_keys[i].line);
+		isc_suggest_consider(&sg, name);
+		if (sg.best == name) {
+			best = top_keys[i].line;
+			sg.best = best; /* name is reused on the next turn */
+		}
+	}
+	return best;
+}
+
+static void write_template(FILE *f, const unsigned char raw[6])
+{
+	fprintf(f,
+	        "# isc-broker configuration: every key, commented out with its default, as in\n"
+	        "# docs/config.md. Uncomment a key to change it. A key with the wrong type or out\n"
+	        "# of range, and any unknown key, is an error naming this file, the line, the\n"
+	        "# table and the key.\n\n"
+	        "# Tags every instance this broker creates; reconciliation finds them by it.\n"
+	        "broker_id = \"isc-%02x%02x%02x%02x%02x%02x\"\n",
+	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
+	for (size_t i = 0; i < sizeof(top_keys) / sizeof(top_keys[0]); i++)
+		fprintf(f, "\n# %s\n# %s\n", top_keys[i].meaning, top_keys[i].line);
+	fprintf(f,
+	        "\n# One [providers.NAME] section per cloud bursts may use: a shape of a provider\n"
+	        "# or region not named here cannot be placed by this broker (isc shapes says\n"
+	        "# why). Uncomment a section and at least its regions.\n");
+	for (size_t i = 0; i < sizeof(provider_sections) / sizeof(provider_sections[0]); i++) {
+		const struct template_section *sec = &provider_sections[i];
+		fprintf(f, "\n# [providers.%s]\n# (%s)\n", sec->name, sec->about);
+		for (size_t k = 0;
+		     k < sizeof(sec->keys) / sizeof(sec->keys[0]) && sec->keys[k].line; k++) {
+			if (sec->keys[k].meaning)
+				fprintf(f, "# %-40s # %s\n", sec->keys[k].line,
+				        sec->keys[k].meaning);
+			else
+				fprintf(f, "# %s\n", sec->keys[k].line);
+		}
+	}
+}
+
 int isc_config_write_default(const char *home, struct isc_err *err)
 {
 	unsigned char raw[6];
@@ -439,23 +610,7 @@ int isc_config_write_default(const char *home, struct isc_err *err)
 	}
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		memset(raw, 0, sizeof(raw));
-	fprintf(f,
-	        "# isc-broker configuration (see docs/config.md). Keys left commented keep their "
-	        "default.\n\n"
-	        "# Tags every instance this broker creates; reconciliation finds them by it.\n"
-	        "broker_id = \"isc-%02x%02x%02x%02x%02x%02x\"\n\n"
-	        "# tick_interval_ms = 2000\n# default_image = \"pytorch/pytorch:latest\"\n"
-	        "# retry_wait_ms = 30000\n# stop_grace_s = 30\n# boot_deadline_ms = 300000\n"
-	        "# master_port = 29500\n# shm_size = \"16g\"\n# reservation_window_ms = 3600000\n"
-	        "# reconcile_every_ticks = 30\n# artifact_root = \"\"\n"
-	        "# checkpoint_sync_ms = 600000\n# lossy_sync_ms = 30000\n"
-	        "# node_absence_confirm_ms = 30000\n# price_refresh_ms = 3600000\n"
-	        "# rank_log_max_bytes = 268435456\n# artifact_max_bytes = 274877906944\n"
-	        "# artifact_max_entries = 200000\n# disk_reserve_bytes = 1073741824\n\n"
-	        "# [providers.aws]\n# regions = [\"us-east-1\"]\n# image_id = \"ami-...\"\n"
-	        "# ssh_user = \"ubuntu\"\n# endpoint = \"https://ec2.us-east-1.amazonaws.com\"\n"
-	        "# allow_insecure_endpoint = false\n# describe_max_pages = 100\n",
-	        raw[0], raw[1], raw[2], raw[3], raw[4], raw[5]);
+	write_template(f, raw);
 	if (fclose(f) != 0)
 		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
 	return 0;

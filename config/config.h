@@ -65,7 +65,7 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 void isc_config_free(struct isc_config *c);
 /*
  * Where an experiment's artifact folders are kept between runs and clusters
- * (artifact_root/<id>, else $home/artifacts/<id>); bursts and on-prem runs
+ * (artifact_root/<id>, else the Output Path $home/experiments/<id>); bursts and on-prem runs
  * share it, so a validation cycle's checkpoint reaches the cloud. Caller frees.
  */
 char *isc_config_artifact_dir(const struct isc_config *c, const char *home,

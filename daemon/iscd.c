@@ -7,6 +7,7 @@
  */
 #include "broker/broker.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "onprem/onprem.h"
 #include "store/store.h"
 
@@ -38,7 +39,8 @@ static void usage(FILE *out)
 	             "  --once            run one tick and exit\n"
 	             "  --interval-ms MS  time between ticks (default: config.toml's "
 	             "tick_interval_ms, else 2000)\n"
-	             "  --verbose         debug logging\n");
+	             "  --verbose         debug logging\n"
+	             "  --version         the version and the commit it was built from\n");
 }
 
 /* Holds an exclusive flock for the life of the process; the kernel drops it if we die. */
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
 	                                     {"interval-ms", required_argument, NULL, 'i'},
 	                                     {"verbose", no_argument, NULL, 'v'},
 	                                     {"help", no_argument, NULL, 'h'},
+	                                     {"version", no_argument, NULL, 'V'},
 	                                     {NULL, 0, NULL, 0}};
 	const char *home_flag = NULL;
 	struct isc_store *store = NULL;
@@ -116,6 +119,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			printf("iscd %s (commit %s)\n", isc_version(), isc_build_commit());
 			return 0;
 		default:
 			fprintf(stderr, "iscd: unknown or incomplete option '%s'\n",

@@ -298,6 +298,17 @@ static const char *const migrations[] = {
     "  run_nodes TEXT NOT NULL DEFAULT '',"
     "  cycles_done INTEGER NOT NULL DEFAULT 0,"
     "  updated_ms INTEGER NOT NULL);",
+
+    /*
+     * 11: each rank's exit, as the broker saw it first: an experiment's outcome is every
+     * rank's outcome (docs/broker.md), and isc status shows each code.
+     */
+    "CREATE TABLE rank_exits ("
+    "  cluster_id TEXT NOT NULL REFERENCES clusters(id),"
+    "  rank INTEGER NOT NULL,"
+    "  code INTEGER NOT NULL," /* the container's exit code; 128+signal; -1 vanished */
+    "  at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (cluster_id, rank));",
 };
 
 size_t isc_store_migration_count(void)

@@ -72,7 +72,7 @@ check "nothing left after cancel mid-boot" wait_no_live
 id=$(submit "$launch/long.isc")
 check "interruptible burst runs" wait_status "$id" running 60
 sleep 3 # let it write a few checkpoints, and the broker sync them on its schedule
-check "checkpoints synced home on schedule" bash -c "for i in \$(seq 1 50); do test -s '$ISC_HOME/artifacts/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
+check "checkpoints synced home on schedule" bash -c "for i in \$(seq 1 50); do test -s '$ISC_HOME/experiments/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
 victim=$(mock instances | /usr/bin/python3 -c '
 import json, sys
 rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]

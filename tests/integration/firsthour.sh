@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 
 tmp=$(mktemp -d /tmp/isc-firsthour.XXXXXX)
 home=$tmp/home
-trap 'rm -rf "$tmp"' EXIT
+trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$tmp"' EXIT
 isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
 
 # ---- small things ----
@@ -17,6 +17,7 @@ check "--version prints version and commit" grep -Eq '^isc [0-9]+\.[0-9]+\.[0-9]
 if git rev-parse HEAD >/dev/null 2>&1; then
 	check "--version's commit is this tree's" grep -q "$(git rev-parse --short=12 HEAD)" <<<"$out"
 fi
+check "iscd --version prints the same" test "$("$ISC_BIN/iscd" --version | sed 's/^iscd/isc/')" = "$out"
 # A tree without git (a tarball): the commit comes from COMMIT, which git archive fills in.
 mkdir -p "$tmp/tree/scripts" && cp scripts/build-commit "$tmp/tree/scripts/"
 echo 0123456789ab >"$tmp/tree/COMMIT"
@@ -41,6 +42,50 @@ expect_stderr "no charges match" isc spend --by experiment
 expect_exit 0 "empty spend is not a failure" isc spend --by experiment
 check "spend by experiment has ID and name columns" bash -c "'$ISC_BIN/isc' --home '$home' spend --by experiment 2>/dev/null | head -1 | grep -Eq '^ID +EXPERIMENT +AMOUNT'"
 expect_stderr "no shape matches" isc shapes --gpu-type nosuchgpu
+
+# isc init's config.toml documents every key docs/config.md does, section by section.
+/usr/bin/python3 - "$home/config.toml" docs/config.md >"$tmp/keys.diff" 2>&1 <<'PY'
+import re, sys
+tpl, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+def template_keys():
+    out, sec = {}, "top"
+    for line in tpl.split("\n"):
+        m = re.match(r"#? ?\[providers\.([a-z]+)\]", line)
+        if m:
+            sec = m.group(1)
+            continue
+        m = re.match(r"#? ?([a-z_]+) = ", line)
+        if m:
+            out.setdefault(sec, set()).add(m.group(1))
+    return out
+def doc_keys():
+    out = {}
+    for title, body in re.findall(r"\n##+ (.*?)\n(.*?)(?=\n##|\Z)", doc, re.S):
+        sec = "top" if title.strip() == "Top-level keys" else (re.match(r"`\[providers\.([a-z]+)\]`", title.strip()) or [None, None])[1]
+        if not sec:
+            continue
+        for row in re.findall(r"^\| (`[^|]*) \|", body, re.M):
+            out.setdefault(sec, set()).update(re.findall(r"`([a-z_]+)`", row))
+    return out
+t, d = template_keys(), doc_keys()
+bad = 0
+for sec in sorted(set(t) | set(d)):
+    if t.get(sec, set()) != d.get(sec, set()):
+        bad = 1
+        print("%s: only in isc init's template: %s; only in docs/config.md: %s" % (
+            sec, sorted(t.get(sec, set()) - d.get(sec, set())), sorted(d.get(sec, set()) - t.get(sec, set()))))
+print("sections:", sorted(t))
+sys.exit(bad)
+PY
+kd=$?
+check "isc init's template and docs/config.md list the same keys" test "$kd" = 0
+[ "$kd" = 0 ] || cat "$tmp/keys.diff" >&2
+check "the template covers top-level and three provider sections" grep -q "sections: \['aws', 'gcp', 'oci', 'top'\]" "$tmp/keys.diff"
+expect_exit 0 "isc init's template parses as config" env -u AWS_ACCESS_KEY_ID "$ISC_BIN/isc" --home "$home" shapes --limit 1
+echo 'tick_intervl_ms = 5' >>"$home/config.toml"
+expect_stderr "$home/config.toml:" "$ISC_BIN/isc" --home "$home" shapes --limit 1
+expect_stderr "tick_intervl_ms: unknown top-level key; did you mean 'tick_interval_ms'?" "$ISC_BIN/isc" --home "$home" shapes --limit 1
+sed -i '$d' "$home/config.toml"
 
 # isc check without credentials names every place it looked.
 noenv() { env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_PROFILE -u AWS_SHARED_CREDENTIALS_FILE \
@@ -84,6 +129,22 @@ cat >>"$home/config.toml" <<CONF
 regions = ["us-east-1"]
 endpoint = "http://127.0.0.1:9"
 CONF
+# isc shapes: placeable shapes first, the others marked with why; --placeable only those.
+withaws() { env AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x "$ISC_BIN/isc" --home "$home" "$@"; }
+withaws shapes --gpus 8 --json >"$tmp/shapes.json"
+check "shapes --json: placeable first, each unplaceable one says why" /usr/bin/python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))
+flags = [x["placeable"] for x in a]
+ok = any(flags) and not all(flags) and flags == sorted(flags, reverse=True)
+ok = ok and all(x["provider"] == "aws" and x["region"] == "us-east-1" for x in a if x["placeable"])
+ok = ok and all("why" in x for x in a if not x["placeable"])
+ok = ok and any("[providers.gcp] is not in" in x["why"] for x in a if not x["placeable"])
+ok = ok and any("region \x27us-west-2\x27 is not in [providers.aws] regions" in x["why"] for x in a if not x["placeable"])
+sys.exit(0 if ok else 1)' "$tmp/shapes.json"
+check "shapes --placeable lists only placeable shapes" bash -c "env AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x '$ISC_BIN/isc' --home '$home' shapes --gpus 8 --placeable --json | /usr/bin/python3 -c 'import json,sys; a=json.load(sys.stdin); sys.exit(0 if a and all(x[\"placeable\"] for x in a) else 1)'"
+check "shapes table marks an unplaceable shape" bash -c "env AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x '$ISC_BIN/isc' --home '$home' shapes --gpus 8 2>/dev/null | grep -q 'cannot place: \[providers.gcp\] is not in'"
+check "shapes --limit applies after placeable-first" bash -c "env AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x '$ISC_BIN/isc' --home '$home' shapes --gpus 8 --limit 3 2>/dev/null | grep -vc 'cannot place' | grep -qx 4"
 write_launch "$tmp/region.isc" '"aws-eu-west-1-p4d.24xlarge-spot"'
 expect_stderr "cannot be placed by this broker: region 'eu-west-1' is not in [providers.aws] regions" \
 	env AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x "$ISC_BIN/isc" --home "$home" burst "$tmp/region.isc"
@@ -98,5 +159,133 @@ id=$(tail -n 1 <<<"$out")
 check "the spec keeps only the valid id" bash -c "'$ISC_BIN/isc' --home '$home' experiments --json | grep -q '\"id\": \"$id\"'"
 check "the timeline names the skipped id" bash -c "'$ISC_BIN/isc' --home '$home' status $id | grep -F 'priority' | grep -qF 'aws-us-east-1-p4d.24xlarg-spot'"
 check "no fallback: the list holds just the valid id" bash -c "sqlite3 '$home/isc.db' \"SELECT spec_json FROM experiments WHERE id = '$id'\" | grep -qF '\"burst_shape_priority_list\":[\"aws-us-east-1-p4d.24xlarge-ondemand\"]'"
+
+# ---- on the sandbox: nothing waits in silence, every rank's outcome counts ----
+sb=$tmp/sb
+# The sandbox's stop also stops the iscd whose pid is in $sb/iscd.pid.
+trap 'tests/mocks/sandbox stop "$sb" >/dev/null 2>&1; [ "${KEEP:-0}" = 1 ] || rm -rf "$tmp"' EXIT
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 tests/mocks/sandbox start "$sb" >/dev/null || { echo "sandbox did not start" >&2; finish firsthour; exit 1; }
+(
+	. "$sb/env"
+	sisc() { "$ISC_BIN/isc" "$@"; }
+	cat >"$tmp/quick.isc" <<'LAUNCH'
+isc_project_id = "demo"
+experiment_name = "quick"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'echo "rank $RANK"; sleep 1'
+LAUNCH
+
+	# No iscd: --wait and --follow say so within 2 s, how to start it, exit 1.
+	start=$(date +%s%N)
+	sisc burst "$tmp/quick.isc" --wait >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	ms=$((($(date +%s%N) - start) / 1000000))
+	check "burst --wait without iscd exits 1" test "$rc" = 1
+	check "burst --wait without iscd answers within 2 s (took ${ms} ms; 1.2 s of looking, the rest a loaded sanitizer build starting)" test "$ms" -lt 3000
+	check "burst --wait says how to start iscd" grep -qF "no iscd is running for $ISC_HOME" "$tmp/err"
+	check "... with the command" grep -qF "'iscd --home $ISC_HOME &'" "$tmp/err"
+	check "burst --wait without iscd records nothing" test "$(sisc experiments --json)" = "[]"
+	id=$(sisc burst "$tmp/quick.isc" | tail -n 1)
+	check "burst without --wait records it" grep -Eq '^exp_[0-9a-f]{16}$' <<<"$id"
+	start=$(date +%s%N)
+	sisc logs "$id" --follow >/dev/null 2>"$tmp/err"
+	rc=$?
+	ms=$((($(date +%s%N) - start) / 1000000))
+	check "logs --follow without iscd exits 1" test "$rc" = 1
+	check "logs --follow without iscd answers within 2 s (took ${ms} ms; 1.2 s of looking, the rest a loaded sanitizer build starting)" test "$ms" -lt 3000
+	check "logs --follow says how to start iscd" grep -qF "no iscd is running" "$tmp/err"
+	expect_stderr "no iscd is running for $ISC_HOME; it carries the cancel out once started" sisc cancel "$id"
+	# --wait-for-daemon keeps waiting, says so, and goes on once iscd is there.
+	sisc burst "$tmp/quick.isc" --wait-for-daemon >"$tmp/wfd.out" 2>"$tmp/wfd.err" &
+	waiter=$!
+	sleep 3
+	check "--wait-for-daemon is still waiting" kill -0 "$waiter"
+	check "--wait-for-daemon says it waits" grep -qF "no iscd is running for $ISC_HOME yet; waiting for one" "$tmp/wfd.err"
+	"$ISC_BIN/iscd" 2>"$sb/iscd.log" &
+	echo $! >"$sb/iscd.pid"
+	wait "$waiter"
+	check "--wait-for-daemon ends 0 once iscd ran it" test $? = 0
+	check "--wait-for-daemon saw it complete" grep -q ': completed' "$tmp/wfd.out"
+
+	# Rank 1 exits 3, rank 0 exits 0: the experiment failed, naming rank 1 and its code.
+	cat >"$tmp/rank1.isc" <<'LAUNCH'
+isc_project_id = "demo"
+experiment_name = "rank1-fails"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'echo "rank $RANK"; mkdir -p /mnt/checkpoints; echo $RANK > /mnt/checkpoints/who; if [ "$RANK" = 1 ]; then exit 3; fi; sleep 2; exit 0'
+LAUNCH
+	sisc burst "$tmp/rank1.isc" --wait >"$tmp/out" 2>&1
+	check "a failed rank 1 fails the burst (exit 1)" test $? = 1
+	id=$(grep -Eo 'exp_[0-9a-f]{16}' "$tmp/out" | head -1)
+	check "--wait ends with the failed rank" grep -q "$id: failed: rank 1 exited with code 3" "$tmp/out"
+	sisc status "$id" >"$tmp/status"
+	check "status: failed, reason names rank 1 and code 3" grep -q "Status:   failed: rank 1 exited with code 3" "$tmp/status"
+	check "status lists rank 1's exit code" grep -Eq "rank 1 +exit 3 +<- first to fail" "$tmp/status"
+	check "status lists rank 0" grep -Eq "rank 0 " "$tmp/status"
+	check "status --json carries the ranks" bash -c "'$ISC_BIN/isc' status $id --json | /usr/bin/python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+r = {x[\"rank\"]: x[\"exit_code\"] for x in o[\"ranks\"]}
+sys.exit(0 if o[\"status\"] == \"failed\" and r.get(1) == 3 and \"rank 1 exited with code 3\" in o[\"status_reason\"] else 1)'"
+	check "the others were stopped and artifacts brought home" grep -q "artifacts .*brought home from rank 0" "$tmp/status"
+	check "artifacts came home under the Output Path" test -s "$ISC_HOME/experiments/$id/checkpoints/who"
+	check "status says the Output Path holds them" grep -qF "Output:   $ISC_HOME/experiments/$id (rank_N.txt; checkpoints, crud, lossy from rank 0)" "$tmp/status"
+	check "status --json has artifacts_path" bash -c "'$ISC_BIN/isc' status $id --json | grep -qF '\"artifacts_path\": \"$ISC_HOME/experiments/$id\"'"
+
+	# A blocked experiment: its reason once per change, what unblocks it, shown at the top.
+	# A project of its own: no earlier charge arrives meanwhile to change the reason.
+	sisc org add lab >/dev/null && sisc project add --org lab blocked >/dev/null
+	sisc credits grant --org lab 100 >/dev/null
+	sisc project budget --org lab --project blocked 0 >/dev/null
+	sed 's/^isc_project_id = .*/isc_project_id = "blocked"/' "$tmp/quick.isc" >"$tmp/blocked.isc"
+	id=$(sisc burst "$tmp/blocked.isc" | tail -n 1)
+	for _ in $(seq 1 50); do sisc status "$id" --json | grep -q '"status": "waiting"' && break; sleep 0.2; done
+	sisc status "$id" >"$tmp/s1"
+	check "blocked: status line says why and what unblocks it" grep -q "Status:   waiting: credits: project blocked has \$0.00 of its \$0.00 budget left; the cluster needs .* a budget of \$[0-9.]* or more unblocks it (isc project budget --org lab --project blocked [0-9.]*)" "$tmp/s1"
+	timeout 3 "$ISC_BIN/isc" logs "$id" --follow >/dev/null 2>"$tmp/err"
+	check "--follow of a blocked experiment says what it waits for" grep -q "rank 0 of $id has no output yet: the experiment is waiting: credits: project blocked" "$tmp/err"
+	n1=$(sisc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["events"]))')
+	sleep 5 # retry_wait_ms is 2000: two retries or more
+	n2=$(sisc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["events"]))')
+	check "blocked: retries add no events ($n1 then $n2)" test "$n1" = "$n2"
+	check "blocked: one waiting event" test "$(sisc status "$id" | grep -c ' waiting ')" = 1
+	sisc project budget --org lab --project blocked none >/dev/null
+	for _ in $(seq 1 100); do sisc status "$id" --json | grep -q '"status": "completed"' && break; sleep 0.2; done
+	check "unblocked, it runs to the end" bash -c "'$ISC_BIN/isc' status $id --json | grep -q '\"status\": \"completed\"'"
+
+	# iscd going away during a --wait is said within about 2 s.
+	cat >"$tmp/long.isc" <<'LAUNCH'
+isc_project_id = "demo"
+experiment_name = "long"
+gpus = 1
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'sleep 60'
+LAUNCH
+	sisc burst "$tmp/long.isc" --wait >"$tmp/out" 2>"$tmp/err" &
+	waiter=$!
+	for _ in $(seq 1 100); do grep -q ' running ' "$tmp/out" && break; sleep 0.2; done
+	kill -TERM "$(cat "$sb/iscd.pid")"
+	for _ in $(seq 1 300); do kill -0 "$(cat "$sb/iscd.pid")" 2>/dev/null || break; sleep 0.05; done
+	start=$(date +%s%N) # from the moment iscd is gone
+	wait "$waiter"
+	rc=$?
+	ms=$((($(date +%s%N) - start) / 1000000))
+	check "--wait exits 1 when iscd stops" test "$rc" = 1
+	check "... within about 2 s of iscd's exit (took ${ms} ms)" test "$ms" -lt 3500
+	check "... saying so" grep -qF "iscd stopped running for $ISC_HOME" "$tmp/err"
+	"$ISC_BIN/iscd" 2>>"$sb/iscd.log" &
+	echo $! >"$sb/iscd.pid"
+	id=$(grep -Eo 'exp_[0-9a-f]{16}' "$tmp/out" | head -1)
+	sisc cancel "$id" >/dev/null
+	for _ in $(seq 1 150); do sisc status "$id" --json | grep -q '"status": "cancelled"' && break; sleep 0.2; done
+	check "the new iscd cancels it" bash -c "'$ISC_BIN/isc' status $id --json | grep -q '\"status\": \"cancelled\"'"
+	kill -TERM "$(cat "$sb/iscd.pid")"
+	for _ in $(seq 1 100); do kill -0 "$(cat "$sb/iscd.pid")" 2>/dev/null || break; sleep 0.1; done
+	check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$sb/iscd.log'"
+	echo "passed=$passed failed=$failed" >"$tmp/sub.counts"
+)
+. "$tmp/sub.counts" 2>/dev/null || failed=$((failed + 1))
 
 finish firsthour

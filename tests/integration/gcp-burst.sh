@@ -86,7 +86,7 @@ launch_file long 2 '"gcp-us-central1-g2-standard-4-spot"' \
 	'echo "start cycle $STRONG_CYCLE_COUNT rank $RANK"; if [ -f /mnt/checkpoints/step ]; then echo "resumed from step $(cat /mnt/checkpoints/step)"; fi; for i in $(seq 1 600); do echo $i > /mnt/checkpoints/step; sleep 0.2; done'
 id=$(submit "$dir/long.isc")
 check "GCP burst runs" wait_status "$id" running 90
-check "checkpoints synced home" bash -c "for i in \$(seq 1 75); do test -s '$ISC_HOME/artifacts/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
+check "checkpoints synced home" bash -c "for i in \$(seq 1 75); do test -s '$ISC_HOME/experiments/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
 victim=$(mock "instances?provider=gcp" | /usr/bin/python3 -c '
 import json, sys
 rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc-experiment") == sys.argv[1] and r["state"] == "running"]

@@ -88,7 +88,7 @@ wait_for() {
 
 id=$(isc burst "$dir/hostile.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 check "hostile burst submitted" test -n "$id"
-art=$ISC_HOME/artifacts/$id
+art=$ISC_HOME/experiments/$id
 is_running() { [ "$(status_of "$id")" = "running 1" ]; }
 check "hostile burst runs" wait_for 90 is_running
 synced() {

@@ -31,7 +31,7 @@ now_ms() { date +%s%3N; }
 
 train() { isc train "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 # runs ID: the runs recorded inside the containers and brought home ("NAME COUNT TIME_MS START_MS").
-runs() { cat "$home/artifacts/$1/checkpoints/runs.txt" 2>/dev/null; }
+runs() { cat "$home/experiments/$1/checkpoints/runs.txt" 2>/dev/null; }
 
 isc init >/dev/null
 isc org add demo >/dev/null
@@ -110,8 +110,8 @@ c2=$(train "$dir/c2.isc")
 c3=$(train "$dir/c3.isc")
 check "i1 is paused by the cycle experiments" wait_status "$i1" paused 20
 check "i2 is paused by the cycle experiments" wait_status "$i2" paused 20
-t1=$(($(cat "$home/artifacts/$i1/checkpoints/term_at" 2>/dev/null || echo 0)))
-t2=$(($(cat "$home/artifacts/$i2/checkpoints/term_at" 2>/dev/null || echo 0)))
+t1=$(($(cat "$home/experiments/$i1/checkpoints/term_at" 2>/dev/null || echo 0)))
+t2=$(($(cat "$home/experiments/$i2/checkpoints/term_at" 2>/dev/null || echo 0)))
 first_term=$((t1 < t2 ? t1 : t2))
 [ "$first_term" -eq 0 ] && first_term=$((t1 > t2 ? t1 : t2))
 preempt_ms=$((first_term - t0))
@@ -174,7 +174,7 @@ solo=$(train "$dir/solo.isc")
 check "solo runs" wait_status "$solo" running 20
 expect_exit 0 "cancel a running experiment" isc cancel "$solo"
 check "the running experiment ends cancelled" wait_status "$solo" cancelled 20
-check "its container got TERM (stopped with grace)" test -s "$home/artifacts/$solo/checkpoints/term_at"
+check "its container got TERM (stopped with grace)" test -s "$home/experiments/$solo/checkpoints/term_at"
 
 # 5. A node that stops answering is marked down; its run is an interruption, resumed elsewhere.
 solo2=$(train "$dir/lost.isc") # interruptible: its run lasts until the node goes
@@ -208,7 +208,7 @@ wait "$(cat "$dir/iscd.pid")" 2>/dev/null
 "$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd-b.log" &
 echo $! >"$dir/iscd.pid"
 check "after the restart it completes" wait_status "$crash" completed 40
-check "the left-over container was stopped with grace" test -s "$home/artifacts/$crash/checkpoints/term_at"
+check "the left-over container was stopped with grace" test -s "$home/experiments/$crash/checkpoints/term_at"
 check "its runs were counted 1 then 2" test "$(runs "$crash" | awk '{print $2}' | tr '\n' ' ')" = "1 2 "
 check "the restart is in its timeline" bash -c "'$ISC_BIN/isc' --home '$home' status '$crash' | grep -q 'iscd restarted during a run'"
 kill -TERM "$(cat "$dir/iscd.pid")"
@@ -261,7 +261,7 @@ EOF
 	check "the cloud launched its cluster" test "$(launched)" -ge 1
 	check "the cloud run found the on-prem checkpoint" grep -q "checkpoint carried" "$home/experiments/$vb/rank_0.txt"
 	check "STRONG_CYCLE_COUNT went on: 1 on-prem (2000 ms), 2 in the cloud" \
-		test "$(cut -d' ' -f2,3 "$home/artifacts/$vb/checkpoints/runs.txt" | tr '\n' ' ')" = "1 2000 2 0 "
+		test "$(cut -d' ' -f2,3 "$home/experiments/$vb/checkpoints/runs.txt" | tr '\n' ' ')" = "1 2000 2 0 "
 	kill -TERM "$(cat "$dir/iscd.pid")"
 	wait "$(cat "$dir/iscd.pid")"
 	rm -f "$dir/iscd.pid"

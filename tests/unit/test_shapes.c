@@ -5,6 +5,7 @@
  */
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
+#include "shapes/priority.h"
 #include "shapes/shape.h"
 
 #include <setjmp.h>
@@ -154,6 +155,47 @@ static const struct spec small[] = {
     {"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000},
     {"oci", "us-ashburn-1", "VM.GPU3.1", 1, "V100", 1, 1475000},
 };
+
+/* The user's list checked where it is written: warnings at each item's place, by index. */
+static void test_priority_check(void **state)
+{
+	struct isc_catalog *c = make_catalog(small, sizeof(small) / sizeof(small[0]));
+	char *items[] = {"aws-us-east-1-p5.48xlarg-spot", "GCP-us-central1-a3-highgpu-8g-spot",
+	                 "nothing-like-it"};
+	struct isc_launch_pos pos[] = {{5, 30, 0}, {5, 65, 1}, {6, 3, 3}};
+	struct isc_strlist ids = {items, pos, 3};
+	struct isc_launch_problems p;
+	struct isc_priority_verdict v;
+	(void)state;
+
+	isc_launch_problems_init(&p);
+	assert_int_equal(isc_priority_check(c, NULL, &ids, &p, &v, NULL), 0);
+	assert_int_equal(v.n_ids, 3);
+	assert_int_equal(v.n_exist, 1);
+	assert_int_equal(v.n_placeable, 1); /* no checker: whatever exists counts */
+	assert_false(v.exists[0]);
+	assert_true(v.exists[1]); /* ids are case-insensitive */
+	assert_false(v.exists[2]);
+	assert_int_equal(p.len, 2);
+	assert_true(p.items[0].warning);
+	assert_int_equal(p.items[0].line, 5);
+	assert_int_equal(p.items[0].col, 30);
+	assert_string_equal(p.items[0].field, "burst_shape_priority_list[0]");
+	assert_string_equal(p.items[0].msg, "no shape \"aws-us-east-1-p5.48xlarg-spot\"; did you "
+	                                    "mean \"aws-us-east-1-p5.48xlarge-spot\"?");
+	/* The index is the item's place in the file, not in the deduplicated list. */
+	assert_string_equal(p.items[1].field, "burst_shape_priority_list[3]");
+	assert_string_equal(p.items[1].msg, "no shape \"nothing-like-it\"");
+	/* Did-you-mean: the other market first, else the nearest id by edit distance. */
+	assert_string_equal(isc_catalog_suggest(c, "gcp-us-central1-a2-megagpu-16g-spot")->id,
+	                    "gcp-us-central1-a2-megagpu-16g-ondemand");
+	assert_string_equal(isc_catalog_suggest(c, "oci-us-ashburn-1-vm.gpu3.2-spot")->id,
+	                    "oci-us-ashburn-1-vm.gpu3.1-spot");
+	assert_null(isc_catalog_suggest(c, "azure-eastus-nd96asr-spot"));
+	isc_priority_verdict_cleanup(&v);
+	isc_launch_problems_cleanup(&p);
+	isc_catalog_free(c);
+}
 
 static void test_rank_priority(void **state)
 {
@@ -451,6 +493,7 @@ int main(void)
 	    cmocka_unit_test(test_rank_accelerator_fit),
 	    cmocka_unit_test(test_size_parse),
 	    cmocka_unit_test(test_rank_limit_48),
+	    cmocka_unit_test(test_priority_check),
 	    cmocka_unit_test(test_rank_matches_brute_force),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -590,6 +590,52 @@ static int parse_vols(const struct run_opts *o, struct vol *v)
 	return o->nvols;
 }
 
+/*
+ * An image's own programs (tests/mocks/node/images/NAME, NAME the repository's last
+ * path component without tag or digest): bin/ is the container's /usr/local/bin and
+ * workspace/ its /workspace, read-only, as if the image had installed them, and
+ * /workspace is the working folder unless -w says otherwise (README.md, "Images with
+ * programs"). Returns the new number of binds.
+ */
+static int image_vols(const char *image, struct vol *v, int n, struct run_opts *o)
+{
+	char self[1024], repo[256], dir[1400];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *base, *end;
+	struct stat st;
+
+	if (len <= 0)
+		return n;
+	self[len] = '\0';
+	for (int k = 0; k < 2; k++) { /* .../tests/mocks/node/cbin/docker -> .../node */
+		char *slash = strrchr(self, '/');
+		if (!slash)
+			return n;
+		*slash = '\0';
+	}
+	base = strrchr(image, '/');
+	base = base ? base + 1 : image;
+	end = base + strcspn(base, ":@");
+	snprintf(repo, sizeof(repo), "%.*s", (int)(end - base), base);
+	if (!repo[0])
+		return n;
+	snprintf(dir, sizeof(dir), "%s/images/%s/bin", self, repo);
+	if (n < MAX_LIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(v[n].src, sizeof(v[n].src), "%s", dir);
+		snprintf(v[n].dst, sizeof(v[n].dst), "/usr/local/bin");
+		v[n++].ro = 1;
+	}
+	snprintf(dir, sizeof(dir), "%s/images/%s/workspace", self, repo);
+	if (n < MAX_LIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(v[n].src, sizeof(v[n].src), "%s", dir);
+		snprintf(v[n].dst, sizeof(v[n].dst), "/workspace");
+		v[n++].ro = 1;
+		if (!o->workdir)
+			o->workdir = "/workspace";
+	}
+	return n;
+}
+
 static void mkdirs(const char *path)
 {
 	char buf[1024];
@@ -751,6 +797,7 @@ static int cmd_run(int argc, char **argv)
 		die(125, "docker: invalid argument \"\" for \"--gpus\" flag.");
 	build_env(&o, &env);
 	nvols = parse_vols(&o, vols);
+	nvols = image_vols(image, vols, nvols, &o);
 	if (!pulled(image)) {
 		if (pull_fails(image))
 			die(125, "docker: %s.\nSee 'docker run --help'.",

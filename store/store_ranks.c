@@ -1,0 +1,80 @@
+/* Rank exits (store_ranks.h). */
+#include "store/store_ranks.h"
+
+#include "store/store_int.h"
+
+#include <stdlib.h>
+
+int isc_store_rank_exit_record(struct isc_store *s, const char *cluster_id, int rank, int code,
+                               int *inserted, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc =
+	    isc_store_prepare(s,
+	                      "INSERT OR IGNORE INTO rank_exits (cluster_id, rank, code, at_ms) "
+	                      "VALUES (?, ?, ?, ?)",
+	                      &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, rank);
+	sqlite3_bind_int(st, 3, code);
+	sqlite3_bind_int64(st, 4, isc_store_now_ms());
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE && inserted)
+		*inserted = sqlite3_changes(sqlite3_db_handle(st)) > 0;
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "recording a rank's exit", err);
+}
+
+int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
+                             struct isc_rank_outcome **out, size_t *n, struct isc_err *err)
+{
+	struct isc_rank_outcome *list = NULL;
+	size_t count = 0;
+	sqlite3_stmt *st;
+	int rc, oom = 0;
+
+	*out = NULL;
+	*n = 0;
+	rc = isc_store_prepare(s,
+	                       "SELECT r.cluster_id, c.cycle, r.rank, r.code, r.at_ms "
+	                       "FROM rank_exits r JOIN clusters c ON c.id = r.cluster_id "
+	                       "WHERE c.experiment_id = ? ORDER BY c.cycle, r.at_ms, r.rank",
+	                       &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_rank_outcome *grown = realloc(list, (count + 1) * sizeof(*list)), *o;
+		if (!grown) {
+			oom = 1;
+			break;
+		}
+		list = grown;
+		o = &list[count++];
+		o->cluster_id = isc_store_col_text(st, 0, &oom);
+		o->cycle = sqlite3_column_int(st, 1);
+		o->rank = sqlite3_column_int(st, 2);
+		o->code = sqlite3_column_int(st, 3);
+		o->at_ms = sqlite3_column_int64(st, 4);
+		if (oom)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+		isc_rank_outcome_list_free(list, count);
+		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
+		           : isc_store_sqlite_err(s, rc, "reading rank exits", err);
+	}
+	*out = list;
+	*n = count;
+	return 0;
+}
+
+void isc_rank_outcome_list_free(struct isc_rank_outcome *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i].cluster_id);
+	free(list);
+}
