@@ -464,6 +464,10 @@ static const struct template_key top_keys[] = {
     {"disk_reserve_bytes = 1073741824", "kept free on $ISC_HOME's disk for the ledger"},
     {"node_absence_confirm_ms = 30000",
      "a node missing from the cloud's describes counts as terminated after this"},
+    {"cycle_ms = 90000", "on-prem: the length of one cycle run (1000..86400000)"},
+    {"period_ms = 7200000", "on-prem: the interruptible apportioning period"},
+    {"node_down_after_ms = 30000", "on-prem: a pool node silent this long is marked down"},
+    {"burst_validation = false", "a burst first runs one cycle on the on-prem pool"},
 };
 
 struct template_section {
