@@ -26,6 +26,11 @@ struct isc_sigv4_params {
 	int normalize_path;         /* remove dot segments and repeated slashes (all but S3) */
 	int sign_body;              /* add and sign x-amz-content-sha256 */
 	int unsigned_session_token; /* add X-Amz-Security-Token after signing, unsigned */
+	/*
+	 * The payload hash to sign instead of SHA-256(payload): S3's "UNSIGNED-PAYLOAD"
+	 * (presigned URLs, streamed uploads). NULL: hash the payload.
+	 */
+	const char *payload_hash;
 };
 
 struct isc_sigv4_request {
@@ -55,6 +60,29 @@ int isc_sigv4_sign(const struct isc_sigv4_key *key, const struct isc_sigv4_param
                    const struct isc_sigv4_request *req, struct isc_sigv4_signed *out,
                    struct isc_err *err);
 void isc_sigv4_signed_cleanup(struct isc_sigv4_signed *s);
+
+/* A presigned request (query-string SigV4): what to put after the path's '?'. */
+struct isc_sigv4_presigned {
+	char *
+	    query; /* owned: the request's own parameters, the X-Amz-* ones, X-Amz-Signature last */
+	char *canonical_request; /* owned, for tests */
+	char *string_to_sign;    /* owned, for tests */
+	char signature[65];
+};
+
+/*
+ * Presigns req for expires_s seconds (1..604800): the signature goes into the
+ * query (X-Amz-Algorithm, -Credential, -Date, -Expires, -SignedHeaders,
+ * -Security-Token, -Signature) instead of an Authorization header, so anyone
+ * holding the URL can make exactly this request until it expires, without the
+ * secret. Every header of req is signed (Host at least). p->sign_body is
+ * ignored; p->payload_hash as for isc_sigv4_sign. out must be cleaned up even
+ * on failure. The query carries the session token: treat it as a secret.
+ */
+int isc_sigv4_presign(const struct isc_sigv4_key *key, const struct isc_sigv4_params *p,
+                      const struct isc_sigv4_request *req, long expires_s,
+                      struct isc_sigv4_presigned *out, struct isc_err *err);
+void isc_sigv4_presigned_cleanup(struct isc_sigv4_presigned *s);
 
 /* RFC 3986 percent-encoding as SigV4 wants it (unreserved kept, %XX upper case). */
 int isc_sigv4_uri_encode(struct isc_buf *out, const char *s, size_t len, int keep_slash);
