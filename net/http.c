@@ -134,7 +134,9 @@ int isc_http_url_is_loopback(const char *url)
 
 	if (url_host(url, host, sizeof(host)) != 0)
 		return 0;
-	if (strcasecmp(host, "localhost") == 0)
+	/* RFC 6761: every name under .localhost is loopback (curl resolves them so itself). */
+	if (strcasecmp(host, "localhost") == 0 ||
+	    (strlen(host) > 10 && strcasecmp(host + strlen(host) - 10, ".localhost") == 0))
 		return 1;
 	if (inet_pton(AF_INET, host, &v4) == 1)
 		return (ntohl(v4.s_addr) >> 24) == 127;
@@ -265,6 +267,10 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
 	} else if (strcmp(req->method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	} else if (strcmp(req->method, "HEAD") == 0) {
+		/* A HEAD reply announces a Content-Length but carries no body: don't wait for one.
+		 */
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
