@@ -27,7 +27,7 @@ LDLIBS  := $(PKG_LIBS) -pthread -lm
 
 # Library modules: every .c in these folders goes into libisc.a.
 LIB_DIRS := common config store net toml launchfile shapes queue providers providers/aws providers/gcp keys \
-	providers/oci launcher artifacts broker onprem credits prices cli/lib
+	datasets providers/oci launcher artifacts broker onprem credits prices cli/lib
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libisc.a

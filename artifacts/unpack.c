@@ -78,7 +78,7 @@ static const char *clean_name(const char *name, const struct isc_unpack_limits *
 		if (n == 2 && p[0] == '.' && p[1] == '.')
 			return "a name with \"..\"";
 		if (n > 0 && !(n == 1 && p[0] == '.')) {
-			if (o == 0) {
+			if (o == 0 && !l->any_top) {
 				size_t i;
 				for (i = 0; i < l->n_tops; i++)
 					if (strlen(l->tops[i]) == n && !memcmp(l->tops[i], p, n))
@@ -273,6 +273,13 @@ int isc_unpack_stream(isc_unpack_read_fn read, void *ctx, const char *dest,
 	}
 	/* Plain tar (ustar, pax, GNU with sparse members): nothing else is expected. */
 	archive_read_support_format_tar(in);
+	if (limits->archives) {
+		/* A dataset's archive: what docs/datasets.md lists, nothing more. */
+		archive_read_support_format_zip(in);
+		archive_read_support_filter_gzip(in);
+		archive_read_support_filter_bzip2(in);
+		archive_read_support_filter_xz(in);
+	}
 	archive_write_disk_set_options(
 	    out, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 	             ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SPARSE);

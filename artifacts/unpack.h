@@ -27,6 +27,8 @@ struct isc_unpack_limits {
 	uint64_t min_free_bytes; /* the target disk keeps at least this free; 0: no check */
 	const char *const *tops; /* allowed top-level folder names ("checkpoints", ...) */
 	size_t n_tops;
+	int any_top;  /* 1: every top-level name is allowed (a dataset's root); tops ignored */
+	int archives; /* 1: zip and gzip/bzip2/xz-compressed tar too, not only plain tar */
 };
 
 struct isc_unpack_report {

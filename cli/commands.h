@@ -24,6 +24,7 @@ int cmd_credits(struct isc_cli *cli, int argc, char **argv);
 int cmd_spend(struct isc_cli *cli, int argc, char **argv);
 int cmd_nodes(struct isc_cli *cli, int argc, char **argv);
 int cmd_keys(struct isc_cli *cli, int argc, char **argv);
+int cmd_datasets(struct isc_cli *cli, int argc, char **argv);
 /* `isc project budget`, dispatched by cmd_project (argv[0] "project", argv[1] "budget"). */
 int cmd_project_budget(struct isc_cli *cli, int argc, char **argv);
 

@@ -39,6 +39,7 @@ static const struct command commands[] = {
     {"spend", cmd_spend, "spend per project, experiment, provider, shape or day"},
     {"nodes", cmd_nodes, "the on-prem node pool: add, list, drain, remove, pubkey"},
     {"keys", cmd_keys, "organisations' own cloud keys: add, list, verify, remove, rotate-master"},
+    {"datasets", cmd_datasets, "S3 datasets of an organisation: add, list, show, remove"},
 };
 
 static void usage(FILE *out)

@@ -8,12 +8,14 @@
 #include "broker/broker.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "datasets/datasets.h"
 #include "onprem/onprem.h"
 #include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
 	struct isc_store *store = NULL;
 	struct isc_broker *broker = NULL;
 	struct isc_onprem *onprem = NULL;
+	struct isc_dataset_cacher *cacher = NULL;
 	struct isc_err err;
 	struct sigaction sa;
 	char *home = NULL;
@@ -172,6 +175,20 @@ int main(int argc, char **argv)
 
 	isc_log(ISC_LOG_INFO, "started on %s (pid %ld, tick %ld ms)", home, (long)getpid(),
 	        interval_ms);
+	if (!once) {
+		/*
+		 * Datasets cache on a thread of their own, so a 100 GB download never
+		 * holds up a tick. It blocks SIGTERM/SIGINT: they stay the main loop's.
+		 */
+		sigset_t block, old;
+		sigemptyset(&block);
+		sigaddset(&block, SIGTERM);
+		sigaddset(&block, SIGINT);
+		pthread_sigmask(SIG_BLOCK, &block, &old);
+		if (isc_dataset_cacher_start(home, &cacher, &err))
+			isc_log(ISC_LOG_ERROR, "%s", err.msg);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	rc = 0;
 	do {
 		isc_err_clear(&err);
@@ -185,6 +202,7 @@ int main(int argc, char **argv)
 		sleep_interruptible(interval_ms);
 	} while (!stop_requested);
 	isc_log(ISC_LOG_INFO, "stopping");
+	isc_dataset_cacher_stop(cacher);
 out:
 	isc_onprem_free(onprem);
 	isc_broker_free(broker);

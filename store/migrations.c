@@ -309,6 +309,29 @@ static const char *const migrations[] = {
     "  code INTEGER NOT NULL," /* the container's exit code; 128+signal; -1 vanished */
     "  at_ms INTEGER NOT NULL,"
     "  PRIMARY KEY (cluster_id, rank));",
+    /* 12: datasets: S3 objects and folders per organisation, cached by iscd (docs/datasets.md). */
+    "CREATE TABLE datasets ("
+    "  id TEXT PRIMARY KEY,"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  name TEXT NOT NULL,"
+    "  uri TEXT NOT NULL,"
+    "  bucket TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  is_folder INTEGER NOT NULL,"
+    "  etag TEXT NOT NULL,"
+    "  version_id TEXT NOT NULL,"
+    "  credentials TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL,"
+    "  volume_bytes INTEGER NOT NULL,"
+    "  cached_bytes INTEGER NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('created', 'caching', 'available', 'failed')),"
+    "  reason TEXT NOT NULL,"
+    "  copy_name TEXT NOT NULL,"
+    "  manifest_json TEXT,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  updated_at_ms INTEGER NOT NULL,"
+    "  UNIQUE (org_id, name));"
+    "CREATE INDEX datasets_state ON datasets(state);",
 };
 
 size_t isc_store_migration_count(void)

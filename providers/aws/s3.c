@@ -119,12 +119,14 @@ int isc_s3_client_new(const struct isc_s3_config *cfg, const struct isc_http_tra
 		goto out;
 	}
 	if (!c->authority[0] || strchr(c->authority, '@')) {
-		rc = isc_err_set(err, ISC_EINVALID, "S3 endpoint '%s' has no usable host", endpoint);
+		rc =
+		    isc_err_set(err, ISC_EINVALID, "S3 endpoint '%s' has no usable host", endpoint);
 		goto out;
 	}
 	{
 		size_t hl = strcspn(c->authority, ":");
-		c->aws_host = hl > 14 && strncasecmp(c->authority + hl - 14, ".amazonaws.com", 14) == 0;
+		c->aws_host =
+		    hl > 14 && strncasecmp(c->authority + hl - 14, ".amazonaws.com", 14) == 0;
 	}
 	snprintf(c->region, sizeof(c->region), "%s", cfg->region);
 	c->addressing = cfg->addressing;
@@ -194,8 +196,7 @@ int isc_s3_uri_parse(const char *uri, char **bucket, char **key, struct isc_err 
 	int rc;
 	*bucket = *key = NULL;
 	if (!uri || strncmp(uri, "s3://", 5) != 0)
-		return isc_err_set(err, ISC_EINVALID, "'%s' is not an s3:// URI",
-		                   uri ? uri : "");
+		return isc_err_set(err, ISC_EINVALID, "'%s' is not an s3:// URI", uri ? uri : "");
 	b = uri + 5;
 	slash = strchr(b, '/');
 	*bucket = slash ? strndup(b, (size_t)(slash - b)) : strdup(b);
@@ -358,18 +359,12 @@ static int code_for(const char *code, long status)
 		const char *code;
 		int isc;
 	} map[] = {
-	    {"NoSuchKey", ISC_ENOTFOUND},
-	    {"NoSuchBucket", ISC_ENOTFOUND},
-	    {"NoSuchVersion", ISC_ENOTFOUND},
-	    {"AccessDenied", ISC_EAUTH},
-	    {"InvalidAccessKeyId", ISC_EAUTH},
-	    {"SignatureDoesNotMatch", ISC_EAUTH},
-	    {"ExpiredToken", ISC_EAUTH},
-	    {"InvalidToken", ISC_EAUTH},
-	    {"RequestTimeTooSkewed", ISC_EAUTH},
-	    {"SlowDown", ISC_ETHROTTLED},
-	    {"InternalError", ISC_ETRANSIENT},
-	    {"ServiceUnavailable", ISC_ETRANSIENT},
+	    {"NoSuchKey", ISC_ENOTFOUND},          {"NoSuchBucket", ISC_ENOTFOUND},
+	    {"NoSuchVersion", ISC_ENOTFOUND},      {"AccessDenied", ISC_EAUTH},
+	    {"InvalidAccessKeyId", ISC_EAUTH},     {"SignatureDoesNotMatch", ISC_EAUTH},
+	    {"ExpiredToken", ISC_EAUTH},           {"InvalidToken", ISC_EAUTH},
+	    {"RequestTimeTooSkewed", ISC_EAUTH},   {"SlowDown", ISC_ETHROTTLED},
+	    {"InternalError", ISC_ETRANSIENT},     {"ServiceUnavailable", ISC_ETRANSIENT},
 	    {"PreconditionFailed", ISC_ECONFLICT},
 	};
 	for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
@@ -418,9 +413,10 @@ static int s3_classify(void *vctx, const struct isc_http_response *resp, struct 
 		                                          : "HTTP error";
 		snprintf(code, sizeof(code), "%s", guess);
 	}
-	return isc_err_set(err, code_for(code, resp->status), "S3 %s s3://%s%s%s: %s%s%s (HTTP %ld)",
-	                   cc->op, cc->bucket, cc->key && cc->key[0] ? "/" : "",
-	                   cc->key ? cc->key : "", code, msg[0] ? ": " : "", msg, resp->status);
+	return isc_err_set(err, code_for(code, resp->status),
+	                   "S3 %s s3://%s%s%s: %s%s%s (HTTP %ld)", cc->op, cc->bucket,
+	                   cc->key && cc->key[0] ? "/" : "", cc->key ? cc->key : "", code,
+	                   msg[0] ? ": " : "", msg, resp->status);
 }
 
 /* Signs and sends one request; extra headers (Range, If-Match) are signed too. */
@@ -445,18 +441,18 @@ static int s3_send(struct isc_s3_client *c, const char *method, const struct tar
 	hdrs[n++] = (struct isc_http_header){"Host", isc_buf_cstr(&t->host)};
 	for (size_t i = 0; i < n_extra && n < 4; i++)
 		hdrs[n++] = extra[i];
-	rc = isc_sigv4_sign(&key, &p,
-	                    &(struct isc_sigv4_request){method, isc_buf_cstr(&t->raw_path), hdrs, n,
-	                                                NULL, 0},
-	                    &sig, err);
+	rc = isc_sigv4_sign(
+	    &key, &p,
+	    &(struct isc_sigv4_request){method, isc_buf_cstr(&t->raw_path), hdrs, n, NULL, 0}, &sig,
+	    err);
 	if (rc) {
 		isc_sigv4_signed_cleanup(&sig);
 		return rc;
 	}
 	for (size_t i = 0; i < sig.n_add; i++)
 		hdrs[n + i] = sig.add[i];
-	req = (struct isc_http_request){method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, NULL,
-	                                0};
+	req =
+	    (struct isc_http_request){method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, NULL, 0};
 	rc = isc_http_do(&c->http, &req, s3_classify, cc, resp, err);
 	isc_sigv4_signed_cleanup(&sig);
 	return rc;
@@ -568,17 +564,18 @@ int isc_s3_get_range(struct isc_s3_client *c, const char *bucket, const char *ke
 		uint64_t a = 0, b = 0;
 		if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64, &a, &b) != 2 || a != first ||
 		    b != first + len - 1) {
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "S3 GetObject s3://%s/%s: Content-Range '%s' is not the %s "
-			                 "asked for",
-			                 bucket, key, v, range);
+			rc =
+			    isc_err_set(err, ISC_EINVALID,
+			                "S3 GetObject s3://%s/%s: Content-Range '%s' is not the %s "
+			                "asked for",
+			                bucket, key, v, range);
 			goto out;
 		}
 	}
 	if (resp.body.len != len) {
 		rc = isc_err_set(err, ISC_ETRANSIENT,
-		                 "S3 GetObject s3://%s/%s: %zu bytes of %" PRIu64 " arrived", bucket,
-		                 key, resp.body.len, len);
+		                 "S3 GetObject s3://%s/%s: %zu bytes of %" PRIu64 " arrived",
+		                 bucket, key, resp.body.len, len);
 		goto out;
 	}
 	if (isc_buf_append(out, resp.body.data, resp.body.len))
@@ -619,7 +616,8 @@ static int parse_listing(const char *xml, size_t len, struct isc_s3_listing *out
 			continue;
 		o = &out->objects[out->n];
 		if (!child_text(e, "Key", v, sizeof(v)) || !v[0] || strlen(v) > S3_MAX_KEY_BYTES) {
-			rc = isc_err_set(err, ISC_EINVALID, "S3 ListObjectsV2: an entry without a Key");
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "S3 ListObjectsV2: an entry without a Key");
 			goto out;
 		}
 		o->key = strdup(v);
@@ -631,7 +629,8 @@ static int parse_listing(const char *xml, size_t len, struct isc_s3_listing *out
 		child_text(e, "Size", v, sizeof(v));
 		o->size = strtoull(v, &end, 10);
 		if (!v[0] || *end) {
-			rc = isc_err_set(err, ISC_EINVALID, "S3 ListObjectsV2: %s has no Size", o->key);
+			rc = isc_err_set(err, ISC_EINVALID, "S3 ListObjectsV2: %s has no Size",
+			                 o->key);
 			goto out;
 		}
 		child_text(e, "ETag", v, sizeof(v));
@@ -640,8 +639,9 @@ static int parse_listing(const char *xml, size_t len, struct isc_s3_listing *out
 	child_text(root, "IsTruncated", v, sizeof(v));
 	if (strcmp(v, "true") == 0) {
 		if (!child_text(root, "NextContinuationToken", v, sizeof(v)) || !v[0]) {
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "S3 ListObjectsV2: truncated without NextContinuationToken");
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "S3 ListObjectsV2: truncated without NextContinuationToken");
 			goto out;
 		}
 		if (!(out->next_token = strdup(v)))
@@ -666,8 +666,8 @@ int isc_s3_list_page(struct isc_s3_client *c, const char *bucket, const char *pr
 	if ((rc = check_names(bucket, prefix, err)))
 		return rc;
 	if (max_keys < 1 || max_keys > 1000)
-		return isc_err_set(err, ISC_EINVALID, "S3 ListObjectsV2: max-keys %d not in 1..1000",
-		                   max_keys);
+		return isc_err_set(err, ISC_EINVALID,
+		                   "S3 ListObjectsV2: max-keys %d not in 1..1000", max_keys);
 	isc_buf_init(&q, 0);
 	isc_http_response_init(&resp);
 	/* Parameters in canonical order, so the URL and the signed query agree byte for byte. */
@@ -737,10 +737,9 @@ int isc_s3_presign_get(struct isc_s3_client *c, const char *bucket, const char *
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = isc_sigv4_presign(&k, &p,
-	                       &(struct isc_sigv4_request){"GET", isc_buf_cstr(&t.raw_path), hdrs, n,
-	                                                   NULL, 0},
-	                       expires_s, &ps, err);
+	rc = isc_sigv4_presign(
+	    &k, &p, &(struct isc_sigv4_request){"GET", isc_buf_cstr(&t.raw_path), hdrs, n, NULL, 0},
+	    expires_s, &ps, err);
 	if (!rc) {
 		if (isc_buf_printf(&url, "%s?%s", isc_buf_cstr(&t.url), ps.query))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");

@@ -30,8 +30,9 @@ enum isc_s3_addressing {
 };
 
 struct isc_s3_config {
-	const char *endpoint; /* "https://host[:port]" (no path); NULL: https://s3.REGION.amazonaws.com */
-	const char *region;   /* signing region */
+	const char
+	    *endpoint; /* "https://host[:port]" (no path); NULL: https://s3.REGION.amazonaws.com */
+	const char *region; /* signing region */
 	enum isc_s3_addressing addressing;
 	int allow_insecure; /* plain http to a host that is not loopback */
 	const char *access_key_id;
@@ -55,11 +56,11 @@ void isc_s3_client_free(struct isc_s3_client *c);
 
 /* The object as HeadObject/ListObjectsV2 describe it. */
 struct isc_s3_object {
-	char *key;              /* owned */
-	uint64_t size;          /* bytes */
-	char etag[80];          /* without quotes: "hex" or "hex-N" for multipart uploads */
-	char version_id[1025];  /* "" when the bucket is not versioned (or "null") */
-	unsigned parts_count;   /* x-amz-mp-parts-count of a partNumber HEAD; 0 otherwise */
+	char *key;             /* owned */
+	uint64_t size;         /* bytes */
+	char etag[80];         /* without quotes: "hex" or "hex-N" for multipart uploads */
+	char version_id[1025]; /* "" when the bucket is not versioned (or "null") */
+	unsigned parts_count;  /* x-amz-mp-parts-count of a partNumber HEAD; 0 otherwise */
 };
 void isc_s3_object_cleanup(struct isc_s3_object *o);
 

@@ -1,0 +1,1125 @@
+/*
+ * Datasets (datasets.h): names and sizes, registration against S3, and the
+ * cache: download in ranged pieces, verify against the ETag, expand archives
+ * safely, publish the shared copy and its manifest.
+ */
+#include "datasets/datasets.h"
+
+#include "artifacts/unpack.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "providers/aws/aws_creds.h"
+#include "providers/aws/s3.h"
+#include "shapes/shape.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/md5.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK_BYTES (16u << 20) /* one ranged GET */
+
+/* ---- names and sizes ---- */
+
+static const char *const archive_exts[] = {".tar.gz2", ".tar.bz2", ".tar.gz", ".tar.xz",
+                                           ".tbz2",    ".tbz",     ".tgz",    ".txz",
+                                           ".tar",     ".zip"};
+
+const char *isc_dataset_archive_ext(const char *key)
+{
+	size_t n = key ? strlen(key) : 0;
+	for (size_t i = 0; i < sizeof(archive_exts) / sizeof(archive_exts[0]); i++) {
+		size_t e = strlen(archive_exts[i]);
+		if (n > e && strcmp(key + n - e, archive_exts[i]) == 0)
+			return archive_exts[i];
+	}
+	return NULL;
+}
+
+int isc_dataset_name_check(const char *name, struct isc_err *err)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > ISC_DATASET_NAME_MAX || name[0] == '.' || name[0] == '-')
+		goto bad;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("._-", name[i]))
+			goto bad;
+	return 0;
+bad:
+	return isc_err_set(err, ISC_EINVALID,
+	                   "dataset name '%.80s' is not 1..%d of letters, digits, '.', '_', '-' "
+	                   "(not starting with '.' or '-')",
+	                   name ? name : "", ISC_DATASET_NAME_MAX);
+}
+
+int isc_dataset_default_name(const char *bucket, const char *key, char *out, size_t cap,
+                             struct isc_err *err)
+{
+	size_t n = strlen(key);
+	const char *ext, *base;
+	while (n > 0 && key[n - 1] == '/')
+		n--;
+	if (n == 0) {
+		snprintf(out, cap, "%s", bucket);
+	} else {
+		base = key + n;
+		while (base > key && base[-1] != '/')
+			base--;
+		snprintf(out, cap, "%.*s", (int)(key + n - base), base);
+		ext = isc_dataset_archive_ext(out);
+		if (ext && strlen(out) > strlen(ext))
+			out[strlen(out) - strlen(ext)] = '\0';
+	}
+	return isc_dataset_name_check(out, err);
+}
+
+static void put_safe(struct isc_buf *b, const char *s)
+{
+	for (; *s; s++)
+		isc_buf_putc(b, isalnum((unsigned char)*s) || strchr("._-", *s) ? *s : '_');
+}
+
+char *isc_dataset_copy_name(const char *name, const char *etag, const char *version_id)
+{
+	struct isc_buf b;
+	isc_buf_init(&b, 0);
+	put_safe(&b, name);
+	if (etag && etag[0]) {
+		isc_buf_putc(&b, '-');
+		put_safe(&b, etag);
+	}
+	if (version_id && version_id[0]) {
+		isc_buf_putc(&b, '-');
+		put_safe(&b, version_id);
+	}
+	return isc_buf_detach(&b);
+}
+
+char *isc_dataset_root(const char *home)
+{
+	char *out = NULL;
+	return asprintf(&out, "%s/datasets", home) < 0 ? NULL : out;
+}
+
+/* ---- S3 access ---- */
+
+/*
+ * An S3 client for a dataset's credentials reference, with [providers.aws]'s
+ * settings: endpoint_s3 / endpoint (and AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL),
+ * s3_region, s3_addressing (auto, path, virtual), allow_insecure_endpoint.
+ */
+static int client_for(const struct isc_config *cfg, const char *credentials,
+                      struct isc_s3_client **out, struct isc_err *err)
+{
+	const struct isc_provider_config *pc = cfg ? isc_config_provider(cfg, "aws") : NULL;
+	size_t n = pc ? pc->n_settings : 0, k = 0;
+	struct isc_kv *items = calloc(n + 1, sizeof(*items));
+	struct isc_provider_settings settings;
+	struct isc_aws_creds creds;
+	struct isc_s3_config sc;
+	const char *v, *use_env = credentials && strcmp(credentials, "env") == 0 ? "1" : NULL;
+	const char *profile = credentials && strncmp(credentials, "profile:", 8) == 0
+	                          ? credentials + 8
+	                          : NULL;
+	char region[64], *endpoint = NULL;
+	int rc;
+
+	*out = NULL;
+	memset(&creds, 0, sizeof(creds));
+	if (!items)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		/* The dataset's own choice of credentials beats the broker's profile. */
+		if ((use_env || profile) && strcmp(pc->settings[i].key, "profile") == 0)
+			continue;
+		items[k++] = (struct isc_kv){pc->settings[i].key, pc->settings[i].value};
+	}
+	if (profile)
+		items[k++] = (struct isc_kv){"profile", profile};
+	settings = (struct isc_provider_settings){items, k, NULL, 0};
+	v = isc_provider_setting(&settings, "s3_region");
+	if (!v && pc && pc->n_regions)
+		v = pc->regions[0];
+	if (isc_aws_region_resolve(v, region, sizeof(region), NULL))
+		snprintf(region, sizeof(region), "us-east-1");
+	rc = isc_aws_creds_resolve(&settings, &creds, err);
+	if (rc) {
+		isc_err_wrap(err, "dataset credentials");
+		goto out;
+	}
+	endpoint = isc_aws_endpoint_resolve(&settings, "s3", region);
+	if (!endpoint) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	memset(&sc, 0, sizeof(sc));
+	sc.endpoint = endpoint;
+	sc.region = region;
+	v = isc_provider_setting(&settings, "s3_addressing");
+	sc.addressing = v && strcmp(v, "path") == 0      ? ISC_S3_ADDRESSING_PATH
+	                : v && strcmp(v, "virtual") == 0 ? ISC_S3_ADDRESSING_VIRTUAL
+	                                                 : ISC_S3_ADDRESSING_AUTO;
+	if (v && strcmp(v, "path") && strcmp(v, "virtual") && strcmp(v, "auto")) {
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "[providers.aws] s3_addressing '%s' is not auto, path or virtual", v);
+		goto out;
+	}
+	v = isc_provider_setting(&settings, "allow_insecure_endpoint");
+	sc.allow_insecure = v && strcmp(v, "true") == 0;
+	sc.access_key_id = creds.access_key_id;
+	sc.secret_access_key = creds.secret_access_key;
+	sc.session_token = creds.session_token;
+	rc = isc_s3_client_new(&sc, isc_http_transport_curl(), isc_clock_system(), out, err);
+out:
+	isc_aws_creds_cleanup(&creds);
+	free(endpoint);
+	free(items);
+	return rc;
+}
+
+/* The prefix a folder URI lists: the key with one trailing slash ("" for a whole bucket). */
+static char *folder_prefix(const char *key)
+{
+	size_t n = strlen(key);
+	char *out = NULL;
+	while (n > 0 && key[n - 1] == '/')
+		n--;
+	if (n == 0)
+		return strdup("");
+	return asprintf(&out, "%.*s/", (int)n, key) < 0 ? NULL : out;
+}
+
+/* Every object under prefix (directory markers left out), all pages. */
+static int list_all(struct isc_s3_client *c, const char *bucket, const char *prefix,
+                    struct isc_s3_listing *all, struct isc_err *err)
+{
+	char *token = NULL;
+	int rc = 0;
+	memset(all, 0, sizeof(*all));
+	do {
+		struct isc_s3_listing page;
+		struct isc_s3_object *grown;
+		rc = isc_s3_list_page(c, bucket, prefix, token, 1000, &page, err);
+		free(token);
+		token = NULL;
+		if (rc)
+			break;
+		if (all->n + page.n > ISC_DATASET_MAX_FOLDER_KEYS) {
+			isc_s3_listing_cleanup(&page);
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "s3://%s/%s holds more than %d objects (the cap of a dataset "
+			                 "folder)",
+			                 bucket, prefix, ISC_DATASET_MAX_FOLDER_KEYS);
+			break;
+		}
+		grown = realloc(all->objects, (all->n + page.n + 1) * sizeof(*grown));
+		if (!grown) {
+			isc_s3_listing_cleanup(&page);
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		all->objects = grown;
+		for (size_t i = 0; i < page.n; i++) {
+			size_t kl = strlen(page.objects[i].key);
+			if (kl && page.objects[i].key[kl - 1] == '/')
+				isc_s3_object_cleanup(&page.objects[i]);
+			else
+				all->objects[all->n++] = page.objects[i];
+		}
+		free(page.objects);
+		token = page.next_token;
+	} while (token);
+	free(token);
+	if (rc)
+		isc_s3_listing_cleanup(all);
+	return rc;
+}
+
+/* ---- registration ---- */
+
+int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
+                         const struct isc_dataset_request *req, struct isc_dataset *out,
+                         struct isc_err *err)
+{
+	struct isc_s3_client *c = NULL;
+	struct isc_s3_object obj;
+	struct isc_s3_listing listing;
+	struct isc_dataset d;
+	char *bucket = NULL, *key = NULL, *prefix = NULL, *id = NULL, *copy = NULL;
+	char name[ISC_DATASET_NAME_MAX + 32];
+	uint64_t volume = ISC_DATASET_DEFAULT_VOLUME, size = 0;
+	int rc, is_folder;
+
+	memset(out, 0, sizeof(*out));
+	memset(&obj, 0, sizeof(obj));
+	memset(&listing, 0, sizeof(listing));
+	if ((rc = isc_s3_uri_parse(req->uri, &bucket, &key, err)))
+		return rc;
+	if (req->credentials && req->credentials[0] && strcmp(req->credentials, "env") != 0 &&
+	    (strncmp(req->credentials, "profile:", 8) != 0 || !req->credentials[8])) {
+		rc = isc_err_set(err, ISC_EINVALID, "credentials '%s' is not env or profile:NAME",
+		                 req->credentials);
+		goto out;
+	}
+	if (req->name)
+		rc = isc_dataset_name_check(req->name, err);
+	else
+		rc = isc_dataset_default_name(bucket, key, name, sizeof(name), err);
+	if (rc)
+		goto out;
+	if (req->volume_size) {
+		int64_t v = 0;
+		/* The shape catalog's size syntax: K M G T and Ki Mi Gi Ti (docs/datasets.md). */
+		if (isc_size_parse(req->volume_size, &v) || v <= 0) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "--volume-size '%.40s' is not a size such as 5Gi or 10G (K, M, "
+			                 "G, T, Ki, Mi, Gi, Ti)",
+			                 req->volume_size);
+			goto out;
+		}
+		volume = (uint64_t)v;
+	}
+	if ((rc = client_for(cfg, req->credentials, &c, err)))
+		goto out;
+	is_folder = key[0] == '\0' || key[strlen(key) - 1] == '/';
+	if (!is_folder) {
+		rc = isc_s3_head(c, bucket, key, req->version_id, 0, &obj, err);
+		if (rc == ISC_ENOTFOUND && req->version_id && req->version_id[0]) {
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "%s has no version '%s' (VersionId mismatch): %s", req->uri,
+			                 req->version_id, err ? err->msg : "");
+			goto out;
+		}
+		if (rc == ISC_ENOTFOUND) {
+			/* s3://b/images (no slash) may name a folder. */
+			struct isc_err ferr;
+			char *p = folder_prefix(key);
+			struct isc_s3_listing one;
+			int frc = p ? isc_s3_list_page(c, bucket, p, NULL, 1, &one, &ferr) : ISC_ENOMEM;
+			free(p);
+			if (frc == 0 && one.n > 0)
+				is_folder = 1;
+			if (frc == 0)
+				isc_s3_listing_cleanup(&one);
+			if (!is_folder)
+				goto out;
+			rc = 0;
+		} else if (rc) {
+			goto out;
+		}
+	}
+	if (is_folder) {
+		prefix = folder_prefix(key);
+		if (!prefix) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		if ((rc = list_all(c, bucket, prefix, &listing, err)))
+			goto out;
+		if (listing.n == 0) {
+			rc = isc_err_set(err, ISC_ENOTFOUND, "%s: no objects under s3://%s/%s", req->uri,
+			                 bucket, prefix);
+			goto out;
+		}
+		for (size_t i = 0; i < listing.n; i++)
+			size += listing.objects[i].size;
+	} else {
+		size = obj.size;
+		if (req->etag && req->etag[0]) {
+			char want[80];
+			snprintf(want, sizeof(want), "%s", req->etag);
+			if (want[0] == '"' && strlen(want) > 1 && want[strlen(want) - 1] == '"') {
+				memmove(want, want + 1, strlen(want));
+				want[strlen(want) - 1] = '\0';
+			}
+			if (strcmp(want, obj.etag) != 0) {
+				rc = isc_err_set(err, ISC_ECONFLICT,
+				                 "%s: ETag mismatch: given %s, S3 has %s", req->uri, want,
+				                 obj.etag);
+				goto out;
+			}
+		}
+	}
+	if (size > ISC_DATASET_MAX_BYTES) {
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s is %" PRIu64 " bytes: over the 100 GB (%llu bytes) a dataset may "
+		                 "hold",
+		                 req->uri, size, (unsigned long long)ISC_DATASET_MAX_BYTES);
+		goto out;
+	}
+	if (size > volume) {
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s is %" PRIu64 " bytes: more than its volume (%" PRIu64
+		                 " bytes); give a larger --volume-size",
+		                 req->uri, size, volume);
+		goto out;
+	}
+	memset(&d, 0, sizeof(d));
+	d.name = (char *)(req->name ? req->name : name);
+	d.uri = (char *)req->uri;
+	d.bucket = bucket;
+	d.key = is_folder ? prefix : key;
+	d.is_folder = is_folder;
+	/* A folder URI ignores ETag and VersionId: there is no one object to pin. */
+	d.etag = (char *)(!is_folder && req->etag && req->etag[0] ? obj.etag : "");
+	d.version_id = (char *)(!is_folder && req->version_id ? req->version_id : "");
+	d.credentials = (char *)(req->credentials ? req->credentials : "");
+	d.size_bytes = (int64_t)size;
+	d.volume_bytes = (int64_t)volume;
+	copy = isc_dataset_copy_name(d.name, d.etag, d.version_id);
+	if (!copy) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	d.copy_name = copy;
+	if ((rc = isc_store_dataset_add(s, req->org, &d, &id, err)))
+		goto out;
+	rc = isc_store_dataset_find(s, NULL, id, out, err);
+out:
+	isc_s3_object_cleanup(&obj);
+	isc_s3_listing_cleanup(&listing);
+	isc_s3_client_free(c);
+	free(bucket);
+	free(key);
+	free(prefix);
+	free(id);
+	free(copy);
+	return rc;
+}
+
+int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
+                            size_t n, struct isc_dataset **out, struct isc_err *err)
+{
+	struct isc_dataset *list = calloc(n ? n : 1, sizeof(*list));
+	int rc = 0;
+	size_t i;
+	*out = NULL;
+	if (!list)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (i = 0; i < n && !rc; i++) {
+		rc = isc_store_dataset_find(s, org_name, ids[i], &list[i], err);
+		if (rc == ISC_ENOTFOUND) {
+			rc = isc_err_set(err, ISC_ENOTFOUND,
+			                 "dataset_id_list[%zu]: organisation '%s' has no dataset '%s' "
+			                 "(isc datasets list --org %s)",
+			                 i, org_name, ids[i], org_name);
+		} else if (!rc && strcmp(list[i].state, "available") != 0) {
+			if (strcmp(list[i].state, "failed") == 0)
+				rc = isc_err_set(err, ISC_ECONFLICT,
+				                 "dataset_id_list[%zu]: dataset '%s' failed to cache: %s", i,
+				                 ids[i], list[i].reason);
+			else
+				rc = isc_err_set(err, ISC_ECONFLICT,
+				                 "dataset_id_list[%zu]: dataset '%s' is %s (%" PRId64
+				                 " of %" PRId64 " bytes); it can be used once Available",
+				                 i, ids[i],
+				                 strcmp(list[i].state, "created") == 0 ? "Created"
+				                                                        : "Caching",
+				                 list[i].cached_bytes, list[i].size_bytes);
+		}
+	}
+	if (rc) {
+		isc_dataset_list_free(list, n);
+		return rc;
+	}
+	*out = list;
+	return 0;
+}
+
+/* ---- caching ---- */
+
+struct progress {
+	struct isc_store *s;
+	const char *id;
+	int64_t done;    /* bytes of the objects already finished */
+	int64_t last_ms; /* last store update */
+};
+
+static void progress_note(struct progress *p, int64_t bytes_now, int force)
+{
+	int64_t now = isc_clock_system()->now_ms(NULL);
+	if (force || now - p->last_ms >= 500) {
+		isc_store_dataset_set_progress(p->s, p->id, p->done + bytes_now, NULL);
+		p->last_ms = now;
+	}
+}
+
+/*
+ * Downloads the object into path, continuing from what path already holds
+ * (a crash mid-cache keeps the pieces written so far). If-Match keeps every
+ * piece from the same bytes even when the key is overwritten meanwhile.
+ */
+static int download(struct isc_s3_client *c, const char *bucket, const struct isc_s3_object *o,
+                    const char *version_id, const char *path, struct progress *prog,
+                    const volatile int *stop, struct isc_err *err)
+{
+	struct isc_buf chunk;
+	struct stat st;
+	uint64_t have = 0;
+	int fd, rc = 0;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) == 0)
+		have = (uint64_t)st.st_size;
+	if (have > o->size) {
+		/* Not this object's bytes: start over. */
+		if (ftruncate(fd, 0) != 0) {
+			close(fd);
+			return isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+		}
+		have = 0;
+	}
+	isc_buf_init(&chunk, 0);
+	while (have < o->size && !rc) {
+		uint64_t len = o->size - have < CHUNK_BYTES ? o->size - have : CHUNK_BYTES;
+		if (stop && *stop) {
+			rc = isc_err_set(err, ISC_ETRANSIENT, "stopped");
+			break;
+		}
+		isc_buf_reset(&chunk);
+		rc = isc_s3_get_range(c, bucket, o->key, version_id, o->etag, have, len, &chunk, err);
+		if (rc == ISC_ECONFLICT)
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "s3://%s/%s changed while it was being cached (ETag is no longer "
+			                 "%s)",
+			                 bucket, o->key, o->etag);
+		if (rc)
+			break;
+		for (size_t off = 0; off < chunk.len;) {
+			ssize_t w = write(fd, chunk.data + off, chunk.len - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+				break;
+			}
+			off += (size_t)w;
+		}
+		if (!rc && fdatasync(fd) != 0)
+			rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+		have += len;
+		progress_note(prog, (int64_t)have, 0);
+	}
+	isc_buf_cleanup(&chunk);
+	close(fd);
+	return rc;
+}
+
+static int is_md5_hex(const char *s, size_t n)
+{
+	if (n != 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return 0;
+	return 1;
+}
+
+/*
+ * Reads the downloaded file once: its SHA-256 (for the manifest) and the
+ * check of S3's ETag: the MD5 of the bytes, or for "HEX-N" the MD5 of the N
+ * parts' MD5s, with parts of part_size bytes (the size of part 1).
+ */
+static int verify_file(const char *path, const char *etag, uint64_t part_size, char sha_hex[65],
+                       struct isc_err *err)
+{
+	static const char hex[] = "0123456789abcdef";
+	EVP_MD_CTX *sha = EVP_MD_CTX_new(), *whole = EVP_MD_CTX_new(), *part = EVP_MD_CTX_new(),
+	           *outer = EVP_MD_CTX_new();
+	const char *dash = strchr(etag, '-');
+	unsigned char *buf = malloc(1 << 20), md[EVP_MAX_MD_SIZE];
+	unsigned mdlen;
+	uint64_t in_part = 0;
+	unsigned long parts = 0, want_parts = dash ? strtoul(dash + 1, NULL, 10) : 0;
+	char got[80];
+	int fd = -1, rc = 0;
+	ssize_t r;
+
+	if (!sha || !whole || !part || !outer || !buf) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(whole, EVP_md5(), NULL);
+	EVP_DigestInit_ex(part, EVP_md5(), NULL);
+	EVP_DigestInit_ex(outer, EVP_md5(), NULL);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	while ((r = read(fd, buf, 1 << 20)) > 0) {
+		size_t off = 0;
+		EVP_DigestUpdate(sha, buf, (size_t)r);
+		EVP_DigestUpdate(whole, buf, (size_t)r);
+		while (dash && part_size && off < (size_t)r) {
+			size_t take = (size_t)r - off;
+			if (take > part_size - in_part)
+				take = (size_t)(part_size - in_part);
+			EVP_DigestUpdate(part, buf + off, take);
+			in_part += take;
+			off += take;
+			if (in_part == part_size) {
+				EVP_DigestFinal_ex(part, md, &mdlen);
+				EVP_DigestUpdate(outer, md, mdlen);
+				EVP_DigestInit_ex(part, EVP_md5(), NULL);
+				in_part = 0;
+				parts++;
+			}
+		}
+	}
+	if (r < 0) {
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	EVP_DigestFinal_ex(sha, md, &mdlen);
+	for (unsigned i = 0; i < mdlen; i++) {
+		sha_hex[2 * i] = hex[md[i] >> 4];
+		sha_hex[2 * i + 1] = hex[md[i] & 15];
+	}
+	sha_hex[64] = '\0';
+	if (dash) {
+		if (in_part) {
+			EVP_DigestFinal_ex(part, md, &mdlen);
+			EVP_DigestUpdate(outer, md, mdlen);
+			parts++;
+		}
+		EVP_DigestFinal_ex(outer, md, &mdlen);
+	} else {
+		EVP_DigestFinal_ex(whole, md, &mdlen);
+	}
+	for (unsigned i = 0; i < mdlen; i++) {
+		got[2 * i] = hex[md[i] >> 4];
+		got[2 * i + 1] = hex[md[i] & 15];
+	}
+	got[2 * mdlen] = '\0';
+	if (dash) {
+		if (!is_md5_hex(etag, (size_t)(dash - etag)) || parts != want_parts ||
+		    strncmp(got, etag, 32) != 0)
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "the downloaded bytes do not match the ETag %s (%lu parts of %" PRIu64
+			                 " bytes give %s-%lu)",
+			                 etag, parts, part_size, got, parts);
+	} else if (!is_md5_hex(etag, strlen(etag)) || strcmp(got, etag) != 0) {
+		rc = isc_err_set(err, ISC_ECONFLICT,
+		                 "the downloaded bytes do not match the ETag %s (their MD5 is %s)", etag,
+		                 got);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	EVP_MD_CTX_free(sha);
+	EVP_MD_CTX_free(whole);
+	EVP_MD_CTX_free(part);
+	EVP_MD_CTX_free(outer);
+	return rc;
+}
+
+struct file_reader {
+	int fd;
+	char buf[1 << 16];
+};
+
+static ssize_t file_read(void *ctx, const void **buf, struct isc_err *err)
+{
+	struct file_reader *r = ctx;
+	ssize_t n = read(r->fd, r->buf, sizeof(r->buf));
+	if (n < 0)
+		return isc_err_set(err, ISC_EIO, "reading the archive: %s", strerror(errno));
+	*buf = r->buf;
+	return n;
+}
+
+/* Expands archive into the empty folder dest with the unpacker's caps; any refusal fails it. */
+static int expand(const char *archive, const char *dest, uint64_t max_bytes, uint64_t min_free,
+                  struct isc_err *err)
+{
+	struct isc_unpack_limits lim = {.max_bytes = max_bytes,
+	                                .max_entries = 1000000,
+	                                .min_free_bytes = min_free,
+	                                .any_top = 1,
+	                                .archives = 1};
+	struct isc_unpack_report rep;
+	struct file_reader *r = malloc(sizeof(*r));
+	int rc;
+	if (!r)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	r->fd = open(archive, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0) {
+		free(r);
+		return isc_err_set(err, ISC_EIO, "%s: %s", archive, strerror(errno));
+	}
+	rc = isc_unpack_stream(file_read, r, dest, &lim, &rep, err);
+	close(r->fd);
+	free(r);
+	if (rc)
+		return isc_err_wrap(err, "expanding the archive");
+	/*
+	 * Nodes expand these same bytes (SHA-256 pinned) with the node's tar/unzip:
+	 * an archive our unpacker had to censor is refused whole, so both agree.
+	 */
+	if (rep.refused)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "the archive holds %" PRIu64 " member(s) a dataset may not (links, "
+		                   "devices, absolute or \"..\" names); first: %s",
+		                   rep.refused, rep.first_refused);
+	return 0;
+}
+
+static int mkdir_p(const char *path, struct isc_err *err)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+			return isc_err_set(err, ISC_EIO, "%s: %s", tmp, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+		return isc_err_set(err, ISC_EIO, "%s: %s", tmp, strerror(errno));
+	return 0;
+}
+
+/* A key's path under a folder dataset's root: relative, no "..", no empty parts. */
+static int rel_ok(const char *rel)
+{
+	if (!rel[0] || rel[0] == '/')
+		return 0;
+	for (const char *p = rel; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return 1;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+	char *out = NULL;
+	return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
+}
+
+static int write_text(const char *path, const char *text, struct isc_err *err)
+{
+	char tmp[4200];
+	FILE *f;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		if (f)
+			fclose(f);
+		return isc_err_set(err, ISC_EIO, "%s: %s", tmp, strerror(errno));
+	}
+	fclose(f);
+	if (rename(tmp, path) != 0)
+		return isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Caches d into root/<copy_name>; *manifest_out (caller frees) on success. */
+static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, const char *root,
+                         const struct isc_dataset *d, const volatile int *stop,
+                         char **manifest_out, int64_t *size_out, struct isc_err *err)
+{
+	struct isc_s3_client *c = NULL;
+	struct isc_s3_listing objs;
+	struct progress prog = {s, d->id, 0, 0};
+	char *work = NULL, *tree = NULL, *final = NULL, *mpath = NULL, *dl = NULL;
+	json_t *manifest = json_object(), *arr = json_array();
+	const char *ext = d->is_folder ? NULL : isc_dataset_archive_ext(d->key);
+	uint64_t total = 0;
+	int rc;
+
+	memset(&objs, 0, sizeof(objs));
+	*manifest_out = NULL;
+	if (!manifest || !arr || asprintf(&work, "%s/.partial/%s", root, d->copy_name) < 0 ||
+	    asprintf(&final, "%s/%s", root, d->copy_name) < 0 ||
+	    asprintf(&mpath, "%s/.manifests/%s.json", root, d->copy_name) < 0 ||
+	    !(tree = path_join(work, "tree"))) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Another dataset with the same bytes made the copy already: share it. */
+	{
+		struct stat st;
+		json_error_t je;
+		json_t *m = stat(final, &st) == 0 && S_ISDIR(st.st_mode)
+		                ? json_load_file(mpath, 0, &je)
+		                : NULL;
+		if (m) {
+			*size_out = (int64_t)json_integer_value(json_object_get(m, "bytes"));
+			*manifest_out = json_dumps(m, JSON_COMPACT);
+			json_decref(m);
+			rc = *manifest_out ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if ((rc = client_for(cfg, d->credentials, &c, err)))
+		goto out;
+	if (d->is_folder) {
+		if ((rc = list_all(c, d->bucket, d->key, &objs, err)))
+			goto out;
+		if (objs.n == 0) {
+			rc = isc_err_set(err, ISC_ENOTFOUND, "no objects under s3://%s/%s any more",
+			                 d->bucket, d->key);
+			goto out;
+		}
+	} else {
+		objs.objects = calloc(1, sizeof(*objs.objects));
+		if (!objs.objects) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = isc_s3_head(c, d->bucket, d->key, d->version_id, 0, &objs.objects[0], err);
+		if (rc)
+			goto out;
+		objs.n = 1;
+		if (d->etag[0] && strcmp(d->etag, objs.objects[0].etag) != 0) {
+			rc = isc_err_set(err, ISC_ECONFLICT, "ETag mismatch: pinned %s, S3 now has %s",
+			                 d->etag, objs.objects[0].etag);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < objs.n; i++)
+		total += objs.objects[i].size;
+	if (total > ISC_DATASET_MAX_BYTES || total > (uint64_t)d->volume_bytes) {
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%" PRIu64 " bytes now: over the dataset's cap (%" PRId64 " bytes)",
+		                 total, d->volume_bytes);
+		goto out;
+	}
+	if ((rc = mkdir_p(work, err)) || (rc = isc_unpack_remove_tree(tree, err)) ||
+	    (rc = mkdir_p(tree, err)))
+		goto out;
+	for (size_t i = 0; i < objs.n; i++) {
+		struct isc_s3_object *o = &objs.objects[i];
+		const char *vid = d->is_folder ? NULL : (d->version_id[0] ? d->version_id : o->version_id);
+		const char *rel = d->is_folder ? o->key + strlen(d->key) : NULL;
+		uint64_t part_size = 0;
+		char sha[65], name[32];
+		json_t *entry;
+		if (d->is_folder && !rel_ok(rel)) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "s3://%s/%s: a key that is no safe path under the dataset's root",
+			                 d->bucket, o->key);
+			goto out;
+		}
+		snprintf(name, sizeof(name), "object-%zu", i);
+		free(dl);
+		if (!(dl = path_join(work, name))) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		if ((rc = download(c, d->bucket, o, vid, dl, &prog, stop, err)))
+			goto fail_obj;
+		if (strchr(o->etag, '-')) {
+			struct isc_s3_object p1;
+			if ((rc = isc_s3_head(c, d->bucket, o->key, vid, 1, &p1, err)))
+				goto fail_obj;
+			part_size = p1.size;
+			isc_s3_object_cleanup(&p1);
+		}
+		if ((rc = verify_file(dl, o->etag, part_size, sha, err))) {
+			/* Wrong bytes are not resumed from: the next attempt starts over. */
+			unlink(dl);
+			goto fail_obj;
+		}
+		prog.done += (int64_t)o->size;
+		progress_note(&prog, 0, 1);
+		entry = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "key", o->key, "version_id",
+		                  vid ? vid : "", "etag", o->etag, "size", (json_int_t)o->size,
+		                  "sha256", sha, "path", rel ? rel : (ext ? "" : strrchr(o->key, '/') ? strrchr(o->key, '/') + 1 : o->key),
+		                  "archive", ext != NULL);
+		if (!entry || json_array_append_new(arr, entry)) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		if (ext) {
+			rc = expand(dl, tree, (uint64_t)d->volume_bytes,
+			            cfg ? (uint64_t)cfg->disk_reserve_bytes : 0, err);
+			if (rc) {
+				isc_unpack_remove_tree(tree, NULL);
+				goto out;
+			}
+			unlink(dl);
+		} else {
+			const char *leaf = json_string_value(json_object_get(entry, "path"));
+			char *dst = path_join(tree, leaf);
+			char *slash = dst ? strrchr(dst, '/') : NULL;
+			if (!dst) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				goto out;
+			}
+			*slash = '\0';
+			rc = mkdir_p(dst, err);
+			*slash = '/';
+			if (!rc && rename(dl, dst) != 0)
+				rc = isc_err_set(err, ISC_EIO, "%s: %s", dst, strerror(errno));
+			free(dst);
+			if (rc)
+				goto out;
+		}
+		continue;
+	fail_obj:
+		isc_err_wrap(err, "s3://%s/%s", d->bucket, o->key);
+		goto out;
+	}
+	if (json_object_set_new(manifest, "objects", arr) ||
+	    json_object_set_new(manifest, "bytes", json_integer((json_int_t)total))) {
+		arr = NULL;
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	arr = NULL;
+	*manifest_out = json_dumps(manifest, JSON_COMPACT);
+	if (!*manifest_out) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Publish: the manifest first, then the folder (its presence means complete). */
+	{
+		char *mdir = NULL;
+		if (asprintf(&mdir, "%s/.manifests", root) < 0) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = mkdir_p(mdir, err);
+		free(mdir);
+	}
+	if (!rc)
+		rc = write_text(mpath, *manifest_out, err);
+	if (!rc && rename(tree, final) != 0)
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", final, strerror(errno));
+	if (!rc) {
+		isc_unpack_remove_tree(work, NULL);
+		*size_out = (int64_t)total;
+	}
+out:
+	if (rc) {
+		free(*manifest_out);
+		*manifest_out = NULL;
+	}
+	json_decref(arr);
+	json_decref(manifest);
+	isc_s3_listing_cleanup(&objs);
+	isc_s3_client_free(c);
+	free(work);
+	free(tree);
+	free(final);
+	free(mpath);
+	free(dl);
+	return rc;
+}
+
+int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, const char *home,
+                           const volatile int *stop, int *did, struct isc_err *err)
+{
+	struct isc_dataset d;
+	struct isc_err cerr;
+	char *root = NULL, *manifest = NULL;
+	int64_t size = 0;
+	int rc;
+
+	*did = 0;
+	rc = isc_store_dataset_next_to_cache(s, &d, err);
+	if (rc == ISC_ENOTFOUND) {
+		isc_err_clear(err);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	*did = 1;
+	root = isc_dataset_root(home);
+	if (!root) {
+		isc_dataset_cleanup(&d);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (strcmp(d.state, "caching") == 0)
+		isc_log(ISC_LOG_INFO, "dataset %s (%s): resuming the cache at %" PRId64 " bytes", d.id,
+		        d.name, d.cached_bytes);
+	rc = isc_store_dataset_set_caching(s, d.id, err);
+	if (!rc) {
+		isc_err_clear(&cerr);
+		int crc = cache_dataset(s, cfg, root, &d, stop, &manifest, &size, &cerr);
+		if (crc == 0) {
+			rc = isc_store_dataset_set_available(s, d.id, size, manifest, err);
+			isc_log(ISC_LOG_INFO, "dataset %s (%s): available, %" PRId64 " bytes", d.id,
+			        d.name, size);
+		} else if (stop && *stop) {
+			isc_log(ISC_LOG_INFO, "dataset %s (%s): caching paused (%s)", d.id, d.name,
+			        cerr.msg);
+		} else {
+			isc_log(ISC_LOG_WARN, "dataset %s (%s): failed: %s", d.id, d.name, cerr.msg);
+			rc = isc_store_dataset_set_failed(s, d.id, cerr.msg, err);
+		}
+	}
+	free(manifest);
+	free(root);
+	isc_dataset_cleanup(&d);
+	return rc;
+}
+
+/* ---- the cacher thread ---- */
+
+struct isc_dataset_cacher {
+	pthread_t thread;
+	char *home;
+	volatile int stop;
+};
+
+static void *cacher_main(void *arg)
+{
+	struct isc_dataset_cacher *c = arg;
+	struct isc_store *s = NULL;
+	struct isc_config *cfg = NULL;
+	struct isc_err err;
+
+	isc_err_clear(&err);
+	if (isc_store_open(c->home, 0, &s, &err) || isc_config_load(c->home, &cfg, &err)) {
+		isc_log(ISC_LOG_ERROR, "dataset cacher: %s", err.msg);
+		goto out;
+	}
+	while (!c->stop) {
+		int did = 0;
+		if (isc_dataset_cache_next(s, cfg, c->home, &c->stop, &did, &err))
+			isc_log(ISC_LOG_WARN, "dataset cacher: %s", err.msg);
+		/* Idle: look again in a second, waking every 100 ms to notice a stop. */
+		for (int i = 0; !did && i < 10 && !c->stop; i++) {
+			struct timespec ts = {0, 100 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
+out:
+	isc_config_free(cfg);
+	isc_store_free(s);
+	return NULL;
+}
+
+int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out,
+                             struct isc_err *err)
+{
+	struct isc_dataset_cacher *c = calloc(1, sizeof(*c));
+	*out = NULL;
+	if (!c || !(c->home = strdup(home))) {
+		free(c);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (pthread_create(&c->thread, NULL, cacher_main, c) != 0) {
+		free(c->home);
+		free(c);
+		return isc_err_set(err, ISC_EIO, "cannot start the dataset cacher thread");
+	}
+	*out = c;
+	return 0;
+}
+
+void isc_dataset_cacher_stop(struct isc_dataset_cacher *c)
+{
+	if (!c)
+		return;
+	c->stop = 1;
+	pthread_join(c->thread, NULL);
+	free(c->home);
+	free(c);
+}
+
+/* ---- burst nodes ---- */
+
+void isc_dataset_fetch_plan_free(struct isc_dataset_fetch_file *files, size_t n)
+{
+	for (size_t i = 0; files && i < n; i++) {
+		if (files[i].url) {
+			memset(files[i].url, 0, strlen(files[i].url));
+			free(files[i].url);
+		}
+		free(files[i].etag);
+		free(files[i].sha256);
+		free(files[i].path);
+	}
+	free(files);
+}
+
+int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_dataset *d,
+                           long expires_s, struct isc_dataset_fetch_file **out, size_t *n,
+                           struct isc_err *err)
+{
+	struct isc_s3_client *c = NULL;
+	json_t *m = NULL, *objs;
+	struct isc_dataset_fetch_file *files = NULL;
+	size_t cnt = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!d->manifest_json || strcmp(d->state, "available") != 0)
+		return isc_err_set(err, ISC_ECONFLICT, "dataset '%s' is not Available", d->name);
+	m = json_loads(d->manifest_json, 0, NULL);
+	objs = json_object_get(m, "objects");
+	if (!json_is_array(objs) || json_array_size(objs) == 0) {
+		json_decref(m);
+		return isc_err_set(err, ISC_EINVALID, "dataset '%s' has an unreadable manifest",
+		                   d->name);
+	}
+	if ((rc = client_for(cfg, d->credentials, &c, err)))
+		goto out;
+	files = calloc(json_array_size(objs), sizeof(*files));
+	if (!files) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(objs); i++) {
+		json_t *o = json_array_get(objs, i);
+		const char *key = json_string_value(json_object_get(o, "key"));
+		const char *vid = json_string_value(json_object_get(o, "version_id"));
+		const char *etag = json_string_value(json_object_get(o, "etag"));
+		const char *sha = json_string_value(json_object_get(o, "sha256"));
+		const char *path = json_string_value(json_object_get(o, "path"));
+		if (!key || !etag || !sha || !path) {
+			rc = isc_err_set(err, ISC_EINVALID, "dataset '%s' has an unreadable manifest",
+			                 d->name);
+			goto out;
+		}
+		struct isc_dataset_fetch_file *f = &files[cnt++];
+		/* The version S3 served when caching: nodes get exactly the bytes iscd verified. */
+		rc = isc_s3_presign_get(c, d->bucket, key, vid, etag, expires_s, &f->url, err);
+		f->etag = strdup(etag);
+		f->sha256 = strdup(sha);
+		f->path = strdup(path);
+		f->archive = json_is_true(json_object_get(o, "archive"));
+		if (rc)
+			goto out;
+		if (!f->etag || !f->sha256 || !f->path) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	*out = files;
+	*n = cnt;
+	files = NULL;
+	rc = 0;
+out:
+	isc_dataset_fetch_plan_free(files, cnt);
+	isc_s3_client_free(c);
+	json_decref(m);
+	return rc;
+}

@@ -1,0 +1,113 @@
+/*
+ * Datasets: S3 objects and folders an organisation registers once and every
+ * experiment of the organisation mounts read-only at /data/<name>.
+ *
+ * Registration checks the object (or folder) exists, its size (at most
+ * ISC_DATASET_MAX_BYTES, and within the volume size) and that a pinned ETag
+ * or VersionId matches, then records it as 'created'. iscd's cacher thread
+ * (off the tick loop) downloads it into $ISC_HOME/datasets/<NAME-ETAG-VERSIONID>
+ * in ranged pieces (resumable after a crash), verifies the bytes against the
+ * ETag (MD5, or the part MD5s of a multipart upload), expands a recognised
+ * archive with the safe unpacker, and writes a manifest (each object's key,
+ * size, ETag and SHA-256) that burst nodes use to fetch the same bytes with
+ * presigned URLs and verify them. See docs/datasets.md.
+ */
+#ifndef ISC_DATASETS_DATASETS_H
+#define ISC_DATASETS_DATASETS_H
+
+#include "common/err.h"
+#include "config/config.h"
+#include "store/store.h"
+#include "store/store_datasets.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ISC_DATASET_MAX_BYTES       100000000000ULL /* 100 GB */
+#define ISC_DATASET_DEFAULT_VOLUME  (5ULL << 30)    /* 5Gi */
+#define ISC_DATASET_NAME_MAX        64
+#define ISC_DATASET_MAX_FOLDER_KEYS 100000
+#define ISC_DATASET_URL_EXPIRES_S   (6 * 3600) /* presigned URLs handed to burst nodes */
+
+/* The recognised archive extension key ends with (".tar.gz", ".zip", ...), or NULL. */
+const char *isc_dataset_archive_ext(const char *key);
+
+/*
+ * The default name: the basename of the last path item, without a recognised
+ * archive extension ("s3://b/mnist.zip" -> "mnist", "s3://b/x/" -> "x",
+ * "s3://b" -> "b"). Then checked like any name.
+ */
+int isc_dataset_default_name(const char *bucket, const char *key, char *out, size_t cap,
+                             struct isc_err *err);
+
+/* 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'. */
+int isc_dataset_name_check(const char *name, struct isc_err *err);
+
+/* "NAME-ETAG-VERSIONID", each pinned part left out when "" (unsafe characters become '_'). */
+char *isc_dataset_copy_name(const char *name, const char *etag, const char *version_id);
+
+/* What `isc datasets add` asks for. */
+struct isc_dataset_request {
+	const char *org;
+	const char *uri;         /* s3://bucket[/key] */
+	const char *name;        /* NULL: the default name */
+	const char *etag;        /* NULL: not pinned */
+	const char *version_id;  /* NULL: not pinned */
+	const char *volume_size; /* NULL: 5Gi */
+	const char *credentials; /* NULL/"": the broker's; "env"; "profile:NAME" */
+};
+
+/*
+ * Checks the request against S3 and records the dataset ('created'); out gets
+ * the record. ISC_EINVALID for bad input or a size over the caps, ISC_ECONFLICT
+ * for a pinned ETag/VersionId S3 does not have (or a taken name),
+ * ISC_ENOTFOUND for a missing bucket/object, ISC_EAUTH for refused credentials.
+ */
+int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
+                         const struct isc_dataset_request *req, struct isc_dataset *out,
+                         struct isc_err *err);
+
+/* Where shared copies live: $ISC_HOME/datasets. Caller frees. */
+char *isc_dataset_root(const char *home);
+
+/*
+ * Caches the next dataset that needs it (resuming one left 'caching' by a
+ * crash first). *did is 1 when there was one (whatever the outcome: a failure
+ * is recorded as 'failed' with its reason), 0 when nothing was waiting.
+ * *stop, when it becomes non-zero, ends the download early (the dataset stays
+ * 'caching' and resumes next time).
+ */
+int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, const char *home,
+                           const volatile int *stop, int *did, struct isc_err *err);
+
+/* The cacher thread of iscd: its own store connection, polling for work. */
+struct isc_dataset_cacher;
+int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out,
+                             struct isc_err *err);
+/* Asks the thread to stop, waits for it and frees. NULL is a no-op. */
+void isc_dataset_cacher_stop(struct isc_dataset_cacher *c);
+
+/*
+ * The datasets of an experiment: each entry of dataset_ids resolved in org_name
+ * (by name or id), each required to be 'available'. ISC_ENOTFOUND / ISC_ECONFLICT
+ * with a message naming the entry.
+ */
+int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
+                            size_t n, struct isc_dataset **out, struct isc_err *err);
+
+/* One file a node fetches for a dataset (launcher/launcher.h takes these). */
+struct isc_dataset_fetch_file {
+	char *url;    /* presigned GET: a bearer credential for one object, never logged */
+	char *etag;   /* sent as If-Match */
+	char *sha256; /* of the object's bytes, as iscd verified them */
+	char *path;   /* where it goes under the dataset's root ("" for an archive) */
+	int archive;  /* 1: expand at the root instead of storing */
+};
+
+/* Presigned URLs for every object of an available dataset's manifest. */
+int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_dataset *d,
+                           long expires_s, struct isc_dataset_fetch_file **out, size_t *n,
+                           struct isc_err *err);
+void isc_dataset_fetch_plan_free(struct isc_dataset_fetch_file *files, size_t n);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * Every SQL statement about datasets (store_datasets.h).
+ */
+#include "store/store_datasets.h"
+#include "store/store_int.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DS_COLS                                                                                    \
+	"d.id, d.org_id, o.name, d.name, d.uri, d.bucket, d.key, d.is_folder, d.etag, "             \
+	"d.version_id, d.credentials, d.size_bytes, d.volume_bytes, d.cached_bytes, d.state, "      \
+	"d.reason, d.copy_name, d.manifest_json, d.created_at_ms, d.updated_at_ms"
+#define DS_FROM " FROM datasets d JOIN orgs o ON o.id = d.org_id "
+
+void isc_dataset_cleanup(struct isc_dataset *d)
+{
+	if (!d)
+		return;
+	free(d->id);
+	free(d->org_name);
+	free(d->name);
+	free(d->uri);
+	free(d->bucket);
+	free(d->key);
+	free(d->etag);
+	free(d->version_id);
+	free(d->credentials);
+	free(d->state);
+	free(d->reason);
+	free(d->copy_name);
+	free(d->manifest_json);
+	memset(d, 0, sizeof(*d));
+}
+
+void isc_dataset_list_free(struct isc_dataset *list, size_t n)
+{
+	for (size_t i = 0; list && i < n; i++)
+		isc_dataset_cleanup(&list[i]);
+	free(list);
+}
+
+static int row(sqlite3_stmt *st, struct isc_dataset *d)
+{
+	int oom = 0;
+	memset(d, 0, sizeof(*d));
+	d->id = isc_store_col_text(st, 0, &oom);
+	d->org_id = sqlite3_column_int64(st, 1);
+	d->org_name = isc_store_col_text(st, 2, &oom);
+	d->name = isc_store_col_text(st, 3, &oom);
+	d->uri = isc_store_col_text(st, 4, &oom);
+	d->bucket = isc_store_col_text(st, 5, &oom);
+	d->key = isc_store_col_text(st, 6, &oom);
+	d->is_folder = sqlite3_column_int(st, 7);
+	d->etag = isc_store_col_text(st, 8, &oom);
+	d->version_id = isc_store_col_text(st, 9, &oom);
+	d->credentials = isc_store_col_text(st, 10, &oom);
+	d->size_bytes = sqlite3_column_int64(st, 11);
+	d->volume_bytes = sqlite3_column_int64(st, 12);
+	d->cached_bytes = sqlite3_column_int64(st, 13);
+	d->state = isc_store_col_text(st, 14, &oom);
+	d->reason = isc_store_col_text(st, 15, &oom);
+	d->copy_name = isc_store_col_text(st, 16, &oom);
+	if (sqlite3_column_type(st, 17) != SQLITE_NULL)
+		d->manifest_json = isc_store_col_text(st, 17, &oom);
+	d->created_at_ms = sqlite3_column_int64(st, 18);
+	d->updated_at_ms = sqlite3_column_int64(st, 19);
+	if (oom || !d->id || !d->org_name || !d->name || !d->uri || !d->bucket || !d->key ||
+	    !d->etag || !d->version_id || !d->credentials || !d->state || !d->reason ||
+	    !d->copy_name) {
+		isc_dataset_cleanup(d);
+		return ISC_ENOMEM;
+	}
+	return 0;
+}
+
+int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struct isc_dataset *d,
+                          char **id_out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	char *id = isc_store_new_id("ds_");
+	int rc, step;
+	int64_t now = isc_store_now_ms();
+
+	*id_out = NULL;
+	if (!id)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, version_id, "
+	    "credentials, size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, "
+	    "created_at_ms, updated_at_ms) "
+	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', ?, ?, ? FROM orgs o "
+	    "WHERE o.name = ?",
+	    &st, err);
+	if (rc) {
+		free(id);
+		return rc;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, d->uri, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, d->bucket, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, d->key, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, d->is_folder);
+	sqlite3_bind_text(st, 7, d->etag ? d->etag : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, d->version_id ? d->version_id : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, d->credentials ? d->credentials : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 10, d->size_bytes);
+	sqlite3_bind_int64(st, 11, d->volume_bytes);
+	sqlite3_bind_text(st, 12, d->copy_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 13, now);
+	sqlite3_bind_int64(st, 14, now);
+	sqlite3_bind_text(st, 15, org_name, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step == SQLITE_CONSTRAINT) {
+		free(id);
+		return isc_err_set(err, ISC_ECONFLICT,
+		                   "organisation '%s' already has a dataset named '%s' (isc datasets "
+		                   "remove it, or give another --name)",
+		                   org_name, d->name);
+	}
+	if (step != SQLITE_DONE) {
+		free(id);
+		return isc_store_sqlite_err(s, step, "adding a dataset", err);
+	}
+	if (sqlite3_changes(isc_store_db(s)) == 0) {
+		free(id);
+		return isc_err_set(err, ISC_ENOTFOUND, "no organisation named '%s'", org_name);
+	}
+	*id_out = id;
+	return 0;
+}
+
+/* Runs a prepared SELECT of DS_COLS into a list. */
+static int collect(struct isc_store *s, sqlite3_stmt *st, struct isc_dataset **out, size_t *n,
+                   struct isc_err *err)
+{
+	struct isc_dataset *list = NULL;
+	size_t cnt = 0, cap = 0;
+	int step, rc = 0;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (cnt == cap) {
+			size_t nc = cap ? cap * 2 : 8;
+			struct isc_dataset *nl = realloc(list, nc * sizeof(*nl));
+			if (!nl) {
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				break;
+			}
+			list = nl;
+			cap = nc;
+		}
+		if (row(st, &list[cnt])) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		cnt++;
+	}
+	if (!rc && step != SQLITE_DONE)
+		rc = isc_store_sqlite_err(s, step, "reading datasets", err);
+	sqlite3_finalize(st);
+	if (rc) {
+		isc_dataset_list_free(list, cnt);
+		return rc;
+	}
+	*out = list;
+	*n = cnt;
+	return 0;
+}
+
+static int find_one(struct isc_store *s, sqlite3_stmt *st, const char *what,
+                    struct isc_dataset *out, struct isc_err *err)
+{
+	struct isc_dataset *list = NULL;
+	size_t n = 0;
+	int rc = collect(s, st, &list, &n, err);
+	if (rc)
+		return rc;
+	if (n == 0) {
+		isc_dataset_list_free(list, n);
+		return isc_err_set(err, ISC_ENOTFOUND, "%s", what);
+	}
+	*out = list[0];
+	for (size_t i = 1; i < n; i++)
+		isc_dataset_cleanup(&list[i]);
+	free(list);
+	return 0;
+}
+
+int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char *id_or_name,
+                           struct isc_dataset *out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	char what[300];
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if (org_name) {
+		rc = isc_store_prepare(s,
+		                       "SELECT " DS_COLS DS_FROM
+		                       "WHERE o.name = ? AND (d.id = ? OR d.name = ?) "
+		                       "ORDER BY d.id = ? DESC LIMIT 1",
+		                       &st, err);
+		if (rc)
+			return rc;
+		sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, id_or_name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, id_or_name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, id_or_name, -1, SQLITE_STATIC);
+		snprintf(what, sizeof(what), "organisation '%.64s' has no dataset '%.128s'", org_name,
+		         id_or_name);
+	} else {
+		rc = isc_store_prepare(s, "SELECT " DS_COLS DS_FROM "WHERE d.id = ?", &st, err);
+		if (rc)
+			return rc;
+		sqlite3_bind_text(st, 1, id_or_name, -1, SQLITE_STATIC);
+		snprintf(what, sizeof(what), "no dataset '%.128s'", id_or_name);
+	}
+	return find_one(s, st, what, out, err);
+}
+
+int isc_store_dataset_list(struct isc_store *s, const char *org_name, struct isc_dataset **out,
+                           size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "SELECT " DS_COLS DS_FROM
+	                           "WHERE ? IS NULL OR o.name = ? ORDER BY o.name, d.name",
+	                           &st, err);
+	*out = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, org_name, -1, SQLITE_STATIC);
+	return collect(s, st, out, n, err);
+}
+
+int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out,
+                                    struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "SELECT " DS_COLS DS_FROM
+	                           "WHERE d.state IN ('caching', 'created') "
+	                           "ORDER BY d.state = 'caching' DESC, d.created_at_ms, d.id LIMIT 1",
+	                           &st, err);
+	memset(out, 0, sizeof(*out));
+	if (rc)
+		return rc;
+	return find_one(s, st, "no dataset to cache", out, err);
+}
+
+static int update(struct isc_store *s, const char *sql, const char *id, const char *text,
+                  int64_t num, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, sql, &st, err), step;
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, isc_store_now_ms());
+	sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, num);
+	sqlite3_bind_text(st, 4, id, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "updating a dataset", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_ENOTFOUND, "no dataset '%s'", id);
+	return 0;
+}
+
+int isc_store_dataset_set_caching(struct isc_store *s, const char *id, struct isc_err *err)
+{
+	return update(s,
+	              "UPDATE datasets SET updated_at_ms = ?1, state = 'caching', reason = ?2 "
+	              "WHERE id = ?4",
+	              id, "", 0, err);
+}
+
+int isc_store_dataset_set_failed(struct isc_store *s, const char *id, const char *reason,
+                                 struct isc_err *err)
+{
+	return update(s,
+	              "UPDATE datasets SET updated_at_ms = ?1, state = 'failed', reason = ?2 "
+	              "WHERE id = ?4",
+	              id, reason, 0, err);
+}
+
+int isc_store_dataset_set_available(struct isc_store *s, const char *id, int64_t size_bytes,
+                                    const char *manifest_json, struct isc_err *err)
+{
+	return update(s,
+	              "UPDATE datasets SET updated_at_ms = ?1, state = 'available', reason = '', "
+	              "manifest_json = ?2, size_bytes = ?3, cached_bytes = ?3 WHERE id = ?4",
+	              id, manifest_json, size_bytes, err);
+}
+
+int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t cached_bytes,
+                                   struct isc_err *err)
+{
+	return update(s,
+	              "UPDATE datasets SET updated_at_ms = ?1, cached_bytes = ?3 "
+	              "WHERE id = ?4",
+	              id, "", cached_bytes, err);
+}
+
+int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, const char *except_id,
+                                 int *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT COUNT(*) FROM datasets WHERE copy_name = ? AND id != ?",
+	                           &st, err),
+	    step;
+	*n = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, copy_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, except_id ? except_id : "", -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	if (step == SQLITE_ROW)
+		*n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (step != SQLITE_ROW)
+		return isc_store_sqlite_err(s, step, "counting dataset copies", err);
+	return 0;
+}
+
+int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "DELETE FROM datasets WHERE id = ?", &st, err), step;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "removing a dataset", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_ENOTFOUND, "no dataset '%s'", id);
+	return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * Datasets (table datasets): S3 objects or folders registered once per
+ * organisation, cached by iscd and mounted read-only on every node. States:
+ * 'created' (registered, not yet picked up), 'caching' (iscd is downloading;
+ * cached_bytes says how far), 'available' (the copy and its manifest are
+ * ready), 'failed' (reason says why). See docs/datasets.md.
+ */
+#ifndef ISC_STORE_STORE_DATASETS_H
+#define ISC_STORE_STORE_DATASETS_H
+
+#include "store/store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct isc_dataset {
+	char *id; /* "ds_..." */
+	int64_t org_id;
+	char *org_name;
+	char *name; /* unique in its organisation; the mount is /data/<name> */
+	char *uri;  /* "s3://bucket[/key]" as given */
+	char *bucket;
+	char *key;  /* the object, or the folder's prefix ("" for a whole bucket) */
+	int is_folder;
+	char *etag;       /* pinned ETag, "" when not given */
+	char *version_id; /* pinned VersionId, "" when not given */
+	char *credentials; /* "" (the broker's AWS settings), "env" or "profile:NAME"; never a secret */
+	int64_t size_bytes;   /* what S3 reported at registration (sum for a folder) */
+	int64_t volume_bytes; /* the cap on the expanded copy */
+	int64_t cached_bytes; /* downloaded so far */
+	char *state;          /* "created", "caching", "available", "failed" */
+	char *reason;         /* why it failed; "" otherwise */
+	char *copy_name;      /* NAME-ETAG-VERSIONID: the shared copy's folder */
+	char *manifest_json;  /* what nodes fetch and verify; NULL until available */
+	int64_t created_at_ms;
+	int64_t updated_at_ms;
+};
+
+void isc_dataset_cleanup(struct isc_dataset *d);
+void isc_dataset_list_free(struct isc_dataset *list, size_t n);
+
+/*
+ * Records d (state 'created') in org_name; d->id, org_id, state and times are
+ * filled here. ISC_ENOTFOUND for an unknown organisation, ISC_ECONFLICT when
+ * the organisation already has a dataset of that name. *id_out: the new id.
+ */
+int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struct isc_dataset *d,
+                          char **id_out, struct isc_err *err);
+
+/* By id or name within org_name (NULL: any organisation, by id only). ISC_ENOTFOUND. */
+int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char *id_or_name,
+                           struct isc_dataset *out, struct isc_err *err);
+
+/* org_name NULL: every organisation. Ordered by organisation, then name. */
+int isc_store_dataset_list(struct isc_store *s, const char *org_name, struct isc_dataset **out,
+                           size_t *n, struct isc_err *err);
+
+/* The oldest dataset in 'caching' (resumed first) or 'created'. ISC_ENOTFOUND when none. */
+int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out,
+                                    struct isc_err *err);
+
+/* Moves to 'caching' / 'failed' (with reason) / 'available' (with its manifest). */
+int isc_store_dataset_set_caching(struct isc_store *s, const char *id, struct isc_err *err);
+int isc_store_dataset_set_failed(struct isc_store *s, const char *id, const char *reason,
+                                 struct isc_err *err);
+int isc_store_dataset_set_available(struct isc_store *s, const char *id, int64_t size_bytes,
+                                    const char *manifest_json, struct isc_err *err);
+int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t cached_bytes,
+                                   struct isc_err *err);
+
+/* How many datasets other than except_id use copy_name (a shared copy is removed with its last). */
+int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, const char *except_id,
+                                 int *n, struct isc_err *err);
+
+/* Removes the record. ISC_ENOTFOUND. */
+int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err *err);
+
+#endif
