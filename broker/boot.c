@@ -7,6 +7,7 @@
 
 #include "artifacts/unpack.h"
 #include "common/log.h"
+#include "datasets/datasets.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "store/store_hostkeys.h"
@@ -101,17 +102,100 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	return 0;
 }
 
+/* The datasets of a burst, fetched by the nodes themselves (docs/datasets.md). */
+struct fetch_ctx {
+	struct isc_dataset *ds;
+	struct isc_dataset_fetch_file **plans;
+	size_t *n_plan;
+	struct isc_boot_dataset_file **files;
+	struct isc_boot_dataset *boot;
+	const char **names;
+	size_t n;
+};
+
+static void fetch_ctx_cleanup(struct fetch_ctx *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		if (f->plans)
+			isc_dataset_fetch_plan_free(f->plans[i], f->n_plan[i]);
+		if (f->files)
+			free(f->files[i]);
+	}
+	isc_dataset_list_free(f->ds, f->n);
+	free(f->plans);
+	free(f->n_plan);
+	free(f->files);
+	free(f->boot);
+	free(f->names);
+}
+
+/*
+ * Resolves the experiment's datasets in its organisation (each must still be
+ * Available) and presigns every object for the nodes: no credential reaches a
+ * node, only URLs for exactly the bytes iscd verified.
+ */
+static int fetch_ctx_init(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct boot_ctx *x, struct fetch_ctx *f, struct isc_err *err)
+{
+	int rc;
+	memset(f, 0, sizeof(*f));
+	f->n = x->spec.n_datasets;
+	if (!f->n)
+		return 0;
+	rc = isc_dataset_resolve_all(s, e->org_name, x->spec.dataset_ids, f->n, &f->ds, err);
+	if (rc) {
+		f->n = 0;
+		return rc;
+	}
+	f->plans = calloc(f->n, sizeof(*f->plans));
+	f->n_plan = calloc(f->n, sizeof(*f->n_plan));
+	f->files = calloc(f->n, sizeof(*f->files));
+	f->boot = calloc(f->n, sizeof(*f->boot));
+	f->names = calloc(f->n, sizeof(*f->names));
+	if (!f->plans || !f->n_plan || !f->files || !f->boot || !f->names)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < f->n; i++) {
+		rc = isc_dataset_fetch_plan(b->config, &f->ds[i], ISC_DATASET_URL_EXPIRES_S,
+		                            &f->plans[i], &f->n_plan[i], err);
+		if (rc)
+			return isc_err_wrap(err, "dataset %s", f->ds[i].name);
+		f->files[i] = calloc(f->n_plan[i], sizeof(*f->files[i]));
+		if (!f->files[i])
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		for (size_t k = 0; k < f->n_plan[i]; k++) {
+			const struct isc_dataset_fetch_file *p = &f->plans[i][k];
+			const char *ext = p->archive ? isc_dataset_archive_ext(f->ds[i].key) : NULL;
+			f->files[i][k] = (struct isc_boot_dataset_file){
+			    p->url, p->etag, p->sha256, p->path,
+			    !p->archive ? 0 : (ext && strcmp(ext, ".zip") == 0 ? 2 : 1)};
+		}
+		f->boot[i] =
+		    (struct isc_boot_dataset){f->ds[i].copy_name, f->files[i], f->n_plan[i]};
+		f->names[i] =
+		    f->ds[i].name; /* mounted at /data/<name> whichever way it was named */
+	}
+	return 0;
+}
+
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                         struct isc_err *err)
 {
 	struct boot_ctx x;
+	struct fetch_ctx f;
 	int rc;
-	(void)s;
 
+	memset(&f, 0, sizeof(f));
 	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
 	if (!rc)
+		rc = fetch_ctx_init(b, s, e, &x, &f, err);
+	if (!rc && f.n) {
+		x.spec.dataset_ids = f.names;
+		x.spec.dataset_fetch = f.boot;
+	}
+	if (!rc)
 		rc = isc_launcher_boot(&x.spec, x.targets, x.n, &x.opts, err);
+	fetch_ctx_cleanup(&f);
 	boot_ctx_cleanup(&x);
 	return rc;
 }

@@ -46,13 +46,12 @@ static const char *state_word(const char *s)
 
 static json_t *to_json(const struct isc_dataset *d)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s}",
-	                      "id", d->id, "org", d->org_name, "name", d->name, "uri", d->uri,
-	                      "folder", d->is_folder, "etag", d->etag, "version_id", d->version_id,
-	                      "size_bytes", (json_int_t)d->size_bytes, "volume_bytes",
-	                      (json_int_t)d->volume_bytes, "cached_bytes",
-	                      (json_int_t)d->cached_bytes, "state", state_word(d->state), "reason",
-	                      d->reason, "copy", d->copy_name);
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "id", d->id, "org",
+	    d->org_name, "name", d->name, "uri", d->uri, "folder", d->is_folder, "etag", d->etag,
+	    "version_id", d->version_id, "size_bytes", (json_int_t)d->size_bytes, "volume_bytes",
+	    (json_int_t)d->volume_bytes, "cached_bytes", (json_int_t)d->cached_bytes, "state",
+	    state_word(d->state), "reason", d->reason, "copy", d->copy_name);
 	if (o)
 		json_object_set_new(o, "mount", json_sprintf("/data/%s", d->name));
 	return o;
@@ -124,11 +123,12 @@ static int ds_add(struct isc_cli *cli, int argc, char **argv)
 		}
 	}
 	if (!req.uri || !req.org)
-		return isc_cli_usage_error("datasets",
-		                           "usage: isc datasets add s3://BUCKET[/KEY] --org ORG ...");
+		return isc_cli_usage_error(
+		    "datasets", "usage: isc datasets add s3://BUCKET[/KEY] --org ORG ...");
 	if (profile && from_env)
 		return isc_cli_usage_error(
-		    "datasets", "--credentials-profile and --credentials-from-env exclude each other");
+		    "datasets",
+		    "--credentials-profile and --credentials-from-env exclude each other");
 	if (profile && asprintf(&cred, "profile:%s", profile) < 0)
 		return ISC_EXIT_FAIL;
 	req.credentials = cred ? cred : from_env ? "env" : NULL;
@@ -192,7 +192,8 @@ static int ds_list(struct isc_cli *cli, int argc, char **argv)
 		isc_dataset_list_free(list, n);
 		return print_json(arr);
 	}
-	printf("%-22s %-12s %-20s %-10s %14s  %s\n", "ID", "Org", "Name", "State", "Size", "Source");
+	printf("%-22s %-12s %-20s %-10s %14s  %s\n", "ID", "Org", "Name", "State", "Size",
+	       "Source");
 	for (size_t i = 0; i < n; i++)
 		printf("%-22s %-12s %-20s %-10s %14" PRId64 "  %s\n", list[i].id, list[i].org_name,
 		       list[i].name, state_word(list[i].state), list[i].size_bytes, list[i].uri);
@@ -241,7 +242,8 @@ static int ds_one(struct isc_cli *cli, int argc, char **argv, int remove)
 	}
 	if (!strcmp(d.state, "caching")) {
 		isc_err_set(&err, ISC_ECONFLICT,
-		            "dataset '%s' is Caching: wait until it is Available or Failed", d.name);
+		            "dataset '%s' is Caching: wait until it is Available or Failed",
+		            d.name);
 		rc = ISC_ECONFLICT;
 	}
 	if (!rc)

@@ -7,6 +7,7 @@
 #include "common/buf.h"
 #include "broker/liveness.h"
 #include "config/config.h"
+#include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
 #include "providers/placeable.h"
 #include "shapes/priority.h"
@@ -370,6 +371,19 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	if (l->compute_mode == ISC_MODE_BURST &&
 	    (rc = check_priority(cli, s, path, l, 1, &skipped)))
 		goto out;
+	if (l->dataset_ids.len) {
+		/* Every dataset must be the organisation's and Available before anything is queued.
+		 */
+		struct isc_dataset *ds = NULL;
+		if (isc_dataset_resolve_all(s, p.org_name,
+		                            (const char *const *)l->dataset_ids.items,
+		                            l->dataset_ids.len, &ds, &err)) {
+			fprintf(stderr, "%s: error: %s\n", path, err.msg);
+			rc = ISC_EXIT_FAIL;
+			goto out;
+		}
+		isc_dataset_list_free(ds, l->dataset_ids.len);
+	}
 	o = isc_launch_to_json(l);
 	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	id = isc_store_new_id("exp_");

@@ -32,9 +32,8 @@
 
 /* ---- names and sizes ---- */
 
-static const char *const archive_exts[] = {".tar.gz2", ".tar.bz2", ".tar.gz", ".tar.xz",
-                                           ".tbz2",    ".tbz",     ".tgz",    ".txz",
-                                           ".tar",     ".zip"};
+static const char *const archive_exts[] = {".tar.gz2", ".tar.bz2", ".tar.gz", ".tar.xz", ".tbz2",
+                                           ".tbz",     ".tgz",     ".txz",    ".tar",    ".zip"};
 
 const char *isc_dataset_archive_ext(const char *key)
 {
@@ -129,9 +128,8 @@ static int client_for(const struct isc_config *cfg, const char *credentials,
 	struct isc_aws_creds creds;
 	struct isc_s3_config sc;
 	const char *v, *use_env = credentials && strcmp(credentials, "env") == 0 ? "1" : NULL;
-	const char *profile = credentials && strncmp(credentials, "profile:", 8) == 0
-	                          ? credentials + 8
-	                          : NULL;
+	const char *profile =
+	    credentials && strncmp(credentials, "profile:", 8) == 0 ? credentials + 8 : NULL;
 	char region[64], *endpoint = NULL;
 	int rc;
 
@@ -172,7 +170,8 @@ static int client_for(const struct isc_config *cfg, const char *credentials,
 	                                                 : ISC_S3_ADDRESSING_AUTO;
 	if (v && strcmp(v, "path") && strcmp(v, "virtual") && strcmp(v, "auto")) {
 		rc = isc_err_set(err, ISC_EINVALID,
-		                 "[providers.aws] s3_addressing '%s' is not auto, path or virtual", v);
+		                 "[providers.aws] s3_addressing '%s' is not auto, path or virtual",
+		                 v);
 		goto out;
 	}
 	v = isc_provider_setting(&settings, "allow_insecure_endpoint");
@@ -217,10 +216,11 @@ static int list_all(struct isc_s3_client *c, const char *bucket, const char *pre
 			break;
 		if (all->n + page.n > ISC_DATASET_MAX_FOLDER_KEYS) {
 			isc_s3_listing_cleanup(&page);
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "s3://%s/%s holds more than %d objects (the cap of a dataset "
-			                 "folder)",
-			                 bucket, prefix, ISC_DATASET_MAX_FOLDER_KEYS);
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "s3://%s/%s holds more than %d objects (the cap of a dataset "
+			    "folder)",
+			    bucket, prefix, ISC_DATASET_MAX_FOLDER_KEYS);
 			break;
 		}
 		grown = realloc(all->objects, (all->n + page.n + 1) * sizeof(*grown));
@@ -282,10 +282,11 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 		int64_t v = 0;
 		/* The shape catalog's size syntax: K M G T and Ki Mi Gi Ti (docs/datasets.md). */
 		if (isc_size_parse(req->volume_size, &v) || v <= 0) {
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "--volume-size '%.40s' is not a size such as 5Gi or 10G (K, M, "
-			                 "G, T, Ki, Mi, Gi, Ti)",
-			                 req->volume_size);
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "--volume-size '%.40s' is not a size such as 5Gi or 10G (K, M, "
+			    "G, T, Ki, Mi, Gi, Ti)",
+			    req->volume_size);
 			goto out;
 		}
 		volume = (uint64_t)v;
@@ -297,8 +298,8 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 		rc = isc_s3_head(c, bucket, key, req->version_id, 0, &obj, err);
 		if (rc == ISC_ENOTFOUND && req->version_id && req->version_id[0]) {
 			rc = isc_err_set(err, ISC_ECONFLICT,
-			                 "%s has no version '%s' (VersionId mismatch): %s", req->uri,
-			                 req->version_id, err ? err->msg : "");
+			                 "%s has no version '%s' (VersionId mismatch): %s",
+			                 req->uri, req->version_id, err ? err->msg : "");
 			goto out;
 		}
 		if (rc == ISC_ENOTFOUND) {
@@ -306,7 +307,8 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 			struct isc_err ferr;
 			char *p = folder_prefix(key);
 			struct isc_s3_listing one;
-			int frc = p ? isc_s3_list_page(c, bucket, p, NULL, 1, &one, &ferr) : ISC_ENOMEM;
+			int frc =
+			    p ? isc_s3_list_page(c, bucket, p, NULL, 1, &one, &ferr) : ISC_ENOMEM;
 			free(p);
 			if (frc == 0 && one.n > 0)
 				is_folder = 1;
@@ -328,8 +330,8 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 		if ((rc = list_all(c, bucket, prefix, &listing, err)))
 			goto out;
 		if (listing.n == 0) {
-			rc = isc_err_set(err, ISC_ENOTFOUND, "%s: no objects under s3://%s/%s", req->uri,
-			                 bucket, prefix);
+			rc = isc_err_set(err, ISC_ENOTFOUND, "%s: no objects under s3://%s/%s",
+			                 req->uri, bucket, prefix);
 			goto out;
 		}
 		for (size_t i = 0; i < listing.n; i++)
@@ -345,15 +347,16 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 			}
 			if (strcmp(want, obj.etag) != 0) {
 				rc = isc_err_set(err, ISC_ECONFLICT,
-				                 "%s: ETag mismatch: given %s, S3 has %s", req->uri, want,
-				                 obj.etag);
+				                 "%s: ETag mismatch: given %s, S3 has %s", req->uri,
+				                 want, obj.etag);
 				goto out;
 			}
 		}
 	}
 	if (size > ISC_DATASET_MAX_BYTES) {
 		rc = isc_err_set(err, ISC_EINVALID,
-		                 "%s is %" PRIu64 " bytes: over the 100 GB (%llu bytes) a dataset may "
+		                 "%s is %" PRIu64
+		                 " bytes: over the 100 GB (%llu bytes) a dataset may "
 		                 "hold",
 		                 req->uri, size, (unsigned long long)ISC_DATASET_MAX_BYTES);
 		goto out;
@@ -410,23 +413,25 @@ int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const cha
 	for (i = 0; i < n && !rc; i++) {
 		rc = isc_store_dataset_find(s, org_name, ids[i], &list[i], err);
 		if (rc == ISC_ENOTFOUND) {
-			rc = isc_err_set(err, ISC_ENOTFOUND,
-			                 "dataset_id_list[%zu]: organisation '%s' has no dataset '%s' "
-			                 "(isc datasets list --org %s)",
-			                 i, org_name, ids[i], org_name);
+			rc = isc_err_set(
+			    err, ISC_ENOTFOUND,
+			    "dataset_id_list[%zu]: organisation '%s' has no dataset '%s' "
+			    "(isc datasets list --org %s)",
+			    i, org_name, ids[i], org_name);
 		} else if (!rc && strcmp(list[i].state, "available") != 0) {
 			if (strcmp(list[i].state, "failed") == 0)
-				rc = isc_err_set(err, ISC_ECONFLICT,
-				                 "dataset_id_list[%zu]: dataset '%s' failed to cache: %s", i,
-				                 ids[i], list[i].reason);
+				rc = isc_err_set(
+				    err, ISC_ECONFLICT,
+				    "dataset_id_list[%zu]: dataset '%s' failed to cache: %s", i,
+				    ids[i], list[i].reason);
 			else
-				rc = isc_err_set(err, ISC_ECONFLICT,
-				                 "dataset_id_list[%zu]: dataset '%s' is %s (%" PRId64
-				                 " of %" PRId64 " bytes); it can be used once Available",
-				                 i, ids[i],
-				                 strcmp(list[i].state, "created") == 0 ? "Created"
-				                                                        : "Caching",
-				                 list[i].cached_bytes, list[i].size_bytes);
+				rc = isc_err_set(
+				    err, ISC_ECONFLICT,
+				    "dataset_id_list[%zu]: dataset '%s' is %s (%" PRId64
+				    " of %" PRId64 " bytes); it can be used once Available",
+				    i, ids[i],
+				    strcmp(list[i].state, "created") == 0 ? "Created" : "Caching",
+				    list[i].cached_bytes, list[i].size_bytes);
 		}
 	}
 	if (rc) {
@@ -490,12 +495,14 @@ static int download(struct isc_s3_client *c, const char *bucket, const struct is
 			break;
 		}
 		isc_buf_reset(&chunk);
-		rc = isc_s3_get_range(c, bucket, o->key, version_id, o->etag, have, len, &chunk, err);
+		rc = isc_s3_get_range(c, bucket, o->key, version_id, o->etag, have, len, &chunk,
+		                      err);
 		if (rc == ISC_ECONFLICT)
-			rc = isc_err_set(err, ISC_ECONFLICT,
-			                 "s3://%s/%s changed while it was being cached (ETag is no longer "
-			                 "%s)",
-			                 bucket, o->key, o->etag);
+			rc = isc_err_set(
+			    err, ISC_ECONFLICT,
+			    "s3://%s/%s changed while it was being cached (ETag is no longer "
+			    "%s)",
+			    bucket, o->key, o->etag);
 		if (rc)
 			break;
 		for (size_t off = 0; off < chunk.len;) {
@@ -609,14 +616,15 @@ static int verify_file(const char *path, const char *etag, uint64_t part_size, c
 	if (dash) {
 		if (!is_md5_hex(etag, (size_t)(dash - etag)) || parts != want_parts ||
 		    strncmp(got, etag, 32) != 0)
-			rc = isc_err_set(err, ISC_ECONFLICT,
-			                 "the downloaded bytes do not match the ETag %s (%lu parts of %" PRIu64
-			                 " bytes give %s-%lu)",
-			                 etag, parts, part_size, got, parts);
+			rc = isc_err_set(
+			    err, ISC_ECONFLICT,
+			    "the downloaded bytes do not match the ETag %s (%lu parts of %" PRIu64
+			    " bytes give %s-%lu)",
+			    etag, parts, part_size, got, parts);
 	} else if (!is_md5_hex(etag, strlen(etag)) || strcmp(got, etag) != 0) {
 		rc = isc_err_set(err, ISC_ECONFLICT,
-		                 "the downloaded bytes do not match the ETag %s (their MD5 is %s)", etag,
-		                 got);
+		                 "the downloaded bytes do not match the ETag %s (their MD5 is %s)",
+		                 etag, got);
 	}
 out:
 	if (fd >= 0)
@@ -674,7 +682,8 @@ static int expand(const char *archive, const char *dest, uint64_t max_bytes, uin
 	 */
 	if (rep.refused)
 		return isc_err_set(err, ISC_EINVALID,
-		                   "the archive holds %" PRIu64 " member(s) a dataset may not (links, "
+		                   "the archive holds %" PRIu64
+		                   " member(s) a dataset may not (links, "
 		                   "devices, absolute or \"..\" names); first: %s",
 		                   rep.refused, rep.first_refused);
 	return 0;
@@ -738,8 +747,8 @@ static int write_text(const char *path, const char *text, struct isc_err *err)
 
 /* Caches d into root/<copy_name>; *manifest_out (caller frees) on success. */
 static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, const char *root,
-                         const struct isc_dataset *d, const volatile int *stop,
-                         char **manifest_out, int64_t *size_out, struct isc_err *err)
+                         const struct isc_dataset *d, const volatile int *stop, char **manifest_out,
+                         int64_t *size_out, struct isc_err *err)
 {
 	struct isc_s3_client *c = NULL;
 	struct isc_s3_listing objs;
@@ -795,17 +804,19 @@ static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, cons
 			goto out;
 		objs.n = 1;
 		if (d->etag[0] && strcmp(d->etag, objs.objects[0].etag) != 0) {
-			rc = isc_err_set(err, ISC_ECONFLICT, "ETag mismatch: pinned %s, S3 now has %s",
-			                 d->etag, objs.objects[0].etag);
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "ETag mismatch: pinned %s, S3 now has %s", d->etag,
+			                 objs.objects[0].etag);
 			goto out;
 		}
 	}
 	for (size_t i = 0; i < objs.n; i++)
 		total += objs.objects[i].size;
 	if (total > ISC_DATASET_MAX_BYTES || total > (uint64_t)d->volume_bytes) {
-		rc = isc_err_set(err, ISC_EINVALID,
-		                 "%" PRIu64 " bytes now: over the dataset's cap (%" PRId64 " bytes)",
-		                 total, d->volume_bytes);
+		rc =
+		    isc_err_set(err, ISC_EINVALID,
+		                "%" PRIu64 " bytes now: over the dataset's cap (%" PRId64 " bytes)",
+		                total, d->volume_bytes);
 		goto out;
 	}
 	if ((rc = mkdir_p(work, err)) || (rc = isc_unpack_remove_tree(tree, err)) ||
@@ -813,15 +824,17 @@ static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, cons
 		goto out;
 	for (size_t i = 0; i < objs.n; i++) {
 		struct isc_s3_object *o = &objs.objects[i];
-		const char *vid = d->is_folder ? NULL : (d->version_id[0] ? d->version_id : o->version_id);
+		const char *vid =
+		    d->is_folder ? NULL : (d->version_id[0] ? d->version_id : o->version_id);
 		const char *rel = d->is_folder ? o->key + strlen(d->key) : NULL;
 		uint64_t part_size = 0;
 		char sha[65], name[32];
 		json_t *entry;
 		if (d->is_folder && !rel_ok(rel)) {
-			rc = isc_err_set(err, ISC_EINVALID,
-			                 "s3://%s/%s: a key that is no safe path under the dataset's root",
-			                 d->bucket, o->key);
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "s3://%s/%s: a key that is no safe path under the dataset's root",
+			    d->bucket, o->key);
 			goto out;
 		}
 		snprintf(name, sizeof(name), "object-%zu", i);
@@ -846,9 +859,13 @@ static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, cons
 		}
 		prog.done += (int64_t)o->size;
 		progress_note(&prog, 0, 1);
-		entry = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "key", o->key, "version_id",
-		                  vid ? vid : "", "etag", o->etag, "size", (json_int_t)o->size,
-		                  "sha256", sha, "path", rel ? rel : (ext ? "" : strrchr(o->key, '/') ? strrchr(o->key, '/') + 1 : o->key),
+		entry = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "key", o->key,
+		                  "version_id", vid ? vid : "", "etag", o->etag, "size",
+		                  (json_int_t)o->size, "sha256", sha, "path",
+		                  rel ? rel
+		                      : (ext                    ? ""
+		                         : strrchr(o->key, '/') ? strrchr(o->key, '/') + 1
+		                                                : o->key),
 		                  "archive", ext != NULL);
 		if (!entry || json_array_append_new(arr, entry)) {
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -955,8 +972,8 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
 	if (strcmp(d.state, "caching") == 0)
-		isc_log(ISC_LOG_INFO, "dataset %s (%s): resuming the cache at %" PRId64 " bytes", d.id,
-		        d.name, d.cached_bytes);
+		isc_log(ISC_LOG_INFO, "dataset %s (%s): resuming the cache at %" PRId64 " bytes",
+		        d.id, d.name, d.cached_bytes);
 	rc = isc_store_dataset_set_caching(s, d.id, err);
 	if (!rc) {
 		isc_err_clear(&cerr);
@@ -969,7 +986,8 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 			isc_log(ISC_LOG_INFO, "dataset %s (%s): caching paused (%s)", d.id, d.name,
 			        cerr.msg);
 		} else {
-			isc_log(ISC_LOG_WARN, "dataset %s (%s): failed: %s", d.id, d.name, cerr.msg);
+			isc_log(ISC_LOG_WARN, "dataset %s (%s): failed: %s", d.id, d.name,
+			        cerr.msg);
 			rc = isc_store_dataset_set_failed(s, d.id, cerr.msg, err);
 		}
 	}
@@ -1015,8 +1033,7 @@ out:
 	return NULL;
 }
 
-int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out,
-                             struct isc_err *err)
+int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out, struct isc_err *err)
 {
 	struct isc_dataset_cacher *c = calloc(1, sizeof(*c));
 	*out = NULL;
@@ -1095,8 +1112,8 @@ int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_datase
 		const char *sha = json_string_value(json_object_get(o, "sha256"));
 		const char *path = json_string_value(json_object_get(o, "path"));
 		if (!key || !etag || !sha || !path) {
-			rc = isc_err_set(err, ISC_EINVALID, "dataset '%s' has an unreadable manifest",
-			                 d->name);
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "dataset '%s' has an unreadable manifest", d->name);
 			goto out;
 		}
 		struct isc_dataset_fetch_file *f = &files[cnt++];

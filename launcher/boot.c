@@ -22,7 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PULL_FAILED 97 /* the boot script's exit code when docker pull fails */
+#define PULL_FAILED    97 /* the boot script's exit code when docker pull fails */
+#define DATASET_FAILED 95 /* ... when a dataset cannot be fetched or verified */
 
 char *isc_launcher_container_name(const char *experiment_id, int rank)
 {
@@ -104,6 +105,76 @@ static int env_file(const struct isc_boot_spec *spec, const struct isc_node_targ
 	return rc ? ISC_ENOMEM : 0;
 }
 
+/*
+ * The node-side fetch of one dataset: each object through its presigned URL
+ * (given to curl on stdin, not in its argv), If-Match its ETag, checked
+ * against its SHA-256, archives expanded with the node's tar/unzip (iscd's
+ * unpacker vetted these exact bytes), made read-only and moved into place as
+ * one rename, so a boot cut short leaves no half copy that looks whole.
+ */
+static int fetch_script(const char *name, const struct isc_boot_dataset *d, struct isc_buf *b)
+{
+	struct isc_buf t;
+	int rc = 0;
+	isc_buf_init(&t, 0);
+	rc |= isc_buf_puts(b, "c=/data/.isc/");
+	rc |= isc_shell_quote(b, d->copy_name);
+	rc |= isc_buf_puts(b,
+	                   "; if [ ! -d \"$c\" ]; then rm -rf \"$c.part\"; mkdir -p \"$c.part\"; ");
+	for (size_t i = 0; i < d->n_files; i++) {
+		const struct isc_boot_dataset_file *f = &d->files[i];
+		isc_buf_reset(&t);
+		rc |= isc_buf_printf(&t, "url = \"%s\"", f->url);
+		rc |= isc_buf_puts(b, "printf '%s\\n' ");
+		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
+		isc_buf_reset(&t);
+		rc |= isc_buf_printf(&t, "If-Match: \"%s\"", f->etag);
+		rc |= isc_buf_puts(b, " | curl -fsS --retry 3 -K - -H ");
+		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
+		rc |= isc_buf_puts(b, " -o \"$c.part/.fetch\" || { echo ");
+		isc_buf_reset(&t);
+		rc |=
+		    isc_buf_printf(&t, "dataset %s: cannot fetch object %zu from S3", name, i + 1);
+		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
+		rc |= isc_buf_printf(
+		    b,
+		    " >&2; exit %d; }; [ \"$(sha256sum < \"$c.part/.fetch\" | cut -d' ' "
+		    "-f1)\" = ",
+		    DATASET_FAILED);
+		rc |= isc_shell_quote(b, f->sha256);
+		rc |= isc_buf_puts(b, " ] || { echo ");
+		isc_buf_reset(&t);
+		rc |= isc_buf_printf(
+		    &t,
+		    "dataset %s: object %zu does not match the cached copy's SHA-256 "
+		    "(it changed in S3)",
+		    name, i + 1);
+		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
+		rc |= isc_buf_printf(b, " >&2; exit %d; }; ", DATASET_FAILED);
+		if (f->archive == 1)
+			rc |= isc_buf_puts(
+			    b, "tar -xf \"$c.part/.fetch\" -C \"$c.part\" --no-same-owner "
+			       "--no-same-permissions");
+		else if (f->archive == 2)
+			rc |= isc_buf_puts(
+			    b, "unzip -qo \"$c.part/.fetch\" -d \"$c.part\" >/dev/null");
+		if (f->archive) {
+			rc |= isc_buf_printf(b,
+			                     " || { echo 'dataset: cannot expand' >&2; exit %d; }; "
+			                     "rm -f \"$c.part/.fetch\"; ",
+			                     DATASET_FAILED);
+		} else {
+			rc |= isc_buf_puts(b, "f=\"$c.part\"/");
+			rc |= isc_shell_quote(b, f->path);
+			rc |= isc_buf_puts(
+			    b, "; mkdir -p \"$(dirname \"$f\")\"; mv \"$c.part/.fetch\" \"$f\"; ");
+		}
+	}
+	rc |= isc_buf_puts(b, "chmod -R a-w \"$c.part\"; mv \"$c.part\" \"$c\"; fi; ");
+	isc_buf_cleanup(&t);
+	return rc ? ISC_ENOMEM : 0;
+}
+
 /* The boot script of one rank; everything variable in it is quoted. */
 static int boot_script(const struct isc_boot_spec *spec, const char *name, const char *env_args,
                        struct isc_buf *b)
@@ -114,6 +185,8 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 		rc |= isc_buf_puts(b, "mkdir -p /data/");
 		rc |= isc_shell_quote(b, spec->dataset_ids[i]);
 		rc |= isc_buf_puts(b, "; ");
+		if (spec->dataset_fetch && !rc)
+			rc |= fetch_script(spec->dataset_ids[i], &spec->dataset_fetch[i], b);
 	}
 	/* The env file is written from the channel's stdin, private to root. */
 	rc |= isc_buf_puts(b, "umask 077; env_file=/tmp/");
@@ -130,8 +203,13 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	for (size_t i = 0; i < spec->n_datasets; i++) {
 		struct isc_buf vol;
 		isc_buf_init(&vol, 0);
-		rc |= isc_buf_printf(&vol, "/data/%s:/data/%s:ro", spec->dataset_ids[i],
-		                     spec->dataset_ids[i]);
+		if (spec->dataset_fetch)
+			rc |=
+			    isc_buf_printf(&vol, "/data/.isc/%s:/data/%s:ro",
+			                   spec->dataset_fetch[i].copy_name, spec->dataset_ids[i]);
+		else
+			rc |= isc_buf_printf(&vol, "/data/%s:/data/%s:ro", spec->dataset_ids[i],
+			                     spec->dataset_ids[i]);
 		rc |= isc_buf_puts(b, " -v ");
 		rc |= isc_shell_quote(b, isc_buf_cstr(&vol));
 		isc_buf_cleanup(&vol);
@@ -230,7 +308,9 @@ static void *boot_node(void *arg)
 	while (errout.len &&
 	       (errout.data[errout.len - 1] == '\n' || errout.data[errout.len - 1] == '\r'))
 		errout.data[--errout.len] = '\0';
-	if (status == PULL_FAILED)
+	if (status == DATASET_FAILED)
+		j->rc = isc_err_set(&j->err, ISC_EINVALID, "%s", isc_buf_cstr(&errout));
+	else if (status == PULL_FAILED)
 		j->rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s",
 		                    j->spec->image, isc_buf_cstr(&errout));
 	else if (status != 0)
@@ -335,6 +415,13 @@ static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 		if (!spec->dataset_ids[i] || !spec->dataset_ids[i][0] ||
 		    strchr(spec->dataset_ids[i], '/') || strchr(spec->dataset_ids[i], ':'))
 			return isc_err_set(err, ISC_EINVALID, "bad dataset id");
+	for (size_t i = 0; spec->dataset_fetch && i < spec->n_datasets; i++) {
+		const char *c = spec->dataset_fetch[i].copy_name;
+		if (!c || !c[0] || c[0] == '.' || strchr(c, '/') || strchr(c, ':') ||
+		    !spec->dataset_fetch[i].n_files)
+			return isc_err_set(err, ISC_EINVALID, "bad dataset copy for %s",
+			                   spec->dataset_ids[i]);
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!nodes[i].host || !nodes[i].private_ip)
 			return isc_err_set(err, ISC_EINVALID, "rank %d has no address",

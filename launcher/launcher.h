@@ -13,6 +13,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* One object a burst node fetches for a dataset (datasets/datasets.h makes them). */
+struct isc_boot_dataset_file {
+	const char *url;    /* presigned GET: a bearer credential for one object; never logged */
+	const char *etag;   /* sent as If-Match: S3 refuses other bytes */
+	const char *sha256; /* the node checks the bytes against it */
+	const char *path;   /* where the object goes under the dataset's root; "" for an archive */
+	int archive; /* 0: a file; 1: a tar (any compression); 2: a zip: expanded at the root */
+};
+
+/* A dataset the node fetches itself, once per node, into /data/.isc/<copy_name>. */
+struct isc_boot_dataset {
+	const char *copy_name;
+	const struct isc_boot_dataset_file *files;
+	size_t n_files;
+};
+
 struct isc_boot_spec {
 	const char *experiment_id;
 	const char *experiment_name;
@@ -26,6 +42,12 @@ struct isc_boot_spec {
 	int nnodes, nproc;
 	int master_port;      /* 0: 29500 */
 	const char *shm_size; /* e.g. "16g"; NULL: "16g" */
+	/*
+	 * NULL: /data/<id> on the node is mounted as it is (a shared copy the node
+	 * sees). Else one entry per dataset_ids: the node fetches, verifies and
+	 * expands it before the container starts, and the copy is mounted read-only.
+	 */
+	const struct isc_boot_dataset *dataset_fetch;
 };
 
 struct isc_node_target {

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #define DS_COLS                                                                                    \
-	"d.id, d.org_id, o.name, d.name, d.uri, d.bucket, d.key, d.is_folder, d.etag, "             \
-	"d.version_id, d.credentials, d.size_bytes, d.volume_bytes, d.cached_bytes, d.state, "      \
+	"d.id, d.org_id, o.name, d.name, d.uri, d.bucket, d.key, d.is_folder, d.etag, "            \
+	"d.version_id, d.credentials, d.size_bytes, d.volume_bytes, d.cached_bytes, d.state, "     \
 	"d.reason, d.copy_name, d.manifest_json, d.created_at_ms, d.updated_at_ms"
 #define DS_FROM " FROM datasets d JOIN orgs o ON o.id = d.org_id "
 
@@ -89,7 +89,8 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	rc = isc_store_prepare(
 	    s,
-	    "INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, version_id, "
+	    "INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, "
+	    "version_id, "
 	    "credentials, size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, "
 	    "created_at_ms, updated_at_ms) "
 	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', ?, ?, ? FROM orgs o "
@@ -118,10 +119,11 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 	sqlite3_finalize(st);
 	if (step == SQLITE_CONSTRAINT) {
 		free(id);
-		return isc_err_set(err, ISC_ECONFLICT,
-		                   "organisation '%s' already has a dataset named '%s' (isc datasets "
-		                   "remove it, or give another --name)",
-		                   org_name, d->name);
+		return isc_err_set(
+		    err, ISC_ECONFLICT,
+		    "organisation '%s' already has a dataset named '%s' (isc datasets "
+		    "remove it, or give another --name)",
+		    org_name, d->name);
 	}
 	if (step != SQLITE_DONE) {
 		free(id);
@@ -209,8 +211,8 @@ int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char
 		sqlite3_bind_text(st, 2, id_or_name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, id_or_name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, id_or_name, -1, SQLITE_STATIC);
-		snprintf(what, sizeof(what), "organisation '%.64s' has no dataset '%.128s'", org_name,
-		         id_or_name);
+		snprintf(what, sizeof(what), "organisation '%.64s' has no dataset '%.128s'",
+		         org_name, id_or_name);
 	} else {
 		rc = isc_store_prepare(s, "SELECT " DS_COLS DS_FROM "WHERE d.id = ?", &st, err);
 		if (rc)
@@ -225,10 +227,9 @@ int isc_store_dataset_list(struct isc_store *s, const char *org_name, struct isc
                            size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-	                           "SELECT " DS_COLS DS_FROM
-	                           "WHERE ? IS NULL OR o.name = ? ORDER BY o.name, d.name",
-	                           &st, err);
+	int rc = isc_store_prepare(
+	    s, "SELECT " DS_COLS DS_FROM "WHERE ? IS NULL OR o.name = ? ORDER BY o.name, d.name",
+	    &st, err);
 	*out = NULL;
 	*n = 0;
 	if (rc)
@@ -242,11 +243,11 @@ int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out
                                     struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-	                           "SELECT " DS_COLS DS_FROM
-	                           "WHERE d.state IN ('caching', 'created') "
-	                           "ORDER BY d.state = 'caching' DESC, d.created_at_ms, d.id LIMIT 1",
-	                           &st, err);
+	int rc =
+	    isc_store_prepare(s,
+	                      "SELECT " DS_COLS DS_FROM "WHERE d.state IN ('caching', 'created') "
+	                      "ORDER BY d.state = 'caching' DESC, d.created_at_ms, d.id LIMIT 1",
+	                      &st, err);
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
@@ -312,8 +313,8 @@ int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, con
                                  int *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "SELECT COUNT(*) FROM datasets WHERE copy_name = ? AND id != ?",
-	                           &st, err),
+	int rc = isc_store_prepare(
+	        s, "SELECT COUNT(*) FROM datasets WHERE copy_name = ? AND id != ?", &st, err),
 	    step;
 	*n = 0;
 	if (rc)

@@ -20,11 +20,12 @@ struct isc_dataset {
 	char *name; /* unique in its organisation; the mount is /data/<name> */
 	char *uri;  /* "s3://bucket[/key]" as given */
 	char *bucket;
-	char *key;  /* the object, or the folder's prefix ("" for a whole bucket) */
+	char *key; /* the object, or the folder's prefix ("" for a whole bucket) */
 	int is_folder;
-	char *etag;       /* pinned ETag, "" when not given */
-	char *version_id; /* pinned VersionId, "" when not given */
-	char *credentials; /* "" (the broker's AWS settings), "env" or "profile:NAME"; never a secret */
+	char *etag;           /* pinned ETag, "" when not given */
+	char *version_id;     /* pinned VersionId, "" when not given */
+	char *credentials;    /* "" (the broker's AWS settings), "env" or "profile:NAME"; never a
+	                         secret */
 	int64_t size_bytes;   /* what S3 reported at registration (sum for a folder) */
 	int64_t volume_bytes; /* the cap on the expanded copy */
 	int64_t cached_bytes; /* downloaded so far */
