@@ -282,6 +282,11 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		wait_again(s, e, "%s", last_error);
 		return;
 	}
+	/* Datasets are checked before any money is spent: each must still be Available. */
+	if (broker_datasets_check(s, e, &err)) {
+		set_status(s, e, "failed", "%s", err.msg);
+		return;
+	}
 	if (broker_place(b, s, e, &cands, &n, &err)) {
 		set_status(s, e, "failed", "cannot place: %s", err.msg);
 		return;

@@ -102,6 +102,25 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	return 0;
 }
 
+int broker_datasets_check(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err)
+{
+	json_t *spec = json_loads(e->spec_json, 0, NULL);
+	json_t *list = json_object_get(spec, "dataset_id_list");
+	size_t n = json_array_size(list);
+	const char **ids = calloc(n + 1, sizeof(*ids));
+	struct isc_dataset *ds = NULL;
+	int rc = 0;
+	if (!ids)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < n; i++)
+		ids[i] = json_string_value(json_array_get(list, i));
+	if (!rc && n && !(rc = isc_dataset_resolve_all(s, e->org_name, ids, n, &ds, err)))
+		isc_dataset_list_free(ds, n);
+	free(ids);
+	json_decref(spec);
+	return rc;
+}
+
 /* The datasets of a burst, fetched by the nodes themselves (docs/datasets.md). */
 struct fetch_ctx {
 	struct isc_dataset *ds;

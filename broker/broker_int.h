@@ -148,6 +148,13 @@ char *broker_output_dir(const struct isc_broker *b, const char *experiment_id);
 
 #endif
 
+/*
+ * The experiment's dataset_id_list resolved in its organisation: each must
+ * exist and be Available (checked before placing, so no money is spent on an
+ * experiment that cannot start). ISC_ENOTFOUND / ISC_ECONFLICT naming it.
+ */
+int broker_datasets_check(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err);
+
 /* ---- boot.c: the bridge to the launcher ---- */
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,

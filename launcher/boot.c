@@ -133,8 +133,10 @@ static int fetch_script(const char *name, const struct isc_boot_dataset *d, stru
 		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
 		rc |= isc_buf_puts(b, " -o \"$c.part/.fetch\" || { echo ");
 		isc_buf_reset(&t);
-		rc |=
-		    isc_buf_printf(&t, "dataset %s: cannot fetch object %zu from S3", name, i + 1);
+		rc |= isc_buf_printf(&t,
+		                     "dataset %s: cannot fetch object %zu from S3 (a 412 means it "
+		                     "changed since it was cached)",
+		                     name, i + 1);
 		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
 		rc |= isc_buf_printf(
 		    b,

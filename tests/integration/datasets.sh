@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Datasets end to end against the mock S3 (tests/mocks/mocks3, SigV4 checked with
+# botocore) and the sandbox's mock cloud: registration rules, caching by iscd
+# (zip, tar.gz from a multipart upload, a paged folder), pins, caps, a crash
+# mid-cache and its resume, and 2-node bursts whose ranks read /data/<name>
+# read-only, fetched by the nodes with presigned URLs.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/isc-datasets.XXXXXX)
+s3_pid=
+iscd_pid=
+cleanup() {
+	[ -n "$iscd_pid" ] && kill -KILL "$iscd_pid" 2>/dev/null
+	[ -n "$s3_pid" ] && kill -TERM "$s3_pid" 2>/dev/null && wait "$s3_pid" 2>/dev/null
+	"$repo/tests/mocks/sandbox" stop "$dir/sb" >/dev/null 2>&1
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir/sb" >/dev/null || exit 1
+. "$dir/sb/env"
+MOCKS3_AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID MOCKS3_AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+	/usr/bin/python3 "$repo/tests/mocks/mocks3" --port-file "$dir/s3.port" --state-dir "$dir/s3" \
+	2>"$dir/s3.log" &
+s3_pid=$!
+for _ in $(seq 300); do [ -s "$dir/s3.port" ] && break; sleep 0.1; done
+S3="http://127.0.0.1:$(cat "$dir/s3.port")"
+export AWS_ENDPOINT_URL_S3=$S3
+isc() { "$ISC_BIN/isc" "$@"; }
+s3ctl() { curl -sf -X POST "$S3/_mock/$1" -H 'Content-Type: application/json' -d "$2"; }
+json_get() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+state_of() { isc datasets show "$1" --org demo --json | json_get state; }
+wait_state() {
+	local name=$1 want=$2 secs=$3 s=
+	for _ in $(seq 1 $((secs * 5))); do
+		s=$(state_of "$name")
+		[ "$s" = "$want" ] && return 0
+		sleep 0.2
+	done
+	echo "dataset $name is $s, wanted $want" >&2
+	isc datasets show "$name" --org demo >&2
+	return 1
+}
+start_iscd() {
+	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+	iscd_pid=$!
+}
+
+# 0. The mock speaks S3 as botocore's own client expects.
+check "mock S3 passes botocore's S3 client" /usr/bin/python3 "$repo/tests/mocks/test-mocks3" "$S3"
+
+# The objects.
+src=$dir/src
+mkdir -p "$src/mn/sub"
+echo hello >"$src/mn/a.txt"
+echo world >"$src/mn/sub/b.txt"
+(cd "$src" && zip -qr mn.zip mn && tar czf mn.tar.gz mn)
+head -c 3000000 /dev/urandom >"$src/big.bin"
+s3ctl bucket '{"bucket":"isc-data","versioned":true}' >/dev/null
+s3ctl bucket '{"bucket":"plain-bucket"}' >/dev/null
+zip_v=$(s3ctl object "{\"bucket\":\"isc-data\",\"key\":\"mnist.zip\",\"file\":\"$src/mn.zip\"}" | json_get version_id)
+s3ctl object "{\"bucket\":\"isc-data\",\"key\":\"sets/imgs.tar.gz\",\"file\":\"$src/mn.tar.gz\",\"part_size\":64}" >/dev/null
+s3ctl object '{"bucket":"isc-data","key":"huge.bin","text":"x","reported_size":100000000001}' >/dev/null
+s3ctl object "{\"bucket\":\"plain-bucket\",\"key\":\"big.bin\",\"file\":\"$src/big.bin\"}" >/dev/null
+/usr/bin/python3 - "$S3" <<'EOF'
+import json, sys, urllib.request
+# A folder of 1003 objects: ListObjectsV2 needs two pages of 1000.
+for i in range(1003):
+    body = json.dumps({"bucket": "isc-data", "key": "corpus/part-%04d.txt" % i, "text": "line %d\n" % i}).encode()
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_mock/object", data=body, method="POST",
+                                                  headers={"Content-Type": "application/json"}))
+EOF
+
+# 1. Registration: names, pins, caps.
+check "add a zip (name from the key: mnist)" isc datasets add s3://isc-data/mnist.zip --org demo --version-id "$zip_v"
+check "the name is mnist" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -q 'name: *mnist'"
+check "add a tar.gz from a multipart upload" isc datasets add s3://isc-data/sets/imgs.tar.gz --org demo --volume-size 10G
+check "add a folder of 1003 objects" isc datasets add s3://isc-data/corpus/ --org demo
+check "a whole bucket is named after the bucket" isc datasets add s3://plain-bucket --org demo --volume-size 1Gi
+check "the bucket dataset is plain-bucket" isc datasets show plain-bucket --org demo
+expect_stderr "ETag mismatch" isc datasets add s3://isc-data/mnist.zip --org demo --name bad1 --etag 0123456789abcdef0123456789abcdef
+expect_stderr "VersionId mismatch" isc datasets add s3://isc-data/mnist.zip --org demo --name bad2 --version-id nosuchversion
+expect_stderr "over the 100 GB" isc datasets add s3://isc-data/huge.bin --org demo --volume-size 200G
+expect_stderr "more than its volume" isc datasets add s3://plain-bucket/big.bin --org demo --name small --volume-size 1Mi
+expect_stderr "is not a size" isc datasets add s3://plain-bucket/big.bin --org demo --name badsize --volume-size 5Xi
+expect_stderr "already has a dataset named 'mnist'" isc datasets add s3://isc-data/mnist.zip --org demo
+expect_stderr "no dataset 'nope'" isc datasets show nope --org demo
+expect_exit 1 "a missing object fails" isc datasets add s3://isc-data/missing.zip --org demo
+check "nothing half-written: four datasets" bash -c "[ \$('$ISC_BIN/isc' datasets list --org demo --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') = 4 ]"
+check "the version is part of the copy name" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -q 'copy: *mnist-$zip_v'"
+
+# 2. A train referencing a dataset that is not Available yet is refused, naming it.
+cat >"$dir/uses-mnist.isc" <<EOF
+isc_project_id = "demo"
+experiment_name = "uses-mnist"
+gpus = 2
+compute_mode = "burst"
+dataset_id_list = ["mnist"]
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'cat /data/mnist/mn/a.txt /data/mnist/mn/sub/b.txt; if touch /data/mnist/x 2>/dev/null; then echo WRITABLE; else echo READONLY; fi; echo RANK=\$RANK'
+EOF
+expect_stderr "is Created" isc burst "$dir/uses-mnist.isc"
+sed 's/"mnist"\]/"nosuch"]/' "$dir/uses-mnist.isc" >"$dir/uses-nosuch.isc"
+expect_stderr "organisation 'demo' has no dataset 'nosuch'" isc burst "$dir/uses-nosuch.isc"
+
+# 3. iscd caches them all, off its tick loop.
+start_iscd
+check "the zip becomes Available" wait_state mnist Available 60
+check "the tar.gz becomes Available" wait_state imgs Available 60
+check "the folder becomes Available" wait_state corpus Available 90
+check "the bucket becomes Available" wait_state plain-bucket Available 60
+copy=$ISC_HOME/datasets/mnist-$zip_v
+check "the zip is expanded at the root" grep -qx hello "$copy/mn/a.txt"
+check "the tar.gz is expanded at the root" grep -qx world "$ISC_HOME/datasets/imgs/mn/sub/b.txt"
+check "the folder has all 1003 objects" bash -c "[ \$(find '$ISC_HOME/datasets/corpus' -type f | wc -l) = 1003 ]"
+check "a folder object keeps its path" grep -qx "line 1002" "$ISC_HOME/datasets/corpus/part-1002.txt"
+check "the bucket copy is byte-identical" cmp -s "$src/big.bin" "$ISC_HOME/datasets/plain-bucket/big.bin"
+check "iscd's requests were signed with headers (none presigned)" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
+import json,sys; r=json.load(sys.stdin); r=[x for x in r if x[\"bucket\"] in (\"isc-data\", \"plain-bucket\")]
+sys.exit(0 if r and not any(x[\"presigned\"] for x in r) else 1)'"
+
+# 4. A crash mid-cache, then resume from the bytes already written.
+head -c 40000000 /dev/urandom >"$src/slow.bin"
+s3ctl object "{\"bucket\":\"plain-bucket\",\"key\":\"slow.bin\",\"file\":\"$src/slow.bin\",\"part_size\":8388608}" >/dev/null
+s3ctl delay '{"ms":150}' >/dev/null
+check "add a 40 MB object" isc datasets add s3://plain-bucket/slow.bin --org demo --name slow --volume-size 1G
+partial_cached() {
+	for _ in $(seq 1 300); do
+		b=$(isc datasets show slow --org demo --json | json_get cached_bytes)
+		[ "$b" -ge 16777216 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "caching is under way" partial_cached
+kill -KILL "$iscd_pid"
+wait "$iscd_pid" 2>/dev/null
+check "after kill -9 it is still Caching" bash -c "[ \"\$('$ISC_BIN/isc' datasets show slow --org demo --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" = Caching ]"
+s3ctl delay '{"ms":0}' >/dev/null
+start_iscd
+check "the resumed cache becomes Available" wait_state slow Available 90
+check "the resumed copy is byte-identical (multipart ETag verified)" cmp -s "$src/slow.bin" "$ISC_HOME/datasets/slow/slow.bin"
+check "the resume asked only for the missing ranges" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
+import json,sys
+gets=[r for r in json.load(sys.stdin) if r[\"key\"]==\"slow.bin\" and r[\"op\"]==\"GET\" and r[\"status\"]==206]
+firsts=[int(r[\"range\"].split(\"=\")[1].split(\"-\")[0]) for r in gets]
+total=sum(int(r[\"range\"].split(\"-\")[1])-int(r[\"range\"].split(\"=\")[1].split(\"-\")[0])+1 for r in gets)
+sys.exit(0 if firsts.count(0)==1 and total < 40000000 + 2*16777216 else 1)'"
+
+# 5. A 2-node burst: both ranks read /data/mnist and cannot write to it.
+id=$(isc burst "$dir/uses-mnist.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+wait_exp() {
+	for _ in $(seq 1 $(($2 * 5))); do
+		s=$(isc status "$1" --json | json_get status)
+		[ "$s" = "$3" ] && return 0
+		sleep 0.2
+	done
+	isc status "$1" >&2
+	return 1
+}
+check "the dataset burst completes" wait_exp "$id" 90 completed
+out=$(isc status "$id" --json | json_get output_path)
+for r in 0 1; do
+	check "rank $r reads the dataset" grep -qx hello "$out/rank_$r.txt"
+	check "rank $r reads nested files" grep -qx world "$out/rank_$r.txt"
+	check "rank $r cannot write to it" grep -qx READONLY "$out/rank_$r.txt"
+done
+check "the nodes fetched with presigned URLs" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
+import json,sys
+r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"mnist.zip\" and x[\"status\"]==200]
+sys.exit(0 if len(r)==2 and all(x[\"version_id\"] for x in r) else 1)'"
+
+# 6. A second experiment shares the one cached copy (iscd downloads nothing again).
+before=$(curl -s "$S3/_mock/requests" | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["key"]=="mnist.zip" and not r["presigned"]))')
+id2=$(isc burst "$dir/uses-mnist.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+check "a second experiment on the same dataset completes" wait_exp "$id2" 90 completed
+after=$(curl -s "$S3/_mock/requests" | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["key"]=="mnist.zip" and not r["presigned"]))')
+check "iscd did not fetch the shared copy again" test "$before" = "$after"
+check "one copy on disk" bash -c "[ \$(ls '$ISC_HOME/datasets' | grep -c '^mnist') = 1 ]"
+
+# 7. The bytes change in S3 after caching (an unversioned key): the experiment fails, saying so.
+cat >"$dir/uses-bucket.isc" <<EOF
+isc_project_id = "demo"
+experiment_name = "uses-bucket"
+gpus = 1
+compute_mode = "burst"
+dataset_id_list = ["plain-bucket"]
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'ls /data/plain-bucket'
+EOF
+s3ctl object '{"bucket":"plain-bucket","key":"big.bin","text":"replaced"}' >/dev/null
+id3=$(isc burst "$dir/uses-bucket.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+check "changed bytes fail the experiment" wait_exp "$id3" 90 failed
+check "the reason names the dataset" bash -c "'$ISC_BIN/isc' status '$id3' | grep -q 'dataset plain-bucket'"
+
+# 8. Virtual-hosted addressing (Host: BUCKET.localhost:PORT), set in config.toml.
+printf 's3_addressing = "virtual"\n' >>"$dir/vh.toml"
+sed -i '/^\[providers.aws\]/r '"$dir/vh.toml" "$ISC_HOME/config.toml"
+check "add with virtual-hosted addressing" env AWS_ENDPOINT_URL_S3="http://localhost:${S3##*:}" \
+	"$ISC_BIN/isc" datasets add s3://isc-data/mnist.zip --org demo --name mnist-vh
+check "the mock saw BUCKET.localhost" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
+import json,sys; sys.exit(0 if any(r[\"virtual\"] and r[\"bucket\"]==\"isc-data\" and r[\"status\"]==200 for r in json.load(sys.stdin)) else 1)'"
+expect_stderr "is not auto, path or virtual" env AWS_ENDPOINT_URL_S3="http://localhost:${S3##*:}" \
+	bash -c "sed -i 's/^s3_addressing = \"virtual\"/s3_addressing = \"sideways\"/' '$ISC_HOME/config.toml' && '$ISC_BIN/isc' datasets add s3://isc-data/mnist.zip --org demo --name mnist-x"
+
+# 9. Removal.
+check "remove a dataset" isc datasets remove corpus --org demo
+check "its copy is gone" test ! -e "$ISC_HOME/datasets/corpus"
+expect_stderr "no dataset 'corpus'" isc datasets show corpus --org demo
+check "no secret in the store" bash -c "! grep -aq '$AWS_SECRET_ACCESS_KEY' '$ISC_HOME/isc.db'"
+check "no presigned URL in iscd's log" bash -c "! grep -q 'X-Amz-Signature' '$dir/iscd.log'"
+finish datasets

@@ -1,0 +1,335 @@
+/*
+ * Datasets' rules (names, archive extensions, copy names) and the S3 client
+ * against a scripted transport: the request it sends (URL, Host, signed
+ * x-amz-content-sha256, Range, If-Match) for both addressing styles, what it
+ * reads back (HeadObject headers, ListObjectsV2 pages, S3's XML errors) and the
+ * shape of a presigned URL. The wire protocol itself is checked against the
+ * botocore-verified mock S3 in tests/integration/datasets.sh.
+ */
+#include "datasets/datasets.h"
+#include "providers/aws/s3.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SECRET "s3-secret-never-printed"
+
+/* ---- scripted transport ---- */
+
+static struct {
+	long status;
+	char body[4096];
+	char headers[1024];
+	/* what the client sent */
+	char method[8], url[1024], host[256], range[64], if_match[96], sha[80], auth[512];
+} T;
+
+static int scripted_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
+                         long connect_timeout_ms, size_t max, struct isc_http_response *resp,
+                         struct isc_err *err)
+{
+	(void)ctx, (void)timeout_ms, (void)connect_timeout_ms, (void)max, (void)err;
+	snprintf(T.method, sizeof(T.method), "%s", req->method);
+	snprintf(T.url, sizeof(T.url), "%s", req->url);
+	T.host[0] = T.range[0] = T.if_match[0] = T.sha[0] = T.auth[0] = '\0';
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const char *n = req->headers[i].name, *v = req->headers[i].value;
+		assert_null(strstr(v, SECRET));
+		if (!strcmp(n, "Host"))
+			snprintf(T.host, sizeof(T.host), "%s", v);
+		else if (!strcmp(n, "Range"))
+			snprintf(T.range, sizeof(T.range), "%s", v);
+		else if (!strcmp(n, "If-Match"))
+			snprintf(T.if_match, sizeof(T.if_match), "%s", v);
+		else if (!strcasecmp(n, "X-Amz-Content-Sha256"))
+			snprintf(T.sha, sizeof(T.sha), "%s", v);
+		else if (!strcmp(n, "Authorization"))
+			snprintf(T.auth, sizeof(T.auth), "%s", v);
+	}
+	resp->status = T.status;
+	isc_buf_puts(&resp->headers, T.headers);
+	return isc_buf_puts(&resp->body, T.body);
+}
+
+static const struct isc_http_transport scripted = {scripted_send, NULL};
+
+static int64_t fixed_now(void *c)
+{
+	(void)c;
+	return 1440938160000LL; /* 2015-08-30T12:36:00Z */
+}
+static void no_sleep(void *c, int64_t ms)
+{
+	(void)c, (void)ms;
+}
+static uint64_t fake_rand(void *c)
+{
+	(void)c;
+	return 7;
+}
+static const struct isc_clock fake_clock = {fixed_now, no_sleep, fake_rand, NULL};
+
+static struct isc_s3_client *client(const char *endpoint, enum isc_s3_addressing a)
+{
+	struct isc_s3_config cfg = {endpoint, "us-east-1", a, 0, "AKIDEXAMPLE", SECRET, NULL};
+	struct isc_s3_client *c = NULL;
+	struct isc_err err;
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	unsetenv("AWS_ENDPOINT_URL");
+	assert_int_equal(isc_s3_client_new(&cfg, &scripted, &fake_clock, &c, &err), 0);
+	return c;
+}
+
+/* ---- rules ---- */
+
+static void test_names(void **state)
+{
+	static const struct {
+		const char *bucket, *key, *want;
+	} cases[] = {
+	    {"b", "mnist.zip", "mnist"},          {"b", "", "b"},
+	    {"b", "x/y/", "y"},                   {"b", "a/imgs.tar.gz", "imgs"},
+	    {"b", "c.tar.gz2", "c"},              {"b", "d.tbz2", "d"},
+	    {"b", "e.txz", "e"},                  {"b", "data.csv", "data.csv"},
+	    {"my-bucket", "deep/er/set.tar", "set"},
+	};
+	char out[128];
+	struct isc_err err;
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(isc_dataset_default_name(cases[i].bucket, cases[i].key, out,
+		                                          sizeof(out), &err),
+		                 0);
+		assert_string_equal(out, cases[i].want);
+	}
+	assert_int_equal(isc_dataset_name_check("../x", &err), ISC_EINVALID);
+	assert_int_equal(isc_dataset_name_check(".hidden", &err), ISC_EINVALID);
+	assert_int_equal(isc_dataset_name_check("a b", &err), ISC_EINVALID);
+	assert_int_equal(isc_dataset_name_check("", &err), ISC_EINVALID);
+	assert_int_equal(isc_dataset_name_check("imagenet-1k_v2.0", &err), 0);
+	/* a key whose basename is only an extension has no usable default name */
+	assert_int_equal(isc_dataset_default_name("b", "dir/.zip", out, sizeof(out), &err),
+	                 ISC_EINVALID);
+}
+
+static void test_archives_and_copies(void **state)
+{
+	static const char *const yes[] = {"a.zip",    "a.tar",  "a.tar.gz", "a.tgz", "a.tar.bz2",
+	                                  "a.tbz",    "a.tbz2", "a.tar.xz", "a.txz", "a.tar.gz2"};
+	char *c;
+	(void)state;
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		assert_non_null(isc_dataset_archive_ext(yes[i]));
+	assert_null(isc_dataset_archive_ext("a.gz"));
+	assert_null(isc_dataset_archive_ext("zip"));
+	assert_string_equal(isc_dataset_archive_ext("x.tar.gz"), ".tar.gz");
+	c = isc_dataset_copy_name("mnist", "", "");
+	assert_string_equal(c, "mnist");
+	free(c);
+	c = isc_dataset_copy_name("mnist", "abc-2", "");
+	assert_string_equal(c, "mnist-abc-2");
+	free(c);
+	c = isc_dataset_copy_name("mnist", "", "v1");
+	assert_string_equal(c, "mnist-v1");
+	free(c);
+	c = isc_dataset_copy_name("mnist", "e", "a/b.c");
+	assert_string_equal(c, "mnist-e-a_b.c"); /* never a path */
+	free(c);
+}
+
+/* ---- the S3 client ---- */
+
+static void test_head_path_style(void **state)
+{
+	struct isc_s3_client *c = client("http://127.0.0.1:9000", ISC_S3_ADDRESSING_AUTO);
+	struct isc_s3_object o;
+	struct isc_err err;
+	(void)state;
+	T.status = 200;
+	T.body[0] = '\0';
+	snprintf(T.headers, sizeof(T.headers),
+	         "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nETag: \"0123456789abcdef0123456789abcdef-3\"\r\n"
+	         "x-amz-version-id: v42\r\nx-amz-mp-parts-count: 3\r\n\r\n");
+	assert_int_equal(isc_s3_head(c, "my-bucket", "dir/a b.zip", "v42", 2, &o, &err), 0);
+	assert_string_equal(T.method, "HEAD");
+	assert_string_equal(T.url,
+	                    "http://127.0.0.1:9000/my-bucket/dir/a%20b.zip?partNumber=2&versionId=v42");
+	assert_string_equal(T.host, "127.0.0.1:9000");
+	/* S3 wants the payload hash on every signed request, and signed. */
+	assert_string_equal(T.sha,
+	                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	assert_non_null(strstr(T.auth, "/us-east-1/s3/aws4_request"));
+	assert_non_null(strstr(T.auth, "x-amz-content-sha256"));
+	assert_int_equal(o.size, 1234);
+	assert_string_equal(o.etag, "0123456789abcdef0123456789abcdef-3");
+	assert_string_equal(o.version_id, "v42");
+	assert_int_equal(o.parts_count, 3);
+	isc_s3_object_cleanup(&o);
+	isc_s3_client_free(c);
+}
+
+static void test_get_range_virtual(void **state)
+{
+	struct isc_s3_client *c =
+	    client("https://s3.us-east-1.amazonaws.com", ISC_S3_ADDRESSING_AUTO);
+	struct isc_buf out;
+	struct isc_err err;
+	(void)state;
+	isc_buf_init(&out, 0);
+	T.status = 206;
+	snprintf(T.body, sizeof(T.body), "0123456789");
+	snprintf(T.headers, sizeof(T.headers),
+	         "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-109/5000\r\n\r\n");
+	assert_int_equal(isc_s3_get_range(c, "data-bucket", "k.bin", NULL, "abc", 100, 10, &out, &err),
+	                 0);
+	assert_string_equal(T.url, "https://data-bucket.s3.us-east-1.amazonaws.com/k.bin");
+	assert_string_equal(T.host, "data-bucket.s3.us-east-1.amazonaws.com");
+	assert_string_equal(T.range, "bytes=100-109");
+	assert_string_equal(T.if_match, "\"abc\"");
+	assert_string_equal(isc_buf_cstr(&out), "0123456789");
+	/* A server that ignores Range (200, whole object) is refused, not appended. */
+	T.status = 200;
+	T.headers[0] = '\0';
+	assert_int_equal(isc_s3_get_range(c, "data-bucket", "k.bin", NULL, NULL, 100, 10, &out, &err),
+	                 ISC_EINVALID);
+	/* A dotted bucket stays path-style (the wildcard certificate would not match). */
+	T.status = 206;
+	snprintf(T.headers, sizeof(T.headers), "Content-Range: bytes 0-9/10\r\n");
+	assert_int_equal(isc_s3_get_range(c, "data.bucket", "k", NULL, NULL, 0, 10, &out, &err), 0);
+	assert_string_equal(T.url, "https://s3.us-east-1.amazonaws.com/data.bucket/k");
+	isc_buf_cleanup(&out);
+	isc_s3_client_free(c);
+}
+
+static void test_errors(void **state)
+{
+	struct isc_s3_client *c = client("http://localhost:9000", ISC_S3_ADDRESSING_PATH);
+	struct isc_s3_object o;
+	struct isc_buf out;
+	struct isc_err err;
+	(void)state;
+	isc_buf_init(&out, 0);
+	T.status = 404;
+	T.headers[0] = '\0';
+	snprintf(T.body, sizeof(T.body),
+	         "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The specified key "
+	         "does not exist.</Message></Error>");
+	assert_int_equal(isc_s3_get_range(c, "bkt", "nope", NULL, NULL, 0, 1, &out, &err),
+	                 ISC_ENOTFOUND);
+	assert_non_null(strstr(err.msg, "NoSuchKey"));
+	assert_non_null(strstr(err.msg, "s3://bkt/nope"));
+	T.status = 412;
+	snprintf(T.body, sizeof(T.body),
+	         "<Error><Code>PreconditionFailed</Code><Message>At least one of the "
+	         "pre-conditions you specified did not hold</Message></Error>");
+	assert_int_equal(isc_s3_get_range(c, "bkt", "k", NULL, "e", 0, 1, &out, &err),
+	                 ISC_ECONFLICT);
+	T.status = 403;
+	T.body[0] = '\0'; /* HEAD: no body, the status alone */
+	assert_int_equal(isc_s3_head(c, "bkt", "k", NULL, 0, &o, &err), ISC_EAUTH);
+	assert_null(strstr(err.msg, SECRET));
+	assert_int_equal(isc_s3_head(c, "Bad_Bucket", "k", NULL, 0, &o, &err), ISC_EINVALID);
+	isc_buf_cleanup(&out);
+	isc_s3_client_free(c);
+	/* Plain http to a host that is not loopback is refused before anything is sent. */
+	{
+		struct isc_s3_config cfg = {"http://s3.example.com", "us-east-1", 0, 0, "AKID",
+		                            SECRET, NULL};
+		struct isc_s3_client *bad = NULL;
+		assert_int_equal(isc_s3_client_new(&cfg, &scripted, &fake_clock, &bad, &err),
+		                 ISC_EINVALID);
+		assert_null(bad);
+	}
+}
+
+static void test_list_pages(void **state)
+{
+	struct isc_s3_client *c = client("http://127.0.0.1:9000", ISC_S3_ADDRESSING_PATH);
+	struct isc_s3_listing l;
+	struct isc_err err;
+	(void)state;
+	T.status = 200;
+	T.headers[0] = '\0';
+	snprintf(T.body, sizeof(T.body),
+	         "<?xml version=\"1.0\"?><ListBucketResult "
+	         "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
+	         "<IsTruncated>true</IsTruncated><NextContinuationToken>tok/en=</"
+	         "NextContinuationToken>"
+	         "<Contents><Key>p/a</Key><Size>3</Size><ETag>&quot;e1&quot;</ETag></Contents>"
+	         "<Contents><Key>p/b</Key><Size>5</Size><ETag>&quot;e2-2&quot;</ETag></Contents>"
+	         "</ListBucketResult>");
+	assert_int_equal(isc_s3_list_page(c, "bkt", "p/", "prev tok", 2, &l, &err), 0);
+	assert_string_equal(T.url, "http://127.0.0.1:9000/bkt?continuation-token=prev%20tok&list-"
+	                           "type=2&max-keys=2&prefix=p%2F");
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.objects[1].key, "p/b");
+	assert_int_equal(l.objects[1].size, 5);
+	assert_string_equal(l.objects[1].etag, "e2-2");
+	assert_string_equal(l.next_token, "tok/en=");
+	isc_s3_listing_cleanup(&l);
+	/* Truncated without a token would loop forever: refused. */
+	snprintf(T.body, sizeof(T.body),
+	         "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>");
+	assert_int_equal(isc_s3_list_page(c, "bkt", "", NULL, 1000, &l, &err), ISC_EINVALID);
+	isc_s3_client_free(c);
+}
+
+static void test_presign(void **state)
+{
+	struct isc_s3_client *c = client("http://127.0.0.1:9000", ISC_S3_ADDRESSING_PATH);
+	struct isc_err err;
+	char *url = NULL;
+	(void)state;
+	assert_int_equal(isc_s3_presign_get(c, "bkt", "d/m.zip", "v 1", "etag1", 3600, &url, &err),
+	                 0);
+	assert_true(strncmp(url, "http://127.0.0.1:9000/bkt/d/m.zip?versionId=v%201&X-Amz-Algorithm="
+	                         "AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20150830%2Fus-east-1%"
+	                         "2Fs3%2Faws4_request&X-Amz-Date=20150830T123600Z&X-Amz-Expires=3600&"
+	                         "X-Amz-SignedHeaders=host%3Bif-match&X-Amz-Signature=",
+	                    strlen("http://127.0.0.1:9000/bkt/d/m.zip?versionId=v%201&X-Amz-"
+	                           "Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%"
+	                           "2F20150830%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date="
+	                           "20150830T123600Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host%"
+	                           "3Bif-match&X-Amz-Signature=")) == 0);
+	assert_null(strstr(url, SECRET));
+	free(url);
+	assert_int_equal(isc_s3_presign_get(c, "bkt", "k", NULL, NULL, 0, &url, &err), ISC_EINVALID);
+	isc_s3_client_free(c);
+}
+
+static void test_uri(void **state)
+{
+	char *b, *k;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(isc_s3_uri_parse("s3://bucket/a/b.zip", &b, &k, &err), 0);
+	assert_string_equal(b, "bucket");
+	assert_string_equal(k, "a/b.zip");
+	free(b);
+	free(k);
+	assert_int_equal(isc_s3_uri_parse("s3://bucket", &b, &k, &err), 0);
+	assert_string_equal(k, "");
+	free(b);
+	free(k);
+	assert_int_equal(isc_s3_uri_parse("https://bucket/x", &b, &k, &err), ISC_EINVALID);
+	assert_int_equal(isc_s3_uri_parse("s3://UPPER/x", &b, &k, &err), ISC_EINVALID);
+	assert_int_equal(isc_s3_uri_parse("s3://ab/x", &b, &k, &err), ISC_EINVALID);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_names),           cmocka_unit_test(test_archives_and_copies),
+	    cmocka_unit_test(test_head_path_style), cmocka_unit_test(test_get_range_virtual),
+	    cmocka_unit_test(test_errors),          cmocka_unit_test(test_list_pages),
+	    cmocka_unit_test(test_presign),         cmocka_unit_test(test_uri),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
