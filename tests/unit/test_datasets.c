@@ -94,19 +94,23 @@ static void test_names(void **state)
 	static const struct {
 		const char *bucket, *key, *want;
 	} cases[] = {
-	    {"b", "mnist.zip", "mnist"},          {"b", "", "b"},
-	    {"b", "x/y/", "y"},                   {"b", "a/imgs.tar.gz", "imgs"},
-	    {"b", "c.tar.gz2", "c"},              {"b", "d.tbz2", "d"},
-	    {"b", "e.txz", "e"},                  {"b", "data.csv", "data.csv"},
+	    {"b", "mnist.zip", "mnist"},
+	    {"b", "", "b"},
+	    {"b", "x/y/", "y"},
+	    {"b", "a/imgs.tar.gz", "imgs"},
+	    {"b", "c.tar.gz2", "c"},
+	    {"b", "d.tbz2", "d"},
+	    {"b", "e.txz", "e"},
+	    {"b", "data.csv", "data.csv"},
 	    {"my-bucket", "deep/er/set.tar", "set"},
 	};
 	char out[128];
 	struct isc_err err;
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(isc_dataset_default_name(cases[i].bucket, cases[i].key, out,
-		                                          sizeof(out), &err),
-		                 0);
+		assert_int_equal(
+		    isc_dataset_default_name(cases[i].bucket, cases[i].key, out, sizeof(out), &err),
+		    0);
 		assert_string_equal(out, cases[i].want);
 	}
 	assert_int_equal(isc_dataset_name_check("../x", &err), ISC_EINVALID);
@@ -121,8 +125,8 @@ static void test_names(void **state)
 
 static void test_archives_and_copies(void **state)
 {
-	static const char *const yes[] = {"a.zip",    "a.tar",  "a.tar.gz", "a.tgz", "a.tar.bz2",
-	                                  "a.tbz",    "a.tbz2", "a.tar.xz", "a.txz", "a.tar.gz2"};
+	static const char *const yes[] = {"a.zip", "a.tar",  "a.tar.gz", "a.tgz", "a.tar.bz2",
+	                                  "a.tbz", "a.tbz2", "a.tar.xz", "a.txz", "a.tar.gz2"};
 	char *c;
 	(void)state;
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
@@ -155,12 +159,13 @@ static void test_head_path_style(void **state)
 	T.status = 200;
 	T.body[0] = '\0';
 	snprintf(T.headers, sizeof(T.headers),
-	         "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nETag: \"0123456789abcdef0123456789abcdef-3\"\r\n"
+	         "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nETag: "
+	         "\"0123456789abcdef0123456789abcdef-3\"\r\n"
 	         "x-amz-version-id: v42\r\nx-amz-mp-parts-count: 3\r\n\r\n");
 	assert_int_equal(isc_s3_head(c, "my-bucket", "dir/a b.zip", "v42", 2, &o, &err), 0);
 	assert_string_equal(T.method, "HEAD");
-	assert_string_equal(T.url,
-	                    "http://127.0.0.1:9000/my-bucket/dir/a%20b.zip?partNumber=2&versionId=v42");
+	assert_string_equal(
+	    T.url, "http://127.0.0.1:9000/my-bucket/dir/a%20b.zip?partNumber=2&versionId=v42");
 	assert_string_equal(T.host, "127.0.0.1:9000");
 	/* S3 wants the payload hash on every signed request, and signed. */
 	assert_string_equal(T.sha,
@@ -187,8 +192,8 @@ static void test_get_range_virtual(void **state)
 	snprintf(T.body, sizeof(T.body), "0123456789");
 	snprintf(T.headers, sizeof(T.headers),
 	         "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-109/5000\r\n\r\n");
-	assert_int_equal(isc_s3_get_range(c, "data-bucket", "k.bin", NULL, "abc", 100, 10, &out, &err),
-	                 0);
+	assert_int_equal(
+	    isc_s3_get_range(c, "data-bucket", "k.bin", NULL, "abc", 100, 10, &out, &err), 0);
 	assert_string_equal(T.url, "https://data-bucket.s3.us-east-1.amazonaws.com/k.bin");
 	assert_string_equal(T.host, "data-bucket.s3.us-east-1.amazonaws.com");
 	assert_string_equal(T.range, "bytes=100-109");
@@ -197,8 +202,9 @@ static void test_get_range_virtual(void **state)
 	/* A server that ignores Range (200, whole object) is refused, not appended. */
 	T.status = 200;
 	T.headers[0] = '\0';
-	assert_int_equal(isc_s3_get_range(c, "data-bucket", "k.bin", NULL, NULL, 100, 10, &out, &err),
-	                 ISC_EINVALID);
+	assert_int_equal(
+	    isc_s3_get_range(c, "data-bucket", "k.bin", NULL, NULL, 100, 10, &out, &err),
+	    ISC_EINVALID);
 	/* A dotted bucket stays path-style (the wildcard certificate would not match). */
 	T.status = 206;
 	snprintf(T.headers, sizeof(T.headers), "Content-Range: bytes 0-9/10\r\n");
@@ -240,8 +246,8 @@ static void test_errors(void **state)
 	isc_s3_client_free(c);
 	/* Plain http to a host that is not loopback is refused before anything is sent. */
 	{
-		struct isc_s3_config cfg = {"http://s3.example.com", "us-east-1", 0, 0, "AKID",
-		                            SECRET, NULL};
+		struct isc_s3_config cfg = {
+		    "http://s3.example.com", "us-east-1", 0, 0, "AKID", SECRET, NULL};
 		struct isc_s3_client *bad = NULL;
 		assert_int_equal(isc_s3_client_new(&cfg, &scripted, &fake_clock, &bad, &err),
 		                 ISC_EINVALID);
@@ -289,10 +295,11 @@ static void test_presign(void **state)
 	(void)state;
 	assert_int_equal(isc_s3_presign_get(c, "bkt", "d/m.zip", "v 1", "etag1", 3600, &url, &err),
 	                 0);
-	assert_true(strncmp(url, "http://127.0.0.1:9000/bkt/d/m.zip?versionId=v%201&X-Amz-Algorithm="
-	                         "AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20150830%2Fus-east-1%"
-	                         "2Fs3%2Faws4_request&X-Amz-Date=20150830T123600Z&X-Amz-Expires=3600&"
-	                         "X-Amz-SignedHeaders=host%3Bif-match&X-Amz-Signature=",
+	assert_true(strncmp(url,
+	                    "http://127.0.0.1:9000/bkt/d/m.zip?versionId=v%201&X-Amz-Algorithm="
+	                    "AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20150830%2Fus-east-1%"
+	                    "2Fs3%2Faws4_request&X-Amz-Date=20150830T123600Z&X-Amz-Expires=3600&"
+	                    "X-Amz-SignedHeaders=host%3Bif-match&X-Amz-Signature=",
 	                    strlen("http://127.0.0.1:9000/bkt/d/m.zip?versionId=v%201&X-Amz-"
 	                           "Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%"
 	                           "2F20150830%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date="
@@ -300,7 +307,8 @@ static void test_presign(void **state)
 	                           "3Bif-match&X-Amz-Signature=")) == 0);
 	assert_null(strstr(url, SECRET));
 	free(url);
-	assert_int_equal(isc_s3_presign_get(c, "bkt", "k", NULL, NULL, 0, &url, &err), ISC_EINVALID);
+	assert_int_equal(isc_s3_presign_get(c, "bkt", "k", NULL, NULL, 0, &url, &err),
+	                 ISC_EINVALID);
 	isc_s3_client_free(c);
 }
 
