@@ -974,6 +974,9 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 	if (strcmp(d.state, "caching") == 0)
 		isc_log(ISC_LOG_INFO, "dataset %s (%s): resuming the cache at %" PRId64 " bytes",
 		        d.id, d.name, d.cached_bytes);
+	else
+		isc_log(ISC_LOG_INFO, "dataset %s (%s): caching %s (%" PRId64 " bytes) as %s", d.id,
+		        d.name, d.uri, d.size_bytes, d.copy_name);
 	rc = isc_store_dataset_set_caching(s, d.id, err);
 	if (!rc) {
 		isc_err_clear(&cerr);
@@ -985,6 +988,12 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 		} else if (stop && *stop) {
 			isc_log(ISC_LOG_INFO, "dataset %s (%s): caching paused (%s)", d.id, d.name,
 			        cerr.msg);
+		} else if (isc_code_is_retryable(crc)) {
+			/* S3 unreachable or throttling past the retries: stays Caching, resumes
+			 * later. */
+			isc_log(ISC_LOG_WARN, "dataset %s (%s): will retry: %s", d.id, d.name,
+			        cerr.msg);
+			*did = 2;
 		} else {
 			isc_log(ISC_LOG_WARN, "dataset %s (%s): failed: %s", d.id, d.name,
 			        cerr.msg);
@@ -1021,8 +1030,11 @@ static void *cacher_main(void *arg)
 		int did = 0;
 		if (isc_dataset_cache_next(s, cfg, c->home, &c->stop, &did, &err))
 			isc_log(ISC_LOG_WARN, "dataset cacher: %s", err.msg);
-		/* Idle: look again in a second, waking every 100 ms to notice a stop. */
-		for (int i = 0; !did && i < 10 && !c->stop; i++) {
+		/*
+		 * Idle: look again in a second; after a retryable failure in 15 s. Either
+		 * way wake every 100 ms to notice a stop.
+		 */
+		for (int i = 0; did != 1 && i < (did == 2 ? 150 : 10) && !c->stop; i++) {
 			struct timespec ts = {0, 100 * 1000000L};
 			nanosleep(&ts, NULL);
 		}

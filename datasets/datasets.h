@@ -72,8 +72,9 @@ char *isc_dataset_root(const char *home);
 
 /*
  * Caches the next dataset that needs it (resuming one left 'caching' by a
- * crash first). *did is 1 when there was one (whatever the outcome: a failure
- * is recorded as 'failed' with its reason), 0 when nothing was waiting.
+ * crash first). *did is 1 when there was one (done, or 'failed' with its
+ * reason), 2 when S3 could not be reached or throttled past the retries (it
+ * stays 'caching' and resumes on a later call), 0 when nothing was waiting.
  * *stop, when it becomes non-zero, ends the download early (the dataset stays
  * 'caching' and resumes next time).
  */

@@ -254,6 +254,7 @@ int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out
 	return find_one(s, st, "no dataset to cache", out, err);
 }
 
+/* Statements number their parameters: ?1 the time, ?2 text, ?3 a number, ?4 the id. */
 static int update(struct isc_store *s, const char *sql, const char *id, const char *text,
                   int64_t num, struct isc_err *err)
 {
