@@ -515,11 +515,16 @@ static int download(struct isc_s3_client *c, const char *bucket, const struct is
 			}
 			off += (size_t)w;
 		}
-		if (!rc && fdatasync(fd) != 0)
-			rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
 		have += len;
 		progress_note(prog, (int64_t)have, 0);
 	}
+	/*
+	 * One fdatasync at the end, not per piece: a piece lost to a power cut
+	 * (a file longer than what reached the disk) fails the ETag check, and the
+	 * download then starts over; a killed iscd loses nothing (the page cache).
+	 */
+	if (!rc && fdatasync(fd) != 0)
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
 	isc_buf_cleanup(&chunk);
 	close(fd);
 	return rc;
