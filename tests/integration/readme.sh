@@ -16,7 +16,7 @@ dir=$(mktemp -d /tmp/isc-readme.XXXXXX)
 iscd_pid=
 cleanup() {
 	[ -n "$iscd_pid" ] && kill -TERM "$iscd_pid" 2>/dev/null && wait "$iscd_pid" 2>/dev/null
-	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	"$repo/tests/mocks/sandbox" stop "$dir/sb" >/dev/null 2>&1
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
