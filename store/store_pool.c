@@ -202,8 +202,52 @@ int isc_store_pool_set_state(struct isc_store *s, int64_t id, const char *state,
 	                  "setting a pool node's state", err);
 }
 
+/*
+ * The experiment whose on-prem run holds node id (iscd records the run's nodes
+ * in queue_state), copied into holder; "" when none.
+ */
+static int node_holder(struct isc_store *s, int64_t id, char *holder, size_t cap,
+                       struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "SELECT experiment_id, run_nodes FROM queue_state WHERE run_nodes != ''", &st, err);
+	holder[0] = '\0';
+	if (rc)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && !holder[0]) {
+		const char *nodes = (const char *)sqlite3_column_text(st, 1);
+		for (const char *p = nodes; p && *p;) {
+			char *end;
+			long long n = strtoll(p, &end, 10);
+			if (end == p)
+				break;
+			if (n == id) {
+				snprintf(holder, cap, "%s",
+				         (const char *)sqlite3_column_text(st, 0));
+				break;
+			}
+			p = *end == ',' ? end + 1 : end;
+		}
+	}
+	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	         ? 0
+	         : isc_store_sqlite_err(s, rc, "reading the queue state", err);
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int isc_store_pool_remove(struct isc_store *s, int64_t id, struct isc_err *err)
 {
+	char holder[64];
+	int rc = node_holder(s, id, holder, sizeof(holder), err);
+	if (rc)
+		return rc;
+	if (holder[0])
+		return isc_err_set(err, ISC_ECONFLICT,
+		                   "pool node %lld runs experiment %s: drain it, and remove it "
+		                   "once that run has ended",
+		                   (long long)id, holder);
 	return exec_on_id(s, "DELETE FROM pool_nodes WHERE id = ?", NULL, id,
 	                  "removing a pool node", err);
 }

@@ -51,7 +51,10 @@ void isc_pool_node_cleanup(struct isc_pool_node *n);
 int isc_store_pool_set_state(struct isc_store *s, int64_t id, const char *state,
                              struct isc_err *err);
 
-/* Removes a node from the pool. ISC_ENOTFOUND. */
+/*
+ * Removes a node from the pool. ISC_ENOTFOUND; ISC_ECONFLICT naming the
+ * experiment while an on-prem run holds the node (queue_state, written by iscd).
+ */
 int isc_store_pool_remove(struct isc_store *s, int64_t id, struct isc_err *err);
 
 #endif

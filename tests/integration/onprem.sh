@@ -182,6 +182,8 @@ check "solo2 runs" wait_status "$solo2" running 20
 sleep 2.5 # at least one periodic sync
 held=$(isc status "$solo2" --json | py 'import json,sys; print(json.load(sys.stdin)["queue"]["run_nodes"])')
 victim=$(isc nodes list --json | py "import json,sys; print([n['host'] for n in json.load(sys.stdin) if n['id']==int('${held%%,*}' or 0)][0])")
+expect_exit 1 "a node that holds a run is not removed" isc nodes remove "${held%%,*}"
+expect_stderr "runs experiment $solo2" isc nodes remove "${held%%,*}"
 "$node/node-down" "$dir/n${victim##*.}" >/dev/null
 check "the node is marked down" bash -c "for _ in \$(seq 50); do '$ISC_BIN/isc' --home '$home' nodes list | grep -E '^ *${held%%,*} ' | grep -q down && exit 0; sleep 0.2; done; exit 1"
 check "the interrupted experiment still completes" wait_status "$solo2" completed 60

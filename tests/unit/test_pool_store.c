@@ -189,6 +189,18 @@ static void test_queue_row_and_cancel(void **state)
 	assert_int_equal(got.cycles_done, 2);
 	isc_queue_row_cleanup(&got);
 
+	/* a node that a run holds is not removed (the run's nodes are 1 and 4) */
+	int64_t n1, n2;
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-a", 22, "isc", 1, &n1, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-b", 22, "isc", 1, &n2, &err), 0);
+	assert_int_equal(n1, 1);
+	assert_int_equal(isc_store_pool_remove(f->s, n1, &err), ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, cyc));
+	assert_int_equal(isc_store_pool_remove(f->s, n2, &err), 0);
+	r.run_nodes = "";
+	assert_int_equal(isc_store_queue_put(f->s, &r, &err), 0);
+	assert_int_equal(isc_store_pool_remove(f->s, n1, &err), 0);
+
 	/* waiting on-prem work ends cancelled at once; a burst is the broker's to stop */
 	assert_int_equal(isc_store_experiment_request_cancel(f->s, cyc, &err), 0);
 	assert_int_equal(isc_store_experiment_get(f->s, cyc, &e, &err), 0);
