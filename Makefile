@@ -2,7 +2,7 @@
 # `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
 # and runs every test; `make deps` installs the Debian packages needed.
 
-PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libarchive
+PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libarchive libmicrohttpd
 CC      ?= cc
 SAN     ?= 0
 BUILD   ?= build/release
@@ -27,7 +27,7 @@ LDLIBS  := $(PKG_LIBS) -pthread -lm
 
 # Library modules: every .c in these folders goes into libisc.a.
 LIB_DIRS := common config store net toml launchfile shapes queue providers providers/aws providers/gcp keys \
-	datasets providers/oci launcher artifacts broker onprem credits prices cli/lib
+	datasets providers/oci launcher artifacts broker onprem credits prices cli/lib api
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libisc.a

@@ -1,13 +1,14 @@
 /* Helpers shared by the isc subcommands. */
 #include "cli/cli.h"
 
-#include "broker/liveness.h"
+#include "cli/client.h"
 #include "config/config.h"
 #include "shapes/catalog_import.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 void isc_cli_errorf(const char *fmt, ...)
 {
@@ -71,43 +72,60 @@ int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
 	return ISC_EXIT_OK;
 }
 
+/* iscd answers its API within wait_ms (asked every 100 ms: a daemon started a moment ago). */
+static int daemon_answers(struct isc_cli *cli, long wait_ms)
+{
+	for (long waited = 0;; waited += 100) {
+		if (isc_client_ping(cli))
+			return 1;
+		if (waited >= wait_ms)
+			return 0;
+		usleep(100 * 1000);
+	}
+}
+
 int isc_cli_need_daemon(struct isc_cli *cli, const char *cmd, int wait_for_daemon)
 {
-	if (isc_daemon_wait_running(cli->home, 1200, NULL))
+	if (daemon_answers(cli, 1200))
 		return ISC_EXIT_OK;
 	if (wait_for_daemon) {
-		fprintf(stderr,
-		        "isc %s: no iscd is running for %s yet; waiting for one (start it with "
-		        "'iscd --home %s &')\n",
-		        cmd, cli->home, cli->home);
+		fprintf(
+		    stderr,
+		    "isc %s: iscd is not running for %s yet; waiting for it (--wait-for-daemon); "
+		    "start it with: iscd --home %s &\n",
+		    cmd, cli->home, cli->home);
 		return ISC_EXIT_OK;
 	}
+	isc_cli_errorf("iscd is not running for %s, so nothing would move", cli->home);
 	fprintf(stderr,
-	        "isc %s: no iscd is running for %s, so nothing would move; start it with "
-	        "'iscd --home %s &' (one per store), or add --wait-for-daemon to wait for it\n",
-	        cmd, cli->home, cli->home);
+	        "start it with: iscd --home %s & (or add --wait-for-daemon to wait for it)\n",
+	        cli->home);
 	return ISC_EXIT_FAIL;
 }
 
 int isc_cli_daemon_still_there(struct isc_cli *cli, const char *cmd, int wait_for_daemon,
                                int *was_running)
 {
-	int running = isc_daemon_running(cli->home, NULL);
+	int running = isc_client_ping(cli);
 
 	if (running && !*was_running)
 		fprintf(stderr, "isc %s: iscd is running for %s\n", cmd, cli->home);
 	if (!running && *was_running) {
 		if (!wait_for_daemon) {
+			isc_cli_errorf("iscd is not running for %s any more, so nothing moves (the "
+			               "experiment goes on from where it is once it runs again)",
+			               cli->home);
 			fprintf(
 			    stderr,
-			    "isc %s: iscd stopped running for %s, so nothing moves; start it "
-			    "again with 'iscd --home %s &' (the experiment goes on from where it "
-			    "is), or add --wait-for-daemon to wait for it\n",
-			    cmd, cli->home, cli->home);
+			    "start it with: iscd --home %s & (or add --wait-for-daemon to wait for "
+			    "it)\n",
+			    cli->home);
 			return ISC_EXIT_FAIL;
 		}
-		fprintf(stderr, "isc %s: iscd is not running for %s; waiting for it\n", cmd,
-		        cli->home);
+		fprintf(stderr,
+		        "isc %s: iscd is not running for %s; waiting for it (--wait-for-daemon); "
+		        "start it with: iscd --home %s &\n",
+		        cmd, cli->home, cli->home);
 	}
 	*was_running = running;
 	return ISC_EXIT_OK;

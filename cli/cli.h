@@ -33,7 +33,7 @@ int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s);
 
 /*
  * For commands that wait on iscd (burst --wait, logs --follow): whether an iscd
- * runs for the home (broker/liveness.h), asked for up to 1.2 s so a daemon
+ * answers its API (cli/client.c), asked for up to 1.2 s so a daemon
  * started just before has time to come up. When none runs, says so and how to
  * start it, and returns ISC_EXIT_FAIL; with wait_for_daemon it says it keeps
  * waiting and returns ISC_EXIT_OK. Nothing ever waits in silence.

@@ -1,5 +1,7 @@
 /* isc init, isc org, isc project: setting up organisations and projects. */
+#include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/lib/table.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -43,8 +45,6 @@ static int valid_name(const char *name)
 
 static int org_add(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_store *s;
-	struct isc_err err;
 	int rc;
 
 	if (argc != 3)
@@ -54,52 +54,39 @@ static int org_add(struct isc_cli *cli, int argc, char **argv)
 		                           "invalid organisation name '%s': 1 to 64 characters, "
 		                           "no spaces, slashes or commas",
 		                           argv[2]);
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if ((rc = isc_client_json(cli, "POST", "/v1/orgs", json_pack("{s:s}", "name", argv[2]),
+	                          NULL)))
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_org_add(s, argv[2], NULL, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	printf("organisation %s added\n", argv[2]);
 	return ISC_EXIT_OK;
 }
 
 static int org_list(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_store *s;
-	struct isc_org *orgs;
-	struct isc_err err;
-	size_t n;
+	static const char *const headers[] = {"NAME"};
+	json_t *arr = NULL, *o;
+	struct isc_table *t;
+	size_t i;
 	int rc, json = argc == 3 && strcmp(argv[2], "--json") == 0;
 
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("org", "usage: isc org list [--json]");
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if ((rc = isc_client_json(cli, "GET", "/v1/orgs", NULL, &arr)))
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_org_list(s, &orgs, &n, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id",
-			                                     (json_int_t)orgs[i].id, "name",
-			                                     orgs[i].name, "created_at_ms",
-			                                     (json_int_t)orgs[i].created_at_ms));
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(arr);
-	} else {
-		if (n == 0)
+		isc_json_print(arr, stdout);
+	} else if ((t = isc_table_new(1, headers))) {
+		if (json_array_size(arr) == 0)
 			fprintf(stderr, "isc org: no organisations yet (isc org add NAME)\n");
-		printf("%-24s\n", "NAME");
-		for (size_t i = 0; i < n; i++)
-			printf("%-24s\n", orgs[i].name);
+		json_array_foreach(arr, i, o)
+		{
+			const char *cells[1] = {json_string_value(json_object_get(o, "name"))};
+			isc_table_add(t, cells);
+		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
 	}
-	isc_org_list_free(orgs, n);
+	json_decref(arr);
 	return ISC_EXIT_OK;
 }
 
@@ -144,9 +131,7 @@ static int project_options(int argc, char **argv, const char **org, int *json)
 static int project_add(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL;
-	struct isc_store *s;
-	struct isc_err err;
-	char *id = NULL;
+	json_t *reply = NULL;
 	int rc, json = 0;
 
 	if ((rc = project_options(argc, argv, &org, &json)))
@@ -161,75 +146,59 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 		                           "invalid project name '%s': 1 to 64 characters, "
 		                           "no spaces, slashes or commas",
 		                           argv[optind + 1]);
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if ((rc = isc_client_json(cli, "POST", "/v1/projects",
+	                          json_pack("{s:s,s:s}", "org", org, "name", argv[optind + 1]),
+	                          &reply)))
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_project_add(s, org, argv[optind + 1], &id, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	if (json) {
-		json_t *o =
-		    json_pack("{s:s,s:s,s:s}", "id", id, "org", org, "name", argv[optind + 1]);
-		json_dumpf(o, stdout, 0);
+		json_dumpf(reply, stdout, 0);
 		putchar('\n');
-		json_decref(o);
 	} else
-		printf("%s\n", id);
-	free(id);
+		printf("%s\n", json_string_value(json_object_get(reply, "id")));
+	json_decref(reply);
 	return ISC_EXIT_OK;
 }
 
 static int project_list(struct isc_cli *cli, int argc, char **argv)
 {
+	static const char *const headers[] = {"ID", "ORG", "NAME"};
 	const char *org = NULL;
-	struct isc_store *s;
-	struct isc_project *list;
-	struct isc_err err;
-	size_t n;
+	json_t *arr = NULL, *p;
+	struct isc_table *t;
+	char *path;
+	size_t i;
 	int rc, json = 0;
 
 	if ((rc = project_options(argc, argv, &org, &json)))
 		return rc;
 	if (optind != argc - 1)
 		return isc_cli_usage_error("project", "unexpected argument '%s'", argv[optind + 1]);
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
-	isc_err_clear(&err);
-	if (org) {
-		struct isc_org o;
-		rc = isc_store_org_find(s, org, &o, &err);
-		if (!rc)
-			isc_org_cleanup(&o);
+	if (!(path = strdup("/v1/projects")) || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		return ISC_EXIT_FAIL;
 	}
-	if (!rc)
-		rc = isc_store_project_list(s, org, &list, &n, &err);
-	isc_store_free(s);
+	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	free(path);
 	if (rc)
-		return isc_cli_fail(&err);
+		return rc;
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++) {
-			json_t *o = json_pack("{s:s,s:s,s:s}", "id", list[i].id, "org",
-			                      list[i].org_name, "name", list[i].name);
-			json_object_set_new(o, "budget_micros",
-			                    list[i].has_budget ? json_integer(list[i].budget_micros)
-			                                       : json_null());
-			json_array_append_new(arr, o);
-		}
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(arr);
-	} else {
-		if (n == 0)
+		isc_json_print(arr, stdout);
+	} else if ((t = isc_table_new(3, headers))) {
+		if (json_array_size(arr) == 0)
 			fprintf(stderr,
 			        "isc project: no projects%s (isc project add --org ORG NAME)\n",
 			        org ? " in this organisation" : " yet");
-		printf("%-22s %-20s %s\n", "ID", "ORG", "NAME");
-		for (size_t i = 0; i < n; i++)
-			printf("%-22s %-20s %s\n", list[i].id, list[i].org_name, list[i].name);
+		json_array_foreach(arr, i, p)
+		{
+			const char *cells[3] = {json_string_value(json_object_get(p, "id")),
+			                        json_string_value(json_object_get(p, "org")),
+			                        json_string_value(json_object_get(p, "name"))};
+			isc_table_add(t, cells);
+		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
 	}
-	isc_project_list_free(list, n);
+	json_decref(arr);
 	return ISC_EXIT_OK;
 }
 

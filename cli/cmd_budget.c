@@ -4,20 +4,14 @@
  * A budget caps what the project's bursts may spend with credits: a
  * reservation that would take spent + held past it is refused.
  */
+#include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/lib/table.h"
 #include "credits/credits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *dollars(int64_t micros, char *buf, size_t size)
-{
-	char tmp[40];
-	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
-	return buf;
-}
 
 /* "--name VALUE" or "--name=VALUE" at argv[*i]; 1 when matched (and *i advanced), -1 when the value
  * is missing. */
@@ -43,10 +37,9 @@ static int take(int argc, char **argv, int *i, const char *name, const char **va
 int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *project = NULL, *amount = NULL;
-	struct isc_project_money pm;
-	struct isc_project p = {0};
-	struct isc_store *s;
 	struct isc_err err;
+	const char *name, *id;
+	json_t *body, *reply = NULL;
 	int64_t micros = -1;
 	char a[48], b[48], c[48], d[48];
 	int rc;
@@ -79,42 +72,24 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 	isc_err_clear(&err);
 	if (strcmp(amount, "none") != 0 && isc_money_parse(amount, &micros, &err))
 		return isc_cli_fail(&err);
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	body = json_pack("{s:s,s:s}", "org", org, "project", project);
+	json_object_set_new(body, "budget_micros", micros < 0 ? json_null() : json_integer(micros));
+	if ((rc = isc_client_json(cli, "POST", "/v1/budgets", body, &reply)))
 		return rc;
-	rc = isc_project_set_budget(s, org, project, micros, &err);
-	/* Report on the project by id: the name may be shared with another org's project. */
-	if (!rc) {
-		struct isc_project *list = NULL;
-		size_t n = 0;
-		rc = isc_store_project_list(s, org, &list, &n, &err);
-		for (size_t i = 0; !rc && i < n; i++)
-			if (strcmp(list[i].id, project) == 0 ||
-			    strcmp(list[i].name, project) == 0) {
-				p = list[i];
-				memset(&list[i], 0, sizeof(list[i]));
-				break;
-			}
-		isc_project_list_free(list, n);
-		if (!rc && !p.id)
-			rc = isc_err_set(&err, ISC_ENOTFOUND, "project '%s' vanished", project);
-		if (!rc)
-			rc = isc_project_money_get(s, p.id, &pm, &err);
-	}
-	isc_store_free(s);
-	if (rc) {
-		isc_project_cleanup(&p);
-		return isc_cli_fail(&err);
-	}
+#define M(key) ((int64_t)json_integer_value(json_object_get(reply, key)))
+	name = json_string_value(json_object_get(reply, "name"));
+	id = json_string_value(json_object_get(reply, "id"));
 	if (micros < 0)
-		printf("project %s (%s) of %s: no budget; spent %s, held %s\n", p.name, p.id, org,
-		       dollars(pm.spent_micros, a, sizeof(a)),
-		       dollars(pm.reserved_micros, b, sizeof(b)));
+		printf("project %s (%s) of %s: no budget; spent %s, held %s\n", name, id, org,
+		       isc_table_money(M("spent_micros"), a, sizeof(a)),
+		       isc_table_money(M("reserved_micros"), b, sizeof(b)));
 	else
-		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n",
-		       p.name, p.id, org, dollars(micros, c, sizeof(c)),
-		       dollars(pm.spent_micros, a, sizeof(a)),
-		       dollars(pm.reserved_micros, b, sizeof(b)),
-		       dollars(pm.remaining_micros, d, sizeof(d)));
-	isc_project_cleanup(&p);
+		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n", name,
+		       id, org, isc_table_money(micros, c, sizeof(c)),
+		       isc_table_money(M("spent_micros"), a, sizeof(a)),
+		       isc_table_money(M("reserved_micros"), b, sizeof(b)),
+		       isc_table_money(M("remaining_micros"), d, sizeof(d)));
+#undef M
+	json_decref(reply);
 	return ISC_EXIT_OK;
 }

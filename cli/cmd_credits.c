@@ -3,7 +3,9 @@
  * line. Amounts are typed and printed in dollars but parsed and summed as
  * integer micro-dollars (credits/money.h), so what is shown is exact.
  */
+#include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/lib/table.h"
 #include "common/buf.h"
 #include "credits/credits.h"
 #include "credits/spend.h"
@@ -76,19 +78,15 @@ static int scan_args(const char *cmd, int argc, char **argv, int first, const st
 
 static const char *dollars(int64_t micros, char *buf, size_t size)
 {
-	char tmp[40];
-	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
-	return buf;
+	return isc_table_money(micros, buf, size);
 }
 
 static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *note = NULL, *pos[1];
 	const struct opt opts[] = {{"org", &org, NULL}, {"note", &note, NULL}, {NULL, NULL, NULL}};
-	struct isc_credit_balance bal;
-	struct isc_store *s;
 	struct isc_err err;
+	json_t *body, *reply = NULL;
 	int64_t micros;
 	char a[48], b[48], c[48];
 	int npos, rc;
@@ -111,90 +109,64 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 		isc_cli_errorf("the note is longer than 500 characters");
 		return ISC_EXIT_FAIL;
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	body = json_pack("{s:s,s:I}", "org", org, "amount_micros", (json_int_t)micros);
+	if (note)
+		json_object_set_new(body, "note", json_string(note));
+	if ((rc = isc_client_json(cli, "POST", "/v1/credits/grants", body, &reply)))
 		return rc;
-	rc = isc_credits_grant(s, org, micros, note, &err);
-	if (!rc)
-		rc = isc_credits_balance(s, org, &bal, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
-	printf("granted %s to %s; balance %s, available %s\n", dollars(micros, a, sizeof(a)), org,
-	       dollars(bal.balance_micros, b, sizeof(b)),
-	       dollars(bal.available_micros, c, sizeof(c)));
+	printf(
+	    "granted %s to %s; balance %s, available %s\n", dollars(micros, a, sizeof(a)), org,
+	    dollars(json_integer_value(json_object_get(reply, "balance_micros")), b, sizeof(b)),
+	    dollars(json_integer_value(json_object_get(reply, "available_micros")), c, sizeof(c)));
+	json_decref(reply);
 	return ISC_EXIT_OK;
-}
-
-static json_t *money_pair(json_t *o, const char *name, int64_t micros)
-{
-	char key[48], text[40];
-	snprintf(key, sizeof(key), "%s_micros", name);
-	json_object_set_new(o, key, json_integer(micros));
-	json_object_set_new(o, name, json_string(isc_money_format(micros, 6, text, sizeof(text))));
-	return o;
 }
 
 static int credits_show(struct isc_cli *cli, int argc, char **argv)
 {
+	static const char *const headers[] = {"ORG", "BALANCE", "RESERVED", "AVAILABLE"};
 	const char *org = NULL, *pos[1];
 	int json = 0, npos, rc;
 	const struct opt opts[] = {{"org", &org, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
-	struct isc_credit_balance *bal = NULL;
-	struct isc_org *orgs = NULL;
-	struct isc_store *s;
-	struct isc_err err;
-	size_t n = 0;
+	struct isc_table *t;
+	json_t *reply = NULL, *o;
+	char *path;
+	size_t i;
 
 	if ((rc = scan_args("credits", argc, argv, 2, opts, pos, 0, &npos)))
 		return rc;
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if (!(path = strdup("/v1/credits")) || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json(cli, "GET", path, NULL, &reply);
+	free(path);
+	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	if (org) {
-		orgs = calloc(1, sizeof(*orgs));
-		if (!orgs)
-			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-		else if (!(rc = isc_store_org_find(s, org, &orgs[0], &err)))
-			n = 1;
-	} else {
-		rc = isc_store_org_list(s, &orgs, &n, &err);
-	}
-	if (!rc && n && !(bal = calloc(n, sizeof(*bal))))
-		rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = isc_credits_balance(s, orgs[i].name, &bal[i], &err);
-	isc_store_free(s);
-	if (rc) {
-		isc_org_list_free(orgs, n);
-		free(bal);
-		return isc_cli_fail(&err);
-	}
 	if (json) {
-		json_t *root = json_object(), *arr = json_array();
-		for (size_t i = 0; i < n; i++) {
-			json_t *o = json_pack("{s:s}", "org", orgs[i].name);
-			money_pair(o, "balance", bal[i].balance_micros);
-			money_pair(o, "reserved", bal[i].reserved_micros);
-			money_pair(o, "available", bal[i].available_micros);
-			json_array_append_new(arr, o);
-		}
-		json_object_set_new(root, "orgs", arr);
-		json_dumpf(root, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(root);
-	} else {
-		char a[48], b[48], c[48];
-		if (n == 0)
+		isc_json_print(reply, stdout);
+	} else if ((t = isc_table_new(4, headers))) {
+		for (size_t c = 1; c < 4; c++)
+			isc_table_align_right(t, c);
+		if (json_array_size(json_object_get(reply, "orgs")) == 0)
 			fprintf(stderr, "isc credits: no organisations yet (isc org add NAME)\n");
-		printf("%-24s %16s %16s %16s\n", "ORG", "BALANCE", "RESERVED", "AVAILABLE");
-		for (size_t i = 0; i < n; i++)
-			printf("%-24s %16s %16s %16s\n", orgs[i].name,
-			       dollars(bal[i].balance_micros, a, sizeof(a)),
-			       dollars(bal[i].reserved_micros, b, sizeof(b)),
-			       dollars(bal[i].available_micros, c, sizeof(c)));
+		json_array_foreach(json_object_get(reply, "orgs"), i, o)
+		{
+			char a[48], b[48], c[48];
+			const char *cells[4] = {
+			    json_string_value(json_object_get(o, "org")),
+			    dollars(json_integer_value(json_object_get(o, "balance_micros")), a,
+			            sizeof(a)),
+			    dollars(json_integer_value(json_object_get(o, "reserved_micros")), b,
+			            sizeof(b)),
+			    dollars(json_integer_value(json_object_get(o, "available_micros")), c,
+			            sizeof(c))};
+			isc_table_add(t, cells);
+		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
 	}
-	isc_org_list_free(orgs, n);
-	free(bal);
+	json_decref(reply);
 	return ISC_EXIT_OK;
 }
 
@@ -216,40 +188,6 @@ int cmd_credits(struct isc_cli *cli, int argc, char **argv)
 	return isc_cli_usage_error("credits", "unknown subcommand '%s'", argv[1]);
 }
 
-/* Finds the project by id or name (within org when given); fills *id (owned). */
-static int spend_project(struct isc_store *s, const char *org, const char *project, char **id,
-                         struct isc_err *err)
-{
-	struct isc_project *list = NULL;
-	size_t n = 0, matches = 0;
-	int rc = isc_store_project_list(s, org, &list, &n, err);
-
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(list[i].id, project) == 0) {
-			matches = 1;
-			free(*id);
-			*id = strdup(list[i].id);
-			break;
-		} else if (strcmp(list[i].name, project) == 0) {
-			matches++;
-			free(*id);
-			*id = strdup(list[i].id);
-		}
-	isc_project_list_free(list, n);
-	if (matches == 0)
-		return org ? isc_err_set(err, ISC_ENOTFOUND,
-		                         "organisation '%s' has no project '%s'", org, project)
-		           : isc_err_set(err, ISC_ENOTFOUND, "no project with id or name '%s'",
-		                         project);
-	if (matches > 1)
-		return isc_err_set(err, ISC_EINVALID,
-		                   "%zu projects are named '%s': add --org or use the project id",
-		                   matches, project);
-	return *id ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
-}
-
 int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *project = NULL, *from = NULL, *to = NULL, *by = "project";
@@ -258,14 +196,12 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 	                           {"from", &from, NULL},       {"to", &to, NULL},
 	                           {"by", &by, NULL},           {"format", &format, NULL},
 	                           {"billing", &billing, NULL}, {NULL, NULL, NULL}};
-	struct isc_spend_query q = {0};
+	enum isc_spend_by q_by;
 	enum isc_spend_format fmt;
-	struct isc_spend_row *rows = NULL;
-	struct isc_store *s;
-	struct isc_buf out;
+	struct isc_reply r;
 	struct isc_err err;
-	char *project_id = NULL;
-	size_t n = 0;
+	int64_t from_ms = 0, to_ms = 0;
+	char *path;
 	int npos, rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
@@ -288,55 +224,45 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 	if ((rc = scan_args("spend", argc, argv, 1, opts, pos, 0, &npos)))
 		return rc;
 	isc_err_clear(&err);
-	if (isc_spend_by_parse(by, &q.by, &err) || isc_spend_format_parse(format, &fmt, &err))
+	if (isc_spend_by_parse(by, &q_by, &err) || isc_spend_format_parse(format, &fmt, &err))
 		return isc_cli_usage_error("spend", "%s", err.msg);
-	if (strcmp(billing, "all") == 0)
-		q.billing = NULL;
-	else if (strcmp(billing, "credits") == 0 || strcmp(billing, "byo") == 0)
-		q.billing = billing;
-	else
+	if (strcmp(billing, "all") != 0 && strcmp(billing, "credits") != 0 &&
+	    strcmp(billing, "byo") != 0)
 		return isc_cli_usage_error("spend", "unknown billing '%s': use credits, byo or all",
 		                           billing);
-	if (from) {
-		if (isc_date_parse(from, &q.from_ms, &err))
-			return isc_cli_fail(&err);
-		q.has_from = 1;
-	}
-	if (to) {
-		if (isc_date_parse(to, &q.to_ms, &err))
-			return isc_cli_fail(&err);
-		q.to_ms += ISC_MS_PER_DAY - 1;
-		q.has_to = 1;
-	}
-	if (from && to && q.from_ms > q.to_ms) {
+	/* Dates are checked here too, so a typo is named before any request. */
+	if (from && isc_date_parse(from, &from_ms, &err))
+		return isc_cli_fail(&err);
+	if (to && isc_date_parse(to, &to_ms, &err))
+		return isc_cli_fail(&err);
+	if (from && to && from_ms > to_ms + ISC_MS_PER_DAY - 1) {
 		isc_cli_errorf("--from %s is after --to %s", from, to);
 		return ISC_EXIT_FAIL;
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
-	q.org_name = org;
-	if (org) {
-		struct isc_org o;
-		if (!(rc = isc_store_org_find(s, org, &o, &err)))
-			isc_org_cleanup(&o);
+	if (!(path = strdup("/v1/spend")) || isc_client_query_add(&path, "org", org) ||
+	    isc_client_query_add(&path, "project", project) ||
+	    isc_client_query_add(&path, "from", from) || isc_client_query_add(&path, "to", to) ||
+	    isc_client_query_add(&path, "by", by) ||
+	    isc_client_query_add(&path, "format", format) ||
+	    isc_client_query_add(&path, "billing", billing)) {
+		free(path);
+		return ISC_EXIT_FAIL;
 	}
-	if (!rc && project && !(rc = spend_project(s, org, project, &project_id, &err)))
-		q.project = project_id;
-	if (!rc)
-		rc = isc_store_ledger_spend(s, &q, &rows, &n, &err);
-	isc_store_free(s);
-	isc_buf_init(&out, 0);
-	if (!rc)
-		rc = isc_spend_render(rows, n, q.by, fmt, &out, &err);
-	if (!rc)
-		fwrite(isc_buf_cstr(&out), 1, out.len, stdout);
-	if (!rc && n == 0)
-		fprintf(stderr, "isc spend: no charges match%s%s%s%s%s%s%s%s (billing %s)\n",
-		        org ? " --org " : "", org ? org : "", project ? " --project " : "",
-		        project ? project : "", from ? " --from " : "", from ? from : "",
-		        to ? " --to " : "", to ? to : "", billing);
-	isc_buf_cleanup(&out);
-	isc_spend_rows_free(rows, n);
-	free(project_id);
-	return rc ? isc_cli_fail(&err) : ISC_EXIT_OK;
+	rc = isc_client_request(cli, "GET", path, NULL, 0, &r);
+	free(path);
+	if (rc)
+		return rc;
+	if (r.status != 200) {
+		rc = isc_client_fail(&r);
+	} else {
+		fwrite(r.body, 1, r.len, stdout);
+		if (r.rows == 0)
+			fprintf(stderr,
+			        "isc spend: no charges match%s%s%s%s%s%s%s%s (billing %s)\n",
+			        org ? " --org " : "", org ? org : "", project ? " --project " : "",
+			        project ? project : "", from ? " --from " : "", from ? from : "",
+			        to ? " --to " : "", to ? to : "", billing);
+	}
+	isc_reply_cleanup(&r);
+	return rc;
 }

@@ -1,89 +1,81 @@
-/* isc experiments: the platform's experiment table. */
+/* isc experiments: the platform's experiment table, as the API shows it to the caller. */
+#include "cli/client.h"
 #include "cli/commands.h"
-#include "credits/credits.h"
-#include "store/store_experiments.h"
+#include "cli/lib/table.h"
 
-#include <jansson.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
 
 int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_store *s;
-	struct isc_experiment *list;
-	struct isc_err err;
-	int64_t *cost; /* charges so far, micro-dollars */
-	size_t n;
+	static const char *const headers[] = {"ID",     "Name",  "NNodes", "Output Path",
+	                                      "Status", "Shape", "Cost"};
+	struct isc_table *t;
+	json_t *arr = NULL, *e;
+	size_t i;
 	int rc, json = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf(
-		    "usage: isc experiments [--json]\n\nLists experiments, newest first: ID, Name, "
-		    "NNodes, Output Path, Status, Shape.\n--json prints a JSON array ([] when "
-		    "empty).\n");
+		    "usage: isc experiments [--json]\n\nLists the experiments you may see, newest "
+		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost.\nA member sees "
+		    "their "
+		    "own, an admin their organisation's, the operator all.\n--json prints a JSON "
+		    "array ([] when empty).\n");
 		return ISC_EXIT_OK;
 	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+	for (int a = 1; a < argc; a++) {
+		if (strcmp(argv[a], "--json") == 0)
 			json = 1;
 		else
-			return isc_cli_usage_error("experiments", "unknown argument '%s'", argv[i]);
+			return isc_cli_usage_error("experiments", "unknown argument '%s'", argv[a]);
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if ((rc = isc_client_json(cli, "GET", "/v1/experiments", NULL, &arr)))
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_experiment_list(s, NULL, &list, &n, &err);
-	if (rc) {
-		isc_store_free(s);
-		return isc_cli_fail(&err);
-	}
-	cost = calloc(n ? n : 1, sizeof(*cost));
-	for (size_t i = 0; cost && i < n && !rc; i++)
-		rc = isc_credits_experiment_cost(s, list[i].id, &cost[i], &err);
-	isc_store_free(s);
-	if (!cost || rc) {
-		free(cost);
-		isc_experiment_list_free(list, n);
-		return cost ? isc_cli_fail(&err) : ISC_EXIT_FAIL;
-	}
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++) {
-			struct isc_experiment *e = &list[i];
-			char dollars[32];
-			isc_money_format(cost[i], 2, dollars, sizeof(dollars));
-			json_array_append_new(
-			    arr,
-			    json_pack(
-			        "{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}",
-			        "id", e->id, "name", e->name, "project_id", e->project_id, "org",
-			        e->org_name, "gpus", e->gpus, "nnodes", e->nnodes, "nproc",
-			        e->nproc, "output_path", e->output_path, "status", e->status,
-			        "status_reason", e->status_reason, "shape", e->shape_id,
-			        "cycle_count", e->cycle_count, "created_at_ms",
-			        (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost[i],
-			        "cost", dollars));
-		}
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
+		isc_json_print(arr, stdout);
 		json_decref(arr);
-	} else {
-		if (n == 0)
-			fprintf(stderr, "isc experiments: no experiments yet (isc burst FILE.isc "
-			                "records one)\n");
-		printf("%-22s %-24s %-6s %-40s %-12s %-36s %s\n", "ID", "Name", "NNodes",
-		       "Output Path", "Status", "Shape", "Cost");
-		for (size_t i = 0; i < n; i++) {
-			struct isc_experiment *e = &list[i];
-			char dollars[32];
-			isc_money_format(cost[i], 2, dollars, sizeof(dollars));
-			printf("%-22s %-24.24s %-6d %-40s %-12s %-36s $%s\n", e->id, e->name,
-			       e->nnodes, e->output_path, e->status,
-			       e->shape_id[0] ? e->shape_id : "-", dollars);
+		return ISC_EXIT_OK;
+	}
+	if (json_array_size(arr) == 0)
+		fprintf(stderr, "isc experiments: no experiments yet (isc burst FILE.isc "
+		                "records one)\n");
+	t = isc_table_new(7, headers);
+	if (!t) {
+		json_decref(arr);
+		return ISC_EXIT_FAIL;
+	}
+	isc_table_align_right(t, 2);
+	isc_table_align_right(t, 6);
+	json_array_foreach(arr, i, e)
+	{
+		char nnodes[16], cost[40];
+		const char *cells[7];
+		snprintf(nnodes, sizeof(nnodes), "%lld",
+		         (long long)json_integer_value(json_object_get(e, "nnodes")));
+		isc_table_money(json_integer_value(json_object_get(e, "cost_micros")), cost,
+		                sizeof(cost));
+		cells[0] = str(e, "id");
+		cells[1] = str(e, "name");
+		cells[2] = nnodes;
+		cells[3] = str(e, "output_path");
+		cells[4] = str(e, "status");
+		cells[5] = str(e, "shape")[0] ? str(e, "shape") : "-";
+		cells[6] = cost;
+		if (isc_table_add(t, cells)) {
+			rc = ISC_EXIT_FAIL;
+			break;
 		}
 	}
-	isc_experiment_list_free(list, n);
-	free(cost);
-	return ISC_EXIT_OK;
+	if (!rc)
+		isc_table_print(t, stdout);
+	isc_table_free(t);
+	json_decref(arr);
+	return rc;
 }

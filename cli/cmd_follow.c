@@ -1,14 +1,12 @@
-/* isc status, isc logs, isc cancel: following one experiment. */
+/* isc status, isc logs, isc cancel: following one experiment through the API. */
+#include "cli/client.h"
 #include "cli/commands.h"
-#include "config/config.h"
-#include "broker/liveness.h"
+#include "cli/lib/table.h"
 #include "store/store_experiments.h"
-#include "store/store_queue.h"
-#include "store/store_ranks.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,53 +22,84 @@ static void format_time(int64_t ms, char *out, size_t cap)
 }
 
 /*
- * Each rank of the latest cycle that has exits: its code, or "running" while
- * the experiment runs ("no exit seen" once it has ended); the first to fail marked.
+ * Each rank of the latest cycle that has exits (the status reply's "ranks"): its
+ * code, or "running" while the experiment runs ("no exit seen" once it has
+ * ended); the first to fail marked.
  */
-static void print_ranks(const struct isc_experiment *e, const struct isc_rank_outcome *r, size_t n)
+static void print_ranks(json_t *o)
 {
-	int cycle = n ? r[n - 1].cycle : 0, nranks = e->nnodes, first_failed = -1;
+	json_t *ranks = json_object_get(o, "ranks"), *r;
+	size_t n = json_array_size(ranks), i;
+	long long cycle, nranks = json_integer_value(json_object_get(o, "nnodes")),
+	                 first_failed = -1;
+	const char *status = json_string_value(json_object_get(o, "status"));
 
 	if (n == 0)
 		return;
-	for (size_t i = 0; i < n; i++)
-		if (r[i].cycle == cycle && r[i].rank + 1 > nranks)
-			nranks = r[i].rank + 1;
-	for (size_t i = 0; i < n && first_failed < 0; i++)
-		if (r[i].cycle == cycle && r[i].code != 0)
-			first_failed = r[i].rank;
-	printf("  Ranks:    (cycle %d)\n", cycle);
-	for (int k = 0; k < nranks; k++) {
-		const struct isc_rank_outcome *o = NULL;
-		for (size_t i = 0; i < n; i++)
-			if (r[i].cycle == cycle && r[i].rank == k)
-				o = &r[i];
-		if (!o)
-			printf("    rank %-4d %s\n", k,
-			       isc_status_is_final(e->status) ? "no exit seen (stopped)"
-			                                      : "running");
-		else if (o->code < 0)
-			printf("    rank %-4d vanished%s\n", k,
-			       k == first_failed ? "   <- first to fail" : "");
-		else
-			printf("    rank %-4d exit %d%s\n", k, o->code,
-			       k == first_failed ? "   <- first to fail" : "");
+	cycle = json_integer_value(json_object_get(json_array_get(ranks, n - 1), "cycle"));
+	json_array_foreach(ranks, i, r)
+	{
+		long long rank = json_integer_value(json_object_get(r, "rank"));
+		if (json_integer_value(json_object_get(r, "cycle")) != cycle)
+			continue;
+		if (rank + 1 > nranks)
+			nranks = rank + 1;
+		if (first_failed < 0 && json_integer_value(json_object_get(r, "exit_code")) != 0)
+			first_failed = rank;
 	}
+	printf("  Ranks:    (cycle %lld)\n", cycle);
+	for (long long k = 0; k < nranks; k++) {
+		json_t *hit = NULL;
+		json_array_foreach(ranks, i, r)
+		{
+			if (json_integer_value(json_object_get(r, "cycle")) == cycle &&
+			    json_integer_value(json_object_get(r, "rank")) == k)
+				hit = r;
+		}
+		if (!hit) {
+			printf("    rank %-4lld %s\n", k,
+			       status && isc_status_is_final(status) ? "no exit seen (stopped)"
+			                                             : "running");
+		} else {
+			long long code = json_integer_value(json_object_get(hit, "exit_code"));
+			if (code < 0)
+				printf("    rank %-4lld vanished%s\n", k,
+				       k == first_failed ? "   <- first to fail" : "");
+			else
+				printf("    rank %-4lld exit %lld%s\n", k, code,
+				       k == first_failed ? "   <- first to fail" : "");
+		}
+	}
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static long long num(json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* "/v1/experiments/ID" + suffix, with the id escaped. Caller frees. */
+static char *experiment_path(const char *id, const char *suffix)
+{
+	char *esc = curl_easy_escape(NULL, id, 0), *path = NULL;
+	if (esc && asprintf(&path, "/v1/experiments/%s%s", esc, suffix) < 0)
+		path = NULL;
+	curl_free(esc);
+	return path;
 }
 
 int cmd_status(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_store *s;
-	struct isc_experiment e;
-	struct isc_event *ev;
-	struct isc_rank_outcome *ranks = NULL;
-	struct isc_err err;
 	const char *id = NULL;
-	struct isc_queue_row qrow = {0};
-	struct isc_err qerr;
-	size_t n, n_ranks = 0;
-	char artifacts[4096];
-	int rc, json = 0, have_queue = 0;
+	json_t *o = NULL, *ev;
+	char *path;
+	size_t i;
+	int rc, json = 0;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc status ID [--json]\n\nShows an experiment's state and the "
@@ -79,136 +108,72 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		       "error came back).\n");
 		return ISC_EXIT_OK;
 	}
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
+	for (int a = 1; a < argc; a++) {
+		if (strcmp(argv[a], "--json") == 0)
 			json = 1;
-		else if (argv[i][0] == '-' || id)
-			return isc_cli_usage_error("status", "unexpected argument '%s'", argv[i]);
+		else if (argv[a][0] == '-' || id)
+			return isc_cli_usage_error("status", "unexpected argument '%s'", argv[a]);
 		else
-			id = argv[i];
+			id = argv[a];
 	}
 	if (!id)
 		return isc_cli_usage_error("status", "an experiment ID is required");
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if (!(path = experiment_path(id, "")))
+		return ISC_EXIT_FAIL;
+	rc = isc_client_json(cli, "GET", path, NULL, &o);
+	free(path);
+	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	if ((rc = isc_store_experiment_get(s, id, &e, &err))) {
-		isc_store_free(s);
-		return isc_cli_fail(&err);
-	}
-	rc = isc_store_event_list(s, id, 0, &ev, &n, &err);
-	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
-	have_queue = isc_store_queue_get(s, id, &qrow, &qerr) == 0;
-	if (!rc && (rc = isc_store_rank_exit_list(s, id, &ranks, &n_ranks, &err)))
-		isc_event_list_free(ev, n);
-	isc_store_free(s);
-	if (rc) {
-		isc_experiment_cleanup(&e);
-		return isc_cli_fail(&err);
-	}
-	{
-		/* Where rank 0's folders come home: the Output Path unless artifact_root moves
-		 * them (docs/config.md). */
-		struct isc_config *cfg = NULL;
-		char *dir = NULL;
-		if (isc_config_load(cli->home, &cfg, NULL) == 0)
-			dir = isc_config_artifact_dir(cfg, cli->home, e.id);
-		snprintf(artifacts, sizeof(artifacts), "%s", dir ? dir : e.output_path);
-		free(dir);
-		isc_config_free(cfg);
-	}
 	if (json) {
-		json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:i,s:s}", "id", e.id,
-		                      "name", e.name, "project_id", e.project_id, "status",
-		                      e.status, "status_reason", e.status_reason, "gpus", e.gpus,
-		                      "nnodes", e.nnodes, "nproc", e.nproc, "shape", e.shape_id,
-		                      "cycle_count", e.cycle_count, "output_path", e.output_path);
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(arr, json_pack("{s:I,s:s,s:s}", "at_ms",
-			                                     (json_int_t)ev[i].at_ms, "kind",
-			                                     ev[i].kind, "message", ev[i].message));
-		json_object_set_new(o, "next_attempt_ms", json_integer(e.next_attempt_ms));
-		json_object_set_new(o, "artifacts_path", json_string(artifacts));
-		json_object_set_new(o, "events", arr);
-		if (have_queue)
-			json_object_set_new(
-			    o, "queue",
-			    json_pack("{s:i,s:I,s:s,s:i}", "position", qrow.position,
-			              "next_start_ms", (json_int_t)qrow.next_start_ms, "run_nodes",
-			              qrow.run_nodes, "cycles_done", qrow.cycles_done));
-		arr = json_array();
-		for (size_t i = 0; i < n_ranks; i++)
-			json_array_append_new(
-			    arr, json_pack("{s:i,s:s,s:i,s:i,s:I}", "cycle", ranks[i].cycle,
-			                   "cluster_id", ranks[i].cluster_id, "rank", ranks[i].rank,
-			                   "exit_code", ranks[i].code, "at_ms",
-			                   (json_int_t)ranks[i].at_ms));
-		json_object_set_new(o, "ranks", arr);
-		json_dumpf(o, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(o);
+		isc_json_print(o, stdout);
 	} else {
+		json_t *q = json_object_get(o, "queue");
 		char when[32];
-		printf("Experiment %s (%s)\n", e.id, e.name);
-		printf("  Status:   %s%s%s\n", e.status, e.status_reason[0] ? ": " : "",
-		       e.status_reason);
-		if (strcmp(e.status, "waiting") == 0 && e.next_attempt_ms > 0) {
-			format_time(e.next_attempt_ms, when, sizeof(when));
+		printf("Experiment %s (%s)\n", str(o, "id"), str(o, "name"));
+		printf("  Status:   %s%s%s\n", str(o, "status"),
+		       str(o, "status_reason")[0] ? ": " : "", str(o, "status_reason"));
+		if (strcmp(str(o, "status"), "waiting") == 0 && num(o, "next_attempt_ms") > 0) {
+			format_time(num(o, "next_attempt_ms"), when, sizeof(when));
 			printf("  Next try: %s UTC\n", when);
 		}
-		printf("  GPUs:     %d", e.gpus);
-		if (e.nnodes)
-			printf(" as %d x %d", e.nnodes, e.nproc);
-		printf("\n  Shape:    %s\n  Cycle:    %d\n  Output:   %s%s\n",
-		       e.shape_id[0] ? e.shape_id : "-", e.cycle_count,
-		       e.output_path[0] ? e.output_path : "-",
-		       strcmp(artifacts, e.output_path) == 0
-		           ? " (rank_N.txt; checkpoints, crud, lossy from rank 0)"
-		           : " (rank_N.txt)");
-		if (artifacts[0] && strcmp(artifacts, e.output_path) != 0)
-			printf("  Artifacts: %s (checkpoints, crud, lossy; artifact_root)\n",
-			       artifacts);
-		if (have_queue && qrow.position > 0 && !isc_status_is_final(e.status)) {
-			printf("  Queue:    waiting, #%d among %s experiments", qrow.position,
-			       e.compute_mode);
-			if (qrow.next_start_ms >= 0) {
-				format_time(qrow.next_start_ms, when, sizeof(when));
+		printf("  GPUs:     %lld", num(o, "gpus"));
+		if (num(o, "nnodes"))
+			printf(" as %lld x %lld", num(o, "nnodes"), num(o, "nproc"));
+		{
+			/* Where rank 0's folders came home: the Output Path unless artifact_root.
+			 */
+			const char *out = str(o, "output_path"), *art = str(o, "artifacts_path");
+			int same = !art[0] || strcmp(art, out) == 0;
+			printf("\n  Shape:    %s\n  Cycle:    %lld\n  Output:   %s%s\n",
+			       str(o, "shape")[0] ? str(o, "shape") : "-", num(o, "cycle_count"),
+			       out[0] ? out : "-",
+			       same ? " (rank_N.txt; checkpoints, crud, lossy from rank 0)"
+			            : " (rank_N.txt)");
+			if (!same)
+				printf(
+				    "  Artifacts: %s (checkpoints, crud, lossy; artifact_root)\n",
+				    art);
+		}
+		/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
+		if (q && num(q, "position") > 0 && !isc_status_is_final(str(o, "status"))) {
+			printf("  Queue:    waiting, #%lld among %s experiments",
+			       num(q, "position"), str(q, "compute_mode"));
+			if (num(q, "next_start_ms") >= 0) {
+				format_time(num(q, "next_start_ms"), when, sizeof(when));
 				printf("; next start expected %s UTC", when);
 			}
 			putchar('\n');
 		}
-		print_ranks(&e, ranks, n_ranks);
+		print_ranks(o);
 		printf("\nTimeline (UTC):\n");
-		for (size_t i = 0; i < n; i++) {
-			format_time(ev[i].at_ms, when, sizeof(when));
-			printf("  %s  %-16s %s\n", when, ev[i].kind, ev[i].message);
+		json_array_foreach(json_object_get(o, "events"), i, ev)
+		{
+			format_time(num(ev, "at_ms"), when, sizeof(when));
+			printf("  %s  %-16s %s\n", when, str(ev, "kind"), str(ev, "message"));
 		}
 	}
-	isc_event_list_free(ev, n);
-	isc_rank_outcome_list_free(ranks, n_ranks);
-	isc_experiment_cleanup(&e);
-	isc_queue_row_cleanup(&qrow);
+	json_decref(o);
 	return ISC_EXIT_OK;
-}
-
-/* Copies new bytes of path from *offset to stdout; returns 0, or -1 if the file is missing. */
-static int print_from(const char *path, long *offset)
-{
-	char buf[8192];
-	size_t got;
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fseek(f, *offset, SEEK_SET) == 0) {
-		while ((got = fread(buf, 1, sizeof(buf), f)) > 0) {
-			fwrite(buf, 1, got, stdout);
-			*offset += (long)got;
-		}
-	}
-	fclose(f);
-	fflush(stdout);
-	return 0;
 }
 
 int cmd_logs(struct isc_cli *cli, int argc, char **argv)
@@ -217,14 +182,10 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 	                                     {"follow", no_argument, NULL, 'f'},
 	                                     {"wait-for-daemon", no_argument, NULL, 'D'},
 	                                     {NULL, 0, NULL, 0}};
-	struct isc_store *s;
-	struct isc_experiment e;
-	struct isc_err err;
-	char *path = NULL;
-	long offset = 0, rank = 0;
-	int c, rc, follow = 0, wait_for_daemon = 0, daemon_up = 1;
-	unsigned turn = 0;
-	char *said = NULL; /* the status last reported while there is no output yet */
+	long long offset = 0;
+	long rank = 0;
+	int c, rc, follow = 0, wait_for_daemon = 0, printed = 0, daemon_up = 1;
+	char said[32] = ""; /* the status last reported while there is no output yet */
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc logs ID [--rank N] [--follow [--wait-for-daemon]]\n\nPrints "
@@ -256,77 +217,83 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return isc_cli_usage_error("logs", "exactly one experiment ID is required");
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	/* Nothing waits in silence: a follow without iscd says so (or waits, when asked). */
+	if (follow && (rc = isc_cli_need_daemon(cli, "logs", wait_for_daemon)))
 		return rc;
-	isc_err_clear(&err);
-	if ((rc = isc_store_experiment_get(s, argv[optind], &e, &err))) {
-		isc_store_free(s);
-		return isc_cli_fail(&err);
-	}
-	/* Before placement the layout is unknown: any rank a GPU count allows. */
-	if (rank >= (e.nnodes > 0 ? e.nnodes : e.gpus > 0 ? e.gpus : 1)) {
-		isc_cli_errorf("experiment %s has %d node(s): no rank %ld", e.id, e.nnodes, rank);
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	if (asprintf(&path, "%s/rank_%ld.txt", e.output_path, rank) < 0) {
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	if (follow && !isc_status_is_final(e.status)) {
-		if ((rc = isc_cli_need_daemon(cli, "logs", wait_for_daemon)))
-			goto out;
-		daemon_up = isc_daemon_running(cli->home, NULL);
-	}
-	for (;;) {
-		int missing = print_from(path, &offset) != 0;
-		int final = isc_status_is_final(e.status);
-		if (follow && !final && missing && offset == 0 &&
-		    (!said || strcmp(said, e.status) != 0)) {
+	/* Poll the API from the offset reached: each answer says where to go on and whether the
+	 * experiment has ended (then one last read picks up what it wrote at the end). */
+	for (int last = 0;;) {
+		struct isc_reply r;
+		char suffix[96], *path;
+		if (follow && !isc_client_ping(cli)) {
+			/* iscd went away (or is not there yet, with --wait-for-daemon). */
+			if ((rc = isc_cli_daemon_still_there(cli, "logs", wait_for_daemon,
+			                                     &daemon_up)))
+				return rc;
+			usleep(500 * 1000);
+			continue;
+		}
+		if (!daemon_up &&
+		    (rc = isc_cli_daemon_still_there(cli, "logs", wait_for_daemon, &daemon_up)))
+			return rc;
+		snprintf(suffix, sizeof(suffix), "/logs?rank=%ld&offset=%lld", rank, offset);
+		if (!(path = experiment_path(argv[optind], suffix)))
+			return ISC_EXIT_FAIL;
+		rc = isc_client_request(cli, "GET", path, NULL, 0, &r);
+		free(path);
+		if (rc)
+			return rc;
+		if (r.status != 200) {
+			rc = isc_client_fail(&r);
+			isc_reply_cleanup(&r);
+			return rc;
+		}
+		fwrite(r.body, 1, r.len, stdout);
+		fflush(stdout);
+		printed |= r.len > 0;
+		offset = strtoll(r.offset, NULL, 10);
+		if (!follow) {
+			if (r.missing && !printed) {
+				isc_cli_errorf("no output yet for rank %ld of %s (%s%s%s)", rank,
+				               argv[optind], r.exp_status, r.reason[0] ? ": " : "",
+				               r.reason);
+				isc_reply_cleanup(&r);
+				return ISC_EXIT_FAIL;
+			}
+			if (r.len == 1024 * 1024) { /* a full chunk: there is more */
+				isc_reply_cleanup(&r);
+				continue;
+			}
+			isc_reply_cleanup(&r);
+			return ISC_EXIT_OK;
+		}
+		if (!r.final && r.missing && !printed && strcmp(said, r.exp_status) != 0) {
 			/* Not started yet: say what it waits for, once per change of status. */
 			fprintf(stderr,
 			        "isc logs: rank %ld of %s has no output yet: the experiment is "
 			        "%s%s%s\n",
-			        rank, e.id, e.status, e.status_reason[0] ? ": " : "",
-			        e.status_reason);
-			free(said);
-			said = strdup(e.status);
+			        rank, argv[optind], r.exp_status, r.reason[0] ? ": " : "",
+			        r.reason);
+			snprintf(said, sizeof(said), "%s", r.exp_status);
 		}
-		if (follow && !final && ++turn % 4 == 0 &&
-		    (rc = isc_cli_daemon_still_there(cli, "logs", wait_for_daemon, &daemon_up)))
-			break;
-		if (!follow || final) {
-			if (missing && offset == 0 && !follow)
-				isc_cli_errorf("no output yet for rank %ld of %s (%s%s%s)", rank,
-				               e.id, e.status, e.status_reason[0] ? ": " : "",
-				               e.status_reason);
-			rc = missing && offset == 0 && !follow ? ISC_EXIT_FAIL : ISC_EXIT_OK;
-			if (final && follow)
-				print_from(path, &offset);
-			break;
+		if (r.final && r.len < 1024 * 1024) {
+			if (last) {
+				isc_reply_cleanup(&r);
+				return ISC_EXIT_OK;
+			}
+			last = 1;
+			isc_reply_cleanup(&r);
+			continue;
 		}
-		usleep(500 * 1000);
-		isc_experiment_cleanup(&e);
-		if (isc_store_experiment_get(s, argv[optind], &e, &err)) {
-			rc = isc_cli_fail(&err);
-			free(said);
-			free(path);
-			isc_store_free(s);
-			return rc;
-		}
+		if (r.len < 1024 * 1024)
+			usleep(500 * 1000);
+		isc_reply_cleanup(&r);
 	}
-out:
-	free(said);
-	free(path);
-	isc_experiment_cleanup(&e);
-	isc_store_free(s);
-	return rc;
 }
 
 int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_store *s;
-	struct isc_err err;
+	char *path;
 	int rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
@@ -339,18 +306,12 @@ int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (argc != 2 || argv[1][0] == '-')
 		return isc_cli_usage_error("cancel", "exactly one experiment ID is required");
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_experiment_request_cancel(s, argv[1], &err);
-	isc_store_free(s);
+	if (!(path = experiment_path(argv[1], "/cancel")))
+		return ISC_EXIT_FAIL;
+	rc = isc_client_json(cli, "POST", path, NULL, NULL);
+	free(path);
 	if (rc)
-		return isc_cli_fail(&err);
+		return rc;
 	printf("cancel requested for %s\n", argv[1]);
-	if (!isc_daemon_running(cli->home, NULL))
-		fprintf(stderr,
-		        "isc cancel: no iscd is running for %s; it carries the cancel out once "
-		        "started ('iscd --home %s &')\n",
-		        cli->home, cli->home);
 	return ISC_EXIT_OK;
 }

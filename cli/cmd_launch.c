@@ -3,15 +3,14 @@
  * recorded as enqueued. Nothing is written unless the whole file is valid and
  * its project exists. `isc burst --wait` then follows the experiment live.
  */
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "common/buf.h"
-#include "broker/liveness.h"
 #include "config/config.h"
 #include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
 #include "providers/placeable.h"
 #include "shapes/priority.h"
-#include "store/store_experiments.h"
 #include "toml/toml.h"
 
 #include <jansson.h>
@@ -130,17 +129,12 @@ static int check_priority(struct isc_cli *cli, struct isc_store *s, const char *
 	if (submit && v.n_exist < v.n_ids) {
 		struct isc_buf msg;
 		isc_buf_init(&msg, 0);
-		const char *sep = "";
-		isc_buf_printf(&msg, "skipped %zu of the %zu id(s) of burst_shape_priority_list:",
+		isc_buf_printf(&msg, "burst_shape_priority_list: %zu of %zu id(s) skipped:",
 		               v.n_ids - v.n_exist, v.n_ids);
-		for (size_t i = 0; i < probs.len; i++) {
-			const char *index = strchr(probs.items[i].field, '[');
-			if (strncmp(probs.items[i].msg, "no shape", 8) != 0)
-				continue;
-			isc_buf_printf(&msg, "%s %s %s", sep, index ? index : "",
-			               probs.items[i].msg);
-			sep = ";";
-		}
+		for (size_t i = 0; i < probs.len; i++)
+			if (strncmp(probs.items[i].msg, "no shape", 8) == 0)
+				isc_buf_printf(&msg, " %s: %s;", probs.items[i].field,
+				               probs.items[i].msg);
 		*skipped = strdup(isc_buf_cstr(&msg));
 		isc_buf_cleanup(&msg);
 		keep_existing(&l->burst_shapes, &v);
@@ -238,69 +232,71 @@ static const char *final_exit_status(const char *status, int *code)
 }
 
 /*
- * Live progress of a burst until it ends: state changes and events as they come.
- * iscd is asked after every 2 s: a wait on a daemon that went away says so.
+ * Live progress of a burst until it ends: events as they come, polled over the API.
+ * A wait on a daemon that went away says so (and goes on waiting with --wait-for-daemon).
  */
 static int wait_for(struct isc_cli *cli, const char *id, int wait_for_daemon)
 {
-	struct isc_store *s;
-	struct isc_err err;
-	int64_t last_event = 0;
-	int rc, code = ISC_EXIT_FAIL, daemon_up = isc_daemon_running(cli->home, NULL);
-	unsigned turn = 0;
+	long long last_event = 0;
+	int rc, code = ISC_EXIT_FAIL, daemon_up = 1;
 
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
 	printf("waiting for %s (Ctrl-C stops waiting; the experiment goes on)\n", id);
 	for (;;) {
-		struct isc_experiment e;
-		struct isc_event *ev;
-		size_t n;
+		char path[160];
+		json_t *o = NULL, *ev, *events;
+		size_t i;
 
-		isc_err_clear(&err);
-		if (isc_store_event_list(s, id, last_event, &ev, &n, &err) ||
-		    isc_store_experiment_get(s, id, &e, &err)) {
-			rc = isc_cli_fail(&err);
-			break;
+		if (!isc_client_ping(cli) || !daemon_up) {
+			if ((rc = isc_cli_daemon_still_there(cli, "burst", wait_for_daemon,
+			                                     &daemon_up)))
+				return rc;
+			if (!daemon_up) {
+				usleep(500 * 1000);
+				continue;
+			}
 		}
-		for (size_t i = 0; i < n; i++) {
-			time_t t = (time_t)(ev[i].at_ms / 1000);
+		snprintf(path, sizeof(path), "/v1/experiments/%s/events?after=%lld", id,
+		         last_event);
+		if ((rc = isc_client_json(cli, "GET", path, NULL, &o)))
+			return rc;
+		events = json_object_get(o, "events");
+		json_array_foreach(events, i, ev)
+		{
+			time_t t =
+			    (time_t)(json_integer_value(json_object_get(ev, "at_ms")) / 1000);
 			struct tm tm;
 			char when[16];
 			gmtime_r(&t, &tm);
 			strftime(when, sizeof(when), "%H:%M:%S", &tm);
-			printf("  %s  %-14s %s\n", when, ev[i].kind, ev[i].message);
-			last_event = ev[i].id;
+			printf("  %s  %-14s %s\n", when,
+			       json_string_value(json_object_get(ev, "kind")),
+			       json_string_value(json_object_get(ev, "message")));
+			last_event = json_integer_value(json_object_get(ev, "id"));
 		}
 		fflush(stdout);
-		isc_event_list_free(ev, n);
-		if (isc_status_is_final(e.status)) {
-			printf("%s: %s%s%s\n", e.id, final_exit_status(e.status, &code),
-			       e.status_reason[0] ? ": " : "", e.status_reason);
-			isc_experiment_cleanup(&e);
-			rc = code;
-			break;
+		if (json_is_true(json_object_get(o, "final"))) {
+			const char *reason = json_string_value(json_object_get(o, "status_reason"));
+			printf("%s: %s%s%s\n", id,
+			       final_exit_status(json_string_value(json_object_get(o, "status")),
+			                         &code),
+			       reason && reason[0] ? ": " : "", reason ? reason : "");
+			json_decref(o);
+			return code;
 		}
-		isc_experiment_cleanup(&e);
-		if (++turn % 10 == 0 &&
-		    (rc = isc_cli_daemon_still_there(cli, "burst", wait_for_daemon, &daemon_up)))
-			break;
+		json_decref(o);
 		usleep(200 * 1000);
 	}
-	isc_store_free(s);
-	return rc;
 }
 
 static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 {
 	const char *cmd = burst ? "burst" : "train";
 	struct isc_launch *l = NULL;
-	struct isc_store *s = NULL;
-	struct isc_project p = {0};
-	struct isc_experiment e = {0};
+	struct isc_reply r = {0};
 	struct isc_err err;
 	const char *path = NULL;
-	char *spec = NULL, *id = NULL, *output = NULL, *skipped = NULL;
+	char *text = NULL, *url = NULL;
+	size_t len = 0;
 	json_t *o = NULL;
 	int wait = 0, wait_for_daemon = 0, rc;
 
@@ -310,12 +306,12 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 			    "usage: isc burst FILE.isc [--wait [--wait-for-daemon]]\n\nRecords a "
 			    "burst experiment (compute_mode \"burst\", set when absent) as "
 			    "enqueued;\niscd places it on a cloud cluster. --wait follows it live "
-			    "until it ends;\nthe exit status is then 0 only if it completed. "
-			    "Without a running iscd,\n--wait records nothing and exits 1 saying "
-			    "how to start one, unless\n--wait-for-daemon asks to wait for it.\n"
-			    "Ids of burst_shape_priority_list that name no shape are skipped with "
-			    "a "
-			    "warning;\na list with no valid id, or none this broker can place, is "
+			    "until it ends;\nthe exit status is then 0 only if every rank exited "
+			    "0. "
+			    "Without a running\niscd it exits 1 saying how to start one, unless "
+			    "--wait-for-daemon asks to\nwait for it. Ids of "
+			    "burst_shape_priority_list that name no shape are skipped\nwith a "
+			    "warning; a list with no valid id, or none this broker can place, is\n"
 			    "refused.\n");
 		else
 			printf("usage: isc train FILE.isc\n\nRecords an experiment (any compute "
@@ -335,6 +331,7 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 	}
 	if (!path)
 		return isc_cli_usage_error(cmd, "a launch file is required");
+	/* Checked here first so problems show at once; iscd checks again (it trusts no client). */
 	if ((rc = load_launch(path, burst, &l)))
 		return rc;
 	if (burst) {
@@ -357,70 +354,46 @@ static int submit(struct isc_cli *cli, int argc, char **argv, int burst)
 			goto out;
 		}
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		goto out;
-	/* Before anything is recorded: a --wait with no daemon to wait on is refused. */
-	if (wait && (rc = isc_cli_need_daemon(cli, cmd, wait_for_daemon)))
-		goto out;
 	isc_err_clear(&err);
-	if (isc_store_project_resolve(s, l->project_id, &p, &err)) {
-		fprintf(stderr, "%s: error: isc_project_id: %s\n", path, err.msg);
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	if (l->compute_mode == ISC_MODE_BURST &&
-	    (rc = check_priority(cli, s, path, l, 1, &skipped)))
-		goto out;
-	if (l->dataset_ids.len) {
-		/* Every dataset must be the organisation's and Available before anything is queued.
-		 */
-		struct isc_dataset *ds = NULL;
-		if (isc_dataset_resolve_all(s, p.org_name,
-		                            (const char *const *)l->dataset_ids.items,
-		                            l->dataset_ids.len, &ds, &err)) {
-			fprintf(stderr, "%s: error: %s\n", path, err.msg);
-			rc = ISC_EXIT_FAIL;
-			goto out;
-		}
-		isc_dataset_list_free(ds, l->dataset_ids.len);
-	}
-	o = isc_launch_to_json(l);
-	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	id = isc_store_new_id("exp_");
-	if (!spec || !id || asprintf(&output, "%s/experiments/%s", cli->home, id) < 0) {
-		isc_cli_errorf("out of memory");
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	e.id = id;
-	e.project_id = p.id;
-	e.org_id = p.org_id;
-	e.name = l->experiment_name;
-	e.compute_mode = (char *)isc_compute_mode_name(l->compute_mode);
-	e.gpus = l->gpus;
-	e.spec_json = spec;
-	e.status = "enqueued";
-	e.output_path = output;
-	/* The experiment and the note of what its list skipped, together or not at all. */
-	if (isc_store_begin(s, &err) || isc_store_experiment_add(s, &e, &err) ||
-	    (skipped && isc_store_event_add(s, id, "priority", skipped, &err)) ||
-	    isc_store_commit(s, &err)) {
-		isc_store_rollback(s);
+	if (isc_launch_read_file(path, ISC_LAUNCH_MAX_FILE_BYTES, &text, &len, &err)) {
 		rc = isc_cli_fail(&err);
 		goto out;
 	}
-	printf("Success: Experiment created\n%s\n", id);
+	/* Before anything is recorded: a --wait with no daemon to wait on is refused, or waits
+	 * for one (iscd records the experiment, so it must answer first). */
+	if (wait && (rc = isc_cli_need_daemon(cli, cmd, wait_for_daemon)))
+		goto out;
+	while (wait_for_daemon && !isc_client_ping(cli))
+		usleep(200 * 1000);
+	if (!(url = strdup("/v1/experiments")) || isc_client_query_add(&url, "file", path) ||
+	    (burst && isc_client_query_add(&url, "default_mode", "burst"))) {
+		rc = ISC_EXIT_FAIL;
+		goto out;
+	}
+	if ((rc = isc_client_request(cli, "POST", url, text, len, &r)))
+		goto out;
+	if (r.status != 201) {
+		rc = isc_client_fail(&r);
+		goto out;
+	}
+	o = json_loadb(r.body, r.len, 0, NULL);
+	/* Warnings about the priority list (ids that name no shape), as FILE:LINE:COL lines. */
+	if (json_string_value(json_object_get(o, "warnings")))
+		fputs(json_string_value(json_object_get(o, "warnings")), stderr);
+	if (!json_string_value(json_object_get(o, "id"))) {
+		isc_cli_errorf("iscd's reply names no experiment");
+		rc = ISC_EXIT_FAIL;
+		goto out;
+	}
+	printf("Success: Experiment created\n%s\n", json_string_value(json_object_get(o, "id")));
 	fflush(stdout);
 	if (wait)
-		rc = wait_for(cli, id, wait_for_daemon);
+		rc = wait_for(cli, json_string_value(json_object_get(o, "id")), wait_for_daemon);
 out:
 	json_decref(o);
-	free(spec);
-	free(id);
-	free(output);
-	free(skipped);
-	isc_project_cleanup(&p);
-	isc_store_free(s);
+	isc_reply_cleanup(&r);
+	free(text);
+	free(url);
 	isc_launch_free(l);
 	return rc;
 }

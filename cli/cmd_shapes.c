@@ -1,14 +1,15 @@
 /*
  * isc shapes: the ranked shape list for a request, as the broker would rank
  * it (priority list first, price second), with the node layout and the
- * cluster price. Unknown ids of --priority are warnings on stderr.
+ * cluster price. Unknown ids of --priority are warnings on stderr. iscd ranks
+ * (GET /v1/shapes); this renders.
  */
+#include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/lib/table.h"
+#include "credits/money.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
-#include "common/clock.h"
-#include "config/config.h"
-#include "providers/placeable.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -32,8 +33,8 @@ static void usage(void)
 	       "names others (e.g. --gpu-type mi300x); see docs/shapes.md. --min-gpu-memory\n"
 	       "keeps shapes with at least SIZE per GPU (40G, 80Gi, ...).\n"
 	       "Shapes this broker cannot place (no driver or credentials for the provider,\n"
-	       "no [providers.NAME] in config.toml, a region it does not list) come after the\n"
-	       "others, each with why; --placeable shows only the ones it can place.\n"
+	       "no [providers.NAME] in iscd's config.toml, a region it does not list) come\n"
+	       "after the others, each with why; --placeable shows only the ones it can place.\n"
 	       "--json prints an array of objects, best first (prices in integer micro-dollars;\n"
 	       "\"placeable\" and, when false, \"why\").\n");
 }
@@ -81,74 +82,15 @@ static int split_ids(char *buf, char ***ids, size_t *n)
 	return 0;
 }
 
-/*
- * Moves the shapes this broker can place before the others (a stable
- * partition: each group keeps its ranking), drops the others when
- * only_placeable, then keeps at most limit (0: all). (*why)[i] is NULL for a
- * placeable entry, else why not (owned).
- */
-static int placeable_first(struct isc_placeable *pl, struct isc_ranking *r, int only_placeable,
-                           size_t limit, char ***why, struct isc_err *err)
-{
-	struct isc_rank_entry *sorted = calloc(r->n ? r->n : 1, sizeof(*sorted));
-	char **reasons = calloc(r->n ? r->n : 1, sizeof(*reasons)), **ordered;
-	size_t at = 0;
-
-	ordered = calloc(r->n ? r->n : 1, sizeof(*ordered));
-	if (!sorted || !reasons || !ordered)
-		goto oom;
-	for (size_t i = 0; i < r->n; i++) {
-		char buf[ISC_ERR_MSG_MAX];
-		if (!isc_placeable_check(pl, r->entries[i].shape->provider,
-		                         r->entries[i].shape->region, buf, sizeof(buf)) &&
-		    !(reasons[i] = strdup(buf)))
-			goto oom;
-	}
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < r->n; i++)
-			if ((reasons[i] == NULL) == (pass == 0) && (pass == 0 || !only_placeable)) {
-				sorted[at] = r->entries[i];
-				ordered[at++] = reasons[i];
-				reasons[i] = NULL;
-			}
-	for (size_t i = 0; i < r->n; i++)
-		free(reasons[i]); /* the unplaceable ones --placeable dropped */
-	free(reasons);
-	if (limit && at > limit) {
-		for (size_t i = limit; i < at; i++)
-			free(ordered[i]);
-		at = limit;
-	}
-	free(r->entries);
-	r->entries = sorted;
-	r->n = at;
-	*why = ordered;
-	return 0;
-oom:
-	for (size_t i = 0; reasons && i < r->n; i++)
-		free(reasons[i]);
-	free(reasons);
-	free(ordered);
-	free(sorted);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
-}
-
 int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_rank_request req = {0};
-	struct isc_ranking r = {0};
-	struct isc_catalog *cat = NULL;
-	struct isc_store *s;
-	struct isc_err err;
-	char *prio_buf = NULL, **prio = NULL;
-	size_t n_prio = 0;
+	const char *prio_text = NULL, *market = NULL;
+	char *prio_buf = NULL, **prio = NULL, *path = NULL, num[32];
+	json_t *reply = NULL, *shapes, *e;
+	size_t n_prio = 0, k;
 	int json = 0, only_placeable = 0, rc;
-	size_t limit = 0;
-	char **why = NULL; /* per entry: NULL when placeable, else why not */
-	struct isc_placeable *pl = NULL;
 	long v;
-	struct isc_config *cfg = NULL;
-	int64_t stale_ms = 3600000, now;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		usage();
@@ -188,6 +130,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			}
 			req.gpus = (int)v;
 		} else if (!strcmp(a, "--priority")) {
+			prio_text = val;
 			free(prio_buf);
 			free(prio);
 			prio = NULL;
@@ -204,6 +147,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			}
 			req.provider = val;
 		} else if (!strcmp(a, "--market")) {
+			market = val;
 			if (isc_market_parse(val, &req.market)) {
 				rc = isc_cli_usage_error(
 				    "shapes", "--market: '%s' is not spot, ondemand or any", val);
@@ -230,7 +174,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 				                         val);
 				goto out;
 			}
-			limit = (size_t)v;
+			req.limit = (size_t)v;
 		} else {
 			rc = isc_cli_usage_error("shapes", "unknown option '%s'", a);
 			goto out;
@@ -239,98 +183,92 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	req.priority = (const char *const *)prio;
 	req.n_priority = n_prio;
 
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		goto out;
-	isc_err_clear(&err);
-	/* Prices older than the refresh interval are marked; defaults when there is no config. */
-	if (isc_config_load(cli->home, &cfg, &err) == 0)
-		stale_ms = cfg->price_refresh_ms;
-	else
-		fprintf(stderr, "isc shapes: warning: %s\n", err.msg);
-	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
-	rc = isc_catalog_load(s, &cat, &err);
-	isc_store_free(s);
-	/* The limit applies after the placeable shapes are moved first. */
-	if (rc || (rc = isc_catalog_rank(cat, &req, &r, &err)) ||
-	    (rc = isc_placeable_new(cfg, &pl, &err)) ||
-	    (rc = placeable_first(pl, &r, only_placeable, limit, &why, &err))) {
-		rc = isc_cli_fail(&err);
+	if (!(path = strdup("/v1/shapes")) ||
+	    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
+	                  isc_client_query_add(&path, "gpus", num))) ||
+	    isc_client_query_add(&path, "priority", prio_text) ||
+	    isc_client_query_add(&path, "provider", req.provider) ||
+	    isc_client_query_add(&path, "market", market) ||
+	    isc_client_query_add(&path, "gpu_type", req.gpu_type) ||
+	    isc_client_query_add(&path, "region", req.region) ||
+	    (req.min_gpu_mem_mib &&
+	     (snprintf(num, sizeof(num), "%lld", (long long)req.min_gpu_mem_mib) < 0 ||
+	      isc_client_query_add(&path, "min_gpu_mem_mib", num))) ||
+	    (req.limit && (snprintf(num, sizeof(num), "%zu", req.limit) < 0 ||
+	                   isc_client_query_add(&path, "limit", num))) ||
+	    isc_client_query_add(&path, "placeable", only_placeable ? "1" : NULL)) {
+		rc = ISC_EXIT_FAIL;
 		goto out;
 	}
-	for (size_t i = 0; i < r.n_warnings; i++)
-		fprintf(stderr, "isc shapes: warning: %s\n", r.warnings[i]);
-	if (isc_catalog_size(cat) == 0)
+	if ((rc = isc_client_json(cli, "GET", path, NULL, &reply)))
+		goto out;
+	shapes = json_object_get(reply, "shapes");
+	json_array_foreach(json_object_get(reply, "warnings"), k, e)
+	    fprintf(stderr, "isc shapes: warning: %s\n", json_string_value(e));
+	if (json_integer_value(json_object_get(reply, "catalog_size")) == 0)
 		fprintf(stderr,
 		        "isc shapes: the catalog is empty (isc init, or isc catalog import)\n");
-	else if (r.n == 0)
+	else if (json_array_size(shapes) == 0)
 		fprintf(stderr, "isc shapes: no shape matches these filters\n");
 
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < r.n; i++) {
-			const struct isc_rank_entry *e = &r.entries[i];
-			const struct isc_shape *sh = e->shape;
-			const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
-			json_t *o = json_pack(
-			    "{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}", "rank",
-			    (int)(i + 1), "id", sh->display_id, "provider", sh->provider, "region",
-			    sh->region, "instance_type", sh->instance_type, "gpu_type",
-			    sh->gpu_type, "gpus_per_node", sh->gpus_per_node, "gpu_mem_mib",
-			    (json_int_t)sh->gpu_mem_mib, "spot", sh->spot, "nnodes", e->nnodes,
-			    "nproc", e->nproc, "node_price_micros", (json_int_t)sh->price_micros,
-			    "cluster_price_micros", (json_int_t)e->cluster_price_micros, "zones",
-			    sh->zones, "price_date", sh->price_date);
-			json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
-			json_object_set_new(o, "accelerator_family", json_string(acc->family));
-			json_object_set_new(o, "cuda", json_boolean(acc->cuda));
-			json_object_set_new(
-			    o, "price_source",
-			    json_string(sh->price_source ? sh->price_source : "catalog"));
-			json_object_set_new(o, "price_as_of_ms",
-			                    json_integer(isc_shape_price_as_of_ms(sh)));
-			json_object_set_new(
-			    o, "price_age_s",
-			    json_integer((now - isc_shape_price_as_of_ms(sh)) / 1000));
-			json_object_set_new(
-			    o, "price_stale",
-			    json_boolean(stale_ms > 0 &&
-			                 now - isc_shape_price_as_of_ms(sh) > stale_ms));
-			json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
-			if (why[i])
-				json_object_set_new(o, "why", json_string(why[i]));
-			json_array_append_new(arr, o);
-		}
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(arr);
+		isc_json_print(shapes, stdout);
 	} else {
-		int w = 2;
-		char np[ISC_MICROS_STR_MAX], cp[ISC_MICROS_STR_MAX], layout[32];
-		for (size_t i = 0; i < r.n; i++) {
-			int l = (int)strlen(r.entries[i].shape->display_id);
-			w = l > w ? l : w;
-		}
+		static const char *const headers[] = {"RANK",        "ID",        "GPU",
+		                                      "GPUS/NODE",   "LAYOUT",    "NODE $/H",
+		                                      "CLUSTER $/H", "PRICE AGE", "PLACEABLE"};
+		struct isc_table *t = isc_table_new(9, headers);
 		int any_stale = 0;
-		printf("%-5s %-*s %-10s %-9s %-9s %12s %13s  %s\n", "RANK", w, "ID", "GPU",
-		       "GPUS/NODE", "LAYOUT", "NODE $/H", "CLUSTER $/H", "PRICE AGE");
-		for (size_t i = 0; i < r.n; i++) {
-			const struct isc_rank_entry *e = &r.entries[i];
-			int64_t age = now - isc_shape_price_as_of_ms(e->shape);
-			int stale = stale_ms > 0 && age > stale_ms;
-			char agebuf[16];
-			any_stale |= stale;
-			age_format(age, agebuf);
-			snprintf(layout, sizeof(layout), "%dx%d", e->nnodes, e->nproc);
-			printf("%-5zu %-*s %-10s %-9d %-9s %12s %13s  %s%s %s%s%s\n", i + 1, w,
-			       e->shape->display_id, e->shape->gpu_type, e->shape->gpus_per_node,
-			       layout, isc_micros_format(e->shape->price_micros, np),
-			       isc_micros_format(e->cluster_price_micros, cp), agebuf,
-			       stale ? "*" : "",
-			       e->shape->price_source && !strcmp(e->shape->price_source, "live")
-			           ? "live"
-			           : "catalog",
-			       why[i] ? "  cannot place: " : "", why[i] ? why[i] : "");
+		if (!t) {
+			rc = ISC_EXIT_FAIL;
+			goto out;
 		}
+		isc_table_align_right(t, 5);
+		isc_table_align_right(t, 6);
+		json_array_foreach(shapes, k, e)
+		{
+			char rank[24], gpn[24], layout[48], age[48], agebuf[16], place[600];
+			char np[ISC_MICROS_STR_MAX], cp[ISC_MICROS_STR_MAX];
+			const char *src = json_string_value(json_object_get(e, "price_source"));
+			int stale = json_is_true(json_object_get(e, "price_stale"));
+			const char *cells[9];
+			any_stale |= stale;
+			snprintf(rank, sizeof(rank), "%zu", k + 1);
+			snprintf(
+			    gpn, sizeof(gpn), "%lld",
+			    (long long)json_integer_value(json_object_get(e, "gpus_per_node")));
+			snprintf(layout, sizeof(layout), "%lldx%lld",
+			         (long long)json_integer_value(json_object_get(e, "nnodes")),
+			         (long long)json_integer_value(json_object_get(e, "nproc")));
+			age_format(json_integer_value(json_object_get(e, "price_age_s")) * 1000,
+			           agebuf);
+			snprintf(age, sizeof(age), "%s%s %s", agebuf, stale ? "*" : "",
+			         src && !strcmp(src, "live") ? "live" : "catalog");
+			cells[0] = rank;
+			cells[1] = json_string_value(json_object_get(e, "id"));
+			cells[2] = json_string_value(json_object_get(e, "gpu_type"));
+			cells[3] = gpn;
+			cells[4] = layout;
+			/* Prices per hour with all six decimals, so the column lines up and is
+			 * exact. */
+			cells[5] = isc_money_format(
+			    json_integer_value(json_object_get(e, "node_price_micros")), 6, np,
+			    sizeof(np));
+			cells[6] = isc_money_format(
+			    json_integer_value(json_object_get(e, "cluster_price_micros")), 6, cp,
+			    sizeof(cp));
+			cells[7] = age;
+			/* A shape iscd cannot place says why, so nobody picks it by its price. */
+			if (json_is_false(json_object_get(e, "placeable")))
+				snprintf(place, sizeof(place), "no: %s",
+				         json_string_value(json_object_get(e, "why")));
+			else
+				snprintf(place, sizeof(place), "yes");
+			cells[8] = place;
+			isc_table_add(t, cells);
+		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
 		if (any_stale)
 			fprintf(stderr,
 			        "isc shapes: * price older than price_refresh_ms; 'isc catalog "
@@ -338,13 +276,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	}
 	rc = ISC_EXIT_OK;
 out:
-	for (size_t i = 0; why && i < r.n; i++)
-		free(why[i]);
-	free(why);
-	isc_placeable_free(pl);
-	isc_config_free(cfg);
-	isc_ranking_cleanup(&r);
-	isc_catalog_free(cat);
+	json_decref(reply);
+	free(path);
 	free(prio);
 	free(prio_buf);
 	return rc;

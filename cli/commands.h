@@ -25,6 +25,10 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv);
 int cmd_nodes(struct isc_cli *cli, int argc, char **argv);
 int cmd_keys(struct isc_cli *cli, int argc, char **argv);
 int cmd_datasets(struct isc_cli *cli, int argc, char **argv);
+int cmd_user(struct isc_cli *cli, int argc, char **argv);
+int cmd_member(struct isc_cli *cli, int argc, char **argv);
+int cmd_token(struct isc_cli *cli, int argc, char **argv);
+int cmd_audit(struct isc_cli *cli, int argc, char **argv);
 /* `isc project budget`, dispatched by cmd_project (argv[0] "project", argv[1] "budget"). */
 int cmd_project_budget(struct isc_cli *cli, int argc, char **argv);
 

@@ -40,13 +40,19 @@ static const struct command commands[] = {
     {"nodes", cmd_nodes, "the on-prem node pool: add, list, drain, remove, pubkey"},
     {"keys", cmd_keys, "organisations' own cloud keys: add, list, verify, remove, rotate-master"},
     {"datasets", cmd_datasets, "S3 datasets of an organisation: add, list, show, remove"},
+    {"user", cmd_user, "platform users (operator): add, list"},
+    {"member", cmd_member, "an organisation's members and roles: add, list, remove"},
+    {"token", cmd_token, "bearer tokens for the TCP API: create, list, revoke"},
+    {"audit", cmd_audit, "every change made through the API"},
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: isc [--home DIR] COMMAND [ARGS...]\n       isc --version\n\n"
 	             "The command line of the isc burst broker. The store lives in --home,\n"
-	             "else $ISC_HOME, else ~/.isc.\n\ncommands:\n");
+	             "else $ISC_HOME, else ~/.isc. After `isc init`, commands talk to iscd's API\n"
+	             "on $ISC_SOCKET, else HOME/run/api.sock; with ISC_API_URL and ISC_TOKEN set,\n"
+	             "to a remote iscd over TCP (docs/api.md).\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'isc COMMAND --help' for a command's options.\n");

@@ -42,6 +42,8 @@ void isc_config_free(struct isc_config *c)
 	free(c->default_image);
 	free(c->shm_size);
 	free(c->artifact_root);
+	free(c->api_socket);
+	free(c->api_listen);
 	for (size_t i = 0; i < c->n_providers; i++)
 		provider_cleanup(&c->providers[i]);
 	free(c->providers);
@@ -58,6 +60,11 @@ static struct isc_config *config_defaults(void)
 	c->default_image = strdup("pytorch/pytorch:latest");
 	c->shm_size = strdup("16g");
 	c->artifact_root = strdup("");
+	c->api_socket = strdup("");
+	c->api_listen = strdup("");
+	c->api_max_connections = 512;
+	c->api_timeout_s = 30;
+	c->api_threads = 8;
 	c->tick_interval_ms = 2000;
 	c->retry_wait_ms = 30000;
 	c->stop_grace_s = 30;
@@ -77,7 +84,8 @@ static struct isc_config *config_defaults(void)
 	c->cycle_ms = 90000;
 	c->period_ms = 7200000;
 	c->node_down_after_ms = 30000;
-	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root) {
+	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root ||
+	    !c->api_socket || !c->api_listen) {
 		isc_config_free(c);
 		return NULL;
 	}
@@ -293,6 +301,16 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->shm_size);
 		else if (!strcmp(key, "artifact_root"))
 			rc = get_string(x, v, key, &c->artifact_root);
+		else if (!strcmp(key, "api_socket"))
+			rc = get_string(x, v, key, &c->api_socket);
+		else if (!strcmp(key, "api_listen"))
+			rc = get_string(x, v, key, &c->api_listen);
+		else if (!strcmp(key, "api_max_connections"))
+			rc = get_long(x, v, key, 1, 100000, &c->api_max_connections);
+		else if (!strcmp(key, "api_timeout_s"))
+			rc = get_long(x, v, key, 1, 3600, &c->api_timeout_s);
+		else if (!strcmp(key, "api_threads"))
+			rc = get_long(x, v, key, 1, 256, &c->api_threads);
 		else if (!strcmp(key, "tick_interval_ms"))
 			rc = get_long(x, v, key, 10, 3600000, &c->tick_interval_ms);
 		else if (!strcmp(key, "retry_wait_ms"))
@@ -468,6 +486,12 @@ static const struct template_key top_keys[] = {
     {"period_ms = 7200000", "on-prem: the interruptible apportioning period"},
     {"node_down_after_ms = 30000", "on-prem: a pool node silent this long is marked down"},
     {"burst_validation = false", "a burst first runs one cycle on the on-prem pool"},
+    {"api_socket = \"\"",
+     "iscd's API socket (\"\": $ISC_HOME/run/api.sock; docs/api.md); clients use ISC_SOCKET"},
+    {"api_listen = \"\"", "HOST:PORT for the API over TCP with bearer tokens (\"\": none)"},
+    {"api_max_connections = 512", "concurrent API connections, both listeners together"},
+    {"api_timeout_s = 30", "an API connection idle or slow this long is closed"},
+    {"api_threads = 8", "API server threads, each with its own store connection"},
 };
 
 struct template_section {

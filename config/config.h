@@ -56,6 +56,12 @@ struct isc_config {
 	long period_ms;          /* interruptible apportioning period; 7200000 */
 	long node_down_after_ms; /* a pool node that has not answered this long is down; 30000 */
 	int burst_validation;    /* a burst first runs one cycle on-prem; 0 (off) */
+	/* The API (docs/api.md). */
+	char *api_socket;         /* "" = $ISC_HOME/run/api.sock */
+	char *api_listen;         /* "HOST:PORT" for TCP with bearer tokens; "" = none */
+	long api_max_connections; /* 512 */
+	long api_timeout_s;       /* a slow or idle client is dropped after this; 30 */
+	long api_threads;         /* 8 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

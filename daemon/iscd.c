@@ -4,12 +4,19 @@
  * meters credits and reconciles. One daemon per store (an flock on
  * $ISC_HOME/iscd.lock). SIGTERM/SIGINT finish the current tick, close the
  * store and exit 0.
+ *
+ * iscd also serves the platform's JSON API (api/api.h, docs/api.md) from its
+ * own threads, each with its own store connection; the tick loop below never
+ * runs API work.
  */
+#include "api/api.h"
 #include "broker/broker.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "datasets/datasets.h"
 #include "onprem/onprem.h"
+#include "config/config.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -35,14 +42,18 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: iscd [--home DIR] [--once] [--interval-ms MS] [--verbose]\n\n"
-	             "The isc burst broker daemon. Runs a tick loop over the store in --home\n"
-	             "(else $ISC_HOME, else ~/.isc) until SIGTERM or SIGINT.\n"
-	             "  --once            run one tick and exit\n"
-	             "  --interval-ms MS  time between ticks (default: config.toml's "
-	             "tick_interval_ms, else 2000)\n"
-	             "  --verbose         debug logging\n"
-	             "  --version         the version and the commit it was built from\n");
+	fprintf(out,
+	        "usage: iscd [--home DIR] [--once | --api-only] [--interval-ms MS] [--verbose]\n\n"
+	        "The isc burst broker daemon. Runs a tick loop over the store in --home\n"
+	        "(else $ISC_HOME, else ~/.isc) until SIGTERM or SIGINT, and serves the\n"
+	        "platform's API on $ISC_HOME/run/api.sock (docs/api.md).\n"
+	        "  --once            run one tick and exit (without serving the API)\n"
+	        "  --api-only        serve the API only: no ticks, no dataset caching\n"
+	        "                    (maintenance, scripted setup)\n"
+	        "  --interval-ms MS  time between ticks (default: config.toml's "
+	        "tick_interval_ms, else 2000)\n"
+	        "  --verbose         debug logging\n"
+	        "  --version         the version and the commit it was built from\n");
 }
 
 /* Holds an exclusive flock for the life of the process; the kernel drops it if we die. */
@@ -67,6 +78,65 @@ static int take_lock(const char *home)
 	return fd;
 }
 
+/*
+ * Starts the API: the socket from config (default $ISC_HOME/run/api.sock; the
+ * home is then made 0711 so other users can reach run/ by name but list
+ * nothing, while every file in it stays owner-only), TCP when api_listen is set.
+ */
+static int start_api(const char *home, struct isc_api **out, struct isc_err *err)
+{
+	struct isc_config *cfg = NULL;
+	struct isc_api_options o = {0};
+	char *sock = NULL, *info = NULL;
+	int rc;
+
+	if ((rc = isc_config_load(home, &cfg, err)))
+		return rc;
+	if (cfg->api_socket[0])
+		sock = strdup(cfg->api_socket);
+	else if (asprintf(&sock, "%s/run/api.sock", home) < 0)
+		sock = NULL;
+	if (!sock) {
+		isc_config_free(cfg);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (!cfg->api_socket[0])
+		chmod(home, 0711);
+	o.home = home;
+	o.socket_path = sock;
+	o.listen = cfg->api_listen;
+	o.max_connections = (unsigned)cfg->api_max_connections;
+	o.timeout_s = (unsigned)cfg->api_timeout_s;
+	o.threads = (unsigned)cfg->api_threads;
+	rc = isc_api_start(&o, out, err);
+	if (!rc) {
+		isc_log(ISC_LOG_INFO, "api: listening on %s", sock);
+		if (cfg->api_listen[0]) {
+			/* Beside the socket: where tests and scripts find an ephemeral port. */
+			char host[64] = "127.0.0.1";
+			const char *colon = strrchr(cfg->api_listen, ':');
+			if (colon && (size_t)(colon - cfg->api_listen) < sizeof(host)) {
+				memcpy(host, cfg->api_listen, (size_t)(colon - cfg->api_listen));
+				host[colon - cfg->api_listen] = 0;
+			}
+			isc_log(ISC_LOG_INFO, "api: listening on http://%s:%u", host,
+			        isc_api_tcp_port(*out));
+			if (asprintf(&info, "%s.tcp", sock) >= 0) {
+				FILE *f = fopen(info, "w");
+				if (f) {
+					fprintf(f, "http://%s:%u\n", host, isc_api_tcp_port(*out));
+					fclose(f);
+					chmod(info, 0644);
+				}
+			}
+		}
+	}
+	free(info);
+	free(sock);
+	isc_config_free(cfg);
+	return rc;
+}
+
 static void sleep_interruptible(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -76,23 +146,23 @@ static void sleep_interruptible(long ms)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {{"home", required_argument, NULL, 'H'},
-	                                     {"once", no_argument, NULL, 'o'},
-	                                     {"interval-ms", required_argument, NULL, 'i'},
-	                                     {"verbose", no_argument, NULL, 'v'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {"version", no_argument, NULL, 'V'},
-	                                     {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+	    {"home", required_argument, NULL, 'H'}, {"once", no_argument, NULL, 'o'},
+	    {"api-only", no_argument, NULL, 'A'},   {"interval-ms", required_argument, NULL, 'i'},
+	    {"verbose", no_argument, NULL, 'v'},    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},    {NULL, 0, NULL, 0}};
 	const char *home_flag = NULL;
 	struct isc_store *store = NULL;
 	struct isc_broker *broker = NULL;
 	struct isc_onprem *onprem = NULL;
 	struct isc_dataset_cacher *cacher = NULL;
+	struct isc_api *api = NULL;
 	struct isc_err err;
 	struct sigaction sa;
 	char *home = NULL;
-	long interval_ms = -1;
-	int c, once = 0, lock_fd = -1, rc = 1;
+	long interval_ms = -1, ticks = 0, late_over_tick = 0;
+	int64_t planned_ms = 0, late_max_ms = 0, late_sum_ms = 0;
+	int c, once = 0, api_only = 0, lock_fd = -1, rc = 1;
 
 	isc_log_set_program("iscd");
 	umask(077); /* every file and folder the broker makes is owner-only */
@@ -101,6 +171,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'H':
 			home_flag = optarg;
+			break;
+		case 'A':
+			api_only = 1;
 			break;
 		case 'o':
 			once = 1;
@@ -166,6 +239,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	if (!once && start_api(home, &api, &err)) {
+		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
+		goto out;
+	}
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -175,7 +253,7 @@ int main(int argc, char **argv)
 
 	isc_log(ISC_LOG_INFO, "started on %s (pid %ld, tick %ld ms)", home, (long)getpid(),
 	        interval_ms);
-	if (!once) {
+	if (!once && !api_only) {
 		/*
 		 * Datasets cache on a thread of their own, so a 100 GB download never
 		 * holds up a tick. It blocks SIGTERM/SIGINT: they stay the main loop's.
@@ -190,20 +268,44 @@ int main(int argc, char **argv)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	rc = 0;
+	/* The API alone: its threads answer; this thread only waits for the signal to stop. */
+	while (api_only && !stop_requested)
+		sleep_interruptible(interval_ms);
 	do {
+		if (api_only)
+			break;
+		/* Lateness: how long after (previous start + its run + the interval) this tick
+		 * started; what API load or a slow store would show first. */
+		int64_t start = isc_monotonic_ms();
+		if (ticks > 0) {
+			int64_t late = start - planned_ms;
+			late_max_ms = late > late_max_ms ? late : late_max_ms;
+			late_sum_ms += late > 0 ? late : 0;
+			if (late > interval_ms)
+				late_over_tick++;
+		}
 		isc_err_clear(&err);
 		if (isc_broker_tick(broker, &err))
 			isc_log(ISC_LOG_ERROR, "tick: %s", err.msg);
 		isc_err_clear(&err);
 		if (isc_onprem_tick(onprem, &err))
 			isc_log(ISC_LOG_ERROR, "on-prem tick: %s", err.msg);
+		ticks++;
+		planned_ms = isc_monotonic_ms() + interval_ms;
 		if (once || stop_requested)
 			break;
 		sleep_interruptible(interval_ms);
 	} while (!stop_requested);
+	if (ticks > 1)
+		isc_log(ISC_LOG_INFO,
+		        "tick stats: %ld ticks every %ld ms; lateness mean %.1f ms, max %lld ms; "
+		        "%ld late by more than one tick",
+		        ticks, interval_ms, (double)late_sum_ms / (double)(ticks - 1),
+		        (long long)late_max_ms, late_over_tick);
 	isc_log(ISC_LOG_INFO, "stopping");
 	isc_dataset_cacher_stop(cacher);
 out:
+	isc_api_free(api);
 	isc_onprem_free(onprem);
 	isc_broker_free(broker);
 	isc_store_free(store);

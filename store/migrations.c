@@ -332,6 +332,43 @@ static const char *const migrations[] = {
     "  updated_at_ms INTEGER NOT NULL,"
     "  UNIQUE (org_id, name));"
     "CREATE INDEX datasets_state ON datasets(state);",
+    /* 13: the API's access model (docs/api.md): platform users, their roles per organisation,
+     * bearer tokens (a SHA-256 of the secret only), who launched each experiment, and an
+     * append-only audit of every change. */
+    "CREATE TABLE users ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  created_at_ms INTEGER NOT NULL);"
+    "CREATE TABLE memberships ("
+    "  user_id INTEGER NOT NULL REFERENCES users(id),"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  role TEXT NOT NULL CHECK (role IN ('member', 'admin', 'finance')),"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (user_id, org_id));"
+    "CREATE INDEX memberships_org ON memberships(org_id);"
+    "CREATE TABLE api_tokens ("
+    "  id TEXT PRIMARY KEY,"
+    "  user_id INTEGER REFERENCES users(id)," /* NULL: the operator */
+    "  hash TEXT NOT NULL,"                   /* hex SHA-256 of the secret */
+    "  created_at_ms INTEGER NOT NULL,"
+    "  expires_at_ms INTEGER NOT NULL DEFAULT 0,"
+    "  revoked_at_ms INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE audit ("
+    "  id INTEGER PRIMARY KEY,"
+    "  at_ms INTEGER NOT NULL,"
+    "  actor TEXT NOT NULL,"
+    "  address TEXT NOT NULL,"
+    "  org_id INTEGER,"
+    "  action TEXT NOT NULL,"
+    "  target TEXT NOT NULL,"
+    "  status INTEGER NOT NULL);"
+    "CREATE INDEX audit_org ON audit(org_id, id);"
+    "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit BEGIN"
+    "  SELECT RAISE(ABORT, 'the audit is append-only'); END;"
+    "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN"
+    "  SELECT RAISE(ABORT, 'the audit is append-only'); END;"
+    "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX experiments_org ON experiments(org_id, created_at_ms);",
 };
 
 size_t isc_store_migration_count(void)

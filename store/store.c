@@ -332,8 +332,9 @@ static int ensure_home(const char *home, int create, struct isc_err *err)
 		if (!S_ISDIR(st.st_mode))
 			return isc_err_set(err, ISC_EINVALID, "%s is not a folder", home);
 		/* Keys, logs, artifacts and the ledger live here: owner-only, even if made wider.
-		 */
-		if ((st.st_mode & 077) && chmod(home, 0700) != 0)
+		 * Search-only for others (0711) stays: iscd sets it so local users reach the API
+		 * socket in run/ by name, while they can list and read nothing (docs/api.md). */
+		if ((st.st_mode & 066) && chmod(home, 0700) != 0)
 			return isc_err_set(err, ISC_EIO, "cannot make %s owner-only: %s", home,
 			                   strerror(errno));
 		return 0;

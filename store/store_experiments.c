@@ -126,13 +126,16 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	return rc;
 }
 
-#define EXPERIMENT_COLS                                                                            \
+/* The columns experiment_from_row reads, and the joins they come from. */
+#define EXPERIMENT_SELECT                                                                          \
 	"SELECT e.id, e.project_id, p.name, e.org_id, o.name, e.name, e.compute_mode, e.gpus, "    \
 	"e.spec_json, e.status, e.status_reason, e.nnodes, e.nproc, e.shape_id, e.cycle_count, "   \
 	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms, " \
-	"e.final_status "                                                                          \
+	"e.final_status "
+#define EXPERIMENT_FROM                                                                            \
 	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = "         \
 	"e.org_id "
+#define EXPERIMENT_COLS EXPERIMENT_SELECT EXPERIMENT_FROM
 
 static int experiment_from_row(sqlite3_stmt *st, void *rec)
 {
@@ -200,6 +203,70 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 	if (status)
 		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
 	return experiment_query(s, st, out, n, err);
+}
+
+/* The listing's columns: experiment_from_row's, then the experiment's charges (last). */
+#define VISIBLE_COLS                                                                               \
+	EXPERIMENT_SELECT ", COALESCE(t.charged_micros, 0) " EXPERIMENT_FROM                       \
+	                  "LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id "
+
+int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
+                                      const char *owner, struct isc_experiment **out,
+                                      int64_t **cost_micros, size_t *n, struct isc_err *err)
+{
+	struct isc_experiment *list = NULL;
+	int64_t *cost = NULL;
+	size_t count = 0;
+	sqlite3_stmt *st;
+	int rc, cost_col;
+
+	/* The first condition is what the experiments_org index answers; the second narrows a
+	 * member's orgs to their own experiments. */
+	rc = isc_store_prepare(
+	    s,
+	    all ? VISIBLE_COLS "ORDER BY e.created_at_ms DESC, e.id"
+	        : VISIBLE_COLS
+	        "WHERE e.org_id IN (SELECT org_id FROM memberships WHERE user_id = ?1 "
+	        "AND role IN ('admin', 'member')) AND (e.owner = ?2 OR e.org_id IN "
+	        "(SELECT org_id FROM memberships WHERE user_id = ?1 AND role = "
+	        "'admin')) ORDER BY e.created_at_ms DESC, e.id",
+	    &st, err);
+	if (rc)
+		return rc;
+	if (!all) {
+		sqlite3_bind_int64(st, 1, user_id);
+		sqlite3_bind_text(st, 2, owner ? owner : "", -1, SQLITE_STATIC);
+	}
+	cost_col = sqlite3_column_count(st) - 1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct isc_experiment *grown = realloc(list, (count + 1) * sizeof(*list));
+		int64_t *grown_cost = grown ? realloc(cost, (count + 1) * sizeof(*cost)) : NULL;
+		if (grown)
+			list = grown;
+		if (grown_cost)
+			cost = grown_cost;
+		if (!grown || !grown_cost)
+			goto oom;
+		memset(&list[count], 0, sizeof(*list));
+		cost[count] = sqlite3_column_int64(st, cost_col);
+		if (experiment_from_row(st, &list[count++]))
+			goto oom;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		isc_experiment_list_free(list, count);
+		free(cost);
+		return isc_store_sqlite_err(s, rc, "reading experiments", err);
+	}
+	*out = list;
+	*cost_micros = cost;
+	*n = count;
+	return 0;
+oom:
+	sqlite3_finalize(st);
+	isc_experiment_list_free(list, count);
+	free(cost);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,

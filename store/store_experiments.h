@@ -47,6 +47,15 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
 /* status NULL: all, newest first; otherwise only that status, oldest first. */
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
                               size_t *n, struct isc_err *err);
+/*
+ * What a caller of the API may list, newest first: all (the operator), else the
+ * experiments of the orgs where user_id is admin and those `owner` launched in
+ * the orgs where user_id is a member (store/store_access.h). *cost_micros gets
+ * each experiment's charges so far (caller frees), read in the same query.
+ */
+int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
+                                      const char *owner, struct isc_experiment **out,
+                                      int64_t **cost_micros, size_t *n, struct isc_err *err);
 /* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
                                      struct isc_err *err);

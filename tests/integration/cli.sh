@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The isc and iscd command lines: usage errors exit 2, failures exit 1, the
-# store is created once with safe modes, and iscd refuses a second instance.
+# store is created once with safe modes, isc says when iscd is not running and
+# how to start it, and iscd refuses a second instance.
 . "$(dirname "$0")/lib.sh"
 
 home=$(mktemp -d /tmp/isc-cli.XXXXXX)/home
@@ -19,6 +20,19 @@ expect_exit 0 "init" isc init
 expect_exit 0 "init again changes nothing" isc init
 check "home is 0700" test "$(stat -c %a "$home")" = 700
 check "database is 0600" test "$(stat -c %a "$home/isc.db")" = 600
+# After init every command goes through iscd's API: without iscd, say so (exit 1, within 2 s).
+start=$(date +%s%N)
+expect_exit 1 "experiments without iscd" isc experiments
+check "said within 2 s" test $((($(date +%s%N) - start) / 1000000)) -lt 2000
+expect_stderr "iscd is not running" isc experiments
+expect_stderr "start it with: iscd --home $home" isc org list
+iscd_api "$home" "$home/../iscd-api.log"
+check "the socket is reachable by every user (0666)" test "$(stat -c %a "$home/run/api.sock")" = 666
+check "the run folder is 0755" test "$(stat -c %a "$home/run")" = 755
+check "the home can be traversed, not listed, by others (0711)" test "$(stat -c %a "$home")" = 711
+check "the database stays 0600 under iscd" test "$(stat -c %a "$home/isc.db")" = 600
+expect_exit 0 "a request through the API" isc org list
+check "the home stays 0711 after requests open the store" test "$(stat -c %a "$home")" = 711
 expect_exit 2 "init takes no arguments" isc init extra
 expect_exit 2 "org needs a subcommand" isc org
 expect_exit 2 "org add needs a name" isc org add
@@ -37,6 +51,9 @@ check "project list shows it" bash -c "'$ISC_BIN/isc' --home '$home' project lis
 expect_exit 1 "project list unknown org" isc project list --org nope
 check "experiments --json is [] when empty" test "$(isc experiments --json)" = "[]"
 check "experiments table header" bash -c "'$ISC_BIN/isc' --home '$home' experiments | head -1 | grep -q 'ID.*Name.*NNodes.*Output Path.*Status'"
+
+iscd_api_stop
+check "iscd removed its socket on exit" test ! -e "$home/run/api.sock"
 
 # iscd: --once, bad flags, and one daemon per store.
 expect_exit 0 "iscd --once" "$ISC_BIN/iscd" --home "$home" --once

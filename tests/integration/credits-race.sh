@@ -13,6 +13,7 @@ race() { "$ISC_BIN/credits-race" --home "$home" "$@"; }
 py() { /usr/bin/python3 -c "$@"; }
 
 expect_exit 0 "init" isc init
+iscd_api "$home" "$(dirname "$home")/iscd.log" || exit 1
 expect_exit 0 "org add" isc org add race
 expect_exit 0 "project add (a name with a quote)" isc project add --org race 'team"q'
 expect_exit 0 "credits --help" isc credits --help

@@ -98,9 +98,14 @@ dataset_id_list = ["mnist"]
 burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
 command = 'cat /data/mnist/mn/a.txt /data/mnist/mn/sub/b.txt; if touch /data/mnist/x 2>/dev/null; then echo WRITABLE; else echo READONLY; fi; echo RANK=\$RANK'
 EOF
+# isc asks iscd's API; an iscd that serves only the API (no caching yet, no ticks).
+"$ISC_BIN/iscd" --api-only 2>>"$dir/iscd.log" &
+api_pid=$!
+iscd_wait_socket "$ISC_HOME/run/api.sock"
 expect_stderr "is Created" isc burst "$dir/uses-mnist.isc"
 sed 's/"mnist"\]/"nosuch"]/' "$dir/uses-mnist.isc" >"$dir/uses-nosuch.isc"
 expect_stderr "organisation 'demo' has no dataset 'nosuch'" isc burst "$dir/uses-nosuch.isc"
+kill -TERM "$api_pid" && wait "$api_pid" 2>/dev/null
 
 # 3. iscd caches them all, off its tick loop.
 start_iscd

@@ -38,6 +38,9 @@ mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
 db=$ISC_HOME/isc.db
 json_field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
+# isc talks to iscd's API (isc keys still opens the store itself): an iscd for the API until
+# the bursts start the ticking one.
+iscd_api "$ISC_HOME" "$dir/iscd-api.log" || exit 1
 isc org add acme >/dev/null && isc project add --org acme vision >/dev/null
 isc org add initech >/dev/null && isc project add --org initech tps >/dev/null
 
@@ -118,6 +121,7 @@ check "verify re-checks the oci key" grep -q "verified: account ocid1.tenancy" <
 expect_exit 1 "verify an unknown key" isc keys verify key_0000000000000000
 
 # 6. Bursts: A (no credits at all) on its own key, demo on the platform's account.
+iscd_api_stop
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &
 iscd_pid=$!
 cat >"$dir/a.isc" <<'ISC'
@@ -241,7 +245,7 @@ printf '%s' "$secret_a" | base64 -w0 >>"$pat" && echo >>"$pat"
 printf '%s' "$secret_c" | base64 -w0 >>"$pat" && echo >>"$pat"
 echo oci-pass-phrase-7 >>"$pat"
 sed -n 2p "$dir/sb/mock/oci/oci_api_key.pem" >>"$pat" # a line of the OCI API key
-for f in "$db" "$db-wal" "$dir/iscd.log" "$dir/list.json" "$dir/list.txt" "$dir/sb/mock.log"; do
+for f in "$db" "$db-wal" "$dir/iscd.log" "$dir/iscd-api.log" "$dir/list.json" "$dir/list.txt" "$dir/sb/mock.log"; do
 	[ -e "$f" ] || continue
 	check "no secret in $(basename "$f")" no_secret "$f"
 done

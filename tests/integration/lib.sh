@@ -112,3 +112,33 @@ wait_no_live() {
 	echo "${1:-the cloud} still has $(live_instances "${1:-}") live instance(s)" >&2
 	return 1
 }
+
+# ---- iscd's API (docs/api.md): isc talks to iscd, so a suite without its own running iscd
+# starts one for the API.
+# iscd_api HOME [LOG] [ARGS...]: starts iscd on HOME with a minute-long tick (the shortest
+# any reservation window allows, so the broker stays out of the way; suites that need ticks
+# start their own iscd) and waits for its socket. Sets iscd_api_pid. iscd gets SIGTERM when
+# this script's shell exits (setpriv --pdeathsig), so no daemon outlives a suite;
+# iscd_api_stop stops it earlier.
+iscd_api() {
+	local home=$1 log=${2:-/dev/null}
+	shift 2 2>/dev/null || shift $#
+	setpriv --pdeathsig TERM "$ISC_BIN/iscd" --home "$home" --interval-ms 60000 "$@" 2>>"$log" &
+	iscd_api_pid=$!
+	iscd_wait_socket "$home/run/api.sock"
+}
+# iscd_wait_socket PATH: until the API socket exists (30 s at most).
+iscd_wait_socket() {
+	for _ in $(seq 300); do
+		[ -S "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "iscd did not open $1 within 30 s" >&2
+	return 1
+}
+iscd_api_stop() {
+	[ -n "${iscd_api_pid:-}" ] || return 0
+	kill -TERM "$iscd_api_pid" 2>/dev/null
+	wait "$iscd_api_pid" 2>/dev/null
+	iscd_api_pid=
+}

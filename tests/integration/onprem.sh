@@ -34,6 +34,9 @@ train() { isc train "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
 runs() { cat "$home/experiments/$1/checkpoints/runs.txt" 2>/dev/null; }
 
 isc init >/dev/null
+# isc talks to iscd's API: an iscd for the API (its tick a minute apart) until the experiments
+# are queued, then the ticking one.
+iscd_api "$home" "$dir/iscd-api.log" || exit 1
 isc org add demo >/dev/null
 isc project add --org demo demo >/dev/null
 cat >>"$home/config.toml" <<CONF
@@ -96,6 +99,7 @@ launch lost resumed 1 >"$dir/lost.isc"
 # (both queued before iscd starts, so its first period has both).
 i1=$(train "$dir/i1.isc")
 i2=$(train "$dir/i2.isc")
+iscd_api_stop
 "$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd.log" &
 echo $! >"$dir/iscd.pid"
 check "i1 runs" wait_status "$i1" running 30

@@ -30,6 +30,8 @@ ranked() {
 		py -c 'import json,sys; r=[s for s in json.load(sys.stdin) if s["instance_type"] in ("g4dn.xlarge","g5.xlarge")]; print(r[0]["instance_type"], r[0]["node_price_micros"], r[0]["price_source"], r[0]["price_age_s"], r[0]["price_stale"])'
 }
 
+# isc shapes asks iscd; an iscd for the API until the burst part starts the ticking one.
+iscd_api "$ISC_HOME" "$dir/iscd.log" || exit 1
 check "before any refresh the prices are the catalog's, and marked stale" bash -c "'$ISC_BIN/isc' shapes --gpus 2 --region us-east-1 --limit 3 2>&1 | grep -q 'catalog' && '$ISC_BIN/isc' shapes --gpus 2 --region us-east-1 --limit 3 2>&1 >/dev/null | grep -q 'older than price_refresh_ms'"
 
 set_price g4dn.xlarge 0.05
@@ -59,7 +61,8 @@ command = 'sleep 2'
 ISC
 # g4dn.xlarge (first in the list) has no capacity now, so the list's second shape is used.
 mock capacity -X POST -d '{"instance_type":"g4dn.xlarge","available":0}' >/dev/null
-"$ISC_BIN/iscd" 2>"$dir/iscd.log" &
+iscd_api_stop
+"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
 echo $! >"$dir/iscd.pid"
 id=$(isc burst "$dir/job.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 for _ in $(seq 1 300); do

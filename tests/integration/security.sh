@@ -43,7 +43,8 @@ check "isc init" test -f "$home/isc.db"
 
 # ---- permissions ----
 chmod 0755 "$home"
-"$isc" --home "$home" experiments >/dev/null 2>&1
+# iscd is what opens the store after init (isc talks to its API); --once serves no socket.
+"$(dirname "$isc")/iscd" --home "$home" --once >/dev/null 2>&1
 check "an existing \$ISC_HOME is narrowed to 0700" test "$(stat -c %a "$home")" = 700
 check "nothing under \$ISC_HOME is open to group or others (umask 022 caller)" \
 	test -z "$(find "$home" -perm /077 -print -quit)"

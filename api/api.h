@@ -1,0 +1,37 @@
+/*
+ * iscd's JSON API (docs/api.md): an HTTP/1.1 server (libmicrohttpd) on a Unix
+ * socket every local user can reach, and optionally on a TCP address. The
+ * caller is the OS user of the connecting process on the socket (SO_PEERCRED)
+ * or the owner of a bearer token over TCP; nobody is anonymous.
+ *
+ * Threads and the store: the server runs its own small pool of threads, and
+ * each of them opens its own SQLite connection to the store on first use
+ * (closed when the thread ends). The tick loop keeps its connection to itself,
+ * so API work never runs on the tick's thread; SQLite's WAL lets API reads run
+ * beside the tick's writes, and an API write holds the write lock only for its
+ * own short transaction.
+ */
+#ifndef ISC_API_API_H
+#define ISC_API_API_H
+
+#include "common/err.h"
+
+struct isc_api;
+
+struct isc_api_options {
+	const char *home;         /* the store's home */
+	const char *socket_path;  /* Unix socket; its folder is made 0755, the socket 0666 */
+	const char *listen;       /* "HOST:PORT" for TCP with bearer tokens, NULL or "": none */
+	unsigned max_connections; /* concurrent connections, both listeners together */
+	unsigned timeout_s;       /* an idle or slow connection is closed after this */
+	unsigned threads;         /* server threads */
+};
+
+/* Starts listening; the API answers from its own threads until isc_api_free. */
+int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err);
+/* The TCP port actually bound (useful with port 0), 0 without TCP. */
+unsigned isc_api_tcp_port(const struct isc_api *api);
+/* Stops the listeners, waits for the threads, removes the socket. NULL is fine. */
+void isc_api_free(struct isc_api *api);
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * What the route files share: the call context every handler receives (who is
+ * calling, the request, the reply being built), the reply helpers, and the
+ * role checks. One route file per domain (api/routes_*.c) exports a table of
+ * routes; api/routes.c lists the tables. docs/api.md, "Adding a route", says
+ * how to add one.
+ */
+#ifndef ISC_API_API_INT_H
+#define ISC_API_API_INT_H
+
+#include "common/err.h"
+#include "store/store.h"
+#include "store/store_access.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ISC_API_MAX_PARAMS 4
+
+struct isc_api_call {
+	/* The request. */
+	const char *method;                     /* "GET", "POST", "DELETE" */
+	const char *path;                       /* "/v1/experiments/exp_0123" */
+	const char *params[ISC_API_MAX_PARAMS]; /* the {} segments of the route's pattern */
+	const char *body;                       /* NUL-terminated; "" when none */
+	size_t body_len;
+	void *conn; /* the server's connection (for isc_api_query) */
+
+	/* Who is calling. */
+	int is_operator;      /* the OS user iscd runs as, or an operator token */
+	int64_t user_id;      /* platform user (0 for the operator) */
+	const char *user;     /* platform user name, or "operator" */
+	const char *address;  /* "unix:uid=1001", "tcp:127.0.0.1:53122" */
+	const char *token_id; /* the token used over TCP, NULL on the socket */
+
+	/* Borrowed: this thread's store connection and the home folder. */
+	struct isc_store *store;
+	const char *home;
+
+	/* The reply, filled by the reply helpers below. */
+	int status;
+	char *reply; /* owned */
+	size_t reply_len;
+	const char *content_type;
+	struct {
+		const char *name, *value;
+	} headers[8];
+	int n_headers;
+
+	/* For the audit row written after every change (a non-GET call). */
+	int64_t audit_org_id;
+	char audit_target[160];
+};
+
+typedef void (*isc_api_handler)(struct isc_api_call *c);
+
+struct isc_api_route {
+	const char *method;
+	const char *pattern; /* "/v1/experiments/{}/logs": {} matches one path segment */
+	isc_api_handler handler;
+};
+
+/* The route tables, one per domain; each ends with {NULL, NULL, NULL}. */
+extern const struct isc_api_route isc_api_routes_access[];
+extern const struct isc_api_route isc_api_routes_orgs[];
+extern const struct isc_api_route isc_api_routes_experiments[];
+extern const struct isc_api_route isc_api_routes_finance[];
+extern const struct isc_api_route isc_api_routes_shapes[];
+/* Every table, NULL-terminated (api/routes.c). */
+extern const struct isc_api_route *const isc_api_route_tables[];
+
+/* A query-string argument, or NULL. */
+const char *isc_api_query(struct isc_api_call *c, const char *key);
+
+/* Replies: each sets status and body (and takes ownership where it says so). */
+void isc_api_reply_json(struct isc_api_call *c, int status, json_t *steal);
+void isc_api_reply_text(struct isc_api_call *c, int status, const char *content_type, char *steal,
+                        size_t len);
+void isc_api_reply_error(struct isc_api_call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The HTTP status for an isc_code: not_found 404, invalid 400, conflict 409, ... */
+int isc_api_status_for(int code);
+void isc_api_reply_err(struct isc_api_call *c, const struct isc_err *err);
+/* Adds a reply header (name and value must outlive the call: literals or call-owned). */
+void isc_api_header(struct isc_api_call *c, const char *name, const char *value);
+
+/* The body as a JSON object; on failure replies 400 and returns NULL. Caller decrefs. */
+json_t *isc_api_body_object(struct isc_api_call *c);
+
+/*
+ * The caller's role in the org: the operator is treated as admin of every org.
+ * Returns ISC_ROLE_NONE for a non-member (and on a store error, replied 500: check
+ * c->status).
+ */
+enum isc_role isc_api_role(struct isc_api_call *c, int64_t org_id);
+/*
+ * The role check every route uses. `allowed` is a mask of roles (ISC_ROLE_ADMIN |
+ * ISC_ROLE_FINANCE); the operator always passes. A caller who is not a member of
+ * the org gets 404 with not_found_msg (the resource's existence is not revealed);
+ * a member whose role is not allowed gets 403. Returns 1 when the call may go on.
+ */
+int isc_api_require_org_role(struct isc_api_call *c, int64_t org_id, unsigned allowed,
+                             const char *not_found_msg);
+/* Only the operator: others get 403. Returns 1 when the call may go on. */
+int isc_api_require_operator(struct isc_api_call *c);
+/*
+ * Finds an org by name the way routes must: an org the caller cannot see is
+ * answered 404 exactly like one that does not exist. Returns 1 when found
+ * (out filled, caller cleans up), 0 when a reply was sent.
+ */
+int isc_api_find_org(struct isc_api_call *c, const char *name, struct isc_org *out);
+
+/* Wall-clock milliseconds (token expiry). */
+int64_t isc_api_now_ms(void);
+
+/* Sets what the audit row of this call names. */
+void isc_api_audit_target(struct isc_api_call *c, int64_t org_id, const char *target);
+
+#endif

@@ -1,0 +1,401 @@
+/*
+ * Who may do what: the caller's own identity, platform users (operator),
+ * memberships (the org's admins and the operator), bearer tokens (each user
+ * their own) and the audit (the org's admins and the operator).
+ */
+#include "api/api_int.h"
+
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A user or org name: 1..64 printable characters, no spaces, slashes or commas. */
+static int valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 64)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
+			return 0;
+	return 1;
+}
+
+/* GET /v1/whoami: the caller and their roles. */
+static void whoami(struct isc_api_call *c)
+{
+	struct isc_membership *m = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	json_t *o, *orgs;
+
+	isc_err_clear(&err);
+	if (!c->is_operator && isc_store_member_list(c->store, 0, c->user_id, &m, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	orgs = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(orgs, json_pack("{s:s,s:s}", "org", m[i].org_name, "role",
+		                                      isc_role_name(m[i].role)));
+	isc_membership_list_free(m, n);
+	o = json_pack("{s:s,s:b,s:s,s:o}", "user", c->user, "operator", c->is_operator, "address",
+	              c->address, "orgs", orgs);
+	isc_api_reply_json(c, 200, o);
+}
+
+/* GET /v1/users (operator). */
+static void users_list(struct isc_api_call *c)
+{
+	struct isc_user *u;
+	struct isc_err err;
+	size_t n;
+	json_t *arr;
+
+	if (!isc_api_require_operator(c))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_user_list(c->store, &u, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)u[i].id,
+		                                     "name", u[i].name, "created_at_ms",
+		                                     (json_int_t)u[i].created_at_ms));
+	isc_user_list_free(u, n);
+	isc_api_reply_json(c, 200, arr);
+}
+
+/* POST /v1/users {"name"} (operator). */
+static void users_add(struct isc_api_call *c)
+{
+	json_t *body;
+	const char *name;
+	struct isc_err err;
+	int64_t id;
+
+	if (!isc_api_require_operator(c) || !(body = isc_api_body_object(c)))
+		return;
+	name = json_string_value(json_object_get(body, "name"));
+	isc_err_clear(&err);
+	if (!name || !valid_name(name))
+		isc_api_reply_error(c, 400,
+		                    "name: 1 to 64 characters, no spaces, slashes or commas (the "
+		                    "user's OS login name)");
+	else if (strcmp(name, "operator") == 0)
+		isc_api_reply_error(c, 400, "'operator' names the platform operator, not a user");
+	else if (isc_store_user_add(c->store, name, &id, &err))
+		isc_api_reply_err(c, &err);
+	else {
+		isc_api_audit_target(c, 0, name);
+		isc_api_reply_json(c, 201,
+		                   json_pack("{s:I,s:s}", "id", (json_int_t)id, "name", name));
+	}
+	json_decref(body);
+}
+
+static json_t *membership_json(const struct isc_membership *m)
+{
+	return json_pack("{s:s,s:s,s:s,s:I}", "org", m->org_name, "user", m->user_name, "role",
+	                 isc_role_name(m->role), "created_at_ms", (json_int_t)m->created_at_ms);
+}
+
+/* GET /v1/members?org=O: an org's members (its admins, the operator). */
+static void members_list(struct isc_api_call *c)
+{
+	const char *org_name = isc_api_query(c, "org");
+	struct isc_membership *m;
+	struct isc_org org = {0};
+	struct isc_err err;
+	size_t n;
+	json_t *arr;
+
+	if (!org_name) {
+		isc_api_reply_error(c, 400, "org is required");
+		return;
+	}
+	if (!isc_api_find_org(c, org_name, &org))
+		return;
+	if (!isc_api_require_org_role(c, org.id, ISC_ROLE_ADMIN, "no such organisation")) {
+		isc_org_cleanup(&org);
+		return;
+	}
+	isc_err_clear(&err);
+	if (isc_store_member_list(c->store, org.id, 0, &m, &n, &err)) {
+		isc_org_cleanup(&org);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, membership_json(&m[i]));
+	isc_membership_list_free(m, n);
+	isc_org_cleanup(&org);
+	isc_api_reply_json(c, 200, arr);
+}
+
+/*
+ * The org and user a membership change names, with the admin check: fills org
+ * and user, returns 1 when the call may go on.
+ */
+static int member_target(struct isc_api_call *c, const char *org_name, const char *user_name,
+                         struct isc_org *org, struct isc_user *user)
+{
+	struct isc_err err;
+
+	if (!org_name || !user_name) {
+		isc_api_reply_error(c, 400, "org and user are required");
+		return 0;
+	}
+	if (!isc_api_find_org(c, org_name, org))
+		return 0;
+	isc_api_audit_target(c, org->id, user_name);
+	if (!isc_api_require_org_role(c, org->id, ISC_ROLE_ADMIN, "no such organisation")) {
+		isc_org_cleanup(org);
+		return 0;
+	}
+	isc_err_clear(&err);
+	if (isc_store_user_find(c->store, user_name, user, &err)) {
+		isc_org_cleanup(org);
+		isc_api_reply_err(c, &err);
+		return 0;
+	}
+	return 1;
+}
+
+/* POST /v1/members {"org","user","role"}: add or change (the org's admins, the operator). */
+static void members_add(struct isc_api_call *c)
+{
+	json_t *body = isc_api_body_object(c);
+	struct isc_org org = {0};
+	struct isc_user user = {0};
+	struct isc_err err;
+	enum isc_role role;
+	const char *role_name;
+
+	if (!body)
+		return;
+	role_name = json_string_value(json_object_get(body, "role"));
+	isc_err_clear(&err);
+	if (!role_name || isc_role_parse(role_name, &role, &err)) {
+		isc_api_reply_error(c, 400, "role: use member, admin or finance");
+		json_decref(body);
+		return;
+	}
+	if (member_target(c, json_string_value(json_object_get(body, "org")),
+	                  json_string_value(json_object_get(body, "user")), &org, &user)) {
+		if (isc_store_member_set(c->store, org.id, user.id, role, &err))
+			isc_api_reply_err(c, &err);
+		else
+			isc_api_reply_json(c, 200,
+			                   json_pack("{s:s,s:s,s:s}", "org", org.name, "user",
+			                             user.name, "role", isc_role_name(role)));
+		isc_org_cleanup(&org);
+		isc_user_cleanup(&user);
+	}
+	json_decref(body);
+}
+
+/* DELETE /v1/members?org=O&user=U (the org's admins, the operator). */
+static void members_remove(struct isc_api_call *c)
+{
+	struct isc_org org = {0};
+	struct isc_user user = {0};
+	struct isc_err err;
+
+	if (!member_target(c, isc_api_query(c, "org"), isc_api_query(c, "user"), &org, &user))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_member_remove(c->store, org.id, user.id, &err))
+		isc_api_reply_err(c, &err);
+	else
+		isc_api_reply_json(c, 200,
+		                   json_pack("{s:s,s:s}", "org", org.name, "removed", user.name));
+	isc_org_cleanup(&org);
+	isc_user_cleanup(&user);
+}
+
+static json_t *token_json(const struct isc_token *t)
+{
+	json_t *o =
+	    json_pack("{s:s,s:s,s:I}", "id", t->id, "user", t->user_id ? t->user_name : "operator",
+	              "created_at_ms", (json_int_t)t->created_at_ms);
+	json_object_set_new(o, "expires_at_ms",
+	                    t->expires_at_ms ? json_integer(t->expires_at_ms) : json_null());
+	json_object_set_new(o, "revoked_at_ms",
+	                    t->revoked_at_ms ? json_integer(t->revoked_at_ms) : json_null());
+	return o;
+}
+
+/*
+ * POST /v1/tokens {"expires_in_s"}: a token for the caller. The secret is in
+ * this reply only; the store keeps its SHA-256.
+ */
+static void tokens_create(struct isc_api_call *c)
+{
+	json_t *body = c->body_len ? isc_api_body_object(c) : json_object();
+	unsigned char id_raw[8], secret_raw[32], digest[SHA256_DIGEST_LENGTH];
+	char id[24], secret[65], hash[65], *full = NULL;
+	struct isc_token t = {0};
+	struct isc_err err;
+	json_t *exp, *o;
+
+	if (!body)
+		return;
+	exp = json_object_get(body, "expires_in_s");
+	if (exp && !json_is_null(exp) &&
+	    (!json_is_integer(exp) || json_integer_value(exp) <= 0 ||
+	     json_integer_value(exp) > 10LL * 365 * 86400)) {
+		isc_api_reply_error(c, 400, "expires_in_s: a number of seconds up to 10 years");
+		json_decref(body);
+		return;
+	}
+	if (RAND_bytes(id_raw, sizeof(id_raw)) != 1 ||
+	    RAND_bytes(secret_raw, sizeof(secret_raw)) != 1) {
+		isc_api_reply_error(c, 500, "no randomness for a token");
+		json_decref(body);
+		return;
+	}
+	snprintf(id, sizeof(id), "tok_");
+	for (size_t i = 0; i < sizeof(id_raw); i++)
+		snprintf(id + 4 + 2 * i, 3, "%02x", id_raw[i]);
+	for (size_t i = 0; i < sizeof(secret_raw); i++)
+		snprintf(secret + 2 * i, 3, "%02x", secret_raw[i]);
+	SHA256((const unsigned char *)secret, 64, digest);
+	for (size_t i = 0; i < sizeof(digest); i++)
+		snprintf(hash + 2 * i, 3, "%02x", digest[i]);
+	t.id = id;
+	t.user_id = c->is_operator ? 0 : c->user_id;
+	t.hash_hex = hash;
+	t.expires_at_ms =
+	    exp && json_is_integer(exp) ? isc_api_now_ms() + json_integer_value(exp) * 1000 : 0;
+	isc_err_clear(&err);
+	isc_api_audit_target(c, 0, id);
+	if (isc_store_token_add(c->store, &t, &err)) {
+		isc_api_reply_err(c, &err);
+	} else if (asprintf(&full, "%s.%s", id, secret) < 0) {
+		isc_api_reply_error(c, 500, "out of memory");
+	} else {
+		o = json_pack("{s:s,s:s,s:s}", "id", id, "user", c->user, "token", full);
+		json_object_set_new(o, "expires_at_ms",
+		                    t.expires_at_ms ? json_integer(t.expires_at_ms) : json_null());
+		isc_api_reply_json(c, 201, o);
+	}
+	OPENSSL_cleanse(secret, sizeof(secret));
+	OPENSSL_cleanse(secret_raw, sizeof(secret_raw));
+	if (full) {
+		OPENSSL_cleanse(full, strlen(full));
+		free(full);
+	}
+	json_decref(body);
+}
+
+/* GET /v1/tokens: the caller's tokens (the operator: everyone's). */
+static void tokens_list(struct isc_api_call *c)
+{
+	struct isc_token *t;
+	struct isc_err err;
+	size_t n;
+	json_t *arr;
+
+	isc_err_clear(&err);
+	if (isc_store_token_list(c->store, c->is_operator, c->user_id, &t, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, token_json(&t[i]));
+	isc_token_list_free(t, n);
+	isc_api_reply_json(c, 200, arr);
+}
+
+/* DELETE /v1/tokens/{id}: the token's owner or the operator; another's token is 404. */
+static void tokens_revoke(struct isc_api_call *c)
+{
+	struct isc_token t = {0};
+	struct isc_err err;
+
+	isc_err_clear(&err);
+	isc_api_audit_target(c, 0, c->params[0]);
+	if (isc_store_token_get(c->store, c->params[0], &t, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	if (!c->is_operator && t.user_id != c->user_id)
+		isc_api_reply_error(c, 404, "no token '%s'", c->params[0]);
+	else if (isc_store_token_revoke(c->store, t.id, &err))
+		isc_api_reply_err(c, &err);
+	else
+		isc_api_reply_json(c, 200, json_pack("{s:s}", "revoked", t.id));
+	isc_token_cleanup(&t);
+}
+
+/* GET /v1/audit?org=O[&limit=N]: an org's rows (its admins), or every row (the operator). */
+static void audit_list(struct isc_api_call *c)
+{
+	const char *org_name = isc_api_query(c, "org"), *lim = isc_api_query(c, "limit");
+	struct isc_org org = {0};
+	struct isc_audit *a;
+	struct isc_err err;
+	size_t n, limit = 1000;
+	json_t *arr;
+
+	if (lim) {
+		char *end;
+		long v = strtol(lim, &end, 10);
+		if (*end || v < 1 || v > 100000) {
+			isc_api_reply_error(c, 400, "limit: a number of rows in 1..100000");
+			return;
+		}
+		limit = (size_t)v;
+	}
+	if (!org_name && !c->is_operator) {
+		isc_api_reply_error(c, 403,
+		                    "only the operator reads every organisation's audit: "
+		                    "name one (org=)");
+		return;
+	}
+	if (org_name) {
+		if (!isc_api_find_org(c, org_name, &org))
+			return;
+		if (!isc_api_require_org_role(c, org.id, ISC_ROLE_ADMIN, "no such organisation")) {
+			isc_org_cleanup(&org);
+			return;
+		}
+	}
+	isc_err_clear(&err);
+	if (isc_store_audit_list(c->store, org.id, limit, &a, &n, &err)) {
+		isc_org_cleanup(&org);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(
+		    arr, json_pack("{s:I,s:I,s:s,s:s,s:s,s:s,s:s,s:i}", "id", (json_int_t)a[i].id,
+		                   "at_ms", (json_int_t)a[i].at_ms, "actor", a[i].actor, "address",
+		                   a[i].address, "org", a[i].org_name, "action", a[i].action,
+		                   "target", a[i].target, "status", a[i].status));
+	isc_audit_list_free(a, n);
+	isc_org_cleanup(&org);
+	isc_api_reply_json(c, 200, arr);
+}
+
+const struct isc_api_route isc_api_routes_access[] = {
+    {"GET", "/v1/whoami", whoami},
+    {"GET", "/v1/users", users_list},
+    {"POST", "/v1/users", users_add},
+    {"GET", "/v1/members", members_list},
+    {"POST", "/v1/members", members_add},
+    {"DELETE", "/v1/members", members_remove},
+    {"POST", "/v1/tokens", tokens_create},
+    {"GET", "/v1/tokens", tokens_list},
+    {"DELETE", "/v1/tokens/{}", tokens_revoke},
+    {"GET", "/v1/audit", audit_list},
+    {NULL, NULL, NULL},
+};

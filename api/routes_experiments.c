@@ -1,0 +1,639 @@
+/*
+ * Experiments: launching (an org's members and admins, into its projects),
+ * listing (a member sees their own, an admin the org's, the operator all),
+ * one experiment's status and timeline, its rank logs (read from an offset,
+ * so `isc logs --follow` polls), and cancelling (the launcher or an admin).
+ * Finance sees spend, not experiments: 403.
+ */
+#include "api/api_int.h"
+#include "common/buf.h"
+#include "credits/credits.h"
+#include "config/config.h"
+#include "datasets/datasets.h"
+#include "launchfile/launchfile.h"
+#include "providers/placeable.h"
+#include "shapes/priority.h"
+#include "store/store_experiments.h"
+#include "store/store_queue.h"
+#include "store/store_ranks.h"
+#include "toml/toml.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A logs reply carries at most this much; the client asks again from the new offset. */
+#define LOG_CHUNK_BYTES (1024 * 1024)
+
+static json_t *experiment_row_json(const struct isc_experiment *e, int64_t cost)
+{
+	char dollars[32];
+	isc_money_format(cost, 2, dollars, sizeof(dollars));
+	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}", "id",
+	                 e->id, "name", e->name, "project_id", e->project_id, "org", e->org_name,
+	                 "gpus", e->gpus, "nnodes", e->nnodes, "nproc", e->nproc, "output_path",
+	                 e->output_path, "status", e->status, "status_reason", e->status_reason,
+	                 "shape", e->shape_id, "cycle_count", e->cycle_count, "created_at_ms",
+	                 (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost, "cost",
+	                 dollars);
+}
+
+/* GET /v1/experiments: what the caller may see, newest first (the `isc experiments --json`). */
+static void experiments_list(struct isc_api_call *c)
+{
+	struct isc_experiment *list;
+	struct isc_err err;
+	int64_t *cost;
+	size_t n;
+	json_t *arr;
+
+	isc_err_clear(&err);
+	if (isc_store_experiment_list_visible(c->store, c->is_operator, c->user_id, c->user, &list,
+	                                      &cost, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, experiment_row_json(&list[i], cost[i]));
+	isc_experiment_list_free(list, n);
+	free(cost);
+	isc_api_reply_json(c, 200, arr);
+}
+
+/*
+ * Loads the experiment named by the path and checks the caller may act on it:
+ * another org's (or a missing) experiment is 404; in the caller's org, an admin
+ * may, a member only on their own (else 403), finance never (403).
+ */
+static int visible_experiment(struct isc_api_call *c, struct isc_experiment *e)
+{
+	struct isc_err err;
+	enum isc_role r;
+	char *owner = NULL;
+	int ok;
+
+	isc_err_clear(&err);
+	if (isc_store_experiment_get(c->store, c->params[0], e, &err)) {
+		isc_api_reply_err(c, &err);
+		return 0;
+	}
+	isc_api_audit_target(c, e->org_id, e->id);
+	if (c->is_operator)
+		return 1;
+	r = isc_api_role(c, e->org_id);
+	if (c->status)
+		goto refuse;
+	if (r == ISC_ROLE_NONE) {
+		isc_api_reply_error(c, 404, "no experiment with id '%s'", c->params[0]);
+		goto refuse;
+	}
+	if (r == ISC_ROLE_ADMIN)
+		return 1;
+	if (r == ISC_ROLE_MEMBER) {
+		if (isc_store_experiment_owner(c->store, e->id, &owner, &err)) {
+			isc_api_reply_err(c, &err);
+			goto refuse;
+		}
+		ok = strcmp(owner, c->user) == 0;
+		free(owner);
+		if (ok)
+			return 1;
+		isc_api_reply_error(c, 403, "experiment %s was launched by another member", e->id);
+		goto refuse;
+	}
+	isc_api_reply_error(c, 403, "your role in this organisation (%s) does not show experiments",
+	                    isc_role_name(r));
+refuse:
+	isc_experiment_cleanup(e);
+	return 0;
+}
+
+static json_t *events_json(const struct isc_event *ev, size_t n, int with_id)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_pack("{s:I,s:s,s:s}", "at_ms", (json_int_t)ev[i].at_ms, "kind",
+		                      ev[i].kind, "message", ev[i].message);
+		if (with_id)
+			json_object_set_new(o, "id", json_integer(ev[i].id));
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+/* GET /v1/experiments/{id}: status and timeline (the `isc status --json`). */
+static void experiment_get(struct isc_api_call *c)
+{
+	struct isc_rank_outcome *ranks = NULL;
+	size_t n_ranks = 0;
+	struct isc_queue_row q = {0};
+	struct isc_experiment e;
+	struct isc_event *ev;
+	struct isc_err err;
+	size_t n;
+	json_t *o;
+
+	if (!visible_experiment(c, &e))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_event_list(c->store, e.id, 0, &ev, &n, &err)) {
+		isc_experiment_cleanup(&e);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:i,s:s}", "id", e.id, "name", e.name,
+	              "project_id", e.project_id, "status", e.status, "status_reason",
+	              e.status_reason, "gpus", e.gpus, "nnodes", e.nnodes, "nproc", e.nproc,
+	              "shape", e.shape_id, "cycle_count", e.cycle_count, "output_path",
+	              e.output_path);
+	{
+		/* Where rank 0's folders come home: the Output Path unless artifact_root moves
+		 * them (docs/config.md). */
+		struct isc_config *cfg = NULL;
+		char *dir = NULL;
+		if (isc_config_load(c->home, &cfg, NULL) == 0)
+			dir = isc_config_artifact_dir(cfg, c->home, e.id);
+		json_object_set_new(o, "next_attempt_ms", json_integer(e.next_attempt_ms));
+		json_object_set_new(o, "artifacts_path", json_string(dir ? dir : e.output_path));
+		free(dir);
+		isc_config_free(cfg);
+	}
+	json_object_set_new(o, "events", events_json(ev, n, 0));
+	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
+	if (isc_store_queue_get(c->store, e.id, &q, &err) == 0)
+		json_object_set_new(o, "queue",
+		                    json_pack("{s:i,s:I,s:s,s:i,s:s}", "position", q.position,
+		                              "next_start_ms", (json_int_t)q.next_start_ms,
+		                              "run_nodes", q.run_nodes, "cycles_done",
+		                              q.cycles_done, "compute_mode", e.compute_mode));
+	isc_queue_row_cleanup(&q);
+	/* Each rank's exit as the broker saw it first. */
+	if (isc_store_rank_exit_list(c->store, e.id, &ranks, &n_ranks, &err) == 0) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n_ranks; i++)
+			json_array_append_new(
+			    arr, json_pack("{s:i,s:s,s:i,s:i,s:I}", "cycle", ranks[i].cycle,
+			                   "cluster_id", ranks[i].cluster_id, "rank", ranks[i].rank,
+			                   "exit_code", ranks[i].code, "at_ms",
+			                   (json_int_t)ranks[i].at_ms));
+		json_object_set_new(o, "ranks", arr);
+		isc_rank_outcome_list_free(ranks, n_ranks);
+	}
+	isc_event_list_free(ev, n);
+	isc_experiment_cleanup(&e);
+	isc_api_reply_json(c, 200, o);
+}
+
+/* GET /v1/experiments/{id}/events?after=N: events with a larger id, and the status now. */
+static void experiment_events(struct isc_api_call *c)
+{
+	const char *after_text = isc_api_query(c, "after");
+	struct isc_experiment e;
+	struct isc_event *ev;
+	struct isc_err err;
+	long long after = 0;
+	size_t n;
+	json_t *o;
+
+	if (after_text) {
+		char *end;
+		errno = 0;
+		after = strtoll(after_text, &end, 10);
+		if (*end || errno || after < 0) {
+			isc_api_reply_error(c, 400, "after: an event id");
+			return;
+		}
+	}
+	if (!visible_experiment(c, &e))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_event_list(c->store, e.id, after, &ev, &n, &err)) {
+		isc_experiment_cleanup(&e);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	o = json_pack("{s:s,s:s,s:s,s:b}", "id", e.id, "status", e.status, "status_reason",
+	              e.status_reason, "final", isc_status_is_final(e.status));
+	json_object_set_new(o, "events", events_json(ev, n, 1));
+	isc_event_list_free(ev, n);
+	isc_experiment_cleanup(&e);
+	isc_api_reply_json(c, 200, o);
+}
+
+/*
+ * GET /v1/experiments/{id}/logs?rank=N&offset=K: up to 1 MiB of rank N's
+ * output from byte K. Headers: X-Isc-Offset (where the next read starts),
+ * X-Isc-Status (the experiment's status), X-Isc-Final (1 once it ended),
+ * X-Isc-Missing (1 while the rank has no output yet).
+ */
+static void experiment_logs(struct isc_api_call *c)
+{
+	const char *rank_text = isc_api_query(c, "rank"), *off_text = isc_api_query(c, "offset");
+	static __thread char offset_hdr[32], status_hdr[32], reason_hdr[512];
+	struct isc_experiment e;
+	long rank = 0;
+	long long offset = 0;
+	char *path = NULL, *buf = NULL;
+	size_t got = 0;
+	int missing = 0;
+	FILE *f;
+
+	if (rank_text || off_text) {
+		char *end;
+		errno = 0;
+		if (rank_text && ((rank = strtol(rank_text, &end, 10)),
+		                  *end || errno || rank < 0 || rank > 4096)) {
+			isc_api_reply_error(c, 400, "rank: '%s' is not a rank number", rank_text);
+			return;
+		}
+		if (off_text &&
+		    ((offset = strtoll(off_text, &end, 10)), *end || errno || offset < 0)) {
+			isc_api_reply_error(c, 400, "offset: a byte offset");
+			return;
+		}
+	}
+	if (!visible_experiment(c, &e))
+		return;
+	/* Before placement the layout is unknown: any rank a GPU count allows. */
+	if (rank >= (e.nnodes > 0 ? e.nnodes : e.gpus > 0 ? e.gpus : 1)) {
+		isc_api_reply_error(c, 400, "experiment %s has %d node(s): no rank %ld", e.id,
+		                    e.nnodes, rank);
+		goto out;
+	}
+	if (asprintf(&path, "%s/rank_%ld.txt", e.output_path, rank) < 0 ||
+	    !(buf = malloc(LOG_CHUNK_BYTES))) {
+		isc_api_reply_error(c, 500, "out of memory");
+		goto out;
+	}
+	f = fopen(path, "r");
+	if (!f) {
+		missing = 1;
+	} else {
+		if (fseeko(f, (off_t)offset, SEEK_SET) == 0)
+			got = fread(buf, 1, LOG_CHUNK_BYTES, f);
+		fclose(f);
+	}
+	snprintf(offset_hdr, sizeof(offset_hdr), "%lld", offset + (long long)got);
+	snprintf(status_hdr, sizeof(status_hdr), "%s", e.status);
+	isc_api_header(c, "X-Isc-Offset", offset_hdr);
+	isc_api_header(c, "X-Isc-Status", status_hdr);
+	/* The reason, for "no output yet: the experiment is waiting: ..." (one header line). */
+	snprintf(reason_hdr, sizeof(reason_hdr), "%s", e.status_reason);
+	for (char *p = reason_hdr; *p; p++)
+		if (*p == '\r' || *p == '\n')
+			*p = ' ';
+	isc_api_header(c, "X-Isc-Reason", reason_hdr);
+	isc_api_header(c, "X-Isc-Final", isc_status_is_final(e.status) ? "1" : "0");
+	isc_api_header(c, "X-Isc-Missing", missing ? "1" : "0");
+	isc_api_reply_text(c, 200, "application/octet-stream", buf, got);
+	buf = NULL;
+out:
+	free(buf);
+	free(path);
+	isc_experiment_cleanup(&e);
+}
+
+/* POST /v1/experiments/{id}/cancel: the member who launched it, or an admin. */
+static void experiment_cancel(struct isc_api_call *c)
+{
+	struct isc_experiment e;
+	struct isc_err err;
+
+	if (!visible_experiment(c, &e))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_experiment_request_cancel(c->store, e.id, &err))
+		isc_api_reply_err(c, &err);
+	else
+		isc_api_reply_json(c, 200,
+		                   json_pack("{s:s,s:b}", "id", e.id, "cancel_requested", 1));
+	isc_experiment_cleanup(&e);
+}
+
+/*
+ * A problem with the launch file: "FILE: error: FIELD: message" in "problems",
+ * which isc prints as it printed it before the API (no "isc: error:" prefix).
+ */
+static void reply_problem(struct isc_api_call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_problem(struct isc_api_call *c, int status, const char *fmt, ...)
+{
+	char msg[ISC_ERR_MSG_MAX], line[ISC_ERR_MSG_MAX + 2];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(line, sizeof(line), "%s\n", msg);
+	isc_api_reply_json(c, status,
+	                   json_pack("{s:s,s:s,s:s}", "error", msg, "code",
+	                             status == 404 ? "not_found" : "invalid", "problems", line));
+}
+
+/* Whether the text sets compute_mode itself (unparsable: yes, so its own errors show). */
+static int mode_is_explicit_text(const char *text, size_t len)
+{
+	struct isc_toml_doc *doc = NULL;
+	struct isc_err err;
+	int found = 1;
+
+	if (isc_toml_parse(text, len, &doc, &err) == 0)
+		found = isc_toml_table_get(isc_toml_doc_root(doc), "compute_mode") != NULL;
+	isc_toml_doc_free(doc);
+	return found;
+}
+
+/* The project the launch file names, among those of orgs where the caller may launch. */
+static int launch_project(struct isc_api_call *c, const char *file, const char *id_or_name,
+                          struct isc_project *out)
+{
+	struct isc_project *list = NULL;
+	struct isc_err err;
+	size_t n = 0, matches = 0, by_name = 0;
+	int rc;
+
+	isc_err_clear(&err);
+	if (isc_store_project_list(c->store, NULL, &list, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return 0;
+	}
+	for (size_t i = 0; i < n && !matches; i++)
+		if (strcmp(list[i].id, id_or_name) == 0 && isc_api_role(c, list[i].org_id)) {
+			*out = list[i];
+			memset(&list[i], 0, sizeof(list[i]));
+			matches = 1;
+		}
+	for (size_t i = 0; i < n && !matches; i++)
+		if (strcmp(list[i].name, id_or_name) == 0 && isc_api_role(c, list[i].org_id)) {
+			if (by_name++ == 0) {
+				*out = list[i];
+				memset(&list[i], 0, sizeof(list[i]));
+			}
+		}
+	isc_project_list_free(list, n);
+	if (c->status)
+		return 0;
+	if (by_name > 1) {
+		isc_project_cleanup(out);
+		reply_problem(c, 400,
+		              "%s: error: isc_project_id: %zu projects are named '%s' (in "
+		              "different organisations): use the project id",
+		              file, by_name, id_or_name);
+		return 0;
+	}
+	if (!matches && !by_name) {
+		reply_problem(c, 404, "%s: error: isc_project_id: no project with id or name '%s'",
+		              file, id_or_name);
+		return 0;
+	}
+	rc = isc_api_require_org_role(c, out->org_id, ISC_ROLE_MEMBER | ISC_ROLE_ADMIN,
+	                              "no such project");
+	if (!rc)
+		isc_project_cleanup(out);
+	return rc;
+}
+
+/* Drops the ids of the priority list that name no shape, keeping the user's order. */
+static void keep_existing(struct isc_strlist *list, const struct isc_priority_verdict *v)
+{
+	size_t at = 0;
+	for (size_t i = 0; i < list->len; i++) {
+		if (!v->exists[i]) {
+			free(list->items[i]);
+			continue;
+		}
+		list->items[at] = list->items[i];
+		list->pos[at++] = list->pos[i];
+	}
+	list->len = at;
+}
+
+/*
+ * A burst's priority list against the catalog and what this broker can place
+ * (docs/shapes.md): a list none of whose ids names a shape, or none of whose
+ * shapes can be placed, is refused (400, the lines as errors in "problems");
+ * otherwise the unknown ids are dropped from l, *warnings gets their
+ * FILE:LINE:COL lines for the caller and *skipped the timeline's note (both
+ * owned, may stay NULL). Returns 1 to go on, 0 when it replied.
+ */
+static int check_priority(struct isc_api_call *c, const char *file, struct isc_launch *l,
+                          char **warnings, char **skipped)
+{
+	struct isc_launch_problems probs;
+	struct isc_priority_verdict v = {0};
+	struct isc_catalog *cat = NULL;
+	struct isc_config *cfg = NULL;
+	struct isc_placeable *pl = NULL;
+	struct isc_buf out;
+	struct isc_err err;
+	int ok = 1;
+
+	if (l->burst_shapes.len == 0)
+		return 1;
+	isc_launch_problems_init(&probs);
+	isc_buf_init(&out, 0);
+	isc_err_clear(&err);
+	if (isc_catalog_load(c->store, &cat, &err) || isc_config_load(c->home, &cfg, &err) ||
+	    isc_placeable_new(cfg, &pl, &err) ||
+	    isc_priority_check(cat, pl, &l->burst_shapes, &probs, &v, &err)) {
+		isc_api_reply_err(c, &err);
+		ok = 0;
+		goto out;
+	}
+	if (v.n_exist == 0 || v.n_placeable == 0) {
+		/* A list the user wrote is a constraint: no fallback to other shapes. */
+		for (size_t i = 0; i < probs.len; i++)
+			probs.items[i].warning = 0;
+		isc_launch_problems_write(&probs, file, &out);
+		if (v.n_exist == 0)
+			isc_buf_printf(
+			    &out,
+			    "%s: error: burst_shape_priority_list: none of its %zu id(s) names "
+			    "a shape of the catalog (isc shapes lists them); nothing was "
+			    "created\n",
+			    file, v.n_ids);
+		else
+			isc_buf_printf(
+			    &out,
+			    "%s: error: burst_shape_priority_list: none of its shapes can be "
+			    "placed by this broker; nothing was created\n",
+			    file);
+		isc_api_reply_json(c, 400,
+		                   json_pack("{s:s,s:s,s:s}", "error", "burst_shape_priority_list",
+		                             "code", "invalid", "problems", isc_buf_cstr(&out)));
+		ok = 0;
+		goto out;
+	}
+	if (probs.len > 0) {
+		isc_launch_problems_write(&probs, file, &out);
+		*warnings = strdup(isc_buf_cstr(&out));
+	}
+	if (v.n_exist < v.n_ids) {
+		struct isc_buf msg;
+		isc_buf_init(&msg, 0);
+		const char *sep = "";
+		isc_buf_printf(&msg, "skipped %zu of the %zu id(s) of burst_shape_priority_list:",
+		               v.n_ids - v.n_exist, v.n_ids);
+		for (size_t i = 0; i < probs.len; i++) {
+			const char *index = strchr(probs.items[i].field, '[');
+			if (strncmp(probs.items[i].msg, "no shape", 8) != 0)
+				continue;
+			isc_buf_printf(&msg, "%s %s %s", sep, index ? index : "",
+			               probs.items[i].msg);
+			sep = ";";
+		}
+		*skipped = strdup(isc_buf_cstr(&msg));
+		isc_buf_cleanup(&msg);
+		keep_existing(&l->burst_shapes, &v);
+	}
+out:
+	isc_buf_cleanup(&out);
+	isc_priority_verdict_cleanup(&v);
+	isc_placeable_free(pl);
+	isc_config_free(cfg);
+	isc_catalog_free(cat);
+	isc_launch_problems_cleanup(&probs);
+	return ok;
+}
+
+/*
+ * POST /v1/experiments?file=NAME[&default_mode=burst]: the body is the launch
+ * file (at most 1 MiB). Problems are answered 400 with every
+ * "FILE:LINE:COL: error: FIELD: message" line in "problems".
+ */
+static void experiments_create(struct isc_api_call *c)
+{
+	const char *file = isc_api_query(c, "file"), *dm = isc_api_query(c, "default_mode");
+	int burst = dm && strcmp(dm, "burst") == 0;
+	struct isc_launch_problems problems;
+	struct isc_launch *l = NULL;
+	struct isc_project p = {0};
+	struct isc_experiment e = {0};
+	struct isc_err err;
+	char *text = NULL, *spec = NULL, *id = NULL, *output = NULL;
+	char *warnings = NULL, *skipped = NULL;
+	size_t len = c->body_len;
+	json_t *o = NULL, *o2;
+
+	if (!file || !*file)
+		file = "launch.isc";
+	isc_launch_problems_init(&problems);
+	isc_err_clear(&err);
+	if (len > ISC_LAUNCH_MAX_FILE_BYTES) {
+		isc_api_reply_error(c, 413, "%s: larger than %zu bytes", file,
+		                    (size_t)ISC_LAUNCH_MAX_FILE_BYTES);
+		goto out;
+	}
+	if (!(text = malloc(len + 64))) {
+		isc_api_reply_error(c, 500, "out of memory");
+		goto out;
+	}
+	memcpy(text, c->body, len);
+	text[len] = 0;
+	if (burst && !mode_is_explicit_text(text, len)) {
+		/* Appended last, so every position the user sees is still that of their file. */
+		static const char line[] = "\ncompute_mode = \"burst\"\n";
+		memcpy(text + len, line, sizeof(line));
+		len += sizeof(line) - 1;
+	}
+	if (isc_launch_parse(file, text, len, &l, &problems, &err)) {
+		if (problems.len > 0) {
+			struct isc_buf out;
+			isc_buf_init(&out, 0);
+			isc_launch_problems_write(&problems, file, &out);
+			isc_api_reply_json(c, 400,
+			                   json_pack("{s:s,s:s,s:s}", "error", err.msg, "code",
+			                             "invalid", "problems", isc_buf_cstr(&out)));
+			isc_buf_cleanup(&out);
+		} else {
+			isc_api_reply_err(c, &err);
+		}
+		goto out;
+	}
+	if (burst && l->compute_mode != ISC_MODE_BURST) {
+		reply_problem(c, 400,
+		              "%s: error: compute_mode: isc burst needs compute_mode = \"burst\" "
+		              "(or none), not \"%s\"",
+		              file, isc_compute_mode_name(l->compute_mode));
+		goto out;
+	}
+	if (burst && l->gpus > ISC_LAUNCH_MAX_BURST_GPUS) {
+		reply_problem(c, 400,
+		              "%s: error: gpus: burst requests are limited to 48 GPUs, not %d",
+		              file, l->gpus);
+		goto out;
+	}
+	if (!launch_project(c, file, l->project_id, &p))
+		goto out;
+	isc_api_audit_target(c, p.org_id, NULL);
+	if (l->compute_mode == ISC_MODE_BURST && !check_priority(c, file, l, &warnings, &skipped))
+		goto out;
+	if (l->dataset_ids.len) {
+		/* Every dataset must be the organisation's and Available before anything is queued.
+		 */
+		struct isc_dataset *ds = NULL;
+		if (isc_dataset_resolve_all(c->store, p.org_name,
+		                            (const char *const *)l->dataset_ids.items,
+		                            l->dataset_ids.len, &ds, &err)) {
+			reply_problem(c, isc_api_status_for(err.code), "%s: error: %s", file,
+			              err.msg);
+			goto out;
+		}
+		isc_dataset_list_free(ds, l->dataset_ids.len);
+	}
+	o = isc_launch_to_json(l);
+	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	id = isc_store_new_id("exp_");
+	if (!spec || !id || asprintf(&output, "%s/experiments/%s", c->home, id) < 0) {
+		isc_api_reply_error(c, 500, "out of memory");
+		goto out;
+	}
+	e.id = id;
+	e.project_id = p.id;
+	e.org_id = p.org_id;
+	e.name = l->experiment_name;
+	e.compute_mode = (char *)isc_compute_mode_name(l->compute_mode);
+	e.gpus = l->gpus;
+	e.spec_json = spec;
+	e.status = "enqueued";
+	e.output_path = output;
+	isc_api_audit_target(c, p.org_id, id);
+	/* The row, its owner and the note of what its list skipped in one transaction: no
+	 * moment where a member cannot see it. */
+	if (isc_store_begin(c->store, &err) || isc_store_experiment_add(c->store, &e, &err) ||
+	    isc_store_experiment_set_owner(c->store, id, c->is_operator ? "" : c->user, &err) ||
+	    (skipped && isc_store_event_add(c->store, id, "priority", skipped, &err)) ||
+	    isc_store_commit(c->store, &err)) {
+		isc_store_rollback(c->store);
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	o2 = json_pack("{s:s,s:s,s:s,s:s}", "id", id, "name", l->experiment_name, "project_id",
+	               p.id, "status", "enqueued");
+	if (warnings)
+		json_object_set_new(o2, "warnings", json_string(warnings));
+	isc_api_reply_json(c, 201, o2);
+out:
+	free(warnings);
+	free(skipped);
+	json_decref(o);
+	free(text);
+	free(spec);
+	free(id);
+	free(output);
+	isc_project_cleanup(&p);
+	isc_launch_free(l);
+	isc_launch_problems_cleanup(&problems);
+}
+
+const struct isc_api_route isc_api_routes_experiments[] = {
+    {"GET", "/v1/experiments", experiments_list},
+    {"POST", "/v1/experiments", experiments_create},
+    {"GET", "/v1/experiments/{}", experiment_get},
+    {"GET", "/v1/experiments/{}/events", experiment_events},
+    {"GET", "/v1/experiments/{}/logs", experiment_logs},
+    {"POST", "/v1/experiments/{}/cancel", experiment_cancel},
+    {NULL, NULL, NULL},
+};

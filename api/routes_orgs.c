@@ -1,0 +1,218 @@
+/*
+ * Organisations (the operator adds them; a caller sees those they belong to),
+ * projects (the org's admins add them; its members see them) and project
+ * budgets (the org's admins set them).
+ */
+#include "api/api_int.h"
+#include "credits/credits.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A name of an org or project: 1..64 printable characters, no spaces, slashes or commas. */
+static int valid_name(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > 64)
+		return 0;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
+			return 0;
+	return 1;
+}
+
+/* GET /v1/orgs: every org (the operator) or the caller's. */
+static void orgs_list(struct isc_api_call *c)
+{
+	struct isc_org *orgs;
+	struct isc_err err;
+	size_t n;
+	json_t *arr = json_array();
+
+	isc_err_clear(&err);
+	if (isc_store_org_list(c->store, &orgs, &n, &err)) {
+		json_decref(arr);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	for (size_t i = 0; i < n && c->status == 0; i++)
+		if (isc_api_role(c, orgs[i].id) != ISC_ROLE_NONE)
+			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id",
+			                                     (json_int_t)orgs[i].id, "name",
+			                                     orgs[i].name, "created_at_ms",
+			                                     (json_int_t)orgs[i].created_at_ms));
+	isc_org_list_free(orgs, n);
+	if (c->status)
+		json_decref(arr);
+	else
+		isc_api_reply_json(c, 200, arr);
+}
+
+/* POST /v1/orgs {"name"} (operator). */
+static void orgs_add(struct isc_api_call *c)
+{
+	json_t *body;
+	const char *name;
+	struct isc_err err;
+	int64_t id;
+
+	if (!isc_api_require_operator(c) || !(body = isc_api_body_object(c)))
+		return;
+	name = json_string_value(json_object_get(body, "name"));
+	isc_err_clear(&err);
+	if (!valid_name(name)) {
+		isc_api_reply_error(c, 400,
+		                    "invalid organisation name: 1 to 64 characters, no spaces, "
+		                    "slashes or commas");
+	} else if (isc_store_org_add(c->store, name, &id, &err)) {
+		isc_api_reply_err(c, &err);
+	} else {
+		isc_api_audit_target(c, id, name);
+		isc_api_reply_json(c, 201,
+		                   json_pack("{s:I,s:s}", "id", (json_int_t)id, "name", name));
+	}
+	json_decref(body);
+}
+
+static json_t *project_json(const struct isc_project *p)
+{
+	json_t *o = json_pack("{s:s,s:s,s:s}", "id", p->id, "org", p->org_name, "name", p->name);
+	json_object_set_new(o, "budget_micros",
+	                    p->has_budget ? json_integer(p->budget_micros) : json_null());
+	return o;
+}
+
+/* GET /v1/projects[?org=O]: the projects of the orgs the caller belongs to. */
+static void projects_list(struct isc_api_call *c)
+{
+	const char *org_name = isc_api_query(c, "org");
+	struct isc_project *list;
+	struct isc_org org = {0};
+	struct isc_err err;
+	size_t n;
+	json_t *arr;
+
+	if (org_name && !isc_api_find_org(c, org_name, &org))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_project_list(c->store, org_name, &list, &n, &err)) {
+		isc_org_cleanup(&org);
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n && c->status == 0; i++)
+		if (isc_api_role(c, list[i].org_id) != ISC_ROLE_NONE)
+			json_array_append_new(arr, project_json(&list[i]));
+	isc_project_list_free(list, n);
+	isc_org_cleanup(&org);
+	if (c->status)
+		json_decref(arr);
+	else
+		isc_api_reply_json(c, 200, arr);
+}
+
+/* POST /v1/projects {"org","name"} (the org's admins). */
+static void projects_add(struct isc_api_call *c)
+{
+	json_t *body = isc_api_body_object(c);
+	const char *org_name, *name;
+	struct isc_org org = {0};
+	struct isc_err err;
+	char *id = NULL;
+
+	if (!body)
+		return;
+	org_name = json_string_value(json_object_get(body, "org"));
+	name = json_string_value(json_object_get(body, "name"));
+	isc_err_clear(&err);
+	if (!org_name || !valid_name(name)) {
+		isc_api_reply_error(c, 400,
+		                    "org and name are required; a project name is 1 to 64 "
+		                    "characters, no spaces, slashes or commas");
+	} else if (isc_api_find_org(c, org_name, &org)) {
+		isc_api_audit_target(c, org.id, name);
+		if (isc_api_require_org_role(c, org.id, ISC_ROLE_ADMIN, "no such organisation")) {
+			if (isc_store_project_add(c->store, org_name, name, &id, &err))
+				isc_api_reply_err(c, &err);
+			else
+				isc_api_reply_json(c, 201,
+				                   json_pack("{s:s,s:s,s:s}", "id", id, "org",
+				                             org_name, "name", name));
+		}
+		isc_org_cleanup(&org);
+	}
+	free(id);
+	json_decref(body);
+}
+
+/*
+ * POST /v1/budgets {"org","project","budget_micros"|null} (the org's admins):
+ * replies with the project's money as `isc project budget` prints it.
+ */
+static void budgets_set(struct isc_api_call *c)
+{
+	json_t *body = isc_api_body_object(c), *b;
+	const char *org_name, *project;
+	struct isc_project *list = NULL;
+	struct isc_project_money pm;
+	struct isc_org org = {0};
+	struct isc_err err;
+	const struct isc_project *p = NULL;
+	int64_t micros = -1;
+	size_t n = 0;
+
+	if (!body)
+		return;
+	org_name = json_string_value(json_object_get(body, "org"));
+	project = json_string_value(json_object_get(body, "project"));
+	b = json_object_get(body, "budget_micros");
+	isc_err_clear(&err);
+	if (!org_name || !project || (b && !json_is_null(b) && !json_is_integer(b)) ||
+	    (b && json_is_integer(b) && json_integer_value(b) < 0)) {
+		isc_api_reply_error(c, 400,
+		                    "org, project and budget_micros (a non-negative integer, or "
+		                    "null for none) are required");
+		goto out;
+	}
+	if (b && json_is_integer(b))
+		micros = json_integer_value(b);
+	if (!isc_api_find_org(c, org_name, &org))
+		goto out;
+	isc_api_audit_target(c, org.id, project);
+	if (!isc_api_require_org_role(c, org.id, ISC_ROLE_ADMIN, "no such organisation"))
+		goto out;
+	if (isc_project_set_budget(c->store, org_name, project, micros, &err) ||
+	    isc_store_project_list(c->store, org_name, &list, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	for (size_t i = 0; i < n && !p; i++)
+		if (strcmp(list[i].id, project) == 0 || strcmp(list[i].name, project) == 0)
+			p = &list[i];
+	if (!p)
+		isc_api_reply_error(c, 404, "organisation '%s' has no project '%s'", org_name,
+		                    project);
+	else if (isc_project_money_get(c->store, p->id, &pm, &err))
+		isc_api_reply_err(c, &err);
+	else {
+		json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", p->id, "org", org_name, "name",
+		                      p->name, "spent_micros", (json_int_t)pm.spent_micros,
+		                      "reserved_micros", (json_int_t)pm.reserved_micros);
+		json_object_set_new(o, "budget_micros",
+		                    micros < 0 ? json_null() : json_integer(micros));
+		json_object_set_new(o, "remaining_micros",
+		                    micros < 0 ? json_null() : json_integer(pm.remaining_micros));
+		isc_api_reply_json(c, 200, o);
+	}
+out:
+	isc_project_list_free(list, n);
+	isc_org_cleanup(&org);
+	json_decref(body);
+}
+
+const struct isc_api_route isc_api_routes_orgs[] = {
+    {"GET", "/v1/orgs", orgs_list},         {"POST", "/v1/orgs", orgs_add},
+    {"GET", "/v1/projects", projects_list}, {"POST", "/v1/projects", projects_add},
+    {"POST", "/v1/budgets", budgets_set},   {NULL, NULL, NULL},
+};

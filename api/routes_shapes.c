@@ -1,0 +1,217 @@
+/*
+ * The shape catalog, ranked for a request as the broker would rank it
+ * (`isc shapes`): any platform user may read it, since it holds prices and
+ * instance types, nothing of any organisation.
+ */
+#include "api/api_int.h"
+#include "common/clock.h"
+#include "config/config.h"
+#include "providers/placeable.h"
+#include "shapes/accelerator.h"
+#include "shapes/catalog.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int query_long(struct isc_api_call *c, const char *key, long lo, long hi, long *out)
+{
+	const char *v = isc_api_query(c, key);
+	char *end;
+	long n;
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < lo || n > hi) {
+		isc_api_reply_error(c, 400, "%s: '%s' is not a number in %ld..%ld", key, v, lo, hi);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+/* Splits "a,b,,c" into ids (empty items dropped); *ids points into buf. */
+static int split_ids(char *buf, char ***ids, size_t *n)
+{
+	size_t cap = 1;
+	for (char *p = buf; *p; p++)
+		cap += *p == ',';
+	if (!(*ids = calloc(cap, sizeof(**ids))))
+		return -1;
+	*n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		while (*t == ' ')
+			t++;
+		if (*t)
+			(*ids)[(*n)++] = t;
+	}
+	return 0;
+}
+
+/*
+ * Moves the shapes this broker can place before the others (a stable
+ * partition: each group keeps its ranking), drops the others when
+ * only_placeable, then keeps at most limit (0: all). (*why)[i] is NULL for a
+ * placeable entry, else why not (owned).
+ */
+static int placeable_first(struct isc_placeable *pl, struct isc_ranking *r, int only_placeable,
+                           size_t limit, char ***why, struct isc_err *err)
+{
+	struct isc_rank_entry *sorted = calloc(r->n ? r->n : 1, sizeof(*sorted));
+	char **reasons = calloc(r->n ? r->n : 1, sizeof(*reasons)), **ordered;
+	size_t at = 0;
+
+	ordered = calloc(r->n ? r->n : 1, sizeof(*ordered));
+	if (!sorted || !reasons || !ordered)
+		goto oom;
+	for (size_t i = 0; i < r->n; i++) {
+		char buf[ISC_ERR_MSG_MAX];
+		if (!isc_placeable_check(pl, r->entries[i].shape->provider,
+		                         r->entries[i].shape->region, buf, sizeof(buf)) &&
+		    !(reasons[i] = strdup(buf)))
+			goto oom;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < r->n; i++)
+			if ((reasons[i] == NULL) == (pass == 0) && (pass == 0 || !only_placeable)) {
+				sorted[at] = r->entries[i];
+				ordered[at++] = reasons[i];
+				reasons[i] = NULL;
+			}
+	for (size_t i = 0; i < r->n; i++)
+		free(reasons[i]); /* the unplaceable ones only_placeable dropped */
+	free(reasons);
+	if (limit && at > limit) {
+		for (size_t i = limit; i < at; i++)
+			free(ordered[i]);
+		at = limit;
+	}
+	free(r->entries);
+	r->entries = sorted;
+	r->n = at;
+	*why = ordered;
+	return 0;
+oom:
+	for (size_t i = 0; reasons && i < r->n; i++)
+		free(reasons[i]);
+	free(reasons);
+	free(ordered);
+	free(sorted);
+	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t now,
+                          int64_t stale_ms)
+{
+	const struct isc_shape *sh = e->shape;
+	const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
+	int64_t as_of = isc_shape_price_as_of_ms(sh);
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
+	                      "rank", (int)rank, "id", sh->display_id, "provider", sh->provider,
+	                      "region", sh->region, "instance_type", sh->instance_type, "gpu_type",
+	                      sh->gpu_type, "gpus_per_node", sh->gpus_per_node, "gpu_mem_mib",
+	                      (json_int_t)sh->gpu_mem_mib, "spot", sh->spot, "nnodes", e->nnodes,
+	                      "nproc", e->nproc, "node_price_micros", (json_int_t)sh->price_micros,
+	                      "cluster_price_micros", (json_int_t)e->cluster_price_micros, "zones",
+	                      sh->zones, "price_date", sh->price_date);
+	json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
+	json_object_set_new(o, "accelerator_family", json_string(acc->family));
+	json_object_set_new(o, "cuda", json_boolean(acc->cuda));
+	json_object_set_new(o, "price_source",
+	                    json_string(sh->price_source ? sh->price_source : "catalog"));
+	json_object_set_new(o, "price_as_of_ms", json_integer(as_of));
+	json_object_set_new(o, "price_age_s", json_integer((now - as_of) / 1000));
+	json_object_set_new(o, "price_stale", json_boolean(stale_ms > 0 && now - as_of > stale_ms));
+	return o;
+}
+
+/*
+ * GET /v1/shapes?gpus=&priority=ID,ID&provider=&market=&gpu_type=&region=
+ * &min_gpu_mem_mib=&limit=: {"shapes": [best first, the `isc shapes --json`
+ * objects], "warnings": [...], "catalog_size": N}.
+ */
+static void shapes_rank(struct isc_api_call *c)
+{
+	struct isc_rank_request req = {0};
+	struct isc_ranking r = {0};
+	struct isc_catalog *cat = NULL;
+	struct isc_config *cfg = NULL;
+	struct isc_err err;
+	const char *prio_text = isc_api_query(c, "priority"), *market = isc_api_query(c, "market");
+	const char *only = isc_api_query(c, "placeable");
+	struct isc_placeable *pl = NULL;
+	char **why = NULL; /* per entry: NULL when placeable, else why not */
+	char *prio_buf = NULL, **prio = NULL;
+	size_t n_prio = 0;
+	int64_t stale_ms = 3600000, now;
+	long gpus = 0, mem = 0, limit = 0;
+	json_t *arr, *warn;
+
+	if (query_long(c, "gpus", 0, ISC_BURST_GPUS_MAX, &gpus) ||
+	    query_long(c, "min_gpu_mem_mib", 0, LONG_MAX, &mem) ||
+	    query_long(c, "limit", 0, 1000000000, &limit))
+		return;
+	req.gpus = (int)gpus;
+	req.min_gpu_mem_mib = mem;
+	/* The limit applies after the placeable shapes are moved first. */
+	req.provider = isc_api_query(c, "provider");
+	req.gpu_type = isc_api_query(c, "gpu_type");
+	req.region = isc_api_query(c, "region");
+	if (req.provider && !isc_provider_valid(req.provider)) {
+		isc_api_reply_error(c, 400, "provider: '%s' is not aws, gcp or oci", req.provider);
+		return;
+	}
+	if (market && isc_market_parse(market, &req.market)) {
+		isc_api_reply_error(c, 400, "market: '%s' is not spot, ondemand or any", market);
+		return;
+	}
+	if (prio_text && (!(prio_buf = strdup(prio_text)) || split_ids(prio_buf, &prio, &n_prio))) {
+		isc_api_reply_error(c, 500, "out of memory");
+		goto out;
+	}
+	req.priority = (const char *const *)prio;
+	req.n_priority = n_prio;
+	isc_err_clear(&err);
+	/* Prices older than the refresh interval are marked; defaults when there is no config. */
+	if (isc_config_load(c->home, &cfg, &err) == 0)
+		stale_ms = cfg->price_refresh_ms;
+	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
+	/* Placeable is iscd's view: its config and the credentials in its environment. */
+	if (isc_catalog_load(c->store, &cat, &err) || isc_catalog_rank(cat, &req, &r, &err) ||
+	    isc_placeable_new(cfg, &pl, &err) ||
+	    placeable_first(pl, &r, only && strcmp(only, "0") != 0, (size_t)limit, &why, &err)) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < r.n; i++) {
+		json_t *o = entry_json(&r.entries[i], i + 1, now, stale_ms);
+		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
+		if (why[i])
+			json_object_set_new(o, "why", json_string(why[i]));
+		json_array_append_new(arr, o);
+	}
+	warn = json_array();
+	for (size_t i = 0; i < r.n_warnings; i++)
+		json_array_append_new(warn, json_string(r.warnings[i]));
+	isc_api_reply_json(c, 200,
+	                   json_pack("{s:o,s:o,s:I}", "shapes", arr, "warnings", warn,
+	                             "catalog_size", (json_int_t)isc_catalog_size(cat)));
+out:
+	for (size_t i = 0; why && i < r.n; i++)
+		free(why[i]);
+	free(why);
+	isc_placeable_free(pl);
+	isc_config_free(cfg);
+	isc_ranking_cleanup(&r);
+	isc_catalog_free(cat);
+	free(prio);
+	free(prio_buf);
+}
+
+const struct isc_api_route isc_api_routes_shapes[] = {
+    {"GET", "/v1/shapes", shapes_rank},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,766 @@
+/*
+ * The HTTP side of the API: listeners, who is calling, request bodies within
+ * their caps, dispatch to the route tables, the audit row of every change, and
+ * each server thread's own store connection (api/api.h says why).
+ */
+#include "api/api.h"
+#include "api/api_int.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "store/store_access.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Launch files are at most 1 MiB; JSON bodies of the other routes are far smaller. */
+#define BODY_MAX_BYTES (1024 * 1024 + 4096)
+
+struct isc_api {
+	char *home;
+	char *socket_path;
+	struct MHD_Daemon *unix_d;
+	struct MHD_Daemon *tcp_d;
+	int unix_fd;
+	uid_t operator_uid;
+	char *operator_name;
+	pthread_key_t store_key;
+	int key_made;
+};
+
+/* One listener's flavour, the cls of its daemon. */
+struct listener {
+	struct isc_api *api;
+	int is_unix;
+};
+
+static struct listener unix_listener, tcp_listener;
+
+/* Per request: the body as it arrives. */
+struct request {
+	char *body;
+	size_t len, cap;
+	int too_big;
+};
+
+static void store_release(void *p)
+{
+	isc_store_free(p);
+}
+
+/* This thread's store connection, opened on first use. */
+static struct isc_store *thread_store(struct isc_api *api, struct isc_err *err)
+{
+	struct isc_store *s = pthread_getspecific(api->store_key);
+	if (s)
+		return s;
+	if (isc_store_open(api->home, 0, &s, err))
+		return NULL;
+	pthread_setspecific(api->store_key, s);
+	return s;
+}
+
+/* ---- reply helpers (api/api_int.h) ---- */
+
+const char *isc_api_query(struct isc_api_call *c, const char *key)
+{
+	return MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+void isc_api_reply_text(struct isc_api_call *c, int status, const char *content_type, char *steal,
+                        size_t len)
+{
+	free(c->reply);
+	c->status = status;
+	c->reply = steal;
+	c->reply_len = len;
+	c->content_type = content_type;
+}
+
+void isc_api_reply_json(struct isc_api_call *c, int status, json_t *steal)
+{
+	/* Compact: a listing is read by programs (isc prints its own layout); ?pretty=1 for
+	 * people with curl. */
+	const char *pretty = c->conn ? isc_api_query(c, "pretty") : NULL;
+	size_t flags = pretty && strcmp(pretty, "0") != 0 ? JSON_INDENT(2) : JSON_COMPACT;
+	char *text = steal ? json_dumps(steal, flags | JSON_PRESERVE_ORDER) : NULL;
+	char *line = NULL;
+	json_decref(steal);
+	/* A final newline, so `curl` output ends its line. */
+	if (!text || asprintf(&line, "%s\n", text) < 0) {
+		free(text);
+		isc_api_reply_text(c, 500, "application/json", NULL, 0);
+		return;
+	}
+	free(text);
+	isc_api_reply_text(c, status, "application/json", line, strlen(line));
+}
+
+static const char *status_code_name(int status)
+{
+	switch (status) {
+	case 400:
+		return "invalid";
+	case 401:
+		return "unauthenticated";
+	case 402:
+		return "credits";
+	case 403:
+		return "forbidden";
+	case 404:
+		return "not_found";
+	case 405:
+		return "method_not_allowed";
+	case 409:
+		return "conflict";
+	case 413:
+		return "too_large";
+	default:
+		return status >= 500 ? "internal" : "error";
+	}
+}
+
+void isc_api_reply_error(struct isc_api_call *c, int status, const char *fmt, ...)
+{
+	char msg[ISC_ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	isc_api_reply_json(c, status,
+	                   json_pack("{s:s,s:s}", "error", msg, "code", status_code_name(status)));
+	c->status = status;
+}
+
+int isc_api_status_for(int code)
+{
+	switch (code) {
+	case ISC_EINVALID:
+		return 400;
+	case ISC_ENOTFOUND:
+		return 404;
+	case ISC_ECONFLICT:
+		return 409;
+	case ISC_ECREDITS:
+		return 402;
+	case ISC_EAUTH:
+		return 403;
+	case ISC_ETHROTTLED:
+		return 429;
+	case ISC_ETRANSIENT:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
+void isc_api_reply_err(struct isc_api_call *c, const struct isc_err *err)
+{
+	isc_api_reply_error(c, isc_api_status_for(err->code), "%s",
+	                    err->msg[0] ? err->msg : isc_code_name(err->code));
+}
+
+void isc_api_header(struct isc_api_call *c, const char *name, const char *value)
+{
+	if (c->n_headers < (int)(sizeof(c->headers) / sizeof(c->headers[0]))) {
+		c->headers[c->n_headers].name = name;
+		c->headers[c->n_headers].value = value;
+		c->n_headers++;
+	}
+}
+
+json_t *isc_api_body_object(struct isc_api_call *c)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(c->body, c->body_len, 0, &jerr);
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		isc_api_reply_error(c, 400, "the request body is not a JSON object%s%s",
+		                    o ? "" : ": ", o ? "" : jerr.text);
+		return NULL;
+	}
+	return o;
+}
+
+void isc_api_audit_target(struct isc_api_call *c, int64_t org_id, const char *target)
+{
+	if (org_id)
+		c->audit_org_id = org_id;
+	if (target)
+		snprintf(c->audit_target, sizeof(c->audit_target), "%s", target);
+}
+
+int64_t isc_api_now_ms(void)
+{
+	const struct isc_clock *clk = isc_clock_system();
+	return clk->now_ms(clk->ctx);
+}
+
+/* ---- roles ---- */
+
+enum isc_role isc_api_role(struct isc_api_call *c, int64_t org_id)
+{
+	enum isc_role r = ISC_ROLE_NONE;
+	struct isc_err err;
+	if (c->is_operator)
+		return ISC_ROLE_ADMIN;
+	isc_err_clear(&err);
+	if (isc_store_member_role(c->store, c->user_id, org_id, &r, &err)) {
+		isc_api_reply_err(c, &err);
+		return ISC_ROLE_NONE;
+	}
+	return r;
+}
+
+int isc_api_require_org_role(struct isc_api_call *c, int64_t org_id, unsigned allowed,
+                             const char *not_found_msg)
+{
+	enum isc_role r;
+	if (c->is_operator)
+		return 1;
+	r = isc_api_role(c, org_id);
+	if (c->status >= 500)
+		return 0;
+	if (r == ISC_ROLE_NONE) {
+		isc_api_reply_error(c, 404, "%s", not_found_msg);
+		return 0;
+	}
+	if (!(r & allowed)) {
+		isc_api_reply_error(c, 403,
+		                    "your role in this organisation (%s) does not allow this",
+		                    isc_role_name(r));
+		return 0;
+	}
+	return 1;
+}
+
+int isc_api_require_operator(struct isc_api_call *c)
+{
+	if (c->is_operator)
+		return 1;
+	isc_api_reply_error(c, 403, "only the platform operator may do this");
+	return 0;
+}
+
+int isc_api_find_org(struct isc_api_call *c, const char *name, struct isc_org *out)
+{
+	struct isc_err err;
+	isc_err_clear(&err);
+	if (isc_store_org_find(c->store, name, out, &err)) {
+		isc_api_reply_err(c, &err);
+		return 0;
+	}
+	if (!c->is_operator && isc_api_role(c, out->id) == ISC_ROLE_NONE) {
+		isc_org_cleanup(out);
+		if (c->status < 500)
+			isc_api_reply_error(c, 404, "no organisation named '%s'", name);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- identity ---- */
+
+/* The caller on the Unix socket: the peer's uid, the operator or a platform user. */
+static int identify_unix(struct isc_api *api, struct MHD_Connection *conn, struct isc_api_call *c,
+                         char *user_buf, size_t user_cap, char *addr_buf, size_t addr_cap)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct passwd pw, *found = NULL;
+	char pwbuf[4096];
+	struct isc_user u;
+	struct isc_err err;
+
+	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+		isc_api_reply_error(c, 401, "cannot tell who is calling (no peer credentials)");
+		return 0;
+	}
+	snprintf(addr_buf, addr_cap, "unix:uid=%ld", (long)cred.uid);
+	c->address = addr_buf;
+	if (cred.uid == api->operator_uid) {
+		c->is_operator = 1;
+		c->user = "operator";
+		return 1;
+	}
+	if (getpwuid_r(cred.uid, &pw, pwbuf, sizeof(pwbuf), &found) != 0 || !found) {
+		isc_api_reply_error(c, 401, "uid %ld has no OS user name, so no platform user",
+		                    (long)cred.uid);
+		return 0;
+	}
+	isc_err_clear(&err);
+	if (isc_store_user_find(c->store, found->pw_name, &u, &err)) {
+		if (err.code == ISC_ENOTFOUND)
+			isc_api_reply_error(
+			    c, 401,
+			    "the OS user '%s' is not a platform user; ask the operator "
+			    "to run: isc user add %s",
+			    found->pw_name, found->pw_name);
+		else
+			isc_api_reply_err(c, &err);
+		return 0;
+	}
+	snprintf(user_buf, user_cap, "%s", u.name);
+	c->user = user_buf;
+	c->user_id = u.id;
+	isc_user_cleanup(&u);
+	return 1;
+}
+
+/*
+ * The caller over TCP: "Authorization: Bearer tok_<16 hex>.<64 hex>". The id
+ * finds the row; the secret's SHA-256 is compared in constant time. Every
+ * refusal before the hash matched says the same thing.
+ */
+static int identify_token(struct MHD_Connection *conn, struct isc_api_call *c, char *user_buf,
+                          size_t user_cap, char *addr_buf, size_t addr_cap, char *tok_buf,
+                          size_t tok_cap)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	const char *dot;
+	unsigned char digest[SHA256_DIGEST_LENGTH];
+	char hex[2 * SHA256_DIGEST_LENGTH + 1], id[64];
+	struct isc_token t = {0};
+	struct isc_err err;
+	int64_t now = isc_api_now_ms();
+	int ok;
+
+	addr_buf[0] = 0;
+	if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ci->client_addr;
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(addr_buf, addr_cap, "tcp:%s:%u", ip, ntohs(in->sin_port));
+	} else if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in = (const struct sockaddr_in6 *)ci->client_addr;
+		char ip[INET6_ADDRSTRLEN];
+		inet_ntop(AF_INET6, &in->sin6_addr, ip, sizeof(ip));
+		snprintf(addr_buf, addr_cap, "tcp:[%s]:%u", ip, ntohs(in->sin6_port));
+	} else {
+		snprintf(addr_buf, addr_cap, "tcp:?");
+	}
+	c->address = addr_buf;
+	if (!auth || strncmp(auth, "Bearer ", 7) != 0) {
+		isc_api_reply_error(c, 401, "a bearer token is required (isc token create)");
+		return 0;
+	}
+	auth += 7;
+	dot = strchr(auth, '.');
+	if (!dot || (size_t)(dot - auth) >= sizeof(id) || strlen(dot + 1) != 64) {
+		isc_api_reply_error(c, 401, "invalid token");
+		return 0;
+	}
+	memcpy(id, auth, (size_t)(dot - auth));
+	id[dot - auth] = 0;
+	SHA256((const unsigned char *)dot + 1, 64, digest);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	isc_err_clear(&err);
+	if (isc_store_token_get(c->store, id, &t, &err)) {
+		if (err.code != ISC_ENOTFOUND) {
+			isc_api_reply_err(c, &err);
+			return 0;
+		}
+		/* Compare anyway, so an unknown id costs what a wrong secret does. */
+		CRYPTO_memcmp(
+		    hex, "0000000000000000000000000000000000000000000000000000000000000000", 64);
+		isc_api_reply_error(c, 401, "invalid token");
+		return 0;
+	}
+	ok = strlen(t.hash_hex) == 64 && CRYPTO_memcmp(hex, t.hash_hex, 64) == 0;
+	if (!ok)
+		isc_api_reply_error(c, 401, "invalid token");
+	else if (t.revoked_at_ms)
+		isc_api_reply_error(c, 401, "token %s was revoked", t.id);
+	else if (t.expires_at_ms && t.expires_at_ms <= now)
+		isc_api_reply_error(c, 401, "token %s has expired", t.id);
+	ok = ok && !t.revoked_at_ms && !(t.expires_at_ms && t.expires_at_ms <= now);
+	if (ok) {
+		snprintf(tok_buf, tok_cap, "%s", t.id);
+		c->token_id = tok_buf;
+		if (t.user_id == 0) {
+			c->is_operator = 1;
+			c->user = "operator";
+		} else {
+			snprintf(user_buf, user_cap, "%s", t.user_name);
+			c->user = user_buf;
+			c->user_id = t.user_id;
+		}
+	}
+	isc_token_cleanup(&t);
+	return ok;
+}
+
+/* ---- dispatch ---- */
+
+/* Matches path against pattern; fills params with copies into seg_buf. */
+static int route_match(const char *pattern, const char *path, const char **params, char *seg_buf,
+                       size_t seg_cap)
+{
+	size_t used = 0;
+	int np = 0;
+
+	while (*pattern && *path) {
+		if (pattern[0] == '{' && pattern[1] == '}') {
+			size_t len = strcspn(path, "/");
+			if (len == 0 || np >= ISC_API_MAX_PARAMS || used + len + 1 > seg_cap)
+				return 0;
+			memcpy(seg_buf + used, path, len);
+			seg_buf[used + len] = 0;
+			params[np++] = seg_buf + used;
+			used += len + 1;
+			path += len;
+			pattern += 2;
+			continue;
+		}
+		if (*pattern != *path)
+			return 0;
+		pattern++;
+		path++;
+	}
+	return *pattern == 0 && *path == 0;
+}
+
+static void dispatch(struct isc_api_call *c)
+{
+	char segs[512];
+	int path_known = 0;
+
+	for (const struct isc_api_route *const *t = isc_api_route_tables; *t; t++) {
+		for (const struct isc_api_route *r = *t; r->method; r++) {
+			const char *params[ISC_API_MAX_PARAMS] = {0};
+			if (!route_match(r->pattern, c->path, params, segs, sizeof(segs)))
+				continue;
+			path_known = 1;
+			if (strcmp(r->method, c->method) != 0)
+				continue;
+			memcpy(c->params, params, sizeof(params));
+			r->handler(c);
+			if (!c->status)
+				isc_api_reply_error(c, 500, "the route gave no answer");
+			return;
+		}
+	}
+	if (path_known)
+		isc_api_reply_error(c, 405, "%s is not allowed on %s", c->method, c->path);
+	else
+		isc_api_reply_error(c, 404, "no route %s", c->path);
+}
+
+static void write_audit(struct isc_api_call *c)
+{
+	struct isc_audit a = {0};
+	struct isc_err err;
+	char action[200];
+
+	snprintf(action, sizeof(action), "%s %s", c->method, c->path);
+	a.actor = (char *)(c->user ? c->user : "-");
+	a.address = (char *)(c->address ? c->address : "-");
+	a.org_id = c->audit_org_id;
+	a.action = action;
+	a.target = c->audit_target;
+	a.status = c->status;
+	isc_err_clear(&err);
+	if (isc_store_audit_add(c->store, &a, &err))
+		isc_log(ISC_LOG_ERROR, "api: the audit row of %s could not be written: %s", action,
+		        err.msg);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct isc_api_call *c)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(c->reply_len, c->reply, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(c->reply);
+		c->reply = NULL;
+		return MHD_NO;
+	}
+	c->reply = NULL;
+	MHD_add_response_header(resp, "Content-Type",
+	                        c->content_type ? c->content_type : "application/json");
+	for (int i = 0; i < c->n_headers; i++)
+		MHD_add_response_header(resp, c->headers[i].name, c->headers[i].value);
+	ret = MHD_queue_response(conn, (unsigned)c->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+	struct listener *l = cls;
+	struct isc_api *api = l->api;
+	struct request *req = *con_cls;
+	struct isc_api_call c;
+	struct isc_err err;
+	char user_buf[128], addr_buf[96], tok_buf[64];
+	int identified;
+	enum MHD_Result ret;
+	(void)version;
+
+	if (!req) {
+		const char *cl =
+		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return MHD_NO;
+		*con_cls = req;
+		if (cl && strtoull(cl, NULL, 10) > BODY_MAX_BYTES)
+			req->too_big = 1;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (req->too_big || req->len + n > BODY_MAX_BYTES) {
+			req->too_big = 1;
+			return MHD_YES;
+		}
+		if (req->len + n + 1 > req->cap) {
+			size_t cap = req->cap ? req->cap : 4096;
+			char *grown;
+			while (cap < req->len + n + 1)
+				cap *= 2;
+			if (!(grown = realloc(req->body, cap)))
+				return MHD_NO;
+			req->body = grown;
+			req->cap = cap;
+		}
+		memcpy(req->body + req->len, upload_data, n);
+		req->len += n;
+		return MHD_YES;
+	}
+
+	memset(&c, 0, sizeof(c));
+	c.method = method;
+	c.path = url;
+	c.body = req->body ? req->body : "";
+	if (req->body)
+		req->body[req->len] = 0;
+	c.body_len = req->len;
+	c.conn = conn;
+	c.home = api->home;
+	isc_err_clear(&err);
+	c.store = thread_store(api, &err);
+	if (!c.store) {
+		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
+		isc_api_reply_error(&c, 503, "the store cannot be opened");
+		return send_reply(conn, &c);
+	}
+	identified = l->is_unix ? identify_unix(api, conn, &c, user_buf, sizeof(user_buf), addr_buf,
+	                                        sizeof(addr_buf))
+	                        : identify_token(conn, &c, user_buf, sizeof(user_buf), addr_buf,
+	                                         sizeof(addr_buf), tok_buf, sizeof(tok_buf));
+	if (identified) {
+		if (req->too_big)
+			isc_api_reply_error(&c, 413, "the request body is larger than %d bytes",
+			                    BODY_MAX_BYTES);
+		else
+			dispatch(&c);
+		if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+			write_audit(&c);
+	}
+	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s)", method, url, c.status,
+	        c.user ? c.user : "-", c.address ? c.address : "-");
+	ret = send_reply(conn, &c);
+	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct request *req = *con_cls;
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (req) {
+		free(req->body);
+		free(req);
+		*con_cls = NULL;
+	}
+}
+
+/* Makes the folder of the socket (0755, so every local user can reach the socket). */
+static int socket_folder(const char *path, struct isc_err *err)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *slash;
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = 0;
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return isc_err_set(err, ISC_EIO, "cannot make %s: %s", dir, strerror(errno));
+	if (stat(dir, &st) == 0 && st.st_uid == geteuid())
+		chmod(dir, 0755);
+	return 0;
+}
+
+static int listen_unix(struct isc_api *api, const char *path, struct isc_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "api socket path '%s' is longer than %zu bytes", path,
+		                   sizeof(sa.sun_path) - 1);
+	if ((rc = socket_folder(path, err)))
+		return rc;
+	strcpy(sa.sun_path, path);
+	/* A socket left by a daemon that died: iscd.lock says no other iscd owns it. */
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return isc_err_set(err, ISC_EIO, "socket: %s", strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, 0666) != 0 ||
+	    listen(fd, 512) != 0) {
+		rc = isc_err_set(err, ISC_EIO, "cannot listen on %s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	api->unix_fd = fd;
+	return 0;
+}
+
+static int parse_listen(const char *text, struct sockaddr_in *out, struct isc_err *err)
+{
+	char host[64];
+	const char *colon = strrchr(text, ':');
+	char *end;
+	long port;
+
+	memset(out, 0, sizeof(*out));
+	out->sin_family = AF_INET;
+	if (!colon || (size_t)(colon - text) >= sizeof(host))
+		return isc_err_set(err, ISC_EINVALID, "api_listen '%s' is not HOST:PORT", text);
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &out->sin_addr) != 1)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "api_listen '%s' is not an IPv4 address and a port", text);
+	out->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
+int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err)
+{
+	struct isc_api *api = calloc(1, sizeof(*api));
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned threads = o->threads ? o->threads : 8;
+	unsigned limit = o->max_connections ? o->max_connections : 512;
+	unsigned timeout = o->timeout_s ? o->timeout_s : 30;
+	struct passwd *pw;
+	int rc = 0;
+
+	if (!api)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	api->unix_fd = -1;
+	api->operator_uid = geteuid();
+	pw = getpwuid(api->operator_uid);
+	api->home = strdup(o->home);
+	api->socket_path = strdup(o->socket_path);
+	api->operator_name = strdup(pw ? pw->pw_name : "operator");
+	if (!api->home || !api->socket_path || !api->operator_name) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (pthread_key_create(&api->store_key, store_release) != 0) {
+		rc = isc_err_set(err, ISC_ENOMEM, "pthread_key_create failed");
+		goto fail;
+	}
+	api->key_made = 1;
+	if ((rc = listen_unix(api, o->socket_path, err)))
+		goto fail;
+	unix_listener.api = api;
+	unix_listener.is_unix = 1;
+	api->unix_d = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, &unix_listener, MHD_OPTION_LISTEN_SOCKET,
+	    api->unix_fd, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
+	    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+	    MHD_OPTION_END);
+	if (!api->unix_d) {
+		rc = isc_err_set(err, ISC_EIO, "the API server could not start on %s",
+		                 o->socket_path);
+		goto fail;
+	}
+	api->unix_fd = -1; /* MHD owns and closes it */
+	if (o->listen && o->listen[0]) {
+		struct sockaddr_in sa;
+		if ((rc = parse_listen(o->listen, &sa, err)))
+			goto fail;
+		tcp_listener.api = api;
+		tcp_listener.is_unix = 0;
+		api->tcp_d = MHD_start_daemon(
+		    flags, 0, NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
+		    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
+		    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED,
+		    on_completed, NULL, MHD_OPTION_END);
+		if (!api->tcp_d) {
+			rc = isc_err_set(err, ISC_EIO, "the API server could not listen on %s",
+			                 o->listen);
+			goto fail;
+		}
+	}
+	*out = api;
+	return 0;
+fail:
+	isc_api_free(api);
+	return rc;
+}
+
+unsigned isc_api_tcp_port(const struct isc_api *api)
+{
+	const union MHD_DaemonInfo *di;
+	if (!api || !api->tcp_d)
+		return 0;
+	di = MHD_get_daemon_info(api->tcp_d, MHD_DAEMON_INFO_BIND_PORT);
+	return di ? di->port : 0;
+}
+
+void isc_api_free(struct isc_api *api)
+{
+	if (!api)
+		return;
+	if (api->tcp_d)
+		MHD_stop_daemon(api->tcp_d);
+	if (api->unix_d) {
+		MHD_stop_daemon(api->unix_d);
+		unlink(api->socket_path);
+	}
+	if (api->unix_fd >= 0) {
+		close(api->unix_fd);
+		unlink(api->socket_path);
+	}
+	if (api->key_made)
+		pthread_key_delete(api->store_key);
+	free(api->home);
+	free(api->socket_path);
+	free(api->operator_name);
+	free(api);
+}

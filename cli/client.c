@@ -1,0 +1,280 @@
+/* The API client of isc: libcurl over the Unix socket or TCP (cli/client.h). */
+#include "cli/client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* iscd answers from memory; anything slower than this is a hung daemon. */
+#define REQUEST_TIMEOUT_MS 120000L
+/* "When iscd is not running, say so within 2 s." */
+#define CONNECT_TIMEOUT_MS  2000L
+#define REPLY_MAX_BYTES     (64L * 1024 * 1024)
+#define CONNECT_PATIENCE_MS 1500
+#define CONNECT_RETRY_MS    100
+
+void isc_reply_cleanup(struct isc_reply *r)
+{
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
+{
+	struct isc_reply *r = userp;
+	size_t n = size * nmemb;
+	char *grown;
+	if (r->len + n > (size_t)REPLY_MAX_BYTES)
+		return 0;
+	grown = realloc(r->body, r->len + n + 1);
+	if (!grown)
+		return 0;
+	r->body = grown;
+	memcpy(r->body + r->len, data, n);
+	r->len += n;
+	r->body[r->len] = 0;
+	return n;
+}
+
+static void header_value(const char *line, size_t n, const char *name, char *out, size_t cap)
+{
+	size_t nl = strlen(name);
+	if (n <= nl + 1 || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+		return;
+	line += nl + 1;
+	n -= nl + 1;
+	while (n && (*line == ' ' || *line == '\t')) {
+		line++;
+		n--;
+	}
+	while (n && (line[n - 1] == '\r' || line[n - 1] == '\n' || line[n - 1] == ' '))
+		n--;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, line, n);
+	out[n] = 0;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
+{
+	struct isc_reply *r = userp;
+	size_t n = size * nmemb;
+	char flag[8] = "";
+	header_value(data, n, "X-Isc-Offset", r->offset, sizeof(r->offset));
+	header_value(data, n, "X-Isc-Status", r->exp_status, sizeof(r->exp_status));
+	header_value(data, n, "X-Isc-Reason", r->reason, sizeof(r->reason));
+	header_value(data, n, "X-Isc-Final", flag, sizeof(flag));
+	if (flag[0])
+		r->final = flag[0] == '1';
+	flag[0] = 0;
+	header_value(data, n, "X-Isc-Missing", flag, sizeof(flag));
+	if (flag[0])
+		r->missing = flag[0] == '1';
+	flag[0] = 0;
+	header_value(data, n, "X-Isc-Rows", flag, sizeof(flag));
+	if (flag[0])
+		r->rows = strtol(flag, NULL, 10);
+	return n;
+}
+
+static void not_running(struct isc_cli *cli, const char *where, const char *why)
+{
+	char *db = NULL;
+	if (!getenv("ISC_API_URL") && !getenv("ISC_SOCKET") &&
+	    asprintf(&db, "%s/isc.db", cli->home) >= 0 && access(db, F_OK) != 0 &&
+	    errno == ENOENT) {
+		/* Nothing was ever set up here: the fix is isc init, then iscd. */
+		isc_cli_errorf("no store at %s: run 'isc init', then start iscd", cli->home);
+		free(db);
+		return;
+	}
+	free(db);
+	isc_cli_errorf("iscd is not running (no answer on %s)", where);
+	(void)why;
+	if (getenv("ISC_API_URL"))
+		fprintf(stderr, "start it on the server, or check ISC_API_URL\n");
+	else
+		fprintf(stderr, "start it with: iscd --home %s &\n", cli->home);
+}
+
+/* quiet: say nothing when iscd does not answer (isc_client_ping), and do not knock again. */
+static int request(struct isc_cli *cli, const char *method, const char *path, const char *body,
+                   size_t len, int quiet, struct isc_reply *out)
+{
+	const char *url_env = getenv("ISC_API_URL"), *token = getenv("ISC_TOKEN");
+	const char *sock_env = getenv("ISC_SOCKET");
+	struct curl_slist *hdrs = NULL;
+	char *url = NULL, *sock = NULL, *auth = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	CURL *h;
+	CURLcode cc;
+	int rc = ISC_EXIT_FAIL;
+
+	memset(out, 0, sizeof(*out));
+	out->rows = -1;
+	if (url_env && *url_env) {
+		if (!token || !*token) {
+			isc_cli_errorf(
+			    "ISC_API_URL is set but ISC_TOKEN is not: a remote iscd needs "
+			    "a token (isc token create)");
+			return ISC_EXIT_FAIL;
+		}
+		if (asprintf(&url, "%s%s", url_env, path) < 0 ||
+		    asprintf(&auth, "Authorization: Bearer %s", token) < 0) {
+			free(url);
+			return ISC_EXIT_FAIL;
+		}
+	} else {
+		if (sock_env && *sock_env)
+			sock = strdup(sock_env);
+		else if (asprintf(&sock, "%s/run/api.sock", cli->home) < 0)
+			sock = NULL;
+		if (!sock || asprintf(&url, "http://localhost%s", path) < 0) {
+			free(sock);
+			return ISC_EXIT_FAIL;
+		}
+	}
+	h = curl_easy_init();
+	if (!h)
+		goto out;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	if (sock)
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (auth)
+		hdrs = curl_slist_append(hdrs, auth);
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (body) {
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/octet-stream");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	} else if (strcmp(method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+	}
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	/* A daemon that is starting (or restarting) binds its socket within moments: knock
+	 * again for a while before saying it is not running, still inside 2 s. */
+	for (int64_t waited = 0;; waited += CONNECT_RETRY_MS) {
+		cc = curl_easy_perform(h);
+		if (cc != CURLE_COULDNT_CONNECT || waited >= CONNECT_PATIENCE_MS || quiet)
+			break;
+		usleep(CONNECT_RETRY_MS * 1000);
+	}
+	if (cc == CURLE_COULDNT_CONNECT || (cc == CURLE_OPERATION_TIMEDOUT && out->status == 0) ||
+	    cc == CURLE_COULDNT_RESOLVE_HOST) {
+		if (!quiet)
+			not_running(cli, sock ? sock : url_env,
+			            errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	} else if (cc != CURLE_OK) {
+		if (!quiet)
+			isc_cli_errorf("talking to iscd: %s",
+			               errbuf[0] ? errbuf : curl_easy_strerror(cc));
+	} else {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+		if (!out->body && !(out->body = calloc(1, 1)))
+			goto out;
+		rc = ISC_EXIT_OK;
+	}
+out:
+	if (rc)
+		isc_reply_cleanup(out);
+	curl_slist_free_all(hdrs);
+	if (h)
+		curl_easy_cleanup(h);
+	if (auth) {
+		memset(auth, 0, strlen(auth));
+		free(auth);
+	}
+	free(url);
+	free(sock);
+	return rc;
+}
+
+int isc_client_request(struct isc_cli *cli, const char *method, const char *path, const char *body,
+                       size_t len, struct isc_reply *out)
+{
+	return request(cli, method, path, body, len, 0, out);
+}
+
+int isc_client_ping(struct isc_cli *cli)
+{
+	struct isc_reply r;
+	if (request(cli, "GET", "/v1/whoami", NULL, 0, 1, &r))
+		return 0;
+	isc_reply_cleanup(&r);
+	return 1;
+}
+
+int isc_client_fail(const struct isc_reply *r)
+{
+	json_t *o = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(o, "error"));
+	const char *problems = json_string_value(json_object_get(o, "problems"));
+
+	if (problems)
+		fputs(problems, stderr);
+	else if (msg)
+		isc_cli_errorf("%s", msg);
+	else
+		isc_cli_errorf("iscd answered HTTP %ld", r->status);
+	json_decref(o);
+	return ISC_EXIT_FAIL;
+}
+
+int isc_client_json(struct isc_cli *cli, const char *method, const char *path, json_t *body,
+                    json_t **out)
+{
+	struct isc_reply r;
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_error_t jerr;
+	int rc;
+
+	json_decref(body);
+	if (body && !text)
+		return ISC_EXIT_FAIL;
+	rc = isc_client_request(cli, method, path, text, text ? strlen(text) : 0, &r);
+	free(text);
+	if (rc)
+		return rc;
+	if (r.status < 200 || r.status > 299) {
+		rc = isc_client_fail(&r);
+	} else if (out && !(*out = json_loadb(r.body, r.len, 0, &jerr))) {
+		isc_cli_errorf("iscd sent a reply that is not JSON: %s", jerr.text);
+		rc = ISC_EXIT_FAIL;
+	}
+	isc_reply_cleanup(&r);
+	return rc;
+}
+
+int isc_client_query_add(char **path, const char *key, const char *value)
+{
+	char *esc, *grown;
+	int n;
+	if (!value)
+		return 0;
+	esc = curl_easy_escape(NULL, value, 0);
+	if (!esc)
+		return -1;
+	n = asprintf(&grown, "%s%c%s=%s", *path, strchr(*path, '?') ? '&' : '?', key, esc);
+	curl_free(esc);
+	if (n < 0)
+		return -1;
+	free(*path);
+	*path = grown;
+	return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * isc's side of the API (docs/api.md): one HTTP request at a time to iscd,
+ * over the Unix socket ($ISC_SOCKET, else $ISC_HOME/run/api.sock) or, when
+ * ISC_API_URL is set, over TCP with the bearer token in ISC_TOKEN. The token
+ * goes only into the Authorization header: never argv, never a message.
+ */
+#ifndef ISC_CLI_CLIENT_H
+#define ISC_CLI_CLIENT_H
+
+#include "cli/cli.h"
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct isc_reply {
+	long status; /* HTTP status */
+	char *body;  /* NUL-terminated, owned */
+	size_t len;
+	char offset[32];     /* X-Isc-Offset */
+	char exp_status[32]; /* X-Isc-Status */
+	char reason[512];    /* X-Isc-Reason */
+	int final, missing;  /* X-Isc-Final, X-Isc-Missing */
+	long rows;           /* X-Isc-Rows (the spend report), -1 when absent */
+};
+void isc_reply_cleanup(struct isc_reply *r);
+
+/*
+ * Sends one request; path includes the query ("/v1/spend?by=day"). On any
+ * HTTP answer returns ISC_EXIT_OK with *out filled (whatever its status).
+ * When iscd does not answer it prints that iscd is not running and how to
+ * start it, and returns ISC_EXIT_FAIL.
+ */
+int isc_client_request(struct isc_cli *cli, const char *method, const char *path, const char *body,
+                       size_t len, struct isc_reply *out);
+
+/* 1 when iscd answers (a quiet GET /v1/whoami), else 0; prints nothing. */
+int isc_client_ping(struct isc_cli *cli);
+
+/*
+ * A JSON call: body may be NULL (consumed otherwise). A 2xx reply's JSON goes
+ * to *out (caller decrefs); an error reply prints "isc: error: MESSAGE" and
+ * returns ISC_EXIT_FAIL.
+ */
+int isc_client_json(struct isc_cli *cli, const char *method, const char *path, json_t *body,
+                    json_t **out);
+
+/* Prints the error of a non-2xx reply as "isc: error: MESSAGE"; returns ISC_EXIT_FAIL. */
+int isc_client_fail(const struct isc_reply *r);
+
+/*
+ * Appends "&key=value" (or "?key=value" for the first) to a path being built,
+ * URL-escaped; value NULL appends nothing. Returns 0 or -1 out of memory.
+ */
+int isc_client_query_add(char **path, const char *key, const char *value);
+
+#endif

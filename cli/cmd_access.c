@@ -1,0 +1,402 @@
+/*
+ * isc user, isc member, isc token, isc audit: who may use the platform and
+ * what they did (docs/api.md). Users are added by the operator; memberships
+ * by an organisation's admins; each user makes their own tokens.
+ */
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/lib/table.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static const char *when(json_t *v, char *buf, size_t cap)
+{
+	time_t t;
+	struct tm tm;
+	if (!json_is_integer(v))
+		return "-";
+	t = (time_t)(json_integer_value(v) / 1000);
+	gmtime_r(&t, &tm);
+	strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+	return buf;
+}
+
+/* Scans "--name VALUE" / "--name=VALUE" / "--json" options; positional words into pos. */
+struct opt {
+	const char *name;
+	const char **value; /* NULL for --json */
+};
+
+static int scan(const char *cmd, int argc, char **argv, int first, const struct opt *opts,
+                int *json, const char **pos, int max_pos, int *npos)
+{
+	*npos = 0;
+	for (int i = first; i < argc; i++) {
+		const char *a = argv[i];
+		const struct opt *o = NULL;
+		const char *eq;
+		size_t len;
+
+		if (strncmp(a, "--", 2) != 0) {
+			if (*npos >= max_pos)
+				return isc_cli_usage_error(cmd, "unexpected argument '%s'", a);
+			pos[(*npos)++] = a;
+			continue;
+		}
+		if (strcmp(a, "--json") == 0 && json) {
+			*json = 1;
+			continue;
+		}
+		eq = strchr(a, '=');
+		len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		for (const struct opt *p = opts; p && p->name; p++)
+			if (strlen(p->name) == len && strncmp(p->name, a + 2, len) == 0)
+				o = p;
+		if (!o)
+			return isc_cli_usage_error(cmd, "unknown option '%s'", a);
+		if (eq)
+			*o->value = eq + 1;
+		else if (i + 1 < argc)
+			*o->value = argv[++i];
+		else
+			return isc_cli_usage_error(cmd, "option --%s needs a value", o->name);
+	}
+	return 0;
+}
+
+/* ---- isc user ---- */
+
+int cmd_user(struct isc_cli *cli, int argc, char **argv)
+{
+	static const char *const headers[] = {"NAME", "CREATED (UTC)"};
+	const char *pos[1];
+	int json = 0, npos, rc;
+	json_t *reply = NULL, *u;
+	size_t i;
+
+	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc user add NAME\n       isc user list [--json]\n\n"
+		       "Platform users (operator only). NAME is the user's OS login name: on the\n"
+		       "local socket iscd knows a caller by the OS user of the calling process.\n");
+		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "add") == 0) {
+		if ((rc = scan("user", argc, argv, 2, NULL, NULL, pos, 1, &npos)))
+			return rc;
+		if (npos != 1)
+			return isc_cli_usage_error("user", "usage: isc user add NAME");
+		if ((rc = isc_client_json(cli, "POST", "/v1/users",
+		                          json_pack("{s:s}", "name", pos[0]), NULL)))
+			return rc;
+		printf("user %s added\n", pos[0]);
+		return ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "list") != 0)
+		return isc_cli_usage_error("user", "unknown subcommand '%s'", argv[1]);
+	if ((rc = scan("user", argc, argv, 2, NULL, &json, pos, 0, &npos)))
+		return rc;
+	if ((rc = isc_client_json(cli, "GET", "/v1/users", NULL, &reply)))
+		return rc;
+	if (json) {
+		isc_json_print(reply, stdout);
+	} else {
+		struct isc_table *t = isc_table_new(2, headers);
+		json_array_foreach(reply, i, u)
+		{
+			char w[32];
+			const char *cells[2] = {
+			    str(u, "name"),
+			    when(json_object_get(u, "created_at_ms"), w, sizeof(w))};
+			if (t)
+				isc_table_add(t, cells);
+		}
+		if (t)
+			isc_table_print(t, stdout);
+		isc_table_free(t);
+	}
+	json_decref(reply);
+	return ISC_EXIT_OK;
+}
+
+/* ---- isc member ---- */
+
+int cmd_member(struct isc_cli *cli, int argc, char **argv)
+{
+	static const char *const headers[] = {"ORG", "USER", "ROLE"};
+	const char *org = NULL, *role = NULL, *pos[1];
+	const struct opt opts[] = {{"org", &org}, {"role", &role}, {NULL, NULL}};
+	int json = 0, npos, rc;
+	json_t *reply = NULL, *m;
+	char *path;
+	size_t i;
+
+	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc member add --org ORG NAME --role member|admin|finance\n"
+		       "       isc member list --org ORG [--json]\n"
+		       "       isc member remove --org ORG NAME\n\n"
+		       "An organisation's members and their roles (its admins, and the operator).\n"
+		       "member: launch into the org's projects, see and cancel their own\n"
+		       "experiments; admin: everything in the org; finance: spend, credits and\n"
+		       "budgets, read only. add on an existing member changes the role.\n");
+		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
+	}
+	if ((rc = scan("member", argc, argv, 2, opts, &json, pos, 1, &npos)))
+		return rc;
+	if (!org)
+		return isc_cli_usage_error("member", "--org ORG is required");
+	if (strcmp(argv[1], "add") == 0) {
+		if (npos != 1 || !role)
+			return isc_cli_usage_error(
+			    "member",
+			    "usage: isc member add --org ORG NAME --role member|admin|finance");
+		if (strcmp(role, "member") && strcmp(role, "admin") && strcmp(role, "finance"))
+			return isc_cli_usage_error(
+			    "member", "--role: '%s' is not member, admin or finance", role);
+		if ((rc = isc_client_json(
+		         cli, "POST", "/v1/members",
+		         json_pack("{s:s,s:s,s:s}", "org", org, "user", pos[0], "role", role),
+		         NULL)))
+			return rc;
+		printf("%s is %s of %s\n", pos[0], role, org);
+		return ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "remove") == 0) {
+		if (npos != 1)
+			return isc_cli_usage_error("member",
+			                           "usage: isc member remove --org ORG NAME");
+		if (!(path = strdup("/v1/members")) || isc_client_query_add(&path, "org", org) ||
+		    isc_client_query_add(&path, "user", pos[0])) {
+			free(path);
+			return ISC_EXIT_FAIL;
+		}
+		rc = isc_client_json(cli, "DELETE", path, NULL, NULL);
+		free(path);
+		if (!rc)
+			printf("%s is no longer a member of %s\n", pos[0], org);
+		return rc;
+	}
+	if (strcmp(argv[1], "list") != 0)
+		return isc_cli_usage_error("member", "unknown subcommand '%s'", argv[1]);
+	if (npos)
+		return isc_cli_usage_error("member", "unexpected argument '%s'", pos[0]);
+	if (!(path = strdup("/v1/members")) || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json(cli, "GET", path, NULL, &reply);
+	free(path);
+	if (rc)
+		return rc;
+	if (json) {
+		isc_json_print(reply, stdout);
+	} else {
+		struct isc_table *t = isc_table_new(3, headers);
+		json_array_foreach(reply, i, m)
+		{
+			const char *cells[3] = {str(m, "org"), str(m, "user"), str(m, "role")};
+			if (t)
+				isc_table_add(t, cells);
+		}
+		if (t)
+			isc_table_print(t, stdout);
+		isc_table_free(t);
+	}
+	json_decref(reply);
+	return ISC_EXIT_OK;
+}
+
+/* ---- isc token ---- */
+
+/* "30d", "12h", "90m", "3600s" or plain seconds -> seconds; -1 when malformed. */
+static long long parse_duration(const char *text)
+{
+	char *end;
+	long long n = strtoll(text, &end, 10), mul = 1;
+	if (end == text || n <= 0)
+		return -1;
+	if (*end == 'd')
+		mul = 86400;
+	else if (*end == 'h')
+		mul = 3600;
+	else if (*end == 'm')
+		mul = 60;
+	else if (*end == 's' || *end == 0)
+		mul = 1;
+	else
+		return -1;
+	if (*end && end[1])
+		return -1;
+	if (n > 10LL * 365 * 86400 / mul)
+		return -1;
+	return n * mul;
+}
+
+int cmd_token(struct isc_cli *cli, int argc, char **argv)
+{
+	static const char *const headers[] = {"ID", "USER", "CREATED (UTC)", "EXPIRES (UTC)",
+	                                      "REVOKED (UTC)"};
+	const char *expires = NULL, *pos[1];
+	const struct opt opts[] = {{"expires", &expires}, {NULL, NULL}};
+	int json = 0, npos, rc;
+	json_t *reply = NULL, *t;
+	size_t i;
+
+	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc token create [--expires D]\n       isc token list [--json]\n"
+		       "       isc token revoke ID\n\n"
+		       "Bearer tokens for reaching iscd over TCP (ISC_API_URL + ISC_TOKEN).\n"
+		       "create prints the token once: iscd keeps only its SHA-256. D is a\n"
+		       "duration: 30d, 12h, 90m or seconds; without it the token does not\n"
+		       "expire. A token acts as the user who created it.\n");
+		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
+	}
+	if ((rc = scan("token", argc, argv, 2, opts, &json, pos, 1, &npos)))
+		return rc;
+	if (strcmp(argv[1], "create") == 0) {
+		json_t *body = json_object();
+		long long secs = 0;
+		if (npos)
+			return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
+		if (expires && (secs = parse_duration(expires)) < 0) {
+			json_decref(body);
+			return isc_cli_usage_error(
+			    "token", "--expires: '%s' is not a duration such as 30d, 12h or 90m",
+			    expires);
+		}
+		if (secs)
+			json_object_set_new(body, "expires_in_s", json_integer(secs));
+		if ((rc = isc_client_json(cli, "POST", "/v1/tokens", body, &reply)))
+			return rc;
+		if (json) {
+			isc_json_print(reply, stdout);
+		} else {
+			char w[32];
+			printf("%s\n", str(reply, "token"));
+			fprintf(stderr,
+			        "token %s for %s, expires %s: shown once, keep it secret "
+			        "(ISC_TOKEN)\n",
+			        str(reply, "id"), str(reply, "user"),
+			        json_is_integer(json_object_get(reply, "expires_at_ms"))
+			            ? when(json_object_get(reply, "expires_at_ms"), w, sizeof(w))
+			            : "never");
+		}
+		json_decref(reply);
+		return ISC_EXIT_OK;
+	}
+	if (strcmp(argv[1], "revoke") == 0) {
+		char *path = NULL;
+		if (npos != 1)
+			return isc_cli_usage_error("token", "usage: isc token revoke ID");
+		if (strchr(pos[0], '.') || strchr(pos[0], '/'))
+			return isc_cli_usage_error("token",
+			                           "give the token's ID (tok_...), not the "
+			                           "token itself");
+		if (asprintf(&path, "/v1/tokens/%s", pos[0]) < 0)
+			return ISC_EXIT_FAIL;
+		rc = isc_client_json(cli, "DELETE", path, NULL, NULL);
+		free(path);
+		if (!rc)
+			printf("token %s revoked\n", pos[0]);
+		return rc;
+	}
+	if (strcmp(argv[1], "list") != 0)
+		return isc_cli_usage_error("token", "unknown subcommand '%s'", argv[1]);
+	if (npos)
+		return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
+	if ((rc = isc_client_json(cli, "GET", "/v1/tokens", NULL, &reply)))
+		return rc;
+	if (json) {
+		isc_json_print(reply, stdout);
+	} else {
+		struct isc_table *tab = isc_table_new(5, headers);
+		json_array_foreach(reply, i, t)
+		{
+			char a[32], b[32], c[32];
+			const char *cells[5] = {
+			    str(t, "id"), str(t, "user"),
+			    when(json_object_get(t, "created_at_ms"), a, sizeof(a)),
+			    json_is_integer(json_object_get(t, "expires_at_ms"))
+			        ? when(json_object_get(t, "expires_at_ms"), b, sizeof(b))
+			        : "never",
+			    when(json_object_get(t, "revoked_at_ms"), c, sizeof(c))};
+			if (tab)
+				isc_table_add(tab, cells);
+		}
+		if (tab)
+			isc_table_print(tab, stdout);
+		isc_table_free(tab);
+	}
+	json_decref(reply);
+	return ISC_EXIT_OK;
+}
+
+/* ---- isc audit ---- */
+
+int cmd_audit(struct isc_cli *cli, int argc, char **argv)
+{
+	static const char *const headers[] = {"WHEN (UTC)", "WHO",    "FROM",  "ORG",
+	                                      "ACTION",     "TARGET", "STATUS"};
+	const char *org = NULL, *limit = NULL, *pos[1];
+	const struct opt opts[] = {{"org", &org}, {"limit", &limit}, {NULL, NULL}};
+	int json = 0, npos, rc;
+	json_t *reply = NULL, *a;
+	char *path;
+	size_t i;
+
+	if (isc_cli_wants_help(argc, argv)) {
+		printf("usage: isc audit [--org ORG] [--limit N] [--json]\n\n"
+		       "Every change made through iscd's API, newest first: who, when, from which\n"
+		       "address, what, on what, and the answer. An organisation's admins read its\n"
+		       "rows (--org); the operator reads every row.\n");
+		return ISC_EXIT_OK;
+	}
+	if ((rc = scan("audit", argc, argv, 1, opts, &json, pos, 0, &npos)))
+		return rc;
+	if (!(path = strdup("/v1/audit")) || isc_client_query_add(&path, "org", org) ||
+	    isc_client_query_add(&path, "limit", limit)) {
+		free(path);
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json(cli, "GET", path, NULL, &reply);
+	free(path);
+	if (rc)
+		return rc;
+	if (json) {
+		isc_json_print(reply, stdout);
+	} else {
+		struct isc_table *t = isc_table_new(7, headers);
+		if (t)
+			isc_table_align_right(t, 6);
+		json_array_foreach(reply, i, a)
+		{
+			char w[32], st[16];
+			const char *cells[7];
+			snprintf(st, sizeof(st), "%lld",
+			         (long long)json_integer_value(json_object_get(a, "status")));
+			cells[0] = when(json_object_get(a, "at_ms"), w, sizeof(w));
+			cells[1] = str(a, "actor");
+			cells[2] = str(a, "address");
+			cells[3] = str(a, "org")[0] ? str(a, "org") : "-";
+			cells[4] = str(a, "action");
+			cells[5] = str(a, "target")[0] ? str(a, "target") : "-";
+			cells[6] = st;
+			if (t)
+				isc_table_add(t, cells);
+		}
+		if (t)
+			isc_table_print(t, stdout);
+		isc_table_free(t);
+	}
+	json_decref(reply);
+	return ISC_EXIT_OK;
+}

@@ -1,0 +1,465 @@
+/* Platform users, memberships, API tokens, experiment owners and the audit. */
+#include "store/store_access.h"
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int isc_role_parse(const char *text, enum isc_role *out, struct isc_err *err)
+{
+	if (strcmp(text, "member") == 0)
+		*out = ISC_ROLE_MEMBER;
+	else if (strcmp(text, "admin") == 0)
+		*out = ISC_ROLE_ADMIN;
+	else if (strcmp(text, "finance") == 0)
+		*out = ISC_ROLE_FINANCE;
+	else
+		return isc_err_set(err, ISC_EINVALID,
+		                   "unknown role '%s': use member, admin or finance", text);
+	return 0;
+}
+
+const char *isc_role_name(enum isc_role role)
+{
+	switch (role) {
+	case ISC_ROLE_MEMBER:
+		return "member";
+	case ISC_ROLE_ADMIN:
+		return "admin";
+	case ISC_ROLE_FINANCE:
+		return "finance";
+	default:
+		return "none";
+	}
+}
+
+static enum isc_role role_from_text(const unsigned char *t)
+{
+	enum isc_role r = ISC_ROLE_NONE;
+	if (t)
+		isc_role_parse((const char *)t, &r, NULL);
+	return r;
+}
+
+/* ---- users ---- */
+
+void isc_user_cleanup(struct isc_user *u)
+{
+	free(u->name);
+	memset(u, 0, sizeof(*u));
+}
+
+void isc_user_list_free(struct isc_user *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_user_cleanup(&list[i]);
+	free(list);
+}
+
+int isc_store_user_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc =
+	    isc_store_prepare(s, "INSERT INTO users (name, created_at_ms) VALUES (?, ?)", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, isc_store_now_ms());
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT)
+		return isc_err_set(err, ISC_ECONFLICT, "user '%s' exists already", name);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "adding a user", err);
+	if (id_out)
+		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
+	return 0;
+}
+
+static int user_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_user *u = rec;
+	int oom = 0;
+	u->id = sqlite3_column_int64(st, 0);
+	u->name = isc_store_col_text(st, 1, &oom);
+	u->created_at_ms = sqlite3_column_int64(st, 2);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+static void user_clean(void *rec)
+{
+	isc_user_cleanup(rec);
+}
+
+int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *out,
+                        struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM users WHERE name = ?",
+	                           &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	rc = isc_store_read_one(s, st, user_from_row, user_clean, out, sizeof(*out),
+	                        "finding a user", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no platform user named '%s'", name) : rc;
+}
+
+int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM users ORDER BY name",
+	                           &st, err);
+	if (rc)
+		return rc;
+	rc = isc_store_read_rows(s, st, sizeof(**out), user_from_row, user_clean, "reading users",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+/* ---- memberships ---- */
+
+static void membership_clean(void *rec)
+{
+	struct isc_membership *m = rec;
+	free(m->user_name);
+	free(m->org_name);
+}
+
+void isc_membership_list_free(struct isc_membership *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		membership_clean(&list[i]);
+	free(list);
+}
+
+static int membership_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_membership *m = rec;
+	int oom = 0;
+	m->user_id = sqlite3_column_int64(st, 0);
+	m->user_name = isc_store_col_text(st, 1, &oom);
+	m->org_id = sqlite3_column_int64(st, 2);
+	m->org_name = isc_store_col_text(st, 3, &oom);
+	m->role = role_from_text(sqlite3_column_text(st, 4));
+	m->created_at_ms = sqlite3_column_int64(st, 5);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+int isc_store_member_set(struct isc_store *s, int64_t org_id, int64_t user_id, enum isc_role role,
+                         struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO memberships (user_id, org_id, role, created_at_ms) VALUES (?, ?, ?, ?) "
+	    "ON CONFLICT (user_id, org_id) DO UPDATE SET role = excluded.role",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, user_id);
+	sqlite3_bind_int64(st, 2, org_id);
+	sqlite3_bind_text(st, 3, isc_role_name(role), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, isc_store_now_ms());
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "setting a membership", err);
+}
+
+int isc_store_member_remove(struct isc_store *s, int64_t org_id, int64_t user_id,
+                            struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "DELETE FROM memberships WHERE user_id = ? AND org_id = ?",
+	                           &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, user_id);
+	sqlite3_bind_int64(st, 2, org_id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "removing a membership", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_ENOTFOUND,
+		                   "the user is not a member of the organisation");
+	return 0;
+}
+
+int isc_store_member_role(struct isc_store *s, int64_t user_id, int64_t org_id, enum isc_role *out,
+                          struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "SELECT role FROM memberships WHERE user_id = ? AND org_id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, user_id);
+	sqlite3_bind_int64(st, 2, org_id);
+	rc = sqlite3_step(st);
+	*out = rc == SQLITE_ROW ? role_from_text(sqlite3_column_text(st, 0)) : ISC_ROLE_NONE;
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "reading a membership", err);
+	return 0;
+}
+
+int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
+                          struct isc_membership **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(
+	    s,
+	    "SELECT m.user_id, u.name, m.org_id, o.name, m.role, m.created_at_ms "
+	    "FROM memberships m JOIN users u ON u.id = m.user_id JOIN orgs o ON o.id = m.org_id "
+	    "WHERE (?1 = 0 OR m.org_id = ?1) AND (?2 = 0 OR m.user_id = ?2) ORDER BY o.name, "
+	    "u.name",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, org_id);
+	sqlite3_bind_int64(st, 2, user_id);
+	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
+	                         "reading memberships", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+/* ---- tokens ---- */
+
+void isc_token_cleanup(struct isc_token *t)
+{
+	free(t->id);
+	free(t->user_name);
+	free(t->hash_hex);
+	memset(t, 0, sizeof(*t));
+}
+
+void isc_token_list_free(struct isc_token *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		isc_token_cleanup(&list[i]);
+	free(list);
+}
+
+int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
+	                           "expires_at_ms) VALUES (?, ?, ?, ?, ?)",
+	                           &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+	if (t->user_id)
+		sqlite3_bind_int64(st, 2, t->user_id);
+	else
+		sqlite3_bind_null(st, 2);
+	sqlite3_bind_text(st, 3, t->hash_hex, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, isc_store_now_ms());
+	sqlite3_bind_int64(st, 5, t->expires_at_ms);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding a token", err);
+}
+
+#define TOKEN_COLS                                                                                 \
+	"SELECT t.id, COALESCE(t.user_id, 0), COALESCE(u.name, ''), t.hash, t.created_at_ms, "     \
+	"t.expires_at_ms, t.revoked_at_ms FROM api_tokens t LEFT JOIN users u ON u.id = "          \
+	"t.user_id "
+
+static int token_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_token *t = rec;
+	int oom = 0;
+	t->id = isc_store_col_text(st, 0, &oom);
+	t->user_id = sqlite3_column_int64(st, 1);
+	t->user_name = isc_store_col_text(st, 2, &oom);
+	t->hash_hex = isc_store_col_text(st, 3, &oom);
+	t->created_at_ms = sqlite3_column_int64(st, 4);
+	t->expires_at_ms = sqlite3_column_int64(st, 5);
+	t->revoked_at_ms = sqlite3_column_int64(st, 6);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+static void token_clean(void *rec)
+{
+	isc_token_cleanup(rec);
+}
+
+int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *out,
+                        struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, TOKEN_COLS "WHERE t.id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = isc_store_read_one(s, st, token_from_row, token_clean, out, sizeof(*out),
+	                        "reading a token", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no token '%s'", id) : rc;
+}
+
+int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct isc_token **out,
+                         size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(
+	    s, TOKEN_COLS "WHERE ?1 OR COALESCE(t.user_id, 0) = ?2 ORDER BY t.created_at_ms, t.id",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, all != 0);
+	sqlite3_bind_int64(st, 2, user_id);
+	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
+	                         "reading tokens", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+int isc_store_token_revoke(struct isc_store *s, const char *id, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "UPDATE api_tokens SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms = 0", &st,
+	    err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, isc_store_now_ms());
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "revoking a token", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_ENOTFOUND, "no live token '%s'", id);
+	return 0;
+}
+
+/* ---- experiment owners ---- */
+
+int isc_store_experiment_set_owner(struct isc_store *s, const char *id, const char *owner,
+                                   struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s, "UPDATE experiments SET owner = ? WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "setting an owner", err);
+}
+
+int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner,
+                               struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int oom = 0;
+	int rc = isc_store_prepare(s, "SELECT owner FROM experiments WHERE id = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*owner = isc_store_col_text(st, 0, &oom);
+		rc = oom || !*owner ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
+	} else {
+		rc = isc_store_sqlite_err(s, rc, "reading an owner", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* ---- audit ---- */
+
+int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "INSERT INTO audit (at_ms, actor, address, org_id, action, "
+	                           "target, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+	                           &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, a->at_ms ? a->at_ms : isc_store_now_ms());
+	sqlite3_bind_text(st, 2, a->actor, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, a->address, -1, SQLITE_STATIC);
+	if (a->org_id)
+		sqlite3_bind_int64(st, 4, a->org_id);
+	else
+		sqlite3_bind_null(st, 4);
+	sqlite3_bind_text(st, 5, a->action, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, a->target ? a->target : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 7, a->status);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "writing the audit", err);
+}
+
+static void audit_clean(void *rec)
+{
+	struct isc_audit *a = rec;
+	free(a->actor);
+	free(a->address);
+	free(a->org_name);
+	free(a->action);
+	free(a->target);
+}
+
+void isc_audit_list_free(struct isc_audit *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		audit_clean(&list[i]);
+	free(list);
+}
+
+static int audit_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_audit *a = rec;
+	int oom = 0;
+	a->id = sqlite3_column_int64(st, 0);
+	a->at_ms = sqlite3_column_int64(st, 1);
+	a->actor = isc_store_col_text(st, 2, &oom);
+	a->address = isc_store_col_text(st, 3, &oom);
+	a->org_id = sqlite3_column_int64(st, 4);
+	a->org_name = isc_store_col_text(st, 5, &oom);
+	a->action = isc_store_col_text(st, 6, &oom);
+	a->target = isc_store_col_text(st, 7, &oom);
+	a->status = sqlite3_column_int(st, 8);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+int isc_store_audit_list(struct isc_store *s, int64_t org_id, size_t limit, struct isc_audit **out,
+                         size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	int rc =
+	    isc_store_prepare(s,
+	                      "SELECT a.id, a.at_ms, a.actor, a.address, COALESCE(a.org_id, 0), "
+	                      "COALESCE(o.name, ''), a.action, a.target, a.status FROM audit a "
+	                      "LEFT JOIN orgs o ON o.id = a.org_id "
+	                      "WHERE ?1 = 0 OR a.org_id = ?1 ORDER BY a.id DESC LIMIT ?2",
+	                      &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, org_id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+	rc = isc_store_read_rows(s, st, sizeof(**out), audit_from_row, audit_clean,
+	                         "reading the audit", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Isolation through iscd's API (docs/api.md): two organisations, a user of each
+# role (member, admin, finance) in each, a platform user in none, and an OS user
+# who is no platform user. Every route is tried by every caller over the Unix
+# socket, as that OS user (kernel peer credentials), and each answer is checked
+# exactly: 200/201, 403 (a known resource, too small a role) or 404 (another
+# organisation's resource, as if it did not exist). No listing (orgs, projects,
+# experiments, events, logs, members, credits, spend, tokens, audit) shows
+# another organisation's rows; same-named projects of two orgs are never summed.
+#
+# Needs several OS users: this suite creates them with useradd (CI runs as root)
+# with names unique to the run, and removes them at the end. Not root: skipped.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ "$(id -u)" -ne 0 ] || ! command -v useradd >/dev/null || ! command -v runuser >/dev/null; then
+	echo "api-isolation: skipped: needs root, useradd and runuser to create OS users"
+	finish api-isolation
+	exit 0
+fi
+
+dir=$(mktemp -d /tmp/isc-iso.XXXXXX)
+chmod 0711 "$dir" # other users reach $dir/home/run/api.sock by name
+home=$dir/home
+tag=i$(($$ % 100000))
+roles=(am aa af bm ba bf none stranger)
+declare -A os
+for r in "${roles[@]}"; do os[$r]=$tag-$r; done
+created=()
+cleanup() {
+	iscd_api_stop
+	for u in "${created[@]}"; do userdel "$u" 2>/dev/null; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+for r in "${roles[@]}"; do
+	useradd -M -N -d /nonexistent -s /usr/sbin/nologin "${os[$r]}" || { echo "useradd ${os[$r]} failed" >&2; exit 1; }
+	created+=("${os[$r]}")
+done
+
+isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
+# as ROLE CMD...: runs CMD as that OS user, with the environment isc needs.
+as() {
+	local who=${os[$1]}
+	shift
+	runuser -u "$who" -- env ISC_HOME="$home" LSAN_OPTIONS="$LSAN_OPTIONS" \
+		ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" "$@"
+}
+# http ROLE METHOD PATH [BODY]: the status code the API answers that caller.
+http() {
+	local args=(-s -o "$dir/out/$1.body" -w '%{http_code}' --unix-socket "$home/run/api.sock" -X "$2")
+	[ $# -ge 4 ] && args+=(--data-binary "$4")
+	if [ "$1" = operator ]; then
+		curl "${args[@]}" "http://localhost$3"
+	else
+		as "$1" curl "${args[@]}" "http://localhost$3"
+	fi
+}
+# expect ROLE CODE METHOD PATH [BODY]
+expect() {
+	local role=$1 want=$2 got
+	shift 2
+	got=$(http "$role" "$@")
+	if [ "$got" = "$want" ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $role $1 $2: HTTP $got, wanted $want: $(head -c 300 "$dir/out/$role.body")" >&2
+	fi
+}
+# expect_all METHOD PATH BODY CODE_am CODE_aa CODE_af CODE_bm CODE_ba CODE_bf CODE_none
+expect_all() {
+	local m=$1 p=$2 b=$3 i=0
+	shift 3
+	for r in am aa af bm ba bf none; do
+		if [ -n "$b" ]; then expect "$r" "$1" "$m" "$p" "$b"; else expect "$r" "$1" "$m" "$p"; fi
+		shift
+	done
+}
+# ---- the platform: operator (root, the store's owner) sets it up through the API ----
+isc init >/dev/null || exit 1
+iscd_api "$home" "$dir/iscd.log" --verbose || exit 1
+chmod 0755 "$dir" && mkdir -m 0755 "$dir/files" && mkdir -m 1777 "$dir/out"
+isc org add orga >/dev/null && isc org add orgb >/dev/null
+pa=$(isc project add --org orga vision) && pb=$(isc project add --org orgb vision)
+isc project add --org orga other >/dev/null
+for r in am aa af bm ba bf none; do isc user add "${os[$r]}" >/dev/null; done
+for o in a b; do
+	isc member add --org org$o "${os[${o}m]}" --role member >/dev/null
+	isc member add --org org$o "${os[${o}a]}" --role admin >/dev/null
+	isc member add --org org$o "${os[${o}f]}" --role finance >/dev/null
+	isc credits grant --org org$o 100 >/dev/null
+done
+check "the operator set up two orgs with a user of each role" test "$(isc member list --org orga --json | grep -c '"role"')" = 3
+
+launchfile() { # launchfile NAME PROJECT-ID
+	cat >"$dir/files/$1.isc" <<ISC
+isc_project_id = "$2"
+experiment_name = "$1"
+gpus = 8
+command = "python train.py"
+ISC
+	chmod 0644 "$dir/files/$1.isc"
+}
+# Each org: one experiment by its member, one by its admin (via isc, as those OS users).
+for o in a b; do
+	p=$([ $o = a ] && echo "$pa" || echo "$pb")
+	launchfile "$o-by-member" "$p"
+	launchfile "$o-by-admin" "$p"
+	launchfile "$o-cancel-m" "$p"
+	launchfile "$o-cancel-a" "$p"
+	for f in by-member cancel-m; do
+		id=$(as ${o}m "$ISC_BIN/isc" train "$dir/files/$o-$f.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+		eval "e_${o}_${f//-/_}=$id"
+	done
+	for f in by-admin cancel-a; do
+		id=$(as ${o}a "$ISC_BIN/isc" train "$dir/files/$o-$f.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+		eval "e_${o}_${f//-/_}=$id"
+	done
+done
+check "experiments launched as the OS users" test -n "$e_a_by_member" -a -n "$e_a_by_admin" -a -n "$e_b_by_member" -a -n "$e_b_cancel_a"
+# Spend to find: one charge per org on its project 'vision' (same name in both orgs).
+for o in a b; do
+	p=$([ $o = a ] && echo "$pa" || echo "$pb")
+	e=$(eval echo "\$e_${o}_by_member")
+	amount=$([ $o = a ] && echo 1250000 || echo 7000000)
+	sqlite3 "$home/isc.db" "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, kind, amount_micros, provider, shape_id, period_start_ms, period_end_ms, billing)
+		SELECT 1717200000000, id, '$p', '$e', 'charge', $amount, 'aws', 'aws-us-east-1-g5.xlarge-spot', 1717200000000, 1717203600000, 'credits' FROM orgs WHERE name = 'org$o'" ||
+		echo "could not write the spend fixture" >&2
+done
+
+# ---- who is calling ----
+expect stranger 401 GET /v1/whoami
+check "a stranger is told to ask the operator" grep -q "isc user add ${os[stranger]}" "$dir/out/stranger.body"
+expect_all GET /v1/whoami "" 200 200 200 200 200 200 200
+http am GET /v1/whoami >/dev/null
+check "the socket knows the OS user: whoami names ${os[am]}, member of orga" /usr/bin/python3 -c "
+import json, sys
+o = json.load(open(sys.argv[1]))
+sys.exit(0 if o['user'] == sys.argv[2] and not o['operator'] and o['orgs'] == [{'org': 'orga', 'role': 'member'}] else 1)" "$dir/out/am.body" "${os[am]}"
+
+# ---- operator-only routes ----
+expect_all GET /v1/users "" 403 403 403 403 403 403 403
+expect_all POST /v1/users '{"name":"mallory"}' 403 403 403 403 403 403 403
+expect_all POST /v1/orgs '{"name":"orgc"}' 403 403 403 403 403 403 403
+expect_all POST /v1/credits/grants '{"org":"orga","amount_micros":1000000}' 403 403 403 403 403 403 403
+
+# ---- organisations and projects ----
+expect_all GET /v1/orgs "" 200 200 200 200 200 200 200
+expect_all GET "/v1/projects?org=orga" "" 200 200 200 404 404 404 404
+expect_all GET "/v1/projects?org=orgb" "" 404 404 404 200 200 200 404
+expect_all GET "/v1/projects?org=nope" "" 404 404 404 404 404 404 404
+n=0
+for r in am aa af bm ba bf none; do
+	n=$((n + 1))
+	case $r in aa) want=201 ;; am | af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" POST /v1/projects "{\"org\":\"orga\",\"name\":\"p$n\"}"
+done
+expect_all POST /v1/budgets '{"org":"orga","project":"vision","budget_micros":50000000}' 403 200 403 404 404 404 404
+expect_all POST /v1/budgets '{"org":"orgb","project":"vision","budget_micros":null}' 404 404 404 403 200 403 404
+
+# ---- members ----
+expect_all GET "/v1/members?org=orga" "" 403 200 403 404 404 404 404
+expect_all GET "/v1/members?org=orgb" "" 404 404 404 403 200 403 404
+expect_all POST /v1/members "{\"org\":\"orga\",\"user\":\"${os[am]}\",\"role\":\"member\"}" 403 200 403 404 404 404 404
+expect_all POST /v1/members "{\"org\":\"orgb\",\"user\":\"${os[bm]}\",\"role\":\"member\"}" 404 404 404 403 200 403 404
+# Removal: 'none' joins orga (by the operator); only orga's admin may remove them.
+isc member add --org orga "${os[none]}" --role member >/dev/null
+for r in am af bm ba bf; do
+	case $r in am | af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" DELETE "/v1/members?org=orga&user=${os[none]}"
+done
+expect aa 200 DELETE "/v1/members?org=orga&user=${os[none]}"
+expect none 404 DELETE "/v1/members?org=orga&user=${os[am]}"
+
+# ---- experiments ----
+expect_all POST "/v1/experiments?file=a.isc" "$(cat "$dir/files/a-by-member.isc")" 201 201 403 404 404 404 404
+expect_all POST "/v1/experiments?file=b.isc" "$(cat "$dir/files/b-by-member.isc")" 404 404 404 201 201 403 404
+for sub in "" /events "/logs?rank=0"; do
+	expect_all GET "/v1/experiments/$e_a_by_member$sub" "" 200 200 403 404 404 404 404
+	expect_all GET "/v1/experiments/$e_a_by_admin$sub" "" 403 200 403 404 404 404 404
+	expect_all GET "/v1/experiments/$e_b_by_member$sub" "" 404 404 404 200 200 403 404
+	expect_all GET "/v1/experiments/$e_b_by_admin$sub" "" 404 404 404 403 200 403 404
+	expect_all GET "/v1/experiments/exp_0000000000000000$sub" "" 404 404 404 404 404 404 404
+done
+# Cancels: refused callers first, then the one allowed.
+for r in af bm ba bf none aa; do
+	case $r in aa) want=200 ;; af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" POST "/v1/experiments/$e_a_cancel_a/cancel"
+done
+expect am 403 POST "/v1/experiments/$e_a_cancel_a/cancel"
+for r in af ba bm bf none am; do
+	case $r in am) want=200 ;; af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" POST "/v1/experiments/$e_a_cancel_m/cancel"
+done
+expect bm 200 POST "/v1/experiments/$e_b_cancel_m/cancel"
+expect ba 200 POST "/v1/experiments/$e_b_cancel_a/cancel"
+
+# ---- the shape catalog: public to every platform user ----
+expect_all GET "/v1/shapes?gpus=8&limit=3" "" 200 200 200 200 200 200 200
+expect stranger 401 GET "/v1/shapes?gpus=8&limit=3"
+expect_exit 0 "isc shapes as a member" as am "$ISC_BIN/isc" shapes --gpus 8 --limit 3
+
+# ---- money ----
+expect_all GET "/v1/credits?org=orga" "" 403 200 200 404 404 404 404
+expect_all GET "/v1/credits?org=orgb" "" 404 404 404 403 200 200 404
+expect_all GET /v1/credits "" 200 200 200 200 200 200 200
+expect_all GET "/v1/spend?org=orga" "" 403 200 200 404 404 404 404
+expect_all GET "/v1/spend?org=orgb&format=csv" "" 404 404 404 403 200 200 404
+expect_all GET "/v1/spend?project=vision&by=day&format=csv" "" 403 200 200 403 200 200 404
+expect_all GET "/v1/spend?project=$pb&format=json" "" 404 404 404 403 200 200 404
+
+# ---- tokens (each their own) and the audit (admins of the org) ----
+for r in am aa af bm ba bf none; do
+	expect "$r" 201 POST /v1/tokens '{"expires_in_s":3600}'
+	eval "tok_$r=\$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"id\"])' '$dir/out/$r.body')"
+done
+expect_all GET /v1/tokens "" 200 200 200 200 200 200 200
+for r in aa af bm ba bf none; do expect "$r" 404 DELETE "/v1/tokens/$tok_am"; done
+expect am 200 DELETE "/v1/tokens/$tok_am"
+expect_all GET "/v1/audit?org=orga" "" 403 200 403 404 404 404 404
+expect_all GET "/v1/audit?org=orgb" "" 404 404 404 403 200 403 404
+expect_all GET "/v1/audit" "" 403 403 403 403 403 403 403
+
+# ---- listings never show another organisation's rows ----
+# rows ROLE PATH: the listing's JSON, fetched as that user.
+rows() { as "$1" curl -s --unix-socket "$home/run/api.sock" "http://localhost$2"; }
+py_check() { # py_check WHAT JSON PYTHON-EXPR(rows): the expression is true of the parsed JSON
+	check "$1" /usr/bin/python3 -c "import json,sys; rows=json.loads(sys.argv[1]); sys.exit(0 if ($3) else 1)" "$2"
+}
+for o in a b; do
+	other=$([ $o = a ] && echo b || echo a)
+	py_check "org$o member lists orgs: only org$o" "$(rows ${o}m /v1/orgs)" "[r['name'] for r in rows] == ['org$o']"
+	py_check "org$o finance lists projects: only org$o's" "$(rows ${o}f /v1/projects)" "rows and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o member lists experiments: only their own" "$(rows ${o}m /v1/experiments)" \
+		"rows and all(r['org'] == 'org$o' and r['name'] in ('$o-by-member', '$o-cancel-m') for r in rows)"
+	py_check "org$o admin lists experiments: all of org$o, none of org$other" "$(rows ${o}a /v1/experiments)" \
+		"len(rows) >= 4 and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o finance lists no experiments" "$(rows ${o}f /v1/experiments)" "rows == []"
+	py_check "org$o finance credits: only org$o" "$(rows ${o}f /v1/credits)" "[r['org'] for r in rows['orgs']] == ['org$o']"
+	py_check "org$o member credits: none" "$(rows ${o}m /v1/credits)" "rows['orgs'] == []"
+	py_check "org$o admin members: only org$o" "$(rows ${o}a "/v1/members?org=org$o")" "rows and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o admin audit: only org$o rows" "$(rows ${o}a "/v1/audit?org=org$o")" "rows and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o finance tokens: only their own" "$(rows ${o}f /v1/tokens)" "len(rows) == 1 and rows[0]['user'] == '${os[${o}f]}'"
+	py_check "org$o events: only the experiment's" "$(rows ${o}m "/v1/experiments/$(eval echo "\$e_${o}_by_member")/events")" \
+		"rows['id'] == '$(eval echo "\$e_${o}_by_member")' and rows['events']"
+done
+py_check "the user in no org sees no orgs, projects, experiments or credits" \
+	"[$(rows none /v1/orgs), $(rows none /v1/projects), $(rows none /v1/experiments), $(rows none /v1/credits)]" \
+	"rows[:3] == [[], [], []] and rows[3]['orgs'] == []"
+# Same-named projects: each finance user's 'vision' spend is their org's alone.
+py_check "orga finance: spend of 'vision' is orga's 1.25 only" "$(rows af "/v1/spend?project=vision&format=json")" "rows['total_micros'] == 1250000"
+py_check "orgb finance: spend of 'vision' is orgb's 7.00 only" "$(rows bf "/v1/spend?project=vision&format=json")" "rows['total_micros'] == 7000000"
+check "finance over HTTP: spend by day as CSV" bash -c "runuser -u '${os[af]}' -- curl -s --unix-socket '$home/run/api.sock' 'http://localhost/v1/spend?project=vision&by=day&format=csv' | grep -q '^2024-06-01,1.250000,1250000'"
+check "the operator's spend of 'vision' by org" bash -c "'$ISC_BIN/isc' --home '$home' spend --org orga --project vision --format csv | grep -q '1250000'"
+
+# ---- the CLI as those users: same commands, same exit codes ----
+expect_exit 0 "isc experiments as a member" as am "$ISC_BIN/isc" experiments
+expect_exit 1 "isc status of another org's experiment: exit 1" as am "$ISC_BIN/isc" status "$e_b_by_member"
+expect_stderr "no experiment with id" as am "$ISC_BIN/isc" status "$e_b_by_member"
+expect_exit 1 "isc credits grant as an admin: exit 1" as aa "$ISC_BIN/isc" credits grant --org orga 5
+expect_stderr "only the platform operator" as aa "$ISC_BIN/isc" credits grant --org orga 5
+expect_exit 0 "isc member list as an admin" as aa "$ISC_BIN/isc" member list --org orga
+expect_exit 1 "isc member add as a member" as am "$ISC_BIN/isc" member add --org orga "${os[none]}" --role admin
+expect_exit 1 "isc as a stranger: exit 1" as stranger "$ISC_BIN/isc" experiments
+expect_stderr "is not a platform user" as stranger "$ISC_BIN/isc" experiments
+expect_exit 0 "isc audit as an admin" as aa "$ISC_BIN/isc" audit --org orga
+check "the audit records who, from where, what" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q 'unix:uid=$(id -u "${os[am]}")'"
+check "the audit refuses changes" bash -c "! sqlite3 '$home/isc.db' 'DELETE FROM audit' 2>/dev/null"
+check "the store stays owner-only" test -z "$(find "$home" -path "$home/run" -prune -o -perm /066 -print -quit)"
+expect_exit 1 "another user cannot open the store" as am sqlite3 "$home/isc.db" "SELECT 1"
+
+check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
+finish api-isolation

@@ -1,0 +1,121 @@
+/*
+ * isc's table renderer (cli/lib/table.h): every column is as wide as its widest
+ * cell, so a 200-character output path widens only its own column and the
+ * columns after it stay aligned with each other; money always has two
+ * decimals, rounded half away from zero in integers; --json arrays print "[]".
+ */
+#include "cli/lib/table.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Renders t into a NUL-terminated string (caller frees). */
+static char *render(const struct isc_table *t)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	isc_table_print(t, f);
+	fclose(f);
+	return buf;
+}
+
+/* The byte column at which the n-th (0-based) occurrence of needle starts on line `line`. */
+static long column_of(const char *text, int line, const char *needle)
+{
+	const char *p = text, *end, *hit;
+	for (int i = 0; i < line; i++) {
+		p = strchr(p, '\n');
+		assert_non_null(p);
+		p++;
+	}
+	end = strchr(p, '\n');
+	hit = strstr(p, needle);
+	assert_non_null(hit);
+	assert_true(hit < end);
+	return hit - p;
+}
+
+static void test_columns_sized_to_content(void **state)
+{
+	static const char *const headers[] = {"ID", "Output Path", "Status", "Cost"};
+	char long_path[201];
+	struct isc_table *t = isc_table_new(4, headers);
+	char *out;
+	(void)state;
+
+	memset(long_path, 'p', 200);
+	long_path[200] = 0;
+	isc_table_align_right(t, 3);
+	assert_int_equal(
+	    isc_table_add(t, (const char *const[]){"exp_1", "/short", "running", "$1.00"}), 0);
+	assert_int_equal(
+	    isc_table_add(t, (const char *const[]){"exp_2", long_path, "completed", "$123.45"}), 0);
+	assert_int_equal(isc_table_add(t, (const char *const[]){"exp_3", NULL, "failed", "$0.10"}),
+	                 0);
+	out = render(t);
+	/* Status starts at the same column on every line, two spaces after the widest path. */
+	assert_int_equal(column_of(out, 0, "Status"), column_of(out, 1, "running"));
+	assert_int_equal(column_of(out, 1, "running"), column_of(out, 2, "completed"));
+	assert_int_equal(column_of(out, 2, "completed"), column_of(out, 3, "failed"));
+	assert_int_equal(column_of(out, 1, "running"), 5 + 2 + 200 + 2);
+	/* Money is right-aligned: every amount ends at the end of its line. */
+	assert_non_null(strstr(out, "  $1.00\n"));
+	assert_non_null(strstr(out, "$123.45\n"));
+	assert_int_equal(column_of(out, 1, "$1.00") + 5, column_of(out, 2, "$123.45") + 7);
+	/* A missing cell prints as "-"; the last column is not padded. */
+	assert_non_null(strstr(out, "exp_3  - "));
+	assert_null(strstr(out, " \n"));
+	free(out);
+	isc_table_free(t);
+}
+
+static void test_money_two_decimals(void **state)
+{
+	char b[48];
+	(void)state;
+	assert_string_equal(isc_table_money(0, b, sizeof(b)), "$0.00");
+	assert_string_equal(isc_table_money(1, b, sizeof(b)), "$0.00");
+	assert_string_equal(isc_table_money(5000, b, sizeof(b)), "$0.01");
+	assert_string_equal(isc_table_money(4999, b, sizeof(b)), "$0.00");
+	assert_string_equal(isc_table_money(12340000, b, sizeof(b)), "$12.34");
+	assert_string_equal(isc_table_money(1500000000, b, sizeof(b)), "$1500.00");
+	assert_string_equal(isc_table_money(-250000, b, sizeof(b)), "-$0.25");
+	assert_string_equal(isc_table_money(-1, b, sizeof(b)), "$0.00");
+	assert_string_equal(isc_table_money(INT64_MIN, b, sizeof(b)), "-$9223372036854.78");
+	assert_string_equal(isc_table_money(INT64_MAX, b, sizeof(b)), "$9223372036854.78");
+}
+
+static void test_json_print(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_t *empty = json_array(), *one = json_pack("[{s:i}]", "a", 1);
+	(void)state;
+	isc_json_print(empty, f);
+	isc_json_print(one, f);
+	fclose(f);
+	assert_string_equal(buf, "[]\n[\n  {\n    \"a\": 1\n  }\n]\n");
+	free(buf);
+	json_decref(empty);
+	json_decref(one);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_columns_sized_to_content),
+	    cmocka_unit_test(test_money_two_decimals),
+	    cmocka_unit_test(test_json_print),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
