@@ -183,6 +183,7 @@ check "no fallback: the list holds just the valid id" bash -c "sqlite3 '$home/is
 # ---- on the sandbox: nothing waits in silence, every rank's outcome counts ----
 sb=$tmp/sb
 # The sandbox's stop also stops the iscd whose pid is in $sb/iscd.pid.
+api_stop # the API-only iscd of the store above; the sandbox has its own
 trap 'tests/mocks/sandbox stop "$sb" >/dev/null 2>&1; [ "${KEEP:-0}" = 1 ] || rm -rf "$tmp"' EXIT
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 tests/mocks/sandbox start "$sb" >/dev/null || { echo "sandbox did not start" >&2; finish firsthour; exit 1; }
 (
