@@ -67,6 +67,7 @@ extern const struct isc_api_route isc_api_routes_orgs[];
 extern const struct isc_api_route isc_api_routes_experiments[];
 extern const struct isc_api_route isc_api_routes_finance[];
 extern const struct isc_api_route isc_api_routes_shapes[];
+extern const struct isc_api_route isc_api_routes_keys[];
 /* Every table, NULL-terminated (api/routes.c). */
 extern const struct isc_api_route *const isc_api_route_tables[];
 

@@ -1,22 +1,23 @@
 /*
- * isc keys: an organisation's own cloud keys (bring-your-own). Secrets are read
- * from where each cloud's tools keep them, never from argv; they are verified
- * with the cloud before anything is stored, sealed under the master key, and
- * never printed (docs/keys.md).
+ * isc keys: an organisation's own cloud keys (bring-your-own), through iscd's
+ * API (routes in api/routes_keys.c; the org's admins only). The secret is read
+ * here from where each cloud's tools keep it, never from argv, and sent to
+ * iscd in the request body over the Unix socket (or TCP from loopback); iscd
+ * verifies it with the cloud before storing it sealed. Every buffer that held
+ * it is wiped (docs/keys.md).
  */
+#include "cli/client.h"
 #include "cli/commands.h"
-
+#include "cli/lib/table.h"
 #include "keys/keys.h"
-#include "store/store_experiments.h"
-#include "store/store_keys.h"
+
+#include <openssl/crypto.h>
 
 #include <jansson.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 static const char keys_usage[] =
     "usage: isc keys add --org ORG [--name N] [--regions R1,R2] aws --from-env\n"
@@ -28,26 +29,21 @@ static const char keys_usage[] =
     "       isc keys remove KEY [--force] [--timeout SECONDS]\n"
     "       isc keys rotate-master [--new-key-file F]\n"
     "\n"
-    "An organisation's own cloud accounts: its bursts on a provider (and region, with\n"
-    "--regions) run there, billed by its cloud, not by credits. Secrets are never\n"
-    "arguments: AWS from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN]\n"
-    "(--from-env) or a profile of a shared credentials file (default ~/.aws/credentials);\n"
-    "GCP from a service-account key file; OCI from a config file's profile (key_file,\n"
-    "pass_phrase). The key is verified with the cloud before it is stored (a refused key\n"
-    "is not stored), encrypted with AES-256-GCM under the master key\n"
-    "($ISC_MASTER_KEY_FILE, else <ISC_HOME>.master-key, made on first use).\n"
+    "An organisation's own cloud accounts (its admins only): its bursts on a provider\n"
+    "(and region, with --regions) run there, billed by its cloud, not by credits.\n"
+    "Secrets are never arguments: AWS from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY\n"
+    "[/AWS_SESSION_TOKEN] (--from-env) or a profile of a shared credentials file\n"
+    "(default ~/.aws/credentials); GCP from a service-account key file; OCI from a\n"
+    "config file's profile (key_file, pass_phrase). iscd verifies the key with the\n"
+    "cloud before it is stored (a refused key is not stored), encrypted with\n"
+    "AES-256-GCM under the master key ($ISC_MASTER_KEY_FILE of iscd, else\n"
+    "<ISC_HOME>.master-key, made on first use).\n"
     "remove refuses while a cluster runs on the key; --force cancels those experiments,\n"
     "waits (default 600 s) until iscd has terminated their clusters, then removes it.\n"
-    "rotate-master re-encrypts every key under a new master key in one transaction.\n";
+    "rotate-master (the operator) re-encrypts every key under a new master key in one\n"
+    "transaction; with --new-key-file F, restart iscd with ISC_MASTER_KEY_FILE=F.\n";
 
-static const char *who_am_i(char *buf, size_t cap)
-{
-	struct passwd *pw = getpwuid(getuid());
-	snprintf(buf, cap, "local user %s", pw ? pw->pw_name : "?");
-	return buf;
-}
-
-static void fmt_time(int64_t ms, char *buf, size_t cap)
+static void fmt_time(json_int_t ms, char *buf, size_t cap)
 {
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
@@ -58,37 +54,32 @@ static void fmt_time(int64_t ms, char *buf, size_t cap)
 	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Loads config.toml for the providers' endpoints; NULL config is allowed by the drivers. */
-static int load_config(struct isc_cli *cli, struct isc_config **cfg)
+static const char *str(json_t *o, const char *k)
 {
-	struct isc_err err;
-	isc_err_clear(&err);
-	if (isc_config_load(cli->home, cfg, &err))
-		return isc_cli_fail(&err);
-	return ISC_EXIT_OK;
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
 }
 
 static int keys_add(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_key_add req = {0};
+	const char *org = NULL, *name = NULL, *regions = NULL, *provider = NULL;
 	struct isc_key_source src = {0};
 	struct isc_key_secret secret = {0};
-	struct isc_identity who;
-	struct isc_config *cfg = NULL;
-	struct isc_store *s = NULL;
+	struct isc_reply r = {0};
 	struct isc_err err;
-	char by[160], *id = NULL, region_buf[64];
+	json_t *body, *creds, *reply = NULL;
+	char *text = NULL, region_buf[64];
 	int rc;
 
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		const char **slot = NULL;
 		if (!strcmp(a, "--org"))
-			slot = &req.org;
+			slot = &org;
 		else if (!strcmp(a, "--name"))
-			slot = &req.name;
+			slot = &name;
 		else if (!strcmp(a, "--regions"))
-			slot = &req.regions;
+			slot = &regions;
 		else if (!strcmp(a, "--profile"))
 			slot = &src.profile;
 		else if (!strcmp(a, "--file"))
@@ -100,128 +91,151 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 			continue;
 		} else if (a[0] == '-')
 			return isc_cli_usage_error("keys", "unknown option '%s'", a);
-		else if (req.provider)
+		else if (provider)
 			return isc_cli_usage_error("keys", "unexpected argument '%s'", a);
 		else {
-			req.provider = a;
+			provider = a;
 			continue;
 		}
 		if (i + 1 >= argc)
 			return isc_cli_usage_error("keys", "%s needs a value", a);
 		*slot = argv[++i];
 	}
-	if (!req.org)
+	if (!org)
 		return isc_cli_usage_error("keys", "add: --org ORG is required");
-	if (!req.provider)
+	if (!provider)
 		return isc_cli_usage_error("keys", "add: which provider? aws, gcp or oci");
-	if (strcmp(req.provider, "aws") && strcmp(req.provider, "gcp") &&
-	    strcmp(req.provider, "oci"))
+	if (strcmp(provider, "aws") && strcmp(provider, "gcp") && strcmp(provider, "oci"))
 		return isc_cli_usage_error(
-		    "keys", "add: no key kind for provider '%s' (aws, gcp, oci)", req.provider);
-	req.added_by = who_am_i(by, sizeof(by));
-	if (req.regions && req.regions[0]) {
-		size_t n = strcspn(req.regions, ",");
-		snprintf(region_buf, sizeof(region_buf), "%.*s", (int)n, req.regions);
+		    "keys", "add: no key kind for provider '%s' (aws, gcp, oci)", provider);
+	if (regions && regions[0]) {
+		size_t n = strcspn(regions, ",");
+		snprintf(region_buf, sizeof(region_buf), "%.*s", (int)n, regions);
 		src.region = region_buf;
 	}
 	isc_err_clear(&err);
-	if (isc_keys_collect(req.provider, &src, &secret, &err))
+	if (isc_keys_collect(provider, &src, &secret, &err))
 		return isc_cli_fail(&err);
-	if ((rc = isc_cli_store_open(cli, 0, &s)) || (rc = load_config(cli, &cfg)))
-		goto out;
-	if (isc_keys_add(s, cli->home, cfg, &req, &secret, &id, &who, &err)) {
-		rc = isc_cli_fail(&err);
-		goto out;
-	}
-	printf("added %s: %s account %s, principal %s\n", id, req.provider, who.account,
-	       who.principal);
-	rc = ISC_EXIT_OK;
-out:
+	/* jansson's copies of the secret are wiped when freed. */
+	isc_keys_json_wipe_on_free();
+	creds = json_object();
+	for (size_t i = 0; i < secret.n; i++)
+		json_object_set_new(creds, secret.kv[i].key, json_string(secret.kv[i].value));
+	body = json_pack("{s:s, s:s, s:o}", "org", org, "provider", provider, "credentials", creds);
+	if (name)
+		json_object_set_new(body, "name", json_string(name));
+	if (regions)
+		json_object_set_new(body, "regions", json_string(regions));
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
 	isc_key_secret_cleanup(&secret);
-	free(id);
-	isc_config_free(cfg);
-	isc_store_free(s);
+	if (!text) {
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_request(cli, "POST", "/v1/keys", text, strlen(text), &r);
+	OPENSSL_cleanse(text, strlen(text));
+	free(text);
+	if (rc)
+		return rc;
+	if (r.status != 201) {
+		rc = isc_client_fail(&r);
+	} else if (!(reply = json_loadb(r.body, r.len, 0, NULL))) {
+		isc_cli_errorf("iscd sent a reply that is not JSON");
+		rc = ISC_EXIT_FAIL;
+	} else {
+		printf("added %s: %s account %s, principal %s\n", str(reply, "id"), provider,
+		       str(reply, "account"), str(reply, "principal"));
+	}
+	json_decref(reply);
+	isc_reply_cleanup(&r);
 	return rc;
 }
 
 static int keys_list(struct isc_cli *cli, int argc, char **argv)
 {
+	static const char *const headers[] = {
+	    "ID",    "ORG",      "PROVIDER", "ACCOUNT",       "PRINCIPAL",  "REGIONS",
+	    "STATE", "ADDED BY", "ADDED",    "LAST VERIFIED", "FINGERPRINT"};
 	const char *org = NULL;
+	char *path = strdup("/v1/keys");
+	json_t *arr = NULL, *k;
+	struct isc_table *t;
+	size_t i;
 	int json = 0, rc;
-	struct isc_store *s = NULL;
-	struct isc_cloud_key *list = NULL;
-	struct isc_org o = {0};
-	struct isc_err err;
-	size_t n = 0;
 
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
+	for (int a = 2; a < argc; a++) {
+		if (!strcmp(argv[a], "--json"))
 			json = 1;
-		else if (!strcmp(argv[i], "--org") && i + 1 < argc)
-			org = argv[++i];
-		else
+		else if (!strcmp(argv[a], "--org") && a + 1 < argc)
+			org = argv[++a];
+		else {
+			free(path);
 			return isc_cli_usage_error("keys", "list: unexpected argument '%s'",
-			                           argv[i]);
+			                           argv[a]);
+		}
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if (!path || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	free(path);
+	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	if ((org && isc_store_org_find(s, org, &o, &err)) ||
-	    isc_store_key_list(s, org ? o.id : 0, &list, &n, &err)) {
-		rc = isc_cli_fail(&err);
-		goto out;
-	}
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++) {
-			struct isc_cloud_key *k = &list[i];
-			json_array_append_new(
-			    arr, json_pack(
-			             "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, "
-			             "s:I, s:s}",
-			             "id", k->id, "org", k->org_name, "provider", k->provider,
-			             "name", k->name, "account", k->account, "principal",
-			             k->principal, "regions", k->regions, "state", k->state,
-			             "state_reason", k->state_reason, "added_by", k->added_by,
-			             "added_at_ms", (json_int_t)k->created_at_ms, "verified_at_ms",
-			             (json_int_t)k->verified_at_ms, "fingerprint", k->fingerprint));
-		}
-		json_dumpf(arr, stdout, JSON_INDENT(1));
-		putchar('\n');
-		json_decref(arr);
-	} else {
-		printf("%-20s %-10s %-4s %-14s %-44s %-16s %-8s %-20s %-20s %-20s %s\n", "ID",
-		       "ORG", "PROV", "ACCOUNT", "PRINCIPAL", "REGIONS", "STATE", "ADDED BY",
-		       "ADDED", "LAST VERIFIED", "FINGERPRINT");
-		for (size_t i = 0; i < n; i++) {
-			struct isc_cloud_key *k = &list[i];
+		isc_json_print(arr, stdout);
+	} else if ((t = isc_table_new(11, headers))) {
+		json_array_foreach(arr, i, k)
+		{
 			char added[32], verified[32];
-			fmt_time(k->created_at_ms, added, sizeof(added));
-			fmt_time(k->verified_at_ms, verified, sizeof(verified));
-			printf("%-20s %-10s %-4s %-14s %-44s %-16s %-8s %-20s %-20s %-20s %s\n",
-			       k->id, k->org_name, k->provider, k->account, k->principal,
-			       k->regions[0] ? k->regions : "all", k->state, k->added_by, added,
-			       verified, k->fingerprint);
-			if (k->state_reason[0])
-				printf("  %s: %s\n", k->state, k->state_reason);
+			const char *regions = str(k, "regions");
+			const char *cells[11];
+			fmt_time(json_integer_value(json_object_get(k, "added_at_ms")), added,
+			         sizeof(added));
+			fmt_time(json_integer_value(json_object_get(k, "verified_at_ms")), verified,
+			         sizeof(verified));
+			cells[0] = str(k, "id");
+			cells[1] = str(k, "org");
+			cells[2] = str(k, "provider");
+			cells[3] = str(k, "account");
+			cells[4] = str(k, "principal");
+			cells[5] = regions[0] ? regions : "all";
+			cells[6] = str(k, "state");
+			cells[7] = str(k, "added_by");
+			cells[8] = added;
+			cells[9] = verified;
+			cells[10] = str(k, "fingerprint");
+			isc_table_add(t, cells);
 		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
+		json_array_foreach(arr, i, k) if (str(k, "state_reason")[0])
+		    printf("%s %s: %s\n", str(k, "id"), str(k, "state"), str(k, "state_reason"));
 	}
-	rc = ISC_EXIT_OK;
-out:
-	isc_org_cleanup(&o);
-	isc_cloud_key_list_free(list, n);
-	isc_store_free(s);
-	return rc;
+	json_decref(arr);
+	return ISC_EXIT_OK;
+}
+
+/* "/v1/keys/ID" + tail, with ID checked to be a key id (no path tricks). */
+static char *key_path(const char *id, const char *tail)
+{
+	char *p = NULL;
+	if (strncmp(id, "key_", 4) != 0 || strspn(id + 4, "0123456789abcdef") != strlen(id + 4) ||
+	    strlen(id) > 40)
+		return NULL;
+	if (asprintf(&p, "/v1/keys/%s%s", id, tail) < 0)
+		return NULL;
+	return p;
 }
 
 static int keys_verify(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *id = NULL;
+	char *path;
+	json_t *reply = NULL;
 	int json = 0, rc;
-	struct isc_store *s = NULL;
-	struct isc_config *cfg = NULL;
-	struct isc_identity who;
-	struct isc_err err;
 
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--json"))
@@ -234,38 +248,31 @@ static int keys_verify(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (!id)
 		return isc_cli_usage_error("keys", "verify: which key?");
-	if ((rc = isc_cli_store_open(cli, 0, &s)) || (rc = load_config(cli, &cfg)))
-		goto out;
-	isc_err_clear(&err);
-	if (isc_keys_verify(s, cli->home, cfg, id, &who, &err)) {
-		isc_cli_errorf("key %s failed verification: %s", id, err.msg);
-		rc = ISC_EXIT_FAIL;
-		goto out;
+	if (!(path = key_path(id, "/verify"))) {
+		isc_cli_errorf("no cloud key '%s'", id);
+		return ISC_EXIT_FAIL;
 	}
-	if (json) {
-		json_t *o = json_pack("{s:s, s:b, s:s, s:s}", "id", id, "verified", 1, "account",
-		                      who.account, "principal", who.principal);
-		json_dumpf(o, stdout, JSON_INDENT(1));
-		putchar('\n');
-		json_decref(o);
-	} else
-		printf("%s verified: account %s, principal %s\n", id, who.account, who.principal);
-	rc = ISC_EXIT_OK;
-out:
-	isc_config_free(cfg);
-	isc_store_free(s);
-	return rc;
+	rc = isc_client_json(cli, "POST", path, NULL, &reply);
+	free(path);
+	if (rc)
+		return rc;
+	if (json)
+		isc_json_print(reply, stdout);
+	else
+		printf("%s verified: account %s, principal %s\n", id, str(reply, "account"),
+		       str(reply, "principal"));
+	json_decref(reply);
+	return ISC_EXIT_OK;
 }
 
 static int keys_remove(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *id = NULL;
-	int force = 0, rc;
+	int force = 0, rc, announced = 0;
 	long timeout_s = 600;
-	struct isc_store *s = NULL;
-	struct isc_cloud_key k = {0};
-	struct isc_err err;
-	int64_t live = 0;
+	struct isc_reply r;
+	char *path;
+	json_t *reply;
 
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--force"))
@@ -283,97 +290,77 @@ static int keys_remove(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (!id)
 		return isc_cli_usage_error("keys", "remove: which key?");
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
-	isc_err_clear(&err);
-	if (isc_store_key_get(s, id, &k, &err) || isc_store_key_live_clusters(s, id, &live, &err)) {
-		rc = isc_cli_fail(&err);
-		goto out;
+	if (!(path = key_path(id, force ? "?force=1" : ""))) {
+		isc_cli_errorf("no cloud key '%s'", id);
+		return ISC_EXIT_FAIL;
 	}
-	if (live > 0 && !force) {
-		isc_cli_errorf("key %s has %lld live cluster(s); they must end first (or use "
-		               "--force to cancel their experiments and wait for them to be "
-		               "terminated)",
-		               id, (long long)live);
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	if (live > 0) {
-		char **exps = NULL;
-		size_t n = 0;
-		/* No new launch on it from now on; what runs on it is still watched and ended. */
-		if (isc_store_key_set_state(s, id, "removing", "isc keys remove --force", 0,
-		                            &err) ||
-		    isc_store_key_live_experiments(s, id, &exps, &n, &err)) {
-			rc = isc_cli_fail(&err);
-			goto out;
-		}
-		for (size_t i = 0; i < n; i++) {
-			if (isc_store_experiment_request_cancel(s, exps[i], &err) == 0)
-				printf("cancelling %s (its cluster runs on %s)\n", exps[i], id);
-			else
-				fprintf(stderr, "isc: warning: cancelling %s: %s\n", exps[i],
-				        err.msg);
-			free(exps[i]);
-		}
-		free(exps);
-		fflush(stdout);
-		for (long waited = 0; live > 0 && waited < timeout_s * 5; waited++) {
-			struct timespec ts = {0, 200 * 1000 * 1000};
-			nanosleep(&ts, NULL);
-			if (isc_store_key_live_clusters(s, id, &live, &err)) {
-				rc = isc_cli_fail(&err);
-				goto out;
+	/* With force: iscd answers 202 while the key's clusters are being ended; ask again. */
+	for (long waited = 0;; waited++) {
+		if ((rc = isc_client_request(cli, "DELETE", path, NULL, 0, &r)))
+			break;
+		reply = json_loadb(r.body, r.len, 0, NULL);
+		if (r.status == 200) {
+			printf("removed %s (%s account %s of %s)\n", id, str(reply, "provider"),
+			       str(reply, "account"), str(reply, "org"));
+		} else if (r.status == 202 && waited < timeout_s * 5) {
+			if (!announced) {
+				size_t i;
+				json_t *e;
+				json_array_foreach(json_object_get(reply, "cancelling"), i, e)
+				    printf("cancelling %s (its cluster runs on %s)\n",
+				           json_string_value(e), id);
+				fflush(stdout);
+				announced = 1;
 			}
-		}
-		if (live > 0) {
-			isc_cli_errorf("key %s: %lld cluster(s) still live after %ld s (is iscd "
-			               "running?); the key stays 'removing' (no new launches); run "
-			               "the command again to finish",
-			               id, (long long)live, timeout_s);
+			json_decref(reply);
+			isc_reply_cleanup(&r);
+			nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
+			continue;
+		} else if (r.status == 202) {
+			isc_cli_errorf(
+			    "key %s: %lld cluster(s) still live after %ld s (is iscd's "
+			    "broker running?); the key stays 'removing' (no new launches); "
+			    "run the command again to finish",
+			    id,
+			    (long long)json_integer_value(json_object_get(reply, "live_clusters")),
+			    timeout_s);
 			rc = ISC_EXIT_FAIL;
-			goto out;
+		} else {
+			rc = isc_client_fail(&r);
 		}
+		json_decref(reply);
+		isc_reply_cleanup(&r);
+		break;
 	}
-	if (isc_store_key_delete(s, id, &err)) {
-		rc = isc_cli_fail(&err);
-		goto out;
-	}
-	printf("removed %s (%s account %s of %s)\n", id, k.provider, k.account, k.org_name);
-	rc = ISC_EXIT_OK;
-out:
-	isc_cloud_key_cleanup(&k);
-	isc_store_free(s);
+	free(path);
 	return rc;
 }
 
 static int keys_rotate(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *new_file = NULL;
-	struct isc_store *s = NULL;
-	struct isc_err err;
-	size_t count = 0;
+	json_t *body = json_object(), *reply = NULL;
 	int rc;
 
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--new-key-file") && i + 1 < argc)
 			new_file = argv[++i];
-		else
+		else {
+			json_decref(body);
 			return isc_cli_usage_error(
 			    "keys", "rotate-master: unexpected argument '%s'", argv[i]);
+		}
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if (new_file)
+		json_object_set_new(body, "new_key_file", json_string(new_file));
+	if ((rc = isc_client_json(cli, "POST", "/v1/keys/rotate-master", body, &reply)))
 		return rc;
-	isc_err_clear(&err);
-	if (isc_keys_rotate_master(s, cli->home, new_file, &count, &err)) {
-		rc = isc_cli_fail(&err);
-	} else {
-		printf("re-encrypted %zu key(s) under the new master key%s%s\n", count,
-		       new_file ? "; point ISC_MASTER_KEY_FILE at " : "", new_file ? new_file : "");
-		rc = ISC_EXIT_OK;
-	}
-	isc_store_free(s);
-	return rc;
+	printf("re-encrypted %lld key(s) under the new master key%s%s%s\n",
+	       (long long)json_integer_value(json_object_get(reply, "reencrypted")),
+	       new_file ? "; restart iscd with ISC_MASTER_KEY_FILE=" : "", new_file ? new_file : "",
+	       "");
+	json_decref(reply);
+	return ISC_EXIT_OK;
 }
 
 int cmd_keys(struct isc_cli *cli, int argc, char **argv)

@@ -10,6 +10,7 @@
  * runs API work.
  */
 #include "api/api.h"
+#include "keys/keys.h"
 #include "broker/broker.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -166,6 +167,8 @@ int main(int argc, char **argv)
 
 	isc_log_set_program("iscd");
 	umask(077); /* every file and folder the broker makes is owner-only */
+	/* API bodies may carry an organisation's cloud key: jansson's buffers are wiped. */
+	isc_keys_json_wipe_on_free();
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {

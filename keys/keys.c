@@ -7,6 +7,9 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <jansson.h>
+#include <malloc.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -490,4 +493,18 @@ int isc_keys_rotate_master(struct isc_store *s, const char *home, const char *ne
 	isc_vault_free(cur);
 	isc_vault_free(next);
 	return rc;
+}
+
+/* Wipes what malloc gave the block (jansson does not pass sizes to its free function). */
+static void wipe_free(void *p)
+{
+	if (p) {
+		OPENSSL_cleanse(p, malloc_usable_size(p));
+		free(p);
+	}
+}
+
+void isc_keys_json_wipe_on_free(void)
+{
+	json_set_alloc_funcs(malloc, wipe_free);
 }

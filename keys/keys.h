@@ -127,6 +127,12 @@ int isc_keys_session_open(const struct isc_vault *v, const struct isc_config *cf
                           const struct isc_cloud_key *k, const char *region,
                           struct isc_provider_session **out, struct isc_err *err);
 
+/*
+ * From now on every buffer jansson frees is wiped first (its copies of a secret
+ * sent or received as JSON). Process-wide; call before threads use jansson.
+ */
+void isc_keys_json_wipe_on_free(void);
+
 /* "sha256:" + 12 hex of SHA-256 over the packed secret: tells keys apart, reveals nothing. */
 void isc_keys_fingerprint(const struct isc_key_secret *s, char out[32]);
 

@@ -38,9 +38,13 @@ mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
 db=$ISC_HOME/isc.db
 json_field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
-# isc talks to iscd's API (isc keys still opens the store itself): an iscd for the API until
-# the bursts start the ticking one.
-iscd_api "$ISC_HOME" "$dir/iscd-api.log" || exit 1
+# Every command is a client of iscd's API: iscd runs (and ticks) from here on.
+start_iscd() {
+	setpriv --pdeathsig TERM "$ISC_BIN/iscd" "$@" 2>>"$dir/iscd.log" &
+	iscd_pid=$!
+	iscd_wait_socket "$ISC_HOME/run/api.sock"
+}
+start_iscd
 isc org add acme >/dev/null && isc project add --org acme vision >/dev/null
 isc org add initech >/dev/null && isc project add --org initech tps >/dev/null
 
@@ -112,7 +116,7 @@ expect_exit 1 "oci key with a wrong pass phrase" isc keys add --org acme oci --c
 
 # 5. list: who, what, where, never a secret.
 list=$(isc keys list)
-check "list names A's key, account and principal" grep -qE "^$key_a +acme +aws +111122223333 +arn:aws:iam::111122223333:user/acme-admin +us-east-1,us-west-2 +active +local user" <<<"$list"
+check "list names A's key, account and principal" grep -qE "^$key_a +acme +aws +111122223333 +arn:aws:iam::111122223333:user/acme-admin +us-east-1,us-west-2 +active +operator " <<<"$list"
 check "list shows a short fingerprint" grep -qE "$key_a .* sha256:[0-9a-f]{12}$" <<<"$list"
 check "list --org shows only that org" test "$(isc keys list --org acme --json | json_field '.__len__()')" = 1
 check "list --json has verified_at_ms" test "$(isc keys list --org acme --json | json_field '[0]["verified_at_ms"] > 0')" = True
@@ -120,10 +124,59 @@ out=$(isc keys verify "$key_oci")
 check "verify re-checks the oci key" grep -q "verified: account ocid1.tenancy" <<<"$out"
 expect_exit 1 "verify an unknown key" isc keys verify key_0000000000000000
 
+# 5b. Roles (through the API, as OS users known to iscd by their peer credentials): an
+# org's admin adds, lists, verifies and removes its keys; a member or finance gets 403;
+# another org's admin gets 404 for the key, as if it did not exist; the master key is
+# the operator's.
+if [ "$(id -u)" -eq 0 ] && command -v useradd >/dev/null && command -v runuser >/dev/null; then
+	tag=k$(($$ % 100000))
+	declare -A os=([aa]=$tag-aa [am]=$tag-am [af]=$tag-af [ca]=$tag-ca)
+	created=()
+	for r in aa am af ca; do
+		useradd -M -N -d /nonexistent -s /usr/sbin/nologin "${os[$r]}" && created+=("${os[$r]}")
+		isc user add "${os[$r]}" >/dev/null
+	done
+	trap 'for u in "${created[@]}"; do userdel "$u" 2>/dev/null; done; cleanup' EXIT
+	isc member add --org acme "${os[aa]}" --role admin >/dev/null
+	isc member add --org acme "${os[am]}" --role member >/dev/null
+	isc member add --org acme "${os[af]}" --role finance >/dev/null
+	isc member add --org initech "${os[ca]}" --role admin >/dev/null
+	chmod 0711 "$dir" "$dir/sb"
+	as() {
+		local who=${os[$1]}
+		shift
+		runuser -u "$who" -- env ISC_HOME="$ISC_HOME" LSAN_OPTIONS="$LSAN_OPTIONS" \
+			ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" "$@"
+	}
+	# code ROLE METHOD PATH: the HTTP status iscd answers that caller.
+	code() {
+		as "$1" curl -s -o /dev/null -w '%{http_code}' --unix-socket "$ISC_HOME/run/api.sock" \
+			-X "$2" "http://localhost$3"
+	}
+	for r in am af ca; do
+		out=$(as "$r" "$ISC_BIN/isc" keys list --json)
+		check "$r: GET /v1/keys answers a list without acme's key" bash -c 'json=$1 key=$2; /usr/bin/python3 -c "import json,sys; sys.exit(any(k[\"id\"] == sys.argv[2] for k in json.loads(sys.argv[1])))" "$json" "$key"' _ "$out" "$key_a"
+	done
+	check "acme's admin lists acme's key" test "$(as aa "$ISC_BIN/isc" keys list --json | json_field '[0]["id"]')" = "$key_a"
+	check "acme's admin verifies it" as aa "$ISC_BIN/isc" keys verify "$key_a"
+	check "member: GET key 403" test "$(code am GET "/v1/keys/$key_a")" = 403
+	check "finance: verify 403" test "$(code af POST "/v1/keys/$key_a/verify")" = 403
+	check "initech's admin: GET acme's key 404" test "$(code ca GET "/v1/keys/$key_a")" = 404
+	check "initech's admin: verify acme's key 404" test "$(code ca POST "/v1/keys/$key_a/verify")" = 404
+	check "initech's admin: remove acme's key 404" test "$(code ca DELETE "/v1/keys/$key_a?force=1")" = 404
+	check "a missing key is the same 404" test "$(code ca GET /v1/keys/key_00000000000000ff)" = 404
+	check "admin: rotate-master is the operator's (403)" test "$(code aa POST /v1/keys/rotate-master)" = 403
+	out=$(AWS_ACCESS_KEY_ID=$akid_a AWS_SECRET_ACCESS_KEY=$secret_a as am "$ISC_BIN/isc" keys add --org acme --name by-member aws --from-env 2>&1)
+	check "a member cannot add a key (403)" grep -q "does not allow this" <<<"$out"
+	out=$(AWS_ACCESS_KEY_ID=$akid_a AWS_SECRET_ACCESS_KEY=$secret_a as ca "$ISC_BIN/isc" keys add --org acme --name by-other aws --from-env 2>&1)
+	check "another org's admin cannot add to acme (404)" grep -q "no organisation named 'acme'" <<<"$out"
+	check "nothing was added by them" test "$(isc keys list --org acme --json | json_field '.__len__()')" = 1
+	check "the audit names the refused attempts" bash -c "'$ISC_BIN/isc' audit --org acme --json | grep -q '/v1/keys'"
+else
+	echo "keys: role checks skipped: needs root, useradd and runuser to create OS users"
+fi
+
 # 6. Bursts: A (no credits at all) on its own key, demo on the platform's account.
-iscd_api_stop
-"$ISC_BIN/iscd" 2>"$dir/iscd.log" &
-iscd_pid=$!
 cat >"$dir/a.isc" <<'ISC'
 isc_project_id = "vision"
 experiment_name = "acme-two"
@@ -245,7 +298,7 @@ printf '%s' "$secret_a" | base64 -w0 >>"$pat" && echo >>"$pat"
 printf '%s' "$secret_c" | base64 -w0 >>"$pat" && echo >>"$pat"
 echo oci-pass-phrase-7 >>"$pat"
 sed -n 2p "$dir/sb/mock/oci/oci_api_key.pem" >>"$pat" # a line of the OCI API key
-for f in "$db" "$db-wal" "$dir/iscd.log" "$dir/iscd-api.log" "$dir/list.json" "$dir/list.txt" "$dir/sb/mock.log"; do
+for f in "$db" "$db-wal" "$dir/iscd.log" "$dir/list.json" "$dir/list.txt" "$dir/sb/mock.log"; do
 	[ -e "$f" ] || continue
 	check "no secret in $(basename "$f")" no_secret "$f"
 done
@@ -260,19 +313,19 @@ sqlite3 "$db" "UPDATE cloud_keys SET org_id = (SELECT id FROM orgs WHERE name = 
 check "moved back, it decrypts again" isc keys verify "$key_c"
 
 # 11. Master key: rotation re-encrypts every key; the old key is refused at iscd's start.
-kill "$iscd_pid" && wait "$iscd_pid" 2>/dev/null
-iscd_pid=
 cp -p "$ISC_MASTER_KEY_FILE" "$dir/old.key"
 out=$(isc keys rotate-master)
 check "rotate-master re-encrypts the 3 keys" grep -q "re-encrypted 3 key(s)" <<<"$out"
 check "the master key changed" bash -c "! cmp -s '$ISC_MASTER_KEY_FILE' '$dir/old.key'"
 check "keys verify under the new master key" isc keys verify "$key_c"
+kill "$iscd_pid" && wait "$iscd_pid" 2>/dev/null
+iscd_pid=
 out=$(ISC_MASTER_KEY_FILE=$dir/old.key timeout 20 "$ISC_BIN/iscd" 2>&1)
 rc=$?
 check "iscd refuses a wrong master key at start (exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124
 check "iscd says why" grep -q "does not open this store's cloud keys" <<<"$out"
 chmod 644 "$dir/old.key"
-expect_stderr "chmod 600" env ISC_MASTER_KEY_FILE="$dir/old.key" "$ISC_BIN/isc" keys verify "$key_c"
-expect_stderr "inside the store's folder" env ISC_MASTER_KEY_FILE="$ISC_HOME/master.key" "$ISC_BIN/isc" keys verify "$key_c"
+expect_stderr "chmod 600" env ISC_MASTER_KEY_FILE="$dir/old.key" "$ISC_BIN/iscd" --once
+expect_stderr "inside the store's folder" env ISC_MASTER_KEY_FILE="$ISC_HOME/master.key" "$ISC_BIN/iscd" --once
 
 finish keys
