@@ -51,6 +51,10 @@ PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
 ISC_VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 ISC_COMMIT  := $(shell scripts/build-commit)
 
+# The Control Plane pages (docs/control-plane.md): iscd serves them from BIN/../share/isc/web.
+WEB_SRCS := $(wildcard web/*.html web/*.css web/*.js web/*.svg)
+WEB_OUT  := $(WEB_SRCS:web/%=$(BUILD)/share/isc/web/%)
+
 .PHONY: all programs units benches check deps demo bench fuzz format format-check clean toml-test
 
 all: programs
@@ -59,9 +63,13 @@ ifeq ($(BUILD),build/release)
 	@for p in $(PROGS); do ln -sf ../$$p bin/$$(basename $$p); done
 endif
 
-programs: $(PROGS)
+programs: $(PROGS) $(WEB_OUT)
 units: $(UNIT_BINS)
 benches: $(BENCH_BINS)
+
+$(BUILD)/share/isc/web/%: web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -25,10 +25,13 @@ struct isc_api_options {
 	unsigned max_connections; /* concurrent connections, both listeners together */
 	unsigned timeout_s;       /* an idle or slow connection is closed after this */
 	unsigned threads;         /* server threads */
+	const char *web_root;     /* the Control Plane pages' folder (api/web.h); NULL: none */
 };
 
 /* Starts listening; the API answers from its own threads until isc_api_free. */
 int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err);
+/* Whether the TCP listener serves the Control Plane pages (their folder opened). */
+int isc_api_pages_served(const struct isc_api *api);
 /* The TCP port actually bound (useful with port 0), 0 without TCP. */
 unsigned isc_api_tcp_port(const struct isc_api *api);
 /* Stops the listeners, waits for the threads, removes the socket. NULL is fine. */

@@ -26,18 +26,21 @@
 
 /* A logs reply carries at most this much; the client asks again from the new offset. */
 #define LOG_CHUNK_BYTES (1024 * 1024)
+/* ?tail=N: at most this many lines, found within the log's last LOG_TAIL_BYTES. */
+#define LOG_TAIL_LINES_MAX 1000
+#define LOG_TAIL_BYTES     (256 * 1024)
 
 static json_t *experiment_row_json(const struct isc_experiment *e, int64_t cost)
 {
 	char dollars[32];
 	isc_money_format(cost, 2, dollars, sizeof(dollars));
-	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}", "id",
-	                 e->id, "name", e->name, "project_id", e->project_id, "org", e->org_name,
-	                 "gpus", e->gpus, "nnodes", e->nnodes, "nproc", e->nproc, "output_path",
-	                 e->output_path, "status", e->status, "status_reason", e->status_reason,
-	                 "shape", e->shape_id, "cycle_count", e->cycle_count, "created_at_ms",
-	                 (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost, "cost",
-	                 dollars);
+	return json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}", "id", e->id,
+	    "name", e->name, "project_id", e->project_id, "org", e->org_name, "compute_mode",
+	    e->compute_mode ? e->compute_mode : "", "gpus", e->gpus, "nnodes", e->nnodes, "nproc",
+	    e->nproc, "output_path", e->output_path, "status", e->status, "status_reason",
+	    e->status_reason, "shape", e->shape_id, "cycle_count", e->cycle_count, "created_at_ms",
+	    (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost, "cost", dollars);
 }
 
 /* GET /v1/experiments: what the caller may see, newest first (the `isc experiments --json`). */
@@ -224,17 +227,56 @@ static void experiment_events(struct isc_api_call *c)
 }
 
 /*
+ * The last `lines` lines of f within its last LOG_TAIL_BYTES bytes (a longer
+ * line is cut at that window): copies them to buf (LOG_CHUNK_BYTES) and sets
+ * *start to their file offset, so the reader goes on from *start + length.
+ */
+static size_t tail_read(FILE *f, long lines, char *buf, long long *start)
+{
+	off_t end, from;
+	size_t got, cut = 0;
+	long seen = 0;
+
+	if (fseeko(f, 0, SEEK_END) != 0 || (end = ftello(f)) < 0)
+		return 0;
+	from = end > LOG_TAIL_BYTES ? end - LOG_TAIL_BYTES : 0;
+	if (fseeko(f, from, SEEK_SET) != 0)
+		return 0;
+	got = fread(buf, 1, (size_t)(end - from), f);
+	/* Walk back over `lines` line ends; a final newline ends the last line, not a new one. */
+	for (size_t i = got; i > 0; i--) {
+		if (buf[i - 1] != '\n' || i == got)
+			continue;
+		if (++seen == lines) {
+			cut = i;
+			break;
+		}
+	}
+	/* The window began mid-line: drop that partial line when a whole one follows. */
+	if (!cut && from > 0) {
+		char *nl = memchr(buf, '\n', got);
+		if (nl && (size_t)(nl - buf) + 1 < got)
+			cut = (size_t)(nl - buf) + 1;
+	}
+	memmove(buf, buf + cut, got - cut);
+	*start = (long long)from + (long long)cut;
+	return got - cut;
+}
+
+/*
  * GET /v1/experiments/{id}/logs?rank=N&offset=K: up to 1 MiB of rank N's
- * output from byte K. Headers: X-Isc-Offset (where the next read starts),
+ * output from byte K; with &tail=L instead of offset, its last L lines (the
+ * Experiments page). Headers: X-Isc-Offset (where the next read starts),
  * X-Isc-Status (the experiment's status), X-Isc-Final (1 once it ended),
  * X-Isc-Missing (1 while the rank has no output yet).
  */
 static void experiment_logs(struct isc_api_call *c)
 {
 	const char *rank_text = isc_api_query(c, "rank"), *off_text = isc_api_query(c, "offset");
+	const char *tail_text = isc_api_query(c, "tail");
 	static __thread char offset_hdr[32], status_hdr[32], reason_hdr[512];
 	struct isc_experiment e;
-	long rank = 0;
+	long rank = 0, tail = 0;
 	long long offset = 0;
 	char *path = NULL, *buf = NULL;
 	size_t got = 0;
@@ -255,6 +297,20 @@ static void experiment_logs(struct isc_api_call *c)
 			return;
 		}
 	}
+	if (tail_text) {
+		char *end;
+		errno = 0;
+		if (off_text) {
+			isc_api_reply_error(c, 400, "tail and offset cannot be used together");
+			return;
+		}
+		tail = strtol(tail_text, &end, 10);
+		if (*end || errno || tail < 1 || tail > LOG_TAIL_LINES_MAX) {
+			isc_api_reply_error(c, 400, "tail: '%s' is not a line count (1..%d)",
+			                    tail_text, LOG_TAIL_LINES_MAX);
+			return;
+		}
+	}
 	if (!visible_experiment(c, &e))
 		return;
 	/* Before placement the layout is unknown: any rank a GPU count allows. */
@@ -271,6 +327,9 @@ static void experiment_logs(struct isc_api_call *c)
 	f = fopen(path, "r");
 	if (!f) {
 		missing = 1;
+	} else if (tail) {
+		got = tail_read(f, tail, buf, &offset);
+		fclose(f);
 	} else {
 		if (fseeko(f, (off_t)offset, SEEK_SET) == 0)
 			got = fread(buf, 1, LOG_CHUNK_BYTES, f);

@@ -5,6 +5,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/web.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "store/store_access.h"
@@ -38,6 +39,7 @@ struct isc_api {
 	char *operator_name;
 	pthread_key_t store_key;
 	int key_made;
+	struct isc_web *web; /* the Control Plane pages, served on TCP only */
 };
 
 /* One listener's flavour, the cls of its daemon. */
@@ -482,7 +484,13 @@ static void write_audit(struct isc_api_call *c)
 		        err.msg);
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, struct isc_api_call *c)
+static void add_headers(struct MHD_Response *resp, const char *const *pairs)
+{
+	for (; pairs[0]; pairs += 2)
+		MHD_add_response_header(resp, pairs[0], pairs[1]);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, struct isc_api_call *c, int is_tcp)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
@@ -498,8 +506,68 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct isc_api_ca
 	                        c->content_type ? c->content_type : "application/json");
 	for (int i = 0; i < c->n_headers; i++)
 		MHD_add_response_header(resp, c->headers[i].name, c->headers[i].value);
+	/* A browser may reach the TCP listener: its replies are data, never a page. */
+	if (is_tcp)
+		add_headers(resp, isc_web_api_headers);
 	ret = MHD_queue_response(conn, (unsigned)c->status, resp);
 	MHD_destroy_response(resp);
+	return ret;
+}
+
+static int hex_value(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Percent-decoding of the path and query arguments, in place, as libmicrohttpd's
+ * own except that "%00" stays as it is: a decoded NUL would cut a C string
+ * short, so "/app.js%00.html" would be read as "/app.js" and a query value would
+ * lose its tail without anyone noticing.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char *w = s;
+	(void)cls;
+	(void)conn;
+	for (const char *r = s; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hex_value(r[1])) >= 0 && (lo = hex_value(r[2])) >= 0 &&
+		    (hi | lo) != 0) {
+			*w++ = (char)(hi * 16 + lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = 0;
+	return (size_t)(w - s);
+}
+
+static enum MHD_Result send_page(struct MHD_Connection *conn, const struct isc_web *web,
+                                 const char *url)
+{
+	struct isc_web_reply r;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	isc_web_get(web, url, &r);
+	resp = MHD_create_response_from_buffer(r.len, r.body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(r.body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", r.content_type);
+	add_headers(resp, isc_web_page_headers);
+	ret = MHD_queue_response(conn, (unsigned)r.status, resp);
+	MHD_destroy_response(resp);
+	isc_log(ISC_LOG_DEBUG, "web: GET %s -> %d", url, r.status);
 	return ret;
 }
 
@@ -550,6 +618,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 
+	/*
+	 * The pages are public files (they hold no data; every datum comes from the
+	 * API with the token), so they are served before and without identification.
+	 */
+	if (!l->is_unix && strncmp(url, "/v1/", 4) != 0 && strcmp(url, "/v1") != 0 &&
+	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0))
+		return send_page(conn, api->web, url);
+
 	memset(&c, 0, sizeof(c));
 	c.method = method;
 	c.path = url;
@@ -564,7 +640,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!c.store) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
 		isc_api_reply_error(&c, 503, "the store cannot be opened");
-		return send_reply(conn, &c);
+		return send_reply(conn, &c, !l->is_unix);
 	}
 	identified = l->is_unix ? identify_unix(api, conn, &c, user_buf, sizeof(user_buf), addr_buf,
 	                                        sizeof(addr_buf))
@@ -581,7 +657,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s)", method, url, c.status,
 	        c.user ? c.user : "-", c.address ? c.address : "-");
-	ret = send_reply(conn, &c);
+	ret = send_reply(conn, &c, !l->is_unix);
 	return ret;
 }
 
@@ -703,7 +779,7 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	    flags, 0, NULL, NULL, on_request, &unix_listener, MHD_OPTION_LISTEN_SOCKET,
 	    api->unix_fd, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
 	    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_END);
+	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	if (!api->unix_d) {
 		rc = isc_err_set(err, ISC_EIO, "the API server could not start on %s",
 		                 o->socket_path);
@@ -712,6 +788,11 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	api->unix_fd = -1; /* MHD owns and closes it */
 	if (o->listen && o->listen[0]) {
 		struct sockaddr_in sa;
+		api->web = isc_web_new(o->web_root);
+		if (!api->web) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
 		if ((rc = parse_listen(o->listen, &sa, err)))
 			goto fail;
 		tcp_listener.api = api;
@@ -720,7 +801,8 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 		    flags, 0, NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
 		    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
 		    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED,
-		    on_completed, NULL, MHD_OPTION_END);
+		    on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+		    MHD_OPTION_END);
 		if (!api->tcp_d) {
 			rc = isc_err_set(err, ISC_EIO, "the API server could not listen on %s",
 			                 o->listen);
@@ -732,6 +814,11 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 fail:
 	isc_api_free(api);
 	return rc;
+}
+
+int isc_api_pages_served(const struct isc_api *api)
+{
+	return api && isc_web_available(api->web);
 }
 
 unsigned isc_api_tcp_port(const struct isc_api *api)
@@ -759,6 +846,7 @@ void isc_api_free(struct isc_api *api)
 	}
 	if (api->key_made)
 		pthread_key_delete(api->store_key);
+	isc_web_free(api->web);
 	free(api->home);
 	free(api->socket_path);
 	free(api->operator_name);

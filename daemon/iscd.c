@@ -10,6 +10,7 @@
  * runs API work.
  */
 #include "api/api.h"
+#include "api/web.h"
 #include "keys/keys.h"
 #include "broker/broker.h"
 #include "common/clock.h"
@@ -88,7 +89,7 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 {
 	struct isc_config *cfg = NULL;
 	struct isc_api_options o = {0};
-	char *sock = NULL, *info = NULL;
+	char *sock = NULL, *info = NULL, *web_root = NULL;
 	int rc;
 
 	if ((rc = isc_config_load(home, &cfg, err)))
@@ -109,6 +110,8 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 	o.max_connections = (unsigned)cfg->api_max_connections;
 	o.timeout_s = (unsigned)cfg->api_timeout_s;
 	o.threads = (unsigned)cfg->api_threads;
+	web_root = isc_web_default_root();
+	o.web_root = web_root;
 	rc = isc_api_start(&o, out, err);
 	if (!rc) {
 		isc_log(ISC_LOG_INFO, "api: listening on %s", sock);
@@ -122,6 +125,16 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 			}
 			isc_log(ISC_LOG_INFO, "api: listening on http://%s:%u", host,
 			        isc_api_tcp_port(*out));
+			if (isc_api_pages_served(*out))
+				isc_log(ISC_LOG_INFO,
+				        "web: the Control Plane pages at http://%s:%u/ from %s",
+				        host, isc_api_tcp_port(*out), web_root);
+			else
+				isc_log(
+				    ISC_LOG_WARN,
+				    "web: no pages folder at %s; the Control Plane pages are not "
+				    "served (docs/control-plane.md)",
+				    web_root ? web_root : "BIN/../share/isc/web");
 			if (asprintf(&info, "%s.tcp", sock) >= 0) {
 				FILE *f = fopen(info, "w");
 				if (f) {
@@ -134,6 +147,7 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 	}
 	free(info);
 	free(sock);
+	free(web_root);
 	isc_config_free(cfg);
 	return rc;
 }

@@ -1,0 +1,52 @@
+// Burst: GET /v1/shapes ranks the catalog for a GPU count, as the broker would (isc shapes).
+'use strict';
+
+const GPU_TYPES = ['H100', 'H200', 'A100', 'A100-80GB', 'L4', 'L40S', 'A10G', 'T4', 'V100', 'B200'];
+
+async function rank() {
+  const q = new URLSearchParams();
+  const gpus = document.getElementById('gpus').value;
+  q.set('gpus', gpus);
+  for (const k of ['provider', 'gpu_type', 'market', 'limit']) {
+    const v = document.getElementById(k).value.trim();
+    if (v) q.set(k, v);
+  }
+  const tbody = document.querySelector('#shapes tbody');
+  ISC.showError('error', null);
+  let r;
+  try {
+    r = await ISC.api('GET', '/v1/shapes?' + q.toString());
+  } catch (e) {
+    ISC.showError('error', e);
+    return;
+  }
+  ISC.clear(tbody);
+  document.getElementById('warnings').textContent = r.warnings.join(' ');
+  for (const s of r.shapes) {
+    const age = s.price_stale ? ISC.age(s.price_age_s) + ' (stale)' : ISC.age(s.price_age_s);
+    tbody.appendChild(ISC.el('tr', { 'data-shape': s.id }, [
+      ISC.el('td', { class: 'num' }, s.rank),
+      ISC.el('td', {}, [ISC.el('code', { class: 'shape-id' }, s.id), ISC.copyButton(s.id)]),
+      ISC.el('td', {}, s.provider + ' ' + s.region),
+      ISC.el('td', {}, s.gpu_type),
+      ISC.el('td', { class: 'num' }, s.gpus_per_node),
+      ISC.el('td', {}, s.nnodes + ' × ' + s.nproc),
+      ISC.el('td', {}, s.spot ? 'spot' : 'on-demand'),
+      ISC.el('td', { class: 'num', 'data-micros': s.node_price_micros }, ISC.money(s.node_price_micros, 4)),
+      ISC.el('td', { class: 'num', 'data-micros': s.cluster_price_micros },
+        ISC.money(s.cluster_price_micros, 4)),
+      ISC.el('td', { class: s.price_stale ? 'stale' : null,
+        title: s.price_source + ' price of ' + ISC.when(s.price_as_of_ms) }, age),
+    ]));
+  }
+  document.getElementById('status').textContent =
+    r.shapes.length + ' shapes for ' + gpus + ' GPUs';
+}
+
+const dl = document.getElementById('gpu-types');
+for (const t of GPU_TYPES) dl.appendChild(ISC.el('option', { value: t }));
+document.getElementById('filters').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  rank();
+});
+ISC.page('burst.html', () => rank());
