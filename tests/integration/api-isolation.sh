@@ -176,7 +176,7 @@ expect none 404 DELETE "/v1/members?org=orga&user=${os[am]}"
 # ---- experiments ----
 expect_all POST "/v1/experiments?file=a.isc" "$(cat "$dir/files/a-by-member.isc")" 201 201 403 404 404 404 404
 expect_all POST "/v1/experiments?file=b.isc" "$(cat "$dir/files/b-by-member.isc")" 404 404 404 201 201 403 404
-for sub in "" /events "/logs?rank=0"; do
+for sub in "" /events "/logs?rank=0" "/logs?rank=0&tail=100"; do
 	expect_all GET "/v1/experiments/$e_a_by_member$sub" "" 200 200 403 404 404 404 404
 	expect_all GET "/v1/experiments/$e_a_by_admin$sub" "" 403 200 403 404 404 404 404
 	expect_all GET "/v1/experiments/$e_b_by_member$sub" "" 404 404 404 200 200 403 404
