@@ -163,34 +163,32 @@ static int render_table(const struct isc_spend_row *rows, size_t n, enum isc_spe
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(rows[i].key) > width)
 			width = (int)strlen(rows[i].key);
-	if (width > 60)
-		width = 60;
 	if (has_id(by)) {
 		/* Projects and experiments by id and name: names need not be unique. */
 		int idw = 2;
 		for (size_t i = 0; i < n; i++)
 			if (rows[i].id && (int)strlen(rows[i].id) > idw)
 				idw = (int)strlen(rows[i].id);
-		rc = isc_buf_printf(out, "%-*s %-*s %18s\n", idw, "ID", width,
+		rc = isc_buf_printf(out, "%-*s  %-*s  %18s\n", idw, "ID", width,
 		                    by == ISC_SPEND_BY_PROJECT ? "PROJECT" : "EXPERIMENT",
 		                    "AMOUNT (USD)");
 		for (size_t i = 0; !rc && i < n; i++)
 			rc = isc_buf_printf(
-			    out, "%-*s %-*s %18s\n", idw, rows[i].id ? rows[i].id : "-", width,
+			    out, "%-*s  %-*s  %18s\n", idw, rows[i].id ? rows[i].id : "-", width,
 			    rows[i].key,
 			    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
 		if (!rc)
-			rc = isc_buf_printf(out, "%-*s %-*s %18s\n", idw, "TOTAL", width, "",
+			rc = isc_buf_printf(out, "%-*s  %-*s  %18s\n", idw, "TOTAL", width, "",
 			                    isc_money_format(total, 6, amount, sizeof(amount)));
 		return rc;
 	}
-	rc = isc_buf_printf(out, "%-*s %18s\n", width, head, "AMOUNT (USD)");
+	rc = isc_buf_printf(out, "%-*s  %18s\n", width, head, "AMOUNT (USD)");
 	for (size_t i = 0; !rc && i < n; i++)
 		rc = isc_buf_printf(
-		    out, "%-*s %18s\n", width, rows[i].key,
+		    out, "%-*s  %18s\n", width, rows[i].key,
 		    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
 	if (!rc)
-		rc = isc_buf_printf(out, "%-*s %18s\n", width, "TOTAL",
+		rc = isc_buf_printf(out, "%-*s  %18s\n", width, "TOTAL",
 		                    isc_money_format(total, 6, amount, sizeof(amount)));
 	return rc;
 }

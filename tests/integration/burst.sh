@@ -194,6 +194,11 @@ sys.exit(0 if rows and abs(spend["total_micros"] - expected) <= slack and balanc
 PY
 bill_ok=$?
 check "bill equals the mock cloud's record, balance never negative" test "$bill_ok" = 0
+isc spend --by experiment >"$dir/spend.txt" 2>&1
+check "spend by experiment names it by id and name" grep -q "$id" "$dir/spend.txt"
+check "spend table aligned" table_aligned "$dir/spend.txt"
+check "spend: every amount to the micro-dollar (six decimals)" bash -c \
+	"tail -n +2 '$dir/spend.txt' | awk '{print \$NF}' | grep -Evx -e '-?[0-9]+\\.[0-9]{6}' | wc -l | grep -qx 0"
 
 check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
 pid=$(cat "$dir/iscd.pid")

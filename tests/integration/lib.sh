@@ -142,3 +142,32 @@ iscd_api_stop() {
 	wait "$iscd_api_pid" 2>/dev/null
 	iscd_api_pid=
 }
+
+# table_aligned FILE: the table isc printed to FILE is aligned: (header columns - 1) gutters,
+# runs of two or more blanks at the same positions in every line (docs: cli/lib/table.h).
+table_aligned() {
+	/usr/bin/python3 - "$1" <<'PY'
+import re, sys
+lines = [l.rstrip("\n") for l in open(sys.argv[1]) if l.strip()]
+if len(lines) < 2:
+    sys.exit("fewer than two lines")
+ncols = len(re.split(r" {2,}", lines[0].strip()))
+width = max(len(l) for l in lines)
+rows = [l.ljust(width) for l in lines]
+blank = [all(r[i] == " " for r in rows) for i in range(width)]
+# Gutters: runs of >= 2 positions blank in every row, with content after them.
+gutters, i = 0, 0
+while i < width:
+    if blank[i]:
+        j = i
+        while j < width and blank[j]:
+            j += 1
+        if j - i >= 2 and j < width:
+            gutters += 1
+        i = j
+    else:
+        i += 1
+if gutters != ncols - 1:
+    sys.exit(f"{ncols} columns but {gutters} common gutters")
+PY
+}
