@@ -4,24 +4,13 @@
  * their own) and the audit (the org's admins and the operator).
  */
 #include "api/api_int.h"
+#include "common/names.h"
 
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A user or org name: 1..64 printable characters, no spaces, slashes or commas. */
-static int valid_name(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > 64)
-		return 0;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
-			return 0;
-	return 1;
-}
 
 /* GET /v1/whoami: the caller and their roles. */
 static void whoami(struct isc_api_call *c)
@@ -82,7 +71,7 @@ static void users_add(struct isc_api_call *c)
 		return;
 	name = json_string_value(json_object_get(body, "name"));
 	isc_err_clear(&err);
-	if (!name || !valid_name(name))
+	if (!name || !isc_name_valid(name))
 		isc_api_reply_error(c, 400,
 		                    "name: 1 to 64 characters, no spaces, slashes or commas (the "
 		                    "user's OS login name)");

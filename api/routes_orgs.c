@@ -4,22 +4,11 @@
  * budgets (the org's admins set them).
  */
 #include "api/api_int.h"
+#include "common/names.h"
 #include "credits/credits.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* A name of an org or project: 1..64 printable characters, no spaces, slashes or commas. */
-static int valid_name(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-	if (n == 0 || n > 64)
-		return 0;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
-			return 0;
-	return 1;
-}
 
 /* GET /v1/orgs: every org (the operator) or the caller's. */
 static void orgs_list(struct isc_api_call *c)
@@ -60,7 +49,7 @@ static void orgs_add(struct isc_api_call *c)
 		return;
 	name = json_string_value(json_object_get(body, "name"));
 	isc_err_clear(&err);
-	if (!valid_name(name)) {
+	if (!isc_name_valid(name)) {
 		isc_api_reply_error(c, 400,
 		                    "invalid organisation name: 1 to 64 characters, no spaces, "
 		                    "slashes or commas");
@@ -126,7 +115,7 @@ static void projects_add(struct isc_api_call *c)
 	org_name = json_string_value(json_object_get(body, "org"));
 	name = json_string_value(json_object_get(body, "name"));
 	isc_err_clear(&err);
-	if (!org_name || !valid_name(name)) {
+	if (!org_name || !isc_name_valid(name)) {
 		isc_api_reply_error(c, 400,
 		                    "org and name are required; a project name is 1 to 64 "
 		                    "characters, no spaces, slashes or commas");

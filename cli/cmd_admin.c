@@ -1,5 +1,6 @@
 /* isc init, isc org, isc project: setting up organisations and projects. */
 #include "cli/client.h"
+#include "common/names.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
 
@@ -31,25 +32,13 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	return rc;
 }
 
-/* A name of an org or project: 1..64 printable characters, no spaces or slashes. */
-static int valid_name(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > 64)
-		return 0;
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		if (*p <= ' ' || *p == 0x7f || *p == '/' || *p == '\\' || *p == ',')
-			return 0;
-	return 1;
-}
-
 static int org_add(struct isc_cli *cli, int argc, char **argv)
 {
 	int rc;
 
 	if (argc != 3)
 		return isc_cli_usage_error("org", "usage: isc org add NAME");
-	if (!valid_name(argv[2]))
+	if (!isc_name_valid(argv[2]))
 		return isc_cli_usage_error("org",
 		                           "invalid organisation name '%s': 1 to 64 characters, "
 		                           "no spaces, slashes or commas",
@@ -141,7 +130,7 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 	if (optind + 1 != argc - 1)
 		return isc_cli_usage_error("project",
 		                           "usage: isc project add --org ORG NAME [--json]");
-	if (!valid_name(argv[optind + 1]))
+	if (!isc_name_valid(argv[optind + 1]))
 		return isc_cli_usage_error("project",
 		                           "invalid project name '%s': 1 to 64 characters, "
 		                           "no spaces, slashes or commas",
