@@ -147,7 +147,9 @@ class Driver:
         while True:
             try:
                 v = cond()
-            except WebDriverError:
+            except (WebDriverError, AttributeError):
+                # A page that re-renders a table can be polled between removing a row and
+                # adding it back: find() gives None then, and None.text() is "not yet".
                 v = None
             if v:
                 return v
