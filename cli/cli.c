@@ -130,3 +130,16 @@ int isc_cli_daemon_still_there(struct isc_cli *cli, const char *cmd, int wait_fo
 	*was_running = running;
 	return ISC_EXIT_OK;
 }
+
+int isc_cli_print_listing(json_t *reply, int json, const struct isc_table_spec *spec)
+{
+	int rc = ISC_EXIT_OK;
+	if (json) {
+		isc_json_print(reply, stdout);
+	} else if (isc_table_print_rows(spec, reply, stdout)) {
+		isc_cli_errorf("out of memory");
+		rc = ISC_EXIT_FAIL;
+	}
+	json_decref(reply);
+	return rc;
+}

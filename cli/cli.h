@@ -5,6 +5,7 @@
 #ifndef ISC_CLI_CLI_H
 #define ISC_CLI_CLI_H
 
+#include "cli/lib/table.h"
 #include "common/err.h"
 #include "store/store.h"
 
@@ -47,6 +48,12 @@ int isc_cli_need_daemon(struct isc_cli *cli, const char *cmd, int wait_for_daemo
  */
 int isc_cli_daemon_still_there(struct isc_cli *cli, const char *cmd, int wait_for_daemon,
                                int *was_running);
+
+/*
+ * A listing from the API as a command prints it: the reply as --json when
+ * json is set, else as spec's table. Frees reply; returns an exit code.
+ */
+int isc_cli_print_listing(json_t *reply, int json, const struct isc_table_spec *spec);
 
 /* True when argv[i] is --help or -h. */
 int isc_cli_wants_help(int argc, char **argv);

@@ -13,24 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	return s ? s : "";
-}
-
-static const char *when(json_t *v, char *buf, size_t cap)
-{
-	time_t t;
-	struct tm tm;
-	if (!json_is_integer(v))
-		return "-";
-	t = (time_t)(json_integer_value(v) / 1000);
-	gmtime_r(&t, &tm);
-	strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
-	return buf;
-}
-
 /* Scans "--name VALUE" / "--name=VALUE" / "--json" options; positional words into pos. */
 struct opt {
 	const char *name;
@@ -76,13 +58,19 @@ static int scan(const char *cmd, int argc, char **argv, int first, const struct 
 
 /* ---- isc user ---- */
 
+static void user_row(json_t *u, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	cells[0] = isc_json_str(u, "name");
+	cells[1] = isc_json_when(json_object_get(u, "created_at_ms"), buf[1], ISC_TABLE_CELL);
+}
+
 int cmd_user(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"NAME", "CREATED (UTC)"};
+	static const struct isc_table_spec users = {2, headers, NULL, user_row, NULL};
 	const char *pos[1];
 	int json = 0, npos, rc;
-	json_t *reply = NULL, *u;
-	size_t i;
+	json_t *reply = NULL;
 
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc user add NAME\n       isc user list [--json]\n\n"
@@ -107,38 +95,28 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv)
 		return rc;
 	if ((rc = isc_client_json(cli, "GET", "/v1/users", NULL, &reply)))
 		return rc;
-	if (json) {
-		isc_json_print(reply, stdout);
-	} else {
-		struct isc_table *t = isc_table_new(2, headers);
-		json_array_foreach(reply, i, u)
-		{
-			char w[32];
-			const char *cells[2] = {
-			    str(u, "name"),
-			    when(json_object_get(u, "created_at_ms"), w, sizeof(w))};
-			if (t)
-				isc_table_add(t, cells);
-		}
-		if (t)
-			isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(reply);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(reply, json, &users);
 }
 
 /* ---- isc member ---- */
 
+static void member_row(json_t *m, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	(void)buf;
+	cells[0] = isc_json_str(m, "org");
+	cells[1] = isc_json_str(m, "user");
+	cells[2] = isc_json_str(m, "role");
+}
+
 int cmd_member(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ORG", "USER", "ROLE"};
+	static const struct isc_table_spec members = {3, headers, NULL, member_row, NULL};
 	const char *org = NULL, *role = NULL, *pos[1];
 	const struct opt opts[] = {{"org", &org}, {"role", &role}, {NULL, NULL}};
 	int json = 0, npos, rc;
-	json_t *reply = NULL, *m;
+	json_t *reply = NULL;
 	char *path;
-	size_t i;
 
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc member add --org ORG NAME --role member|admin|finance\n"
@@ -197,22 +175,7 @@ int cmd_member(struct isc_cli *cli, int argc, char **argv)
 	free(path);
 	if (rc)
 		return rc;
-	if (json) {
-		isc_json_print(reply, stdout);
-	} else {
-		struct isc_table *t = isc_table_new(3, headers);
-		json_array_foreach(reply, i, m)
-		{
-			const char *cells[3] = {str(m, "org"), str(m, "user"), str(m, "role")};
-			if (t)
-				isc_table_add(t, cells);
-		}
-		if (t)
-			isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(reply);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(reply, json, &members);
 }
 
 /* ---- isc token ---- */
@@ -241,15 +204,26 @@ static long long parse_duration(const char *text)
 	return n * mul;
 }
 
+static void token_row(json_t *t, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	json_t *expires = json_object_get(t, "expires_at_ms");
+	cells[0] = isc_json_str(t, "id");
+	cells[1] = isc_json_str(t, "user");
+	cells[2] = isc_json_when(json_object_get(t, "created_at_ms"), buf[2], ISC_TABLE_CELL);
+	cells[3] =
+	    json_is_integer(expires) ? isc_json_when(expires, buf[3], ISC_TABLE_CELL) : "never";
+	cells[4] = isc_json_when(json_object_get(t, "revoked_at_ms"), buf[4], ISC_TABLE_CELL);
+}
+
 int cmd_token(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID", "USER", "CREATED (UTC)", "EXPIRES (UTC)",
 	                                      "REVOKED (UTC)"};
+	static const struct isc_table_spec tokens = {5, headers, NULL, token_row, NULL};
 	const char *expires = NULL, *pos[1];
 	const struct opt opts[] = {{"expires", &expires}, {NULL, NULL}};
 	int json = 0, npos, rc;
-	json_t *reply = NULL, *t;
-	size_t i;
+	json_t *reply = NULL;
 
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc token create [--expires D]\n       isc token list [--json]\n"
@@ -281,13 +255,14 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 			isc_json_print(reply, stdout);
 		} else {
 			char w[32];
-			printf("%s\n", str(reply, "token"));
+			printf("%s\n", isc_json_str(reply, "token"));
 			fprintf(stderr,
 			        "token %s for %s, expires %s: shown once, keep it secret "
 			        "(ISC_TOKEN)\n",
-			        str(reply, "id"), str(reply, "user"),
+			        isc_json_str(reply, "id"), isc_json_str(reply, "user"),
 			        json_is_integer(json_object_get(reply, "expires_at_ms"))
-			            ? when(json_object_get(reply, "expires_at_ms"), w, sizeof(w))
+			            ? isc_json_when(json_object_get(reply, "expires_at_ms"), w,
+			                            sizeof(w))
 			            : "never");
 		}
 		json_decref(reply);
@@ -315,43 +290,40 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
 	if ((rc = isc_client_json(cli, "GET", "/v1/tokens", NULL, &reply)))
 		return rc;
-	if (json) {
-		isc_json_print(reply, stdout);
-	} else {
-		struct isc_table *tab = isc_table_new(5, headers);
-		json_array_foreach(reply, i, t)
-		{
-			char a[32], b[32], c[32];
-			const char *cells[5] = {
-			    str(t, "id"), str(t, "user"),
-			    when(json_object_get(t, "created_at_ms"), a, sizeof(a)),
-			    json_is_integer(json_object_get(t, "expires_at_ms"))
-			        ? when(json_object_get(t, "expires_at_ms"), b, sizeof(b))
-			        : "never",
-			    when(json_object_get(t, "revoked_at_ms"), c, sizeof(c))};
-			if (tab)
-				isc_table_add(tab, cells);
-		}
-		if (tab)
-			isc_table_print(tab, stdout);
-		isc_table_free(tab);
-	}
-	json_decref(reply);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(reply, json, &tokens);
 }
 
 /* ---- isc audit ---- */
+
+/* A missing org or target prints as "-" (a change of the platform, not of one org). */
+static const char *or_dash(const char *s)
+{
+	return s[0] ? s : "-";
+}
+
+static void audit_row(json_t *a, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	cells[0] = isc_json_when(json_object_get(a, "at_ms"), buf[0], ISC_TABLE_CELL);
+	cells[1] = isc_json_str(a, "actor");
+	cells[2] = isc_json_str(a, "address");
+	cells[3] = or_dash(isc_json_str(a, "org"));
+	cells[4] = isc_json_str(a, "action");
+	cells[5] = or_dash(isc_json_str(a, "target"));
+	snprintf(buf[6], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(a, "status")));
+	cells[6] = buf[6];
+}
 
 int cmd_audit(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"WHEN (UTC)", "WHO",    "FROM",  "ORG",
 	                                      "ACTION",     "TARGET", "STATUS"};
+	static const struct isc_table_spec audit = {7, headers, "llllllr", audit_row, NULL};
 	const char *org = NULL, *limit = NULL, *pos[1];
 	const struct opt opts[] = {{"org", &org}, {"limit", &limit}, {NULL, NULL}};
 	int json = 0, npos, rc;
-	json_t *reply = NULL, *a;
+	json_t *reply = NULL;
 	char *path;
-	size_t i;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc audit [--org ORG] [--limit N] [--json]\n\n"
@@ -371,32 +343,5 @@ int cmd_audit(struct isc_cli *cli, int argc, char **argv)
 	free(path);
 	if (rc)
 		return rc;
-	if (json) {
-		isc_json_print(reply, stdout);
-	} else {
-		struct isc_table *t = isc_table_new(7, headers);
-		if (t)
-			isc_table_align_right(t, 6);
-		json_array_foreach(reply, i, a)
-		{
-			char w[32], st[16];
-			const char *cells[7];
-			snprintf(st, sizeof(st), "%lld",
-			         (long long)json_integer_value(json_object_get(a, "status")));
-			cells[0] = when(json_object_get(a, "at_ms"), w, sizeof(w));
-			cells[1] = str(a, "actor");
-			cells[2] = str(a, "address");
-			cells[3] = str(a, "org")[0] ? str(a, "org") : "-";
-			cells[4] = str(a, "action");
-			cells[5] = str(a, "target")[0] ? str(a, "target") : "-";
-			cells[6] = st;
-			if (t)
-				isc_table_add(t, cells);
-		}
-		if (t)
-			isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(reply);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(reply, json, &audit);
 }

@@ -50,33 +50,25 @@ static int org_add(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
+static void org_row(json_t *o, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	(void)buf;
+	cells[0] = isc_json_str(o, "name");
+}
+
 static int org_list(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"NAME"};
-	json_t *arr = NULL, *o;
-	struct isc_table *t;
-	size_t i;
+	static const struct isc_table_spec orgs = {
+	    1, headers, NULL, org_row, "isc org: no organisations yet (isc org add NAME)"};
+	json_t *arr = NULL;
 	int rc, json = argc == 3 && strcmp(argv[2], "--json") == 0;
 
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("org", "usage: isc org list [--json]");
 	if ((rc = isc_client_json(cli, "GET", "/v1/orgs", NULL, &arr)))
 		return rc;
-	if (json) {
-		isc_json_print(arr, stdout);
-	} else if ((t = isc_table_new(1, headers))) {
-		if (json_array_size(arr) == 0)
-			fprintf(stderr, "isc org: no organisations yet (isc org add NAME)\n");
-		json_array_foreach(arr, i, o)
-		{
-			const char *cells[1] = {json_string_value(json_object_get(o, "name"))};
-			isc_table_add(t, cells);
-		}
-		isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(arr);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(arr, json, &orgs);
 }
 
 int cmd_org(struct isc_cli *cli, int argc, char **argv)
@@ -148,14 +140,21 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
+static void project_row(json_t *p, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	(void)buf;
+	cells[0] = isc_json_str(p, "id");
+	cells[1] = isc_json_str(p, "org");
+	cells[2] = isc_json_str(p, "name");
+}
+
 static int project_list(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID", "ORG", "NAME"};
+	struct isc_table_spec projects = {3, headers, NULL, project_row, NULL};
 	const char *org = NULL;
-	json_t *arr = NULL, *p;
-	struct isc_table *t;
+	json_t *arr = NULL;
 	char *path;
-	size_t i;
 	int rc, json = 0;
 
 	if ((rc = project_options(argc, argv, &org, &json)))
@@ -170,25 +169,10 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 	free(path);
 	if (rc)
 		return rc;
-	if (json) {
-		isc_json_print(arr, stdout);
-	} else if ((t = isc_table_new(3, headers))) {
-		if (json_array_size(arr) == 0)
-			fprintf(stderr,
-			        "isc project: no projects%s (isc project add --org ORG NAME)\n",
-			        org ? " in this organisation" : " yet");
-		json_array_foreach(arr, i, p)
-		{
-			const char *cells[3] = {json_string_value(json_object_get(p, "id")),
-			                        json_string_value(json_object_get(p, "org")),
-			                        json_string_value(json_object_get(p, "name"))};
-			isc_table_add(t, cells);
-		}
-		isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(arr);
-	return ISC_EXIT_OK;
+	projects.empty_hint =
+	    org ? "isc project: no projects in this organisation (isc project add --org ORG NAME)"
+	        : "isc project: no projects yet (isc project add --org ORG NAME)";
+	return isc_cli_print_listing(arr, json, &projects);
 }
 
 int cmd_project(struct isc_cli *cli, int argc, char **argv)

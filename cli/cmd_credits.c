@@ -122,16 +122,27 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
+static void credits_row(json_t *o, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	static const char *const key[] = {NULL, "balance_micros", "reserved_micros",
+	                                  "available_micros"};
+	cells[0] = isc_json_str(o, "org");
+	for (size_t c = 1; c < 4; c++)
+		cells[c] =
+		    dollars(json_integer_value(json_object_get(o, key[c])), buf[c], ISC_TABLE_CELL);
+}
+
 static int credits_show(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ORG", "BALANCE", "RESERVED", "AVAILABLE"};
+	static const struct isc_table_spec orgs = {
+	    4, headers, "lrrr", credits_row,
+	    "isc credits: no organisations yet (isc org add NAME)"};
 	const char *org = NULL, *pos[1];
 	int json = 0, npos, rc;
 	const struct opt opts[] = {{"org", &org, NULL}, {"json", NULL, &json}, {NULL, NULL, NULL}};
-	struct isc_table *t;
-	json_t *reply = NULL, *o;
+	json_t *reply = NULL;
 	char *path;
-	size_t i;
 
 	if ((rc = scan_args("credits", argc, argv, 2, opts, pos, 0, &npos)))
 		return rc;
@@ -145,29 +156,12 @@ static int credits_show(struct isc_cli *cli, int argc, char **argv)
 		return rc;
 	if (json) {
 		isc_json_print(reply, stdout);
-	} else if ((t = isc_table_new(4, headers))) {
-		for (size_t c = 1; c < 4; c++)
-			isc_table_align_right(t, c);
-		if (json_array_size(json_object_get(reply, "orgs")) == 0)
-			fprintf(stderr, "isc credits: no organisations yet (isc org add NAME)\n");
-		json_array_foreach(json_object_get(reply, "orgs"), i, o)
-		{
-			char a[48], b[48], c[48];
-			const char *cells[4] = {
-			    json_string_value(json_object_get(o, "org")),
-			    dollars(json_integer_value(json_object_get(o, "balance_micros")), a,
-			            sizeof(a)),
-			    dollars(json_integer_value(json_object_get(o, "reserved_micros")), b,
-			            sizeof(b)),
-			    dollars(json_integer_value(json_object_get(o, "available_micros")), c,
-			            sizeof(c))};
-			isc_table_add(t, cells);
-		}
-		isc_table_print(t, stdout);
-		isc_table_free(t);
+	} else if (isc_table_print_rows(&orgs, json_object_get(reply, "orgs"), stdout)) {
+		isc_cli_errorf("out of memory");
+		rc = ISC_EXIT_FAIL;
 	}
 	json_decref(reply);
-	return ISC_EXIT_OK;
+	return rc;
 }
 
 int cmd_credits(struct isc_cli *cli, int argc, char **argv)

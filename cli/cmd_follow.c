@@ -72,12 +72,6 @@ static void print_ranks(json_t *o)
 	}
 }
 
-static const char *str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-	return s ? s : "";
-}
-
 static long long num(json_t *o, const char *key)
 {
 	return (long long)json_integer_value(json_object_get(o, key));
@@ -129,10 +123,12 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 	} else {
 		json_t *q = json_object_get(o, "queue");
 		char when[32];
-		printf("Experiment %s (%s)\n", str(o, "id"), str(o, "name"));
-		printf("  Status:   %s%s%s\n", str(o, "status"),
-		       str(o, "status_reason")[0] ? ": " : "", str(o, "status_reason"));
-		if (strcmp(str(o, "status"), "waiting") == 0 && num(o, "next_attempt_ms") > 0) {
+		printf("Experiment %s (%s)\n", isc_json_str(o, "id"), isc_json_str(o, "name"));
+		printf("  Status:   %s%s%s\n", isc_json_str(o, "status"),
+		       isc_json_str(o, "status_reason")[0] ? ": " : "",
+		       isc_json_str(o, "status_reason"));
+		if (strcmp(isc_json_str(o, "status"), "waiting") == 0 &&
+		    num(o, "next_attempt_ms") > 0) {
 			format_time(num(o, "next_attempt_ms"), when, sizeof(when));
 			printf("  Next try: %s UTC\n", when);
 		}
@@ -142,11 +138,12 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		{
 			/* Where rank 0's folders came home: the Output Path unless artifact_root.
 			 */
-			const char *out = str(o, "output_path"), *art = str(o, "artifacts_path");
+			const char *out = isc_json_str(o, "output_path"),
+			           *art = isc_json_str(o, "artifacts_path");
 			int same = !art[0] || strcmp(art, out) == 0;
 			printf("\n  Shape:    %s\n  Cycle:    %lld\n  Output:   %s%s\n",
-			       str(o, "shape")[0] ? str(o, "shape") : "-", num(o, "cycle_count"),
-			       out[0] ? out : "-",
+			       isc_json_str(o, "shape")[0] ? isc_json_str(o, "shape") : "-",
+			       num(o, "cycle_count"), out[0] ? out : "-",
 			       same ? " (rank_N.txt; checkpoints, crud, lossy from rank 0)"
 			            : " (rank_N.txt)");
 			if (!same)
@@ -155,9 +152,10 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 				    art);
 		}
 		/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
-		if (q && num(q, "position") > 0 && !isc_status_is_final(str(o, "status"))) {
+		if (q && num(q, "position") > 0 &&
+		    !isc_status_is_final(isc_json_str(o, "status"))) {
 			printf("  Queue:    waiting, #%lld among %s experiments",
-			       num(q, "position"), str(q, "compute_mode"));
+			       num(q, "position"), isc_json_str(q, "compute_mode"));
 			if (num(q, "next_start_ms") >= 0) {
 				format_time(num(q, "next_start_ms"), when, sizeof(when));
 				printf("; next start expected %s UTC", when);
@@ -169,7 +167,8 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		json_array_foreach(json_object_get(o, "events"), i, ev)
 		{
 			format_time(num(ev, "at_ms"), when, sizeof(when));
-			printf("  %s  %-16s %s\n", when, str(ev, "kind"), str(ev, "message"));
+			printf("  %s  %-16s %s\n", when, isc_json_str(ev, "kind"),
+			       isc_json_str(ev, "message"));
 		}
 	}
 	json_decref(o);

@@ -54,12 +54,6 @@ static void fmt_time(json_int_t ms, char *buf, size_t cap)
 	strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static const char *str(json_t *o, const char *k)
-{
-	const char *v = json_string_value(json_object_get(o, k));
-	return v ? v : "";
-}
-
 static int keys_add(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *name = NULL, *regions = NULL, *provider = NULL;
@@ -144,12 +138,30 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 		isc_cli_errorf("iscd sent a reply that is not JSON");
 		rc = ISC_EXIT_FAIL;
 	} else {
-		printf("added %s: %s account %s, principal %s\n", str(reply, "id"), provider,
-		       str(reply, "account"), str(reply, "principal"));
+		printf("added %s: %s account %s, principal %s\n", isc_json_str(reply, "id"),
+		       provider, isc_json_str(reply, "account"), isc_json_str(reply, "principal"));
 	}
 	json_decref(reply);
 	isc_reply_cleanup(&r);
 	return rc;
+}
+
+static void key_row(json_t *k, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	const char *regions = isc_json_str(k, "regions");
+	cells[0] = isc_json_str(k, "id");
+	cells[1] = isc_json_str(k, "org");
+	cells[2] = isc_json_str(k, "provider");
+	cells[3] = isc_json_str(k, "account");
+	cells[4] = isc_json_str(k, "principal");
+	cells[5] = regions[0] ? regions : "all";
+	cells[6] = isc_json_str(k, "state");
+	cells[7] = isc_json_str(k, "added_by");
+	fmt_time(json_integer_value(json_object_get(k, "added_at_ms")), buf[8], ISC_TABLE_CELL);
+	cells[8] = buf[8];
+	fmt_time(json_integer_value(json_object_get(k, "verified_at_ms")), buf[9], ISC_TABLE_CELL);
+	cells[9] = buf[9];
+	cells[10] = isc_json_str(k, "fingerprint");
 }
 
 static int keys_list(struct isc_cli *cli, int argc, char **argv)
@@ -157,10 +169,10 @@ static int keys_list(struct isc_cli *cli, int argc, char **argv)
 	static const char *const headers[] = {
 	    "ID",    "ORG",      "PROVIDER", "ACCOUNT",       "PRINCIPAL",  "REGIONS",
 	    "STATE", "ADDED BY", "ADDED",    "LAST VERIFIED", "FINGERPRINT"};
+	static const struct isc_table_spec keys = {11, headers, NULL, key_row, NULL};
 	const char *org = NULL;
 	char *path = strdup("/v1/keys");
 	json_t *arr = NULL, *k;
-	struct isc_table *t;
 	size_t i;
 	int json = 0, rc;
 
@@ -184,38 +196,15 @@ static int keys_list(struct isc_cli *cli, int argc, char **argv)
 	free(path);
 	if (rc)
 		return rc;
-	if (json) {
-		isc_json_print(arr, stdout);
-	} else if ((t = isc_table_new(11, headers))) {
-		json_array_foreach(arr, i, k)
-		{
-			char added[32], verified[32];
-			const char *regions = str(k, "regions");
-			const char *cells[11];
-			fmt_time(json_integer_value(json_object_get(k, "added_at_ms")), added,
-			         sizeof(added));
-			fmt_time(json_integer_value(json_object_get(k, "verified_at_ms")), verified,
-			         sizeof(verified));
-			cells[0] = str(k, "id");
-			cells[1] = str(k, "org");
-			cells[2] = str(k, "provider");
-			cells[3] = str(k, "account");
-			cells[4] = str(k, "principal");
-			cells[5] = regions[0] ? regions : "all";
-			cells[6] = str(k, "state");
-			cells[7] = str(k, "added_by");
-			cells[8] = added;
-			cells[9] = verified;
-			cells[10] = str(k, "fingerprint");
-			isc_table_add(t, cells);
-		}
-		isc_table_print(t, stdout);
-		isc_table_free(t);
-		json_array_foreach(arr, i, k) if (str(k, "state_reason")[0])
-		    printf("%s %s: %s\n", str(k, "id"), str(k, "state"), str(k, "state_reason"));
-	}
+	/* A failing key's reason follows the table: it is too long for a column. */
+	json_incref(arr);
+	rc = isc_cli_print_listing(arr, json, &keys);
+	if (!json && !rc)
+		json_array_foreach(arr, i, k) if (isc_json_str(k, "state_reason")[0])
+		    printf("%s %s: %s\n", isc_json_str(k, "id"), isc_json_str(k, "state"),
+		           isc_json_str(k, "state_reason"));
 	json_decref(arr);
-	return ISC_EXIT_OK;
+	return rc;
 }
 
 /* "/v1/keys/ID" + tail, with ID checked to be a key id (no path tricks). */
@@ -259,8 +248,8 @@ static int keys_verify(struct isc_cli *cli, int argc, char **argv)
 	if (json)
 		isc_json_print(reply, stdout);
 	else
-		printf("%s verified: account %s, principal %s\n", id, str(reply, "account"),
-		       str(reply, "principal"));
+		printf("%s verified: account %s, principal %s\n", id,
+		       isc_json_str(reply, "account"), isc_json_str(reply, "principal"));
 	json_decref(reply);
 	return ISC_EXIT_OK;
 }
@@ -300,8 +289,9 @@ static int keys_remove(struct isc_cli *cli, int argc, char **argv)
 			break;
 		reply = json_loadb(r.body, r.len, 0, NULL);
 		if (r.status == 200) {
-			printf("removed %s (%s account %s of %s)\n", id, str(reply, "provider"),
-			       str(reply, "account"), str(reply, "org"));
+			printf("removed %s (%s account %s of %s)\n", id,
+			       isc_json_str(reply, "provider"), isc_json_str(reply, "account"),
+			       isc_json_str(reply, "org"));
 		} else if (r.status == 202 && waited < timeout_s * 5) {
 			if (!announced) {
 				size_t i;

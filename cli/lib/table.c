@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct isc_table {
 	size_t ncols, nrows;
@@ -114,4 +115,54 @@ void isc_json_print(json_t *v, FILE *out)
 {
 	json_dumpf(v, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', out);
+}
+
+const char *isc_json_str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+const char *isc_json_when(json_t *v, char *buf, size_t cap)
+{
+	time_t t;
+	struct tm tm;
+	if (!json_is_integer(v))
+		return "-";
+	t = (time_t)(json_integer_value(v) / 1000);
+	if (!gmtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm))
+		return "-";
+	return buf;
+}
+
+int isc_table_print_rows(const struct isc_table_spec *spec, json_t *rows, FILE *out)
+{
+	struct isc_table *t = isc_table_new(spec->ncols, spec->headers);
+	const char **cells = calloc(spec->ncols, sizeof(*cells));
+	char(*scratch)[ISC_TABLE_CELL] = calloc(spec->ncols, sizeof(*scratch));
+	json_t *row;
+	size_t i;
+	int rc = t && cells && scratch ? 0 : -1;
+
+	for (size_t c = 0; !rc && spec->right && c < spec->ncols && spec->right[c]; c++)
+		if (spec->right[c] == 'r')
+			isc_table_align_right(t, c);
+	json_array_foreach(rows, i, row)
+	{
+		if (rc)
+			break;
+		for (size_t c = 0; c < spec->ncols; c++)
+			cells[c] = NULL;
+		spec->fill(row, cells, scratch);
+		rc = isc_table_add(t, cells);
+	}
+	if (!rc) {
+		if (json_array_size(rows) == 0 && spec->empty_hint)
+			fprintf(stderr, "%s\n", spec->empty_hint);
+		isc_table_print(t, out);
+	}
+	free(scratch);
+	free(cells);
+	isc_table_free(t);
+	return rc;
 }

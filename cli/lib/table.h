@@ -31,4 +31,28 @@ const char *isc_table_money(int64_t micros, char *buf, size_t size);
 /* Prints v indented by 2 with a final newline ("[]" for an empty array). */
 void isc_json_print(json_t *v, FILE *out);
 
+/* The string o[key], or "" when it is missing or not a string. */
+const char *isc_json_str(json_t *o, const char *key);
+/* Milliseconds since the epoch as "YYYY-MM-DD HH:MM:SS" (UTC) in buf; "-" when v is not an integer.
+ */
+const char *isc_json_when(json_t *v, char *buf, size_t cap);
+
+/*
+ * A listing as a table, one row per element of a JSON array (what most
+ * commands print without --json). fill sets cells[0..ncols) for one element;
+ * a formatted cell (a time, money, a number) goes into its own column's
+ * scratch buffer of ISC_TABLE_CELL bytes.
+ */
+#define ISC_TABLE_CELL 64
+typedef void (*isc_table_row_fn)(json_t *row, const char **cells, char (*scratch)[ISC_TABLE_CELL]);
+struct isc_table_spec {
+	size_t ncols;
+	const char *const *headers;
+	const char *right; /* NULL, or ncols chars: 'r' right-aligns that column */
+	isc_table_row_fn fill;
+	const char *empty_hint; /* printed to stderr when rows is empty, or NULL */
+};
+/* Prints rows as spec says. Returns 0, or -1 when out of memory (nothing printed). */
+int isc_table_print_rows(const struct isc_table_spec *spec, json_t *rows, FILE *out);
+
 #endif

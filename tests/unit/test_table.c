@@ -110,12 +110,46 @@ static void test_json_print(void **state)
 	json_decref(one);
 }
 
+static void price_row(json_t *r, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	cells[0] = isc_json_str(r, "name");
+	cells[1] = isc_table_money(json_integer_value(json_object_get(r, "micros")), buf[1],
+	                           ISC_TABLE_CELL);
+	cells[2] = isc_json_when(json_object_get(r, "at_ms"), buf[2], ISC_TABLE_CELL);
+}
+
+/* A JSON listing as a table: one row per element, formatted cells, right alignment. */
+static void test_rows_from_json(void **state)
+{
+	static const char *const headers[] = {"NAME", "PRICE", "WHEN (UTC)"};
+	static const struct isc_table_spec spec = {3, headers, "lr", price_row, "no rows"};
+	json_t *rows = json_loads("[{\"name\":\"a\",\"micros\":1500000,\"at_ms\":0},"
+	                          "{\"name\":\"longer\",\"micros\":123456789}]",
+	                          0, NULL);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	(void)state;
+	assert_non_null(rows);
+	assert_non_null(f);
+	assert_int_equal(isc_table_print_rows(&spec, rows, f), 0);
+	fclose(f);
+	assert_string_equal(buf, "NAME      PRICE  WHEN (UTC)\n"
+	                         "a         $1.50  1970-01-01 00:00:00\n"
+	                         "longer  $123.46  -\n");
+	free(buf);
+	json_decref(rows);
+	/* A missing key reads as "", a missing time as "-". */
+	assert_string_equal(isc_json_str(NULL, "x"), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_columns_sized_to_content),
 	    cmocka_unit_test(test_money_two_decimals),
 	    cmocka_unit_test(test_json_print),
+	    cmocka_unit_test(test_rows_from_json),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
