@@ -51,6 +51,9 @@ struct isc_api_call {
 	/* For the audit row written after every change (a non-GET call). */
 	int64_t audit_org_id;
 	char audit_target[160];
+
+	/* The X-Isc-Next header of a listing with more pages (isc_api_page_next). */
+	char next_cursor[160];
 };
 
 typedef void (*isc_api_handler)(struct isc_api_call *c);
@@ -111,6 +114,23 @@ int isc_api_require_operator(struct isc_api_call *c);
  * (out filled, caller cleans up), 0 when a reply was sent.
  */
 int isc_api_find_org(struct isc_api_call *c, const char *name, struct isc_org *out);
+
+/*
+ * Pages of a listing (docs/api.md, "Pages"): ?limit=N (1..max, default def)
+ * and ?after=CURSOR, the X-Isc-Next of the page before. A route reads at most
+ * limit + 1 rows after the cursor in a stable order; if the extra row exists it
+ * drops it and calls isc_api_page_next with the cursor of the page's last row.
+ */
+#define ISC_API_PAGE_DEFAULT 100
+#define ISC_API_PAGE_MAX     1000
+struct isc_api_page {
+	size_t limit;      /* rows in this page */
+	const char *after; /* the cursor as sent (the route parses it), NULL on the first page */
+};
+/* Reads ?limit= and ?after=; a bad limit is answered 400. Returns 1 to go on, 0 when replied. */
+int isc_api_page_parse(struct isc_api_call *c, size_t def, size_t max, struct isc_api_page *out);
+/* Says the listing goes on: the header X-Isc-Next: cursor (copied into the call). */
+void isc_api_page_next(struct isc_api_call *c, const char *cursor);
 
 /* Wall-clock milliseconds (token expiry). */
 int64_t isc_api_now_ms(void);

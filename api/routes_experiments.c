@@ -18,6 +18,7 @@
 #include "store/store_ranks.h"
 #include "toml/toml.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,23 +44,68 @@ static json_t *experiment_row_json(const struct isc_experiment *e, int64_t cost)
 	    (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost, "cost", dollars);
 }
 
-/* GET /v1/experiments: what the caller may see, newest first (the `isc experiments --json`). */
+/*
+ * The listing's cursor: "CREATED_AT_MS.ID" of the last experiment of a page
+ * (the order is newest first, then id). Returns 1 when text is one.
+ */
+static int cursor_parse(const char *text, struct isc_experiment_cursor *out)
+{
+	char *end;
+	long long ms;
+
+	errno = 0;
+	ms = strtoll(text, &end, 10);
+	if (end == text || *end != '.' || errno || ms < 0 || !end[1] || strlen(end + 1) > 64)
+		return 0;
+	for (const char *p = end + 1; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
+			return 0;
+	out->created_at_ms = ms;
+	out->id = end + 1;
+	return 1;
+}
+
+/*
+ * GET /v1/experiments[?limit=N&after=CURSOR]: what the caller may see, newest
+ * first (the `isc experiments --json`), one page at a time: X-Isc-Next names the
+ * next page's cursor while rows remain.
+ */
 static void experiments_list(struct isc_api_call *c)
 {
+	struct isc_experiment_cursor after;
 	struct isc_experiment *list;
+	struct isc_api_page page;
 	struct isc_err err;
 	int64_t *cost;
-	size_t n;
+	size_t n, shown;
 	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
+		return;
+	if (page.after && !cursor_parse(page.after, &after)) {
+		isc_api_reply_error(
+		    c, 400, "after: '%s' is not a cursor of this listing (X-Isc-Next)", page.after);
+		return;
+	}
 	isc_err_clear(&err);
-	if (isc_store_experiment_list_visible(c->store, c->is_operator, c->user_id, c->user, &list,
+	/* One row more than the page: whether it exists says whether a next page does. */
+	if (isc_store_experiment_list_visible(c->store, c->is_operator, c->user_id, c->user,
+	                                      page.after ? &after : NULL, page.limit + 1, &list,
 	                                      &cost, &n, &err)) {
 		isc_api_reply_err(c, &err);
 		return;
 	}
+	shown = n;
+	if (n > page.limit) {
+		char cursor[sizeof(c->next_cursor)];
+		const struct isc_experiment *last = &list[page.limit - 1];
+		snprintf(cursor, sizeof(cursor), "%lld.%s", (long long)last->created_at_ms,
+		         last->id);
+		isc_api_page_next(c, cursor);
+		shown = page.limit;
+	}
 	arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < shown; i++)
 		json_array_append_new(arr, experiment_row_json(&list[i], cost[i]));
 	isc_experiment_list_free(list, n);
 	free(cost);

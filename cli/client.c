@@ -68,6 +68,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userp)
 	header_value(data, n, "X-Isc-Offset", r->offset, sizeof(r->offset));
 	header_value(data, n, "X-Isc-Status", r->exp_status, sizeof(r->exp_status));
 	header_value(data, n, "X-Isc-Reason", r->reason, sizeof(r->reason));
+	header_value(data, n, "X-Isc-Next", r->next, sizeof(r->next));
 	header_value(data, n, "X-Isc-Final", flag, sizeof(flag));
 	if (flag[0])
 		r->final = flag[0] == '1';
@@ -259,6 +260,54 @@ int isc_client_json(struct isc_cli *cli, const char *method, const char *path, j
 	}
 	isc_reply_cleanup(&r);
 	return rc;
+}
+
+int isc_client_json_all_pages(struct isc_cli *cli, const char *path, json_t **out)
+{
+	json_t *all = json_array();
+	char *url = NULL, next[sizeof(((struct isc_reply *)0)->next)] = "";
+	int rc = ISC_EXIT_OK;
+
+	if (!all)
+		return ISC_EXIT_FAIL;
+	do {
+		struct isc_reply r;
+		json_error_t jerr;
+		json_t *page;
+		free(url);
+		if (!(url = strdup(path)) || isc_client_query_add(&url, "limit", "1000") ||
+		    isc_client_query_add(&url, "after", next[0] ? next : NULL)) {
+			rc = ISC_EXIT_FAIL;
+			break;
+		}
+		if ((rc = isc_client_request(cli, "GET", url, NULL, 0, &r)))
+			break;
+		if (r.status < 200 || r.status > 299) {
+			rc = isc_client_fail(&r);
+		} else if (!(page = json_loadb(r.body, r.len, 0, &jerr)) || !json_is_array(page)) {
+			isc_cli_errorf("iscd sent a listing that is not a JSON array%s%s",
+			               page ? "" : ": ", page ? "" : jerr.text);
+			json_decref(page);
+			rc = ISC_EXIT_FAIL;
+		} else {
+			json_array_extend(all, page);
+			json_decref(page);
+			/* A cursor that does not move would loop for ever: stop and say so. */
+			if (r.next[0] && strcmp(r.next, next) == 0) {
+				isc_cli_errorf("iscd named the same next page twice (%s)", r.next);
+				rc = ISC_EXIT_FAIL;
+			}
+			snprintf(next, sizeof(next), "%s", r.next);
+		}
+		isc_reply_cleanup(&r);
+	} while (!rc && next[0]);
+	free(url);
+	if (rc) {
+		json_decref(all);
+		return rc;
+	}
+	*out = all;
+	return ISC_EXIT_OK;
 }
 
 int isc_client_query_add(char **path, const char *key, const char *value)

@@ -21,6 +21,7 @@ struct isc_reply {
 	char reason[512];    /* X-Isc-Reason */
 	int final, missing;  /* X-Isc-Final, X-Isc-Missing */
 	long rows;           /* X-Isc-Rows (the spend report), -1 when absent */
+	char next[160];      /* X-Isc-Next: a listing's next page ("" on its last) */
 };
 void isc_reply_cleanup(struct isc_reply *r);
 
@@ -43,6 +44,14 @@ int isc_client_ping(struct isc_cli *cli);
  */
 int isc_client_json(struct isc_cli *cli, const char *method, const char *path, json_t *body,
                     json_t **out);
+
+/*
+ * A listing, every page of it (docs/api.md, "Pages"): GETs path with the
+ * largest page size, then again with after=X-Isc-Next until no next page is
+ * named, and gives the rows of all pages as one array (caller decrefs). Errors
+ * as isc_client_json.
+ */
+int isc_client_json_all_pages(struct isc_cli *cli, const char *path, json_t **out);
 
 /* Prints the error of a non-2xx reply as "isc: error: MESSAGE"; returns ISC_EXIT_FAIL. */
 int isc_client_fail(const struct isc_reply *r);

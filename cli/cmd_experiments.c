@@ -36,7 +36,8 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		else
 			return isc_cli_usage_error("experiments", "unknown argument '%s'", argv[a]);
 	}
-	if ((rc = isc_client_json(cli, "GET", "/v1/experiments", NULL, &arr)))
+	/* Every page: the table and --json show every experiment the caller may see. */
+	if ((rc = isc_client_json_all_pages(cli, "/v1/experiments", &arr)))
 		return rc;
 	if (json) {
 		isc_json_print(arr, stdout);

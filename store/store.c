@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +19,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * Statements the API's hot paths prepare on every request (the token, the
+ * experiment, its events, the listing) are kept prepared per connection:
+ * parsing and planning the SQL was half of a status request's CPU. Keyed by the
+ * SQL text's address (a literal) and checked against the text itself.
+ */
+#define STMT_CACHE_SIZE 48
+
+struct cached_stmt {
+	const char *sql;
+	sqlite3_stmt *st;
+	int busy; /* handed out and not yet given back by isc_store_finalize */
+};
+
 struct isc_store {
 	sqlite3 *db;
 	char *home;
 	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
+	struct cached_stmt cache[STMT_CACHE_SIZE];
+	size_t n_cached;
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -64,6 +81,51 @@ int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out, 
 	if (rc != SQLITE_OK)
 		return isc_store_sqlite_err(s, rc, "preparing a statement", err);
 	return 0;
+}
+
+int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt **out,
+                             struct isc_err *err)
+{
+	struct cached_stmt *c;
+	int rc;
+
+	for (size_t i = 0; i < s->n_cached; i++) {
+		c = &s->cache[i];
+		if (c->sql != sql || strcmp(sqlite3_sql(c->st), sql) != 0)
+			continue;
+		if (c->busy) /* in use further up the stack: this use gets its own */
+			return isc_store_prepare(s, sql, out, err);
+		c->busy = 1;
+		*out = c->st;
+		return 0;
+	}
+	if (s->n_cached == STMT_CACHE_SIZE)
+		return isc_store_prepare(s, sql, out, err);
+	c = &s->cache[s->n_cached];
+	rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL);
+	if (rc != SQLITE_OK) {
+		c->st = NULL;
+		return isc_store_sqlite_err(s, rc, "preparing a statement", err);
+	}
+	c->sql = sql;
+	c->busy = 1;
+	s->n_cached++;
+	*out = c->st;
+	return 0;
+}
+
+void isc_store_finalize(struct isc_store *s, sqlite3_stmt *st)
+{
+	for (size_t i = 0; i < s->n_cached; i++) {
+		if (s->cache[i].st != st)
+			continue;
+		/* Reset ends the statement's read, so no snapshot outlives the call. */
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		s->cache[i].busy = 0;
+		return;
+	}
+	sqlite3_finalize(st);
 }
 
 int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
@@ -117,12 +179,12 @@ int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
 		rc = isc_store_sqlite_err(s, rc, what, err);
 		goto fail;
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	*out = list;
 	*n = count;
 	return 0;
 fail:
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	for (size_t i = 0; i < count; i++)
 		cleanup(list + i * size);
 	free(list);
@@ -148,7 +210,7 @@ int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn f
 	} else {
 		rc = isc_store_sqlite_err(s, rc, what, err);
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	return rc;
 }
 
@@ -347,14 +409,27 @@ static int ensure_home(const char *home, int create, struct isc_err *err)
 	return 0;
 }
 
+/*
+ * SQLite counts every allocation in global statistics under one process-wide
+ * mutex; with several API threads each on its own connection, that mutex was
+ * the most contended lock in iscd. Nothing reads the statistics. Must run
+ * before SQLite initialises (a later call is refused, harmlessly).
+ */
+static void sqlite_setup(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
                       struct isc_err *err)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct isc_store *s;
 	char *path = NULL;
 	int rc, fd;
 
 	*out = NULL;
+	pthread_once(&once, sqlite_setup);
 	if ((rc = ensure_home(home, create, err)))
 		return rc;
 	if (asprintf(&path, "%s/isc.db", home) < 0)
@@ -413,6 +488,8 @@ void isc_store_free(struct isc_store *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->n_cached; i++)
+		sqlite3_finalize(s->cache[i].st);
 	sqlite3_close(s->db);
 	free(s->home);
 	free(s);

@@ -211,7 +211,8 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 	                  "LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id "
 
 int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
-                                      const char *owner, struct isc_experiment **out,
+                                      const char *owner, const struct isc_experiment_cursor *after,
+                                      size_t limit, struct isc_experiment **out,
                                       int64_t **cost_micros, size_t *n, struct isc_err *err)
 {
 	struct isc_experiment *list = NULL;
@@ -220,23 +221,36 @@ int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user
 	sqlite3_stmt *st;
 	int rc, cost_col;
 
-	/* The first condition is what the experiments_org index answers; the second narrows a
-	 * member's orgs to their own experiments. */
-	rc = isc_store_prepare(
+	/*
+	 * The first condition is what the experiments_org index answers; the second narrows a
+	 * member's orgs to their own experiments. The page: rows after the cursor in the
+	 * listing's order (newest first, then id), ?3 NULL for the first page; LIMIT -1 is
+	 * none.
+	 */
+#define VISIBLE_PAGE                                                                               \
+	"(?3 IS NULL OR e.created_at_ms < ?3 OR (e.created_at_ms = ?3 AND e.id > ?4)) "            \
+	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
+	rc = isc_store_prepare_cached(
 	    s,
-	    all ? VISIBLE_COLS "ORDER BY e.created_at_ms DESC, e.id"
+	    all ? VISIBLE_COLS "WHERE " VISIBLE_PAGE
 	        : VISIBLE_COLS
 	        "WHERE e.org_id IN (SELECT org_id FROM memberships WHERE user_id = ?1 "
 	        "AND role IN ('admin', 'member')) AND (e.owner = ?2 OR e.org_id IN "
 	        "(SELECT org_id FROM memberships WHERE user_id = ?1 AND role = "
-	        "'admin')) ORDER BY e.created_at_ms DESC, e.id",
+	        "'admin')) AND " VISIBLE_PAGE,
 	    &st, err);
+#undef VISIBLE_PAGE
 	if (rc)
 		return rc;
 	if (!all) {
 		sqlite3_bind_int64(st, 1, user_id);
 		sqlite3_bind_text(st, 2, owner ? owner : "", -1, SQLITE_STATIC);
 	}
+	if (after) {
+		sqlite3_bind_int64(st, 3, after->created_at_ms);
+		sqlite3_bind_text(st, 4, after->id, -1, SQLITE_STATIC);
+	}
+	sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
 	cost_col = sqlite3_column_count(st) - 1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct isc_experiment *grown = realloc(list, (count + 1) * sizeof(*list));
@@ -252,7 +266,7 @@ int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user
 		if (experiment_from_row(st, &list[count++]))
 			goto oom;
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	if (rc != SQLITE_DONE) {
 		isc_experiment_list_free(list, count);
 		free(cost);
@@ -263,7 +277,7 @@ int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user
 	*n = count;
 	return 0;
 oom:
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	isc_experiment_list_free(list, count);
 	free(cost);
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");

@@ -48,13 +48,27 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
                               size_t *n, struct isc_err *err);
 /*
+ * A position in the newest-first order of experiments (created_at_ms descending,
+ * then id ascending, so experiments created in the same millisecond keep one
+ * stable order): the listing goes on after the experiment it names.
+ */
+struct isc_experiment_cursor {
+	int64_t created_at_ms;
+	const char *id;
+};
+/*
  * What a caller of the API may list, newest first: all (the operator), else the
  * experiments of the orgs where user_id is admin and those `owner` launched in
  * the orgs where user_id is a member (store/store_access.h). *cost_micros gets
  * each experiment's charges so far (caller frees), read in the same query.
+ * after (NULL: from the newest) and limit (0: no limit) read one page: at most
+ * limit rows that come after the cursor. The visibility condition applies to
+ * every page, so a cursor (whoever made it) never shows a row the caller may
+ * not see.
  */
 int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
-                                      const char *owner, struct isc_experiment **out,
+                                      const char *owner, const struct isc_experiment_cursor *after,
+                                      size_t limit, struct isc_experiment **out,
                                       int64_t **cost_micros, size_t *n, struct isc_err *err);
 /* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,

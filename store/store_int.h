@@ -13,6 +13,15 @@ const char *isc_store_migration_sql(size_t index);
 /* Prepares sql or sets err (ISC_EIO with sqlite's message). */
 int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out,
                       struct isc_err *err);
+/*
+ * Like isc_store_prepare, but the statement stays prepared on the connection
+ * for the next call with the same sql (a string literal: it is kept by address).
+ * Give it back with isc_store_finalize, never sqlite3_finalize.
+ */
+int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt **out,
+                             struct isc_err *err);
+/* Ends a statement from either prepare: a cached one is reset for reuse, others finalized. */
+void isc_store_finalize(struct isc_store *s, sqlite3_stmt *st);
 /* Sets err from the connection's last error; returns ISC_EIO (ISC_ECONFLICT for constraint). */
 int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err);
 /* Copies column text (NULL -> NULL); returns 0 or ISC_ENOMEM via *oom. */

@@ -38,15 +38,32 @@ function render() {
   document.getElementById('empty').hidden = shown.length > 0;
 }
 
+// The listing comes a page at a time (X-Isc-Next names the next one): the first
+// page, and one more for each press of "More", read again on every refresh.
+let pages = 1;
+let more = false;
+
 async function load() {
   try {
-    all = await ISC.api('GET', '/v1/experiments');
+    const rows = [];
+    let after = null;
+    for (let i = 0; i < pages; i++) {
+      const q = after ? '?after=' + encodeURIComponent(after) : '';
+      const resp = await ISC.api('GET', '/v1/experiments' + q, undefined, { raw: true });
+      rows.push(...await resp.json());
+      after = resp.headers.get('X-Isc-Next');
+      if (!after) break;
+    }
+    all = rows;
+    more = !!after;
     ISC.showError('error', null);
   } catch (e) {
     all = [];
+    more = false;
     ISC.showError('error', e);
   }
   render();
+  document.getElementById('more').hidden = !more;
 }
 
 function detailStatus(status, reason, final) {
@@ -133,11 +150,13 @@ document.getElementById('confirm').addEventListener('close', async () => {
   load();
 });
 for (const id of ['mode', 'state']) document.getElementById(id).addEventListener('change', render);
+document.getElementById('more').addEventListener('click', () => { pages++; load(); });
 
 let polling = false;
 ISC.page('experiments.html', () => {
   if (stopDetail) { stopDetail(); stopDetail = null; }
   selected = null;
+  pages = 1;
   document.getElementById('detail').hidden = true;
   load();
   // Live status: the list is read again every 2 s while the tab is visible.

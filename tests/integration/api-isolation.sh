@@ -7,6 +7,8 @@
 # organisation's resource, as if it did not exist). No listing (orgs, projects,
 # experiments, events, logs, members, credits, spend, tokens, audit) shows
 # another organisation's rows; same-named projects of two orgs are never summed.
+# The experiment listing's pages cover it exactly once for every caller, and a
+# cursor never shows rows of another organisation.
 #
 # Needs several OS users: this suite creates them with useradd (CI runs as root)
 # with names unique to the run, and removes them at the end. Not root: skipped.
@@ -253,6 +255,67 @@ py_check "orga finance: spend of 'vision' is orga's 1.25 only" "$(rows af "/v1/s
 py_check "orgb finance: spend of 'vision' is orgb's 7.00 only" "$(rows bf "/v1/spend?project=vision&format=json")" "rows['total_micros'] == 7000000"
 check "finance over HTTP: spend by day as CSV" bash -c "runuser -u '${os[af]}' -- curl -s --unix-socket '$home/run/api.sock' 'http://localhost/v1/spend?project=vision&by=day&format=csv' | grep -q '^2024-06-01,1.250000,1250000'"
 check "the operator's spend of 'vision' by org" bash -c "'$ISC_BIN/isc' --home '$home' spend --org orga --project vision --format csv | grep -q '1250000'"
+
+# ---- pages of the experiment listing (docs/api.md, "Pages") ----
+# Seven more experiments of orga created in one millisecond (a tie the order must break
+# the same way on every page): three by its member, four by its admin.
+sqlite3 "$home/isc.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 6)
+	INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, spec_json, status,
+	  created_at_ms, updated_at_ms, status_reason, output_path, owner)
+	SELECT printf('exp_%016x', 4096 + i), '$pa', o.id, 'tie-' || i, 'cycle', 8, '{}', 'completed',
+	  1700000000000, 1700000000000, '', '/nonexistent', CASE WHEN i < 3 THEN '${os[am]}' ELSE '${os[aa]}' END
+	FROM n, orgs o WHERE o.name = 'orga'" || echo "could not write the tie fixture" >&2
+# walk ROLE LIMIT [FIRST-CURSOR]: every page of /v1/experiments?limit=LIMIT, following
+# X-Isc-Next; prints the ids in the order the pages gave them, one a line.
+walk() {
+	local role=$1 limit=$2 after=${3:-} pages=0 q
+	while :; do
+		q="/v1/experiments?limit=$limit${after:+&after=$after}"
+		if [ "$role" = operator ]; then
+			curl -s -D "$dir/out/walk.hdr" -o "$dir/out/walk.json" --unix-socket "$home/run/api.sock" "http://localhost$q"
+		else
+			as "$role" curl -s -D "$dir/out/$role.hdr" -o "$dir/out/$role.json" --unix-socket "$home/run/api.sock" "http://localhost$q"
+			cp "$dir/out/$role.hdr" "$dir/out/walk.hdr" && cp "$dir/out/$role.json" "$dir/out/walk.json"
+		fi
+		/usr/bin/python3 -c "import json,sys; rows=json.load(open(sys.argv[1])); assert len(rows) <= int(sys.argv[2]); print('\n'.join(r['id'] for r in rows))" \
+			"$dir/out/walk.json" "$limit" | grep . || true
+		after=$(sed -n 's/^X-Isc-Next: *//Ip' "$dir/out/walk.hdr" | tr -d '\r')
+		[ -n "$after" ] || break
+		pages=$((pages + 1))
+		[ "$pages" -lt 200 ] || { echo "walk: no end after 200 pages" >&2; break; }
+	done
+}
+# ids ROLE: the ids of the whole listing in one page.
+ids() {
+	if [ "$1" = operator ]; then
+		curl -s --unix-socket "$home/run/api.sock" "http://localhost/v1/experiments?limit=1000"
+	else
+		rows "$1" "/v1/experiments?limit=1000"
+	fi | /usr/bin/python3 -c "import json,sys; print('\n'.join(r['id'] for r in json.load(sys.stdin)))" | grep . || true
+}
+check "the tie fixture: orga's admin sees 7 more experiments" test "$(ids aa | wc -l)" -ge 11
+for r in am aa af bm ba bf none operator; do
+	whole=$(ids "$r")
+	for limit in 1 3; do
+		paged=$(walk "$r" "$limit")
+		check "$r: pages of $limit cover the listing exactly once, in its order" test "$paged" = "$whole"
+		check "$r: pages of $limit repeat no row" test -z "$(sort <<<"$paged" | uniq -d)"
+	done
+done
+# A cursor is only a position: orga's admin's cursor in orgb's hands shows orgb's rows only.
+as aa curl -s -D "$dir/out/aa.hdr" -o /dev/null --unix-socket "$home/run/api.sock" "http://localhost/v1/experiments?limit=2"
+cursor=$(sed -n 's/^X-Isc-Next: *//Ip' "$dir/out/aa.hdr" | tr -d '\r')
+check "orga's admin's first page of 2 names a next page" test -n "$cursor"
+for r in bm ba bf none; do
+	py_check "$r with orga's cursor: no orga row" "$(rows "$r" "/v1/experiments?limit=1000&after=$cursor")" \
+		"all(r['org'] == 'orgb' for r in rows)"
+done
+check "orga's last page names no next page" test -z "$(as aa curl -s -D - -o /dev/null --unix-socket "$home/run/api.sock" "http://localhost/v1/experiments?limit=1000" | grep -i '^X-Isc-Next')"
+for q in limit=0 limit=1001 limit=x "limit=" "after=" "after=garbage" "after=12.exp%27" "limit=5&after=-1.exp_0"; do
+	expect aa 400 GET "/v1/experiments?$q"
+done
+check "isc experiments --json follows every page" test "$(as aa "$ISC_BIN/isc" experiments --json |
+	/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$(ids aa | wc -l)"
 
 # ---- the CLI as those users: same commands, same exit codes ----
 expect_exit 0 "isc experiments as a member" as am "$ISC_BIN/isc" experiments
