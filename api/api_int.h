@@ -71,6 +71,9 @@ extern const struct isc_api_route isc_api_routes_experiments[];
 extern const struct isc_api_route isc_api_routes_finance[];
 extern const struct isc_api_route isc_api_routes_shapes[];
 extern const struct isc_api_route isc_api_routes_keys[];
+extern const struct isc_api_route isc_api_routes_catalog[];
+extern const struct isc_api_route isc_api_routes_nodes[];
+extern const struct isc_api_route isc_api_routes_check[];
 /* Every table, NULL-terminated (api/routes.c). */
 extern const struct isc_api_route *const isc_api_route_tables[];
 

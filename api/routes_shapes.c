@@ -32,24 +32,6 @@ static int query_long(struct isc_api_call *c, const char *key, long lo, long hi,
 	return 0;
 }
 
-/* Splits "a,b,,c" into ids (empty items dropped); *ids points into buf. */
-static int split_ids(char *buf, char ***ids, size_t *n)
-{
-	size_t cap = 1;
-	for (char *p = buf; *p; p++)
-		cap += *p == ',';
-	if (!(*ids = calloc(cap, sizeof(**ids))))
-		return -1;
-	*n = 0;
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		while (*t == ' ')
-			t++;
-		if (*t)
-			(*ids)[(*n)++] = t;
-	}
-	return 0;
-}
-
 /*
  * Moves the shapes this broker can place before the others (a stable
  * partition: each group keeps its ranking), drops the others when
@@ -167,7 +149,8 @@ static void shapes_rank(struct isc_api_call *c)
 		isc_api_reply_error(c, 400, "market: '%s' is not spot, ondemand or any", market);
 		return;
 	}
-	if (prio_text && (!(prio_buf = strdup(prio_text)) || split_ids(prio_buf, &prio, &n_prio))) {
+	if (prio_text &&
+	    (!(prio_buf = strdup(prio_text)) || isc_shape_ids_split(prio_buf, &prio, &n_prio))) {
 		isc_api_reply_error(c, 500, "out of memory");
 		goto out;
 	}

@@ -1,15 +1,18 @@
 /*
  * isc catalog: import a provider's shape catalog from a third-party file,
- * export the normalized form, and summarise what the store holds.
+ * export the normalized form, and summarise what the store holds, through
+ * iscd's API (GET /v1/catalog, /v1/catalog/export; the operator's POST
+ * /v1/catalog/import and /v1/catalog/refresh).
  */
+#include "cli/client.h"
 #include "cli/commands.h"
-#include "config/config.h"
-#include "prices/refresh.h"
+#include "cli/lib/table.h"
 #include "shapes/catalog_import.h"
-#include "store/store_shapes.h"
+#include "shapes/shape.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(void)
@@ -27,19 +30,47 @@ static void usage(void)
 	       "without a date (default: today).\n"
 	       "show prints, per provider, the number of shapes and regions and the price date.\n"
 	       "export prints the store's shapes in the normalized CSV of shapes/*.csv.\n"
-	       "refresh reads live spot prices from each configured cloud's price API for every\n"
-	       "spot shape in its configured regions (one call per provider and region); iscd\n"
-	       "does the same for its candidates every price_refresh_ms (docs/shapes.md).\n");
+	       "refresh has iscd read live spot prices from each configured cloud's price API,\n"
+	       "with its own credentials, for every spot shape in its configured regions (one\n"
+	       "call per provider and region); iscd does the same for its candidates every\n"
+	       "price_refresh_ms (docs/shapes.md). import and refresh are the operator's.\n");
 }
 
+/* The normalized CSV of shapes, in memory (what import sends to iscd). */
+static int csv_of(const struct isc_catalog_parse *p, char **text, size_t *len, struct isc_err *err)
+{
+	FILE *f = open_memstream(text, len);
+	int rc;
+	if (!f)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_catalog_write_csv(f, p->shapes, p->n, err);
+	if (fclose(f) != 0 && !rc)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (rc) {
+		free(*text);
+		*text = NULL;
+	}
+	return rc;
+}
+
+/*
+ * The file is read and parsed here, as the caller (iscd runs as another user and
+ * never opens a path the caller names): malformed rows are reported against FILE
+ * here, and only the GPU shapes travel, in the normalized form, so a large
+ * third-party catalog stays well under the API's body cap. iscd parses that
+ * again with the same parser and writes it in one transaction.
+ */
 static int do_import(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *file = NULL, *fmt_name = NULL, *provider = NULL, *date = NULL;
 	enum isc_catalog_format fmt;
 	struct isc_catalog_parse p;
-	struct isc_shapes_apply_result res;
-	struct isc_store *s;
+	struct isc_reply r;
 	struct isc_err err;
+	char *csv = NULL, *path = NULL;
+	const char *base;
+	size_t csv_len = 0;
+	json_t *o = NULL;
 	int replace = 0, rc;
 
 	for (int i = 2; i < argc; i++) {
@@ -84,85 +115,93 @@ static int do_import(struct isc_cli *cli, int argc, char **argv)
 			return isc_cli_usage_error("catalog", "--price-date: %s", err.msg);
 		return isc_cli_fail(&err);
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s))) {
-		isc_catalog_parse_cleanup(&p);
-		return rc;
-	}
-	rc = isc_store_shapes_apply(s, provider, p.shapes, p.n, replace, &res, &err);
-	isc_store_free(s);
-	if (rc) {
+	if (csv_of(&p, &csv, &csv_len, &err)) {
 		isc_catalog_parse_cleanup(&p);
 		return isc_cli_fail(&err);
 	}
-	printf(
-	    "%s: %zu %s shapes from %zu rows: %zu added, %zu updated, %zu unchanged, %zu removed; "
-	    "%zu rows filtered (not GPU machines), %zu malformed rows skipped\n",
-	    file, p.n, provider, p.rows, res.added, res.updated, res.unchanged, res.removed,
-	    p.filtered, p.n_skipped);
+	base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	rc = ISC_EXIT_FAIL;
+	if (!(path = strdup("/v1/catalog/import")) ||
+	    isc_client_query_add(&path, "provider", provider) ||
+	    isc_client_query_add(&path, "format", "isc") ||
+	    isc_client_query_add(&path, "replace", replace ? "1" : NULL) ||
+	    isc_client_query_add(&path, "file", base)) {
+		isc_cli_errorf("out of memory");
+		goto out;
+	}
+	if ((rc = isc_client_request(cli, "POST", path, csv, csv_len, &r)))
+		goto out;
+	if (r.status != 200) {
+		rc = isc_client_fail(&r);
+	} else if (!(o = json_loadb(r.body, r.len, 0, NULL))) {
+		isc_cli_errorf("iscd sent a reply that is not JSON");
+		rc = ISC_EXIT_FAIL;
+	} else {
+		/* Rows, filtering and skipping are of FILE (read here); the writes are iscd's. */
+		printf("%s: %zu %s shapes from %zu rows: %lld added, %lld updated, %lld unchanged, "
+		       "%lld removed; %zu rows filtered (not GPU machines), %zu malformed rows "
+		       "skipped\n",
+		       file, p.n, provider, p.rows,
+		       (long long)json_integer_value(json_object_get(o, "added")),
+		       (long long)json_integer_value(json_object_get(o, "updated")),
+		       (long long)json_integer_value(json_object_get(o, "unchanged")),
+		       (long long)json_integer_value(json_object_get(o, "removed")), p.filtered,
+		       p.n_skipped);
+		rc = ISC_EXIT_OK;
+	}
+	json_decref(o);
+	isc_reply_cleanup(&r);
+out:
+	free(path);
+	free(csv);
 	isc_catalog_parse_cleanup(&p);
-	return ISC_EXIT_OK;
+	return rc;
 }
 
 static int do_show(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_shapes_summary *list;
-	struct isc_store *s;
-	struct isc_err err;
-	size_t n;
+	json_t *list = NULL, *e;
+	size_t i;
 	int json = 0, rc;
 
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
+	for (int k = 2; k < argc; k++) {
+		if (!strcmp(argv[k], "--json"))
 			json = 1;
 		else
-			return isc_cli_usage_error("catalog", "unexpected argument '%s'", argv[i]);
+			return isc_cli_usage_error("catalog", "unexpected argument '%s'", argv[k]);
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
+	if ((rc = isc_client_json(cli, "GET", "/v1/catalog", NULL, &list)))
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_shapes_summary(s, &list, &n, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(
-			    arr, json_pack("{s:s,s:I,s:I,s:s,s:s}", "provider", list[i].provider,
-			                   "shapes", (json_int_t)list[i].shapes, "regions",
-			                   (json_int_t)list[i].regions, "price_date_min",
-			                   list[i].price_date_min, "price_date_max",
-			                   list[i].price_date_max));
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(arr);
+		isc_json_print(list, stdout);
 	} else {
 		printf("%-9s %7s %8s  %s\n", "PROVIDER", "SHAPES", "REGIONS", "PRICES OF");
-		for (size_t i = 0; i < n; i++) {
-			const struct isc_shapes_summary *e = &list[i];
-			if (strcmp(e->price_date_min, e->price_date_max))
-				printf("%-9s %7lld %8lld  %s .. %s\n", e->provider,
-				       (long long)e->shapes, (long long)e->regions,
-				       e->price_date_min, e->price_date_max);
-			else
-				printf("%-9s %7lld %8lld  %s\n", e->provider, (long long)e->shapes,
-				       (long long)e->regions, e->price_date_min);
+		json_array_foreach(list, i, e)
+		{
+			const char *lo = json_string_value(json_object_get(e, "price_date_min"));
+			const char *hi = json_string_value(json_object_get(e, "price_date_max"));
+			printf("%-9s %7lld %8lld  %s",
+			       json_string_value(json_object_get(e, "provider")),
+			       (long long)json_integer_value(json_object_get(e, "shapes")),
+			       (long long)json_integer_value(json_object_get(e, "regions")),
+			       lo ? lo : "");
+			if (lo && hi && strcmp(lo, hi))
+				printf(" .. %s", hi);
+			putchar('\n');
 		}
-		if (n == 0)
+		if (json_array_size(list) == 0)
 			printf("(no shapes: isc catalog import, or isc init to load the shipped "
 			       "catalog)\n");
 	}
-	isc_shapes_summary_free(list, n);
+	json_decref(list);
 	return ISC_EXIT_OK;
 }
 
 static int do_export(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *provider = NULL;
-	struct isc_shape *list;
-	struct isc_store *s;
-	struct isc_err err;
-	size_t n;
+	struct isc_reply r;
+	char *path = NULL;
 	int rc;
 
 	for (int i = 2; i < argc; i++) {
@@ -174,27 +213,30 @@ static int do_export(struct isc_cli *cli, int argc, char **argv)
 	if (provider && !isc_provider_valid(provider))
 		return isc_cli_usage_error("catalog", "--provider: '%s' is not aws, gcp or oci",
 		                           provider);
-	if ((rc = isc_cli_store_open(cli, 0, &s)))
-		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_shape_list(s, provider, &list, &n, &err);
-	isc_store_free(s);
+	if (!(path = strdup("/v1/catalog/export")) ||
+	    isc_client_query_add(&path, "provider", provider)) {
+		free(path);
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_request(cli, "GET", path, NULL, 0, &r);
+	free(path);
 	if (rc)
-		return isc_cli_fail(&err);
-	rc = isc_catalog_write_csv(stdout, list, n, &err);
-	isc_shape_list_free(list, n);
-	return rc ? isc_cli_fail(&err) : ISC_EXIT_OK;
+		return rc;
+	if (r.status != 200)
+		rc = isc_client_fail(&r);
+	else if (fwrite(r.body, 1, r.len, stdout) != r.len || fflush(stdout) != 0)
+		rc = ISC_EXIT_FAIL;
+	isc_reply_cleanup(&r);
+	return rc;
 }
 
 static int do_refresh(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *provider = NULL;
-	struct isc_price_target *targets = NULL;
-	struct isc_price_refresh_result res;
-	struct isc_config *cfg = NULL;
-	struct isc_store *s = NULL;
-	struct isc_err err;
-	size_t nt = 0;
+	char *path = NULL;
+	json_t *o = NULL;
+	long long failed, calls;
 	int json = 0, rc;
 
 	for (int i = 2; i < argc; i++) {
@@ -210,51 +252,38 @@ static int do_refresh(struct isc_cli *cli, int argc, char **argv)
 			                           argv[i]);
 		}
 	}
-	isc_err_clear(&err);
-	if ((rc = isc_config_load(cli->home, &cfg, &err)))
-		return isc_cli_fail(&err);
-	if (provider && !isc_config_provider(cfg, provider)) {
-		isc_cli_errorf("%s/config.toml has no [providers.%s] section: nothing to refresh",
-		               cli->home, provider);
-		isc_config_free(cfg);
+	/* iscd prices with its own config and credentials: the ones the broker launches with. */
+	if (!(path = strdup("/v1/catalog/refresh")) ||
+	    isc_client_query_add(&path, "provider", provider)) {
+		free(path);
+		isc_cli_errorf("out of memory");
 		return ISC_EXIT_FAIL;
 	}
-	if ((rc = isc_cli_store_open(cli, 0, &s))) {
-		isc_config_free(cfg);
-		return rc;
-	}
-	rc = isc_price_targets_configured(s, cfg, provider, &targets, &nt, &err);
-	if (!rc)
-		rc = isc_prices_refresh(s, cfg, targets, nt, &res, &err);
-	isc_price_targets_free(targets, nt);
-	isc_store_free(s);
-	isc_config_free(cfg);
+	rc = isc_client_json(cli, "POST", path, NULL, &o);
+	free(path);
 	if (rc)
-		return isc_cli_fail(&err);
+		return rc;
+	failed = (long long)json_integer_value(json_object_get(o, "failed"));
+	calls = (long long)json_integer_value(json_object_get(o, "calls"));
 	if (json) {
-		json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s}", "instance_types",
-		                      (json_int_t)nt, "calls", (json_int_t)res.calls, "updated",
-		                      (json_int_t)res.updated, "changed", (json_int_t)res.changed,
-		                      "list_only", (json_int_t)res.list_only, "failed",
-		                      (json_int_t)res.failed, "last_error", res.last_error);
-		json_dumpf(o, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(o);
+		isc_json_print(o, stdout);
 	} else {
-		printf(
-		    "%zu spot shape(s) priced live (%zu moved) from %zu call(s) for %zu instance "
-		    "type(s)\n",
-		    res.updated, res.changed, res.calls, nt);
-		if (res.list_only)
-			printf("%zu provider region(s) have fixed list prices only\n",
-			       res.list_only);
+		printf("%lld spot shape(s) priced live (%lld moved) from %lld call(s) for %lld "
+		       "instance type(s)\n",
+		       (long long)json_integer_value(json_object_get(o, "updated")),
+		       (long long)json_integer_value(json_object_get(o, "changed")), calls,
+		       (long long)json_integer_value(json_object_get(o, "instance_types")));
+		if (json_integer_value(json_object_get(o, "list_only")))
+			printf("%lld provider region(s) have fixed list prices only\n",
+			       (long long)json_integer_value(json_object_get(o, "list_only")));
 	}
-	if (res.failed) {
-		isc_cli_errorf("%zu of %zu price call(s) failed; last: %s", res.failed, res.calls,
-		               res.last_error);
-		return ISC_EXIT_FAIL;
+	if (failed) {
+		isc_cli_errorf("%lld of %lld price call(s) failed; last: %s", failed, calls,
+		               json_string_value(json_object_get(o, "last_error")));
+		rc = ISC_EXIT_FAIL;
 	}
-	return ISC_EXIT_OK;
+	json_decref(o);
+	return rc;
 }
 
 int cmd_catalog(struct isc_cli *cli, int argc, char **argv)

@@ -1,16 +1,17 @@
-/* isc nodes: the on-prem node pool for cycle and interruptible experiments. */
+/*
+ * isc nodes: the on-prem node pool for cycle and interruptible experiments,
+ * the operator's, through iscd's API (/v1/nodes, api/routes_nodes.c).
+ */
+#include "cli/client.h"
 #include "cli/commands.h"
-
-#include "launcher/keys.h"
+#include "cli/lib/table.h"
 #include "store/store_pool.h"
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The pool's key pair, kept with the cluster keys under $ISC_HOME/keys. */
-#define POOL_KEY_ID "onprem-pool"
 
 static const char nodes_usage[] =
     "usage: isc nodes add HOST [--port P] [--user U] --gpus N\n"
@@ -20,7 +21,7 @@ static const char nodes_usage[] =
     "\n"
     "The on-prem pool that runs cycle and interruptible experiments. NODE is an id\n"
     "or HOST[:PORT]. `pubkey` prints the line to put in each node's authorized_keys\n"
-    "(the key pair is made on first use; its private half never leaves $ISC_HOME).\n"
+    "(iscd makes the key pair on first use; its private half never leaves its home).\n"
     "A drained node keeps its run and gets no new one.\n";
 
 /* A whole decimal number in [lo, hi]; 0 or -1. */
@@ -64,18 +65,16 @@ static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 	if (!host || !have_gpus)
 		return isc_cli_usage_error(
 		    "nodes", "usage: isc nodes add HOST [--port P] [--user U] --gpus N");
-	struct isc_store *s;
-	struct isc_err err;
-	int64_t id;
-	int rc = isc_cli_store_open(cli, 0, &s);
+	json_t *o = NULL;
+	int rc = isc_client_json(
+	    cli, "POST", "/v1/nodes",
+	    json_pack("{s:s,s:i,s:s,s:i}", "host", host, "port", port, "user", user, "gpus", gpus),
+	    &o);
 	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_pool_add(s, host, port, user, gpus, &id, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
-	printf("node %lld added: %s@%s:%d, %d GPU(s)\n", (long long)id, user, host, port, gpus);
+	printf("node %lld added: %s@%s:%d, %d GPU(s)\n",
+	       (long long)json_integer_value(json_object_get(o, "id")), user, host, port, gpus);
+	json_decref(o);
 	return ISC_EXIT_OK;
 }
 
@@ -84,94 +83,75 @@ static int nodes_list(struct isc_cli *cli, int argc, char **argv)
 	int json = argc == 3 && !strcmp(argv[2], "--json");
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("nodes", "usage: isc nodes list [--json]");
-	struct isc_store *s;
-	struct isc_pool_node *v;
-	struct isc_err err;
-	size_t n;
-	int rc = isc_cli_store_open(cli, 0, &s);
+	json_t *v = NULL, *e;
+	size_t i;
+	int rc = isc_client_json(cli, "GET", "/v1/nodes", NULL, &v);
 	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_pool_list(s, &v, &n, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; i < n; i++)
-			json_array_append_new(
-			    arr, json_pack("{s:I,s:s,s:i,s:s,s:i,s:s,s:I}", "id",
-			                   (json_int_t)v[i].id, "host", v[i].host, "port",
-			                   v[i].port, "user", v[i].user, "gpus", v[i].gpus, "state",
-			                   v[i].state, "added_ms", (json_int_t)v[i].added_ms));
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		putchar('\n');
-		json_decref(arr);
+		isc_json_print(v, stdout);
 	} else {
-		if (n == 0)
+		if (json_array_size(v) == 0)
 			fprintf(stderr, "isc nodes: the pool is empty (isc nodes add HOST)\n");
 		printf("%-4s %-32s %-6s %-12s %-5s %s\n", "ID", "HOST", "PORT", "USER", "GPUS",
 		       "STATE");
-		for (size_t i = 0; i < n; i++)
-			printf("%-4lld %-32s %-6d %-12s %-5d %s\n", (long long)v[i].id, v[i].host,
-			       v[i].port, v[i].user, v[i].gpus, v[i].state);
+		json_array_foreach(v, i, e)
+		{
+			printf("%-4lld %-32s %-6lld %-12s %-5lld %s\n",
+			       (long long)json_integer_value(json_object_get(e, "id")),
+			       json_string_value(json_object_get(e, "host")),
+			       (long long)json_integer_value(json_object_get(e, "port")),
+			       json_string_value(json_object_get(e, "user")),
+			       (long long)json_integer_value(json_object_get(e, "gpus")),
+			       json_string_value(json_object_get(e, "state")));
+		}
 	}
-	isc_pool_nodes_free(v, n);
+	json_decref(v);
 	return ISC_EXIT_OK;
 }
 
-/* drain, undrain, remove: one NODE argument. */
+/* drain, undrain, remove: one NODE argument (an id or HOST[:PORT], a path segment). */
 static int nodes_change(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *verb = argv[1];
 	if (argc != 3)
 		return isc_cli_usage_error("nodes", "usage: isc nodes %s NODE", verb);
-	struct isc_store *s;
-	struct isc_pool_node nd;
-	struct isc_err err;
-	int rc = isc_cli_store_open(cli, 0, &s);
+	int remove = !strcmp(verb, "remove");
+	char *seg = curl_easy_escape(NULL, argv[2], 0), *path = NULL;
+	json_t *o = NULL;
+	int rc;
+	if (!seg ||
+	    asprintf(&path, "/v1/nodes/%s%s%s", seg, remove ? "" : "/", remove ? "" : verb) < 0) {
+		curl_free(seg);
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	curl_free(seg);
+	rc = isc_client_json(cli, remove ? "DELETE" : "POST", path, NULL, &o);
+	free(path);
 	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_pool_find(s, argv[2], &nd, &err);
-	if (rc == 0) {
-		if (!strcmp(verb, "remove"))
-			rc = isc_store_pool_remove(s, nd.id, &err);
-		else
-			rc = isc_store_pool_set_state(
-			    s, nd.id, !strcmp(verb, "drain") ? "draining" : "up", &err);
-	}
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
-	printf("node %lld (%s:%d) %s\n", (long long)nd.id, nd.host, nd.port,
-	       !strcmp(verb, "remove")  ? "removed"
+	printf("node %lld (%s:%lld) %s\n", (long long)json_integer_value(json_object_get(o, "id")),
+	       json_string_value(json_object_get(o, "host")),
+	       (long long)json_integer_value(json_object_get(o, "port")),
+	       remove                   ? "removed"
 	       : !strcmp(verb, "drain") ? "draining: it keeps its run and gets no new one"
 	                                : "up");
-	isc_pool_node_cleanup(&nd);
+	json_decref(o);
 	return ISC_EXIT_OK;
 }
 
+/* The pool's public key, from iscd (which makes the pair on first use, under its home). */
 static int nodes_pubkey(struct isc_cli *cli, int argc)
 {
 	if (argc != 2)
 		return isc_cli_usage_error("nodes", "usage: isc nodes pubkey");
-	struct isc_err err;
-	char *pub = NULL;
-	isc_err_clear(&err);
-	int rc = isc_cluster_key_public(cli->home, POOL_KEY_ID, &pub, &err);
-	if (rc == ISC_ENOTFOUND) {
-		isc_err_clear(&err);
-		rc = isc_cluster_key_create(cli->home, POOL_KEY_ID, &pub, &err);
-		if (rc == ISC_ECONFLICT) { /* made by another isc meanwhile */
-			isc_err_clear(&err);
-			rc = isc_cluster_key_public(cli->home, POOL_KEY_ID, &pub, &err);
-		}
-	}
+	json_t *o = NULL;
+	int rc = isc_client_json(cli, "GET", "/v1/nodes/pubkey", NULL, &o);
 	if (rc)
-		return isc_cli_fail(&err);
-	printf("%s\n", pub);
-	free(pub);
+		return rc;
+	printf("%s\n", json_string_value(json_object_get(o, "public_key")));
+	json_decref(o);
 	return ISC_EXIT_OK;
 }
 

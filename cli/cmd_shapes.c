@@ -64,31 +64,13 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-/* Splits "a,b,,c" into ids (empty items dropped); *ids points into buf. */
-static int split_ids(char *buf, char ***ids, size_t *n)
-{
-	size_t cap = 1;
-	for (char *p = buf; *p; p++)
-		cap += *p == ',';
-	if (!(*ids = calloc(cap, sizeof(**ids))))
-		return -1;
-	*n = 0;
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		while (*t == ' ')
-			t++;
-		if (*t)
-			(*ids)[(*n)++] = t;
-	}
-	return 0;
-}
-
 int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_rank_request req = {0};
 	const char *prio_text = NULL, *market = NULL;
-	char *prio_buf = NULL, **prio = NULL, *path = NULL, num[32];
+	char *path = NULL, num[32];
 	json_t *reply = NULL, *shapes, *e;
-	size_t n_prio = 0, k;
+	size_t k;
 	int json = 0, only_placeable = 0, rc;
 	long v;
 
@@ -130,15 +112,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			}
 			req.gpus = (int)v;
 		} else if (!strcmp(a, "--priority")) {
+			/* iscd splits and checks the ids (GET /v1/shapes?priority=). */
 			prio_text = val;
-			free(prio_buf);
-			free(prio);
-			prio = NULL;
-			if (!(prio_buf = strdup(val)) || split_ids(prio_buf, &prio, &n_prio)) {
-				isc_cli_errorf("out of memory");
-				rc = ISC_EXIT_FAIL;
-				goto out;
-			}
 		} else if (!strcmp(a, "--provider")) {
 			if (!isc_provider_valid(val)) {
 				rc = isc_cli_usage_error(
@@ -180,8 +155,6 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			goto out;
 		}
 	}
-	req.priority = (const char *const *)prio;
-	req.n_priority = n_prio;
 
 	if (!(path = strdup("/v1/shapes")) ||
 	    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
@@ -278,7 +251,5 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 out:
 	json_decref(reply);
 	free(path);
-	free(prio);
-	free(prio_buf);
 	return rc;
 }

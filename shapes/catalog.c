@@ -262,6 +262,23 @@ int isc_market_parse(const char *s, enum isc_market *out)
 	return 0;
 }
 
+int isc_shape_ids_split(char *buf, char ***ids, size_t *n)
+{
+	size_t cap = 1;
+	for (char *p = buf; *p; p++)
+		cap += *p == ',';
+	if (!(*ids = calloc(cap, sizeof(**ids))))
+		return ISC_ENOMEM;
+	*n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		while (*t == ' ')
+			t++;
+		if (*t)
+			(*ids)[(*n)++] = t;
+	}
+	return 0;
+}
+
 void isc_ranking_cleanup(struct isc_ranking *r)
 {
 	if (!r)

@@ -47,6 +47,14 @@ enum isc_market {
 /* "spot", "ondemand", "any" -> market; ISC_EINVALID otherwise. */
 int isc_market_parse(const char *s, enum isc_market *out);
 
+/*
+ * A priority list as written on a command line or in a query ("a,b,,c"):
+ * splits buf in place into ids, leading blanks and empty items dropped.
+ * *ids (caller frees the array, not the strings) points into buf.
+ * 0 or ISC_ENOMEM.
+ */
+int isc_shape_ids_split(char *buf, char ***ids, size_t *n);
+
 struct isc_rank_request {
 	int gpus;                    /* 1..48; 0: each shape as one whole node (listing) */
 	const char *const *priority; /* shape ids in the user's order; may be NULL */

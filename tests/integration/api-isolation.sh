@@ -4,7 +4,9 @@
 # who is no platform user. Every route is tried by every caller over the Unix
 # socket, as that OS user (kernel peer credentials), and each answer is checked
 # exactly: 200/201, 403 (a known resource, too small a role) or 404 (another
-# organisation's resource, as if it did not exist). No listing (orgs, projects,
+# organisation's resource, as if it did not exist). The operator's routes (the
+# catalog's changes, the on-prem pool, the broker's credentials check) answer
+# 403 to every other caller. No listing (orgs, projects,
 # experiments, events, logs, members, credits, spend, tokens, audit) shows
 # another organisation's rows; same-named projects of two orgs are never summed.
 # The experiment listing's pages cover it exactly once for every caller, and a
@@ -202,6 +204,49 @@ expect ba 200 POST "/v1/experiments/$e_b_cancel_a/cancel"
 expect_all GET "/v1/shapes?gpus=8&limit=3" "" 200 200 200 200 200 200 200
 expect stranger 401 GET "/v1/shapes?gpus=8&limit=3"
 expect_exit 0 "isc shapes as a member" as am "$ISC_BIN/isc" shapes --gpus 8 --limit 3
+
+# ---- the catalog: read by every platform user, changed by the operator only ----
+csv='id,provider,region,instance_type,market,gpu_type,gpus_per_node,gpu_mem_mib,vcpus,mem_mib,price,zones,price_date
+aws-us-east-1-g4dn.xlarge-spot,aws,us-east-1,g4dn.xlarge,spot,T4,1,16384,4,16384,0.1766,us-east-1a,2025-11-30'
+expect_all GET /v1/catalog "" 200 200 200 200 200 200 200
+expect_all GET "/v1/catalog/export?provider=aws" "" 200 200 200 200 200 200 200
+expect stranger 401 GET /v1/catalog
+expect_all POST "/v1/catalog/import?provider=aws&format=isc" "$csv" 403 403 403 403 403 403 403
+expect_all POST /v1/catalog/refresh "" 403 403 403 403 403 403 403
+expect operator 200 POST "/v1/catalog/import?provider=aws&format=isc&file=one.csv" "$csv"
+check "the operator's import is in the audit" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q '\"target\": \"catalog:aws\"'"
+expect_exit 0 "isc catalog show as a member" as am "$ISC_BIN/isc" catalog show
+check "isc catalog export as finance: the normalized CSV" bash -c "runuser -u '${os[bf]}' -- env ISC_HOME='$home' LSAN_OPTIONS='$LSAN_OPTIONS' '$ISC_BIN/isc' catalog export --provider aws | grep -q '^aws-us-east-1-g4dn.xlarge-spot,aws,'"
+printf '%s\n' "$csv" >"$dir/files/one.csv" && chmod 0644 "$dir/files/one.csv"
+expect_exit 1 "isc catalog import as an admin: exit 1" as aa "$ISC_BIN/isc" catalog import "$dir/files/one.csv" --format isc --provider aws
+expect_stderr "only the platform operator" as aa "$ISC_BIN/isc" catalog import "$dir/files/one.csv" --format isc --provider aws
+
+# ---- the on-prem pool and the broker's own credentials: the operator's alone ----
+expect operator 201 POST /v1/nodes '{"host":"gpu-iso","port":2222,"user":"isc","gpus":8}'
+node=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$dir/out/operator.body")
+expect_all GET /v1/nodes "" 403 403 403 403 403 403 403
+expect_all POST /v1/nodes '{"host":"gpu-x","gpus":8}' 403 403 403 403 403 403 403
+expect_all GET /v1/nodes/pubkey "" 403 403 403 403 403 403 403
+for verb in drain undrain; do
+	expect_all POST "/v1/nodes/$node/$verb" "" 403 403 403 403 403 403 403
+	expect operator 200 POST "/v1/nodes/$node/$verb"
+done
+expect_all DELETE "/v1/nodes/$node" "" 403 403 403 403 403 403 403
+expect_all DELETE /v1/nodes/gpu-nosuch "" 403 403 403 403 403 403 403
+expect stranger 401 GET /v1/nodes
+expect operator 200 GET /v1/nodes
+expect operator 200 GET /v1/nodes/pubkey
+expect operator 200 DELETE "/v1/nodes/$node"
+expect operator 404 DELETE "/v1/nodes/$node"
+# (The operator's check of a real provider would call the cloud: only the refusals here.)
+expect_all GET /v1/check/aws "" 403 403 403 403 403 403 403
+expect_all GET /v1/check/nosuch "" 403 403 403 403 403 403 403
+expect operator 404 GET /v1/check/nosuch
+expect_exit 1 "isc nodes list as an admin: exit 1" as aa "$ISC_BIN/isc" nodes list
+expect_stderr "only the platform operator" as aa "$ISC_BIN/isc" nodes list
+expect_exit 1 "isc check aws as an admin: exit 1" as ba "$ISC_BIN/isc" check aws
+expect_stderr "only the platform operator" as ba "$ISC_BIN/isc" check aws
+check "the pool's changes are in the audit" test "$(isc audit --json | grep -c '"action": "\(POST\|DELETE\) /v1/nodes')" -ge 6
 
 # ---- money ----
 expect_all GET "/v1/credits?org=orga" "" 403 200 200 404 404 404 404

@@ -21,15 +21,19 @@ check "test_aws_driver against mockcloud (exit $rc)" test "$rc" -eq 0
 check "no mockcloud case was skipped" test -z "$(grep -F 'SKIPPED' <<<"$out")"
 [ "$rc" -ne 0 ] && echo "$out" | tail -n 40 >&2
 
-# isc check aws: identity, then a bad secret, then an unreachable endpoint.
+# isc check aws: identity, then a bad secret, then an unreachable endpoint. The credentials
+# proved are iscd's (GET /v1/check/aws): each case's variables go to the iscd it starts.
 if [ -x "${ISC_BIN:-}/isc" ]; then
 	home="$dir/home"
+	"$ISC_BIN/isc" --home "$home" init >/dev/null
+	with_iscd_log=$dir/iscd.log
 	export AWS_ACCESS_KEY_ID=AKIDMOCKCLOUD000001 AWS_REGION=us-east-1
 	AWS_SECRET_ACCESS_KEY=$MOCKCLOUD_AWS_SECRET_ACCESS_KEY AWS_ENDPOINT_URL=$MOCKCLOUD_URL \
-		expect_exit 0 "isc check aws" "$ISC_BIN/isc" --home "$home" check aws
+		with_iscd "$home" expect_exit 0 "isc check aws" "$ISC_BIN/isc" --home "$home" check aws
 	AWS_SECRET_ACCESS_KEY=wrong AWS_ENDPOINT_URL=$MOCKCLOUD_URL \
-		expect_stderr "AWS rejected the credentials" "$ISC_BIN/isc" --home "$home" check aws
+		with_iscd "$home" expect_stderr "AWS rejected the credentials" "$ISC_BIN/isc" --home "$home" check aws
 	AWS_SECRET_ACCESS_KEY=wrong AWS_ENDPOINT_URL=http://127.0.0.1:1 \
-		expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check aws
+		with_iscd "$home" expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check aws
+	check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 fi
 finish aws-mock

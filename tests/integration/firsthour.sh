@@ -99,7 +99,7 @@ kd=$?
 check "isc init's template and docs/config.md list the same keys" test "$kd" = 0
 [ "$kd" = 0 ] || cat "$tmp/keys.diff" >&2
 check "the template covers top-level and three provider sections" grep -q "sections: \['aws', 'gcp', 'oci', 'top'\]" "$tmp/keys.diff"
-# (isc check reads config.toml itself: a config error is its first answer.)
+# (iscd reads config.toml anew for every isc check: a config error is its first answer.)
 expect_exit 1 "isc init's template parses as config (only the credentials are missing)" noenv "$ISC_BIN/isc" --home "$home" check aws --region us-east-1
 expect_stderr "no AWS credentials" noenv "$ISC_BIN/isc" --home "$home" check aws --region us-east-1
 echo 'tick_intervl_ms = 5' >>"$home/config.toml"

@@ -26,8 +26,11 @@ check "no mockcloud case was skipped" test -z "$(grep -F 'SKIPPED' <<<"$out")"
 # the compute endpoint by gcloud's override variable.
 if [ -x "${ISC_BIN:-}/isc" ]; then
 	home="$dir/home"
+	"$ISC_BIN/isc" --home "$home" init >/dev/null
+	with_iscd_log=$dir/iscd.log
 	export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE="$MOCKCLOUD_URL/compute/v1/"
-	out=$(GOOGLE_APPLICATION_CREDENTIALS=$MOCKCLOUD_GCP_KEY "$ISC_BIN/isc" --home "$home" check gcp 2>&1)
+	# The credentials proved are iscd's (GET /v1/check/gcp): each case starts its own iscd.
+	out=$(GOOGLE_APPLICATION_CREDENTIALS=$MOCKCLOUD_GCP_KEY with_iscd "$home" "$ISC_BIN/isc" --home "$home" check gcp 2>&1)
 	check "isc check gcp accepted" grep -q "gcp: credentials accepted" <<<"$out"
 	check "isc check gcp prints the project" grep -q "account: isc-mock-project" <<<"$out"
 	check "isc check gcp prints the service account" \
@@ -42,14 +45,16 @@ k.pop("private_key_id")
 json.dump(k, open(sys.argv[3], "w"))
 PY
 	GOOGLE_APPLICATION_CREDENTIALS=$dir/wrong-key.json \
-		expect_stderr "gcp rejected the credentials: token exchange: invalid_grant: Invalid JWT Signature." \
+		with_iscd "$home" expect_stderr "gcp rejected the credentials: token exchange: invalid_grant: Invalid JWT Signature." \
 		"$ISC_BIN/isc" --home "$home" check gcp
 	check "the refused key's PEM is in no message" \
-		test -z "$(GOOGLE_APPLICATION_CREDENTIALS=$dir/wrong-key.json "$ISC_BIN/isc" --home "$home" check gcp 2>&1 | grep -F 'PRIVATE KEY')"
+		test -z "$(GOOGLE_APPLICATION_CREDENTIALS=$dir/wrong-key.json with_iscd "$home" "$ISC_BIN/isc" --home "$home" check gcp 2>&1 | grep -F 'PRIVATE KEY')"
 	GOOGLE_APPLICATION_CREDENTIALS=$dir/nope.json \
-		expect_stderr "cannot read the GCP key file $dir/nope.json" "$ISC_BIN/isc" --home "$home" check gcp
+		with_iscd "$home" expect_stderr "cannot read the GCP key file $dir/nope.json" "$ISC_BIN/isc" --home "$home" check gcp
 	GOOGLE_APPLICATION_CREDENTIALS=$MOCKCLOUD_GCP_KEY CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=http://127.0.0.1:1/compute/v1/ \
-		expect_stderr "cannot reach http://127.0.0.1:1/compute/v1/projects/isc-mock-project" \
+		with_iscd "$home" expect_stderr "cannot reach http://127.0.0.1:1/compute/v1/projects/isc-mock-project" \
 		"$ISC_BIN/isc" --home "$home" check gcp
+	check "the refused key's PEM is not in iscd's log" bash -c "! grep -qF 'PRIVATE KEY' '$dir/iscd.log'"
+	check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 fi
 finish gcp-mock

@@ -127,6 +127,19 @@ iscd_api() {
 	iscd_api_pid=$!
 	iscd_wait_socket "$home/run/api.sock"
 }
+# with_iscd HOME CMD...: runs CMD while an API iscd (iscd_api) serves HOME, started with
+# this shell's environment and stopped after: `isc check` proves iscd's credentials, so a
+# case's variables (VAR=value with_iscd ...) must be iscd's. iscd's stderr is appended to
+# $with_iscd_log (default /dev/null). Returns CMD's exit code (1 when iscd did not start).
+with_iscd() {
+	local home=$1 rc
+	shift
+	iscd_api "$home" "${with_iscd_log:-/dev/null}" || return 1
+	"$@"
+	rc=$?
+	iscd_api_stop
+	return $rc
+}
 # iscd_wait_socket PATH: until the API socket exists (30 s at most).
 iscd_wait_socket() {
 	for _ in $(seq 300); do

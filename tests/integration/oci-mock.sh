@@ -34,7 +34,10 @@ broker_id = "isc-oci-mock"
 regions = ["us-ashburn-1"]
 endpoint = "$MOCKCLOUD_URL/oci/{region}"
 CONF
-	out=$("$ISC_BIN/isc" --home "$home" check oci 2>&1)
+	"$ISC_BIN/isc" --home "$home" init >/dev/null # keeps that config.toml
+	with_iscd_log=$dir/iscd.log
+	# The credentials proved are iscd's (GET /v1/check/oci): each case starts its own iscd.
+	out=$(with_iscd "$home" "$ISC_BIN/isc" --home "$home" check oci 2>&1)
 	check "isc check oci prints the tenancy (account)" grep -q '^account: ocid1.tenancy.oc1..' <<<"$out"
 	check "isc check oci prints the user (principal)" grep -q '^principal: ocid1.user.oc1..' <<<"$out"
 	/usr/bin/python3 -c '
@@ -46,9 +49,10 @@ open(sys.argv[1], "wb").write(k.private_bytes(serialization.Encoding.PEM,
     serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))' "$dir/other.pem"
 	sed "s|^key_file=.*|key_file=$dir/other.pem|" "$OCI_CLI_CONFIG_FILE" >"$dir/other.config"
 	OCI_CLI_CONFIG_FILE="$dir/other.config" \
-		expect_stderr "oci rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
-	OCI_CLI_PROFILE=missing expect_stderr "no profile [missing]" "$ISC_BIN/isc" --home "$home" check oci
+		with_iscd "$home" expect_stderr "oci rejected the credentials" "$ISC_BIN/isc" --home "$home" check oci
+	OCI_CLI_PROFILE=missing with_iscd "$home" expect_stderr "no profile [missing]" "$ISC_BIN/isc" --home "$home" check oci
 	sed -i "s|$MOCKCLOUD_URL|http://127.0.0.1:1|" "$home/config.toml"
-	expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check oci
+	with_iscd "$home" expect_stderr "cannot reach http://127.0.0.1:1" "$ISC_BIN/isc" --home "$home" check oci
+	check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 fi
 finish oci-mock

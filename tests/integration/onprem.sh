@@ -232,6 +232,10 @@ if ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$TICK_MS "$repo/tests/mocks/sandbox" start "
 		printf 'cycle_ms = 2000\nburst_validation = true\nnode_down_after_ms = 1500\n'
 		cat "$home/config.toml"
 	} >"$home/config.toml.new" && mv "$home/config.toml.new" "$home/config.toml"
+	# isc nodes asks this platform's iscd (which makes its pool key).
+	"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd2.log" &
+	echo $! >"$dir/iscd.pid"
+	iscd_wait_socket "$home/run/api.sock"
 	# The same four machines serve this second platform: its pool key joins the first.
 	isc nodes pubkey >>"$dir/authorized_keys"
 	for i in 1 2 3 4; do
@@ -254,8 +258,6 @@ sleep 1
 EOF
 	sed 's/^experiment_name = "vb"/experiment_name = "vbad"/; s/^echo "vb .*/exit 3/' "$dir/vb.isc" >"$dir/vbad.isc"
 	launched() { mock instances | py 'import json,sys; print(len(json.load(sys.stdin)))'; }
-	"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd2.log" &
-	echo $! >"$dir/iscd.pid"
 	vbad=$(isc burst "$dir/vbad.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 	check "a burst whose validation cycle fails ends failed" wait_status "$vbad" failed 30
 	check "its reason says the validation cycle failed" bash -c "'$ISC_BIN/isc' --home '$home' status '$vbad' | grep -q 'validation cycle: rank 0 exited with code 3'"

@@ -2,13 +2,15 @@
 # isc nodes: the on-prem pool is registered, listed, drained, removed; bad
 # fields are refused with the field named and nothing written; the pool's
 # public key is stable and its private half stays owner-only in $ISC_HOME.
+# Through iscd's API (/v1/nodes): every change leaves an audit row.
 . "$(dirname "$0")/lib.sh"
 
 home=$(mktemp -d /tmp/isc-pool.XXXXXX)/home
-trap 'rm -rf "$(dirname "$home")"' EXIT
+trap 'iscd_api_stop; rm -rf "$(dirname "$home")"' EXIT
 isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
 
 expect_exit 0 "init" isc init
+iscd_api "$home" "$(dirname "$home")/iscd.log" || exit 1
 expect_exit 2 "nodes needs a subcommand" isc nodes
 expect_exit 0 "nodes --help" isc nodes --help
 expect_exit 2 "add needs --gpus" isc nodes add gpu-1
@@ -48,5 +50,19 @@ check "pubkey is an OpenSSH line" grep -Eq '^ecdsa-sha2-nistp256 AAAA[A-Za-z0-9+
 check "pubkey is stable" test "$pub1" = "$pub2"
 check "the private key is owner-only" test "$(stat -c %a "$home/keys/onprem-pool")" = 600
 check "the private key is never printed" bash -c "! grep -q PRIVATE <<<'$pub1'"
+
+# The routes themselves: a body without gpus, a bad port, an unknown node.
+api() { curl -s -o /dev/null -w '%{http_code}' --unix-socket "$home/run/api.sock" "$@"; }
+check "POST /v1/nodes without gpus: 400" test "$(api -X POST -d '{"host":"gpu-9"}' http://localhost/v1/nodes)" = 400
+check "POST /v1/nodes with port 0: 400" test "$(api -X POST -d '{"host":"gpu-9","port":0,"gpus":8}' http://localhost/v1/nodes)" = 400
+check "POST /v1/nodes with a string for gpus: 400" test "$(api -X POST -d '{"host":"gpu-9","gpus":"8"}' http://localhost/v1/nodes)" = 400
+check "DELETE an unknown node: 404" test "$(api -X DELETE http://localhost/v1/nodes/gpu-404)" = 404
+check "drain by HOST:PORT in the path" test "$(api -X POST http://localhost/v1/nodes/gpu-1%3A2222/drain)" = 200
+check "still 2 nodes (refusals wrote nothing)" test "$(isc nodes list --json | grep -c '"id"')" -eq 2
+audit=$(isc audit --json)
+for what in "POST /v1/nodes" "POST /v1/nodes/2/undrain" "DELETE /v1/nodes/3" "POST /v1/nodes/gpu-1:2222/drain"; do
+	check "the audit has: $what" grep -qF "\"action\": \"$what\"" <<<"$audit"
+done
+check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$(dirname "$home")/iscd.log'"
 
 finish pool

@@ -8,6 +8,7 @@
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-prices.XXXXXX)
 cleanup() {
+	iscd_api_stop
 	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
 	rm -rf "$dir"
 }
@@ -90,7 +91,12 @@ wait "$(cat "$dir/iscd.pid")" 2>/dev/null
 check "iscd log has no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 
 # GCP has list prices only (Compute Engine has no price API): counted, never an error.
+# (isc catalog refresh asks iscd, which prices with its own config and credentials.)
+iscd_api "$ISC_HOME" "$dir/iscd-api.log" || exit 1
 check "GCP regions are list-price only" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp | grep -q 'fixed list prices only'"
 # A provider that is not configured: refused with the file and section named.
 expect_stderr "has no [providers.oci] section" "$ISC_BIN/isc" catalog refresh --provider oci
+check "every refresh is in the audit" test "$(isc audit --json | grep -c '"action": "POST /v1/catalog/refresh')" -ge 4
+iscd_api_stop
+check "the API's iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd-api.log'"
 finish prices

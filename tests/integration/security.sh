@@ -4,7 +4,9 @@
 #   message before any connection is tried (run inside `unshare -n`, a network
 #   namespace with no route, so nothing could leave the machine even if the
 #   check regressed); allow_insecure_endpoint = true lets it through with a
-#   warning from `isc check`;
+#   warning from `isc check`. The credentials and endpoint `isc check` proves
+#   are iscd's (GET /v1/check/aws), so each case runs its own iscd in that
+#   namespace, with the case's variables; isc reaches it on its Unix socket;
 # - `isc check aws` against an STS that echoes the session token in a long
 #   error (tests/mocks/echo-sts) shows no part of the token;
 # - $ISC_HOME is narrowed to 0700 and everything in it is owner-only, whatever
@@ -17,6 +19,7 @@ isc=$ISC_BIN/isc
 dir=$(mktemp -d /tmp/isc-security.XXXXXX)
 sts_pid=
 cleanup() {
+	iscd_api_stop
 	[ -n "$sts_pid" ] && kill "$sts_pid" 2>/dev/null && wait "$sts_pid" 2>/dev/null
 	rm -rf "$dir"
 }
@@ -38,6 +41,22 @@ ${2:-}
 EOC
 }
 
+# iscd_in NETNS CMD...: CMD while an API iscd serves $home with this shell's environment,
+# inside a network namespace with no route when NETNS is "netns" (unshare -n: nothing it
+# tries can leave the machine). iscd's stderr goes to $dir/iscd.log. CMD's exit code.
+iscd_in() {
+	local ns=() rc
+	[ "$1" = netns ] && ns=(unshare -n)
+	shift
+	setpriv --pdeathsig TERM "${ns[@]}" "$ISC_BIN/iscd" --home "$home" --interval-ms 60000 2>>"$dir/iscd.log" &
+	iscd_api_pid=$!
+	iscd_wait_socket "$home/run/api.sock" || return 1
+	"$@"
+	rc=$?
+	iscd_api_stop
+	return $rc
+}
+
 ( umask 022; "$isc" --home "$home" init >/dev/null 2>&1 )
 check "isc init" test -f "$home/isc.db"
 
@@ -53,7 +72,7 @@ check "nothing under \$ISC_HOME is open to group or others (umask 022 caller)" \
 if [ "$(id -u)" -eq 0 ] && unshare -n true 2>/dev/null; then
 	config "http://10.9.8.7:8080"
 	start=$(date +%s%N)
-	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	out=$(iscd_in netns "$isc" --home "$home" check aws 2>&1)
 	rc=$?
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	check "non-loopback http endpoint: exit 1 (got $rc)" test "$rc" -eq 1
@@ -66,22 +85,22 @@ if [ "$(id -u)" -eq 0 ] && unshare -n true 2>/dev/null; then
 	echo "# refusal took ${ms} ms: $out"
 	# The endpoint from the environment is held to the same rule.
 	config "https://sts.invalid"
-	out=$(AWS_ENDPOINT_URL=http://192.0.2.10 unshare -n "$isc" --home "$home" check aws 2>&1)
+	out=$(AWS_ENDPOINT_URL=http://192.0.2.10 iscd_in netns "$isc" --home "$home" check aws 2>&1)
 	check "AWS_ENDPOINT_URL=http://192.0.2.10 refused too" \
 		grep -qF "plain http to a host that is not loopback" <<<"$out"
 	# Allowed explicitly: isc check warns, then the connection is tried (and finds no route).
 	config "http://10.9.8.7:8080" "allow_insecure_endpoint = true"
-	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	out=$(iscd_in netns "$isc" --home "$home" check aws 2>&1)
 	check "allow_insecure_endpoint = true: isc check warns" \
 		grep -qF "warning: $home/config.toml: providers.aws.allow_insecure_endpoint = true" <<<"$out"
 	check "allow_insecure_endpoint = true: the request is tried" \
 		grep -qF "cannot reach http://10.9.8.7:8080" <<<"$out"
 	# Loopback stays allowed without the setting (nothing listens on port 1).
 	config "http://127.0.0.1:1"
-	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	out=$(iscd_in netns "$isc" --home "$home" check aws 2>&1)
 	check "loopback http is allowed" grep -qF "cannot reach http://127.0.0.1:1" <<<"$out"
 	config "http://[::1]:1"
-	out=$(unshare -n "$isc" --home "$home" check aws 2>&1)
+	out=$(iscd_in netns "$isc" --home "$home" check aws 2>&1)
 	check "loopback http ([::1]) is allowed" grep -qF "cannot reach http://[::1]:1" <<<"$out"
 else
 	echo "# not root or no unshare -n: endpoint checks skipped"
@@ -97,7 +116,7 @@ done
 check "echo-sts started" test -s "$dir/sts.port"
 token=$(head -c 600 /dev/urandom | base64 -w0 | tr -d '=')
 config "http://127.0.0.1:$(cat "$dir/sts.port")"
-out=$(AWS_SESSION_TOKEN=$token "$isc" --home "$home" check aws 2>&1)
+out=$(AWS_SESSION_TOKEN=$token iscd_in host "$isc" --home "$home" check aws 2>&1)
 rc=$?
 check "echoed token: isc check aws fails (exit $rc)" test "$rc" -eq 1
 check "echoed token: the message is the cloud's" grep -qF "InvalidClientTokenId" <<<"$out"
@@ -111,8 +130,10 @@ for ((i = 0; i + 12 <= ${#token}; i++)); do
 	fi
 done
 check "echoed token: no 12 characters of the token in the output" test "$leak" -eq 0
-json=$(AWS_SESSION_TOKEN=$token "$isc" --home "$home" check aws --json 2>&1)
+json=$(AWS_SESSION_TOKEN=$token iscd_in host "$isc" --home "$home" check aws --json 2>&1)
 check "echoed token: --json output holds no part of it either" \
 	test -z "$(grep -F -- "${token:200:12}" <<<"$json")"
+check "echoed token: iscd's log holds no part of it" test -z "$(grep -F -- "${token:200:12}" "$dir/iscd.log")"
+check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 
 finish security

@@ -1,0 +1,214 @@
+/*
+ * The on-prem node pool (`isc nodes`): the machines cycle and interruptible
+ * experiments run on, and the pool's SSH key pair. The pool is the operator's
+ * (DESIGN.md: the operator manages the on-prem node pool); it belongs to no
+ * organisation, so every other caller gets 403, listings included: host names,
+ * login users and ports are the platform's infrastructure, not an org's data.
+ *
+ * A node is named in a path by its id or HOST[:PORT] (percent-encoded). The
+ * key pair lives under iscd's home ($ISC_HOME/keys/onprem-pool); only its
+ * public half ever leaves iscd.
+ */
+#include "api/api_int.h"
+#include "launcher/keys.h"
+#include "store/store_pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The pool's key pair, kept with the cluster keys under $ISC_HOME/keys. */
+#define POOL_KEY_ID "onprem-pool"
+
+static json_t *node_json(const struct isc_pool_node *n)
+{
+	return json_pack("{s:I,s:s,s:i,s:s,s:i,s:s,s:I}", "id", (json_int_t)n->id, "host", n->host,
+	                 "port", n->port, "user", n->user, "gpus", n->gpus, "state", n->state,
+	                 "added_ms", (json_int_t)n->added_ms);
+}
+
+/* GET /v1/nodes: every node, by id (the `isc nodes list --json` array). */
+static void nodes_list(struct isc_api_call *c)
+{
+	struct isc_pool_node *v = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	json_t *arr;
+
+	if (!isc_api_require_operator(c))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_pool_list(c->store, &v, &n, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, node_json(&v[i]));
+	isc_pool_nodes_free(v, n);
+	isc_api_reply_json(c, 200, arr);
+}
+
+/* An optional whole number of the body in [lo, hi]; 1 when fine, 0 when a 400 was sent. */
+static int body_int(struct isc_api_call *c, json_t *body, const char *key, int lo, int hi,
+                    int *out)
+{
+	json_t *v = json_object_get(body, key);
+	if (!v)
+		return 1;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+		isc_api_reply_error(c, 400, "%s: give a whole number %d..%d", key, lo, hi);
+		return 0;
+	}
+	*out = (int)json_integer_value(v);
+	return 1;
+}
+
+/* POST /v1/nodes {"host","port"?,"user"?,"gpus"}: 201 with the node. */
+static void nodes_add(struct isc_api_call *c)
+{
+	struct isc_pool_node nd;
+	struct isc_err err;
+	const char *host, *user;
+	char id_text[32];
+	json_t *body, *user_v;
+	int port = 22, gpus = 0;
+	int64_t id;
+
+	if (!isc_api_require_operator(c) || !(body = isc_api_body_object(c)))
+		return;
+	host = json_string_value(json_object_get(body, "host"));
+	user_v = json_object_get(body, "user");
+	user = user_v ? json_string_value(user_v) : "isc";
+	if (!host) {
+		isc_api_reply_error(c, 400, "host: give the node's host name or address");
+	} else if (!user) {
+		isc_api_reply_error(c, 400, "user: give a login name");
+	} else if (!json_object_get(body, "gpus")) {
+		isc_api_reply_error(c, 400, "gpus: give a GPU count 1..%d", ISC_POOL_MAX_GPUS);
+	} else if (body_int(c, body, "port", 1, 65535, &port) &&
+	           body_int(c, body, "gpus", 1, ISC_POOL_MAX_GPUS, &gpus)) {
+		isc_api_audit_target(c, 0, host);
+		isc_err_clear(&err);
+		if (isc_store_pool_add(c->store, host, port, user, gpus, &id, &err)) {
+			isc_api_reply_err(c, &err);
+		} else {
+			snprintf(id_text, sizeof(id_text), "node:%lld", (long long)id);
+			isc_api_audit_target(c, 0, id_text);
+			if (isc_store_pool_find(c->store, id_text + 5, &nd, &err)) {
+				isc_api_reply_err(c, &err);
+			} else {
+				isc_api_reply_json(c, 201, node_json(&nd));
+				isc_pool_node_cleanup(&nd);
+			}
+		}
+	}
+	json_decref(body);
+}
+
+/* The node of the path's {} (id or HOST[:PORT]); 1 when found, 0 when a reply was sent. */
+static int find_node(struct isc_api_call *c, struct isc_pool_node *nd)
+{
+	struct isc_err err;
+	char target[64];
+
+	isc_err_clear(&err);
+	if (isc_store_pool_find(c->store, c->params[0], nd, &err)) {
+		isc_api_reply_err(c, &err);
+		return 0;
+	}
+	snprintf(target, sizeof(target), "node:%lld", (long long)nd->id);
+	isc_api_audit_target(c, 0, target);
+	return 1;
+}
+
+/* POST /v1/nodes/{node}/drain and /undrain: the node with its new state. */
+static void set_state(struct isc_api_call *c, const char *state)
+{
+	struct isc_pool_node nd;
+	struct isc_err err;
+
+	if (!isc_api_require_operator(c) || !find_node(c, &nd))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_pool_set_state(c->store, nd.id, state, &err)) {
+		isc_api_reply_err(c, &err);
+	} else {
+		free(nd.state);
+		nd.state = strdup(state);
+		if (!nd.state)
+			isc_api_reply_error(c, 500, "out of memory");
+		else
+			isc_api_reply_json(c, 200, node_json(&nd));
+	}
+	isc_pool_node_cleanup(&nd);
+}
+
+static void nodes_drain(struct isc_api_call *c)
+{
+	set_state(c, "draining");
+}
+
+static void nodes_undrain(struct isc_api_call *c)
+{
+	set_state(c, "up");
+}
+
+/* DELETE /v1/nodes/{node}: 409 naming the experiment while a run holds it. */
+static void nodes_remove(struct isc_api_call *c)
+{
+	struct isc_pool_node nd;
+	struct isc_err err;
+
+	if (!isc_api_require_operator(c) || !find_node(c, &nd))
+		return;
+	isc_err_clear(&err);
+	if (isc_store_pool_remove(c->store, nd.id, &err))
+		isc_api_reply_err(c, &err);
+	else
+		isc_api_reply_json(c, 200,
+		                   json_pack("{s:I,s:s,s:i,s:b}", "id", (json_int_t)nd.id, "host",
+		                             nd.host, "port", nd.port, "removed", 1));
+	isc_pool_node_cleanup(&nd);
+}
+
+/*
+ * GET /v1/nodes/pubkey: {"public_key"}, the line for each node's authorized_keys.
+ * The pair is made on first use (a read of the pool's identity, not a change of
+ * the pool: no audit row), under iscd's home, owner-only.
+ */
+static void nodes_pubkey(struct isc_api_call *c)
+{
+	struct isc_err err;
+	char *pub = NULL;
+	int rc;
+
+	if (!isc_api_require_operator(c))
+		return;
+	isc_err_clear(&err);
+	rc = isc_cluster_key_public(c->home, POOL_KEY_ID, &pub, &err);
+	if (rc == ISC_ENOTFOUND) {
+		isc_err_clear(&err);
+		rc = isc_cluster_key_create(c->home, POOL_KEY_ID, &pub, &err);
+		if (rc == ISC_ECONFLICT) { /* made by another API thread meanwhile */
+			isc_err_clear(&err);
+			rc = isc_cluster_key_public(c->home, POOL_KEY_ID, &pub, &err);
+		}
+	}
+	if (rc) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	isc_api_reply_json(c, 200, json_pack("{s:s}", "public_key", pub));
+	free(pub);
+}
+
+const struct isc_api_route isc_api_routes_nodes[] = {
+    {"GET", "/v1/nodes", nodes_list},
+    {"POST", "/v1/nodes", nodes_add},
+    {"GET", "/v1/nodes/pubkey", nodes_pubkey},
+    {"POST", "/v1/nodes/{}/drain", nodes_drain},
+    {"POST", "/v1/nodes/{}/undrain", nodes_undrain},
+    {"DELETE", "/v1/nodes/{}", nodes_remove},
+    {NULL, NULL, NULL},
+};
