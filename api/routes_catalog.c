@@ -46,11 +46,12 @@ static void catalog_show(struct isc_api_call *c)
 	}
 	arr = json_array();
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(
-		    arr, json_pack("{s:s,s:I,s:I,s:s,s:s}", "provider", list[i].provider, "shapes",
-		                   (json_int_t)list[i].shapes, "regions", (json_int_t)list[i].regions,
-		                   "price_date_min", list[i].price_date_min, "price_date_max",
-		                   list[i].price_date_max));
+		json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:s,s:s}", "provider",
+		                                     list[i].provider, "shapes",
+		                                     (json_int_t)list[i].shapes, "regions",
+		                                     (json_int_t)list[i].regions, "price_date_min",
+		                                     list[i].price_date_min, "price_date_max",
+		                                     list[i].price_date_max));
 	isc_shapes_summary_free(list, n);
 	isc_api_reply_json(c, 200, arr);
 }
@@ -139,8 +140,8 @@ static void catalog_import(struct isc_api_call *c)
 		json_array_append_new(skipped, json_string(p.skipped[i]));
 	isc_api_reply_json(
 	    c, 200,
-	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I}", "file", file, "provider", provider,
-	              "shapes", (json_int_t)p.n, "rows", (json_int_t)p.rows, "filtered",
+	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:I,s:I,s:I,s:I}", "file", file, "provider",
+	              provider, "shapes", (json_int_t)p.n, "rows", (json_int_t)p.rows, "filtered",
 	              (json_int_t)p.filtered, "skipped", skipped, "added", (json_int_t)res.added,
 	              "updated", (json_int_t)res.updated, "unchanged", (json_int_t)res.unchanged,
 	              "removed", (json_int_t)res.removed));
@@ -173,9 +174,9 @@ static void catalog_refresh(struct isc_api_call *c)
 		return;
 	}
 	if (provider && !isc_config_provider(cfg, provider)) {
-		isc_api_reply_error(c, 400,
-		                    "%s/config.toml has no [providers.%s] section: nothing to refresh",
-		                    c->home, provider);
+		isc_api_reply_error(
+		    c, 400, "%s/config.toml has no [providers.%s] section: nothing to refresh",
+		    c->home, provider);
 		isc_config_free(cfg);
 		return;
 	}

@@ -33,9 +33,9 @@ static const char *reach_message(const char *msg)
 static void reply_failure(struct isc_api_call *c, int status, const char *code, const char *msg,
                           json_t *warnings)
 {
-	isc_api_reply_json(c, status,
-	                   json_pack("{s:s,s:s,s:O}", "error", msg, "code", code, "warnings",
-	                             warnings));
+	isc_api_reply_json(
+	    c, status,
+	    json_pack("{s:s,s:s,s:O}", "error", msg, "code", code, "warnings", warnings));
 }
 
 /* GET /v1/check/{provider}[?region=R]: {"provider","account","principal","user_id","warnings"}. */
@@ -65,7 +65,8 @@ static void check_provider(struct isc_api_call *c)
 	warnings = json_array();
 	{
 		const struct isc_provider_config *pc = isc_config_provider(cfg, name);
-		const char *insecure = pc ? isc_config_setting(pc, "allow_insecure_endpoint") : NULL;
+		const char *insecure =
+		    pc ? isc_config_setting(pc, "allow_insecure_endpoint") : NULL;
 		if (insecure && strcmp(insecure, "true") == 0) {
 			snprintf(msg, sizeof(msg),
 			         "%s: providers.%s.allow_insecure_endpoint = true: with a plain "
@@ -95,9 +96,9 @@ static void check_provider(struct isc_api_call *c)
 	} else if (rc) {
 		/* The cloud's trouble is a bad gateway; what iscd holds (a key file it
 		 * cannot read, a malformed profile) is the request's to fix. */
-		int status = err.code == ISC_ENOMEM ? 500
+		int status = err.code == ISC_ENOMEM                                     ? 500
 		             : err.code == ISC_ETRANSIENT || err.code == ISC_ETHROTTLED ? 502
-		                                                                         : 400;
+		                                                                        : 400;
 		reply_failure(c, status, isc_code_name(err.code),
 		              err.msg[0] ? err.msg : isc_code_name(err.code), warnings);
 	} else {

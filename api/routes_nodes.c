@@ -50,8 +50,7 @@ static void nodes_list(struct isc_api_call *c)
 }
 
 /* An optional whole number of the body in [lo, hi]; 1 when fine, 0 when a 400 was sent. */
-static int body_int(struct isc_api_call *c, json_t *body, const char *key, int lo, int hi,
-                    int *out)
+static int body_int(struct isc_api_call *c, json_t *body, const char *key, int lo, int hi, int *out)
 {
 	json_t *v = json_object_get(body, key);
 	if (!v)

@@ -158,10 +158,30 @@ out:
 	return rc;
 }
 
+static void summary_row(json_t *e, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	const char *lo = isc_json_str(e, "price_date_min"), *hi = isc_json_str(e, "price_date_max");
+	cells[0] = isc_json_str(e, "provider");
+	cells[1] = buf[1];
+	snprintf(buf[1], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(e, "shapes")));
+	cells[2] = buf[2];
+	snprintf(buf[2], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(e, "regions")));
+	cells[3] = buf[3];
+	if (strcmp(lo, hi))
+		snprintf(buf[3], ISC_TABLE_CELL, "%s .. %s", lo, hi);
+	else
+		snprintf(buf[3], ISC_TABLE_CELL, "%s", lo);
+}
+
 static int do_show(struct isc_cli *cli, int argc, char **argv)
 {
-	json_t *list = NULL, *e;
-	size_t i;
+	static const char *const headers[] = {"PROVIDER", "SHAPES", "REGIONS", "PRICES OF"};
+	static const struct isc_table_spec summary = {
+	    4, headers, "-rr-", summary_row,
+	    "isc catalog: no shapes (isc catalog import, or isc init to load the shipped catalog)"};
+	json_t *list = NULL;
 	int json = 0, rc;
 
 	for (int k = 2; k < argc; k++) {
@@ -172,29 +192,7 @@ static int do_show(struct isc_cli *cli, int argc, char **argv)
 	}
 	if ((rc = isc_client_json(cli, "GET", "/v1/catalog", NULL, &list)))
 		return rc;
-	if (json) {
-		isc_json_print(list, stdout);
-	} else {
-		printf("%-9s %7s %8s  %s\n", "PROVIDER", "SHAPES", "REGIONS", "PRICES OF");
-		json_array_foreach(list, i, e)
-		{
-			const char *lo = json_string_value(json_object_get(e, "price_date_min"));
-			const char *hi = json_string_value(json_object_get(e, "price_date_max"));
-			printf("%-9s %7lld %8lld  %s",
-			       json_string_value(json_object_get(e, "provider")),
-			       (long long)json_integer_value(json_object_get(e, "shapes")),
-			       (long long)json_integer_value(json_object_get(e, "regions")),
-			       lo ? lo : "");
-			if (lo && hi && strcmp(lo, hi))
-				printf(" .. %s", hi);
-			putchar('\n');
-		}
-		if (json_array_size(list) == 0)
-			printf("(no shapes: isc catalog import, or isc init to load the shipped "
-			       "catalog)\n");
-	}
-	json_decref(list);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(list, json, &summary);
 }
 
 static int do_export(struct isc_cli *cli, int argc, char **argv)

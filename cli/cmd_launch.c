@@ -6,10 +6,9 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/buf.h"
-#include "config/config.h"
 #include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
-#include "providers/placeable.h"
+#include "shapes/catalog_import.h"
 #include "shapes/priority.h"
 #include "toml/toml.h"
 
@@ -61,89 +60,91 @@ static int load_launch(const char *path, int default_burst, struct isc_launch **
 	return rc ? ISC_EXIT_FAIL : ISC_EXIT_OK;
 }
 
-/* Drops the ids of l's priority list that name no shape, keeping the user's order. */
-static void keep_existing(struct isc_strlist *list, const struct isc_priority_verdict *v)
+/*
+ * The catalog iscd holds (GET /v1/catalog/export, any platform user may read it),
+ * one provider at a time: the normalized rows are read back for the provider they
+ * belong to. 0 with *out set; 0 with *out NULL and why filled when it cannot be had
+ * (iscd not running, the caller not a platform user): the list is then not checked.
+ */
+static int catalog_from_api(struct isc_cli *cli, struct isc_catalog **out, char *why, size_t cap)
 {
-	size_t at = 0;
-	for (size_t i = 0; i < list->len; i++) {
-		if (!v->exists[i]) {
-			free(list->items[i]);
-			continue;
-		}
-		list->items[at] = list->items[i];
-		list->pos[at++] = list->pos[i];
+	static const char *const providers[] = {"aws", "gcp", "oci"};
+	struct isc_shape *all = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!isc_client_ping(cli)) {
+		snprintf(why, cap, "iscd is not running (start it: iscd --home %s &)", cli->home);
+		return 0;
 	}
-	list->len = at;
+	isc_err_clear(&err);
+	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++) {
+		struct isc_catalog_parse p = {0};
+		struct isc_reply r;
+		struct isc_shape *grown;
+		char path[64];
+		json_t *e;
+
+		snprintf(path, sizeof(path), "/v1/catalog/export?provider=%s", providers[i]);
+		if (isc_client_request(cli, "GET", path, NULL, 0, &r))
+			goto fail;
+		if (r.status != 200) {
+			e = json_loadb(r.body, r.len, 0, NULL);
+			snprintf(why, cap, "iscd answered %ld: %s", r.status,
+			         json_string_value(json_object_get(e, "error"))
+			             ? json_string_value(json_object_get(e, "error"))
+			             : "no catalog");
+			json_decref(e);
+			isc_reply_cleanup(&r);
+			isc_shape_list_free(all, n);
+			return 0;
+		}
+		/* A provider without shapes exports the header alone: nothing to add. */
+		if (isc_catalog_parse_mem(path, r.body, r.len, ISC_CATALOG_ISC, providers[i], NULL,
+		                          &p, &err) &&
+		    p.rows > 0) {
+			isc_reply_cleanup(&r);
+			isc_catalog_parse_cleanup(&p);
+			goto fail;
+		}
+		isc_reply_cleanup(&r);
+		if (p.n && !(grown = realloc(all, (n + p.n) * sizeof(*all)))) {
+			isc_catalog_parse_cleanup(&p);
+			isc_err_set(&err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if (p.n) {
+			all = grown;
+			memcpy(all + n, p.shapes, p.n * sizeof(*all));
+			n += p.n;
+			free(p.shapes); /* the strings now belong to all */
+			p.shapes = NULL;
+			p.n = 0;
+		}
+		isc_catalog_parse_cleanup(&p);
+	}
+	return isc_catalog_new(all, n, out, &err) ? isc_cli_fail(&err) : 0;
+fail:
+	isc_shape_list_free(all, n);
+	return err.code ? isc_cli_fail(&err) : ISC_EXIT_FAIL;
 }
 
-/*
- * The priority list against the store's catalog (and, for a submit, against
- * what this broker can place). Warnings are printed as FILE:LINE:COL lines.
- * For a submit, a list none of whose ids names a shape, or none of whose
- * shapes can be placed, is refused: the same lines as errors, then why, and
- * ISC_EXIT_FAIL. Otherwise the unknown ids are dropped from l and *skipped
- * (owned, may stay NULL) says which, for the timeline.
- */
-static int check_priority(struct isc_cli *cli, struct isc_store *s, const char *path,
-                          struct isc_launch *l, int submit, char **skipped)
+/* The priority list against the catalog: each id that names no shape is a warning line. */
+static int check_priority(const struct isc_catalog *cat, const char *path, struct isc_launch *l)
 {
 	struct isc_launch_problems probs;
 	struct isc_priority_verdict v = {0};
-	struct isc_catalog *cat = NULL;
-	struct isc_config *cfg = NULL;
-	struct isc_placeable *pl = NULL;
 	struct isc_err err;
 	int rc = ISC_EXIT_OK;
 
-	if (l->burst_shapes.len == 0)
-		return ISC_EXIT_OK;
 	isc_launch_problems_init(&probs);
 	isc_err_clear(&err);
-	if (isc_catalog_load(s, &cat, &err) ||
-	    (submit &&
-	     (isc_config_load(cli->home, &cfg, &err) || isc_placeable_new(cfg, &pl, &err))) ||
-	    isc_priority_check(cat, pl, &l->burst_shapes, &probs, &v, &err)) {
+	if (isc_priority_check(cat, NULL, &l->burst_shapes, &probs, &v, &err))
 		rc = isc_cli_fail(&err);
-		goto out;
-	}
-	if (submit && (v.n_exist == 0 || v.n_placeable == 0)) {
-		/* A list the user wrote is a constraint: no fallback to other shapes. */
-		for (size_t i = 0; i < probs.len; i++)
-			probs.items[i].warning = 0;
+	else
 		isc_launch_problems_print(&probs, path, stderr);
-		if (v.n_exist == 0)
-			fprintf(
-			    stderr,
-			    "%s: error: burst_shape_priority_list: none of its %zu id(s) names a "
-			    "shape of the catalog (isc shapes lists them); nothing was created\n",
-			    path, v.n_ids);
-		else
-			fprintf(stderr,
-			        "%s: error: burst_shape_priority_list: none of its shapes can be "
-			        "placed by this broker; nothing was created\n",
-			        path);
-		rc = ISC_EXIT_FAIL;
-		goto out;
-	}
-	isc_launch_problems_print(&probs, path, stderr);
-	if (submit && v.n_exist < v.n_ids) {
-		struct isc_buf msg;
-		isc_buf_init(&msg, 0);
-		isc_buf_printf(&msg, "burst_shape_priority_list: %zu of %zu id(s) skipped:",
-		               v.n_ids - v.n_exist, v.n_ids);
-		for (size_t i = 0; i < probs.len; i++)
-			if (strncmp(probs.items[i].msg, "no shape", 8) == 0)
-				isc_buf_printf(&msg, " %s: %s;", probs.items[i].field,
-				               probs.items[i].msg);
-		*skipped = strdup(isc_buf_cstr(&msg));
-		isc_buf_cleanup(&msg);
-		keep_existing(&l->burst_shapes, &v);
-	}
-out:
 	isc_priority_verdict_cleanup(&v);
-	isc_placeable_free(pl);
-	isc_config_free(cfg);
-	isc_catalog_free(cat);
 	isc_launch_problems_cleanup(&probs);
 	return rc;
 }
@@ -153,7 +154,6 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	struct isc_launch *l;
 	const char *path = NULL;
 	int json = 0, rc;
-	(void)cli;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf(
@@ -181,23 +181,20 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("validate", "a launch file is required");
 	if ((rc = load_launch(path, 0, &l)))
 		return rc;
-	/* The priority list against the catalog, when there is a store to hold one. */
+	/* The priority list against iscd's catalog, when iscd answers. */
 	if (l->burst_shapes.len > 0) {
-		struct isc_store *s = NULL;
-		struct isc_err err;
-		isc_err_clear(&err);
-		if (isc_store_open(cli->home, 0, &s, &err) == 0) {
-			rc = check_priority(cli, s, path, l, 0, NULL);
-			isc_store_free(s);
-			if (rc) {
-				isc_launch_free(l);
-				return rc;
-			}
-		} else {
-			fprintf(stderr,
-			        "%s: note: burst_shape_priority_list not checked: no store at %s "
-			        "(isc init loads the shape catalog)\n",
-			        path, cli->home);
+		struct isc_catalog *cat = NULL;
+		char why[ISC_ERR_MSG_MAX];
+		rc = catalog_from_api(cli, &cat, why, sizeof(why));
+		if (!rc && cat)
+			rc = check_priority(cat, path, l);
+		else if (!rc)
+			fprintf(stderr, "%s: note: burst_shape_priority_list not checked: %s\n",
+			        path, why);
+		isc_catalog_free(cat);
+		if (rc) {
+			isc_launch_free(l);
+			return rc;
 		}
 	}
 	if (json) {

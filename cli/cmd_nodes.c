@@ -78,36 +78,33 @@ static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
+static void node_row(json_t *n, const char **cells, char (*buf)[ISC_TABLE_CELL])
+{
+	cells[0] = buf[0];
+	snprintf(buf[0], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(n, "id")));
+	cells[1] = isc_json_str(n, "host");
+	cells[2] = buf[2];
+	snprintf(buf[2], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(n, "port")));
+	cells[3] = isc_json_str(n, "user");
+	cells[4] = buf[4];
+	snprintf(buf[4], ISC_TABLE_CELL, "%lld",
+	         (long long)json_integer_value(json_object_get(n, "gpus")));
+	cells[5] = isc_json_str(n, "state");
+}
+
 static int nodes_list(struct isc_cli *cli, int argc, char **argv)
 {
+	static const char *const headers[] = {"ID", "HOST", "PORT", "USER", "GPUS", "STATE"};
+	static const struct isc_table_spec nodes = {
+	    6, headers, NULL, node_row, "isc nodes: the pool is empty (isc nodes add HOST)"};
 	int json = argc == 3 && !strcmp(argv[2], "--json");
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("nodes", "usage: isc nodes list [--json]");
-	json_t *v = NULL, *e;
-	size_t i;
+	json_t *v = NULL;
 	int rc = isc_client_json(cli, "GET", "/v1/nodes", NULL, &v);
-	if (rc)
-		return rc;
-	if (json) {
-		isc_json_print(v, stdout);
-	} else {
-		if (json_array_size(v) == 0)
-			fprintf(stderr, "isc nodes: the pool is empty (isc nodes add HOST)\n");
-		printf("%-4s %-32s %-6s %-12s %-5s %s\n", "ID", "HOST", "PORT", "USER", "GPUS",
-		       "STATE");
-		json_array_foreach(v, i, e)
-		{
-			printf("%-4lld %-32s %-6lld %-12s %-5lld %s\n",
-			       (long long)json_integer_value(json_object_get(e, "id")),
-			       json_string_value(json_object_get(e, "host")),
-			       (long long)json_integer_value(json_object_get(e, "port")),
-			       json_string_value(json_object_get(e, "user")),
-			       (long long)json_integer_value(json_object_get(e, "gpus")),
-			       json_string_value(json_object_get(e, "state")));
-		}
-	}
-	json_decref(v);
-	return ISC_EXIT_OK;
+	return rc ? rc : isc_cli_print_listing(v, json, &nodes);
 }
 
 /* drain, undrain, remove: one NODE argument (an id or HOST[:PORT], a path segment). */

@@ -218,6 +218,16 @@ check "the operator's import is in the audit" bash -c "'$ISC_BIN/isc' --home '$h
 expect_exit 0 "isc catalog show as a member" as am "$ISC_BIN/isc" catalog show
 check "isc catalog export as finance: the normalized CSV" bash -c "runuser -u '${os[bf]}' -- env ISC_HOME='$home' LSAN_OPTIONS='$LSAN_OPTIONS' '$ISC_BIN/isc' catalog export --provider aws | grep -q '^aws-us-east-1-g4dn.xlarge-spot,aws,'"
 printf '%s\n' "$csv" >"$dir/files/one.csv" && chmod 0644 "$dir/files/one.csv"
+cat >"$dir/files/typo.isc" <<'ISC'
+isc_project_id = "vision"
+experiment_name = "typo"
+gpus = 8
+compute_mode = "burst"
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarg-spot"]
+command = "true"
+ISC
+chmod 0644 "$dir/files/typo.isc"
+expect_stderr 'no shape "aws-us-east-1-g4dn.xlarg-spot"; did you mean' as am "$ISC_BIN/isc" validate "$dir/files/typo.isc"
 expect_exit 1 "isc catalog import as an admin: exit 1" as aa "$ISC_BIN/isc" catalog import "$dir/files/one.csv" --format isc --provider aws
 expect_stderr "only the platform operator" as aa "$ISC_BIN/isc" catalog import "$dir/files/one.csv" --format isc --provider aws
 
