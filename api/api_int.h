@@ -74,6 +74,7 @@ extern const struct isc_api_route isc_api_routes_keys[];
 extern const struct isc_api_route isc_api_routes_catalog[];
 extern const struct isc_api_route isc_api_routes_nodes[];
 extern const struct isc_api_route isc_api_routes_check[];
+extern const struct isc_api_route isc_api_routes_datasets[];
 /* Every table, NULL-terminated (api/routes.c). */
 extern const struct isc_api_route *const isc_api_route_tables[];
 
@@ -137,6 +138,12 @@ void isc_api_page_next(struct isc_api_call *c, const char *cursor);
 
 /* Wall-clock milliseconds (token expiry). */
 int64_t isc_api_now_ms(void);
+
+/*
+ * 1 when a secret may travel in this call's body: the Unix socket, or TCP from
+ * 127.0.0.0/8 or ::1 (the TCP listener is plain HTTP; elsewhere it would be clear text).
+ */
+int isc_api_secret_transport_ok(const struct isc_api_call *c);
 
 /* Sets what the audit row of this call names. */
 void isc_api_audit_target(struct isc_api_call *c, int64_t org_id, const char *target);

@@ -68,13 +68,6 @@ static int load_config(struct isc_api_call *c, struct isc_config **cfg)
 	return 1;
 }
 
-/* The socket, or TCP from 127.0.0.0/8 or ::1: where a secret may travel in a body. */
-static int secret_transport_ok(const struct isc_api_call *c)
-{
-	return !c->token_id || strncmp(c->address, "tcp:127.", 8) == 0 ||
-	       strncmp(c->address, "tcp:[::1]:", 10) == 0;
-}
-
 /* GET /v1/keys[?org=O]: the keys of the orgs where the caller is an admin. */
 static void keys_list(struct isc_api_call *c)
 {
@@ -164,7 +157,7 @@ static void keys_add(struct isc_api_call *c)
 	struct isc_err err;
 	char *id = NULL, by[128];
 
-	if (!secret_transport_ok(c)) {
+	if (!isc_api_secret_transport_ok(c)) {
 		OPENSSL_cleanse((char *)c->body, c->body_len);
 		isc_api_reply_error(c, 400,
 		                    "cloud keys are accepted only over the Unix socket or from a "

@@ -204,6 +204,12 @@ void isc_api_audit_target(struct isc_api_call *c, int64_t org_id, const char *ta
 		snprintf(c->audit_target, sizeof(c->audit_target), "%s", target);
 }
 
+int isc_api_secret_transport_ok(const struct isc_api_call *c)
+{
+	return !c->token_id || strncmp(c->address, "tcp:127.", 8) == 0 ||
+	       strncmp(c->address, "tcp:[::1]:", 10) == 0;
+}
+
 int64_t isc_api_now_ms(void)
 {
 	const struct isc_clock *clk = isc_clock_system();

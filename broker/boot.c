@@ -174,8 +174,9 @@ static int fetch_ctx_init(struct isc_broker *b, struct isc_store *s, const struc
 	if (!f->plans || !f->n_plan || !f->files || !f->boot || !f->names)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	for (size_t i = 0; i < f->n; i++) {
-		rc = isc_dataset_fetch_plan(b->config, &f->ds[i], ISC_DATASET_URL_EXPIRES_S,
-		                            &f->plans[i], &f->n_plan[i], err);
+		rc = isc_dataset_fetch_plan(s, b->home, b->config, &f->ds[i],
+		                            ISC_DATASET_URL_EXPIRES_S, &f->plans[i], &f->n_plan[i],
+		                            err);
 		if (rc)
 			return isc_err_wrap(err, "dataset %s", f->ds[i].name);
 		f->files[i] = calloc(f->n_plan[i], sizeof(*f->files[i]));

@@ -327,3 +327,13 @@ int isc_client_query_add(char **path, const char *key, const char *value)
 	*path = grown;
 	return 0;
 }
+
+char *isc_client_escape(const char *value)
+{
+	char *esc = curl_easy_escape(NULL, value, 0), *out;
+	if (!esc)
+		return NULL;
+	out = strdup(esc);
+	curl_free(esc);
+	return out;
+}

@@ -62,4 +62,7 @@ int isc_client_fail(const struct isc_reply *r);
  */
 int isc_client_query_add(char **path, const char *key, const char *value);
 
+/* value URL-escaped as one path segment (caller frees); NULL out of memory. */
+char *isc_client_escape(const char *value);
+
 #endif

@@ -1,22 +1,30 @@
-/* isc datasets: S3 datasets of an organisation (docs/datasets.md). */
+/*
+ * isc datasets: S3 datasets of an organisation (docs/datasets.md), through
+ * iscd's API (routes in api/routes_datasets.c): every user of the org lists
+ * and shows them, its admins add and remove them. A dataset's own AWS keys are
+ * read here, never from argv (the environment, or a profile of a shared
+ * credentials file, as `isc keys add aws` reads them), and sent to iscd in the
+ * request body over the Unix socket (or TCP from loopback); iscd checks them
+ * with S3 and stores them sealed. Every buffer that held them is wiped.
+ */
+#include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/lib/table.h"
+#include "keys/keys.h"
 
-#include "config/config.h"
-#include "artifacts/unpack.h"
-#include "datasets/datasets.h"
-#include "store/store_datasets.h"
+#include <openssl/crypto.h>
 
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char datasets_usage[] =
     "usage: isc datasets add s3://BUCKET[/KEY] --org ORG [--name N] [--etag E]\n"
     "                        [--version-id V] [--volume-size S]\n"
-    "                        [--credentials-profile P | --credentials-from-env]\n"
+    "                        [--credentials-from-env |\n"
+    "                         --credentials-profile P [--credentials-file F]]\n"
     "       isc datasets list [--org ORG] [--json]\n"
     "       isc datasets show DATASET --org ORG [--json]\n"
     "       isc datasets remove DATASET --org ORG\n"
@@ -27,177 +35,207 @@ static const char datasets_usage[] =
     "without an archive extension (s3://b/mnist.zip is mnist, s3://b is b).\n"
     "--etag and --version-id pin the bytes (a folder ignores them). --volume-size\n"
     "caps the expanded copy (5Gi by default; K M G T, Ki Mi Gi Ti). At most 100 GB.\n"
-    "DATASET is a name or an id. Credentials: the broker's AWS credentials unless\n"
-    "a profile of the shared credentials file or iscd's environment is named; no\n"
-    "secret is stored. States: Created, Caching, Available, Failed.\n";
+    "DATASET is a name or an id. Every user of the organisation lists and shows\n"
+    "its datasets; its admins add and remove them.\n"
+    "Credentials: the dataset's own AWS keys, read by isc (never an argument) from\n"
+    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] (--credentials-from-env)\n"
+    "or a profile of a shared credentials file (default ~/.aws/credentials); iscd\n"
+    "stores them encrypted like cloud keys (docs/keys.md). Without them the broker's\n"
+    "own AWS credentials are used, which only the platform operator may do.\n"
+    "States: Created, Caching (with progress), Available, Failed.\n";
 
-static const char *state_word(const char *s)
+static const char *str(json_t *o, const char *k)
 {
-	if (!strcmp(s, "created"))
-		return "Created";
-	if (!strcmp(s, "caching"))
-		return "Caching";
-	if (!strcmp(s, "available"))
-		return "Available";
-	if (!strcmp(s, "failed"))
-		return "Failed";
-	return s;
+	const char *v = json_string_value(json_object_get(o, k));
+	return v ? v : "";
 }
 
-static json_t *to_json(const struct isc_dataset *d)
+static json_int_t num(json_t *o, const char *k)
 {
-	json_t *o = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "id", d->id, "org",
-	    d->org_name, "name", d->name, "uri", d->uri, "folder", d->is_folder, "etag", d->etag,
-	    "version_id", d->version_id, "size_bytes", (json_int_t)d->size_bytes, "volume_bytes",
-	    (json_int_t)d->volume_bytes, "cached_bytes", (json_int_t)d->cached_bytes, "state",
-	    state_word(d->state), "reason", d->reason, "copy", d->copy_name);
-	if (o)
-		json_object_set_new(o, "mount", json_sprintf("/data/%s", d->name));
-	return o;
+	return json_integer_value(json_object_get(o, k));
 }
 
-static int print_json(json_t *v)
+static void print_one(json_t *d)
 {
-	char *text = v ? json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(v);
-	if (!text) {
-		isc_cli_errorf("out of memory");
-		return ISC_EXIT_FAIL;
-	}
-	printf("%s\n", text);
-	free(text);
-	return ISC_EXIT_OK;
-}
-
-static void print_one(const struct isc_dataset *d)
-{
-	printf("id:          %s\n", d->id);
-	printf("name:        %s (mounted read-only at /data/%s)\n", d->name, d->name);
-	printf("org:         %s\n", d->org_name);
-	printf("source:      %s%s\n", d->uri, d->is_folder ? " (folder)" : "");
-	if (d->etag[0])
-		printf("etag:        %s\n", d->etag);
-	if (d->version_id[0])
-		printf("version id:  %s\n", d->version_id);
-	printf("size:        %" PRId64 " bytes (volume %" PRId64 " bytes)\n", d->size_bytes,
-	       d->volume_bytes);
-	printf("state:       %s", state_word(d->state));
-	if (!strcmp(d->state, "caching") && d->size_bytes > 0)
-		printf(" (%" PRId64 " of %" PRId64 " bytes, %d%%)", d->cached_bytes, d->size_bytes,
-		       (int)(d->cached_bytes * 100 / d->size_bytes));
+	const char *cred = str(d, "credentials");
+	printf("id:          %s\n", str(d, "id"));
+	printf("name:        %s (mounted read-only at %s)\n", str(d, "name"), str(d, "mount"));
+	printf("org:         %s\n", str(d, "org"));
+	printf("source:      %s%s\n", str(d, "uri"),
+	       json_is_true(json_object_get(d, "folder")) ? " (folder)" : "");
+	if (str(d, "etag")[0])
+		printf("etag:        %s\n", str(d, "etag"));
+	if (str(d, "version_id")[0])
+		printf("version id:  %s\n", str(d, "version_id"));
+	printf("size:        %" JSON_INTEGER_FORMAT " bytes (volume %" JSON_INTEGER_FORMAT
+	       " bytes)\n",
+	       num(d, "size_bytes"), num(d, "volume_bytes"));
+	printf("state:       %s", str(d, "state"));
+	if (!strcmp(str(d, "state"), "Caching") && num(d, "size_bytes") > 0)
+		printf(" (%" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " bytes, %d%%)",
+		       num(d, "cached_bytes"), num(d, "size_bytes"),
+		       (int)(num(d, "cached_bytes") * 100 / num(d, "size_bytes")));
 	printf("\n");
-	if (d->reason[0])
-		printf("reason:      %s\n", d->reason);
-	printf("copy:        %s\n", d->copy_name);
-	printf("credentials: %s\n", d->credentials[0] ? d->credentials : "the broker's");
+	if (str(d, "reason")[0])
+		printf("reason:      %s\n", str(d, "reason"));
+	printf("copy:        %s\n", str(d, "copy"));
+	if (!strncmp(cred, "sealed:", 7))
+		printf("credentials: its own keys (sealed, %s)\n", cred + 7);
+	else
+		printf("credentials: %s\n", !strcmp(cred, "broker") ? "the broker's" : cred);
+}
+
+/* The request body of add, the dataset's own keys in it when given; caller wipes and frees. */
+static char *add_body(const char *org, const char *uri, const char *const opts[4],
+                      const struct isc_key_source *src, int own, struct isc_err *err)
+{
+	static const char *const keys[4] = {"name", "etag", "version_id", "volume_size"};
+	struct isc_key_secret secret = {0};
+	json_t *body;
+	char *text;
+
+	if (own && isc_keys_collect("aws", src, &secret, err))
+		return NULL;
+	body = json_pack("{s:s, s:s}", "org", org, "uri", uri);
+	for (int i = 0; body && i < 4; i++)
+		if (opts[i])
+			json_object_set_new(body, keys[i], json_string(opts[i]));
+	if (body && own) {
+		json_t *creds = json_object();
+		for (size_t i = 0; i < secret.n; i++)
+			json_object_set_new(creds, secret.kv[i].key,
+			                    json_string(secret.kv[i].value));
+		json_object_set_new(body, "credentials", creds);
+	}
+	isc_key_secret_cleanup(&secret);
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (!text)
+		isc_err_set(err, ISC_ENOMEM, "out of memory");
+	return text;
 }
 
 static int ds_add(struct isc_cli *cli, int argc, char **argv)
 {
-	struct isc_dataset_request req = {0};
-	const char *profile = NULL;
-	int from_env = 0;
-	char *cred = NULL;
+	const char *org = NULL, *uri = NULL, *opts[4] = {NULL, NULL, NULL, NULL};
+	struct isc_key_source src = {0};
+	struct isc_reply r = {0};
+	struct isc_err err;
+	json_t *d = NULL;
+	char *text;
+	int rc;
+
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
-		const char **slot = !strcmp(a, "--org")                   ? &req.org
-		                    : !strcmp(a, "--name")                ? &req.name
-		                    : !strcmp(a, "--etag")                ? &req.etag
-		                    : !strcmp(a, "--version-id")          ? &req.version_id
-		                    : !strcmp(a, "--volume-size")         ? &req.volume_size
-		                    : !strcmp(a, "--credentials-profile") ? &profile
+		const char **slot = !strcmp(a, "--org")                   ? &org
+		                    : !strcmp(a, "--name")                ? &opts[0]
+		                    : !strcmp(a, "--etag")                ? &opts[1]
+		                    : !strcmp(a, "--version-id")          ? &opts[2]
+		                    : !strcmp(a, "--volume-size")         ? &opts[3]
+		                    : !strcmp(a, "--credentials-profile") ? &src.profile
+		                    : !strcmp(a, "--credentials-file")    ? &src.file
 		                                                          : NULL;
 		if (slot) {
 			if (i + 1 >= argc || !argv[i + 1][0])
 				return isc_cli_usage_error("datasets", "%s: give a value", a);
 			*slot = argv[++i];
 		} else if (!strcmp(a, "--credentials-from-env")) {
-			from_env = 1;
+			src.from_env = 1;
 		} else if (a[0] == '-') {
 			return isc_cli_usage_error("datasets", "unknown option '%s'", a);
-		} else if (!req.uri) {
-			req.uri = a;
+		} else if (!uri) {
+			uri = a;
 		} else {
 			return isc_cli_usage_error("datasets", "unexpected argument '%s'", a);
 		}
 	}
-	if (!req.uri || !req.org)
+	if (!uri || !org)
 		return isc_cli_usage_error(
 		    "datasets", "usage: isc datasets add s3://BUCKET[/KEY] --org ORG ...");
-	if (profile && from_env)
+	if (src.profile && src.from_env)
 		return isc_cli_usage_error(
 		    "datasets",
 		    "--credentials-profile and --credentials-from-env exclude each other");
-	if (profile && asprintf(&cred, "profile:%s", profile) < 0)
-		return ISC_EXIT_FAIL;
-	req.credentials = cred ? cred : from_env ? "env" : NULL;
-
-	struct isc_store *s;
-	struct isc_config *cfg = NULL;
-	struct isc_dataset d;
-	struct isc_err err;
-	int rc = isc_cli_store_open(cli, 0, &s);
-	if (rc) {
-		free(cred);
-		return rc;
-	}
+	if (src.file && !src.profile)
+		return isc_cli_usage_error("datasets",
+		                           "--credentials-file goes with --credentials-profile P");
+	/* jansson's copies of the keys are wiped when freed. */
+	isc_keys_json_wipe_on_free();
 	isc_err_clear(&err);
-	rc = isc_config_load(cli->home, &cfg, &err);
-	if (!rc)
-		rc = isc_dataset_register(s, cfg, &req, &d, &err);
-	isc_config_free(cfg);
-	isc_store_free(s);
-	free(cred);
-	if (rc)
+	text = add_body(org, uri, opts, &src, src.profile || src.from_env, &err);
+	if (!text)
 		return isc_cli_fail(&err);
-	if (d.is_folder && ((req.etag && req.etag[0]) || (req.version_id && req.version_id[0])))
-		fprintf(stderr, "isc: note: %s is a folder: --etag and --version-id are ignored\n",
-		        req.uri);
-	printf("dataset %s added: %s in %s, %" PRId64 " bytes, Created (iscd caches it; "
-	       "isc datasets show %s --org %s)\n",
-	       d.id, d.name, d.org_name, d.size_bytes, d.name, d.org_name);
-	isc_dataset_cleanup(&d);
-	return ISC_EXIT_OK;
+	rc = isc_client_request(cli, "POST", "/v1/datasets", text, strlen(text), &r);
+	OPENSSL_cleanse(text, strlen(text));
+	free(text);
+	if (rc)
+		return rc;
+	if (r.status != 201) {
+		rc = isc_client_fail(&r);
+	} else if (!(d = json_loadb(r.body, r.len, 0, NULL))) {
+		isc_cli_errorf("iscd sent a reply that is not JSON");
+		rc = ISC_EXIT_FAIL;
+	} else {
+		if (json_is_true(json_object_get(d, "folder")) && (opts[1] || opts[2]))
+			fprintf(stderr,
+			        "isc: note: %s is a folder: --etag and --version-id are ignored\n",
+			        uri);
+		printf("dataset %s added: %s in %s, %" JSON_INTEGER_FORMAT
+		       " bytes, Created (iscd caches it; "
+		       "isc datasets show %s --org %s)\n",
+		       str(d, "id"), str(d, "name"), str(d, "org"), num(d, "size_bytes"),
+		       str(d, "name"), str(d, "org"));
+	}
+	json_decref(d);
+	isc_reply_cleanup(&r);
+	return rc;
 }
 
 static int ds_list(struct isc_cli *cli, int argc, char **argv)
 {
+	static const char *const headers[] = {"ID", "Org", "Name", "State", "Size", "Source"};
 	const char *org = NULL;
-	int json = 0;
-	for (int i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "--org") && i + 1 < argc)
-			org = argv[++i];
-		else if (!strcmp(argv[i], "--json"))
+	char *path = strdup("/v1/datasets");
+	json_t *arr = NULL, *d;
+	struct isc_table *t;
+	size_t i;
+	int json = 0, rc;
+
+	for (int a = 2; a < argc; a++) {
+		if (!strcmp(argv[a], "--org") && a + 1 < argc)
+			org = argv[++a];
+		else if (!strcmp(argv[a], "--json"))
 			json = 1;
-		else
-			return isc_cli_usage_error("datasets", "unexpected argument '%s'", argv[i]);
+		else {
+			free(path);
+			return isc_cli_usage_error("datasets", "unexpected argument '%s'", argv[a]);
+		}
 	}
-	struct isc_store *s;
-	struct isc_dataset *list;
-	size_t n;
-	struct isc_err err;
-	int rc = isc_cli_store_open(cli, 0, &s);
+	if (!path || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	free(path);
 	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_dataset_list(s, org, &list, &n, &err);
-	isc_store_free(s);
-	if (rc)
-		return isc_cli_fail(&err);
 	if (json) {
-		json_t *arr = json_array();
-		for (size_t i = 0; arr && i < n; i++)
-			json_array_append_new(arr, to_json(&list[i]));
-		isc_dataset_list_free(list, n);
-		return print_json(arr);
+		isc_json_print(arr, stdout);
+	} else if ((t = isc_table_new(6, headers))) {
+		isc_table_align_right(t, 4);
+		json_array_foreach(arr, i, d)
+		{
+			char size[32];
+			const char *cells[6] = {str(d, "id"),    str(d, "org"), str(d, "name"),
+			                        str(d, "state"), size,          str(d, "uri")};
+			snprintf(size, sizeof(size), "%" JSON_INTEGER_FORMAT, num(d, "size_bytes"));
+			isc_table_add(t, cells);
+		}
+		isc_table_print(t, stdout);
+		isc_table_free(t);
 	}
-	printf("%-22s %-12s %-20s %-10s %14s  %s\n", "ID", "Org", "Name", "State", "Size",
-	       "Source");
-	for (size_t i = 0; i < n; i++)
-		printf("%-22s %-12s %-20s %-10s %14" PRId64 "  %s\n", list[i].id, list[i].org_name,
-		       list[i].name, state_word(list[i].state), list[i].size_bytes, list[i].uri);
-	isc_dataset_list_free(list, n);
+	json_decref(arr);
 	return ISC_EXIT_OK;
 }
 
@@ -205,7 +243,10 @@ static int ds_list(struct isc_cli *cli, int argc, char **argv)
 static int ds_one(struct isc_cli *cli, int argc, char **argv, int remove)
 {
 	const char *org = NULL, *what = NULL;
-	int json = 0;
+	char *path = NULL, *esc;
+	json_t *d = NULL;
+	int json = 0, rc;
+
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--org") && i + 1 < argc)
 			org = argv[++i];
@@ -219,53 +260,28 @@ static int ds_one(struct isc_cli *cli, int argc, char **argv, int remove)
 	if (!what || !org)
 		return isc_cli_usage_error("datasets", "usage: isc datasets %s DATASET --org ORG",
 		                           remove ? "remove" : "show");
-	struct isc_store *s;
-	struct isc_dataset d;
-	struct isc_err err;
-	int rc = isc_cli_store_open(cli, 0, &s);
+	/* A name is one path segment: escaped, so '/' or '?' in it cannot reach another route. */
+	esc = isc_client_escape(what);
+	if (!esc || asprintf(&path, "/v1/datasets/%s", esc) < 0 ||
+	    isc_client_query_add(&path, "org", org)) {
+		free(esc);
+		free(path);
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	free(esc);
+	rc = isc_client_json(cli, remove ? "DELETE" : "GET", path, NULL, &d);
+	free(path);
 	if (rc)
 		return rc;
-	isc_err_clear(&err);
-	rc = isc_store_dataset_find(s, org, what, &d, &err);
-	if (rc) {
-		isc_store_free(s);
-		return isc_cli_fail(&err);
-	}
-	if (!remove) {
-		isc_store_free(s);
-		if (json)
-			rc = print_json(to_json(&d));
-		else
-			print_one(&d);
-		isc_dataset_cleanup(&d);
-		return rc;
-	}
-	if (!strcmp(d.state, "caching")) {
-		isc_err_set(&err, ISC_ECONFLICT,
-		            "dataset '%s' is Caching: wait until it is Available or Failed",
-		            d.name);
-		rc = ISC_ECONFLICT;
-	}
-	if (!rc)
-		rc = isc_store_dataset_remove(s, d.id, &err);
-	if (!rc) {
-		/* The shared copy goes with the last dataset that uses it. */
-		int users = 1;
-		char *root = isc_dataset_root(cli->home), *copy = NULL, *manifest = NULL;
-		if (isc_store_dataset_copy_users(s, d.copy_name, d.id, &users, NULL) == 0 &&
-		    users == 0 && root && asprintf(&copy, "%s/%s", root, d.copy_name) >= 0 &&
-		    asprintf(&manifest, "%s/.manifests/%s.json", root, d.copy_name) >= 0) {
-			unlink(manifest);
-			isc_unpack_remove_tree(copy, NULL);
-		}
-		free(root);
-		free(copy);
-		free(manifest);
-		printf("dataset %s (%s) removed\n", d.id, d.name);
-	}
-	isc_store_free(s);
-	isc_dataset_cleanup(&d);
-	return rc ? isc_cli_fail(&err) : ISC_EXIT_OK;
+	if (remove)
+		printf("dataset %s (%s) removed\n", str(d, "id"), str(d, "name"));
+	else if (json)
+		isc_json_print(d, stdout);
+	else
+		print_one(d);
+	json_decref(d);
+	return ISC_EXIT_OK;
 }
 
 int cmd_datasets(struct isc_cli *cli, int argc, char **argv)

@@ -114,12 +114,14 @@ char *isc_dataset_root(const char *home)
 /* ---- S3 access ---- */
 
 /*
- * An S3 client for a dataset's credentials reference, with [providers.aws]'s
+ * An S3 client for a dataset's credentials (its own keys `own`, else the
+ * reference: "" the broker's, "env", "profile:NAME"), with [providers.aws]'s
  * settings: endpoint_s3 / endpoint (and AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL),
  * s3_region, s3_addressing (auto, path, virtual), allow_insecure_endpoint.
  */
 static int client_for(const struct isc_config *cfg, const char *credentials,
-                      struct isc_s3_client **out, struct isc_err *err)
+                      const struct isc_key_secret *own, struct isc_s3_client **out,
+                      struct isc_err *err)
 {
 	const struct isc_provider_config *pc = cfg ? isc_config_provider(cfg, "aws") : NULL;
 	size_t n = pc ? pc->n_settings : 0, k = 0;
@@ -145,7 +147,8 @@ static int client_for(const struct isc_config *cfg, const char *credentials,
 	}
 	if (profile)
 		items[k++] = (struct isc_kv){"profile", profile};
-	settings = (struct isc_provider_settings){items, k, NULL, 0};
+	/* Own keys are explicit credentials: they beat every other source. */
+	settings = (struct isc_provider_settings){items, k, own ? own->kv : NULL, own ? own->n : 0};
 	v = isc_provider_setting(&settings, "s3_region");
 	if (!v && pc && pc->n_regions)
 		v = pc->regions[0];
@@ -184,6 +187,43 @@ out:
 	isc_aws_creds_cleanup(&creds);
 	free(endpoint);
 	free(items);
+	return rc;
+}
+
+/*
+ * The S3 client of a recorded dataset: its own keys are opened from their sealed
+ * record for the moment the client is made (the client keeps its own copy, wiped
+ * when freed) and wiped before this returns.
+ */
+static int dataset_client(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                          const struct isc_dataset *d, struct isc_s3_client **out,
+                          struct isc_err *err)
+{
+	struct isc_key_secret own = {0};
+	struct isc_vault *v = NULL;
+	char aad[256];
+	int rc;
+
+	*out = NULL;
+	if (!d->cred_ciphertext)
+		return client_for(cfg, d->credentials, NULL, out, err);
+	if (isc_keys_dataset_aad(aad, sizeof(aad), d->org_id, d->id) < 0)
+		return isc_err_set(err, ISC_EINVALID, "dataset id too long");
+	if ((rc = isc_keys_vault_open(s, home, 0, &v, err)))
+		return isc_err_wrap(err, "the keys of dataset %s", d->name);
+	rc = isc_keys_open(v, aad, d->cred_nonce, d->cred_nonce_len, d->cred_ciphertext,
+	                   d->cred_ciphertext_len, &own, err);
+	isc_vault_free(v);
+	if (rc == ISC_EAUTH)
+		return isc_err_set(err, ISC_EAUTH,
+		                   "the keys of dataset %s do not decrypt: its record was altered "
+		                   "or moved from another organisation or dataset, or the master "
+		                   "key is not the one they were sealed under",
+		                   d->name);
+	if (rc)
+		return rc;
+	rc = client_for(cfg, d->credentials, &own, out, err);
+	isc_key_secret_cleanup(&own);
 	return rc;
 }
 
@@ -248,7 +288,94 @@ static int list_all(struct isc_s3_client *c, const char *bucket, const char *pre
 
 /* ---- registration ---- */
 
-int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
+/* A dataset's own keys: AWS access_key_id and secret_access_key, maybe session_token. */
+static int own_keys_check(const struct isc_key_secret *own, struct isc_err *err)
+{
+	int id = 0, secret = 0;
+	for (size_t i = 0; i < own->n; i++) {
+		const char *k = own->kv[i].key;
+		if (!strcmp(k, "access_key_id"))
+			id = own->kv[i].value[0] != '\0';
+		else if (!strcmp(k, "secret_access_key"))
+			secret = own->kv[i].value[0] != '\0';
+		else if (strcmp(k, "session_token") != 0)
+			/* The name of a field is not a secret; its value never appears. */
+			return isc_err_set(err, ISC_EINVALID,
+			                   "credentials: unknown field '%.40s' (access_key_id, "
+			                   "secret_access_key, session_token)",
+			                   k);
+	}
+	if (!id || !secret)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "credentials: a dataset's own AWS keys need access_key_id and "
+		                   "secret_access_key");
+	return 0;
+}
+
+/*
+ * Records d, sealing its own keys first when it has them: the id is chosen here
+ * because the sealed record is bound to it (and to the organisation). One
+ * transaction, so a failure leaves neither the row nor a first master-key check.
+ */
+static int record(struct isc_store *s, const char *home, const char *org_name,
+                  struct isc_dataset *d, const struct isc_key_secret *own, char **id_out,
+                  struct isc_err *err)
+{
+	struct isc_org org = {0};
+	struct isc_vault *v = NULL;
+	unsigned char nonce[ISC_VAULT_NONCE_LEN], *ct = NULL;
+	char aad[256], fp[32], *cred = NULL;
+	size_t cl = 0;
+	int rc;
+
+	if (!own)
+		return isc_store_dataset_add(s, org_name, d, id_out, err);
+	if ((rc = isc_store_org_find(s, org_name, &org, err)))
+		return rc;
+	d->id = isc_store_new_id("ds_");
+	isc_keys_fingerprint(own, fp);
+	if (!d->id || asprintf(&cred, "sealed:%s", fp) < 0) {
+		cred = NULL;
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (isc_keys_dataset_aad(aad, sizeof(aad), org.id, d->id) < 0) {
+		rc = isc_err_set(err, ISC_EINVALID, "dataset id too long");
+		goto out;
+	}
+	if ((rc = isc_store_begin(s, err)))
+		goto out;
+	rc = isc_keys_vault_open(s, home, 1, &v, err);
+	if (!rc)
+		rc = isc_keys_seal(v, aad, own, nonce, &ct, &cl, err);
+	if (!rc) {
+		d->credentials = cred;
+		d->cred_nonce = nonce;
+		d->cred_nonce_len = sizeof(nonce);
+		d->cred_ciphertext = ct;
+		d->cred_ciphertext_len = cl;
+		rc = isc_store_dataset_add(s, org_name, d, id_out, err);
+		d->cred_nonce = d->cred_ciphertext = NULL;
+		d->credentials = NULL;
+	}
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc) {
+		isc_store_rollback(s);
+		free(*id_out);
+		*id_out = NULL;
+	}
+out:
+	isc_vault_free(v);
+	isc_org_cleanup(&org);
+	free(d->id);
+	d->id = NULL;
+	free(ct);
+	free(cred);
+	return rc;
+}
+
+int isc_dataset_register(struct isc_store *s, const char *home, const struct isc_config *cfg,
                          const struct isc_dataset_request *req, struct isc_dataset *out,
                          struct isc_err *err)
 {
@@ -266,12 +393,8 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 	memset(&listing, 0, sizeof(listing));
 	if ((rc = isc_s3_uri_parse(req->uri, &bucket, &key, err)))
 		return rc;
-	if (req->credentials && req->credentials[0] && strcmp(req->credentials, "env") != 0 &&
-	    (strncmp(req->credentials, "profile:", 8) != 0 || !req->credentials[8])) {
-		rc = isc_err_set(err, ISC_EINVALID, "credentials '%s' is not env or profile:NAME",
-		                 req->credentials);
+	if (req->secret && (rc = own_keys_check(req->secret, err)))
 		goto out;
-	}
 	if (req->name)
 		rc = isc_dataset_name_check(req->name, err);
 	else
@@ -291,7 +414,7 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 		}
 		volume = (uint64_t)v;
 	}
-	if ((rc = client_for(cfg, req->credentials, &c, err)))
+	if ((rc = client_for(cfg, "", req->secret, &c, err)))
 		goto out;
 	is_folder = key[0] == '\0' || key[strlen(key) - 1] == '/';
 	if (!is_folder) {
@@ -377,7 +500,7 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 	/* A folder URI ignores ETag and VersionId: there is no one object to pin. */
 	d.etag = (char *)(!is_folder && req->etag && req->etag[0] ? obj.etag : "");
 	d.version_id = (char *)(!is_folder && req->version_id ? req->version_id : "");
-	d.credentials = (char *)(req->credentials ? req->credentials : "");
+	d.credentials = (char *)"";
 	d.size_bytes = (int64_t)size;
 	d.volume_bytes = (int64_t)volume;
 	copy = isc_dataset_copy_name(d.name, d.etag, d.version_id);
@@ -386,7 +509,7 @@ int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
 		goto out;
 	}
 	d.copy_name = copy;
-	if ((rc = isc_store_dataset_add(s, req->org, &d, &id, err)))
+	if ((rc = record(s, home, req->org, &d, req->secret, &id, err)))
 		goto out;
 	rc = isc_store_dataset_find(s, NULL, id, out, err);
 out:
@@ -399,6 +522,28 @@ out:
 	free(id);
 	free(copy);
 	return rc;
+}
+
+int isc_dataset_remove(struct isc_store *s, const char *home, const struct isc_dataset *d,
+                       struct isc_err *err)
+{
+	char *root, *copy = NULL, *manifest = NULL;
+	int users = 1, rc;
+
+	if ((rc = isc_store_dataset_remove(s, d->id, err)))
+		return rc;
+	/* The shared copy goes with the last dataset that uses it. */
+	root = isc_dataset_root(home);
+	if (isc_store_dataset_copy_users(s, d->copy_name, d->id, &users, NULL) == 0 && users == 0 &&
+	    root && asprintf(&copy, "%s/%s", root, d->copy_name) >= 0 &&
+	    asprintf(&manifest, "%s/.manifests/%s.json", root, d->copy_name) >= 0) {
+		unlink(manifest);
+		isc_unpack_remove_tree(copy, NULL);
+	}
+	free(root);
+	free(copy);
+	free(manifest);
+	return 0;
 }
 
 int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
@@ -751,9 +896,9 @@ static int write_text(const char *path, const char *text, struct isc_err *err)
 }
 
 /* Caches d into root/<copy_name>; *manifest_out (caller frees) on success. */
-static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, const char *root,
-                         const struct isc_dataset *d, const volatile int *stop, char **manifest_out,
-                         int64_t *size_out, struct isc_err *err)
+static int cache_dataset(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                         const char *root, const struct isc_dataset *d, const volatile int *stop,
+                         char **manifest_out, int64_t *size_out, struct isc_err *err)
 {
 	struct isc_s3_client *c = NULL;
 	struct isc_s3_listing objs;
@@ -788,7 +933,7 @@ static int cache_dataset(struct isc_store *s, const struct isc_config *cfg, cons
 			goto out;
 		}
 	}
-	if ((rc = client_for(cfg, d->credentials, &c, err)))
+	if ((rc = dataset_client(s, home, cfg, d, &c, err)))
 		goto out;
 	if (d->is_folder) {
 		if ((rc = list_all(c, d->bucket, d->key, &objs, err)))
@@ -985,7 +1130,7 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 	rc = isc_store_dataset_set_caching(s, d.id, err);
 	if (!rc) {
 		isc_err_clear(&cerr);
-		int crc = cache_dataset(s, cfg, root, &d, stop, &manifest, &size, &cerr);
+		int crc = cache_dataset(s, home, cfg, root, &d, stop, &manifest, &size, &cerr);
 		if (crc == 0) {
 			rc = isc_store_dataset_set_available(s, d.id, size, manifest, err);
 			isc_log(ISC_LOG_INFO, "dataset %s (%s): available, %" PRId64 " bytes", d.id,
@@ -1093,9 +1238,9 @@ void isc_dataset_fetch_plan_free(struct isc_dataset_fetch_file *files, size_t n)
 	free(files);
 }
 
-int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_dataset *d,
-                           long expires_s, struct isc_dataset_fetch_file **out, size_t *n,
-                           struct isc_err *err)
+int isc_dataset_fetch_plan(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                           const struct isc_dataset *d, long expires_s,
+                           struct isc_dataset_fetch_file **out, size_t *n, struct isc_err *err)
 {
 	struct isc_s3_client *c = NULL;
 	json_t *m = NULL, *objs;
@@ -1114,7 +1259,7 @@ int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_datase
 		return isc_err_set(err, ISC_EINVALID, "dataset '%s' has an unreadable manifest",
 		                   d->name);
 	}
-	if ((rc = client_for(cfg, d->credentials, &c, err)))
+	if ((rc = dataset_client(s, home, cfg, d, &c, err)))
 		goto out;
 	files = calloc(json_array_size(objs), sizeof(*files));
 	if (!files) {

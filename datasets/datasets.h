@@ -17,6 +17,7 @@
 
 #include "common/err.h"
 #include "config/config.h"
+#include "keys/keys.h"
 #include "store/store.h"
 #include "store/store_datasets.h"
 
@@ -46,7 +47,7 @@ int isc_dataset_name_check(const char *name, struct isc_err *err);
 /* "NAME-ETAG-VERSIONID", each pinned part left out when "" (unsafe characters become '_'). */
 char *isc_dataset_copy_name(const char *name, const char *etag, const char *version_id);
 
-/* What `isc datasets add` asks for. */
+/* What `isc datasets add` asks for (POST /v1/datasets). */
 struct isc_dataset_request {
 	const char *org;
 	const char *uri;         /* s3://bucket[/key] */
@@ -54,18 +55,31 @@ struct isc_dataset_request {
 	const char *etag;        /* NULL: not pinned */
 	const char *version_id;  /* NULL: not pinned */
 	const char *volume_size; /* NULL: 5Gi */
-	const char *credentials; /* NULL/"": the broker's; "env"; "profile:NAME" */
+	/*
+	 * The dataset's own AWS keys (access_key_id, secret_access_key, session_token?),
+	 * sealed with the record; NULL: the broker's own credentials.
+	 */
+	const struct isc_key_secret *secret;
 };
 
 /*
- * Checks the request against S3 and records the dataset ('created'); out gets
- * the record. ISC_EINVALID for bad input or a size over the caps, ISC_ECONFLICT
- * for a pinned ETag/VersionId S3 does not have (or a taken name),
- * ISC_ENOTFOUND for a missing bucket/object, ISC_EAUTH for refused credentials.
+ * Checks the request against S3 (with its own keys when given) and records the
+ * dataset ('created'), its keys sealed under the master key of the store in home
+ * in the same transaction; out gets the record. ISC_EINVALID for bad input or a
+ * size over the caps, ISC_ECONFLICT for a pinned ETag/VersionId S3 does not have
+ * (or a taken name), ISC_ENOTFOUND for a missing bucket/object, ISC_EAUTH for
+ * refused credentials. No message ever holds a secret.
  */
-int isc_dataset_register(struct isc_store *s, const struct isc_config *cfg,
+int isc_dataset_register(struct isc_store *s, const char *home, const struct isc_config *cfg,
                          const struct isc_dataset_request *req, struct isc_dataset *out,
                          struct isc_err *err);
+
+/*
+ * Removes a dataset (refused while it is Caching: ISC_ECONFLICT) and, when it was
+ * the last to use it, its shared copy under home.
+ */
+int isc_dataset_remove(struct isc_store *s, const char *home, const struct isc_dataset *d,
+                       struct isc_err *err);
 
 /* Where shared copies live: $ISC_HOME/datasets. Caller frees. */
 char *isc_dataset_root(const char *home);
@@ -105,10 +119,13 @@ struct isc_dataset_fetch_file {
 	int archive;  /* 1: expand at the root instead of storing */
 };
 
-/* Presigned URLs for every object of an available dataset's manifest. */
-int isc_dataset_fetch_plan(const struct isc_config *cfg, const struct isc_dataset *d,
-                           long expires_s, struct isc_dataset_fetch_file **out, size_t *n,
-                           struct isc_err *err);
+/*
+ * Presigned URLs for every object of an available dataset's manifest, signed with
+ * its own keys when it has them (opened with the master key of the store in home).
+ */
+int isc_dataset_fetch_plan(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                           const struct isc_dataset *d, long expires_s,
+                           struct isc_dataset_fetch_file **out, size_t *n, struct isc_err *err);
 void isc_dataset_fetch_plan_free(struct isc_dataset_fetch_file *files, size_t n);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "common/clock.h"
 #include "providers/provider_config.h"
+#include "store/store_datasets.h"
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -200,6 +201,39 @@ done:
 	return 0;
 }
 
+int isc_keys_dataset_aad(char *out, size_t cap, int64_t org_id, const char *dataset_id)
+{
+	int n = snprintf(out, cap, "isc:dataset-credentials:v1|org=%lld|dataset=%s",
+	                 (long long)org_id, dataset_id);
+	return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+int isc_keys_seal(const struct isc_vault *v, const char *aad, const struct isc_key_secret *secret,
+                  unsigned char nonce[ISC_VAULT_NONCE_LEN], unsigned char **ct, size_t *ct_len,
+                  struct isc_err *err)
+{
+	return isc_vault_seal(v, aad, strlen(aad), secret->buf, secret->len, nonce, ct, ct_len,
+	                      err);
+}
+
+int isc_keys_open(const struct isc_vault *v, const char *aad, const unsigned char *nonce,
+                  size_t nonce_len, const unsigned char *ct, size_t ct_len,
+                  struct isc_key_secret *out, struct isc_err *err)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = isc_vault_open(v, aad, strlen(aad), nonce, nonce_len, ct, ct_len, &out->buf, &out->len,
+	                    err);
+	if (rc)
+		return rc;
+	if ((rc = secret_index(out, err))) {
+		isc_key_secret_cleanup(out);
+		return rc;
+	}
+	return 0;
+}
+
 int isc_keys_unseal(const struct isc_vault *v, const struct isc_cloud_key *k,
                     struct isc_key_secret *out, struct isc_err *err)
 {
@@ -209,8 +243,8 @@ int isc_keys_unseal(const struct isc_vault *v, const struct isc_cloud_key *k,
 	memset(out, 0, sizeof(*out));
 	if (n < 0)
 		return isc_err_set(err, ISC_EINVALID, "cloud key %s: id too long", k->id);
-	rc = isc_vault_open(v, aad, (size_t)n, k->nonce, k->nonce_len, k->ciphertext,
-	                    k->ciphertext_len, &out->buf, &out->len, err);
+	rc = isc_keys_open(v, aad, k->nonce, k->nonce_len, k->ciphertext, k->ciphertext_len, out,
+	                   err);
 	if (rc == ISC_EAUTH)
 		return isc_err_set(
 		    err, ISC_EAUTH,
@@ -218,13 +252,7 @@ int isc_keys_unseal(const struct isc_vault *v, const struct isc_cloud_key *k,
 		    "was altered or moved from another organisation or key, or the "
 		    "master key is not the one it was sealed under",
 		    k->id, k->provider, k->org_name ? k->org_name : "?");
-	if (rc)
-		return rc;
-	if ((rc = secret_index(out, err))) {
-		isc_key_secret_cleanup(out);
-		return rc;
-	}
-	return 0;
+	return rc;
 }
 
 static const char *first_region(const struct isc_config *cfg, const char *provider)
@@ -414,12 +442,55 @@ out:
 	return rc;
 }
 
+/* Re-seals the datasets' own keys (inside reseal_all's transaction). */
+static int reseal_datasets(struct isc_store *s, const struct isc_vault *from,
+                           const struct isc_vault *to, size_t *count, struct isc_err *err)
+{
+	struct isc_dataset *list = NULL;
+	size_t n = 0;
+	int rc = isc_store_dataset_sealed_list(s, &list, &n, err);
+
+	*count = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct isc_key_secret secret;
+		unsigned char nonce[ISC_VAULT_NONCE_LEN], *ct = NULL;
+		char aad[256];
+		size_t cl = 0;
+
+		if (isc_keys_dataset_aad(aad, sizeof(aad), list[i].org_id, list[i].id) < 0) {
+			rc = isc_err_set(err, ISC_EINVALID, "dataset id too long");
+			break;
+		}
+		rc = isc_keys_open(from, aad, list[i].cred_nonce, list[i].cred_nonce_len,
+		                   list[i].cred_ciphertext, list[i].cred_ciphertext_len, &secret,
+		                   err);
+		if (rc == ISC_EAUTH)
+			rc = isc_err_set(err, ISC_EAUTH,
+			                 "the credentials of dataset %s (organisation %s) do not "
+			                 "decrypt: altered, moved from another dataset, or sealed "
+			                 "under another master key",
+			                 list[i].id, list[i].org_name);
+		if (rc)
+			break;
+		rc = isc_keys_seal(to, aad, &secret, nonce, &ct, &cl, err);
+		isc_key_secret_cleanup(&secret);
+		if (!rc)
+			rc = isc_store_dataset_set_sealed(s, list[i].id, nonce, sizeof(nonce), ct,
+			                                  cl, err);
+		free(ct);
+	}
+	if (!rc)
+		*count = n;
+	isc_dataset_list_free(list, n);
+	return rc;
+}
+
 /* Re-seals every record of s from `from` to `to`, and the check value, in one transaction. */
 static int reseal_all(struct isc_store *s, const struct isc_vault *from, const struct isc_vault *to,
                       size_t *count, struct isc_err *err)
 {
 	struct isc_cloud_key *list = NULL;
-	size_t n = 0;
+	size_t n = 0, n_ds = 0;
 	int rc;
 
 	*count = 0;
@@ -446,13 +517,15 @@ static int reseal_all(struct isc_store *s, const struct isc_vault *from, const s
 		free(ct);
 	}
 	if (!rc)
+		rc = reseal_datasets(s, from, to, &n_ds, err);
+	if (!rc)
 		rc = write_check_value(s, to, err);
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)
 		isc_store_rollback(s);
 	else
-		*count = n;
+		*count = n + n_ds;
 	isc_cloud_key_list_free(list, n);
 	return rc;
 }

@@ -71,6 +71,22 @@ int isc_keys_vault_open(struct isc_store *s, const char *home, int create, struc
 /* 1 when the store holds a master-key check value (a key was ever stored). */
 int isc_keys_vault_in_use(struct isc_store *s);
 
+/*
+ * Sealed records other than cloud keys use the same code: a packed secret sealed
+ * under the store's master key with associated data naming what it belongs to.
+ * Today that is a dataset's own AWS keys (datasets/, docs/datasets.md), whose
+ * associated data is isc_keys_dataset_aad; rotate-master re-seals them too.
+ */
+int isc_keys_dataset_aad(char *out, size_t cap, int64_t org_id, const char *dataset_id);
+/* Seals secret with aad under v: a fresh nonce into nonce, ciphertext || tag into *ct. */
+int isc_keys_seal(const struct isc_vault *v, const char *aad, const struct isc_key_secret *secret,
+                  unsigned char nonce[ISC_VAULT_NONCE_LEN], unsigned char **ct, size_t *ct_len,
+                  struct isc_err *err);
+/* Opens what isc_keys_seal made with the same aad; ISC_EAUTH when it does not open. */
+int isc_keys_open(const struct isc_vault *v, const char *aad, const unsigned char *nonce,
+                  size_t nonce_len, const unsigned char *ct, size_t ct_len,
+                  struct isc_key_secret *out, struct isc_err *err);
+
 /* Opens the key's sealed secret. ISC_EAUTH (naming the key) when it does not open. */
 int isc_keys_unseal(const struct isc_vault *v, const struct isc_cloud_key *k,
                     struct isc_key_secret *out, struct isc_err *err);
@@ -109,7 +125,8 @@ int isc_keys_verify(struct isc_store *s, const char *home, const struct isc_conf
                     const char *id, struct isc_identity *who, struct isc_err *err);
 
 /*
- * Re-seals every record under a new master key in one transaction. new_key_file
+ * Re-seals every record (cloud keys and datasets' own keys) under a new master key in
+ * one transaction. new_key_file
  * NULL: a fresh random key is written next to the current one ("<path>.new"),
  * the records re-sealed, then the file renamed over the old one (a crash in
  * between is finished by isc_keys_vault_open). Otherwise the key in

@@ -369,6 +369,11 @@ static const char *const migrations[] = {
     "  SELECT RAISE(ABORT, 'the audit is append-only'); END;"
     "ALTER TABLE experiments ADD COLUMN owner TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX experiments_org ON experiments(org_id, created_at_ms);",
+    /* 14: a dataset's own AWS keys, sealed by keys/ like a cloud key's (docs/datasets.md):
+     * the nonce and AES-256-GCM ciphertext || tag; credentials then reads "sealed:<fingerprint>".
+     */
+    "ALTER TABLE datasets ADD COLUMN credentials_nonce BLOB;"
+    "ALTER TABLE datasets ADD COLUMN credentials_ciphertext BLOB;",
 };
 
 size_t isc_store_migration_count(void)

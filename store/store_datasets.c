@@ -12,7 +12,8 @@
 #define DS_COLS                                                                                    \
 	"d.id, d.org_id, o.name, d.name, d.uri, d.bucket, d.key, d.is_folder, d.etag, "            \
 	"d.version_id, d.credentials, d.size_bytes, d.volume_bytes, d.cached_bytes, d.state, "     \
-	"d.reason, d.copy_name, d.manifest_json, d.created_at_ms, d.updated_at_ms"
+	"d.reason, d.copy_name, d.manifest_json, d.created_at_ms, d.updated_at_ms, "               \
+	"d.credentials_nonce, d.credentials_ciphertext"
 #define DS_FROM " FROM datasets d JOIN orgs o ON o.id = d.org_id "
 
 void isc_dataset_cleanup(struct isc_dataset *d)
@@ -32,6 +33,8 @@ void isc_dataset_cleanup(struct isc_dataset *d)
 	free(d->reason);
 	free(d->copy_name);
 	free(d->manifest_json);
+	free(d->cred_nonce);
+	free(d->cred_ciphertext);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -40,6 +43,25 @@ void isc_dataset_list_free(struct isc_dataset *list, size_t n)
 	for (size_t i = 0; list && i < n; i++)
 		isc_dataset_cleanup(&list[i]);
 	free(list);
+}
+
+static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)
+{
+	const void *b = sqlite3_column_blob(st, col);
+	int n = sqlite3_column_bytes(st, col);
+	unsigned char *copy;
+
+	*len = 0;
+	if (!b || n <= 0)
+		return NULL;
+	copy = malloc((size_t)n);
+	if (!copy) {
+		*oom = 1;
+		return NULL;
+	}
+	memcpy(copy, b, (size_t)n);
+	*len = (size_t)n;
+	return copy;
 }
 
 static int row(sqlite3_stmt *st, struct isc_dataset *d)
@@ -67,6 +89,8 @@ static int row(sqlite3_stmt *st, struct isc_dataset *d)
 		d->manifest_json = isc_store_col_text(st, 17, &oom);
 	d->created_at_ms = sqlite3_column_int64(st, 18);
 	d->updated_at_ms = sqlite3_column_int64(st, 19);
+	d->cred_nonce = col_blob(st, 20, &d->cred_nonce_len, &oom);
+	d->cred_ciphertext = col_blob(st, 21, &d->cred_ciphertext_len, &oom);
 	if (oom || !d->id || !d->org_name || !d->name || !d->uri || !d->bucket || !d->key ||
 	    !d->etag || !d->version_id || !d->credentials || !d->state || !d->reason ||
 	    !d->copy_name) {
@@ -80,7 +104,7 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
                           char **id_out, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	char *id = isc_store_new_id("ds_");
+	char *id = d->id ? strdup(d->id) : isc_store_new_id("ds_");
 	int rc, step;
 	int64_t now = isc_store_now_ms();
 
@@ -92,9 +116,9 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 	    "INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, "
 	    "version_id, "
 	    "credentials, size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, "
-	    "created_at_ms, updated_at_ms) "
-	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', ?, ?, ? FROM orgs o "
-	    "WHERE o.name = ?",
+	    "created_at_ms, updated_at_ms, credentials_nonce, credentials_ciphertext) "
+	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', ?, ?, ?, ?, ? "
+	    "FROM orgs o WHERE o.name = ?",
 	    &st, err);
 	if (rc) {
 		free(id);
@@ -114,7 +138,12 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 	sqlite3_bind_text(st, 12, d->copy_name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 13, now);
 	sqlite3_bind_int64(st, 14, now);
-	sqlite3_bind_text(st, 15, org_name, -1, SQLITE_STATIC);
+	if (d->cred_nonce && d->cred_ciphertext) {
+		sqlite3_bind_blob(st, 15, d->cred_nonce, (int)d->cred_nonce_len, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 16, d->cred_ciphertext, (int)d->cred_ciphertext_len,
+		                  SQLITE_STATIC);
+	}
+	sqlite3_bind_text(st, 17, org_name, -1, SQLITE_STATIC);
 	step = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (step == SQLITE_CONSTRAINT) {
@@ -334,7 +363,10 @@ int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, con
 int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "DELETE FROM datasets WHERE id = ?", &st, err), step;
+	struct isc_dataset d;
+	int rc = isc_store_prepare(s, "DELETE FROM datasets WHERE id = ? AND state != 'caching'",
+	                           &st, err),
+	    step;
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -342,6 +374,50 @@ int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err
 	sqlite3_finalize(st);
 	if (step != SQLITE_DONE)
 		return isc_store_sqlite_err(s, step, "removing a dataset", err);
+	if (sqlite3_changes(isc_store_db(s)) > 0)
+		return 0;
+	/* Nothing deleted: either there is no such dataset or it is being cached. */
+	if ((rc = isc_store_dataset_find(s, NULL, id, &d, err)))
+		return rc;
+	rc = isc_err_set(err, ISC_ECONFLICT,
+	                 "dataset '%s' is Caching: wait until it is Available or Failed", d.name);
+	isc_dataset_cleanup(&d);
+	return rc;
+}
+
+int isc_store_dataset_sealed_list(struct isc_store *s, struct isc_dataset **out, size_t *n,
+                                  struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "SELECT " DS_COLS DS_FROM "WHERE d.credentials_ciphertext IS NOT NULL ORDER BY d.id",
+	    &st, err);
+	*out = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	return collect(s, st, out, n, err);
+}
+
+int isc_store_dataset_set_sealed(struct isc_store *s, const char *id, const unsigned char *nonce,
+                                 size_t nonce_len, const unsigned char *ct, size_t ct_len,
+                                 struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "UPDATE datasets SET credentials_nonce = ?, "
+	                           "credentials_ciphertext = ? WHERE id = ?",
+	                           &st, err),
+	    step;
+	if (rc)
+		return rc;
+	sqlite3_bind_blob(st, 1, nonce, (int)nonce_len, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 2, ct, (int)ct_len, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "re-sealing a dataset's credentials", err);
 	if (sqlite3_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "no dataset '%s'", id);
 	return 0;

@@ -24,8 +24,8 @@ struct isc_dataset {
 	int is_folder;
 	char *etag;           /* pinned ETag, "" when not given */
 	char *version_id;     /* pinned VersionId, "" when not given */
-	char *credentials;    /* "" (the broker's AWS settings), "env" or "profile:NAME"; never a
-	                         secret */
+	char *credentials;    /* "" (the broker's AWS settings), "env", "profile:NAME" or
+	                         "sealed:<fingerprint>" (its own keys, below); never a secret */
 	int64_t size_bytes;   /* what S3 reported at registration (sum for a folder) */
 	int64_t volume_bytes; /* the cap on the expanded copy */
 	int64_t cached_bytes; /* downloaded so far */
@@ -35,15 +35,23 @@ struct isc_dataset {
 	char *manifest_json;  /* what nodes fetch and verify; NULL until available */
 	int64_t created_at_ms;
 	int64_t updated_at_ms;
+	/* The dataset's own AWS keys sealed by keys/ (NULL when it has none): this file only
+	 * moves the bytes, it never sees a plaintext secret. */
+	unsigned char *cred_nonce;
+	size_t cred_nonce_len;
+	unsigned char *cred_ciphertext; /* ciphertext || tag */
+	size_t cred_ciphertext_len;
 };
 
 void isc_dataset_cleanup(struct isc_dataset *d);
 void isc_dataset_list_free(struct isc_dataset *list, size_t n);
 
 /*
- * Records d (state 'created') in org_name; d->id, org_id, state and times are
- * filled here. ISC_ENOTFOUND for an unknown organisation, ISC_ECONFLICT when
- * the organisation already has a dataset of that name. *id_out: the new id.
+ * Records d (state 'created') in org_name, with its sealed credentials when it has
+ * them; d->id is used when set (sealing binds the id, so it is chosen first), else
+ * made here; org_id, state and times are filled here. ISC_ENOTFOUND for an unknown
+ * organisation, ISC_ECONFLICT when the organisation already has a dataset of that
+ * name. *id_out: the new id.
  */
 int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struct isc_dataset *d,
                           char **id_out, struct isc_err *err);
@@ -73,7 +81,18 @@ int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t 
 int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, const char *except_id,
                                  int *n, struct isc_err *err);
 
-/* Removes the record. ISC_ENOTFOUND. */
+/*
+ * Removes the record unless it is 'caching' (ISC_ECONFLICT, naming it): checked in
+ * the same statement, so the cacher cannot start on it in between. ISC_ENOTFOUND.
+ */
 int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err *err);
+
+/* Every dataset with sealed credentials (master-key rotation). */
+int isc_store_dataset_sealed_list(struct isc_store *s, struct isc_dataset **out, size_t *n,
+                                  struct isc_err *err);
+/* New sealed credentials (master-key rotation). ISC_ENOTFOUND. */
+int isc_store_dataset_set_sealed(struct isc_store *s, const char *id, const unsigned char *nonce,
+                                 size_t nonce_len, const unsigned char *ct, size_t ct_len,
+                                 struct isc_err *err);
 
 #endif

@@ -7,7 +7,7 @@
 # organisation's resource, as if it did not exist). The operator's routes (the
 # catalog's changes, the on-prem pool, the broker's credentials check) answer
 # 403 to every other caller. No listing (orgs, projects,
-# experiments, events, logs, members, credits, spend, tokens, audit) shows
+# experiments, events, logs, members, credits, spend, tokens, audit, datasets) shows
 # another organisation's rows; same-named projects of two orgs are never summed.
 # The experiment listing's pages cover it exactly once for every caller, and a
 # cursor never shows rows of another organisation.
@@ -31,8 +31,10 @@ roles=(am aa af bm ba bf none stranger)
 declare -A os
 for r in "${roles[@]}"; do os[$r]=$tag-$r; done
 created=()
+s3_pid=
 cleanup() {
 	iscd_api_stop
+	[ -n "$s3_pid" ] && kill -TERM "$s3_pid" 2>/dev/null && wait "$s3_pid" 2>/dev/null
 	for u in "${created[@]}"; do userdel "$u" 2>/dev/null; done
 	rm -rf "$dir"
 }
@@ -81,6 +83,20 @@ expect_all() {
 		shift
 	done
 }
+# A mock S3 for the datasets: it knows one key pair, the datasets' own keys (iscd has no
+# AWS credentials of its own here).
+ds_kid=AKIDISOLATION0000001
+ds_secret=iso-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+mkdir -p "$dir/s3"
+MOCKS3_AWS_ACCESS_KEY_ID=$ds_kid MOCKS3_AWS_SECRET_ACCESS_KEY=$ds_secret \
+	/usr/bin/python3 "$repo/tests/mocks/mocks3" --port-file "$dir/s3/port" --state-dir "$dir/s3" 2>"$dir/s3.log" &
+s3_pid=$!
+for _ in $(seq 300); do [ -s "$dir/s3/port" ] && break; sleep 0.1; done
+S3="http://127.0.0.1:$(cat "$dir/s3/port")"
+curl -sf -X POST "$S3/_mock/bucket" -d '{"bucket":"iso-data"}' >/dev/null
+curl -sf -X POST "$S3/_mock/object" -d '{"bucket":"iso-data","key":"set.txt","text":"rows\n"}' >/dev/null
+export AWS_ENDPOINT_URL_S3=$S3
+
 # ---- the platform: operator (root, the store's owner) sets it up through the API ----
 isc init >/dev/null || exit 1
 iscd_api "$home" "$dir/iscd.log" --verbose || exit 1
@@ -267,6 +283,70 @@ expect_all GET "/v1/spend?org=orgb&format=csv" "" 404 404 404 403 200 200 404
 expect_all GET "/v1/spend?project=vision&by=day&format=csv" "" 403 200 200 403 200 200 404
 expect_all GET "/v1/spend?project=$pb&format=json" "" 404 404 404 403 200 200 404
 
+# ---- datasets: every user of the org sees them, its admins add and remove them ----
+# ds_body ORG NAME: an add with the dataset's own keys in the body.
+ds_body() { printf '{"org":"%s","uri":"s3://iso-data/set.txt","name":"%s","credentials":{"access_key_id":"%s","secret_access_key":"%s"}}' "$1" "$2" "$ds_kid" "$ds_secret"; }
+expect operator 201 POST /v1/datasets "$(ds_body orga dsa)"
+ds_a=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$dir/out/operator.body")
+expect operator 201 POST /v1/datasets "$(ds_body orgb dsb)"
+ds_b=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$dir/out/operator.body")
+expect_all GET "/v1/datasets?org=orga" "" 200 200 200 404 404 404 404
+expect_all GET "/v1/datasets?org=orgb" "" 404 404 404 200 200 200 404
+expect_all GET "/v1/datasets?org=nope" "" 404 404 404 404 404 404 404
+expect_all GET /v1/datasets "" 200 200 200 200 200 200 200
+expect_all GET "/v1/datasets/dsa?org=orga" "" 200 200 200 404 404 404 404
+expect_all GET "/v1/datasets/$ds_a" "" 200 200 200 404 404 404 404
+expect_all GET "/v1/datasets/$ds_b" "" 404 404 404 200 200 200 404
+expect_all GET "/v1/datasets/dsb?org=orgb" "" 404 404 404 200 200 200 404
+expect_all GET "/v1/datasets/dsb?org=orga" "" 404 404 404 404 404 404 404
+expect_all GET /v1/datasets/ds_0000000000000000 "" 404 404 404 404 404 404 404
+check "another org's dataset is answered as one that does not exist" bash -c "
+	runuser -u '${os[am]}' -- curl -s --unix-socket '$home/run/api.sock' 'http://localhost/v1/datasets/$ds_b' >'$dir/out/x1'
+	runuser -u '${os[am]}' -- curl -s --unix-socket '$home/run/api.sock' 'http://localhost/v1/datasets/ds_0000000000000000' >'$dir/out/x2'
+	sed 's/$ds_b/ID/' '$dir/out/x1' | cmp -s - <(sed 's/ds_0000000000000000/ID/' '$dir/out/x2')"
+n=0
+for r in am aa af bm ba bf none; do
+	n=$((n + 1))
+	case $r in aa) want=201 ;; am | af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" POST /v1/datasets "$(ds_body orga "ds$n")"
+done
+expect_all POST /v1/datasets "$(ds_body orgb dsx)" 404 404 404 403 201 403 404
+expect aa 403 POST /v1/datasets '{"org":"orga","uri":"s3://iso-data/set.txt","name":"on-broker"}'
+check "an admin may not lend herself the broker's credentials" grep -q "only the platform operator" "$dir/out/aa.body"
+expect aa 400 POST /v1/datasets "{\"org\":\"orga\",\"uri\":\"s3://iso-data/set.txt\",\"name\":\"badkey\",\"credentials\":{\"access_key_id\":\"$ds_kid\",\"secret_access_key\":\"wrong\"}}"
+# Removal waits until the cacher is done with them (a Caching dataset is refused: 409).
+ds_wait() { # ds_wait ID-OR-NAME[?org=O]: Available within 60 s
+	for _ in $(seq 300); do
+		curl -s --unix-socket "$home/run/api.sock" "http://localhost/v1/datasets/$1" | grep -q '"state":"Available"' && return 0
+		sleep 0.2
+	done
+	return 1
+}
+check "orga's admin's dataset becomes Available" ds_wait "ds2?org=orga"
+check "orgb's dataset becomes Available" ds_wait "$ds_b"
+for r in am af bm ba bf none; do
+	case $r in am | af) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" DELETE "/v1/datasets/ds2?org=orga"
+done
+expect aa 200 DELETE "/v1/datasets/ds2?org=orga"
+for r in am aa af none bm bf; do
+	case $r in bm | bf) want=403 ;; *) want=404 ;; esac
+	expect "$r" "$want" DELETE "/v1/datasets/$ds_b"
+done
+check "orgb's dataset is still there" ds_wait "$ds_b"
+expect_exit 0 "isc datasets list as a member" as am "$ISC_BIN/isc" datasets list --org orga
+check "isc datasets list as orga's member: dsa, not dsb" bash -c "out=\$(runuser -u '${os[am]}' -- env ISC_HOME='$home' LSAN_OPTIONS='$LSAN_OPTIONS' '$ISC_BIN/isc' datasets list) && grep -q ' dsa ' <<<\"\$out\" && ! grep -q ' dsb ' <<<\"\$out\""
+expect_exit 0 "isc datasets show as finance" as af "$ISC_BIN/isc" datasets show dsa --org orga
+expect_exit 1 "isc datasets show of another org's dataset: exit 1" as bm "$ISC_BIN/isc" datasets show dsa --org orga
+expect_exit 0 "isc datasets add as an admin, with the dataset's keys from the environment" \
+	as aa env AWS_ACCESS_KEY_ID="$ds_kid" AWS_SECRET_ACCESS_KEY="$ds_secret" "$ISC_BIN/isc" datasets add s3://iso-data/set.txt --org orga --name by-cli --credentials-from-env
+expect_stderr "does not allow this" as am env AWS_ACCESS_KEY_ID="$ds_kid" AWS_SECRET_ACCESS_KEY="$ds_secret" "$ISC_BIN/isc" datasets add s3://iso-data/set.txt --org orga --name by-member --credentials-from-env
+expect_exit 1 "isc datasets remove as a member: exit 1" as am "$ISC_BIN/isc" datasets remove dsa --org orga
+check "the refused dataset changes are in the audit" bash -c "'$ISC_BIN/isc' --home '$home' audit --org orga --json | /usr/bin/python3 -c '
+import json,sys; rows=json.load(sys.stdin)
+sys.exit(0 if any(r[\"action\"]==\"POST /v1/datasets\" and r[\"status\"]==403 for r in rows) and any(r[\"action\"].startswith(\"DELETE /v1/datasets/\") and r[\"status\"]==403 for r in rows) else 1)'"
+check "the datasets' secret is in no audit row, log or store file" bash -c "! { '$ISC_BIN/isc' --home '$home' audit --json; cat '$dir/iscd.log' '$home'/isc.db*; } | grep -aq '$ds_secret'"
+
 # ---- tokens (each their own) and the audit (admins of the org) ----
 for r in am aa af bm ba bf none; do
 	expect "$r" 201 POST /v1/tokens '{"expires_in_s":3600}'
@@ -298,13 +378,15 @@ for o in a b; do
 	py_check "org$o member credits: none" "$(rows ${o}m /v1/credits)" "rows['orgs'] == []"
 	py_check "org$o admin members: only org$o" "$(rows ${o}a "/v1/members?org=org$o")" "rows and all(r['org'] == 'org$o' for r in rows)"
 	py_check "org$o admin audit: only org$o rows" "$(rows ${o}a "/v1/audit?org=org$o")" "rows and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o finance lists datasets: only org$o's" "$(rows ${o}f /v1/datasets)" "rows and all(r['org'] == 'org$o' for r in rows)"
+	py_check "org$o member lists datasets: only org$o's" "$(rows ${o}m /v1/datasets)" "rows and all(r['org'] == 'org$o' for r in rows)"
 	py_check "org$o finance tokens: only their own" "$(rows ${o}f /v1/tokens)" "len(rows) == 1 and rows[0]['user'] == '${os[${o}f]}'"
 	py_check "org$o events: only the experiment's" "$(rows ${o}m "/v1/experiments/$(eval echo "\$e_${o}_by_member")/events")" \
 		"rows['id'] == '$(eval echo "\$e_${o}_by_member")' and rows['events']"
 done
-py_check "the user in no org sees no orgs, projects, experiments or credits" \
-	"[$(rows none /v1/orgs), $(rows none /v1/projects), $(rows none /v1/experiments), $(rows none /v1/credits)]" \
-	"rows[:3] == [[], [], []] and rows[3]['orgs'] == []"
+py_check "the user in no org sees no orgs, projects, experiments, credits or datasets" \
+	"[$(rows none /v1/orgs), $(rows none /v1/projects), $(rows none /v1/experiments), $(rows none /v1/credits), $(rows none /v1/datasets)]" \
+	"rows[:3] == [[], [], []] and rows[3]['orgs'] == [] and rows[4] == []"
 # Same-named projects: each finance user's 'vision' spend is their org's alone.
 py_check "orga finance: spend of 'vision' is orga's 1.25 only" "$(rows af "/v1/spend?project=vision&format=json")" "rows['total_micros'] == 1250000"
 py_check "orgb finance: spend of 'vision' is orgb's 7.00 only" "$(rows bf "/v1/spend?project=vision&format=json")" "rows['total_micros'] == 7000000"

@@ -8,9 +8,11 @@
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-datasets.XXXXXX)
 s3_pid=
+s3b_pid=
 iscd_pid=
 cleanup() {
 	[ -n "$iscd_pid" ] && kill -KILL "$iscd_pid" 2>/dev/null
+	[ -n "$s3b_pid" ] && kill -TERM "$s3b_pid" 2>/dev/null && wait "$s3b_pid" 2>/dev/null
 	[ -n "$s3_pid" ] && kill -TERM "$s3_pid" 2>/dev/null && wait "$s3_pid" 2>/dev/null
 	"$repo/tests/mocks/sandbox" stop "$dir/sb" >/dev/null 2>&1
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
@@ -70,6 +72,12 @@ for i in range(1003):
                                                   headers={"Content-Type": "application/json"}))
 EOF
 
+# isc is iscd's API client: iscd checks a new dataset with S3 itself. First an iscd that
+# serves only the API (no caching yet, no ticks).
+"$ISC_BIN/iscd" --api-only 2>>"$dir/iscd.log" &
+api_pid=$!
+iscd_wait_socket "$ISC_HOME/run/api.sock"
+
 # 1. Registration: names, pins, caps.
 check "add a zip (name from the key: mnist)" isc datasets add s3://isc-data/mnist.zip --org demo --version-id "$zip_v"
 check "the name is mnist" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -q 'name: *mnist'"
@@ -98,10 +106,6 @@ dataset_id_list = ["mnist"]
 burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
 command = 'cat /data/mnist/mn/a.txt /data/mnist/mn/sub/b.txt; if touch /data/mnist/x 2>/dev/null; then echo WRITABLE; else echo READONLY; fi; echo RANK=\$RANK'
 EOF
-# isc asks iscd's API; an iscd that serves only the API (no caching yet, no ticks).
-"$ISC_BIN/iscd" --api-only 2>>"$dir/iscd.log" &
-api_pid=$!
-iscd_wait_socket "$ISC_HOME/run/api.sock"
 expect_stderr "is Created" isc burst "$dir/uses-mnist.isc"
 sed 's/"mnist"\]/"nosuch"]/' "$dir/uses-mnist.isc" >"$dir/uses-nosuch.isc"
 expect_stderr "organisation 'demo' has no dataset 'nosuch'" isc burst "$dir/uses-nosuch.isc"
@@ -139,7 +143,7 @@ partial_cached() {
 check "caching is under way" partial_cached
 kill -KILL "$iscd_pid"
 wait "$iscd_pid" 2>/dev/null
-check "after kill -9 it is still Caching" bash -c "[ \"\$('$ISC_BIN/isc' datasets show slow --org demo --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])')\" = Caching ]"
+check "after kill -9 it is still Caching (in the store)" test "$(sqlite3 "$ISC_HOME/isc.db" "SELECT state FROM datasets WHERE name = 'slow'")" = caching
 s3ctl delay '{"ms":0}' >/dev/null
 start_iscd
 check "the resumed cache becomes Available" wait_state slow Available 90
@@ -197,15 +201,20 @@ id3=$(isc burst "$dir/uses-bucket.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 check "changed bytes fail the experiment" wait_exp "$id3" 90 failed
 check "the reason names the dataset" bash -c "'$ISC_BIN/isc' status '$id3' | grep -q 'dataset plain-bucket'"
 
-# 8. Virtual-hosted addressing (Host: BUCKET.localhost:PORT), set in config.toml.
+# 8. Virtual-hosted addressing (Host: BUCKET.localhost:PORT), set in config.toml (iscd
+# reads it for each request: the check is iscd's, not isc's, so iscd gets the endpoint).
 printf 's3_addressing = "virtual"\n' >>"$dir/vh.toml"
+cp "$ISC_HOME/config.toml" "$dir/config.toml.orig"
 sed -i '/^\[providers.aws\]/r '"$dir/vh.toml" "$ISC_HOME/config.toml"
-check "add with virtual-hosted addressing" env AWS_ENDPOINT_URL_S3="http://localhost:${S3##*:}" \
-	"$ISC_BIN/isc" datasets add s3://isc-data/mnist.zip --org demo --name mnist-vh
+kill -TERM "$iscd_pid" && wait "$iscd_pid" 2>/dev/null
+AWS_ENDPOINT_URL_S3="http://localhost:${S3##*:}" start_iscd
+iscd_wait_socket "$ISC_HOME/run/api.sock"
+check "add with virtual-hosted addressing" isc datasets add s3://isc-data/mnist.zip --org demo --name mnist-vh
 check "the mock saw BUCKET.localhost" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
 import json,sys; sys.exit(0 if any(r[\"virtual\"] and r[\"bucket\"]==\"isc-data\" and r[\"status\"]==200 for r in json.load(sys.stdin)) else 1)'"
-expect_stderr "is not auto, path or virtual" env AWS_ENDPOINT_URL_S3="http://localhost:${S3##*:}" \
+expect_stderr "is not auto, path or virtual" \
 	bash -c "sed -i 's/^s3_addressing = \"virtual\"/s3_addressing = \"sideways\"/' '$ISC_HOME/config.toml' && '$ISC_BIN/isc' datasets add s3://isc-data/mnist.zip --org demo --name mnist-x"
+cp "$dir/config.toml.orig" "$ISC_HOME/config.toml"
 
 # 9. Removal.
 check "remove a dataset" isc datasets remove corpus --org demo
@@ -213,4 +222,59 @@ check "its copy is gone" test ! -e "$ISC_HOME/datasets/corpus"
 expect_stderr "no dataset 'corpus'" isc datasets show corpus --org demo
 check "no secret in the store" bash -c "! grep -aq '$AWS_SECRET_ACCESS_KEY' '$ISC_HOME/isc.db'"
 check "no presigned URL in iscd's log" bash -c "! grep -q 'X-Amz-Signature' '$dir/iscd.log'"
+
+# 10. A dataset's own keys, sealed. A second S3 that knows only the dataset owner's keys:
+# the broker's own credentials are refused there, so every request that succeeds (the
+# check at add, the caching, the presigned URLs the nodes fetch with) was signed with the
+# dataset's sealed keys. iscd is restarted to use it (the cacher reads its endpoint once).
+own_id=AKIDDATASETOWNER0001
+own_secret=dsown-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+MOCKS3_AWS_ACCESS_KEY_ID=$own_id MOCKS3_AWS_SECRET_ACCESS_KEY=$own_secret \
+	/usr/bin/python3 "$repo/tests/mocks/mocks3" --port-file "$dir/s3b.port" --state-dir "$dir/s3b" \
+	2>"$dir/s3b.log" &
+s3b_pid=$!
+for _ in $(seq 300); do [ -s "$dir/s3b.port" ] && break; sleep 0.1; done
+S3B="http://127.0.0.1:$(cat "$dir/s3b.port")"
+curl -sf -X POST "$S3B/_mock/bucket" -d '{"bucket":"owned","versioned":true}' >/dev/null
+curl -sf -X POST "$S3B/_mock/object" -d "{\"bucket\":\"owned\",\"key\":\"own.zip\",\"file\":\"$src/mn.zip\"}" >/dev/null
+kill -TERM "$iscd_pid" && wait "$iscd_pid" 2>/dev/null
+AWS_ENDPOINT_URL_S3=$S3B start_iscd
+iscd_wait_socket "$ISC_HOME/run/api.sock"
+expect_exit 1 "the broker's own keys are refused by the owner's S3" isc datasets add s3://owned/own.zip --org demo --name own-broker
+expect_stderr "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set" env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY \
+	"$ISC_BIN/isc" datasets add s3://owned/own.zip --org demo --name own-none --credentials-from-env
+expect_exit 1 "a wrong secret is refused" env AWS_ACCESS_KEY_ID=$own_id AWS_SECRET_ACCESS_KEY=wrong-$own_secret \
+	"$ISC_BIN/isc" datasets add s3://owned/own.zip --org demo --name own-wrong --credentials-from-env
+check "add with its own keys from the environment" env AWS_ACCESS_KEY_ID=$own_id AWS_SECRET_ACCESS_KEY=$own_secret \
+	AWS_SESSION_TOKEN= "$ISC_BIN/isc" datasets add s3://owned/own.zip --org demo --name own --credentials-from-env
+printf '[dsown]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$own_id" "$own_secret" >"$dir/own-credentials"
+chmod 600 "$dir/own-credentials"
+check "add with its own keys from a credentials file's profile" isc datasets add s3://owned/own.zip --org demo \
+	--name own2 --credentials-profile dsown --credentials-file "$dir/own-credentials"
+check "nothing was recorded for the refused adds" bash -c "! '$ISC_BIN/isc' datasets list --org demo | grep -Eq 'own-(broker|none|wrong)'"
+check "show says the keys are its own and sealed" bash -c "'$ISC_BIN/isc' datasets show own --org demo | grep -q 'credentials: its own keys (sealed, sha256:'"
+check "the cacher used the sealed keys: Available" wait_state own Available 60
+check "the second one too" wait_state own2 Available 60
+check "the copy holds the zip's files" grep -qx hello "$ISC_HOME/datasets/own/mn/a.txt"
+sed 's/"mnist"\]/"own"]/; s#/data/mnist#/data/own#g; s/^gpus = 2/gpus = 1/; s/uses-mnist/uses-own/' \
+	"$dir/uses-mnist.isc" >"$dir/uses-own.isc"
+id4=$(isc burst "$dir/uses-own.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+check "a burst on it completes (presigned with its own keys)" wait_exp "$id4" 90 completed
+check "its node read the dataset" grep -qx hello "$(isc status "$id4" --json | json_get output_path)/rank_0.txt"
+check "the nodes' presigned URLs are signed by the owner's key" bash -c "curl -s '$S3B/_mock/requests' | /usr/bin/python3 -c '
+import json,sys
+r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"own.zip\" and x[\"status\"]==200]
+sys.exit(0 if r else 1)'"
+sqlite3 "$ISC_HOME/isc.db" .dump >"$dir/store.dump"
+check "the secret is not in the store's dump" bash -c "! grep -q '$own_secret' '$dir/store.dump'"
+check "the secret is not in the store's files (db, WAL)" bash -c "! cat '$ISC_HOME'/isc.db* | grep -aq '$own_secret'"
+check "the store holds the keys sealed" test "$(sqlite3 "$ISC_HOME/isc.db" "SELECT COUNT(*) FROM datasets WHERE credentials_ciphertext IS NOT NULL AND credentials LIKE 'sealed:sha256:%'")" = 2
+check "the secret is not in iscd's log" bash -c "! grep -q '$own_secret' '$dir/iscd.log'"
+check "the secret is not in the audit" bash -c "! '$ISC_BIN/isc' audit --json | grep -q '$own_secret'"
+check "the adds are in the audit" bash -c "'$ISC_BIN/isc' audit --json | grep -q 'POST /v1/datasets'"
+check "the secret is not in list or show" bash -c "! { '$ISC_BIN/isc' datasets list --json; '$ISC_BIN/isc' datasets show own --org demo --json; } | grep -q '$own_secret'"
+check "rotate-master re-seals the dataset's keys" bash -c "'$ISC_BIN/isc' keys rotate-master | grep -q 're-encrypted 2 key'"
+check "remove the second one" isc datasets remove own2 --org demo
+id5=$(isc burst "$dir/uses-own.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+check "after rotation a burst on it completes (unsealed under the new key)" wait_exp "$id5" 90 completed
 finish datasets

@@ -11,6 +11,7 @@
 #include "keys/vault.h"
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/store_datasets.h"
 #include "store/store_keys.h"
 
 #include <setjmp.h>
@@ -318,6 +319,67 @@ static void test_master_key_file_checks(void **state)
 	setenv("ISC_MASTER_KEY_FILE", f->key_path, 1);
 }
 
+/*
+ * A dataset's own keys are sealed by the same code with associated data naming the
+ * organisation and the dataset: they open for that dataset only, and rotation
+ * re-seals them with the cloud keys.
+ */
+static void test_dataset_credentials(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_vault *v;
+	struct isc_key_secret secret, opened;
+	struct isc_dataset d = {0}, got;
+	unsigned char nonce[ISC_VAULT_NONCE_LEN], *ct = NULL;
+	char aad[256], other[256], *id = NULL;
+	size_t cl = 0, count = 0;
+	struct isc_err err;
+
+	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	store_key(f, v, "key_a", f->org_a, "", "active");
+	pack_aws(&secret);
+	assert_true(isc_keys_dataset_aad(aad, sizeof(aad), f->org_a, "ds_0000000000000001") > 0);
+	assert_int_equal(isc_keys_seal(v, aad, &secret, nonce, &ct, &cl, &err), 0);
+	assert_null(memmem(ct, cl, secret_value, strlen(secret_value)));
+	d.id = "ds_0000000000000001";
+	d.name = d.uri = d.bucket = d.copy_name = "set";
+	d.key = "set.zip";
+	d.credentials = "sealed:sha256:000000000000";
+	d.cred_nonce = nonce;
+	d.cred_nonce_len = sizeof(nonce);
+	d.cred_ciphertext = ct;
+	d.cred_ciphertext_len = cl;
+	assert_int_equal(isc_store_dataset_add(f->s, "acme", &d, &id, &err), 0);
+	assert_string_equal(id, "ds_0000000000000001");
+	/* Another dataset's or another organisation's associated data does not open it. */
+	assert_true(isc_keys_dataset_aad(other, sizeof(other), f->org_a, "ds_0000000000000002") >
+	            0);
+	assert_int_equal(isc_keys_open(v, other, nonce, sizeof(nonce), ct, cl, &opened, &err),
+	                 ISC_EAUTH);
+	assert_true(isc_keys_dataset_aad(other, sizeof(other), f->org_b, "ds_0000000000000001") >
+	            0);
+	assert_int_equal(isc_keys_open(v, other, nonce, sizeof(nonce), ct, cl, &opened, &err),
+	                 ISC_EAUTH);
+	isc_vault_free(v);
+
+	/* Rotation counts and re-seals it; the new key opens the stored record. */
+	assert_int_equal(isc_keys_rotate_master(f->s, f->home, NULL, &count, &err), 0);
+	assert_int_equal(count, 2);
+	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), 0);
+	assert_int_equal(isc_store_dataset_find(f->s, NULL, id, &got, &err), 0);
+	assert_memory_not_equal(got.cred_nonce, nonce, sizeof(nonce));
+	assert_int_equal(isc_keys_open(v, aad, got.cred_nonce, got.cred_nonce_len,
+	                               got.cred_ciphertext, got.cred_ciphertext_len, &opened, &err),
+	                 0);
+	assert_string_equal(secret_field(&opened, "secret_access_key"), secret_value);
+	isc_key_secret_cleanup(&opened);
+	isc_dataset_cleanup(&got);
+	isc_vault_free(v);
+	isc_key_secret_cleanup(&secret);
+	free(ct);
+	free(id);
+}
+
 static void test_rotation(void **state)
 {
 	struct fixture *f = *state;
@@ -463,6 +525,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_wrong_master_key_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_master_key_file_checks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dataset_credentials, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_key_for_region_and_state, setup, teardown),
 	    cmocka_unit_test(test_secret_pack_and_fingerprint),
 	};
