@@ -153,6 +153,7 @@ const ISC = (() => {
       ['burst.html', 'Burst', null],
       ['experiments.html', 'Experiments', ['member', 'admin', 'operator']],
       ['projects.html', 'Projects', null],
+      ['datasets.html', 'Datasets', null],
       ['members.html', 'Members', ['admin', 'operator']],
       ['spend.html', 'Spend', ['finance', 'admin', 'operator']],
     ];

@@ -31,6 +31,10 @@ WORK = tempfile.mkdtemp(prefix="isc-cp.", dir="/tmp")
 SHOTS = os.environ.get("CONTROL_PLANE_SHOTS") or tempfile.mkdtemp(prefix="isc-cp-shots.", dir="/tmp")
 os.makedirs(SHOTS, exist_ok=True)
 XSS = "<img src=x onerror=alert(1)>"
+# The mock S3 of the datasets (control-plane.sh starts it): only the dataset owner's keys.
+DS_S3 = os.environ["CP_S3_URL"]
+DS_KID = os.environ["CP_S3_KEY_ID"]
+DS_SECRET = os.environ["CP_S3_SECRET"]
 
 passed = failed = 0
 
@@ -104,6 +108,13 @@ def stop_iscd():
             iscd.kill()
             iscd.wait()
         iscd = None
+
+
+def s3ctl(what, body):
+    req = urllib.request.Request(f"{DS_S3}/_mock/{what}", data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read() or b"null")
 
 
 def http(path, token=None, method="GET", headers=None, data=None):
@@ -186,6 +197,11 @@ def main():
     isc("member", "add", "--org", "demo", users["fin"], "--role", "finance")
     isc("member", "add", "--org", "rival", users["eve"], "--role", "admin")
     isc("credits", "grant", "--org", "rival", "100")
+    s3ctl("bucket", {"bucket": "cp-data"})
+    blob = os.path.join(WORK, "mnist.bin")
+    with open(blob, "wb") as f:
+        f.write(os.urandom(3 << 20))
+    s3ctl("object", {"bucket": "cp-data", "key": "mnist.bin", "file": blob})
     tok = {r: token_of(u) for r, u in users.items()}
 
     d = Driver("/usr/bin/chromium", "/usr/bin/chromedriver", WORK)
@@ -437,6 +453,53 @@ def scenarios(d, tok, users):
     check("the API agrees it is gone",
           carol not in {m["user"] for m in isc_json("member", "list", "--org", "demo")})
 
+    # ---- Datasets, as an admin: add one from the page against the mock S3 ----
+    goto(d, "datasets.html")
+    check("Datasets is in every page's navigation",
+          d.find('header nav a[href="datasets.html"]') is not None)
+    check("an admin is offered the add form", d.wait(lambda: d.find("#admin").prop("hidden") is False, 10))
+    # A slow S3 (each MiB of a GET waits) so the page is seen while the dataset caches.
+    s3ctl("delay", {"ms": 400})
+    d.find("#add-uri").type("s3://cp-data/mnist.bin")
+    d.find("#add-name").type("cp-mnist")
+    d.find("#add-akid").type(DS_KID)
+    d.find("#add-secret").type(DS_SECRET)
+    d.find("#add-submit").click()
+    row_css = '#datasets tbody tr[data-dataset="cp-mnist"]'
+    check("the dataset is added from the page",
+          d.wait(lambda: "Added dataset cp-mnist" in d.find("#status").text(), 30),
+          d.find("#status").text() + " / " + d.find("#error").text())
+    check("the form does not keep the secret", d.find("#add-secret").prop("value") == "")
+    seen = []
+
+    def watch_ds():
+        r = d.find(row_css)
+        st = r.attr("data-state") if r else None
+        if st and (not seen or seen[-1] != st):
+            seen.append(st)
+        return st == "Available"
+    check("the page follows the dataset to Available without a reload", d.wait(watch_ds, 90), seen)
+    check("it was seen Created or Caching first", seen and seen[0] in ("Created", "Caching"), seen)
+    s3ctl("delay", {"ms": 0})
+    shown = isc_json("datasets", "show", "cp-mnist", "--org", "demo")
+    check("the API agrees: Available, on its own sealed keys", shown["state"] == "Available"
+          and shown["credentials"].startswith("sealed:sha256:"), shown)
+    check("the secret is nowhere on the page", DS_SECRET not in d.js("return document.documentElement.outerHTML"))
+    r = d.find(row_css)
+    check("the row shows the id to copy and full progress",
+          r and r.find("button.copy").attr("data-copy") == shown["id"] and "100%" in r.text())
+    d.find("#add-uri").type("s3://cp-data/mnist.bin")
+    d.find("#add-name").type("cp-nokeys")
+    d.find("#add-submit").click()
+    time.sleep(1)
+    check("an admin cannot send the form without the dataset's keys",
+          d.find('#datasets tbody tr[data-dataset="cp-nokeys"]') is None
+          and "cp-nokeys" not in isc("datasets", "list", "--org", "demo"))
+    d.find("#add-uri").clear()
+    d.find("#add-name").clear()
+    shot(d, "datasets")
+    ds_id = shown["id"]
+
     # ---- Spend, as finance: the chart's totals are the API's ----
     d.find("#signout").click()
     check("sign-out forgets the token", d.wait(lambda: d.url().endswith("/index.html"), 10)
@@ -494,6 +557,20 @@ def scenarios(d, tok, users):
     goto(d, "spend.html")
     err = d.wait(lambda: d.find("#error:not([hidden])"), 10)
     check("a member's Spend page is refused, no chart", err and not d.find("#chart"))
+    goto(d, "datasets.html")
+    check("a member sees the organisation's datasets",
+          d.wait(lambda: d.find('#datasets tbody tr[data-dataset="cp-mnist"]'), 10))
+    check("a member gets no add form and no remove button",
+          d.find("#admin").prop("hidden") is True and not d.find_all("#datasets button.remove"))
+    shot(d, "datasets-member")
+    st, _, body = http("/v1/datasets", token=tok["bob"], method="POST",
+                       headers={"Content-Type": "application/json"},
+                       data=json.dumps({"org": "demo", "uri": "s3://cp-data/mnist.bin", "name": "by-bob",
+                                        "credentials": {"access_key_id": DS_KID,
+                                                        "secret_access_key": DS_SECRET}}).encode())
+    check("a member's add is refused by the API (403)", st == 403, (st, body))
+    st, _, _ = http(f"/v1/datasets/{ds_id}", token=tok["bob"], method="DELETE")
+    check("a member's remove is refused by the API (403)", st == 403, st)
 
     # ---- a member of another organisation: none of it is visible ----
     check("eve (admin of rival) signs in", sign_in(d, tok["eve"]))
@@ -528,6 +605,20 @@ def scenarios(d, tok, users):
     goto(d, "spend.html")
     d.wait(lambda: d.find("#spend tfoot tr.grand-total") or d.find("#error:not([hidden])"), 20)
     check("eve's spend has nothing of demo", "vision" not in d.js("return document.body.innerText"))
+    goto(d, "datasets.html")
+    time.sleep(1.5)
+    check("eve sees none of demo's datasets", not d.find_all("#datasets tbody tr")
+          and "cp-mnist" not in d.js("return document.body.innerText"))
+    st, _, _ = http(f"/v1/datasets/{ds_id}", token=tok["eve"])
+    check("the API answers eve 404 for demo's dataset", st == 404, st)
+    st, _, _ = http("/v1/datasets?org=demo", token=tok["eve"])
+    check("and 404 for demo's list", st == 404, st)
+    st, _, _ = http("/v1/datasets", token=tok["eve"], method="POST",
+                    headers={"Content-Type": "application/json"},
+                    data=json.dumps({"org": "demo", "uri": "s3://cp-data/mnist.bin", "name": "by-eve",
+                                     "credentials": {"access_key_id": DS_KID,
+                                                     "secret_access_key": DS_SECRET}}).encode())
+    check("and 404 for adding one to demo", st == 404, st)
     check("no alert was ever raised", d.alert_text() is None)
 
 
