@@ -221,10 +221,11 @@ static void datasets_add(struct isc_api_call *c)
 	if (creds && !json_is_null(creds)) {
 		/* Plain HTTP to a remote caller would carry the secret in clear. */
 		if (!isc_api_secret_transport_ok(c)) {
-			isc_api_reply_error(c, 400,
-			                    "a dataset's keys are accepted only over the Unix socket "
-			                    "or from a loopback address, not over TCP from %s",
-			                    c->address);
+			isc_api_reply_error(
+			    c, 400,
+			    "a dataset's keys are accepted only over the Unix socket "
+			    "or from a loopback address, not over TCP from %s",
+			    c->address);
 			goto out;
 		}
 		if (!body_secret(c, creds, &secret))

@@ -44,12 +44,6 @@ static const char datasets_usage[] =
     "own AWS credentials are used, which only the platform operator may do.\n"
     "States: Created, Caching (with progress), Available, Failed.\n";
 
-static const char *str(json_t *o, const char *k)
-{
-	const char *v = json_string_value(json_object_get(o, k));
-	return v ? v : "";
-}
-
 static json_int_t num(json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
@@ -57,28 +51,29 @@ static json_int_t num(json_t *o, const char *k)
 
 static void print_one(json_t *d)
 {
-	const char *cred = str(d, "credentials");
-	printf("id:          %s\n", str(d, "id"));
-	printf("name:        %s (mounted read-only at %s)\n", str(d, "name"), str(d, "mount"));
-	printf("org:         %s\n", str(d, "org"));
-	printf("source:      %s%s\n", str(d, "uri"),
+	const char *cred = isc_json_str(d, "credentials");
+	printf("id:          %s\n", isc_json_str(d, "id"));
+	printf("name:        %s (mounted read-only at %s)\n", isc_json_str(d, "name"),
+	       isc_json_str(d, "mount"));
+	printf("org:         %s\n", isc_json_str(d, "org"));
+	printf("source:      %s%s\n", isc_json_str(d, "uri"),
 	       json_is_true(json_object_get(d, "folder")) ? " (folder)" : "");
-	if (str(d, "etag")[0])
-		printf("etag:        %s\n", str(d, "etag"));
-	if (str(d, "version_id")[0])
-		printf("version id:  %s\n", str(d, "version_id"));
+	if (isc_json_str(d, "etag")[0])
+		printf("etag:        %s\n", isc_json_str(d, "etag"));
+	if (isc_json_str(d, "version_id")[0])
+		printf("version id:  %s\n", isc_json_str(d, "version_id"));
 	printf("size:        %" JSON_INTEGER_FORMAT " bytes (volume %" JSON_INTEGER_FORMAT
 	       " bytes)\n",
 	       num(d, "size_bytes"), num(d, "volume_bytes"));
-	printf("state:       %s", str(d, "state"));
-	if (!strcmp(str(d, "state"), "Caching") && num(d, "size_bytes") > 0)
+	printf("state:       %s", isc_json_str(d, "state"));
+	if (!strcmp(isc_json_str(d, "state"), "Caching") && num(d, "size_bytes") > 0)
 		printf(" (%" JSON_INTEGER_FORMAT " of %" JSON_INTEGER_FORMAT " bytes, %d%%)",
 		       num(d, "cached_bytes"), num(d, "size_bytes"),
 		       (int)(num(d, "cached_bytes") * 100 / num(d, "size_bytes")));
 	printf("\n");
-	if (str(d, "reason")[0])
-		printf("reason:      %s\n", str(d, "reason"));
-	printf("copy:        %s\n", str(d, "copy"));
+	if (isc_json_str(d, "reason")[0])
+		printf("reason:      %s\n", isc_json_str(d, "reason"));
+	printf("copy:        %s\n", isc_json_str(d, "copy"));
 	if (!strncmp(cred, "sealed:", 7))
 		printf("credentials: its own keys (sealed, %s)\n", cred + 7);
 	else
@@ -183,22 +178,32 @@ static int ds_add(struct isc_cli *cli, int argc, char **argv)
 		printf("dataset %s added: %s in %s, %" JSON_INTEGER_FORMAT
 		       " bytes, Created (iscd caches it; "
 		       "isc datasets show %s --org %s)\n",
-		       str(d, "id"), str(d, "name"), str(d, "org"), num(d, "size_bytes"),
-		       str(d, "name"), str(d, "org"));
+		       isc_json_str(d, "id"), isc_json_str(d, "name"), isc_json_str(d, "org"),
+		       num(d, "size_bytes"), isc_json_str(d, "name"), isc_json_str(d, "org"));
 	}
 	json_decref(d);
 	isc_reply_cleanup(&r);
 	return rc;
 }
 
+static void dataset_row(json_t *d, const char **cells, char (*scratch)[ISC_TABLE_CELL])
+{
+	snprintf(scratch[4], ISC_TABLE_CELL, "%" JSON_INTEGER_FORMAT, num(d, "size_bytes"));
+	cells[0] = isc_json_str(d, "id");
+	cells[1] = isc_json_str(d, "org");
+	cells[2] = isc_json_str(d, "name");
+	cells[3] = isc_json_str(d, "state");
+	cells[4] = scratch[4];
+	cells[5] = isc_json_str(d, "uri");
+}
+
 static int ds_list(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID", "Org", "Name", "State", "Size", "Source"};
+	static const struct isc_table_spec spec = {6, headers, "....r.", dataset_row, NULL};
 	const char *org = NULL;
 	char *path = strdup("/v1/datasets");
-	json_t *arr = NULL, *d;
-	struct isc_table *t;
-	size_t i;
+	json_t *arr = NULL;
 	int json = 0, rc;
 
 	for (int a = 2; a < argc; a++) {
@@ -220,23 +225,7 @@ static int ds_list(struct isc_cli *cli, int argc, char **argv)
 	free(path);
 	if (rc)
 		return rc;
-	if (json) {
-		isc_json_print(arr, stdout);
-	} else if ((t = isc_table_new(6, headers))) {
-		isc_table_align_right(t, 4);
-		json_array_foreach(arr, i, d)
-		{
-			char size[32];
-			const char *cells[6] = {str(d, "id"),    str(d, "org"), str(d, "name"),
-			                        str(d, "state"), size,          str(d, "uri")};
-			snprintf(size, sizeof(size), "%" JSON_INTEGER_FORMAT, num(d, "size_bytes"));
-			isc_table_add(t, cells);
-		}
-		isc_table_print(t, stdout);
-		isc_table_free(t);
-	}
-	json_decref(arr);
-	return ISC_EXIT_OK;
+	return isc_cli_print_listing(arr, json, &spec);
 }
 
 /* show and remove: DATASET --org ORG [--json]. */
@@ -275,7 +264,7 @@ static int ds_one(struct isc_cli *cli, int argc, char **argv, int remove)
 	if (rc)
 		return rc;
 	if (remove)
-		printf("dataset %s (%s) removed\n", str(d, "id"), str(d, "name"));
+		printf("dataset %s (%s) removed\n", isc_json_str(d, "id"), isc_json_str(d, "name"));
 	else if (json)
 		isc_json_print(d, stdout);
 	else
