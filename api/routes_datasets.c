@@ -50,8 +50,14 @@ static json_t *dataset_json(const struct isc_dataset *d)
 	    d->copy_name, "credentials",
 	    d->credentials[0] ? d->credentials : "broker", /* a reference or a fingerprint */
 	    "created_at_ms", (json_int_t)d->created_at_ms);
-	if (o)
+	if (o) {
+		/* How the cached bytes were checked against S3 (from the manifest). */
+		char *by = isc_dataset_verified_summary(d);
 		json_object_set_new(o, "mount", json_sprintf("/data/%s", d->name));
+		if (by)
+			json_object_set_new(o, "verified_by", json_string(by));
+		free(by);
+	}
 	return o;
 }
 

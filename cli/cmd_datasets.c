@@ -74,6 +74,8 @@ static void print_one(json_t *d)
 	if (isc_json_str(d, "reason")[0])
 		printf("reason:      %s\n", isc_json_str(d, "reason"));
 	printf("copy:        %s\n", isc_json_str(d, "copy"));
+	if (isc_json_str(d, "verified_by")[0])
+		printf("verified:    %s\n", isc_json_str(d, "verified_by"));
 	if (!strncmp(cred, "sealed:", 7))
 		printf("credentials: its own keys (sealed, %s)\n", cred + 7);
 	else

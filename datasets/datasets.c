@@ -9,6 +9,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "datasets/download.h"
 #include "providers/aws/aws_creds.h"
 #include "providers/aws/s3.h"
 #include "shapes/shape.h"
@@ -19,7 +20,6 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <openssl/evp.h>
-#include <openssl/md5.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +27,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHUNK_BYTES (16u << 20) /* one ranged GET */
 
 /* ---- names and sizes ---- */
 
@@ -182,7 +180,8 @@ static int client_for(const struct isc_config *cfg, const char *credentials,
 	sc.access_key_id = creds.access_key_id;
 	sc.secret_access_key = creds.secret_access_key;
 	sc.session_token = creds.session_token;
-	rc = isc_s3_client_new(&sc, isc_http_transport_curl(), isc_clock_system(), out, err);
+	/* No transport given: the client keeps one connection alive for all its requests. */
+	rc = isc_s3_client_new(&sc, NULL, isc_clock_system(), out, err);
 out:
 	isc_aws_creds_cleanup(&creds);
 	free(endpoint);
@@ -605,186 +604,10 @@ static void progress_note(struct progress *p, int64_t bytes_now, int force)
 	}
 }
 
-/*
- * Downloads the object into path, continuing from what path already holds
- * (a crash mid-cache keeps the pieces written so far). If-Match keeps every
- * piece from the same bytes even when the key is overwritten meanwhile.
- */
-static int download(struct isc_s3_client *c, const char *bucket, const struct isc_s3_object *o,
-                    const char *version_id, const char *path, struct progress *prog,
-                    const volatile int *stop, struct isc_err *err)
+/* The download's progress callback: bytes of the current object on top of those done. */
+static void progress_bytes(void *ctx, uint64_t bytes)
 {
-	struct isc_buf chunk;
-	struct stat st;
-	uint64_t have = 0;
-	int fd, rc = 0;
-
-	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) == 0)
-		have = (uint64_t)st.st_size;
-	if (have > o->size) {
-		/* Not this object's bytes: start over. */
-		if (ftruncate(fd, 0) != 0) {
-			close(fd);
-			return isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-		}
-		have = 0;
-	}
-	isc_buf_init(&chunk, 0);
-	while (have < o->size && !rc) {
-		uint64_t len = o->size - have < CHUNK_BYTES ? o->size - have : CHUNK_BYTES;
-		if (stop && *stop) {
-			rc = isc_err_set(err, ISC_ETRANSIENT, "stopped");
-			break;
-		}
-		isc_buf_reset(&chunk);
-		rc = isc_s3_get_range(c, bucket, o->key, version_id, o->etag, have, len, &chunk,
-		                      err);
-		if (rc == ISC_ECONFLICT)
-			rc = isc_err_set(
-			    err, ISC_ECONFLICT,
-			    "s3://%s/%s changed while it was being cached (ETag is no longer "
-			    "%s)",
-			    bucket, o->key, o->etag);
-		if (rc)
-			break;
-		for (size_t off = 0; off < chunk.len;) {
-			ssize_t w = write(fd, chunk.data + off, chunk.len - off);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-				break;
-			}
-			off += (size_t)w;
-		}
-		have += len;
-		progress_note(prog, (int64_t)have, 0);
-	}
-	/*
-	 * One fdatasync at the end, not per piece: a piece lost to a power cut
-	 * (a file longer than what reached the disk) fails the ETag check, and the
-	 * download then starts over; a killed iscd loses nothing (the page cache).
-	 */
-	if (!rc && fdatasync(fd) != 0)
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-	isc_buf_cleanup(&chunk);
-	close(fd);
-	return rc;
-}
-
-static int is_md5_hex(const char *s, size_t n)
-{
-	if (n != 32)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isxdigit((unsigned char)s[i]))
-			return 0;
-	return 1;
-}
-
-/*
- * Reads the downloaded file once: its SHA-256 (for the manifest) and the
- * check of S3's ETag: the MD5 of the bytes, or for "HEX-N" the MD5 of the N
- * parts' MD5s, with parts of part_size bytes (the size of part 1).
- */
-static int verify_file(const char *path, const char *etag, uint64_t part_size, char sha_hex[65],
-                       struct isc_err *err)
-{
-	static const char hex[] = "0123456789abcdef";
-	EVP_MD_CTX *sha = EVP_MD_CTX_new(), *whole = EVP_MD_CTX_new(), *part = EVP_MD_CTX_new(),
-	           *outer = EVP_MD_CTX_new();
-	const char *dash = strchr(etag, '-');
-	unsigned char *buf = malloc(1 << 20), md[EVP_MAX_MD_SIZE];
-	unsigned mdlen;
-	uint64_t in_part = 0;
-	unsigned long parts = 0, want_parts = dash ? strtoul(dash + 1, NULL, 10) : 0;
-	char got[80];
-	int fd = -1, rc = 0;
-	ssize_t r;
-
-	if (!sha || !whole || !part || !outer || !buf) {
-		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-		goto out;
-	}
-	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-	EVP_DigestInit_ex(whole, EVP_md5(), NULL);
-	EVP_DigestInit_ex(part, EVP_md5(), NULL);
-	EVP_DigestInit_ex(outer, EVP_md5(), NULL);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	while ((r = read(fd, buf, 1 << 20)) > 0) {
-		size_t off = 0;
-		EVP_DigestUpdate(sha, buf, (size_t)r);
-		EVP_DigestUpdate(whole, buf, (size_t)r);
-		while (dash && part_size && off < (size_t)r) {
-			size_t take = (size_t)r - off;
-			if (take > part_size - in_part)
-				take = (size_t)(part_size - in_part);
-			EVP_DigestUpdate(part, buf + off, take);
-			in_part += take;
-			off += take;
-			if (in_part == part_size) {
-				EVP_DigestFinal_ex(part, md, &mdlen);
-				EVP_DigestUpdate(outer, md, mdlen);
-				EVP_DigestInit_ex(part, EVP_md5(), NULL);
-				in_part = 0;
-				parts++;
-			}
-		}
-	}
-	if (r < 0) {
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	EVP_DigestFinal_ex(sha, md, &mdlen);
-	for (unsigned i = 0; i < mdlen; i++) {
-		sha_hex[2 * i] = hex[md[i] >> 4];
-		sha_hex[2 * i + 1] = hex[md[i] & 15];
-	}
-	sha_hex[64] = '\0';
-	if (dash) {
-		if (in_part) {
-			EVP_DigestFinal_ex(part, md, &mdlen);
-			EVP_DigestUpdate(outer, md, mdlen);
-			parts++;
-		}
-		EVP_DigestFinal_ex(outer, md, &mdlen);
-	} else {
-		EVP_DigestFinal_ex(whole, md, &mdlen);
-	}
-	for (unsigned i = 0; i < mdlen; i++) {
-		got[2 * i] = hex[md[i] >> 4];
-		got[2 * i + 1] = hex[md[i] & 15];
-	}
-	got[2 * mdlen] = '\0';
-	if (dash) {
-		if (!is_md5_hex(etag, (size_t)(dash - etag)) || parts != want_parts ||
-		    strncmp(got, etag, 32) != 0)
-			rc = isc_err_set(
-			    err, ISC_ECONFLICT,
-			    "the downloaded bytes do not match the ETag %s (%lu parts of %" PRIu64
-			    " bytes give %s-%lu)",
-			    etag, parts, part_size, got, parts);
-	} else if (!is_md5_hex(etag, strlen(etag)) || strcmp(got, etag) != 0) {
-		rc = isc_err_set(err, ISC_ECONFLICT,
-		                 "the downloaded bytes do not match the ETag %s (their MD5 is %s)",
-		                 etag, got);
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	EVP_MD_CTX_free(sha);
-	EVP_MD_CTX_free(whole);
-	EVP_MD_CTX_free(part);
-	EVP_MD_CTX_free(outer);
-	return rc;
+	progress_note(ctx, (int64_t)bytes, 0);
 }
 
 struct file_reader {
@@ -978,7 +801,8 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 		    d->is_folder ? NULL : (d->version_id[0] ? d->version_id : o->version_id);
 		const char *rel = d->is_folder ? o->key + strlen(d->key) : NULL;
 		uint64_t part_size = 0;
-		char sha[65], name[32];
+		struct isc_dataset_verified ver;
+		char name[32];
 		json_t *entry;
 		if (d->is_folder && !rel_ok(rel)) {
 			rc = isc_err_set(
@@ -993,30 +817,46 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 			goto out;
 		}
-		if ((rc = download(c, d->bucket, o, vid, dl, &prog, stop, err)))
-			goto fail_obj;
-		if (strchr(o->etag, '-')) {
+		/*
+		 * HeadObject of this very object (a folder's listing has neither its
+		 * checksum nor its encryption), and of part 1 for a multipart ETag or
+		 * a composite checksum: the part size the digests need as they go.
+		 */
+		if (d->is_folder) {
+			struct isc_s3_object h;
+			if ((rc = isc_s3_head(c, d->bucket, o->key, NULL, 0, &h, err)))
+				goto fail_obj;
+			free(h.key);
+			h.key = o->key;
+			*o = h;
+		}
+		if (strchr(o->etag, '-') || o->checksum_composite) {
 			struct isc_s3_object p1;
 			if ((rc = isc_s3_head(c, d->bucket, o->key, vid, 1, &p1, err)))
 				goto fail_obj;
 			part_size = p1.size;
 			isc_s3_object_cleanup(&p1);
 		}
-		if ((rc = verify_file(dl, o->etag, part_size, sha, err))) {
-			/* Wrong bytes are not resumed from: the next attempt starts over. */
-			unlink(dl);
-			goto fail_obj;
+		{
+			struct isc_dataset_download job = {
+			    c, d->bucket, o, vid, part_size, dl, progress_bytes, &prog, stop};
+			if ((rc = isc_dataset_download_run(&job, &ver, err)))
+				goto fail_obj;
 		}
 		prog.done += (int64_t)o->size;
 		progress_note(&prog, 0, 1);
-		entry = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:b}", "key", o->key,
+		entry = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s}", "key", o->key,
 		                  "version_id", vid ? vid : "", "etag", o->etag, "size",
-		                  (json_int_t)o->size, "sha256", sha, "path",
+		                  (json_int_t)o->size, "sha256", ver.sha256, "verified_by", ver.by,
+		                  "checksum", o->checksum_algo[0] ? o->checksum : "", "path",
 		                  rel ? rel
 		                      : (ext                    ? ""
 		                         : strrchr(o->key, '/') ? strrchr(o->key, '/') + 1
-		                                                : o->key),
-		                  "archive", ext != NULL);
+		                                                : o->key));
+		if (entry && json_object_set_new(entry, "archive", json_boolean(ext != NULL))) {
+			json_decref(entry);
+			entry = NULL;
+		}
 		if (!entry || json_array_append_new(arr, entry)) {
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 			goto out;
@@ -1220,6 +1060,43 @@ void isc_dataset_cacher_stop(struct isc_dataset_cacher *c)
 	pthread_join(c->thread, NULL);
 	free(c->home);
 	free(c);
+}
+
+char *isc_dataset_verified_summary(const struct isc_dataset *d)
+{
+	json_t *m = d->manifest_json ? json_loads(d->manifest_json, 0, NULL) : NULL;
+	json_t *objs = json_object_get(m, "objects"), *counts = json_object();
+	struct isc_buf b;
+	const char *k;
+	json_t *v;
+	char *out = NULL;
+
+	isc_buf_init(&b, 0);
+	for (size_t i = 0; counts && i < json_array_size(objs); i++) {
+		const char *by =
+		    json_string_value(json_object_get(json_array_get(objs, i), "verified_by"));
+		if (by)
+			json_object_set_new(
+			    counts, by,
+			    json_integer(json_integer_value(json_object_get(counts, by)) + 1));
+	}
+	json_object_foreach(counts, k, v)
+	{
+		if (b.len)
+			isc_buf_puts(&b, "; ");
+		if (json_array_size(objs) > 1)
+			isc_buf_printf(&b, "%s: %" JSON_INTEGER_FORMAT " object%s", k,
+			               json_integer_value(v),
+			               json_integer_value(v) == 1 ? "" : "s");
+		else
+			isc_buf_puts(&b, k);
+	}
+	if (b.len)
+		out = isc_buf_detach(&b);
+	isc_buf_cleanup(&b);
+	json_decref(counts);
+	json_decref(m);
+	return out;
 }
 
 /* ---- burst nodes ---- */

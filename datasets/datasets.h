@@ -110,6 +110,15 @@ void isc_dataset_cacher_stop(struct isc_dataset_cacher *c);
 int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
                             size_t n, struct isc_dataset **out, struct isc_err *err);
 
+/*
+ * How the cached bytes were checked against S3, from the manifest: each
+ * object's "verified_by" ("ETag (MD5)", "ChecksumCRC32C (composite, 3 parts)",
+ * "If-Match on every range (...)"), the distinct ones joined with "; " and
+ * counted for a folder ("ETag (MD5): 1000 objects"). NULL before Available or
+ * for a manifest written before this was recorded. Caller frees.
+ */
+char *isc_dataset_verified_summary(const struct isc_dataset *d);
+
 /* One file a node fetches for a dataset (launcher/launcher.h takes these). */
 struct isc_dataset_fetch_file {
 	char *url;    /* presigned GET: a bearer credential for one object, never logged */

@@ -182,11 +182,19 @@ int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
 		isc_buf_reset(&resp->headers);
 		resp->status = 0;
 		c->attempts_made = attempt;
+		if (req->sink && req->sink->begin && (rc = req->sink->begin(req->sink->ctx, err)))
+			return rc;
 		rc = c->transport->send(c->transport->ctx, req, c->policy.timeout_ms,
 		                        c->policy.connect_timeout_ms, c->policy.max_response_bytes,
 		                        resp, err);
 		if (rc == 0)
 			rc = classify(classify_ctx, resp, err);
+		/* A transport that buffered a 2xx body: the sink gets it now, in one piece. */
+		if (rc == 0 && req->sink && !c->transport->streams && resp->body.len) {
+			rc = req->sink->write(req->sink->ctx, resp, resp->body.data, resp->body.len,
+			                      err);
+			isc_buf_reset(&resp->body);
+		}
 		if (rc == 0 || !isc_code_is_retryable(rc))
 			return rc;
 		if (attempt < max)
@@ -210,12 +218,27 @@ static void curl_init_once(void)
 struct sink {
 	struct isc_buf *buf;
 	int overflow;
+	/* Streaming a 2xx body (req->sink): the handle to ask the status, the reply so far. */
+	const struct isc_http_sink *to;
+	CURL *h;
+	struct isc_http_response *resp;
+	int sink_rc;
+	struct isc_err sink_err;
 };
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct sink *s = userdata;
 	size_t n = size * nmemb;
+	if (s->to) {
+		long status = 0;
+		curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+		if (status >= 200 && status < 300) {
+			s->resp->status = status;
+			s->sink_rc = s->to->write(s->to->ctx, s->resp, ptr, n, &s->sink_err);
+			return s->sink_rc ? 0 : n; /* 0 aborts the transfer */
+		}
+	}
 	if (isc_buf_append(s->buf, ptr, n) != 0) {
 		s->overflow = 1;
 		return 0; /* aborts the transfer */
@@ -223,24 +246,19 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-static int curl_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
-                     long connect_timeout_ms, size_t max_response_bytes,
-                     struct isc_http_response *resp, struct isc_err *err)
+/* One request on handle h (fresh, or reset and keeping its live connections). */
+static int curl_send_on(CURL *h, const struct isc_http_request *req, long timeout_ms,
+                        long connect_timeout_ms, size_t max_response_bytes,
+                        struct isc_http_response *resp, struct isc_err *err)
 {
-	CURL *h;
 	CURLcode cc;
 	struct curl_slist *hdrs = NULL;
-	struct sink body = {&resp->body, 0}, head = {&resp->headers, 0};
+	struct sink body = {&resp->body, 0, req->sink, h, resp, 0, {0}}, head = {&resp->headers, 0};
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char where[256];
 	int rc = 0;
-	(void)ctx;
 
-	pthread_once(&curl_once, curl_init_once);
 	resp->body.max = max_response_bytes;
-	h = curl_easy_init();
-	if (!h)
-		return isc_err_set(err, ISC_ENOMEM, "cannot create an HTTP handle");
 	for (size_t i = 0; i < req->n_headers; i++) {
 		char *line = NULL;
 		struct curl_slist *next;
@@ -272,6 +290,9 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 		 */
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	}
+	/* A streamed body arrives in larger pieces: fewer callbacks and write(2)s. */
+	if (req->sink)
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
@@ -285,7 +306,11 @@ static int curl_send(void *ctx, const struct isc_http_request *req, long timeout
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 	cc = curl_easy_perform(h);
 	url_for_message(req->url, where, sizeof(where));
-	if (body.overflow) {
+	if (body.sink_rc) {
+		rc = body.sink_rc;
+		if (err)
+			*err = body.sink_err;
+	} else if (body.overflow) {
 		rc = isc_err_set(err, ISC_EINVALID, "%s: reply larger than %zu bytes", where,
 		                 max_response_bytes);
 	} else if (cc != CURLE_OK) {
@@ -298,13 +323,69 @@ out:
 	for (struct curl_slist *l = hdrs; l; l = l->next)
 		OPENSSL_cleanse(l->data, strlen(l->data));
 	curl_slist_free_all(hdrs);
+	/* The handle keeps no pointer to our locals or the freed header list. */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	return rc;
+}
+
+static int curl_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
+                     long connect_timeout_ms, size_t max_response_bytes,
+                     struct isc_http_response *resp, struct isc_err *err)
+{
+	CURL *h;
+	int rc;
+	(void)ctx;
+
+	pthread_once(&curl_once, curl_init_once);
+	h = curl_easy_init();
+	if (!h)
+		return isc_err_set(err, ISC_ENOMEM, "cannot create an HTTP handle");
+	rc = curl_send_on(h, req, timeout_ms, connect_timeout_ms, max_response_bytes, resp, err);
 	curl_easy_cleanup(h);
 	return rc;
 }
 
-static const struct isc_http_transport curl_transport = {.send = curl_send, .ctx = NULL};
+static const struct isc_http_transport curl_transport = {
+    .send = curl_send, .ctx = NULL, .streams = 1};
 
 const struct isc_http_transport *isc_http_transport_curl(void)
 {
 	return &curl_transport;
+}
+
+/* ---- a kept-alive session ---- */
+
+static int session_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
+                        long connect_timeout_ms, size_t max_response_bytes,
+                        struct isc_http_response *resp, struct isc_err *err)
+{
+	CURL *h = ctx;
+	/* Options back to defaults; the connection cache survives a reset. */
+	curl_easy_reset(h);
+	return curl_send_on(h, req, timeout_ms, connect_timeout_ms, max_response_bytes, resp, err);
+}
+
+struct isc_http_transport *isc_http_transport_curl_session_new(void)
+{
+	struct isc_http_transport *t = calloc(1, sizeof(*t));
+	pthread_once(&curl_once, curl_init_once);
+	if (!t)
+		return NULL;
+	t->ctx = curl_easy_init();
+	if (!t->ctx) {
+		free(t);
+		return NULL;
+	}
+	t->send = session_send;
+	t->streams = 1;
+	return t;
+}
+
+void isc_http_transport_curl_session_free(struct isc_http_transport *t)
+{
+	if (!t)
+		return;
+	curl_easy_cleanup(t->ctx);
+	free(t);
 }

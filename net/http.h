@@ -21,6 +21,26 @@ struct isc_http_header {
 	const char *value;
 };
 
+struct isc_http_response;
+
+/*
+ * Where a 2xx reply's body goes when the caller does not want it in memory
+ * (a dataset download writes it to a file and hashes it as it arrives). A
+ * reply that is not 2xx is still buffered in resp->body, for the classifier.
+ */
+struct isc_http_sink {
+	/* Before every attempt: a retried request starts its body over. 0 or an isc code. */
+	int (*begin)(void *ctx, struct isc_err *err);
+	/*
+	 * One piece of a 2xx body, in order; resp's status and headers are complete.
+	 * 0, or an isc code (with err set) that aborts the transfer: the request then
+	 * fails with that code (retried only if it is retryable).
+	 */
+	int (*write)(void *ctx, const struct isc_http_response *resp, const void *data, size_t n,
+	             struct isc_err *err);
+	void *ctx;
+};
+
 struct isc_http_request {
 	const char *method; /* "GET", "POST", ... */
 	const char *url;
@@ -28,6 +48,7 @@ struct isc_http_request {
 	size_t n_headers;
 	const char *body; /* may be NULL */
 	size_t body_len;
+	const struct isc_http_sink *sink; /* NULL: the body goes to resp->body */
 };
 
 struct isc_http_response {
@@ -41,17 +62,32 @@ void isc_http_response_cleanup(struct isc_http_response *r);
 
 /*
  * One attempt on the wire. Returns 0 when an HTTP reply (any status) arrived;
- * ISC_ETRANSIENT for connect/reset/timeout; ISC_EINVALID for a reply over the cap.
+ * ISC_ETRANSIENT for connect/reset/timeout; ISC_EINVALID for a reply over the cap;
+ * a sink's own code when it refused a piece. `streams`: the transport hands a
+ * 2xx body to req->sink itself; otherwise isc_http_do passes the buffered body
+ * to the sink after the reply (scripted test transports).
  */
 struct isc_http_transport {
 	int (*send)(void *ctx, const struct isc_http_request *req, long timeout_ms,
 	            long connect_timeout_ms, size_t max_response_bytes,
 	            struct isc_http_response *resp, struct isc_err *err);
 	void *ctx;
+	int streams;
 };
 
-/* The libcurl transport (thread-safe; curl_global_init happens once). Borrowed. */
+/*
+ * The libcurl transport (thread-safe; curl_global_init happens once). Borrowed.
+ * Each request gets a fresh handle, so a connection is not reused.
+ */
 const struct isc_http_transport *isc_http_transport_curl(void);
+
+/*
+ * A libcurl transport that keeps one handle, so consecutive requests to the
+ * same host reuse one kept-alive connection (no TCP or TLS handshake per
+ * request). Not thread-safe: one per thread or client. Caller frees.
+ */
+struct isc_http_transport *isc_http_transport_curl_session_new(void);
+void isc_http_transport_curl_session_free(struct isc_http_transport *t);
 
 /*
  * Decides what a reply means: 0 for success, otherwise an isc_code with a

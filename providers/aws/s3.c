@@ -33,6 +33,7 @@ struct isc_s3_client {
 	char *akid, *secret, *token; /* secret and token wiped on free */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
+	struct isc_http_transport *own; /* the kept-alive session when no transport was given */
 };
 
 static void wipe_free(char *s)
@@ -75,6 +76,7 @@ void isc_s3_client_free(struct isc_s3_client *c)
 	free(c->akid);
 	wipe_free(c->secret);
 	wipe_free(c->token);
+	isc_http_transport_curl_session_free(c->own);
 	free(c);
 }
 
@@ -131,6 +133,10 @@ int isc_s3_client_new(const struct isc_s3_config *cfg, const struct isc_http_tra
 	snprintf(c->region, sizeof(c->region), "%s", cfg->region);
 	c->addressing = cfg->addressing;
 	c->clock = clock;
+	if (!t && !(t = c->own = isc_http_transport_curl_session_new())) {
+		rc = isc_err_set(err, ISC_ENOMEM, "cannot create an HTTP session");
+		goto out;
+	}
 	isc_http_client_init(&c->http, t, clock);
 	c->http.policy.max_response_bytes = S3_MAX_GET + 4096;
 	c->http.policy.timeout_ms = 300000; /* a 64 MiB range over a slow link */
@@ -143,6 +149,24 @@ out:
 	}
 	*out = c;
 	return 0;
+}
+
+int isc_s3_etag_is_md5(const struct isc_s3_object *o)
+{
+	size_t n = strcspn(o->etag, "-");
+	if (o->sse[0] && strcmp(o->sse, "AES256") != 0)
+		return 0; /* SSE-KMS, DSSE-KMS, SSE-C: the ETag is not an MD5 of the bytes */
+	if (n != 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)o->etag[i]))
+			return 0;
+	if (o->etag[n] == '-') {
+		char *end;
+		unsigned long parts = strtoul(o->etag + n + 1, &end, 10);
+		return parts >= 1 && parts <= 10000 && *end == '\0' && end != o->etag + n + 1;
+	}
+	return 1;
 }
 
 void isc_s3_object_cleanup(struct isc_s3_object *o)
@@ -421,7 +445,8 @@ static int s3_classify(void *vctx, const struct isc_http_response *resp, struct 
 
 /* Signs and sends one request; extra headers (Range, If-Match) are signed too. */
 static int s3_send(struct isc_s3_client *c, const char *method, const struct target *t,
-                   const struct isc_http_header *extra, size_t n_extra, struct call *cc,
+                   const struct isc_http_header *extra, size_t n_extra,
+                   const struct isc_http_sink *sink, struct call *cc,
                    struct isc_http_response *resp, struct isc_err *err)
 {
 	struct isc_http_header hdrs[8];
@@ -451,8 +476,8 @@ static int s3_send(struct isc_s3_client *c, const char *method, const struct tar
 	}
 	for (size_t i = 0; i < sig.n_add; i++)
 		hdrs[n + i] = sig.add[i];
-	req =
-	    (struct isc_http_request){method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, NULL, 0};
+	req = (struct isc_http_request){method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, NULL, 0,
+	                                sink};
 	rc = isc_http_do(&c->http, &req, s3_classify, cc, resp, err);
 	isc_sigv4_signed_cleanup(&sig);
 	return rc;
@@ -479,6 +504,9 @@ int isc_s3_head(struct isc_s3_client *c, const char *bucket, const char *key,
 	struct target t;
 	struct isc_http_response resp;
 	struct call cc = {"HeadObject", bucket, key};
+	/* Without it S3 leaves out the object's additional checksum (SHA-256, CRC32C, ...). */
+	struct isc_http_header extra[1] = {{"x-amz-checksum-mode", "ENABLED"}};
+	size_t n_extra = 1;
 	char v[1025];
 	int rc;
 
@@ -494,7 +522,7 @@ int isc_s3_head(struct isc_s3_client *c, const char *bucket, const char *key,
 		isc_buf_cleanup(&q);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = s3_send(c, "HEAD", &t, NULL, 0, &cc, &resp, err);
+	rc = s3_send(c, "HEAD", &t, extra, n_extra, NULL, &cc, &resp, err);
 	if (rc)
 		goto out;
 	if (!header_get(&resp, "Content-Length", v, sizeof(v)) || !isdigit((unsigned char)v[0])) {
@@ -509,6 +537,29 @@ int isc_s3_head(struct isc_s3_client *c, const char *bucket, const char *key,
 		snprintf(out->version_id, sizeof(out->version_id), "%s", v);
 	if (header_get(&resp, "x-amz-mp-parts-count", v, sizeof(v)))
 		out->parts_count = (unsigned)strtoul(v, NULL, 10);
+	if (header_get(&resp, "x-amz-server-side-encryption", v, sizeof(v)))
+		snprintf(out->sse, sizeof(out->sse), "%.31s", v);
+	if (header_get(&resp, "x-amz-server-side-encryption-customer-algorithm", v, sizeof(v)))
+		snprintf(out->sse, sizeof(out->sse), "SSE-C");
+	/* S3 keeps one additional checksum per object; the strongest we can check wins. */
+	{
+		static const char *const algos[] = {"SHA256", "CRC32C", "CRC32"};
+		for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+			char h[64];
+			snprintf(h, sizeof(h), "x-amz-checksum-%s", algos[i]);
+			if (header_get(&resp, h, v, sizeof(v)) && v[0] &&
+			    strlen(v) < sizeof(out->checksum)) {
+				snprintf(out->checksum_algo, sizeof(out->checksum_algo), "%s",
+				         algos[i]);
+				snprintf(out->checksum, sizeof(out->checksum), "%.95s", v);
+				break;
+			}
+		}
+		if (out->checksum[0] && header_get(&resp, "x-amz-checksum-type", v, sizeof(v)))
+			out->checksum_composite = strcasecmp(v, "COMPOSITE") == 0;
+		else if (out->checksum[0])
+			out->checksum_composite = strchr(out->checksum, '-') != NULL;
+	}
 	out->key = strdup(key);
 	if (!out->key)
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -519,16 +570,68 @@ out:
 	return rc;
 }
 
-int isc_s3_get_range(struct isc_s3_client *c, const char *bucket, const char *key,
-                     const char *version_id, const char *if_match, uint64_t first, uint64_t len,
-                     struct isc_buf *out, struct isc_err *err)
+/*
+ * What a ranged GET must look like before its first byte is passed on: 206
+ * with exactly the range asked for (a 200 would be the whole object: the
+ * server ignored Range), and never more bytes than asked.
+ */
+struct range_sink {
+	const struct isc_http_sink *to;
+	const char *bucket, *key;
+	uint64_t first, len, got;
+	int checked;
+};
+
+static int range_begin(void *ctx, struct isc_err *err)
+{
+	struct range_sink *r = ctx;
+	r->got = 0;
+	r->checked = 0;
+	return r->to->begin ? r->to->begin(r->to->ctx, err) : 0;
+}
+
+static int range_write(void *ctx, const struct isc_http_response *resp, const void *data, size_t n,
+                       struct isc_err *err)
+{
+	struct range_sink *r = ctx;
+	if (!r->checked) {
+		char v[128];
+		uint64_t a = 0, b = 0;
+		if (resp->status != 206 || !header_get(resp, "Content-Range", v, sizeof(v)))
+			return isc_err_set(
+			    err, ISC_EINVALID,
+			    "S3 GetObject s3://%s/%s: the server ignored the Range (HTTP %ld)",
+			    r->bucket, r->key, resp->status);
+		if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64, &a, &b) != 2 || a != r->first ||
+		    b != r->first + r->len - 1)
+			return isc_err_set(
+			    err, ISC_EINVALID,
+			    "S3 GetObject s3://%s/%s: Content-Range '%s' is not bytes "
+			    "%" PRIu64 "-%" PRIu64 " asked for",
+			    r->bucket, r->key, v, r->first, r->first + r->len - 1);
+		r->checked = 1;
+	}
+	if (n > r->len - r->got)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "S3 GetObject s3://%s/%s: more bytes than the %" PRIu64
+		                   " asked for",
+		                   r->bucket, r->key, r->len);
+	r->got += n;
+	return r->to->write(r->to->ctx, resp, data, n, err);
+}
+
+int isc_s3_get_range_to(struct isc_s3_client *c, const char *bucket, const char *key,
+                        const char *version_id, const char *if_match, uint64_t first, uint64_t len,
+                        const struct isc_http_sink *sink, struct isc_err *err)
 {
 	struct isc_buf q;
 	struct target t;
 	struct isc_http_response resp;
 	struct isc_http_header extra[2];
 	struct call cc = {"GetObject", bucket, key};
-	char range[64], quoted[96], v[128];
+	struct range_sink rs = {sink, bucket, key, first, len, 0, 0};
+	struct isc_http_sink wrap = {range_begin, range_write, &rs};
+	char range[64], quoted[96];
 	size_t n_extra = 0;
 	int rc;
 
@@ -550,40 +653,55 @@ int isc_s3_get_range(struct isc_s3_client *c, const char *bucket, const char *ke
 		isc_buf_cleanup(&q);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = s3_send(c, "GET", &t, extra, n_extra, &cc, &resp, err);
-	if (rc)
-		goto out;
-	/* 206 with exactly our range; a 200 would be the whole object (range ignored). */
-	if (resp.status != 206 || !header_get(&resp, "Content-Range", v, sizeof(v))) {
-		rc = isc_err_set(err, ISC_EINVALID,
-		                 "S3 GetObject s3://%s/%s: the server ignored the Range (HTTP %ld)",
-		                 bucket, key, resp.status);
-		goto out;
-	}
-	{
-		uint64_t a = 0, b = 0;
-		if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64, &a, &b) != 2 || a != first ||
-		    b != first + len - 1) {
-			rc =
-			    isc_err_set(err, ISC_EINVALID,
-			                "S3 GetObject s3://%s/%s: Content-Range '%s' is not the %s "
-			                "asked for",
-			                bucket, key, v, range);
-			goto out;
-		}
-	}
-	if (resp.body.len != len) {
-		rc = isc_err_set(err, ISC_ETRANSIENT,
-		                 "S3 GetObject s3://%s/%s: %zu bytes of %" PRIu64 " arrived",
-		                 bucket, key, resp.body.len, len);
-		goto out;
-	}
-	if (isc_buf_append(out, resp.body.data, resp.body.len))
-		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-out:
+	rc = s3_send(c, "GET", &t, extra, n_extra, &wrap, &cc, &resp, err);
+	if (!rc && !rs.checked)
+		rc = range_write(&rs, &resp, NULL, 0, err); /* an empty 2xx body: check it too */
+	if (!rc && rs.got != len)
+		rc =
+		    isc_err_set(err, ISC_ETRANSIENT,
+		                "S3 GetObject s3://%s/%s: %" PRIu64 " bytes of %" PRIu64 " arrived",
+		                bucket, key, rs.got, len);
 	isc_http_response_cleanup(&resp);
 	target_cleanup(&t);
 	isc_buf_cleanup(&q);
+	return rc;
+}
+
+/* The buffered form: a sink appending to a buffer, rewound to its length before each try. */
+struct buf_sink {
+	struct isc_buf *out;
+	size_t start;
+};
+
+static int buf_begin(void *ctx, struct isc_err *err)
+{
+	struct buf_sink *b = ctx;
+	(void)err;
+	b->out->len = b->start;
+	if (b->out->data)
+		b->out->data[b->start] = '\0';
+	return 0;
+}
+
+static int buf_write(void *ctx, const struct isc_http_response *resp, const void *data, size_t n,
+                     struct isc_err *err)
+{
+	struct buf_sink *b = ctx;
+	(void)resp;
+	if (n && isc_buf_append(b->out, data, n))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	return 0;
+}
+
+int isc_s3_get_range(struct isc_s3_client *c, const char *bucket, const char *key,
+                     const char *version_id, const char *if_match, uint64_t first, uint64_t len,
+                     struct isc_buf *out, struct isc_err *err)
+{
+	struct buf_sink b = {out, out->len};
+	struct isc_http_sink sink = {buf_begin, buf_write, &b};
+	int rc = isc_s3_get_range_to(c, bucket, key, version_id, if_match, first, len, &sink, err);
+	if (rc)
+		buf_begin(&b, NULL);
 	return rc;
 }
 
@@ -685,7 +803,7 @@ int isc_s3_list_page(struct isc_s3_client *c, const char *bucket, const char *pr
 		isc_buf_cleanup(&q);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = s3_send(c, "GET", &t, NULL, 0, &cc, &resp, err);
+	rc = s3_send(c, "GET", &t, NULL, 0, NULL, &cc, &resp, err);
 	if (!rc)
 		rc = parse_listing(resp.body.data, resp.body.len, out, err);
 	if (rc)

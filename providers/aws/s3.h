@@ -48,7 +48,11 @@ struct isc_s3_client;
  */
 char *isc_s3_endpoint_resolve(const char *configured, const char *region);
 
-/* Copies what it needs from cfg; transport and clock are borrowed for the client's life. */
+/*
+ * Copies what it needs from cfg; transport and clock are borrowed for the
+ * client's life. t NULL: the client keeps its own libcurl session, so its
+ * requests reuse one kept-alive connection (not thread-safe, like the client).
+ */
 int isc_s3_client_new(const struct isc_s3_config *cfg, const struct isc_http_transport *t,
                       const struct isc_clock *clock, struct isc_s3_client **out,
                       struct isc_err *err);
@@ -61,7 +65,24 @@ struct isc_s3_object {
 	char etag[80];         /* without quotes: "hex" or "hex-N" for multipart uploads */
 	char version_id[1025]; /* "" when the bucket is not versioned (or "null") */
 	unsigned parts_count;  /* x-amz-mp-parts-count of a partNumber HEAD; 0 otherwise */
+	/*
+	 * HeadObject only (asked with x-amz-checksum-mode: ENABLED): the object's
+	 * additional checksum, if it has one we can check: algo "SHA256", "CRC32C"
+	 * or "CRC32" ("" for none), the base64 value as S3 sends it ("...-N" for a
+	 * composite checksum of N parts), and whether it is composite.
+	 */
+	char checksum_algo[8];
+	char checksum[96];
+	int checksum_composite;
+	/* x-amz-server-side-encryption ("AES256", "aws:kms", "aws:kms:dsse"), or "SSE-C". */
+	char sse[32];
 };
+
+/*
+ * Whether the ETag is the MD5 of the bytes (or, "HEX-N", of the part MD5s):
+ * not for SSE-KMS, DSSE-KMS and SSE-C objects, whose ETags are opaque.
+ */
+int isc_s3_etag_is_md5(const struct isc_s3_object *o);
 void isc_s3_object_cleanup(struct isc_s3_object *o);
 
 /*
@@ -82,6 +103,15 @@ int isc_s3_head(struct isc_s3_client *c, const char *bucket, const char *key,
 int isc_s3_get_range(struct isc_s3_client *c, const char *bucket, const char *key,
                      const char *version_id, const char *if_match, uint64_t first, uint64_t len,
                      struct isc_buf *out, struct isc_err *err);
+
+/*
+ * The same GET with the body streamed into sink as it arrives (no copy of the
+ * range in memory): the sink sees only a 206 with exactly the range asked for,
+ * and its begin() runs before every attempt, so a retried range can rewind.
+ */
+int isc_s3_get_range_to(struct isc_s3_client *c, const char *bucket, const char *key,
+                        const char *version_id, const char *if_match, uint64_t first, uint64_t len,
+                        const struct isc_http_sink *sink, struct isc_err *err);
 
 /* One page of ListObjectsV2. */
 struct isc_s3_listing {

@@ -33,7 +33,7 @@ curl -sf -X POST "$S3/_mock/object" \
 	-d "{\"bucket\":\"bench-data\",\"key\":\"big.bin\",\"file\":\"$dir/object.bin\"}" >/dev/null
 rm -f "$dir/object.bin"
 
-# curl, best of 3, writing to disk as the cache does.
+# A presigned URL made by botocore: curl fetches exactly what iscd fetches, from the same server.
 url=$(/usr/bin/python3 - "$S3" "$akid" "$secret" <<'EOF'
 import sys, botocore.session
 from botocore.config import Config
@@ -43,36 +43,44 @@ c = botocore.session.get_session().create_client(
 print(c.generate_presigned_url("get_object", Params={"Bucket": "bench-data", "Key": "big.bin"}, ExpiresIn=3600))
 EOF
 )
-best_curl=
-for _ in 1 2 3; do
-	t=$(curl -sf -o "$dir/curl.out" -w '%{time_total}' "$url")
-	rm -f "$dir/curl.out"
-	if [ -z "$best_curl" ] || awk "BEGIN {exit !($t < $best_curl)}"; then best_curl=$t; fi
-done
 
-# iscd: from "caching" to "available" in its log; RSS sampled every 100 ms.
 export ISC_HOME=$dir/home AWS_ACCESS_KEY_ID=$akid AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=us-east-1
 export AWS_ENDPOINT_URL_S3=$S3
 "$ISC_BIN/isc" init >/dev/null
-"$ISC_BIN/isc" org add bench >/dev/null
 "$ISC_BIN/iscd" --interval-ms 2000 2>"$dir/iscd.log" &
 iscd_pid=$!
+# isc org add goes through iscd's API: wait for its socket.
+for _ in $(seq 100); do [ -S "$ISC_HOME/run/api.sock" ] && break; sleep 0.1; done
+"$ISC_BIN/isc" org add bench >/dev/null || exit 1
 sleep 1
 rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$iscd_pid/status")
-"$ISC_BIN/isc" datasets add s3://bench-data/big.bin --org bench --volume-size 4Gi >/dev/null || exit 1
-peak=0
-for _ in $(seq 1 6000); do
-	r=$(awk '/VmRSS/ {print $2}' "/proc/$iscd_pid/status" 2>/dev/null || echo 0)
-	[ "$r" -gt "$peak" ] && peak=$r
-	grep -q "available" "$dir/iscd.log" && break
-	sleep 0.1
+
+# Three rounds, each curl to disk then iscd caching the object as a new dataset (its own
+# copy), so both see the same machine load; the best of each. On a shared 2-core machine
+# the neighbours make single runs vary by 2x and more.
+ms() { date -d "$(sed -nE "s/^([0-9T:.-]+)Z iscd info: dataset .*\($1\): $2.*/\1/p" "$dir/iscd.log" | head -1)Z" +%s%3N; }
+best_curl= best_cache= peak=0
+for round in 1 2 3; do
+	t=$(curl -sf -o "$dir/curl.out" -w '%{time_total}' "$url")
+	rm -f "$dir/curl.out"
+	if [ -z "$best_curl" ] || awk "BEGIN {exit !($t < $best_curl)}"; then best_curl=$t; fi
+	"$ISC_BIN/isc" datasets add s3://bench-data/big.bin --org bench --name "big$round" \
+		--volume-size 4Gi >/dev/null || exit 1
+	for _ in $(seq 1 6000); do
+		r=$(awk '/VmRSS/ {print $2}' "/proc/$iscd_pid/status" 2>/dev/null || echo 0)
+		[ "$r" -gt "$peak" ] && peak=$r
+		grep -q "(big$round): available" "$dir/iscd.log" && break
+		sleep 0.1
+	done
+	c=$(awk "BEGIN {printf \"%.2f\", ($(ms "big$round" available) - $(ms "big$round" caching)) / 1000}")
+	if [ -z "$best_cache" ] || awk "BEGIN {exit !($c < $best_cache)}"; then best_cache=$c; fi
+	rm -rf "$ISC_HOME/datasets/big$round"
 done
-ms() { date -d "$(sed -nE "s/^([0-9T:.-]+)Z iscd info: dataset .*$1.*/\1/p" "$dir/iscd.log" | head -1)Z" +%s%3N; }
-t0=$(ms ": caching ")
-t1=$(ms ": available")
-cache_s=$(awk "BEGIN {printf \"%.2f\", ($t1 - $t0) / 1000}")
 mib=$((bytes >> 20))
-echo "dataset cache of $mib MiB from the mock S3: ${cache_s} s ($(awk "BEGIN {printf \"%.0f\", $mib / $cache_s}") MiB/s), including the MD5 (ETag) and SHA-256 pass over the bytes"
+echo "dataset cache of $mib MiB from the mock S3: ${best_cache} s ($(awk "BEGIN {printf \"%.0f\", $mib / $best_cache}") MiB/s), best of 3, checked against the ETag (MD5) and hashed (SHA-256) as it arrives"
 echo "curl of the same object (presigned, to disk): ${best_curl} s ($(awk "BEGIN {printf \"%.0f\", $mib / $best_curl}") MiB/s), best of 3"
-echo "ratio: $(awk "BEGIN {printf \"%.2f\", $cache_s / $best_curl}")x curl (goal <= 1.10)"
-echo "iscd resident memory: $((rss_idle / 1024)) MiB idle, peak $((peak / 1024)) MiB while caching $mib MiB (goal: flat)"
+echo "ratio: $(awk "BEGIN {printf \"%.2f\", $best_cache / $best_curl}")x curl (goal <= 1.10)"
+# The floor of any cacher that checks an MD5 ETag: MD5 is serial, one core's speed.
+md5=$(openssl speed -seconds 1 -bytes 1048576 -evp md5 2>/dev/null | awk '/^md5/ {print $NF}' | tr -d k)
+[ -n "$md5" ] && echo "MD5 alone of $mib MiB on one core here: $(awk "BEGIN {printf \"%.2f\", $bytes / ($md5 * 1000)}") s (openssl speed: $(awk "BEGIN {printf \"%.0f\", $md5 * 1000 / 1048576}") MiB/s)"
+echo "iscd resident memory: $((rss_idle / 1024)) MiB idle, peak $((peak / 1024)) MiB while caching $mib MiB three times (goal: flat)"
