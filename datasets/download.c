@@ -138,7 +138,8 @@ static int crc_on(const struct dl *x)
 /* Whether lane `lane` splits the bytes into parts. */
 static int lane_parted(const struct dl *x, int lane)
 {
-	return lane == 0 ? x->ck_comp && x->ck == CK_SHA256 : x->md5_multi || (x->ck_comp && crc_on(x));
+	return lane == 0 ? x->ck_comp && x->ck == CK_SHA256
+	                 : x->md5_multi || (x->ck_comp && crc_on(x));
 }
 
 /* Closes lane's current part: its digests into their outer digest. */
@@ -157,7 +158,8 @@ static void part_close(struct dl *x, struct hashes *h, int lane)
 			EVP_DigestInit_ex(h->md5_part, EVP_md5(), NULL);
 		}
 		if (x->ck_comp && crc_on(x)) {
-			/* A composite CRC is the CRC of the parts' CRCs, each 4 bytes big-endian. */
+			/* A composite CRC is the CRC of the parts' CRCs, each 4 bytes big-endian.
+			 */
 			unsigned char be[4] = {(unsigned char)(h->crc >> 24),
 			                       (unsigned char)(h->crc >> 16),
 			                       (unsigned char)(h->crc >> 8), (unsigned char)h->crc};
@@ -443,7 +445,8 @@ static int sink_write(void *ctx, const struct isc_http_response *resp, const voi
 	x->have += n;
 	lanes_publish(x, x->have);
 	if (x->have - x->writeback_from >= WRITEBACK_BYTES) {
-		/* Start writeback now, without waiting, so the range's fdatasync finds little to do. */
+		/* Start writeback now, without waiting, so the range's fdatasync finds little to
+		 * do. */
 		sync_file_range(x->fd, (off64_t)x->writeback_from,
 		                (off64_t)(x->have - x->writeback_from), SYNC_FILE_RANGE_WRITE);
 		x->writeback_from = x->have;
@@ -478,17 +481,20 @@ static int verify(struct dl *x, struct isc_dataset_verified *out, struct isc_err
 			EVP_DigestFinal_ex(x->h.md5, md, &n);
 		}
 		hex(md, n, got);
-		if (strncasecmp(got, o->etag, 32) != 0 || (x->md5_multi && x->h.parts[1] != want_parts))
+		if (strncasecmp(got, o->etag, 32) != 0 ||
+		    (x->md5_multi && x->h.parts[1] != want_parts))
 			return x->md5_multi
-			           ? isc_err_set(err, ISC_ECONFLICT,
-			                         "the downloaded bytes do not match the ETag %s (%" PRIu64
-			                         " parts of %" PRIu64 " bytes give %s-%" PRIu64 ")",
-			                         o->etag, x->h.parts[1], x->d->part_size, got,
-			                         x->h.parts[1])
-			           : isc_err_set(err, ISC_ECONFLICT,
-			                         "the downloaded bytes do not match the ETag %s (their "
-			                         "MD5 is %s)",
-			                         o->etag, got);
+			           ? isc_err_set(
+			                 err, ISC_ECONFLICT,
+			                 "the downloaded bytes do not match the ETag %s (%" PRIu64
+			                 " parts of %" PRIu64 " bytes give %s-%" PRIu64 ")",
+			                 o->etag, x->h.parts[1], x->d->part_size, got,
+			                 x->h.parts[1])
+			           : isc_err_set(
+			                 err, ISC_ECONFLICT,
+			                 "the downloaded bytes do not match the ETag %s (their "
+			                 "MD5 is %s)",
+			                 o->etag, got);
 		if (x->md5_multi)
 			w = snprintf(out->by, sizeof(out->by), "ETag (MD5 of %" PRIu64 " parts)",
 			             x->h.parts[1]);

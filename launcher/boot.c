@@ -187,8 +187,21 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 		rc |= isc_buf_puts(b, "mkdir -p /data/");
 		rc |= isc_shell_quote(b, spec->dataset_ids[i]);
 		rc |= isc_buf_puts(b, "; ");
-		if (spec->dataset_fetch && !rc)
+		if (spec->dataset_fetch && spec->dataset_fetch[i].on_node && !rc) {
+			/* Shipped by iscd before the boot (isc_launcher_push_dataset). */
+			struct isc_buf t;
+			isc_buf_init(&t, 0);
+			rc |= isc_buf_puts(b, "[ -d /data/.isc/");
+			rc |= isc_shell_quote(b, spec->dataset_fetch[i].copy_name);
+			rc |= isc_buf_puts(b, " ] || { echo ");
+			rc |= isc_buf_printf(&t, "dataset %s: its cached copy is not on this node",
+			                     spec->dataset_ids[i]);
+			rc |= isc_shell_quote(b, isc_buf_cstr(&t));
+			rc |= isc_buf_printf(b, " >&2; exit %d; }; ", DATASET_FAILED);
+			isc_buf_cleanup(&t);
+		} else if (spec->dataset_fetch && !rc) {
 			rc |= fetch_script(spec->dataset_ids[i], &spec->dataset_fetch[i], b);
+		}
 	}
 	/* The env file is written from the channel's stdin, private to root. */
 	rc |= isc_buf_puts(b, "umask 077; env_file=/tmp/");
@@ -420,7 +433,7 @@ static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 	for (size_t i = 0; spec->dataset_fetch && i < spec->n_datasets; i++) {
 		const char *c = spec->dataset_fetch[i].copy_name;
 		if (!c || !c[0] || c[0] == '.' || strchr(c, '/') || strchr(c, ':') ||
-		    !spec->dataset_fetch[i].n_files)
+		    !spec->dataset_fetch[i].n_files != !!spec->dataset_fetch[i].on_node)
 			return isc_err_set(err, ISC_EINVALID, "bad dataset copy for %s",
 			                   spec->dataset_ids[i]);
 	}
@@ -636,8 +649,8 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 }
 
 /* Sends the local tar stream (read from `tar`) into the remote command, then waits for it. */
-static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char *host,
-                       struct isc_err *err)
+static int push_stream_to(struct isc_ssh *ssh, FILE *tar, const char *remote, const char *what,
+                          long idle_ms, const char *host, struct isc_err *err)
 {
 	struct isc_ssh_stream *st = NULL;
 	char *chunk = malloc(65536), words[256] = "", ignored[4096];
@@ -647,8 +660,7 @@ static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char 
 
 	rc = chunk ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (!rc)
-		rc = isc_ssh_stream_open(ssh, "mkdir -p /mnt && tar -C /mnt -xf -", 0, idle_ms,
-		                         NULL, &st, err);
+		rc = isc_ssh_stream_open(ssh, remote, 0, idle_ms, NULL, &st, err);
 	while (!rc && (got = fread(chunk, 1, 65536, tar)) > 0)
 		rc = isc_ssh_stream_write(st, chunk, got, err);
 	if (!rc)
@@ -662,10 +674,17 @@ static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char 
 		isc_ssh_stream_close(st, rc ? NULL : &status);
 	}
 	if (!rc && status != 0)
-		rc = isc_err_set(err, ISC_EIO, "unpacking artifacts on %s failed (exit %d): %s",
+		rc = isc_err_set(err, ISC_EIO, "unpacking %s on %s failed (exit %d): %s", what,
 		                 host, status, words);
 	free(chunk);
 	return rc;
+}
+
+static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char *host,
+                       struct isc_err *err)
+{
+	return push_stream_to(ssh, tar, "mkdir -p /mnt && tar -C /mnt -xf -", "artifacts", idle_ms,
+	                      host, err);
 }
 
 int isc_launcher_push_artifacts(const struct isc_node_target *node,
@@ -727,5 +746,120 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
 	if (rc)
 		isc_err_wrap(err, "restoring artifacts onto %s", node->host);
 	isc_buf_cleanup(&cmd);
+	return rc;
+}
+
+/* ---- datasets: iscd's cached copy onto a pool node ---- */
+
+/* The listing both sides compute: every file's path and size, sorted bytewise, hashed. */
+#define LISTING_CMD "find . -type f -printf '%P %s\\n' | LC_ALL=C sort | sha256sum | cut -d' ' -f1"
+
+/* The local copy's listing digest (64 hex), by the same command the node runs. */
+static int local_listing(const char *dir, char out[65], struct isc_err *err)
+{
+	struct isc_buf cmd;
+	FILE *p;
+	char line[128] = "";
+	int status;
+
+	isc_buf_init(&cmd, 0);
+	isc_buf_puts(&cmd, "cd ");
+	isc_shell_quote(&cmd, dir);
+	isc_buf_puts(&cmd, " && " LISTING_CMD);
+	p = popen(isc_buf_cstr(&cmd), "r");
+	isc_buf_cleanup(&cmd);
+	if (!p)
+		return isc_err_set(err, ISC_EIO, "cannot list %s", dir);
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	status = pclose(p);
+	line[strcspn(line, "\r\n")] = '\0';
+	if (status != 0 || strlen(line) != 64)
+		return isc_err_set(err, ISC_EIO, "cannot list the cached copy %s", dir);
+	memcpy(out, line, 65);
+	return 0;
+}
+
+int isc_launcher_push_dataset(const struct isc_node_target *node,
+                              const struct isc_launcher_opts *opts, const char *local_copy,
+                              const char *copy_name, int *shipped, struct isc_err *err)
+{
+	struct isc_buf check, unpack, tarcmd;
+	char digest[65];
+	int rc;
+
+	*shipped = 0;
+	if (!copy_name || !copy_name[0] || copy_name[0] == '.' || strchr(copy_name, '/'))
+		return isc_err_set(err, ISC_EINVALID, "bad dataset copy name");
+	if ((rc = local_listing(local_copy, digest, err)))
+		return rc;
+	isc_buf_init(&check, 0);
+	isc_buf_init(&unpack, 0);
+	isc_buf_init(&tarcmd, 0);
+	/* On the node: intact when the stamp and a fresh listing both say this digest. */
+	isc_buf_puts(&check, "c=/data/.isc/");
+	isc_shell_quote(&check, copy_name);
+	isc_buf_printf(
+	    &check, "; [ -d \"$c\" ] && [ \"$(cat \"$c.stamp\" 2>/dev/null)\" = %s ] && ", digest);
+	isc_buf_puts(&check, "[ \"$(cd \"$c\" && " LISTING_CMD ")\" = ");
+	isc_buf_printf(&check, "%s ]", digest);
+	/*
+	 * Into a private .part folder (another boot may ship the same copy at once),
+	 * read-only, then swapped in whole; the stamp last. A copy that was there but
+	 * not intact is replaced.
+	 */
+	isc_buf_puts(&unpack, "set -e; c=/data/.isc/");
+	isc_shell_quote(&unpack, copy_name);
+	isc_buf_printf(&unpack,
+	               "; p=\"$c.part.$$\"; mkdir -p /data/.isc; rm -rf \"$p\"; mkdir \"$p\"; "
+	               "tar -C \"$p\" -xf - --no-same-owner --no-same-permissions; "
+	               "chmod -R a-w \"$p\"; rm -f \"$c.stamp\"; "
+	               "if [ -e \"$c\" ]; then chmod -R u+w \"$c\"; rm -rf \"$c\"; fi; "
+	               "mv -T \"$p\" \"$c\"; printf %%s %s > \"$c.stamp\"",
+	               digest);
+	/* Local side: our own quoted path, never anything from a node. */
+	isc_buf_puts(&tarcmd, "exec tar -C ");
+	isc_shell_quote(&tarcmd, local_copy);
+	isc_buf_puts(&tarcmd, " -cf - .");
+	for (int attempt = 1; attempt <= 3; attempt++) {
+		struct isc_ssh *ssh = NULL;
+		FILE *tar;
+		int status = -1, tar_status;
+
+		if (attempt > 1)
+			sleep(2);
+		rc = connect_one(node, opts, &ssh, err);
+		if (rc) {
+			if (rc == ISC_ETRANSIENT)
+				continue;
+			break;
+		}
+		rc = isc_ssh_exec(ssh, isc_buf_cstr(&check), NULL, 0, 60000, NULL, NULL, NULL,
+		                  &status, err);
+		if (!rc && status == 0) {
+			isc_ssh_free(ssh);
+			break; /* the node has it, intact */
+		}
+		tar = rc ? NULL : popen(isc_buf_cstr(&tarcmd), "r");
+		if (!rc && !tar)
+			rc = isc_err_set(err, ISC_EIO, "cannot run tar");
+		if (!rc) {
+			rc = push_stream_to(ssh, tar, isc_buf_cstr(&unpack), "the dataset copy",
+			                    opts->command_timeout_ms, node->host, err);
+			tar_status = pclose(tar);
+			if (!rc && tar_status != 0)
+				rc = isc_err_set(err, ISC_EIO, "packing %s failed", local_copy);
+			if (!rc)
+				*shipped = 1;
+		}
+		isc_ssh_free(ssh);
+		if (rc != ISC_ETRANSIENT)
+			break;
+	}
+	if (rc)
+		isc_err_wrap(err, "shipping dataset copy %s to %s", copy_name, node->host);
+	isc_buf_cleanup(&check);
+	isc_buf_cleanup(&unpack);
+	isc_buf_cleanup(&tarcmd);
 	return rc;
 }

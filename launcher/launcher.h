@@ -22,11 +22,17 @@ struct isc_boot_dataset_file {
 	int archive; /* 0: a file; 1: a tar (any compression); 2: a zip: expanded at the root */
 };
 
-/* A dataset the node fetches itself, once per node, into /data/.isc/<copy_name>. */
+/*
+ * A dataset the node fetches itself, once per node, into /data/.isc/<copy_name>;
+ * or, with on_node (and no files), one already put there by
+ * isc_launcher_push_dataset (on-prem: iscd's cached copy), which the boot only
+ * checks is present.
+ */
 struct isc_boot_dataset {
 	const char *copy_name;
 	const struct isc_boot_dataset_file *files;
 	size_t n_files;
+	int on_node;
 };
 
 struct isc_boot_spec {
@@ -148,6 +154,21 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 int isc_launcher_push_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
                                 struct isc_err *err);
+
+/*
+ * Puts a dataset's cached copy (the folder local_copy, regular files and
+ * folders only) on a node as /data/.isc/<copy_name>, read-only, as a tar
+ * stream over the SSH channel (memory flat whatever the size), unless the node
+ * already has it intact: the node's listing of the copy (every file's path
+ * and size, `find -printf '%P %s'` sorted, SHA-256) matches the local one,
+ * and so does the stamp /data/.isc/<copy_name>.stamp written after the last
+ * complete shipment. It lands in a private .part folder first and is renamed
+ * into place only whole. *shipped: 1 when bytes were sent, 0 when the node
+ * had the copy. Tried up to 3 times while the node is unreachable.
+ */
+int isc_launcher_push_dataset(const struct isc_node_target *node,
+                              const struct isc_launcher_opts *opts, const char *local_copy,
+                              const char *copy_name, int *shipped, struct isc_err *err);
 
 /* Following a running cluster: each rank's output into <output_dir>/rank_N.txt, and its exit code.
  */

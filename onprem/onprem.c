@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "datasets/datasets.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "queue/queue.h"
@@ -705,6 +706,45 @@ static int fill_spec(struct isc_onprem *o, struct onprem_job *j, const struct is
 	return rc;
 }
 
+/*
+ * The run's datasets, resolved in the experiment's organisation now, as it
+ * starts: each must be one of the organisation's, Available, with its cached
+ * copy on iscd's disk (the boot ships that copy to the nodes).
+ */
+static int resolve_datasets(struct isc_onprem *o, struct onprem_job *j, const char *org,
+                            struct isc_err *err)
+{
+	struct isc_dataset *list = NULL;
+	char *root = isc_dataset_root(o->env.home);
+	int rc;
+
+	if (!root)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_dataset_resolve_all(o->store, org, (const char *const *)j->datasets, j->n_datasets,
+	                             &list, err);
+	if (!rc && !(j->ds = calloc(j->n_datasets, sizeof(*j->ds))))
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < j->n_datasets; i++) {
+		struct onprem_dataset *ds = &j->ds[i];
+		struct stat st;
+		ds->name = strdup(list[i].name);
+		ds->copy = strdup(list[i].copy_name);
+		if (!ds->name || !ds->copy || asprintf(&ds->local, "%s/%s", root, ds->copy) < 0) {
+			ds->local = NULL;
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		} else if (stat(ds->local, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "dataset_id_list[%zu]: dataset '%s' is Available but its "
+			                 "cached copy %s is not on iscd's disk",
+			                 i, ds->name, ds->local);
+		}
+	}
+	if (list)
+		isc_dataset_list_free(list, j->n_datasets);
+	free(root);
+	return rc;
+}
+
 static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queue_decision *d,
                       int64_t now)
 {
@@ -765,6 +805,14 @@ static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queu
 		run_finished(o, e, rc == ISC_EINVALID ? ISC_QUEUE_EXIT_FAILED : ISC_QUEUE_NODE_LOST,
 		             rc == ISC_EINVALID ? "the experiment has no command" : "cannot start",
 		             now);
+		return;
+	}
+	/* Before anything boots: a dataset removed, failed or of another organisation ends it. */
+	if (j->n_datasets && resolve_datasets(o, j, row.org_name, &err)) {
+		isc_experiment_cleanup(&row);
+		r->job = NULL;
+		r->spec = j;
+		run_finished(o, e, ISC_QUEUE_EXIT_FAILED, err.msg, now);
 		return;
 	}
 	/* The store first: a cancel that came in meanwhile wins, and nothing boots. */

@@ -35,10 +35,17 @@ struct onprem_target {
 };
 
 enum onprem_job_kind {
-	ONPREM_JOB_BOOT,  /* clean the artifact folders, push the artifacts, boot every rank */
+	ONPREM_JOB_BOOT,  /* clean the artifact folders, ship datasets, push the artifacts, boot */
 	ONPREM_JOB_STOP,  /* stop following, docker stop with grace + rm, pull artifacts */
 	ONPREM_JOB_PROBE, /* log in to each target once, with a short deadline */
 	ONPREM_JOB_SYNC,  /* a running run's periodic sync: the `which` folders from rank 0 */
+};
+
+/* A dataset of a run, resolved in the experiment's organisation when the run starts. */
+struct onprem_dataset {
+	char *name;  /* mounted read-only at /data/<name> */
+	char *copy;  /* NAME-ETAG-VERSIONID: the node keeps it as /data/.isc/<copy> */
+	char *local; /* iscd's cached copy, $ISC_HOME/datasets/<copy> */
 };
 
 struct onprem_job {
@@ -49,8 +56,9 @@ struct onprem_job {
 	int done; /* set by the worker (atomic store) when it has finished */
 	/* what to boot or stop (owned) */
 	char *exp_id, *name, *compute_mode, *command, *image;
-	char **datasets;
+	char **datasets; /* as the launch file names them (name or id) */
 	size_t n_datasets;
+	struct onprem_dataset *ds; /* boot: each of them resolved (n_datasets entries) */
 	int cycle_count;
 	long cycle_time_ms;
 	int nnodes, nproc;

@@ -10,6 +10,7 @@
 
 #include "artifacts/unpack.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "launcher/launcher.h"
 #include "launcher/ssh.h"
 #include "store/store_hostkeys.h"
@@ -52,9 +53,16 @@ static void job_cleanup(struct onprem_job *j)
 		free(j->t[i].host);
 		free(j->t[i].user);
 	}
-	for (size_t i = 0; i < j->n_datasets; i++)
+	for (size_t i = 0; i < j->n_datasets; i++) {
 		free(j->datasets[i]);
+		if (j->ds) {
+			free(j->ds[i].name);
+			free(j->ds[i].copy);
+			free(j->ds[i].local);
+		}
+	}
 	free(j->datasets);
+	free(j->ds);
 	free(j->t);
 	free(j->exp_id);
 	free(j->name);
@@ -79,6 +87,8 @@ void onprem_job_free(struct onprem_job *j)
 /* The launcher's view of the job: spec, targets (only those not skipped), options. */
 struct launch_view {
 	struct isc_boot_spec spec;
+	const char **names;                /* the datasets' mount names */
+	struct isc_boot_dataset *datasets; /* each shipped to the nodes beforehand */
 	struct isc_node_target *targets;
 	size_t *index; /* targets[k] is j->t[index[k]] */
 	size_t n;
@@ -103,6 +113,19 @@ static int view_init(const struct onprem_job *j, struct launch_view *v)
 	v->spec.image = j->image;
 	v->spec.dataset_ids = (const char *const *)j->datasets;
 	v->spec.n_datasets = j->n_datasets;
+	if (j->ds && j->n_datasets) {
+		/* Mounted from the copy iscd shipped to each node, at /data/<name>, read-only. */
+		v->names = calloc(j->n_datasets, sizeof(*v->names));
+		v->datasets = calloc(j->n_datasets, sizeof(*v->datasets));
+		if (!v->names || !v->datasets)
+			return ISC_ENOMEM;
+		for (size_t i = 0; i < j->n_datasets; i++) {
+			v->names[i] = j->ds[i].name;
+			v->datasets[i] = (struct isc_boot_dataset){j->ds[i].copy, NULL, 0, 1};
+		}
+		v->spec.dataset_ids = v->names;
+		v->spec.dataset_fetch = v->datasets;
+	}
 	v->spec.nnodes = j->nnodes;
 	v->spec.nproc = j->nproc;
 	v->spec.master_port = cfg->master_port;
@@ -133,6 +156,35 @@ static void view_cleanup(struct launch_view *v)
 {
 	free(v->targets);
 	free(v->index);
+	free(v->names);
+	free(v->datasets);
+}
+
+/*
+ * Each dataset onto each node that does not have it intact yet: iscd's cached
+ * copy as a tar stream into /data/.isc/<copy>, so the boot can mount it
+ * read-only (pool nodes cannot see iscd's disk, and hold no S3 credentials).
+ */
+static int ship_datasets(struct onprem_job *j, const struct launch_view *v)
+{
+	for (size_t k = 0; j->ds && k < v->n; k++) {
+		struct onprem_target *t = &j->t[v->index[k]];
+		for (size_t i = 0; i < j->n_datasets; i++) {
+			int shipped = 0;
+			int rc = isc_launcher_push_dataset(&v->targets[k], &v->opts, j->ds[i].local,
+			                                   j->ds[i].copy, &shipped, &j->err);
+			if (rc) {
+				t->rc = rc;
+				snprintf(t->msg, sizeof(t->msg), "%s", j->err.msg);
+				isc_err_wrap(&j->err, "dataset %s, rank %d", j->ds[i].name,
+				             v->targets[k].rank);
+				return rc;
+			}
+			isc_log(ISC_LOG_INFO, "%s: dataset %s %s %s:%d", j->exp_id, j->ds[i].name,
+			        shipped ? "shipped to" : "already intact on", t->host, t->port);
+		}
+	}
+	return 0;
 }
 
 static int login(const struct onprem_job *j, const struct onprem_target *t, long deadline_ms,
@@ -185,6 +237,8 @@ static void boot(struct onprem_job *j)
 	for (size_t i = 0; i < j->n; i++)
 		if ((j->rc = clean_node(j, &j->t[i])))
 			goto out;
+	if ((j->rc = ship_datasets(j, &v)))
+		goto out;
 	dir = isc_config_artifact_dir(j->env->cfg, j->env->home, j->exp_id);
 	for (size_t k = 0; dir && k < v.n; k++) {
 		if (v.targets[k].rank != 0)

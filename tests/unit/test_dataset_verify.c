@@ -105,8 +105,13 @@ static const struct isc_clock fake_clock = {fixed_now, no_sleep, fake_rand, NULL
 
 static struct isc_s3_client *client(void)
 {
-	struct isc_s3_config cfg = {"http://127.0.0.1:9", "us-east-1", ISC_S3_ADDRESSING_PATH, 0,
-	                            "AKIDEXAMPLE",        "secret",    NULL};
+	struct isc_s3_config cfg = {"http://127.0.0.1:9",
+	                            "us-east-1",
+	                            ISC_S3_ADDRESSING_PATH,
+	                            0,
+	                            "AKIDEXAMPLE",
+	                            "secret",
+	                            NULL};
 	struct isc_s3_client *c = NULL;
 	struct isc_err err;
 	unsetenv("AWS_ENDPOINT_URL_S3");
@@ -122,10 +127,11 @@ static void test_head_checksum(void **state)
 	struct isc_err err;
 	(void)state;
 	T.status = 200;
-	snprintf(T.headers, sizeof(T.headers),
-	         "HTTP/1.1 200 OK\r\nContent-Length: 30000000\r\nETag: \"6e0f6bd1c1d2cf2b1e7c7d2ad1a49b"
-	         "17-3\"\r\nx-amz-server-side-encryption: aws:kms\r\nx-amz-checksum-crc32c: "
-	         "NEqazA==-3\r\nx-amz-checksum-type: COMPOSITE\r\n\r\n");
+	snprintf(
+	    T.headers, sizeof(T.headers),
+	    "HTTP/1.1 200 OK\r\nContent-Length: 30000000\r\nETag: \"6e0f6bd1c1d2cf2b1e7c7d2ad1a49b"
+	    "17-3\"\r\nx-amz-server-side-encryption: aws:kms\r\nx-amz-checksum-crc32c: "
+	    "NEqazA==-3\r\nx-amz-checksum-type: COMPOSITE\r\n\r\n");
 	T.body[0] = '\0';
 	assert_int_equal(isc_s3_head(c, "bkt", "k.bin", NULL, 0, &o, &err), 0);
 	assert_string_equal(T.checksum_mode, "ENABLED");
@@ -137,10 +143,11 @@ static void test_head_checksum(void **state)
 	assert_false(isc_s3_etag_is_md5(&o));
 	isc_s3_object_cleanup(&o);
 
-	snprintf(T.headers, sizeof(T.headers),
-	         "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nETag: \"900150983cd24fb0d6963f7d28e17f72\"\r\n"
-	         "x-amz-checksum-sha256: ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\r\n"
-	         "x-amz-checksum-type: FULL_OBJECT\r\n\r\n");
+	snprintf(
+	    T.headers, sizeof(T.headers),
+	    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nETag: \"900150983cd24fb0d6963f7d28e17f72\"\r\n"
+	    "x-amz-checksum-sha256: ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=\r\n"
+	    "x-amz-checksum-type: FULL_OBJECT\r\n\r\n");
 	assert_int_equal(isc_s3_head(c, "bkt", "abc.txt", NULL, 0, &o, &err), 0);
 	assert_string_equal(o.checksum_algo, "SHA256");
 	assert_false(o.checksum_composite);
