@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
+#include "queue/burst.h"
 #include "queue/queue.h"
 #include "store/store_ranks.h"
 
@@ -42,6 +43,11 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	/* The states are queue/burst.h's: a transition its table does not have is a bug. */
+	if (isc_burst_transition_check(e->status, status, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: refused: %s (%s)", e->id, err.msg, reason);
+		return ISC_EINVALID;
+	}
 	rc = isc_store_experiment_transition(s, e->id, e->status, status, reason, &err);
 	if (rc == ISC_ECONFLICT) {
 		isc_log(ISC_LOG_INFO, "%s: %s", e->id, err.msg);
@@ -67,16 +73,19 @@ static int same_wait_reason(const char *a, const char *b)
 	return la == lb && strncmp(a, b, la) == 0;
 }
 
-static int wait_again(struct isc_store *s, struct isc_experiment *e, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int wait_again(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                      enum isc_burst_wait why, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /*
  * Moves the experiment to (or keeps it in) waiting. A blocked experiment records
  * its reason once per change, not once per retry: when it is waiting already for
  * the same reason, only the time of the next try is written (the caller set it),
- * and the timeline stays as it was.
+ * and the timeline stays as it was. `why` is kept for the waiting order
+ * (queue/burst.h): a burst waiting for credits heads the line of that money.
  */
-static int wait_again(struct isc_store *s, struct isc_experiment *e, const char *fmt, ...)
+static int wait_again(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                      enum isc_burst_wait why, const char *fmt, ...)
 {
 	char reason[ISC_ERR_MSG_MAX];
 	va_list ap;
@@ -84,10 +93,37 @@ static int wait_again(struct isc_store *s, struct isc_experiment *e, const char 
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	broker_wait_note(b, e->id, why);
 	if (strcmp(e->status, "waiting") == 0 && e->status_reason &&
 	    same_wait_reason(e->status_reason, reason))
 		return 0;
 	return set_status(s, e, "waiting", "%s", reason);
+}
+
+void broker_hold(struct isc_broker *b, struct isc_experiment *e, const struct isc_experiment *head,
+                 const struct isc_burst_turn *turn)
+{
+	struct isc_err err;
+	char money[200];
+
+	if (turn->line == ISC_BURST_WAIT_CREDITS_PROJECT)
+		snprintf(money, sizeof(money), "the budget of project %s",
+		         head->project_name ? head->project_name : head->project_id);
+	else
+		snprintf(money, sizeof(money), "the credits of organisation %s",
+		         head->org_name ? head->org_name : "?");
+	broker_wait_note(b, e->id, ISC_BURST_WAIT_BEHIND);
+	/* No try time of its own: it goes at the tick after the one ahead got its cluster or ended.
+	 */
+	if (e->next_attempt_ms != 0) {
+		e->next_attempt_ms = 0;
+		if (isc_store_experiment_set_placement(b->store, e, &err))
+			isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+	}
+	wait_again(b, b->store, e, ISC_BURST_WAIT_BEHIND,
+	           "credits: #%d in line for %s, behind %s (submitted earlier), which waits for "
+	           "them; it tries once %s has its cluster or has ended",
+	           turn->position, money, head->id, head->id);
 }
 
 /*
@@ -100,7 +136,11 @@ static int begin_stop(struct isc_store *s, struct isc_experiment *e, const char 
 {
 	struct isc_err err;
 	char *st = strdup("stopping"), *fin = strdup(final_status), *why = strdup(reason);
-	int rc = isc_store_experiment_begin_stop(s, e->id, e->status, final_status, reason, &err);
+	int rc = isc_burst_transition_check(e->status, "stopping", &err);
+
+	if (!rc)
+		rc = isc_store_experiment_begin_stop(s, e->id, e->status, final_status, reason,
+		                                     &err);
 
 	if (rc || !st || !fin || !why) {
 		if (rc)
@@ -225,7 +265,8 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	t = (time_t)(e->next_attempt_ms / 1000);
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S UTC", &tm);
-	wait_again(s, e, "no shape could be provisioned (%zu tried%s%.300s); next try at %s", tried,
+	wait_again(b, s, e, ISC_BURST_WAIT_CAPACITY,
+	           "no shape could be provisioned (%zu tried%s%.300s); next try at %s", tried,
 	           last_error[0] ? "; last: " : "", last_error, when);
 }
 
@@ -279,7 +320,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
 		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
-		wait_again(s, e, "%s", last_error);
+		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "%s", last_error);
 		return;
 	}
 	/* Datasets are checked before any money is spent: each must still be Available. */
@@ -301,6 +342,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		struct isc_cluster c = {0};
 		const char *key_id, *key_account;
 		char *cluster_id = NULL, *pubkey = NULL, token[80];
+		enum isc_credits_limit limit = ISC_CREDITS_LIMIT_NONE;
 		int rc;
 
 		if (broker_shape_excluded(b, e->id, cand->shape_id) ||
@@ -348,7 +390,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		}
 		isc_crash_point("place.cluster_recorded");
 		rc = broker_credits_reserve(b, s, e, cluster_id,
-		                            cand->node_price_micros * cand->nnodes, &err);
+		                            cand->node_price_micros * cand->nnodes, &limit, &err);
 		if (!rc)
 			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
 		if (rc) {
@@ -365,10 +407,14 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 			isc_store_experiment_set_placement(s, e, &ignored);
 			if (credits)
-				wait_again(s, e, "credits: %s", why);
+				wait_again(b, s, e,
+				           limit == ISC_CREDITS_LIMIT_PROJECT
+				               ? ISC_BURST_WAIT_CREDITS_PROJECT
+				               : ISC_BURST_WAIT_CREDITS_ORG,
+				           "credits: %s", why);
 			else
-				wait_again(s, e, "preparing a cluster for %s: %s", cand->shape_id,
-				           why);
+				wait_again(b, s, e, ISC_BURST_WAIT_OTHER,
+				           "preparing a cluster for %s: %s", cand->shape_id, why);
 			return;
 		}
 		e->nnodes = cand->nnodes;
@@ -528,7 +574,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		abandon_launch(b, s, e, c, intent, why);
 		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
-		set_status(s, e, "waiting", "credits: %s", why);
+		/* Which limit is not known here; the next try's reservation says. */
+		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "credits: %s", why);
 		broker_candidate_cleanup(&cand);
 		return;
 	}
@@ -856,28 +903,40 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 {
 	struct isc_experiment e;
 	struct isc_err err;
+	enum isc_burst_state st;
+	enum isc_burst_step step;
 
 	if (isc_store_experiment_get(s, experiment_id, &e, &err)) {
 		isc_log(ISC_LOG_ERROR, "%s: %s", experiment_id, err.msg);
 		return;
 	}
-	if (isc_status_is_final(e.status) || strcmp(e.compute_mode, "burst") != 0)
+	if (strcmp(e.compute_mode, "burst") != 0 || isc_burst_state_parse(e.status, &st) ||
+	    isc_burst_owner(st, e.cycle_count, e.cancel_requested, b->config->burst_validation) !=
+	        ISC_BURST_OWNER_BROKER)
 		goto out;
-	if (e.cancel_requested && strcmp(e.status, "stopping") != 0 &&
+	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_wall_ms());
+	if (step == ISC_BURST_STEP_STOP && st != ISC_BURST_STOPPING &&
 	    begin_stop(s, &e, "cancelled", "cancelled by user") != 0)
 		goto out;
 	drain(b, s, &e); /* a drain a crash cut short; normally there is none */
-	if (strcmp(e.status, "stopping") == 0) {
+	switch (step) {
+	case ISC_BURST_STEP_STOP:
 		stop_all(b, s, &e);
-	} else if (strcmp(e.status, "enqueued") == 0 || strcmp(e.status, "placing") == 0 ||
-	           (strcmp(e.status, "waiting") == 0 && isc_wall_ms() >= e.next_attempt_ms)) {
+		break;
+	case ISC_BURST_STEP_PLACE:
 		place(b, s, &e);
-	} else if (strcmp(e.status, "provisioning") == 0) {
+		break;
+	case ISC_BURST_STEP_PROVISION:
 		provisioning(b, s, &e);
-	} else if (strcmp(e.status, "booting") == 0) {
+		break;
+	case ISC_BURST_STEP_BOOT:
 		booting(b, s, &e);
-	} else if (strcmp(e.status, "running") == 0) {
+		break;
+	case ISC_BURST_STEP_RUN:
 		running(b, s, &e);
+		break;
+	case ISC_BURST_STEP_NONE:
+		break;
 	}
 out:
 	isc_experiment_cleanup(&e);

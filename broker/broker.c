@@ -82,6 +82,70 @@ void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id)
 	pthread_mutex_unlock(&exclusions_lock);
 }
 
+/* ---- why each waiting burst waits (the waiting order's input) ---- */
+
+struct wait_note {
+	char *experiment_id;
+	enum isc_burst_wait why;
+	struct wait_note *next;
+};
+
+static struct wait_note *wait_notes; /* guarded by wait_lock */
+static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void broker_wait_note(struct isc_broker *b, const char *experiment_id, enum isc_burst_wait why)
+{
+	struct wait_note *w;
+	(void)b;
+	pthread_mutex_lock(&wait_lock);
+	for (w = wait_notes; w && strcmp(w->experiment_id, experiment_id) != 0; w = w->next)
+		;
+	if (!w && (w = calloc(1, sizeof(*w)))) {
+		if ((w->experiment_id = strdup(experiment_id))) {
+			w->next = wait_notes;
+			wait_notes = w;
+		} else {
+			free(w);
+			w = NULL; /* out of memory: the burst's kind stays unknown, it heads nothing
+			           */
+		}
+	}
+	if (w)
+		w->why = why;
+	pthread_mutex_unlock(&wait_lock);
+}
+
+enum isc_burst_wait broker_wait_kind(struct isc_broker *b, const char *experiment_id)
+{
+	enum isc_burst_wait why = ISC_BURST_WAIT_NONE;
+	(void)b;
+	pthread_mutex_lock(&wait_lock);
+	for (struct wait_note *w = wait_notes; w; w = w->next)
+		if (strcmp(w->experiment_id, experiment_id) == 0)
+			why = w->why;
+	pthread_mutex_unlock(&wait_lock);
+	return why;
+}
+
+void broker_wait_prune(struct isc_broker *b, int (*keep)(const char *, void *), void *ctx)
+{
+	struct wait_note **p;
+	(void)b;
+	pthread_mutex_lock(&wait_lock);
+	p = &wait_notes;
+	while (*p) {
+		struct wait_note *w = *p;
+		if (keep && keep(w->experiment_id, ctx)) {
+			p = &w->next;
+		} else {
+			*p = w->next;
+			free(w->experiment_id);
+			free(w);
+		}
+	}
+	pthread_mutex_unlock(&wait_lock);
+}
+
 /* ---- periodic artifact sync clocks, per cluster ---- */
 
 struct sync_clock {
@@ -227,6 +291,7 @@ void isc_broker_free(struct isc_broker *b)
 		follower_free(f);
 	}
 	broker_exclusions_clear(b, NULL);
+	broker_wait_prune(b, NULL, NULL);
 	broker_sync_forget(b, NULL);
 	isc_config_free(b->config);
 	pthread_mutex_destroy(&b->lock);
@@ -352,16 +417,78 @@ static void start_followers(struct isc_broker *b)
 	isc_cluster_list_free(list, n);
 }
 
-/*
- * A burst whose validation cycle runs on-prem first (burst_validation): iscd's
- * on-prem executor owns it until that cycle passed ("placing") or it ended.
- */
-static int awaiting_validation(const struct isc_broker *b, const struct isc_experiment *e)
+struct active_set {
+	const struct isc_experiment *v;
+	size_t n;
+};
+
+static int is_active(const char *experiment_id, void *ctx)
 {
-	if (strcmp(e->status, "validating") == 0)
-		return 1;
-	return b->config->burst_validation && strcmp(e->status, "enqueued") == 0 &&
-	       e->cycle_count == 0 && !e->cancel_requested;
+	const struct active_set *a = ctx;
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i].id, experiment_id) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Which bursts get a step this tick: the waiting order of queue/burst.h over
+ * every burst the broker owns (not one whose validation cycle runs on-prem).
+ * One that goes gets a worker; one held behind an older burst of its credits
+ * line is told so (status waiting, with its place in line).
+ */
+static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, size_t n,
+                          struct isc_err *err)
+{
+	struct isc_burst_entry *ent = calloc(n ? n : 1, sizeof(*ent));
+	struct isc_burst_turn *turn = calloc(n ? n : 1, sizeof(*turn));
+	size_t *which = calloc(n ? n : 1, sizeof(*which));
+	struct active_set set = {active, n};
+	size_t k = 0;
+	int rc = 0;
+
+	if (!ent || !turn || !which) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	broker_wait_prune(b, is_active, &set);
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_experiment *e = &active[i];
+		enum isc_burst_state st;
+		if (strcmp(e->compute_mode, "burst") != 0 ||
+		    isc_burst_state_parse(e->status, &st) ||
+		    isc_burst_owner(st, e->cycle_count, e->cancel_requested,
+		                    b->config->burst_validation) != ISC_BURST_OWNER_BROKER)
+			continue;
+		ent[k] = (struct isc_burst_entry){
+		    .state = st,
+		    .wait =
+		        st == ISC_BURST_WAITING ? broker_wait_kind(b, e->id) : ISC_BURST_WAIT_NONE,
+		    .org_id = e->org_id,
+		    .project_id = e->project_id,
+		    .created_ms = e->created_at_ms,
+		    .cycle_count = e->cycle_count,
+		    .cancel_requested = e->cancel_requested,
+		    .next_attempt_ms = e->next_attempt_ms,
+		};
+		which[k++] = i;
+	}
+	if ((rc = isc_burst_order(ent, k, isc_wall_ms(), turn, err)))
+		goto out;
+	for (size_t j = 0; j < k; j++) {
+		struct isc_experiment *e = &active[which[j]];
+		if (job_running(b, e->id))
+			continue;
+		if (turn[j].go)
+			start_job(b, e->id);
+		else if (turn[j].behind >= 0)
+			broker_hold(b, e, &active[which[turn[j].behind]], &turn[j]);
+	}
+out:
+	free(ent);
+	free(turn);
+	free(which);
+	return rc;
 }
 
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
@@ -380,11 +507,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	broker_refresh_prices(b, isc_wall_ms());
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)))
 		return rc;
-	for (size_t i = 0; i < n; i++) {
-		if (strcmp(active[i].compute_mode, "burst") == 0 &&
-		    !awaiting_validation(b, &active[i]) && !job_running(b, active[i].id))
-			start_job(b, active[i].id);
-	}
+	rc = advance_bursts(b, active, n, err);
 	isc_experiment_list_free(active, n);
-	return 0;
+	return rc;
 }

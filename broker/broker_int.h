@@ -12,6 +12,8 @@
 
 #include "broker/broker.h"
 #include "config/config.h"
+#include "credits/credits.h"
+#include "queue/burst.h"
 #include "store/store_clusters.h"
 #include "store/store_experiments.h"
 
@@ -190,15 +192,34 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 int broker_sync_due(struct isc_broker *b, const char *cluster_id, int64_t now_ms);
 void broker_sync_forget(struct isc_broker *b, const char *cluster_id);
 
+/* ---- why each waiting burst waits, for the waiting order (queue/burst.h); kept in memory ---- */
+/* Notes why a burst waits (set by the worker that made it wait). */
+void broker_wait_note(struct isc_broker *b, const char *experiment_id, enum isc_burst_wait why);
+/* Why it waits; ISC_BURST_WAIT_NONE when not known (iscd restarted since). */
+enum isc_burst_wait broker_wait_kind(struct isc_broker *b, const char *experiment_id);
+/* Forgets every burst but those for which keep(experiment_id, ctx) is 1 (NULL: forget all). */
+void broker_wait_prune(struct isc_broker *b, int (*keep)(const char *, void *), void *ctx);
+
+/* ---- advance.c: a burst the waiting order holds behind an older one (main thread) ---- */
+/*
+ * Records that e waits behind `head` in the line of the money head waits for
+ * (status waiting, the reason naming head and its place in line, no try time of
+ * its own), once per change of reason.
+ */
+void broker_hold(struct isc_broker *b, struct isc_experiment *e, const struct isc_experiment *head,
+                 const struct isc_burst_turn *turn);
+
 /* ---- shapes excluded for the rest of a placement round (after capacity or a partial gang) ---- */
 void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id);
 int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const char *shape_id);
 void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id);
 
 /* ---- meter.c: credits for one cluster ---- */
+/* *limit says, on ISC_ECREDITS, whether the org's credits or the project's budget refused it. */
 int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
                            const struct isc_experiment *e, const char *cluster_id,
-                           int64_t cluster_price_micros, struct isc_err *err);
+                           int64_t cluster_price_micros, enum isc_credits_limit *limit,
+                           struct isc_err *err);
 void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id);
 /* Makes sure the cluster's hold covers one reservation window (after a crash it may be missing). */
 int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,

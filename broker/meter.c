@@ -25,11 +25,12 @@ static enum isc_billing billing_of(const char *account)
 
 int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
                            const struct isc_experiment *e, const char *cluster_id,
-                           int64_t cluster_price_micros, struct isc_err *err)
+                           int64_t cluster_price_micros, enum isc_credits_limit *limit,
+                           struct isc_err *err)
 {
 	int64_t amount =
 	    isc_credits_cost_micros(cluster_price_micros, b->config->reservation_window_ms);
-	return isc_credits_reserve(s, e->id, cluster_id, amount, err);
+	return isc_credits_reserve_limit(s, e->id, cluster_id, amount, limit, err);
 }
 
 int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
@@ -126,8 +127,7 @@ static void renew_reservations(struct isc_broker *b)
 			if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err) == 0) {
 				/* A compare-and-set from the status read here: a worker that
 				 * finished the experiment meanwhile wins. */
-				if (!isc_status_is_final(e.status) &&
-				    strcmp(e.status, "stopping") != 0 &&
+				if (isc_burst_transition_check(e.status, "stopping", NULL) == 0 &&
 				    isc_store_experiment_begin_stop(
 				        b->store, e.id, e.status, "stopped",
 				        "out of credits: the next window cannot be covered",

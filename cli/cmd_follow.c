@@ -154,8 +154,13 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 		/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
 		if (q && num(q, "position") > 0 &&
 		    !isc_status_is_final(isc_json_str(o, "status"))) {
-			printf("  Queue:    waiting, #%lld among %s experiments",
-			       num(q, "position"), isc_json_str(q, "compute_mode"));
+			/* A burst in the queue is running its validation cycle (burst_validation).
+			 */
+			int validation = strcmp(isc_json_str(q, "compute_mode"), "burst") == 0;
+			printf("  Queue:    waiting, #%lld among %s experiments%s",
+			       num(q, "position"),
+			       validation ? "cycle" : isc_json_str(q, "compute_mode"),
+			       validation ? " (its validation cycle)" : "");
 			if (num(q, "next_start_ms") >= 0) {
 				format_time(num(q, "next_start_ms"), when, sizeof(when));
 				printf("; next start expected %s UTC", when);

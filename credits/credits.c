@@ -201,7 +201,7 @@ static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size
  * otherwise add `amount` to it.
  */
 static int hold(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-                int64_t amount, int renew, struct isc_err *err)
+                int64_t amount, int renew, enum isc_credits_limit *limit, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	struct isc_cluster c = {0};
@@ -247,6 +247,8 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	available = balance - reserved;
 	if (available < need) {
 		char unblock[160];
+		if (limit)
+			*limit = ISC_CREDITS_LIMIT_ORG;
 		/* What unblocks it: a grant of the shortfall, rounded up to the cent. */
 		int64_t gap = cents_up(need - available);
 		snprintf(unblock, sizeof(unblock),
@@ -270,6 +272,8 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	if ((rc = isc_project_money_get(s, e.project_id, &pm, err)))
 		goto out;
 	if (pm.has_budget && pm.remaining_micros < need) {
+		if (limit)
+			*limit = ISC_CREDITS_LIMIT_PROJECT;
 		/* What unblocks it: a budget larger by the shortfall, rounded up to the cent. */
 		const char *pname = e.project_name ? e.project_name : e.project_id;
 		money(cents_up(pm.budget_micros + need - pm.remaining_micros), d, sizeof(d));
@@ -307,13 +311,21 @@ out:
 int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                         int64_t amount_micros, struct isc_err *err)
 {
-	return hold(s, experiment_id, cluster_id, amount_micros, 0, err);
+	return hold(s, experiment_id, cluster_id, amount_micros, 0, NULL, err);
+}
+
+int isc_credits_reserve_limit(struct isc_store *s, const char *experiment_id,
+                              const char *cluster_id, int64_t amount_micros,
+                              enum isc_credits_limit *limit, struct isc_err *err)
+{
+	*limit = ISC_CREDITS_LIMIT_NONE;
+	return hold(s, experiment_id, cluster_id, amount_micros, 0, limit, err);
 }
 
 int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                       int64_t window_amount_micros, struct isc_err *err)
 {
-	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, err);
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, NULL, err);
 }
 
 /* Appends a release of min(amount, held) for the experiment; amount < 0 releases everything. */

@@ -70,6 +70,19 @@ int isc_credits_cluster_billing(struct isc_store *s, const char *cluster_id, enu
  */
 int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                         int64_t amount_micros, struct isc_err *err);
+/* Which limit refused a hold: the organisation's credits or the project's budget. */
+enum isc_credits_limit {
+	ISC_CREDITS_LIMIT_NONE,
+	ISC_CREDITS_LIMIT_ORG,
+	ISC_CREDITS_LIMIT_PROJECT,
+};
+/*
+ * isc_credits_reserve that also says, on ISC_ECREDITS, which limit refused it
+ * (the broker's waiting order lines bursts up behind the money they wait for).
+ */
+int isc_credits_reserve_limit(struct isc_store *s, const char *experiment_id,
+                              const char *cluster_id, int64_t amount_micros,
+                              enum isc_credits_limit *limit, struct isc_err *err);
 /* Releases everything the experiment still holds (a no-op when it holds nothing). */
 int isc_credits_release(struct isc_store *s, const char *experiment_id, struct isc_err *err);
 /*

@@ -19,6 +19,7 @@
 #include "datasets/datasets.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
+#include "queue/burst.h"
 #include "queue/queue.h"
 #include "store/store_experiments.h"
 #include "store/store_pool.h"
@@ -61,6 +62,8 @@ struct exp {
 	char *status;   /* the store's status as this thread last wrote or read it */
 	int validation; /* a burst running its validation cycle */
 	int cancel_seen;
+	enum isc_queue_blocker
+	    blocker; /* validation: what its status reason last said it waits for */
 	struct run *run;
 	struct isc_queue_row written; /* the queue_state row last written */
 	struct exp *next;
@@ -133,6 +136,11 @@ static int set_status(struct isc_onprem *o, struct exp *e, const char *to, const
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	/* A burst's states are queue/burst.h's, as the broker's are. */
+	if (e->validation && isc_burst_transition_check(e->status, to, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: refused: %s (%s)", e->id, err.msg, reason);
+		return ISC_EINVALID;
+	}
 	rc = isc_store_experiment_transition(o->store, e->id, e->status, to, reason, &err);
 	if (rc) {
 		isc_log(rc == ISC_ECONFLICT ? ISC_LOG_INFO : ISC_LOG_ERROR, "%s: %s -> %s: %s",
@@ -817,11 +825,13 @@ static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queu
 	}
 	/* The store first: a cancel that came in meanwhile wins, and nothing boots. */
 	if (e->validation) {
-		note(o, e->id, "validating",
-		     "validation cycle (STRONG_CYCLE_COUNT %d, %lld ms) on %d node(s) x %d GPU(s): "
-		     "%s",
-		     d->cycle_count, (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
-		rc = strcmp(e->status, "validating") == 0 ? 0 : ISC_ECONFLICT;
+		/* The reason says it runs now, no longer what it waited for. */
+		rc = set_status(
+		    o, e, "validating",
+		    "validation cycle (STRONG_CYCLE_COUNT %d, %lld ms) on %d node(s) x %d "
+		    "GPU(s): %s",
+		    d->cycle_count, (long long)d->cycle_time_ms, d->nnodes, d->nproc, nodes);
+		e->blocker = ISC_QUEUE_READY;
 	} else {
 		rc = set_status(o, e, isc_queue_state_name(ISC_QUEUE_RUNNING),
 		                "run %d (%s, %lld ms) on %d node(s) x %d GPU(s): %s",
@@ -962,12 +972,14 @@ static void reap_orphans(struct isc_onprem *o)
 	}
 }
 
-/* A burst that waits for its validation cycle (burst_validation on). */
+/* A burst that waits for its validation cycle (burst_validation on): queue/burst.h says. */
 static int wants_validation(const struct isc_onprem *o, const struct isc_experiment *row)
 {
-	return o->env.cfg->burst_validation && strcmp(row->compute_mode, "burst") == 0 &&
-	       ((strcmp(row->status, "enqueued") == 0 && row->cycle_count == 0) ||
-	        strcmp(row->status, "validating") == 0);
+	enum isc_burst_state st;
+	return strcmp(row->compute_mode, "burst") == 0 &&
+	       isc_burst_state_parse(row->status, &st) == 0 &&
+	       isc_burst_owner(st, row->cycle_count, row->cancel_requested,
+	                       o->env.cfg->burst_validation) == ISC_BURST_OWNER_ONPREM;
 }
 
 static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int64_t now)
@@ -1025,6 +1037,77 @@ static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int
 		set_status(o, e, isc_queue_state_name(ISC_QUEUE_PAUSED),
 		           "iscd restarted; waits for its next run");
 	record_queue_state(o, e, now);
+}
+
+/*
+ * Nothing waits in silence: a burst waiting for its validation cycle says
+ * what the pool makes it wait for (once per change, in its status reason; its
+ * place in the cycle queue and the expected start are in queue_state). One
+ * that the pool can never hold, counting every registered node, is not
+ * validated: the policy proves on the pool that an experiment runs before the
+ * cloud is paid, and a pool that cannot run it cannot prove anything, while the
+ * user asked for a burst. So it bursts at once without validation (its first
+ * cloud run is STRONG_CYCLE_COUNT 1), with the reason in its timeline.
+ */
+static void review_validations(struct isc_onprem *o)
+{
+	for (struct exp *e = o->exps, *next; e; e = next) {
+		struct isc_queue_wait w;
+		struct isc_err err;
+		char pool[160];
+		int stopping = 0;
+
+		next = e->next; /* e may be dropped */
+		if (!e->validation || e->run || e->cancel_seen ||
+		    isc_queue_wait_info(o->q, e->qid, &w, &err) || w.why == e->blocker)
+			continue;
+		if (w.registered_nodes == 0)
+			snprintf(pool, sizeof(pool), "the on-prem pool has no nodes");
+		else
+			snprintf(pool, sizeof(pool),
+			         "the on-prem pool has %d node(s) of %d GPU(s) (%d up, %d free)",
+			         w.registered_nodes, w.node_gpus, w.usable_nodes, w.free_nodes);
+		switch (w.why) {
+		case ISC_QUEUE_NEVER_FITS:
+			if (isc_queue_cancel(o->q, e->qid, &stopping, &err) || stopping)
+				continue;
+			if (w.registered_nodes == 0)
+				note(o, e->id, "validation_skipped",
+				     "burst_validation: %s, so it can never run the validation "
+				     "cycle; "
+				     "bursting without it",
+				     pool);
+			else
+				note(
+				    o, e->id, "validation_skipped",
+				    "burst_validation: the validation cycle needs %d node(s) of %d "
+				    "GPU(s) and %s, so it can never run here; bursting without it",
+				    w.nnodes, w.node_gpus, pool);
+			set_status(
+			    o, e, "placing",
+			    "validation skipped: the on-prem pool can never hold it; bursting "
+			    "without a validation cycle (cycle 1 in the cloud)");
+			exp_drop(o, e);
+			continue;
+		case ISC_QUEUE_NODES_OUT:
+			set_status(
+			    o, e, "validating",
+			    "burst_validation: its validation cycle waits for %d node(s) of %d "
+			    "GPU(s); %s: the others are down or draining",
+			    w.nnodes, w.node_gpus, pool);
+			break;
+		case ISC_QUEUE_POOL_BUSY:
+			set_status(
+			    o, e, "validating",
+			    "burst_validation: its validation cycle waits for %d free node(s) of "
+			    "%d GPU(s); %s, the rest run other experiments",
+			    w.nnodes, w.node_gpus, pool);
+			break;
+		default:
+			break; /* it starts at this tick's decision */
+		}
+		e->blocker = w.why;
+	}
 }
 
 /* A cancel: waiting ones end at once, running ones are stopped with grace. */
@@ -1172,6 +1255,7 @@ int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err)
 	}
 	sync_nodes(o);
 	sync_experiments(o, now);
+	review_validations(o);
 	poll_runs(o);
 	sync_runs(o, now);
 	act(o, now);

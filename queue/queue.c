@@ -1283,6 +1283,79 @@ int isc_queue_info(const struct isc_queue *q, int64_t exp_id, int64_t now_ms,
 	return 0;
 }
 
+int isc_queue_wait_info(const struct isc_queue *q, int64_t exp_id, struct isc_queue_wait *out,
+                        struct isc_err *err)
+{
+	const struct qexp *e = exp_get(q, exp_id);
+	if (!e)
+		return isc_err_set(err, ISC_ENOTFOUND, "experiment %lld is not queued",
+		                   (long long)exp_id);
+	*out = (struct isc_queue_wait){.why = ISC_QUEUE_READY};
+	if (!is_waiting(e->state))
+		return 0;
+	/* Per class: the layout, and how many nodes are registered (any state). */
+	int best_reg = NONE, best_reg_n = 0, closest = NONE, closest_n = 0;
+	for (size_t c = 0; c < q->n_classes; c++) {
+		int n, p, registered = 0;
+		if (isc_shape_layout(e->gpus, q->classes[c].gpus, &n, &p) != 0)
+			continue;
+		for (size_t i = 0; i < q->n_nodes; i++)
+			registered += q->nodes[i].cls == (int)c;
+		if (n <= ISC_QUEUE_MAX_GPUS && n <= registered &&
+		    (best_reg == NONE || n < best_reg_n)) {
+			best_reg = (int)c;
+			best_reg_n = n;
+		}
+		if (closest == NONE ||
+		    registered * q->classes[c].gpus > closest_n * q->classes[closest].gpus) {
+			closest = (int)c;
+			closest_n = registered;
+		}
+		(void)p;
+	}
+	if (best_reg == NONE) {
+		out->why = ISC_QUEUE_NEVER_FITS;
+		if (closest != NONE) {
+			int n, p;
+			if (isc_shape_layout(e->gpus, q->classes[closest].gpus, &n, &p) == 0)
+				out->nnodes = n;
+			out->node_gpus = q->classes[closest].gpus;
+			out->free_nodes = q->classes[closest].free;
+			out->usable_nodes = q->classes[closest].usable;
+			out->registered_nodes = closest_n;
+		}
+		return 0;
+	}
+	int n, p, fit, c = place(q, e, NULL, &n, &p, &fit);
+	if (c == NONE) {
+		/* the registered nodes could hold it; the up ones cannot */
+		out->why = ISC_QUEUE_NODES_OUT;
+		c = best_reg;
+		n = best_reg_n;
+	} else if (e->mode == ISC_QUEUE_INTERRUPTIBLE) {
+		int cycles_wait = 0;
+		for (int s = q->cq_head; s != NONE && !cycles_wait; s = q->exps[s].cq_next) {
+			int n2, p2, f2;
+			cycles_wait = place(q, &q->exps[s], NULL, &n2, &p2, &f2) != NONE;
+		}
+		out->why = cycles_wait ? ISC_QUEUE_CYCLES_FIRST
+		           : !fit      ? ISC_QUEUE_POOL_BUSY
+		           : e->member_of == q->period_number && !e->block_done && e->owed_ms > 0 &&
+		                   e->round <= q->cursor
+		               ? ISC_QUEUE_READY
+		               : ISC_QUEUE_NEXT_BLOCK;
+	} else {
+		out->why = fit ? ISC_QUEUE_READY : ISC_QUEUE_POOL_BUSY;
+	}
+	out->nnodes = n;
+	out->node_gpus = q->classes[c].gpus;
+	out->free_nodes = q->classes[c].free;
+	out->usable_nodes = q->classes[c].usable;
+	for (size_t i = 0; i < q->n_nodes; i++)
+		out->registered_nodes += q->nodes[i].cls == c;
+	return 0;
+}
+
 void isc_queue_period_get(const struct isc_queue *q, struct isc_queue_period *out)
 {
 	out->start_ms = q->period_start_ms;

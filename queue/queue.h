@@ -200,6 +200,34 @@ int isc_queue_run_ended(struct isc_queue *q, int64_t exp_id, enum isc_queue_outc
 int isc_queue_info(const struct isc_queue *q, int64_t exp_id, int64_t now_ms,
                    struct isc_queue_info *out, struct isc_err *err);
 
+/* What a waiting experiment waits for, from the pool's side. */
+enum isc_queue_blocker {
+	ISC_QUEUE_READY,        /* not waiting, or its nodes are free: it starts at a decision */
+	ISC_QUEUE_NEVER_FITS,   /* no node class can hold it, counting every registered node */
+	ISC_QUEUE_NODES_OUT,    /* the registered nodes could, but too many are down or draining */
+	ISC_QUEUE_POOL_BUSY,    /* the nodes it needs are held by other runs */
+	ISC_QUEUE_CYCLES_FIRST, /* interruptible: cycle experiments wait, and go first */
+	ISC_QUEUE_NEXT_BLOCK,   /* interruptible: its block comes later, or in the next period */
+};
+
+struct isc_queue_wait {
+	enum isc_queue_blocker why;
+	/* The node class it waits on (the best one: fewest nodes, one that fits now first):
+	 * nnodes of node_gpus GPUs each; of that class free, usable (up) and registered
+	 * (any state) nodes. NEVER_FITS: the class that comes closest (most GPUs in all),
+	 * with nnodes the nodes it would need; all 0 for an empty pool. */
+	int nnodes, node_gpus;
+	int free_nodes, usable_nodes, registered_nodes;
+};
+
+/*
+ * Why a waiting experiment (enqueued or paused) waits; READY for one that
+ * is not waiting. ISC_ENOTFOUND. The executor says it in the experiment's
+ * status, and ends the wait of one that can never fit (docs/queue.md).
+ */
+int isc_queue_wait_info(const struct isc_queue *q, int64_t exp_id, struct isc_queue_wait *out,
+                        struct isc_err *err);
+
 /* Forgets an experiment that ended (completed, failed or cancelled); ISC_ECONFLICT otherwise. */
 int isc_queue_forget(struct isc_queue *q, int64_t exp_id, struct isc_err *err);
 

@@ -169,7 +169,24 @@ id=$(submit "$dir/broke.isc")
 check "uncovered experiment waits" wait_status "$id" waiting 30
 check "waiting says why" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'credits: organisation broke has'"
 check "nothing launched for it" test "$(mock instances | grep -c "$id")" = 0
+# The waiting order (queue/burst.h): a newer burst of the same organisation does not draw
+# on its credits ahead of the one waiting for them; it waits behind it, saying so.
+cat >"$dir/broke-small.isc" <<'ISC'
+isc_project_id = "broke"
+experiment_name = "small-broke"
+gpus = 1
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'sleep 30'
+ISC
+small=$(submit "$dir/broke-small.isc")
+check "a newer burst of the same organisation waits behind it" wait_status "$small" waiting 30
+check "... saying where it stands and behind whom" bash -c "'$ISC_BIN/isc' status '$small' | grep -q 'Status:   waiting: credits: #2 in line for the credits of organisation broke, behind $id'"
+check "nothing launched for the newer one" test "$(mock instances | grep -c "$small")" = 0
 isc cancel "$id" >/dev/null
+isc credits grant --org broke 5.00 >/dev/null
+check "once the one ahead is gone, the newer one runs" wait_status "$small" running 60
+isc cancel "$small" >/dev/null
+check "... and is cancelled" wait_status "$small" cancelled 30
 id=$(submit "$dir/poor.isc")
 check "covered experiment runs" wait_status "$id" running 60
 check "credits running out stop it" wait_status "$id" stopped 60

@@ -274,6 +274,50 @@ EOF
 	wait "$(cat "$dir/iscd.pid")"
 	rm -f "$dir/iscd.pid"
 	check "no AddressSanitizer report (second iscd)" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd2.log'"
+	# 8. Nothing waits in silence under burst_validation. Cycles of 8 s now, so the pool
+	# stays busy long enough to look at a validation that waits for it.
+	sed -i 's/^cycle_ms = 2000$/cycle_ms = 8000/' "$home/config.toml"
+	"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd3.log" &
+	echo $! >"$dir/iscd.pid"
+	# A burst the pool can never hold (8 GPUs, four 1-GPU nodes) is said so at once and
+	# bursts without validation: its first cloud run is cycle 1.
+	cat >"$dir/vbig.isc" <<'EOF'
+isc_project_id = "demo"
+experiment_name = "vbig"
+gpus = 8
+compute_mode = "burst"
+burst_shape_priority_list = ["aws-us-east-1-p4d.24xlarge-spot"]
+command = 'echo "vbig cycle $STRONG_CYCLE_COUNT"; sleep 1'
+EOF
+	vbig=$(isc burst "$dir/vbig.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+	check "a burst the pool can never hold leaves validating at once" bash -c "for _ in \$(seq 25); do '$ISC_BIN/isc' --home '$home' status '$vbig' --json | grep -q '\"kind\": \"validation_skipped\"' && exit 0; sleep 0.2; done; exit 1"
+	check "... and bursts without validation" wait_status "$vbig" completed 60
+	check "its timeline says why" bash -c "'$ISC_BIN/isc' --home '$home' status '$vbig' | grep -q 'validation cycle needs 8 node(s) of 1 GPU(s) and the on-prem pool has 4 node(s) of 1 GPU(s) (4 up, 4 free), so it can never run here; bursting without it'"
+	check "its status said it bursts without a validation cycle" bash -c "'$ISC_BIN/isc' --home '$home' status '$vbig' | grep -q 'placing .*validation skipped: the on-prem pool can never hold it'"
+	check "its cloud run was cycle 1, its only run" test "$(cat "$home/experiments/$vbig/rank_0.txt")" = "vbig cycle 1"
+	# One that fits the pool while the pool is busy says what it waits for and where it stands.
+	cat >"$dir/hog.isc" <<'EOF'
+isc_project_id = "demo"
+experiment_name = "hog"
+gpus = 4
+compute_mode = "cycle"
+max_rapid_cycles = 1
+command = 'trap "exit 0" TERM; sleep 60 & wait'
+EOF
+	hog=$(isc train "$dir/hog.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+	check "a cycle experiment holds the whole pool" wait_status "$hog" running 20
+	vb2=$(isc burst "$dir/vb.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+	check "a burst that fits the busy pool says what its validation waits for" bash -c "for _ in \$(seq 25); do '$ISC_BIN/isc' --home '$home' status '$vb2' | grep -q 'Status:   validating: burst_validation: its validation cycle waits for 1 free node(s) of 1 GPU(s); the on-prem pool has 4 node(s) of 1 GPU(s) (4 up, 0 free), the rest run other experiments' && exit 0; sleep 0.2; done; exit 1"
+	check "... and its place in the queue, with the expected start" bash -c "'$ISC_BIN/isc' --home '$home' status '$vb2' | grep -q 'Queue:    waiting, #1 among cycle experiments (its validation cycle); next start expected'"
+	check "--json has the queue position" test "$(field "$vb2" '["queue"]["position"]')" = 1
+	check "the pool free, its validation cycle runs (and says so)" bash -c "for _ in \$(seq 75); do '$ISC_BIN/isc' --home '$home' status '$vb2' | grep -q 'Status:   validating: validation cycle (STRONG_CYCLE_COUNT 1, 8000 ms)' && exit 0; sleep 0.2; done; exit 1"
+	check "the cycle experiment ran its one cycle first" wait_status "$hog" completed 20
+	expect_exit 0 "cancel the validating burst" isc cancel "$vb2"
+	check "it ends cancelled" wait_status "$vb2" cancelled 20
+	kill -TERM "$(cat "$dir/iscd.pid")"
+	wait "$(cat "$dir/iscd.pid")"
+	rm -f "$dir/iscd.pid"
+	check "no AddressSanitizer report (third iscd)" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd3.log'"
 else
 	check "the sandbox (mock cloud) starts" false
 fi

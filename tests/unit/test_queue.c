@@ -568,6 +568,69 @@ static void test_slot_reuse_after_forget(void **st)
 	isc_queue_free(q);
 }
 
+static struct isc_queue_wait wait_of(struct isc_queue *q, int64_t id)
+{
+	struct isc_queue_wait w;
+	struct isc_err err;
+	assert_int_equal(isc_queue_wait_info(q, id, &w, &err), 0);
+	return w;
+}
+
+/* What a waiting experiment waits for: the pool never holds it, nodes out, busy, cycles first. */
+static void test_wait_info(void **st)
+{
+	(void)st;
+	struct isc_queue *q = pool(4, 1);
+	struct isc_err err;
+	submit(q, 1, ISC_QUEUE_CYCLE, 8, 1, 0); /* 8 nodes of 1 GPU: never */
+	submit(q, 2, ISC_QUEUE_CYCLE, 4, 1, 0); /* takes the whole pool */
+	submit(q, 3, ISC_QUEUE_CYCLE, 1, 1, 0);
+	submit(q, 4, ISC_QUEUE_INTERRUPTIBLE, 1, 0, 0);
+	struct isc_queue_wait w = wait_of(q, 1);
+	assert_int_equal(w.why, ISC_QUEUE_NEVER_FITS);
+	assert_int_equal(w.nnodes, 8);
+	assert_int_equal(w.node_gpus, 1);
+	assert_int_equal(w.registered_nodes, 4);
+	assert_int_equal(wait_of(q, 3).why, ISC_QUEUE_READY);
+	size_t n;
+	decide(q, 0, &n);
+	assert_int_equal(wait_of(q, 2).why, ISC_QUEUE_READY); /* running: not waiting */
+	w = wait_of(q, 3);
+	assert_int_equal(w.why, ISC_QUEUE_POOL_BUSY);
+	assert_int_equal(w.nnodes, 1);
+	assert_int_equal(w.free_nodes, 0);
+	assert_int_equal(w.usable_nodes, 4);
+	assert_int_equal(wait_of(q, 4).why, ISC_QUEUE_CYCLES_FIRST);
+	/* the pool drained and down: the registered nodes could hold it, the up ones cannot */
+	ended(q, 2, ISC_QUEUE_EXIT_OK, 100);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(
+		    isc_queue_node_set_state(
+		        q, 100 + i, i % 2 ? ISC_QUEUE_NODE_DOWN : ISC_QUEUE_NODE_DRAINING, &err),
+		    0);
+	w = wait_of(q, 3);
+	assert_int_equal(w.why, ISC_QUEUE_NODES_OUT);
+	assert_int_equal(w.usable_nodes, 0);
+	assert_int_equal(w.registered_nodes, 4);
+	assert_int_equal(wait_of(q, 1).why, ISC_QUEUE_NEVER_FITS);
+	/* a larger node joins: 8 GPUs fit one node of 8 */
+	assert_int_equal(isc_queue_node_add(q, 200, 8, NULL), 0);
+	w = wait_of(q, 1);
+	assert_int_equal(w.why, ISC_QUEUE_READY);
+	assert_int_equal(w.node_gpus, 8);
+	assert_int_equal(w.nnodes, 1);
+	assert_int_equal(isc_queue_wait_info(q, 99, &w, &err), ISC_ENOTFOUND);
+	isc_queue_free(q);
+	/* an empty pool never holds anything */
+	q = pool(0, 1);
+	submit(q, 1, ISC_QUEUE_CYCLE, 1, 1, 0);
+	w = wait_of(q, 1);
+	assert_int_equal(w.why, ISC_QUEUE_NEVER_FITS);
+	assert_int_equal(w.registered_nodes, 0);
+	assert_int_equal(w.nnodes, 0);
+	isc_queue_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -591,6 +654,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_input),
 	    cmocka_unit_test(test_restore),
 	    cmocka_unit_test(test_slot_reuse_after_forget),
+	    cmocka_unit_test(test_wait_info),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
