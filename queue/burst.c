@@ -198,8 +198,14 @@ int isc_burst_order(const struct isc_burst_entry *v, size_t n, int64_t now_ms,
 		struct isc_burst_turn *t = &out[i];
 		size_t h;
 
-		for (h = 0; h < n_heads && !shares_line(&v[heads[h]], e); h++)
+		/* One that ran before (a reprovision, a validated burst on its way to the cloud)
+		 * is never held: it may still have a cluster draining, which its step tears down.
+		 */
+		for (h = 0; e->cycle_count == 0 && h < n_heads && !shares_line(&v[heads[h]], e);
+		     h++)
 			;
+		if (e->cycle_count > 0)
+			h = n_heads;
 		if (h < n_heads) {
 			/* held: an older burst waits for the same money */
 			t->go = 0;

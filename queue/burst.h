@@ -9,8 +9,9 @@
  * - which step of the broker's state machine a state calls for, and when a
  *   waiting burst is due for its next try;
  * - the waiting order: which waiting bursts get a try now. Bursts without a
- *   cluster line up in arrival order (an interrupted one, being reprovisioned,
- *   in front, as a lost node puts an on-prem run back in front of its queue).
+ *   cluster line up in arrival order (one that ran before, being reprovisioned
+ *   or moving to the cloud after its validation cycle, in front and never held,
+ *   as a lost node puts an on-prem run back in front of its queue).
  *   The first burst of a line that waits for credits holds back the newer
  *   bursts that would draw on the same money (its organisation's credits, or
  *   its project's budget), so a stream of smaller bursts never starves it; a

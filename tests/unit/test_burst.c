@@ -224,6 +224,15 @@ static void test_interrupted_first_cancel_never_held(void **state)
 	assert_int_equal(t[0].behind, 1);
 	assert_int_equal(t[0].position, 2);
 	assert_int_equal(t[2].behind, 1);
+	/* one that ran before is never held (it may have a cluster draining): it goes */
+	v[0].cycle_count = 1;
+	v[0].state = ISC_BURST_PLACING;
+	assert_int_equal(isc_burst_order(v, 5, 1000, t, NULL), 0);
+	assert_int_equal(t[0].go, 1);
+	assert_int_equal(t[0].behind, -1);
+	assert_int_equal(t[2].behind, 1);
+	v[0].cycle_count = 0;
+	v[0].state = ISC_BURST_WAITING;
 	/* a held one whose head is gone goes at once: it has no try time of its own */
 	v[1].state = ISC_BURST_RUNNING;
 	v[0].state = ISC_BURST_CANCELLED;
