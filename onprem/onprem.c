@@ -62,8 +62,8 @@ struct exp {
 	char *status;   /* the store's status as this thread last wrote or read it */
 	int validation; /* a burst running its validation cycle */
 	int cancel_seen;
-	enum isc_queue_blocker
-	    blocker; /* validation: what its status reason last said it waits for */
+	/* validation: what its status reason last said it waits for */
+	enum isc_queue_blocker blocker;
 	struct run *run;
 	struct isc_queue_row written; /* the queue_state row last written */
 	struct exp *next;
@@ -1074,8 +1074,7 @@ static void review_validations(struct isc_onprem *o)
 			if (w.registered_nodes == 0)
 				note(o, e->id, "validation_skipped",
 				     "burst_validation: %s, so it can never run the validation "
-				     "cycle; "
-				     "bursting without it",
+				     "cycle; bursting without it",
 				     pool);
 			else
 				note(
