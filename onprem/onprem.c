@@ -62,7 +62,7 @@ struct exp {
 	char *status;   /* the store's status as this thread last wrote or read it */
 	int validation; /* a burst running its validation cycle */
 	int cancel_seen;
-	/* validation: what its status reason last said it waits for */
+	/* what its status reason last said it waits for (review_waits) */
 	enum isc_queue_blocker blocker;
 	struct run *run;
 	struct isc_queue_row written; /* the queue_state row last written */
@@ -1040,6 +1040,34 @@ static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int
 }
 
 /*
+ * A cycle or interruptible experiment that waits because of the pool itself
+ * says so in its status reason (its state stays enqueued or paused): one the
+ * pool can never hold (it waits for an operator to add nodes; the queue skips
+ * it, so it blocks nobody) and one whose nodes are down or draining. Waiting
+ * for its turn is what the queue line of `isc status` shows, so only the way
+ * out of those two is written, once.
+ */
+static void say_training_wait(struct isc_onprem *o, struct exp *e, const struct isc_queue_wait *w,
+                              const char *pool)
+{
+	enum isc_queue_blocker was = e->blocker;
+
+	e->blocker = w->why;
+	if (w->why == ISC_QUEUE_NEVER_FITS)
+		set_status(o, e, e->status,
+		           "waits: the on-prem pool can never hold it: it needs %d node(s) of %d "
+		           "GPU(s) and %s; an operator can add nodes (isc nodes add)",
+		           w->nnodes, w->node_gpus, pool);
+	else if (w->why == ISC_QUEUE_NODES_OUT)
+		set_status(o, e, e->status,
+		           "waits for %d node(s) of %d GPU(s); %s: the others are down or draining",
+		           w->nnodes, w->node_gpus, pool);
+	else if (was == ISC_QUEUE_NEVER_FITS || was == ISC_QUEUE_NODES_OUT)
+		set_status(o, e, e->status,
+		           "waits for its turn in the queue (isc status shows it)");
+}
+
+/*
  * Nothing waits in silence: a burst waiting for its validation cycle says
  * what the pool makes it wait for (once per change, in its status reason; its
  * place in the cycle queue and the expected start are in queue_state). One
@@ -1049,7 +1077,7 @@ static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int
  * user asked for a burst. So it bursts at once without validation (its first
  * cloud run is STRONG_CYCLE_COUNT 1), with the reason in its timeline.
  */
-static void review_validations(struct isc_onprem *o)
+static void review_waits(struct isc_onprem *o)
 {
 	for (struct exp *e = o->exps, *next; e; e = next) {
 		struct isc_queue_wait w;
@@ -1058,8 +1086,8 @@ static void review_validations(struct isc_onprem *o)
 		int stopping = 0;
 
 		next = e->next; /* e may be dropped */
-		if (!e->validation || e->run || e->cancel_seen ||
-		    isc_queue_wait_info(o->q, e->qid, &w, &err) || w.why == e->blocker)
+		if (e->run || e->cancel_seen || isc_queue_wait_info(o->q, e->qid, &w, &err) ||
+		    w.why == e->blocker)
 			continue;
 		if (w.registered_nodes == 0)
 			snprintf(pool, sizeof(pool), "the on-prem pool has no nodes");
@@ -1067,6 +1095,10 @@ static void review_validations(struct isc_onprem *o)
 			snprintf(pool, sizeof(pool),
 			         "the on-prem pool has %d node(s) of %d GPU(s) (%d up, %d free)",
 			         w.registered_nodes, w.node_gpus, w.usable_nodes, w.free_nodes);
+		if (!e->validation) {
+			say_training_wait(o, e, &w, pool);
+			continue;
+		}
 		switch (w.why) {
 		case ISC_QUEUE_NEVER_FITS:
 			if (isc_queue_cancel(o->q, e->qid, &stopping, &err) || stopping)
@@ -1254,7 +1286,7 @@ int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err)
 	}
 	sync_nodes(o);
 	sync_experiments(o, now);
-	review_validations(o);
+	review_waits(o);
 	poll_runs(o);
 	sync_runs(o, now);
 	act(o, now);

@@ -183,7 +183,9 @@ check "its container got TERM (stopped with grace)" test -s "$home/experiments/$
 # 5. A node that stops answering is marked down; its run is an interruption, resumed elsewhere.
 solo2=$(train "$dir/lost.isc") # interruptible: its run lasts until the node goes
 check "solo2 runs" wait_status "$solo2" running 20
-sleep 2.5 # at least one periodic sync
+# At least one periodic sync: the run's checkpoint (runs.txt, written as it starts) is home.
+# Waited for, not slept: on a loaded machine the first sync can take longer than a second.
+check "a periodic sync brought solo2's checkpoint home" bash -c "for _ in \$(seq 100); do grep -q . '$home/experiments/$solo2/checkpoints/runs.txt' 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
 held=$(isc status "$solo2" --json | py 'import json,sys; print(json.load(sys.stdin)["queue"]["run_nodes"])')
 victim=$(isc nodes list --json | py "import json,sys; print([n['host'] for n in json.load(sys.stdin) if n['id']==int('${held%%,*}' or 0)][0])")
 expect_exit 1 "a node that holds a run is not removed" isc nodes remove "${held%%,*}"
@@ -295,6 +297,13 @@ EOF
 	check "its timeline says why" bash -c "'$ISC_BIN/isc' --home '$home' status '$vbig' | grep -q 'validation cycle needs 8 node(s) of 1 GPU(s) and the on-prem pool has 4 node(s) of 1 GPU(s) (4 up, 4 free), so it can never run here; bursting without it'"
 	check "its status said it bursts without a validation cycle" bash -c "'$ISC_BIN/isc' --home '$home' status '$vbig' | grep -q 'placing .*validation skipped: the on-prem pool can never hold it'"
 	check "its cloud run was cycle 1, its only run" test "$(cat "$home/experiments/$vbig/rank_0.txt")" = "vbig cycle 1"
+	# A cycle experiment the pool can never hold waits (an operator may add nodes) and says why.
+	sed -e 's/experiment_name = "vbig"/experiment_name = "tbig"/' -e 's/compute_mode = "burst"/compute_mode = "cycle"/' \
+		-e '/burst_shape_priority_list/d' "$dir/vbig.isc" >"$dir/tbig.isc"
+	tbig=$(train "$dir/tbig.isc")
+	check "a cycle experiment the pool can never hold says so in its status" bash -c "for _ in \$(seq 25); do '$ISC_BIN/isc' --home '$home' status '$tbig' | grep -q 'Status:   enqueued: waits: the on-prem pool can never hold it: it needs 8 node(s) of 1 GPU(s) and the on-prem pool has 4 node(s) of 1 GPU(s) (4 up, 4 free); an operator can add nodes (isc nodes add)' && exit 0; sleep 0.2; done; exit 1"
+	expect_exit 0 "cancel it" isc cancel "$tbig"
+	check "it ends cancelled" wait_status "$tbig" cancelled 20
 	# One that fits the pool while the pool is busy says what it waits for and where it stands.
 	cat >"$dir/hog.isc" <<'EOF'
 isc_project_id = "demo"
