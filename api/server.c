@@ -138,11 +138,22 @@ void isc_api_reply_error(struct isc_api_call *c, int status, const char *fmt, ..
 {
 	char msg[ISC_ERR_MSG_MAX];
 	va_list ap;
+	json_t *text;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* JSON strings must be UTF-8. A message cut to its size may end inside a character:
+	 * that partial character goes. One quoting bytes that are no UTF-8 at all gets '?' for
+	 * them, rather than losing the whole message. */
+	isc_utf8_trim_partial(msg);
+	if (!(text = json_string(msg))) {
+		for (char *p = msg; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+		text = json_string(msg);
+	}
 	isc_api_reply_json(c, status,
-	                   json_pack("{s:s,s:s}", "error", msg, "code", status_code_name(status)));
+	                   json_pack("{s:o,s:s}", "error", text, "code", status_code_name(status)));
 	c->status = status;
 }
 

@@ -4,6 +4,21 @@
 #include <stdio.h>
 #include <string.h>
 
+void isc_utf8_trim_partial(char *s)
+{
+	size_t n = strlen(s), lead = n, need;
+	unsigned char b;
+
+	while (lead > 0 && n - lead < 3 && ((unsigned char)s[lead - 1] & 0xc0) == 0x80)
+		lead--;
+	if (lead == 0)
+		return;
+	b = (unsigned char)s[lead - 1];
+	need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+	if (need > 1 && n - (lead - 1) < need)
+		s[lead - 1] = '\0';
+}
+
 int isc_err_set(struct isc_err *err, int code, const char *fmt, ...)
 {
 	if (err) {
@@ -12,6 +27,7 @@ int isc_err_set(struct isc_err *err, int code, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 		va_end(ap);
+		isc_utf8_trim_partial(err->msg);
 	}
 	return code;
 }
@@ -37,6 +53,7 @@ int isc_err_wrap(struct isc_err *err, const char *fmt, ...)
 		strncpy(err->msg + used, old, sizeof(err->msg) - used - 1);
 		err->msg[sizeof(err->msg) - 1] = '\0';
 	}
+	isc_utf8_trim_partial(err->msg);
 	return err->code;
 }
 

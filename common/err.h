@@ -34,6 +34,14 @@ struct isc_err {
 	char msg[ISC_ERR_MSG_MAX];
 };
 
+/*
+ * Drops a UTF-8 sequence left incomplete at the end of s: a message cut to
+ * its buffer (ISC_ERR_MSG_MAX) may end inside a character, and JSON, which
+ * carries messages to isc and the pages, takes only whole ones. isc_err_set
+ * and isc_err_wrap do this to every message.
+ */
+void isc_utf8_trim_partial(char *s);
+
 /* Sets err (if not NULL) and returns code, so callers can `return isc_err_set(...)`. */
 int isc_err_set(struct isc_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -36,6 +36,30 @@ static void test_err_set_and_wrap(void **state)
 	assert_int_equal(isc_err_set(NULL, ISC_EIO, "ignored"), ISC_EIO);
 }
 
+/* A message cut to ISC_ERR_MSG_MAX never ends inside a UTF-8 character (JSON carries it). */
+static void test_err_cut_on_character(void **state)
+{
+	char name[1200] = "";
+	struct isc_err err;
+	(void)state;
+	for (int odd = 0; odd < 2; odd++) {
+		strcpy(name, odd ? "x" : "");
+		for (int i = 0; i < 400; i++)
+			strcat(name, "\xc3\xa9"); /* é: two bytes */
+		isc_err_set(&err, ISC_EINVALID, "name %s", name);
+		size_t n = strlen(err.msg);
+		assert_true(n >= sizeof(err.msg) - 3);
+		assert_true(((unsigned char)err.msg[n - 1] & 0xc0) == 0x80); /* ends on a whole é */
+		assert_int_equal(((unsigned char)err.msg[n - 2]), 0xc3);
+	}
+	/* An ASCII message is untouched; a bare lead byte at the end goes. */
+	char s1[] = "plain", s2[] = "cut \xe2\x82";
+	isc_utf8_trim_partial(s1);
+	isc_utf8_trim_partial(s2);
+	assert_string_equal(s1, "plain");
+	assert_string_equal(s2, "cut ");
+}
+
 static void test_err_codes(void **state)
 {
 	static const struct {
@@ -451,6 +475,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_err_set_and_wrap),
 	    cmocka_unit_test(test_err_codes),
+	    cmocka_unit_test(test_err_cut_on_character),
 	    cmocka_unit_test(test_buf_cap),
 	    cmocka_unit_test(test_suggest),
 	    cmocka_unit_test(test_store_create_modes),
