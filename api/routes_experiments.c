@@ -16,7 +16,6 @@
 #include "store/store_experiments.h"
 #include "store/store_queue.h"
 #include "store/store_ranks.h"
-#include "toml/toml.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -437,19 +436,6 @@ static void reply_problem(struct isc_api_call *c, int status, const char *fmt, .
 	                             status == 404 ? "not_found" : "invalid", "problems", line));
 }
 
-/* Whether the text sets compute_mode itself (unparsable: yes, so its own errors show). */
-static int mode_is_explicit_text(const char *text, size_t len)
-{
-	struct isc_toml_doc *doc = NULL;
-	struct isc_err err;
-	int found = 1;
-
-	if (isc_toml_parse(text, len, &doc, &err) == 0)
-		found = isc_toml_table_get(isc_toml_doc_root(doc), "compute_mode") != NULL;
-	isc_toml_doc_free(doc);
-	return found;
-}
-
 /* The project the launch file names, among those of orgs where the caller may launch. */
 static int launch_project(struct isc_api_call *c, const char *file, const char *id_or_name,
                           struct isc_project *out)
@@ -631,17 +617,15 @@ static void experiments_create(struct isc_api_call *c)
 		                    (size_t)ISC_LAUNCH_MAX_FILE_BYTES);
 		goto out;
 	}
-	if (!(text = malloc(len + 64))) {
+	if (!(text = malloc(len + 1))) {
 		isc_api_reply_error(c, 500, "out of memory");
 		goto out;
 	}
 	memcpy(text, c->body, len);
 	text[len] = 0;
-	if (burst && !mode_is_explicit_text(text, len)) {
-		/* Appended last, so every position the user sees is still that of their file. */
-		static const char line[] = "\ncompute_mode = \"burst\"\n";
-		memcpy(text + len, line, sizeof(line));
-		len += sizeof(line) - 1;
+	if (burst && isc_launch_default_burst(&text, &len, &err)) {
+		isc_api_reply_err(c, &err);
+		goto out;
 	}
 	if (isc_launch_parse(file, text, len, &l, &problems, &err)) {
 		if (problems.len > 0) {

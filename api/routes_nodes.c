@@ -69,7 +69,7 @@ static void nodes_add(struct isc_api_call *c)
 	struct isc_pool_node nd;
 	struct isc_err err;
 	const char *host, *user;
-	char id_text[32];
+	char id_text[24], target[32];
 	json_t *body, *user_v;
 	int port = 22, gpus = 0;
 	int64_t id;
@@ -92,9 +92,11 @@ static void nodes_add(struct isc_api_call *c)
 		if (isc_store_pool_add(c->store, host, port, user, gpus, &id, &err)) {
 			isc_api_reply_err(c, &err);
 		} else {
-			snprintf(id_text, sizeof(id_text), "node:%lld", (long long)id);
-			isc_api_audit_target(c, 0, id_text);
-			if (isc_store_pool_find(c->store, id_text + 5, &nd, &err)) {
+			snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+			snprintf(target, sizeof(target), "node:%s", id_text);
+			isc_api_audit_target(c, 0, target);
+			/* Read back, so the reply is the row as stored (state, added_ms). */
+			if (isc_store_pool_find(c->store, id_text, &nd, &err)) {
 				isc_api_reply_err(c, &err);
 			} else {
 				isc_api_reply_json(c, 201, node_json(&nd));

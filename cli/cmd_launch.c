@@ -10,7 +10,6 @@
 #include "launchfile/launchfile.h"
 #include "shapes/catalog_import.h"
 #include "shapes/priority.h"
-#include "toml/toml.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -18,8 +17,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int mode_is_explicit_text(const char *text, size_t len);
 
 /*
  * Loads and validates; prints every problem as FILE:LINE:COL: error: FIELD: message.
@@ -37,18 +34,8 @@ static int load_launch(const char *path, int default_burst, struct isc_launch **
 	isc_launch_problems_init(&problems);
 	isc_err_clear(&err);
 	rc = isc_launch_read_file(path, ISC_LAUNCH_MAX_FILE_BYTES, &text, &len, &err);
-	if (!rc && default_burst && !mode_is_explicit_text(text, len)) {
-		/* Appended last, so every position the user sees is still that of their file. */
-		static const char line[] = "\ncompute_mode = \"burst\"\n";
-		char *grown = realloc(text, len + sizeof(line));
-		if (!grown) {
-			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-		} else {
-			text = grown;
-			memcpy(text + len, line, sizeof(line));
-			len += sizeof(line) - 1;
-		}
-	}
+	if (!rc && default_burst)
+		rc = isc_launch_default_burst(&text, &len, &err);
 	if (!rc)
 		rc = isc_launch_parse(path, text, len, out, &problems, &err);
 	free(text);
@@ -207,19 +194,6 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 	}
 	isc_launch_free(l);
 	return ISC_EXIT_OK;
-}
-
-/* Whether the file sets compute_mode itself (an unparsable file: yes, so its own errors show). */
-static int mode_is_explicit_text(const char *text, size_t len)
-{
-	struct isc_toml_doc *doc = NULL;
-	struct isc_err err;
-	int found = 1;
-
-	if (isc_toml_parse(text, len, &doc, &err) == 0)
-		found = isc_toml_table_get(isc_toml_doc_root(doc), "compute_mode") != NULL;
-	isc_toml_doc_free(doc);
-	return found;
 }
 
 static const char *final_exit_status(const char *status, int *code)

@@ -19,7 +19,8 @@ static const char nodes_usage[] =
     "       isc nodes drain NODE | undrain NODE | remove NODE\n"
     "       isc nodes pubkey\n"
     "\n"
-    "The on-prem pool that runs cycle and interruptible experiments. NODE is an id\n"
+    "The on-prem pool that runs cycle and interruptible experiments: the operator's\n"
+    "(iscd's /v1/nodes; anyone else is refused). NODE is an id\n"
     "or HOST[:PORT]. `pubkey` prints the line to put in each node's authorized_keys\n"
     "(iscd makes the key pair on first use; its private half never leaves its home).\n"
     "A drained node keeps its run and gets no new one.\n";

@@ -756,3 +756,24 @@ json_t *isc_launch_to_json(const struct isc_launch *l)
 	}
 	return o;
 }
+
+int isc_launch_default_burst(char **text, size_t *len, struct isc_err *err)
+{
+	static const char line[] = "\ncompute_mode = \"burst\"\n";
+	struct isc_toml_doc *doc = NULL;
+	struct isc_err perr;
+	int sets_mode = 1; /* unparsable: yes, so the file's own errors show */
+	char *grown;
+
+	if (isc_toml_parse(*text, *len, &doc, &perr) == 0)
+		sets_mode = isc_toml_table_get(isc_toml_doc_root(doc), "compute_mode") != NULL;
+	isc_toml_doc_free(doc);
+	if (sets_mode)
+		return 0;
+	if (!(grown = realloc(*text, *len + sizeof(line))))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	memcpy(grown + *len, line, sizeof(line));
+	*text = grown;
+	*len += sizeof(line) - 1;
+	return 0;
+}

@@ -105,6 +105,14 @@ void isc_launch_free(struct isc_launch *l);
  */
 int isc_launch_read_file(const char *path, size_t max_bytes, char **text, size_t *len,
                          struct isc_err *err);
+/*
+ * `isc burst` (POST /v1/experiments?default_mode=burst): a file that does not set
+ * compute_mode is a burst. When the heap text *text (*len bytes, NUL-terminated)
+ * sets none, appends `compute_mode = "burst"` last, so every position the user sees
+ * is still that of their file (*text may move). A text that does not parse is left
+ * as it is, so its own errors show. 0 or ISC_ENOMEM.
+ */
+int isc_launch_default_burst(char **text, size_t *len, struct isc_err *err);
 /* isc_launch_read_file + isc_launch_parse. */
 int isc_launch_load(const char *path, struct isc_launch **out, struct isc_launch_problems *problems,
                     struct isc_err *err);

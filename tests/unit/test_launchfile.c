@@ -201,6 +201,28 @@ static void test_defaults_and_modes(void **state)
 	isc_launch_problems_cleanup(&probs);
 }
 
+/* isc burst's default: compute_mode appended only when the file sets none and parses. */
+static void test_default_burst(void **state)
+{
+	static const char *const cases[][2] = {
+	    {"gpus = 8\n", "gpus = 8\n\ncompute_mode = \"burst\"\n"},
+	    {"gpus = 8\ncompute_mode = \"cycle\"\n", "gpus = 8\ncompute_mode = \"cycle\"\n"},
+	    {"gpus = = 8\n", "gpus = = 8\n"},
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct isc_err err;
+		char *text = strdup(cases[i][0]);
+		size_t len = strlen(text);
+		assert_non_null(text);
+		isc_err_clear(&err);
+		assert_int_equal(isc_launch_default_burst(&text, &len, &err), 0);
+		assert_string_equal(text, cases[i][1]);
+		assert_int_equal(len, strlen(cases[i][1]));
+		free(text);
+	}
+}
+
 int main(void)
 {
 	static const char *const patterns[] = {"tests/launchfiles/bad/*.isc",
@@ -223,7 +245,7 @@ int main(void)
 		fprintf(stderr, "only %zu malformed launch files; want at least 30\n", nbad);
 		return 1;
 	}
-	tests = calloc(n + 4, sizeof(*tests));
+	tests = calloc(n + 5, sizeof(*tests));
 	if (!tests)
 		return 1;
 	n = 0;
@@ -239,6 +261,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_problems_accumulate);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_many_problems_bounded);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_defaults_and_modes);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_default_burst);
 	rc = _cmocka_run_group_tests("launchfiles", tests, n, NULL, NULL);
 	free(tests);
 	for (size_t i = 0; i < 3; i++)

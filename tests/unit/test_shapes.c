@@ -479,6 +479,25 @@ static void test_rank_matches_brute_force(void **state)
 	free(names);
 }
 
+/* A priority list as typed ("a,b,,c"): split in place, blanks and empty items dropped. */
+static void test_shape_ids_split(void **state)
+{
+	char buf[] = "aws-a, gcp-b,,  ,oci-c,";
+	char empty[] = "";
+	char **ids = NULL;
+	size_t n = 99;
+	(void)state;
+	assert_int_equal(isc_shape_ids_split(buf, &ids, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(ids[0], "aws-a");
+	assert_string_equal(ids[1], "gcp-b");
+	assert_string_equal(ids[2], "oci-c");
+	free(ids);
+	assert_int_equal(isc_shape_ids_split(empty, &ids, &n), 0);
+	assert_int_equal(n, 0);
+	free(ids);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -495,6 +514,7 @@ int main(void)
 	    cmocka_unit_test(test_rank_limit_48),
 	    cmocka_unit_test(test_priority_check),
 	    cmocka_unit_test(test_rank_matches_brute_force),
+	    cmocka_unit_test(test_shape_ids_split),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
