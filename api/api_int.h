@@ -18,6 +18,9 @@
 
 #define ISC_API_MAX_PARAMS 4
 
+struct isc_config;
+struct thread_state; /* the serving thread's connection and caches (api/server.c) */
+
 struct isc_api_call {
 	/* The request. */
 	const char *method;                     /* "GET", "POST", "DELETE" */
@@ -37,6 +40,7 @@ struct isc_api_call {
 	/* Borrowed: this thread's store connection and the home folder. */
 	struct isc_store *store;
 	const char *home;
+	struct thread_state *thread;
 
 	/* The reply, filled by the reply helpers below. */
 	int status;
@@ -135,6 +139,39 @@ struct isc_api_page {
 int isc_api_page_parse(struct isc_api_call *c, size_t def, size_t max, struct isc_api_page *out);
 /* Says the listing goes on: the header X-Isc-Next: cursor (copied into the call). */
 void isc_api_page_next(struct isc_api_call *c, const char *cursor);
+
+/*
+ * A thread's cache of listing replies: the reply (body and X-Isc-Next) of a
+ * listing route for a key that names everything the reply depends on (the
+ * route, the caller, the arguments), dropped as soon as the store changes
+ * (api/server.c, thread_caches_check). Routes use isc_api_listing_cached and
+ * isc_api_listing_keep (api/page.c).
+ */
+#define ISC_API_LISTINGS          4
+#define ISC_API_LISTING_MAX_BYTES (1024 * 1024)
+struct isc_api_listing_cache {
+	struct {
+		char *key;
+		char *body;
+		size_t len;
+		char next[160];
+	} e[ISC_API_LISTINGS];
+	size_t next;
+};
+void isc_api_listing_cache_clear(struct isc_api_listing_cache *lc);
+#define isc_api_listing_cache_cleanup isc_api_listing_cache_clear
+/* This thread's listing cache, or NULL when nothing may be cached now. */
+struct isc_api_listing_cache *isc_api_listings(struct isc_api_call *c);
+/* Replies 200 with the kept reply for key and returns 1; 0 when there is none. */
+int isc_api_listing_cached(struct isc_api_call *c, const char *key);
+/* After the route replied: keeps a 200 reply (and its X-Isc-Next) under key. */
+void isc_api_listing_keep(struct isc_api_call *c, const char *key);
+
+/*
+ * config.toml as this thread last parsed it, parsed again when the file
+ * changes (borrowed for the call); NULL with err set when it cannot be read.
+ */
+const struct isc_config *isc_api_config(struct isc_api_call *c, struct isc_err *err);
 
 /* Wall-clock milliseconds (token expiry). */
 int64_t isc_api_now_ms(void);

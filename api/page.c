@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int isc_api_page_parse(struct isc_api_call *c, size_t def, size_t max, struct isc_api_page *out)
 {
@@ -42,4 +43,63 @@ void isc_api_page_next(struct isc_api_call *c, const char *cursor)
 {
 	snprintf(c->next_cursor, sizeof(c->next_cursor), "%s", cursor);
 	isc_api_header(c, "X-Isc-Next", c->next_cursor);
+}
+
+void isc_api_listing_cache_clear(struct isc_api_listing_cache *lc)
+{
+	for (size_t i = 0; i < ISC_API_LISTINGS; i++) {
+		free(lc->e[i].key);
+		free(lc->e[i].body);
+	}
+	memset(lc, 0, sizeof(*lc));
+}
+
+int isc_api_listing_cached(struct isc_api_call *c, const char *key)
+{
+	struct isc_api_listing_cache *lc = isc_api_listings(c);
+	char *copy;
+
+	if (!lc)
+		return 0;
+	for (size_t i = 0; i < ISC_API_LISTINGS; i++) {
+		if (!lc->e[i].key || strcmp(lc->e[i].key, key) != 0)
+			continue;
+		/* A copy: the server frees the reply after sending, the cache may be gone by then.
+		 */
+		if (!(copy = malloc(lc->e[i].len ? lc->e[i].len : 1)))
+			return 0;
+		memcpy(copy, lc->e[i].body, lc->e[i].len);
+		if (lc->e[i].next[0])
+			isc_api_page_next(c, lc->e[i].next);
+		isc_api_reply_text(c, 200, "application/json", copy, lc->e[i].len);
+		return 1;
+	}
+	return 0;
+}
+
+void isc_api_listing_keep(struct isc_api_call *c, const char *key)
+{
+	struct isc_api_listing_cache *lc = isc_api_listings(c);
+	char *k, *body;
+	size_t at;
+
+	if (!lc || c->status != 200 || !c->reply || c->reply_len > ISC_API_LISTING_MAX_BYTES)
+		return;
+	k = strdup(key);
+	body = malloc(c->reply_len ? c->reply_len : 1);
+	if (!k || !body) {
+		free(k);
+		free(body);
+		return;
+	}
+	memcpy(body, c->reply, c->reply_len);
+	at = lc->next;
+	lc->next = (lc->next + 1) % ISC_API_LISTINGS;
+	free(lc->e[at].key);
+	free(lc->e[at].body);
+	lc->e[at].key = k;
+	lc->e[at].body = body;
+	lc->e[at].len = c->reply_len;
+	/* The next page's cursor, when the route named one (isc_api_page_next). */
+	snprintf(lc->e[at].next, sizeof(lc->e[at].next), "%s", c->next_cursor);
 }

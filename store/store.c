@@ -495,6 +495,21 @@ void isc_store_free(struct isc_store *s)
 	free(s);
 }
 
+int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare_cached(s, "PRAGMA data_version", &st, err);
+	if (rc)
+		return rc;
+	rc = sqlite3_step(st);
+	out->others = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	isc_store_finalize(s, st);
+	if (rc != SQLITE_ROW)
+		return isc_store_sqlite_err(s, rc, "reading the data version", err);
+	out->own = sqlite3_total_changes64(s->db);
+	return 0;
+}
+
 struct sqlite3 *isc_store_db(struct isc_store *s)
 {
 	return s->db;

@@ -28,6 +28,19 @@ int isc_store_open(const char *home, int create, struct isc_store **out, struct 
 void isc_store_free(struct isc_store *s);
 
 /* The raw handle for the store_*.c modules only; other modules never touch SQL. */
+/*
+ * What the database holds, as a version: it changes whenever anything was
+ * committed since the last call, by this connection or any other (SQLite's
+ * data_version for others, the connection's change count for its own). A cache
+ * filled after reading a version stays true while the version is the same;
+ * read the version before the data, so a commit in between makes the cache
+ * older than its version, never newer.
+ */
+struct isc_store_version {
+	int64_t others, own;
+};
+int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
+
 struct sqlite3 *isc_store_db(struct isc_store *s);
 const char *isc_store_home(const struct isc_store *s);
 

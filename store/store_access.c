@@ -95,8 +95,8 @@ int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *
                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM users WHERE name = ?",
-	                           &st, err);
+	int rc = isc_store_prepare_cached(
+	    s, "SELECT id, name, created_at_ms FROM users WHERE name = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -193,7 +193,7 @@ int isc_store_member_role(struct isc_store *s, int64_t user_id, int64_t org_id, 
                           struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(
+	int rc = isc_store_prepare_cached(
 	    s, "SELECT role FROM memberships WHERE user_id = ? AND org_id = ?", &st, err);
 	if (rc)
 		return rc;
@@ -201,7 +201,7 @@ int isc_store_member_role(struct isc_store *s, int64_t user_id, int64_t org_id, 
 	sqlite3_bind_int64(st, 2, org_id);
 	rc = sqlite3_step(st);
 	*out = rc == SQLITE_ROW ? role_from_text(sqlite3_column_text(st, 0)) : ISC_ROLE_NONE;
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return isc_store_sqlite_err(s, rc, "reading a membership", err);
 	return 0;
@@ -297,7 +297,7 @@ int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *o
                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, TOKEN_COLS "WHERE t.id = ?", &st, err);
+	int rc = isc_store_prepare_cached(s, TOKEN_COLS "WHERE t.id = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -365,7 +365,8 @@ int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner
 {
 	sqlite3_stmt *st;
 	int oom = 0;
-	int rc = isc_store_prepare(s, "SELECT owner FROM experiments WHERE id = ?", &st, err);
+	int rc =
+	    isc_store_prepare_cached(s, "SELECT owner FROM experiments WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -378,7 +379,7 @@ int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner
 	} else {
 		rc = isc_store_sqlite_err(s, rc, "reading an owner", err);
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	return rc;
 }
 
@@ -387,10 +388,11 @@ int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner
 int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-	                           "INSERT INTO audit (at_ms, actor, address, org_id, action, "
-	                           "target, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-	                           &st, err);
+	int rc =
+	    isc_store_prepare_cached(s,
+	                             "INSERT INTO audit (at_ms, actor, address, org_id, action, "
+	                             "target, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+	                             &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, a->at_ms ? a->at_ms : isc_store_now_ms());
@@ -404,7 +406,7 @@ int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct i
 	sqlite3_bind_text(st, 6, a->target ? a->target : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 7, a->status);
 	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "writing the audit", err);
 }
 

@@ -180,7 +180,7 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
                              struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, EXPERIMENT_COLS "WHERE e.id = ?", &st, err);
+	int rc = isc_store_prepare_cached(s, EXPERIMENT_COLS "WHERE e.id = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -473,10 +473,11 @@ int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t
 {
 	sqlite3_stmt *st;
 	void *list;
-	int rc = isc_store_prepare(s,
-	                           "SELECT id, experiment_id, at_ms, kind, message FROM events "
-	                           "WHERE experiment_id = ? AND id > ? ORDER BY id",
-	                           &st, err);
+	int rc =
+	    isc_store_prepare_cached(s,
+	                             "SELECT id, experiment_id, at_ms, kind, message FROM events "
+	                             "WHERE experiment_id = ? AND id > ? ORDER BY id",
+	                             &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);

@@ -71,8 +71,8 @@ int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *ou
                        struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM orgs WHERE name = ?",
-	                           &st, err);
+	int rc = isc_store_prepare_cached(
+	    s, "SELECT id, name, created_at_ms FROM orgs WHERE name = ?", &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);

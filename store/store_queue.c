@@ -32,10 +32,10 @@ int isc_store_queue_get(struct isc_store *s, const char *experiment_id, struct i
                         struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-	                           "SELECT position, next_start_ms, run_nodes, cycles_done, "
-	                           "updated_ms FROM queue_state WHERE experiment_id = ?",
-	                           &st, err);
+	int rc = isc_store_prepare_cached(s,
+	                                  "SELECT position, next_start_ms, run_nodes, cycles_done, "
+	                                  "updated_ms FROM queue_state WHERE experiment_id = ?",
+	                                  &st, err);
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
@@ -57,7 +57,7 @@ int isc_store_queue_get(struct isc_store *s, const char *experiment_id, struct i
 	} else {
 		rc = isc_store_sqlite_err(s, rc, "reading the queue state", err);
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	if (rc)
 		isc_queue_row_cleanup(out);
 	return rc;

@@ -37,11 +37,11 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 
 	*out = NULL;
 	*n = 0;
-	rc = isc_store_prepare(s,
-	                       "SELECT r.cluster_id, c.cycle, r.rank, r.code, r.at_ms "
-	                       "FROM rank_exits r JOIN clusters c ON c.id = r.cluster_id "
-	                       "WHERE c.experiment_id = ? ORDER BY c.cycle, r.at_ms, r.rank",
-	                       &st, err);
+	rc = isc_store_prepare_cached(s,
+	                              "SELECT r.cluster_id, c.cycle, r.rank, r.code, r.at_ms "
+	                              "FROM rank_exits r JOIN clusters c ON c.id = r.cluster_id "
+	                              "WHERE c.experiment_id = ? ORDER BY c.cycle, r.at_ms, r.rank",
+	                              &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
@@ -61,7 +61,7 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 		if (oom)
 			break;
 	}
-	sqlite3_finalize(st);
+	isc_store_finalize(s, st);
 	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
 		isc_rank_outcome_list_free(list, count);
 		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")

@@ -74,12 +74,15 @@ run() {
 	shift 2
 	wrk -t2 -c"$BENCH_API_CONNECTIONS" -d"${BENCH_API_SECONDS}s" --latency --timeout 10s \
 		-H "Authorization: Bearer $token" "$@" >"$dir/$name.wrk" 2>&1
-	local rps p50 p99 non2xx
+	local rps p50 p99 non2xx per
 	rps=$(awk '/^Requests\/sec/ {print $2}' "$dir/$name.wrk")
 	p50=$(awk '$1 == "50%" {print $2}' "$dir/$name.wrk")
 	p99=$(awk '$1 == "99%" {print $2}' "$dir/$name.wrk")
 	non2xx=$(awk '/Non-2xx/ {print $5}' "$dir/$name.wrk")
-	echo "$label: ${BENCH_API_CONNECTIONS} connections, ${BENCH_API_SECONDS} s: ${rps} req/s, p50 ${p50}, p99 ${p99} (goal < 50 ms)${non2xx:+, non-2xx: $non2xx}"
+	# Bytes per reply from wrk's totals ("N requests in Ts, X.YMB read"): the replies were whole.
+	per=$(awk '/requests in/ {n = $1; v = $5; u = substr(v, length(v) - 1); v = v + 0;
+		m = u == "GB" ? 2^30 : u == "MB" ? 2^20 : u == "KB" ? 2^10 : 1; printf "%.1f", v * m / n / 1024}' "$dir/$name.wrk")
+	echo "$label: ${BENCH_API_CONNECTIONS} connections, ${BENCH_API_SECONDS} s: ${rps} req/s, p50 ${p50}, p99 ${p99} (goal < 50 ms), ${per} KiB a reply${non2xx:+, non-2xx: $non2xx}"
 }
 # The listing as clients read it (its first page, 100 rows, X-Isc-Next to the rest), then the
 # whole org's 200 rows in one page: the reply the listing was before it had pages.

@@ -3,8 +3,10 @@
 # token works until it is revoked or expires; an altered, revoked, expired or
 # missing token is refused (401); isc reaches a remote iscd with ISC_API_URL +
 # ISC_TOKEN and prints what it prints locally; a token's secret never appears
-# in iscd's log (at debug level), the audit, or `isc token list`. Limits: a body
-# over 1 MiB is refused (413), a slow client is dropped, connections are capped.
+# in iscd's log (at debug level), the audit, or `isc token list`. The server
+# threads' caches never outlive a change: a revoked token, a removed member and a
+# new experiment are seen at once by every thread. Limits: a body over 1 MiB is
+# refused (413), a slow client is dropped, connections are capped.
 . "$(dirname "$0")/lib.sh"
 
 dir=$(mktemp -d /tmp/isc-tokens.XXXXXX)
@@ -94,6 +96,44 @@ sleep 1.3
 expect_code 401 "an expired token" "$etok" /v1/whoami
 check "the refusal says expired" grep -q "expired" "$dir/body"
 expect_exit 2 "--expires must be a duration" isc token create --expires soon
+
+# Caches never outlive a change. Each server thread keeps the tokens, roles and listings it
+# read until anything is committed (docs/api.md, "Threads and the store"), so every check
+# below first has many threads serve the caller (40 requests, each on its own connection),
+# then changes the store, then asks 40 times again: every answer must be the new one.
+# each TOKEN PATH: the HTTP status of 40 requests, each on a new connection, one a line.
+each() {
+	local i
+	for i in $(seq 40); do
+		curl -s -o "$dir/each.$i" -w '%{http_code}\n' -H "Authorization: Bearer $1" "$url$2"
+	done
+}
+# A finance token for fin, stored as iscd stores one (fin is no OS user here).
+fsecret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sqlite3 "$home/isc.db" "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
+	SELECT 'tok_00000000000000f1', id, '$(printf '%s' "$fsecret" | sha256sum | cut -d' ' -f1)', 0 FROM users WHERE name = 'fin'"
+ftok="tok_00000000000000f1.$fsecret"
+check "fin's credits, 40 times: 200" test "$(each "$ftok" "/v1/credits?org=acme" | sort -u)" = 200
+isc member remove --org acme fin >/dev/null
+check "fin removed from acme: 404 at once, 40 times" test "$(each "$ftok" "/v1/credits?org=acme" | sort -u)" = 404
+ctok=$(isc token create 2>/dev/null)
+check "the operator's listing, 40 times: 200" test "$(each "$ctok" /v1/experiments | sort -u)" = 200
+cat >"$dir/cache.isc" <<ISC
+isc_project_id = "vision"
+experiment_name = "cache-check"
+gpus = 8
+command = "python train.py"
+ISC
+new_id=$(isc train "$dir/cache.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+each "$ctok" /v1/experiments >/dev/null
+check "a new experiment is in all 40 listings at once" test "$(grep -l "\"$new_id\"" "$dir"/each.* | wc -l)" = 40
+check "whoami with a token, 40 times: 200" test "$(each "$ctok" /v1/whoami | sort -u)" = 200
+expect_code 200 "a token revokes itself over TCP" "$ctok" "/v1/tokens/${ctok%%.*}" -X DELETE
+check "revoked over TCP: 401 at once, 40 times" test "$(each "$ctok" /v1/whoami | sort -u)" = 401
+rtok=$(isc token create 2>/dev/null)
+check "another token, 40 times: 200" test "$(each "$rtok" /v1/whoami | sort -u)" = 200
+isc token revoke "${rtok%%.*}" >/dev/null
+check "revoked over the socket: 401 at once, 40 times" test "$(each "$rtok" /v1/whoami | sort -u)" = 401
 
 # Limits: a body over the cap is refused; a slow client is dropped; connections capped.
 ltok=$(isc token create 2>/dev/null)
