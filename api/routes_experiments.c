@@ -71,9 +71,11 @@ static int cursor_parse(const char *text, struct isc_experiment_cursor *out)
  */
 static void experiments_list(struct isc_api_call *c)
 {
+	const char *pretty = isc_api_query(c, "pretty");
 	struct isc_experiment_cursor after;
 	struct isc_experiment *list;
 	struct isc_api_page page;
+	char key[512];
 	struct isc_err err;
 	int64_t *cost;
 	size_t n, shown;
@@ -86,6 +88,12 @@ static void experiments_list(struct isc_api_call *c)
 		    c, 400, "after: '%s' is not a cursor of this listing (X-Isc-Next)", page.after);
 		return;
 	}
+	/* What the reply depends on besides the store: the caller and the arguments. */
+	snprintf(key, sizeof(key), "experiments|%d|%lld|%s|%zu|%s|%s", c->is_operator,
+	         (long long)c->user_id, c->user ? c->user : "", page.limit,
+	         page.after ? page.after : "", pretty ? pretty : "");
+	if (isc_api_listing_cached(c, key))
+		return;
 	isc_err_clear(&err);
 	/* One row more than the page: whether it exists says whether a next page does. */
 	if (isc_store_experiment_list_visible(c->store, c->is_operator, c->user_id, c->user,
@@ -109,6 +117,7 @@ static void experiments_list(struct isc_api_call *c)
 	isc_experiment_list_free(list, n);
 	free(cost);
 	isc_api_reply_json(c, 200, arr);
+	isc_api_listing_keep(c, key);
 }
 
 /*
@@ -200,14 +209,11 @@ static void experiment_get(struct isc_api_call *c)
 	{
 		/* Where rank 0's folders come home: the Output Path unless artifact_root moves
 		 * them (docs/config.md). */
-		struct isc_config *cfg = NULL;
-		char *dir = NULL;
-		if (isc_config_load(c->home, &cfg, NULL) == 0)
-			dir = isc_config_artifact_dir(cfg, c->home, e.id);
+		const struct isc_config *cfg = isc_api_config(c, &err);
+		char *dir = cfg ? isc_config_artifact_dir(cfg, c->home, e.id) : NULL;
 		json_object_set_new(o, "next_attempt_ms", json_integer(e.next_attempt_ms));
 		json_object_set_new(o, "artifacts_path", json_string(dir ? dir : e.output_path));
 		free(dir);
-		isc_config_free(cfg);
 	}
 	json_object_set_new(o, "events", events_json(ev, n, 0));
 	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
