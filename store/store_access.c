@@ -443,8 +443,8 @@ static int audit_from_row(sqlite3_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
-int isc_store_audit_list(struct isc_store *s, int64_t org_id, size_t limit, struct isc_audit **out,
-                         size_t *n, struct isc_err *err)
+int isc_store_audit_list(struct isc_store *s, int64_t org_id, int64_t before_id, size_t limit,
+                         struct isc_audit **out, size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
 	void *list;
@@ -453,12 +453,14 @@ int isc_store_audit_list(struct isc_store *s, int64_t org_id, size_t limit, stru
 	                      "SELECT a.id, a.at_ms, a.actor, a.address, COALESCE(a.org_id, 0), "
 	                      "COALESCE(o.name, ''), a.action, a.target, a.status FROM audit a "
 	                      "LEFT JOIN orgs o ON o.id = a.org_id "
-	                      "WHERE ?1 = 0 OR a.org_id = ?1 ORDER BY a.id DESC LIMIT ?2",
+	                      "WHERE (?1 = 0 OR a.org_id = ?1) AND (?3 = 0 OR a.id < ?3) "
+	                      "ORDER BY a.id DESC LIMIT ?2",
 	                      &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, org_id);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
+	sqlite3_bind_int64(st, 3, before_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), audit_from_row, audit_clean,
 	                         "reading the audit", &list, n, err);
 	if (!rc)

@@ -96,9 +96,10 @@ struct isc_audit {
 };
 /* Appends one row; rows are never updated or deleted (triggers refuse it). */
 int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct isc_err *err);
-/* org_id 0: every row; newest first, at most limit rows. */
-int isc_store_audit_list(struct isc_store *s, int64_t org_id, size_t limit, struct isc_audit **out,
-                         size_t *n, struct isc_err *err);
+/* org_id 0: every row; newest first, at most limit rows, only rows older than before_id
+ * (0: from the newest). */
+int isc_store_audit_list(struct isc_store *s, int64_t org_id, int64_t before_id, size_t limit,
+                         struct isc_audit **out, size_t *n, struct isc_err *err);
 void isc_audit_list_free(struct isc_audit *list, size_t n);
 
 #endif

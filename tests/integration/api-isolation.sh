@@ -402,19 +402,20 @@ sqlite3 "$home/isc.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 
 	SELECT printf('exp_%016x', 4096 + i), '$pa', o.id, 'tie-' || i, 'cycle', 8, '{}', 'completed',
 	  1700000000000, 1700000000000, '', '/nonexistent', CASE WHEN i < 3 THEN '${os[am]}' ELSE '${os[aa]}' END
 	FROM n, orgs o WHERE o.name = 'orga'" || echo "could not write the tie fixture" >&2
-# walk ROLE LIMIT [FIRST-CURSOR]: every page of /v1/experiments?limit=LIMIT, following
-# X-Isc-Next; prints the ids in the order the pages gave them, one a line.
+# walk ROLE PATH LIMIT: every page of PATH with limit=LIMIT, following X-Isc-Next; prints
+# the ids in the order the pages gave them, one a line.
 walk() {
-	local role=$1 limit=$2 after=${3:-} pages=0 q
+	local role=$1 path=$2 limit=$3 after="" pages=0 q sep
+	sep=$([[ $path == *\?* ]] && echo '&' || echo '?')
 	while :; do
-		q="/v1/experiments?limit=$limit${after:+&after=$after}"
+		q="$path${sep}limit=$limit${after:+&after=$after}"
 		if [ "$role" = operator ]; then
 			curl -s -D "$dir/out/walk.hdr" -o "$dir/out/walk.json" --unix-socket "$home/run/api.sock" "http://localhost$q"
 		else
 			as "$role" curl -s -D "$dir/out/$role.hdr" -o "$dir/out/$role.json" --unix-socket "$home/run/api.sock" "http://localhost$q"
 			cp "$dir/out/$role.hdr" "$dir/out/walk.hdr" && cp "$dir/out/$role.json" "$dir/out/walk.json"
 		fi
-		/usr/bin/python3 -c "import json,sys; rows=json.load(open(sys.argv[1])); assert len(rows) <= int(sys.argv[2]); print('\n'.join(r['id'] for r in rows))" \
+		/usr/bin/python3 -c "import json,sys; rows=json.load(open(sys.argv[1])); assert len(rows) <= int(sys.argv[2]); print('\n'.join(str(r['id']) for r in rows))" \
 			"$dir/out/walk.json" "$limit" | grep . || true
 		after=$(sed -n 's/^X-Isc-Next: *//Ip' "$dir/out/walk.hdr" | tr -d '\r')
 		[ -n "$after" ] || break
@@ -422,23 +423,33 @@ walk() {
 		[ "$pages" -lt 200 ] || { echo "walk: no end after 200 pages" >&2; break; }
 	done
 }
-# ids ROLE: the ids of the whole listing in one page.
+# ids ROLE PATH BIG: the ids of the whole listing in one page of BIG rows.
 ids() {
+	local sep
+	sep=$([[ $2 == *\?* ]] && echo '&' || echo '?')
 	if [ "$1" = operator ]; then
-		curl -s --unix-socket "$home/run/api.sock" "http://localhost/v1/experiments?limit=1000"
+		curl -s --unix-socket "$home/run/api.sock" "http://localhost$2${sep}limit=$3"
 	else
-		rows "$1" "/v1/experiments?limit=1000"
-	fi | /usr/bin/python3 -c "import json,sys; print('\n'.join(r['id'] for r in json.load(sys.stdin)))" | grep . || true
+		rows "$1" "$2${sep}limit=$3"
+	fi | /usr/bin/python3 -c "import json,sys; print('\n'.join(str(r['id']) for r in json.load(sys.stdin)))" | grep . || true
 }
-check "the tie fixture: orga's admin sees 7 more experiments" test "$(ids aa | wc -l)" -ge 11
+check "the tie fixture: orga's admin sees 7 more experiments" test "$(ids aa /v1/experiments 1000 | wc -l)" -ge 11
 for r in am aa af bm ba bf none operator; do
-	whole=$(ids "$r")
+	whole=$(ids "$r" /v1/experiments 1000)
 	for limit in 1 3; do
-		paged=$(walk "$r" "$limit")
+		paged=$(walk "$r" /v1/experiments "$limit")
 		check "$r: pages of $limit cover the listing exactly once, in its order" test "$paged" = "$whole"
 		check "$r: pages of $limit repeat no row" test -z "$(sort <<<"$paged" | uniq -d)"
 	done
 done
+# The audit pages the same way (its cursor: the last row's id).
+for who in "aa /v1/audit?org=orga" "ba /v1/audit?org=orgb" "operator /v1/audit"; do
+	read -r who_role who_path <<<"$who"
+	whole=$(ids "$who_role" "$who_path" 100000)
+	paged=$(walk "$who_role" "$who_path" 7)
+	check "$who_role: audit pages of 7 cover $who_path exactly once, in its order" test -n "$whole" -a "$paged" = "$whole"
+done
+expect aa 400 GET "/v1/audit?org=orga&after=x"
 # A cursor is only a position: orga's admin's cursor in orgb's hands shows orgb's rows only.
 as aa curl -s -D "$dir/out/aa.hdr" -o /dev/null --unix-socket "$home/run/api.sock" "http://localhost/v1/experiments?limit=2"
 cursor=$(sed -n 's/^X-Isc-Next: *//Ip' "$dir/out/aa.hdr" | tr -d '\r')
@@ -452,7 +463,7 @@ for q in limit=0 limit=1001 limit=x "limit=" "after=" "after=garbage" "after=12.
 	expect aa 400 GET "/v1/experiments?$q"
 done
 check "isc experiments --json follows every page" test "$(as aa "$ISC_BIN/isc" experiments --json |
-	/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$(ids aa | wc -l)"
+	/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$(ids aa /v1/experiments 1000 | wc -l)"
 
 # ---- the CLI as those users: same commands, same exit codes ----
 expect_exit 0 "isc experiments as a member" as am "$ISC_BIN/isc" experiments
