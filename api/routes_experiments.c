@@ -6,6 +6,7 @@
  * Finance sees spend, not experiments: 403.
  */
 #include "api/api_int.h"
+#include "api/json_out.h"
 #include "common/buf.h"
 #include "credits/credits.h"
 #include "config/config.h"
@@ -30,17 +31,31 @@
 #define LOG_TAIL_LINES_MAX 1000
 #define LOG_TAIL_BYTES     (256 * 1024)
 
-static json_t *experiment_row_json(const struct isc_experiment *e, int64_t cost)
+/* One row of the listing (the `isc experiments --json` object), appended to b. */
+static int experiment_row_write(struct isc_buf *b, const struct isc_experiment *e, int64_t cost)
 {
 	char dollars[32];
+	int first = 1, rc;
+
 	isc_money_format(cost, 2, dollars, sizeof(dollars));
-	return json_pack(
-	    "{s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:s}", "id", e->id,
-	    "name", e->name, "project_id", e->project_id, "org", e->org_name, "compute_mode",
-	    e->compute_mode ? e->compute_mode : "", "gpus", e->gpus, "nnodes", e->nnodes, "nproc",
-	    e->nproc, "output_path", e->output_path, "status", e->status, "status_reason",
-	    e->status_reason, "shape", e->shape_id, "cycle_count", e->cycle_count, "created_at_ms",
-	    (json_int_t)e->created_at_ms, "cost_micros", (json_int_t)cost, "cost", dollars);
+	rc = isc_buf_putc(b, '{');
+	rc = rc ? rc : isc_json_out_str_member(b, "id", e->id, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "name", e->name, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "project_id", e->project_id, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "org", e->org_name, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "compute_mode", e->compute_mode, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "gpus", e->gpus, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "nnodes", e->nnodes, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "nproc", e->nproc, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "output_path", e->output_path, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "status", e->status, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "status_reason", e->status_reason, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "shape", e->shape_id, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "cycle_count", e->cycle_count, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "created_at_ms", e->created_at_ms, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "cost_micros", cost, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "cost", dollars, &first);
+	return rc ? rc : isc_buf_putc(b, '}');
 }
 
 /*
@@ -77,9 +92,10 @@ static void experiments_list(struct isc_api_call *c)
 	struct isc_api_page page;
 	char key[512];
 	struct isc_err err;
+	struct isc_buf out;
 	int64_t *cost;
 	size_t n, shown;
-	json_t *arr;
+	int rc;
 
 	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
 		return;
@@ -111,12 +127,27 @@ static void experiments_list(struct isc_api_call *c)
 		isc_api_page_next(c, cursor);
 		shown = page.limit;
 	}
-	arr = json_array();
-	for (size_t i = 0; i < shown; i++)
-		json_array_append_new(arr, experiment_row_json(&list[i], cost[i]));
+	/* Written as text (api/json_out.h); ?pretty=1 reads it back to indent it. */
+	isc_buf_init(&out, 0);
+	rc = isc_buf_putc(&out, '[');
+	for (size_t i = 0; i < shown && !rc; i++)
+		rc = (i ? isc_buf_putc(&out, ',') : 0) ||
+		     experiment_row_write(&out, &list[i], cost[i]);
+	rc = rc || isc_buf_puts(&out, "]\n");
 	isc_experiment_list_free(list, n);
 	free(cost);
-	isc_api_reply_json(c, 200, arr);
+	if (rc) {
+		isc_buf_cleanup(&out);
+		isc_api_reply_error(c, 500, "out of memory");
+		return;
+	}
+	if (pretty && strcmp(pretty, "0") != 0) {
+		isc_api_reply_json(c, 200, json_loadb(out.data, out.len, 0, NULL));
+		isc_buf_cleanup(&out);
+	} else {
+		size_t len = out.len;
+		isc_api_reply_text(c, 200, "application/json", isc_buf_detach(&out), len);
+	}
 	isc_api_listing_keep(c, key);
 }
 

@@ -3,8 +3,9 @@
 # organisations (200 each, written straight into the store as a fixture), iscd
 # serving it with its normal tick, and wrk driving 200 concurrent connections
 # over TCP with an org admin's bearer token: first the experiment listing
-# (its first page, then that org's 200 experiments in one page), then the
-# status of random experiments of it.
+# (its first page, then that org's 200 experiments in one page, then pages
+# starting at random experiments: cursors no cache has seen), then the status
+# of random experiments of it.
 # Printed: requests/s, p50/p99 latency (goal p99 < 50 ms), and iscd's own tick
 # lateness over the run (goal: never late by more than one tick).
 set -euo pipefail
@@ -61,6 +62,17 @@ echo "store: 10,000 experiments in 50 organisations; org7's admin lists $n"
 ids=$(curl -s -H "Authorization: Bearer $token" "$url/v1/experiments?limit=1000" | /usr/bin/python3 -c '
 import json, sys
 print(",".join("\"%s\"" % e["id"] for e in json.load(sys.stdin)))')
+# Every experiment's cursor (its page's "after"), for pages that start anywhere: a listing
+# cache keeps a thread's last few replies, so these are mostly answered from the store.
+cursors=$(curl -s -H "Authorization: Bearer $token" "$url/v1/experiments?limit=1000" | /usr/bin/python3 -c '
+import json, sys
+print(",".join("\"%d.%s\"" % (e["created_at_ms"], e["id"]) for e in json.load(sys.stdin)))')
+cat >"$dir/pages.lua" <<LUA
+local cursors = { $cursors }
+request = function()
+  return wrk.format("GET", "/v1/experiments?after=" .. cursors[math.random(#cursors)])
+end
+LUA
 cat >"$dir/status.lua" <<LUA
 local ids = { $ids }
 request = function()
@@ -88,6 +100,7 @@ run() {
 # whole org's 200 rows in one page: the reply the listing was before it had pages.
 run listing "listing (GET /v1/experiments, first page: 100 rows)" "$url/v1/experiments"
 run listing200 "listing (GET /v1/experiments?limit=200, all 200 rows)" "$url/v1/experiments?limit=200"
+run pages "listing (GET /v1/experiments?after=CURSOR, a random page: up to 100 rows)" -s "$dir/pages.lua" "$url"
 run status "status (GET /v1/experiments/ID, random of 200)" -s "$dir/status.lua" "$url"
 kill -TERM "$pid"
 wait "$pid" || true

@@ -1,0 +1,107 @@
+/* JSON text written straight into a buffer (api/json_out.h says why). */
+#include "api/json_out.h"
+
+#include "common/err.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int isc_json_out_string(struct isc_buf *b, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t n = strlen((const char *)p), run = 0;
+	int rc = isc_buf_putc(b, '"');
+
+	/* Plain bytes are copied in runs; each escape flushes the run before it. */
+	for (size_t i = 0; i < n && !rc;) {
+		const char *esc = NULL;
+		char u[8];
+		size_t len = 1;
+		unsigned char ch = p[i];
+
+		if (ch == '"')
+			esc = "\\\"";
+		else if (ch == '\\')
+			esc = "\\\\";
+		else if (ch == '\n')
+			esc = "\\n";
+		else if (ch == '\r')
+			esc = "\\r";
+		else if (ch == '\t')
+			esc = "\\t";
+		else if (ch == '\b')
+			esc = "\\b";
+		else if (ch == '\f')
+			esc = "\\f";
+		else if (ch < 0x20)
+			snprintf(u, sizeof(u), "\\u%04X", ch), esc = u;
+		else if (ch >= 0x80 && !(len = utf8_len(p + i, n - i)))
+			esc = "\\ufffd", len = 1;
+		if (!esc) {
+			run += len;
+			i += len;
+			continue;
+		}
+		rc = isc_buf_append(b, p + i - run, run);
+		if (!rc)
+			rc = isc_buf_puts(b, esc);
+		run = 0;
+		i += len;
+	}
+	if (!rc)
+		rc = isc_buf_append(b, p + n - run, run);
+	return rc ? rc : isc_buf_putc(b, '"');
+}
+
+int isc_json_out_key(struct isc_buf *b, const char *key, int *first)
+{
+	int rc = *first ? 0 : isc_buf_putc(b, ',');
+	*first = 0;
+	if (!rc)
+		rc = isc_json_out_string(b, key);
+	return rc ? rc : isc_buf_putc(b, ':');
+}
+
+int isc_json_out_str_member(struct isc_buf *b, const char *key, const char *value, int *first)
+{
+	int rc = isc_json_out_key(b, key, first);
+	return rc ? rc : isc_json_out_string(b, value);
+}
+
+int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, int *first)
+{
+	char num[24];
+	int rc = isc_json_out_key(b, key, first);
+	int len = snprintf(num, sizeof(num), "%lld", (long long)value);
+	return rc ? rc : isc_buf_append(b, num, (size_t)len);
+}
