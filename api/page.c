@@ -22,7 +22,9 @@ int isc_api_page_parse(struct isc_api_call *c, size_t def, size_t max, struct is
 		long long n;
 		errno = 0;
 		n = strtoll(limit, &end, 10);
-		if (!*limit || *end || errno || n < 1 || (unsigned long long)n > max) {
+		/* Digits only: strtoll would also take " 5" and "+5". */
+		if (*limit < '0' || *limit > '9' || *end || errno || n < 1 ||
+		    (unsigned long long)n > max) {
 			isc_api_reply_error(c, 400, "limit: '%s' is not a page size (1..%zu)",
 			                    limit, max);
 			return 0;

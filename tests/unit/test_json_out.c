@@ -60,9 +60,9 @@ static void test_not_utf8_becomes_replacement(void **state)
 	    {"a\xff"
 	     "b",
 	     "\"a\\ufffdb\""},
-	    {"\xc3", "\"\\ufffd\""},                       /* cut short */
-	    {"\xc0\xaf", "\"\\ufffd\\ufffd\""},            /* overlong '/' */
-	    {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""}, /* a surrogate */
+	    {"\xc3", "\"\\ufffd\""},                                  /* cut short */
+	    {"\xc0\xaf", "\"\\ufffd\\ufffd\""},                       /* overlong '/' */
+	    {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""},            /* a surrogate */
 	    {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* past U+10FFFF */
 	};
 	(void)state;
