@@ -98,33 +98,73 @@ static int find_dataset(struct isc_api_call *c, unsigned allowed, struct isc_dat
 	return 1;
 }
 
-/* GET /v1/datasets[?org=O]: the datasets of the orgs the caller belongs to (any role). */
+/*
+ * The listing's cursor: "ORG/NAME" of the last dataset of a page (the order is by
+ * organisation, then name; neither name may hold a '/'). Returns 1 when text is one.
+ */
+static int cursor_parse(const char *text, char *buf, size_t cap, struct isc_dataset_cursor *out)
+{
+	char *slash;
+	if (strlen(text) >= cap)
+		return 0;
+	snprintf(buf, cap, "%s", text);
+	slash = strchr(buf, '/');
+	if (!slash || slash == buf || !slash[1] || strchr(slash + 1, '/'))
+		return 0;
+	*slash = '\0';
+	out->org_name = buf;
+	out->name = slash + 1;
+	return 1;
+}
+
+/*
+ * GET /v1/datasets[?org=O][&limit=N&after=CURSOR]: the datasets of the orgs the caller
+ * belongs to (any role; the operator: all), by organisation then name, a page at a time
+ * (docs/api.md, "Pages"): X-Isc-Next names the next page's cursor while rows remain.
+ */
 static void datasets_list(struct isc_api_call *c)
 {
 	const char *org_name = isc_api_query(c, "org");
 	struct isc_org org = {0};
+	struct isc_api_page page;
+	struct isc_dataset_cursor after;
 	struct isc_dataset *list = NULL;
 	struct isc_err err;
-	size_t n = 0;
+	char cursor_buf[200];
+	size_t n = 0, shown;
 	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
+		return;
+	if (page.after && !cursor_parse(page.after, cursor_buf, sizeof(cursor_buf), &after)) {
+		isc_api_reply_error(c, 400,
+		                    "after: '%.80s' is not a cursor of this listing (X-Isc-Next)",
+		                    page.after);
+		return;
+	}
 	if (org_name && !isc_api_find_org(c, org_name, &org))
 		return;
 	isc_org_cleanup(&org);
 	isc_err_clear(&err);
-	if (isc_store_dataset_list(c->store, org_name, &list, &n, &err)) {
+	/* One row more than the page: whether it exists says whether a next page does. */
+	if (isc_store_dataset_list(c->store, org_name, c->is_operator ? 0 : c->user_id,
+	                           page.after ? &after : NULL, page.limit + 1, &list, &n, &err)) {
 		isc_api_reply_err(c, &err);
 		return;
 	}
+	shown = n;
+	if (n > page.limit) {
+		char cursor[sizeof(c->next_cursor)];
+		const struct isc_dataset *last = &list[page.limit - 1];
+		snprintf(cursor, sizeof(cursor), "%s/%s", last->org_name, last->name);
+		isc_api_page_next(c, cursor);
+		shown = page.limit;
+	}
 	arr = json_array();
-	for (size_t i = 0; i < n && c->status == 0; i++)
-		if (c->is_operator || isc_api_role(c, list[i].org_id) != ISC_ROLE_NONE)
-			json_array_append_new(arr, dataset_json(&list[i]));
+	for (size_t i = 0; i < shown; i++)
+		json_array_append_new(arr, dataset_json(&list[i]));
 	isc_dataset_list_free(list, n);
-	if (c->status)
-		json_decref(arr);
-	else
-		isc_api_reply_json(c, 200, arr);
+	isc_api_reply_json(c, 200, arr);
 }
 
 /* GET /v1/datasets/{id-or-name}[?org=O] */

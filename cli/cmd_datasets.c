@@ -223,7 +223,8 @@ static int ds_list(struct isc_cli *cli, int argc, char **argv)
 		isc_cli_errorf("out of memory");
 		return ISC_EXIT_FAIL;
 	}
-	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	/* Every page: the table and --json show every dataset the caller may see. */
+	rc = isc_client_json_all_pages(cli, path, &arr);
 	free(path);
 	if (rc)
 		return rc;

@@ -252,19 +252,30 @@ int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char
 	return find_one(s, st, what, out, err);
 }
 
-int isc_store_dataset_list(struct isc_store *s, const char *org_name, struct isc_dataset **out,
-                           size_t *n, struct isc_err *err)
+int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t visible_to,
+                           const struct isc_dataset_cursor *after, size_t limit,
+                           struct isc_dataset **out, size_t *n, struct isc_err *err)
 {
 	sqlite3_stmt *st;
+	/* The keyset condition sits in the same WHERE as the visibility one. */
 	int rc = isc_store_prepare(
-	    s, "SELECT " DS_COLS DS_FROM "WHERE ? IS NULL OR o.name = ? ORDER BY o.name, d.name",
+	    s,
+	    "SELECT " DS_COLS DS_FROM "WHERE (?1 IS NULL OR o.name = ?1) "
+	    "AND (?2 = 0 OR d.org_id IN (SELECT m.org_id FROM memberships m WHERE m.user_id = ?2)) "
+	    "AND (?3 IS NULL OR o.name > ?3 OR (o.name = ?3 AND d.name > ?4)) "
+	    "ORDER BY o.name, d.name LIMIT ?5",
 	    &st, err);
 	*out = NULL;
 	*n = 0;
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, org_name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, visible_to);
+	if (after) {
+		sqlite3_bind_text(st, 3, after->org_name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, after->name, -1, SQLITE_STATIC);
+	}
+	sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
 	return collect(s, st, out, n, err);
 }
 

@@ -60,9 +60,20 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char *id_or_name,
                            struct isc_dataset *out, struct isc_err *err);
 
-/* org_name NULL: every organisation. Ordered by organisation, then name. */
-int isc_store_dataset_list(struct isc_store *s, const char *org_name, struct isc_dataset **out,
-                           size_t *n, struct isc_err *err);
+/* Where a page of the dataset listing starts: after this organisation's dataset. */
+struct isc_dataset_cursor {
+	const char *org_name;
+	const char *name;
+};
+
+/*
+ * Datasets ordered by organisation name, then name: of org_name (NULL: every
+ * organisation), only of organisations visible_to is a member of (0: all, the
+ * operator), after the cursor (NULL: from the first), at most limit (0: no limit).
+ */
+int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t visible_to,
+                           const struct isc_dataset_cursor *after, size_t limit,
+                           struct isc_dataset **out, size_t *n, struct isc_err *err);
 
 /* The oldest dataset in 'caching' (resumed first) or 'created'. ISC_ENOTFOUND when none. */
 int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out,

@@ -5,6 +5,7 @@
 
 let poll = null;
 let removing = null;
+let pages = 1;
 
 function admin() { return ['admin', 'operator'].includes(ISC.role()); }
 
@@ -35,9 +36,19 @@ async function load(org) {
     ? "As the operator you may leave the keys empty: the broker's own AWS credentials are used."
     : '';
   if (!org) { ISC.clear(tbody); return; }
-  let list;
+  const list = [];
+  let after = null;
   try {
-    list = await ISC.api('GET', '/v1/datasets?org=' + encodeURIComponent(org));
+    // The listing comes a page at a time (X-Isc-Next names the next one): the first
+    // page, and one more for each press of "More", read again on every refresh.
+    for (let i = 0; i < pages; i++) {
+      const q = after ? '&after=' + encodeURIComponent(after) : '';
+      const resp = await ISC.api('GET', '/v1/datasets?org=' + encodeURIComponent(org) + q,
+        undefined, { raw: true });
+      list.push(...await resp.json());
+      after = resp.headers.get('X-Isc-Next');
+      if (!after) break;
+    }
     ISC.showError('error', null);
   } catch (e) {
     ISC.clear(tbody);
@@ -45,6 +56,7 @@ async function load(org) {
     return;
   }
   if (org !== ISC.org()) return; // the organisation changed while this was asked
+  document.getElementById('more').hidden = !after;
   ISC.clear(tbody);
   for (const d of list) {
     const cells = [
@@ -136,4 +148,6 @@ document.getElementById('add').addEventListener('submit', async (ev) => {
   load(ISC.org());
 });
 
-ISC.page('datasets.html', load);
+document.getElementById('more').addEventListener('click', () => { pages++; load(ISC.org()); });
+
+ISC.page('datasets.html', (org) => { pages = 1; load(org); });

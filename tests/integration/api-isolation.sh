@@ -465,6 +465,46 @@ done
 check "isc experiments --json follows every page" test "$(as aa "$ISC_BIN/isc" experiments --json |
 	/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$(ids aa /v1/experiments 1000 | wc -l)"
 
+# ---- pages of the dataset listing: by organisation, then name; cursor ORG/NAME ----
+# More datasets of both orgs (Failed, so the cacher leaves them alone), names that
+# interleave across the two orgs.
+sqlite3 "$home/isc.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9)
+	INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, version_id, credentials,
+	  size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, created_at_ms, updated_at_ms)
+	SELECT printf('ds_%016x', 8192 + i), o.id, 'page-' || i, 's3://iso-data/set.txt', 'iso-data', 'set.txt', 0, '', '',
+	  '', 5, 5368709120, 0, 'failed', 'fixture', 'page-' || i, 1700000000000, 1700000000000
+	FROM n, orgs o WHERE o.name = CASE WHEN i % 3 = 0 THEN 'orgb' ELSE 'orga' END" ||
+	echo "could not write the dataset page fixture" >&2
+# ds_ids ROLE: the ids of the whole dataset listing in one page.
+ds_ids() {
+	if [ "$1" = operator ]; then
+		curl -s --unix-socket "$home/run/api.sock" "http://localhost/v1/datasets?limit=1000"
+	else
+		rows "$1" "/v1/datasets?limit=1000"
+	fi | /usr/bin/python3 -c "import json,sys; print('\n'.join(r['id'] for r in json.load(sys.stdin)))" | grep . || true
+}
+check "the dataset page fixture: orga's finance sees 6 more datasets" test "$(ds_ids af | wc -l)" -ge 8
+for r in am aa af bm ba bf none operator; do
+	whole=$(ds_ids "$r")
+	for limit in 1 3; do
+		paged=$(walk "$r" /v1/datasets "$limit")
+		check "$r: dataset pages of $limit cover the listing exactly once, in its order" test "$paged" = "$whole"
+		check "$r: dataset pages of $limit repeat no row" test -z "$(sort <<<"$paged" | uniq -d)"
+	done
+done
+as af curl -s -D "$dir/out/af.hdr" -o /dev/null --unix-socket "$home/run/api.sock" "http://localhost/v1/datasets?limit=2"
+cursor=$(sed -n 's/^X-Isc-Next: *//Ip' "$dir/out/af.hdr" | tr -d '\r')
+check "orga's finance's first dataset page of 2 names a next page" test -n "$cursor"
+for r in bm ba bf none; do
+	py_check "$r with orga's dataset cursor: no orga row" "$(rows "$r" "/v1/datasets?limit=1000&after=$cursor")" \
+		"all(r['org'] == 'orgb' for r in rows)"
+done
+for q in limit=0 limit=1001 limit=x "after=" "after=garbage" "after=a/b/c" "after=/x"; do
+	expect aa 400 GET "/v1/datasets?$q"
+done
+check "isc datasets list --json follows every page" test "$(as af "$ISC_BIN/isc" datasets list --json |
+	/usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = "$(ds_ids af | wc -l)"
+
 # ---- the CLI as those users: same commands, same exit codes ----
 expect_exit 0 "isc experiments as a member" as am "$ISC_BIN/isc" experiments
 expect_exit 1 "isc status of another org's experiment: exit 1" as am "$ISC_BIN/isc" status "$e_b_by_member"
