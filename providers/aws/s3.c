@@ -50,13 +50,16 @@ static const char *nonempty(const char *s)
 
 char *isc_s3_endpoint_resolve(const char *configured, const char *region)
 {
-	const char *e = nonempty(getenv("AWS_ENDPOINT_URL_S3"));
+	/* A configured endpoint is the caller's resolution (datasets: [providers.aws]
+	 * endpoint_s3 > AWS_ENDPOINT_URL_S3 > AWS_ENDPOINT_URL > endpoint, as for EC2 and STS):
+	 * the environment must not override it again. */
+	const char *e = nonempty(configured);
 	char *out = NULL;
 	size_t n;
 	if (!e)
-		e = nonempty(getenv("AWS_ENDPOINT_URL"));
+		e = nonempty(getenv("AWS_ENDPOINT_URL_S3"));
 	if (!e)
-		e = nonempty(configured);
+		e = nonempty(getenv("AWS_ENDPOINT_URL"));
 	if (e)
 		out = strdup(e);
 	else if (asprintf(&out, "https://s3.%s.amazonaws.com", region ? region : "us-east-1") < 0)

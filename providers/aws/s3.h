@@ -43,7 +43,7 @@ struct isc_s3_config {
 struct isc_s3_client;
 
 /*
- * The endpoint for S3: AWS_ENDPOINT_URL_S3 > AWS_ENDPOINT_URL > configured >
+ * The endpoint for S3: configured > AWS_ENDPOINT_URL_S3 > AWS_ENDPOINT_URL >
  * https://s3.<region>.amazonaws.com; no trailing slash. Caller frees.
  */
 char *isc_s3_endpoint_resolve(const char *configured, const char *region);

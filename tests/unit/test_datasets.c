@@ -312,6 +312,29 @@ static void test_presign(void **state)
 	isc_s3_client_free(c);
 }
 
+/* The configured endpoint (already the caller's resolution) beats the environment. */
+static void test_endpoint_order(void **state)
+{
+	char *e;
+	(void)state;
+	setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.2:9000/", 1);
+	setenv("AWS_ENDPOINT_URL", "http://127.0.0.3:9000", 1);
+	e = isc_s3_endpoint_resolve("http://127.0.0.1:8000/", "eu-west-1");
+	assert_string_equal(e, "http://127.0.0.1:8000");
+	free(e);
+	e = isc_s3_endpoint_resolve(NULL, "eu-west-1");
+	assert_string_equal(e, "http://127.0.0.2:9000");
+	free(e);
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	e = isc_s3_endpoint_resolve("", "eu-west-1");
+	assert_string_equal(e, "http://127.0.0.3:9000");
+	free(e);
+	unsetenv("AWS_ENDPOINT_URL");
+	e = isc_s3_endpoint_resolve(NULL, "eu-west-1");
+	assert_string_equal(e, "https://s3.eu-west-1.amazonaws.com");
+	free(e);
+}
+
 static void test_uri(void **state)
 {
 	char *b, *k;
@@ -338,6 +361,7 @@ int main(void)
 	    cmocka_unit_test(test_head_path_style), cmocka_unit_test(test_get_range_virtual),
 	    cmocka_unit_test(test_errors),          cmocka_unit_test(test_list_pages),
 	    cmocka_unit_test(test_presign),         cmocka_unit_test(test_uri),
+	    cmocka_unit_test(test_endpoint_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
