@@ -10,15 +10,12 @@
  * public half ever leaves iscd.
  */
 #include "api/api_int.h"
-#include "launcher/keys.h"
+#include "onprem/onprem.h"
 #include "store/store_pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The pool's key pair, kept with the cluster keys under $ISC_HOME/keys. */
-#define POOL_KEY_ID "onprem-pool"
 
 static json_t *node_json(const struct isc_pool_node *n)
 {
@@ -187,15 +184,7 @@ static void nodes_pubkey(struct isc_api_call *c)
 	if (!isc_api_require_operator(c))
 		return;
 	isc_err_clear(&err);
-	rc = isc_cluster_key_public(c->home, POOL_KEY_ID, &pub, &err);
-	if (rc == ISC_ENOTFOUND) {
-		isc_err_clear(&err);
-		rc = isc_cluster_key_create(c->home, POOL_KEY_ID, &pub, &err);
-		if (rc == ISC_ECONFLICT) { /* made by another API thread meanwhile */
-			isc_err_clear(&err);
-			rc = isc_cluster_key_public(c->home, POOL_KEY_ID, &pub, &err);
-		}
-	}
+	rc = isc_onprem_pool_pubkey(c->home, &pub, &err);
 	if (rc) {
 		isc_api_reply_err(c, &err);
 		return;

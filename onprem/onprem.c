@@ -32,7 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The pool's key pair, kept with the cluster keys (the same id as `isc nodes pubkey`). */
+/* The pool's key pair, kept with the cluster keys. */
 #define POOL_KEY_ID    "onprem-pool"
 #define PROBE_EVERY_MS 1000
 
@@ -1316,12 +1316,7 @@ int isc_onprem_new(struct isc_store *store, struct isc_onprem **out, struct isc_
 		return rc;
 	}
 	o->env.key_path = isc_cluster_key_path(o->env.home, POOL_KEY_ID);
-	/* The pool's key pair, made on first use (as `isc nodes pubkey` does). */
-	rc = isc_cluster_key_public(o->env.home, POOL_KEY_ID, &pub, err);
-	if (rc == ISC_ENOTFOUND)
-		rc = isc_cluster_key_create(o->env.home, POOL_KEY_ID, &pub, err);
-	if (rc == ISC_ECONFLICT) /* `isc nodes pubkey` made it meanwhile */
-		rc = 0;
+	rc = isc_onprem_pool_pubkey(o->env.home, &pub, err);
 	free(pub);
 	if (!rc && !o->env.key_path)
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -1371,4 +1366,18 @@ void isc_onprem_free(struct isc_onprem *o)
 	free(o->env.key_path);
 	free(o->env.home);
 	free(o);
+}
+
+int isc_onprem_pool_pubkey(const char *home, char **pub, struct isc_err *err)
+{
+	int rc = isc_cluster_key_public(home, POOL_KEY_ID, pub, err);
+	if (rc == ISC_ENOTFOUND) {
+		isc_err_clear(err);
+		rc = isc_cluster_key_create(home, POOL_KEY_ID, pub, err);
+		if (rc == ISC_ECONFLICT) { /* made by another thread or process meanwhile */
+			isc_err_clear(err);
+			rc = isc_cluster_key_public(home, POOL_KEY_ID, pub, err);
+		}
+	}
+	return rc;
 }

@@ -29,4 +29,11 @@ void isc_onprem_free(struct isc_onprem *o);
 /* One pass: apply what workers found, read the pool and new work, decide, act. */
 int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err);
 
+/*
+ * The pool's public key (an authorized_keys line), its key pair made under
+ * home's keys on first use: what iscd logs in to pool nodes with and what
+ * `isc nodes pubkey` prints. Safe against a concurrent first use. Caller frees.
+ */
+int isc_onprem_pool_pubkey(const char *home, char **pub, struct isc_err *err);
+
 #endif
