@@ -13,6 +13,7 @@ import time
 
 from .cloud import BASE_PRICES, STATE_CODES, hex17, log, now_ms
 from .xmlout import el, items, t
+from . import ec2_fabric
 
 try:
     import yaml
@@ -252,6 +253,7 @@ def instance_xml(cloud, inst):
         parts.append(items("networkInterfaceSet", [
             t("networkInterfaceId", inst["eni_id"]) + t("subnetId", inst["subnet_id"]) +
             t("vpcId", inst["vpc_id"]) + t("description", "Primary network interface") +
+            t("interfaceType", (inst.get("iface_types") or ["interface"])[0]) +
             t("ownerId", cloud.cfg.account_id) + t("status", "in-use") +
             t("privateIpAddress", ip) + t("privateDnsName", dns) + t("sourceDestCheck", True) + groups +
             el("attachment", t("attachmentId", "eni-attach-" + inst["eni_id"][4:]), t("deviceIndex", 0),
@@ -259,7 +261,12 @@ def instance_xml(cloud, inst):
                t("deleteOnTermination", True)) +
             el("association", t("publicIp", ip), t("publicDnsName", dns), t("ipOwnerId", "amazon")) +
             items("privateIpAddressesSet", [t("privateIpAddress", ip) + t("privateDnsName", dns) +
-                                            t("primary", True)])]))
+                                            t("primary", True)])] +
+            # the further interfaces (EFA on other network cards): no IP of their own here
+            [t("networkInterfaceId", "%s-%d" % (inst["eni_id"], k)) + t("subnetId", inst["subnet_id"]) +
+             t("vpcId", inst["vpc_id"]) + t("status", "in-use") + t("interfaceType", it) +
+             el("attachment", t("deviceIndex", 0), t("networkCardIndex", k), t("status", "attached"))
+             for k, it in enumerate((inst.get("iface_types") or ["interface"])[1:], start=1)]))
     parts.append(t("ebsOptimized", False))
     return "".join(parts)
 
@@ -319,6 +326,7 @@ def _run_instances(cloud, p, region):
     if nis and (top_subnet or top_sgs):
         raise ApiError("InvalidParameterCombination", "Network interfaces and an instance-level "
                        "subnet ID or security groups may not be specified on the same request")
+    iface_types = ec2_fabric.check_interfaces(itype, nis) if nis else ["interface"]
     if nis:
         ni = nis[0]
         subnet = ni.get("SubnetId") or stable_id("subnet", zone)
@@ -400,6 +408,8 @@ def _run_instances(cloud, p, region):
                        "specifying an Availability Zone in your request or choosing %s."
                        % (itype, zone, itype, ", ".join(z for z in zones(region) if z != zone)))
     with cloud.lock:
+        ec2_fabric.check_placement(cloud, region, zone, itype, pgroup,
+                                   p.get("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"))
         n = mx
         cap = cloud.capacity.get("%s|%s" % (itype, zone))
         if cap is None:
@@ -433,7 +443,7 @@ def _run_instances(cloud, p, region):
                 "eni_id": "eni-" + hex17(), "launch_index": idx, "authorized_keys": auth_keys,
                 "state_reason": None, "reason": None, "fail_boot": idx >= n - fail_k,
                 "boot_delay_ms": cloud.boot_delay_ms, "node": None, "interrupt_at_ms": None,
-                "account": account_of(cloud),
+                "account": account_of(cloud), "iface_types": iface_types,
             }
             if spot:
                 sir_id = "sir-" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
@@ -454,6 +464,7 @@ def _run_instances(cloud, p, region):
         if token:
             cloud.tokens[token_key(cloud, region, token)] = {"reservation_id": res_id, "fingerprint": fp,
                                                       "created_at": launched}
+        ec2_fabric.pin_placement(cloud, region, zone, pgroup)
         for iid in ids:
             cloud._start_boot(cloud.instances[iid])
         cloud.save()
@@ -808,6 +819,7 @@ def describe_availability_zones(cloud, p, region):
 
 
 ACTIONS = {
+    **ec2_fabric.ACTIONS,
     "RunInstances": run_instances,
     "DescribeInstances": describe_instances,
     "TerminateInstances": terminate_instances,

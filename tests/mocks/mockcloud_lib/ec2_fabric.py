@@ -1,0 +1,435 @@
+"""EC2 rules for gangs that sit close together and on the fabric: cluster placement
+groups, EFA network interfaces, the instance types that support them, and the
+security-group rule EFA needs. ec2.py calls check_placement/check_interfaces from
+RunInstances and registers the actions below.
+
+References (the rule beside its code cites one of these):
+  [PG]   EC2 User Guide, "Placement groups" / "Placement group rules and limitations"
+         https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html
+         https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html
+  [CPG]  EC2 API Reference, CreatePlacementGroup / DeletePlacementGroup / DescribePlacementGroups
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreatePlacementGroup.html
+  [ERR]  EC2 API Reference, "Error codes" (InvalidPlacementGroup.Duplicate/.InUse/.Unknown,
+         InvalidParameterCombination, InvalidGroup.NotFound)
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html
+  [EFA]  EC2 User Guide, "Elastic Fabric Adapter" (supported instance types, limitations,
+         "Prepare an EFA-enabled security group")
+         https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html
+         https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html
+  [EFAI] EC2 User Guide, "EFA interfaces per instance type" / DescribeInstanceTypes
+         NetworkInfo.EfaInfo.MaximumEfaInterfaces (../shared/docs/cloud-api-facts.md
+         "Fabric details")
+  [RI]   EC2 API Reference, RunInstances / InstanceNetworkInterfaceSpecification
+         (InterfaceType interface | efa | efa-only; AssociatePublicIpAddress only with one
+         interface)
+"""
+
+import hashlib
+import re
+
+from .cloud import log
+from .xmlout import el, items, t
+
+# instance type -> (MaximumEfaInterfaces, MaximumNetworkCards) [EFA][EFAI]. A type not listed
+# here is answered as one without EFA support and with one network card.
+EFA_TYPES = {
+    "p3dn.24xlarge": (1, 1),
+    "p4d.24xlarge": (4, 4),
+    "p4de.24xlarge": (4, 4),
+    "p5.48xlarge": (32, 32),
+    "p5e.48xlarge": (32, 32),
+    "p5en.48xlarge": (16, 16),
+    "trn1.32xlarge": (8, 8),
+    "trn1n.32xlarge": (16, 16),
+    "trn2.48xlarge": (16, 16),
+    "g4dn.8xlarge": (1, 1), "g4dn.12xlarge": (1, 1), "g4dn.16xlarge": (1, 1), "g4dn.metal": (1, 1),
+    "g5.8xlarge": (1, 1), "g5.12xlarge": (1, 1), "g5.16xlarge": (1, 1), "g5.24xlarge": (1, 1),
+    "g5.48xlarge": (1, 1),
+    "g6.8xlarge": (1, 1), "g6.12xlarge": (1, 1), "g6.16xlarge": (1, 1), "g6.24xlarge": (1, 1),
+    "g6.48xlarge": (1, 1),
+    "c5n.18xlarge": (1, 1), "c5n.metal": (1, 1),
+}
+
+# Families that cannot join a cluster placement group [PG] "Cluster placement groups":
+# burstable performance instances (T2...) and Mac instances.
+NO_CLUSTER_PG = re.compile(r"^(t[0-9][a-z]*|mac[0-9a-z-]*)\.")
+
+PG_STRATEGIES = ("cluster", "spread", "partition")  # [CPG] Strategy
+
+
+def _api_error(code, message, status=400):
+    from .ec2 import ApiError
+    return ApiError(code, message, status)
+
+
+def _acct(cloud):
+    from .ec2 import account_of
+    return account_of(cloud)
+
+
+def _pgs(cloud):
+    return cloud.extra.setdefault("ec2_placement_groups", {})
+
+
+def _sgs(cloud):
+    return cloud.extra.setdefault("ec2_security_groups", {})
+
+
+def _pg_key(cloud, region, name):
+    # Names are unique per account and region [PG] "The name that you specify for a
+    # placement group must be unique within your AWS account for the Region".
+    return "%s|%s|%s" % (_acct(cloud), region, name)
+
+
+def _pg_members(cloud, region, name, live_only=True):
+    acct = _acct(cloud)
+    return [i for i in cloud.instances.values()
+            if i.get("placement_group") == name and i["region"] == region
+            and i.get("account", cloud.cfg.account_id) == acct
+            and (not live_only or i["state"] != "terminated")]
+
+
+def _tags_of(p, rtype):
+    from .ec2 import pstructs
+    tags = {}
+    for ts in pstructs(p, "TagSpecification"):
+        if ts.get("ResourceType") != rtype:
+            raise _api_error("InvalidParameterValue", "'%s' is not a valid taggable resource type "
+                             "for this operation." % ts.get("ResourceType"))
+        for tg in pstructs(ts, "Tag"):
+            if "Key" not in tg or tg["Key"].startswith("aws:") or len(tg["Key"]) > 128:
+                raise _api_error("InvalidParameterValue", "Invalid tag key")
+            tags[tg["Key"]] = tg.get("Value", "")
+    if len(tags) > 50:
+        raise _api_error("TagLimitExceeded", "The maximum number of tags per resource is 50")
+    return tags
+
+
+def _pg_xml(g):
+    return (t("groupName", g["name"]) + t("state", g["state"]) + t("strategy", g["strategy"]) +
+            (t("partitionCount", g["partition_count"]) if g.get("partition_count") else "") +
+            t("groupId", g["id"]) +
+            items("tagSet", [t("key", k) + t("value", v) for k, v in g["tags"].items()]) +
+            t("groupArn", "arn:aws:ec2:%s:%s:placement-group/%s" % (g["region"], g["account"], g["name"])))
+
+
+# ------------------------------------------------------------------ placement groups
+def create_placement_group(cloud, p, region):
+    name = p.get("GroupName")
+    if not name:
+        # [CPG] GroupName: "Constraints: Up to 255 ASCII characters"; the mock asks for one.
+        raise _api_error("MissingParameter", "The request must contain the parameter GroupName")
+    if len(name) > 255 or not name.isascii():
+        raise _api_error("InvalidParameterValue", "Placement group names are up to 255 ASCII characters")
+    strategy = p.get("Strategy", "")
+    if strategy not in PG_STRATEGIES:
+        raise _api_error("InvalidParameterValue", "Value (%s) for parameter strategy is invalid. "
+                         "Valid values: cluster, spread, partition" % strategy)
+    pc = p.get("PartitionCount")
+    if pc is not None and strategy != "partition":
+        # [CPG] PartitionCount: "Valid only when Strategy is set to partition."
+        raise _api_error("InvalidParameterCombination", "PartitionCount is valid only for the "
+                         "partition strategy")
+    tags = _tags_of(p, "placement-group")
+    with cloud.lock:
+        k = _pg_key(cloud, region, name)
+        old = _pgs(cloud).get(k)
+        if old and old["state"] != "deleted":
+            # [ERR] InvalidPlacementGroup.Duplicate: "The specified placement group already exists."
+            raise _api_error("InvalidPlacementGroup.Duplicate",
+                             "The placement group '%s' already exists." % name)
+        g = {"name": name, "strategy": strategy, "state": "available", "tags": tags,
+             "id": "pg-" + hashlib.sha256(k.encode()).hexdigest()[:17], "region": region,
+             "account": _acct(cloud), "zone": None,
+             "partition_count": int(pc) if pc else None}
+        _pgs(cloud)[k] = g
+        cloud.save()
+    log("CreatePlacementGroup %s (%s)" % (name, strategy))
+    return el("placementGroup", _pg_xml(g)) + t("return", True)
+
+
+def delete_placement_group(cloud, p, region):
+    name = p.get("GroupName")
+    if not name:
+        raise _api_error("MissingParameter", "The request must contain the parameter GroupName")
+    with cloud.lock:
+        g = _pgs(cloud).get(_pg_key(cloud, region, name))
+        if not g or g["state"] == "deleted":
+            # [ERR] InvalidPlacementGroup.Unknown: "The specified placement group cannot be found."
+            raise _api_error("InvalidPlacementGroup.Unknown",
+                             "The Placement Group '%s' is unknown." % name)
+        if _pg_members(cloud, region, name):
+            # [PG] "you must terminate or move all instances out of the placement group before
+            # you can delete it"; [ERR] InvalidPlacementGroup.InUse.
+            raise _api_error("InvalidPlacementGroup.InUse",
+                             "The placement group '%s' is in use and may not be deleted." % name)
+        del _pgs(cloud)[_pg_key(cloud, region, name)]
+        cloud.save()
+    log("DeletePlacementGroup %s" % name)
+    return t("return", True)
+
+
+def describe_placement_groups(cloud, p, region):
+    from .ec2 import filters, plist, vmatch
+    names = plist(p, "GroupName")
+    ids = plist(p, "GroupId")
+    flts = filters(p)
+    with cloud.lock:
+        acct = _acct(cloud)
+        gs = [g for g in _pgs(cloud).values() if g["region"] == region and g["account"] == acct]
+        gs.sort(key=lambda g: g["name"])
+        for n in names:
+            if n not in {g["name"] for g in gs}:
+                raise _api_error("InvalidPlacementGroup.Unknown",
+                                 "The Placement Group '%s' is unknown." % n)
+        if names or ids:
+            gs = [g for g in gs if g["name"] in names or g["id"] in ids]
+        sel = []
+        for g in gs:
+            ok = True
+            for fname, vals in flts:
+                # [CPG] DescribePlacementGroups filters: group-name, group-arn, spread-level,
+                # state, strategy, tag:<key>, tag-key.
+                if fname.startswith("tag:"):
+                    ok = vmatch(g["tags"].get(fname[4:]), vals)
+                elif fname == "tag-key":
+                    ok = any(vmatch(k, vals) for k in g["tags"])
+                elif fname in ("group-name", "state", "strategy"):
+                    ok = vmatch(g[{"group-name": "name"}.get(fname, fname)], vals)
+                else:
+                    raise _api_error("InvalidParameterValue", "The filter '%s' is invalid" % fname)
+                if not ok:
+                    break
+            if ok:
+                sel.append(g)
+        return items("placementGroupSet", [_pg_xml(g) for g in sel])
+
+
+def check_placement(cloud, region, zone, itype, pgroup, spot_behaviour):
+    """RunInstances with Placement.GroupName: called with cloud.lock held, before any
+    capacity check. Fixes the group's zone with its first instance."""
+    if not pgroup:
+        return
+    g = _pgs(cloud).get(_pg_key(cloud, region, pgroup))
+    if not g or g["state"] != "available":
+        raise _api_error("InvalidPlacementGroup.Unknown", "The Placement Group '%s' is unknown." % pgroup)
+    if spot_behaviour in ("stop", "hibernate"):
+        # [PG] / facts: a Spot instance that stops or hibernates cannot be in a placement group.
+        raise _api_error("InvalidParameterCombination", "Spot instances with an interruption "
+                         "behavior of stop or hibernate cannot be launched into a placement group")
+    if g["strategy"] == "cluster":
+        if NO_CLUSTER_PG.match(itype):
+            # [PG] "burstable performance instances ... and Mac instances" cannot join one.
+            raise _api_error("InvalidParameterCombination", "Instance type %s is not supported "
+                             "in a cluster placement group" % itype)
+        live = _pg_members(cloud, region, pgroup)
+        in_zone = {i["zone"] for i in live}
+        if in_zone and zone not in in_zone:
+            # [PG] "A cluster placement group is a logical grouping of instances within a
+            # single Availability Zone"; a launch elsewhere is refused (InvalidPlacementGroup.InUse,
+            # the code users report; facts "Gangs close together").
+            raise _api_error("InvalidPlacementGroup.InUse", "The placement group '%s' is in use "
+                             "in another availability zone: %s" % (pgroup, sorted(in_zone)[0]))
+
+
+def pin_placement(cloud, region, zone, pgroup):
+    """After a launch: the group now lives in the zone of its instances."""
+    if pgroup:
+        g = _pgs(cloud).get(_pg_key(cloud, region, pgroup))
+        if g is not None and g["strategy"] == "cluster":
+            g["zone"] = zone
+
+
+# ------------------------------------------------------------------ EFA interfaces
+def check_interfaces(itype, nis):
+    """[RI][EFA] The NetworkInterface.N specs of a RunInstances: returns the interface type
+    of each (by position) after checking them against the instance type."""
+    efa_max, cards = EFA_TYPES.get(itype, (0, 1))
+    types, seen = [], set()
+    for ni in nis:
+        it = ni.get("InterfaceType", "interface")
+        if it not in ("interface", "efa", "efa-only"):
+            raise _api_error("InvalidParameterValue", "Invalid value '%s' for InterfaceType" % it)
+        card = int(ni.get("NetworkCardIndex", "0"))
+        dev = int(ni.get("DeviceIndex", "-1"))
+        if dev < 0:
+            raise _api_error("InvalidParameterValue", "Each network interface needs a DeviceIndex")
+        if card >= cards:
+            # [EFAI] MaximumNetworkCards
+            raise _api_error("InvalidParameterValue", "Network card index %d is out of range for "
+                             "%s (%d network card(s))" % (card, itype, cards))
+        if (card, dev) in seen:
+            raise _api_error("InvalidParameterValue", "Duplicate device index %d on network card %d"
+                             % (dev, card))
+        seen.add((card, dev))
+        if it != "interface" and efa_max == 0:
+            # [EFA] "Supported instance types"; EC2 names the type that lacks EFA.
+            raise _api_error("InvalidParameterCombination", "EFA interfaces are not supported on "
+                             "%s" % itype)
+        if it == "efa-only" and card == 0 and dev == 0:
+            # [RI] an EFA-only interface has no IP address and cannot be the primary interface.
+            raise _api_error("InvalidParameterCombination", "An EFA-only interface cannot be the "
+                             "primary network interface")
+        if ni.get("AssociatePublicIpAddress") == "true" and len(nis) > 1:
+            # [RI] "You cannot specify more than one network interface in the request" with a
+            # public IPv4 address.
+            raise _api_error("InvalidParameterCombination", "The associatePublicIPAddress "
+                             "parameter cannot be specified when launching with multiple network "
+                             "interfaces.")
+        types.append(it)
+    n_efa = sum(1 for x in types if x != "interface")
+    if n_efa > efa_max > 0:
+        raise _api_error("InvalidParameterValue", "%s supports at most %d EFA interface(s); %d "
+                         "requested" % (itype, efa_max, n_efa))
+    if len({ni.get("SubnetId") for ni in nis if ni.get("SubnetId")}) > 1 and n_efa:
+        # [EFA] "EFA OS-bypass traffic is limited to a single subnet".
+        raise _api_error("InvalidParameterCombination", "All EFA interfaces must be in one subnet")
+    return types
+
+
+# ------------------------------------------------------------------ instance types
+def _itype_xml(name):
+    efa_max, cards = EFA_TYPES.get(name, (0, 1))
+    net = [t("maximumNetworkInterfaces", max(2, cards * 2)), t("maximumNetworkCards", cards),
+           t("defaultNetworkCardIndex", 0),
+           items("networkCards", [t("networkCardIndex", i) + t("maximumNetworkInterfaces", 2)
+                                  for i in range(cards)]),
+           t("ipv4AddressesPerInterface", 50), t("enaSupport", "required"),
+           t("efaSupported", efa_max > 0)]
+    if efa_max:
+        net.append(el("efaInfo", t("maximumEfaInterfaces", efa_max)))
+    return (t("instanceType", name) + t("currentGeneration", True) +
+            el("placementGroupInfo", el("supportedStrategies", *[
+                t("item", x) for x in (("partition", "spread") if NO_CLUSTER_PG.match(name)
+                                       else PG_STRATEGIES)])) +
+            el("networkInfo", *net))
+
+
+def describe_instance_types(cloud, p, region):
+    from .ec2 import filters, plist, vmatch
+    names = plist(p, "InstanceType")
+    for n in names:
+        if not re.match(r"^[a-z0-9-]+\.[a-z0-9-]+$", n):
+            raise _api_error("InvalidInstanceType", "The following supplied instance types do not "
+                             "exist: [%s]" % n)
+    if not names:
+        names = sorted(EFA_TYPES)
+    sel = []
+    for n in names:
+        ok = True
+        for fname, vals in filters(p):
+            efa_max, _ = EFA_TYPES.get(n, (0, 1))
+            if fname == "network-info.efa-supported":
+                ok = vmatch("true" if efa_max else "false", vals)
+            elif fname == "instance-type":
+                ok = vmatch(n, vals)
+            elif fname == "network-info.efa-info.maximum-efa-interfaces":
+                ok = vmatch(str(efa_max), vals)
+            else:
+                raise _api_error("InvalidParameterValue", "The filter '%s' is invalid" % fname)
+            if not ok:
+                break
+        if ok:
+            sel.append(n)
+    return items("instanceTypeSet", [_itype_xml(n) for n in sel])
+
+
+# ------------------------------------------------------------------ security groups
+def _perm_list(p, prefix):
+    from .ec2 import pstructs
+    out = []
+    for perm in pstructs(p, prefix):
+        proto = perm.get("IpProtocol")
+        if proto is None:
+            raise _api_error("MissingParameter", "The request must contain the parameter IpProtocol")
+        groups = [v for k, v in sorted(perm.items()) if re.match(r"^Groups\.\d+\.GroupId$", k)]
+        cidrs = [v for k, v in sorted(perm.items()) if re.match(r"^IpRanges\.\d+\.CidrIp$", k)]
+        out.append({"proto": "-1" if proto in ("-1", "all") else proto,
+                    "from": perm.get("FromPort"), "to": perm.get("ToPort"),
+                    "groups": groups, "cidrs": cidrs})
+    return out
+
+
+def _perm_xml(perm, owner):
+    parts = [t("ipProtocol", perm["proto"])]
+    if perm["proto"] != "-1":
+        parts += [t("fromPort", perm["from"]), t("toPort", perm["to"])]
+    parts += [items("groups", [t("userId", owner) + t("groupId", g) for g in perm["groups"]]),
+              items("ipRanges", [t("cidrIp", c) for c in perm["cidrs"]]),
+              el("ipv6Ranges"), el("prefixListIds")]
+    return "".join(parts)
+
+
+def create_security_group(cloud, p, region):
+    from .ec2 import need
+    name = need(p, "GroupName")
+    desc = need(p, "GroupDescription")
+    with cloud.lock:
+        acct = _acct(cloud)
+        if any(g["name"] == name and g["region"] == region and g["account"] == acct
+               for g in _sgs(cloud).values()):
+            raise _api_error("InvalidGroup.Duplicate", "The security group '%s' already exists" % name)
+        gid = "sg-" + hashlib.sha256(("%s|%s|%s" % (acct, region, name)).encode()).hexdigest()[:17]
+        # A new VPC security group allows all outbound traffic and no inbound traffic
+        # (EC2 User Guide, "Security group rules", default rules).
+        _sgs(cloud)[gid] = {"id": gid, "name": name, "description": desc, "region": region,
+                            "account": acct, "vpc_id": p.get("VpcId") or "vpc-mock",
+                            "ingress": [], "egress": [{"proto": "-1", "from": None, "to": None,
+                                                       "groups": [], "cidrs": ["0.0.0.0/0"]}]}
+        cloud.save()
+    return t("return", True) + t("groupId", gid)
+
+
+def _authorize(cloud, p, region, direction):
+    from .ec2 import need
+    gid = need(p, "GroupId")
+    perms = _perm_list(p, "IpPermissions")
+    if not perms:
+        raise _api_error("MissingParameter", "The request must contain the parameter IpPermissions")
+    with cloud.lock:
+        g = _sgs(cloud).get(gid)
+        if not g or g["region"] != region or g["account"] != _acct(cloud):
+            raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % gid)
+        g[direction].extend(perms)
+        cloud.save()
+    return t("return", True)
+
+
+def authorize_security_group_ingress(cloud, p, region):
+    return _authorize(cloud, p, region, "ingress")
+
+
+def authorize_security_group_egress(cloud, p, region):
+    return _authorize(cloud, p, region, "egress")
+
+
+def describe_security_groups(cloud, p, region):
+    from .ec2 import plist
+    ids = plist(p, "GroupId")
+    with cloud.lock:
+        acct = _acct(cloud)
+        gs = [g for g in _sgs(cloud).values() if g["region"] == region and g["account"] == acct]
+        for i in ids:
+            if i not in {g["id"] for g in gs}:
+                # [ERR] InvalidGroup.NotFound
+                raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % i)
+        if ids:
+            gs = [g for g in gs if g["id"] in ids]
+        return items("securityGroupInfo", [
+            t("ownerId", acct) + t("groupId", g["id"]) + t("groupName", g["name"]) +
+            t("groupDescription", g["description"]) + t("vpcId", g["vpc_id"]) +
+            items("ipPermissions", [_perm_xml(x, acct) for x in g["ingress"]]) +
+            items("ipPermissionsEgress", [_perm_xml(x, acct) for x in g["egress"]])
+            for g in sorted(gs, key=lambda g: g["id"])])
+
+
+ACTIONS = {
+    "CreatePlacementGroup": create_placement_group,
+    "DeletePlacementGroup": delete_placement_group,
+    "DescribePlacementGroups": describe_placement_groups,
+    "DescribeInstanceTypes": describe_instance_types,
+    "CreateSecurityGroup": create_security_group,
+    "AuthorizeSecurityGroupIngress": authorize_security_group_ingress,
+    "AuthorizeSecurityGroupEgress": authorize_security_group_egress,
+    "DescribeSecurityGroups": describe_security_groups,
+}
