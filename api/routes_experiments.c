@@ -627,14 +627,17 @@ out:
 }
 
 /*
- * POST /v1/experiments?file=NAME[&default_mode=burst]: the body is the launch
- * file (at most 1 MiB). Problems are answered 400 with every
- * "FILE:LINE:COL: error: FIELD: message" line in "problems".
+ * POST /v1/experiments?file=NAME[&default_mode=burst][&dry_run=1]: the body is the
+ * launch file (at most 1 MiB). Problems are answered 400 with every
+ * "FILE:LINE:COL: error: FIELD: message" line in "problems". dry_run=1 (isc validate)
+ * runs every check and answers 200 without recording anything: one set of checks, so
+ * validate can never pass a file burst refuses.
  */
 static void experiments_create(struct isc_api_call *c)
 {
 	const char *file = isc_api_query(c, "file"), *dm = isc_api_query(c, "default_mode");
-	int burst = dm && strcmp(dm, "burst") == 0;
+	const char *dry = isc_api_query(c, "dry_run");
+	int burst = dm && strcmp(dm, "burst") == 0, dry_run = dry && strcmp(dry, "1") == 0;
 	struct isc_launch_problems problems;
 	struct isc_launch *l = NULL;
 	struct isc_project p = {0};
@@ -708,6 +711,14 @@ static void experiments_create(struct isc_api_call *c)
 			goto out;
 		}
 		isc_dataset_list_free(ds, l->dataset_ids.len);
+	}
+	if (dry_run) {
+		o2 = json_pack("{s:b,s:s,s:s}", "valid", 1, "name", l->experiment_name,
+		               "project_id", p.id);
+		if (warnings)
+			json_object_set_new(o2, "warnings", json_string(warnings));
+		isc_api_reply_json(c, 200, o2);
+		goto out;
 	}
 	o = isc_launch_to_json(l);
 	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;

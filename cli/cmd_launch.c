@@ -8,8 +8,6 @@
 #include "common/buf.h"
 #include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
-#include "shapes/catalog_import.h"
-#include "shapes/priority.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -48,112 +46,40 @@ static int load_launch(const char *path, int default_burst, struct isc_launch **
 }
 
 /*
- * The catalog iscd holds (GET /v1/catalog/export, any platform user may read it),
- * one provider at a time: the normalized rows are read back for the provider they
- * belong to. 0 with *out set; 0 with *out NULL and why filled when it cannot be had
- * (iscd not running, the caller not a platform user): the list is then not checked.
+ * What only iscd can check (the store, the catalog and config.toml it reads), named
+ * when it does not answer, so "valid" never claims more than was checked.
  */
-static int catalog_from_api(struct isc_cli *cli, struct isc_catalog **out, char *why, size_t cap)
-{
-	static const char *const providers[] = {"aws", "gcp", "oci"};
-	struct isc_shape *all = NULL;
-	struct isc_err err;
-	size_t n = 0;
-
-	*out = NULL;
-	if (!isc_client_ping(cli)) {
-		snprintf(why, cap, "iscd is not running (start it: iscd --home %s &)", cli->home);
-		return 0;
-	}
-	isc_err_clear(&err);
-	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++) {
-		struct isc_catalog_parse p = {0};
-		struct isc_reply r;
-		struct isc_shape *grown;
-		char path[64];
-		json_t *e;
-
-		snprintf(path, sizeof(path), "/v1/catalog/export?provider=%s", providers[i]);
-		if (isc_client_request(cli, "GET", path, NULL, 0, &r))
-			goto fail;
-		if (r.status != 200) {
-			e = json_loadb(r.body, r.len, 0, NULL);
-			snprintf(why, cap, "iscd answered %ld: %s", r.status,
-			         json_string_value(json_object_get(e, "error"))
-			             ? json_string_value(json_object_get(e, "error"))
-			             : "no catalog");
-			json_decref(e);
-			isc_reply_cleanup(&r);
-			isc_shape_list_free(all, n);
-			return 0;
-		}
-		/* A provider without shapes exports the header alone: nothing to add. */
-		if (isc_catalog_parse_mem(path, r.body, r.len, ISC_CATALOG_ISC, providers[i], NULL,
-		                          &p, &err) &&
-		    p.rows > 0) {
-			isc_reply_cleanup(&r);
-			isc_catalog_parse_cleanup(&p);
-			goto fail;
-		}
-		isc_reply_cleanup(&r);
-		if (p.n && !(grown = realloc(all, (n + p.n) * sizeof(*all)))) {
-			isc_catalog_parse_cleanup(&p);
-			isc_err_set(&err, ISC_ENOMEM, "out of memory");
-			goto fail;
-		}
-		if (p.n) {
-			all = grown;
-			memcpy(all + n, p.shapes, p.n * sizeof(*all));
-			n += p.n;
-			free(p.shapes); /* the strings now belong to all */
-			p.shapes = NULL;
-			p.n = 0;
-		}
-		isc_catalog_parse_cleanup(&p);
-	}
-	return isc_catalog_new(all, n, out, &err) ? isc_cli_fail(&err) : 0;
-fail:
-	isc_shape_list_free(all, n);
-	return err.code ? isc_cli_fail(&err) : ISC_EXIT_FAIL;
-}
-
-/* The priority list against the catalog: each id that names no shape is a warning line. */
-static int check_priority(const struct isc_catalog *cat, const char *path, struct isc_launch *l)
-{
-	struct isc_launch_problems probs;
-	struct isc_priority_verdict v = {0};
-	struct isc_err err;
-	int rc = ISC_EXIT_OK;
-
-	isc_launch_problems_init(&probs);
-	isc_err_clear(&err);
-	if (isc_priority_check(cat, NULL, &l->burst_shapes, &probs, &v, &err))
-		rc = isc_cli_fail(&err);
-	else
-		isc_launch_problems_print(&probs, path, stderr);
-	isc_priority_verdict_cleanup(&v);
-	isc_launch_problems_cleanup(&probs);
-	return rc;
-}
+static const char *const daemon_checks =
+    "the project exists and you may launch into it; burst_shape_priority_list against the "
+    "catalog and the clouds this broker configures; the datasets are the organisation's "
+    "and Available";
 
 int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_launch *l;
+	struct isc_reply r = {0};
+	struct isc_err err;
 	const char *path = NULL;
-	int json = 0, rc;
+	char *text = NULL, *url = NULL;
+	size_t len = 0;
+	json_t *o = NULL;
+	int json = 0, daemon_up, rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf(
-		    "usage: isc validate FILE.isc [--json]\n\nChecks a launch file. Exit 0 when "
-		    "valid (with "
-		    "--json, prints the normalized\nexperiment); otherwise exit 1 and one line "
-		    "per problem:\n"
-		    "  FILE:LINE:COL: error: FIELD: message\n"
-		    "Ids of burst_shape_priority_list that name no shape of the catalog are\n"
-		    "warnings (exit 0):\n"
-		    "  FILE:LINE:COL: warning: burst_shape_priority_list[i]: no shape \"ID\"; did "
-		    "you mean \"ID2\"?\n"
-		    "See docs/launch-files.md.\n");
+		printf("usage: isc validate FILE.isc [--json]\n\n"
+		       "Checks a launch file as isc train and isc burst do, without creating\n"
+		       "anything. With iscd running it runs every check they run (one set of\n"
+		       "checks, in iscd): the project exists and you may launch into it, the\n"
+		       "priority list names shapes this broker can place, the datasets are\n"
+		       "Available. Without iscd only the file itself is checked, and a note\n"
+		       "names what was not. Exit 0 when valid (with --json, prints the\n"
+		       "normalized experiment); otherwise exit 1 and one line per problem:\n"
+		       "  FILE:LINE:COL: error: FIELD: message\n"
+		       "Ids of burst_shape_priority_list that name no shape are warnings while\n"
+		       "another id of the list names a placeable shape (burst skips them):\n"
+		       "  FILE:LINE:COL: warning: burst_shape_priority_list[i]: no shape \"ID\"; "
+		       "did you mean \"ID2\"?\n"
+		       "See docs/launch-files.md.\n");
 		return ISC_EXIT_OK;
 	}
 	for (int i = 1; i < argc; i++) {
@@ -168,32 +94,42 @@ int cmd_validate(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("validate", "a launch file is required");
 	if ((rc = load_launch(path, 0, &l)))
 		return rc;
-	/* The priority list against iscd's catalog, when iscd answers. */
-	if (l->burst_shapes.len > 0) {
-		struct isc_catalog *cat = NULL;
-		char why[ISC_ERR_MSG_MAX];
-		rc = catalog_from_api(cli, &cat, why, sizeof(why));
-		if (!rc && cat)
-			rc = check_priority(cat, path, l);
-		else if (!rc)
-			fprintf(stderr, "%s: note: burst_shape_priority_list not checked: %s\n",
-			        path, why);
-		isc_catalog_free(cat);
-		if (rc) {
-			isc_launch_free(l);
-			return rc;
+	isc_err_clear(&err);
+	if (!(daemon_up = isc_client_ping(cli))) {
+		fprintf(stderr,
+		        "%s: note: iscd is not running, so these were not checked: %s (start it: "
+		        "iscd --home %s &)\n",
+		        path, daemon_checks, cli->home);
+	} else if (isc_launch_read_file(path, ISC_LAUNCH_MAX_FILE_BYTES, &text, &len, &err)) {
+		rc = isc_cli_fail(&err);
+	} else if (!(url = strdup("/v1/experiments")) || isc_client_query_add(&url, "file", path) ||
+	           isc_client_query_add(&url, "dry_run", "1")) {
+		isc_cli_errorf("out of memory");
+		rc = ISC_EXIT_FAIL;
+	} else if (!(rc = isc_client_request(cli, "POST", url, text, len, &r))) {
+		/* The same checks isc burst's POST runs, nothing recorded. */
+		if (r.status != 200) {
+			rc = isc_client_fail(&r);
+		} else {
+			o = json_loadb(r.body, r.len, 0, NULL);
+			if (json_string_value(json_object_get(o, "warnings")))
+				fputs(json_string_value(json_object_get(o, "warnings")), stderr);
 		}
 	}
-	if (json) {
-		json_t *o = isc_launch_to_json(l);
-		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!rc && json) {
+		json_t *out = isc_launch_to_json(l);
+		json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		putchar('\n');
-		json_decref(o);
-	} else {
-		printf("%s: valid\n", path);
+		json_decref(out);
+	} else if (!rc) {
+		printf("%s: valid%s\n", path, daemon_up ? "" : " (the file only: see the note)");
 	}
+	json_decref(o);
+	isc_reply_cleanup(&r);
+	free(text);
+	free(url);
 	isc_launch_free(l);
-	return ISC_EXIT_OK;
+	return rc;
 }
 
 static const char *final_exit_status(const char *status, int *code)

@@ -6,6 +6,7 @@
 #include "config/config.h"
 
 #include "common/suggest.h"
+#include "providers/provider.h"
 #include "toml/toml.h"
 
 #include <errno.h>
@@ -190,6 +191,49 @@ static int get_driver_value(struct ctx *x, const struct isc_toml_value *v, const
 	return *out ? 0 : isc_err_set(x->err, ISC_ENOMEM, "out of memory");
 }
 
+static int is_top_key(const char *key);
+
+/*
+ * A key of [providers.NAME] must be one the driver declares (struct isc_provider's
+ * setting_keys): a typo there would otherwise fall back to a default silently, and a
+ * top-level key written after the first table (api_listen appended to the file) lands
+ * in the last table, where nothing reads it.
+ */
+static int check_driver_key(struct ctx *x, const char *name, const struct isc_toml_value *v,
+                            const char *key, const char *full)
+{
+	static const char *const own[] = {"regions", "ssh_user", "ssh_port"};
+	const struct isc_provider *drv = isc_provider_find(name);
+	struct isc_suggest sg;
+	char msg[256];
+
+	if (!drv || !drv->setting_keys)
+		return 0; /* parse_providers names only drivers of this build */
+	for (size_t i = 0; drv->setting_keys[i]; i++)
+		if (strcmp(drv->setting_keys[i], key) == 0)
+			return 0;
+	if (is_top_key(key)) {
+		snprintf(msg, sizeof(msg),
+		         "a top-level key inside [providers.%s]: %s belongs before the first table "
+		         "(move it above the first [section] line)",
+		         name, key);
+		return fail_at(x, v, full, msg);
+	}
+	isc_suggest_init(&sg, key, strlen(key));
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		isc_suggest_consider(&sg, own[i]);
+	for (size_t i = 0; drv->setting_keys[i]; i++)
+		isc_suggest_consider(&sg, drv->setting_keys[i]);
+	if (sg.best)
+		snprintf(msg, sizeof(msg),
+		         "unknown key in [providers.%s]; did you mean '%s'? (see docs/config.md)",
+		         name, sg.best);
+	else
+		snprintf(msg, sizeof(msg), "unknown key in [providers.%s] (see docs/config.md)",
+		         name);
+	return fail_at(x, v, full, msg);
+}
+
 static int parse_provider(struct ctx *x, const char *name, const struct isc_toml_value *t,
                           struct isc_provider_config *p)
 {
@@ -230,9 +274,11 @@ static int parse_provider(struct ctx *x, const char *name, const struct isc_toml
 			if ((rc = get_long(x, v, full, 1, 65535, &port)))
 				return rc;
 			p->ssh_port = (int)port;
+		} else if ((rc = check_driver_key(x, name, v, key, full))) {
+			return rc;
 		} else {
 			/* Driver settings (endpoint, image_id, subnet_id, ...): the driver checks
-			 * its own. */
+			 * their values. */
 			struct isc_config_setting *grown =
 			    realloc(p->settings, (p->n_settings + 1) * sizeof(*grown));
 			char *value = NULL;
@@ -517,6 +563,9 @@ static const struct template_section provider_sections[] = {
       {"product_description = \"Linux/UNIX\"", "the spot price series read"},
       {"describe_max_pages = 100", "pages of 1000 a listing may take"},
       {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+      {"endpoint_s3 = \"\"", "datasets: default https://s3.REGION.amazonaws.com"},
+      {"s3_region = \"\"", "datasets: the buckets' region (default: the first of regions)"},
+      {"s3_addressing = \"auto\"", "datasets: auto, path or virtual"},
       {"ssh_user = \"root\"", "the image's login user"},
       {"ssh_port = 22", NULL}}},
     {"gcp",
@@ -556,6 +605,18 @@ static const struct template_section provider_sections[] = {
       {"ssh_user = \"root\"", NULL},
       {"ssh_port = 22", NULL}}},
 };
+
+/* Whether key is one of the top-level keys of docs/config.md. */
+static int is_top_key(const char *key)
+{
+	size_t len = strlen(key);
+	if (!strcmp(key, "broker_id"))
+		return 1;
+	for (size_t i = 0; i < sizeof(top_keys) / sizeof(top_keys[0]); i++)
+		if (strncmp(top_keys[i].line, key, len) == 0 && top_keys[i].line[len] == ' ')
+			return 1;
+	return 0;
+}
 
 /* The known top-level key nearest to key (up to its first space), or NULL. */
 static const char *nearest_top_key(const char *key)

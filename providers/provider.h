@@ -183,6 +183,14 @@ struct isc_provider {
 	const char *name;
 
 	/*
+	 * Every key of [providers.NAME] this driver (or a caller reading its settings,
+	 * such as datasets/ for aws) reads, NULL-terminated, besides the keys config/
+	 * reads itself (regions, ssh_user, ssh_port). config.toml refuses any other key
+	 * of the section, with a did-you-mean from this list.
+	 */
+	const char *const *setting_keys;
+
+	/*
 	 * Resolves credentials, region and endpoints (settings first, then the
 	 * ecosystem's variables and files) without any network call. `region` may
 	 * be NULL (then the ecosystem's default). `t` and `clock` are borrowed and

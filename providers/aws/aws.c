@@ -871,8 +871,33 @@ static int aws_terminate(struct isc_provider_session *ps, const char *const *ids
 	return terminate_ids(impl(ps), ids, n, err);
 }
 
+/* The [providers.aws] keys (docs/config.md); endpoint_s3, s3_region and s3_addressing are
+ * read by datasets/ through this section. */
+static const char *const aws_setting_keys[] = {
+    "endpoint",
+    "endpoint_ec2",
+    "endpoint_sts",
+    "image_id",
+    "subnet_id",
+    "security_group_id",
+    "placement_group",
+    "cluster_placement",
+    "efa",
+    "associate_public_ip",
+    "profile",
+    "credentials_file",
+    "product_description",
+    "describe_max_pages",
+    "allow_insecure_endpoint",
+    "endpoint_s3",
+    "s3_region",
+    "s3_addressing",
+    NULL,
+};
+
 const struct isc_provider isc_provider_aws = {
     .name = "aws",
+    .setting_keys = aws_setting_keys,
     .session_new = aws_session_new,
     .session_free = aws_session_free,
     .check_credentials = aws_check_credentials,

@@ -1201,8 +1201,26 @@ static int gcp_terminate(struct isc_provider_session *ps, const char *const *ids
 	return rc;
 }
 
+/* The [providers.gcp] keys (docs/config.md). */
+static const char *const gcp_setting_keys[] = {
+    "credentials_file",
+    "project",
+    "endpoint_compute",
+    "source_image",
+    "network",
+    "subnetwork",
+    "external_ip",
+    "disk_size_gb",
+    "ssh_key_user",
+    "operation_timeout_s",
+    "describe_max_pages",
+    "allow_insecure_endpoint",
+    NULL,
+};
+
 const struct isc_provider isc_provider_gcp = {
     .name = "gcp",
+    .setting_keys = gcp_setting_keys,
     .session_new = gcp_session_new,
     .session_free = gcp_session_free,
     .check_credentials = gcp_check_credentials,

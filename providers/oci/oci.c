@@ -1148,8 +1148,27 @@ done:
 	return rc;
 }
 
+/* The [providers.oci] keys (docs/config.md). */
+static const char *const oci_setting_keys[] = {
+    "compartment_id",
+    "subnet_id",
+    "image_id",
+    "manage_security_list",
+    "assign_public_ip",
+    "compute_cluster_id",
+    "launch_parallelism",
+    "endpoint",
+    "endpoint_core",
+    "endpoint_identity",
+    "profile",
+    "config_file",
+    "allow_insecure_endpoint",
+    NULL,
+};
+
 const struct isc_provider isc_provider_oci = {
     .name = "oci",
+    .setting_keys = oci_setting_keys,
     .session_new = oci_session_new,
     .session_free = oci_session_free,
     .check_credentials = oci_check_credentials,

@@ -128,9 +128,6 @@ command = "true"
 LAUNCH
 }
 write_launch "$tmp/typo.isc" '"aws-us-east-1-p4d.24xlarg-spot", "aws-us-east-1-p4d.24xlarge-ondemand"'
-expect_exit 0 "validate: a typo is a warning, the file is valid" isc validate "$tmp/typo.isc"
-expect_stderr "$tmp/typo.isc:5:30: warning: burst_shape_priority_list[0]: no shape \"aws-us-east-1-p4d.24xlarg-spot\"; did you mean \"aws-us-east-1-p4d.24xlarge-spot\"?" \
-	isc validate "$tmp/typo.isc"
 write_launch "$tmp/alltypo.isc" '"aws-us-east-1-p4d.24xlarg-spot"'
 expect_exit 1 "burst: no valid id is refused" isc burst "$tmp/alltypo.isc"
 expect_stderr "none of its 1 id(s) names a shape of the catalog" isc burst "$tmp/alltypo.isc"
@@ -150,6 +147,10 @@ expect_stderr "cannot be placed by this broker: no AWS credentials: looked in" n
 # iscd again, now with credentials in its environment.
 api_stop
 api_start AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x || exit 1
+# validate runs burst's checks (issue 34): with a placeable id a typo is a warning.
+expect_exit 0 "validate: a typo is a warning, the file is valid" isc validate "$tmp/typo.isc"
+expect_stderr "$tmp/typo.isc:5:30: warning: burst_shape_priority_list[0]: no shape \"aws-us-east-1-p4d.24xlarg-spot\"; did you mean \"aws-us-east-1-p4d.24xlarge-spot\"?" \
+	isc validate "$tmp/typo.isc"
 # isc shapes: placeable shapes first, the others marked with why; --placeable only those.
 # (Placeable is iscd's answer: its config, drivers and the credentials it runs with.)
 isc shapes --gpus 8 --json >"$tmp/shapes.json"

