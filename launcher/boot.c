@@ -315,6 +315,8 @@ static void *boot_node(void *arg)
 	j->handshake_ms = isc_ssh_login_started_ms(ssh) - t0;
 	/* From here the node may get a container even if we stop listening: roll it back. */
 	j->touched = 1;
+	/* A new container of this name: what follows had of the old one's log is void. */
+	isc_launch_follow_forget(name);
 	j->rc =
 	    isc_ssh_exec(ssh, isc_buf_cstr(&script), env.data, env.len, j->opts->command_timeout_ms,
 	                 keep_stderr, &errout, NULL, &status, &j->err);

@@ -7,15 +7,23 @@
  * docker logs replays a container's output from its first byte on every
  * connection, so a reconnect skips, per stream, the bytes this follow already
  * has and the file goes on where it ended. A follow that starts on a file
- * that already holds output (iscd restarted) appends a marker line first,
- * since the replay then repeats what is above it. A container that is gone
- * adds nothing (docker logs is not run for it). Past rank_log_max_bytes, or
+ * that already holds output (iscd restarted) appends a marker line before
+ * the first replayed byte, since the replay then repeats what is above it; a
+ * container that is gone adds nothing, not even the marker (docker logs is
+ * not run for it). A follow that starts again in the same process (the
+ * broker stops a rank's follower and may start another while the cluster is
+ * still listed as running) goes on where the last one stopped: what each
+ * follow had of a log is remembered per log file until a boot replaces the
+ * container (isc_launch_follow_forget), so it neither replays nor marks
+ * anything (issue 34). Past rank_log_max_bytes, or
  * while the broker's disk is nearly full, output is dropped and a marker line
  * says so.
  *
  * A container that no longer exists (docker wait fails three times in a row on a
  * node that answers) is reported as exited with code -1, so the broker is never
- * left waiting for a rank nobody can see.
+ * left waiting for a rank nobody can see. What `docker wait` prints is read
+ * into a fixed 4 KiB tail (launcher/tail.h): a node that prints without end
+ * costs the broker no memory (issue 29).
  */
 #include "launcher/launcher.h"
 
@@ -23,6 +31,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "launcher/shellquote.h"
+#include "launcher/tail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,8 +62,54 @@ struct follow_rank {
 	uint64_t size;        /* of the file */
 	uint64_t dropped;     /* bytes not kept (cap, full disk) */
 	int capped, disk_low; /* a marker for each was written */
+	int replay_marker;    /* the file held output of an earlier follow: mark the replay */
 	char last;            /* the file's last byte ('\n' when empty) */
 };
+
+/*
+ * What the follows of this process had of each rank log when they stopped, so
+ * a follow of the same container started again goes on where the last one
+ * stopped. An entry is used only while the file is the same one (device,
+ * inode) and nothing else wrote to it (its size), and it is dropped when a
+ * boot replaces the container (isc_launch_follow_forget). A few dozen bytes
+ * per rank; the oldest go past HAD_MAX.
+ */
+#define HAD_MAX 4096
+
+struct follow_had {
+	char *log_path, *name; /* rank_N.txt and the container */
+	dev_t dev;
+	ino_t ino;
+	uint64_t size, seen[2], dropped;
+	int capped;
+	char last;
+	struct follow_had *next; /* newest first */
+};
+
+static struct follow_had *had_list;
+static size_t had_n;
+static pthread_mutex_t had_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void had_free(struct follow_had *h)
+{
+	free(h->log_path);
+	free(h->name);
+	free(h);
+}
+
+/* Unlinks and returns the entry of log_path (NULL when none); had_lock held. */
+static struct follow_had *had_take_locked(const char *log_path)
+{
+	for (struct follow_had **p = &had_list; *p; p = &(*p)->next) {
+		if (strcmp((*p)->log_path, log_path) == 0) {
+			struct follow_had *h = *p;
+			*p = h->next;
+			had_n--;
+			return h;
+		}
+	}
+	return NULL;
+}
 
 struct isc_launch_follow {
 	pthread_mutex_t lock;
@@ -159,18 +214,24 @@ static void on_output(void *ctx, const char *data, size_t len, int stream)
 		len -= (size_t)(r->seen[stream] - start);
 	}
 	r->seen[stream] = end;
+	if (r->replay_marker) {
+		/* Only now: a container that is gone replays nothing, and gets no marker. */
+		r->replay_marker = 0;
+		marker(r,
+		       "---- isc: following rank %d again; the container's output is replayed "
+		       "from its start below ----",
+		       r->rank);
+	}
 	keep_output(r, data, len);
 }
 
-static void keep(void *ctx, const char *data, size_t len, int stderr_stream)
-{
-	if (!stderr_stream)
-		isc_buf_append(ctx, data, len);
-}
-
-/* Opens rank_N.txt for appending (never truncating), owner-only. */
+/*
+ * Opens rank_N.txt for appending (never truncating), owner-only, and goes on
+ * where an earlier follow of this process stopped when it knows the file.
+ */
 static int open_log(struct follow_rank *r)
 {
+	struct follow_had *h;
 	struct stat st;
 
 	r->fd = open(r->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -178,6 +239,20 @@ static int open_log(struct follow_rank *r)
 		return -1;
 	r->size = (uint64_t)st.st_size;
 	r->last = '\n';
+	pthread_mutex_lock(&had_lock);
+	h = had_take_locked(r->log_path);
+	pthread_mutex_unlock(&had_lock);
+	if (h && h->dev == st.st_dev && h->ino == st.st_ino && h->size == (uint64_t)st.st_size &&
+	    strcmp(h->name, r->name) == 0) {
+		memcpy(r->seen, h->seen, sizeof(r->seen));
+		r->dropped = h->dropped;
+		r->capped = h->capped;
+		r->last = h->last;
+		had_free(h);
+		return 0;
+	}
+	if (h)
+		had_free(h);
 	if (st.st_size > 0) {
 		char c = '\n';
 		int rd = open(r->log_path, O_RDONLY | O_CLOEXEC);
@@ -185,24 +260,83 @@ static int open_log(struct follow_rank *r)
 			r->last = c;
 		if (rd >= 0)
 			close(rd);
-		marker(r,
-		       "---- isc: following rank %d again; the container's output is replayed "
-		       "from its start below ----",
-		       r->rank);
+		r->replay_marker = 1;
 	}
 	return 0;
+}
+
+/* Remembers what this follow had of its log, for a follow started again (open_log). */
+static void remember_log(struct follow_rank *r)
+{
+	struct follow_had *h = calloc(1, sizeof(*h)), *old;
+	struct stat st;
+
+	if (!h || fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    !(h->log_path = strdup(r->log_path)) || !(h->name = strdup(r->name))) {
+		if (h)
+			had_free(h);
+		return;
+	}
+	h->dev = st.st_dev;
+	h->ino = st.st_ino;
+	h->size = (uint64_t)st.st_size;
+	memcpy(h->seen, r->seen, sizeof(h->seen));
+	h->dropped = r->dropped;
+	h->capped = r->capped;
+	h->last = r->last;
+	pthread_mutex_lock(&had_lock);
+	old = had_take_locked(r->log_path);
+	h->next = had_list;
+	had_list = h;
+	had_n++;
+	if (had_n > HAD_MAX) {
+		struct follow_had **p = &had_list;
+		while ((*p)->next)
+			p = &(*p)->next;
+		had_free(*p);
+		*p = NULL;
+		had_n--;
+	}
+	pthread_mutex_unlock(&had_lock);
+	if (old)
+		had_free(old);
+}
+
+void isc_launch_follow_forget(const char *container_name)
+{
+	struct follow_had *gone = NULL;
+
+	pthread_mutex_lock(&had_lock);
+	for (struct follow_had **p = &had_list; *p;) {
+		if (strcmp((*p)->name, container_name) == 0) {
+			struct follow_had *h = *p;
+			*p = h->next;
+			had_n--;
+			h->next = gone;
+			gone = h;
+		} else {
+			p = &(*p)->next;
+		}
+	}
+	pthread_mutex_unlock(&had_lock);
+	while (gone) {
+		struct follow_had *next = gone->next;
+		had_free(gone);
+		gone = next;
+	}
 }
 
 static void *follow_main(void *arg)
 {
 	struct follow_rank *r = arg;
 	struct isc_launch_follow *f = r->f;
-	struct isc_buf logs_cmd, wait_cmd, out;
-	int missing = 0; /* docker wait failures in a row on a reachable node */
+	struct isc_buf logs_cmd, wait_cmd;
+	struct isc_tail out; /* docker wait's last 4 KiB, however much the node prints */
+	int missing = 0;     /* docker wait failures in a row on a reachable node */
+	int logged;
 
 	isc_buf_init(&logs_cmd, 0);
 	isc_buf_init(&wait_cmd, 0);
-	isc_buf_init(&out, 64);
 	/* Only a container that exists is asked for its logs: docker's own complaint about a
 	 * missing one never lands in the rank's log. */
 	isc_buf_puts(&logs_cmd, "docker inspect ");
@@ -212,7 +346,8 @@ static void *follow_main(void *arg)
 	isc_shell_quote(&logs_cmd, r->name);
 	isc_buf_puts(&wait_cmd, "docker wait ");
 	isc_shell_quote(&wait_cmd, r->name);
-	if (open_log(r) != 0) {
+	logged = open_log(r) == 0;
+	if (!logged) {
 		/* Without its log the rank is still followed for its exit code. */
 		if (r->fd >= 0)
 			close(r->fd);
@@ -239,9 +374,9 @@ static void *follow_main(void *arg)
 		/* docker logs -f ends with 0 once the container has exited and all was sent. */
 		whole = !rc && status == 0;
 		if (!rc && !f->cancel) {
-			isc_buf_reset(&out);
-			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000, keep, &out,
-			                  &f->cancel, &status, &err);
+			isc_tail_init(&out);
+			rc = isc_ssh_exec(ssh, isc_buf_cstr(&wait_cmd), NULL, 0, 30000,
+			                  isc_tail_keep_stdout, &out, &f->cancel, &status, &err);
 			if (!rc && status == 0 && !whole) {
 				/* The stream broke before the end: fetch what it missed (the replay
 				 * adds only what the file lacks). */
@@ -259,7 +394,7 @@ static void *follow_main(void *arg)
 					       (unsigned long long)r->dropped);
 				pthread_mutex_lock(&f->lock);
 				r->exited = 1;
-				r->code = status == 0 ? atoi(isc_buf_cstr(&out)) : -1;
+				r->code = status == 0 ? isc_tail_last_int(&out) : -1;
 				pthread_mutex_unlock(&f->lock);
 				isc_ssh_free(ssh);
 				break;
@@ -271,9 +406,10 @@ static void *follow_main(void *arg)
 		for (int i = 0; i < 10 && !f->cancel; i++)
 			usleep(100 * 1000);
 	}
+	if (logged)
+		remember_log(r);
 	isc_buf_cleanup(&logs_cmd);
 	isc_buf_cleanup(&wait_cmd);
-	isc_buf_cleanup(&out);
 	return NULL;
 }
 

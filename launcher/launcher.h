@@ -194,5 +194,10 @@ struct isc_rank_exit {
 size_t isc_launch_follow_poll(struct isc_launch_follow *f, struct isc_rank_exit *out, size_t cap);
 /* Stops following (the containers keep running) and frees. */
 void isc_launch_follow_free(struct isc_launch_follow *f);
+/*
+ * A boot replaced the container: a later follow of its log no longer goes on
+ * where an earlier follow of this process stopped (follow.c keeps that per log).
+ */
+void isc_launch_follow_forget(const char *container_name);
 
 #endif

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,19 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_BY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEAP_BY_ASAN 1
+#endif
+#endif
+#ifdef HEAP_BY_ASAN
+/* libasan's own count of live heap bytes (sanitizer/allocator_interface.h, not always
+ * installed); under ASan, mallinfo2 does not see its allocator. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #define NODES 6
 /*
@@ -814,6 +828,127 @@ static void test_log_of_a_restarted_follow_is_appended(void **state)
 	isc_launcher_stop(&s, targets, 1, &o, 0);
 }
 
+/* Bytes the process's heap holds right now (live allocations, not freed ones). */
+static size_t heap_in_use(void)
+{
+#ifdef HEAP_BY_ASAN
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	return mallinfo2().uordblks;
+#endif
+}
+
+/*
+ * A hostile node prints 100 MiB for `docker wait` (the wait-flood-bytes fault of the
+ * mock node, through a real SSH channel): the follower keeps only the tail, so the
+ * heap does not grow with it, and the exit code on the last line still counts.
+ */
+static void test_wait_flood_is_kept_to_its_tail(void **state)
+{
+	struct isc_boot_spec s = spec("exp_flood", "flood", "echo flooded; exit 3", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_err err;
+	char out[256], fault[300], path[300], *log;
+	size_t base, peak = 0;
+	int code = -1, exited = 0;
+	FILE *fp;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 1;
+	snprintf(fault, sizeof(fault), "%s/n0/wait-flood-bytes", root);
+	fp = fopen(fault, "w");
+	assert_non_null(fp);
+	fprintf(fp, "%d\n", 100 * 1024 * 1024);
+	fclose(fp);
+	assert_int_equal(isc_launcher_boot(&s, targets, 1, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-flood", root);
+	base = heap_in_use();
+	assert_int_equal(isc_launch_follow_start(&s, targets, 1, &o, out, &f, &err), 0);
+	for (int t = 0; t < 6000 && !exited; t++) {
+		size_t now = heap_in_use();
+		if (now > peak)
+			peak = now;
+		exited = isc_launch_follow_rank_exit(f, 0, &code);
+		usleep(10 * 1000);
+	}
+	isc_launch_follow_free(f);
+	unlink(fault);
+	assert_true(exited);
+	assert_int_equal(code, 3);
+	/* A reader that kept it all would hold 100 MiB (128 with a doubling buffer). */
+	print_message("heap: %zu bytes before, peak %zu while 100 MiB streamed (+%zd)\n", base,
+	              peak, (ssize_t)(peak - base));
+	assert_true(peak < base + 8 * 1024 * 1024);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	log = slurp(path);
+	assert_string_equal(log, "flooded\n");
+	free(log);
+	isc_launcher_stop(&s, targets, 1, &o, 0);
+}
+
+/*
+ * Issue 34: the broker stops a rank's follower once it saw an exit and may start
+ * another for the same cluster. The second follow goes on where the first one
+ * stopped: no replay marker, nothing twice; and once the container is gone, a
+ * follow adds nothing at all (it used to leave the marker as the log's last line).
+ */
+static void test_follow_again_goes_on_where_it_stopped(void **state)
+{
+	struct isc_boot_spec s =
+	    spec("exp_refollow", "refollow", "echo a-$RANK; echo b-$RANK >&2; exit 1", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct isc_rank_exit ex[2];
+	struct isc_err err;
+	char out[256], path[300], want[64], *log;
+	size_t n = 0;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 2;
+	assert_int_equal(isc_launcher_boot(&s, targets, 2, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/out-refollow", root);
+	for (int round = 0; round < 3; round++) {
+		if (round == 2) /* the containers are removed (teardown) before the last follow */
+			isc_launcher_stop(&s, targets, 2, &o, 0);
+		assert_int_equal(isc_launch_follow_start(&s, targets, 2, &o, out, &f, &err), 0);
+		for (int t = 0; t < 400 && (n = isc_launch_follow_poll(f, ex, 2)) < 2; t++)
+			usleep(50 * 1000);
+		isc_launch_follow_free(f);
+		assert_int_equal(n, 2);
+		for (int r = 0; r < 2; r++) {
+			assert_int_equal(ex[r].code, round == 2 ? -1 : 1);
+			snprintf(path, sizeof(path), "%s/rank_%d.txt", out, r);
+			log = slurp(path);
+			assert_non_null(log);
+			assert_null(strstr(log, "---- isc"));
+			/* each line once (stdout and stderr may interleave either way) */
+			snprintf(want, sizeof(want), "a-%d\n", r);
+			assert_non_null(strstr(log, want));
+			assert_null(strstr(strstr(log, want) + 1, want));
+			snprintf(want, sizeof(want), "b-%d\n", r);
+			assert_non_null(strstr(log, want));
+			assert_int_equal(strlen(log), 8);
+			free(log);
+		}
+	}
+	/* A new boot of the same container name starts over: its output is appended. */
+	assert_int_equal(isc_launcher_boot(&s, targets, 2, &o, &err), 0);
+	assert_int_equal(isc_launch_follow_start(&s, targets, 2, &o, out, &f, &err), 0);
+	for (int t = 0; t < 400 && (n = isc_launch_follow_poll(f, ex, 2)) < 2; t++)
+		usleep(50 * 1000);
+	isc_launch_follow_free(f);
+	snprintf(path, sizeof(path), "%s/rank_0.txt", out);
+	log = slurp(path);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "following rank 0 again"));
+	assert_int_equal(strlen(log) > 16, 1);
+	free(log);
+	isc_launcher_stop(&s, targets, 2, &o, 0);
+}
+
 /* Artifacts home from a node whose folders hold links out, then back onto another node. */
 static void test_artifacts_pull_refuses_links_and_push_restores(void **state)
 {
@@ -896,6 +1031,8 @@ int main(void)
 	    cmocka_unit_test(test_log_survives_the_container),
 	    cmocka_unit_test(test_log_is_capped_with_a_marker),
 	    cmocka_unit_test(test_log_of_a_restarted_follow_is_appended),
+	    cmocka_unit_test(test_wait_flood_is_kept_to_its_tail),
+	    cmocka_unit_test(test_follow_again_goes_on_where_it_stopped),
 	    cmocka_unit_test(test_artifacts_pull_refuses_links_and_push_restores),
 	};
 	return cmocka_run_group_tests_name("launcher", tests, group_setup, group_teardown);

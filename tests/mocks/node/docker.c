@@ -16,7 +16,10 @@
  * Node settings (files in $MOCK_NODE_DIR): pull-fail (images that fail to pull),
  * pull-delay-ms (every pull takes that long), start-delay-ms (every container
  * start takes that long), timings (when present, every pull and run appends
- * "pull|run START_MS END_MS" in wall-clock ms to it: where a boot's time went).
+ * "pull|run START_MS END_MS" in wall-clock ms to it: where a boot's time went),
+ * wait-flood-bytes (a hostile node: `docker wait` prints that many bytes of
+ * junk lines before each exit code, so a reader that keeps all it is sent
+ * grows without bound).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -970,6 +973,20 @@ static int cmd_logs(int argc, char **argv)
 	return 0;
 }
 
+/* The wait-flood-bytes fault: n bytes of 63-character lines of junk on stdout. */
+static void flood(long n)
+{
+	char line[64 * 1024];
+	for (size_t i = 0; i < sizeof(line); i++)
+		line[i] = i % 64 == 63 ? '\n' : 'x';
+	while (n > 0) {
+		size_t k = n < (long)sizeof(line) ? (size_t)n : sizeof(line);
+		if (fwrite(line, 1, k, stdout) != k)
+			return; /* the reader went away */
+		n -= (long)k;
+	}
+}
+
 static int cmd_wait(int argc, char **argv)
 {
 	struct ctr c[MAX_LIST];
@@ -978,7 +995,9 @@ static int cmd_wait(int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		ctr_open_or_die(argv[i], &c[i], "container");
 	for (int i = 0; i < argc; i++) {
-		printf("%d\n", ctr_wait(&c[i], -1));
+		int code = ctr_wait(&c[i], -1);
+		flood(node_ms_setting("wait-flood-bytes"));
+		printf("%d\n", code);
 		fflush(stdout);
 	}
 	return 0;
