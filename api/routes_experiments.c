@@ -37,7 +37,7 @@ static int experiment_row_write(struct isc_buf *b, const struct isc_experiment *
 	char dollars[32];
 	int first = 1, rc;
 
-	isc_money_format(cost, 2, dollars, sizeof(dollars));
+	isc_money_decimal(cost, dollars, sizeof(dollars));
 	rc = isc_buf_putc(b, '{');
 	rc = rc ? rc : isc_json_out_str_member(b, "id", e->id, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "name", e->name, &first);

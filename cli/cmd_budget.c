@@ -7,6 +7,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
+#include "credits/money.h"
 #include "credits/credits.h"
 
 #include <stdio.h>
@@ -81,14 +82,14 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 	id = json_string_value(json_object_get(reply, "id"));
 	if (micros < 0)
 		printf("project %s (%s) of %s: no budget; spent %s, held %s\n", name, id, org,
-		       isc_table_money(M("spent_micros"), a, sizeof(a)),
-		       isc_table_money(M("reserved_micros"), b, sizeof(b)));
+		       isc_money_dollars(M("spent_micros"), a, sizeof(a)),
+		       isc_money_dollars(M("reserved_micros"), b, sizeof(b)));
 	else
 		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n", name,
-		       id, org, isc_table_money(micros, c, sizeof(c)),
-		       isc_table_money(M("spent_micros"), a, sizeof(a)),
-		       isc_table_money(M("reserved_micros"), b, sizeof(b)),
-		       isc_table_money(M("remaining_micros"), d, sizeof(d)));
+		       id, org, isc_money_dollars(micros, c, sizeof(c)),
+		       isc_money_dollars(M("spent_micros"), a, sizeof(a)),
+		       isc_money_dollars(M("reserved_micros"), b, sizeof(b)),
+		       isc_money_dollars(M("remaining_micros"), d, sizeof(d)));
 #undef M
 	json_decref(reply);
 	return ISC_EXIT_OK;

@@ -76,11 +76,6 @@ static int scan_args(const char *cmd, int argc, char **argv, int first, const st
 	return 0;
 }
 
-static const char *dollars(int64_t micros, char *buf, size_t size)
-{
-	return isc_table_money(micros, buf, size);
-}
-
 static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *note = NULL, *pos[1];
@@ -114,10 +109,12 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 		json_object_set_new(body, "note", json_string(note));
 	if ((rc = isc_client_json(cli, "POST", "/v1/credits/grants", body, &reply)))
 		return rc;
-	printf(
-	    "granted %s to %s; balance %s, available %s\n", dollars(micros, a, sizeof(a)), org,
-	    dollars(json_integer_value(json_object_get(reply, "balance_micros")), b, sizeof(b)),
-	    dollars(json_integer_value(json_object_get(reply, "available_micros")), c, sizeof(c)));
+	printf("granted %s to %s; balance %s, available %s\n",
+	       isc_money_dollars(micros, a, sizeof(a)), org,
+	       isc_money_dollars(json_integer_value(json_object_get(reply, "balance_micros")), b,
+	                         sizeof(b)),
+	       isc_money_dollars(json_integer_value(json_object_get(reply, "available_micros")), c,
+	                         sizeof(c)));
 	json_decref(reply);
 	return ISC_EXIT_OK;
 }
@@ -128,8 +125,8 @@ static void credits_row(json_t *o, const char **cells, char (*buf)[ISC_TABLE_CEL
 	                                  "available_micros"};
 	cells[0] = isc_json_str(o, "org");
 	for (size_t c = 1; c < 4; c++)
-		cells[c] =
-		    dollars(json_integer_value(json_object_get(o, key[c])), buf[c], ISC_TABLE_CELL);
+		cells[c] = isc_money_dollars(json_integer_value(json_object_get(o, key[c])), buf[c],
+		                             ISC_TABLE_CELL);
 }
 
 static int credits_show(struct isc_cli *cli, int argc, char **argv)

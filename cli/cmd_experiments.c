@@ -2,6 +2,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
+#include "credits/money.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,8 +61,8 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		const char *cells[7];
 		snprintf(nnodes, sizeof(nnodes), "%lld",
 		         (long long)json_integer_value(json_object_get(e, "nnodes")));
-		isc_table_money(json_integer_value(json_object_get(e, "cost_micros")), cost,
-		                sizeof(cost));
+		isc_money_dollars(json_integer_value(json_object_get(e, "cost_micros")), cost,
+		                  sizeof(cost));
 		cells[0] = str(e, "id");
 		cells[1] = str(e, "name");
 		cells[2] = nnodes;

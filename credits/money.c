@@ -80,6 +80,19 @@ char *isc_money_format(int64_t micros, int min_decimals, char *out, size_t size)
 	return out;
 }
 
+char *isc_money_dollars(int64_t micros, char *out, size_t size)
+{
+	char digits[ISC_MONEY_TEXT_MAX];
+	isc_money_format(micros, 2, digits, sizeof(digits));
+	snprintf(out, size, "%s$%s", digits[0] == '-' ? "-" : "", digits + (digits[0] == '-'));
+	return out;
+}
+
+char *isc_money_decimal(int64_t micros, char *out, size_t size)
+{
+	return isc_money_format(micros, 6, out, size);
+}
+
 static int days_in_month(int y, int m)
 {
 	static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};

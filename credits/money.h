@@ -30,6 +30,21 @@ int isc_money_parse(const char *text, int64_t *micros, struct isc_err *err);
  */
 char *isc_money_format(int64_t micros, int min_decimals, char *out, size_t size);
 
+/*
+ * The one way money is shown to a person (isc's tables and messages, iscd's waiting
+ * messages; web/app.js's money() follows the same rule): "$" and the exact amount
+ * with at least two decimals, never rounded: $1499.965784, $0.000001, -$5.00.
+ * Returns out; ISC_MONEY_TEXT_MAX is always enough.
+ */
+#define ISC_MONEY_TEXT_MAX 40
+char *isc_money_dollars(int64_t micros, char *out, size_t size);
+
+/*
+ * The one form of money in JSON and CSV (next to an integer NAME_micros member): a
+ * decimal string with exactly 6 places, "1499.965784", "0.500000", "-5.000000".
+ */
+char *isc_money_decimal(int64_t micros, char *out, size_t size);
+
 /* Parses YYYY-MM-DD (a real calendar date, years 1970..9999) as UTC midnight in ms. */
 int isc_date_parse(const char *text, int64_t *ms, struct isc_err *err);
 

@@ -69,19 +69,14 @@ const ISC = (() => {
   }
   function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); return n; }
 
-  // Integer micro-dollars as "$1,234.567890" (digits, never through a float).
-  function money(micros, decimals) {
-    const d = decimals === undefined ? 6 : decimals;
+  // Integer micro-dollars as isc prints them (credits/money.c isc_money_dollars): "$" and
+  // the exact amount with at least two decimals, never rounded: "$1499.965784", "$0.000001",
+  // "-$5.00". Digits only, never through a float.
+  function money(micros) {
     const neg = micros < 0;
-    let m = BigInt(Math.abs(micros));
-    if (d < 6) {
-      const unit = 10n ** BigInt(6 - d);
-      m = (m + unit / 2n) / unit; // half up, as the API rounds
-    }
-    const s = m.toString().padStart(d + 1, '0');
-    const whole = s.slice(0, s.length - d).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-    const frac = d ? '.' + s.slice(s.length - d) : '';
-    return (neg ? '-$' : '$') + whole + frac;
+    const s = BigInt(Math.abs(micros)).toString().padStart(7, '0');
+    const frac = s.slice(s.length - 6).replace(/0{1,4}$/, '');
+    return (neg ? '-$' : '$') + s.slice(0, s.length - 6) + '.' + frac;
   }
   // "12.5" or "$1,000" to micro-dollars; null when it is not an amount.
   function parseDollars(text) {

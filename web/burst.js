@@ -32,9 +32,9 @@ async function rank() {
       ISC.el('td', { class: 'num' }, s.gpus_per_node),
       ISC.el('td', {}, s.nnodes + ' × ' + s.nproc),
       ISC.el('td', {}, s.spot ? 'spot' : 'on-demand'),
-      ISC.el('td', { class: 'num', 'data-micros': s.node_price_micros }, ISC.money(s.node_price_micros, 4)),
+      ISC.el('td', { class: 'num', 'data-micros': s.node_price_micros }, ISC.money(s.node_price_micros)),
       ISC.el('td', { class: 'num', 'data-micros': s.cluster_price_micros },
-        ISC.money(s.cluster_price_micros, 4)),
+        ISC.money(s.cluster_price_micros)),
       ISC.el('td', { class: s.price_stale ? 'stale' : null,
         title: s.price_source + ' price of ' + ISC.when(s.price_as_of_ms) }, age),
     ]));

@@ -30,7 +30,7 @@ function render() {
       ISC.el('td', {}, ISC.el('span', { class: 'badge ' + e.status, title: e.status_reason }, e.status)),
       ISC.el('td', { class: 'num' }, e.gpus),
       ISC.el('td', {}, e.shape),
-      ISC.el('td', { class: 'num', 'data-micros': e.cost_micros }, ISC.money(e.cost_micros, 2)),
+      ISC.el('td', { class: 'num', 'data-micros': e.cost_micros }, ISC.money(e.cost_micros)),
       ISC.el('td', {}, ISC.when(e.created_at_ms)),
       ISC.el('td', {}, open),
     ]));

@@ -22,7 +22,7 @@ async function load(org) {
       ISC.el('td', {}, [ISC.el('code', {}, p.id), ISC.copyButton(p.id)]),
       ISC.el('td', { class: 'num', 'data-micros': p.budget_micros },
         p.budget_micros === null || p.budget_micros === undefined ? 'none'
-          : ISC.money(p.budget_micros, 2)),
+          : ISC.money(p.budget_micros)),
     ]));
     sel.appendChild(ISC.el('option', { value: p.name }, p.name));
   }
@@ -54,7 +54,7 @@ document.getElementById('budget').addEventListener('submit', async (ev) => {
     const r = await ISC.api('POST', '/v1/budgets', { org: ISC.org(),
       project: document.getElementById('budget-project').value, budget_micros: micros });
     document.getElementById('status').textContent = r.budget_micros === null
-      ? 'Removed the budget of ' + r.name : 'Budget of ' + r.name + ': ' + ISC.money(r.budget_micros, 2);
+      ? 'Removed the budget of ' + r.name : 'Budget of ' + r.name + ': ' + ISC.money(r.budget_micros);
     ISC.showError('error', null);
   } catch (e) {
     ISC.showError('error', e);

@@ -51,13 +51,12 @@ function draw() {
   const svg = ISC.el('svg', { class: 'chart', id: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img',
     'aria-label': 'Spend per project by day', 'data-total-micros': report.total_micros });
   const plotH = H - T - B;
-  // Axis labels with as many decimals as small amounts need (a test run costs fractions of a cent).
-  const decimals = max < 10000 ? 6 : max < 1000000 ? 4 : 2;
+  // Axis labels exact, as every amount (a test run costs fractions of a cent).
   for (let i = 0; i <= 4; i++) {
     const v = Math.round((max * i) / 4);
     const y = T + plotH - (plotH * i) / 4;
     svg.appendChild(ISC.el('line', { x1: L, x2: W - R, y1: y, y2: y, stroke: '#e3e7eb' }));
-    svg.appendChild(ISC.el('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' }, ISC.money(v, decimals)));
+    svg.appendChild(ISC.el('text', { x: L - 6, y: y + 4, 'text-anchor': 'end' }, ISC.money(v)));
   }
   const slot = days.length ? (W - L - R) / days.length : 0;
   const bw = Math.max(2, Math.min(60, slot * 0.7));

@@ -1,9 +1,13 @@
-/* Tables sized to their content, fixed-decimal money, and --json printing (cli/table.h). */
+/* Tables sized to their content, exact money, and --json printing (cli/table.h). */
 #include "cli/lib/table.h"
 
+#include "credits/money.h"
+
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <wchar.h>
 
 struct isc_table {
 	size_t ncols, nrows;
@@ -17,14 +21,58 @@ static char *dup_cell(const char *s)
 	return strdup(s ? s : "-");
 }
 
-/* Display width: UTF-8 continuation bytes take no column. */
+/*
+ * The columns a UTF-8 string takes on a terminal: wcwidth() of each character (2 for
+ * East Asian wide ones such as 日本語, 0 for combining marks), read in a UTF-8 locale
+ * of this thread whatever the process's own locale is. A byte sequence that is not
+ * UTF-8, or a character wcwidth does not know, counts one column per character.
+ */
+size_t isc_text_width(const char *s)
+{
+	static locale_t utf8;
+	static int tried;
+	locale_t prev = (locale_t)0;
+	mbstate_t st;
+	size_t w = 0, len = strlen(s);
+
+	if (!tried) {
+		/* Racy only in that two threads may both make one: isc is single-threaded. */
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+		tried = 1;
+	}
+	if (utf8)
+		prev = uselocale(utf8);
+	memset(&st, 0, sizeof(st));
+	while (len > 0) {
+		wchar_t wc;
+		size_t n = utf8 ? mbrtowc(&wc, s, len, &st) : (size_t)-1;
+		int cw;
+		if (n == (size_t)-1 || n == (size_t)-2) {
+			/* Not UTF-8 (or no UTF-8 locale): a column per lead byte. */
+			memset(&st, 0, sizeof(st));
+			n = 1;
+			while (n < len && ((unsigned char)s[n] & 0xc0) == 0x80)
+				n++;
+			cw = 1;
+		} else {
+			if (n == 0)
+				break;
+			cw = wcwidth(wc);
+			if (cw < 0)
+				cw = 1;
+		}
+		w += (size_t)cw;
+		s += n;
+		len -= n;
+	}
+	if (utf8)
+		uselocale(prev);
+	return w;
+}
+
 static size_t text_width(const char *s)
 {
-	size_t w = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xc0) != 0x80)
-			w++;
-	return w;
+	return isc_text_width(s);
 }
 
 struct isc_table *isc_table_new(size_t ncols, const char *const *headers)
@@ -101,18 +149,46 @@ void isc_table_print(const struct isc_table *t, FILE *out)
 	}
 }
 
-const char *isc_table_money(int64_t micros, char *buf, size_t size)
+/*
+ * Money in --json has one form: every integer NAME_micros member gets its NAME
+ * member as the 6-place decimal string (isc_money_decimal), whatever route it came
+ * from, so no command prints a rounded or differently shaped amount.
+ */
+static void json_money(json_t *v)
 {
-	/* Round half away from zero to cents, in integers: money never goes through a double. */
-	uint64_t mag = micros < 0 ? (uint64_t)0 - (uint64_t)micros : (uint64_t)micros;
-	uint64_t cents = (mag + 5000) / 10000;
-	snprintf(buf, size, "%s$%llu.%02llu", micros < 0 && cents ? "-" : "",
-	         (unsigned long long)(cents / 100), (unsigned long long)(cents % 100));
-	return buf;
+	const char *key;
+	json_t *member, *add;
+	size_t i;
+
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, member) json_money(member);
+		return;
+	}
+	if (!json_is_object(v))
+		return;
+	add = json_object();
+	json_object_foreach(v, key, member)
+	{
+		size_t len = strlen(key);
+		char name[128], text[ISC_MONEY_TEXT_MAX];
+		if (json_is_integer(member) && len > 7 && len - 7 < sizeof(name) &&
+		    strcmp(key + len - 7, "_micros") == 0) {
+			snprintf(name, sizeof(name), "%.*s", (int)(len - 7), key);
+			json_object_set_new(add, name,
+			                    json_string(isc_money_decimal(
+			                        json_integer_value(member), text, sizeof(text))));
+		} else {
+			json_money(member);
+		}
+	}
+	if (add)
+		json_object_update(v, add);
+	json_decref(add);
 }
 
 void isc_json_print(json_t *v, FILE *out)
 {
+	json_money(v);
 	json_dumpf(v, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', out);
 }

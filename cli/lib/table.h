@@ -1,10 +1,11 @@
 /*
  * The one table renderer of isc: each column is as wide as its widest cell
  * (header included), so a long cell widens its own column and never shifts
- * the alignment of the columns after it; cells are never cut. Numbers and
- * money can be right-aligned. Money is always printed by isc_table_money,
- * with the same two decimals everywhere. And isc_json_print, the one way a
- * command prints its --json (an empty array is "[]").
+ * the alignment of the columns after it; cells are never cut. A cell's width
+ * is its display width (wcwidth: 日本語 takes six columns). Numbers and money
+ * can be right-aligned; money is written by isc_money_dollars (credits/money.h),
+ * exact. And isc_json_print, the one way a command prints its --json (an empty
+ * array is "[]").
  */
 #ifndef ISC_CLI_LIB_TABLE_H
 #define ISC_CLI_LIB_TABLE_H
@@ -25,10 +26,14 @@ int isc_table_add(struct isc_table *t, const char *const *cells);
 /* Columns two spaces apart; the last column is not padded. */
 void isc_table_print(const struct isc_table *t, FILE *out);
 
-/* "$1,234.50"-free money: "$1234.50" / "-$0.25", always 2 decimals (rounded half away). */
-const char *isc_table_money(int64_t micros, char *buf, size_t size);
+/* The columns s (UTF-8) takes on a terminal, by wcwidth. */
+size_t isc_text_width(const char *s);
 
-/* Prints v indented by 2 with a final newline ("[]" for an empty array). */
+/*
+ * Prints v indented by 2 with a final newline ("[]" for an empty array). Every
+ * integer NAME_micros member first gets NAME as a 6-place decimal string (money's
+ * one JSON form), which is why v is not const.
+ */
 void isc_json_print(json_t *v, FILE *out);
 
 /* The string o[key], or "" when it is missing or not a string. */

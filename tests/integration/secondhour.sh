@@ -96,6 +96,28 @@ expect_stderr "none of its shapes can be placed by this broker" isc validate "$t
 expect_stderr "no project with id or name 'visoin'" isc validate "$tmp/noproject.isc"
 expect_exit 0 "validate passes a file burst takes" isc validate "$tmp/good.isc"
 check "validate created nothing" test "$(isc experiments --json)" = "[]"
+
+# ---- 3. money is exact wherever it is shown ----
+out=$(isc credits grant --org acme 0.000001)
+check "grant of a micro-dollar says so: $out" grep -q '^granted \$0.000001 to acme; balance \$0.000001' <<<"$out"
+isc credits grant --org acme 1499.965783 >/dev/null
+check "credits show: the exact balance" bash -c "'$ISC_BIN/isc' --home '$home' credits show | grep -q '^acme  *\$1499.965784  *\$0.00  *\$1499.965784\$'"
+isc credits show --json >"$tmp/credits.json"
+check "credits --json: 6-place string beside the micros" /usr/bin/python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))["orgs"][0]
+sys.exit(0 if o["balance"] == "1499.965784" and o["balance_micros"] == 1499965784 and o["reserved"] == "0.000000" else 1)' "$tmp/credits.json"
+out=$(isc project budget --org acme --project vision 0.000005)
+check "a budget is exact: $out" grep -q 'budget \$0.000005; spent \$0.00, held \$0.00, remaining \$0.000005' <<<"$out"
+check "project list --json: the route's budget_micros gets its 6-place string" bash -c "'$ISC_BIN/isc' --home '$home' project list --org acme --json | grep -q '\"budget\": \"0.000005\"'"
+# The pages' money() is the same rule (when node is there to run it).
+if command -v node >/dev/null; then
+	check "web/app.js money() is exact" node -e '
+const s = require("fs").readFileSync("web/app.js", "utf8");
+eval(s.match(/function money\(micros\) \{[\s\S]*?\n  \}/)[0]);
+const want = {1: "$0.000001", 1499965784: "$1499.965784", 250000000: "$250.00", "-5000000": "-$5.00"};
+for (const k in want) if (money(Number(k)) !== want[k]) process.exit(1);'
+fi
 iscd_api_stop
 
 finish secondhour

@@ -5,6 +5,7 @@
  * decimals, rounded half away from zero in integers; --json arrays print "[]".
  */
 #include "cli/lib/table.h"
+#include "credits/money.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,20 +79,69 @@ static void test_columns_sized_to_content(void **state)
 	isc_table_free(t);
 }
 
-static void test_money_two_decimals(void **state)
+/* Money as people read it: exact, at least two decimals, never rounded (issue 34). */
+static void test_money_exact(void **state)
 {
-	char b[48];
+	char b[ISC_MONEY_TEXT_MAX];
 	(void)state;
-	assert_string_equal(isc_table_money(0, b, sizeof(b)), "$0.00");
-	assert_string_equal(isc_table_money(1, b, sizeof(b)), "$0.00");
-	assert_string_equal(isc_table_money(5000, b, sizeof(b)), "$0.01");
-	assert_string_equal(isc_table_money(4999, b, sizeof(b)), "$0.00");
-	assert_string_equal(isc_table_money(12340000, b, sizeof(b)), "$12.34");
-	assert_string_equal(isc_table_money(1500000000, b, sizeof(b)), "$1500.00");
-	assert_string_equal(isc_table_money(-250000, b, sizeof(b)), "-$0.25");
-	assert_string_equal(isc_table_money(-1, b, sizeof(b)), "$0.00");
-	assert_string_equal(isc_table_money(INT64_MIN, b, sizeof(b)), "-$9223372036854.78");
-	assert_string_equal(isc_table_money(INT64_MAX, b, sizeof(b)), "$9223372036854.78");
+	assert_string_equal(isc_money_dollars(0, b, sizeof(b)), "$0.00");
+	assert_string_equal(isc_money_dollars(1, b, sizeof(b)), "$0.000001");
+	assert_string_equal(isc_money_dollars(5000, b, sizeof(b)), "$0.005");
+	assert_string_equal(isc_money_dollars(12340000, b, sizeof(b)), "$12.34");
+	assert_string_equal(isc_money_dollars(1500000000, b, sizeof(b)), "$1500.00");
+	assert_string_equal(isc_money_dollars(1499965784, b, sizeof(b)), "$1499.965784");
+	assert_string_equal(isc_money_dollars(-250000, b, sizeof(b)), "-$0.25");
+	assert_string_equal(isc_money_dollars(-1, b, sizeof(b)), "-$0.000001");
+	assert_string_equal(isc_money_dollars(INT64_MIN, b, sizeof(b)), "-$9223372036854.775808");
+	assert_string_equal(isc_money_dollars(INT64_MAX, b, sizeof(b)), "$9223372036854.775807");
+	assert_string_equal(isc_money_decimal(1499965784, b, sizeof(b)), "1499.965784");
+	assert_string_equal(isc_money_decimal(500000, b, sizeof(b)), "0.500000");
+	assert_string_equal(isc_money_decimal(-5000000, b, sizeof(b)), "-5.000000");
+}
+
+/* Cells pad by display width: wide characters take two columns, combining marks none. */
+static void test_display_width(void **state)
+{
+	static const char *const headers[] = {"NAME", "N"};
+	const char *r1[] = {"日本語", "1"}, *r2[] = {"abcdef", "2"},
+	           *r3[] = {"e\xcc\x81t\xc3\xa9", "3"};
+	struct isc_table *t = isc_table_new(2, headers);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	(void)state;
+	assert_int_equal(isc_text_width("日本語"), 6);
+	assert_int_equal(isc_text_width("e\xcc\x81t\xc3\xa9"), 3);
+	assert_int_equal(isc_text_width("\xff\xfe"), 2);
+	assert_int_equal(isc_table_add(t, r1), 0);
+	assert_int_equal(isc_table_add(t, r2), 0);
+	assert_int_equal(isc_table_add(t, r3), 0);
+	isc_table_print(t, f);
+	fclose(f);
+	assert_string_equal(buf, "NAME    N\n日本語  1\nabcdef  2\ne\xcc\x81t\xc3\xa9     3\n");
+	free(buf);
+	isc_table_free(t);
+}
+
+/* --json money: every NAME_micros gets NAME as a 6-place decimal string. */
+static void test_json_money(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	json_t *o =
+	    json_pack("{s:I,s:s,s:I,s:[{s:I}],s:n}", "balance_micros", (json_int_t)1499965784,
+	              "cost", "1499.97", "cost_micros", (json_int_t)1499965784, "rows",
+	              "amount_micros", (json_int_t)1, "budget_micros");
+	(void)state;
+	isc_json_print(o, f);
+	fclose(f);
+	assert_non_null(strstr(buf, "\"balance\": \"1499.965784\""));
+	assert_non_null(strstr(buf, "\"amount\": \"0.000001\""));
+	assert_null(strstr(buf, "1499.97\""));
+	assert_null(strstr(buf, "\"budget\""));
+	free(buf);
+	json_decref(o);
 }
 
 static void test_json_print(void **state)
@@ -113,8 +163,8 @@ static void test_json_print(void **state)
 static void price_row(json_t *r, const char **cells, char (*buf)[ISC_TABLE_CELL])
 {
 	cells[0] = isc_json_str(r, "name");
-	cells[1] = isc_table_money(json_integer_value(json_object_get(r, "micros")), buf[1],
-	                           ISC_TABLE_CELL);
+	cells[1] = isc_money_dollars(json_integer_value(json_object_get(r, "micros")), buf[1],
+	                             ISC_TABLE_CELL);
 	cells[2] = isc_json_when(json_object_get(r, "at_ms"), buf[2], ISC_TABLE_CELL);
 }
 
@@ -134,9 +184,9 @@ static void test_rows_from_json(void **state)
 	assert_non_null(f);
 	assert_int_equal(isc_table_print_rows(&spec, rows, f), 0);
 	fclose(f);
-	assert_string_equal(buf, "NAME      PRICE  WHEN (UTC)\n"
-	                         "a         $1.50  1970-01-01 00:00:00\n"
-	                         "longer  $123.46  -\n");
+	assert_string_equal(buf, "NAME          PRICE  WHEN (UTC)\n"
+	                         "a             $1.50  1970-01-01 00:00:00\n"
+	                         "longer  $123.456789  -\n");
 	free(buf);
 	json_decref(rows);
 	/* A missing key reads as "", a missing time as "-". */
@@ -147,7 +197,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_columns_sized_to_content),
-	    cmocka_unit_test(test_money_two_decimals),
+	    cmocka_unit_test(test_money_exact),
+	    cmocka_unit_test(test_display_width),
+	    cmocka_unit_test(test_json_money),
 	    cmocka_unit_test(test_json_print),
 	    cmocka_unit_test(test_rows_from_json),
 	};
