@@ -12,8 +12,12 @@
 #include "common/clock.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
+#include "common/buf.h"
 #include "credits/credits.h"
+#include "store/store_ledger.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -30,7 +34,11 @@ int broker_credits_reserve(struct isc_broker *b, struct isc_store *s,
 {
 	int64_t amount =
 	    isc_credits_cost_micros(cluster_price_micros, b->config->reservation_window_ms);
-	return isc_credits_reserve_limit(s, e->id, cluster_id, amount, limit, err);
+	/*
+	 * A top-up to one window, as the meter's renewal: a renewal that lands between the
+	 * cluster's row and this hold leaves nothing to add, so the hold is never doubled.
+	 */
+	return isc_credits_renew_limit(s, e->id, cluster_id, amount, limit, err);
 }
 
 int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
@@ -103,12 +111,55 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 	isc_node_charge_list_free(list, n);
 }
 
+#ifdef ISC_TEST_HOOKS
+/*
+ * ISC_TEST_RENEW_RACE=1 (test builds): the first renewal of a cluster whose
+ * experiment is stopping when the meter lists it waits until that experiment has
+ * ended, so the renewal lands after the teardown released the hold: the
+ * interleaving of "renewal racing a release", forced. The rule must make it a
+ * no-op (tests/integration/faults.sh).
+ */
+static void renew_race_hook(struct isc_broker *b, const struct isc_cluster *c)
+{
+	static int done;
+	struct isc_experiment e;
+	struct isc_err err;
+	const char *v = getenv("ISC_TEST_RENEW_RACE");
+	int64_t until;
+
+	if (done || !v || strcmp(v, "1") != 0 ||
+	    isc_store_experiment_get(b->store, c->experiment_id, &e, &err))
+		return;
+	if (strcmp(e.status, "stopping") != 0) {
+		isc_experiment_cleanup(&e);
+		return;
+	}
+	done = 1;
+	isc_log(ISC_LOG_INFO, "test hook: the renewal of cluster %s waits for %s to end", c->id,
+	        e.id);
+	until = isc_wall_ms() + 60000;
+	while (!isc_status_is_final(e.status) && isc_wall_ms() < until) {
+		struct timespec ts = {0, 50 * 1000000L};
+		nanosleep(&ts, NULL);
+		isc_experiment_cleanup(&e);
+		if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err))
+			return;
+	}
+	isc_log(ISC_LOG_INFO, "test hook: renewing cluster %s now that %s is %s", c->id, e.id,
+	        e.status);
+	isc_experiment_cleanup(&e);
+}
+#endif
+
 static void renew_reservations(struct isc_broker *b)
 {
 	struct isc_cluster *list;
 	struct isc_err err;
 	size_t n;
 
+	/* The list is only a hint: the rule reads the cluster's state and the experiment's
+	 * status again in the transaction that renews, so a cluster torn down or an
+	 * experiment ended since is left alone. */
 	if (isc_store_cluster_list_open(b->store, &list, &n, &err))
 		return;
 	for (size_t i = 0; i < n; i++) {
@@ -119,6 +170,9 @@ static void renew_reservations(struct isc_broker *b)
 		if (strcmp(c->state, "terminating") == 0 ||
 		    billing_of(c->account) != ISC_BILLING_CREDITS)
 			continue;
+#ifdef ISC_TEST_HOOKS
+		renew_race_hook(b, c);
+#endif
 		window = isc_credits_cost_micros(c->price_micros * c->nnodes,
 		                                 b->config->reservation_window_ms);
 		rc = isc_credits_renew(b->store, c->experiment_id, c->id, window, &err);
@@ -142,10 +196,92 @@ static void renew_reservations(struct isc_broker *b)
 	isc_cluster_list_free(list, n);
 }
 
+/*
+ * The release side of the rule: a hold whose experiment ended, or that has no open
+ * cluster left, is released. Normally the teardown released it already; this finds
+ * what a crash between a cluster's termination and its release left behind.
+ */
+static void settle_holds(struct isc_broker *b)
+{
+	struct isc_err err;
+	char **ids;
+	size_t n;
+
+	if (isc_store_ledger_holders(b->store, &ids, &n, &err)) {
+		isc_log(ISC_LOG_WARN, "meter: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int64_t released = 0;
+		int ended = 0;
+		if (isc_credits_settle(b->store, ids[i], &released, &ended, &err))
+			isc_log(ISC_LOG_WARN, "meter: settling the hold of %s: %s", ids[i],
+			        err.msg);
+		else if (released > 0)
+			isc_log(ended ? ISC_LOG_WARN : ISC_LOG_INFO,
+			        "%s: released %lld micros it held %s", ids[i], (long long)released,
+			        ended ? "after it ended" : "with no open cluster left");
+		free(ids[i]);
+	}
+	free(ids);
+}
+
+#ifdef ISC_TEST_HOOKS
+/* An experiment whose step runs in a worker now: its holds may be mid-change. */
+static int step_in_flight(const char *experiment_id, void *ctx)
+{
+	struct isc_broker *b = ctx;
+	for (struct broker_job *j = b->jobs; j; j = j->next)
+		if (strcmp(j->experiment_id, experiment_id) == 0 &&
+		    !atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire))
+			return 1;
+	return 0;
+}
+
+/*
+ * The invariants of holds (docs/credits.md), checked in test builds on every
+ * tick unless ISC_HOLDS_CHECK=0: a violation is logged line by line and iscd
+ * aborts, so the integration suite that caused it fails loudly. Experiments
+ * whose step is in flight are skipped (the tick runs beside the workers); the
+ * others are between steps, where the invariants must hold.
+ */
+static void holds_check(struct isc_broker *b, enum isc_holds_check what)
+{
+	const char *v = getenv("ISC_HOLDS_CHECK");
+	struct isc_buf report;
+	struct isc_err err;
+	size_t violations = 0;
+
+	if (v && strcmp(v, "0") == 0)
+		return;
+	isc_buf_init(&report, 64 * 1024);
+	if (isc_credits_holds_check(b->store, what, b->config->reservation_window_ms,
+	                            step_in_flight, b, &report, &violations, &err)) {
+		isc_log(ISC_LOG_WARN, "holds check: %s", err.msg);
+	} else if (violations > 0) {
+		isc_log(
+		    ISC_LOG_ERROR, "holds check: %zu invariant(s) of credit holds violated %s:\n%s",
+		    violations, what == ISC_HOLDS_CHECK_ALL ? "after the meter" : "after the tick",
+		    isc_buf_cstr(&report));
+		abort();
+	}
+	isc_buf_cleanup(&report);
+}
+#endif
+
 int broker_meter(struct isc_broker *b, struct isc_err *err)
 {
 	(void)err;
+#ifdef ISC_TEST_HOOKS
+	/* What the last tick's steps left: an ended experiment holds nothing (before the
+	 * settling below could hide a missed release or a renewal that raced it). */
+	holds_check(b, ISC_HOLDS_CHECK_ENDED);
+#endif
+	settle_holds(b);
 	charge_nodes(b, isc_wall_ms());
 	renew_reservations(b);
+#ifdef ISC_TEST_HOOKS
+	holds_check(b, ISC_HOLDS_CHECK_ALL);
+#endif
 	return 0;
 }

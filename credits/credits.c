@@ -5,10 +5,12 @@
  * a time, so a racing process reads the sums only after our row is committed.
  */
 #include "credits/credits.h"
+#include "common/buf.h"
 #include "store/store_clusters.h"
 #include "store/store_experiments.h"
 #include "store/store_ledger.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,9 +198,52 @@ static void window_phrase(int64_t amount, int64_t hourly, char *buf, size_t size
 	}
 }
 
+/* Appends a release of min(amount, held) for the experiment; amount < 0 releases everything. */
+static int release_held(struct isc_store *s, const struct isc_experiment *e, const char *cluster_id,
+                        int64_t amount, const char *note, struct isc_err *err)
+{
+	struct isc_ledger_row row = {0};
+	int64_t held;
+	int rc = isc_store_ledger_experiment_held(s, e->id, &held, err);
+
+	if (rc || held <= 0)
+		return rc;
+	row.org_id = e->org_id;
+	row.project_id = e->project_id;
+	row.experiment_id = e->id;
+	row.cluster_id = cluster_id;
+	row.kind = "release";
+	row.billing = "credits";
+	row.amount_micros = amount < 0 || amount > held ? held : amount;
+	row.note = note;
+	if (row.amount_micros == 0)
+		return 0;
+	return isc_store_ledger_append(s, &row, err);
+}
+
+/* Ledger note of the release that consumes a hold by a charge (the overspend check reads it). */
+#define CONSUMED_NOTE "consumed by a charge"
+
 /*
- * The shared body of reserve and renew. renew: top the hold up to `amount`;
- * otherwise add `amount` to it.
+ * A cluster whose nodes a hold still covers: launching, booting, running or
+ * draining. A terminating cluster's hold was released by its teardown (its last
+ * charges consume what is left); a closed one has nothing left to bill.
+ */
+static int cluster_takes_holds(const char *state)
+{
+	return strcmp(state, "terminating") != 0 && strcmp(state, "closed") != 0;
+}
+
+/*
+ * The shared body of reserve and renew, and the one rule for holds
+ * (docs/credits.md, "Holds"). Everything is read in the transaction that writes:
+ * - an experiment that has ended holds nothing: renew releases what is left
+ *   (a renewal that raced the experiment's end), reserve is refused;
+ * - a cluster that is terminating or closed takes no hold: renew is a no-op,
+ *   reserve is refused;
+ * - renew tops the experiment's hold up to `amount` (never adds to a full one,
+ *   so a renewal and the broker's first hold of a cluster, in either order,
+ *   hold one window); reserve adds `amount` to it.
  */
 static int hold(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                 int64_t amount, int renew, enum isc_credits_limit *limit, struct isc_err *err)
@@ -221,6 +266,17 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 		return rc;
 	if ((rc = isc_store_experiment_get(s, experiment_id, &e, err)))
 		goto out;
+	if (isc_status_is_final(e.status)) {
+		if (renew)
+			rc = release_held(s, &e, cluster_id, -1, "released: the experiment ended",
+			                  err);
+		else
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "experiment %s is %s: an experiment that ended holds no "
+			                 "credits",
+			                 experiment_id, e.status);
+		goto out;
+	}
 	if (cluster_id) {
 		if ((rc = isc_store_cluster_get(s, cluster_id, &c, err)))
 			goto out;
@@ -233,6 +289,13 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 		}
 		if (billing_of_account(c.account) == ISC_BILLING_BYO)
 			goto out; /* billed by the org's own cloud: nothing to hold */
+		if (!cluster_takes_holds(c.state)) {
+			if (!renew)
+				rc = isc_err_set(err, ISC_ECONFLICT,
+				                 "cluster %s is %s: it takes no new hold",
+				                 cluster_id, c.state);
+			goto out; /* a renewal that raced the teardown: nothing to renew */
+		}
 		if (c.nnodes > 0 && c.price_micros > 0 && c.price_micros <= ISC_MONEY_MAX_MICROS)
 			hourly = c.price_micros * c.nnodes;
 	}
@@ -254,7 +317,7 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 		snprintf(unblock, sizeof(unblock),
 		         "; a grant of %s or more unblocks it (isc credits grant --org %s %s)",
 		         money(gap, d, sizeof(d)), e.org_name, d + 1);
-		if (renew)
+		if (renew && held > 0)
 			rc = isc_err_set(
 			    err, ISC_ECREDITS,
 			    "organisation %s has %s available; the cluster needs %s more to hold "
@@ -296,7 +359,7 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 	row.amount_micros = need;
 	row.provider = have_cluster ? c.provider : NULL;
 	row.shape_id = have_cluster ? c.shape_id : NULL;
-	row.note = renew ? "renew" : NULL;
+	row.note = renew && held > 0 ? "renew" : NULL; /* a first hold reads as a reservation */
 	rc = isc_store_ledger_append(s, &row, err);
 out:
 	if (!rc)
@@ -328,27 +391,205 @@ int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char
 	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, NULL, err);
 }
 
-/* Appends a release of min(amount, held) for the experiment; amount < 0 releases everything. */
-static int release_held(struct isc_store *s, const struct isc_experiment *e, const char *cluster_id,
-                        int64_t amount, const char *note, struct isc_err *err)
+int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+                            int64_t window_amount_micros, enum isc_credits_limit *limit,
+                            struct isc_err *err)
 {
-	struct isc_ledger_row row = {0};
-	int64_t held;
-	int rc = isc_store_ledger_experiment_held(s, e->id, &held, err);
+	*limit = ISC_CREDITS_LIMIT_NONE;
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, limit, err);
+}
 
-	if (rc || held <= 0)
+/* *open: how many of the experiment's clusters are not closed; *window: the largest's window. */
+static int open_clusters(struct isc_store *s, const char *experiment_id, int64_t window_ms,
+                         size_t *open, int64_t *window, struct isc_err *err)
+{
+	struct isc_cluster *list;
+	size_t n;
+	int rc = isc_store_cluster_list_for_experiment(s, experiment_id, 1, &list, &n, err);
+
+	*open = 0;
+	*window = 0;
+	if (rc)
 		return rc;
-	row.org_id = e->org_id;
-	row.project_id = e->project_id;
-	row.experiment_id = e->id;
-	row.cluster_id = cluster_id;
-	row.kind = "release";
-	row.billing = "credits";
-	row.amount_micros = amount < 0 || amount > held ? held : amount;
-	row.note = note;
-	if (row.amount_micros == 0)
+	for (size_t i = 0; i < n; i++) {
+		int64_t w =
+		    list[i].nnodes > 0 && list[i].price_micros >= 0 &&
+		            list[i].price_micros <= ISC_MONEY_MAX_MICROS
+		        ? isc_credits_cost_micros(list[i].price_micros * list[i].nnodes, window_ms)
+		        : -1;
+		if (strcmp(list[i].state, "closed") == 0)
+			continue;
+		(*open)++;
+		if (w > *window)
+			*window = w;
+	}
+	isc_cluster_list_free(list, n);
+	return 0;
+}
+
+int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t *released_micros,
+                       int *ended, struct isc_err *err)
+{
+	struct isc_experiment e = {0};
+	int64_t before = 0, after = 0, window;
+	size_t open = 0;
+	int rc;
+
+	if (released_micros)
+		*released_micros = 0;
+	if (ended)
+		*ended = 0;
+	if (!experiment_id || !*experiment_id)
+		return isc_err_set(err, ISC_EINVALID, "settling a hold needs an experiment");
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_experiment_get(s, experiment_id, &e, err)))
+		goto out;
+	if (!isc_status_is_final(e.status) &&
+	    ((rc = open_clusters(s, experiment_id, 0, &open, &window, err)) || open > 0))
+		goto out; /* a live experiment's clusters consume or release its hold */
+	if ((rc = isc_store_ledger_experiment_held(s, experiment_id, &before, err)))
+		goto out;
+	rc = release_held(s, &e, NULL, -1,
+	                  isc_status_is_final(e.status) ? "released: the experiment ended"
+	                                                : "released: no open cluster",
+	                  err);
+	if (!rc)
+		rc = isc_store_ledger_experiment_held(s, experiment_id, &after, err);
+out:
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc) {
+		isc_store_rollback(s);
+	} else {
+		if (released_micros)
+			*released_micros = before - after;
+		if (ended)
+			*ended = e.status && isc_status_is_final(e.status);
+	}
+	isc_experiment_cleanup(&e);
+	return rc;
+}
+
+static void violation(struct isc_buf *report, size_t *violations, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void violation(struct isc_buf *report, size_t *violations, const char *fmt, ...)
+{
+	va_list ap;
+	(*violations)++;
+	if (!report)
+		return;
+	va_start(ap, fmt);
+	isc_buf_vprintf(report, fmt, ap);
+	va_end(ap);
+	isc_buf_putc(report, '\n');
+}
+
+/* One experiment that holds credits, against the invariants. */
+static int check_holder(struct isc_store *s, const char *id, enum isc_holds_check what,
+                        int64_t window_ms, struct isc_buf *report, size_t *violations,
+                        struct isc_err *err)
+{
+	struct isc_experiment e = {0};
+	int64_t held, window;
+	size_t open;
+	char a[48], b[48];
+	int rc;
+
+	if ((rc = isc_store_ledger_experiment_held(s, id, &held, err)))
+		return rc;
+	if (held == 0)
 		return 0;
-	return isc_store_ledger_append(s, &row, err);
+	if (held < 0) {
+		violation(report, violations, "experiment %s holds %s: a hold below zero", id,
+		          money(held, a, sizeof(a)));
+		return 0;
+	}
+	rc = isc_store_experiment_get(s, id, &e, err);
+	if (rc == ISC_ENOTFOUND) {
+		isc_err_clear(err);
+		violation(report, violations, "%s is held for experiment %s, which does not exist",
+		          money(held, a, sizeof(a)), id);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (isc_status_is_final(e.status)) {
+		violation(report, violations,
+		          "experiment %s is %s but still holds %s: an ended experiment holds "
+		          "nothing",
+		          id, e.status, money(held, a, sizeof(a)));
+	} else if (what == ISC_HOLDS_CHECK_ALL) {
+		if ((rc = open_clusters(s, id, window_ms, &open, &window, err)))
+			goto out;
+		if (open == 0)
+			violation(report, violations,
+			          "experiment %s (%s) holds %s without an open cluster: nothing "
+			          "will consume or release it",
+			          id, e.status, money(held, a, sizeof(a)));
+		else if (held > window)
+			violation(report, violations,
+			          "experiment %s (%s) holds %s, more than the %s window of its "
+			          "largest open cluster: a hold was doubled",
+			          id, e.status, money(held, a, sizeof(a)),
+			          money(window, b, sizeof(b)));
+	}
+out:
+	isc_experiment_cleanup(&e);
+	return rc;
+}
+
+int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                            int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                            struct isc_buf *report, size_t *violations, struct isc_err *err)
+{
+	struct isc_ledger_org_cover *cover = NULL;
+	char **ids = NULL;
+	size_t n = 0, n_cover = 0;
+	int rc;
+
+	*violations = 0;
+	/* One transaction: one snapshot of holds, experiments and clusters. */
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_ledger_holders(s, &ids, &n, err)))
+		goto out;
+	for (size_t i = 0; i < n && !rc; i++)
+		if (!skip || !skip(ids[i], ctx))
+			rc = check_holder(s, ids[i], what, window_ms, report, violations, err);
+	if (rc || what != ISC_HOLDS_CHECK_ALL)
+		goto out;
+	if ((rc = isc_store_ledger_org_cover(s, CONSUMED_NOTE, &cover, &n_cover, err)))
+		goto out;
+	for (size_t i = 0; i < n_cover; i++) {
+		const struct isc_ledger_org_cover *c = &cover[i];
+		char a[48], b[48], d[48], f[48];
+		/* Every hold was granted only while available covered it; since then only
+		 * charges beyond a hold and finance's corrections downwards lower what covers
+		 * the holds (docs/credits.md, "Overspend bound"). */
+		if (c->reserved_micros < 0 ||
+		    c->reserved_micros >
+		        c->balance_micros + c->uncovered_micros + c->negative_adjustments_micros)
+			violation(report, violations,
+			          "organisation %lld holds %s with a balance of %s, of which %s is "
+			          "charges no hold covered and %s negative adjustments: holds "
+			          "exceed what covered them",
+			          (long long)c->org_id, money(c->reserved_micros, a, sizeof(a)),
+			          money(c->balance_micros, b, sizeof(b)),
+			          money(c->uncovered_micros, d, sizeof(d)),
+			          money(c->negative_adjustments_micros, f, sizeof(f)));
+	}
+out:
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+	free(cover);
+	return rc;
 }
 
 int isc_credits_release(struct isc_store *s, const char *experiment_id, struct isc_err *err)
@@ -444,8 +685,7 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	if ((rc = isc_store_ledger_append(s, &row, err)))
 		goto out;
 	if (c->billing == ISC_BILLING_CREDITS &&
-	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, "consumed by a charge",
-	                       err)))
+	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, CONSUMED_NOTE, err)))
 		goto out;
 	if ((rc = isc_store_ledger_node_mark(s, c->node_instance_id, c->period_end_ms, err)))
 		goto out;

@@ -94,6 +94,40 @@ int isc_credits_release(struct isc_store *s, const char *experiment_id, struct i
 int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                       int64_t window_amount_micros, struct isc_err *err);
 
+/*
+ * isc_credits_renew that also says, on ISC_ECREDITS, which limit refused it. The
+ * broker takes a new cluster's first hold with it too: a renewal by the meter and
+ * the first hold, in either order, hold one window, never two.
+ */
+int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+                            int64_t window_amount_micros, enum isc_credits_limit *limit,
+                            struct isc_err *err);
+
+/*
+ * The release side of the rule for holds: in one transaction, releases whatever
+ * the experiment holds if it has ended or has no open cluster left (then nothing
+ * would consume or release it). *released_micros (may be NULL) says how much,
+ * *ended (may be NULL) whether the experiment had ended.
+ */
+int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t *released_micros,
+                       int *ended, struct isc_err *err);
+
+/*
+ * The invariants of holds (docs/credits.md, "Invariants"), as test builds check
+ * them after each tick. ISC_HOLDS_CHECK_ENDED: an experiment that has ended holds
+ * nothing. ISC_HOLDS_CHECK_ALL adds: a hold has an open cluster of its experiment,
+ * no experiment holds more than the largest window (window_ms at the cluster's
+ * rate) of its open clusters, and per organisation reserved <= balance + the part
+ * of its charges no hold covered + finance's negative adjustments. Experiments
+ * for which skip(id, ctx) is 1 (a step in flight) are not checked. Each violation
+ * is one line of *report (may be NULL); *violations counts them.
+ */
+enum isc_holds_check { ISC_HOLDS_CHECK_ENDED, ISC_HOLDS_CHECK_ALL };
+struct isc_buf;
+int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                            int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                            struct isc_buf *report, size_t *violations, struct isc_err *err);
+
 /* One node's usage for a period, as the broker meters it each tick. */
 struct isc_charge {
 	const char *experiment_id;    /* required */

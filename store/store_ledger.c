@@ -164,6 +164,85 @@ int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int
 	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "marking a node charged", err);
 }
 
+static void holder_clean(void *rec)
+{
+	free(*(char **)rec);
+}
+
+static int holder_from_row(sqlite3_stmt *st, void *rec)
+{
+	int oom = 0;
+	*(char **)rec = isc_store_col_text(st, 0, &oom);
+	return oom || !*(char **)rec ? ISC_ENOMEM : 0;
+}
+
+int isc_store_ledger_holders(struct isc_store *s, char ***ids, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *rows = NULL;
+	int rc = isc_store_prepare(s,
+	                           "SELECT key FROM ledger_totals WHERE scope = 'experiment' AND "
+	                           "reserved_micros != 0 ORDER BY key",
+	                           &st, err);
+	*ids = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	rc = isc_store_read_rows(s, st, sizeof(char *), holder_from_row, holder_clean,
+	                         "reading the experiments that hold credits", &rows, n, err);
+	if (!rc)
+		*ids = rows;
+	return rc;
+}
+
+static void cover_clean(void *rec)
+{
+	(void)rec; /* integers only */
+}
+
+static int cover_from_row(sqlite3_stmt *st, void *rec)
+{
+	struct isc_ledger_org_cover *c = rec;
+	c->org_id = sqlite3_column_int64(st, 0);
+	c->balance_micros = sqlite3_column_int64(st, 1);
+	c->reserved_micros = sqlite3_column_int64(st, 2);
+	c->uncovered_micros = sqlite3_column_int64(st, 3);
+	c->negative_adjustments_micros = sqlite3_column_int64(st, 4);
+	return 0;
+}
+
+int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
+                               struct isc_ledger_org_cover **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *rows = NULL;
+	/* One statement: one snapshot of the ledger, whatever the writers do meanwhile. */
+	int rc = isc_store_prepare(
+	    s,
+	    "SELECT org_id,"
+	    " COALESCE(SUM(CASE kind WHEN 'grant' THEN amount_micros WHEN 'refund' THEN"
+	    "  amount_micros WHEN 'adjustment' THEN amount_micros WHEN 'charge' THEN"
+	    "  -amount_micros ELSE 0 END), 0),"
+	    " COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN"
+	    "  -amount_micros ELSE 0 END), 0),"
+	    " COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros WHEN kind = 'release'"
+	    "  AND note = ?1 THEN -amount_micros ELSE 0 END), 0),"
+	    " COALESCE(SUM(CASE WHEN kind = 'adjustment' AND amount_micros < 0 THEN"
+	    "  -amount_micros ELSE 0 END), 0) "
+	    "FROM ledger WHERE billing = 'credits' GROUP BY org_id ORDER BY org_id",
+	    &st, err);
+	*out = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, consumed_note, -1, SQLITE_STATIC);
+	rc = isc_store_read_rows(s, st, sizeof(**out), cover_from_row, cover_clean,
+	                         "reading what bounds the organisations' holds", &rows, n, err);
+	if (!rc)
+		*out = rows;
+	return rc;
+}
+
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
                                  int64_t budget_micros, struct isc_err *err)
 {

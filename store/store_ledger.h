@@ -56,6 +56,28 @@ int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instanc
 int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err);
 
+/*
+ * The experiments that hold credits now (reserves - releases != 0), for the
+ * meter's settling of holds and the holds check. *ids: caller frees each, then
+ * the array.
+ */
+int isc_store_ledger_holders(struct isc_store *s, char ***ids, size_t *n, struct isc_err *err);
+
+/*
+ * What bounds an organisation's holds (docs/credits.md, "Overspend bound"), summed
+ * over its credits rows in one statement: balance and reserved as the totals have
+ * them; uncovered = the part of its charges no hold covered (charges - the releases
+ * noted consumed_note); negative_adjustments = finance's corrections downwards, as
+ * a positive amount.
+ */
+struct isc_ledger_org_cover {
+	int64_t org_id;
+	int64_t balance_micros, reserved_micros;
+	int64_t uncovered_micros, negative_adjustments_micros;
+};
+int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
+                               struct isc_ledger_org_cover **out, size_t *n, struct isc_err *err);
+
 /* has_budget 0: no cap (NULL). */
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
                                  int64_t budget_micros, struct isc_err *err);

@@ -358,6 +358,195 @@ static void test_release_and_renew(void **state)
 	assert_int_equal(isc_credits_release(f->s, "exp_nope", &err), ISC_ENOTFOUND);
 }
 
+/* ---- the rule for holds: renewal and release, keyed so a hold is never doubled ---- */
+
+static int64_t held_by(struct fixture *f, const char *exp)
+{
+	struct isc_err err;
+	int64_t held = -1;
+	assert_int_equal(isc_store_ledger_experiment_held(f->s, exp, &held, &err), 0);
+	return held;
+}
+
+static void test_hold_rule(void **state)
+{
+	struct fixture *f = *state;
+	enum isc_credits_limit limit;
+	struct isc_err err;
+	struct isc_charge c;
+	int64_t rows, released;
+	int ended;
+
+	add_experiment(f, "exp_h", f->project_id, f->org_id);
+	add_cluster(f, "cl_h", "exp_h", "default", 2, USD(5)); /* window: $10 for the hour */
+	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
+
+	/* The meter's renewal lands between the cluster's row and the broker's first hold:
+	 * the first hold then finds the window held, and adds nothing. */
+	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	rows = ledger_rows(f);
+	assert_int_equal(isc_credits_renew_limit(f->s, "exp_h", "cl_h", USD(10), &limit, &err), 0);
+	assert_int_equal(limit, ISC_CREDITS_LIMIT_NONE);
+	assert_int_equal(ledger_rows(f), rows);
+	assert_int_equal(held_by(f, "exp_h"), USD(10));
+	assert_int_equal(balance(f).reserved_micros, USD(10));
+
+	/* The first hold refused says which limit, in the reservation's words. */
+	add_experiment(f, "exp_h2", f->project_id, f->org_id);
+	add_cluster(f, "cl_h2", "exp_h2", "default", 1, USD(200));
+	assert_int_equal(isc_credits_renew_limit(f->s, "exp_h2", "cl_h2", USD(200), &limit, &err),
+	                 ISC_ECREDITS);
+	assert_int_equal(limit, ISC_CREDITS_LIMIT_ORG);
+	assert_non_null(strstr(err.msg, "has $90.00 available; the cluster needs $200.00 for the "
+	                                "next hour; a grant of $110.00"));
+
+	/* A cluster being torn down takes no hold: its renewal is a no-op, a reserve refused. */
+	c = charge("exp_h", "i-h", USD(5), 0, 3600000);
+	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(held_by(f, "exp_h"), USD(5));
+	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h", "terminating", &err), 0);
+	rows = ledger_rows(f);
+	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(ledger_rows(f), rows);
+	assert_int_equal(isc_credits_reserve(f->s, "exp_h", "cl_h", USD(1), &err), ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "cluster cl_h is terminating"));
+	assert_int_equal(ledger_rows(f), rows);
+
+	/* Its experiment still has an open cluster: settling releases nothing. */
+	assert_int_equal(isc_credits_settle(f->s, "exp_h", &released, &ended, &err), 0);
+	assert_int_equal(released, 0);
+	assert_int_equal(held_by(f, "exp_h"), USD(5));
+
+	/* A renewal that raced the experiment's end releases what it finds, adds nothing. */
+	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h", "running", &err), 0);
+	assert_int_equal(
+	    isc_store_experiment_transition(f->s, "exp_h", "running", "completed", "done", &err),
+	    0);
+	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(held_by(f, "exp_h"), 0);
+	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(held_by(f, "exp_h"), 0);
+	assert_int_equal(isc_credits_reserve(f->s, "exp_h", NULL, USD(1), &err), ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "exp_h is completed"));
+	assert_int_equal(balance(f).reserved_micros, 0);
+
+	/* Ending releases: a hold left on an ended experiment is settled. */
+	add_experiment(f, "exp_h3", f->project_id, f->org_id);
+	add_cluster(f, "cl_h3", "exp_h3", "default", 1, USD(3));
+	assert_int_equal(isc_credits_renew(f->s, "exp_h3", "cl_h3", USD(3), &err), 0);
+	assert_int_equal(
+	    isc_store_experiment_transition(f->s, "exp_h3", "running", "failed", "x", &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h3", &released, &ended, &err), 0);
+	assert_int_equal(released, USD(3));
+	assert_int_equal(ended, 1);
+	assert_int_equal(held_by(f, "exp_h3"), 0);
+
+	/* A live experiment whose clusters all closed: nothing would release it but this. */
+	add_experiment(f, "exp_h4", f->project_id, f->org_id);
+	add_cluster(f, "cl_h4", "exp_h4", "default", 1, USD(4));
+	assert_int_equal(isc_credits_renew(f->s, "exp_h4", "cl_h4", USD(4), &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h4", "closed", &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h4", &released, &ended, &err), 0);
+	assert_int_equal(released, USD(4));
+	assert_int_equal(ended, 0);
+	assert_int_equal(balance(f).reserved_micros, 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_nope", &released, &ended, &err),
+	                 ISC_ENOTFOUND);
+}
+
+static int skip_one(const char *experiment_id, void *ctx)
+{
+	return strcmp(experiment_id, ctx) == 0;
+}
+
+static size_t check_holds(struct fixture *f, enum isc_holds_check what, const char *skip,
+                          const char *expect)
+{
+	struct isc_buf report;
+	struct isc_err err;
+	size_t violations = 99;
+
+	isc_buf_init(&report, 1 << 16);
+	assert_int_equal(isc_credits_holds_check(f->s, what, 3600000, skip ? skip_one : NULL,
+	                                         (void *)skip, &report, &violations, &err),
+	                 0);
+	if (!expect)
+		assert_string_equal(isc_buf_cstr(&report), "");
+	else if (!strstr(isc_buf_cstr(&report), expect))
+		fail_msg("expected '%s' in the report: %s", expect, isc_buf_cstr(&report));
+	isc_buf_cleanup(&report);
+	return violations;
+}
+
+static void test_holds_check(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_ledger_row row = {0};
+	struct isc_err err;
+	struct isc_charge c;
+
+	assert_int_equal(isc_credits_grant(f->s, "demo", USD(20), NULL, &err), 0);
+	add_experiment(f, "exp_a", f->project_id, f->org_id);
+	add_cluster(f, "cl_a", "exp_a", "default", 1, USD(10));
+	add_experiment(f, "exp_b", f->project_id, f->org_id);
+	add_cluster(f, "cl_b", "exp_b", "default", 1, USD(10));
+	assert_int_equal(isc_credits_renew(f->s, "exp_a", "cl_a", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
+
+	/* A charge beyond its hold: balance $5 under $10 of holds, as docs/credits.md allows
+	 * (the overspend bound), so no violation. */
+	c = charge("exp_a", "i-a", USD(15), 0, 3600000);
+	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(balance(f).balance_micros, USD(5));
+	assert_int_equal(balance(f).reserved_micros, USD(10));
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
+
+	/* A hold written past the check (the old additive first hold after a renewal). */
+	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
+	assert_int_equal(isc_credits_reserve(f->s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL,
+	                             "experiment exp_b (running) holds $20.00, more than the "
+	                             "$10.00 window of its largest open cluster: a hold was "
+	                             "doubled"),
+	                 1);
+	/* A step in flight is not checked. */
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, "exp_b", NULL), 0);
+	assert_int_equal(isc_credits_release(f->s, "exp_b", &err), 0);
+
+	/* A hold whose cluster closed: nothing will consume or release it. */
+	assert_int_equal(isc_credits_renew(f->s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_b", "closed", &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL,
+	                             "experiment exp_b (running) holds $10.00 without an open "
+	                             "cluster"),
+	                 1);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ENDED, NULL, NULL), 0);
+
+	/* An experiment that ended holding (a missed release, or a renewal that raced it). */
+	assert_int_equal(
+	    isc_store_experiment_transition(f->s, "exp_b", "running", "cancelled", "x", &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ENDED, NULL,
+	                             "experiment exp_b is cancelled but still holds $10.00"),
+	                 1);
+	assert_int_equal(isc_credits_settle(f->s, "exp_b", NULL, NULL, &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
+
+	/* Holds beyond what covered them: a reserve row no check let through. */
+	row.org_id = f->org_id;
+	row.project_id = f->project_id;
+	row.experiment_id = "exp_a";
+	row.cluster_id = "cl_a";
+	row.kind = "reserve";
+	row.billing = "credits";
+	row.amount_micros = USD(500);
+	assert_int_equal(isc_store_ledger_append(f->s, &row, &err), 0);
+	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, "exp_a",
+	                             "holds $500.00 with a balance of $105.00, of which $5.00 is "
+	                             "charges no hold covered"),
+	                 1);
+}
+
 /* ---- charges ---- */
 
 static void test_charge_math(void **state)
@@ -729,6 +918,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reserve_beyond_available, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_release_and_renew, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hold_rule, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_holds_check, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_charge_math, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_charge_dedup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ledger_immutable, setup, teardown),
