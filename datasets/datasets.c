@@ -15,6 +15,7 @@
 #include "shapes/shape.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,20 +88,77 @@ static void put_safe(struct isc_buf *b, const char *s)
 		isc_buf_putc(b, isalnum((unsigned char)*s) || strchr("._-", *s) ? *s : '_');
 }
 
-char *isc_dataset_copy_name(const char *name, const char *etag, const char *version_id)
+char *isc_dataset_copy_name(const char *name, const char *id)
 {
 	struct isc_buf b;
 	isc_buf_init(&b, 0);
 	put_safe(&b, name);
-	if (etag && etag[0]) {
-		isc_buf_putc(&b, '-');
-		put_safe(&b, etag);
-	}
-	if (version_id && version_id[0]) {
-		isc_buf_putc(&b, '-');
-		put_safe(&b, version_id);
-	}
+	isc_buf_putc(&b, '-');
+	put_safe(&b, id);
 	return isc_buf_detach(&b);
+}
+
+int isc_dataset_copy_split(const char *copy_name, int64_t org_id, const char **leaf)
+{
+	char want[32];
+	size_t n = (size_t)snprintf(want, sizeof(want), "@%" PRId64 "/", org_id);
+	const char *l;
+
+	if (!copy_name || strncmp(copy_name, want, n) != 0)
+		return -1;
+	l = copy_name + n;
+	if (!l[0] || l[0] == '.' || l[0] == '-')
+		return -1;
+	for (const char *p = l; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+			return -1;
+	if (leaf)
+		*leaf = l;
+	return 0;
+}
+
+/*
+ * The paths of d's copy under root: the tree, its manifest and its download
+ * folder, all inside the organisation's own folder root/@ORGID. A copy name
+ * that does not name d's organisation is refused, so no record can point a
+ * dataset at another organisation's copy. Any out may be NULL.
+ */
+static int copy_paths(const char *root, const struct isc_dataset *d, char **tree, char **manifest,
+                      char **partial, struct isc_err *err)
+{
+	const char *leaf;
+	char *t = NULL, *m = NULL, *p = NULL;
+
+	if (isc_dataset_copy_split(d->copy_name, d->org_id, &leaf))
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "dataset %s: its copy '%.80s' is not in its organisation's folder", d->name,
+		    d->copy_name);
+	if (asprintf(&t, "%s/%s", root, d->copy_name) < 0)
+		t = NULL;
+	if (asprintf(&m, "%s/@%" PRId64 "/.manifests/%s.json", root, d->org_id, leaf) < 0)
+		m = NULL;
+	if (asprintf(&p, "%s/@%" PRId64 "/.partial/%s", root, d->org_id, leaf) < 0)
+		p = NULL;
+	if (!t || !m || !p) {
+		free(t);
+		free(m);
+		free(p);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (tree)
+		*tree = t;
+	else
+		free(t);
+	if (manifest)
+		*manifest = m;
+	else
+		free(m);
+	if (partial)
+		*partial = p;
+	else
+		free(p);
+	return 0;
 }
 
 char *isc_dataset_root(const char *home)
@@ -331,9 +389,8 @@ static int record(struct isc_store *s, const char *home, const char *org_name,
 		return isc_store_dataset_add(s, org_name, d, id_out, err);
 	if ((rc = isc_store_org_find(s, org_name, &org, err)))
 		return rc;
-	d->id = isc_store_new_id("ds_");
 	isc_keys_fingerprint(own, fp);
-	if (!d->id || asprintf(&cred, "sealed:%s", fp) < 0) {
+	if (asprintf(&cred, "sealed:%s", fp) < 0) {
 		cred = NULL;
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
@@ -367,8 +424,6 @@ static int record(struct isc_store *s, const char *home, const char *org_name,
 out:
 	isc_vault_free(v);
 	isc_org_cleanup(&org);
-	free(d->id);
-	d->id = NULL;
 	free(ct);
 	free(cred);
 	return rc;
@@ -381,7 +436,7 @@ int isc_dataset_register(struct isc_store *s, const char *home, const struct isc
 	struct isc_s3_client *c = NULL;
 	struct isc_s3_object obj;
 	struct isc_s3_listing listing;
-	struct isc_dataset d;
+	struct isc_dataset d = {0};
 	char *bucket = NULL, *key = NULL, *prefix = NULL, *id = NULL, *copy = NULL;
 	char name[ISC_DATASET_NAME_MAX + 32];
 	uint64_t volume = ISC_DATASET_DEFAULT_VOLUME, size = 0;
@@ -502,7 +557,13 @@ int isc_dataset_register(struct isc_store *s, const char *home, const struct isc
 	d.credentials = (char *)"";
 	d.size_bytes = (int64_t)size;
 	d.volume_bytes = (int64_t)volume;
-	copy = isc_dataset_copy_name(d.name, d.etag, d.version_id);
+	/*
+	 * The id is chosen first: sealing binds it, and the copy is named after it, so
+	 * a copy is only ever found through the dataset that made it (the store puts
+	 * it in the organisation's folder, "@ORGID/").
+	 */
+	d.id = isc_store_new_id("ds_");
+	copy = d.id ? isc_dataset_copy_name(d.name, d.id) : NULL;
 	if (!copy) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
@@ -520,28 +581,33 @@ out:
 	free(prefix);
 	free(id);
 	free(copy);
+	free(d.id);
 	return rc;
 }
 
 int isc_dataset_remove(struct isc_store *s, const char *home, const struct isc_dataset *d,
                        struct isc_err *err)
 {
-	char *root, *copy = NULL, *manifest = NULL;
+	char *root, *copy = NULL, *manifest = NULL, *partial = NULL;
 	int users = 1, rc;
 
 	if ((rc = isc_store_dataset_remove(s, d->id, err)))
 		return rc;
-	/* The shared copy goes with the last dataset that uses it. */
+	/*
+	 * The copy goes with the last dataset of its organisation that uses it (only
+	 * one organisation's datasets can: the name holds the organisation).
+	 */
 	root = isc_dataset_root(home);
 	if (isc_store_dataset_copy_users(s, d->copy_name, d->id, &users, NULL) == 0 && users == 0 &&
-	    root && asprintf(&copy, "%s/%s", root, d->copy_name) >= 0 &&
-	    asprintf(&manifest, "%s/.manifests/%s.json", root, d->copy_name) >= 0) {
+	    root && copy_paths(root, d, &copy, &manifest, &partial, NULL) == 0) {
 		unlink(manifest);
 		isc_unpack_remove_tree(copy, NULL);
+		isc_unpack_remove_tree(partial, NULL);
 	}
 	free(root);
 	free(copy);
 	free(manifest);
+	free(partial);
 	return 0;
 }
 
@@ -718,10 +784,65 @@ static int write_text(const char *path, const char *text, struct isc_err *err)
 	return 0;
 }
 
-/* Caches d into root/<copy_name>; *manifest_out (caller frees) on success. */
+/*
+ * Sharing inside one organisation: head is what S3 just said of d's object, asked
+ * with d's own credentials. A dataset of d's organisation that is Available on
+ * the same bucket and key, whose manifest holds that very ETag and VersionId,
+ * lends its copy (recorded in one statement with the check that it is still
+ * there). *shared: 1 when d is now Available on it. Another organisation's
+ * copy is never looked at: the donors come from d's organisation only.
+ */
+static int try_share(struct isc_store *s, const char *root, const struct isc_dataset *d,
+                     const struct isc_s3_object *head, int *shared, struct isc_err *err)
+{
+	struct isc_dataset *donors = NULL;
+	size_t n = 0;
+	int rc;
+
+	*shared = 0;
+	rc = isc_store_dataset_share_donors(s, d->org_id, d->bucket, d->key, d->id, d->volume_bytes,
+	                                    &donors, &n, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n && !*shared; i++) {
+		json_t *m =
+		    json_loads(donors[i].manifest_json ? donors[i].manifest_json : "", 0, NULL);
+		json_t *objs = json_object_get(m, "objects"), *o = json_array_get(objs, 0);
+		const char *etag = json_string_value(json_object_get(o, "etag"));
+		const char *vid = json_string_value(json_object_get(o, "version_id"));
+		char *tree = NULL;
+		struct stat st;
+		struct isc_err serr;
+		if (json_array_size(objs) == 1 && etag && vid && strcmp(etag, head->etag) == 0 &&
+		    strcmp(vid, head->version_id) == 0 &&
+		    copy_paths(root, &donors[i], &tree, NULL, NULL, NULL) == 0 &&
+		    stat(tree, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    isc_store_dataset_set_shared(s, d->id, donors[i].copy_name,
+		                                 donors[i].size_bytes, donors[i].manifest_json,
+		                                 &serr) == 0) {
+			*shared = 1;
+			isc_log(ISC_LOG_INFO,
+			        "dataset %s (%s): shares the copy of dataset %s (%s) of its "
+			        "organisation: S3 confirmed ETag %s, VersionId %s with its own "
+			        "credentials",
+			        d->id, d->name, donors[i].id, donors[i].name, head->etag,
+			        vid[0] ? vid : "(none)");
+		}
+		free(tree);
+		json_decref(m);
+	}
+	isc_dataset_list_free(donors, n);
+	return 0;
+}
+
+/*
+ * Caches d into its organisation's folder, root/@ORGID/<leaf>; *manifest_out
+ * (caller frees) on success. *shared: 1 when d was made Available on the copy
+ * of another dataset of its organisation instead (nothing to record then).
+ */
 static int cache_dataset(struct isc_store *s, const char *home, const struct isc_config *cfg,
                          const char *root, const struct isc_dataset *d, const volatile int *stop,
-                         char **manifest_out, int64_t *size_out, struct isc_err *err)
+                         char **manifest_out, int64_t *size_out, int *shared, struct isc_err *err)
 {
 	struct isc_s3_client *c = NULL;
 	struct isc_s3_listing objs;
@@ -734,14 +855,22 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 
 	memset(&objs, 0, sizeof(objs));
 	*manifest_out = NULL;
-	if (!manifest || !arr || asprintf(&work, "%s/.partial/%s", root, d->copy_name) < 0 ||
-	    asprintf(&final, "%s/%s", root, d->copy_name) < 0 ||
-	    asprintf(&mpath, "%s/.manifests/%s.json", root, d->copy_name) < 0 ||
-	    !(tree = path_join(work, "tree"))) {
+	*shared = 0;
+	if (!manifest || !arr) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	/* Another dataset with the same bytes made the copy already: share it. */
+	if ((rc = copy_paths(root, d, &final, &mpath, &work, err)))
+		goto out;
+	if (!(tree = path_join(work, "tree"))) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	/*
+	 * This dataset's own copy, complete already (iscd stopped after publishing it,
+	 * before recording it): the name holds the dataset's id and its organisation,
+	 * so no other dataset can have made it.
+	 */
 	{
 		struct stat st;
 		json_error_t je;
@@ -782,6 +911,9 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 			                 objs.objects[0].etag);
 			goto out;
 		}
+		/* Only now, S3 having answered this dataset's own credentials, may it share. */
+		if ((rc = try_share(s, root, d, &objs.objects[0], shared, err)) || *shared)
+			goto out;
 	}
 	for (size_t i = 0; i < objs.n; i++)
 		total += objs.objects[i].size;
@@ -905,11 +1037,13 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 	}
 	/* Publish: the manifest first, then the folder (its presence means complete). */
 	{
-		char *mdir = NULL;
-		if (asprintf(&mdir, "%s/.manifests", root) < 0) {
+		char *mdir = strdup(mpath), *slash = mdir ? strrchr(mdir, '/') : NULL;
+		if (!slash) {
+			free(mdir);
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 			goto out;
 		}
+		*slash = '\0';
 		rc = mkdir_p(mdir, err);
 		free(mdir);
 	}
@@ -945,7 +1079,7 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 	struct isc_err cerr;
 	char *root = NULL, *manifest = NULL;
 	int64_t size = 0;
-	int rc;
+	int rc, shared = 0;
 
 	*did = 0;
 	rc = isc_store_dataset_next_to_cache(s, &d, err);
@@ -970,8 +1104,11 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 	rc = isc_store_dataset_set_caching(s, d.id, err);
 	if (!rc) {
 		isc_err_clear(&cerr);
-		int crc = cache_dataset(s, home, cfg, root, &d, stop, &manifest, &size, &cerr);
-		if (crc == 0) {
+		int crc =
+		    cache_dataset(s, home, cfg, root, &d, stop, &manifest, &size, &shared, &cerr);
+		if (crc == 0 && shared) {
+			isc_log(ISC_LOG_INFO, "dataset %s (%s): available", d.id, d.name);
+		} else if (crc == 0) {
 			rc = isc_store_dataset_set_available(s, d.id, size, manifest, err);
 			isc_log(ISC_LOG_INFO, "dataset %s (%s): available, %" PRId64 " bytes", d.id,
 			        d.name, size);
@@ -993,6 +1130,116 @@ int isc_dataset_cache_next(struct isc_store *s, const struct isc_config *cfg, co
 	free(manifest);
 	free(root);
 	isc_dataset_cleanup(&d);
+	return rc;
+}
+
+/* ---- the layout of stores before issue 29 ---- */
+
+/* Moves from to to when from exists and to does not (creating to's folder). */
+static int move_into(const char *from, const char *to, struct isc_err *err)
+{
+	struct stat st;
+	char *dir;
+	int rc = 0;
+	if (lstat(from, &st) != 0 || lstat(to, &st) == 0)
+		return 0;
+	if (!(dir = strdup(to)))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	*strrchr(dir, '/') = '\0';
+	if (!(rc = mkdir_p(dir, err)) && rename(from, to) != 0)
+		rc = isc_err_set(err, ISC_EIO, "moving %s to %s: %s", from, to, strerror(errno));
+	free(dir);
+	return rc;
+}
+
+int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved,
+                               struct isc_err *err)
+{
+	struct isc_dataset *list = NULL;
+	char *root = isc_dataset_root(home), *old = NULL, *tree = NULL, *mpath = NULL, *work = NULL;
+	char *from_tree = NULL, *from_manifest = NULL, *from_partial = NULL;
+	size_t n = 0;
+	DIR *dir = NULL;
+	struct dirent *e;
+	int rc;
+
+	*moved = 0;
+	if (!root)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if ((rc = isc_store_dataset_list(s, NULL, 0, NULL, 0, &list, &n, err)))
+		goto out;
+	/*
+	 * Migration 15 named each copy after its organisation ("@ORGID/LEAF") and
+	 * sent the datasets of every organisation but the first back to 'created':
+	 * only the datasets still Available or Caching get the old folder, the others
+	 * cache their own.
+	 */
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct isc_dataset *d = &list[i];
+		const char *leaf;
+		struct stat st;
+		if ((strcmp(d->state, "available") && strcmp(d->state, "caching")) ||
+		    isc_dataset_copy_split(d->copy_name, d->org_id, &leaf))
+			continue;
+		if ((rc = copy_paths(root, d, &tree, &mpath, &work, err)))
+			break;
+		from_tree = path_join(root, leaf);
+		if (asprintf(&from_manifest, "%s/.manifests/%s.json", root, leaf) < 0)
+			from_manifest = NULL;
+		if (asprintf(&from_partial, "%s/.partial/%s", root, leaf) < 0)
+			from_partial = NULL;
+		if (!from_tree || !from_manifest || !from_partial)
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		if (!rc && lstat(from_tree, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    lstat(tree, &st) != 0 && !(rc = move_into(from_tree, tree, err))) {
+			(*moved)++;
+			isc_log(ISC_LOG_INFO,
+			        "dataset %s (%s): copy moved into its organisation's folder, %s",
+			        d->id, d->name, tree);
+		}
+		if (!rc)
+			rc = move_into(from_manifest, mpath, err);
+		if (!rc)
+			rc = move_into(from_partial, work, err);
+		free(from_tree);
+		free(from_manifest);
+		free(from_partial);
+		from_tree = from_manifest = from_partial = NULL;
+		free(tree);
+		free(mpath);
+		free(work);
+		tree = mpath = work = NULL;
+	}
+	if (rc)
+		goto out;
+	/*
+	 * What is left in the old places belongs to no dataset any more (a copy another
+	 * organisation also used is cached again by it): removed, so no later dataset
+	 * of any organisation can come across it.
+	 */
+	dir = opendir(root);
+	while (dir && (e = readdir(dir))) {
+		if (e->d_name[0] == '@' || strcmp(e->d_name, ".") == 0 ||
+		    strcmp(e->d_name, "..") == 0)
+			continue;
+		if (!(old = path_join(root, e->d_name))) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		isc_log(ISC_LOG_INFO,
+		        "datasets: removing %s, of the layout before copies "
+		        "belonged to an organisation, which no dataset uses",
+		        old);
+		if (isc_unpack_remove_tree(old, NULL) != 0)
+			unlink(old);
+		free(old);
+		old = NULL;
+	}
+out:
+	if (dir)
+		closedir(dir);
+	isc_dataset_list_free(list, n);
+	free(root);
 	return rc;
 }
 
@@ -1037,8 +1284,22 @@ out:
 
 int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out, struct isc_err *err)
 {
-	struct isc_dataset_cacher *c = calloc(1, sizeof(*c));
+	struct isc_dataset_cacher *c;
+	struct isc_store *s = NULL;
+	int moved = 0, rc;
+
 	*out = NULL;
+	/*
+	 * Copies of the old layout move into their organisations' folders before
+	 * anything can look for them (the first tick's on-prem runs included).
+	 */
+	if ((rc = isc_store_open(home, 0, &s, err)) ||
+	    (rc = isc_dataset_layout_migrate(s, home, &moved, err))) {
+		isc_store_free(s);
+		return isc_err_wrap(err, "datasets");
+	}
+	isc_store_free(s);
+	c = calloc(1, sizeof(*c));
 	if (!c || !(c->home = strdup(home))) {
 		free(c);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");

@@ -5,9 +5,9 @@
  * Registration checks the object (or folder) exists, its size (at most
  * ISC_DATASET_MAX_BYTES, and within the volume size) and that a pinned ETag
  * or VersionId matches, then records it as 'created'. iscd's cacher thread
- * (off the tick loop) downloads it into $ISC_HOME/datasets/<NAME-ETAG-VERSIONID>
- * in ranged pieces (resumable after a crash), verifies the bytes against the
- * ETag (MD5, or the part MD5s of a multipart upload), expands a recognised
+ * (off the tick loop) downloads it into its organisation's own folder,
+ * $ISC_HOME/datasets/@ORGID/<NAME-ID>, in ranged pieces (resumable after a crash), verifies the
+ * bytes against the ETag (MD5, or the part MD5s of a multipart upload), expands a recognised
  * archive with the safe unpacker, and writes a manifest (each object's key,
  * size, ETag and SHA-256) that burst nodes use to fetch the same bytes with
  * presigned URLs and verify them. See docs/datasets.md.
@@ -44,8 +44,19 @@ int isc_dataset_default_name(const char *bucket, const char *key, char *out, siz
 /* 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'. */
 int isc_dataset_name_check(const char *name, struct isc_err *err);
 
-/* "NAME-ETAG-VERSIONID", each pinned part left out when "" (unsafe characters become '_'). */
-char *isc_dataset_copy_name(const char *name, const char *etag, const char *version_id);
+/*
+ * The leaf of a dataset's copy: "NAME-ID" (unsafe characters become '_'). Named
+ * after the dataset that makes it, so it is found only through that dataset; the
+ * store records it as "@ORGID/NAME-ID", inside the organisation's folder.
+ */
+char *isc_dataset_copy_name(const char *name, const char *id);
+
+/*
+ * 0 when copy_name is "@ORG_ID/LEAF" for this very org_id, with a LEAF of
+ * [A-Za-z0-9._-] not starting with '.' or '-' (*leaf, when given, points at it);
+ * -1 otherwise. A dataset is only ever pointed at a copy of its organisation.
+ */
+int isc_dataset_copy_split(const char *copy_name, int64_t org_id, const char **leaf);
 
 /* What `isc datasets add` asks for (POST /v1/datasets). */
 struct isc_dataset_request {
@@ -76,17 +87,33 @@ int isc_dataset_register(struct isc_store *s, const char *home, const struct isc
 
 /*
  * Removes a dataset (refused while it is Caching: ISC_ECONFLICT) and, when it was
- * the last to use it, its shared copy under home.
+ * the last dataset of its organisation to use it, its copy under home.
  */
 int isc_dataset_remove(struct isc_store *s, const char *home, const struct isc_dataset *d,
                        struct isc_err *err);
 
-/* Where shared copies live: $ISC_HOME/datasets. Caller frees. */
+/*
+ * Where copies live: $ISC_HOME/datasets, one folder per organisation in it
+ * (@ORGID/<copy>, @ORGID/.manifests/<copy>.json, @ORGID/.partial/<copy>). Caller frees.
+ */
 char *isc_dataset_root(const char *home);
 
 /*
+ * Moves the copies of the layout before issue 29 ($ISC_HOME/datasets/<copy>, one
+ * folder for every organisation) into their organisations' folders, for the
+ * datasets migration 15 left Available or Caching on them, and removes what no
+ * dataset uses any more. *moved: how many copies moved. Idempotent; iscd runs it
+ * as the cacher starts.
+ */
+int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved,
+                               struct isc_err *err);
+
+/*
  * Caches the next dataset that needs it (resuming one left 'caching' by a
- * crash first). *did is 1 when there was one (done, or 'failed' with its
+ * crash first). A single object may instead share the copy of another dataset of
+ * the same organisation on the same bucket and key, once S3 has confirmed (a
+ * HeadObject with this dataset's own credentials) that the object still has the
+ * ETag and VersionId that copy holds. *did is 1 when there was one (done, or 'failed' with its
  * reason), 2 when S3 could not be reached or throttled past the retries (it
  * stays 'caching' and resumes on a later call), 0 when nothing was waiting.
  * *stop, when it becomes non-zero, ends the download early (the dataset stays

@@ -106,6 +106,23 @@ static int env_file(const struct isc_boot_spec *spec, const struct isc_node_targ
 }
 
 /*
+ * A dataset copy's name on a node: "@ORGID/LEAF" (docs/datasets.md): each
+ * organisation's copies in a folder of their own under /data/.isc (issue 29), no
+ * other '/', no ':' (docker -v), the leaf not starting with '.'.
+ */
+static int copy_name_ok(const char *c)
+{
+	const char *slash = c && c[0] == '@' ? strchr(c, '/') : NULL;
+	if (!slash || slash == c + 1 || !slash[1] || slash[1] == '.' || strchr(slash + 1, '/') ||
+	    strchr(c, ':'))
+		return 0;
+	for (const char *p = c + 1; p < slash; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	return 1;
+}
+
+/*
  * The node-side fetch of one dataset: each object through its presigned URL
  * (given to curl on stdin, not in its argv), If-Match its ETag, checked
  * against its SHA-256, archives expanded with the node's tar/unzip (iscd's
@@ -434,7 +451,7 @@ static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 			return isc_err_set(err, ISC_EINVALID, "bad dataset id");
 	for (size_t i = 0; spec->dataset_fetch && i < spec->n_datasets; i++) {
 		const char *c = spec->dataset_fetch[i].copy_name;
-		if (!c || !c[0] || c[0] == '.' || strchr(c, '/') || strchr(c, ':') ||
+		if (!copy_name_ok(c) ||
 		    !spec->dataset_fetch[i].n_files != !!spec->dataset_fetch[i].on_node)
 			return isc_err_set(err, ISC_EINVALID, "bad dataset copy for %s",
 			                   spec->dataset_ids[i]);
@@ -791,7 +808,7 @@ int isc_launcher_push_dataset(const struct isc_node_target *node,
 	int rc;
 
 	*shipped = 0;
-	if (!copy_name || !copy_name[0] || copy_name[0] == '.' || strchr(copy_name, '/'))
+	if (!copy_name_ok(copy_name))
 		return isc_err_set(err, ISC_EINVALID, "bad dataset copy name");
 	if ((rc = local_listing(local_copy, digest, err)))
 		return rc;
@@ -813,7 +830,7 @@ int isc_launcher_push_dataset(const struct isc_node_target *node,
 	isc_buf_puts(&unpack, "set -e; c=/data/.isc/");
 	isc_shell_quote(&unpack, copy_name);
 	isc_buf_printf(&unpack,
-	               "; p=\"$c.part.$$\"; mkdir -p /data/.isc; rm -rf \"$p\"; mkdir \"$p\"; "
+	               "; p=\"$c.part.$$\"; mkdir -p \"${c%%/*}\"; rm -rf \"$p\"; mkdir \"$p\"; "
 	               "tar -C \"$p\" -xf - --no-same-owner --no-same-permissions; "
 	               "chmod -R a-w \"$p\"; rm -f \"$c.stamp\"; "
 	               "if [ -e \"$c\" ]; then chmod -R u+w \"$c\"; rm -rf \"$c\"; fi; "

@@ -374,6 +374,19 @@ static const char *const migrations[] = {
      */
     "ALTER TABLE datasets ADD COLUMN credentials_nonce BLOB;"
     "ALTER TABLE datasets ADD COLUMN credentials_ciphertext BLOB;",
+    /* 15 (issue 29): a dataset's copy belongs to its organisation: copy_name becomes
+     * "@ORGID/LEAF" (iscd moves the folders under $ISC_HOME/datasets/@ORGID at its next start,
+     * datasets/datasets.c). A copy datasets of several organisations used stays with the
+     * organisation of the earliest of them; the others' datasets are cached again, from
+     * their own buckets with their own keys. */
+    "UPDATE datasets SET state = 'created', reason = '', cached_bytes = 0, manifest_json = NULL "
+    "WHERE state IN ('available', 'caching') AND instr(copy_name, '/') = 0 AND EXISTS ("
+    "  SELECT 1 FROM datasets f WHERE f.copy_name = datasets.copy_name"
+    "  AND f.org_id != datasets.org_id AND f.state IN ('available', 'caching')"
+    "  AND (f.created_at_ms < datasets.created_at_ms"
+    "       OR (f.created_at_ms = datasets.created_at_ms AND f.id < datasets.id)));"
+    "UPDATE datasets SET copy_name = '@' || org_id || '/' || copy_name "
+    "WHERE instr(copy_name, '/') = 0;",
 };
 
 size_t isc_store_migration_count(void)

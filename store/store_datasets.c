@@ -117,7 +117,8 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 	    "version_id, "
 	    "credentials, size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, "
 	    "created_at_ms, updated_at_ms, credentials_nonce, credentials_ciphertext) "
-	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', ?, ?, ?, ?, ? "
+	    "SELECT ?, o.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 'created', '', "
+	    "'@' || o.id || '/' || ?, ?, ?, ?, ? "
 	    "FROM orgs o WHERE o.name = ?",
 	    &st, err);
 	if (rc) {
@@ -368,6 +369,60 @@ int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, con
 	sqlite3_finalize(st);
 	if (step != SQLITE_ROW)
 		return isc_store_sqlite_err(s, step, "counting dataset copies", err);
+	return 0;
+}
+
+int isc_store_dataset_share_donors(struct isc_store *s, int64_t org_id, const char *bucket,
+                                   const char *key, const char *except_id, int64_t volume_max,
+                                   struct isc_dataset **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc =
+	    isc_store_prepare(s,
+	                      "SELECT " DS_COLS DS_FROM
+	                      "WHERE d.org_id = ? AND d.state = 'available' AND d.is_folder = 0 "
+	                      "AND d.bucket = ? AND d.key = ? AND d.id != ? "
+	                      "AND d.volume_bytes <= ? ORDER BY d.created_at_ms, d.id",
+	                      &st, err);
+	*out = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, org_id);
+	sqlite3_bind_text(st, 2, bucket, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, except_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, volume_max);
+	return collect(s, st, out, n, err);
+}
+
+int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char *copy_name,
+                                 int64_t size_bytes, const char *manifest_json, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	        s,
+	        "UPDATE datasets SET updated_at_ms = ?1, state = 'available', reason = '', "
+	        "copy_name = ?2, manifest_json = ?3, size_bytes = ?4, cached_bytes = ?4 "
+	        "WHERE id = ?5 AND EXISTS (SELECT 1 FROM datasets o WHERE o.copy_name = ?2 "
+	        "AND o.org_id = datasets.org_id AND o.state = 'available' AND o.id != ?5)",
+	        &st, err),
+	    step;
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, isc_store_now_ms());
+	sqlite3_bind_text(st, 2, copy_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, manifest_json, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, size_bytes);
+	sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
+	step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "sharing a dataset copy", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(
+		    err, ISC_ECONFLICT,
+		    "no dataset of the organisation is Available on copy %s any more", copy_name);
 	return 0;
 }
 

@@ -31,7 +31,9 @@ struct isc_dataset {
 	int64_t cached_bytes; /* downloaded so far */
 	char *state;          /* "created", "caching", "available", "failed" */
 	char *reason;         /* why it failed; "" otherwise */
-	char *copy_name;      /* NAME-ETAG-VERSIONID: the shared copy's folder */
+	char *copy_name;      /* "@ORGID/NAME-ID": the copy's folder under $ISC_HOME/datasets
+	                         (and /data/.isc on nodes), inside its organisation's own
+	                         folder; another dataset of the same organisation may share it */
 	char *manifest_json;  /* what nodes fetch and verify; NULL until available */
 	int64_t created_at_ms;
 	int64_t updated_at_ms;
@@ -49,9 +51,11 @@ void isc_dataset_list_free(struct isc_dataset *list, size_t n);
 /*
  * Records d (state 'created') in org_name, with its sealed credentials when it has
  * them; d->id is used when set (sealing binds the id, so it is chosen first), else
- * made here; org_id, state and times are filled here. ISC_ENOTFOUND for an unknown
- * organisation, ISC_ECONFLICT when the organisation already has a dataset of that
- * name. *id_out: the new id.
+ * made here; org_id, state and times are filled here. d->copy_name is the copy's
+ * leaf: the record keeps "@ORGID/" + leaf, the organisation's id taken in the same
+ * statement, so a copy's path always names the organisation that owns it (issue 29).
+ * ISC_ENOTFOUND for an unknown organisation, ISC_ECONFLICT when the organisation
+ * already has a dataset of that name. *id_out: the new id.
  */
 int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struct isc_dataset *d,
                           char **id_out, struct isc_err *err);
@@ -91,6 +95,26 @@ int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t 
 /* How many datasets other than except_id use copy_name (a shared copy is removed with its last). */
 int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, const char *except_id,
                                  int *n, struct isc_err *err);
+
+/*
+ * The datasets of organisation org_id other than except_id whose copy could hold
+ * the bytes of s3://bucket/key: Available, one object (no folder), the same bucket
+ * and key, a volume no larger than volume_max (their copy fits its cap). The
+ * caller still has S3 confirm the ETag and VersionId before sharing.
+ */
+int isc_store_dataset_share_donors(struct isc_store *s, int64_t org_id, const char *bucket,
+                                   const char *key, const char *except_id, int64_t volume_max,
+                                   struct isc_dataset **out, size_t *n, struct isc_err *err);
+
+/*
+ * Makes id Available on the copy copy_name of another dataset of its own
+ * organisation, with that copy's manifest: only while such a dataset is still
+ * Available on it (checked in the same statement, so a removal cannot take the
+ * copy away in between). ISC_ECONFLICT when it no longer is.
+ */
+int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char *copy_name,
+                                 int64_t size_bytes, const char *manifest_json,
+                                 struct isc_err *err);
 
 /*
  * Removes the record unless it is 'caching' (ISC_ECONFLICT, naming it): checked in

@@ -26,6 +26,12 @@ export AWS_ENDPOINT_URL_S3=$S3 ISC_HOME=$dir/home
 isc() { "$ISC_BIN/isc" "$@"; }
 s3ctl() { curl -sf -X POST "$S3/_mock/$1" -H 'Content-Type: application/json' -d "$2"; }
 json_get() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], ""))' "$1"; }
+# A dataset's copy is @ORGID/LEAF under $ISC_HOME/datasets (its organisation's folder,
+# docs/datasets.md); its manifest and download folder are in that folder too.
+copy_name() { isc datasets show "$1" --org vfy --json | json_get copy; }
+copy_of() { echo "$ISC_HOME/datasets/$(copy_name "$1")"; }
+manifest_of() { local c; c=$(copy_name "$1"); echo "$ISC_HOME/datasets/${c%%/*}/.manifests/${c#*/}.json"; }
+partial_of() { local c; c=$(copy_name "$1"); echo "$ISC_HOME/datasets/${c%%/*}/.partial/${c#*/}"; }
 start_iscd() {
 	"$ISC_BIN/iscd" --interval-ms 1000 2>>"$dir/iscd.log" &
 	iscd_pid=$!
@@ -83,13 +89,13 @@ check "isc datasets show prints how the bytes were pinned" \
 check "a folder counts each way" bash -c "[ \"\$('$ISC_BIN/isc' datasets show mixed --org vfy --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[\"verified_by\"])')\" = 'ETag (MD5): 1 object; If-Match on every range (the ETag is not an MD5: aws:kms; no checksum in S3): 1 object' ]"
 check "the manifest records each object's check and checksum" /usr/bin/python3 -c "
 import json,sys
-m = json.load(open('$ISC_HOME/datasets/.manifests/kms-crc32c.json'))
+m = json.load(open('$(manifest_of kms-crc32c)'))
 o = m['objects'][0]
 sys.exit(0 if o['verified_by'].startswith('ChecksumCRC32C') and o['checksum'].endswith('-3') else 1)"
 for n in sha kms-crc32c kms-plain; do
 	f=$src/a.bin
 	[ "$n" = sha ] || f=$src/b.bin
-	check "$n: the cached bytes are the object's" cmp -s "$f" "$ISC_HOME/datasets/$n/$n.bin"
+	check "$n: the cached bytes are the object's" cmp -s "$f" "$(copy_of $n)/$n.bin"
 done
 
 # Bytes flipped on the way: the check refuses them, whichever digest it is.
@@ -103,7 +109,7 @@ s3ctl fault '{"kind":"corrupt","count":1}' >/dev/null
 check "add an SSE-KMS object the link will corrupt" isc datasets add s3://vfy-data/corrupt-kms.bin --org vfy --name corrupt-kms --volume-size 100M
 check "corrupted bytes fail the CRC32C check" wait_state corrupt-kms Failed 60
 check "the reason names the checksum" bash -c "'$ISC_BIN/isc' datasets show corrupt-kms --org vfy | grep -q \"do not match S3's ChecksumCRC32C\""
-check "no copy of refused bytes" bash -c "! ls '$ISC_HOME/datasets' | grep -q corrupt"
+check "no copy of refused bytes" bash -c "! ls '$ISC_HOME'/datasets/@* | grep -q corrupt"
 
 # A connection reset mid-range: retried on the kept-alive connection's successor, the
 # file and the digests rewound, the bytes right.
@@ -111,7 +117,7 @@ put reset.bin "$src/a.bin" ',"checksum_algorithm":"CRC32"'
 s3ctl fault '{"kind":"reset","count":1}' >/dev/null
 check "add an object whose first GET is reset" isc datasets add s3://vfy-data/reset.bin --org vfy --name reset --volume-size 100M
 check "the reset range is retried and the object verified" wait_state reset Available 60
-check "the retried copy is byte-identical" cmp -s "$src/a.bin" "$ISC_HOME/datasets/reset/reset.bin"
+check "the retried copy is byte-identical" cmp -s "$src/a.bin" "$(copy_of reset)/reset.bin"
 check "the range was asked twice" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c 'import json,sys; r=[x for x in json.load(sys.stdin) if x[\"key\"]==\"reset.bin\" and x[\"op\"]==\"GET\"]; sys.exit(0 if len(r)==2 and r[0][\"range\"]==r[1][\"range\"] else 1)'"
 
 # A power cut mid-cache (simulated: iscd killed, then the resume marker made to say
@@ -121,6 +127,7 @@ head -c 120000000 /dev/urandom >"$src/big.bin"
 put big.bin "$src/big.bin"
 s3ctl delay '{"ms":40}' >/dev/null
 check "add a 120 MB object" isc datasets add s3://vfy-data/big.bin --org vfy --name big --volume-size 1G
+big_partial=$(partial_of big)
 past_first_range() {
 	for _ in $(seq 1 600); do
 		b=$(isc datasets show big --org vfy --json | json_get cached_bytes)
@@ -133,14 +140,14 @@ check "caching passes the first 64 MiB range" past_first_range
 kill -KILL "$iscd_pid"
 wait "$iscd_pid" 2>/dev/null
 iscd_pid=
-marker=$(ls "$ISC_HOME"/datasets/.partial/big/object-0.sync 2>/dev/null)
+marker=$(ls "$big_partial"/object-0.sync 2>/dev/null)
 check "the marker says 64 MiB are durable" bash -c "[ \"\$(awk '{print \$2}' '$marker')\" = 67108864 ]"
-check "the partial file holds more than that" bash -c "[ \$(stat -c %s '$ISC_HOME/datasets/.partial/big/object-0') -gt 67108864 ]"
+check "the partial file holds more than that" bash -c "[ \$(stat -c %s '$big_partial/object-0') -gt 67108864 ]"
 sed -i 's/^[^ ]*/00000000-0000-0000-0000-000000000000/' "$marker"
 s3ctl delay '{"ms":0}' >/dev/null
 start_iscd
 check "after the 'reboot' the cache completes" wait_state big Available 120
-check "the copy is byte-identical" cmp -s "$src/big.bin" "$ISC_HOME/datasets/big/big.bin"
+check "the copy is byte-identical" cmp -s "$src/big.bin" "$(copy_of big)/big.bin"
 check "the resume started at the durable 64 MiB, not at the file's end" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
 import json,sys
 r=[x for x in json.load(sys.stdin) if x[\"key\"]==\"big.bin\" and x[\"op\"]==\"GET\"]

@@ -31,6 +31,8 @@ isc() { "$ISC_BIN/isc" "$@"; }
 s3ctl() { curl -sf -X POST "$S3/_mock/$1" -H 'Content-Type: application/json' -d "$2"; }
 json_get() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 state_of() { isc datasets show "$1" --org demo --json | json_get state; }
+# copy_of NAME: the dataset's copy on iscd's disk (in its organisation's folder).
+copy_of() { echo "$ISC_HOME/datasets/$(isc datasets show "$1" --org demo --json | json_get copy)"; }
 wait_state() {
 	local name=$1 want=$2 secs=$3 s=
 	for _ in $(seq 1 $((secs * 5))); do
@@ -99,7 +101,7 @@ long_key=$(printf 'é%.0s' $(seq 450))
 expect_stderr "s3://isc-data/éé" isc datasets add "s3://isc-data/$long_key" --org demo --name long1
 expect_stderr "s3://isc-data/xéé" isc datasets add "s3://isc-data/x$long_key" --org demo --name long2
 check "nothing half-written: four datasets" bash -c "[ \$('$ISC_BIN/isc' datasets list --org demo --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') = 4 ]"
-check "the version is part of the copy name" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -q 'copy: *mnist-$zip_v'"
+check "the copy is named after the dataset, in its organisation's folder" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -Eq 'copy: *@[0-9]+/mnist-ds_[0-9a-f]{16}$'"
 
 # 2. A train referencing a dataset that is not Available yet is refused, naming it.
 cat >"$dir/uses-mnist.isc" <<EOF
@@ -122,12 +124,12 @@ check "the zip becomes Available" wait_state mnist Available 60
 check "the tar.gz becomes Available" wait_state imgs Available 60
 check "the folder becomes Available" wait_state corpus Available 90
 check "the bucket becomes Available" wait_state plain-bucket Available 60
-copy=$ISC_HOME/datasets/mnist-$zip_v
+copy=$(copy_of mnist)
 check "the zip is expanded at the root" grep -qx hello "$copy/mn/a.txt"
-check "the tar.gz is expanded at the root" grep -qx world "$ISC_HOME/datasets/imgs/mn/sub/b.txt"
-check "the folder has all 1003 objects" bash -c "[ \$(find '$ISC_HOME/datasets/corpus' -type f | wc -l) = 1003 ]"
-check "a folder object keeps its path" grep -qx "line 1002" "$ISC_HOME/datasets/corpus/part-1002.txt"
-check "the bucket copy is byte-identical" cmp -s "$src/big.bin" "$ISC_HOME/datasets/plain-bucket/big.bin"
+check "the tar.gz is expanded at the root" grep -qx world "$(copy_of imgs)/mn/sub/b.txt"
+check "the folder has all 1003 objects" bash -c "[ \$(find '$(copy_of corpus)' -type f | wc -l) = 1003 ]"
+check "a folder object keeps its path" grep -qx "line 1002" "$(copy_of corpus)/part-1002.txt"
+check "the bucket copy is byte-identical" cmp -s "$src/big.bin" "$(copy_of plain-bucket)/big.bin"
 check "iscd's requests were signed with headers (none presigned)" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
 import json,sys; r=json.load(sys.stdin); r=[x for x in r if x[\"bucket\"] in (\"isc-data\", \"plain-bucket\")]
 sys.exit(0 if r and not any(x[\"presigned\"] for x in r) else 1)'"
@@ -152,7 +154,7 @@ check "after kill -9 it is still Caching (in the store)" test "$(sqlite3 "$ISC_H
 s3ctl delay '{"ms":0}' >/dev/null
 start_iscd
 check "the resumed cache becomes Available" wait_state slow Available 90
-check "the resumed copy is byte-identical (multipart ETag verified)" cmp -s "$src/slow.bin" "$ISC_HOME/datasets/slow/slow.bin"
+check "the resumed copy is byte-identical (multipart ETag verified)" cmp -s "$src/slow.bin" "$(copy_of slow)/slow.bin"
 # 499: the range the kill cut short (iscd resumes from the bytes it had written, mid-range).
 check "the resume asked only for the missing ranges" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
 import json,sys
@@ -190,7 +192,7 @@ id2=$(isc burst "$dir/uses-mnist.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 check "a second experiment on the same dataset completes" wait_exp "$id2" 90 completed
 after=$(curl -s "$S3/_mock/requests" | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["key"]=="mnist.zip" and not r["presigned"]))')
 check "iscd did not fetch the shared copy again" test "$before" = "$after"
-check "one copy on disk" bash -c "[ \$(ls '$ISC_HOME/datasets' | grep -c '^mnist') = 1 ]"
+check "one copy on disk" bash -c "[ \$(ls '$(dirname "$copy")' | grep -c '^mnist') = 1 ]"
 
 # 7. The bytes change in S3 after caching (an unversioned key): the experiment fails, saying so.
 cat >"$dir/uses-bucket.isc" <<EOF
@@ -223,8 +225,9 @@ expect_stderr "is not auto, path or virtual" \
 cp "$dir/config.toml.orig" "$ISC_HOME/config.toml"
 
 # 9. Removal.
+corpus_copy=$(copy_of corpus)
 check "remove a dataset" isc datasets remove corpus --org demo
-check "its copy is gone" test ! -e "$ISC_HOME/datasets/corpus"
+check "its copy is gone" test ! -e "$corpus_copy"
 expect_stderr "no dataset 'corpus'" isc datasets show corpus --org demo
 check "no secret in the store" bash -c "! grep -aq '$AWS_SECRET_ACCESS_KEY' '$ISC_HOME/isc.db'"
 check "no presigned URL in iscd's log" bash -c "! grep -q 'X-Amz-Signature' '$dir/iscd.log'"
@@ -261,7 +264,7 @@ check "nothing was recorded for the refused adds" bash -c "! '$ISC_BIN/isc' data
 check "show says the keys are its own and sealed" bash -c "'$ISC_BIN/isc' datasets show own --org demo | grep -q 'credentials: its own keys (sealed, sha256:'"
 check "the cacher used the sealed keys: Available" wait_state own Available 60
 check "the second one too" wait_state own2 Available 60
-check "the copy holds the zip's files" grep -qx hello "$ISC_HOME/datasets/own/mn/a.txt"
+check "the copy holds the zip's files" grep -qx hello "$(copy_of own)/mn/a.txt"
 sed 's/"mnist"\]/"own"]/; s#/data/mnist#/data/own#g; s/^gpus = 2/gpus = 1/; s/uses-mnist/uses-own/' \
 	"$dir/uses-mnist.isc" >"$dir/uses-own.isc"
 id4=$(isc burst "$dir/uses-own.isc" | grep -Eo 'exp_[0-9a-f]{16}')

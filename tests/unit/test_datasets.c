@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SECRET "s3-secret-never-printed"
 
@@ -134,18 +135,147 @@ static void test_archives_and_copies(void **state)
 	assert_null(isc_dataset_archive_ext("a.gz"));
 	assert_null(isc_dataset_archive_ext("zip"));
 	assert_string_equal(isc_dataset_archive_ext("x.tar.gz"), ".tar.gz");
-	c = isc_dataset_copy_name("mnist", "", "");
-	assert_string_equal(c, "mnist");
+	/* Named after the dataset that makes it (its id), never after its bytes. */
+	c = isc_dataset_copy_name("mnist", "ds_0123456789abcdef");
+	assert_string_equal(c, "mnist-ds_0123456789abcdef");
 	free(c);
-	c = isc_dataset_copy_name("mnist", "abc-2", "");
-	assert_string_equal(c, "mnist-abc-2");
+	c = isc_dataset_copy_name("mnist", "a/b:c");
+	assert_string_equal(c, "mnist-a_b_c"); /* never a path */
 	free(c);
-	c = isc_dataset_copy_name("mnist", "", "v1");
-	assert_string_equal(c, "mnist-v1");
-	free(c);
-	c = isc_dataset_copy_name("mnist", "e", "a/b.c");
-	assert_string_equal(c, "mnist-e-a_b.c"); /* never a path */
-	free(c);
+}
+
+/* A copy name is only ever the folder of the dataset's own organisation. */
+static void test_copy_split(void **state)
+{
+	const char *leaf = NULL;
+	(void)state;
+	assert_int_equal(isc_dataset_copy_split("@7/mnist-ds_01", 7, &leaf), 0);
+	assert_string_equal(leaf, "mnist-ds_01");
+	assert_int_equal(isc_dataset_copy_split("@7/mnist-ds_01", 70, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split("@70/mnist-ds_01", 7, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split("mnist-ds_01", 7, NULL), -1); /* old layout */
+	assert_int_equal(isc_dataset_copy_split("@7/../@8/mnist", 7, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split("@7/a/b", 7, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split("@7/.manifests", 7, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split("@7/", 7, NULL), -1);
+	assert_int_equal(isc_dataset_copy_split(NULL, 7, NULL), -1);
+}
+
+/* ---- copies in the store: one organisation each, shared only inside it ---- */
+
+struct org_fixture {
+	char dir[64];
+	char *home;
+	struct isc_store *s;
+	int64_t org_a, org_b;
+};
+
+static int org_setup(void **state)
+{
+	struct org_fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-datasets-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
+	assert_int_equal(isc_store_open(f->home, 1, &f->s, NULL), 0);
+	assert_int_equal(isc_store_org_add(f->s, "acme", &f->org_a, NULL), 0);
+	assert_int_equal(isc_store_org_add(f->s, "globex", &f->org_b, NULL), 0);
+	*state = f;
+	return 0;
+}
+
+static int org_teardown(void **state)
+{
+	struct org_fixture *f = *state;
+	char *cmd;
+	isc_store_free(f->s);
+	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", f->dir);
+		free(cmd);
+	}
+	free(f->home);
+	free(f);
+	return 0;
+}
+
+/* Records NAME of ORG on s3://same-name-bucket/mnist.zip; its record in out. */
+static void add_one(struct org_fixture *f, const char *org, const char *name, const char *id,
+                    struct isc_dataset *out)
+{
+	struct isc_dataset d = {0};
+	char *got = NULL, *leaf = isc_dataset_copy_name(name, id);
+	d.id = (char *)id;
+	d.name = (char *)name;
+	d.uri = (char *)"s3://shared-name/mnist.zip";
+	d.bucket = (char *)"shared-name";
+	d.key = (char *)"mnist.zip";
+	d.etag = d.version_id = d.credentials = (char *)"";
+	d.size_bytes = 10;
+	d.volume_bytes = 1000;
+	d.copy_name = leaf;
+	assert_int_equal(isc_store_dataset_add(f->s, org, &d, &got, NULL), 0);
+	assert_int_equal(isc_store_dataset_find(f->s, org, got, out, NULL), 0);
+	free(got);
+	free(leaf);
+}
+
+static void test_copies_per_org(void **state)
+{
+	struct org_fixture *f = *state;
+	struct isc_dataset a, b, a2, *donors = NULL;
+	struct isc_err err;
+	char want[64];
+	size_t n = 9;
+	int users = -1;
+
+	/* Two organisations, one dataset name, one bucket name: two copies, two folders. */
+	add_one(f, "acme", "mnist", "ds_000000000000000a", &a);
+	add_one(f, "globex", "mnist", "ds_000000000000000b", &b);
+	snprintf(want, sizeof(want), "@%lld/mnist-ds_000000000000000a", (long long)f->org_a);
+	assert_string_equal(a.copy_name, want);
+	snprintf(want, sizeof(want), "@%lld/mnist-ds_000000000000000b", (long long)f->org_b);
+	assert_string_equal(b.copy_name, want);
+	assert_int_equal(isc_dataset_copy_split(a.copy_name, a.org_id, NULL), 0);
+	assert_int_equal(isc_dataset_copy_split(a.copy_name, b.org_id, NULL), -1);
+	assert_int_equal(isc_store_dataset_set_available(f->s, a.id, 10, "{\"objects\":[]}", NULL),
+	                 0);
+
+	/* globex finds no donor in acme, and cannot be pointed at acme's copy. */
+	assert_int_equal(isc_store_dataset_share_donors(f->s, b.org_id, "shared-name", "mnist.zip",
+	                                                b.id, b.volume_bytes, &donors, &n, NULL),
+	                 0);
+	assert_int_equal(n, 0);
+	isc_dataset_list_free(donors, n);
+	assert_int_equal(isc_store_dataset_set_shared(f->s, b.id, a.copy_name, 10, "{}", &err),
+	                 ISC_ECONFLICT);
+	isc_dataset_cleanup(&b);
+	assert_int_equal(isc_store_dataset_find(f->s, "globex", "mnist", &b, NULL), 0);
+	assert_string_equal(b.state, "created");
+	assert_int_equal(isc_dataset_copy_split(b.copy_name, b.org_id, NULL), 0);
+
+	/* A second acme dataset of the same object: acme's copy is its donor. */
+	add_one(f, "acme", "mnist2", "ds_000000000000000c", &a2);
+	assert_int_equal(isc_store_dataset_share_donors(f->s, a2.org_id, "shared-name", "mnist.zip",
+	                                                a2.id, a2.volume_bytes, &donors, &n, NULL),
+	                 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(donors[0].id, a.id);
+	isc_dataset_list_free(donors, n);
+	/* Not for a smaller volume: the donor's copy could exceed that cap. */
+	assert_int_equal(isc_store_dataset_share_donors(f->s, a2.org_id, "shared-name", "mnist.zip",
+	                                                a2.id, 999, &donors, &n, NULL),
+	                 0);
+	assert_int_equal(n, 0);
+	isc_dataset_list_free(donors, n);
+	assert_int_equal(isc_store_dataset_set_shared(f->s, a2.id, a.copy_name, 10, "{}", NULL), 0);
+	assert_int_equal(isc_store_dataset_copy_users(f->s, a.copy_name, a.id, &users, NULL), 0);
+	assert_int_equal(users, 1);
+	assert_int_equal(isc_store_dataset_copy_users(f->s, b.copy_name, b.id, &users, NULL), 0);
+	assert_int_equal(users, 0);
+	isc_dataset_cleanup(&a);
+	isc_dataset_cleanup(&b);
+	isc_dataset_cleanup(&a2);
 }
 
 /* ---- the S3 client ---- */
@@ -357,11 +487,17 @@ static void test_uri(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_names),           cmocka_unit_test(test_archives_and_copies),
-	    cmocka_unit_test(test_head_path_style), cmocka_unit_test(test_get_range_virtual),
-	    cmocka_unit_test(test_errors),          cmocka_unit_test(test_list_pages),
-	    cmocka_unit_test(test_presign),         cmocka_unit_test(test_uri),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_archives_and_copies),
+	    cmocka_unit_test(test_head_path_style),
+	    cmocka_unit_test(test_get_range_virtual),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_list_pages),
+	    cmocka_unit_test(test_presign),
+	    cmocka_unit_test(test_uri),
 	    cmocka_unit_test(test_endpoint_order),
+	    cmocka_unit_test(test_copy_split),
+	    cmocka_unit_test_setup_teardown(test_copies_per_org, org_setup, org_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
