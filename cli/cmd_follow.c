@@ -6,10 +6,12 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -295,6 +297,64 @@ int cmd_logs(struct isc_cli *cli, int argc, char **argv)
 	}
 }
 
+/* exp_ and 16 hex digits: the only names a queued cancel file may have. */
+static int experiment_id_ok(const char *id)
+{
+	if (strncmp(id, "exp_", 4) != 0 || strlen(id) != 20)
+		return 0;
+	for (const char *p = id + 4; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return 0;
+	return 1;
+}
+
+/*
+ * isc cancel while no iscd runs (docs/broker.md): the request is left as the file
+ * $ISC_HOME/run/cancel/ID, which iscd carries out when it starts, before its API and
+ * first tick. Only the store's owner (the operator, who may cancel anything) can
+ * write there: iscd honours only files of its own user. Nobody else opens the store
+ * (only iscd and isc init do), so this is the one way to leave the request.
+ */
+static int cancel_queue(struct isc_cli *cli, const char *id)
+{
+	char *dir = NULL, *file = NULL;
+	int fd = -1, rc = ISC_EXIT_FAIL, saved;
+
+	if (getenv("ISC_API_URL") || getenv("ISC_SOCKET")) {
+		isc_client_ping(cli); /* unreachable: the request path prints how */
+		isc_cli_errorf("iscd does not answer at ISC_API_URL/ISC_SOCKET; nothing was "
+		               "cancelled (a cancel is left for iscd only on its own machine)");
+		return ISC_EXIT_FAIL;
+	}
+	if (asprintf(&dir, "%s/run", cli->home) < 0 || (mkdir(dir, 0755) && errno != EEXIST))
+		goto denied;
+	free(dir);
+	if (asprintf(&dir, "%s/run/cancel", cli->home) < 0 ||
+	    (mkdir(dir, 0700) && errno != EEXIST) || asprintf(&file, "%s/%s", dir, id) < 0)
+		goto denied;
+	fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto denied;
+	dprintf(fd, "isc cancel %s\n", id);
+	if (close(fd) != 0)
+		goto denied;
+	printf("iscd is not running: the cancel of %s is recorded in %s and carried out when "
+	       "iscd starts (iscd --home %s &)\n",
+	       id, file, cli->home);
+	rc = ISC_EXIT_OK;
+	goto out;
+denied:
+	saved = errno;
+	isc_cli_errorf("iscd is not running, and the cancel of %s could not be left for it in "
+	               "%s/run/cancel (%s): only the owner of %s can; ask them to start iscd "
+	               "(iscd --home %s &) and cancel again",
+	               id, cli->home, strerror(saved), cli->home, cli->home);
+out:
+	free(dir);
+	free(file);
+	return rc;
+}
+
 int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
 {
 	char *path;
@@ -305,11 +365,19 @@ int cmd_cancel(struct isc_cli *cli, int argc, char **argv)
 		       "containers are "
 		       "stopped with a grace\nperiod (so the script can checkpoint), its nodes "
 		       "terminated, and it "
-		       "ends as cancelled.\n");
+		       "ends as cancelled.\nWithout a running iscd the request is recorded in "
+		       "$ISC_HOME/run/cancel and carried\nout when iscd starts (the store's "
+		       "owner only: docs/broker.md).\n");
 		return ISC_EXIT_OK;
 	}
 	if (argc != 2 || argv[1][0] == '-')
 		return isc_cli_usage_error("cancel", "exactly one experiment ID is required");
+	if (!isc_client_ping(cli) && experiment_id_ok(argv[1])) {
+		if ((rc = cancel_queue(cli, argv[1])) || !isc_client_ping(cli))
+			return rc;
+		/* iscd came up meanwhile and may have scanned before the file was there: ask it
+		 * too (a cancel is idempotent); the file then only repeats the request. */
+	}
 	if (!(path = experiment_path(argv[1], "/cancel")))
 		return ISC_EXIT_FAIL;
 	rc = isc_client_json(cli, "POST", path, NULL, NULL);

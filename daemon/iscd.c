@@ -20,7 +20,10 @@
 #include "onprem/onprem.h"
 #include "config/config.h"
 #include "store/store.h"
+#include "store/store_access.h"
+#include "store/store_experiments.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -85,6 +88,9 @@ static int take_lock(const char *home)
  * home is then made 0711 so other users can reach run/ by name but list
  * nothing, while every file in it stays owner-only), TCP when api_listen is set.
  */
+/* SOCKET.tcp, written while the TCP listener runs; removed when iscd stops. */
+static char *tcp_info_path;
+
 static int start_api(const char *home, struct isc_api **out, struct isc_err *err)
 {
 	struct isc_config *cfg = NULL;
@@ -141,6 +147,8 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 					fprintf(f, "http://%s:%u\n", host, isc_api_tcp_port(*out));
 					fclose(f);
 					chmod(info, 0644);
+					tcp_info_path = info;
+					info = NULL;
 				}
 			}
 		}
@@ -150,6 +158,59 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 	free(web_root);
 	isc_config_free(cfg);
 	return rc;
+}
+
+/*
+ * Cancels asked for while no iscd ran (isc cancel leaves $home/run/cancel/ID;
+ * docs/broker.md): carried out before the API and the first tick, each audited.
+ * Only a regular file of this process's own user counts (the operator may cancel
+ * anything; nobody else can write there); each file is removed once read.
+ */
+static void queued_cancels(const char *home, struct isc_store *store)
+{
+	char dir[4096], file[4096 + 256 + 2];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/run/cancel", home);
+	if (!(d = opendir(dir)))
+		return;
+	while ((de = readdir(d))) {
+		struct isc_audit a = {0};
+		struct isc_err err;
+		struct stat st;
+		char address[48];
+		int ok;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
+		ok = lstat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		     strncmp(de->d_name, "exp_", 4) == 0 && strlen(de->d_name) == 20;
+		unlink(file);
+		if (!ok) {
+			isc_log(ISC_LOG_WARN, "ignored %s: not a queued cancel of this user", file);
+			continue;
+		}
+		isc_err_clear(&err);
+		if (isc_store_experiment_request_cancel(store, de->d_name, &err))
+			isc_log(ISC_LOG_WARN, "the cancel of %s asked while iscd was stopped: %s",
+			        de->d_name, err.msg);
+		else
+			isc_log(ISC_LOG_INFO,
+			        "the cancel of %s asked while iscd was stopped is carried out",
+			        de->d_name);
+		snprintf(address, sizeof(address), "file:uid=%ld", (long)st.st_uid);
+		a.actor = "operator";
+		a.address = address;
+		a.action = "POST /v1/experiments/{id}/cancel (left while iscd was stopped)";
+		a.target = de->d_name;
+		a.status = !err.code ? 200 : err.code == ISC_ENOTFOUND ? 404 : 409;
+		isc_err_clear(&err);
+		if (isc_store_audit_add(store, &a, &err))
+			isc_log(ISC_LOG_ERROR, "the audit row of a queued cancel: %s", err.msg);
+	}
+	closedir(d);
 }
 
 static void sleep_interruptible(long ms)
@@ -256,6 +317,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	queued_cancels(home, store);
 	if (!once && start_api(home, &api, &err)) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
 		goto out;
@@ -323,6 +385,10 @@ int main(int argc, char **argv)
 	isc_dataset_cacher_stop(cacher);
 out:
 	isc_api_free(api);
+	/* The address is no one's once the listener is gone: a stale one would be dialled. */
+	if (tcp_info_path)
+		unlink(tcp_info_path);
+	free(tcp_info_path);
 	isc_onprem_free(onprem);
 	isc_broker_free(broker);
 	isc_store_free(store);

@@ -118,6 +118,25 @@ eval(s.match(/function money\(micros\) \{[\s\S]*?\n  \}/)[0]);
 const want = {1: "$0.000001", 1499965784: "$1499.965784", 250000000: "$250.00", "-5000000": "-$5.00"};
 for (const k in want) if (money(Number(k)) !== want[k]) process.exit(1);'
 fi
+
+# ---- 5. isc cancel without iscd: recorded, carried out when iscd starts ----
+id=$(isc burst "$tmp/good.isc" | grep -Eo 'exp_[0-9a-f]{16}')
+check "a burst to cancel was created" test -n "$id"
 iscd_api_stop
+out=$(isc cancel "$id")
+check "cancel without iscd says it is recorded: $out" grep -q "iscd is not running: the cancel of $id is recorded in $home/run/cancel/$id and carried out when iscd starts" <<<"$out"
+check "the request is a file under run/cancel" test -f "$home/run/cancel/$id"
+# (The next iscd also listens on TCP: item 10's run/api.sock.tcp.)
+sed -i '1i api_listen = "127.0.0.1:0"' "$home/config.toml"
+api || exit 1
+check "iscd took the request" test ! -e "$home/run/cancel/$id"
+for _ in $(seq 100); do [ "$(status_of "$id")" = cancelled ] && break; sleep 0.1; done
+check "the experiment ends cancelled" test "$(status_of "$id")" = cancelled
+check "the cancel is audited" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q 'left while iscd was stopped'"
+
+# ---- 10. small things ----
+check "iscd wrote run/api.sock.tcp" test -s "$home/run/api.sock.tcp"
+iscd_api_stop
+check "run/api.sock.tcp is removed when iscd stops" test ! -e "$home/run/api.sock.tcp"
 
 finish secondhour
