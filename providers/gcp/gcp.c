@@ -380,6 +380,11 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 	snprintf(s->project, sizeof(s->project), "%s", project);
 	if ((rc = resolve_endpoint(settings, &s->compute, err)))
 		goto fail;
+	/* An organisation's own key names no host iscd talks to (issue 29). */
+	if (settings && settings->n_credentials &&
+	    (rc = isc_gcp_token_uri_check(s->key.token_uri, s->compute,
+	                                  "the organisation's GCP key", err)))
+		goto fail;
 	s->source_image = dup_setting(settings, "source_image", DEFAULT_IMAGE);
 	s->network = dup_setting(settings, "network", DEFAULT_NETWORK);
 	s->subnetwork = dup_setting(settings, "subnetwork", NULL);

@@ -3,7 +3,9 @@
  * its exchange for a bearer token at the key's own token_uri (RFC 7523,
  * "OAuth 2.0 for Server to Server Applications"). The private key's PEM lives
  * only in memory and is wiped with OPENSSL_cleanse on cleanup, as is every
- * access token.
+ * access token. An organisation's own key may name only Google's token
+ * endpoint or the operator's (isc_gcp_token_uri_check), and a refusal is
+ * quoted by its OAuth error code alone, never the body of the answer.
  */
 #include "providers/gcp/gcp_int.h"
 
@@ -110,6 +112,56 @@ int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc
 		OPENSSL_cleanse((char *)pem, strlen(pem));
 	json_decref(root);
 	return rc;
+}
+
+/*
+ * Google's token endpoint as Google's key files spell it: the current one
+ * (cloud-api-facts: POST https://oauth2.googleapis.com/token) and the two
+ * older spellings google-auth still accepts in keys made before it.
+ */
+static const char *const google_token_uris[] = {
+    "https://oauth2.googleapis.com/token",
+    "https://www.googleapis.com/oauth2/v4/token",
+    "https://accounts.google.com/o/oauth2/token",
+};
+
+/* The length of "scheme://authority" of an http(s) URL, 0 when it is none. */
+static size_t url_origin_len(const char *u)
+{
+	const char *host;
+	if (strncmp(u, "https://", 8) == 0)
+		host = u + 8;
+	else if (strncmp(u, "http://", 7) == 0)
+		host = u + 7;
+	else
+		return 0;
+	host += strcspn(host, "/?#");
+	return (size_t)(host - u);
+}
+
+int isc_gcp_token_uri_check(const char *token_uri, const char *compute_url, const char *what,
+                            struct isc_err *err)
+{
+	size_t n = compute_url ? url_origin_len(compute_url) : 0;
+
+	for (size_t i = 0; i < sizeof(google_token_uris) / sizeof(google_token_uris[0]); i++)
+		if (strcmp(token_uri, google_token_uris[i]) == 0)
+			return 0;
+	/* The operator's own GCP endpoint: its token endpoint is theirs too. */
+	if (n && strcmp(compute_url, ISC_GCP_COMPUTE_URL) != 0 &&
+	    strncmp(token_uri, compute_url, n) == 0 && strcmp(token_uri + n, "/token") == 0)
+		return 0;
+	if (n && strcmp(compute_url, ISC_GCP_COMPUTE_URL) != 0)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "%s: \"token_uri\" '%.120s' is neither Google's token endpoint "
+		                   "(%s) nor this broker's own (%.*s/token, beside its "
+		                   "[providers.gcp] endpoint_compute): a key cannot choose where "
+		                   "iscd sends requests",
+		                   what, token_uri, google_token_uris[0], (int)n, compute_url);
+	return isc_err_set(err, ISC_EINVALID,
+	                   "%s: \"token_uri\" '%.120s' is not Google's token endpoint (%s): a key "
+	                   "cannot choose where iscd sends requests",
+	                   what, token_uri, google_token_uris[0]);
 }
 
 size_t isc_gcp_b64url(const unsigned char *in, size_t n, char *out)
@@ -273,12 +325,25 @@ int isc_gcp_parse_token(const char *body, size_t len, int64_t now_ms, struct isc
 	return 0;
 }
 
-/* What a token endpoint reply means; OAuth2 errors are {"error", "error_description"}. */
+/* An OAuth2 error code as RFC 6749 5.2 spells them (invalid_grant, ...): 1..64 of [A-Za-z0-9_.-].
+ */
+static int oauth_code_ok(const char *e)
+{
+	size_t n = e ? strlen(e) : 0;
+	return n > 0 && n <= 64 &&
+	       strspn(e, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == n;
+}
+
+/*
+ * What a token endpoint reply means; OAuth2 errors are {"error", "error_description"}.
+ * Only the error code is quoted: the description and any other text of the answer
+ * never reach a message (the caller who added a key reads it).
+ */
 static int token_classify(void *ctx, const struct isc_http_response *resp, struct isc_err *err)
 {
 	json_t *root;
-	const char *e = NULL, *d = NULL;
-	char what[200];
+	const char *e = NULL;
+	char what[100];
 	int code;
 	(void)ctx;
 
@@ -287,17 +352,12 @@ static int token_classify(void *ctx, const struct isc_http_response *resp, struc
 	root = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
 	if (json_is_object(root)) {
 		json_t *eo = json_object_get(root, "error");
-		if (json_is_string(eo)) {
+		if (json_is_string(eo))
 			e = json_string_value(eo);
-			d = str_field(root, "error_description");
-		} else if (json_is_object(
-		               eo)) { /* some proxies answer in the Google API envelope */
+		else if (json_is_object(eo)) /* some proxies answer in the Google API envelope */
 			e = str_field(eo, "status");
-			d = str_field(eo, "message");
-		}
 	}
-	snprintf(what, sizeof(what), "%s%s%s", e ? e : "no OAuth2 error", d ? ": " : "",
-	         d ? d : "");
+	snprintf(what, sizeof(what), "%s", oauth_code_ok(e) ? e : "no OAuth2 error code");
 	if (resp->status == 429)
 		code = ISC_ETHROTTLED;
 	else if (resp->status >= 500)

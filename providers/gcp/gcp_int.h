@@ -35,6 +35,18 @@ int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc
 void isc_gcp_key_cleanup(struct isc_gcp_key *k);
 
 /*
+ * Where an organisation's own key (bring-your-own, not the operator's key file) may
+ * have its assertion exchanged: Google's token endpoint as Google's key files spell
+ * it, or, when the operator pointed [providers.gcp] endpoint_compute (or
+ * CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE) somewhere else (a proxy, the sandbox's
+ * mock), "/token" at that same scheme://host:port. Anything else is ISC_EINVALID
+ * naming the key's "token_uri" field, before any request: a caller never names a
+ * host iscd talks to (issue 29). compute_url is the session's compute base URL.
+ */
+int isc_gcp_token_uri_check(const char *token_uri, const char *compute_url, const char *what,
+                            struct isc_err *err);
+
+/*
  * The signed assertion "header.claims.signature" (base64url, RS256) for the
  * jwt-bearer grant: iss = client_email, scope, aud = token_uri, iat, exp =
  * iat + 3600; kid = private_key_id when there is one. *out is owned (free).

@@ -45,7 +45,7 @@ k.pop("private_key_id")
 json.dump(k, open(sys.argv[3], "w"))
 PY
 	GOOGLE_APPLICATION_CREDENTIALS=$dir/wrong-key.json \
-		with_iscd "$home" expect_stderr "gcp rejected the credentials: token exchange: invalid_grant: Invalid JWT Signature." \
+		with_iscd "$home" expect_stderr "gcp rejected the credentials: token exchange: invalid_grant (HTTP 400)" \
 		"$ISC_BIN/isc" --home "$home" check gcp
 	check "the refused key's PEM is in no message" \
 		test -z "$(GOOGLE_APPLICATION_CREDENTIALS=$dir/wrong-key.json with_iscd "$home" "$ISC_BIN/isc" --home "$home" check gcp 2>&1 | grep -F 'PRIVATE KEY')"

@@ -739,7 +739,9 @@ static void test_auth_refresh_and_refusal(void **state)
 	      "{\"error\":\"invalid_grant\",\"error_description\":\"Invalid JWT Signature.\"}");
 	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
 	assert_int_equal(S.calls, 1);
-	assert_non_null(strstr(err.msg, "Invalid JWT Signature."));
+	/* The OAuth error code only: the answer's own words never reach a message. */
+	assert_non_null(strstr(err.msg, "token exchange: invalid_grant (HTTP 400)"));
+	assert_null(strstr(err.msg, "Invalid JWT Signature"));
 	assert_null(strstr(err.msg, "BEGIN"));
 	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
 	assert_int_equal(S.calls, 1);
@@ -959,6 +961,97 @@ static void test_session_errors(void **state)
 	}
 	/* list prices: no refresh_prices slot, which prices/ counts as list-only */
 	assert_null(p->refresh_prices);
+}
+
+/* A session on an organisation's key whose token_uri is uri; the error code of session_new. */
+static int byo_session(const char *uri, const char *compute, struct isc_err *err)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	struct isc_provider_session *s = NULL;
+	json_t *k = json_loads(fake_key_json, 0, NULL);
+	const struct isc_kv items[] = {{"endpoint_compute", compute}};
+	struct isc_provider_settings st = {items, compute ? 1 : 0, NULL, 1};
+	struct isc_kv creds[1];
+	char *txt;
+	int rc;
+
+	json_object_set_new(k, "token_uri", json_string(uri));
+	txt = json_dumps(k, 0);
+	creds[0] = (struct isc_kv){"service_account_json", txt};
+	st.credentials = creds;
+	rc = p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, err);
+	if (s)
+		s->provider->session_free(s);
+	free(txt);
+	json_decref(k);
+	return rc;
+}
+
+/*
+ * Issue 29: an organisation's key names no host iscd talks to. Its token_uri is
+ * Google's (any of Google's spellings) or "/token" beside the operator's own
+ * endpoint_compute; anything else is refused when the session is made, naming the
+ * field, with no request sent. The operator's own key file may name its own.
+ */
+static void test_byo_token_uri_is_google_or_the_operators(void **state)
+{
+	const char *mock = "http://127.0.0.1:9/compute/v1/";
+	static const char *const refused[] = {
+	    "http://127.0.0.1:5555/token",        /* a loopback listener of the caller's */
+	    "http://127.0.0.1:9/other",           /* the operator's host, another path */
+	    "http://127.0.0.1:9/token?x=1",       /* ... or a query */
+	    "http://127.0.0.1:9@127.0.0.2/token", /* userinfo trick */
+	    "http://127.0.0.10:9/token",
+	    "https://oauth2.googleapis.com.evil.example/token",
+	    "https://oauth2.googleapis.com/token/../x",
+	};
+	struct isc_err err;
+	(void)state;
+
+	script_reset();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_int_equal(byo_session(refused[i], mock, &err), ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "\"token_uri\""));
+		assert_non_null(strstr(err.msg, "the organisation's GCP key"));
+		assert_non_null(strstr(err.msg, "http://127.0.0.1:9/token"));
+	}
+	/* (not even an http(s) URL to the parser) */
+	assert_int_equal(byo_session("HTTPS://OAUTH2.GOOGLEAPIS.COM/TOKEN", mock, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "\"token_uri\""));
+	/* Without an operator endpoint only Google's own. */
+	assert_int_equal(byo_session("https://compute.googleapis.com/token", NULL, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "is not Google's token endpoint"));
+	assert_int_equal(byo_session("http://127.0.0.1:9/token", NULL, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 0); /* refused before any request */
+	assert_int_equal(byo_session("https://oauth2.googleapis.com/token", NULL, &err), 0);
+	assert_int_equal(byo_session("https://oauth2.googleapis.com/token", mock, &err), 0);
+	assert_int_equal(byo_session("https://accounts.google.com/o/oauth2/token", NULL, &err), 0);
+	assert_int_equal(byo_session("https://www.googleapis.com/oauth2/v4/token", NULL, &err), 0);
+	assert_int_equal(byo_session("http://127.0.0.1:9/token", mock, &err), 0);
+	assert_int_equal(byo_session("http://127.0.0.1:9/token", "http://127.0.0.1:9", &err), 0);
+	assert_int_equal(S.calls, 0);
+	/* The operator's own key file: its token_uri is the operator's choice. */
+	{
+		const struct isc_provider *p = isc_provider_find("gcp");
+		struct isc_provider_session *s = NULL;
+		char path[] = "/tmp/isc-gcp-key-XXXXXX";
+		json_t *k = json_loads(fake_key_json, 0, NULL);
+		int fd = mkstemp(path);
+		const struct isc_kv items[] = {{"credentials_file", path},
+		                               {"endpoint_compute", mock}};
+		struct isc_provider_settings st = {items, 2, NULL, 0};
+		assert_true(fd >= 0);
+		close(fd);
+		json_object_set_new(k, "token_uri", json_string("http://127.0.0.1:5555/token"));
+		assert_int_equal(json_dump_file(k, path, 0), 0);
+		json_decref(k);
+		assert_int_equal(
+		    p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+		s->provider->session_free(s);
+		unlink(path);
+	}
 }
 
 /* ---- against the mock cloud ---- */
@@ -1205,7 +1298,8 @@ static void test_mock_quota_and_wrong_key(void **state)
 		json_decref(mk);
 	}
 	assert_int_equal(s->provider->check_credentials(s, &id, &err), ISC_EAUTH);
-	assert_non_null(strstr(err.msg, "Invalid JWT Signature"));
+	assert_non_null(strstr(err.msg, "invalid_grant"));
+	assert_null(strstr(err.msg, "Invalid JWT Signature"));
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EAUTH);
 	assert_int_equal(mock_calls("oauth2.token") - tokens, 1);
 	s->provider->session_free(s);
@@ -1226,6 +1320,7 @@ int main(void)
 	    cmocka_unit_test(test_jwt_verifies_with_public_key),
 	    cmocka_unit_test(test_key_file_errors),
 	    cmocka_unit_test(test_token_reply),
+	    cmocka_unit_test(test_byo_token_uri_is_google_or_the_operators),
 	    cmocka_unit_test(test_request_id),
 	    cmocka_unit_test(test_labels_and_names),
 	    cmocka_unit_test(test_operations),
