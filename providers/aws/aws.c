@@ -7,6 +7,7 @@
  * ClientToken derived from the broker's token, so a retry or a crash replay
  * never creates a second gang.
  */
+#include "common/log.h"
 #include "providers/aws/aws_creds.h"
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
@@ -17,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +40,12 @@ struct aws_session {
 	char *image_id;
 	char *subnet_id;
 	char *security_group_id;
-	char *placement_group;
 	char *product_description;
-	int public_ip_iface; /* associate_public_ip=true: use NetworkInterface.1.* */
-	int max_pages;       /* describe_max_pages: more is an error, never a shorter list */
+	int cluster_placement; /* cluster_placement=auto: a cluster placement group per multi-node
+	                          gang */
+	int efa;               /* efa=auto: EFA interfaces for multi-node gangs of EFA types */
+	int public_ip_iface;   /* associate_public_ip=true: use NetworkInterface.1.* */
+	int max_pages;         /* describe_max_pages: more is an error, never a shorter list */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -163,7 +167,6 @@ static void aws_session_free(struct isc_provider_session *ps)
 		free(s->image_id);
 		free(s->subnet_id);
 		free(s->security_group_id);
-		free(s->placement_group);
 		free(s->product_description);
 		free(s);
 	}
@@ -171,6 +174,22 @@ static void aws_session_free(struct isc_provider_session *ps)
 }
 
 extern const struct isc_provider isc_provider_aws;
+
+/* A setting that is "auto" (the default: *on = 1) or "never" (*on = 0). */
+static int auto_never(const struct isc_provider_settings *settings, const char *key, int *on,
+                      struct isc_err *err)
+{
+	const char *v = isc_provider_setting(settings, key);
+	*on = 1;
+	if (!v || !v[0] || strcmp(v, "auto") == 0)
+		return 0;
+	if (strcmp(v, "never") == 0) {
+		*on = 0;
+		return 0;
+	}
+	return isc_err_set(err, ISC_EINVALID,
+	                   "providers.aws.%s: '%.40s' is neither \"auto\" nor \"never\"", key, v);
+}
 
 static int aws_session_new(const struct isc_provider_settings *settings, const char *region,
                            const struct isc_http_transport *t, const struct isc_clock *clock,
@@ -203,7 +222,19 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	    isc_provider_setting_dup(settings, "product_description", "Linux/UNIX");
 	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
 	s->security_group_id = isc_provider_setting_dup(settings, "security_group_id", NULL);
-	s->placement_group = isc_provider_setting_dup(settings, "placement_group", NULL);
+	if (isc_provider_setting(settings, "placement_group")) {
+		/* One group for every gang in every zone cannot work: a cluster group is
+		 * zone-bound. */
+		rc =
+		    isc_err_set(err, ISC_EINVALID,
+		                "providers.aws.placement_group is no longer read: the driver makes "
+		                "a cluster placement group per gang and zone (cluster_placement = "
+		                "\"auto\" or \"never\")");
+		goto fail;
+	}
+	if ((rc = auto_never(settings, "cluster_placement", &s->cluster_placement, err)) ||
+	    (rc = auto_never(settings, "efa", &s->efa, err)))
+		goto fail;
 	{
 		const char *mp = isc_provider_setting(settings, "describe_max_pages");
 		char *end = NULL;
@@ -466,9 +497,53 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
 	return 0;
 }
 
+/*
+ * The network interfaces of an EFA gang (cloud-api-facts "Fabric details", EC2 User Guide
+ * "EFA"): network card 0 / device 0 is an `efa` interface (it has the IP address), every
+ * further card an `efa-only` one at device index 0, all in the one subnet and security
+ * group (EFA traffic does not cross subnets). EC2 refuses a public IP with more than one
+ * interface, so associate_public_ip=true gets the primary EFA interface only.
+ */
+static int efa_interfaces_form(const struct aws_session *s, int n_efa, struct isc_buf *f)
+{
+	int rc = 0;
+	if (s->public_ip_iface)
+		n_efa = 1;
+	for (int k = 0; k < n_efa && !rc; k++) {
+		char card[16];
+		int i = k + 1;
+		snprintf(card, sizeof(card), "%d", k);
+		rc = isc_ec2_form_addf(f, "0", "NetworkInterface.%d.DeviceIndex", i);
+		if (n_efa > 1)
+			rc = rc ? rc
+			        : isc_ec2_form_addf(f, card, "NetworkInterface.%d.NetworkCardIndex",
+			                            i);
+		rc = rc ? rc
+		        : isc_ec2_form_addf(f, k == 0 ? "efa" : "efa-only",
+		                            "NetworkInterface.%d.InterfaceType", i);
+		rc =
+		    rc ? rc
+		       : isc_ec2_form_addf(f, "true", "NetworkInterface.%d.DeleteOnTermination", i);
+		if (s->public_ip_iface)
+			rc = rc ? rc
+			        : isc_ec2_form_addf(
+			              f, "true", "NetworkInterface.%d.AssociatePublicIpAddress", i);
+		if (s->subnet_id)
+			rc = rc ? rc
+			        : isc_ec2_form_addf(f, s->subnet_id, "NetworkInterface.%d.SubnetId",
+			                            i);
+		if (s->security_group_id)
+			rc = rc ? rc
+			        : isc_ec2_form_addf(f, s->security_group_id,
+			                            "NetworkInterface.%d.SecurityGroupId.1", i);
+	}
+	return rc;
+}
+
+/* group: the gang's cluster placement group or NULL; n_efa: EFA interfaces per node (0: none). */
 static int run_instances_form(const struct aws_session *s, const struct isc_launch_spec *spec,
                               const char *zone, const char *token, const char *user_data,
-                              struct isc_buf *f)
+                              const char *group, int n_efa, struct isc_buf *f)
 {
 	char count[16];
 	int rc;
@@ -481,8 +556,8 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 	rc = rc ? rc : isc_ec2_form_add(f, "ClientToken", token);
 	if (zone[0])
 		rc = rc ? rc : isc_ec2_form_add(f, "Placement.AvailabilityZone", zone);
-	if (s->placement_group)
-		rc = rc ? rc : isc_ec2_form_add(f, "Placement.GroupName", s->placement_group);
+	if (group)
+		rc = rc ? rc : isc_ec2_form_add(f, "Placement.GroupName", group);
 	rc = rc ? rc : isc_ec2_form_add(f, "UserData", user_data);
 	if (spec->spot) {
 		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.MarketType", "spot");
@@ -496,7 +571,9 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 		              f, "InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior",
 		              "terminate");
 	}
-	if (s->public_ip_iface) {
+	if (n_efa > 0) {
+		rc = rc ? rc : efa_interfaces_form(s, n_efa, f);
+	} else if (s->public_ip_iface) {
 		/* With an interface, subnet and groups must live inside it, never at the top level.
 		 */
 		rc = rc ? rc : isc_ec2_form_add(f, "NetworkInterface.1.DeviceIndex", "0");
@@ -536,6 +613,190 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
                          struct isc_err *err);
 
+/*
+ * Placement groups a launch of this process is using right now. The reconcile in
+ * describe deletes a tagged group that no live instance uses; a group just created for a
+ * RunInstances still under way has none yet, so it is skipped while listed here.
+ */
+#define BUSY_MAX 256
+static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
+static char busy_group[BUSY_MAX][ISC_AWS_GROUP_NAME_MAX];
+static int busy_refs[BUSY_MAX];
+
+static void group_busy(const char *name, int delta)
+{
+	int free_slot = -1;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX; i++) {
+		if (busy_refs[i] && strcmp(busy_group[i], name) == 0) {
+			busy_refs[i] += delta;
+			pthread_mutex_unlock(&busy_lock);
+			return;
+		}
+		if (!busy_refs[i] && free_slot < 0)
+			free_slot = i;
+	}
+	/* A full table only means a reconcile may try a delete EC2 refuses (InUse) or races. */
+	if (delta > 0 && free_slot >= 0) {
+		snprintf(busy_group[free_slot], sizeof(busy_group[free_slot]), "%s", name);
+		busy_refs[free_slot] = delta;
+	}
+	pthread_mutex_unlock(&busy_lock);
+}
+
+static int group_is_busy(const char *name)
+{
+	int busy = 0;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX && !busy; i++)
+		busy = busy_refs[i] && strcmp(busy_group[i], name) == 0;
+	pthread_mutex_unlock(&busy_lock);
+	return busy;
+}
+
+int isc_aws_group_name(const char *zone_token, char out[ISC_AWS_GROUP_NAME_MAX])
+{
+	/* The zone token is <= 64 printable ASCII; a placement group name may hold 255. */
+	int n = snprintf(out, ISC_AWS_GROUP_NAME_MAX, "isc-%s", zone_token);
+	return n > 0 && n < ISC_AWS_GROUP_NAME_MAX ? 0 : ISC_EINVALID;
+}
+
+/*
+ * CreatePlacementGroup Strategy=cluster, tagged like the instances so the reconcile finds
+ * it without the store. A group of that name already there is the one a replay of the
+ * same launch made (the name comes from the launch's token): it is used again.
+ */
+static int create_group(struct aws_session *s, const char *name, const struct isc_launch_spec *spec,
+                        struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "CreatePlacementGroup", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "GroupName", name);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Strategy", "cluster");
+	rc =
+	    rc ? rc : isc_ec2_form_add(&form, "TagSpecification.1.ResourceType", "placement-group");
+	for (size_t i = 0; i < spec->n_tags && !rc; i++) {
+		rc = isc_ec2_form_addf(&form, spec->tags[i].key, "TagSpecification.1.Tag.%zu.Key",
+		                       i + 1);
+		rc = rc ? rc
+		        : isc_ec2_form_addf(&form, spec->tags[i].value,
+		                            "TagSpecification.1.Tag.%zu.Value", i + 1);
+	}
+	if (rc)
+		rc = isc_err_set(err, ISC_EINVALID, "CreatePlacementGroup: request too large");
+	else
+		rc = aws_call(s, SVC_EC2, "CreatePlacementGroup", &form, &cc, &resp, err);
+	if (rc && strcmp(cc.code, "InvalidPlacementGroup.Duplicate") == 0)
+		rc = 0;
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * DeletePlacementGroup. EC2 refuses while an instance (shutting-down included) is in the
+ * group (InvalidPlacementGroup.InUse): *deleted stays 0 and a later reconcile asks again.
+ * A group already gone counts as deleted.
+ */
+static int delete_group(struct aws_session *s, const char *name, int *deleted, struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc;
+
+	*deleted = 0;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DeletePlacementGroup", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "GroupName", name);
+	if (rc)
+		rc = isc_err_set(err, ISC_EINVALID, "DeletePlacementGroup: request too large");
+	else
+		rc = aws_call(s, SVC_EC2, "DeletePlacementGroup", &form, &cc, &resp, err);
+	if (!rc || strcmp(cc.code, "InvalidPlacementGroup.Unknown") == 0) {
+		*deleted = 1;
+		rc = 0;
+	} else if (strcmp(cc.code, "InvalidPlacementGroup.InUse") == 0) {
+		rc = 0;
+	}
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* How many EFA interfaces a node of `type` takes: DescribeInstanceTypes MaximumEfaInterfaces. */
+static int efa_interfaces_of(struct aws_session *s, const char *type, int *n_efa,
+                             struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_ec2_efa_info info;
+	int rc;
+
+	*n_efa = 0;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DescribeInstanceTypes", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "InstanceType.1", type);
+	if (rc)
+		rc = isc_err_set(err, ISC_EINVALID, "DescribeInstanceTypes: request too large");
+	else
+		rc = aws_call(s, SVC_EC2, "DescribeInstanceTypes", &form, &cc, &resp, err);
+	if (!rc)
+		rc = isc_ec2_parse_efa_info(resp.body.data, resp.body.len, type, &info, err);
+	if (!rc && info.supported)
+		/* One EFA per network card at most: that is how they are laid out. */
+		*n_efa = info.max_efa < info.max_cards ? info.max_efa : info.max_cards;
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * EFA needs its security group to allow all traffic to and from the group itself (EC2
+ * User Guide, "Prepare an EFA-enabled security group"); without it NCCL over EFA hangs.
+ * The rule is named when it is missing, so the operator can add it.
+ */
+static int check_efa_security_group(struct aws_session *s, struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc, in_ok = 0, out_ok = 0;
+	const char *sg = s->security_group_id;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "GroupId.1", sg);
+	if (rc)
+		rc = isc_err_set(err, ISC_EINVALID, "DescribeSecurityGroups: request too large");
+	else
+		rc = aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, err);
+	if (!rc)
+		rc = isc_ec2_parse_sg_self_rules(resp.body.data, resp.body.len, sg, &in_ok, &out_ok,
+		                                 err);
+	if (!rc && (!in_ok || !out_ok))
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "security group %s lacks the rule EFA needs: %s%s%s (EC2 User Guide, "
+		    "\"Prepare an EFA-enabled security group\")",
+		    sg, in_ok ? "" : "inbound: all traffic from the group itself",
+		    !in_ok && !out_ok ? "; " : "",
+		    out_ok ? "" : "outbound: all traffic to the group itself");
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
@@ -544,7 +805,10 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
-	int rc = 0;
+	char group[ISC_AWS_GROUP_NAME_MAX];
+	int rc = 0, n_efa = 0;
+	/* Close together and on the fabric: only a gang of several nodes has anything to gain. */
+	int grouped = s->cluster_placement && spec->count >= 2;
 
 	/* A shape without zones (the catalog has no per-zone data) lets EC2 pick the zone. */
 	static const char *const any_zone[1] = {""};
@@ -562,6 +826,15 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			return rc;
 	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
 		return rc;
+	if (s->efa && spec->count >= 2) {
+		rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
+		if (!rc && n_efa > 0 && s->security_group_id)
+			rc = check_efa_security_group(s, err);
+		if (rc) {
+			free(user_data);
+			return rc;
+		}
+	}
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
 	for (size_t z = 0; z < n_zones; z++) {
@@ -572,13 +845,40 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_aws_zone_token(spec->idempotency_token, zone, token, NULL);
 		if (spec->before_zone)
 			spec->before_zone(spec->before_zone_ctx, zone);
-		if (run_instances_form(s, spec, zone, token, user_data, &form)) {
+		if (grouped) {
+			/* One group per gang and zone: a cluster group is bound to its first zone.
+			 */
+			if (isc_aws_group_name(token, group)) {
+				rc =
+				    isc_err_set(err, ISC_EINVALID, "placement group name too long");
+				break;
+			}
+			group_busy(group, +1);
+			if ((rc = create_group(s, group, spec, err))) {
+				group_busy(group, -1);
+				if (err)
+					isc_err_wrap(err, "zone %s", zone);
+				break;
+			}
+		}
+		if (run_instances_form(s, spec, zone, token, user_data, grouped ? group : NULL,
+		                       n_efa, &form)) {
+			if (grouped)
+				group_busy(group, -1);
 			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
 			break;
 		}
 		rc = aws_call(s, SVC_EC2, "RunInstances", &form, &cc, &resp, err);
+		if (grouped)
+			group_busy(group, -1);
 		if (rc == ISC_ECAPACITY) {
 			snprintf(last, sizeof(last), "%s", err ? err->msg : "");
+			if (grouped) {
+				/* Nothing launched into it (all or nothing): give it back now. */
+				int deleted;
+				struct isc_err derr;
+				delete_group(s, group, &deleted, &derr);
+			}
 			continue; /* the next zone may have room */
 		}
 		if (rc) {
@@ -713,6 +1013,61 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 	return rc;
 }
 
+/*
+ * Teardown and crash recovery of placement groups, by tag: every cluster group tagged
+ * isc:broker=broker_id that no instance of this listing still uses (terminated ones aside)
+ * and no launch of this process is filling is deleted. The broker describes each region
+ * with open work every tick, so a gang's group goes once its instances are terminated
+ * (EC2 refuses before: InvalidPlacementGroup.InUse), and a group left by a crash between
+ * CreatePlacementGroup and RunInstances goes at the next tick after the restart.
+ * Best effort: the listing is what describe promises, so a failure here is logged and
+ * the next tick tries again.
+ */
+static void reconcile_groups(struct aws_session *s, const char *broker_id,
+                             const struct isc_ec2_instance_placement *ip, size_t n_ip)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_ec2_placement_group *gs = NULL;
+	size_t ng = 0;
+	struct isc_err err;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribePlacementGroups: request too large")
+	        : aws_call(s, SVC_EC2, "DescribePlacementGroups", &form, &cc, &resp, &err);
+	if (!rc)
+		rc = isc_ec2_parse_placement_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
+	for (size_t g = 0; !rc && g < ng; g++) {
+		int used = 0, deleted;
+		if (strcmp(gs[g].strategy, "cluster") != 0 ||
+		    strcmp(gs[g].state, "available") != 0 || group_is_busy(gs[g].name))
+			continue;
+		for (size_t i = 0; i < n_ip && !used; i++)
+			used = ip[i].state != ISC_NODE_TERMINATED &&
+			       strcmp(ip[i].group, gs[g].name) == 0;
+		if (used)
+			continue;
+		rc = delete_group(s, gs[g].name, &deleted, &err);
+		if (!rc && deleted)
+			isc_log(ISC_LOG_INFO,
+			        "aws %s: placement group %s deleted (no live instance)", s->region,
+			        gs[g].name);
+	}
+	if (rc)
+		isc_log(ISC_LOG_WARN,
+		        "aws %s: placement group reconcile: %s (next describe retries)", s->region,
+		        err.msg);
+	free(gs);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+}
+
 static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
                         struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
@@ -721,7 +1076,8 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_node_info *all = NULL;
-	size_t n = 0;
+	struct isc_ec2_instance_placement *placed = NULL;
+	size_t n = 0, n_placed = 0;
 	char *next = NULL;
 	int rc = 0, pages = 0, any_spot = 0;
 
@@ -763,6 +1119,21 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 				n += np;
 			}
 		}
+		if (!rc && np && s->cluster_placement) {
+			/* Which group each instance is in, for the group reconcile below. */
+			struct isc_ec2_instance_placement *pp = NULL, *grown;
+			size_t npp = 0;
+			rc = isc_ec2_parse_instance_placements(resp.body.data, resp.body.len, &pp,
+			                                       &npp, err);
+			if (!rc && !(grown = realloc(placed, (n_placed + npp + 1) * sizeof(*pp))))
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			if (!rc) {
+				placed = grown;
+				memcpy(placed + n_placed, pp, npp * sizeof(*pp));
+				n_placed += npp;
+			}
+			free(pp);
+		}
 		free(page);
 	} while (!rc && next && ++pages < s->max_pages);
 	rc = pages_done(s, "DescribeInstances", rc, next, err);
@@ -775,6 +1146,9 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 			any_spot = 1;
 	if (!rc && any_spot)
 		rc = describe_spot(s, broker_id, all, n, err);
+	if (!rc && s->cluster_placement)
+		reconcile_groups(s, broker_id, placed, n_placed);
+	free(placed);
 	if (rc) {
 		free(all);
 		return rc;

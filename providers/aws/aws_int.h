@@ -46,4 +46,13 @@ int isc_aws_zone_token(const char *token, const char *zone, char out[65], struct
  */
 int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct isc_err *err);
 
+/* A placement group name: "isc-" + the zone token, at most 68 characters (EC2: 255). */
+#define ISC_AWS_GROUP_NAME_MAX 80
+
+/*
+ * The cluster placement group of one gang in one zone, named after its zone token, so a
+ * replay of the launch finds the same group and another gang or zone never shares it.
+ */
+int isc_aws_group_name(const char *zone_token, char out[ISC_AWS_GROUP_NAME_MAX]);
+
 #endif

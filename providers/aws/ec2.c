@@ -85,6 +85,11 @@ static const struct {
     {"MissingAuthenticationToken", ISC_EAUTH},
     {"AccessDenied", ISC_EAUTH},
     {"RequestExpired", ISC_EAUTH}, /* clock skew: retrying the same signature cannot help */
+    /*
+     * A cluster placement group lives in one zone: a launch into it elsewhere, or one it
+     * cannot hold, is a capacity answer for that zone, so the next zone is tried.
+     */
+    {"InvalidPlacementGroup.InUse", ISC_ECAPACITY},
     {"IdempotentParameterMismatch", ISC_ECONFLICT},
     {"InvalidInstanceID.NotFound", ISC_ENOTFOUND},
 };
@@ -658,4 +663,182 @@ int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out
 		rc = isc_err_set(err, ISC_EINVALID, "unexpected GetCallerIdentity reply");
 	xmlFreeDoc(d);
 	return rc;
+}
+
+/* ---- placement groups, instance types, security groups ---- */
+
+static int placement_group_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_placement_group *g = rec;
+	if (text_at(it, "groupName", g->name, sizeof(g->name)) ||
+	    text_at(it, "state", g->state, sizeof(g->state)) ||
+	    text_at(it, "strategy", g->strategy, sizeof(g->strategy)) || !g->name[0])
+		return ISC_EINVALID;
+	return 0;
+}
+
+int isc_ec2_parse_placement_groups(const char *xml, size_t len,
+                                   struct isc_ec2_placement_group **out, size_t *n,
+                                   struct isc_err *err)
+{
+	void *arr;
+	int rc = parse_item_list(xml, len, "placementGroupSet", sizeof(**out), placement_group_item,
+	                         "placement group list", &arr, n, NULL, err);
+	*out = arr;
+	return rc;
+}
+
+static int instance_placement_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_instance_placement *ip = rec;
+	if (text_at(it, "instanceId", ip->id, sizeof(ip->id)) ||
+	    text_at(it, "placement/groupName", ip->group, sizeof(ip->group)) ||
+	    state_from(path(it, "instanceState"), &ip->state))
+		return ISC_EINVALID;
+	for (xmlNode *ni = child(path(it, "networkInterfaceSet"), "item"); ni; ni = ni->next) {
+		char type[32];
+		if (!is_el(ni, "item"))
+			continue;
+		if (text_at(ni, "interfaceType", type, sizeof(type)))
+			return ISC_EINVALID;
+		if (strcmp(type, "efa") == 0 || strcmp(type, "efa-only") == 0)
+			ip->n_efa++;
+	}
+	return 0;
+}
+
+int isc_ec2_parse_instance_placements(const char *xml, size_t len,
+                                      struct isc_ec2_instance_placement **out, size_t *n,
+                                      struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *root, *rs;
+	void *arr = NULL;
+	size_t cnt = 0, cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d)
+		return ISC_EINVALID;
+	root = xmlDocGetRootElement(d);
+	rs = child(root, "reservationSet");
+	if (rs) {
+		for (xmlNode *r = rs->children; r && !rc; r = r->next)
+			if (is_el(r, "item"))
+				rc = parse_items(child(r, "instancesSet"), sizeof(**out),
+				                 instance_placement_item, &arr, &cnt, &cap);
+	} else {
+		rc = parse_items(child(root, "instancesSet"), sizeof(**out),
+		                 instance_placement_item, &arr, &cnt, &cap);
+	}
+	xmlFreeDoc(d);
+	if (rc) {
+		free(arr);
+		return isc_err_set(err, rc,
+		                   rc == ISC_ENOMEM ? "out of memory"
+		                                    : "unexpected instance list in AWS reply");
+	}
+	*out = arr;
+	*n = cnt;
+	return 0;
+}
+
+int isc_ec2_parse_efa_info(const char *xml, size_t len, const char *instance_type,
+                           struct isc_ec2_efa_info *out, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	int rc = ISC_ENOTFOUND;
+
+	memset(out, 0, sizeof(*out));
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "instanceTypeSet");
+	for (xmlNode *it = set ? set->children : NULL; it && rc == ISC_ENOTFOUND; it = it->next) {
+		char name[64], sup[16], max_efa[16], cards[16];
+		if (!is_el(it, "item"))
+			continue;
+		if (text_at(it, "instanceType", name, sizeof(name)) ||
+		    text_at(it, "networkInfo/efaSupported", sup, sizeof(sup)) ||
+		    text_at(it, "networkInfo/efaInfo/maximumEfaInterfaces", max_efa,
+		            sizeof(max_efa)) ||
+		    text_at(it, "networkInfo/maximumNetworkCards", cards, sizeof(cards))) {
+			rc = ISC_EINVALID;
+			break;
+		}
+		if (strcmp(name, instance_type) != 0)
+			continue;
+		out->supported = strcmp(sup, "true") == 0;
+		out->max_efa = out->supported ? atoi(max_efa) : 0;
+		out->max_cards = cards[0] ? atoi(cards) : 1;
+		if (out->max_efa < 0 || out->max_efa > 64 || out->max_cards < 1 ||
+		    out->max_cards > 64) {
+			rc = ISC_EINVALID;
+			break;
+		}
+		rc = 0;
+	}
+	xmlFreeDoc(d);
+	if (rc == ISC_ENOTFOUND)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "DescribeInstanceTypes: %s is not in the reply (not offered "
+		                   "in this region?)",
+		                   instance_type);
+	if (rc)
+		return isc_err_set(err, rc, "unexpected instance type list in AWS reply");
+	return 0;
+}
+
+/* True when one permission of `perms` allows all traffic (protocol -1) with sg or any address. */
+static int allows_all_from(const xmlNode *perms, const char *sg, int any_cidr_counts)
+{
+	for (xmlNode *p = perms ? perms->children : NULL; p; p = p->next) {
+		char proto[16];
+		if (!is_el(p, "item") || text_at(p, "ipProtocol", proto, sizeof(proto)) ||
+		    strcmp(proto, "-1") != 0)
+			continue;
+		for (xmlNode *g = child(path(p, "groups"), "item"); g; g = g->next) {
+			char id[64];
+			if (is_el(g, "item") && !text_at(g, "groupId", id, sizeof(id)) &&
+			    strcmp(id, sg) == 0)
+				return 1;
+		}
+		for (xmlNode *r = child(path(p, "ipRanges"), "item"); any_cidr_counts && r;
+		     r = r->next) {
+			char cidr[64];
+			if (is_el(r, "item") && !text_at(r, "cidrIp", cidr, sizeof(cidr)) &&
+			    strcmp(cidr, "0.0.0.0/0") == 0)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int *in_ok,
+                                int *out_ok, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	int found = 0;
+
+	*in_ok = *out_ok = 0;
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "securityGroupInfo");
+	for (xmlNode *it = set ? set->children : NULL; it && !found; it = it->next) {
+		char id[64];
+		if (!is_el(it, "item") || text_at(it, "groupId", id, sizeof(id)) ||
+		    strcmp(id, sg) != 0)
+			continue;
+		found = 1;
+		/* Inbound must name the group itself; outbound to anywhere covers the group too. */
+		*in_ok = allows_all_from(path(it, "ipPermissions"), sg, 0);
+		*out_ok = allows_all_from(path(it, "ipPermissionsEgress"), sg, 1);
+	}
+	xmlFreeDoc(d);
+	if (!found)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "DescribeSecurityGroups: %s is not in the reply", sg);
+	return 0;
 }

@@ -96,6 +96,48 @@ struct isc_ec2_spot_price {
 int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
                               size_t *n, char **next_token, struct isc_err *err);
 
+/* One placement group of DescribePlacementGroupsResponse (placementGroupSet). */
+struct isc_ec2_placement_group {
+	char name[256];
+	char state[32];    /* pending, available, deleting, deleted */
+	char strategy[32]; /* cluster, spread, partition */
+};
+
+int isc_ec2_parse_placement_groups(const char *xml, size_t len,
+                                   struct isc_ec2_placement_group **out, size_t *n,
+                                   struct isc_err *err);
+
+/* Per instance of a RunInstances/DescribeInstances reply: its placement and fabric. */
+struct isc_ec2_instance_placement {
+	char id[64];
+	enum isc_node_state state;
+	char group[256]; /* placement/groupName, "" when none */
+	int n_efa;       /* networkInterfaceSet items of interfaceType efa or efa-only */
+};
+
+int isc_ec2_parse_instance_placements(const char *xml, size_t len,
+                                      struct isc_ec2_instance_placement **out, size_t *n,
+                                      struct isc_err *err);
+
+/* What DescribeInstanceTypes says of one type's network (networkInfo). */
+struct isc_ec2_efa_info {
+	int supported; /* efaSupported */
+	int max_efa;   /* efaInfo/maximumEfaInterfaces; 0 without EFA */
+	int max_cards; /* maximumNetworkCards (>= 1) */
+};
+
+/* The entry of instance_type in a DescribeInstanceTypesResponse; ISC_EINVALID when absent. */
+int isc_ec2_parse_efa_info(const char *xml, size_t len, const char *instance_type,
+                           struct isc_ec2_efa_info *out, struct isc_err *err);
+
+/*
+ * Whether security group sg (in a DescribeSecurityGroupsResponse) allows what EFA needs:
+ * *in_ok = an inbound rule for all traffic (protocol -1) from sg itself; *out_ok = an
+ * outbound rule for all traffic to sg itself or to 0.0.0.0/0.
+ */
+int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int *in_ok,
+                                int *out_ok, struct isc_err *err);
+
 /* GetCallerIdentityResponse. */
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
                            struct isc_err *err);

@@ -202,6 +202,68 @@ static int setup(void **state)
 	return 0;
 }
 
+static const char *pg_created =
+    "<CreatePlacementGroupResponse><placementGroup><groupName>g</groupName>"
+    "<state>available</state><strategy>cluster</strategy></placementGroup><return>true</return>"
+    "</CreatePlacementGroupResponse>";
+
+/* A DescribeInstanceTypes reply for one type with max_efa EFA interfaces over `cards` cards. */
+static const char *itype_xml(const char *type, int max_efa, int cards)
+{
+	static char b[1024];
+	char efa[128] = "";
+	if (max_efa)
+		snprintf(efa, sizeof(efa),
+		         "<efaInfo><maximumEfaInterfaces>%d</maximumEfaInterfaces></efaInfo>",
+		         max_efa);
+	snprintf(b, sizeof(b),
+	         "<DescribeInstanceTypesResponse><instanceTypeSet><item><instanceType>%s"
+	         "</instanceType><networkInfo><maximumNetworkCards>%d</maximumNetworkCards>"
+	         "<efaSupported>%s</efaSupported>%s</networkInfo></item></instanceTypeSet>"
+	         "</DescribeInstanceTypesResponse>",
+	         type, cards, max_efa ? "true" : "false", efa);
+	return b;
+}
+
+/* A DescribeSecurityGroups reply: sg with or without the self rules EFA needs. */
+static const char *sg_xml(const char *sg, int self_in, int self_out)
+{
+	static char b[2048];
+	char in[512] = "", out[512] = "";
+	if (self_in)
+		snprintf(
+		    in, sizeof(in),
+		    "<item><ipProtocol>-1</ipProtocol><groups><item><groupId>%s</groupId></item>"
+		    "</groups><ipRanges/></item>",
+		    sg);
+	else
+		snprintf(
+		    in, sizeof(in),
+		    "<item><ipProtocol>tcp</ipProtocol><fromPort>22</fromPort><toPort>22</toPort>"
+		    "<groups/><ipRanges><item><cidrIp>0.0.0.0/0</cidrIp></item></ipRanges></item>");
+	if (self_out)
+		snprintf(
+		    out, sizeof(out),
+		    "<item><ipProtocol>-1</ipProtocol><groups/><ipRanges><item><cidrIp>0.0.0.0/0"
+		    "</cidrIp></item></ipRanges></item>");
+	snprintf(b, sizeof(b),
+	         "<DescribeSecurityGroupsResponse><securityGroupInfo><item><groupId>%s</groupId>"
+	         "<ipPermissions>%s</ipPermissions><ipPermissionsEgress>%s</ipPermissionsEgress>"
+	         "</item></securityGroupInfo></DescribeSecurityGroupsResponse>",
+	         sg, in, out);
+	return b;
+}
+
+static struct isc_provider_session *session_with(const struct isc_kv *it, size_t n)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	struct isc_provider_settings st = {it, n, creds, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err), 0);
+	return s;
+}
+
 /* ---- tests ---- */
 
 static void test_launch_request(void **state)
@@ -211,28 +273,42 @@ static void test_launch_request(void **state)
 	struct isc_launch_result r;
 	struct isc_err err;
 	(void)state;
+	reply(200, "%s", itype_xml("g5.xlarge", 0, 1));
+	reply(200, "%s", pg_created);
 	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
 	      instance_xml("i-a1", "us-east-1a", 1, 0), instance_xml("i-a2", "us-east-1a", 1, 0));
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
-	assert_int_equal(S.calls, 1);
+	assert_int_equal(S.calls, 3);
 	assert_string_equal(S.host[0], "127.0.0.1:9");
-	assert_true(sent_has(0, "Action=RunInstances&Version=2016-11-15"));
-	assert_true(sent_has(0, "&MinCount=2&MaxCount=2&"));
-	assert_true(sent_has(0, "&ClientToken=tok-us-east-1a&"));
-	assert_true(sent_has(0, "&Placement.AvailabilityZone=us-east-1a"));
-	assert_true(sent_has(0, "&ImageId=ami-12345678"));
-	assert_true(sent_has(0, "&InstanceMarketOptions.MarketType=spot"));
-	assert_true(sent_has(0, "&InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
+	/* A gang of two: its type's network first, then its own cluster placement group. */
+	assert_true(sent_has(0, "Action=DescribeInstanceTypes&Version=2016-11-15&InstanceType.1="
+	                        "g5.xlarge"));
+	assert_true(sent_has(1, "Action=CreatePlacementGroup&Version=2016-11-15&GroupName=isc-tok-"
+	                        "us-east-1a&Strategy=cluster&TagSpecification.1.ResourceType="
+	                        "placement-group&TagSpecification.1.Tag.1.Key=isc%3Abroker&"
+	                        "TagSpecification.1.Tag.1.Value=b1"));
+	assert_true(sent_has(1, "TagSpecification.1.Tag.2.Key=isc%3Acluster&TagSpecification.1.Tag."
+	                        "2.Value=c7"));
+	/* g5.xlarge has no EFA: no interface is asked for. */
+	assert_false(sent_has(2, "NetworkInterface"));
+	assert_true(sent_has(2, "&Placement.GroupName=isc-tok-us-east-1a"));
+	assert_true(sent_has(2, "Action=RunInstances&Version=2016-11-15"));
+	assert_true(sent_has(2, "&MinCount=2&MaxCount=2&"));
+	assert_true(sent_has(2, "&ClientToken=tok-us-east-1a&"));
+	assert_true(sent_has(2, "&Placement.AvailabilityZone=us-east-1a"));
+	assert_true(sent_has(2, "&ImageId=ami-12345678"));
+	assert_true(sent_has(2, "&InstanceMarketOptions.MarketType=spot"));
+	assert_true(sent_has(2, "&InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
 	assert_true(sent_has(
-	    0, "&InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior=terminate"));
-	assert_true(sent_has(0, "&TagSpecification.1.ResourceType=instance"));
+	    2, "&InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior=terminate"));
+	assert_true(sent_has(2, "&TagSpecification.1.ResourceType=instance"));
 	assert_true(sent_has(
-	    0,
+	    2,
 	    "&TagSpecification.1.Tag.3.Key=isc%3Aexperiment&TagSpecification.1.Tag.3.Value=e42"));
-	assert_true(sent_has(0, "&TagSpecification.2.ResourceType=spot-instances-request"));
+	assert_true(sent_has(2, "&TagSpecification.2.ResourceType=spot-instances-request"));
 	{
 		/* The user data is the cloud-config that authorises the cluster key. */
-		const char *u = strstr(S.sent[0], "UserData=");
+		const char *u = strstr(S.sent[2], "UserData=");
 		char b64[1024], raw[1024];
 		size_t l;
 		assert_non_null(u);
@@ -305,14 +381,188 @@ static void test_partial_gang(void **state)
 	struct isc_err err;
 	(void)state;
 	sp.n_zones = 1;
+	reply(200, "%s", itype_xml("g5.xlarge", 0, 1));
+	reply(200, "%s", pg_created);
 	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
 	      instance_xml("i-p1", "us-east-1a", 1, 0), instance_xml("i-p2", "us-east-1a", 1, 0));
 	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
-	assert_int_equal(S.calls, 2);
-	assert_true(sent_has(1, "Action=TerminateInstances"));
-	assert_true(sent_has(1, "InstanceId.1=i-p1&InstanceId.2=i-p2"));
+	/* The group still holds the shutting-down nodes: describe's reconcile deletes it later. */
+	assert_int_equal(S.calls, 4);
+	assert_true(sent_has(3, "Action=TerminateInstances"));
+	assert_true(sent_has(3, "InstanceId.1=i-p1&InstanceId.2=i-p2"));
 	assert_null(r.nodes);
+	s->provider->session_free(s);
+}
+
+/*
+ * A p4d gang: EFA on every network card (DescribeInstanceTypes), the security group's self
+ * rule checked, a cluster placement group per zone. Zone a's group is refused
+ * (InvalidPlacementGroup.InUse, a capacity answer): its group is deleted and zone b gets
+ * a group of its own.
+ */
+static void test_efa_gang_group_per_zone(void **state)
+{
+	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
+	                            {"image_id", "ami-12345678"},
+	                            {"subnet_id", "subnet-1"},
+	                            {"security_group_id", "sg-1"}};
+	struct isc_provider_session *s = session_with(it, 4);
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	sp.instance_type = "p4d.24xlarge";
+	reply(200, "%s", itype_xml("p4d.24xlarge", 4, 4));
+	reply(200, "%s", sg_xml("sg-1", 1, 1));
+	reply(200, "%s", pg_created);
+	reply(400, "%s",
+	      ec2_error("InvalidPlacementGroup.InUse",
+	                "The placement group 'isc-tok-us-east-1a' is in use in another zone"));
+	reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+	           "</DeletePlacementGroupResponse>");
+	reply(200, "%s", pg_created);
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-e1", "us-east-1b", 1, 0), instance_xml("i-e2", "us-east-1b", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 7);
+	assert_true(sent_has(1, "Action=DescribeSecurityGroups&Version=2016-11-15&GroupId.1=sg-1"));
+	assert_true(sent_has(2, "Action=CreatePlacementGroup") &&
+	            sent_has(2, "GroupName=isc-tok-us-east-1a&Strategy=cluster"));
+	assert_true(sent_has(3, "&Placement.GroupName=isc-tok-us-east-1a"));
+	assert_true(sent_has(4, "Action=DeletePlacementGroup&Version=2016-11-15&GroupName=isc-tok-"
+	                        "us-east-1a"));
+	assert_true(sent_has(5, "GroupName=isc-tok-us-east-1b&Strategy=cluster"));
+	assert_true(sent_has(6,
+	                     "&Placement.AvailabilityZone=us-east-1b&Placement.GroupName=isc-tok-"
+	                     "us-east-1b"));
+	/* card 0: efa with the IP; cards 1..3: efa-only; subnet and group inside each */
+	assert_true(sent_has(6, "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1."
+	                        "NetworkCardIndex=0&NetworkInterface.1.InterfaceType=efa&"
+	                        "NetworkInterface.1.DeleteOnTermination=true&NetworkInterface.1."
+	                        "SubnetId=subnet-1&NetworkInterface.1.SecurityGroupId.1=sg-1"));
+	assert_true(sent_has(6, "&NetworkInterface.4.DeviceIndex=0&NetworkInterface.4."
+	                        "NetworkCardIndex=3&NetworkInterface.4.InterfaceType=efa-only"));
+	assert_false(sent_has(6, "NetworkInterface.5."));
+	assert_false(sent_has(6, "&SubnetId="));
+	assert_false(sent_has(6, "&SecurityGroupId.1="));
+	assert_false(sent_has(6, "AssociatePublicIpAddress"));
+	assert_string_equal(r.zone, "us-east-1b");
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* Without the self rule EFA needs, nothing is launched and the missing rule is named. */
+static void test_efa_security_group_rule_missing(void **state)
+{
+	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
+	                            {"security_group_id", "sg-2"},
+	                            {"associate_public_ip", "true"}};
+	struct isc_provider_session *s = session_with(it, 3);
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	sp.instance_type = "p5.48xlarge";
+	reply(200, "%s", itype_xml("p5.48xlarge", 32, 32));
+	reply(200, "%s", sg_xml("sg-2", 0, 1));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 2);
+	assert_non_null(strstr(err.msg,
+	                       "security group sg-2 lacks the rule EFA needs: inbound: all "
+	                       "traffic from the group itself"));
+	assert_null(strstr(err.msg, "outbound"));
+	/* with the rule: a public IP allows one interface only, so card 0's EFA alone */
+	script_reset();
+	reply(200, "%s", itype_xml("p5.48xlarge", 32, 32));
+	reply(200, "%s", sg_xml("sg-2", 1, 1));
+	reply(200, "%s", pg_created);
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-f1", "us-east-1a", 1, 0), instance_xml("i-f2", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_true(sent_has(3, "&NetworkInterface.1.InterfaceType=efa&"));
+	assert_true(sent_has(3, "&NetworkInterface.1.AssociatePublicIpAddress=true"));
+	assert_false(sent_has(3, "NetworkInterface.2."));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* describe deletes the tagged cluster groups no live instance uses, and only those. */
+static void test_describe_reconciles_groups(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	char live[1200], dead[1200];
+	(void)state;
+	/* instance_xml has no group: splice one into its placement */
+	snprintf(live, sizeof(live), "%s", instance_xml("i-l1", "us-east-1a", 0, 16));
+	snprintf(dead, sizeof(dead), "%s", instance_xml("i-t1", "us-east-1b", 0, 48));
+	{
+		char *p = strstr(live, "</placement>"), tail[1200];
+		snprintf(tail, sizeof(tail), "%s", p);
+		snprintf(p, sizeof(live) - (size_t)(p - live), "<groupName>isc-A</groupName>%s",
+		         tail);
+		p = strstr(dead, "</placement>");
+		snprintf(tail, sizeof(tail), "%s", p);
+		snprintf(p, sizeof(dead) - (size_t)(p - dead), "<groupName>isc-B</groupName>%s",
+		         tail);
+	}
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      live, dead);
+	reply(200, "<DescribePlacementGroupsResponse><placementGroupSet>"
+	           "<item><groupName>isc-A</groupName><state>available</state><strategy>cluster"
+	           "</strategy></item><item><groupName>isc-B</groupName><state>available</state>"
+	           "<strategy>cluster</strategy></item><item><groupName>isc-C</groupName><state>"
+	           "available</state><strategy>cluster</strategy></item><item><groupName>isc-D"
+	           "</groupName><state>deleting</state><strategy>cluster</strategy></item>"
+	           "</placementGroupSet></DescribePlacementGroupsResponse>");
+	reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+	           "</DeletePlacementGroupResponse>");
+	reply(400, "%s", ec2_error("InvalidPlacementGroup.InUse", "still shutting down"));
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(S.calls, 4);
+	assert_true(sent_has(2, "Action=DeletePlacementGroup&Version=2016-11-15&GroupName=isc-B"));
+	assert_true(sent_has(3, "GroupName=isc-C"));
+	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+/* The settings: placement_group is refused with what replaced it; never turns both off. */
+static void test_placement_settings(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	const struct isc_kv old[] = {{"endpoint", "http://127.0.0.1:9"},
+	                             {"placement_group", "pg-1"}};
+	const struct isc_kv bad[] = {{"endpoint", "http://127.0.0.1:9"}, {"efa", "yes"}};
+	const struct isc_kv off[] = {
+	    {"endpoint", "http://127.0.0.1:9"}, {"cluster_placement", "never"}, {"efa", "never"}};
+	struct isc_provider_settings st = {old, 2, creds, 2};
+	struct isc_provider_session *s = NULL;
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "cluster_placement"));
+	st.items = bad;
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "providers.aws.efa"));
+	s = session_with(off, 3);
+	sp.instance_type = "p4d.24xlarge";
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-n1", "us-east-1a", 1, 0), instance_xml("i-n2", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 1);
+	assert_false(sent_has(0, "Placement.GroupName"));
+	assert_false(sent_has(0, "InterfaceType"));
+	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
 }
 
@@ -403,8 +653,12 @@ static void test_describe_paging_and_notice(void **state)
 	      "<spotInstanceRequestId>sir-0</spotInstanceRequestId><instanceId>i-d1</instanceId>"
 	      "<state>active</state><status><code>fulfilled</code></status></item>"
 	      "</spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>");
+	reply(200, "<DescribePlacementGroupsResponse><placementGroupSet/>"
+	           "</DescribePlacementGroupsResponse>");
 	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
-	assert_int_equal(S.calls, 3);
+	assert_int_equal(S.calls, 4);
+	assert_true(sent_has(3, "Action=DescribePlacementGroups&Version=2016-11-15&Filter.1.Name="
+	                        "tag%3Aisc%3Abroker&Filter.1.Value.1=b1"));
 	assert_true(sent_has(0, "Action=DescribeInstances"));
 	assert_true(sent_has(0, "Filter.1.Name=tag%3Aisc%3Abroker&Filter.1.Value.1=b1"));
 	assert_true(sent_has(0, "MaxResults=1000"));
@@ -665,6 +919,83 @@ static void test_mockcloud_gang_lifecycle(void **state)
 	s->provider->session_free(s);
 }
 
+/*
+ * Against the mock: a 2-node p4d gang whose zone a has no capacity. Zone a's group is
+ * deleted, zone b's holds the gang with 4 EFA interfaces per node; once the nodes are
+ * terminated, describe deletes zone b's group too.
+ */
+static void test_mockcloud_placement_failover(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec2(2);
+	const struct isc_kv mtags[] = {
+	    {"isc:broker", "mock-pg"}, {"isc:cluster", "c-pg"}, {"isc:experiment", "e-pg"}};
+	struct isc_launch_result r;
+	struct isc_node_info *ni;
+	size_t n, i;
+	struct isc_err err;
+	json_t *all, *v;
+	int found = 0;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session(mock_secret());
+	sp.tags = mtags;
+	sp.instance_type = "p4d.24xlarge";
+	sp.idempotency_token = "mock-pg-1";
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"capacity\",\"instance_type\":\"p4d.24xlarge\","
+	                     "\"zone\":\"us-east-1a\",\"count\":1}"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_string_equal(r.zone, "us-east-1b");
+	all = mock_api("GET", "placement_groups", NULL);
+	json_array_foreach(all, i, v)
+	{
+		const char *name = json_string_value(json_object_get(v, "name"));
+		assert_string_not_equal(name, "isc-mock-pg-1-us-east-1a");
+		if (strcmp(name, "isc-mock-pg-1-us-east-1b") == 0) {
+			found = 1;
+			assert_string_equal(json_string_value(json_object_get(v, "zone")),
+			                    "us-east-1b");
+			assert_int_equal(json_array_size(json_object_get(v, "members")), 2);
+		}
+	}
+	json_decref(all);
+	assert_true(found);
+	all = mock_api("GET", "instances", NULL);
+	json_array_foreach(all, i, v)
+	{
+		json_t *ifs = json_object_get(v, "interface_types");
+		const char *tok = json_string_value(json_object_get(v, "client_token"));
+		if (!tok || strcmp(tok, "mock-pg-1-us-east-1b") != 0)
+			continue;
+		assert_int_equal(json_array_size(ifs), 4);
+		assert_string_equal(json_string_value(json_array_get(ifs, 0)), "efa");
+		assert_string_equal(json_string_value(json_array_get(ifs, 3)), "efa-only");
+	}
+	json_decref(all);
+	{
+		const char *ids[] = {r.nodes[0].id, r.nodes[1].id};
+		assert_int_equal(s->provider->terminate(s, ids, 2, &err), 0);
+	}
+	for (int tries = 0;; tries++) {
+		assert_true(tries < 100);
+		assert_int_equal(s->provider->describe(s, "mock-pg", &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
+		found = 0;
+		all = mock_api("GET", "placement_groups", NULL);
+		json_array_foreach(all, i, v) found |=
+		    strcmp(json_string_value(json_object_get(v, "name")),
+		           "isc-mock-pg-1-us-east-1b") == 0;
+		json_decref(all);
+		if (!found)
+			break;
+		usleep(100 * 1000);
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
 static void test_mockcloud_lost_reply_no_duplicate(void **state)
 {
 	struct isc_provider_session *s;
@@ -856,6 +1187,10 @@ int main(void)
 	    cmocka_unit_test_setup(test_capacity_then_next_zone, setup),
 	    cmocka_unit_test_setup(test_capacity_everywhere, setup),
 	    cmocka_unit_test_setup(test_partial_gang, setup),
+	    cmocka_unit_test_setup(test_efa_gang_group_per_zone, setup),
+	    cmocka_unit_test_setup(test_efa_security_group_rule_missing, setup),
+	    cmocka_unit_test_setup(test_describe_reconciles_groups, setup),
+	    cmocka_unit_test_setup(test_placement_settings, setup),
 	    cmocka_unit_test_setup(test_auth_error_single_call, setup),
 	    cmocka_unit_test_setup(test_secret_scrubbed_from_cloud_message, setup),
 	    cmocka_unit_test_setup(test_throttling_retried, setup),
@@ -873,6 +1208,7 @@ int main(void)
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_mockcloud_gang_lifecycle),
 	    cmocka_unit_test(test_mockcloud_lost_reply_no_duplicate),
+	    cmocka_unit_test(test_mockcloud_placement_failover),
 	    cmocka_unit_test(test_mockcloud_throttle_capacity_auth),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

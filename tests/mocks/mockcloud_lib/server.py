@@ -292,11 +292,21 @@ class Handler(BaseHTTPRequestHandler):
                                 "client_token": i.get("client_token"), "launched_at": i["launched_at"],
                                 "running_at": i.get("running_at"), "terminated_at": i.get("terminated_at"),
                                 "reservation_id": i.get("reservation_id"),
+                                "placement_group": i.get("placement_group"),
+                                "interface_types": i.get("iface_types") or ["interface"],
                                 "spot_request_id": i.get("sir_id"),
                                 "spot_status": sir["status_code"] if sir else None,
                                 "state_reason": (i.get("state_reason") or {}).get("code"),
                                 "node_dir": os.path.join(cloud.nodes_dir, i["id"])})
             return self._json(200, out)
+        if path == "/_mock/placement_groups" and m == "GET":
+            # EC2 placement groups (ec2_fabric.py), for the tests: deleted ones are gone
+            with cloud.lock:
+                pgs = sorted(cloud.extra.get("ec2_placement_groups", {}).values(), key=lambda g: g["name"])
+                return self._json(200, [dict(g, members=sorted(
+                    i["id"] for i in cloud.instances.values()
+                    if i.get("placement_group") == g["name"] and i["region"] == g["region"]
+                    and i["state"] != "terminated")) for g in pgs])
         if path == "/_mock/faults":
             if m == "GET":
                 with cloud.lock:
