@@ -42,6 +42,7 @@ void isc_config_free(struct isc_config *c)
 	free(c->broker_id);
 	free(c->default_image);
 	free(c->shm_size);
+	free(c->efa_plugin_version);
 	free(c->artifact_root);
 	free(c->api_socket);
 	free(c->api_listen);
@@ -59,7 +60,8 @@ static struct isc_config *config_defaults(void)
 	c->path = strdup("");
 	c->broker_id = strdup("");
 	c->default_image = strdup("pytorch/pytorch:latest");
-	c->shm_size = strdup("16g");
+	c->shm_size = strdup("");
+	c->efa_plugin_version = strdup("");
 	c->artifact_root = strdup("");
 	c->api_socket = strdup("");
 	c->api_listen = strdup("");
@@ -85,8 +87,8 @@ static struct isc_config *config_defaults(void)
 	c->cycle_ms = 90000;
 	c->period_ms = 7200000;
 	c->node_down_after_ms = 30000;
-	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size || !c->artifact_root ||
-	    !c->api_socket || !c->api_listen) {
+	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size ||
+	    !c->efa_plugin_version || !c->artifact_root || !c->api_socket || !c->api_listen) {
 		isc_config_free(c);
 		return NULL;
 	}
@@ -345,6 +347,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->default_image);
 		else if (!strcmp(key, "shm_size"))
 			rc = get_string(x, v, key, &c->shm_size);
+		else if (!strcmp(key, "efa_plugin_version"))
+			rc = get_string(x, v, key, &c->efa_plugin_version);
 		else if (!strcmp(key, "artifact_root"))
 			rc = get_string(x, v, key, &c->artifact_root);
 		else if (!strcmp(key, "api_socket"))
@@ -514,7 +518,9 @@ static const struct template_key top_keys[] = {
     {"boot_deadline_ms = 300000", "how long nodes may take to run and accept SSH"},
     {"command_timeout_ms = 600000", "one remote command (e.g. docker pull)"},
     {"master_port = 29500", "MASTER_PORT of the containers"},
-    {"shm_size = \"16g\"", "--shm-size of the containers"},
+    {"shm_size = \"\"", "--shm-size of the containers (\"\": half the node's RAM)"},
+    {"efa_plugin_version = \"\"",
+     "the image's aws-ofi-nccl, for its EFA variables (\"\": 1.7 or later, none)"},
     {"reservation_window_ms = 3600000",
      "credits reserved ahead for a running cluster; at least one tick"},
     {"reconcile_every_ticks = 30", "full reconciliation of every configured region, in ticks"},

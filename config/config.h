@@ -38,7 +38,8 @@ struct isc_config {
 	long boot_deadline_ms;         /* per node SSH connect deadline; 300000 */
 	long command_timeout_ms;       /* per remote command; 600000 */
 	int master_port;               /* 29500 */
-	char *shm_size;                /* "16g" */
+	char *shm_size;                /* "": half the node's RAM */
+	char *efa_plugin_version;      /* the image's aws-ofi-nccl; "": 1.7 or later */
 	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
 	int reconcile_every_ticks;     /* 30 */
 	char *artifact_root;           /* "" = $ISC_HOME/artifacts */

@@ -25,6 +25,23 @@
 #define PULL_FAILED    97 /* the boot script's exit code when docker pull fails */
 #define DATASET_FAILED 95 /* ... when a dataset cannot be fetched or verified */
 
+const char *isc_fabric_name(int fabric)
+{
+	return fabric == ISC_FABRIC_EFA ? "efa" : fabric == ISC_FABRIC_RDMA ? "rdma" : "none";
+}
+
+/* What the fabric check found on one node (fabric_check). */
+#define FABRIC_MAX_DEVICES 64
+struct node_fabric {
+	char devices[FABRIC_MAX_DEVICES][64]; /* /dev/infiniband/NAME, character devices */
+	int n_devices, n_uverbs;
+	int efa_domains;   /* fi_info -p efa -t FI_EP_RDM; -1: no fi_info on the node */
+	char ifname[16];   /* the interface holding the node's private address; "" unknown */
+	long long mem_kib; /* MemTotal; 0 unknown */
+	long long shm_kib; /* the node's /dev/shm (the container's, with --ipc host) */
+	char shm_size[32]; /* --shm-size given to docker */
+};
+
 char *isc_launcher_container_name(const char *experiment_id, int rank)
 {
 	char *name;
@@ -102,6 +119,49 @@ static int env_file(const struct isc_boot_spec *spec, const struct isc_node_targ
 	rc |= add_env(b, args, "CRUD_ARTIFACT_PATH", "/mnt/crud");
 	rc |= add_env(b, args, "LOSSY_ARTIFACT_PATH", "/mnt/lossy");
 	free(map_text);
+	return rc ? ISC_ENOMEM : 0;
+}
+
+/* An aws-ofi-nccl version "MAJOR.MINOR[...]" as MAJOR * 1000 + MINOR; -1 if unreadable. */
+static int plugin_version(const char *v)
+{
+	char *end;
+	long major, minor;
+	if (!v || !*v)
+		return -1;
+	major = strtol(v, &end, 10);
+	if (end == v || *end != '.' || major < 0 || major > 1000)
+		return -1;
+	v = end + 1;
+	minor = strtol(v, &end, 10);
+	if (end == v || minor < 0 || minor > 999)
+		return -1;
+	return (int)(major * 1000 + minor);
+}
+
+/*
+ * The fabric's variables, from what the node's check found: the interface for
+ * NCCL's and gloo's sockets (the one holding the node's private address), and on
+ * a node with EFA devices what the image's aws-ofi-nccl needs (aws-ofi-nccl
+ * doc/efa-env-var.md): FI_PROVIDER=efa and NCCL_PROTO=simple up to 1.5,
+ * FI_EFA_USE_DEVICE_RDMA=1 for 1.6.x, nothing from 1.7 on (the default).
+ */
+static int fabric_env(const struct isc_boot_spec *spec, const struct node_fabric *f,
+                      struct isc_buf *b, struct isc_buf *args)
+{
+	int rc = 0, v = plugin_version(spec->efa_plugin_version);
+	if (f->ifname[0]) {
+		rc |= add_env(b, args, "NCCL_SOCKET_IFNAME", f->ifname);
+		rc |= add_env(b, args, "GLOO_SOCKET_IFNAME", f->ifname);
+	}
+	if (spec->fabric == ISC_FABRIC_EFA && f->n_uverbs > 0 && v >= 0) {
+		if (v <= 1005) {
+			rc |= add_env(b, args, "FI_PROVIDER", "efa");
+			rc |= add_env(b, args, "NCCL_PROTO", "simple");
+		} else if (v < 1007) {
+			rc |= add_env(b, args, "FI_EFA_USE_DEVICE_RDMA", "1");
+		}
+	}
 	return rc ? ISC_ENOMEM : 0;
 }
 
@@ -196,7 +256,7 @@ static int fetch_script(const char *name, const struct isc_boot_dataset *d, stru
 
 /* The boot script of one rank; everything variable in it is quoted. */
 static int boot_script(const struct isc_boot_spec *spec, const char *name, const char *env_args,
-                       struct isc_buf *b)
+                       const struct node_fabric *f, struct isc_buf *b)
 {
 	int rc = 0;
 	rc |= isc_buf_puts(b, "set -e; mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy; ");
@@ -228,8 +288,17 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	rc |= isc_buf_printf(b, " >/dev/null || exit %d; start() { docker run -d --name ",
 	                     PULL_FAILED);
 	rc |= isc_shell_quote(b, name);
-	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --shm-size ");
-	rc |= isc_shell_quote(b, spec->shm_size ? spec->shm_size : "16g");
+	/*
+	 * The fabric's devices that exist on this node, each by name; memlock unlimited
+	 * and IPC_LOCK, since RDMA pins its buffers (docs/launcher.md, "The node").
+	 */
+	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --ulimit memlock=-1:-1"
+	                      " --cap-add IPC_LOCK --shm-size ");
+	rc |= isc_shell_quote(b, f->shm_size);
+	for (int i = 0; i < f->n_devices; i++) {
+		rc |= isc_buf_puts(b, " --device ");
+		rc |= isc_shell_quote(b, f->devices[i]);
+	}
 	rc |= isc_buf_puts(b, " -v /mnt/checkpoints:/mnt/checkpoints -v /mnt/crud:/mnt/crud"
 	                      " -v /mnt/lossy:/mnt/lossy");
 	for (size_t i = 0; i < spec->n_datasets; i++) {
@@ -286,6 +355,7 @@ struct node_job {
 	int started; /* the container was started on this node */
 	int64_t handshake_ms, connect_ms, total_ms;
 	char key_type[32], key_sha256[65];
+	char fabric[384]; /* the fabric check's finding (struct isc_boot_result.fabric) */
 	struct isc_err err;
 	pthread_t thread;
 	int has_thread;
@@ -306,12 +376,133 @@ static int open_node(struct node_job *j, struct isc_ssh **ssh)
 	return rc;
 }
 
+/* Keeps a node's standard output up to a cap (a node is not trusted to print little). */
+static void keep_stdout_capped(void *ctx, const char *data, size_t len, int stderr_stream)
+{
+	struct isc_buf *b = ctx;
+	if (stderr_stream || b->len + len > 16384)
+		return;
+	isc_buf_append(b, data, len);
+}
+
+/* Letters, digits and the characters of extra only, shorter than max. */
+static int word_ok(const char *s, size_t max, const char *extra)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= max)
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || strchr(extra, *p)))
+			return 0;
+	return 1;
+}
+
+/* Reads the check's KEY=VALUE lines; anything unexpected from the node is dropped. */
+static void fabric_parse(char *out, struct node_fabric *f)
+{
+	char *save = NULL;
+	memset(f, 0, sizeof(*f));
+	f->efa_domains = -1;
+	for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *v = strchr(line, '=');
+		if (!v)
+			continue;
+		*v++ = '\0';
+		if (!strcmp(line, "device") && f->n_devices < FABRIC_MAX_DEVICES &&
+		    !strncmp(v, "/dev/infiniband/", 16) && word_ok(v + 16, 40, "_.-")) {
+			snprintf(f->devices[f->n_devices++], sizeof(f->devices[0]), "%s", v);
+			if (!strncmp(v + 16, "uverbs", 6))
+				f->n_uverbs++;
+		} else if (!strcmp(line, "if") && word_ok(v, sizeof(f->ifname), "_.:-")) {
+			snprintf(f->ifname, sizeof(f->ifname), "%s", v);
+		} else if (!strcmp(line, "efa_domains") && word_ok(v, 6, "")) {
+			f->efa_domains = atoi(v);
+		} else if (!strcmp(line, "mem_kib") && word_ok(v, 16, "")) {
+			f->mem_kib = atoll(v);
+		} else if (!strcmp(line, "shm_kib") && word_ok(v, 16, "")) {
+			f->shm_kib = atoll(v);
+		}
+	}
+}
+
+/*
+ * The fabric check, before anything is pulled (docs/launcher.md, "The node"):
+ * the character devices in /dev/infiniband (passed to the container each by
+ * name), libfabric's EFA domains when fi_info is installed, the interface that
+ * holds the node's private address (NCCL's and gloo's sockets), its RAM and
+ * /dev/shm. A shape that promises a fabric to a gang, on a node without its
+ * uverbs devices: ISC_ECAPACITY, as if the cloud had not had the capacity, so
+ * the broker tries the next shape.
+ */
+static int fabric_check(struct node_job *j, struct isc_ssh *ssh, struct node_fabric *f)
+{
+	const struct isc_node_target *node = &j->nodes[j->index];
+	const struct isc_boot_spec *spec = j->spec;
+	struct isc_buf cmd, out;
+	char domains[48], shm_note[96] = "";
+	int rc, status = -1;
+
+	isc_buf_init(&cmd, 0);
+	isc_buf_init(&out, 0);
+	isc_buf_puts(&cmd, "for d in /dev/infiniband/*; do [ -c \"$d\" ] && echo \"device=$d\"; "
+	                   "done; if command -v fi_info >/dev/null 2>&1; then echo "
+	                   "\"efa_domains=$(fi_info -p efa -t FI_EP_RDM 2>/dev/null | grep -c "
+	                   "'domain:')\"; fi; a=");
+	isc_shell_quote(&cmd, node->private_ip);
+	isc_buf_puts(&cmd, "; i=$(ip -o -4 addr show 2>/dev/null | awk -v a=\"$a\" '{split($4, p, "
+	                   "\"/\"); if (p[1] == a) {print $2; exit}}'); [ -n \"$i\" ] || "
+	                   "i=$(ip -o route get \"$a\" 2>/dev/null | sed -n 's/.* dev "
+	                   "\\([^ ]*\\).*/\\1/p'); echo \"if=${i%%@*}\"; echo \"mem_kib=$(awk "
+	                   "'/^MemTotal:/ {print $2}' /proc/meminfo)\"; echo \"shm_kib=$(df -Pk "
+	                   "/dev/shm 2>/dev/null | awk 'NR == 2 {print $2}')\"; true");
+	rc = isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, 60000, keep_stdout_capped, &out, NULL,
+	                  &status, &j->err);
+	if (!rc && status != 0)
+		rc = isc_err_set(&j->err, ISC_ETRANSIENT, "the fabric check failed (exit %d)",
+		                 status);
+	if (!rc)
+		fabric_parse(out.data ? out.data : (char[]){""}, f);
+	isc_buf_cleanup(&cmd);
+	isc_buf_cleanup(&out);
+	if (rc)
+		return rc;
+	/* Half the RAM unless configured: what a node's own /dev/shm is by default. */
+	if (spec->shm_size && spec->shm_size[0])
+		snprintf(f->shm_size, sizeof(f->shm_size), "%s", spec->shm_size);
+	else if (f->mem_kib > 0)
+		snprintf(f->shm_size, sizeof(f->shm_size), "%lldk", f->mem_kib / 2);
+	else
+		snprintf(f->shm_size, sizeof(f->shm_size), "16g");
+	if (f->shm_kib > 0)
+		snprintf(shm_note, sizeof(shm_note), "; the node's /dev/shm %.1f GiB",
+		         (double)f->shm_kib / (1024.0 * 1024.0));
+	if (f->efa_domains < 0)
+		snprintf(domains, sizeof(domains), "no fi_info");
+	else
+		snprintf(domains, sizeof(domains), "fi_info: %d efa domain(s)", f->efa_domains);
+	snprintf(j->fabric, sizeof(j->fabric),
+	         "%s promised%s: %d uverbs device(s) in /dev/infiniband (%d passed with --device), "
+	         "%s; socket interface %s; --shm-size %s%s%s",
+	         isc_fabric_name(spec->fabric), spec->fabric_required ? " to the gang" : "",
+	         f->n_uverbs, f->n_devices, domains, f->ifname[0] ? f->ifname : "unknown",
+	         f->shm_size, spec->shm_size && spec->shm_size[0] ? "" : " (half the RAM)",
+	         shm_note);
+	if (spec->fabric != ISC_FABRIC_NONE && spec->fabric_required && f->n_uverbs == 0)
+		return isc_err_set(&j->err, ISC_ECAPACITY,
+		                   "the shape promises %s between its nodes, but this node has no "
+		                   "/dev/infiniband/uverbs* device (%s)",
+		                   isc_fabric_name(spec->fabric), domains);
+	return 0;
+}
+
 static void *boot_node(void *arg)
 {
 	struct node_job *j = arg;
 	const struct isc_node_target *node = &j->nodes[j->index];
 	struct isc_ssh *ssh = NULL;
 	struct isc_buf env, env_args, script, errout;
+	struct node_fabric fabric;
 	char *name = isc_launcher_container_name(j->spec->experiment_id, node->rank);
 	int64_t t0 = isc_monotonic_ms();
 	int status = -1;
@@ -321,8 +512,7 @@ static void *boot_node(void *arg)
 	isc_buf_init(&script, 0);
 	isc_buf_init(&errout, 0);
 	j->handshake_ms = j->connect_ms = -1;
-	if (!name || env_file(j->spec, j->nodes, j->n, node->rank, &env, &env_args) ||
-	    boot_script(j->spec, name, isc_buf_cstr(&env_args), &script)) {
+	if (!name) {
 		j->rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -330,6 +520,14 @@ static void *boot_node(void *arg)
 		goto out;
 	j->connect_ms = isc_monotonic_ms() - t0;
 	j->handshake_ms = isc_ssh_login_started_ms(ssh) - t0;
+	if ((j->rc = fabric_check(j, ssh, &fabric)))
+		goto out;
+	if (env_file(j->spec, j->nodes, j->n, node->rank, &env, &env_args) ||
+	    fabric_env(j->spec, &fabric, &env, &env_args) ||
+	    boot_script(j->spec, name, isc_buf_cstr(&env_args), &fabric, &script)) {
+		j->rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
 	/* From here the node may get a container even if we stop listening: roll it back. */
 	j->touched = 1;
 	/* A new container of this name: what follows had of the old one's log is void. */
@@ -527,6 +725,7 @@ int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_n
 		r->total_ms = (long)jobs[i].total_ms;
 		memcpy(r->key_type, jobs[i].key_type, sizeof(r->key_type));
 		memcpy(r->key_sha256, jobs[i].key_sha256, sizeof(r->key_sha256));
+		memcpy(r->fabric, jobs[i].fabric, sizeof(r->fabric));
 		r->err = jobs[i].err;
 	}
 	free(undo);
@@ -765,6 +964,68 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
 	if (rc)
 		isc_err_wrap(err, "restoring artifacts onto %s", node->host);
 	isc_buf_cleanup(&cmd);
+	return rc;
+}
+
+/* One node's share of isc_launcher_push_artifacts_all. */
+struct push_job {
+	const struct isc_node_target *node;
+	const struct isc_launcher_opts *opts;
+	const char *local_dir;
+	int rc;
+	struct isc_err err;
+	pthread_t thread;
+	int has_thread;
+};
+
+static void *push_node(void *arg)
+{
+	struct push_job *p = arg;
+	p->rc = isc_launcher_push_artifacts(p->node, p->opts, p->local_dir, &p->err);
+	return NULL;
+}
+
+int isc_launcher_push_artifacts_all(const struct isc_node_target *nodes, size_t n,
+                                    const struct isc_launcher_opts *opts, const char *local_dir,
+                                    int *rcs, struct isc_err *err)
+{
+	struct push_job *jobs = calloc(n ? n : 1, sizeof(*jobs));
+	size_t failed = 0, first = 0;
+	int rc = 0;
+
+	if (!jobs)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	/*
+	 * Each node gets its own stream from its own local tar, so a slow or lost node
+	 * never holds up the others and is retried alone; the local reads are the
+	 * same files, mostly from the page cache after the first.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		jobs[i] =
+		    (struct push_job){.node = &nodes[i], .opts = opts, .local_dir = local_dir};
+		if (n == 1 || pthread_create(&jobs[i].thread, NULL, push_node, &jobs[i]) != 0)
+			push_node(&jobs[i]);
+		else
+			jobs[i].has_thread = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (jobs[i].has_thread)
+			pthread_join(jobs[i].thread, NULL);
+		if (rcs)
+			rcs[i] = jobs[i].rc;
+		if (jobs[i].rc && failed++ == 0)
+			first = i;
+	}
+	if (failed) {
+		char more[80] = "";
+		if (failed > 1)
+			snprintf(more, sizeof(more), "; %zu of %zu nodes did not get the artifacts",
+			         failed, n);
+		rc = jobs[first].rc;
+		isc_err_set(err, rc, "rank %d (%s): %s%s", nodes[first].rank, nodes[first].host,
+		            jobs[first].err.msg, more);
+	}
+	free(jobs);
 	return rc;
 }
 

@@ -46,8 +46,23 @@ struct isc_boot_spec {
 	const char *const *dataset_ids; /* mounted read-only at /data/<id> */
 	size_t n_datasets;
 	int nnodes, nproc;
-	int master_port;      /* 0: 29500 */
-	const char *shm_size; /* e.g. "16g"; NULL: "16g" */
+	int master_port; /* 0: 29500 */
+	/* --shm-size, e.g. "16g"; NULL or "": half the node's RAM, read on the node */
+	const char *shm_size;
+	/*
+	 * The fabric the shape promises between its nodes (ISC_FABRIC_*): every node
+	 * checks for its devices before its container starts and reports what it found
+	 * (struct isc_boot_result.fabric). With fabric_required (a gang of several
+	 * nodes), a node without them fails the boot with ISC_ECAPACITY before
+	 * anything is pulled: the next shape may have them.
+	 */
+	int fabric;
+	int fabric_required;
+	/*
+	 * The image's aws-ofi-nccl plugin version ("1.5", "1.6.0", ...) for the EFA
+	 * variables it needs; NULL or "": 1.7 or later, which needs none.
+	 */
+	const char *efa_plugin_version;
 	/*
 	 * NULL: /data/<id> on the node is mounted as it is (a shared copy the node
 	 * sees). Else one entry per dataset_ids: the node fetches, verifies and
@@ -55,6 +70,15 @@ struct isc_boot_spec {
 	 */
 	const struct isc_boot_dataset *dataset_fetch;
 };
+
+/* What a shape promises between its nodes. */
+enum {
+	ISC_FABRIC_NONE = 0, /* TCP on the node's interface only */
+	ISC_FABRIC_EFA = 1,  /* AWS Elastic Fabric Adapter: /dev/infiniband/uverbs* */
+	ISC_FABRIC_RDMA = 2, /* RDMA NICs (OCI cluster networks): /dev/infiniband/uverbs* */
+};
+/* "none", "efa", "rdma" */
+const char *isc_fabric_name(int fabric);
 
 struct isc_node_target {
 	int rank;         /* unique in a boot; exactly one node has rank 0 */
@@ -92,7 +116,9 @@ struct isc_boot_result {
 	long total_ms;       /* until this node's boot finished or failed */
 	char key_type[32];   /* host key seen ("" if the node never answered) */
 	char key_sha256[65]; /* its SHA-256, lowercase hex */
-	struct isc_err err;  /* this node's own error (rc != 0), without the rank prefix */
+	/* The node's fabric check, one line ("" if it never ran): docs/launcher.md, "The node" */
+	char fabric[384];
+	struct isc_err err; /* this node's own error (rc != 0), without the rank prefix */
 };
 
 /* "isc-<experiment id>-r<rank>", safe as a docker name. Caller frees. */
@@ -154,6 +180,16 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 int isc_launcher_push_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,
                                 struct isc_err *err);
+/*
+ * The same push onto every node at once, one thread per node, each retried on
+ * its own as above: every rank starts from the same folders (on the platform
+ * they are one folder all nodes share). rcs (n entries, may be NULL) receives
+ * each node's outcome in the order of nodes. The error names the first node
+ * that did not get them ("rank N (host): ..."), and how many failed.
+ */
+int isc_launcher_push_artifacts_all(const struct isc_node_target *nodes, size_t n,
+                                    const struct isc_launcher_opts *opts, const char *local_dir,
+                                    int *rcs, struct isc_err *err);
 
 /*
  * Puts a dataset's cached copy (the folder local_copy, regular files and

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -400,9 +402,365 @@ struct vol {
 	int ro;
 };
 
-static const char *const value_flags[] = {
-    "--name", "--gpus", "--network",  "--net", "--ipc",     "--shm-size", "-v", "--volume",
-    "-e",     "--env",  "--env-file", "-w",    "--workdir", "--label",    "-l", NULL};
+static const char *const value_flags[] = {"--name",     "--gpus",   "--network", "--net",   "--ipc",
+                                          "--shm-size", "-v",       "--volume",  "-e",      "--env",
+                                          "--env-file", "-w",       "--workdir", "--label", "-l",
+                                          "--device",   "--ulimit", "--cap-add", NULL};
+
+/* ---- host config: --device, --ulimit, --cap-add, --shm-size, --ipc ---- */
+
+/*
+ * What run's host options ask for, checked as dockerd checks them and applied
+ * in the container child (a global: run is one process, and the child is a
+ * fork of it).
+ */
+#define MAX_DEV 64
+static struct hostcfg {
+	const char *ipc, *shm;
+	long long shm_bytes; /* 0: docker's default, 64 MiB */
+	char dev_src[MAX_DEV][256], dev_dst[MAX_DEV][256];
+	dev_t dev_rdev[MAX_DEV];
+	mode_t dev_mode[MAX_DEV];
+	int ndev;
+	struct {
+		int resource;
+		long long soft, hard; /* -1: unlimited */
+		char text[64];
+	} ul[16];
+	int nul;
+	char caps[MAX_LIST][48];
+	int ncaps;
+} hc;
+
+/* docker's RAMInBytes (go-units): a number, an optional unit k/m/g/t/p (binary), optional i, b. */
+static long long ram_in_bytes(const char *s)
+{
+	regex_t re;
+	regmatch_t m[4];
+	double v;
+	long long mul = 1;
+	int ok;
+	if (regcomp(&re, "^([0-9]+(\\.[0-9]+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$", REG_EXTENDED))
+		return -1;
+	ok = !regexec(&re, s, 4, m, 0);
+	regfree(&re);
+	if (!ok)
+		return -1;
+	v = strtod(s, NULL);
+	if (m[3].rm_so >= 0)
+		switch (tolower((unsigned char)s[m[3].rm_so])) {
+		case 'p':
+			mul <<= 10; /* fall through */
+		case 't':
+			mul <<= 10; /* fall through */
+		case 'g':
+			mul <<= 10; /* fall through */
+		case 'm':
+			mul <<= 10; /* fall through */
+		case 'k':
+			mul <<= 10;
+		}
+	return (long long)(v * (double)mul);
+}
+
+static const struct {
+	const char *name;
+	int resource;
+} ulimit_names[] = {
+    {"core", RLIMIT_CORE},         {"cpu", RLIMIT_CPU},
+    {"data", RLIMIT_DATA},         {"fsize", RLIMIT_FSIZE},
+    {"locks", RLIMIT_LOCKS},       {"memlock", RLIMIT_MEMLOCK},
+    {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
+    {"nofile", RLIMIT_NOFILE},     {"nproc", RLIMIT_NPROC},
+    {"rss", RLIMIT_RSS},           {"rtprio", RLIMIT_RTPRIO},
+    {"rttime", RLIMIT_RTTIME},     {"sigpending", RLIMIT_SIGPENDING},
+    {"stack", RLIMIT_STACK},
+};
+
+static long long ulimit_value(const char *v, const char *arg, const char *which)
+{
+	char *end;
+	long long n;
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (!*v || *end || errno)
+		die(125,
+		    "invalid argument \"%s\" for \"--ulimit\" flag: invalid ulimit %s value %s: "
+		    "strconv.ParseInt: parsing \"%s\": invalid syntax\nSee 'docker run --help'.",
+		    arg, which, v, v);
+	return n;
+}
+
+/* go-units ParseUlimit: NAME=SOFT[:HARD], HARD defaults to SOFT, -1 is unlimited. */
+static void add_ulimit(const char *arg)
+{
+	char name[64], soft[64], *hard;
+	const char *eq = strchr(arg, '=');
+	int r = -1;
+	if (!eq || (size_t)(eq - arg) >= sizeof(name))
+		die(125,
+		    "invalid argument \"%s\" for \"--ulimit\" flag: invalid ulimit argument: "
+		    "%s\nSee 'docker run --help'.",
+		    arg, arg);
+	snprintf(name, sizeof(name), "%.*s", (int)(eq - arg), arg);
+	for (size_t i = 0; i < sizeof(ulimit_names) / sizeof(ulimit_names[0]); i++)
+		if (!strcmp(ulimit_names[i].name, name))
+			r = ulimit_names[i].resource;
+	if (r < 0)
+		die(125,
+		    "invalid argument \"%s\" for \"--ulimit\" flag: invalid ulimit type: %s\nSee "
+		    "'docker run --help'.",
+		    arg, name);
+	snprintf(soft, sizeof(soft), "%s", eq + 1);
+	if ((hard = strchr(soft, ':')))
+		*hard++ = '\0';
+	if (hc.nul >= 16)
+		die(125, "docker: too many ulimits (mock limit 16)");
+	hc.ul[hc.nul].resource = r;
+	hc.ul[hc.nul].soft = ulimit_value(soft, arg, "soft");
+	hc.ul[hc.nul].hard = hard ? ulimit_value(hard, arg, "hard") : hc.ul[hc.nul].soft;
+	if (hc.ul[hc.nul].hard != -1 && hc.ul[hc.nul].soft > hc.ul[hc.nul].hard)
+		die(125,
+		    "invalid argument \"%s\" for \"--ulimit\" flag: ulimit soft limit must be less "
+		    "than or equal to hard limit: %lld > %lld\nSee 'docker run --help'.",
+		    arg, hc.ul[hc.nul].soft, hc.ul[hc.nul].hard);
+	snprintf(hc.ul[hc.nul].text, sizeof(hc.ul[0].text), "%s", arg);
+	hc.nul++;
+}
+
+/* The capabilities --cap-add accepts (capability(7)), without their CAP_ prefix. */
+static const char *const cap_names[] = {"CHOWN",
+                                        "DAC_OVERRIDE",
+                                        "DAC_READ_SEARCH",
+                                        "FOWNER",
+                                        "FSETID",
+                                        "KILL",
+                                        "SETGID",
+                                        "SETUID",
+                                        "SETPCAP",
+                                        "LINUX_IMMUTABLE",
+                                        "NET_BIND_SERVICE",
+                                        "NET_BROADCAST",
+                                        "NET_ADMIN",
+                                        "NET_RAW",
+                                        "IPC_LOCK",
+                                        "IPC_OWNER",
+                                        "SYS_MODULE",
+                                        "SYS_RAWIO",
+                                        "SYS_CHROOT",
+                                        "SYS_PTRACE",
+                                        "SYS_PACCT",
+                                        "SYS_ADMIN",
+                                        "SYS_BOOT",
+                                        "SYS_NICE",
+                                        "SYS_RESOURCE",
+                                        "SYS_TIME",
+                                        "SYS_TTY_CONFIG",
+                                        "MKNOD",
+                                        "LEASE",
+                                        "AUDIT_WRITE",
+                                        "AUDIT_CONTROL",
+                                        "SETFCAP",
+                                        "MAC_OVERRIDE",
+                                        "MAC_ADMIN",
+                                        "SYSLOG",
+                                        "WAKE_ALARM",
+                                        "BLOCK_SUSPEND",
+                                        "AUDIT_READ",
+                                        "PERFMON",
+                                        "BPF",
+                                        "CHECKPOINT_RESTORE",
+                                        NULL};
+
+/* dockerd's NormalizeLegacyCapabilities: case-insensitive, CAP_ optional, ALL allowed. */
+static void add_cap(const char *arg)
+{
+	char up[48];
+	const char *bare;
+	size_t i;
+	for (i = 0; arg[i] && i < sizeof(up) - 1; i++)
+		up[i] = (char)toupper((unsigned char)arg[i]);
+	up[i] = '\0';
+	bare = strncmp(up, "CAP_", 4) ? up : up + 4;
+	for (i = 0; cap_names[i]; i++)
+		if (!strcmp(cap_names[i], bare))
+			break;
+	if (!cap_names[i] && strcmp(up, "ALL"))
+		die(125,
+		    "docker: Error response from daemon: invalid CapAdd: unknown capability: "
+		    "\"CAP_%s\".\nSee 'docker run --help'.",
+		    bare);
+	if (hc.ncaps < MAX_LIST)
+		snprintf(hc.caps[hc.ncaps++], sizeof(hc.caps[0]), "%s%s",
+		         strcmp(up, "ALL") ? "CAP_" : "", bare);
+}
+
+static void add_device_node(const char *src, const char *dst, const struct stat *st,
+                            const char *arg)
+{
+	if (hc.ndev >= MAX_DEV)
+		die(125, "docker: too many devices (mock limit %d)", MAX_DEV);
+	if (strlen(src) >= sizeof(hc.dev_src[0]) || strlen(dst) >= sizeof(hc.dev_dst[0]))
+		die(125, "docker: device path too long: %s", arg);
+	hc.dev_rdev[hc.ndev] = st->st_rdev;
+	hc.dev_mode[hc.ndev] = st->st_mode;
+	snprintf(hc.dev_src[hc.ndev], sizeof(hc.dev_src[0]), "%s", src);
+	snprintf(hc.dev_dst[hc.ndev++], sizeof(hc.dev_dst[0]), "%s", dst);
+}
+
+/*
+ * --device HOST[:CONTAINER[:PERMISSIONS]] as the CLI parses it and dockerd then
+ * gathers it: CONTAINER must be absolute, PERMISSIONS of r, w and m; HOST must be
+ * a character or block device, or a folder whose device nodes are all added.
+ */
+static void add_device(const char *arg)
+{
+	char buf[1024], *src = buf, *dst, *perm = NULL;
+	struct stat st;
+	snprintf(buf, sizeof(buf), "%s", arg);
+	if ((dst = strchr(src, ':'))) {
+		*dst++ = '\0';
+		if ((perm = strchr(dst, ':')))
+			*perm++ = '\0';
+		else if (strspn(dst, "rwm") == strlen(dst) && *dst) {
+			perm = dst; /* HOST:PERMISSIONS */
+			dst = src;
+		}
+	} else {
+		dst = src;
+	}
+	if (perm && (!*perm || strspn(perm, "rwm") != strlen(perm)))
+		die(125,
+		    "invalid argument \"%s\" for \"--device\" flag: bad mode specified: %s\nSee "
+		    "'docker run --help'.",
+		    arg, perm);
+	if (dst[0] != '/')
+		die(125,
+		    "invalid argument \"%s\" for \"--device\" flag: bad format for path: %s\nSee "
+		    "'docker run --help'.",
+		    arg, dst);
+	if (stat(src, &st))
+		die(125,
+		    "docker: Error response from daemon: error gathering device information while "
+		    "adding custom device \"%s\": %s.",
+		    src, errno == ENOENT ? "no such file or directory" : strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(src);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			char s2[1024], d2[1024];
+			struct stat st2;
+			snprintf(s2, sizeof(s2), "%s/%s", src, e->d_name);
+			snprintf(d2, sizeof(d2), "%s/%s", dst, e->d_name);
+			if (!stat(s2, &st2) && (S_ISCHR(st2.st_mode) || S_ISBLK(st2.st_mode)))
+				add_device_node(s2, d2, &st2, arg);
+		}
+		if (d)
+			closedir(d);
+	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+		add_device_node(src, dst, &st, arg);
+	} else {
+		die(125,
+		    "docker: Error response from daemon: error gathering device information while "
+		    "adding custom device \"%s\": not a device node.",
+		    src);
+	}
+}
+
+static void check_shm(const char *v)
+{
+	long long n = ram_in_bytes(v);
+	if (n < 0)
+		die(125,
+		    "invalid argument \"%s\" for \"--shm-size\" flag: invalid size: '%s'\nSee "
+		    "'docker run --help'.",
+		    v, v);
+	hc.shm = v;
+	hc.shm_bytes = n;
+}
+
+/* The host config as plain lines in the container's records (tests read them). */
+static void record_hostcfg(int dfd)
+{
+	char text[16384];
+	size_t len = 0;
+	text[0] = '\0';
+#define ADD(...)                                                                                   \
+	len +=                                                                                     \
+	    (size_t)snprintf(text + len, len < sizeof(text) ? sizeof(text) - len : 0, __VA_ARGS__)
+	ADD("ipc=%s\n", hc.ipc ? hc.ipc : "private");
+	ADD("shm_size=%lld\n", hc.shm_bytes ? hc.shm_bytes : 64LL << 20);
+	for (int i = 0; i < hc.ndev; i++)
+		ADD("device=%s:%s\n", hc.dev_src[i], hc.dev_dst[i]);
+	for (int i = 0; i < hc.nul; i++)
+		ADD("ulimit=%s\n", hc.ul[i].text);
+	for (int i = 0; i < hc.ncaps; i++)
+		ADD("cap_add=%s\n", hc.caps[i]);
+#undef ADD
+	write_at(dfd, "hostconfig", text);
+}
+
+/*
+ * In the container child, after its binds: the ulimits; a /dev/infiniband that
+ * holds only the devices given with --device (docker's /dev is the container's
+ * own); without --ipc host, a private /dev/shm of --shm-size (docker's default 64
+ * MiB), with it the node's /dev/shm as docker gives it.
+ */
+static int apply_hostcfg(char *why, size_t cap)
+{
+	struct stat st;
+	int ib = !stat("/dev/infiniband", &st) && S_ISDIR(st.st_mode);
+	int own_shm = !hc.ipc || strcmp(hc.ipc, "host");
+	for (int i = 0; i < hc.nul; i++) {
+		struct rlimit rl = {hc.ul[i].soft < 0 ? RLIM_INFINITY : (rlim_t)hc.ul[i].soft,
+		                    hc.ul[i].hard < 0 ? RLIM_INFINITY : (rlim_t)hc.ul[i].hard};
+		struct rlimit now;
+		/*
+		 * Raising a hard limit needs CAP_SYS_RESOURCE, which dockerd has and a test
+		 * sandbox may not: there the limit stops at the node's hard limit (README.md).
+		 */
+		if (setrlimit(hc.ul[i].resource, &rl) && errno == EPERM &&
+		    !getrlimit(hc.ul[i].resource, &now)) {
+			rl.rlim_max = rl.rlim_max > now.rlim_max ? now.rlim_max : rl.rlim_max;
+			rl.rlim_cur = rl.rlim_cur > rl.rlim_max ? rl.rlim_max : rl.rlim_cur;
+			if (setrlimit(hc.ul[i].resource, &rl)) {
+				snprintf(why, cap, "setrlimit %s: %s", hc.ul[i].text,
+				         strerror(errno));
+				return -1;
+			}
+		}
+	}
+	if (!ib && !own_shm)
+		return 0;
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+		snprintf(why, cap, "unshare: %s", strerror(errno));
+		return -1;
+	}
+	if (own_shm) {
+		char opt[64];
+		snprintf(opt, sizeof(opt), "size=%lld", hc.shm_bytes ? hc.shm_bytes : 64LL << 20);
+		if (mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opt)) {
+			snprintf(why, cap, "mount /dev/shm: %s", strerror(errno));
+			return -1;
+		}
+	}
+	if (ib) {
+		if (mount("devices", "/dev/infiniband", "tmpfs", MS_NOSUID, "mode=755,size=64k")) {
+			snprintf(why, cap, "mount /dev/infiniband: %s", strerror(errno));
+			return -1;
+		}
+		/* As dockerd does: a node of the same numbers in the container's own /dev. */
+		for (int i = 0; i < hc.ndev; i++) {
+			if (strncmp(hc.dev_dst[i], "/dev/infiniband/", 16))
+				continue;
+			if (mknod(hc.dev_dst[i], hc.dev_mode[i], hc.dev_rdev[i])) {
+				snprintf(why, cap, "mknod %s: %s", hc.dev_dst[i], strerror(errno));
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
 
 static void push(const char **list, int *n, const char *v)
 {
@@ -427,7 +785,17 @@ static void run_flag(struct run_opts *o, const char *key, const char *val)
 		o->workdir = val;
 	else if ((!strcmp(key, "--label") || !strcmp(key, "-l")) && (!*val || *val == '='))
 		die(125, "docker: invalid label '%s'.\nSee 'docker run --help'.", val);
-	/* --network, --ipc, --shm-size: accepted, change nothing (no GPUs, host network) */
+	else if (!strcmp(key, "--device"))
+		add_device(val);
+	else if (!strcmp(key, "--ulimit"))
+		add_ulimit(val);
+	else if (!strcmp(key, "--cap-add"))
+		add_cap(val);
+	else if (!strcmp(key, "--shm-size"))
+		check_shm(val);
+	else if (!strcmp(key, "--ipc"))
+		hc.ipc = val;
+	/* --network: accepted, changes nothing (the network is the host's) */
 }
 
 static int is_value_flag(const char *k)
@@ -720,7 +1088,8 @@ static void supervise(int dfd, int report_fd, char **cmd, char **envp, const str
 		close(report_fd);
 		setsid();
 		signal(SIGHUP, SIG_DFL);
-		if (setup_mounts(vols, nvols, why, sizeof(why))) {
+		if (setup_mounts(vols, nvols, why, sizeof(why)) ||
+		    apply_hostcfg(why, sizeof(why))) {
 			dprintf(errp[1], "err 126 %s: unknown", why);
 			_exit(126);
 		}
@@ -850,6 +1219,7 @@ static int cmd_run(int argc, char **argv)
 		free(text);
 	}
 	write_at(dfd, "image", image);
+	record_hostcfg(dfd);
 	now_iso(when, sizeof(when));
 	write_at(dfd, "created", when);
 	close(openat(dfd, "log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
