@@ -6,6 +6,7 @@
  * explains it.
  */
 #include "broker/broker_int.h"
+#include "broker/liveness.h"
 
 #include "common/clock.h"
 #include "store/store_keys.h"
@@ -279,6 +280,55 @@ static int provider_dead(char (*dead)[16], size_t n, const char *provider)
 }
 
 /*
+ * The cleanup of a cluster whose launch is known to have made nothing (the
+ * reservation or the key failed before any call, or the cloud refused the call):
+ * the cluster closes first, then its key and holds go, then the intent is marked
+ * failed. In this order a crash in between leaves a closed cluster, which nothing
+ * resumes (the next step places again at once), never a live cluster whose intent
+ * says failed, which would wait out the boot deadline and give the shape up.
+ */
+static void give_up_cluster(struct isc_broker *b, struct isc_store *s,
+                            const struct isc_experiment *e, const char *cluster_id,
+                            const char *token, const char *why)
+{
+	struct isc_err err;
+
+	if (isc_store_cluster_set_state(s, cluster_id, "closed", &err))
+		isc_log(ISC_LOG_ERROR, "%s: closing cluster %s: %s", e->id, cluster_id, err.msg);
+	isc_crash_point("place.cleanup_cluster_closed");
+	isc_cluster_key_delete(b->home, cluster_id);
+	broker_credits_release(b, s, e->id);
+	if (isc_store_intent_resolve(s, token, "failed", why, &err))
+		isc_log(ISC_LOG_ERROR, "%s: intent %s: %s", e->id, token, err.msg);
+}
+
+/*
+ * Intents left pending on closed clusters (a crash inside give_up_cluster): the
+ * launch made nothing, so they are marked failed; nothing asks the cloud for them.
+ */
+static void settle_closed_intents(struct isc_store *s, const struct isc_experiment *e)
+{
+	struct isc_cluster *list;
+	struct isc_err err;
+	size_t n;
+
+	if (isc_store_cluster_list_for_experiment(s, e->id, 0, &list, &n, &err))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct isc_intent in;
+		if (strcmp(list[i].state, "closed") != 0 ||
+		    isc_store_intent_for_cluster(s, list[i].id, &in, &err))
+			continue;
+		if (strcmp(in.state, "pending") == 0 &&
+		    isc_store_intent_resolve(s, in.token, "failed",
+		                             "the launch failed; its cleanup was cut short", &err))
+			isc_log(ISC_LOG_ERROR, "%s: intent %s: %s", e->id, in.token, err.msg);
+		isc_intent_cleanup(&in);
+	}
+	isc_cluster_list_free(list, n);
+}
+
+/*
  * Walks the ranked candidates: reserve credits, record the cluster and its
  * intent, launch. capacity and quota move on to the next shape.
  */
@@ -316,6 +366,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	}
 	/* Holds left by a step that died before its cluster was recorded. */
 	broker_credits_release(b, s, e->id);
+	settle_closed_intents(s, e);
 	/* A full disk must never fail a ledger write: no new cluster while it is nearly full. */
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
 		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
@@ -398,10 +449,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			int credits = rc == ISC_ECREDITS;
 			char why[ISC_ERR_MSG_MAX];
 			snprintf(why, sizeof(why), "%s", err.msg);
-			isc_store_intent_resolve(s, token, "failed", why, &ignored);
-			isc_store_cluster_set_state(s, cluster_id, "closed", &ignored);
-			isc_cluster_key_delete(b->home, cluster_id);
-			broker_credits_release(b, s, e->id);
+			give_up_cluster(b, s, e, cluster_id, token, why);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
 			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
@@ -470,10 +518,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		if (rc != ISC_ECAPACITY && rc != ISC_EQUOTA &&
 		    n_dead < sizeof(dead) / sizeof(dead[0]))
 			snprintf(dead[n_dead++], sizeof(dead[0]), "%s", cand->provider);
-		isc_store_intent_resolve(s, token, "failed", err.msg, &err);
-		isc_store_cluster_set_state(s, cluster_id, "closed", &err);
-		isc_cluster_key_delete(b->home, cluster_id);
-		broker_credits_release(b, s, e->id);
+		give_up_cluster(b, s, e, cluster_id, token, err.msg);
 		broker_exclude_shape(b, e->id, cand->shape_id);
 		free(cluster_id);
 	}
@@ -562,6 +607,22 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		           c->shape_id);
 		return;
 	}
+	if (isc_wall_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
+		/*
+		 * The intent's deadline: no launch call is made for it any more, so the
+		 * watch can tell when the cloud has listed all it ever will for it. The
+		 * intent stays pending: whatever a lagging listing shows later is recorded,
+		 * terminated and charged by the watch, which then closes the cluster.
+		 */
+		note(s, e, "timeout",
+		     "%s: cluster %s's launch never answered within %ld s; giving it up",
+		     c->shape_id, c->id, b->config->boot_deadline_ms / 1000);
+		broker_exclude_shape(b, e->id, c->shape_id);
+		teardown(b, s, e, c, 0, 0, 1);
+		set_status(s, e, "placing", "launch on %s never answered; trying the next shape",
+		           c->shape_id);
+		return;
+	}
 	if (!candidate_for_cluster(b, s, e, c, &cand)) {
 		note(s, e, "error", "shape %s is no longer a candidate; rolling back", c->shape_id);
 		abandon_launch(b, s, e, c, intent, "shape gone");
@@ -620,8 +681,30 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 	if (isc_store_intent_for_cluster(s, c.id, &intent, &err) == 0) {
 		int pending = strcmp(intent.state, "pending") == 0;
+		int failed = strcmp(intent.state, "failed") == 0;
 		if (pending)
 			resume_launch(b, s, e, &c, &intent);
+		if (failed) {
+			/*
+			 * A launch known to have failed whose cluster was never closed (a crash
+			 * in the cleanup, in a store written before the cleanup closed the
+			 * cluster first): finish the cleanup and place again now, rather than
+			 * wait out the boot deadline and give the shape up.
+			 */
+			struct isc_node *none = NULL;
+			size_t n_none = 0;
+			if (isc_store_node_list(s, c.id, &none, &n_none, &err) == 0 &&
+			    n_none == 0) {
+				note(s, e, "cleanup",
+				     "cluster %s's launch had failed (%s); finishing its cleanup",
+				     c.id, intent.error);
+				give_up_cluster(b, s, e, c.id, intent.token, intent.error);
+				set_status(s, e, "placing",
+				           "launch on %s had failed; placing again", c.shape_id);
+				pending = 1; /* this step is done */
+			}
+			isc_node_list_free(none, n_none);
+		}
 		isc_intent_cleanup(&intent);
 		if (pending)
 			goto out;
@@ -642,6 +725,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			     c.shape_id, nodes[i].instance_id, nodes[i].rank, st);
 			broker_exclude_shape(b, e->id, c.shape_id);
 			teardown(b, s, e, &c, 0, 0, 1);
+			isc_crash_point("rollback.partial_torn_down");
 			set_status(s, e, "placing",
 			           "partial gang on %s rolled back; trying the next shape",
 			           c.shape_id);
@@ -666,43 +750,165 @@ out:
 	isc_cluster_cleanup(&c);
 }
 
+/*
+ * Whether the cloud took a node of the cluster away: the watch has seen one going
+ * or gone, or has seen an interruption notice on one; with ask_cloud (after a step
+ * failed on the cluster), also what one describe says now, in case the watch has
+ * not caught up. *why names the node. An instance a lagging describe leaves out is
+ * not counted (absence is confirmed over time, by the watch).
+ */
+static int cluster_interrupted(struct isc_broker *b, struct isc_store *s,
+                               const struct isc_cluster *c, int ask_cloud, char *why, size_t cap)
+{
+	struct isc_node *nodes = NULL;
+	struct broker_instance *seen = NULL;
+	struct isc_err err;
+	size_t n = 0, n_seen = 0;
+	int lost = 0;
+
+	if (isc_store_node_list(s, c->id, &nodes, &n, &err))
+		return 0;
+	for (size_t i = 0; i < n && !lost; i++) {
+		if (broker_node_gone(&nodes[i]) || nodes[i].notice_at_ms) {
+			snprintf(why, cap, "node %s (rank %d) is %s%s", nodes[i].instance_id,
+			         nodes[i].rank, nodes[i].state,
+			         nodes[i].notice_at_ms ? " with an interruption notice" : "");
+			lost = 1;
+		}
+	}
+	if (!lost && ask_cloud &&
+	    broker_cloud_describe(b, s, c->provider, c->account, c->region, &seen, &n_seen, &err) ==
+	        0) {
+		for (size_t i = 0; i < n && !lost; i++)
+			for (size_t k = 0; k < n_seen && !lost; k++) {
+				if (strcmp(seen[k].instance_id, nodes[i].instance_id) != 0)
+					continue;
+				if (strcmp(seen[k].state, "running") != 0 &&
+				    strcmp(seen[k].state, "pending") != 0)
+					snprintf(why, cap, "node %s (rank %d) is %s",
+					         seen[k].instance_id, nodes[i].rank, seen[k].state);
+				else if (seen[k].notice_at_ms)
+					snprintf(why, cap,
+					         "node %s (rank %d) has an interruption notice",
+					         seen[k].instance_id, nodes[i].rank);
+				else
+					continue;
+				lost = 1;
+			}
+		broker_instances_free(seen, n_seen);
+	}
+	isc_node_list_free(nodes, n);
+	return lost;
+}
+
+/*
+ * A node lost while its cluster was being prepared (restore, boot): an interruption
+ * like any other, whichever step it lands on. Nothing ran on this cluster yet, so
+ * nothing is brought home from it (the last cycle's folders at home stay the ones
+ * to restore); it is terminated and the experiment is placed again for the same
+ * cycle.
+ */
+static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                               const struct isc_cluster *c, const char *why, const char *during)
+{
+	note(s, e, "interrupted", "%s while %s on %s; reprovisioning for cycle %d", why, during,
+	     c->shape_id, c->cycle);
+	teardown(b, s, e, c, 0, 0, 1);
+	broker_exclusions_clear(b, e->id);
+	set_status(s, e, "placing", "interrupted on %s while %s; reprovisioning for cycle %d",
+	           c->shape_id, during, c->cycle);
+}
+
+/*
+ * Restores what the last cycle brought home onto the new cluster before any
+ * container starts. The targets are rank 0 today; the list is built here so it
+ * can grow to every rank. A target the watch has already seen go is not tried,
+ * and one that goes while its copy runs ends the copy at once (a node watcher
+ * cancels the launcher's retries): the caller then treats it as an interruption.
+ */
+static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *e,
+                             const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+                             struct isc_err *err)
+{
+	const struct isc_node *targets[1];
+	size_t n_targets = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && n_targets < 1; i++)
+		if (nodes[i].rank == 0)
+			targets[n_targets++] = &nodes[i];
+	if (n_targets == 0)
+		return isc_err_set(err, ISC_EINVALID, "cluster %s has no rank 0", c->id);
+	isc_crash_point("boot.restore_started");
+	for (size_t i = 0; i < n_targets && !rc; i++) {
+		const struct isc_node *t = targets[i];
+		const char *id = t->instance_id;
+		struct broker_node_watch *w = NULL;
+		struct isc_err werr;
+		volatile int gone = 0;
+
+		if (broker_node_gone(t))
+			return isc_err_set(err, ISC_ETRANSIENT, "rank %d (%s) is %s", t->rank,
+			                   t->instance_id, t->state);
+		if (broker_node_watch_start(b->home, c->id, &id, 1, &gone, &w, &werr))
+			isc_log(ISC_LOG_WARN, "%s: %s", e->id, werr.msg);
+		rc = broker_artifacts_push(b, e, c, t, &gone, err);
+		broker_node_watch_stop(w);
+		if (rc && gone)
+			isc_err_wrap(err, "rank %d (%s) went away", t->rank, t->instance_id);
+	}
+	return rc;
+}
+
 static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
+	char why[ISC_ERR_MSG_MAX], lost[256];
 	size_t n = 0;
-	int rc, restore_failed = 0;
+	int rc;
 
 	if (!current_cluster(s, e->id, &c)) {
 		set_status(s, e, "placing", "no live cluster; placing again");
 		return;
 	}
-	if ((rc = isc_store_node_list(s, c.id, &nodes, &n, &err)) == 0) {
-		/* The push retries a flaky node itself; what still fails is a failed boot step. */
-		if (e->cycle_count > 0 && n > 0 &&
-		    (rc = broker_artifacts_push(b, e, &c, &nodes[0], &err)))
-			restore_failed = 1;
-		else
-			rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
+	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
+		goto out;
 	}
-	if (restore_failed) {
-		/* Booting anyway would silently restart the run from scratch. */
-		char why[ISC_ERR_MSG_MAX];
-		snprintf(why, sizeof(why), "cycle %d: %.480s", c.cycle, err.msg);
-		if (begin_stop(s, e, "failed", why) == 0)
-			stop_all(b, s, e);
-	} else if (rc == 0) {
+	/* A step never waits on a node the watch has already seen go. */
+	if (cluster_interrupted(b, s, &c, 0, lost, sizeof(lost))) {
+		lost_while_booting(b, s, e, &c, lost, "booting");
+		goto out;
+	}
+	/* The push retries a flaky node itself; what still fails is a failed boot step. */
+	if (e->cycle_count > 0 && n > 0 && (rc = restore_artifacts(b, e, &c, nodes, n, &err))) {
+		if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
+			lost_while_booting(b, s, e, &c, lost, "restoring the checkpoint");
+		} else {
+			/* Booting anyway would silently restart the run from scratch. */
+			snprintf(why, sizeof(why), "cycle %d: %.480s", c.cycle, err.msg);
+			if (begin_stop(s, e, "failed", why) == 0)
+				stop_all(b, s, e);
+		}
+		goto out;
+	}
+	rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
+	if (rc == 0) {
 		isc_crash_point("boot.containers_started");
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
 		isc_store_cluster_set_state(s, c.id, "running", &err);
 		set_status(s, e, "running", "%zu container(s) started on %s (cycle %d)", n,
 		           c.shape_id, c.cycle);
+	} else if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
+		/* Whatever the boot said (a container that could not start on a node being
+		 * reclaimed too): a lost node is an interruption. */
+		lost_while_booting(b, s, e, &c, lost, "booting");
 	} else if (rc == ISC_EINVALID) {
 		/* The experiment itself cannot start (image or command): another shape will not
 		 * help. */
-		char why[ISC_ERR_MSG_MAX];
 		snprintf(why, sizeof(why), "boot failed: %.480s", err.msg);
 		if (begin_stop(s, e, "failed", why) == 0)
 			stop_all(b, s, e);
@@ -710,8 +916,10 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		note(s, e, "boot_failed", "%s: %s", c.shape_id, err.msg);
 		broker_exclude_shape(b, e->id, c.shape_id);
 		teardown(b, s, e, &c, 0, 0, 1);
+		isc_crash_point("rollback.boot_failed");
 		set_status(s, e, "placing", "boot on %s failed; trying the next shape", c.shape_id);
 	}
+out:
 	isc_node_list_free(nodes, n);
 	isc_cluster_cleanup(&c);
 }
@@ -850,6 +1058,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 			     "node %s (rank %d) is %s; checkpointing and reprovisioning",
 			     nodes[i].instance_id, nodes[i].rank, nodes[i].state);
 			teardown(b, s, e, &c, 1, 1, 1);
+			isc_crash_point("interrupt.torn_down");
 			broker_exclusions_clear(b, e->id);
 			set_status(s, e, "placing",
 			           "interrupted on %s; reprovisioning for cycle %d", c.shape_id,
@@ -869,6 +1078,50 @@ out:
 }
 
 /*
+ * A launching cluster being torn down while its launch's outcome is unknown (the
+ * intent is pending: a lost reply, a crash): whatever the launch made must be
+ * terminated and charged. One describe, by the cluster's tag and the intent's
+ * client token, records every live instance it lists (partial gangs too), so the
+ * teardown terminates them now. What a lagging listing does not show yet, the
+ * watch records and terminates the tick it appears; the cluster closes once the
+ * intent's deadline has passed with nothing live listed (watch.c).
+ */
+static void collect_launch(struct isc_broker *b, struct isc_store *s,
+                           const struct isc_experiment *e, const struct isc_cluster *c)
+{
+	struct isc_intent intent;
+	struct isc_err err;
+	size_t found = 0;
+	int rc;
+
+	if (isc_store_intent_for_cluster(s, c->id, &intent, &err))
+		return;
+	if (strcmp(intent.state, "pending") != 0) {
+		isc_intent_cleanup(&intent);
+		return;
+	}
+	rc = broker_cloud_collect(b, s, c, &found, &err);
+	if (rc)
+		note(s, e, "launch_unknown",
+		     "cluster %s's launch (token %s) never answered; looking for what it made: %s; "
+		     "the watch keeps looking",
+		     c->id, intent.token, err.msg);
+	else if (found)
+		note(s, e, "launch_unknown",
+		     "cluster %s's launch (token %s) never answered; the cloud lists %zu "
+		     "instance(s) "
+		     "of it: terminating them",
+		     c->id, intent.token, found);
+	else
+		note(s, e, "launch_unknown",
+		     "cluster %s's launch (token %s) never answered and the cloud lists nothing of "
+		     "it "
+		     "yet; the watch terminates whatever it lists until the launch's deadline",
+		     c->id, intent.token);
+	isc_intent_cleanup(&intent);
+}
+
+/*
  * The teardown of a stopping experiment (cancelled, out of credits, or ended):
  * every open cluster is torn down gracefully, then the experiment takes the
  * final status begin_stop recorded. Run again after a crash, it finishes what
@@ -883,13 +1136,19 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 	const char *final = e->final_status && e->final_status[0] ? e->final_status : "stopped";
 	size_t n;
 
+	/* The meter's stop for credits was recorded (stopping, then stopped); nothing torn down. */
+	if (strcmp(final, "stopped") == 0)
+		isc_crash_point("stop.for_credits");
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
 		for (size_t i = 0; i < n; i++) {
 			int live = strcmp(list[i].state, "running") == 0 ||
 			           strcmp(list[i].state, "booting") == 0 ||
 			           strcmp(list[i].state, "draining") == 0;
-			if (strcmp(list[i].state, "terminating") != 0)
-				teardown(b, s, e, &list[i], live, live, 1);
+			if (strcmp(list[i].state, "terminating") == 0)
+				continue;
+			if (strcmp(list[i].state, "launching") == 0)
+				collect_launch(b, s, e, &list[i]);
+			teardown(b, s, e, &list[i], live, live, 1);
 		}
 		isc_cluster_list_free(list, n);
 	}

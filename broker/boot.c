@@ -402,7 +402,7 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
 
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0,
-                          struct isc_err *err)
+                          volatile int *cancel, struct isc_err *err)
 {
 	struct boot_ctx x;
 	struct stat st;
@@ -416,6 +416,7 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 		return 0; /* nothing was brought home yet */
 	}
 	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+	x.opts.cancel = cancel;
 	if (!rc)
 		rc = isc_launcher_push_artifacts(&x.targets[0], &x.opts, dir, err);
 	boot_ctx_cleanup(&x);

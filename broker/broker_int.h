@@ -44,7 +44,8 @@ struct broker_instance {
 	char *instance_id;
 	char *state; /* pending, running, shutting_down, terminated, stopping, stopped */
 	char *private_ip, *public_ip, *zone;
-	char *cluster_id; /* from the isc:cluster tag; may be NULL */
+	char *cluster_id;   /* from the isc:cluster tag; may be NULL */
+	char *client_token; /* the token of the launch that made it; may be NULL */
 	int64_t launched_at_ms;
 	int64_t notice_at_ms; /* 0 unless an interruption notice is pending */
 };
@@ -122,6 +123,15 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
  */
 int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                        size_t *found, struct isc_err *err);
+/*
+ * A launch being given up (its cluster stopped while the intent was pending):
+ * every live instance the cloud lists for the cluster (by its tag or the
+ * intent's client token) that no node row has is recorded, partial gangs too,
+ * so the teardown terminates it and the meter charges it from its launch.
+ * *found is how many live ones the cloud lists.
+ */
+int broker_cloud_collect(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                         size_t *found, struct isc_err *err);
 int broker_cloud_describe(struct isc_broker *b, struct isc_store *s, const char *provider,
                           const char *account, const char *region, struct broker_instance **out,
                           size_t *n, struct isc_err *err);
@@ -180,9 +190,10 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
  * write never meets a full disk.
  */
 int broker_disk_low(struct isc_broker *b, char *why, size_t cap);
+/* cancel (may be NULL): set once the node is known gone; the push then stops retrying it. */
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0,
-                          struct isc_err *err);
+                          volatile int *cancel, struct isc_err *err);
 
 /*
  * The artifact folders (ISC_ARTIFACT_* set) due for a periodic sync of this

@@ -11,6 +11,7 @@
 #include "providers/provider_config.h"
 #include "store/store_keys.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,17 +110,20 @@ static char **split_zones(const char *zones, size_t *n)
 	return out;
 }
 
-/* Records the nodes of a gang in one transaction: ranks in the given order, and the zone. */
+/*
+ * Records the nodes of a gang in one transaction: ranks from first_rank in the given
+ * order, and the zone.
+ */
 static int record_nodes(struct isc_store *s, const struct isc_cluster *c,
                         const struct isc_node_info *nodes, size_t n, const char *zone,
-                        struct isc_err *err)
+                        int first_rank, struct isc_err *err)
 {
 	int rc = isc_store_begin(s, err);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct isc_node nd = {0};
 		nd.cluster_id = c->id;
-		nd.rank = (int)i;
+		nd.rank = first_rank + (int)i;
 		nd.instance_id = (char *)nodes[i].id;
 		nd.state = (char *)isc_node_state_name(nodes[i].state);
 		nd.private_ip = (char *)nodes[i].private_ip;
@@ -204,7 +208,7 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	if (rc)
 		goto out;
 	isc_crash_point("launch.before_record");
-	if (record_nodes(s, c, res.nodes, res.n_nodes, res.zone, err)) {
+	if (record_nodes(s, c, res.nodes, res.n_nodes, res.zone, 0, err)) {
 		/* The gang exists and runs: keep the intent pending; the replay finds it by tag. */
 		isc_err_wrap(err, "%zu node(s) launched but not recorded", res.n_nodes);
 		err->code = rc = ISC_ETRANSIENT;
@@ -228,8 +232,27 @@ static int by_launch(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
-                       size_t *found, struct isc_err *err)
+/* 1 when the instance is the cluster's: its isc:cluster tag, or the client token of its launch. */
+static int of_cluster(const struct isc_node_info *in, const struct isc_cluster *c)
+{
+	char token[80];
+
+	if (strcmp(in->cluster_id, c->id) == 0)
+		return 1;
+	snprintf(token, sizeof(token), "isc-%s", c->id);
+	return in->client_token[0] && strcmp(in->client_token, token) == 0;
+}
+
+/*
+ * The cluster's live instances in one describe of its account and region. With
+ * whole_only, they are recorded only when they are the whole gang (a replay adopts
+ * a gang or nothing); without, every live one no node row knows is recorded, ranks
+ * after the known ones (a launch being given up: whatever it made is terminated and
+ * charged).
+ */
+static int find_cluster_nodes(struct isc_broker *b, struct isc_store *s,
+                              const struct isc_cluster *c, int whole_only, size_t *found,
+                              struct isc_err *err)
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_node_info *infos = NULL, *mine;
@@ -249,18 +272,45 @@ int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct i
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n_infos; i++)
-		if (strcmp(infos[i].cluster_id, c->id) == 0 &&
-		    infos[i].state != ISC_NODE_TERMINATED &&
+		if (of_cluster(&infos[i], c) && infos[i].state != ISC_NODE_TERMINATED &&
 		    infos[i].state != ISC_NODE_SHUTTING_DOWN)
 			mine[k++] = infos[i];
 	*found = k;
-	if (k == (size_t)c->nnodes) {
-		qsort(mine, k, sizeof(*mine), by_launch);
-		rc = record_nodes(s, c, mine, k, mine[0].zone, err);
+	qsort(mine, k, sizeof(*mine), by_launch);
+	if (whole_only && k == (size_t)c->nnodes) {
+		rc = record_nodes(s, c, mine, k, mine[0].zone, 0, err);
+	} else if (!whole_only && k > 0) {
+		struct isc_node *known = NULL;
+		size_t n_known = 0, m = 0;
+		if (!(rc = isc_store_node_list(s, c->id, &known, &n_known, err))) {
+			/* Only the ones no row has, ranked after the rows there are. */
+			for (size_t i = 0; i < k; i++) {
+				int have = 0;
+				for (size_t j = 0; j < n_known && !have; j++)
+					have = strcmp(known[j].instance_id, mine[i].id) == 0;
+				if (!have)
+					mine[m++] = mine[i];
+			}
+			if (m)
+				rc = record_nodes(s, c, mine, m, mine[0].zone, (int)n_known, err);
+			isc_node_list_free(known, n_known);
+		}
 	}
 	free(mine);
 	isc_node_infos_free(infos, n_infos);
 	return rc;
+}
+
+int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                       size_t *found, struct isc_err *err)
+{
+	return find_cluster_nodes(b, s, c, 1, found, err);
+}
+
+int broker_cloud_collect(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
+                         size_t *found, struct isc_err *err)
+{
+	return find_cluster_nodes(b, s, c, 0, found, err);
 }
 
 void broker_instances_free(struct broker_instance *v, size_t n)
@@ -272,6 +322,7 @@ void broker_instances_free(struct broker_instance *v, size_t n)
 		free(v[i].public_ip);
 		free(v[i].zone);
 		free(v[i].cluster_id);
+		free(v[i].client_token);
 	}
 	free(v);
 }
@@ -306,6 +357,7 @@ int broker_cloud_describe(struct isc_broker *b, struct isc_store *s, const char 
 		v[i].public_ip = strdup(infos[i].public_ip);
 		v[i].zone = strdup(infos[i].zone);
 		v[i].cluster_id = infos[i].cluster_id[0] ? strdup(infos[i].cluster_id) : NULL;
+		v[i].client_token = infos[i].client_token[0] ? strdup(infos[i].client_token) : NULL;
 		v[i].launched_at_ms = infos[i].launched_at_ms;
 		v[i].notice_at_ms =
 		    infos[i].interruption_noticed

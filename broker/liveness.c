@@ -1,8 +1,14 @@
-/* Is an iscd running for this store (liveness.h). */
+/* Is an iscd running for this store; is a cloud node still there (liveness.h). */
 #include "broker/liveness.h"
 
+#include "common/err.h"
+#include "common/log.h"
+#include "store/store_clusters.h"
+
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,4 +53,108 @@ int isc_daemon_wait_running(const char *home, long wait_ms, long *pid)
 			return 0;
 		nanosleep(&step, NULL);
 	}
+}
+
+/* ---- nodes ---- */
+
+int broker_node_gone(const struct isc_node *n)
+{
+	return strcmp(n->state, "shutting-down") == 0 || strcmp(n->state, "terminated") == 0 ||
+	       strcmp(n->state, "stopping") == 0 || strcmp(n->state, "stopped") == 0;
+}
+
+struct broker_node_watch {
+	pthread_t thread;
+	char *home, *cluster_id;
+	char **ids;
+	size_t n;
+	volatile int *gone;
+	atomic_int stop;
+};
+
+/* 1 when one of the watched nodes is gone in the store's view (the watch's last describe). */
+static int any_gone(struct isc_store *s, const struct broker_node_watch *w)
+{
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	int gone = 0;
+
+	if (isc_store_node_list(s, w->cluster_id, &nodes, &n, &err))
+		return 0;
+	for (size_t i = 0; i < n && !gone; i++)
+		for (size_t k = 0; k < w->n && !gone; k++)
+			gone = strcmp(nodes[i].instance_id, w->ids[k]) == 0 &&
+			       broker_node_gone(&nodes[i]);
+	isc_node_list_free(nodes, n);
+	return gone;
+}
+
+static void *watch_main(void *arg)
+{
+	struct broker_node_watch *w = arg;
+	struct timespec step = {0, 100 * 1000000L};
+	struct isc_store *s = NULL;
+	struct isc_err err;
+
+	if (isc_store_open(w->home, 0, &s, &err)) {
+		isc_log(ISC_LOG_WARN, "cluster %s: watching its nodes: %s", w->cluster_id, err.msg);
+		return NULL;
+	}
+	while (!atomic_load(&w->stop)) {
+		if (any_gone(s, w)) {
+			*w->gone = 1;
+			break;
+		}
+		nanosleep(&step, NULL);
+	}
+	isc_store_free(s);
+	return NULL;
+}
+
+static void watch_free(struct broker_node_watch *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		free(w->ids[i]);
+	free(w->ids);
+	free(w->home);
+	free(w->cluster_id);
+	free(w);
+}
+
+int broker_node_watch_start(const char *home, const char *cluster_id,
+                            const char *const *instance_ids, size_t n, volatile int *gone,
+                            struct broker_node_watch **out, struct isc_err *err)
+{
+	struct broker_node_watch *w = calloc(1, sizeof(*w));
+
+	*out = NULL;
+	if (!w || !(w->home = strdup(home)) || !(w->cluster_id = strdup(cluster_id)) ||
+	    !(w->ids = calloc(n ? n : 1, sizeof(*w->ids)))) {
+		if (w)
+			watch_free(w);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (; w->n < n; w->n++)
+		if (!(w->ids[w->n] = strdup(instance_ids[w->n]))) {
+			watch_free(w);
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	w->gone = gone;
+	atomic_init(&w->stop, 0);
+	if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+		watch_free(w);
+		return isc_err_set(err, ISC_EIO, "cannot start a thread");
+	}
+	*out = w;
+	return 0;
+}
+
+void broker_node_watch_stop(struct broker_node_watch *w)
+{
+	if (!w)
+		return;
+	atomic_store(&w->stop, 1);
+	pthread_join(w->thread, NULL);
+	watch_free(w);
 }

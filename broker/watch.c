@@ -12,10 +12,13 @@
 #include "broker/broker_int.h"
 
 #include "common/clock.h"
+#include "common/crashpoint.h"
 #include "store/store_keys.h"
 #include "common/log.h"
 #include "launcher/keys.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,7 +91,25 @@ int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const st
 	return rc;
 }
 
-/* Closes a terminating cluster whose nodes are all confirmed terminated; asks again otherwise. */
+/*
+ * When a launch whose answer never came can no longer have made anything the
+ * cloud has not listed yet: no launch call is made for an intent after its
+ * boot deadline (advance.c), and a describe may lag a launch by up to
+ * node_absence_confirm_ms (the window in which absence is not yet believed).
+ */
+static int64_t intent_settled_at_ms(const struct isc_broker *b, const struct isc_intent *in)
+{
+	return in->created_at_ms + b->config->boot_deadline_ms + b->config->node_absence_confirm_ms;
+}
+
+/*
+ * Closes a terminating cluster whose nodes are all confirmed terminated; asks again
+ * otherwise. A cluster whose launch intent is still pending (a launch given up
+ * before its answer came: a cancel, a stop) may still own instances the cloud does
+ * not list yet: the watch records and terminates each the tick it appears (stray),
+ * and the cluster closes once the intent's deadline has passed with nothing live
+ * listed. No cluster stays terminating beyond that.
+ */
 static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c)
 {
 	struct isc_node *nodes;
@@ -101,15 +122,23 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 		gone += is_gone(nodes[i].state);
 	if (gone == n) {
 		struct isc_intent intent;
-		int pending = 0;
-		/* A cluster whose launch answer never came might still own instances: wait for
-		 * reconcile. */
+		int wait = 0;
 		if (isc_store_intent_for_cluster(b->store, c->id, &intent, &err) == 0) {
-			pending = strcmp(intent.state, "pending") == 0 && n == 0;
+			if (strcmp(intent.state, "pending") == 0) {
+				wait = isc_wall_ms() < intent_settled_at_ms(b, &intent);
+				if (!wait &&
+				    isc_store_intent_resolve(
+				        b->store, intent.token, "failed",
+				        "launch given up; the cloud listed nothing more for it "
+				        "past its deadline",
+				        &err))
+					wait = 1; /* closed only with the intent settled */
+			}
 			isc_intent_cleanup(&intent);
 		}
-		if (!pending) {
+		if (!wait) {
 			isc_store_cluster_set_state(b->store, c->id, "closed", &err);
+			isc_crash_point("settle.cluster_closed");
 			isc_cluster_key_delete(b->home, c->id);
 			isc_log(ISC_LOG_INFO,
 			        "cluster %s closed: all %zu node(s) confirmed terminated", c->id,
@@ -122,6 +151,70 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 	isc_node_list_free(nodes, n);
 }
 
+/*
+ * An instance of a cluster that is being torn down or closed, which no node row
+ * knows: a launch given up before its answer came made it, and a lagging listing
+ * shows it only now. It is recorded as a node of that cluster (ranked after the
+ * others, the cluster's node price, the launch time the cloud reports), so the meter
+ * charges every second it ran, and the cluster (reopened if it had closed) stays
+ * terminating until the cloud confirms it gone. Returns 1 when recorded.
+ */
+static int adopt_late(struct isc_broker *b, const struct broker_instance *in,
+                      const struct isc_cluster *c)
+{
+	struct isc_node nd = {0};
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	char msg[ISC_ERR_MSG_MAX];
+	int rc;
+
+	if (isc_store_node_list(b->store, c->id, &nodes, &n, &err))
+		return 0;
+	isc_node_list_free(nodes, n);
+	nd.cluster_id = c->id;
+	nd.rank = (int)n;
+	nd.instance_id = in->instance_id;
+	nd.state = in->state;
+	nd.private_ip = in->private_ip;
+	nd.public_ip = in->public_ip;
+	nd.zone = in->zone;
+	nd.price_micros = c->price_micros;
+	nd.launched_at_ms = in->launched_at_ms;
+	rc = isc_store_begin(b->store, &err);
+	if (!rc)
+		rc = isc_store_node_add(b->store, &nd, &err);
+	if (!rc && strcmp(c->state, "closed") == 0)
+		rc = isc_store_cluster_set_state(b->store, c->id, "terminating", &err);
+	if (!rc)
+		rc = isc_store_commit(b->store, &err);
+	else
+		isc_store_rollback(b->store);
+	if (rc) {
+		isc_log(ISC_LOG_WARN, "cluster %s: recording instance %s: %s", c->id,
+		        in->instance_id, err.msg);
+		return 0;
+	}
+	snprintf(msg, sizeof(msg),
+	         "instance %s of cluster %s (%s; its launch was given up) is listed only now: "
+	         "recorded, terminated, and charged from its launch",
+	         in->instance_id, c->id, c->state);
+	isc_log(ISC_LOG_WARN, "%s: %s", c->experiment_id, msg);
+	if (isc_store_event_add(b->store, c->experiment_id, "late_instance", msg, &err))
+		isc_log(ISC_LOG_WARN, "%s: recording an event: %s", c->experiment_id, err.msg);
+	return 1;
+}
+
+/* The cluster an instance belongs to: its isc:cluster tag, else its launch's token isc-<id>. */
+static const char *instance_cluster(const struct broker_instance *in)
+{
+	if (in->cluster_id)
+		return in->cluster_id;
+	if (in->client_token && strncmp(in->client_token, "isc-", 4) == 0)
+		return in->client_token + 4;
+	return NULL;
+}
+
 /* What to do with an instance no node row knows. */
 static void stray(struct isc_broker *b, const struct target *t, const struct broker_instance *in,
                   int reconcile)
@@ -129,7 +222,8 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	struct isc_cluster c;
 	struct isc_intent intent;
 	struct isc_err err;
-	int owned = 0, known = 0;
+	const char *cluster_id = instance_cluster(in);
+	int owned = 0, known = 0, have_cluster = 0, ended = 0;
 
 	if (is_ending(in->state))
 		return;
@@ -140,32 +234,33 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	 */
 	if (isc_store_node_known(b->store, in->instance_id, &known, &err) || known)
 		return;
-	if (in->cluster_id && isc_store_cluster_get(b->store, in->cluster_id, &c, &err) == 0) {
+	if (cluster_id && isc_store_cluster_get(b->store, cluster_id, &c, &err) == 0) {
+		have_cluster = 1;
 		if (strcmp(c.state, "launching") == 0 &&
 		    isc_store_intent_for_cluster(b->store, c.id, &intent, &err) == 0) {
 			owned = strcmp(intent.state, "pending") == 0 ||
 			        strcmp(intent.state, "launched") == 0;
 			isc_intent_cleanup(&intent);
 		}
-		isc_cluster_cleanup(&c);
+		ended = strcmp(c.state, "closed") == 0 || strcmp(c.state, "terminating") == 0;
 	}
-	if (owned)
+	if (owned || (!reconcile && have_cluster && !ended)) {
+		/* Its launch will record it; or a cluster's record may be a moment behind the
+		 * cloud: strays of live clusters wait for reconcile. */
+		if (have_cluster)
+			isc_cluster_cleanup(&c);
 		return;
-	if (!reconcile && in->cluster_id) {
-		/* A cluster's record may be a moment behind the cloud; strays wait for reconcile.
-		 */
-		struct isc_cluster probe;
-		if (isc_store_cluster_get(b->store, in->cluster_id, &probe, &err) == 0) {
-			int closed = strcmp(probe.state, "closed") == 0 ||
-			             strcmp(probe.state, "terminating") == 0;
-			isc_cluster_cleanup(&probe);
-			if (!closed)
-				return;
-		}
 	}
-	isc_log(ISC_LOG_WARN,
-	        "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; terminating",
-	        t->provider, in->instance_id, t->region, in->cluster_id ? in->cluster_id : "?");
+	/* Every second an instance of ours ran is charged: record it before it goes. */
+	if (have_cluster && ended)
+		adopt_late(b, in, &c);
+	else
+		isc_log(ISC_LOG_WARN,
+		        "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; "
+		        "terminating",
+		        t->provider, in->instance_id, t->region, cluster_id ? cluster_id : "?");
+	if (have_cluster)
+		isc_cluster_cleanup(&c);
 	{
 		const char *ids[1] = {in->instance_id};
 		if (broker_cloud_terminate(b, b->store, t->provider, t->account, t->region, ids, 1,
@@ -282,6 +377,38 @@ static void add_key_targets(struct isc_broker *b, struct target **targets, size_
 	isc_cloud_key_list_free(keys, n);
 }
 
+/*
+ * The key files of clusters that are closed: a crash between closing a cluster and
+ * deleting its key (settle_terminating) leaves one behind, with nothing left to use
+ * it. Files that name no cluster (not the broker's) are left alone.
+ */
+static void sweep_keys(struct isc_broker *b)
+{
+	char *dir = NULL;
+	struct dirent *d;
+	DIR *dh;
+
+	if (asprintf(&dir, "%s/keys", b->home) < 0)
+		return;
+	dh = opendir(dir);
+	free(dir);
+	if (!dh)
+		return;
+	while ((d = readdir(dh)) != NULL) {
+		struct isc_cluster c;
+		struct isc_err err;
+		if (d->d_name[0] == '.' || strncmp(d->d_name, "cl_", 3) != 0 ||
+		    isc_store_cluster_get(b->store, d->d_name, &c, &err))
+			continue;
+		if (strcmp(c.state, "closed") == 0) {
+			isc_cluster_key_delete(b->home, c.id);
+			isc_log(ISC_LOG_INFO, "cluster %s is closed: its key file removed", c.id);
+		}
+		isc_cluster_cleanup(&c);
+	}
+	closedir(dh);
+}
+
 int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 {
 	struct isc_cluster *clusters;
@@ -305,10 +432,12 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 	}
 	for (size_t i = 0; i < n_targets; i++)
 		watch_target(b, &targets[i], clusters, n, reconcile);
-	if (reconcile)
+	if (reconcile) {
 		isc_log(ISC_LOG_INFO,
 		        "reconciled %zu account/region(s) against %zu open cluster(s)", n_targets,
 		        n);
+		sweep_keys(b);
+	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(clusters[i].state, "terminating") == 0)
 			settle_terminating(b, &clusters[i]);

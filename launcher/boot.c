@@ -758,7 +758,7 @@ static int connect_one(const struct isc_node_target *node, const struct isc_laun
 	                           node->user ? node->user : opts->user ? opts->user : "root",
 	                           opts->key_path,
 	                           node->pin_target,
-	                           NULL};
+	                           opts->cancel};
 	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
 	                       err);
 }
@@ -937,6 +937,9 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
 		FILE *tar;
 		int tar_status;
 
+		/* A node the caller knows is gone is not tried again. */
+		if (attempt > 1 && opts->cancel && *opts->cancel)
+			break;
 		if (attempt > 1)
 			sleep(2);
 		rc = connect_one(node, opts, &ssh, err);

@@ -103,6 +103,12 @@ struct isc_launcher_opts {
 	uint64_t artifact_max_entries; /* one artifact pull, archive members */
 	uint64_t log_max_bytes;        /* each rank_N.txt */
 	uint64_t min_free_bytes;       /* pulls and logs stop short of this much free disk */
+	/*
+	 * Optional: once non-zero, an artifact push or pull stops retrying a node and
+	 * a connect still waiting for it gives up (ISC_ETRANSIENT): the caller knows
+	 * the node is gone, so nothing waits on it (broker/liveness.h).
+	 */
+	volatile int *cancel;
 };
 
 /* What happened on one node during isc_launcher_boot_nodes. */

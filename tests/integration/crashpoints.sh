@@ -5,7 +5,8 @@
 # without the crash, the restarted daemon must never die, no instance may be left
 # running, no cluster may own more than one gang, the credit holds are released,
 # and the bill stays within its bound of the mock cloud's own launch and
-# termination times. Then the reproductions of known crash bugs: a replay after
+# termination times, and no cluster keeps its key file once closed. Then the
+# reproductions of known crash bugs: a replay after
 # kill -9 during a slow launch, more lost RunInstances replies than the HTTP
 # layer retries, a launch reply that cannot be read, a describe that lags the
 # launch, a lost reply in a second zone, a config whose reservation window is
@@ -77,7 +78,7 @@ no_failover() {
 	fi
 }
 holds_released() {
-	isc credits show --org demo --json | py -c '
+	isc credits show --org "${org:-demo}" --json | py -c '
 import json, sys
 o = json.load(sys.stdin)["orgs"][0]
 if o["reserved_micros"] != 0:
@@ -88,12 +89,12 @@ sys.exit(0 if o["reserved_micros"] == 0 else 1)'
 # Bound (docs/credits.md): per node, two ticks of observation plus the time no iscd was
 # running (a termination is observed by the next describe), and a micro-dollar per charge.
 bill_within() {
-	py - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$1" "$2" "$tick_ms" "$ISC_HOME/isc.db" <<'PY'
+	py - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$1" "$2" "$tick_ms" "$ISC_HOME/isc.db" "${org:-demo}" <<'PY'
 import json, sqlite3, subprocess, sys, urllib.request
-url, isc, exp, down_ms, tick, db = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+url, isc, exp, down_ms, tick, db, project = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
 rows = [r for r in json.load(urllib.request.urlopen(url + "/_mock/instances"))
         if r["tags"].get("isc:experiment") == exp]
-spend = json.loads(subprocess.check_output([isc, "spend", "--project", "demo", "--by", "experiment", "--format", "json"]))
+spend = json.loads(subprocess.check_output([isc, "spend", "--project", project, "--by", "experiment", "--format", "json"]))
 charged = sum(r["amount_micros"] for r in spend["rows"] if exp in json.dumps(r))
 # The node-hour price the broker snapshotted at launch (read-only look at the store).
 con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
@@ -115,6 +116,50 @@ print("bill of %s: charged %d, cloud record %d, slack %d" % (exp, charged, expec
 sys.exit(0 if ok else 1)
 PY
 }
+
+# no_key_files EXP: every cluster of the experiment is closed and has no key file left
+# (a crash between closing a cluster and deleting its key must not leave it behind).
+no_key_files() {
+	local c left=""
+	for c in $(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT id FROM clusters WHERE experiment_id = '$1'"); do
+		[ -e "$ISC_HOME/keys/$c" ] && left="$left $c"
+	done
+	[ -z "$left" ] && [ "$(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT count(*) FROM clusters WHERE experiment_id = '$1' AND state != 'closed'")" = 0 ] && return 0
+	echo "clusters of $1 not closed or with a key file:$left" >&2
+	return 1
+}
+wait_no_key_files() {
+	for _ in $(seq 1 50); do no_key_files "$1" 2>/dev/null && return 0; sleep 0.2; done
+	no_key_files "$1"
+}
+# pause_then EXP ACTION: iscd holds at its pause point (ISC_PAUSE_AT); ACTION runs on the
+# experiment's current nodes, then iscd goes on.
+pause_then() {
+	for _ in $(seq 1 600); do tail -n +"$log_mark" "$dir/iscd.log" | grep -q "pause point .* reached" && break; sleep 0.1; done
+	"$2" "$1"
+	rm -f "$dir/pause"
+}
+# no_login EXP: the nodes of the experiment's newest cluster refuse the cluster's key
+# (their authorized_keys emptied): the boot fails on its own, not by an interruption.
+no_login() {
+	local c
+	c=$(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT id FROM clusters WHERE experiment_id = '$1' ORDER BY created_at_ms DESC LIMIT 1")
+	mock instances | py -c '
+import json, sys
+for r in json.load(sys.stdin):
+    if r["tags"].get("isc:cluster") == sys.argv[1] and r["node_dir"]:
+        print(r["node_dir"])' "$c" | while read -r d; do : >"$d/authorized_keys"; done
+}
+# An organisation whose credits run out a few seconds into its run: a p5 node costs $55.04
+# an hour, so the sandbox's one-minute reservation window holds $0.92 of the $1.00 granted
+# and the meter's renewal fails after a few seconds of charges (a stop for credits).
+cat >"$dir/poor.isc" <<'ISC'
+isc_project_id = "poor"
+experiment_name = "crash-poor"
+gpus = 8
+burst_shape_priority_list = ["aws-us-east-1-p5.48xlarge-ondemand"]
+command = 'for i in $(seq 1 600); do echo $i > /mnt/checkpoints/step; sleep 0.2; done'
+ISC
 
 cat >"$dir/short.isc" <<'ISC'
 isc_project_id = "demo"
@@ -149,15 +194,39 @@ points=(
 	"replay.before_launch lost completed"
 	"reprovision.draining_marked interrupt completed"
 	"reprovision.replacement_launched interrupt completed"
+	"boot.restore_started interrupt completed"
+	"interrupt.torn_down vanish completed"
+	"place.cleanup_cluster_closed capacity completed"
+	"rollback.partial_torn_down partial completed"
+	"rollback.boot_failed nologin completed"
+	"settle.cluster_closed short completed"
+	"stop.for_credits poor stopped"
 )
 covered=0
 for entry in "${points[@]}"; do
 	read -r point scenario final <<<"$entry"
+	# CRASH_ONLY=REGEX runs only the points it matches (and none of the reproductions).
+	[ -n "${CRASH_ONLY:-}" ] && ! [[ $point =~ $CRASH_ONLY ]] && continue
 	what="$point ($scenario)"
 	mock faults -X DELETE >/dev/null
-	ISC_CRASH_AT=$point start_iscd
+	org=demo nnodes=2 pause_at=
+	# nologin: iscd holds before the boot while the nodes are made to refuse the key.
+	[ "$scenario" = nologin ] && pause_at=provision.cluster_booting && touch "$dir/pause"
+	log_mark=$(($(cat "$dir/iscd.log" 2>/dev/null | wc -l) + 1))
+	ISC_CRASH_AT=$point ISC_PAUSE_AT=$pause_at ISC_PAUSE_FILE=$dir/pause start_iscd
 	file=$dir/short.isc
-	[ "$scenario" = short ] || [ "$scenario" = lost ] || file=$dir/long.isc
+	case $scenario in
+	short | lost | capacity | partial | nologin) ;;
+	poor)
+		file=$dir/poor.isc org=poor nnodes=1
+		isc org add poor >/dev/null && isc project add --org poor poor >/dev/null
+		isc credits grant --org poor 1.00 >/dev/null
+		;;
+	*) file=$dir/long.isc ;;
+	esac
+	# The one launch fails (capacity), or one of its two nodes never runs (partial).
+	[ "$scenario" = capacity ] && fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":1}'
+	[ "$scenario" = partial ] && fault '{"kind":"partial","instance_type":"g4dn.xlarge","count":1,"fail_nodes":1}'
 	if [ "$scenario" = lost ]; then
 		# Replies lost, and describes that do not list the new nodes yet: only a replay
 		# with the same token can find the gang.
@@ -165,7 +234,8 @@ for entry in "${points[@]}"; do
 		fault '{"kind":"describe_lag","ms":60000,"count":20}'
 	fi
 	id=$(submit "$file")
-	if [ "$scenario" = cancel ] || [ "$scenario" = interrupt ]; then
+	[ -n "$pause_at" ] && pause_then "$id" no_login
+	if [ "$scenario" = cancel ] || [ "$scenario" = interrupt ] || [ "$scenario" = vanish ]; then
 		# The crash is armed for the teardown or the reprovisioning, not before.
 		for _ in $(seq 1 300); do [ "$(status_of "$id")" = running ] && break; sleep 0.2; done
 		if [ "$scenario" = cancel ]; then
@@ -175,7 +245,10 @@ for entry in "${points[@]}"; do
 import json, sys
 rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
 print(rows[0]["id"] if rows else "")' "$id")
-			fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":5}"
+			# vanish: no notice at all (the instance just goes); interrupt: 5 s of notice.
+			notice=5
+			[ "$scenario" = vanish ] && notice=0
+			fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":$notice}"
 		fi
 	fi
 	t0=$(date +%s%3N)
@@ -184,7 +257,8 @@ print(rows[0]["id"] if rows else "")' "$id")
 	start_iscd
 	check "$what: the experiment ends $final" wait_status "$id" "$final" 120
 	check "$what: no instance left running" wait_no_live "$id"
-	check "$what: one gang per cluster and token" one_gang_per_cluster "$id" 2
+	check "$what: one gang per cluster and token" one_gang_per_cluster "$id" $nnodes
+	check "$what: its clusters closed, no key file left" wait_no_key_files "$id"
 	case $point in
 	place.* | launch.* | replay.*)
 		# A crash around a launch must resume that launch, never give up its shape.
@@ -199,7 +273,7 @@ print(rows[0]["id"] if rows else "")' "$id")
 	sleep $(((tick_ms * 3 + 999) / 1000)) # a charge up to the confirmed termination
 	check "$what: credit holds released" holds_released
 	check "$what: bill within its bound" bill_within "$id" $((t1 - t0 + 500))
-	if [ "$scenario" = interrupt ]; then
+	if [ "$scenario" = interrupt ] || [ "$scenario" = vanish ]; then
 		check "$what: resumed in a later cycle" bash -c "'$ISC_BIN/isc' status '$id' --json | /usr/bin/python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)[\"cycle_count\"] >= 2 else 1)'"
 	fi
 	check "$what: the restarted iscd is alive" iscd_alive
@@ -208,6 +282,11 @@ print(rows[0]["id"] if rows else "")' "$id")
 done
 
 # ---- reproductions ----
+if [ -n "${CRASH_ONLY:-}" ]; then
+	echo "crash points covered: $covered (CRASH_ONLY=$CRASH_ONLY)"
+	finish crashpoints
+	exit
+fi
 start_iscd
 # A slow cloud, kill -9 while provisioning, the latency cleared, iscd started again:
 # the replay of the pending intent must complete the launch (it used to free a stack object).
