@@ -15,6 +15,7 @@
  * IPs of instances, which never change, and the instances this process
  * terminated itself) is kept in a small process-wide table.
  */
+#include "common/log.h"
 #include "providers/oci/oci_config.h"
 #include "providers/oci/oci_int.h"
 #include "providers/oci/oci_sign.h"
@@ -44,7 +45,7 @@ struct oci_session {
 	char *compartment_id;
 	char *subnet_id;
 	char *image_id;
-	char *compute_cluster_id;
+	int compute_clusters; /* compute_clusters=auto: one per (gang, AD) for RDMA shapes */
 	int manage_security_list;
 	int assign_public_ip;
 	unsigned launch_parallelism; /* LaunchInstance calls in flight per AD, 1..64 */
@@ -316,7 +317,6 @@ static void oci_session_free(struct isc_provider_session *ps)
 		free(s->compartment_id);
 		free(s->subnet_id);
 		free(s->image_id);
-		free(s->compute_cluster_id);
 		free(s);
 	}
 	free(ps);
@@ -374,7 +374,26 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	s->compartment_id = isc_provider_setting_dup(settings, "compartment_id", s->cfg.tenancy);
 	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
 	s->image_id = isc_provider_setting_dup(settings, "image_id", NULL);
-	s->compute_cluster_id = isc_provider_setting_dup(settings, "compute_cluster_id", NULL);
+	if (isc_provider_setting(settings, "compute_cluster_id")) {
+		/* One cluster for every AD and shape cannot work: a cluster is AD-bound. */
+		rc =
+		    isc_err_set(err, ISC_EINVALID,
+		                "[providers.oci] compute_cluster_id is no longer read: the driver "
+		                "makes a compute cluster per gang and availability domain for RDMA "
+		                "shapes (compute_clusters = \"auto\" or \"never\")");
+		goto fail;
+	}
+	{
+		const char *v = isc_provider_setting(settings, "compute_clusters");
+		s->compute_clusters = !v || !v[0] || !strcmp(v, "auto");
+		if (v && v[0] && strcmp(v, "auto") && strcmp(v, "never")) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.oci] compute_clusters '%.40s' is neither "
+			                 "\"auto\" nor \"never\"",
+			                 v);
+			goto fail;
+		}
+	}
 	s->manage_security_list = setting_true(settings, "manage_security_list");
 	s->assign_public_ip = setting_true(settings, "assign_public_ip");
 	s->launch_parallelism = 8;
@@ -576,6 +595,220 @@ static void enrich(struct oci_session *s, struct isc_node_info *ni)
 	pthread_mutex_unlock(&cache_lock);
 }
 
+/* ---- compute clusters ---- */
+
+/*
+ * The shapes that can join a compute cluster (OCI docs, "Compute Clusters", supported
+ * shapes: the bare-metal RDMA GPU and HPC shapes). Another shape in a cluster is refused
+ * (400 InvalidParameter), and gains nothing without RDMA.
+ */
+static const char *const rdma_shapes[] = {
+    "BM.GPU.A100-v2.8", "BM.GPU4.8",        "BM.GPU.B4.8",    "BM.GPU.H100.8",
+    "BM.GPU.H200.8",    "BM.GPU.B200.8",    "BM.GPU.GB200.4", "BM.GPU.MI300X.8",
+    "BM.HPC2.36",       "BM.Optimized3.36", "BM.HPC.E5.144",  NULL,
+};
+
+int isc_oci_rdma_shape(const char *shape)
+{
+	for (size_t i = 0; shape && rdma_shapes[i]; i++)
+		if (strcmp(rdma_shapes[i], shape) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Compute clusters a launch of this process is filling, by their isc:token tag: the
+ * reconcile in describe deletes a tagged cluster without a live instance, and a cluster
+ * just created has none yet.
+ */
+#define BUSY_MAX 256
+static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
+static char busy_token[BUSY_MAX][65];
+static int busy_refs[BUSY_MAX];
+
+static void cluster_busy(const char *token, int delta)
+{
+	int free_slot = -1;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX; i++) {
+		if (busy_refs[i] && strcmp(busy_token[i], token) == 0) {
+			busy_refs[i] += delta;
+			pthread_mutex_unlock(&busy_lock);
+			return;
+		}
+		if (!busy_refs[i] && free_slot < 0)
+			free_slot = i;
+	}
+	if (delta > 0 && free_slot >= 0) {
+		snprintf(busy_token[free_slot], sizeof(busy_token[free_slot]), "%s", token);
+		busy_refs[free_slot] = delta;
+	}
+	pthread_mutex_unlock(&busy_lock);
+}
+
+static int cluster_is_busy(const char *token)
+{
+	int busy = 0;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX && !busy; i++)
+		busy = busy_refs[i] && strcmp(busy_token[i], token) == 0;
+	pthread_mutex_unlock(&busy_lock);
+	return busy;
+}
+
+/* The index that names a gang's compute cluster among its nodes' retry tokens (> MAX_NODES). */
+#define CLUSTER_TOKEN_INDEX 99999u
+
+/*
+ * CreateComputeCluster in `ad` for the gang, tagged like its instances (+ isc:token), with
+ * a retry token derived from the gang's token and the AD: a replay gets the same cluster.
+ * *id gets its OCID.
+ */
+static int create_cluster(struct oci_session *s, const struct isc_launch_spec *spec, const char *ad,
+                          const char *token, char id[256], struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"CreateComputeCluster"};
+	json_t *body = json_object(), *tags = json_object(), *out = NULL;
+	char name[300], *text = NULL;
+	const char *cluster = "gang", *got;
+	int rc, bad = !body || !tags;
+
+	for (size_t t = 0; t < spec->n_tags; t++) {
+		bad |=
+		    json_object_set_new(tags, spec->tags[t].key, json_string(spec->tags[t].value));
+		if (strcmp(spec->tags[t].key, ISC_TAG_CLUSTER) == 0)
+			cluster = spec->tags[t].value;
+	}
+	bad |= json_object_set_new(tags, "isc:token", json_string(token));
+	snprintf(name, sizeof(name), "isc-%s-%s", cluster,
+	         strrchr(ad, ':') ? strrchr(ad, ':') + 1 : ad);
+	bad |= json_object_set_new(body, "availabilityDomain", json_string(ad));
+	bad |= json_object_set_new(body, "compartmentId", json_string(s->compartment_id));
+	bad |= json_object_set_new(body, "displayName", json_string(name));
+	bad |= json_object_set(body, "freeformTags", tags);
+	if (bad || !(text = json_dumps(body, JSON_COMPACT))) {
+		json_decref(body);
+		json_decref(tags);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	json_decref(body);
+	json_decref(tags);
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "POST", API "/computeClusters", text, token, &cc, &resp,
+	                   &out, err);
+	got = json_string_value(json_object_get(out, "id"));
+	if (!rc && (!got || strlen(got) >= 256))
+		rc = isc_err_set(err, ISC_ETRANSIENT,
+		                 "CreateComputeCluster was accepted but its reply has no id");
+	if (!rc)
+		snprintf(id, 256, "%s", got);
+	json_decref(out);
+	free(text);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* DeleteComputeCluster; *deleted = 0 while OCI refuses (instances still in it: 409). */
+static int delete_cluster(struct oci_session *s, const char *id, int *deleted, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"DeleteComputeCluster"};
+	char path[512];
+	int rc;
+
+	*deleted = 0;
+	if (snprintf(path, sizeof(path), API "/computeClusters/%s", id) >= (int)sizeof(path))
+		return isc_err_set(err, ISC_EINVALID, "DeleteComputeCluster: id too long");
+	isc_http_response_init(&resp);
+	rc = oci_call(s, SVC_CORE, "DELETE", path, NULL, NULL, NULL, &cc, &resp, err);
+	isc_http_response_cleanup(&resp);
+	if (!rc || rc == ISC_ENOTFOUND) {
+		*deleted = 1;
+		return 0;
+	}
+	if (resp.status == 409 || !strcmp(cc.code, "IncorrectState") ||
+	    !strcmp(cc.code, "Conflict"))
+		return 0;
+	return rc;
+}
+
+/*
+ * Teardown and crash recovery of compute clusters: every ACTIVE cluster of the
+ * compartment tagged isc:broker=broker_id that no live instance (of `all`, the whole
+ * listing) is in, and no launch of this process is filling, is deleted. OCI refuses
+ * while instances are still terminating; the next describe asks again. Best effort: a
+ * failure is logged, the listing stands.
+ */
+static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListComputeClusters"};
+	struct isc_err err;
+	char page[1024] = "";
+	int rc = 0, pages = 0;
+
+	isc_http_response_init(&resp);
+	do {
+		char path[2048] = API "/computeClusters";
+		json_t *coll = NULL, *items, *c;
+		size_t i;
+		if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
+		    query_add(path, sizeof(path), "limit", PAGE_LIMIT) ||
+		    (page[0] && query_add(path, sizeof(path), "page", page))) {
+			rc = isc_err_set(&err, ISC_EINVALID,
+			                 "ListComputeClusters: request too long");
+			break;
+		}
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &coll, &err);
+		items = json_object_get(coll, "items");
+		if (!rc && !json_is_array(items))
+			rc = isc_err_set(&err, ISC_EINVALID,
+			                 "ListComputeClusters: the reply is not a collection");
+		if (rc || isc_oci_header(resp.headers.data, "opc-next-page", page, sizeof(page)))
+			page[0] = '\0';
+		json_array_foreach(rc ? NULL : items, i, c)
+		{
+			const json_t *tags = json_object_get(c, "freeformTags");
+			const char *id = json_string_value(json_object_get(c, "id"));
+			const char *state = json_string_value(json_object_get(c, "lifecycleState"));
+			const char *broker =
+			    json_string_value(json_object_get(tags, ISC_TAG_BROKER));
+			const char *token = json_string_value(json_object_get(tags, "isc:token"));
+			const json_t *inst;
+			size_t k;
+			int used = 0, deleted = 0;
+			if (!id || !broker || strcmp(broker, broker_id) != 0 || !state ||
+			    strcmp(state, "ACTIVE") != 0 || (token && cluster_is_busy(token)))
+				continue;
+			json_array_foreach(all, k, inst)
+			{
+				const char *in =
+				    json_string_value(json_object_get(inst, "computeClusterId"));
+				const char *ls =
+				    json_string_value(json_object_get(inst, "lifecycleState"));
+				if (in && !strcmp(in, id) && (!ls || strcmp(ls, "TERMINATED") != 0))
+					used = 1;
+			}
+			if (used)
+				continue;
+			rc = delete_cluster(s, id, &deleted, &err);
+			if (rc)
+				break;
+			if (deleted)
+				isc_log(ISC_LOG_INFO,
+				        "oci %s: compute cluster %s deleted (no live instance)",
+				        s->cfg.region, id);
+		}
+		json_decref(coll);
+	} while (!rc && page[0] && ++pages < MAX_PAGES);
+	if (rc)
+		isc_log(ISC_LOG_WARN,
+		        "oci %s: compute cluster reconcile: %s (next describe retries)",
+		        s->cfg.region, err.msg);
+	isc_http_response_cleanup(&resp);
+}
+
 static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
                         struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
@@ -604,6 +837,8 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 			continue;
 		nodes[n++] = ni;
 	}
+	if (s->compute_clusters)
+		reconcile_clusters(s, broker_id, all);
 	json_decref(all);
 	for (i = 0; i < n; i++)
 		enrich(s, &nodes[i]);
@@ -853,6 +1088,7 @@ struct ad_run {
 	struct oci_session *s;
 	const struct isc_launch_spec *spec;
 	const char *ad, *cluster;
+	const char *compute_cluster_id; /* the gang's compute cluster in this AD, or NULL */
 	struct node_job *jobs;
 	pthread_mutex_t lock;
 	unsigned next; /* the next node index to launch */
@@ -887,8 +1123,7 @@ static void launch_node(struct ad_run *r, struct isc_http_client *http, unsigned
 	l.assign_public_ip = s->assign_public_ip;
 	l.tags = spec->tags;
 	l.n_tags = spec->n_tags;
-	if (s->compute_cluster_id && strncmp(spec->instance_type, "BM.GPU", 6) == 0)
-		l.compute_cluster_id = s->compute_cluster_id;
+	l.compute_cluster_id = r->compute_cluster_id;
 	j->outcome = N_FAILED;
 	if ((j->rc = isc_oci_launch_body(&l, &body, &j->err)))
 		return;
@@ -993,6 +1228,10 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 	struct node_job *jobs = calloc(spec->count, sizeof(*jobs));
 	const struct node_job *retryable = NULL, *capacity = NULL, *gone = NULL, *other = NULL;
 	enum ad_outcome out = AD_OK;
+	/* Close together on RDMA: a compute cluster of the gang's own in this AD. */
+	int clustered =
+	    s->compute_clusters && spec->count >= 2 && isc_oci_rdma_shape(spec->instance_type);
+	char cc_token[65] = "", cc_id[256] = "";
 	int rc;
 
 	if (!jobs) {
@@ -1010,6 +1249,21 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 			r.cluster = spec->tags[t].value;
 	if (spec->before_zone)
 		spec->before_zone(spec->before_zone_ctx, zone_label);
+	if (clustered) {
+		isc_oci_retry_token(spec->idempotency_token, ad, CLUSTER_TOKEN_INDEX, cc_token,
+		                    NULL);
+		cluster_busy(cc_token, +1);
+		if ((rc = create_cluster(s, spec, ad, cc_token, cc_id, err))) {
+			cluster_busy(cc_token, -1);
+			pthread_mutex_destroy(&r.lock);
+			free(jobs);
+			if (err)
+				isc_err_wrap(err, "availability domain %s", ad);
+			*rc_out = rc;
+			return AD_STOP;
+		}
+		r.compute_cluster_id = cc_id;
+	}
 	run_launches(&r);
 	pthread_mutex_destroy(&r.lock);
 	for (unsigned i = 0; i < spec->count; i++) {
@@ -1055,6 +1309,11 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 		if ((rc = rollback_jobs(s, jobs, spec->count, err))) {
 			*rc_out = rc;
 			out = AD_STOP;
+		} else if (clustered) {
+			/* Empty now, or soon: an AD that holds no node gives its cluster back. */
+			struct isc_err ignored;
+			int deleted;
+			delete_cluster(s, cc_id, &deleted, &ignored);
 		}
 	} else if (other) {
 		struct isc_err ignored;
@@ -1072,6 +1331,8 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 			isc_node_info_from_spec(&nodes[i], spec, jobs[i].token);
 		}
 	}
+	if (clustered)
+		cluster_busy(cc_token, -1);
 	free(jobs);
 	return out;
 }
@@ -1156,6 +1417,7 @@ static const char *const oci_setting_keys[] = {
     "manage_security_list",
     "assign_public_ip",
     "compute_cluster_id",
+    "compute_clusters",
     "launch_parallelism",
     "endpoint",
     "endpoint_core",

@@ -70,7 +70,7 @@ struct isc_oci_launch {
 	const char *display_name;
 	const char *ssh_public_key;
 	const char *user_data;          /* extra cloud-config body or NULL */
-	const char *compute_cluster_id; /* NULL unless a BM.GPU shape in a compute cluster */
+	const char *compute_cluster_id; /* the gang's compute cluster (RDMA shapes) or NULL */
 	const char *retry_token;        /* also tagged isc:token */
 	int preemptible;
 	int assign_public_ip;
@@ -92,5 +92,8 @@ int isc_oci_rules_allow_training(const json_t *ingress_rules, const char *cidr);
 
 /* IPv4 "a.b.c.d/n" -> network and prefix length; 0 on success. */
 int isc_oci_parse_cidr(const char *s, uint32_t *net, int *bits);
+
+/* Whether `shape` can join a compute cluster (the RDMA bare-metal shapes OCI lists). */
+int isc_oci_rdma_shape(const char *shape);
 
 #endif

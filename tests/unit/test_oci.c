@@ -615,6 +615,9 @@ static const struct isc_clock fake_clock = {fixed_now, fake_sleep, fake_rand, NU
 
 static char *pem_text;
 
+/* compute_clusters for the sessions below: "never" keeps the older cases' call counts. */
+static const char *cc_mode = "never";
+
 static struct isc_provider_session *session_with(const char *extra_key, const char *extra_val)
 {
 	const struct isc_provider *p = isc_provider_find("oci");
@@ -625,8 +628,9 @@ static struct isc_provider_session *session_with(const char *extra_key, const ch
 	                         {"image_id", "ocid1.image.oc1..img"},
 	                         /* one call at a time: the script answers in order */
 	                         {"launch_parallelism", "1"},
+	                         {"compute_clusters", cc_mode},
 	                         {extra_key ? extra_key : "unused", extra_val ? extra_val : ""}};
-	struct isc_provider_settings st = {items, 5, creds, 4};
+	struct isc_provider_settings st = {items, 6, creds, 4};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -856,6 +860,178 @@ static void test_capacity_rolls_back_then_next_ad(void **state)
 	assert_string_equal(zones_heard, "US-ASHBURN-AD-1;US-ASHBURN-AD-2;");
 	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
+}
+
+/*
+ * An RDMA gang (BM.GPU.H100.8 x 2): a compute cluster of its own per AD, created before
+ * the AD's launches and joined by every node; AD-1 runs out of capacity, so its node is
+ * rolled back and its cluster deleted (OCI refuses while the node terminates: tolerated),
+ * and AD-2 gets a cluster of its own.
+ */
+static void test_rdma_gang_compute_cluster_per_ad(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = gang_spec(2, 0);
+	struct isc_launch_result r;
+	struct isc_err err;
+	json_t *b;
+	(void)state;
+	cc_mode = "auto";
+	s = session();
+	cc_mode = "never";
+	sp.instance_type = "BM.GPU.H100.8";
+	reply(200, ADS);
+	reply(200, "{\"id\":\"ocid1.computecluster.oc1..cc1\",\"availabilityDomain\":"
+	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"ACTIVE\"}");
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..a0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	reply(500, "{\"code\":\"InternalError\",\"message\":\"Out of host capacity.\"}");
+	reply(204, "%s", "");
+	reply(409, "{\"code\":\"Conflict\",\"message\":\"still has instances\"}");
+	reply(200, "{\"id\":\"ocid1.computecluster.oc1..cc2\",\"availabilityDomain\":"
+	           "\"Mock:US-ASHBURN-AD-2\",\"lifecycleState\":\"ACTIVE\"}");
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..b0", "Mock:US-ASHBURN-AD-2", "PROVISIONING",
+	                    "isc-b1", 0));
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..b1", "Mock:US-ASHBURN-AD-2", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_string_equal(r.zone, "Mock:US-ASHBURN-AD-2");
+	assert_int_equal(S.calls, 9);
+	assert_string_equal(S.sent[1].method, "POST");
+	assert_string_equal(S.sent[1].url,
+	                    "http://127.0.0.1:9/oci/us-ashburn-1/20160918/computeClusters");
+	assert_string_equal(S.sent[1].retry_token, "isc-cl_1-us-ashburn-ad-1-99999");
+	b = json_loads(S.sent[1].body, 0, NULL);
+	assert_non_null(b);
+	assert_string_equal(json_string_value(json_object_get(b, "availabilityDomain")),
+	                    "Mock:US-ASHBURN-AD-1");
+	assert_string_equal(json_string_value(json_object_get(b, "compartmentId")), TEN);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(b, "freeformTags"), "isc:broker")),
+	    "isc-b1");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(b, "freeformTags"), "isc:token")),
+	    "isc-cl_1-us-ashburn-ad-1-99999");
+	json_decref(b);
+	b = json_loads(S.sent[2].body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
+	                    "ocid1.computecluster.oc1..cc1");
+	json_decref(b);
+	assert_string_equal(S.sent[4].method, "DELETE");
+	assert_non_null(strstr(S.sent[4].url, "/instances/ocid1.instance.oc1..a0"));
+	assert_string_equal(S.sent[5].method, "DELETE");
+	assert_non_null(strstr(S.sent[5].url, "/computeClusters/ocid1.computecluster.oc1..cc1"));
+	b = json_loads(S.sent[6].body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(b, "availabilityDomain")),
+	                    "Mock:US-ASHBURN-AD-2");
+	json_decref(b);
+	for (int i = 7; i <= 8; i++) {
+		b = json_loads(S.sent[i].body, 0, NULL);
+		assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
+		                    "ocid1.computecluster.oc1..cc2");
+		json_decref(b);
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* Only RDMA shapes join one, and only gangs: an A10 gang or a single H100 gets none. */
+static void test_no_cluster_without_rdma_or_gang(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = gang_spec(2, 0);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	cc_mode = "auto";
+	s = session();
+	cc_mode = "never";
+	assert_false(isc_oci_rdma_shape("BM.GPU.A10.4"));
+	assert_true(isc_oci_rdma_shape("BM.GPU.A100-v2.8"));
+	sp.instance_type = "BM.GPU.A10.4";
+	reply(200, ADS);
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..c0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..c1", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_null(strstr(S.sent[1].body, "computeClusterId"));
+	isc_launch_result_cleanup(&r);
+	script_reset();
+	sp = gang_spec(1, 0);
+	sp.instance_type = "BM.GPU.H100.8";
+	reply(200, ADS);
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..d0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_null(strstr(S.sent[1].body, "computeClusterId"));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* describe deletes this broker's clusters no live instance is in, and nothing else. */
+static void test_describe_reconciles_clusters(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *nodes = NULL;
+	size_t n = 0;
+	struct isc_err err;
+	(void)state;
+	cc_mode = "auto";
+	s = session();
+	cc_mode = "never";
+	reply(200,
+	      "[{\"id\":\"ocid1.instance.oc1..r0\",\"availabilityDomain\":\"Mock:US-ASHBURN-AD-1\","
+	      "\"shape\":\"BM.GPU.H100.8\",\"lifecycleState\":\"RUNNING\",\"computeClusterId\":"
+	      "\"ocid1.computecluster.oc1..live\",\"freeformTags\":{\"isc:broker\":\"isc-b1\"}},"
+	      "{\"id\":\"ocid1.instance.oc1..r1\",\"availabilityDomain\":\"Mock:US-ASHBURN-AD-2\","
+	      "\"shape\":\"BM.GPU.H100.8\",\"lifecycleState\":\"TERMINATED\",\"computeClusterId\":"
+	      "\"ocid1.computecluster.oc1..dead\",\"freeformTags\":{\"isc:broker\":\"isc-b1\"}}]");
+	reply(200, "{\"items\":[{\"id\":\"ocid1.computecluster.oc1..live\",\"lifecycleState\":"
+	           "\"ACTIVE\",\"freeformTags\":{\"isc:broker\":\"isc-b1\"}},{\"id\":"
+	           "\"ocid1.computecluster.oc1..dead\",\"lifecycleState\":\"ACTIVE\","
+	           "\"freeformTags\":{\"isc:broker\":\"isc-b1\"}},{\"id\":"
+	           "\"ocid1.computecluster.oc1..other\",\"lifecycleState\":\"ACTIVE\","
+	           "\"freeformTags\":{\"isc:broker\":\"someone-else\"}}]}");
+	reply(204, "%s", "");
+	/* then r0's address (r1 is terminated: none looked up) */
+	reply(200, "[{\"vnicId\":\"ocid1.vnic.oc1..vr0\",\"lifecycleState\":\"ATTACHED\"}]");
+	reply(200, "{\"privateIp\":\"10.0.0.9\"}");
+	assert_int_equal(s->provider->describe(s, "isc-b1", &nodes, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_non_null(strstr(S.sent[1].url, "/20160918/computeClusters?compartmentId="));
+	assert_string_equal(S.sent[2].method, "DELETE");
+	assert_non_null(strstr(S.sent[2].url, "/computeClusters/ocid1.computecluster.oc1..dead"));
+	assert_int_equal(S.calls, 5);
+	isc_node_infos_free(nodes, n);
+	s->provider->session_free(s);
+}
+
+static void test_compute_cluster_id_setting_refused(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("oci");
+	struct isc_kv creds[] = {
+	    {"tenancy", TEN}, {"user", USR}, {"fingerprint", FP}, {"private_key_pem", pem_text}};
+	struct isc_kv items[] = {{"endpoint", "http://127.0.0.1:9/oci/{region}"},
+	                         {"compute_cluster_id", "ocid1.computecluster.oc1..one"}};
+	struct isc_provider_settings st = {items, 2, creds, 4};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	(void)state;
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "compute_clusters"));
+	items[1] = (struct isc_kv){"compute_clusters", "sometimes"};
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
 }
 
 static void test_unreadable_launch_reply_is_unknown(void **state)
@@ -1360,6 +1536,69 @@ static void test_mock_ad_room_for_two_of_three(void **state)
 	s->provider->session_free(s);
 }
 
+/* The tagged compute clusters of broker `broker` in the mock: how many, and in `ad_suffix`. */
+static size_t mock_clusters(const char *broker, const char *ad_suffix, size_t *members)
+{
+	json_t *all = mock_api("GET", "oci_compute_clusters", NULL), *c;
+	size_t i, n = 0;
+	*members = 0;
+	json_array_foreach(all, i, c)
+	{
+		const char *b =
+		    json_string_value(json_object_get(json_object_get(c, "tags"), "isc:broker"));
+		const char *ad = json_string_value(json_object_get(c, "ad"));
+		if (!b || strcmp(b, broker) != 0 || (ad_suffix && (!ad || !strstr(ad, ad_suffix))))
+			continue;
+		n++;
+		*members += json_array_size(json_object_get(c, "members"));
+	}
+	json_decref(all);
+	return n;
+}
+
+/*
+ * An RDMA gang on the mock: AD-1 has no capacity, so its node is rolled back and its
+ * compute cluster goes (at once, or at the describe after the node is terminated); AD-2's
+ * cluster holds both nodes, and goes after the teardown.
+ */
+static void test_mock_rdma_gang_compute_clusters(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_kv tags[3];
+	struct isc_launch_spec sp;
+	struct isc_launch_result r;
+	struct isc_node_info *ni;
+	size_t n, members;
+	struct isc_err err;
+	(void)state;
+	if (mock_skip())
+		skip();
+	json_decref(mock_api("POST", "faults",
+	                     "{\"kind\":\"capacity\",\"provider\":\"oci\",\"instance_type\":"
+	                     "\"BM.GPU.H100.8\",\"zone\":\"US-ASHBURN-AD-1\",\"count\":1}"));
+	s = mock_session(MOCK_SUBNET, NULL, NULL);
+	sp = mock_spec("cl_rdma", "mock-rdma", 2, 0, tags);
+	sp.instance_type = "BM.GPU.H100.8";
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_string_equal(r.zone, "Mock:US-ASHBURN-AD-2");
+	assert_int_equal(mock_clusters(tags[0].value, "AD-2", &members), 1);
+	assert_int_equal(members, 2);
+	for (int tries = 0; mock_clusters(tags[0].value, "AD-1", &members); tries++) {
+		assert_true(tries < 100);
+		usleep(100 * 1000);
+		assert_int_equal(s->provider->describe(s, tags[0].value, &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
+	}
+	terminate_result(s, &r);
+	for (int tries = 0; mock_clusters(tags[0].value, NULL, &members); tries++) {
+		assert_true(tries < 100);
+		usleep(100 * 1000);
+		assert_int_equal(s->provider->describe(s, tags[0].value, &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
+	}
+	s->provider->session_free(s);
+}
+
 static void test_mock_lost_reply_no_duplicate(void **state)
 {
 	struct isc_provider_session *s;
@@ -1468,6 +1707,10 @@ int main(void)
 	    cmocka_unit_test_setup(test_throttling_retried, driver_setup),
 	    cmocka_unit_test_setup(test_launch_gang_request, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_rolls_back_then_next_ad, driver_setup),
+	    cmocka_unit_test_setup(test_rdma_gang_compute_cluster_per_ad, driver_setup),
+	    cmocka_unit_test_setup(test_no_cluster_without_rdma_or_gang, driver_setup),
+	    cmocka_unit_test_setup(test_describe_reconciles_clusters, driver_setup),
+	    cmocka_unit_test_setup(test_compute_cluster_id_setting_refused, driver_setup),
 	    cmocka_unit_test_setup(test_unreadable_launch_reply_is_unknown, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_everywhere_and_quota, driver_setup),
 	    cmocka_unit_test_setup(test_replayed_gang_that_was_rolled_back, driver_setup),
@@ -1481,6 +1724,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_mock_identity_and_refusals, driver_setup),
 	    cmocka_unit_test_setup(test_mock_subnet_without_rule, driver_setup),
 	    cmocka_unit_test_setup(test_mock_ad_room_for_two_of_three, driver_setup),
+	    cmocka_unit_test_setup(test_mock_rdma_gang_compute_clusters, driver_setup),
 	    cmocka_unit_test_setup(test_mock_lost_reply_no_duplicate, driver_setup),
 	    cmocka_unit_test_setup(test_mock_preemptible_gang_preempted, driver_setup),
 	};

@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .cloud import log, now_ms
 from .ec2 import keys_from_user_data
+from . import oci_cluster
 
 API = "/20160918"
 MAX_SKEW_S = 5 * 60
@@ -349,6 +350,7 @@ def launch_instance(cloud, region, q, headers, body):
         if len(raw) > 32000:
             raise OciError(400, "InvalidParameter", "metadata.user_data is larger than 32000 bytes")
         keys += keys_from_user_data(raw)
+    oci_cluster.check_launch(cloud, region, d, ad, comp, shape)
     pre = d.get("preemptibleInstanceConfig")
     if pre is not None:
         act = (pre or {}).get("preemptionAction") or {}
@@ -552,7 +554,7 @@ def _route(cloud, method, path, q, region, headers, body):
         return "GetUser", lambda: get_user(cloud, parts[1])
     if r == "availabilityDomains" and len(parts) == 1 and method == "GET":
         return "ListAvailabilityDomains", lambda: list_ads(cloud, region, q)
-    return None, None
+    return oci_cluster.route(cloud, method, parts, q, region, headers, body)
 
 
 def handle(cloud, method, raw_path, headers, body):

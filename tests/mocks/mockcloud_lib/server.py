@@ -307,6 +307,14 @@ class Handler(BaseHTTPRequestHandler):
                     i["id"] for i in cloud.instances.values()
                     if i.get("placement_group") == g["name"] and i["region"] == g["region"]
                     and i["state"] != "terminated")) for g in pgs])
+        if path == "/_mock/oci_compute_clusters" and m == "GET":
+            # OCI compute clusters (oci_cluster.py), for the tests, with their live members
+            with cloud.lock:
+                cs = sorted(cloud.extra.get("oci_compute_clusters", {}).values(), key=lambda c: c["id"])
+                return self._json(200, [dict(c, members=sorted(
+                    i["id"] for i in cloud.instances.values()
+                    if i.get("compute_cluster_id") == c["id"] and i["state"] != "terminated"))
+                    for c in cs])
         if path == "/_mock/faults":
             if m == "GET":
                 with cloud.lock:

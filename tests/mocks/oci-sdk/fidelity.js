@@ -193,6 +193,55 @@ async function main() {
                     () => compute.getInstance({ instanceId: "ocid1.instance.oc1.iad.nope" }), 404,
                     "NotAuthorizedOrNotFound");
 
+  // Compute clusters (tests/mocks/mockcloud_lib/oci_cluster.py): one AD, RDMA shapes only.
+  const cc = await compute.createComputeCluster({
+    createComputeClusterDetails: { availabilityDomain: adNames[0], compartmentId: tenancy,
+                                   displayName: "sdk-cc", freeformTags: { "isc:broker": "sdk-broker" } },
+    opcRetryToken: "sdk-cc-1",
+  });
+  check("CreateComputeCluster is ACTIVE in its AD",
+        cc.computeCluster.lifecycleState === core.models.ComputeCluster.LifecycleState.Active &&
+        cc.computeCluster.availabilityDomain === adNames[0], JSON.stringify(cc.computeCluster));
+  const cc2 = await compute.createComputeCluster({
+    createComputeClusterDetails: { availabilityDomain: adNames[0], compartmentId: tenancy,
+                                   displayName: "sdk-cc", freeformTags: { "isc:broker": "sdk-broker" } },
+    opcRetryToken: "sdk-cc-1",
+  });
+  check("the same retry token returns the same compute cluster", cc2.computeCluster.id === cc.computeCluster.id);
+  const ccl = await compute.listComputeClusters({ compartmentId: tenancy, availabilityDomain: adNames[0] });
+  check("ListComputeClusters: a ComputeClusterCollection with it",
+        ccl.computeClusterCollection.items.some((x) => x.id === cc.computeCluster.id &&
+                                                        x.freeformTags["isc:broker"] === "sdk-broker"),
+        JSON.stringify(ccl.computeClusterCollection));
+  const bm = Object.assign({}, details, { shape: "BM.GPU.H100.8", computeClusterId: cc.computeCluster.id,
+                                          displayName: "sdk-rdma-0" });
+  delete bm.preemptibleInstanceConfig;
+  await expectError("a non-RDMA shape in a compute cluster is 400 InvalidParameter",
+                    () => compute.launchInstance({ launchInstanceDetails: Object.assign({}, bm, { shape: "BM.GPU.A10.4" }) }),
+                    400, "InvalidParameter");
+  await expectError("another AD than the compute cluster's is 400 InvalidParameter",
+                    () => compute.launchInstance({ launchInstanceDetails: Object.assign({}, bm, { availabilityDomain: adNames[1] }) }),
+                    400, "InvalidParameter");
+  const member = (await compute.launchInstance({ launchInstanceDetails: bm })).instance;
+  check("an RDMA shape joins it (Instance.computeClusterId)", member.computeClusterId === cc.computeCluster.id,
+        JSON.stringify(member));
+  await expectError("DeleteComputeCluster with an instance in it is 409 Conflict",
+                    () => compute.deleteComputeCluster({ computeClusterId: cc.computeCluster.id }), 409, "Conflict");
+  await compute.terminateInstance({ instanceId: member.id, preserveBootVolume: false });
+  let deleted = false;
+  for (let i = 0; i < 100 && !deleted; i++) {
+    try {
+      await compute.deleteComputeCluster({ computeClusterId: cc.computeCluster.id });
+      deleted = true;
+    } catch (e) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  check("DeleteComputeCluster once its instance is terminated", deleted);
+  await expectError("GetComputeCluster after the delete is 404",
+                    () => compute.getComputeCluster({ computeClusterId: cc.computeCluster.id }), 404,
+                    "NotAuthorizedOrNotFound");
+
   // A key the mock does not know is refused as NotAuthenticated.
   const crypto = require("crypto");
   const { privateKey } = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 });
