@@ -183,6 +183,52 @@ async function main() {
     left = (r.data.items || []).length;
   }
   check('every node deleted', left === 0, left);
+
+  // --- compact placement (tests/mocks/mockcloud_lib/gce_policy.py): a regional resource
+  // policy, attached at bulkInsert, refused elsewhere, not deletable while in use.
+  const region = zone.replace(/-[a-z]$/, '');
+  const pop = await gce.resourcePolicies.insert({ project, region, requestId: randomUUID(), requestBody: {
+    name: 'fid-compact', description: 'isc:broker=fidelity',
+    groupPlacementPolicy: { collocation: 'COLLOCATED', vmCount: 2, availabilityDomainCount: 1 } } });
+  check('resourcePolicies.insert returns a region Operation', pop.data.kind === 'compute#operation' &&
+    pop.data.region.endsWith(`/regions/${region}`), pop.data);
+  const pw = await gce.regionOperations.get({ project, region, operation: pop.data.name });
+  check('regionOperations.get: DONE', pw.data.status === 'DONE' && !pw.data.error, pw.data);
+  const pol = await gce.resourcePolicies.get({ project, region, resourcePolicy: 'fid-compact' });
+  check('resourcePolicies.get: COLLOCATED, vmCount 2', pol.data.groupPlacementPolicy.collocation === 'COLLOCATED' &&
+    Number(pol.data.groupPlacementPolicy.vmCount) === 2, pol.data);
+  const plist = await gce.resourcePolicies.list({ project, region });
+  check('resourcePolicies.list has it', (plist.data.items || []).some((x) => x.name === 'fid-compact'), plist.data);
+  const a2 = JSON.parse(JSON.stringify(body));
+  a2.count = '2'; a2.minCount = '2'; a2.namePattern = 'cpt-####';
+  a2.instanceProperties.machineType = 'a2-highgpu-1g';
+  a2.instanceProperties.labels = { suite: 'compact' };
+  a2.instanceProperties.resourcePolicies = [pol.data.selfLink];
+  const three = JSON.parse(JSON.stringify(a2)); three.count = '3'; three.minCount = '3';
+  const e3 = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: three }));
+  check('3 VMs into a vmCount-2 compact policy: 400', e3 && e3.status === 400, e3?.response?.data);
+  const n1 = JSON.parse(JSON.stringify(a2)); n1.instanceProperties.machineType = 'e2-standard-4';
+  const en1 = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: n1 }));
+  check('compact placement on an e2 machine type: 400', en1 && en1.status === 400, en1?.response?.data);
+  let cpop = (await gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: a2 })).data;
+  for (let i = 0; i < 100 && cpop.status !== 'DONE'; i++) {
+    await sleep(50);
+    cpop = (await gce.zoneOperations.get({ project, zone, operation: cpop.name })).data;
+  }
+  check('bulkInsert with the compact policy succeeds', cpop.status === 'DONE' && !cpop.error, cpop);
+  const c1 = await gce.instances.get({ project, zone, instance: 'cpt-0001' });
+  check('the instance reports resourcePolicies', (c1.data.resourcePolicies || [])[0] === pol.data.selfLink, c1.data.resourcePolicies);
+  const inuse = await rejects(gce.resourcePolicies.delete({ project, region, resourcePolicy: 'fid-compact' }));
+  check('deleting a policy in use: 400 resourceInUseByAnotherResource', inuse && inuse.status === 400 &&
+    inuse.response?.data?.error?.errors?.[0]?.reason === 'resourceInUseByAnotherResource', inuse?.response?.data);
+  await gce.instances.delete({ project, zone, instance: 'cpt-0001' });
+  await gce.instances.delete({ project, zone, instance: 'cpt-0002' });
+  let deleted = false;
+  for (let i = 0; i < 100 && !deleted; i++) {
+    await sleep(100);
+    deleted = !(await rejects(gce.resourcePolicies.delete({ project, region, resourcePolicy: 'fid-compact' })));
+  }
+  check('the policy is deleted once its VMs are gone', deleted);
 }
 
 try {

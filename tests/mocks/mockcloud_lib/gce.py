@@ -26,7 +26,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from . import ec2
+from . import ec2, gce_policy
 from .cloud import log, now_ms
 
 SELF = "https://www.googleapis.com/compute/v1/"
@@ -348,6 +348,9 @@ class Gce:
                     return "zoneOperations.get", reg, self._op_get
                 if n == 7 and p[4] == "operations" and p[6] == "wait" and method == "POST":
                     return "zoneOperations.wait", reg, self._op_wait
+            pol = gce_policy.route(self, method, p)
+            if pol is not None:
+                return pol
             if n == 4 and p[2] == "aggregated" and method == "GET":
                 if p[3] == "instances":
                     return "instances.aggregatedList", None, self._instances_aggregated
@@ -518,6 +521,8 @@ class Gce:
         if inst.get("accelerators"):
             out["guestAccelerators"] = [{"acceleratorType": "%s/acceleratorTypes/%s" % (zl, a["acceleratorType"]),
                                          "acceleratorCount": a["acceleratorCount"]} for a in inst["accelerators"]]
+        if inst.get("resource_policies"):
+            out["resourcePolicies"] = list(inst["resource_policies"])
         if inst.get("running_at"):
             out["lastStartTimestamp"] = rfc3339(inst["running_at"])
         if status == "TERMINATED" and inst.get("terminated_at"):
@@ -705,6 +710,7 @@ class Gce:
             "authorized_keys": [k for k in keys if k], "metadata_items": items, "disk_gb": disk_gb,
             "network": (net.get("network") or "global/networks/default").split("/projects/%s/" % self.project)[-1],
             "subnetwork": net.get("subnetwork"), "access_configs": net.get("accessConfigs") or [],
+            "resource_policies_raw": props.get("resourcePolicies") or [],
         }
 
     def _new_op(self, zone, op_type, target_name, target_id=None, instance_ids=(), error=None, user=None):
@@ -784,6 +790,7 @@ class Gce:
             inst.update({k: props[k] for k in ("machine_type", "labels", "scheduling", "termination_action",
                                                "accelerators", "metadata_items", "disk_gb", "network",
                                                "subnetwork", "access_configs")})
+            inst["resource_policies"] = props.get("resource_policies") or []
             self.cloud.instances[iid] = inst
             self.cloud.order.append(iid)
             ids.append(iid)
@@ -860,6 +867,7 @@ class Gce:
                 raise GceError(400, "invalid", "Invalid value for field 'namePattern': '%s'. It must contain "
                                "between 1 and 10 '#' characters." % pattern)
             props = self._props(zone, req.get("instanceProperties"))
+            props["resource_policies"] = gce_policy.check_instance_policies(self, zone, props, count)
             self._quota_check(zone)
             if "/" in props["machine_type_raw"]:
                 # bulkInsert takes a bare machine type; a URL fails inside the operation.
@@ -914,6 +922,7 @@ class Gce:
                 raise GceError(409, "alreadyExists", "The resource 'projects/%s/zones/%s/instances/%s' already exists"
                                % (self.project, zone, name))
             props = self._props(zone, req)
+            props["resource_policies"] = gce_policy.check_instance_policies(self, zone, props, 1)
             self._quota_check(zone)
             cap = self._capacity_error(zone, props, 1)
             if cap is not None:
