@@ -7,6 +7,7 @@
  * gang. Nodes carry labels (isc-broker, isc-cluster, isc-experiment,
  * isc-request), which is how describe and the launch itself find them again.
  */
+#include "common/log.h"
 #include "providers/gcp/gcp_int.h"
 
 #include <jansson.h>
@@ -15,6 +16,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,11 @@
 #define TERMINATE_BATCH 50 /* names per lookup filter */
 #define LIST_RETRIES    5  /* re-reads of a gang's listing that shows fewer nodes than made */
 #define KEY_FILE_MAX    (64 * 1024)
-#define DEFAULT_IMAGE   "projects/debian-cloud/global/images/family/debian-12"
+/*
+ * An image with cloud-init: Debian images run Google's guest agent only, which ignores the
+ * user-data metadata (cloud-api-facts "GCE images"); Ubuntu's read it.
+ */
+#define DEFAULT_IMAGE   "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 #define DEFAULT_NETWORK "global/networks/default"
 
 struct gcp_session {
@@ -39,6 +45,7 @@ struct gcp_session {
 	char *ssh_user;
 	long disk_gb;
 	int external_ip;
+	int compact_placement; /* compact_placement=auto: a compact policy per multi-node gang */
 	long op_timeout_ms;
 	long max_pages; /* describe_max_pages: more is an error, never a shorter list */
 	struct isc_gcp_token token;
@@ -136,8 +143,20 @@ static int ensure_token(struct gcp_session *s, struct isc_err *err)
  * One authorised Compute call. A 401 means the token died early (revoked,
  * clock skew): exchange once more and repeat; a second 401 is an auth error.
  */
+/* gcp_call, with Google's error reason of a refused call in *reason (64 bytes) when asked. */
+static int gcp_call_reason(struct gcp_session *s, const char *method, const char *what,
+                           const char *url, const char *body, struct isc_http_response *resp,
+                           char *reason, struct isc_err *err);
+
 static int gcp_call(struct gcp_session *s, const char *method, const char *what, const char *url,
                     const char *body, struct isc_http_response *resp, struct isc_err *err)
+{
+	return gcp_call_reason(s, method, what, url, body, resp, NULL, err);
+}
+
+static int gcp_call_reason(struct gcp_session *s, const char *method, const char *what,
+                           const char *url, const char *body, struct isc_http_response *resp,
+                           char *reason, struct isc_err *err)
 {
 	struct call_ctx cc = {what, {0}, 0};
 	int rc = 0;
@@ -167,6 +186,8 @@ static int gcp_call(struct gcp_session *s, const char *method, const char *what,
 		isc_gcp_token_forget(&s->key, s->token.access_token);
 		isc_gcp_token_cleanup(&s->token);
 	}
+	if (reason)
+		snprintf(reason, 64, "%s", rc ? cc.e.reason : "");
 	return rc;
 }
 
@@ -411,6 +432,17 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	}
 	s->op_timeout_ms = timeout_s * 1000;
+	{
+		const char *cp = nonempty(isc_provider_setting(settings, "compact_placement"));
+		s->compact_placement = !cp || strcmp(cp, "auto") == 0;
+		if (cp && strcmp(cp, "auto") != 0 && strcmp(cp, "never") != 0) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.gcp] compact_placement '%.40s' is neither "
+			                 "\"auto\" nor \"never\"",
+			                 cp);
+			goto fail;
+		}
+	}
 	ext = nonempty(isc_provider_setting(settings, "external_ip"));
 	s->external_ip = !ext || strcmp(ext, "true") == 0 || strcmp(ext, "1") == 0;
 	s->clock = clock ? clock : isc_clock_system();
@@ -626,7 +658,7 @@ static const char *tag_value(const struct isc_launch_spec *spec, const char *key
 
 /* The bulkInsert body for one zone. *out owned (free). */
 static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *spec,
-                     const char *request_id, char **out, struct isc_err *err)
+                     const char *request_id, const char *policy, char **out, struct isc_err *err)
 {
 	char machine[64], accel[64], count[16], disk[24], prefix[41], pattern[48];
 	const char *cluster = tag_value(spec, ISC_TAG_CLUSTER);
@@ -645,7 +677,10 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 	snprintf(count, sizeof(count), "%u", spec->count);
 	snprintf(disk, sizeof(disk), "%ld", s->disk_gb);
 	if (asprintf(&keys, "%s:%s", s->ssh_user, spec->ssh_public_key) < 0 ||
-	    asprintf(&user_data, "#cloud-config\nssh_authorized_keys:\n  - %s\n%s",
+	    /* cloud-init puts the keys on the image's default user and, for root, a refusal
+	     * unless disable_root is false (cloud-init cc_ssh): root is the default SSH user. */
+	    asprintf(&user_data, "#cloud-config\n%sssh_authorized_keys:\n  - %s\n%s",
+	             strcmp(s->ssh_user, "root") == 0 ? "disable_root: false\n" : "",
 	             spec->ssh_public_key, spec->user_data ? spec->user_data : "") < 0) {
 		free(keys);
 		json_decref(labels);
@@ -673,6 +708,8 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 	if (props && spec->spot)
 		json_object_set_new(json_object_get(props, "scheduling"),
 		                    "instanceTerminationAction", json_string("DELETE"));
+	if (props && policy)
+		json_object_set_new(props, "resourcePolicies", json_pack("[s]", policy));
 	if (props && accel[0])
 		json_object_set_new(
 		    props, "guestAccelerators",
@@ -840,8 +877,8 @@ static int delete_refs(struct gcp_session *s, const struct isc_gce_ref *refs, si
  * (with the reason in err) when the zone cannot take the whole gang.
  */
 static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *spec,
-                          const char *zone, const char *request_id, struct isc_launch_result *out,
-                          struct isc_err *err)
+                          const char *zone, const char *request_id, const char *policy,
+                          struct isc_launch_result *out, struct isc_err *err)
 {
 	struct isc_http_response resp;
 	struct isc_gce_operation op;
@@ -849,7 +886,7 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	char *body = NULL, *url = NULL, *list_url = NULL;
 	int rc;
 
-	if ((rc = bulk_body(s, spec, request_id, &body, err)))
+	if ((rc = bulk_body(s, spec, request_id, policy, &body, err)))
 		return rc;
 	url = api_url(s, "zones/%s/instances/bulkInsert?requestId=%s", zone, request_id);
 	if (!url) {
@@ -950,11 +987,259 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	return 0;
 }
 
+/* ---- compact placement ---- */
+
+/*
+ * The accelerator-optimized series a compact placement policy serves (cloud-api-facts,
+ * "Fabric details: GCP": A4X, A4, A3, A2, G4, G2). Other series gain nothing here.
+ */
+static const char *const compact_series[] = {"a4x-", "a4-", "a3-", "a2-", "g4-", "g2-", NULL};
+
+int isc_gcp_compact_machine(const char *machine)
+{
+	for (size_t i = 0; machine && compact_series[i]; i++)
+		if (strncmp(machine, compact_series[i], strlen(compact_series[i])) == 0)
+			return 1;
+	return 0;
+}
+
+void isc_gcp_policy_name(const char *token, char out[64])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int dl = 0;
+	/* One per launch intent, like its requestIds: a later gang of the cluster gets its own. */
+	if (!EVP_Digest(token, strlen(token), d, &dl, EVP_sha256(), NULL) || dl < 8)
+		memset(d, 0, 8);
+	snprintf(out, 64, "isc-compact-%02x%02x%02x%02x%02x%02x%02x%02x", d[0], d[1], d[2], d[3],
+	         d[4], d[5], d[6], d[7]);
+}
+
+/* Policies a launch of this process is filling: the reconcile leaves them alone. */
+#define BUSY_MAX 256
+static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
+static char busy_name[BUSY_MAX][64];
+static int busy_refs[BUSY_MAX];
+
+static void policy_busy(const char *name, int delta)
+{
+	int free_slot = -1;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX; i++) {
+		if (busy_refs[i] && strcmp(busy_name[i], name) == 0) {
+			busy_refs[i] += delta;
+			pthread_mutex_unlock(&busy_lock);
+			return;
+		}
+		if (!busy_refs[i] && free_slot < 0)
+			free_slot = i;
+	}
+	if (delta > 0 && free_slot >= 0) {
+		snprintf(busy_name[free_slot], sizeof(busy_name[free_slot]), "%s", name);
+		busy_refs[free_slot] = delta;
+	}
+	pthread_mutex_unlock(&busy_lock);
+}
+
+static int policy_is_busy(const char *name)
+{
+	int busy = 0;
+	pthread_mutex_lock(&busy_lock);
+	for (int i = 0; i < BUSY_MAX && !busy; i++)
+		busy = busy_refs[i] && strcmp(busy_name[i], name) == 0;
+	pthread_mutex_unlock(&busy_lock);
+	return busy;
+}
+
+/* "us-central1-a" -> "us-central1". */
+static void region_of(const char *zone, char out[64])
+{
+	const char *dash = strrchr(zone, '-');
+	snprintf(out, 64, "%.*s", dash ? (int)(dash - zone) : (int)strlen(zone), zone);
+}
+
+/* A region Operation (resource policies) polled until DONE; its error, if any, as rc. */
+static int region_op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
+                          const char *what, struct isc_err *err)
+{
+	struct isc_gce_operation op;
+	int64_t deadline = now_ms(s) + s->op_timeout_ms;
+	long delay = 250;
+	int rc = isc_gce_parse_operation(r->body.data, r->body.len, &op, err);
+
+	while (!rc && strcmp(op.status, "DONE") != 0) {
+		struct isc_http_response resp;
+		char *url;
+		if (now_ms(s) >= deadline)
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: operation %s not DONE", what,
+			                   op.name);
+		s->clock->sleep_ms(s->clock->ctx, delay);
+		if (delay < 4000)
+			delay *= 2;
+		if (!(url = api_url(s, "regions/%s/operations/%s", region, op.name)))
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		isc_http_response_init(&resp);
+		rc = gcp_call(s, "GET", "regionOperations.get", url, NULL, &resp, err);
+		if (!rc)
+			rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
+		isc_http_response_cleanup(&resp);
+		free(url);
+	}
+	if (!rc && op.error_code[0])
+		rc = isc_err_set(err, isc_gce_classify_op(op.error_code), "%s: %s: %s", what,
+		                 op.error_code, op.error_message);
+	return rc;
+}
+
+/*
+ * resourcePolicies.insert of the gang's compact placement policy in `region`:
+ * groupPlacementPolicy {collocation COLLOCATED, vmCount = the gang, availabilityDomainCount
+ * 1} (cloud-api-facts "Fabric details: GCP"). Resource policies carry no labels, so the
+ * description names the broker and cluster for the reconcile. A policy of that name
+ * already there is this gang's (a replay).
+ */
+static int create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
+                         const char *region, const char *name, struct isc_err *err)
+{
+	const char *broker = tag_value(spec, ISC_TAG_BROKER),
+	           *cluster = tag_value(spec, ISC_TAG_CLUSTER);
+	struct isc_http_response resp;
+	char rid[37], count[16], reason[64], *desc = NULL, *body = NULL, *url = NULL;
+	json_t *root;
+	int rc;
+
+	snprintf(count, sizeof(count), "%u", spec->count);
+	isc_gcp_request_id(spec->idempotency_token, "compact-placement-policy", rid);
+	if (asprintf(&desc, "isc:broker=%s isc:cluster=%s", broker ? broker : "",
+	             cluster ? cluster : "") < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	root = json_pack("{s:s, s:s, s:{s:s, s:s, s:i}}", "name", name, "description", desc,
+	                 "groupPlacementPolicy", "collocation", "COLLOCATED", "vmCount", count,
+	                 "availabilityDomainCount", 1);
+	free(desc);
+	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(root);
+	url = api_url(s, "regions/%s/resourcePolicies?requestId=%s", region, rid);
+	if (!body || !url) {
+		free(body);
+		free(url);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_http_response_init(&resp);
+	rc = gcp_call_reason(s, "POST", "resourcePolicies.insert", url, body, &resp, reason, err);
+	if (rc && strcmp(reason, "alreadyExists") == 0)
+		rc = 0; /* this gang's, from an earlier try */
+	else if (!rc)
+		rc = region_op_done(s, region, &resp, "resourcePolicies.insert", err);
+	isc_http_response_cleanup(&resp);
+	free(body);
+	free(url);
+	return rc;
+}
+
+/* resourcePolicies.delete; *deleted = 0 while a VM still uses it (400 resourceInUse...). */
+static int delete_policy(struct gcp_session *s, const char *region, const char *name, int *deleted,
+                         struct isc_err *err)
+{
+	struct isc_http_response resp;
+	char reason[64], *url = api_url(s, "regions/%s/resourcePolicies/%s", region, name);
+	int rc;
+
+	*deleted = 0;
+	if (!url)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	rc = gcp_call_reason(s, "DELETE", "resourcePolicies.delete", url, NULL, &resp, reason, err);
+	if (!rc)
+		rc = region_op_done(s, region, &resp, "resourcePolicies.delete", err);
+	if (!rc || rc == ISC_ENOTFOUND || strcmp(reason, "notFound") == 0) {
+		*deleted = 1;
+		rc = 0;
+	} else if (strcmp(reason, "resourceInUseByAnotherResource") == 0) {
+		rc = 0; /* its VMs are still being deleted: a later describe asks again */
+	}
+	isc_http_response_cleanup(&resp);
+	free(url);
+	return rc;
+}
+
+/*
+ * Teardown and crash recovery of compact policies: every policy of the session's region
+ * whose description names this broker, whose cluster has no live node in this listing,
+ * and which no launch of this process is filling, is deleted. Best effort: logged, the
+ * listing stands, the next describe retries.
+ */
+static void reconcile_policies(struct gcp_session *s, const char *broker_id,
+                               const struct isc_node_info *nodes, size_t n)
+{
+	char prefix[300], *url, *next = NULL;
+	struct isc_err err;
+	int rc = 0, pages = 0;
+	size_t pl;
+
+	if (!s->region[0])
+		return; /* policies are regional: without a region there is none to list */
+	pl = (size_t)snprintf(prefix, sizeof(prefix), "isc:broker=%s isc:cluster=", broker_id);
+	do {
+		struct isc_http_response resp;
+		json_t *root = NULL, *items, *it;
+		size_t i;
+		url = api_url(s, "regions/%s/resourcePolicies?maxResults=%d%s%s", s->region,
+		              PAGE_SIZE, next ? "&pageToken=" : "", next ? next : "");
+		free(next);
+		next = NULL;
+		if (!url) {
+			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		isc_http_response_init(&resp);
+		rc = gcp_call(s, "GET", "resourcePolicies.list", url, NULL, &resp, &err);
+		free(url);
+		if (!rc && !(root = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len,
+		                               0, NULL)))
+			rc = isc_err_set(&err, ISC_EINVALID, "resourcePolicies.list: not JSON");
+		isc_http_response_cleanup(&resp);
+		items = json_object_get(root, "items");
+		json_array_foreach(rc ? NULL : items, i, it)
+		{
+			const char *name = json_string_value(json_object_get(it, "name"));
+			const char *d = json_string_value(json_object_get(it, "description"));
+			int used = 0, deleted;
+			if (!name || !d || strncmp(d, prefix, pl) != 0 || policy_is_busy(name))
+				continue;
+			for (size_t k = 0; k < n && !used; k++)
+				used = nodes[k].state != ISC_NODE_TERMINATED &&
+				       strcmp(nodes[k].cluster_id, d + pl) == 0;
+			if (used)
+				continue;
+			if ((rc = delete_policy(s, s->region, name, &deleted, &err)))
+				break;
+			if (deleted)
+				isc_log(ISC_LOG_INFO, "gcp %s: compact placement policy %s deleted",
+				        s->region, name);
+		}
+		{
+			const char *tok = json_string_value(json_object_get(root, "nextPageToken"));
+			/* page tokens are URL-safe base64 in Compute */
+			if (!rc && tok &&
+			    strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			                "0123456789-_=") == strlen(tok))
+				next = strdup(tok);
+		}
+		json_decref(root);
+	} while (!rc && next && ++pages < s->max_pages);
+	free(next);
+	if (rc)
+		isc_log(ISC_LOG_WARN,
+		        "gcp %s: compact placement reconcile: %s (next describe retries)",
+		        s->region, err.msg);
+}
+
 static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
 	struct gcp_session *s = impl(ps);
 	char last[ISC_ERR_MSG_MAX] = "", machine[64], accel[64];
+	char policy_name[64] = "", policy_region[64] = "", *policy = NULL;
 	size_t tl = spec->idempotency_token ? strlen(spec->idempotency_token) : 0;
 	int n_acc, rc = 0;
 
@@ -978,12 +1263,35 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		if (!path_safe(spec->zones[z]))
 			return isc_err_set(err, ISC_EINVALID, "launch: '%.64s' is not a GCP zone",
 			                   spec->zones[z]);
+	if (s->compact_placement && spec->count >= 2 && isc_gcp_compact_machine(machine)) {
+		/* Close together: one compact policy for the gang, in the zones' region. */
+		isc_gcp_policy_name(spec->idempotency_token, policy_name);
+		region_of(spec->zones[0], policy_region);
+		policy_busy(policy_name, +1);
+		if ((rc = create_policy(s, spec, policy_region, policy_name, err))) {
+			policy_busy(policy_name, -1);
+			return rc;
+		}
+		if (asprintf(&policy, "regions/%s/resourcePolicies/%s", policy_region,
+		             policy_name) < 0) {
+			policy_busy(policy_name, -1);
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	}
 	for (size_t z = 0; z < spec->n_zones; z++) {
-		char request_id[37];
+		char request_id[37], zr[64];
 		isc_gcp_request_id(spec->idempotency_token, spec->zones[z], request_id);
+		region_of(spec->zones[z], zr);
+		if (policy && strcmp(zr, policy_region) != 0) {
+			/* a policy serves its own region only */
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "launch: zone %s is outside the gang's region %s",
+			                 spec->zones[z], policy_region);
+			break;
+		}
 		if (spec->before_zone)
 			spec->before_zone(spec->before_zone_ctx, spec->zones[z]);
-		rc = launch_in_zone(s, spec, spec->zones[z], request_id, out, err);
+		rc = launch_in_zone(s, spec, spec->zones[z], request_id, policy, out, err);
 		if (rc == ISC_ECAPACITY) {
 			snprintf(last, sizeof(last), "%s", err ? err->msg : "");
 			continue; /* the next zone may have room */
@@ -995,6 +1303,16 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	if (rc == ISC_ECAPACITY)
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
 		            spec->count, spec->instance_type, spec->n_zones, last);
+	if (policy) {
+		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED) {
+			/* Nothing of the gang stands (a retryable outcome may still have nodes). */
+			struct isc_err derr;
+			int deleted;
+			delete_policy(s, policy_region, policy_name, &deleted, &derr);
+		}
+		policy_busy(policy_name, -1);
+		free(policy);
+	}
 	return rc;
 }
 
@@ -1093,6 +1411,8 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 	}
 	if (!rc && stopping_spot)
 		rc = mark_preempted(s, all.v, kept, err);
+	if (!rc && s->compact_placement)
+		reconcile_policies(s, broker_id, all.v, kept);
 	if (rc) {
 		free(all.v);
 		return rc;
@@ -1216,6 +1536,7 @@ static const char *const gcp_setting_keys[] = {
     "subnetwork",
     "external_ip",
     "disk_size_gb",
+    "compact_placement",
     "ssh_key_user",
     "operation_timeout_s",
     "describe_max_pages",

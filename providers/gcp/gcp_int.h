@@ -180,4 +180,10 @@ int64_t isc_gce_time_ms(const char *s);
 int isc_gcp_parse_token(const char *body, size_t len, int64_t now_ms, struct isc_gcp_token *out,
                         struct isc_err *err);
 
+/* Whether a machine type's series takes a compact placement policy (A4X, A4, A3, A2, G4, G2). */
+int isc_gcp_compact_machine(const char *machine);
+
+/* The compact placement policy of a launch intent: "isc-compact-" + 16 hex of SHA-256(token). */
+void isc_gcp_policy_name(const char *token, char out[64]);
+
 #endif

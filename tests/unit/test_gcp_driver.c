@@ -448,12 +448,16 @@ static const struct isc_clock fake_clock = {fixed_now, fake_sleep, fake_rand, NU
 
 static char *fake_key_json;
 
+/* compact_placement of session(): "never" keeps the older cases' calls as they were. */
+static const char *cp_mode = "never";
+
 static struct isc_provider_session *session(void)
 {
 	const struct isc_provider *p = isc_provider_find("gcp");
 	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
-	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"}};
-	struct isc_provider_settings st = {items, 1, creds, 1};
+	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
+	                               {"compact_placement", cp_mode}};
+	struct isc_provider_settings st = {items, 2, creds, 1};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -522,6 +526,131 @@ static struct isc_launch_spec spec(unsigned n)
 	sp.n_tags = 3;
 	sp.ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMockKey isc";
 	return sp;
+}
+
+/*
+ * A multi-node A3 gang: its compact placement policy first (regional, COLLOCATED, vmCount
+ * = the gang, described with broker and cluster), attached to the bulkInsert of every zone
+ * tried; the default image has cloud-init and the user-data lets root in.
+ */
+static void test_compact_policy_for_the_gang(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	json_t *body, *props, *gpp;
+	char pname[64], link[128];
+	(void)state;
+	script_reset();
+	cp_mode = "auto";
+	s = session();
+	cp_mode = "never";
+	reply(200, TOKEN_OK);
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-p\",\"status\":\"DONE\"}");
+	reply(200, OP("op-a", "PENDING", ""));
+	reply(200, OP("op-a", "DONE", STOCKOUT));
+	reply(200, OP("op-b", "DONE", ""));
+	reply(200, "{\"items\":[%s,%s]}", inst_json("isc-cl-1-0001", "us-central1-b", "RUNNING"),
+	      inst_json("isc-cl-1-0002", "us-central1-b", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 6);
+	assert_string_equal(S.method[1], "POST");
+	assert_non_null(strstr(S.url[1], "projects/example-project/regions/us-central1/"
+	                                 "resourcePolicies?requestId="));
+	body = json_loads(S.body[1], 0, NULL);
+	assert_non_null(body);
+	isc_gcp_policy_name("intent-1", pname);
+	assert_string_equal(json_string_value(json_object_get(body, "name")), pname);
+	assert_int_equal(strlen(pname), 12 + 16);
+	assert_string_equal(json_string_value(json_object_get(body, "description")),
+	                    "isc:broker=b1 isc:cluster=cl_1");
+	gpp = json_object_get(body, "groupPlacementPolicy");
+	assert_string_equal(json_string_value(json_object_get(gpp, "collocation")), "COLLOCATED");
+	assert_string_equal(json_string_value(json_object_get(gpp, "vmCount")), "2");
+	assert_int_equal(json_integer_value(json_object_get(gpp, "availabilityDomainCount")), 1);
+	json_decref(body);
+	for (int i = 2; i <= 4; i += 2) {
+		body = json_loads(S.body[i], 0, NULL);
+		props = json_object_get(body, "instanceProperties");
+		snprintf(link, sizeof(link), "regions/us-central1/resourcePolicies/%s", pname);
+		assert_string_equal(json_string_value(json_array_get(
+		                        json_object_get(props, "resourcePolicies"), 0)),
+		                    link);
+		json_decref(body);
+	}
+	assert_non_null(strstr(S.body[2], "ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"));
+	assert_non_null(
+	    strstr(S.body[2], "#cloud-config\\ndisable_root: false\\nssh_authorized_keys"));
+	assert_string_equal(r.zone, "us-central1-b");
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* No zone can take it: the gang's policy is deleted again. One node or an N1: no policy. */
+static void test_compact_policy_given_back(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	cp_mode = "auto";
+	s = session();
+	cp_mode = "never";
+	reply(200, TOKEN_OK);
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-p\",\"status\":\"DONE\"}");
+	reply(200, OP("op-a", "DONE", STOCKOUT));
+	reply(200, OP("op-b", "DONE", STOCKOUT));
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-d\",\"status\":\"DONE\"}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 5);
+	assert_string_equal(S.method[4], "DELETE");
+	assert_non_null(strstr(S.url[4], "regions/us-central1/resourcePolicies/isc-compact-"));
+	assert_true(isc_gcp_compact_machine("a2-ultragpu-8g"));
+	assert_false(isc_gcp_compact_machine("n1-standard-8"));
+	script_reset();
+	sp = spec(1);
+	reply(200, OP("op-s", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2); /* a cached token; bulkInsert, then the listing */
+	assert_null(strstr(S.body[0], "resourcePolicies"));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* describe deletes this broker's policies whose cluster has no live node, and only those. */
+static void test_describe_reconciles_policies(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	cp_mode = "auto";
+	s = session();
+	cp_mode = "never";
+	reply(200, TOKEN_OK);
+	reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s]}}}",
+	      inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	reply(200,
+	      "{\"items\":[{\"name\":\"isc-cl-1-compact\",\"description\":\"isc:broker=b1 "
+	      "isc:cluster=cl_1\"},{\"name\":\"isc-cl-2-compact\",\"description\":\"isc:broker="
+	      "b1 isc:cluster=cl_2\"},{\"name\":\"theirs\",\"description\":\"isc:broker=b9 "
+	      "isc:cluster=cl_2\"},{\"name\":\"plain\"}]}");
+	reply(400, "{\"error\":{\"code\":400,\"errors\":[{\"reason\":"
+	           "\"resourceInUseByAnotherResource\",\"message\":\"in use\"}]}}");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(S.calls, 4);
+	assert_non_null(strstr(S.url[2], "regions/us-central1/resourcePolicies?maxResults=500"));
+	assert_string_equal(S.method[3], "DELETE");
+	assert_non_null(strstr(S.url[3], "regions/us-central1/resourcePolicies/isc-cl-2-compact"));
+	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
 }
 
 static void test_launch_failover_and_body(void **state)
@@ -1327,6 +1456,9 @@ int main(void)
 	    cmocka_unit_test(test_instances),
 	    cmocka_unit_test(test_error_envelope),
 	    cmocka_unit_test(test_launch_failover_and_body),
+	    cmocka_unit_test(test_compact_policy_for_the_gang),
+	    cmocka_unit_test(test_compact_policy_given_back),
+	    cmocka_unit_test(test_describe_reconciles_policies),
 	    cmocka_unit_test(test_launch_quota_and_capacity),
 	    cmocka_unit_test(test_launch_unreadable_and_lagging),
 	    cmocka_unit_test(test_auth_refresh_and_refusal),
