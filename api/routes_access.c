@@ -218,20 +218,29 @@ static json_t *token_json(const struct isc_token *t)
 	                    t->expires_at_ms ? json_integer(t->expires_at_ms) : json_null());
 	json_object_set_new(o, "revoked_at_ms",
 	                    t->revoked_at_ms ? json_integer(t->revoked_at_ms) : json_null());
+	json_object_set_new(
+	    o, "parent", t->parent_id && t->parent_id[0] ? json_string(t->parent_id) : json_null());
 	return o;
 }
 
 /*
  * POST /v1/tokens {"expires_in_s"}: a token for the caller. The secret is in
  * this reply only; the store keeps its SHA-256.
+ *
+ * A token made over TCP is made with the token of the call, its parent (issue 29):
+ * it must expire (expires_in_s), no later than the parent (a later time is cut to
+ * the parent's), and revoking the parent revokes it. A token without expiry is made
+ * only over the Unix socket, where the caller is its uid (SO_PEERCRED), so a leaked
+ * short-lived token cannot mint a permanent one.
  */
 static void tokens_create(struct isc_api_call *c)
 {
 	json_t *body = c->body_len ? isc_api_body_object(c) : json_object();
 	unsigned char id_raw[8], secret_raw[32], digest[SHA256_DIGEST_LENGTH];
 	char id[24], secret[65], hash[65], *full = NULL;
-	struct isc_token t = {0};
+	struct isc_token t = {0}, parent = {0};
 	struct isc_err err;
+	int clamped = 0;
 	json_t *exp, *o;
 
 	if (!body)
@@ -265,6 +274,26 @@ static void tokens_create(struct isc_api_call *c)
 	    exp && json_is_integer(exp) ? isc_api_now_ms() + json_integer_value(exp) * 1000 : 0;
 	isc_err_clear(&err);
 	isc_api_audit_target(c, 0, id);
+	if (c->token_id) {
+		/* Over TCP: made with the call's token, and never outliving it. */
+		if (!t.expires_at_ms) {
+			isc_api_reply_error(
+			    c, 400,
+			    "expires_in_s is required: a token made with a token (over TCP) "
+			    "expires no later than it; a token without expiry is made only over "
+			    "iscd's Unix socket");
+			goto out;
+		}
+		if (isc_store_token_get(c->store, c->token_id, &parent, &err)) {
+			isc_api_reply_err(c, &err);
+			goto out;
+		}
+		if (parent.expires_at_ms && t.expires_at_ms > parent.expires_at_ms) {
+			t.expires_at_ms = parent.expires_at_ms;
+			clamped = 1;
+		}
+		t.parent_id = parent.id;
+	}
 	if (isc_store_token_add(c->store, &t, &err)) {
 		isc_api_reply_err(c, &err);
 	} else if (asprintf(&full, "%s.%s", id, secret) < 0) {
@@ -273,8 +302,15 @@ static void tokens_create(struct isc_api_call *c)
 		o = json_pack("{s:s,s:s,s:s}", "id", id, "user", c->user, "token", full);
 		json_object_set_new(o, "expires_at_ms",
 		                    t.expires_at_ms ? json_integer(t.expires_at_ms) : json_null());
+		json_object_set_new(o, "parent",
+		                    t.parent_id ? json_string(t.parent_id) : json_null());
+		/* Said, not hidden: the caller asked for longer than the parent lives. */
+		if (clamped)
+			json_object_set_new(o, "expiry_cut_to_parent", json_true());
 		isc_api_reply_json(c, 201, o);
 	}
+out:
+	isc_token_cleanup(&parent);
 	OPENSSL_cleanse(secret, sizeof(secret));
 	OPENSSL_cleanse(secret_raw, sizeof(secret_raw));
 	if (full) {
@@ -304,11 +340,15 @@ static void tokens_list(struct isc_api_call *c)
 	isc_api_reply_json(c, 200, arr);
 }
 
-/* DELETE /v1/tokens/{id}: the token's owner or the operator; another's token is 404. */
+/*
+ * DELETE /v1/tokens/{id}: the token's owner or the operator; another's token is 404.
+ * Every token made with it (and with those) is revoked with it.
+ */
 static void tokens_revoke(struct isc_api_call *c)
 {
 	struct isc_token t = {0};
 	struct isc_err err;
+	size_t cascaded = 0;
 
 	isc_err_clear(&err);
 	isc_api_audit_target(c, 0, c->params[0]);
@@ -318,10 +358,12 @@ static void tokens_revoke(struct isc_api_call *c)
 	}
 	if (!c->is_operator && t.user_id != c->user_id)
 		isc_api_reply_error(c, 404, "no token '%s'", c->params[0]);
-	else if (isc_store_token_revoke(c->store, t.id, &err))
+	else if (isc_store_token_revoke(c->store, t.id, &cascaded, &err))
 		isc_api_reply_err(c, &err);
 	else
-		isc_api_reply_json(c, 200, json_pack("{s:s}", "revoked", t.id));
+		isc_api_reply_json(c, 200,
+		                   json_pack("{s:s,s:I}", "revoked", t.id, "revoked_with_it",
+		                             (json_int_t)cascaded));
 	isc_token_cleanup(&t);
 }
 

@@ -1,8 +1,10 @@
 /* The API client of isc: libcurl over the Unix socket or TCP (cli/client.h). */
 #include "cli/client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,4 +338,100 @@ char *isc_client_escape(const char *value)
 	out = strdup(esc);
 	curl_free(esc);
 	return out;
+}
+
+/*
+ * 1 when host (as written in a URL: "127.0.0.1", "[::1]", "localhost") is a loopback
+ * address by its text alone. A name is never resolved: DNS could say anything.
+ */
+static int host_is_loopback(const char *host, size_t n)
+{
+	char buf[64];
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (n == 0 || n >= sizeof(buf))
+		return 0;
+	memcpy(buf, host, n);
+	buf[n] = '\0';
+	if (strcasecmp(buf, "localhost") == 0)
+		return 1;
+	if (buf[0] == '[' && buf[n - 1] == ']') {
+		buf[n - 1] = '\0';
+		return inet_pton(AF_INET6, buf + 1, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+	}
+	/* inet_pton takes only the dotted quad: "127.1" or "0x7f.1" are not loopback here. */
+	return inet_pton(AF_INET, buf, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+int isc_client_secret_transport_ok(const char *what)
+{
+	const char *url = getenv("ISC_API_URL"), *auth, *host = "", *end;
+	size_t n = 0;
+
+	if (!url || !*url)
+		return ISC_EXIT_OK; /* the Unix socket: never leaves the machine */
+	if (strncasecmp(url, "https://", 8) == 0)
+		return ISC_EXIT_OK;
+	/* http://, or no scheme at all (curl then speaks http): the host must be loopback. */
+	auth = strncasecmp(url, "http://", 7) == 0 ? url + 7 : strstr(url, "://") ? NULL : url;
+	if (auth) {
+		end = auth + strcspn(auth, "/?#");
+		host = auth;
+		for (const char *p = auth; p < end; p++)
+			if (*p == '@')
+				host = p + 1; /* user:password@host: the host is what follows */
+		if (*host == '[') {
+			const char *rb = memchr(host, ']', (size_t)(end - host));
+			n = rb ? (size_t)(rb + 1 - host) : 0;
+		} else {
+			n = strcspn(host, ":/?#");
+		}
+		if (host_is_loopback(host, n))
+			return ISC_EXIT_OK;
+	}
+	/* The host only: a password in the URL's userinfo stays out of the message. */
+	isc_cli_errorf("refusing to send %s to %s%.*s (ISC_API_URL): plain http:// to a host that "
+	               "is not loopback carries it in clear, so nothing was sent. Use an https:// "
+	               "ISC_API_URL, or run isc on iscd's machine (its Unix socket)",
+	               what, auth ? "" : "a URL of another scheme", (int)(n > 200 ? 200 : n), host);
+	return ISC_EXIT_FAIL;
+}
+
+int isc_client_secret_json(struct isc_cli *cli, const char *what, const char *method,
+                           const char *path, json_t *body, long want, json_t **out)
+{
+	struct isc_reply r;
+	char *text;
+	int rc;
+
+	*out = NULL;
+	if ((rc = isc_client_secret_transport_ok(what))) {
+		json_decref(body);
+		return rc;
+	}
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (body && !text) {
+		isc_cli_errorf("out of memory");
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_request(cli, method, path, text, text ? strlen(text) : 0, &r);
+	if (text) {
+		OPENSSL_cleanse(text, strlen(text));
+		free(text);
+	}
+	if (rc)
+		return rc;
+	if (r.status != want) {
+		rc = isc_client_fail(&r);
+	} else if (!(*out = json_loadb(r.body, r.len, 0, NULL))) {
+		isc_cli_errorf("iscd sent a reply that is not JSON");
+		rc = ISC_EXIT_FAIL;
+	}
+	/* The reply may hold the secret (a new token): wiped before it goes. */
+	if (r.body)
+		OPENSSL_cleanse(r.body, r.len);
+	isc_reply_cleanup(&r);
+	return rc;
 }

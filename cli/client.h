@@ -53,6 +53,25 @@ int isc_client_json(struct isc_cli *cli, const char *method, const char *path, j
  */
 int isc_client_json_all_pages(struct isc_cli *cli, const char *path, json_t **out);
 
+/*
+ * A call that carries a secret: a cloud key or a dataset's keys in the body
+ * (consumed; its text and jansson's copies are wiped), or a new token in the
+ * reply. Refused before anything is sent, with the rule named, when
+ * ISC_API_URL is plain http:// (or has no scheme) to a host that is not
+ * loopback (127.0.0.0/8, ::1, localhost): the secret would cross the network in
+ * clear (issue 29). `what` names the secret ("a cloud key"). A reply of status
+ * want is parsed into *out (caller decrefs); any other prints iscd's error.
+ */
+int isc_client_secret_json(struct isc_cli *cli, const char *what, const char *method,
+                           const char *path, json_t *body, long want, json_t **out);
+
+/*
+ * 0 when ISC_API_URL may carry a secret (unset: the Unix socket; https://; http://
+ * to a loopback address), else ISC_EXIT_FAIL after saying why. Exposed for the
+ * commands that check before they even read a secret.
+ */
+int isc_client_secret_transport_ok(const char *what);
+
 /* Prints the error of a non-2xx reply as "isc: error: MESSAGE"; returns ISC_EXIT_FAIL. */
 int isc_client_fail(const struct isc_reply *r);
 

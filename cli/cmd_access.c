@@ -213,13 +213,15 @@ static void token_row(json_t *t, const char **cells, char (*buf)[ISC_TABLE_CELL]
 	cells[3] =
 	    json_is_integer(expires) ? isc_json_when(expires, buf[3], ISC_TABLE_CELL) : "never";
 	cells[4] = isc_json_when(json_object_get(t, "revoked_at_ms"), buf[4], ISC_TABLE_CELL);
+	/* The token it was made with over TCP ("-": made over the Unix socket). */
+	cells[5] = json_is_string(json_object_get(t, "parent")) ? isc_json_str(t, "parent") : "-";
 }
 
 int cmd_token(struct isc_cli *cli, int argc, char **argv)
 {
-	static const char *const headers[] = {"ID", "USER", "CREATED (UTC)", "EXPIRES (UTC)",
-	                                      "REVOKED (UTC)"};
-	static const struct isc_table_spec tokens = {5, headers, NULL, token_row, NULL};
+	static const char *const headers[] = {
+	    "ID", "USER", "CREATED (UTC)", "EXPIRES (UTC)", "REVOKED (UTC)", "PARENT"};
+	static const struct isc_table_spec tokens = {6, headers, NULL, token_row, NULL};
 	const char *expires = NULL, *pos[1];
 	const struct opt opts[] = {{"expires", &expires}, {NULL, NULL}};
 	int json = 0, npos, rc;
@@ -231,7 +233,10 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 		       "Bearer tokens for reaching iscd over TCP (ISC_API_URL + ISC_TOKEN).\n"
 		       "create prints the token once: iscd keeps only its SHA-256. D is a\n"
 		       "duration: 30d, 12h, 90m or seconds; without it the token does not\n"
-		       "expire. A token acts as the user who created it.\n");
+		       "expire, which only the Unix socket may ask for. A token made over TCP\n"
+		       "is made with the token of that call (its PARENT): it needs --expires,\n"
+		       "ends no later than its parent, and is revoked with it. A token acts\n"
+		       "as the user who created it.\n");
 		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
 	}
 	if ((rc = scan("token", argc, argv, 2, opts, &json, pos, 1, &npos)))
@@ -249,7 +254,10 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 		}
 		if (secs)
 			json_object_set_new(body, "expires_in_s", json_integer(secs));
-		if ((rc = isc_client_json(cli, "POST", "/v1/tokens", body, &reply)))
+		/* The reply carries the new token: it travels only where a secret may. */
+		if ((rc = isc_client_secret_json(cli,
+		                                 "a request for a new token (the reply carries it)",
+		                                 "POST", "/v1/tokens", body, 201, &reply)))
 			return rc;
 		if (json) {
 			isc_json_print(reply, stdout);
@@ -257,13 +265,16 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 			char w[32];
 			printf("%s\n", isc_json_str(reply, "token"));
 			fprintf(stderr,
-			        "token %s for %s, expires %s: shown once, keep it secret "
+			        "token %s for %s, expires %s%s: shown once, keep it secret "
 			        "(ISC_TOKEN)\n",
 			        isc_json_str(reply, "id"), isc_json_str(reply, "user"),
 			        json_is_integer(json_object_get(reply, "expires_at_ms"))
 			            ? isc_json_when(json_object_get(reply, "expires_at_ms"), w,
 			                            sizeof(w))
-			            : "never");
+			            : "never",
+			        json_is_true(json_object_get(reply, "expiry_cut_to_parent"))
+			            ? " (with the token it was made with, which ends then)"
+			            : "");
 		}
 		json_decref(reply);
 		return ISC_EXIT_OK;
@@ -278,10 +289,19 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 			                           "token itself");
 		if (asprintf(&path, "/v1/tokens/%s", pos[0]) < 0)
 			return ISC_EXIT_FAIL;
-		rc = isc_client_json(cli, "DELETE", path, NULL, NULL);
+		rc = isc_client_json(cli, "DELETE", path, NULL, &reply);
 		free(path);
-		if (!rc)
-			printf("token %s revoked\n", pos[0]);
+		if (!rc) {
+			json_int_t with =
+			    json_integer_value(json_object_get(reply, "revoked_with_it"));
+			if (with)
+				printf("token %s revoked, and %" JSON_INTEGER_FORMAT
+				       " token(s) made with it\n",
+				       pos[0], with);
+			else
+				printf("token %s revoked\n", pos[0]);
+		}
+		json_decref(reply);
 		return rc;
 	}
 	if (strcmp(argv[1], "list") != 0)

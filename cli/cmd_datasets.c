@@ -12,8 +12,6 @@
 #include "cli/lib/table.h"
 #include "keys/keys.h"
 
-#include <openssl/crypto.h>
-
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -82,14 +80,13 @@ static void print_one(json_t *d)
 		printf("credentials: %s\n", !strcmp(cred, "broker") ? "the broker's" : cred);
 }
 
-/* The request body of add, the dataset's own keys in it when given; caller wipes and frees. */
-static char *add_body(const char *org, const char *uri, const char *const opts[4],
-                      const struct isc_key_source *src, int own, struct isc_err *err)
+/* The request body of add, the dataset's own keys in it when given (jansson wipes its copies). */
+static json_t *add_body(const char *org, const char *uri, const char *const opts[4],
+                        const struct isc_key_source *src, int own, struct isc_err *err)
 {
 	static const char *const keys[4] = {"name", "etag", "version_id", "volume_size"};
 	struct isc_key_secret secret = {0};
 	json_t *body;
-	char *text;
 
 	if (own && isc_keys_collect("aws", src, &secret, err))
 		return NULL;
@@ -105,22 +102,18 @@ static char *add_body(const char *org, const char *uri, const char *const opts[4
 		json_object_set_new(body, "credentials", creds);
 	}
 	isc_key_secret_cleanup(&secret);
-	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	if (!text)
+	if (!body)
 		isc_err_set(err, ISC_ENOMEM, "out of memory");
-	return text;
+	return body;
 }
 
 static int ds_add(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *uri = NULL, *opts[4] = {NULL, NULL, NULL, NULL};
 	struct isc_key_source src = {0};
-	struct isc_reply r = {0};
 	struct isc_err err;
-	json_t *d = NULL;
-	char *text;
-	int rc;
+	json_t *d = NULL, *body;
+	int rc, own;
 
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
@@ -156,23 +149,23 @@ static int ds_add(struct isc_cli *cli, int argc, char **argv)
 	if (src.file && !src.profile)
 		return isc_cli_usage_error("datasets",
 		                           "--credentials-file goes with --credentials-profile P");
+	own = src.profile || src.from_env;
+	/* A dataset's own keys leave only over a safe transport: said before they are read. */
+	if (own && (rc = isc_client_secret_transport_ok("a dataset's own AWS keys")))
+		return rc;
 	/* jansson's copies of the keys are wiped when freed. */
 	isc_keys_json_wipe_on_free();
 	isc_err_clear(&err);
-	text = add_body(org, uri, opts, &src, src.profile || src.from_env, &err);
-	if (!text)
+	body = add_body(org, uri, opts, &src, own, &err);
+	if (!body)
 		return isc_cli_fail(&err);
-	rc = isc_client_request(cli, "POST", "/v1/datasets", text, strlen(text), &r);
-	OPENSSL_cleanse(text, strlen(text));
-	free(text);
-	if (rc)
-		return rc;
-	if (r.status != 201) {
-		rc = isc_client_fail(&r);
-	} else if (!(d = json_loadb(r.body, r.len, 0, NULL))) {
-		isc_cli_errorf("iscd sent a reply that is not JSON");
-		rc = ISC_EXIT_FAIL;
-	} else {
+	/* The same call with or without keys; with them, only over a safe transport. */
+	if (own)
+		rc = isc_client_secret_json(cli, "a dataset's own AWS keys", "POST", "/v1/datasets",
+		                            body, 201, &d);
+	else
+		rc = isc_client_json(cli, "POST", "/v1/datasets", body, &d);
+	if (!rc) {
 		if (json_is_true(json_object_get(d, "folder")) && (opts[1] || opts[2]))
 			fprintf(stderr,
 			        "isc: note: %s is a folder: --etag and --version-id are ignored\n",
@@ -184,7 +177,6 @@ static int ds_add(struct isc_cli *cli, int argc, char **argv)
 		       num(d, "size_bytes"), isc_json_str(d, "name"), isc_json_str(d, "org"));
 	}
 	json_decref(d);
-	isc_reply_cleanup(&r);
 	return rc;
 }
 

@@ -11,8 +11,6 @@
 #include "cli/lib/table.h"
 #include "keys/keys.h"
 
-#include <openssl/crypto.h>
-
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +57,9 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 	const char *org = NULL, *name = NULL, *regions = NULL, *provider = NULL;
 	struct isc_key_source src = {0};
 	struct isc_key_secret secret = {0};
-	struct isc_reply r = {0};
 	struct isc_err err;
 	json_t *body, *creds, *reply = NULL;
-	char *text = NULL, region_buf[64];
+	char region_buf[64];
 	int rc;
 
 	for (int i = 2; i < argc; i++) {
@@ -107,6 +104,9 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 		snprintf(region_buf, sizeof(region_buf), "%.*s", (int)n, regions);
 		src.region = region_buf;
 	}
+	/* Said before the secret is even read: it would not be sent anyway. */
+	if ((rc = isc_client_secret_transport_ok("a cloud key")))
+		return rc;
 	isc_err_clear(&err);
 	if (isc_keys_collect(provider, &src, &secret, &err))
 		return isc_cli_fail(&err);
@@ -120,29 +120,16 @@ static int keys_add(struct isc_cli *cli, int argc, char **argv)
 		json_object_set_new(body, "name", json_string(name));
 	if (regions)
 		json_object_set_new(body, "regions", json_string(regions));
-	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
 	isc_key_secret_cleanup(&secret);
-	if (!text) {
+	if (!body) {
 		isc_cli_errorf("out of memory");
 		return ISC_EXIT_FAIL;
 	}
-	rc = isc_client_request(cli, "POST", "/v1/keys", text, strlen(text), &r);
-	OPENSSL_cleanse(text, strlen(text));
-	free(text);
-	if (rc)
-		return rc;
-	if (r.status != 201) {
-		rc = isc_client_fail(&r);
-	} else if (!(reply = json_loadb(r.body, r.len, 0, NULL))) {
-		isc_cli_errorf("iscd sent a reply that is not JSON");
-		rc = ISC_EXIT_FAIL;
-	} else {
+	rc = isc_client_secret_json(cli, "a cloud key", "POST", "/v1/keys", body, 201, &reply);
+	if (!rc)
 		printf("added %s: %s account %s, principal %s\n", isc_json_str(reply, "id"),
 		       provider, isc_json_str(reply, "account"), isc_json_str(reply, "principal"));
-	}
 	json_decref(reply);
-	isc_reply_cleanup(&r);
 	return rc;
 }
 

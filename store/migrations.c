@@ -387,6 +387,11 @@ static const char *const migrations[] = {
     "       OR (f.created_at_ms = datasets.created_at_ms AND f.id < datasets.id)));"
     "UPDATE datasets SET copy_name = '@' || org_id || '/' || copy_name "
     "WHERE instr(copy_name, '/') = 0;",
+    /* 16 (issue 29, tokens): the token a token was made with (NULL: made over the Unix socket).
+     * A token made with a token expires no later than it and is revoked with it, and with
+     * its children in turn (store_access.c). */
+    "ALTER TABLE api_tokens ADD COLUMN parent_id TEXT REFERENCES api_tokens(id);"
+    "CREATE INDEX api_tokens_parent ON api_tokens(parent_id);",
 };
 
 size_t isc_store_migration_count(void)

@@ -237,6 +237,7 @@ void isc_token_cleanup(struct isc_token *t)
 	free(t->id);
 	free(t->user_name);
 	free(t->hash_hex);
+	free(t->parent_id);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -249,11 +250,21 @@ void isc_token_list_free(struct isc_token *list, size_t n)
 
 int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err)
 {
+	const char *parent = t->parent_id && t->parent_id[0] ? t->parent_id : NULL;
 	sqlite3_stmt *st;
-	int rc = isc_store_prepare(s,
-	                           "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
-	                           "expires_at_ms) VALUES (?, ?, ?, ?, ?)",
-	                           &st, err);
+	int rc;
+
+	if (parent && !t->expires_at_ms)
+		return isc_err_set(err, ISC_EINVALID, "a token made with a token must expire");
+	/* The parent's check and the insert are one statement: a revoke cannot slip between. */
+	rc =
+	    isc_store_prepare(s,
+	                      "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
+	                      "expires_at_ms, parent_id) SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ?6 IS "
+	                      "NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id = ?6 AND "
+	                      "p.revoked_at_ms = 0 AND (p.expires_at_ms = 0 OR (p.expires_at_ms > "
+	                      "?4 AND ?5 <= p.expires_at_ms)))",
+	                      &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
@@ -264,15 +275,26 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	sqlite3_bind_text(st, 3, t->hash_hex, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, isc_store_now_ms());
 	sqlite3_bind_int64(st, 5, t->expires_at_ms);
+	if (parent)
+		sqlite3_bind_text(st, 6, parent, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 6);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding a token", err);
+	if (rc != SQLITE_DONE)
+		return isc_store_sqlite_err(s, rc, "adding a token", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0)
+		return isc_err_set(err, ISC_EAUTH,
+		                   "token %s was revoked or expired, or outlives it: no token "
+		                   "made with it",
+		                   parent);
+	return 0;
 }
 
 #define TOKEN_COLS                                                                                 \
 	"SELECT t.id, COALESCE(t.user_id, 0), COALESCE(u.name, ''), t.hash, t.created_at_ms, "     \
-	"t.expires_at_ms, t.revoked_at_ms FROM api_tokens t LEFT JOIN users u ON u.id = "          \
-	"t.user_id "
+	"t.expires_at_ms, t.revoked_at_ms, COALESCE(t.parent_id, '') FROM api_tokens t LEFT JOIN " \
+	"users u ON u.id = t.user_id "
 
 static int token_from_row(sqlite3_stmt *st, void *rec)
 {
@@ -285,6 +307,7 @@ static int token_from_row(sqlite3_stmt *st, void *rec)
 	t->created_at_ms = sqlite3_column_int64(st, 4);
 	t->expires_at_ms = sqlite3_column_int64(st, 5);
 	t->revoked_at_ms = sqlite3_column_int64(st, 6);
+	t->parent_id = isc_store_col_text(st, 7, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
@@ -325,23 +348,61 @@ int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct i
 	return rc;
 }
 
-int isc_store_token_revoke(struct isc_store *s, const char *id, struct isc_err *err)
+int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded,
+                           struct isc_err *err)
 {
 	sqlite3_stmt *st;
+	int64_t now = isc_store_now_ms();
+	int changed;
 	int rc = isc_store_prepare(
 	    s, "UPDATE api_tokens SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms = 0", &st,
 	    err);
+
+	if (cascaded)
+		*cascaded = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, isc_store_now_ms());
+	if ((rc = isc_store_begin(s, err))) {
+		sqlite3_finalize(st);
+		return rc;
+	}
+	sqlite3_bind_int64(st, 1, now);
 	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "revoking a token", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
-		return isc_err_set(err, ISC_ENOTFOUND, "no live token '%s'", id);
-	return 0;
+	changed = sqlite3_changes(isc_store_db(s));
+	if (rc != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, rc, "revoking a token", err);
+		goto out;
+	}
+	if (changed == 0) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no live token '%s'", id);
+		goto out;
+	}
+	/* Every token made with it, and with those, ... (a tree: parents are older rows). */
+	rc = isc_store_prepare(s,
+	                       "WITH RECURSIVE sub(id) AS (SELECT id FROM api_tokens WHERE "
+	                       "parent_id = ?2 UNION SELECT t.id FROM api_tokens t JOIN sub ON "
+	                       "t.parent_id = sub.id) UPDATE api_tokens SET revoked_at_ms = ?1 "
+	                       "WHERE revoked_at_ms = 0 AND id IN (SELECT id FROM sub)",
+	                       &st, err);
+	if (rc)
+		goto out;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		rc = isc_store_sqlite_err(s, rc, "revoking the tokens made with a token", err);
+		goto out;
+	}
+	if (cascaded)
+		*cascaded = (size_t)sqlite3_changes(isc_store_db(s));
+	rc = isc_store_commit(s, err);
+out:
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
 }
 
 /* ---- experiment owners ---- */

@@ -65,15 +65,27 @@ struct isc_token {
 	int64_t created_at_ms;
 	int64_t expires_at_ms; /* 0: never */
 	int64_t revoked_at_ms; /* 0: not revoked */
+	char *parent_id;       /* the token it was made with; "" when made over the Unix socket */
 };
+/*
+ * Adds t. With a parent_id (a token made over TCP with that token) the parent must
+ * be live and t must expire (expires_at_ms != 0) no later than the parent: checked
+ * in the same statement as the insert, so a parent revoked meanwhile gives
+ * ISC_EAUTH and no row (issue 29).
+ */
 int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err);
 int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *out,
                         struct isc_err *err);
 /* all: every user's; else only user_id's (0 = the operator's). */
 int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct isc_token **out,
                          size_t *n, struct isc_err *err);
-/* Marks it revoked (a revoked token stays listed); ISC_ENOTFOUND when unknown. */
-int isc_store_token_revoke(struct isc_store *s, const char *id, struct isc_err *err);
+/*
+ * Marks it revoked (a revoked token stays listed), and with it every live token made
+ * with it, their children, and so on, in one statement; ISC_ENOTFOUND when it is
+ * unknown or revoked already. *cascaded (may be NULL): how many descendants went.
+ */
+int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded,
+                           struct isc_err *err);
 void isc_token_cleanup(struct isc_token *t);
 void isc_token_list_free(struct isc_token *list, size_t n);
 
