@@ -572,6 +572,7 @@ static const struct template_section provider_sections[] = {
       {"endpoint_s3 = \"\"", "datasets: default https://s3.REGION.amazonaws.com"},
       {"s3_region = \"\"", "datasets: the buckets' region (default: the first of regions)"},
       {"s3_addressing = \"auto\"", "datasets: auto, path or virtual"},
+      {"s3_parallelism = 8", "datasets: ranged GETs at once per object (1..64)"},
       {"ssh_user = \"root\"", "the image's login user"},
       {"ssh_port = 22", NULL}}},
     {"gcp",

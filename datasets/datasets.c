@@ -970,9 +970,16 @@ static int cache_dataset(struct isc_store *s, const char *home, const struct isc
 			isc_s3_object_cleanup(&p1);
 		}
 		{
+			/* [providers.aws] s3_parallelism: connections at once (docs/datasets.md).
+			 */
+			const struct isc_provider_config *apc =
+			    cfg ? isc_config_provider(cfg, "aws") : NULL;
 			struct isc_dataset_download job = {
-			    c, d->bucket, o, vid, part_size, dl, progress_bytes, &prog, stop};
-			if ((rc = isc_dataset_download_run(&job, &ver, err)))
+			    c, d->bucket, o, vid, part_size, dl, progress_bytes, &prog, stop, 0};
+			if ((rc = isc_dataset_parallelism_parse(
+			         apc ? isc_config_setting(apc, "s3_parallelism") : NULL,
+			         &job.parallelism, err)) ||
+			    (rc = isc_dataset_download_run(&job, &ver, err)))
 				goto fail_obj;
 		}
 		prog.done += (int64_t)o->size;

@@ -1,23 +1,41 @@
 /*
  * The dataset download (download.h).
  *
- * Streaming: each range's body goes from libcurl's buffer straight to
- * write(2), so the bytes are never held in memory and iscd's footprint does
- * not grow with the range. Two hashing lanes (threads) read the file back
- * behind the writer, from the page cache, one feeding the SHA-256 and the
- * other the MD5 and CRC: hashing overlaps the download, and MD5 (the slowest,
- * and serial by nature) is alone on its lane. A range that libcurl retries (a
- * reset mid-body) truncates the file back and makes the lanes hash again from
- * byte 0; rare, and simpler than saving every digest at every range start.
+ * Ranges: the object is cut into ranges of 8-64 MiB (isc_dataset_range_bytes)
+ * fetched by `parallelism` connections at once, each a thread with its own S3
+ * client (one kept-alive connection) taking the lowest range nobody has
+ * taken. A body goes from libcurl's buffer straight to pwrite(2) at its offset,
+ * so no range is held in memory: ranges that finish out of order simply wait
+ * in the file. Each range is retried on its own (the S3 client's policy:
+ * attempts with jittered exponential backoff), If-Match the ETag.
  *
- * Durability and resume: writeback of each 8 MiB is started as it is written
- * (sync_file_range, which does not wait), and each range ends with fdatasync
- * and a marker PATH.sync holding "BOOT_ID OFFSET": the file is durable up to
- * OFFSET. On resume, if the machine has not rebooted since (same boot id) the
- * page cache still holds every byte write(2) accepted, so the whole file is
- * kept (a killed iscd loses nothing); after a reboot or power cut only OFFSET
- * bytes are trusted and the rest is fetched again. Either way the bytes kept
- * are hashed again once, from the file, before the download continues.
+ * Hashing: two hashing lanes (threads) read the file back from the page cache
+ * behind the "watermark", the end of the ranges finished in order plus what
+ * the first unfinished one has written so far: one lane feeds the SHA-256, the
+ * other the MD5 of a single-part ETag and a CRC checksum, in order, as MD5 and
+ * CRC must be. A multipart ETag's part MD5s need no order: when the range
+ * size is a whole number of parts, each connection hashes its own parts as
+ * their bytes arrive (in parallel), and the ETag's MD5 of the part MD5s is
+ * taken at the end. No connection takes a range more than 2 x parallelism
+ * ranges past what the lanes have hashed, so the bytes the lanes read back are
+ * still in the page cache. A range that fails mid-body and was already being
+ * hashed makes the lanes start over from byte 0 (rare; simpler than saving
+ * every digest at every range start).
+ *
+ * Memory: the lanes' two 1 MiB read buffers, per connection its libcurl
+ * handle and an MD5 context, the bitmap and the part MD5s (16 bytes a part, at
+ * most 10,000 parts): flat in the object's size and the range size, and about
+ * 0.1-0.2 MiB more per connection (docs/datasets.md has the figures).
+ *
+ * Durability and resume: writeback of every 8 MiB a connection writes is
+ * started at once (sync_file_range, which does not wait); each finished range
+ * is made durable (fdatasync) and only then marked done in PATH.sync,
+ * "ranges RANGE_BYTES SIZE BITS" (one '0'/'1' per range), written to a temporary
+ * file, fdatasync'd and renamed. A resume keeps exactly the ranges marked done,
+ * whatever happened to the machine: a crash or power cut loses only the ranges
+ * that were in flight. The kept bytes are hashed again from the file. A marker
+ * of the older single-connection format ("BOOT OFFSET") keeps its durable
+ * OFFSET as whole 64 MiB ranges.
  */
 #include "datasets/download.h"
 
@@ -33,18 +51,27 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#define RANGE_BYTES     (64ull << 20) /* one GET: fewer requests; memory does not depend on it */
+#define RANGE_MIN       (8ull << 20)
+#define RANGE_MAX       (64ull << 20) /* also the S3 client's largest GET */
+#define OLD_RANGE_BYTES (64ull << 20) /* the single-connection marker's ranges */
 #define WRITEBACK_BYTES (8ull << 20)  /* start writeback this often */
 #define LANE_READ       (1u << 20)    /* what a hashing lane reads back at a time */
+#define REHASH_READ     (256u << 10)  /* what a connection reads back of a resumed range */
+#define WINDOW_PER_CONN 2             /* ranges ahead of the lanes, per connection */
+#define NO_RANGE        ((size_t)-1)
 
 enum ck_kind { CK_NONE, CK_SHA256, CK_CRC32C, CK_CRC32 };
 
+enum range_state { R_TODO = 0, R_FLIGHT, R_DONE };
+
 /*
- * Every digest of one object. Two lanes update them, each its own fields:
- * lane 0 the SHA-256 (and a composite ChecksumSHA256), lane 1 the MD5 of the
- * ETag and a CRC checksum. in_part/parts count each lane's own parts.
+ * Every in-order digest of one object. Two lanes update them, each its own
+ * fields: lane 0 the SHA-256 (and a composite ChecksumSHA256), lane 1 the MD5
+ * of the ETag (when the connections do not hash the parts) and a CRC checksum.
+ * in_part/parts count each lane's own parts.
  */
 struct hashes {
 	EVP_MD_CTX *sha;                        /* all bytes; also a full-object ChecksumSHA256 */
@@ -57,7 +84,7 @@ struct hashes {
 struct dl;
 
 /*
- * A hashing lane: a thread that reads the file back behind the writer (from
+ * A hashing lane: a thread that reads the file back behind the watermark (from
  * the page cache) and feeds its digests, so hashing overlaps the download
  * instead of following it, and MD5 and SHA-256 run side by side.
  */
@@ -73,21 +100,49 @@ struct lane {
 	struct isc_err err;
 };
 
+/* A connection: a thread with its own S3 client, fetching one range at a time. */
+struct conn {
+	struct dl *x;
+	struct isc_s3_client *client;
+	int own_client; /* a copy, freed with the connection */
+	pthread_t thread;
+	int started;
+	size_t range;             /* the range being fetched */
+	uint64_t first, len, pos; /* its bytes, and how many are in the file */
+	uint64_t writeback_from;  /* of the range, where writeback was last started */
+	EVP_MD_CTX *pmd5;         /* the current part's MD5 (parts hashed here) */
+};
+
 struct dl {
 	const struct isc_dataset_download *d;
 	int md5_on, md5_multi; /* the ETag is an MD5 (of parts) */
+	int parts_by_conn;     /* the connections hash a multipart ETag's parts */
 	enum ck_kind ck;
 	int ck_comp;
 	struct hashes h;
 	int fd;
-	uint64_t have, range_start, writeback_from;
-	int stopped;
-	/* the lanes' shared state, under mu */
+	uint64_t range_bytes;
+	size_t nranges, nparts;
+	int nconns;
+	struct conn *conns;
+	unsigned char *part_md5; /* 16 bytes per part, when parts_by_conn */
+	/* Under mu: the ranges, the watermark, the lanes' state, the first failure. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint64_t written; /* bytes in the file the lanes may read */
+	unsigned char *state;  /* enum range_state per range */
+	unsigned char *rehash; /* resumed ranges whose part MD5s are still to be taken */
+	uint64_t *got;         /* bytes in the file of each range in flight */
+	size_t prefix;         /* the first range not done */
+	size_t left;           /* ranges not done plus resumed ranges not rehashed */
+	uint64_t written;      /* the watermark: bytes in order the lanes may read */
 	int paused, quit;
+	int abort; /* a failure or a stop: connections end */
+	int fail_rc;
+	struct isc_err fail_err;
 	struct lane lanes[2];
+	/* The marker: one writer at a time, so a later state is never overwritten. */
+	pthread_mutex_t marker_mu;
+	char *marker_bits;
 };
 
 static void hashes_free(struct hashes *h)
@@ -114,7 +169,7 @@ static int hashes_init(struct dl *x, struct hashes *h)
 	rc |= md_new(&h->sha, EVP_sha256());
 	if (x->md5_on && !x->md5_multi)
 		rc |= md_new(&h->md5, EVP_md5());
-	if (x->md5_multi) {
+	if (x->md5_multi && !x->parts_by_conn) {
 		rc |= md_new(&h->md5_part, EVP_md5());
 		rc |= md_new(&h->md5_outer, EVP_md5());
 	}
@@ -135,11 +190,17 @@ static int crc_on(const struct dl *x)
 	return x->ck == CK_CRC32C || x->ck == CK_CRC32;
 }
 
+/* Whether the lanes compute the part MD5s of a multipart ETag (in order). */
+static int lane_md5_parts(const struct dl *x)
+{
+	return x->md5_multi && !x->parts_by_conn;
+}
+
 /* Whether lane `lane` splits the bytes into parts. */
 static int lane_parted(const struct dl *x, int lane)
 {
 	return lane == 0 ? x->ck_comp && x->ck == CK_SHA256
-	                 : x->md5_multi || (x->ck_comp && crc_on(x));
+	                 : lane_md5_parts(x) || (x->ck_comp && crc_on(x));
 }
 
 /* Closes lane's current part: its digests into their outer digest. */
@@ -152,7 +213,7 @@ static void part_close(struct dl *x, struct hashes *h, int lane)
 		EVP_DigestUpdate(h->ck_outer, md, n);
 		EVP_DigestInit_ex(h->ck_part, EVP_sha256(), NULL);
 	} else {
-		if (x->md5_multi) {
+		if (lane_md5_parts(x)) {
 			EVP_DigestFinal_ex(h->md5_part, md, &n);
 			EVP_DigestUpdate(h->md5_outer, md, n);
 			EVP_DigestInit_ex(h->md5_part, EVP_md5(), NULL);
@@ -186,7 +247,7 @@ static void lane_update(struct dl *x, struct hashes *h, int lane, const unsigned
 		if (lane == 0) {
 			EVP_DigestUpdate(h->ck_part, p, take);
 		} else {
-			if (x->md5_multi)
+			if (lane_md5_parts(x))
 				EVP_DigestUpdate(h->md5_part, p, take);
 			if (x->ck_comp && crc_on(x))
 				h->crc = isc_crc_update(crc_kind(x->ck), h->crc, p, take);
@@ -253,13 +314,14 @@ static void *lane_main(void *arg)
 	return NULL;
 }
 
-/* The writer: bytes up to `written` are in the file for the lanes to read. */
-static void lanes_publish(struct dl *x, uint64_t written)
+/* The least any lane has hashed (under mu). */
+static uint64_t lanes_hashed_locked(const struct dl *x)
 {
-	pthread_mutex_lock(&x->mu);
-	x->written = written;
-	pthread_cond_broadcast(&x->cv);
-	pthread_mutex_unlock(&x->mu);
+	uint64_t least = UINT64_MAX;
+	for (int i = 0; i < 2; i++)
+		if (x->lanes[i].on && x->lanes[i].hashed < least)
+			least = x->lanes[i].hashed;
+	return least == UINT64_MAX ? x->written : least;
 }
 
 /* Waits until every lane has hashed all that was written; a lane's failure is returned. */
@@ -288,34 +350,30 @@ static int lanes_drain(struct dl *x, struct isc_err *err)
 }
 
 /*
- * A retried range: the file goes back to `keep` bytes and hashing starts over
- * from byte 0 (the lanes read the kept bytes back). Rare, so simpler than
- * saving every digest's state at every range start.
+ * The range at the watermark is fetched again after the lanes hashed part of
+ * its first try (under mu): the lanes start over from byte 0 and read the kept
+ * bytes back. Rare, so simpler than saving every digest at every range start.
  */
-static int lanes_rewind(struct dl *x, uint64_t keep, struct isc_err *err)
+static int lanes_rewind_locked(struct dl *x, uint64_t watermark, struct isc_err *err)
 {
 	int rc = 0;
-	pthread_mutex_lock(&x->mu);
 	x->paused = 1;
 	while (x->lanes[0].busy || x->lanes[1].busy)
 		pthread_cond_wait(&x->cv, &x->mu);
-	if (ftruncate(x->fd, (off_t)keep) != 0)
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", x->d->path, strerror(errno));
 	hashes_free(&x->h);
-	if (!rc && hashes_init(x, &x->h))
+	if (hashes_init(x, &x->h))
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 	x->lanes[0].hashed = x->lanes[1].hashed = 0;
-	x->written = keep;
+	x->written = watermark;
 	x->paused = 0;
 	pthread_cond_broadcast(&x->cv);
-	pthread_mutex_unlock(&x->mu);
 	return rc;
 }
 
 static int lanes_start(struct dl *x, struct isc_err *err)
 {
 	x->lanes[0].on = 1;
-	x->lanes[1].on = x->md5_on || crc_on(x);
+	x->lanes[1].on = (x->md5_on && !x->md5_multi) || lane_md5_parts(x) || crc_on(x);
 	for (int i = 0; i < 2; i++) {
 		struct lane *l = &x->lanes[i];
 		l->x = x;
@@ -349,19 +407,7 @@ static void lanes_stop(struct dl *x)
 	}
 }
 
-/* ---- the sync marker ---- */
-
-static void boot_id(char out[64])
-{
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-	out[0] = '\0';
-	if (f) {
-		if (!fgets(out, 64, f))
-			out[0] = '\0';
-		fclose(f);
-	}
-	out[strcspn(out, "\r\n")] = '\0';
-}
+/* ---- the marker ---- */
 
 static char *marker_path(const char *path)
 {
@@ -369,36 +415,91 @@ static char *marker_path(const char *path)
 	return asprintf(&m, "%s.sync", path) < 0 ? NULL : m;
 }
 
-/* How many bytes of the file to keep: all of them on this boot, else the durable ones. */
-static uint64_t marker_trust(const char *path, uint64_t size)
+static size_t ranges_of(uint64_t size, uint64_t range_bytes)
 {
-	char *m = marker_path(path), line[160], boot[64], now[64];
-	unsigned long long off = 0;
-	FILE *f = m ? fopen(m, "r") : NULL;
-	uint64_t keep = 0;
-	boot_id(now);
-	if (f && fgets(line, sizeof(line), f) && sscanf(line, "%63s %llu", boot, &off) == 2)
-		keep = now[0] && strcmp(boot, now) == 0 ? size : (uint64_t)off;
-	if (f)
-		fclose(f);
-	free(m);
-	return keep < size ? keep : size;
+	return (size_t)((size + range_bytes - 1) / range_bytes);
 }
 
-/* The file is durable up to off (after an fdatasync): say so, durably. */
-static int marker_write(const char *path, uint64_t off, struct isc_err *err)
+/*
+ * The ranges the marker beside path says are durable: *range_bytes and *bits
+ * ('0'/'1' per range, caller frees). 0 when there is no usable marker for an
+ * object of `size` bytes (start over).
+ */
+static int marker_read(const char *path, uint64_t size, uint64_t *range_bytes, char **bits)
 {
-	char *m = marker_path(path), *tmp = NULL, boot[64];
+	char *m = marker_path(path), *text = NULL, word[16];
+	FILE *f = m ? fopen(m, "r") : NULL;
+	unsigned long long r = 0, sz = 0, off = 0;
+	size_t cap, n, len;
+	int ok = 0;
+
+	*bits = NULL;
+	free(m);
+	if (!f)
+		return 0;
+	cap = (size_t)(size / RANGE_MIN) + 128;
+	text = calloc(1, cap + 1);
+	len = text ? fread(text, 1, cap, f) : 0;
+	fclose(f);
+	if (!text)
+		return 0;
+	text[len] = '\0';
+	if (sscanf(text, "%15s", word) == 1 && strcmp(word, "ranges") == 0) {
+		char *b = NULL;
+		int at = 0;
+		if (sscanf(text, "ranges %llu %llu %n", &r, &sz, &at) == 2 && at > 0 &&
+		    r >= RANGE_MIN && r <= RANGE_MAX && sz == size) {
+			b = text + at;
+			n = strspn(b, "01");
+			if (n == ranges_of(size, r) && (b[n] == '\n' || b[n] == '\0')) {
+				*range_bytes = r;
+				*bits = strndup(b, n);
+				ok = *bits != NULL;
+			}
+		}
+	} else if (sscanf(text, "%*s %llu", &off) == 1) {
+		/* The single-connection format, "BOOT OFFSET": durable up to OFFSET. */
+		n = ranges_of(size, OLD_RANGE_BYTES);
+		*bits = malloc(n + 1);
+		if (*bits) {
+			for (size_t i = 0; i < n; i++) {
+				uint64_t end = (uint64_t)(i + 1) * OLD_RANGE_BYTES;
+				(*bits)[i] = (end < size ? end : size) <= off ? '1' : '0';
+			}
+			(*bits)[n] = '\0';
+			*range_bytes = OLD_RANGE_BYTES;
+			ok = 1;
+		}
+	}
+	free(text);
+	return ok;
+}
+
+/*
+ * Records which ranges are durable (every range marked done was fdatasync'd
+ * before it was marked): to a temporary file, fdatasync'd, renamed over the
+ * marker. Under marker_mu, so markers are written in the order of the states
+ * they record.
+ */
+static int marker_write(struct dl *x, struct isc_err *err)
+{
+	char *m = marker_path(x->d->path), *tmp = NULL;
 	FILE *f;
 	int rc = 0;
 	if (!m || asprintf(&tmp, "%s.tmp", m) < 0) {
 		free(m);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	boot_id(boot);
+	pthread_mutex_lock(&x->mu);
+	for (size_t i = 0; i < x->nranges; i++)
+		x->marker_bits[i] = x->state[i] == R_DONE ? '1' : '0';
+	x->marker_bits[x->nranges] = '\0';
+	pthread_mutex_unlock(&x->mu);
 	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%s %" PRIu64 "\n", boot[0] ? boot : "-", off) < 0 || fflush(f) ||
-	    fdatasync(fileno(f)) || rename(tmp, m))
+	if (!f ||
+	    fprintf(f, "ranges %" PRIu64 " %" PRIu64 " %s\n", x->range_bytes, x->d->object->size,
+	            x->marker_bits) < 0 ||
+	    fflush(f) || fdatasync(fileno(f)) || rename(tmp, m))
 		rc = isc_err_set(err, ISC_EIO, "%s: %s", m, strerror(errno));
 	if (f)
 		fclose(f);
@@ -407,53 +508,298 @@ static int marker_write(const char *path, uint64_t off, struct isc_err *err)
 	return rc;
 }
 
-/* ---- the sink ---- */
+/* ---- the connections ---- */
 
-static int sink_begin(void *ctx, struct isc_err *err)
+/* The first failure ends the download: every connection stops (under mu). */
+static void fail_locked(struct dl *x, int rc, const struct isc_err *err)
 {
-	struct dl *x = ctx;
-	/* A retried range: back to where it started. */
-	if (x->have != x->range_start) {
-		int rc = lanes_rewind(x, x->range_start, err);
-		if (rc)
-			return rc;
-		x->have = x->range_start;
-		if (x->writeback_from > x->have)
-			x->writeback_from = x->have;
+	if (!x->fail_rc) {
+		x->fail_rc = rc;
+		if (err)
+			x->fail_err = *err;
 	}
-	return 0;
+	x->abort = 1;
+	pthread_cond_broadcast(&x->cv);
 }
 
-static int sink_write(void *ctx, const struct isc_http_response *resp, const void *data, size_t n,
+/* The watermark after the ranges done in order and what the next one has written (under mu). */
+static void watermark_locked(struct dl *x)
+{
+	uint64_t size = x->d->object->size, w;
+	while (x->prefix < x->nranges && x->state[x->prefix] == R_DONE)
+		x->prefix++;
+	w = (uint64_t)x->prefix * x->range_bytes;
+	if (x->prefix < x->nranges && x->state[x->prefix] == R_FLIGHT)
+		w += x->got[x->prefix];
+	if (w > size)
+		w = size;
+	if (w > x->written)
+		x->written = w;
+	pthread_cond_broadcast(&x->cv);
+}
+
+/* The part MD5s of bytes at offset `at`: a range starts at a part boundary. */
+static void conn_parts_update(struct conn *c, uint64_t at, const unsigned char *p, size_t n)
+{
+	struct dl *x = c->x;
+	const uint64_t part = x->d->part_size, size = x->d->object->size;
+	while (n) {
+		uint64_t in = at % part, idx = at / part, end = (idx + 1) * part;
+		size_t take = n;
+		if (end > size)
+			end = size;
+		if (take > end - at)
+			take = (size_t)(end - at);
+		EVP_DigestUpdate(c->pmd5, p, take);
+		(void)in;
+		at += take;
+		p += take;
+		n -= take;
+		if (at == end) {
+			unsigned int mdn = 0;
+			EVP_DigestFinal_ex(c->pmd5, x->part_md5 + idx * 16, &mdn);
+			EVP_DigestInit_ex(c->pmd5, EVP_md5(), NULL);
+		}
+	}
+}
+
+static int conn_begin(void *ctx, struct isc_err *err)
+{
+	struct conn *c = ctx;
+	struct dl *x = c->x;
+	int rc = 0;
+	/* A retried range starts over: its bytes, its parts, and the lanes if they read any. */
+	if (c->pos == 0)
+		return 0;
+	pthread_mutex_lock(&x->mu);
+	x->got[c->range] = 0;
+	if (c->range == x->prefix && x->written > c->first)
+		rc = lanes_rewind_locked(x, c->first, err);
+	pthread_mutex_unlock(&x->mu);
+	c->pos = 0;
+	c->writeback_from = 0;
+	if (c->pmd5)
+		EVP_DigestInit_ex(c->pmd5, EVP_md5(), NULL);
+	return rc;
+}
+
+static int conn_write(void *ctx, const struct isc_http_response *resp, const void *data, size_t n,
                       struct isc_err *err)
 {
-	struct dl *x = ctx;
+	struct conn *c = ctx;
+	struct dl *x = c->x;
 	const unsigned char *p = data;
 	(void)resp;
-	if (x->d->stop && *x->d->stop) {
-		x->stopped = 1;
+	if (x->abort || (x->d->stop && *x->d->stop))
 		return isc_err_set(err, ISC_EIO, "stopped"); /* not retried; reported as a stop */
-	}
 	for (size_t off = 0; off < n;) {
-		ssize_t w = write(x->fd, p + off, n - off);
+		ssize_t w = pwrite(x->fd, p + off, n - off, (off_t)(c->first + c->pos + off));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
 			return isc_err_set(err, ISC_EIO, "%s: %s", x->d->path, strerror(errno));
 		off += (size_t)w;
 	}
-	x->have += n;
-	lanes_publish(x, x->have);
-	if (x->have - x->writeback_from >= WRITEBACK_BYTES) {
-		/* Start writeback now, without waiting, so the range's fdatasync finds little to
-		 * do. */
-		sync_file_range(x->fd, (off64_t)x->writeback_from,
-		                (off64_t)(x->have - x->writeback_from), SYNC_FILE_RANGE_WRITE);
-		x->writeback_from = x->have;
-		if (x->d->progress)
-			x->d->progress(x->d->progress_ctx, x->have);
+	if (c->pmd5)
+		conn_parts_update(c, c->first + c->pos, p, n);
+	c->pos += n;
+	pthread_mutex_lock(&x->mu);
+	x->got[c->range] = c->pos;
+	if (c->range == x->prefix)
+		watermark_locked(x);
+	pthread_mutex_unlock(&x->mu);
+	if (c->pos - c->writeback_from >= WRITEBACK_BYTES) {
+		/* Start writeback now, without waiting, so the range's fdatasync finds little. */
+		sync_file_range(x->fd, (off64_t)(c->first + c->writeback_from),
+		                (off64_t)(c->pos - c->writeback_from), SYNC_FILE_RANGE_WRITE);
+		c->writeback_from = c->pos;
 	}
 	return 0;
+}
+
+/* One range from S3 into the file, durable when this returns 0. */
+static int conn_fetch(struct conn *c, struct isc_err *err)
+{
+	struct dl *x = c->x;
+	const struct isc_dataset_download *d = x->d;
+	struct isc_http_sink sink = {conn_begin, conn_write, c};
+	int rc;
+
+	c->pos = c->writeback_from = 0;
+	if (c->pmd5)
+		EVP_DigestInit_ex(c->pmd5, EVP_md5(), NULL);
+	rc = isc_s3_get_range_to(c->client, d->bucket, d->object->key, d->version_id,
+	                         d->object->etag, c->first, c->len, &sink, err);
+	if (rc == ISC_ECONFLICT)
+		rc = isc_err_set(err, ISC_ECONFLICT,
+		                 "s3://%s/%s changed while it was being cached (ETag is no longer "
+		                 "%s)",
+		                 d->bucket, d->object->key, d->object->etag);
+	if (!rc && fdatasync(x->fd) != 0)
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	return rc;
+}
+
+/* The part MD5s of a range kept from before a crash, read back from the file. */
+static int conn_rehash(struct conn *c, struct isc_err *err)
+{
+	struct dl *x = c->x;
+	unsigned char *buf = malloc(REHASH_READ);
+	int rc = 0;
+	if (!buf)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	EVP_DigestInit_ex(c->pmd5, EVP_md5(), NULL);
+	for (uint64_t at = 0; at < c->len && !rc && !x->abort;) {
+		size_t want = c->len - at < REHASH_READ ? (size_t)(c->len - at) : REHASH_READ;
+		ssize_t r = pread(x->fd, buf, want, (off_t)(c->first + at));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			rc = isc_err_set(err, ISC_EIO, "%s: reading back: %s", x->d->path,
+			                 r < 0 ? strerror(errno) : "shorter than recorded");
+		else {
+			conn_parts_update(c, c->first + at, buf, (size_t)r);
+			at += (uint64_t)r;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+/*
+ * The next range for a connection (under mu): a resumed range to rehash, else
+ * the lowest not taken, if it is within the window ahead of the lanes.
+ * NO_RANGE with *wait set: come back later; without: nothing is left.
+ */
+static size_t claim_locked(struct dl *x, int *rehash, int *wait)
+{
+	uint64_t window = (uint64_t)WINDOW_PER_CONN * (uint64_t)x->nconns;
+	size_t hashed_range = (size_t)(lanes_hashed_locked(x) / x->range_bytes);
+	*rehash = *wait = 0;
+	for (size_t i = 0; i < x->nranges; i++)
+		if (x->rehash[i] == 1) {
+			x->rehash[i] = 2;
+			*rehash = 1;
+			return i;
+		}
+	for (size_t i = x->prefix; i < x->nranges; i++) {
+		if (x->state[i] != R_TODO)
+			continue;
+		if ((uint64_t)i >= (uint64_t)hashed_range + window) {
+			*wait = 1;
+			return NO_RANGE;
+		}
+		x->state[i] = R_FLIGHT;
+		x->got[i] = 0;
+		return i;
+	}
+	return NO_RANGE;
+}
+
+static void *conn_main(void *arg)
+{
+	struct conn *c = arg;
+	struct dl *x = c->x;
+	const uint64_t size = x->d->object->size;
+
+	for (;;) {
+		struct isc_err err;
+		int rehash = 0, wait = 0, rc;
+		size_t i = NO_RANGE;
+
+		isc_err_clear(&err);
+		pthread_mutex_lock(&x->mu);
+		while (!x->abort && (i = claim_locked(x, &rehash, &wait)) == NO_RANGE && wait)
+			pthread_cond_wait(&x->cv, &x->mu);
+		pthread_mutex_unlock(&x->mu);
+		if (x->abort || i == NO_RANGE)
+			break;
+		c->range = i;
+		c->first = (uint64_t)i * x->range_bytes;
+		c->len = size - c->first < x->range_bytes ? size - c->first : x->range_bytes;
+		rc = rehash ? conn_rehash(c, &err) : conn_fetch(c, &err);
+		if (rc) {
+			pthread_mutex_lock(&x->mu);
+			/* A connection stopped by another's failure or a stop adds nothing. */
+			if (!x->abort)
+				fail_locked(x, rc, &err);
+			pthread_mutex_unlock(&x->mu);
+			break;
+		}
+		if (rehash) {
+			pthread_mutex_lock(&x->mu);
+			x->rehash[i] = 0;
+			x->left--;
+			pthread_cond_broadcast(&x->cv);
+			pthread_mutex_unlock(&x->mu);
+			continue;
+		}
+		/* Done only once durable, and the marker says so before anything else is done. */
+		pthread_mutex_lock(&x->marker_mu);
+		pthread_mutex_lock(&x->mu);
+		x->state[i] = R_DONE;
+		x->left--;
+		watermark_locked(x);
+		pthread_mutex_unlock(&x->mu);
+		rc = marker_write(x, &err);
+		pthread_mutex_unlock(&x->marker_mu);
+		if (rc) {
+			pthread_mutex_lock(&x->mu);
+			fail_locked(x, rc, &err);
+			pthread_mutex_unlock(&x->mu);
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int conns_start(struct dl *x, struct isc_err *err)
+{
+	for (int i = 0; i < x->nconns; i++) {
+		struct conn *c = &x->conns[i];
+		int rc;
+		c->x = x;
+		if (i == 0) {
+			c->client = x->d->client;
+		} else {
+			if ((rc = isc_s3_client_dup(x->d->client, &c->client, err)))
+				return rc;
+			c->own_client = 1;
+		}
+		if (x->parts_by_conn && md_new(&c->pmd5, EVP_md5()))
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < x->nconns; i++) {
+		if (pthread_create(&x->conns[i].thread, NULL, conn_main, &x->conns[i]) != 0) {
+			pthread_mutex_lock(&x->mu);
+			x->abort = 1;
+			pthread_cond_broadcast(&x->cv);
+			pthread_mutex_unlock(&x->mu);
+			return isc_err_set(err, ISC_EIO, "cannot start a download thread");
+		}
+		x->conns[i].started = 1;
+	}
+	return 0;
+}
+
+static void conns_stop(struct dl *x)
+{
+	if (!x->conns)
+		return;
+	pthread_mutex_lock(&x->mu);
+	x->abort = 1;
+	pthread_cond_broadcast(&x->cv);
+	pthread_mutex_unlock(&x->mu);
+	for (int i = 0; i < x->nconns; i++) {
+		struct conn *c = &x->conns[i];
+		if (c->started)
+			pthread_join(c->thread, NULL);
+		if (c->own_client)
+			isc_s3_client_free(c->client);
+		EVP_MD_CTX_free(c->pmd5);
+	}
+	free(x->conns);
+	x->conns = NULL;
 }
 
 /* The checks, once every byte went through the digests; out->by says what was checked. */
@@ -474,7 +820,19 @@ static int verify(struct dl *x, struct isc_dataset_verified *out, struct isc_err
 	out->by[0] = '\0';
 	if (x->md5_on) {
 		unsigned long want_parts = 0;
-		if (x->md5_multi) {
+		if (x->md5_multi && x->parts_by_conn) {
+			/* The connections' part MD5s, in order. */
+			EVP_MD_CTX *outer = EVP_MD_CTX_new();
+			if (!outer || EVP_DigestInit_ex(outer, EVP_md5(), NULL) != 1 ||
+			    EVP_DigestUpdate(outer, x->part_md5, x->nparts * 16) != 1 ||
+			    EVP_DigestFinal_ex(outer, md, &n) != 1) {
+				EVP_MD_CTX_free(outer);
+				return isc_err_set(err, ISC_ENOMEM, "out of memory");
+			}
+			EVP_MD_CTX_free(outer);
+			x->h.parts[1] = x->nparts;
+			want_parts = strtoul(strchr(o->etag, '-') + 1, NULL, 10);
+		} else if (x->md5_multi) {
 			EVP_DigestFinal_ex(x->h.md5_outer, md, &n);
 			want_parts = strtoul(strchr(o->etag, '-') + 1, NULL, 10);
 		} else {
@@ -546,13 +904,121 @@ static int verify(struct dl *x, struct isc_dataset_verified *out, struct isc_err
 	return 0;
 }
 
+/* ---- settings ---- */
+
+int isc_dataset_parallelism_parse(const char *setting, int *out, struct isc_err *err)
+{
+	char *end = NULL;
+	long v;
+	*out = ISC_DATASET_PARALLELISM_DEFAULT;
+	if (!setting || !setting[0])
+		return 0;
+	errno = 0;
+	v = strtol(setting, &end, 10);
+	if (errno || *end || end == setting || v < 1 || v > ISC_DATASET_PARALLELISM_MAX)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "[providers.aws] s3_parallelism '%s' is not a number of "
+		                   "connections from 1 to %d",
+		                   setting, ISC_DATASET_PARALLELISM_MAX);
+	*out = (int)v;
+	return 0;
+}
+
+uint64_t isc_dataset_range_bytes(uint64_t size, uint64_t part_size, int parallelism)
+{
+	uint64_t r;
+	if (parallelism < 1)
+		parallelism = ISC_DATASET_PARALLELISM_DEFAULT;
+	r = size / (4 * (uint64_t)parallelism);
+	r = r < RANGE_MIN ? RANGE_MIN : r > RANGE_MAX ? RANGE_MAX : r;
+	if (part_size && part_size <= RANGE_MAX) {
+		/* Whole parts: round down to a multiple of the part, up to 8 MiB at least. */
+		uint64_t k = r / part_size;
+		if (k * part_size < RANGE_MIN)
+			k = (RANGE_MIN + part_size - 1) / part_size;
+		if (k * part_size > RANGE_MAX)
+			k = RANGE_MAX / part_size;
+		r = k * part_size;
+	}
+	return r;
+}
+
+/* ---- the download ---- */
+
+/* Bytes of the object in the file (under mu): the ranges done and what those in flight hold. */
+static uint64_t bytes_locked(const struct dl *x)
+{
+	const uint64_t size = x->d->object->size;
+	uint64_t b = 0;
+	for (size_t i = 0; i < x->nranges; i++) {
+		uint64_t first = (uint64_t)i * x->range_bytes;
+		uint64_t len = size - first < x->range_bytes ? size - first : x->range_bytes;
+		b += x->state[i] == R_DONE ? len : x->state[i] == R_FLIGHT ? x->got[i] : 0;
+	}
+	return b;
+}
+
+/* The ranges (and what a resume keeps), the file at its full size, and the marker. */
+static int plan(struct dl *x, int parallelism, struct isc_err *err)
+{
+	const struct isc_dataset_download *d = x->d;
+	const uint64_t size = d->object->size;
+	uint64_t r = 0;
+	char *bits = NULL;
+	struct stat st;
+
+	if (fstat(x->fd, &st) != 0)
+		return isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	/* A file of another size is not this object's: start over. */
+	if (size == 0 || (uint64_t)st.st_size != size || !marker_read(d->path, size, &r, &bits)) {
+		free(bits);
+		bits = NULL;
+		r = isc_dataset_range_bytes(size, x->md5_multi ? d->part_size : 0, parallelism);
+		if (ftruncate(x->fd, 0) != 0 || ftruncate(x->fd, (off_t)size) != 0)
+			return isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	}
+	x->range_bytes = r;
+	x->nranges = ranges_of(size, r);
+	x->parts_by_conn = x->md5_multi && size > 0 && r % d->part_size == 0;
+	x->nparts = x->md5_multi ? (size_t)((size + d->part_size - 1) / d->part_size) : 0;
+	if (x->md5_multi && x->nparts == 0)
+		x->nparts = 1;
+	x->state = calloc(x->nranges + 1, 1);
+	x->rehash = calloc(x->nranges + 1, 1);
+	x->got = calloc(x->nranges + 1, sizeof(*x->got));
+	x->marker_bits = malloc(x->nranges + 1);
+	x->part_md5 = x->parts_by_conn ? calloc(x->nparts, 16) : NULL;
+	if (!x->state || !x->rehash || !x->got || !x->marker_bits ||
+	    (x->parts_by_conn && !x->part_md5)) {
+		free(bits);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	x->left = x->nranges;
+	for (size_t i = 0; bits && i < x->nranges; i++)
+		if (bits[i] == '1') {
+			x->state[i] = R_DONE;
+			if (x->parts_by_conn)
+				x->rehash[i] = 1; /* its part MD5s are read back */
+			else
+				x->left--;
+		}
+	free(bits);
+	x->nconns = parallelism;
+	if ((size_t)x->nconns > x->nranges)
+		x->nconns = x->nranges ? (int)x->nranges : 0;
+	watermark_locked(x); /* no thread runs yet */
+	return marker_write(x, err);
+}
+
 int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_dataset_verified *out,
                              struct isc_err *err)
 {
 	const struct isc_s3_object *o = d->object;
+	const int parallelism = d->parallelism > 0 && d->parallelism <= ISC_DATASET_PARALLELISM_MAX
+	                            ? d->parallelism
+	                            : ISC_DATASET_PARALLELISM_DEFAULT;
 	struct dl x;
-	struct isc_http_sink sink;
-	struct stat st;
+	uint64_t reported = UINT64_MAX;
 	int rc = 0;
 
 	memset(&x, 0, sizeof(x));
@@ -561,6 +1027,7 @@ int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_da
 	x.fd = x.lanes[0].fd = x.lanes[1].fd = -1;
 	pthread_mutex_init(&x.mu, NULL);
 	pthread_cond_init(&x.cv, NULL);
+	pthread_mutex_init(&x.marker_mu, NULL);
 	x.md5_on = isc_s3_etag_is_md5(o);
 	x.md5_multi = x.md5_on && strchr(o->etag, '-') != NULL;
 	x.ck = strcmp(o->checksum_algo, "SHA256") == 0   ? CK_SHA256
@@ -573,60 +1040,63 @@ int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_da
 		                 "a multipart object needs its part size to be verified");
 		goto out;
 	}
+	x.fd = open(d->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (x.fd < 0) {
+		rc = isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+		goto out;
+	}
+	if ((rc = plan(&x, parallelism, err)))
+		goto out;
 	if (hashes_init(&x, &x.h)) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	x.fd = open(d->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (x.fd < 0 || fstat(x.fd, &st) != 0) {
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	x.conns = calloc((size_t)x.nconns + 1, sizeof(*x.conns));
+	if (!x.conns) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
-	x.have = marker_trust(d->path, (uint64_t)st.st_size);
-	if (x.have > o->size)
-		x.have = 0; /* not this object's bytes */
-	if (x.have != (uint64_t)st.st_size && ftruncate(x.fd, (off_t)x.have) != 0) {
-		rc = isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	/* The lanes hash what a resumed file already holds first, then follow the watermark. */
+	if ((rc = lanes_start(&x, err)) || (rc = conns_start(&x, err)))
 		goto out;
-	}
-	if (x.have == 0 && (rc = marker_write(d->path, 0, err)))
-		goto out;
-	/* The lanes hash what a resumed file already holds first, then follow the writer. */
-	x.written = x.have;
-	x.writeback_from = x.have;
-	if ((rc = lanes_start(&x, err)))
-		goto out;
-	sink = (struct isc_http_sink){sink_begin, sink_write, &x};
-	while (x.have < o->size) {
-		uint64_t len = o->size - x.have < RANGE_BYTES ? o->size - x.have : RANGE_BYTES;
+	/* This thread reports progress (the callback may use the caller's store) and stops. */
+	pthread_mutex_lock(&x.mu);
+	while (x.left && !x.abort) {
+		struct timespec until;
+		uint64_t b = bytes_locked(&x);
 		if (d->stop && *d->stop) {
-			rc = isc_err_set(err, ISC_ETRANSIENT, "stopped");
-			goto out;
+			x.abort = 1;
+			pthread_cond_broadcast(&x.cv);
+			break;
 		}
-		x.range_start = x.have;
-		rc = isc_s3_get_range_to(d->client, d->bucket, o->key, d->version_id, o->etag,
-		                         x.have, len, &sink, err);
-		if (rc && x.stopped) {
-			rc = isc_err_set(err, ISC_ETRANSIENT, "stopped");
-			goto out;
+		if (d->progress && b != reported) {
+			reported = b;
+			pthread_mutex_unlock(&x.mu);
+			d->progress(d->progress_ctx, b);
+			pthread_mutex_lock(&x.mu);
 		}
-		if (rc == ISC_ECONFLICT)
-			rc = isc_err_set(err, ISC_ECONFLICT,
-			                 "s3://%s/%s changed while it was being cached (ETag is no "
-			                 "longer %s)",
-			                 d->bucket, o->key, o->etag);
-		if (rc)
-			goto out; /* what arrived stays: a resume hashes it again and continues */
-		/* The range boundary: durable, and said so. */
-		if (fdatasync(x.fd) != 0) {
-			rc = isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
-			goto out;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
 		}
-		if ((rc = marker_write(d->path, x.have, err)))
-			goto out;
-		if (d->progress)
-			d->progress(d->progress_ctx, x.have);
+		pthread_cond_timedwait(&x.cv, &x.mu, &until);
 	}
+	pthread_mutex_unlock(&x.mu);
+	conns_stop(&x);
+	if (d->stop && *d->stop) {
+		rc = isc_err_set(err, ISC_ETRANSIENT, "stopped");
+		goto out;
+	}
+	if (x.fail_rc) {
+		rc = x.fail_rc;
+		if (err)
+			*err = x.fail_err;
+		goto out; /* the ranges done stay: a resume hashes them again and continues */
+	}
+	if (d->progress)
+		d->progress(d->progress_ctx, o->size);
 	if ((rc = lanes_drain(&x, err)))
 		goto out;
 	lanes_stop(&x);
@@ -640,11 +1110,18 @@ int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_da
 		free(m);
 	}
 out:
+	conns_stop(&x);
 	lanes_stop(&x);
 	if (x.fd >= 0)
 		close(x.fd);
 	hashes_free(&x.h);
+	free(x.state);
+	free(x.rehash);
+	free(x.got);
+	free(x.marker_bits);
+	free(x.part_md5);
 	pthread_cond_destroy(&x.cv);
 	pthread_mutex_destroy(&x.mu);
+	pthread_mutex_destroy(&x.marker_mu);
 	return rc;
 }

@@ -1,11 +1,15 @@
 /*
- * One S3 object into one file, for the dataset cache: ranged GETs on one
- * kept-alive connection, each If-Match the ETag, the body written to the file
- * as it arrives and hashed in the same pass (SHA-256 always; the MD5 of an
- * MD5-based ETag; S3's additional checksum when the object has one), so the
- * bytes are read once and never held in memory. Resumable after a crash:
- * every range ends with fdatasync and a marker of how far the file is
- * durable (see download.c). See docs/datasets.md, "Caching".
+ * One S3 object into one file, for the dataset cache: ranged GETs of 8-64 MiB
+ * on several kept-alive connections at once (one S3 client and thread each),
+ * each range If-Match the ETag and retried on its own with backoff, its body
+ * written at its offset in the file as it arrives (pwrite), never held in
+ * memory. The MD5 of the ETag and the SHA-256 are computed in order by hashing
+ * threads that read the file back (from the page cache) behind the completed
+ * ranges, so ranges that finish out of order wait on disk; a multipart ETag's
+ * part MD5s are computed by the connections themselves, in parallel, as their
+ * parts arrive. Resumable after a crash: each finished range is fdatasync'd
+ * and recorded in a bitmap beside the file, so a crash loses only the ranges in
+ * flight (see download.c). See docs/datasets.md, "Caching".
  */
 #ifndef ISC_DATASETS_DOWNLOAD_H
 #define ISC_DATASETS_DOWNLOAD_H
@@ -16,19 +20,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Connections at once when nothing is configured, and the most allowed. */
+#define ISC_DATASET_PARALLELISM_DEFAULT 8
+#define ISC_DATASET_PARALLELISM_MAX     64
+
 /* Called now and then with the bytes of this object on disk so far. */
 typedef void (*isc_dataset_progress_fn)(void *ctx, uint64_t bytes);
 
 struct isc_dataset_download {
-	struct isc_s3_client *client; /* borrowed */
+	struct isc_s3_client *client; /* borrowed; the other connections get copies of it */
 	const char *bucket;
 	const struct isc_s3_object *object; /* from HeadObject: size, ETag, checksum, SSE */
 	const char *version_id;             /* NULL: the current version */
 	uint64_t part_size; /* bytes of part 1 of a multipart object (HeadObject partNumber=1) */
 	const char *path;   /* the file; what it already holds is resumed from */
-	isc_dataset_progress_fn progress;
+	isc_dataset_progress_fn progress; /* called on the calling thread only */
 	void *progress_ctx;
 	const volatile int *stop; /* non-zero: stop soon (ISC_ETRANSIENT "stopped") */
+	int parallelism;          /* connections at once; 0: ISC_DATASET_PARALLELISM_DEFAULT */
 };
 
 /* The result: the bytes' SHA-256, and how they were checked against S3. */
@@ -41,9 +50,23 @@ struct isc_dataset_verified {
  * Downloads and verifies. ISC_ECONFLICT when the bytes do not match the ETag
  * or checksum (the file is removed: a retry starts over) or when S3 answers
  * 412 (the object changed); ISC_ETRANSIENT/ISC_ETHROTTLED when S3 could not be
- * reached (the file keeps what arrived, to resume from).
+ * reached (the file keeps the finished ranges, to resume from).
  */
 int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_dataset_verified *out,
                              struct isc_err *err);
+
+/*
+ * The [providers.aws] s3_parallelism setting (NULL: the default) as a
+ * connection count, 1..ISC_DATASET_PARALLELISM_MAX; ISC_EINVALID naming the key.
+ */
+int isc_dataset_parallelism_parse(const char *setting, int *out, struct isc_err *err);
+
+/*
+ * The range size for an object: size / (4 x parallelism), so every connection
+ * gets several ranges, within 8..64 MiB; a whole number of parts when the
+ * object's parts (part_size, 0 for none) are at most 64 MiB, so each range's
+ * part MD5s are its own connection's to compute.
+ */
+uint64_t isc_dataset_range_bytes(uint64_t size, uint64_t part_size, int parallelism);
 
 #endif

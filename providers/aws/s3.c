@@ -154,6 +154,38 @@ out:
 	return 0;
 }
 
+int isc_s3_client_dup(const struct isc_s3_client *c, struct isc_s3_client **out,
+                      struct isc_err *err)
+{
+	struct isc_s3_client *d = calloc(1, sizeof(*d));
+	const struct isc_http_transport *t = c->http.transport;
+
+	*out = NULL;
+	if (!d)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	d->scheme = strdup(c->scheme);
+	d->authority = strdup(c->authority);
+	d->akid = strdup(c->akid);
+	d->secret = strdup(c->secret);
+	d->token = c->token ? strdup(c->token) : NULL;
+	/* A client with its own session gets its own too: one connection each. */
+	if (c->own && !(t = d->own = isc_http_transport_curl_session_new()))
+		t = NULL;
+	if (!d->scheme || !d->authority || !d->akid || !d->secret || (c->token && !d->token) ||
+	    !t) {
+		isc_s3_client_free(d);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	d->aws_host = c->aws_host;
+	memcpy(d->region, c->region, sizeof(d->region));
+	d->addressing = c->addressing;
+	d->clock = c->clock;
+	isc_http_client_init(&d->http, t, c->clock);
+	d->http.policy = c->http.policy;
+	*out = d;
+	return 0;
+}
+
 int isc_s3_etag_is_md5(const struct isc_s3_object *o)
 {
 	size_t n = strcspn(o->etag, "-");

@@ -57,6 +57,13 @@ int isc_s3_client_new(const struct isc_s3_config *cfg, const struct isc_http_tra
                       const struct isc_clock *clock, struct isc_s3_client **out,
                       struct isc_err *err);
 void isc_s3_client_free(struct isc_s3_client *c);
+/*
+ * A second client with c's endpoint, keys and policy, for another thread: its
+ * own kept-alive session when c has one (so one connection each), else c's
+ * transport, which must then be thread-safe. Caller frees.
+ */
+int isc_s3_client_dup(const struct isc_s3_client *c, struct isc_s3_client **out,
+                      struct isc_err *err);
 
 /* The object as HeadObject/ListObjectsV2 describe it. */
 struct isc_s3_object {
