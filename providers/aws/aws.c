@@ -41,11 +41,12 @@ struct aws_session {
 	char *subnet_id;
 	char *security_group_id;
 	char *product_description;
-	int cluster_placement; /* cluster_placement=auto: a cluster placement group per multi-node
-	                          gang */
-	int efa;               /* efa=auto: EFA interfaces for multi-node gangs of EFA types */
-	int public_ip_iface;   /* associate_public_ip=true: use NetworkInterface.1.* */
-	int max_pages;         /* describe_max_pages: more is an error, never a shorter list */
+	int cluster_placement;  /* cluster_placement=auto: a cluster group per multi-node gang */
+	int efa;                /* efa=auto: EFA interfaces for multi-node gangs of EFA types */
+	long disk_size_gb;      /* the root volume's size (gp3); EC2 allows 1..16384 GiB */
+	char *root_device_name; /* the AMI's root device, or NULL: DescribeImages asks */
+	int public_ip_iface;    /* associate_public_ip=true: use NetworkInterface.1.* */
+	int max_pages;          /* describe_max_pages: more is an error, never a shorter list */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -167,6 +168,7 @@ static void aws_session_free(struct isc_provider_session *ps)
 		free(s->image_id);
 		free(s->subnet_id);
 		free(s->security_group_id);
+		free(s->root_device_name);
 		free(s->product_description);
 		free(s);
 	}
@@ -235,6 +237,22 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	if ((rc = auto_never(settings, "cluster_placement", &s->cluster_placement, err)) ||
 	    (rc = auto_never(settings, "efa", &s->efa, err)))
 		goto fail;
+	{
+		/* gp3 volumes hold 1..16384 GiB (EC2 User Guide, "Amazon EBS volume types"). */
+		const char *v = isc_provider_setting(settings, "disk_size_gb");
+		char *end = NULL;
+		long gb = v && v[0] ? strtol(v, &end, 10) : 200;
+		if (v && v[0] && (*end || gb < 1 || gb > 16384)) {
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "providers.aws.disk_size_gb: '%.40s' is not a size from 1 to "
+			    "16384 (GiB)",
+			    v);
+			goto fail;
+		}
+		s->disk_size_gb = gb;
+	}
+	s->root_device_name = isc_provider_setting_dup(settings, "root_device_name", NULL);
 	{
 		const char *mp = isc_provider_setting(settings, "describe_max_pages");
 		char *end = NULL;
@@ -540,10 +558,13 @@ static int efa_interfaces_form(const struct aws_session *s, int n_efa, struct is
 	return rc;
 }
 
-/* group: the gang's cluster placement group or NULL; n_efa: EFA interfaces per node (0: none). */
+/*
+ * group: the gang's cluster placement group or NULL; n_efa: EFA interfaces per node (0:
+ * none); root: the AMI's root device name, whose volume gets disk_size_gb.
+ */
 static int run_instances_form(const struct aws_session *s, const struct isc_launch_spec *spec,
                               const char *zone, const char *token, const char *user_data,
-                              const char *group, int n_efa, struct isc_buf *f)
+                              const char *group, int n_efa, const char *root, struct isc_buf *f)
 {
 	char count[16];
 	int rc;
@@ -559,6 +580,17 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 	if (group)
 		rc = rc ? rc : isc_ec2_form_add(f, "Placement.GroupName", group);
 	rc = rc ? rc : isc_ec2_form_add(f, "UserData", user_data);
+	if (root && root[0]) {
+		/* The root device's own name resizes the root volume (any other adds a disk). */
+		char gb[24];
+		snprintf(gb, sizeof(gb), "%ld", s->disk_size_gb);
+		rc = rc ? rc : isc_ec2_form_add(f, "BlockDeviceMapping.1.DeviceName", root);
+		rc = rc ? rc : isc_ec2_form_add(f, "BlockDeviceMapping.1.Ebs.VolumeSize", gb);
+		rc = rc ? rc : isc_ec2_form_add(f, "BlockDeviceMapping.1.Ebs.VolumeType", "gp3");
+		rc = rc ? rc
+		        : isc_ec2_form_add(f, "BlockDeviceMapping.1.Ebs.DeleteOnTermination",
+		                           "true");
+	}
 	if (spec->spot) {
 		rc = rc ? rc : isc_ec2_form_add(f, "InstanceMarketOptions.MarketType", "spot");
 		rc = rc ? rc
@@ -797,6 +829,34 @@ static int check_efa_security_group(struct aws_session *s, struct isc_err *err)
 	return rc;
 }
 
+/* The image's root device name (DescribeImages rootDeviceName), unless root_device_name says. */
+static int root_device_of(struct aws_session *s, char out[64], struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc;
+
+	if (s->root_device_name) {
+		snprintf(out, 64, "%s", s->root_device_name);
+		return 0;
+	}
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DescribeImages", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "ImageId.1", s->image_id);
+	if (rc)
+		rc = isc_err_set(err, ISC_EINVALID, "DescribeImages: request too large");
+	else
+		rc = aws_call(s, SVC_EC2, "DescribeImages", &form, &cc, &resp, err);
+	if (!rc)
+		rc =
+		    isc_ec2_parse_root_device(resp.body.data, resp.body.len, s->image_id, out, err);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
@@ -805,7 +865,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
-	char group[ISC_AWS_GROUP_NAME_MAX];
+	char group[ISC_AWS_GROUP_NAME_MAX], root[64];
 	int rc = 0, n_efa = 0;
 	/* Close together and on the fabric: only a gang of several nodes has anything to gain. */
 	int grouped = s->cluster_placement && spec->count >= 2;
@@ -826,6 +886,10 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			return rc;
 	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
 		return rc;
+	if ((rc = root_device_of(s, root, err))) {
+		free(user_data);
+		return rc;
+	}
 	if (s->efa && spec->count >= 2) {
 		rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
 		if (!rc && n_efa > 0 && s->security_group_id)
@@ -862,7 +926,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			}
 		}
 		if (run_instances_form(s, spec, zone, token, user_data, grouped ? group : NULL,
-		                       n_efa, &form)) {
+		                       n_efa, root, &form)) {
 			if (grouped)
 				group_busy(group, -1);
 			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
@@ -1257,6 +1321,8 @@ static const char *const aws_setting_keys[] = {
     "placement_group",
     "cluster_placement",
     "efa",
+    "disk_size_gb",
+    "root_device_name",
     "associate_public_ip",
     "profile",
     "credentials_file",
@@ -1266,7 +1332,6 @@ static const char *const aws_setting_keys[] = {
     "endpoint_s3",
     "s3_region",
     "s3_addressing",
-    "s3_parallelism",
     NULL,
 };
 

@@ -842,3 +842,31 @@ int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int
 		                   "DescribeSecurityGroups: %s is not in the reply", sg);
 	return 0;
 }
+
+int isc_ec2_parse_root_device(const char *xml, size_t len, const char *image_id, char out[64],
+                              struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	int rc = ISC_ENOTFOUND;
+
+	out[0] = '\0';
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "imagesSet");
+	for (xmlNode *it = set ? set->children : NULL; it && rc == ISC_ENOTFOUND; it = it->next) {
+		char id[64];
+		if (!is_el(it, "item") || text_at(it, "imageId", id, sizeof(id)) ||
+		    strcmp(id, image_id) != 0)
+			continue;
+		rc = text_at(it, "rootDeviceName", out, 64) || !out[0] ? ISC_EINVALID : 0;
+	}
+	xmlFreeDoc(d);
+	if (rc == ISC_ENOTFOUND)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "DescribeImages: image %s is not in the reply (set image_id)",
+		                   image_id);
+	if (rc)
+		return isc_err_set(err, rc, "DescribeImages: no rootDeviceName for %s", image_id);
+	return 0;
+}

@@ -138,6 +138,10 @@ int isc_ec2_parse_efa_info(const char *xml, size_t len, const char *instance_typ
 int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int *in_ok,
                                 int *out_ok, struct isc_err *err);
 
+/* The rootDeviceName of image_id in a DescribeImagesResponse (imagesSet). */
+int isc_ec2_parse_root_device(const char *xml, size_t len, const char *image_id, char out[64],
+                              struct isc_err *err);
+
 /* GetCallerIdentityResponse. */
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
                            struct isc_err *err);

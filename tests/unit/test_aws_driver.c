@@ -125,12 +125,14 @@ static const struct isc_kv creds[] = {
 static const struct isc_kv items[] = {
     {"endpoint", "http://127.0.0.1:9"},
     {"image_id", "ami-12345678"},
+    /* named here, so launches make no DescribeImages call (test_root_volume does) */
+    {"root_device_name", "/dev/sda1"},
 };
 
 static struct isc_provider_session *session(void)
 {
 	const struct isc_provider *p = isc_provider_find("aws");
-	struct isc_provider_settings st = {items, 2, creds, 2};
+	struct isc_provider_settings st = {items, 3, creds, 2};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -297,6 +299,11 @@ static void test_launch_request(void **state)
 	assert_true(sent_has(2, "&ClientToken=tok-us-east-1a&"));
 	assert_true(sent_has(2, "&Placement.AvailabilityZone=us-east-1a"));
 	assert_true(sent_has(2, "&ImageId=ami-12345678"));
+	/* the root volume: the image's root device, disk_size_gb (default 200) of gp3 */
+	assert_true(sent_has(2,
+	                     "&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fsda1&BlockDeviceMapping.1."
+	                     "Ebs.VolumeSize=200&BlockDeviceMapping.1.Ebs.VolumeType=gp3&"
+	                     "BlockDeviceMapping.1.Ebs.DeleteOnTermination=true"));
 	assert_true(sent_has(2, "&InstanceMarketOptions.MarketType=spot"));
 	assert_true(sent_has(2, "&InstanceMarketOptions.SpotOptions.SpotInstanceType=one-time"));
 	assert_true(sent_has(
@@ -406,8 +413,9 @@ static void test_efa_gang_group_per_zone(void **state)
 	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
 	                            {"image_id", "ami-12345678"},
 	                            {"subnet_id", "subnet-1"},
-	                            {"security_group_id", "sg-1"}};
-	struct isc_provider_session *s = session_with(it, 4);
+	                            {"security_group_id", "sg-1"},
+	                            {"root_device_name", "/dev/sda1"}};
+	struct isc_provider_session *s = session_with(it, 5);
 	struct isc_launch_spec sp = spec2(2);
 	struct isc_launch_result r;
 	struct isc_err err;
@@ -457,8 +465,9 @@ static void test_efa_security_group_rule_missing(void **state)
 {
 	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
 	                            {"security_group_id", "sg-2"},
-	                            {"associate_public_ip", "true"}};
-	struct isc_provider_session *s = session_with(it, 3);
+	                            {"associate_public_ip", "true"},
+	                            {"root_device_name", "/dev/sda1"}};
+	struct isc_provider_session *s = session_with(it, 4);
 	struct isc_launch_spec sp = spec2(2);
 	struct isc_launch_result r;
 	struct isc_err err;
@@ -539,8 +548,10 @@ static void test_placement_settings(void **state)
 	const struct isc_kv old[] = {{"endpoint", "http://127.0.0.1:9"},
 	                             {"placement_group", "pg-1"}};
 	const struct isc_kv bad[] = {{"endpoint", "http://127.0.0.1:9"}, {"efa", "yes"}};
-	const struct isc_kv off[] = {
-	    {"endpoint", "http://127.0.0.1:9"}, {"cluster_placement", "never"}, {"efa", "never"}};
+	const struct isc_kv off[] = {{"endpoint", "http://127.0.0.1:9"},
+	                             {"cluster_placement", "never"},
+	                             {"efa", "never"},
+	                             {"root_device_name", "/dev/sda1"}};
 	struct isc_provider_settings st = {old, 2, creds, 2};
 	struct isc_provider_session *s = NULL;
 	struct isc_launch_spec sp = spec2(2);
@@ -554,7 +565,7 @@ static void test_placement_settings(void **state)
 	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
 	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "providers.aws.efa"));
-	s = session_with(off, 3);
+	s = session_with(off, 4);
 	sp.instance_type = "p4d.24xlarge";
 	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
 	      instance_xml("i-n1", "us-east-1a", 1, 0), instance_xml("i-n2", "us-east-1a", 1, 0));
@@ -564,6 +575,38 @@ static void test_placement_settings(void **state)
 	assert_false(sent_has(0, "InterfaceType"));
 	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
+}
+
+/* Without root_device_name, DescribeImages names the image's root device; disk_size_gb sizes it. */
+static void test_root_volume(void **state)
+{
+	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
+	                            {"image_id", "ami-12345678"},
+	                            {"disk_size_gb", "500"}};
+	const struct isc_kv bad[] = {{"endpoint", "http://127.0.0.1:9"}, {"disk_size_gb", "0"}};
+	const struct isc_provider *p = isc_provider_find("aws");
+	struct isc_provider_settings st = {bad, 2, creds, 2};
+	struct isc_provider_session *s = session_with(it, 3), *none = NULL;
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(200, "<DescribeImagesResponse><imagesSet><item><imageId>ami-12345678</imageId>"
+	           "<rootDeviceName>/dev/xvda</rootDeviceName></item></imagesSet>"
+	           "</DescribeImagesResponse>");
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-r1", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_true(sent_has(0, "Action=DescribeImages&Version=2016-11-15&ImageId.1=ami-12345678"));
+	assert_true(sent_has(1,
+	                     "&BlockDeviceMapping.1.DeviceName=%2Fdev%2Fxvda&BlockDeviceMapping.1."
+	                     "Ebs.VolumeSize=500&"));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+	assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &none, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "disk_size_gb"));
 }
 
 static void test_auth_error_single_call(void **state)
@@ -1191,6 +1234,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_efa_security_group_rule_missing, setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_groups, setup),
 	    cmocka_unit_test_setup(test_placement_settings, setup),
+	    cmocka_unit_test_setup(test_root_volume, setup),
 	    cmocka_unit_test_setup(test_auth_error_single_call, setup),
 	    cmocka_unit_test_setup(test_secret_scrubbed_from_cloud_message, setup),
 	    cmocka_unit_test_setup(test_throttling_retried, setup),

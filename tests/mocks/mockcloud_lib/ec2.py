@@ -327,6 +327,7 @@ def _run_instances(cloud, p, region):
         raise ApiError("InvalidParameterCombination", "Network interfaces and an instance-level "
                        "subnet ID or security groups may not be specified on the same request")
     iface_types = ec2_fabric.check_interfaces(itype, nis) if nis else ["interface"]
+    root_gb = ec2_fabric.check_block_devices(p)
     if nis:
         ni = nis[0]
         subnet = ni.get("SubnetId") or stable_id("subnet", zone)
@@ -443,7 +444,7 @@ def _run_instances(cloud, p, region):
                 "eni_id": "eni-" + hex17(), "launch_index": idx, "authorized_keys": auth_keys,
                 "state_reason": None, "reason": None, "fail_boot": idx >= n - fail_k,
                 "boot_delay_ms": cloud.boot_delay_ms, "node": None, "interrupt_at_ms": None,
-                "account": account_of(cloud), "iface_types": iface_types,
+                "account": account_of(cloud), "iface_types": iface_types, "root_volume_gb": root_gb,
             }
             if spot:
                 sir_id = "sir-" + "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))

@@ -433,3 +433,70 @@ ACTIONS = {
     "AuthorizeSecurityGroupEgress": authorize_security_group_egress,
     "DescribeSecurityGroups": describe_security_groups,
 }
+
+
+# ------------------------------------------------------------------ images and root volumes
+# [IMG]  EC2 API Reference, DescribeImages (imagesSet: rootDeviceName, blockDeviceMapping)
+#        https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeImages.html
+# [BDM]  EC2 User Guide, "Block device mappings" (the AMI's root device name in a mapping
+#        changes the root volume; any other name adds a volume) and "Amazon EBS volume
+#        types" (gp2/gp3 1-16,384 GiB); error InvalidBlockDeviceMapping for a volume
+#        smaller than its snapshot.
+ROOT_DEVICE = "/dev/xvda"
+ROOT_SNAPSHOT_GB = 8
+EBS_SIZES = {"gp2": (1, 16384), "gp3": (1, 16384), "io1": (4, 16384), "io2": (4, 65536),
+             "st1": (125, 16384), "sc1": (125, 16384), "standard": (1, 1024)}
+
+
+def describe_images(cloud, p, region):
+    from .ec2 import plist
+    ids = plist(p, "ImageId")
+    for i in ids:
+        if not re.match(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$", i):
+            raise _api_error("InvalidAMIID.Malformed", "Invalid id: \"%s\" (expecting \"ami-...\")" % i)
+    snap = lambda i: "snap-" + hashlib.sha256(i.encode()).hexdigest()[:17]  # noqa: E731
+    return items("imagesSet", [
+        t("imageId", i) + t("imageLocation", "mock/" + i) + t("imageState", "available") +
+        t("isPublic", True) + t("architecture", "x86_64") + t("imageType", "machine") +
+        t("rootDeviceType", "ebs") + t("rootDeviceName", ROOT_DEVICE) +
+        items("blockDeviceMapping", [t("deviceName", ROOT_DEVICE) + el(
+            "ebs", t("snapshotId", snap(i)), t("volumeSize", ROOT_SNAPSHOT_GB),
+            t("deleteOnTermination", True), t("volumeType", "gp3"))]) +
+        t("virtualizationType", "hvm") + t("enaSupport", True) for i in ids])
+
+
+def check_block_devices(p):
+    """RunInstances BlockDeviceMapping.N: returns the root volume's size in GiB."""
+    from .ec2 import pstructs
+    root_gb = ROOT_SNAPSHOT_GB
+    for m in pstructs(p, "BlockDeviceMapping"):
+        dev = m.get("DeviceName")
+        if not dev:
+            raise _api_error("MissingParameter", "The request must contain the parameter "
+                             "BlockDeviceMapping.DeviceName")
+        vtype = m.get("Ebs.VolumeType", "gp2")
+        if vtype not in EBS_SIZES:
+            raise _api_error("InvalidParameterValue", "Value (%s) for parameter volumeType is "
+                             "invalid." % vtype)
+        size = m.get("Ebs.VolumeSize")
+        if size is None:
+            continue
+        try:
+            gb = int(size)
+        except ValueError:
+            raise _api_error("InvalidParameterValue", "Invalid value '%s' for VolumeSize" % size)
+        lo, hi = EBS_SIZES[vtype]
+        if gb < lo or gb > hi:
+            # [BDM] "Amazon EBS volume types": size limits per type
+            raise _api_error("InvalidParameterValue", "Volume size %d GiB is outside %d-%d for %s"
+                             % (gb, lo, hi, vtype))
+        if dev == ROOT_DEVICE:
+            if gb < ROOT_SNAPSHOT_GB:
+                # [BDM] a volume is never smaller than its snapshot
+                raise _api_error("InvalidBlockDeviceMapping", "Volume of size %dGB is smaller than "
+                                 "snapshot, expect size >= %dGB" % (gb, ROOT_SNAPSHOT_GB))
+            root_gb = gb
+    return root_gb
+
+
+ACTIONS["DescribeImages"] = describe_images

@@ -294,6 +294,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "reservation_id": i.get("reservation_id"),
                                 "placement_group": i.get("placement_group"),
                                 "interface_types": i.get("iface_types") or ["interface"],
+                                "root_volume_gb": i.get("root_volume_gb") or i.get("disk_gb"),
                                 "spot_request_id": i.get("sir_id"),
                                 "spot_status": sir["status_code"] if sir else None,
                                 "state_reason": (i.get("state_reason") or {}).get("code"),
