@@ -46,6 +46,7 @@ struct oci_session {
 	char *subnet_id;
 	char *image_id;
 	int compute_clusters; /* compute_clusters=auto: one per (gang, AD) for RDMA shapes */
+	long disk_size_gb;    /* boot volume size: OCI takes 50..32768 GB; its default is ~47 */
 	int manage_security_list;
 	int assign_public_ip;
 	unsigned launch_parallelism; /* LaunchInstance calls in flight per AD, 1..64 */
@@ -396,6 +397,20 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	}
 	s->manage_security_list = setting_true(settings, "manage_security_list");
 	s->assign_public_ip = setting_true(settings, "assign_public_ip");
+	{
+		/* Boot volumes are 50 GB to 32 TB (OCI docs, "Boot Volumes": custom boot volume
+		 * size); the image default (about 47 GB) is small for a PyTorch image plus data. */
+		const char *v = isc_provider_setting(settings, "disk_size_gb");
+		char *end = NULL;
+		long gb = v && v[0] ? strtol(v, &end, 10) : 200;
+		if (v && v[0] && (*end || gb < 50 || gb > 32768)) {
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "[providers.oci] disk_size_gb '%.40s' is not 50 to 32768 (GB)", v);
+			goto fail;
+		}
+		s->disk_size_gb = gb;
+	}
 	s->launch_parallelism = 8;
 	if (isc_provider_setting(settings, "launch_parallelism")) {
 		const char *v = isc_provider_setting(settings, "launch_parallelism");
@@ -1124,6 +1139,7 @@ static void launch_node(struct ad_run *r, struct isc_http_client *http, unsigned
 	l.tags = spec->tags;
 	l.n_tags = spec->n_tags;
 	l.compute_cluster_id = r->compute_cluster_id;
+	l.boot_volume_gb = s->disk_size_gb;
 	j->outcome = N_FAILED;
 	if ((j->rc = isc_oci_launch_body(&l, &body, &j->err)))
 		return;
@@ -1418,6 +1434,7 @@ static const char *const oci_setting_keys[] = {
     "assign_public_ip",
     "compute_cluster_id",
     "compute_clusters",
+    "disk_size_gb",
     "launch_parallelism",
     "endpoint",
     "endpoint_core",

@@ -72,6 +72,7 @@ struct isc_oci_launch {
 	const char *user_data;          /* extra cloud-config body or NULL */
 	const char *compute_cluster_id; /* the gang's compute cluster (RDMA shapes) or NULL */
 	const char *retry_token;        /* also tagged isc:token */
+	long boot_volume_gb;            /* sourceDetails.bootVolumeSizeInGBs; 0: the image's */
 	int preemptible;
 	int assign_public_ip;
 	const struct isc_kv *tags;

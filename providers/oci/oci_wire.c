@@ -265,7 +265,10 @@ int isc_oci_launch_body(const struct isc_oci_launch *l, char **out, struct isc_e
 	bad |= json_object_set_new(b, "displayName", json_string(l->display_name));
 	bad |= json_object_set_new(
 	    b, "sourceDetails",
-	    json_pack("{s:s, s:s}", "sourceType", "image", "imageId", l->image_id));
+	    l->boot_volume_gb
+	        ? json_pack("{s:s, s:s, s:I}", "sourceType", "image", "imageId", l->image_id,
+	                    "bootVolumeSizeInGBs", (json_int_t)l->boot_volume_gb)
+	        : json_pack("{s:s, s:s}", "sourceType", "image", "imageId", l->image_id));
 	bad |= json_object_set_new(b, "createVnicDetails",
 	                           json_pack("{s:s, s:b}", "subnetId", l->subnet_id,
 	                                     "assignPublicIp", l->assign_public_ip));

@@ -801,6 +801,10 @@ static void test_launch_gang_request(void **state)
 	assert_string_equal(
 	    json_string_value(json_object_get(json_object_get(b, "createVnicDetails"), "subnetId")),
 	    "ocid1.subnet.oc1..sub");
+	/* the boot volume: disk_size_gb, default 200 (OCI's image default is about 47 GB) */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(b, "sourceDetails"),
+	                                                    "bootVolumeSizeInGBs")),
+	                 200);
 	json_decref(b);
 	isc_launch_result_cleanup(&r);
 	/* The subnet was checked once per process: the next launch goes straight to the ADs. */
@@ -1032,6 +1036,10 @@ static void test_compute_cluster_id_setting_refused(void **state)
 	items[1] = (struct isc_kv){"compute_clusters", "sometimes"};
 	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
 	                 ISC_EINVALID);
+	items[1] = (struct isc_kv){"disk_size_gb", "20"}; /* OCI's minimum is 50 GB */
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "disk_size_gb"));
 }
 
 static void test_unreadable_launch_reply_is_unknown(void **state)

@@ -214,7 +214,8 @@ def instance_json(cloud, inst):
         "displayName": inst.get("display_name") or inst["id"], "shape": inst["instance_type"],
         "region": inst["region"], "lifecycleState": LIFECYCLE[inst["state"]],
         "timeCreated": iso(inst["launched_at"]), "imageId": inst["image_id"],
-        "sourceDetails": {"sourceType": "image", "imageId": inst["image_id"]},
+        "sourceDetails": {"sourceType": "image", "imageId": inst["image_id"],
+                          "bootVolumeSizeInGBs": inst.get("disk_gb") or 47},
         "metadata": inst.get("metadata") or {}, "freeformTags": inst.get("tags") or {},
         "definedTags": {}, "extendedMetadata": {}, "launchMode": "PARAVIRTUALIZED",
         "agentConfig": {"isMonitoringDisabled": False, "isManagementDisabled": False},
@@ -329,6 +330,11 @@ def launch_instance(cloud, region, q, headers, body):
     image = src.get("imageId") or d.get("imageId")
     if not image:
         raise OciError(400, "MissingParameter", "sourceDetails.imageId is required")
+    boot_gb = src.get("bootVolumeSizeInGBs")
+    if boot_gb is not None and (not isinstance(boot_gb, int) or isinstance(boot_gb, bool)
+                                or boot_gb < 50 or boot_gb > 32768):
+        # OCI docs "Boot Volumes": a custom boot volume is 50 GB to 32 TB
+        raise OciError(400, "InvalidParameter", "bootVolumeSizeInGBs must be between 50 and 32768")
     vnic = d.get("createVnicDetails") or {}
     subnet = vnic.get("subnetId") or d.get("subnetId")
     if subnet not in (SUBNET_TRAINING, SUBNET_NORULE):
@@ -388,7 +394,7 @@ def launch_instance(cloud, region, q, headers, body):
             "spot": pre is not None, "sir_id": None, "client_token": token, "tags": dict(tags),
             "key_name": None, "subnet_id": subnet, "compartment_id": comp,
             "display_name": d.get("displayName"), "metadata": {k: v for k, v in md.items()},
-            "compute_cluster_id": d.get("computeClusterId"),
+            "compute_cluster_id": d.get("computeClusterId"), "disk_gb": boot_gb or 47,
             "assign_public_ip": bool(vnic.get("assignPublicIp", False)),
             "vnic_id": "ocid1.vnic.oc1.%s.%s" % (region_key(region), secrets.token_hex(26)),
             "attachment_id": "ocid1.vnicattachment.oc1.%s.%s" % (region_key(region), secrets.token_hex(26)),

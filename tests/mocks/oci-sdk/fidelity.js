@@ -193,6 +193,12 @@ async function main() {
                     () => compute.getInstance({ instanceId: "ocid1.instance.oc1.iad.nope" }), 404,
                     "NotAuthorizedOrNotFound");
 
+  // Boot volumes: 50 GB to 32 TB.
+  const small = Object.assign({}, details, { sourceDetails: Object.assign({}, details.sourceDetails,
+                                                                           { bootVolumeSizeInGBs: 20 }) });
+  await expectError("a 20 GB boot volume is 400 InvalidParameter",
+                    () => compute.launchInstance({ launchInstanceDetails: small }), 400, "InvalidParameter");
+
   // Compute clusters (tests/mocks/mockcloud_lib/oci_cluster.py): one AD, RDMA shapes only.
   const cc = await compute.createComputeCluster({
     createComputeClusterDetails: { availabilityDomain: adNames[0], compartmentId: tenancy,
