@@ -207,6 +207,9 @@ async function main() {
   const three = JSON.parse(JSON.stringify(a2)); three.count = '3'; three.minCount = '3';
   const e3 = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: three }));
   check('3 VMs into a vmCount-2 compact policy: 400', e3 && e3.status === 400, e3?.response?.data);
+  const tiny = JSON.parse(JSON.stringify(body)); tiny.instanceProperties.disks[0].initializeParams.diskSizeGb = '5';
+  const etiny = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: tiny }));
+  check('a 5 GB boot disk (smaller than the image): 400', etiny && etiny.status === 400, etiny?.response?.data);
   const n1 = JSON.parse(JSON.stringify(a2)); n1.instanceProperties.machineType = 'e2-standard-4';
   const en1 = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: n1 }));
   check('compact placement on an e2 machine type: 400', en1 && en1.status === 400, en1?.response?.data);

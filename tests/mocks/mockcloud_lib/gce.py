@@ -699,6 +699,12 @@ class Gce:
         disk_gb = 10
         if disks and isinstance(disks[0], dict):
             disk_gb = int64((disks[0].get("initializeParams") or {}).get("diskSizeGb", 10), "diskSizeGb")
+            if disk_gb < 10 or disk_gb > 65536:
+                # A boot disk is never smaller than its image (public images: 10 GB) and a
+                # persistent disk holds at most 64 TB (Compute docs, "Disk sizes and limits").
+                raise GceError(400, "invalid", "Invalid value for field 'resource.disks[0]."
+                               "initializeParams.diskSizeGb': '%d'. Requested disk size cannot be "
+                               "smaller than the image size (10 GB) or larger than 65536 GB." % disk_gb)
         net = nics[0] if nics and isinstance(nics[0], dict) else {}
         return {
             "machine_type_raw": mt, "machine_type": bare, "labels": dict(labels), "spot": spot,
