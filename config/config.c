@@ -549,7 +549,7 @@ static const struct template_key top_keys[] = {
 struct template_section {
 	const char *name;
 	const char *about;
-	struct template_key keys[20];
+	struct template_key keys[24];
 };
 
 static const struct template_section provider_sections[] = {
@@ -559,7 +559,10 @@ static const struct template_section provider_sections[] = {
       {"image_id = \"ami-...\"", "the nodes' AMI (Docker and the NVIDIA driver)"},
       {"subnet_id = \"subnet-...\"", "default: the default VPC's"},
       {"security_group_id = \"sg-...\"", "must allow all TCP between the nodes"},
-      {"placement_group = \"\"", "a cluster placement group for the gang"},
+      {"cluster_placement = \"auto\"", "auto: a cluster placement group per gang; never"},
+      {"efa = \"auto\"", "auto: EFA interfaces on EFA types for gangs; never"},
+      {"disk_size_gb = 200", "root volume size, gp3 (1..16384)"},
+      {"root_device_name = \"\"", "default: the AMI's (DescribeImages)"},
       {"associate_public_ip = \"true\"", "a public IP per node"},
       {"endpoint = \"\"", "one endpoint for EC2 and STS (a mock cloud)"},
       {"endpoint_ec2 = \"\"", "default: https://ec2.REGION.amazonaws.com"},
@@ -581,12 +584,13 @@ static const struct template_section provider_sections[] = {
       {"credentials_file = \"\"", "default: GOOGLE_APPLICATION_CREDENTIALS"},
       {"project = \"\"", "default: the key's project_id"},
       {"endpoint_compute = \"\"", "default: https://compute.googleapis.com/compute/v1/"},
-      {"source_image = \"projects/debian-cloud/global/images/family/debian-12\"",
-       "boot image (Docker and the NVIDIA driver)"},
+      {"source_image = \"projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts\"",
+       "boot image with cloud-init (Docker and the NVIDIA driver)"},
       {"network = \"global/networks/default\"", NULL},
       {"subnetwork = \"\"", NULL},
       {"external_ip = \"true\"", "an ephemeral external IP per node"},
       {"disk_size_gb = 200", "boot disk size (10..65536)"},
+      {"compact_placement = \"auto\"", "auto: a compact placement policy per gang; never"},
       {"ssh_key_user = \"root\"", "keep it equal to ssh_user"},
       {"operation_timeout_s = 900", "how long a bulkInsert may take (1..86400)"},
       {"describe_max_pages = 100", "pages of 500 a listing may take"},
@@ -601,7 +605,8 @@ static const struct template_section provider_sections[] = {
       {"image_id = \"ocid1.image...\"", "required to launch"},
       {"manage_security_list = false", "true: add the missing training rule"},
       {"assign_public_ip = false", "a public IP per node"},
-      {"compute_cluster_id = \"\"", "compute cluster (RDMA) for BM.GPU* shapes"},
+      {"compute_clusters = \"auto\"", "auto: a compute cluster per gang and AD (RDMA); never"},
+      {"disk_size_gb = 200", "boot volume size (50..32768)"},
       {"launch_parallelism = 8", "LaunchInstance calls in flight per AD (1..64)"},
       {"endpoint_core = \"\"", "default: https://iaas.{region}.oraclecloud.com"},
       {"endpoint_identity = \"\"", "default: https://identity.{region}.oraclecloud.com"},

@@ -224,7 +224,8 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	    isc_provider_setting_dup(settings, "product_description", "Linux/UNIX");
 	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
 	s->security_group_id = isc_provider_setting_dup(settings, "security_group_id", NULL);
-	if (isc_provider_setting(settings, "placement_group")) {
+	if (isc_provider_setting(settings, "placement_group") &&
+	    isc_provider_setting(settings, "placement_group")[0]) {
 		/* One group for every gang in every zone cannot work: a cluster group is
 		 * zone-bound. */
 		rc =

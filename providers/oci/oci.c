@@ -375,7 +375,8 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 	s->compartment_id = isc_provider_setting_dup(settings, "compartment_id", s->cfg.tenancy);
 	s->subnet_id = isc_provider_setting_dup(settings, "subnet_id", NULL);
 	s->image_id = isc_provider_setting_dup(settings, "image_id", NULL);
-	if (isc_provider_setting(settings, "compute_cluster_id")) {
+	if (isc_provider_setting(settings, "compute_cluster_id") &&
+	    isc_provider_setting(settings, "compute_cluster_id")[0]) {
 		/* One cluster for every AD and shape cannot work: a cluster is AD-bound. */
 		rc =
 		    isc_err_set(err, ISC_EINVALID,
