@@ -11,6 +11,7 @@
  * Workers open their own store connection; the main thread keeps its own.
  */
 #include "broker/broker_int.h"
+#include "broker/memo.h"
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -22,191 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct exclusion {
-	char *experiment_id;
-	char *shape_id;
-	struct exclusion *next;
-};
-
-static struct exclusion *exclusions; /* guarded by exclusions_lock */
-static pthread_mutex_t exclusions_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void broker_exclude_shape(struct isc_broker *b, const char *experiment_id, const char *shape_id)
-{
-	struct exclusion *x;
-	(void)b;
-	if (broker_shape_excluded(b, experiment_id, shape_id))
-		return;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return;
-	x->experiment_id = strdup(experiment_id);
-	x->shape_id = strdup(shape_id);
-	pthread_mutex_lock(&exclusions_lock);
-	x->next = exclusions;
-	exclusions = x;
-	pthread_mutex_unlock(&exclusions_lock);
-}
-
-int broker_shape_excluded(struct isc_broker *b, const char *experiment_id, const char *shape_id)
-{
-	int found = 0;
-	(void)b;
-	pthread_mutex_lock(&exclusions_lock);
-	for (struct exclusion *x = exclusions; x && !found; x = x->next)
-		found = x->experiment_id && x->shape_id &&
-		        strcmp(x->experiment_id, experiment_id) == 0 &&
-		        strcmp(x->shape_id, shape_id) == 0;
-	pthread_mutex_unlock(&exclusions_lock);
-	return found;
-}
-
-void broker_exclusions_clear(struct isc_broker *b, const char *experiment_id)
-{
-	struct exclusion **p;
-	(void)b;
-	pthread_mutex_lock(&exclusions_lock);
-	p = &exclusions;
-	while (*p) {
-		struct exclusion *x = *p;
-		if (!experiment_id || !x->experiment_id ||
-		    strcmp(x->experiment_id, experiment_id) == 0) {
-			*p = x->next;
-			free(x->experiment_id);
-			free(x->shape_id);
-			free(x);
-		} else {
-			p = &x->next;
-		}
-	}
-	pthread_mutex_unlock(&exclusions_lock);
-}
-
-/* ---- why each waiting burst waits (the waiting order's input) ---- */
-
-struct wait_note {
-	char *experiment_id;
-	enum isc_burst_wait why;
-	struct wait_note *next;
-};
-
-static struct wait_note *wait_notes; /* guarded by wait_lock */
-static pthread_mutex_t wait_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void broker_wait_note(struct isc_broker *b, const char *experiment_id, enum isc_burst_wait why)
-{
-	struct wait_note *w;
-	(void)b;
-	pthread_mutex_lock(&wait_lock);
-	for (w = wait_notes; w && strcmp(w->experiment_id, experiment_id) != 0; w = w->next)
-		;
-	if (!w && (w = calloc(1, sizeof(*w)))) {
-		if ((w->experiment_id = strdup(experiment_id))) {
-			w->next = wait_notes;
-			wait_notes = w;
-		} else {
-			free(w);
-			w = NULL; /* out of memory: the burst's kind stays unknown, it heads nothing
-			           */
-		}
-	}
-	if (w)
-		w->why = why;
-	pthread_mutex_unlock(&wait_lock);
-}
-
-enum isc_burst_wait broker_wait_kind(struct isc_broker *b, const char *experiment_id)
-{
-	enum isc_burst_wait why = ISC_BURST_WAIT_NONE;
-	(void)b;
-	pthread_mutex_lock(&wait_lock);
-	for (struct wait_note *w = wait_notes; w; w = w->next)
-		if (strcmp(w->experiment_id, experiment_id) == 0)
-			why = w->why;
-	pthread_mutex_unlock(&wait_lock);
-	return why;
-}
-
-void broker_wait_prune(struct isc_broker *b, int (*keep)(const char *, void *), void *ctx)
-{
-	struct wait_note **p;
-	(void)b;
-	pthread_mutex_lock(&wait_lock);
-	p = &wait_notes;
-	while (*p) {
-		struct wait_note *w = *p;
-		if (keep && keep(w->experiment_id, ctx)) {
-			p = &w->next;
-		} else {
-			*p = w->next;
-			free(w->experiment_id);
-			free(w);
-		}
-	}
-	pthread_mutex_unlock(&wait_lock);
-}
-
-/* ---- periodic artifact sync clocks, per cluster ---- */
-
-struct sync_clock {
-	char *cluster_id;
-	int64_t checkpoints_at_ms, lossy_at_ms; /* last sync (or the start of the clock) */
-	struct sync_clock *next;
-};
-
-static struct sync_clock *sync_clocks; /* guarded by sync_lock */
-static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int broker_sync_due(struct isc_broker *b, const char *cluster_id, int64_t now_ms)
-{
-	struct sync_clock *c;
-	int due = 0;
-
-	pthread_mutex_lock(&sync_lock);
-	for (c = sync_clocks; c && strcmp(c->cluster_id, cluster_id) != 0; c = c->next)
-		;
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (c && (c->cluster_id = strdup(cluster_id))) {
-			c->checkpoints_at_ms = c->lossy_at_ms = now_ms;
-			c->next = sync_clocks;
-			sync_clocks = c;
-		} else {
-			free(c);
-		}
-	} else {
-		if (now_ms - c->checkpoints_at_ms >= b->config->checkpoint_sync_ms) {
-			due |= ISC_ARTIFACT_CHECKPOINTS | ISC_ARTIFACT_CRUD;
-			c->checkpoints_at_ms = now_ms;
-		}
-		if (now_ms - c->lossy_at_ms >= b->config->lossy_sync_ms) {
-			due |= ISC_ARTIFACT_LOSSY;
-			c->lossy_at_ms = now_ms;
-		}
-	}
-	pthread_mutex_unlock(&sync_lock);
-	return due;
-}
-
-/* Drops the clock of one cluster, or of every cluster when cluster_id is NULL. */
-void broker_sync_forget(struct isc_broker *b, const char *cluster_id)
-{
-	struct sync_clock **p;
-	(void)b;
-	pthread_mutex_lock(&sync_lock);
-	p = &sync_clocks;
-	while (*p) {
-		struct sync_clock *c = *p;
-		if (!cluster_id || strcmp(c->cluster_id, cluster_id) == 0) {
-			*p = c->next;
-			free(c->cluster_id);
-			free(c);
-		} else {
-			p = &c->next;
-		}
-	}
-	pthread_mutex_unlock(&sync_lock);
-}
+/* Why bursts wait, shape exclusions and sync clocks are kept in the store: broker/memo.c. */
 
 char *broker_output_dir(const struct isc_broker *b, const char *experiment_id)
 {
@@ -290,9 +107,7 @@ void isc_broker_free(struct isc_broker *b)
 		b->followers = f->next;
 		follower_free(f);
 	}
-	broker_exclusions_clear(b, NULL);
-	broker_wait_prune(b, NULL, NULL);
-	broker_sync_forget(b, NULL);
+	broker_memo_close(b); /* the notes stay in the store for the next iscd */
 	isc_config_free(b->config);
 	pthread_mutex_destroy(&b->lock);
 	free(b->home);

@@ -112,10 +112,21 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 }
 
 #ifdef ISC_TEST_HOOKS
+/* An experiment whose step runs in a worker now: its holds may be mid-change. */
+static int step_in_flight(const char *experiment_id, void *ctx)
+{
+	struct isc_broker *b = ctx;
+	for (struct broker_job *j = b->jobs; j; j = j->next)
+		if (strcmp(j->experiment_id, experiment_id) == 0 &&
+		    !atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire))
+			return 1;
+	return 0;
+}
+
 /*
  * ISC_TEST_RENEW_RACE=1 (test builds): the first renewal of a cluster whose
- * experiment is stopping when the meter lists it waits until that experiment has
- * ended, so the renewal lands after the teardown released the hold: the
+ * experiment is stopping, its teardown in flight in a worker, waits until that
+ * experiment has ended, so the renewal lands after the teardown released the hold: the
  * interleaving of "renewal racing a release", forced. The rule must make it a
  * no-op (tests/integration/faults.sh).
  */
@@ -130,7 +141,7 @@ static void renew_race_hook(struct isc_broker *b, const struct isc_cluster *c)
 	if (done || !v || strcmp(v, "1") != 0 ||
 	    isc_store_experiment_get(b->store, c->experiment_id, &e, &err))
 		return;
-	if (strcmp(e.status, "stopping") != 0) {
+	if (strcmp(e.status, "stopping") != 0 || !step_in_flight(e.id, b)) {
 		isc_experiment_cleanup(&e);
 		return;
 	}
@@ -227,17 +238,6 @@ static void settle_holds(struct isc_broker *b)
 }
 
 #ifdef ISC_TEST_HOOKS
-/* An experiment whose step runs in a worker now: its holds may be mid-change. */
-static int step_in_flight(const char *experiment_id, void *ctx)
-{
-	struct isc_broker *b = ctx;
-	for (struct broker_job *j = b->jobs; j; j = j->next)
-		if (strcmp(j->experiment_id, experiment_id) == 0 &&
-		    !atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire))
-			return 1;
-	return 0;
-}
-
 /*
  * The invariants of holds (docs/credits.md), checked in test builds on every
  * tick unless ISC_HOLDS_CHECK=0: a violation is logged line by line and iscd

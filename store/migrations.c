@@ -392,6 +392,24 @@ static const char *const migrations[] = {
      * its children in turn (store_access.c). */
     "ALTER TABLE api_tokens ADD COLUMN parent_id TEXT REFERENCES api_tokens(id);"
     "CREATE INDEX api_tokens_parent ON api_tokens(parent_id);",
+    /* issue 30: what the burst broker notes between steps, kept so that a restart of
+     * iscd changes no decision (store/store_queue.h, broker/memo.c): why a waiting burst
+     * waits (queue/burst.h's enum isc_burst_wait; its credits line and place follow from
+     * it), the shapes excluded for the rest of its placement round, and the periodic
+     * artifact sync clocks of clusters. */
+    "CREATE TABLE burst_waits ("
+    "  experiment_id TEXT PRIMARY KEY,"
+    "  why INTEGER NOT NULL,"
+    "  at_ms INTEGER NOT NULL);"
+    "CREATE TABLE shape_exclusions ("
+    "  experiment_id TEXT NOT NULL,"
+    "  shape_id TEXT NOT NULL,"
+    "  at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (experiment_id, shape_id));"
+    "CREATE TABLE sync_clocks ("
+    "  cluster_id TEXT PRIMARY KEY,"
+    "  checkpoints_at_ms INTEGER NOT NULL,"
+    "  lossy_at_ms INTEGER NOT NULL);",
 };
 
 size_t isc_store_migration_count(void)

@@ -328,7 +328,13 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 	    "private_ip = CASE WHEN ?2 != '' THEN ?2 ELSE private_ip END, "
 	    "public_ip = CASE WHEN ?3 != '' THEN ?3 ELSE public_ip END, "
 	    "launched_at_ms = COALESCE(launched_at_ms, NULLIF(?4, 0)), "
-	    "notice_at_ms = COALESCE(notice_at_ms, NULLIF(?5, 0)), "
+	    /* A node of a cluster the broker is tearing down (or tore down) was terminated by
+	     * the broker itself: the cluster goes terminating before the terminate call. A
+	     * cloud that cannot tell our terminations from preemptions (OCI) reports it
+	     * after a restart as one; the store knows better, so no notice is recorded. */
+	    "notice_at_ms = CASE WHEN (SELECT c.state FROM clusters c WHERE c.id = "
+	    "nodes.cluster_id) IN ('terminating', 'closed') THEN notice_at_ms "
+	    "ELSE COALESCE(notice_at_ms, NULLIF(?5, 0)) END, "
 	    "terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
 	    "ELSE terminated_at_ms END, absent_since_ms = NULL WHERE instance_id = ?7",
 	    &st, err);

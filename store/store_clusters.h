@@ -88,7 +88,9 @@ int isc_store_intent_set_attempt_zone(struct isc_store *s, const char *token, co
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err);
 /*
  * What the cloud reported in a describe: state, addresses, launch time, a
- * notice. terminated_at_ms is set the first time state is "terminated".
+ * notice. terminated_at_ms is set the first time state is "terminated". A notice
+ * on a node of a terminating or closed cluster is not recorded: the broker
+ * terminated it itself (issue 30: after a restart OCI's describe cannot say so).
  */
 int isc_store_node_observe(struct isc_store *s, const char *instance_id, const char *state,
                            const char *private_ip, const char *public_ip, int64_t launched_at_ms,
