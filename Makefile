@@ -75,15 +75,19 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# Only version.o sees the commit, and only when it changed is it rebuilt.
+# Only version.o sees the commit, and only when it changed is it rebuilt: the stamp is
+# rewritten (when make reads this file) only when its text changed, and has no rule of
+# its own, so an unchanged tree has nothing to remake (`make -q` says so).
 $(BUILD)/obj/common/version.o: CFLAGS += -DISC_VERSION='"$(ISC_VERSION)"' -DISC_COMMIT='"$(ISC_COMMIT)"'
 $(BUILD)/obj/common/version.o: $(BUILD)/version.stamp
-$(BUILD)/version.stamp: FORCE
-	@mkdir -p $(dir $@)
-	@echo '$(ISC_VERSION) $(ISC_COMMIT)' | cmp -s - $@ || echo '$(ISC_VERSION) $(ISC_COMMIT)' > $@
+VERSION_STAMP_TEXT := $(ISC_VERSION) $(ISC_COMMIT)
+ifneq ($(file < $(BUILD)/version.stamp),$(VERSION_STAMP_TEXT))
+$(shell mkdir -p $(BUILD) && echo '$(VERSION_STAMP_TEXT)' > $(BUILD)/version.stamp)
+endif
 
-.PHONY: FORCE
-FORCE:
+# Objects made on the way to a program (tools/, tests/) are kept: make would otherwise
+# delete them as intermediate files and rebuild toml-decode and credits-race next time.
+.SECONDARY:
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -134,8 +134,18 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 	if (json) {
 		json_dumpf(reply, stdout, 0);
 		putchar('\n');
-	} else
-		printf("%s\n", json_string_value(json_object_get(reply, "id")));
+	} else {
+		/* The id alone on stdout (scripts keep it); what it is for, on stderr. */
+		const char *id = json_string_value(json_object_get(reply, "id"));
+		printf("%s\n", id);
+		fprintf(stderr,
+		        "isc project: created project '%s' (%s) in %s: launch files name it with "
+		        "isc_project_id = \"%s\" (or its id); its members launch with isc burst "
+		        "FILE.isc; isc project budget --org %s --project %s AMOUNT caps its "
+		        "spending\n",
+		        argv[optind + 1], id ? id : "?", org, argv[optind + 1], org,
+		        argv[optind + 1]);
+	}
 	json_decref(reply);
 	return ISC_EXIT_OK;
 }

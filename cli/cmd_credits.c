@@ -179,14 +179,60 @@ int cmd_credits(struct isc_cli *cli, int argc, char **argv)
 	return isc_cli_usage_error("credits", "unknown subcommand '%s'", argv[1]);
 }
 
+/*
+ * The spend report as a table, drawn by cli/lib/table.c from the JSON form (so
+ * names pad by display width like every other table): an ID column for projects
+ * and experiments, the key, the amount with its 6 places, and a TOTAL row.
+ */
+static int spend_table(json_t *report, const char *by, FILE *out)
+{
+	static const char *const with_id[] = {"ID", NULL, "AMOUNT (USD)"};
+	const char *headers[3], *cells[3];
+	char key_head[32], amount[ISC_MONEY_TEXT_MAX];
+	int has_id = strcmp(by, "project") == 0 || strcmp(by, "experiment") == 0;
+	size_t i, first = has_id ? 0 : 1;
+	struct isc_table *t;
+	json_t *row;
+	int rc = 0;
+
+	snprintf(key_head, sizeof(key_head), "%s", strcmp(by, "day") == 0 ? "day (utc)" : by);
+	for (char *p = key_head; *p; p++)
+		if (*p >= 'a' && *p <= 'z')
+			*p = (char)(*p - 'a' + 'A');
+	memcpy(headers, with_id, sizeof(headers));
+	headers[1] = key_head;
+	if (!(t = isc_table_new(3 - first, headers + first)))
+		return -1;
+	isc_table_align_right(t, 2 - first);
+	json_array_foreach(json_object_get(report, "rows"), i, row)
+	{
+		cells[0] = json_string_value(json_object_get(row, "id"));
+		cells[1] = isc_json_str(row, "key");
+		cells[2] =
+		    isc_money_decimal(json_integer_value(json_object_get(row, "amount_micros")),
+		                      amount, sizeof(amount));
+		if ((rc = isc_table_add(t, cells + first)))
+			break;
+	}
+	cells[0] = "TOTAL";
+	cells[1] = has_id ? "" : "TOTAL";
+	cells[2] = isc_money_decimal(json_integer_value(json_object_get(report, "total_micros")),
+	                             amount, sizeof(amount));
+	if (!rc && !(rc = isc_table_add(t, cells + first)))
+		isc_table_print(t, out);
+	isc_table_free(t);
+	return rc;
+}
+
 int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *org = NULL, *project = NULL, *from = NULL, *to = NULL, *by = "project";
 	const char *format = "table", *billing = "credits", *pos[1];
-	const struct opt opts[] = {{"org", &org, NULL},         {"project", &project, NULL},
-	                           {"from", &from, NULL},       {"to", &to, NULL},
-	                           {"by", &by, NULL},           {"format", &format, NULL},
-	                           {"billing", &billing, NULL}, {NULL, NULL, NULL}};
+	int json = 0;
+	const struct opt opts[] = {
+	    {"org", &org, NULL},         {"project", &project, NULL}, {"from", &from, NULL},
+	    {"to", &to, NULL},           {"by", &by, NULL},           {"format", &format, NULL},
+	    {"billing", &billing, NULL}, {"json", NULL, &json},       {NULL, NULL, NULL}};
 	enum isc_spend_by q_by;
 	enum isc_spend_format fmt;
 	struct isc_reply r;
@@ -199,7 +245,8 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 		printf(
 		    "usage: isc spend [--org ORG] [--project P] [--from DATE] [--to DATE]\n"
 		    "                 [--by project|experiment|provider|shape|day]\n"
-		    "                 [--format table|csv|json] [--billing credits|byo|all]\n\n"
+		    "                 [--format table|csv|json] [--json] [--billing "
+		    "credits|byo|all]\n\n"
 		    "Sums the charges in the ledger, grouped as asked (default: project), with a\n"
 		    "total. DATE is YYYY-MM-DD in UTC: --from counts from 00:00 of that day,\n"
 		    "--to through 23:59:59.999 of that day. A charge belongs to the day its\n"
@@ -209,11 +256,16 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 		    "amount_micros columns, and a last row whose key is TOTAL.\n"
 		    "json: "
 		    "{\"rows\":[{\"key\",\"amount_micros\",\"amount\"}],\"total_micros\",\"total\"}"
-		    ".\n");
+		    "\n(--json is --format json, as for every other command).\n");
 		return ISC_EXIT_OK;
 	}
 	if ((rc = scan_args("spend", argc, argv, 1, opts, pos, 0, &npos)))
 		return rc;
+	if (json && strcmp(format, "table") != 0 && strcmp(format, "json") != 0)
+		return isc_cli_usage_error(
+		    "spend", "--json and --format %s are two formats: use one", format);
+	if (json)
+		format = "json";
 	isc_err_clear(&err);
 	if (isc_spend_by_parse(by, &q_by, &err) || isc_spend_format_parse(format, &fmt, &err))
 		return isc_cli_usage_error("spend", "%s", err.msg);
@@ -234,7 +286,8 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 	    isc_client_query_add(&path, "project", project) ||
 	    isc_client_query_add(&path, "from", from) || isc_client_query_add(&path, "to", to) ||
 	    isc_client_query_add(&path, "by", by) ||
-	    isc_client_query_add(&path, "format", format) ||
+	    /* A table is drawn here from the JSON form (cli/lib/table.c). */
+	    isc_client_query_add(&path, "format", fmt == ISC_SPEND_TABLE ? "json" : format) ||
 	    isc_client_query_add(&path, "billing", billing)) {
 		free(path);
 		return ISC_EXIT_FAIL;
@@ -245,8 +298,17 @@ int cmd_spend(struct isc_cli *cli, int argc, char **argv)
 		return rc;
 	if (r.status != 200) {
 		rc = isc_client_fail(&r);
+	} else if (fmt == ISC_SPEND_TABLE) {
+		json_t *report = json_loadb(r.body, r.len, 0, NULL);
+		if (!report || spend_table(report, by, stdout)) {
+			isc_cli_errorf("iscd's spend report could not be read");
+			rc = ISC_EXIT_FAIL;
+		}
+		json_decref(report);
 	} else {
 		fwrite(r.body, 1, r.len, stdout);
+	}
+	if (!rc && r.status == 200) {
 		if (r.rows == 0)
 			fprintf(stderr,
 			        "isc spend: no charges match%s%s%s%s%s%s%s%s (billing %s)\n",

@@ -13,6 +13,34 @@ static const char *str(json_t *o, const char *key)
 	return s ? s : "";
 }
 
+/*
+ * A finance user sees an organisation's money, not its experiments (docs/api.md):
+ * for each organisation where the caller is finance, a line on stderr says so and
+ * where that view is, so an empty or short listing is never read as "no experiments".
+ * Returns how many such organisations there are.
+ */
+static size_t finance_notes(struct isc_cli *cli)
+{
+	json_t *who = NULL, *m;
+	size_t i, n = 0;
+
+	if (isc_client_json(cli, "GET", "/v1/whoami", NULL, &who))
+		return 0;
+	json_array_foreach(json_object_get(who, "orgs"), i, m)
+	{
+		if (strcmp(str(m, "role"), "finance") != 0)
+			continue;
+		fprintf(stderr,
+		        "isc experiments: you are finance in %s: finance sees its money, not its "
+		        "experiments; what each experiment spent: isc spend --org %s --by "
+		        "experiment\n",
+		        str(m, "org"), str(m, "org"));
+		n++;
+	}
+	json_decref(who);
+	return n;
+}
+
 int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID",     "Name",  "NNodes", "Output Path",
@@ -27,8 +55,9 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		    "usage: isc experiments [--json]\n\nLists the experiments you may see, newest "
 		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost.\nA member sees "
 		    "their "
-		    "own, an admin their organisation's, the operator all.\n--json prints a JSON "
-		    "array ([] when empty).\n");
+		    "own, an admin their organisation's, the operator all; finance sees\nnone "
+		    "(its view is the money: isc spend --by experiment), and a line says so.\n"
+		    "--json prints a JSON array ([] when empty).\n");
 		return ISC_EXIT_OK;
 	}
 	for (int a = 1; a < argc; a++) {
@@ -40,14 +69,15 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 	/* Every page: the table and --json show every experiment the caller may see. */
 	if ((rc = isc_client_json_all_pages(cli, "/v1/experiments", &arr)))
 		return rc;
+	/* The finance lines in both forms (stderr); the empty hint, as before, in the table's. */
+	if (finance_notes(cli) == 0 && !json && json_array_size(arr) == 0)
+		fprintf(stderr, "isc experiments: no experiments yet (isc burst FILE.isc "
+		                "records one)\n");
 	if (json) {
 		isc_json_print(arr, stdout);
 		json_decref(arr);
 		return ISC_EXIT_OK;
 	}
-	if (json_array_size(arr) == 0)
-		fprintf(stderr, "isc experiments: no experiments yet (isc burst FILE.isc "
-		                "records one)\n");
 	t = isc_table_new(7, headers);
 	if (!t) {
 		json_decref(arr);

@@ -55,7 +55,8 @@ static void usage(FILE *out)
 	             "to a remote iscd over TCP (docs/api.md).\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nRun 'isc COMMAND --help' for a command's options.\n");
+	fprintf(out, "\nRun 'isc COMMAND --help' (or 'isc help COMMAND') for a command's "
+	             "options.\n");
 }
 
 /* The global options, for did-you-mean. */
@@ -208,6 +209,42 @@ static void suggest_for_command(struct isc_cli *cli, const struct command *c, in
 		fprintf(stderr, "isc %s: '%s': did you mean '%s'?\n", c->name, argv[1], near);
 }
 
+/*
+ * Before a command runs: an option its help does not know but one it does is near
+ * (--wiat) is named with its fix alone, and nothing runs, so the user does not first
+ * read "unexpected argument" from the command. Options that are far from every
+ * known one are left to the command, which knows its own. Returns 1 when it refused.
+ */
+static int mistyped_option(struct isc_cli *cli, const struct command *c, int argc, char **argv)
+{
+	char opts[HELP_WORDS_MAX][48];
+	const char *near;
+	size_t n_opts;
+	char *help;
+	int any = 0, refused = 0;
+
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strncmp(argv[i], "--", 2) == 0 && argv[i][2] && strcmp(argv[i], "--help") != 0)
+			any = 1;
+	if (!any || !(help = help_text_of(cli, c)))
+		return 0;
+	n_opts = help_options(help, opts, HELP_WORDS_MAX);
+	free(help);
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *a = argv[i], *eq = strchr(a, '=');
+		size_t wlen = eq ? (size_t)(eq - a) : strlen(a);
+		if (strncmp(a, "--", 2) != 0 || !a[2] || among(opts, n_opts, a, wlen) ||
+		    !(near = nearest(opts, n_opts, a, wlen)))
+			continue;
+		fprintf(stderr, "isc %s: '%.*s': did you mean '%s'?\n", c->name, (int)wlen, a,
+		        near);
+		refused = 1;
+	}
+	if (refused)
+		fprintf(stderr, "try 'isc %s --help'\n", c->name);
+	return refused;
+}
+
 /* "isc: unknown command 'X'; did you mean 'Y'?" and where the list is. */
 static int unknown_command(const char *what, const char *word, const char *const *known, size_t n)
 {
@@ -250,6 +287,29 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return ISC_EXIT_USAGE;
 	}
+	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+		command_names[c] = commands[c].name;
+	/* isc help [COMMAND]: the command's --help, as git and go have it. */
+	if (strcmp(argv[i], "help") == 0) {
+		if (i + 1 >= argc) {
+			usage(stdout);
+			return ISC_EXIT_OK;
+		}
+		for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
+			char *argv_help[] = {(char *)commands[c].name, "--help", NULL};
+			if (strcmp(commands[c].name, argv[i + 1]) != 0)
+				continue;
+			isc_err_clear(&err);
+			cli.home = isc_home_resolve(home_flag, &err);
+			if (!cli.home)
+				return isc_cli_fail(&err);
+			rc = commands[c].run(&cli, 2, argv_help);
+			free(cli.home);
+			return rc;
+		}
+		return unknown_command("command", argv[i + 1], command_names,
+		                       sizeof(commands) / sizeof(commands[0]));
+	}
 	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
 		if (strcmp(commands[c].name, argv[i]) != 0)
 			continue;
@@ -257,14 +317,16 @@ int main(int argc, char **argv)
 		cli.home = isc_home_resolve(home_flag, &err);
 		if (!cli.home)
 			return isc_cli_fail(&err);
+		if (mistyped_option(&cli, &commands[c], argc - i, argv + i)) {
+			free(cli.home);
+			return ISC_EXIT_USAGE;
+		}
 		rc = commands[c].run(&cli, argc - i, argv + i);
 		if (rc == ISC_EXIT_USAGE)
 			suggest_for_command(&cli, &commands[c], argc - i, argv + i);
 		free(cli.home);
 		return rc;
 	}
-	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
-		command_names[c] = commands[c].name;
 	return unknown_command("command", argv[i], command_names,
 	                       sizeof(commands) / sizeof(commands[0]));
 }

@@ -18,6 +18,7 @@ check "the failover burst completes on GCP" grep -q 'completed  *gcp-us-central1
 check "the AWS and OCI bursts complete" bash -c "[ \$(grep -Ec '^exp_[0-9a-f]{16}: completed' '$out') -ge 3 ]"
 check "spend has all three providers" bash -c "grep -q '^aws ' '$out' && grep -q '^gcp ' '$out' && grep -q '^oci ' '$out'"
 check "no instance is left running" grep -q ', 0 still live' "$out"
+check "no ANSI codes in the file (bold headings are for a terminal)" bash -c "! grep -q \$'\\e' '$out'"
 check "no AddressSanitizer report" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$out'"
 
 finish demo

@@ -134,9 +134,42 @@ for _ in $(seq 100); do [ "$(status_of "$id")" = cancelled ] && break; sleep 0.1
 check "the experiment ends cancelled" test "$(status_of "$id")" = cancelled
 check "the cancel is audited" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q 'left while iscd was stopped'"
 
+# ---- 7. a finance user is told what the role sees and where to look ----
+isc user add fin >/dev/null && isc member add --org acme fin --role finance >/dev/null
+# A finance token for fin, stored as iscd stores one (fin is no OS user here; api-tokens.sh).
+fsecret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+sqlite3 "$home/isc.db" "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
+	SELECT 'tok_00000000000000f1', id, '$(printf '%s' "$fsecret" | sha256sum | cut -d' ' -f1)', 0 FROM users WHERE name = 'fin'"
+as_fin() { ISC_API_URL=$(cat "$home/run/api.sock.tcp") ISC_TOKEN="tok_00000000000000f1.$fsecret" "$@"; }
+expect_stderr "isc experiments: you are finance in acme: finance sees its money, not its experiments; what each experiment spent: isc spend --org acme --by experiment" \
+	as_fin isc experiments
+check "fin sees no experiment rows" test "$(as_fin isc experiments --json 2>/dev/null)" = "[]"
+expect_exit 0 "the place it names answers fin" as_fin isc spend --org acme --by experiment
+
 # ---- 10. small things ----
 check "iscd wrote run/api.sock.tcp" test -s "$home/run/api.sock.tcp"
 iscd_api_stop
 check "run/api.sock.tcp is removed when iscd stops" test ! -e "$home/run/api.sock.tcp"
+api || exit 1
+isc spend --org acme --json >"$tmp/spend.json"
+check "spend --json is the JSON report" /usr/bin/python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); sys.exit(0 if "rows" in o and "total_micros" in o else 1)' "$tmp/spend.json"
+check "spend --json and --format json agree" bash -c "'$ISC_BIN/isc' --home '$home' spend --org acme --format json | cmp -s - '$tmp/spend.json'"
+check "spend's table comes from the table module" bash -c "'$ISC_BIN/isc' --home '$home' spend --org acme 2>/dev/null | head -1 | grep -q '^ID  *PROJECT  *AMOUNT (USD)\$'"
+check "isc help burst is burst's help" bash -c "'$ISC_BIN/isc' help burst | grep -q '^usage: isc burst FILE.isc'"
+expect_exit 2 "isc help of no command" isc help bogus
+out=$(isc burst "$tmp/good.isc" --wiat 2>&1)
+check "--wiat: the did-you-mean alone, nothing recorded: $out" bash -c "grep -q \"'--wiat': did you mean '--wait'?\" <<<\"\$1\" && ! grep -q 'unexpected argument\|exp_' <<<\"\$1\"" _ "$out"
+isc project add --org acme audio >"$tmp/padd.out" 2>"$tmp/padd.err"
+check "project add: the id on stdout" grep -Eq '^prj_[0-9a-f]+$' "$tmp/padd.out"
+check "project add: what it is and how it is used, on stderr" grep -q "created project 'audio' (prj_[0-9a-f]*) in acme: launch files name it with isc_project_id = \"audio\"" "$tmp/padd.err"
+iscd_api_stop
+# make demo's headings are bold on a terminal only (demo.sh also checks the whole output).
+check "tests/demo writes no ANSI codes when not on a terminal" bash -c "eval \"\$(sed -n '/^# Bold headings/,/^fi\$/p' tests/demo)\" && type step >/dev/null && ! step heading | grep -q \$'\\e'"
+# A second make remakes nothing (toml-decode and credits-race were rebuilt every time).
+bdir=${ISC_BIN%/bin}
+bdir=${bdir#"$PWD/"}
+if [ -f Makefile ] && [ -d "$bdir/obj" ]; then
+	check "a second make of the programs remakes nothing" make -q SAN=1 BUILD="$bdir" "$bdir/bin/isc" "$bdir/bin/iscd" "$bdir/bin/toml-decode" "$bdir/bin/credits-race"
+fi
 
 finish secondhour
