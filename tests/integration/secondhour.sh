@@ -162,6 +162,39 @@ check "--wiat: the did-you-mean alone, nothing recorded: $out" bash -c "grep -q 
 isc project add --org acme audio >"$tmp/padd.out" 2>"$tmp/padd.err"
 check "project add: the id on stdout" grep -Eq '^prj_[0-9a-f]+$' "$tmp/padd.out"
 check "project add: what it is and how it is used, on stderr" grep -q "created project 'audio' (prj_[0-9a-f]*) in acme: launch files name it with isc_project_id = \"audio\"" "$tmp/padd.err"
+
+# ---- 9. tables pad by display width ----
+sed 's/^experiment_name = .*/experiment_name = "日本語"/' "$tmp/good.isc" >"$tmp/wide.isc"
+isc burst "$tmp/wide.isc" >/dev/null
+isc experiments >"$tmp/experiments.txt"
+check "experiments: a 日本語 name does not shift its row" /usr/bin/python3 - "$tmp/experiments.txt" <<'PY'
+import re, sys, unicodedata
+def cells(line):  # one entry per terminal column
+    out = []
+    for ch in line:
+        if unicodedata.combining(ch):
+            continue
+        out.append(ch)
+        if unicodedata.east_asian_width(ch) in "WF":
+            out.append("")
+    return out
+lines = [cells(l.rstrip("\n")) for l in open(sys.argv[1]) if l.strip()]
+assert any("日" in l for l in lines) and len(lines) >= 3
+width = max(len(l) for l in lines)
+rows = [l + [" "] * (width - len(l)) for l in lines]
+blank = [all(r[i] == " " for r in rows) for i in range(width)]
+gutters, i = 0, 0
+while i < width:
+    if blank[i]:
+        j = i
+        while j < width and blank[j]:
+            j += 1
+        gutters += j - i >= 2 and j < width
+        i = j
+    else:
+        i += 1
+sys.exit(0 if gutters == 6 else 1)
+PY
 iscd_api_stop
 # make demo's headings are bold on a terminal only (demo.sh also checks the whole output).
 check "tests/demo writes no ANSI codes when not on a terminal" bash -c "eval \"\$(sed -n '/^# Bold headings/,/^fi\$/p' tests/demo)\" && type step >/dev/null && ! step heading | grep -q \$'\\e'"
