@@ -39,12 +39,10 @@ static enum isc_billing billing_of_account(const char *account)
 	                                                              : ISC_BILLING_CREDITS;
 }
 
+/* The waiting messages' amounts: money's one form for people (credits/money.h). */
 static const char *money(int64_t micros, char *buf, size_t size)
 {
-	char tmp[40];
-	snprintf(buf, size, "%s$%s", micros < 0 ? "-" : "",
-	         isc_money_format(micros < 0 ? -micros : micros, 2, tmp, sizeof(tmp)));
-	return buf;
+	return isc_money_dollars(micros, buf, size);
 }
 
 /* micros rounded up to a whole cent: an amount that, once granted, is enough. */
