@@ -820,43 +820,47 @@ static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct
 }
 
 /*
- * Restores what the last cycle brought home onto the new cluster before any
- * container starts. The targets are rank 0 today; the list is built here so it
- * can grow to every rank. A target the watch has already seen go is not tried,
- * and one that goes while its copy runs ends the copy at once (a node watcher
- * cancels the launcher's retries): the caller then treats it as an interruption.
+ * Restores what the last cycle brought home onto every node of the new cluster
+ * before any container starts, all nodes at once: every rank resumes from the
+ * same files, as on the platform, where these folders are one folder all nodes
+ * share (docs/launcher.md, "What each rank sees"). A target the watch has already
+ * seen go is not tried, and one that goes while the copies run ends them at once
+ * (a node watcher cancels the launcher's retries): the caller then treats it as
+ * an interruption.
  */
 static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *e,
                              const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                              struct isc_err *err)
 {
-	const struct isc_node *targets[1];
-	size_t n_targets = 0;
-	int rc = 0;
+	const char **ids = calloc(n ? n : 1, sizeof(*ids));
+	struct broker_node_watch *w = NULL;
+	struct isc_err werr;
+	volatile int gone = 0;
+	int rc = 0, masters = 0;
 
-	for (size_t i = 0; i < n && n_targets < 1; i++)
-		if (nodes[i].rank == 0)
-			targets[n_targets++] = &nodes[i];
-	if (n_targets == 0)
-		return isc_err_set(err, ISC_EINVALID, "cluster %s has no rank 0", c->id);
-	isc_crash_point("boot.restore_started");
-	for (size_t i = 0; i < n_targets && !rc; i++) {
-		const struct isc_node *t = targets[i];
-		const char *id = t->instance_id;
-		struct broker_node_watch *w = NULL;
-		struct isc_err werr;
-		volatile int gone = 0;
-
-		if (broker_node_gone(t))
-			return isc_err_set(err, ISC_ETRANSIENT, "rank %d (%s) is %s", t->rank,
-			                   t->instance_id, t->state);
-		if (broker_node_watch_start(b->home, c->id, &id, 1, &gone, &w, &werr))
+	if (!ids)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		masters += nodes[i].rank == 0;
+		ids[i] = nodes[i].instance_id;
+	}
+	if (masters == 0)
+		rc = isc_err_set(err, ISC_EINVALID, "cluster %s has no rank 0", c->id);
+	if (!rc)
+		isc_crash_point("boot.restore_started");
+	for (size_t i = 0; i < n && !rc; i++)
+		if (broker_node_gone(&nodes[i]))
+			rc = isc_err_set(err, ISC_ETRANSIENT, "rank %d (%s) is %s", nodes[i].rank,
+			                 nodes[i].instance_id, nodes[i].state);
+	if (!rc) {
+		if (broker_node_watch_start(b->home, c->id, ids, n, &gone, &w, &werr))
 			isc_log(ISC_LOG_WARN, "%s: %s", e->id, werr.msg);
-		rc = broker_artifacts_push(b, e, c, t, &gone, err);
+		rc = broker_artifacts_push(b, e, c, nodes, n, &gone, err);
 		broker_node_watch_stop(w);
 		if (rc && gone)
-			isc_err_wrap(err, "rank %d (%s) went away", t->rank, t->instance_id);
+			isc_err_wrap(err, "a node of the cluster went away");
 	}
+	free(ids);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "store/store_hostkeys.h"
+#include "store/store_shapes.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -76,6 +77,7 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	x->spec.nproc = c->nproc;
 	x->spec.master_port = b->config->master_port;
 	x->spec.shm_size = b->config->shm_size;
+	x->spec.efa_plugin_version = b->config->efa_plugin_version;
 	if (!x->spec.command)
 		return isc_err_set(err, ISC_EINVALID, "experiment %s has no command",
 		                   experiment_id);
@@ -197,12 +199,75 @@ static int fetch_ctx_init(struct isc_broker *b, struct isc_store *s, const struc
 	return 0;
 }
 
+/*
+ * What a shape promises between the nodes of a gang (../shared/docs/cloud-api-facts.md,
+ * "Fabric details"): EFA on the EC2 types DescribeInstanceTypes lists with EFA (the AWS
+ * driver gives a gang of them EFA interfaces unless [providers.aws] efa = "never"), RDMA
+ * on OCI's bare-metal GPU shapes that join compute clusters. A single node has no peer
+ * to reach, so only a gang of several nodes is held to it.
+ */
+static const char *const efa_types[] = {
+    "p3dn.24xlarge", "p4d.24xlarge",  "p4de.24xlarge", "p5.48xlarge",
+    "p5e.48xlarge",  "p5en.48xlarge", "trn1.32xlarge", "trn1n.32xlarge",
+    "trn2.48xlarge", "g4dn.8xlarge",  "g4dn.12xlarge", "g4dn.16xlarge",
+    "g4dn.metal",    "g5.8xlarge",    "g5.12xlarge",   "g5.16xlarge",
+    "g5.24xlarge",   "g5.48xlarge",   "g6.8xlarge",    "g6.12xlarge",
+    "g6.16xlarge",   "g6.24xlarge",   "g6.48xlarge",   NULL};
+static const char *const rdma_shapes[] = {
+    "BM.GPU4.8",     "BM.GPU.A100-v2.8", "BM.GPU.H100.8",   "BM.GPU.H200.8", "BM.GPU.B200.8",
+    "BM.GPU.B300.8", "BM.GPU.GB200.4",   "BM.GPU.MI300X.8", "BM.GPU.L40S.4", NULL};
+
+static int listed(const char *const *list, const char *name)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (strcmp(list[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *provider_setting(const struct isc_provider_config *pc, const char *key)
+{
+	for (size_t i = 0; pc && i < pc->n_settings; i++)
+		if (strcmp(pc->settings[i].key, key) == 0)
+			return pc->settings[i].value;
+	return NULL;
+}
+
+static int shape_fabric(const struct isc_provider_config *pc, const char *provider,
+                        const char *instance_type)
+{
+	const char *efa = provider_setting(pc, "efa");
+	if (strcmp(provider, "aws") == 0 && listed(efa_types, instance_type) &&
+	    !(efa && strcmp(efa, "never") == 0))
+		return ISC_FABRIC_EFA;
+	if (strcmp(provider, "oci") == 0 && listed(rdma_shapes, instance_type))
+		return ISC_FABRIC_RDMA;
+	return ISC_FABRIC_NONE;
+}
+
+/* One timeline event per node with what its fabric check found (isc status shows them). */
+static void fabric_events(struct isc_store *s, const struct isc_experiment *e,
+                          const struct boot_ctx *x, const struct isc_boot_result *res)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		struct isc_err ignored;
+		char msg[600];
+		if (!res[i].fabric[0])
+			continue;
+		snprintf(msg, sizeof(msg), "rank %d (%s): %s", res[i].rank,
+		         x->targets[i].pin_target ? x->targets[i].pin_target : x->targets[i].host,
+		         res[i].fabric);
+		isc_store_event_add(s, e->id, "fabric", msg, &ignored);
+	}
+}
+
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                         struct isc_err *err)
 {
 	struct boot_ctx x;
 	struct fetch_ctx f;
+	struct isc_boot_result *res = NULL;
 	int rc;
 
 	memset(&f, 0, sizeof(f));
@@ -213,8 +278,23 @@ int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct 
 		x.spec.dataset_ids = f.names;
 		x.spec.dataset_fetch = f.boot;
 	}
-	if (!rc)
-		rc = isc_launcher_boot(&x.spec, x.targets, x.n, &x.opts, err);
+	if (!rc) {
+		struct isc_shape sh;
+		struct isc_err ignored;
+		memset(&sh, 0, sizeof(sh));
+		/* A shape gone from the catalog since the launch promises nothing we can name. */
+		if (isc_store_shape_get(s, c->shape_id, &sh, &ignored) == 0 && sh.instance_type)
+			x.spec.fabric = shape_fabric(isc_config_provider(b->config, c->provider),
+			                             c->provider, sh.instance_type);
+		x.spec.fabric_required = x.spec.fabric != ISC_FABRIC_NONE && n > 1;
+		isc_shape_cleanup(&sh);
+		res = calloc(n ? n : 1, sizeof(*res));
+		rc = res ? isc_launcher_boot_nodes(&x.spec, x.targets, x.n, &x.opts, res, err)
+		         : isc_err_set(err, ISC_ENOMEM, "out of memory");
+		if (res)
+			fabric_events(s, e, &x, res);
+		free(res);
+	}
 	fetch_ctx_cleanup(&f);
 	boot_ctx_cleanup(&x);
 	return rc;
@@ -401,7 +481,7 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
 }
 
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
-                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                           volatile int *cancel, struct isc_err *err)
 {
 	struct boot_ctx x;
@@ -415,10 +495,10 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 		free(dir);
 		return 0; /* nothing was brought home yet */
 	}
-	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
 	x.opts.cancel = cancel;
 	if (!rc)
-		rc = isc_launcher_push_artifacts(&x.targets[0], &x.opts, dir, err);
+		rc = isc_launcher_push_artifacts_all(x.targets, x.n, &x.opts, dir, NULL, err);
 	boot_ctx_cleanup(&x);
 	free(dir);
 	return rc;

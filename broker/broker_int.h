@@ -190,9 +190,13 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
  * write never meets a full disk.
  */
 int broker_disk_low(struct isc_broker *b, char *why, size_t cap);
-/* cancel (may be NULL): set once the node is known gone; the push then stops retrying it. */
+/*
+ * What came home, back onto every one of the nodes, all at once (each node's copy
+ * retried on its own). cancel (may be NULL): set once a node is known gone; the
+ * pushes then stop retrying.
+ */
 int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
-                          const struct isc_cluster *c, const struct isc_node *rank0,
+                          const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                           volatile int *cancel, struct isc_err *err);
 
 /*
