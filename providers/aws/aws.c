@@ -1333,6 +1333,7 @@ static const char *const aws_setting_keys[] = {
     "endpoint_s3",
     "s3_region",
     "s3_addressing",
+    "s3_parallelism",
     NULL,
 };
 
