@@ -140,4 +140,37 @@ check "iscd is alive at the end" kill -0 "$(cat "$dir/iscd.pid")"
 kill -TERM "$(cat "$dir/iscd.pid")" 2>/dev/null
 check "no sanitizer report in iscd's log" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -40 >&2
+# A renewal racing a release (issue 30): ISC_TEST_RENEW_RACE=1 holds the meter's first
+# renewal of a stopping experiment's cluster until the experiment has ended, so it lands
+# after the teardown released the hold. The rule reads the cluster and the experiment in
+# the renewal's transaction and adds nothing; the holds check (on in every test build)
+# would abort iscd if the ended experiment held anything.
+wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+ISC_TEST_RENEW_RACE=1 "$ISC_BIN/iscd" 2>>"$dir/iscd-race.log" &
+race_pid=$!
+cat >"$dir/race.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "renew-race"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot", "aws-us-east-1-g5.xlarge-spot"]
+command = 'trap "sleep 1.5; exit 0" TERM; while :; do sleep 0.1; done'
+ISC
+race_id=$(submit "$dir/race.isc")
+check "renewal race: the burst runs" wait_status "$race_id" running 60
+isc cancel "$race_id" >/dev/null
+check "renewal race: the cancel ends it" wait_status "$race_id" cancelled 60
+check "renewal race: the hook held the renewal until the experiment ended" \
+	grep -q "test hook: renewing cluster .* now that $race_id is cancelled" "$dir/iscd-race.log"
+held_after() {
+	sqlite3 "$ISC_HOME/isc.db" "SELECT COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros ELSE -amount_micros END), 0) FROM ledger WHERE experiment_id = '$race_id' AND kind IN ('reserve', 'release') AND billing = 'credits'"
+}
+check "renewal race: the cancelled experiment holds nothing" test "$(held_after)" = 0
+# No reserve row after the release at the teardown: the late renewal wrote nothing.
+check "renewal race: no hold was taken after the release" test "$(sqlite3 "$ISC_HOME/isc.db" "SELECT COUNT(*) FROM ledger WHERE experiment_id = '$race_id' AND kind = 'reserve' AND id > (SELECT MIN(id) FROM ledger WHERE experiment_id = '$race_id' AND kind = 'release' AND note = 'released')")" = 0
+# The holds check runs every tick (200 ms): a few ticks after the racing renewal.
+sleep 1
+check "renewal race: iscd (holds check on) is alive" kill -0 "$race_pid"
+kill -TERM "$race_pid" 2>/dev/null
+wait "$race_pid" 2>/dev/null
+check "renewal race: no holds-check violation in iscd's log" bash -c "! grep -q 'holds check:' '$dir/iscd-race.log'"
 finish faults
