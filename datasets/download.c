@@ -272,6 +272,19 @@ static void hex(const unsigned char *md, unsigned n, char *out)
 
 /* ---- the lanes ---- */
 
+/*
+ * A lane that cannot go on ends the download (under mu): the connections would
+ * otherwise wait for it forever at the edge of their window.
+ */
+static void lane_failed_locked(struct dl *x, struct lane *l)
+{
+	if (!x->fail_rc) {
+		x->fail_rc = l->err.code ? l->err.code : ISC_EIO;
+		x->fail_err = l->err;
+	}
+	x->abort = 1;
+}
+
 static void *lane_main(void *arg)
 {
 	struct lane *l = arg;
@@ -282,6 +295,7 @@ static void *lane_main(void *arg)
 	if (!buf) {
 		l->failed = 1;
 		isc_err_set(&l->err, ISC_ENOMEM, "out of memory");
+		lane_failed_locked(x, l);
 	}
 	while (!x->quit && !l->failed) {
 		uint64_t from = l->hashed, upto = x->written;
@@ -306,6 +320,8 @@ static void *lane_main(void *arg)
 			isc_err_set(&l->err, ISC_EIO, "%s: reading back: %s", x->d->path,
 			            r < 0 ? strerror(errno) : "shorter than written");
 		}
+		if (l->failed)
+			lane_failed_locked(x, l);
 		pthread_cond_broadcast(&x->cv);
 	}
 	pthread_cond_broadcast(&x->cv);
@@ -969,8 +985,12 @@ static int plan(struct dl *x, int parallelism, struct isc_err *err)
 
 	if (fstat(x->fd, &st) != 0)
 		return isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
-	/* A file of another size is not this object's: start over. */
-	if (size == 0 || (uint64_t)st.st_size != size || !marker_read(d->path, size, &r, &bits)) {
+	/*
+	 * No marker, or a file longer than the object: start over. A shorter one (the
+	 * single-connection format wrote in order) is extended: only ranges marked
+	 * done, and wholly in the file, are kept.
+	 */
+	if (size == 0 || (uint64_t)st.st_size > size || !marker_read(d->path, size, &r, &bits)) {
 		free(bits);
 		bits = NULL;
 		r = isc_dataset_range_bytes(size, x->md5_multi ? d->part_size : 0, parallelism);
@@ -993,15 +1013,21 @@ static int plan(struct dl *x, int parallelism, struct isc_err *err)
 		free(bits);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
+	if (bits && (uint64_t)st.st_size < size && ftruncate(x->fd, (off_t)size) != 0) {
+		free(bits);
+		return isc_err_set(err, ISC_EIO, "%s: %s", d->path, strerror(errno));
+	}
 	x->left = x->nranges;
-	for (size_t i = 0; bits && i < x->nranges; i++)
-		if (bits[i] == '1') {
+	for (size_t i = 0; bits && i < x->nranges; i++) {
+		uint64_t end = ((uint64_t)i + 1) * r < size ? ((uint64_t)i + 1) * r : size;
+		if (bits[i] == '1' && end <= (uint64_t)st.st_size) {
 			x->state[i] = R_DONE;
 			if (x->parts_by_conn)
 				x->rehash[i] = 1; /* its part MD5s are read back */
 			else
 				x->left--;
 		}
+	}
 	free(bits);
 	x->nconns = parallelism;
 	if ((size_t)x->nconns > x->nranges)

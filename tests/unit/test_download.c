@@ -375,8 +375,9 @@ static void test_old_marker_resume(void **state)
 	FILE *f, *g;
 	(void)state;
 	object_make(100 * MIB, 5 * MIB, &o, sha); /* 64 MiB is no whole number of 5 MiB parts */
+	/* That format wrote in order: the file is as long as what arrived (70 MiB). */
 	g = fopen(path_in("old"), "w");
-	assert_int_equal(fwrite(S.obj, 1, 100 * MIB, g), 100 * MIB);
+	assert_int_equal(fwrite(S.obj, 1, 70 * MIB, g), 70 * MIB);
 	fclose(g);
 	f = fopen(path_in("old.sync"), "w");
 	fprintf(f, "00000000-0000-0000-0000-000000000000 %llu\n", 64 * MIB);
