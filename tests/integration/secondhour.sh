@@ -86,7 +86,7 @@ write_launch "$tmp/good.isc" vision '"aws-us-east-1-p4d.24xlarge-spot"'
 expect_exit 0 "validate without iscd: the file is valid" isc validate "$tmp/noproject.isc"
 expect_stderr "note: iscd is not running, so these were not checked: the project exists" isc validate "$tmp/noproject.isc"
 api || exit 1
-isc org add acme >/dev/null && isc project add --org acme vision >/dev/null
+isc org add acme >/dev/null && isc project add --org acme vision >/dev/null 2>&1
 for f in typo oci noproject; do
 	expect_exit 1 "burst refuses $f.isc" isc burst "$tmp/$f.isc"
 	expect_exit 1 "validate refuses $f.isc as burst does" isc validate "$tmp/$f.isc"
