@@ -4,7 +4,9 @@
 # MOCKCLOUD_URL at it and runs the mock-only cases of test_aws_driver
 # (4-node spot gang, describe, interruption notice then termination,
 # terminate; lost RunInstances reply without duplicates; throttling;
-# capacity; bad secret -> auth after exactly one call).
+# capacity; bad secret -> auth after exactly one call; a 2-node p4d gang whose
+# us-east-1a has no capacity: that zone's placement group deleted, us-east-1b's holding
+# both nodes with 4 EFA interfaces each, and deleted by describe after the teardown).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh

@@ -4,7 +4,8 @@
 # starts the mock on loopback and runs the mock-only cases of test_gcp_driver (4-node
 # spot gang up and described, one node preempted and seen as interrupted, a lost
 # bulkInsert reply replayed with the same requestId, zone failover on stockout, quota,
-# a wrong key refused after one token call, a revoked token refreshed once), then
+# a wrong key refused after one token call, a revoked token refreshed once; every
+# multi-node G2 gang with its compact placement policy, deleted after its nodes), then
 # `isc check gcp` with the mock's key file, a wrong key and an unreachable endpoint.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

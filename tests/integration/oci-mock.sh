@@ -5,7 +5,9 @@
 # and a tampered body refused as auth; a subnet without the training rule refused
 # with the rule to add; an AD with room for 2 of 3 nodes rolled back and the next AD
 # used, then replayed without new nodes; a lost LaunchInstance reply without a
-# duplicate; a 3-node preemptible gang described, one node preempted and reported),
+# duplicate; a 3-node preemptible gang described, one node preempted and reported; an
+# RDMA gang with a compute cluster per AD, AD-1's deleted after its rollback, AD-2's after
+# the teardown),
 # then `isc check oci`.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
