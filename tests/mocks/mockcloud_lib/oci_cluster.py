@@ -125,7 +125,7 @@ def list_(cloud, region, q):
 
 def delete(cloud, region, cid):
     with cloud.lock:
-        c = get(cloud, region, cid)
+        get(cloud, region, cid)  # 404 for an unknown cluster
         if _members(cloud, cid):
             # [CC] "Before you can delete a compute cluster, you must terminate all the
             # instances in it"; [ERR] 409 Conflict (DeleteComputeCluster errors: 409 Conflict)
