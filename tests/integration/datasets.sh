@@ -185,10 +185,12 @@ for r in 0 1; do
 	check "rank $r reads nested files" grep -qx world "$out/rank_$r.txt"
 	check "rank $r cannot write to it" grep -qx READONLY "$out/rank_$r.txt"
 done
-check "the nodes fetched with presigned URLs" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
+# Each node: a 1-byte ranged GET for the size, then the object in 16 MiB ranges (here one).
+check "the nodes fetched with presigned URLs, in ranges" bash -c "curl -s '$S3/_mock/requests' | /usr/bin/python3 -c '
 import json,sys
-r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"mnist.zip\" and x[\"status\"]==200]
-sys.exit(0 if len(r)==2 and all(x[\"version_id\"] for x in r) else 1)'"
+r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"mnist.zip\"]
+probes=[x for x in r if x[\"range\"]==\"bytes=0-0\"]
+sys.exit(0 if len(r)==4 and len(probes)==2 and all(x[\"status\"]==206 and x[\"version_id\"] for x in r) else 1)'"
 
 # 6. A second experiment shares the one cached copy (iscd downloads nothing again).
 before=$(curl -s "$S3/_mock/requests" | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["key"]=="mnist.zip" and not r["presigned"]))')
@@ -276,7 +278,7 @@ check "a burst on it completes (presigned with its own keys)" wait_exp "$id4" 90
 check "its node read the dataset" grep -qx hello "$(isc status "$id4" --json | json_get output_path)/rank_0.txt"
 check "the nodes' presigned URLs are signed by the owner's key" bash -c "curl -s '$S3B/_mock/requests' | /usr/bin/python3 -c '
 import json,sys
-r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"own.zip\" and x[\"status\"]==200]
+r=[x for x in json.load(sys.stdin) if x[\"presigned\"] and x[\"key\"]==\"own.zip\" and x[\"status\"]==206]
 sys.exit(0 if r else 1)'"
 sqlite3 "$ISC_HOME/isc.db" .dump >"$dir/store.dump"
 check "the secret is not in the store's dump" bash -c "! grep -q '$own_secret' '$dir/store.dump'"
