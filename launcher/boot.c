@@ -24,9 +24,9 @@
 
 #define PULL_FAILED    97 /* the boot script's exit code when docker pull fails */
 #define DATASET_FAILED 95 /* ... when a dataset cannot be fetched or verified */
-/* A burst node's dataset fetch: ranges of 16 MiB (whole MiB: dd seeks in MiB), 8 at once. */
+/* A burst node's dataset fetch: ranges of 16 MiB (whole MiB: dd seeks in MiB), 16 at once. */
 #define NODE_RANGE    (16 << 20)
-#define NODE_PARALLEL 8
+#define NODE_PARALLEL 16
 
 const char *isc_fabric_name(int fabric)
 {
