@@ -4,6 +4,7 @@
  * the experiment's artifacts under the artifact root between clusters.
  */
 #include "broker/broker_int.h"
+#include "broker/liveness.h"
 
 #include "artifacts/unpack.h"
 #include "common/log.h"
@@ -261,12 +262,38 @@ static void fabric_events(struct isc_store *s, const struct isc_experiment *e,
 	}
 }
 
+/*
+ * A watcher of the cluster's nodes while a step talks to them (broker/liveness.h):
+ * *gone becomes 1 once the watch has seen one of them go, and the launcher then
+ * stops waiting for the nodes. NULL (nothing watched) if it cannot start.
+ */
+static struct broker_node_watch *watch_nodes(struct isc_broker *b, const struct isc_experiment *e,
+                                             const struct isc_cluster *c,
+                                             const struct isc_node *nodes, size_t n,
+                                             volatile int *gone)
+{
+	const char **ids = calloc(n ? n : 1, sizeof(*ids));
+	struct broker_node_watch *w = NULL;
+	struct isc_err err;
+
+	if (!ids)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = nodes[i].instance_id;
+	if (broker_node_watch_start(b->home, c->id, ids, n, gone, &w, &err))
+		isc_log(ISC_LOG_WARN, "%s: %s", e->id, err.msg);
+	free(ids);
+	return w;
+}
+
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
                         struct isc_err *err)
 {
 	struct boot_ctx x;
 	struct fetch_ctx f;
+	struct broker_node_watch *w = NULL;
+	volatile int gone = 0; /* a node went during the boot: it stops waiting for them */
 	struct isc_boot_result *res = NULL;
 	int rc;
 
@@ -289,8 +316,11 @@ int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct 
 		x.spec.fabric_required = x.spec.fabric != ISC_FABRIC_NONE && n > 1;
 		isc_shape_cleanup(&sh);
 		res = calloc(n ? n : 1, sizeof(*res));
+		w = watch_nodes(b, e, c, nodes, n, &gone);
+		x.opts.cancel = &gone;
 		rc = res ? isc_launcher_boot_nodes(&x.spec, x.targets, x.n, &x.opts, res, err)
 		         : isc_err_set(err, ISC_ENOMEM, "out of memory");
+		broker_node_watch_stop(w);
 		if (res)
 			fabric_events(s, e, &x, res);
 		free(res);

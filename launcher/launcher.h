@@ -106,7 +106,9 @@ struct isc_launcher_opts {
 	/*
 	 * Optional: once non-zero, an artifact push or pull stops retrying a node and
 	 * a connect still waiting for it gives up (ISC_ETRANSIENT): the caller knows
-	 * the node is gone, so nothing waits on it (broker/liveness.h).
+	 * the node is gone, so nothing waits on it (broker/liveness.h). A boot treats
+	 * it as its own first failure (the nodes still connecting give up; it may also
+	 * set it to 1 itself).
 	 */
 	volatile int *cancel;
 };

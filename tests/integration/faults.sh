@@ -6,6 +6,9 @@
 # twice, and every interrupted experiment resumed with its cycle count raised.
 # FAULT_SECONDS (default 45) bounds the injection phase; FAULT_SEED makes it repeatable;
 # FAULT_KILL_EVERY=S also kills iscd with -9 every S seconds (a soak: many crashes).
+# Before the random phase, two set cases (tests/integration/faults-cases.bash): a cancel
+# while RunInstances' replies are lost and the listing lags, and the replacement's rank 0
+# interrupted while the checkpoint is restored onto it.
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-faults.XXXXXX)
@@ -36,6 +39,9 @@ gpus = 2
 burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot", "aws-us-east-1-g5.xlarge-spot", "aws-us-west-2-g4dn.xlarge-spot"]
 command = 'echo "start cycle $STRONG_CYCLE_COUNT"; for i in $(seq 1 40); do echo $i > /mnt/checkpoints/step; sleep 0.1; done'
 ISC
+
+# ---- Two set cases first, side by side (faults-cases.bash; FAULT_LAG_MS, default 60000) ----
+. "$(dirname "$0")/faults-cases.bash"
 
 end=$((SECONDS + secs))
 kill_every=${FAULT_KILL_EVERY:-0}
@@ -96,6 +102,7 @@ settled() {
 }
 for _ in $(seq 1 300); do settled && break; sleep 1; done
 check "every experiment reached a final state" settled
+lost_launch_closed # faults-cases.bash: the lost launch's cluster closed meanwhile
 for _ in $(seq 1 60); do
 	[ "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0 ] && break
 	sleep 0.5
@@ -140,6 +147,7 @@ check "iscd is alive at the end" kill -0 "$(cat "$dir/iscd.pid")"
 kill -TERM "$(cat "$dir/iscd.pid")" 2>/dev/null
 check "no sanitizer report in iscd's log" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -40 >&2
+
 # A renewal racing a release (issue 30): ISC_TEST_RENEW_RACE=1 holds the meter's first
 # renewal of a stopping experiment's cluster until the experiment has ended, so it lands
 # after the teardown released the hold. The rule reads the cluster and the experiment in
