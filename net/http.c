@@ -290,9 +290,13 @@ static int curl_send_on(CURL *h, const struct isc_http_request *req, long timeou
 		 */
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	}
-	/* A streamed body arrives in larger pieces: fewer callbacks and write(2)s. */
+	/*
+	 * A streamed body arrives in larger pieces: fewer callbacks and write(2)s. 64 KiB,
+	 * not more: the dataset cache streams on several connections at once, each with
+	 * its own buffer, and iscd's memory must not grow with them (docs/datasets.md).
+	 */
 	if (req->sink)
-		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+		curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 64L * 1024);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
