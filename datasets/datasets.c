@@ -1159,12 +1159,62 @@ static int move_into(const char *from, const char *to, struct isc_err *err)
 	return rc;
 }
 
-int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved,
-                               struct isc_err *err)
+/*
+ * Whether d's copy holds its own object's bytes, asked of S3 with d's own
+ * credentials: the manifest's ETag and VersionId for one object (HeadObject, of
+ * the pinned version when there is one), every object's key and ETag for a
+ * folder (a fresh listing, in the manifest's order: both are S3's key order).
+ * *same is 1 only when S3 confirmed it; an unreadable manifest, refused keys or
+ * an S3 out of reach leave it 0.
+ */
+static void copy_confirmed(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                           const struct isc_dataset *d, int *same)
+{
+	struct isc_s3_client *c = NULL;
+	struct isc_s3_listing all;
+	struct isc_s3_object h;
+	struct isc_err err;
+	json_t *m = json_loads(d->manifest_json ? d->manifest_json : "", 0, NULL);
+	json_t *objs = json_object_get(m, "objects");
+	size_t n = json_array_size(objs);
+
+	*same = 0;
+	memset(&all, 0, sizeof(all));
+	memset(&h, 0, sizeof(h));
+	isc_err_clear(&err);
+	if (n == 0 || dataset_client(s, home, cfg, d, &c, &err)) {
+		/* Nothing to compare, or keys that do not open: not confirmed. */
+	} else if (!d->is_folder) {
+		json_t *o = json_array_get(objs, 0);
+		const char *etag = json_string_value(json_object_get(o, "etag"));
+		const char *vid = json_string_value(json_object_get(o, "version_id"));
+		if (n == 1 && etag && vid &&
+		    isc_s3_head(c, d->bucket, d->key, d->version_id, 0, &h, &err) == 0)
+			*same = strcmp(etag, h.etag) == 0 && strcmp(vid, h.version_id) == 0;
+		isc_s3_object_cleanup(&h);
+	} else if (list_all(c, d->bucket, d->key, &all, &err) == 0 && all.n == n) {
+		*same = 1;
+		for (size_t i = 0; i < n && *same; i++) {
+			json_t *o = json_array_get(objs, i);
+			const char *key = json_string_value(json_object_get(o, "key"));
+			const char *etag = json_string_value(json_object_get(o, "etag"));
+			*same = key && etag && strcmp(key, all.objects[i].key) == 0 &&
+			        strcmp(etag, all.objects[i].etag) == 0;
+		}
+	}
+	if (!*same && err.msg[0])
+		isc_log(ISC_LOG_WARN, "dataset %s (%s): %s", d->id, d->name, err.msg);
+	isc_s3_listing_cleanup(&all);
+	isc_s3_client_free(c);
+	json_decref(m);
+}
+
+int isc_dataset_layout_migrate(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                               int *moved, struct isc_err *err)
 {
 	struct isc_dataset *list = NULL;
 	char *root = isc_dataset_root(home), *old = NULL, *tree = NULL, *mpath = NULL, *work = NULL;
-	char *from_tree = NULL, *from_manifest = NULL, *from_partial = NULL;
+	char *from_tree = NULL, *from_manifest = NULL;
 	size_t n = 0;
 	DIR *dir = NULL;
 	struct dirent *e;
@@ -1177,15 +1227,19 @@ int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved
 		goto out;
 	/*
 	 * Migration 15 named each copy after its organisation ("@ORGID/LEAF") and
-	 * sent the datasets of every organisation but the first back to 'created':
-	 * only the datasets still Available or Caching get the old folder, the others
-	 * cache their own.
+	 * sent the datasets of every organisation but the first back to 'created'.
+	 * An Available dataset gets the old folder only once S3 confirmed, with its
+	 * own keys, that the copy holds its own object (the organisation that made
+	 * the copy may have removed its dataset before: then the first left is not
+	 * the maker); otherwise it is cached again. A partial download of the old
+	 * layout is never taken over: it may hold another organisation's bytes.
 	 */
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct isc_dataset *d = &list[i];
 		const char *leaf;
 		struct stat st;
-		if ((strcmp(d->state, "available") && strcmp(d->state, "caching")) ||
+		int same = 0;
+		if (strcmp(d->state, "available") ||
 		    isc_dataset_copy_split(d->copy_name, d->org_id, &leaf))
 			continue;
 		if ((rc = copy_paths(root, d, &tree, &mpath, &work, err)))
@@ -1193,25 +1247,29 @@ int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved
 		from_tree = path_join(root, leaf);
 		if (asprintf(&from_manifest, "%s/.manifests/%s.json", root, leaf) < 0)
 			from_manifest = NULL;
-		if (asprintf(&from_partial, "%s/.partial/%s", root, leaf) < 0)
-			from_partial = NULL;
-		if (!from_tree || !from_manifest || !from_partial)
+		if (!from_tree || !from_manifest)
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		if (!rc && lstat(from_tree, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    lstat(tree, &st) != 0 && !(rc = move_into(from_tree, tree, err))) {
-			(*moved)++;
-			isc_log(ISC_LOG_INFO,
-			        "dataset %s (%s): copy moved into its organisation's folder, %s",
-			        d->id, d->name, tree);
+		    lstat(tree, &st) != 0) {
+			copy_confirmed(s, home, cfg, d, &same);
+			if (!same) {
+				isc_log(ISC_LOG_WARN,
+				        "dataset %s (%s): S3 did not confirm that the copy of the "
+				        "old layout holds its object: it is cached again",
+				        d->id, d->name);
+				rc = isc_store_dataset_reset(s, d->id, err);
+			} else if (!(rc = move_into(from_tree, tree, err))) {
+				(*moved)++;
+				isc_log(ISC_LOG_INFO,
+				        "dataset %s (%s): copy moved into its organisation's "
+				        "folder, %s (S3 confirmed it with its own keys)",
+				        d->id, d->name, tree);
+				rc = move_into(from_manifest, mpath, err);
+			}
 		}
-		if (!rc)
-			rc = move_into(from_manifest, mpath, err);
-		if (!rc)
-			rc = move_into(from_partial, work, err);
 		free(from_tree);
 		free(from_manifest);
-		free(from_partial);
-		from_tree = from_manifest = from_partial = NULL;
+		from_tree = from_manifest = NULL;
 		free(tree);
 		free(mpath);
 		free(work);
@@ -1293,6 +1351,7 @@ int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out, 
 {
 	struct isc_dataset_cacher *c;
 	struct isc_store *s = NULL;
+	struct isc_config *cfg = NULL;
 	int moved = 0, rc;
 
 	*out = NULL;
@@ -1300,11 +1359,13 @@ int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out, 
 	 * Copies of the old layout move into their organisations' folders before
 	 * anything can look for them (the first tick's on-prem runs included).
 	 */
-	if ((rc = isc_store_open(home, 0, &s, err)) ||
-	    (rc = isc_dataset_layout_migrate(s, home, &moved, err))) {
+	if ((rc = isc_store_open(home, 0, &s, err)) || (rc = isc_config_load(home, &cfg, err)) ||
+	    (rc = isc_dataset_layout_migrate(s, home, cfg, &moved, err))) {
+		isc_config_free(cfg);
 		isc_store_free(s);
 		return isc_err_wrap(err, "datasets");
 	}
+	isc_config_free(cfg);
 	isc_store_free(s);
 	c = calloc(1, sizeof(*c));
 	if (!c || !(c->home = strdup(home))) {

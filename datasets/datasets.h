@@ -101,12 +101,14 @@ char *isc_dataset_root(const char *home);
 /*
  * Moves the copies of the layout before issue 29 ($ISC_HOME/datasets/<copy>, one
  * folder for every organisation) into their organisations' folders, for the
- * datasets migration 15 left Available or Caching on them, and removes what no
- * dataset uses any more. *moved: how many copies moved. Idempotent; iscd runs it
- * as the cacher starts.
+ * datasets migration 15 left Available on them and only once S3 confirmed (with
+ * each dataset's own keys, cfg's endpoint) that the copy holds that dataset's
+ * object; a dataset S3 does not confirm goes back to 'created'. Then removes what
+ * no dataset uses any more (partial downloads included: they restart). *moved:
+ * how many copies moved. Idempotent; iscd runs it as the cacher starts.
  */
-int isc_dataset_layout_migrate(struct isc_store *s, const char *home, int *moved,
-                               struct isc_err *err);
+int isc_dataset_layout_migrate(struct isc_store *s, const char *home, const struct isc_config *cfg,
+                               int *moved, struct isc_err *err);
 
 /*
  * Caches the next dataset that needs it (resuming one left 'caching' by a

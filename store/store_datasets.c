@@ -342,6 +342,14 @@ int isc_store_dataset_set_available(struct isc_store *s, const char *id, int64_t
 	              id, manifest_json, size_bytes, err);
 }
 
+int isc_store_dataset_reset(struct isc_store *s, const char *id, struct isc_err *err)
+{
+	return update(s,
+	              "UPDATE datasets SET updated_at_ms = ?1, state = 'created', reason = ?2, "
+	              "manifest_json = NULL, cached_bytes = ?3 WHERE id = ?4",
+	              id, "", 0, err);
+}
+
 int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t cached_bytes,
                                    struct isc_err *err)
 {

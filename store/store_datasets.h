@@ -117,6 +117,12 @@ int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char
                                  struct isc_err *err);
 
 /*
+ * Back to 'created' (no manifest, nothing cached): its copy is not to be trusted
+ * and is cached again. ISC_ENOTFOUND.
+ */
+int isc_store_dataset_reset(struct isc_store *s, const char *id, struct isc_err *err);
+
+/*
  * Removes the record unless it is 'caching' (ISC_ECONFLICT, naming it): checked in
  * the same statement, so the cacher cannot start on it in between. ISC_ENOTFOUND.
  */

@@ -232,21 +232,26 @@ fi
 
 # ---- an old-layout store migrated ----
 # Built by hand as the code before issue 29 left it: the schema of migration 14 (its SQL
-# read from store/migrations.c, macros expanded by the C preprocessor), every row of the store above, copies named NAME in one
-# folder for all organisations, and for each name the copy of the dataset cached first,
-# which the later datasets of that name shared (whatever their organisation).
+# read from store/migrations.c, macros expanded by the C preprocessor), every row of the
+# store above, copies named NAME in one folder for all organisations, and for each name
+# the copy of the dataset cached first, which the later datasets of that name shared with
+# its manifest (whatever their organisation). Then globex removes its cifar, the copy
+# acme's cifar shared: the first dataset left on it is not the one that made it.
 v2_bytes=$(bytes mnist-v2 acme)
 stop_iscd
-ga=$(n_req GET acme-data cifar.zip $acme_id)
-gg=$(n_req GET globex-data cifar.zip $globex_id)
+n0() { # the counts before the migration, to compare after
+	echo "$(n_req GET acme-data cifar.zip $acme_id) $(n_req GET public-data pub.zip $acme_id)" \
+		"$(n_req GET public-data pub.zip $globex_id) $(n_req GET globex-data mnist.zip $globex_id)" \
+		"$(n_req GET acme-data mnist.zip $acme_id) $(n_req HEAD acme-data cifar.zip $acme_id)"
+}
+read -r ga_cifar ga_pub gg_pub gg_mnist ga_mnist ha_cifar <<<"$(n0)"
 "${CC:-cc}" -E -P -I"$repo" "$repo/store/migrations.c" >"$dir/migrations.i"
 check "the old-layout store is built" /usr/bin/python3 - "$dir/migrations.i" "$home" <<'PY'
-import json, os, re, shutil, sqlite3, sys
+import os, re, shutil, sqlite3, sys
 src, home = sys.argv[1], sys.argv[2]
 text = open(src).read()
 body = text[text.index("migrations[] = {"):]
-body = body[: body.index("\n};")]
-body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+body = body[: body.index("};")]
 # Each migration is a run of adjacent string literals ended by a comma.
 sqls, cur = [], []
 for tok in re.finditer(r'"((?:[^"\\]|\\.)*)"|(,)', body):
@@ -255,6 +260,8 @@ for tok in re.finditer(r'"((?:[^"\\]|\\.)*)"|(,)', body):
     else:
         cur.append(tok.group(1).encode().decode("unicode_escape"))
 old = os.path.join(home, "old.db")
+if os.path.exists(old):
+    os.remove(old)
 db = sqlite3.connect(old)
 for sql in sqls[:14]:
     db.executescript(sql)
@@ -267,11 +274,12 @@ for (t,) in db.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'
     db.execute('INSERT INTO main."%s" (%s) SELECT %s FROM cur."%s"' % (t, cols, cols, t))
 db.commit()
 root = os.path.join(home, "datasets")
-rows = db.execute("SELECT id, name, copy_name, manifest_json FROM main.datasets WHERE state = 'available' "
-                  "ORDER BY created_at_ms, id").fetchall()
+rows = db.execute("SELECT d.id, d.name, d.copy_name, d.manifest_json, o.name FROM main.datasets d "
+                  "JOIN main.orgs o ON o.id = d.org_id WHERE d.state = 'available' "
+                  "ORDER BY d.created_at_ms, d.id").fetchall()
 os.makedirs(os.path.join(root, ".manifests"), exist_ok=True)
 made = {}
-for ds_id, name, copy, manifest in rows:
+for ds_id, name, copy, manifest, org in rows:
     org_dir, leaf = copy.split("/")
     if name not in made:  # the first: its copy becomes the one old folder of that name
         made[name] = manifest
@@ -279,6 +287,8 @@ for ds_id, name, copy, manifest in rows:
         os.rename(os.path.join(root, org_dir, ".manifests", leaf + ".json"),
                   os.path.join(root, ".manifests", name + ".json"))
     db.execute("UPDATE main.datasets SET copy_name = ?, manifest_json = ? WHERE id = ?", (name, made[name], ds_id))
+    if name == "cifar" and org == "globex":  # the maker, removed later
+        db.execute("DELETE FROM main.datasets WHERE id = ?", (ds_id,))
 db.commit()
 db.close()
 for e in os.listdir(root):
@@ -289,21 +299,41 @@ for f in ("isc.db", "isc.db-wal", "isc.db-shm"):
         os.remove(os.path.join(home, f))
 os.rename(old, os.path.join(home, "isc.db"))
 PY
-check "the old store: one flat folder per name" test -d "$home/datasets/cifar" -a -d "$home/datasets/mnist-v2"
-check "the old store: acme's cifar shares globex's copy" test "$(cat "$home/datasets/cifar/mn/who.txt")" = "globex's private bytes"
+old_rows() { sqlite3 "$home/isc.db" "SELECT o.name || ':' || d.name || ':' || d.copy_name FROM datasets d JOIN orgs o ON o.id = d.org_id ORDER BY 1" | tr '\n' ' '; }
+check "the old store: one flat copy per name, shared across organisations" \
+	test "$(old_rows)" = "acme:cifar:cifar acme:mnist-v2:mnist-v2 acme:pub:pub globex:mnist:mnist globex:pub:pub "
+check "the old store: acme's cifar is on globex's bytes" test "$(cat "$home/datasets/cifar/mn/who.txt")" = "globex's private bytes"
+check "the old store is at schema 14" test "$(sqlite3 "$home/isc.db" 'SELECT version FROM schema_version')" = 14
 start_iscd || exit 1
-check "acme's cifar is cached again" wait_available cifar acme
-check "globex's cifar stays with globex, who made it" test "$(field cifar globex copy)" = "$globex_dir/cifar"
-check "in globex's folder, the same bytes" test "$(bytes cifar globex)" = "globex's private bytes"
-check "acme's cifar now has its own copy in acme's folder" test "$(field cifar acme copy)" = "$acme_dir/cifar"
-check "with acme's bytes" test "$(bytes cifar acme)" = "acme's private bytes"
-check "read again from acme's bucket with acme's key" test "$(n_req GET acme-data cifar.zip $acme_id)" = $((ga + 1))
-check "globex's was not read again" test "$(n_req GET globex-data cifar.zip $globex_id)" = "$gg"
-check "a copy one organisation used moved into its folder" test "$(field mnist-v2 acme copy)" = "$acme_dir/mnist-v2" -a \
-	"$(bytes mnist-v2 acme)" = "$v2_bytes"
-check "iscd logged the moves" grep -q "copy moved into its organisation's folder" "$dir/iscd.log"
-check "nothing is left in the old places" test -z "$(ls -A "$home/datasets" | grep -v '^@')"
 check "the store is at the latest schema" test "$(sqlite3 "$home/isc.db" 'SELECT version FROM schema_version')" -gt 14
 check "every copy names its organisation" test "$(sqlite3 "$home/isc.db" "SELECT COUNT(*) FROM datasets WHERE copy_name NOT LIKE '@' || org_id || '/%'")" = 0
+# pub: two organisations used acme's copy; acme keeps it, globex reads its own.
+check "globex's pub is cached again" wait_available pub globex
+check "pub stays with acme, who made it, in acme's folder" test "$(field pub acme copy)" = "$acme_dir/pub"
+check "with the same bytes" test "$(bytes pub acme)" = "public bytes"
+check "pub was not read again for acme" test "$(n_req GET public-data pub.zip $acme_id)" = "$ga_pub"
+check "globex's pub has its own copy in globex's folder" test "$(field pub globex copy)" = "$globex_dir/pub"
+check "read again with globex's key" test "$(n_req GET public-data pub.zip $globex_id)" = $((gg_pub + 1))
+# cifar: its maker removed; S3 asked with acme's keys does not confirm the copy is acme's.
+check "acme's cifar is cached again" wait_available cifar acme
+check "S3 was asked with acme's key first (a HeadObject)" test "$(n_req HEAD acme-data cifar.zip $acme_id)" -gt "$ha_cifar"
+check "iscd says S3 did not confirm the old copy" grep -q "(cifar): S3 did not confirm that the copy of the old layout holds its object" "$dir/iscd.log"
+check "acme's cifar now has its own copy in acme's folder" test "$(field cifar acme copy)" = "$acme_dir/cifar"
+check "with acme's bytes, not globex's" test "$(bytes cifar acme)" = "acme's private bytes"
+check "read again from acme's bucket with acme's key" test "$(n_req GET acme-data cifar.zip $acme_id)" = $((ga_cifar + 1))
+# A copy one organisation alone used, confirmed by S3: moved, not read again.
+check "globex's mnist moved into globex's folder" test "$(field mnist globex copy)" = "$globex_dir/mnist" -a \
+	"$(bytes mnist globex)" = "globex's private bytes"
+check "acme's mnist-v2 moved into acme's folder" test "$(field mnist-v2 acme copy)" = "$acme_dir/mnist-v2" -a \
+	"$(bytes mnist-v2 acme)" = "$v2_bytes"
+check "neither was downloaded again" test "$(n_req GET globex-data mnist.zip $globex_id)" = "$gg_mnist" -a \
+	"$(n_req GET acme-data mnist.zip $acme_id)" = "$ga_mnist"
+check "iscd logged the moves" test "$(grep -c "copy moved into its organisation's folder" "$dir/iscd.log")" = 3
+check "nothing is left in the old places" test -z "$(ls -A "$home/datasets" | grep -v '^@')"
+# A second start changes nothing.
+stop_iscd
+start_iscd || exit 1
+check "every dataset still Available on its copy" test "$(sqlite3 "$home/isc.db" "SELECT COUNT(*) FROM datasets WHERE state = 'available'")" = 5
+check "no more moves" test "$(grep -c "copy moved into its organisation's folder" "$dir/iscd.log")" = 3
 
 finish tenancy-datasets
