@@ -320,15 +320,24 @@ static int cancel_queue(struct isc_cli *cli, const char *id)
 	char *dir = NULL, *file = NULL;
 	int fd = -1, rc = ISC_EXIT_FAIL, saved;
 
-	if (getenv("ISC_API_URL") || getenv("ISC_SOCKET")) {
-		isc_client_ping(cli); /* unreachable: the request path prints how */
-		isc_cli_errorf("iscd does not answer at ISC_API_URL/ISC_SOCKET; nothing was "
-		               "cancelled (a cancel is left for iscd only on its own machine)");
+	if (getenv("ISC_API_URL")) {
+		isc_cli_errorf("iscd does not answer at ISC_API_URL; nothing was cancelled (a "
+		               "cancel is left for iscd only on its own machine)");
 		return ISC_EXIT_FAIL;
 	}
+	if (asprintf(&dir, "%s/isc.db", cli->home) < 0 || access(dir, F_OK) != 0) {
+		isc_cli_errorf("iscd is not running, and there is no store at %s (isc init makes "
+		               "one): nothing to cancel",
+		               cli->home);
+		free(dir);
+		return ISC_EXIT_FAIL;
+	}
+	free(dir);
+	dir = NULL;
 	if (asprintf(&dir, "%s/run", cli->home) < 0 || (mkdir(dir, 0755) && errno != EEXIST))
 		goto denied;
 	free(dir);
+	dir = NULL;
 	if (asprintf(&dir, "%s/run/cancel", cli->home) < 0 ||
 	    (mkdir(dir, 0700) && errno != EEXIST) || asprintf(&file, "%s/%s", dir, id) < 0)
 		goto denied;
