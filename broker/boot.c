@@ -201,11 +201,13 @@ static int fetch_ctx_init(struct isc_broker *b, struct isc_store *s, const struc
 }
 
 /*
- * What a shape promises between the nodes of a gang (../shared/docs/cloud-api-facts.md,
- * "Fabric details"): EFA on the EC2 types DescribeInstanceTypes lists with EFA (the AWS
+ * What a shape promises between the nodes of a gang: EFA on the EC2 types
+ * DescribeInstanceTypes lists with EFA (EC2 User Guide, "Supported instance types",
+ * https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html; the AWS
  * driver gives a gang of them EFA interfaces unless [providers.aws] efa = "never"), RDMA
- * on OCI's bare-metal GPU shapes that join compute clusters. A single node has no peer
- * to reach, so only a gang of several nodes is held to it.
+ * on OCI's bare-metal GPU shapes that join compute clusters (OCI, "Compute Clusters",
+ * https://docs.oracle.com/iaas/Content/Compute/Tasks/compute-clusters.htm). A single node
+ * has no peer to reach, so only a gang of several nodes is held to it.
  */
 static const char *const efa_types[] = {
     "p3dn.24xlarge", "p4d.24xlarge",  "p4de.24xlarge", "p5.48xlarge",

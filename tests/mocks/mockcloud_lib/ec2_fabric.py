@@ -17,8 +17,8 @@ References (the rule beside its code cites one of these):
          https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html
          https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html
   [EFAI] EC2 User Guide, "EFA interfaces per instance type" / DescribeInstanceTypes
-         NetworkInfo.EfaInfo.MaximumEfaInterfaces (../shared/docs/cloud-api-facts.md
-         "Fabric details")
+         NetworkInfo.EfaInfo.MaximumEfaInterfaces
+         (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EfaInfo.html)
   [RI]   EC2 API Reference, RunInstances / InstanceNetworkInterfaceSpecification
          (InterfaceType interface | efa | efa-only; AssociatePublicIpAddress only with one
          interface)

@@ -12,7 +12,7 @@ References (cited beside each rule):
         a VM can have one placement policy; a policy in use cannot be deleted)
   [CP]  "Use compact placement policies" (supported machine series; with vmCount, exactly
         that many VMs are created together)
-  facts: ../shared/docs/cloud-api-facts.md "GCE compact placement" and "Fabric details: GCP"
+        https://cloud.google.com/compute/docs/instances/use-compact-placement-policies
 """
 
 import hashlib

@@ -14,9 +14,9 @@ References (cited beside each rule):
          https://docs.oracle.com/iaas/api/#/en/iaas/20160918/ComputeCluster/
   [TF]   Terraform oci_core_compute_cluster: availability_domain and compartment_id are
          required; "The availability domain to place the compute cluster in"
+         https://docs.cloud.oracle.com/iaas/tools/terraform-provider-oci/latest/docs/r/core_compute_cluster.html
   [ERR]  OCI API errors: 400 InvalidParameter, 404 NotAuthorizedOrNotFound,
          409 Conflict (https://docs.oracle.com/iaas/Content/API/References/apierrors.htm)
-  facts: ../shared/docs/cloud-api-facts.md "RDMA GPU clusters" and "OCI compute clusters"
 """
 
 import hashlib
