@@ -796,9 +796,14 @@ static int efa_interfaces_of(struct aws_session *s, const char *type, int *n_efa
 /*
  * EFA needs its security group to allow all traffic to and from the group itself (EC2
  * User Guide, "Prepare an EFA-enabled security group"); without it NCCL over EFA hangs.
- * The rule is named when it is missing, so the operator can add it.
+ * A gang without EFA still needs TCP among its nodes: the rendezvous port (MASTER_PORT)
+ * and the ephemeral ports gloo's and NCCL's socket transports listen on, so all TCP from
+ * the group itself or from a range holding the subnet (EC2 User Guide, "Security group
+ * rules for different use cases": "Allow instances associated with the same security
+ * group to communicate"). The rule is named when it is missing, so the operator can add
+ * it.
  */
-static int check_efa_security_group(struct aws_session *s, struct isc_err *err)
+static int check_security_group(struct aws_session *s, int efa, struct isc_err *err)
 {
 	struct isc_buf form;
 	struct isc_http_response resp;
@@ -814,10 +819,14 @@ static int check_efa_security_group(struct aws_session *s, struct isc_err *err)
 		rc = isc_err_set(err, ISC_EINVALID, "DescribeSecurityGroups: request too large");
 	else
 		rc = aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, err);
-	if (!rc)
+	if (!rc && efa)
 		rc = isc_ec2_parse_sg_self_rules(resp.body.data, resp.body.len, sg, &in_ok, &out_ok,
 		                                 err);
-	if (!rc && (!in_ok || !out_ok))
+	else if (!rc)
+		/* The subnet's range is not read (no DescribeSubnets): only 0.0.0.0/0 holds it. */
+		rc = isc_ec2_parse_sg_tcp_rules(resp.body.data, resp.body.len, sg, NULL, &in_ok,
+		                                &out_ok, err);
+	if (!rc && efa && (!in_ok || !out_ok))
 		rc = isc_err_set(
 		    err, ISC_EINVALID,
 		    "security group %s lacks the rule EFA needs: %s%s%s (EC2 User Guide, "
@@ -825,6 +834,14 @@ static int check_efa_security_group(struct aws_session *s, struct isc_err *err)
 		    sg, in_ok ? "" : "inbound: all traffic from the group itself",
 		    !in_ok && !out_ok ? "; " : "",
 		    out_ok ? "" : "outbound: all traffic to the group itself");
+	else if (!rc && (!in_ok || !out_ok))
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "security group %s lacks the rule a gang needs: %s%s%s (EC2 User Guide, "
+		    "\"Security group rules for different use cases\")",
+		    sg, in_ok ? "" : "inbound: all TCP from the group itself",
+		    !in_ok && !out_ok ? "; " : "",
+		    out_ok ? "" : "outbound: all TCP to the group itself");
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 	return rc;
@@ -891,10 +908,12 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		free(user_data);
 		return rc;
 	}
-	if (s->efa && spec->count >= 2) {
-		rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
-		if (!rc && n_efa > 0 && s->security_group_id)
-			rc = check_efa_security_group(s, err);
+	if (spec->count >= 2) {
+		/* A gang's nodes talk to one another: EFA's rule with EFA, all TCP without. */
+		if (s->efa)
+			rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
+		if (!rc && s->security_group_id)
+			rc = check_security_group(s, n_efa > 0, err);
 		if (rc) {
 			free(user_data);
 			return rc;

@@ -815,6 +815,83 @@ static int allows_all_from(const xmlNode *perms, const char *sg, int any_cidr_co
 	return 0;
 }
 
+/* Whether IPv4 CIDR `outer` holds all of `inner` ("0.0.0.0/0" holds every subnet). */
+static int cidr_covers(const char *outer, const char *inner)
+{
+	unsigned a[4], b[4];
+	int lo, li, n1 = 0, n2 = 0;
+	uint32_t o, i, m;
+	if (sscanf(outer, "%u.%u.%u.%u/%d%n", &a[0], &a[1], &a[2], &a[3], &lo, &n1) != 5 ||
+	    outer[n1] || lo < 0 || lo > 32)
+		return 0;
+	if (strcmp(outer, "0.0.0.0/0") == 0)
+		return 1;
+	if (!inner ||
+	    sscanf(inner, "%u.%u.%u.%u/%d%n", &b[0], &b[1], &b[2], &b[3], &li, &n2) != 5 ||
+	    inner[n2] || li < lo || li > 32)
+		return 0;
+	o = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | (uint32_t)a[3];
+	i = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | (uint32_t)b[3];
+	m = lo == 0 ? 0 : 0xffffffffu << (32 - lo);
+	return (o & m) == (i & m);
+}
+
+/* True when one permission of `perms` allows all TCP (tcp 0-65535, or -1) from sg or a CIDR
+ * covering subnet_cidr. */
+static int allows_tcp_from(const xmlNode *perms, const char *sg, const char *subnet_cidr)
+{
+	for (xmlNode *p = perms ? perms->children : NULL; p; p = p->next) {
+		char proto[16], from[16] = "", to[16] = "";
+		if (!is_el(p, "item") || text_at(p, "ipProtocol", proto, sizeof(proto)))
+			continue;
+		if (strcmp(proto, "-1") != 0 &&
+		    (strcmp(proto, "tcp") != 0 || text_at(p, "fromPort", from, sizeof(from)) ||
+		     text_at(p, "toPort", to, sizeof(to)) || strcmp(from, "0") != 0 ||
+		     strcmp(to, "65535") != 0))
+			continue;
+		for (xmlNode *g = child(path(p, "groups"), "item"); g; g = g->next) {
+			char id[64];
+			if (is_el(g, "item") && !text_at(g, "groupId", id, sizeof(id)) &&
+			    strcmp(id, sg) == 0)
+				return 1;
+		}
+		for (xmlNode *r = child(path(p, "ipRanges"), "item"); r; r = r->next) {
+			char cidr[64];
+			if (is_el(r, "item") && !text_at(r, "cidrIp", cidr, sizeof(cidr)) &&
+			    cidr_covers(cidr, subnet_cidr))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+int isc_ec2_parse_sg_tcp_rules(const char *xml, size_t len, const char *sg, const char *subnet_cidr,
+                               int *in_ok, int *out_ok, struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	int found = 0;
+
+	*in_ok = *out_ok = 0;
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "securityGroupInfo");
+	for (xmlNode *it = set ? set->children : NULL; it && !found; it = it->next) {
+		char id[64];
+		if (!is_el(it, "item") || text_at(it, "groupId", id, sizeof(id)) ||
+		    strcmp(id, sg) != 0)
+			continue;
+		found = 1;
+		*in_ok = allows_tcp_from(path(it, "ipPermissions"), sg, subnet_cidr);
+		*out_ok = allows_tcp_from(path(it, "ipPermissionsEgress"), sg, subnet_cidr);
+	}
+	xmlFreeDoc(d);
+	if (!found)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "DescribeSecurityGroups: %s is not in the reply", sg);
+	return 0;
+}
+
 int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int *in_ok,
                                 int *out_ok, struct isc_err *err)
 {

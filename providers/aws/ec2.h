@@ -138,6 +138,15 @@ int isc_ec2_parse_efa_info(const char *xml, size_t len, const char *instance_typ
 int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int *in_ok,
                                 int *out_ok, struct isc_err *err);
 
+/*
+ * Whether security group sg allows the TCP a gang without EFA needs among its nodes:
+ * *in_ok = an inbound rule for all TCP (tcp 0-65535, or -1) from sg itself or from a CIDR
+ * covering subnet_cidr (NULL: unknown, so only 0.0.0.0/0 covers it); *out_ok the same
+ * outbound.
+ */
+int isc_ec2_parse_sg_tcp_rules(const char *xml, size_t len, const char *sg, const char *subnet_cidr,
+                               int *in_ok, int *out_ok, struct isc_err *err);
+
 /* The rootDeviceName of image_id in a DescribeImagesResponse (imagesSet). */
 int isc_ec2_parse_root_device(const char *xml, size_t len, const char *image_id, char out[64],
                               struct isc_err *err);

@@ -8,6 +8,7 @@
  * (tests/integration/aws-mock.sh starts it); otherwise they are skipped.
  */
 #include "providers/aws/aws_int.h"
+#include "providers/aws/ec2.h"
 #include "providers/provider.h"
 #include "tests/unit/mock_control.h"
 
@@ -492,6 +493,103 @@ static void test_efa_security_group_rule_missing(void **state)
 	assert_true(sent_has(3, "&NetworkInterface.1.InterfaceType=efa&"));
 	assert_true(sent_has(3, "&NetworkInterface.1.AssociatePublicIpAddress=true"));
 	assert_false(sent_has(3, "NetworkInterface.2."));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* A DescribeSecurityGroups reply for sg with inbound permission `in` and egress all. */
+static const char *sg_in_xml(const char *sg, const char *in)
+{
+	static char b[2048];
+	snprintf(b, sizeof(b),
+	         "<DescribeSecurityGroupsResponse><securityGroupInfo><item><groupId>%s</groupId>"
+	         "<ipPermissions>%s</ipPermissions><ipPermissionsEgress><item><ipProtocol>-1"
+	         "</ipProtocol><groups/><ipRanges><item><cidrIp>0.0.0.0/0</cidrIp></item>"
+	         "</ipRanges></item></ipPermissionsEgress></item></securityGroupInfo>"
+	         "</DescribeSecurityGroupsResponse>",
+	         sg, in);
+	return b;
+}
+
+#define TCP_PERM(from, to, src)                                                                    \
+	"<item><ipProtocol>tcp</ipProtocol><fromPort>" from "</fromPort><toPort>" to               \
+	"</toPort>" src "</item>"
+#define FROM_GROUP(g) "<groups><item><groupId>" g "</groupId></item></groups><ipRanges/>"
+#define FROM_CIDR(c)  "<groups/><ipRanges><item><cidrIp>" c "</cidrIp></item></ipRanges>"
+
+/* Which inbound rules give a gang without EFA all TCP among its nodes. */
+static void test_tcp_rules_parse(void **state)
+{
+	struct isc_err err;
+	int in, out;
+	const char *x;
+	(void)state;
+	x = sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_GROUP("sg-3")));
+	assert_int_equal(isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", NULL, &in, &out, &err),
+	                 0);
+	assert_true(in && out);
+	x = sg_in_xml("sg-3", "<item><ipProtocol>-1</ipProtocol>" FROM_GROUP("sg-3") "</item>");
+	assert_int_equal(isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", NULL, &in, &out, &err),
+	                 0);
+	assert_true(in);
+	/* the rendezvous port alone, another group, SSH from anywhere: not enough */
+	x = sg_in_xml("sg-3", TCP_PERM("29500", "29500", FROM_GROUP("sg-3"))
+	                          TCP_PERM("0", "65535", FROM_GROUP("sg-9"))
+	                              TCP_PERM("22", "22", FROM_CIDR("0.0.0.0/0")));
+	assert_int_equal(isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", NULL, &in, &out, &err),
+	                 0);
+	assert_false(in);
+	assert_true(out);
+	/* a CIDR holding the subnet counts when the subnet's range is known */
+	x = sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_CIDR("10.0.0.0/16")));
+	assert_int_equal(
+	    isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", "10.0.4.0/24", &in, &out, &err), 0);
+	assert_true(in);
+	assert_int_equal(
+	    isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", "10.1.4.0/24", &in, &out, &err), 0);
+	assert_false(in);
+	assert_int_equal(isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-3", NULL, &in, &out, &err),
+	                 0);
+	assert_false(in);
+	assert_int_equal(isc_ec2_parse_sg_tcp_rules(x, strlen(x), "sg-4", NULL, &in, &out, &err),
+	                 ISC_EINVALID);
+}
+
+/* A g5 gang (no EFA) with a security group lacking all TCP from itself: refused, named. */
+static void test_tcp_security_group_rule_missing(void **state)
+{
+	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
+	                            {"security_group_id", "sg-3"},
+	                            {"efa", "never"},
+	                            {"root_device_name", "/dev/sda1"}};
+	struct isc_provider_session *s = session_with(it, 4);
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(200, "%s", sg_in_xml("sg-3", TCP_PERM("22", "22", FROM_CIDR("0.0.0.0/0"))));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 1); /* nothing launched */
+	assert_true(sent_has(0, "Action=DescribeSecurityGroups&Version=2016-11-15&GroupId.1=sg-3"));
+	assert_non_null(strstr(err.msg, "security group sg-3 lacks the rule a gang needs: inbound: "
+	                                "all TCP from the group itself (EC2 User Guide"));
+	/* with the self rule: the group, then the launch */
+	script_reset();
+	reply(200, "%s", sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_GROUP("sg-3"))));
+	reply(200, "%s", pg_created);
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t1", "us-east-1a", 1, 0), instance_xml("i-t2", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_false(sent_has(2, "NetworkInterface"));
+	isc_launch_result_cleanup(&r);
+	/* one node: nothing to check */
+	script_reset();
+	sp = spec2(1);
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t3", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 1);
 	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
 }
@@ -1232,6 +1330,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_partial_gang, setup),
 	    cmocka_unit_test_setup(test_efa_gang_group_per_zone, setup),
 	    cmocka_unit_test_setup(test_efa_security_group_rule_missing, setup),
+	    cmocka_unit_test_setup(test_tcp_rules_parse, setup),
+	    cmocka_unit_test_setup(test_tcp_security_group_rule_missing, setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_groups, setup),
 	    cmocka_unit_test_setup(test_placement_settings, setup),
 	    cmocka_unit_test_setup(test_root_volume, setup),
