@@ -71,7 +71,9 @@ gone_state() {
 import json, sys
 print([r["state"] for r in json.load(sys.stdin) if r["id"] == sys.argv[1]][0])' "$1"
 }
-for _ in $(seq 1 50); do [ "$(gone_state "$rank0")" != running ] && break; sleep 0.1; done
+# Gone for good (its sshd down: the mock reports terminated only after that), so the copy
+# cannot slip through in the mock's shutdown delay.
+for _ in $(seq 1 100); do [ "$(gone_state "$rank0")" = terminated ] && break; sleep 0.1; done
 released=$(date +%s%3N)
 rm -f "$dir/pause"
 for _ in $(seq 1 600); do
