@@ -46,6 +46,7 @@ struct gcp_session {
 	long disk_gb;
 	int external_ip;
 	int compact_placement; /* compact_placement=auto: a compact policy per multi-node gang */
+	int firewall_check;    /* firewall_check=auto: a gang's network must allow its TCP */
 	long op_timeout_ms;
 	long max_pages; /* describe_max_pages: more is an error, never a shorter list */
 	struct isc_gcp_token token;
@@ -440,6 +441,19 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 			                 "[providers.gcp] compact_placement '%.40s' is neither "
 			                 "\"auto\" nor \"never\"",
 			                 cp);
+			goto fail;
+		}
+	}
+	{
+		/* never: for a network whose rules firewalls.list does not show (firewall
+		 * policies, hierarchical policies) */
+		const char *fc = nonempty(isc_provider_setting(settings, "firewall_check"));
+		s->firewall_check = !fc || strcmp(fc, "auto") == 0;
+		if (fc && strcmp(fc, "auto") != 0 && strcmp(fc, "never") != 0) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.gcp] firewall_check '%.40s' is neither "
+			                 "\"auto\" nor \"never\"",
+			                 fc);
 			goto fail;
 		}
 	}
@@ -1234,6 +1248,272 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 		        s->region, err.msg);
 }
 
+/* ---- firewall: intra-cluster TCP ---- */
+
+/*
+ * A gang's ranks talk TCP to one another: the rendezvous port (MASTER_PORT) and then the
+ * ephemeral ports gloo's and NCCL's socket transports listen on, so every TCP port must
+ * be open between the nodes. VPC firewall rules deny ingress unless a rule allows it
+ * (implied deny, priority 65535); the default network's default-allow-internal does,
+ * from 10.128.0.0/9 (https://cloud.google.com/firewall/docs/firewalls). Rules are read
+ * with firewalls.list (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/list).
+ */
+static int cidr4(const char *s, uint32_t *addr, int *len)
+{
+	unsigned a, b, c, d;
+	int n, used = 0;
+	if (!s || sscanf(s, "%u.%u.%u.%u/%d%n", &a, &b, &c, &d, &n, &used) != 5 || s[used] ||
+	    a > 255 || b > 255 || c > 255 || d > 255 || n < 0 || n > 32)
+		return -1;
+	*addr = (uint32_t)a << 24 | (uint32_t)b << 16 | (uint32_t)c << 8 | (uint32_t)d;
+	*len = n;
+	return 0;
+}
+
+static uint32_t prefix_mask(int len)
+{
+	return len == 0 ? 0 : 0xffffffffu << (32 - len);
+}
+
+int isc_gcp_fw_scan_init(struct isc_gcp_fw_scan *sc, const char *network, const char *cidr,
+                         struct isc_err *err)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->allow_prio = -1;
+	sc->deny_prio = -1;
+	snprintf(sc->network, sizeof(sc->network), "%s", network);
+	if (cidr4(cidr, &sc->net, &sc->len))
+		return isc_err_set(err, ISC_EINVALID, "subnet range '%.40s' is not an IPv4 CIDR",
+		                   cidr ? cidr : "");
+	sc->net &= prefix_mask(sc->len);
+	return 0;
+}
+
+/* The name after ".../networks/" of a network URL or path. */
+static const char *network_name(const char *v)
+{
+	const char *p = v ? strstr(v, "networks/") : NULL;
+	return p ? p + strlen("networks/") : v ? v : "";
+}
+
+/* Whether one of a rule's sourceRanges covers (cover=1) or overlaps (cover=0) the subnet. */
+static int ranges_match(const struct isc_gcp_fw_scan *sc, json_t *ranges, int cover)
+{
+	size_t i;
+	json_t *r;
+	json_array_foreach(ranges, i, r)
+	{
+		uint32_t a;
+		int l;
+		if (cidr4(json_string_value(r), &a, &l))
+			continue; /* IPv6 ranges do not reach IPv4 nodes */
+		if (cover ? l <= sc->len && (sc->net & prefix_mask(l)) == (a & prefix_mask(l))
+		          : (sc->net & prefix_mask(l < sc->len ? l : sc->len)) ==
+		                (a & prefix_mask(l < sc->len ? l : sc->len)))
+			return 1;
+	}
+	return 0;
+}
+
+/* Marks (or, with mark NULL, just tests) the TCP ports of allowed[]/denied[]; 1 if any. */
+static int tcp_ports(json_t *list, unsigned char *mark)
+{
+	size_t i, j;
+	json_t *e, *p;
+	int any = 0;
+	json_array_foreach(list, i, e)
+	{
+		const char *proto = json_string_value(json_object_get(e, "IPProtocol"));
+		json_t *ports = json_object_get(e, "ports");
+		if (!proto || (strcmp(proto, "tcp") != 0 && strcmp(proto, "all") != 0 &&
+		               strcmp(proto, "6") != 0))
+			continue;
+		if (json_array_size(ports) == 0) { /* no ports: every port */
+			any = 1;
+			if (mark)
+				memset(mark, 0xff, 65536 / 8);
+			continue;
+		}
+		json_array_foreach(ports, j, p)
+		{
+			unsigned lo, hi;
+			int used = 0;
+			const char *v = json_string_value(p);
+			if (!v)
+				continue;
+			if (sscanf(v, "%u-%u%n", &lo, &hi, &used) != 2 || v[used]) {
+				used = 0;
+				if (sscanf(v, "%u%n", &lo, &used) != 1 || v[used])
+					continue;
+				hi = lo;
+			}
+			if (lo > hi || hi > 65535)
+				continue;
+			any = 1;
+			for (unsigned q = lo; mark && q <= hi; q++)
+				mark[q / 8] |= (unsigned char)(1u << (q % 8));
+		}
+	}
+	return any;
+}
+
+int isc_gcp_fw_scan_page(struct isc_gcp_fw_scan *sc, const char *body, size_t len, char **next_page,
+                         size_t *added, struct isc_err *err)
+{
+	json_error_t je;
+	json_t *root = json_loadb(body, len, 0, &je), *items, *rule;
+	const char *nt;
+	size_t i;
+
+	*added = 0;
+	if (next_page)
+		*next_page = NULL;
+	items = root ? json_object_get(root, "items") : NULL;
+	if (!json_is_object(root) || (items && !json_is_array(items))) {
+		json_decref(root);
+		return isc_err_set(err, ISC_EINVALID, "firewalls.list: unreadable reply");
+	}
+	json_array_foreach(items, i, rule)
+	{
+		const char *name = json_string_value(json_object_get(rule, "name"));
+		const char *dir = json_string_value(json_object_get(rule, "direction"));
+		json_t *prio_j = json_object_get(rule, "priority");
+		long prio = json_is_integer(prio_j) ? (long)json_integer_value(prio_j) : 1000;
+		json_t *ranges = json_object_get(rule, "sourceRanges");
+		(*added)++;
+		if (json_is_true(json_object_get(rule, "disabled")) ||
+		    (dir && strcmp(dir, "INGRESS")) ||
+		    strcmp(network_name(json_string_value(json_object_get(rule, "network"))),
+		           sc->network) != 0)
+			continue;
+		/* A rule for tagged targets or service accounts is not for every node. */
+		if (json_array_size(json_object_get(rule, "targetTags")) ||
+		    json_array_size(json_object_get(rule, "targetServiceAccounts")))
+			continue;
+		if (json_object_get(rule, "denied")) {
+			/* A deny wins over an allow of the same priority. */
+			if (ranges_match(sc, ranges, 0) &&
+			    tcp_ports(json_object_get(rule, "denied"), NULL) &&
+			    (sc->deny_prio < 0 || prio < sc->deny_prio)) {
+				sc->deny_prio = prio;
+				snprintf(sc->deny_name, sizeof(sc->deny_name), "%s",
+				         name ? name : "");
+			}
+			continue;
+		}
+		if (!ranges_match(sc, ranges, 1) ||
+		    !tcp_ports(json_object_get(rule, "allowed"), NULL))
+			continue;
+		tcp_ports(json_object_get(rule, "allowed"), sc->ports);
+		if (prio > sc->allow_prio) {
+			sc->allow_prio = prio;
+			snprintf(sc->allow_name, sizeof(sc->allow_name), "%s", name ? name : "");
+		}
+	}
+	nt = json_string_value(json_object_get(root, "nextPageToken"));
+	if (next_page && nt && nt[0] && !(*next_page = strdup(nt))) {
+		json_decref(root);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	json_decref(root);
+	return 0;
+}
+
+int isc_gcp_fw_scan_ok(const struct isc_gcp_fw_scan *sc)
+{
+	for (size_t i = 0; i < sizeof(sc->ports); i++)
+		if (sc->ports[i] != 0xff)
+			return 0;
+	return sc->deny_prio < 0 || sc->deny_prio > sc->allow_prio;
+}
+
+static int collect_firewalls(void *ctx, const struct isc_http_response *r, char **next,
+                             size_t *added, struct isc_err *err)
+{
+	return isc_gcp_fw_scan_page(ctx, r->body.data, r->body.len, next, added, err);
+}
+
+/* The gang's subnet range: subnetworks.get of `subnetwork`, or of the auto mode network's
+ * subnet in the region (named after the network). */
+static int subnet_range(struct gcp_session *s, const char *region, char cidr[64],
+                        struct isc_err *err)
+{
+	const char *sub = s->subnetwork ? strstr(s->subnetwork, "regions/") : NULL;
+	const char *net = network_name(s->network);
+	struct isc_http_response resp;
+	json_t *root;
+	char *url;
+	int rc;
+
+	if (s->subnetwork && !sub)
+		url = api_url(s, "regions/%s/subnetworks/%s", region, s->subnetwork);
+	else if (sub)
+		url = api_url(s, "%s", sub);
+	else
+		url = api_url(s, "regions/%s/subnetworks/%s", region, net);
+	if (!url)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	rc = gcp_call(s, "GET", "subnetworks.get", url, NULL, &resp, err);
+	free(url);
+	root = rc ? NULL : json_loadb(resp.body.data, resp.body.len, 0, NULL);
+	if (!rc && !json_string_value(json_object_get(root, "ipCidrRange")))
+		rc = isc_err_set(err, ISC_EINVALID, "subnetworks.get: no ipCidrRange in the reply");
+	if (!rc)
+		snprintf(cidr, 64, "%s", json_string_value(json_object_get(root, "ipCidrRange")));
+	json_decref(root);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * Before a gang of several nodes launches: an INGRESS rule of its network must allow all
+ * TCP from a range covering its subnet to every node, else the launch is refused naming
+ * the rule (as the AWS driver names the EFA security-group rule).
+ */
+static int check_firewall(struct gcp_session *s, const char *zone, struct isc_err *err)
+{
+	struct isc_gcp_fw_scan *sc;
+	char region[64], cidr[64], *url;
+	int rc;
+
+	region_of(zone, region);
+	if ((rc = subnet_range(s, region, cidr, err)))
+		return rc;
+	if (!(sc = malloc(sizeof(*sc))))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_gcp_fw_scan_init(sc, network_name(s->network), cidr, err);
+	url = rc ? NULL : api_url(s, "global/firewalls?");
+	if (!rc && !url)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (!rc)
+		rc = list_pages(s, "firewalls.list", url, collect_firewalls, sc, err);
+	if (!rc && !isc_gcp_fw_scan_ok(sc)) {
+		if (sc->deny_prio >= 0 && sc->allow_prio >= 0 && sc->deny_prio <= sc->allow_prio)
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "network %s: firewall rule %s (priority %ld) denies the TCP the gang's "
+			    "nodes need among themselves (VPC firewall rules, "
+			    "https://cloud.google.com/firewall/docs/firewalls)",
+			    sc->network, sc->deny_name, sc->deny_prio);
+		else
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "network %s lacks the firewall rule a gang needs: ingress: allow all "
+			    "TCP "
+			    "from %s (the subnet) to all instances%s (VPC firewall rules, "
+			    "https://cloud.google.com/firewall/docs/firewalls)",
+			    sc->network, cidr,
+			    strcmp(sc->network, "default") == 0 ? ", as default-allow-internal does"
+			                                        : "");
+	} else if (!rc)
+		isc_log(ISC_LOG_DEBUG, "gcp: firewall rule %s allows TCP within %s", sc->allow_name,
+		        cidr);
+	free(url);
+	free(sc);
+	return rc;
+}
+
 static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
@@ -1263,6 +1543,8 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		if (!path_safe(spec->zones[z]))
 			return isc_err_set(err, ISC_EINVALID, "launch: '%.64s' is not a GCP zone",
 			                   spec->zones[z]);
+	if (s->firewall_check && spec->count >= 2 && (rc = check_firewall(s, spec->zones[0], err)))
+		return rc;
 	if (s->compact_placement && spec->count >= 2 && isc_gcp_compact_machine(machine)) {
 		/* Close together: one compact policy for the gang, in the zones' region. */
 		isc_gcp_policy_name(spec->idempotency_token, policy_name);
@@ -1537,6 +1819,7 @@ static const char *const gcp_setting_keys[] = {
     "external_ip",
     "disk_size_gb",
     "compact_placement",
+    "firewall_check",
     "ssh_key_user",
     "operation_timeout_s",
     "describe_max_pages",

@@ -186,4 +186,32 @@ int isc_gcp_compact_machine(const char *machine);
 /* The compact placement policy of a launch intent: "isc-compact-" + 16 hex of SHA-256(token). */
 void isc_gcp_policy_name(const char *token, char out[64]);
 
+/*
+ * The firewall scan of a gang's network (firewalls.list pages): which TCP ports the enabled
+ * INGRESS allow rules of `network` (its name) open from a source range covering the
+ * subnet [net/len] to every instance (no targetTags / targetServiceAccounts: the nodes
+ * carry none), and the strongest enabled INGRESS deny of TCP from a range overlapping it.
+ */
+struct isc_gcp_fw_scan {
+	char network[64];
+	uint32_t net;
+	int len;
+	unsigned char ports[65536 / 8]; /* bit p: TCP port p is allowed */
+	long allow_prio;                /* the weakest (highest) priority among those allows */
+	char allow_name[64];            /* one allow rule that counts (for the log) */
+	long deny_prio;                 /* -1: no deny of TCP from the subnet */
+	char deny_name[64];
+};
+
+/* Starts a scan of network NAME for subnet CIDR ("10.128.0.0/20"); ISC_EINVALID if unreadable. */
+int isc_gcp_fw_scan_init(struct isc_gcp_fw_scan *sc, const char *network, const char *cidr,
+                         struct isc_err *err);
+
+/* Reads one firewalls.list page into the scan (*added: its items, *next_page: owned). */
+int isc_gcp_fw_scan_page(struct isc_gcp_fw_scan *sc, const char *body, size_t len, char **next_page,
+                         size_t *added, struct isc_err *err);
+
+/* 1 when every TCP port is allowed and no deny of equal or stronger priority stands. */
+int isc_gcp_fw_scan_ok(const struct isc_gcp_fw_scan *sc);
+
 #endif

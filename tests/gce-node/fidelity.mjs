@@ -232,6 +232,40 @@ async function main() {
     deleted = !(await rejects(gce.resourcePolicies.delete({ project, region, resourcePolicy: 'fid-compact' })));
   }
   check('the policy is deleted once its VMs are gone', deleted);
+
+  // VPC firewall rules of the default network (firewalls.list,
+  // https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/list) and its
+  // auto mode subnet (subnetworks.get): what the GCP driver reads before a gang launches.
+  const fw = await gce.firewalls.list({ project });
+  const rules = fw.data.items || [];
+  const internal = rules.find((x) => x.name === 'default-allow-internal');
+  check('firewalls.list: compute#firewallList with the default rules', fw.data.kind === 'compute#firewallList' &&
+    ['default-allow-internal', 'default-allow-ssh', 'default-allow-rdp', 'default-allow-icmp']
+      .every((n) => rules.some((x) => x.name === n)), rules.map((x) => x.name));
+  check('default-allow-internal: INGRESS from 10.128.0.0/9, tcp:0-65535, priority 65534',
+    internal && internal.direction === 'INGRESS' && internal.disabled === false && internal.priority === 65534 &&
+    internal.network.endsWith(`/projects/${project}/global/networks/default`) &&
+    internal.sourceRanges?.[0] === '10.128.0.0/9' &&
+    internal.allowed?.some((a) => a.IPProtocol === 'tcp' && a.ports?.[0] === '0-65535') && !internal.targetTags, internal);
+  const page1 = await gce.firewalls.list({ project, maxResults: 2 });
+  check('firewalls.list pages (maxResults 2)', (page1.data.items || []).length === 2 && !!page1.data.nextPageToken, page1.data);
+  const byName = await gce.firewalls.list({ project, filter: 'name = "default-allow-ssh"' });
+  check('firewalls.list filter on name', (byName.data.items || []).length === 1 &&
+    byName.data.items[0].allowed[0].ports[0] === '22', byName.data.items);
+  const fget = await gce.firewalls.get({ project, firewall: 'default-allow-internal' });
+  check('firewalls.get', fget.data.name === 'default-allow-internal' && fget.data.kind === 'compute#firewall', fget.data);
+  const sn = await gce.subnetworks.get({ project, region, subnetwork: 'default' });
+  check('subnetworks.get: the auto mode subnet of us-central1 is 10.128.0.0/20',
+    sn.data.ipCidrRange === '10.128.0.0/20' && sn.data.network.endsWith('/global/networks/default'), sn.data);
+  await mock('DELETE', 'gcp/firewalls/default-allow-internal');
+  const after = await gce.firewalls.list({ project });
+  check('a removed rule is gone from firewalls.list', !(after.data.items || []).some((x) => x.name === 'default-allow-internal'));
+  const fw404 = await rejects(gce.firewalls.get({ project, firewall: 'default-allow-internal' }));
+  check('firewalls.get of a removed rule: 404 notFound', fw404 && fw404.status === 404 &&
+    fw404.response?.data?.error?.errors?.[0]?.reason === 'notFound', fw404?.response?.data);
+  await mock('POST', 'gcp/firewalls', internal);
+  const back = await gce.firewalls.get({ project, firewall: 'default-allow-internal' });
+  check('the rule put back reads the same', back.data.sourceRanges?.[0] === '10.128.0.0/9' && back.data.priority === 65534, back.data);
 }
 
 try {

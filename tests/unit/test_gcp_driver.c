@@ -450,14 +450,17 @@ static char *fake_key_json;
 
 /* compact_placement of session(): "never" keeps the older cases' calls as they were. */
 static const char *cp_mode = "never";
+/* firewall_check of session(): "never" likewise (test_firewall_* script its calls). */
+static const char *fw_mode = "never";
 
 static struct isc_provider_session *session(void)
 {
 	const struct isc_provider *p = isc_provider_find("gcp");
 	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
 	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
-	                               {"compact_placement", cp_mode}};
-	struct isc_provider_settings st = {items, 2, creds, 1};
+	                               {"compact_placement", cp_mode},
+	                               {"firewall_check", fw_mode}};
+	struct isc_provider_settings st = {items, 3, creds, 1};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -650,6 +653,149 @@ static void test_describe_reconciles_policies(void **state)
 	assert_string_equal(S.method[3], "DELETE");
 	assert_non_null(strstr(S.url[3], "regions/us-central1/resourcePolicies/isc-cl-2-compact"));
 	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+/* ---- the firewall check (intra-cluster TCP) ---- */
+
+#define FW_NET "https://www.googleapis.com/compute/v1/projects/example-project/global/networks/"
+#define FW_RULE(name, extra)                                                                       \
+	"{\"name\":\"" name "\",\"network\":\"" FW_NET "default\",\"direction\":\"INGRESS\","      \
+	"\"disabled\":false" extra "}"
+#define FW_INTERNAL                                                                                \
+	FW_RULE("default-allow-internal",                                                          \
+	        ",\"priority\":65534,\"sourceRanges\":[\"10.128.0.0/9\"],\"allowed\":[{"           \
+	        "\"IPProtocol\":\"tcp\",\"ports\":[\"0-65535\"]},{\"IPProtocol\":\"udp\","         \
+	        "\"ports\":[\"0-65535\"]},{\"IPProtocol\":\"icmp\"}]")
+#define FW_SSH                                                                                     \
+	FW_RULE("default-allow-ssh", ",\"priority\":65534,\"sourceRanges\":[\"0.0.0.0/0\"],"       \
+	                             "\"allowed\":[{\"IPProtocol\":\"tcp\",\"ports\":[\"22\"]}]")
+
+static int fw_ok(const char *page)
+{
+	struct isc_gcp_fw_scan sc;
+	struct isc_err err;
+	size_t added;
+	char *next = NULL;
+	assert_int_equal(isc_gcp_fw_scan_init(&sc, "default", "10.128.0.0/20", &err), 0);
+	assert_int_equal(isc_gcp_fw_scan_page(&sc, page, strlen(page), &next, &added, &err), 0);
+	assert_null(next);
+	return isc_gcp_fw_scan_ok(&sc);
+}
+
+/* Which rule sets let a gang's nodes (subnet 10.128.0.0/20, no tags) talk all TCP. */
+static void test_firewall_rules(void **state)
+{
+	struct isc_gcp_fw_scan sc;
+	struct isc_err err;
+	size_t added;
+	char *next = NULL;
+	(void)state;
+	assert_true(fw_ok("{\"items\":[" FW_SSH "," FW_INTERNAL "]}"));
+	assert_false(fw_ok("{\"items\":[" FW_SSH "]}"));
+	assert_false(fw_ok("{}")); /* no rules: the implied deny */
+	/* only the rendezvous port: gloo/NCCL's own ports stay shut */
+	assert_false(fw_ok("{\"items\":[" FW_RULE("rdzv", ",\"sourceRanges\":[\"10.128.0.0/20\"],"
+	                                                  "\"allowed\":[{\"IPProtocol\":\"tcp\","
+	                                                  "\"ports\":[\"29500\"]}]") "]}"));
+	/* two rules, each half the ports; "all" protocols with no ports */
+	assert_true(fw_ok("{\"items\":[" FW_RULE(
+	    "lo",
+	    ",\"sourceRanges\":[\"10.0.0.0/8\"],"
+	    "\"allowed\":[{\"IPProtocol\":\"tcp\","
+	    "\"ports\":[\"0-32767\"]}]") "," FW_RULE("hi",
+	                                             ",\"sourceRanges\":[\"10.128.0.0/"
+	                                             "16\"],\"allowed\":[{\"IPProtocol\":\"tcp\","
+	                                             "\"ports\":[\"32768-65535\"]}]") "]}"));
+	assert_true(
+	    fw_ok("{\"items\":[" FW_RULE("all", ",\"sourceRanges\":[\"10.128.0.0/20\"],"
+	                                        "\"allowed\":[{\"IPProtocol\":\"all\"}]") "]}"));
+	/* a range narrower than the subnet, other targets, disabled, egress, another network */
+	assert_false(
+	    fw_ok("{\"items\":[" FW_RULE("narrow", ",\"sourceRanges\":[\"10.128.0.0/24\"],"
+	                                           "\"allowed\":[{\"IPProtocol\":\"tcp\"}]") "]}"));
+	assert_false(
+	    fw_ok("{\"items\":[" FW_RULE("tagged", ",\"sourceRanges\":[\"10.0.0.0/8\"],"
+	                                           "\"targetTags\":[\"gpu\"],\"allowed\":[{"
+	                                           "\"IPProtocol\":\"tcp\"}]") "]}"));
+	assert_false(fw_ok("{\"items\":[{\"name\":\"off\",\"network\":\"" FW_NET
+	                   "default\",\"disabled\":true,\"sourceRanges\":[\"10.0.0.0/8\"],"
+	                   "\"allowed\":[{\"IPProtocol\":\"tcp\"}]}]}"));
+	assert_false(fw_ok("{\"items\":[{\"name\":\"out\",\"network\":\"" FW_NET
+	                   "default\",\"direction\":\"EGRESS\",\"sourceRanges\":[\"10.0.0.0/8\"],"
+	                   "\"allowed\":[{\"IPProtocol\":\"tcp\"}]}]}"));
+	assert_false(fw_ok("{\"items\":[{\"name\":\"x\",\"network\":\"" FW_NET
+	                   "other\",\"sourceRanges\":[\"10.0.0.0/8\"],"
+	                   "\"allowed\":[{\"IPProtocol\":\"tcp\"}]}]}"));
+	/* a deny of stronger priority wins; a weaker one does not */
+	assert_false(fw_ok("{\"items\":[" FW_INTERNAL "," FW_RULE(
+	    "deny", ",\"priority\":1000,\"sourceRanges\":[\"10.128.0.0/9\"],\"denied\":[{"
+	            "\"IPProtocol\":\"tcp\",\"ports\":[\"29500\"]}]") "]}"));
+	assert_true(fw_ok("{\"items\":[" FW_RULE(
+	    "allow",
+	    ",\"priority\":100,\"sourceRanges\":[\"10."
+	    "128.0.0/9\"],\"allowed\":[{"
+	    "\"IPProtocol\":\"tcp\"}]") "," FW_RULE("deny", ",\"priority\":1000,\"sourceRanges\":["
+	                                                    "\"10.128.0.0/9\"],\"denied\":[{"
+	                                                    "\"IPProtocol\":\"tcp\"}]") "]}"));
+	/* pages: the token is handed back; an unreadable page or CIDR is an error */
+	assert_int_equal(isc_gcp_fw_scan_init(&sc, "default", "10.128.0.0/20", &err), 0);
+	assert_int_equal(
+	    isc_gcp_fw_scan_page(&sc, LIT("{\"items\":[" FW_SSH "],\"nextPageToken\":\"p2\"}"),
+	                         &next, &added, &err),
+	    0);
+	assert_string_equal(next, "p2");
+	assert_int_equal(added, 1);
+	free(next);
+	assert_int_equal(isc_gcp_fw_scan_page(&sc, LIT("[]"), &next, &added, &err), ISC_EINVALID);
+	assert_int_equal(isc_gcp_fw_scan_init(&sc, "default", "10.128.0.0", &err), ISC_EINVALID);
+}
+
+/* A gang's launch reads the subnet and the firewall rules first; missing: refused, named. */
+static void test_firewall_refuses_gang(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	script_reset();
+	fw_mode = "auto";
+	s = session();
+	fw_mode = "never";
+	reply(200, TOKEN_OK);
+	reply(200, "{\"name\":\"default\",\"ipCidrRange\":\"10.128.0.0/20\"}");
+	reply(200, "{\"items\":[" FW_SSH "]}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 3); /* nothing launched */
+	assert_non_null(strstr(S.url[1], "projects/example-project/regions/us-central1/"
+	                                 "subnetworks/default"));
+	assert_non_null(strstr(S.url[2], "projects/example-project/global/firewalls?"));
+	assert_non_null(strstr(S.url[2], "maxResults=500"));
+	assert_non_null(strstr(err.msg, "network default lacks the firewall rule a gang needs: "
+	                                "ingress: allow all TCP from 10.128.0.0/20"));
+	assert_non_null(strstr(err.msg, "default-allow-internal"));
+	/* a second page holds the rule: the gang launches */
+	script_reset();
+	reply(200, "{\"name\":\"default\",\"ipCidrRange\":\"10.128.0.0/20\"}");
+	reply(200, "{\"items\":[" FW_SSH "],\"nextPageToken\":\"t2\"}");
+	reply(200, "{\"items\":[" FW_INTERNAL "]}");
+	reply(200, OP("op-a", "DONE", ""));
+	reply(200, "{\"items\":[%s,%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"),
+	      inst_json("isc-cl-1-0002", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 5); /* a cached token */
+	assert_non_null(strstr(S.url[2], "pageToken=t2"));
+	assert_non_null(strstr(S.url[3], "bulkInsert"));
+	isc_launch_result_cleanup(&r);
+	/* one node talks to nobody: no check */
+	script_reset();
+	sp = spec(1);
+	reply(200, OP("op-s", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2);
+	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
 }
 
@@ -1442,6 +1588,45 @@ static void test_mock_quota_and_wrong_key(void **state)
 	s->provider->session_free(s);
 }
 
+/* The mock's default network: default-allow-internal lets a gang launch; without it, refused. */
+static void test_mock_firewall(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = mock_spec(2, "mock-gcp-gang-fw");
+	struct isc_launch_result r;
+	struct isc_err err;
+	json_t *rules, *rule = NULL, *v;
+	char *saved;
+	size_t i;
+	long inserts;
+	(void)state;
+	if (mock_skip())
+		skip();
+	s = mock_session();
+	rules = mock_api("GET", "gcp/firewalls", NULL);
+	json_array_foreach(rules, i, v) if (strcmp(json_string_value(json_object_get(v, "name")),
+	                                           "default-allow-internal") == 0) rule = v;
+	assert_non_null(rule);
+	saved = json_dumps(rule, JSON_COMPACT);
+	json_decref(rules);
+	json_decref(mock_api("DELETE", "gcp/firewalls/default-allow-internal", NULL));
+	inserts = mock_calls("instances.bulkInsert");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "network default lacks the firewall rule a gang needs"));
+	assert_non_null(strstr(err.msg, "10.128.0.0/20"));
+	assert_int_equal(mock_calls("instances.bulkInsert"), inserts);
+	json_decref(mock_api("POST", "gcp/firewalls", saved));
+	free(saved);
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(r.n_nodes, 2);
+	{
+		const char *ids[2] = {r.nodes[0].id, r.nodes[1].id};
+		assert_int_equal(s->provider->terminate(s, ids, 2, &err), 0);
+	}
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1459,6 +1644,8 @@ int main(void)
 	    cmocka_unit_test(test_compact_policy_for_the_gang),
 	    cmocka_unit_test(test_compact_policy_given_back),
 	    cmocka_unit_test(test_describe_reconciles_policies),
+	    cmocka_unit_test(test_firewall_rules),
+	    cmocka_unit_test(test_firewall_refuses_gang),
 	    cmocka_unit_test(test_launch_quota_and_capacity),
 	    cmocka_unit_test(test_launch_unreadable_and_lagging),
 	    cmocka_unit_test(test_auth_refresh_and_refusal),
@@ -1471,6 +1658,7 @@ int main(void)
 	    cmocka_unit_test(test_mock_lost_reply_and_failover),
 	    cmocka_unit_test(test_mock_garbled_reply_replayed),
 	    cmocka_unit_test(test_mock_quota_and_wrong_key),
+	    cmocka_unit_test(test_mock_firewall),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

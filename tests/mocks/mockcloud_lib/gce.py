@@ -26,7 +26,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from . import ec2, gce_policy
+from . import ec2, gce_firewall, gce_policy
 from .cloud import log, now_ms
 
 SELF = "https://www.googleapis.com/compute/v1/"
@@ -348,7 +348,7 @@ class Gce:
                     return "zoneOperations.get", reg, self._op_get
                 if n == 7 and p[4] == "operations" and p[6] == "wait" and method == "POST":
                     return "zoneOperations.wait", reg, self._op_wait
-            pol = gce_policy.route(self, method, p)
+            pol = gce_policy.route(self, method, p) or gce_firewall.route(self, method, p)
             if pol is not None:
                 return pol
             if n == 4 and p[2] == "aggregated" and method == "GET":
@@ -1037,6 +1037,7 @@ class Gce:
                 "terminated_at": inst.get("terminated_at"), "deleted": bool(inst.get("gce_deleted")),
                 "preempted": bool(inst.get("interrupt_at_ms") or (inst.get("state_reason") or {}).get("code")
                                   == "Server.SpotInstanceTermination"),
+                "resource_policies": [r.rsplit("/", 1)[-1] for r in inst.get("resource_policies") or []],
                 "node_dir": os.path.join(self.cloud.nodes_dir, inst["id"])}
 
     def control(self, method, path, req):
@@ -1053,4 +1054,7 @@ class Gce:
         if path == "/_mock/gcp/operations" and method == "GET":
             with self.lock:
                 return 200, [self.op_json(o) for o in self.state["operations"].values()]
+        fw = gce_firewall.control(self, method, path, req)
+        if fw is not None:
+            return fw
         return 404, {"error": "no such control endpoint: %s %s" % (method, path)}
