@@ -225,13 +225,14 @@ static void settle_holds(struct isc_broker *b)
 	for (size_t i = 0; i < n; i++) {
 		int64_t released = 0;
 		int ended = 0;
-		if (isc_credits_settle(b->store, ids[i], &released, &ended, &err))
+		if (isc_credits_settle(b->store, ids[i], b->config->reservation_window_ms,
+		                       &released, &ended, &err))
 			isc_log(ISC_LOG_WARN, "meter: settling the hold of %s: %s", ids[i],
 			        err.msg);
 		else if (released > 0)
 			isc_log(ended ? ISC_LOG_WARN : ISC_LOG_INFO,
 			        "%s: released %lld micros it held %s", ids[i], (long long)released,
-			        ended ? "after it ended" : "with no open cluster left");
+			        ended ? "after it ended" : "beyond what its open clusters need");
 		free(ids[i]);
 	}
 	free(ids);

@@ -425,11 +425,11 @@ static int open_clusters(struct isc_store *s, const char *experiment_id, int64_t
 	return 0;
 }
 
-int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t *released_micros,
-                       int *ended, struct isc_err *err)
+int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t window_ms,
+                       int64_t *released_micros, int *ended, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
-	int64_t before = 0, after = 0, window;
+	int64_t before = 0, after = 0, window = 0;
 	size_t open = 0;
 	int rc;
 
@@ -444,14 +444,24 @@ int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t *
 	if ((rc = isc_store_experiment_get(s, experiment_id, &e, err)))
 		goto out;
 	if (!isc_status_is_final(e.status) &&
-	    ((rc = open_clusters(s, experiment_id, 0, &open, &window, err)) || open > 0))
-		goto out; /* a live experiment's clusters consume or release its hold */
+	    (rc = open_clusters(s, experiment_id, window_ms, &open, &window, err)))
+		goto out;
 	if ((rc = isc_store_ledger_experiment_held(s, experiment_id, &before, err)))
 		goto out;
-	rc = release_held(s, &e, NULL, -1,
-	                  isc_status_is_final(e.status) ? "released: the experiment ended"
-	                                                : "released: no open cluster",
-	                  err);
+	if (isc_status_is_final(e.status) || open == 0)
+		rc = release_held(s, &e, NULL, -1,
+		                  isc_status_is_final(e.status) ? "released: the experiment ended"
+		                                                : "released: no open cluster",
+		                  err);
+	else if (window >= 0 && before > window)
+		/*
+		 * A live experiment holds one window of its largest open cluster. A larger
+		 * cluster that closed (a drained one replaced at a lower spot price) leaves
+		 * its larger hold behind, which renewals only ever top up: give back the
+		 * part no open cluster can consume.
+		 */
+		rc = release_held(s, &e, NULL, before - window,
+		                  "released: more than one window of its open clusters", err);
 	if (!rc)
 		rc = isc_store_ledger_experiment_held(s, experiment_id, &after, err);
 out:

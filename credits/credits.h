@@ -106,11 +106,12 @@ int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, cons
 /*
  * The release side of the rule for holds: in one transaction, releases whatever
  * the experiment holds if it has ended or has no open cluster left (then nothing
- * would consume or release it). *released_micros (may be NULL) says how much,
- * *ended (may be NULL) whether the experiment had ended.
+ * would consume or release it), and otherwise the part above one window
+ * (window_ms at the rate of its largest open cluster). *released_micros (may be
+ * NULL) says how much, *ended (may be NULL) whether the experiment had ended.
  */
-int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t *released_micros,
-                       int *ended, struct isc_err *err);
+int isc_credits_settle(struct isc_store *s, const char *experiment_id, int64_t window_ms,
+                       int64_t *released_micros, int *ended, struct isc_err *err);
 
 /*
  * The invariants of holds (docs/credits.md, "Invariants"), as test builds check

@@ -413,9 +413,17 @@ static void test_hold_rule(void **state)
 	assert_int_equal(ledger_rows(f), rows);
 
 	/* Its experiment still has an open cluster: settling releases nothing. */
-	assert_int_equal(isc_credits_settle(f->s, "exp_h", &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h", 3600000, &released, &ended, &err), 0);
 	assert_int_equal(released, 0);
 	assert_int_equal(held_by(f, "exp_h"), USD(5));
+	/* More than one window of its open clusters (a larger cluster that closed left its
+	 * hold): settling gives back the excess only. The window here is 15 min: $2.50. */
+	assert_int_equal(isc_credits_settle(f->s, "exp_h", 900000, &released, &ended, &err), 0);
+	assert_int_equal(released, USD(5) - USD(5) / 2);
+	assert_int_equal(ended, 0);
+	assert_int_equal(held_by(f, "exp_h"), USD(5) / 2);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h", 900000, &released, &ended, &err), 0);
+	assert_int_equal(released, 0);
 
 	/* A renewal that raced the experiment's end releases what it finds, adds nothing. */
 	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h", "running", &err), 0);
@@ -436,7 +444,7 @@ static void test_hold_rule(void **state)
 	assert_int_equal(isc_credits_renew(f->s, "exp_h3", "cl_h3", USD(3), &err), 0);
 	assert_int_equal(
 	    isc_store_experiment_transition(f->s, "exp_h3", "running", "failed", "x", &err), 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_h3", &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h3", 3600000, &released, &ended, &err), 0);
 	assert_int_equal(released, USD(3));
 	assert_int_equal(ended, 1);
 	assert_int_equal(held_by(f, "exp_h3"), 0);
@@ -446,11 +454,11 @@ static void test_hold_rule(void **state)
 	add_cluster(f, "cl_h4", "exp_h4", "default", 1, USD(4));
 	assert_int_equal(isc_credits_renew(f->s, "exp_h4", "cl_h4", USD(4), &err), 0);
 	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h4", "closed", &err), 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_h4", &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_h4", 3600000, &released, &ended, &err), 0);
 	assert_int_equal(released, USD(4));
 	assert_int_equal(ended, 0);
 	assert_int_equal(balance(f).reserved_micros, 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_nope", &released, &ended, &err),
+	assert_int_equal(isc_credits_settle(f->s, "exp_nope", 3600000, &released, &ended, &err),
 	                 ISC_ENOTFOUND);
 }
 
@@ -529,7 +537,7 @@ static void test_holds_check(void **state)
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ENDED, NULL,
 	                             "experiment exp_b is cancelled but still holds $10.00"),
 	                 1);
-	assert_int_equal(isc_credits_settle(f->s, "exp_b", NULL, NULL, &err), 0);
+	assert_int_equal(isc_credits_settle(f->s, "exp_b", 3600000, NULL, NULL, &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
 
 	/* Holds beyond what covered them: a reserve row no check let through. */
