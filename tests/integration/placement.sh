@@ -3,7 +3,9 @@
 # rules): a two-node burst gets a cluster placement group of its own in the zone it lands
 # in; when the first zone has no capacity, that zone's group is deleted and the next zone
 # gets one; the group goes once the nodes are terminated; a group left behind by a crash
-# (tagged with this broker, no instance in it) is deleted by the next describe.
+# (tagged with this broker, no instance in it) is deleted by the next describe. On the
+# mock GCE: a gang whose network lacks an all-TCP ingress rule for its subnet is refused
+# before any VM is made, the rule named (tests/mocks/mockcloud_lib/gce_firewall.py).
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 launch=$repo/tests/integration/launch
@@ -92,5 +94,21 @@ check "a second burst completes" wait_status "$id" completed 60
 check "the leftover tagged group is deleted" bash -c "for i in \$(seq 1 150); do [ \"\$(curl -s '$MOCKCLOUD_URL/_mock/placement_groups' | grep -c isc-leftover)\" = 0 ] && exit 0; sleep 0.2; done; exit 1"
 check "a group without this broker's tag is left alone" test "$(groups | grep -c '^not-ours ')" = 1
 check "nothing of the bursts is left" wait_groups 1
+# 4. GCP: a network without a rule letting the nodes talk TCP refuses a gang before any VM
+# is made, naming the rule (the mock's default network without default-allow-internal).
+rule=$(mock gcp/firewalls | /usr/bin/python3 -c 'import json,sys; print(json.dumps([r for r in json.load(sys.stdin) if r["name"] == "default-allow-internal"][0]))')
+mock gcp/firewalls/default-allow-internal -X DELETE >/dev/null
+sed -e 's/"aws-us-east-1-g4dn.xlarge-spot"/"gcp-us-central1-g2-standard-4-spot"/' -e 's/"gang"/"gcp-fw"/' \
+	-e "s/^command = .*/command = 'true'/" "$dir/gang.isc" >"$dir/gcp-fw.isc"
+inserts=$(calls_of instances.bulkInsert)
+id=$(submit "$dir/gcp-fw.isc")
+check "the GCP gang names the missing firewall rule" bash -c "for i in \$(seq 1 300); do '$ISC_BIN/isc' status '$id' | grep -q 'network default lacks the firewall rule a gang needs: ingress: allow all TCP from 10.128.0.0/20' && exit 0; sleep 0.2; done; '$ISC_BIN/isc' status '$id' >&2; exit 1"
+check "no GCE instance was asked for" test "$(calls_of instances.bulkInsert)" = "$inserts"
+isc cancel "$id" >/dev/null 2>&1
+wait_status "$id" cancelled 30 >/dev/null 2>&1 || wait_status "$id" failed 1 >/dev/null 2>&1
+mock gcp/firewalls -X POST -H 'Content-Type: application/json' -d "$rule" >/dev/null
+id=$(submit "$dir/gcp-fw.isc")
+check "with default-allow-internal back the GCP gang completes" wait_status "$id" completed 90
+check "nothing of the GCP gang is left" wait_no_live
 check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 finish placement
