@@ -266,14 +266,14 @@ class Cloud:
         return (os.path.join(self.nodes_dir, iid), os.path.join(self.meta_dir, iid + ".keys"),
                 os.path.join(self.meta_dir, iid + ".log"))
 
-    def _run_script(self, name, args, logfile):
+    def _run_script(self, name, args, logfile, env=None):
         script = os.path.join(self.cfg.node_bin_dir, name)
         with open(logfile, "a") as lf:
             lf.write("+ %s %s\n" % (script, " ".join(args)))
             lf.flush()
             try:
                 r = subprocess.run([script] + args, stdin=subprocess.DEVNULL, stdout=lf,
-                                   stderr=lf, timeout=self.cfg.node_timeout_s)
+                                   stderr=lf, timeout=self.cfg.node_timeout_s, env=env)
                 return r.returncode == 0
             except (OSError, subprocess.TimeoutExpired) as e:
                 lf.write("mockcloud: %s failed: %r\n" % (name, e))
@@ -288,7 +288,28 @@ class Cloud:
         os.chmod(keys, 0o600)
         if not self.cfg.nodes:
             return True
-        return self._run_script("node-up", [d, inst["ip"], str(self.cfg.ssh_port), keys], lg)
+        return self._run_script("node-up", [d, inst["ip"], str(self.cfg.ssh_port), keys], lg,
+                                env=self._node_fabric_env(inst))
+
+    @staticmethod
+    def _node_fabric_env(inst):
+        """The node's fabric follows what the cloud attached, as on a real host: an EC2
+        instance has one EFA device per efa/efa-only interface it was launched with (EC2
+        User Guide, "Elastic Fabric Adapter": the EFA device appears only with an EFA
+        interface), an OCI instance in a compute cluster has its RDMA NICs (OCI docs,
+        "Compute Clusters"). Anything else has none. A NODE_FABRIC set by a test wins."""
+        if os.environ.get("NODE_FABRIC"):
+            return None
+        efa = sum(1 for t in inst.get("iface_types") or [] if t in ("efa", "efa-only"))
+        if efa:
+            fabric = "efa:%d" % efa
+        elif inst.get("compute_cluster_id"):
+            fabric = "rdma:1"
+        else:
+            return None
+        env = dict(os.environ)
+        env["NODE_FABRIC"] = fabric
+        return env
 
     def _node_down(self, iid):
         d, _, lg = self._node_paths(iid)
