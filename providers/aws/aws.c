@@ -517,11 +517,12 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
 }
 
 /*
- * The network interfaces of an EFA gang (cloud-api-facts "Fabric details", EC2 User Guide
- * "EFA"): network card 0 / device 0 is an `efa` interface (it has the IP address), every
- * further card an `efa-only` one at device index 0, all in the one subnet and security
- * group (EFA traffic does not cross subnets). EC2 refuses a public IP with more than one
- * interface, so associate_public_ip=true gets the primary EFA interface only.
+ * The network interfaces of an EFA gang (EC2 User Guide "EFA",
+ * "Maximize network bandwidth on EC2 instances with multiple network cards"): network card 0 /
+ * device 0 is an `efa` interface (it has the IP address), every further card an `efa-only` one at
+ * device index 0, all in the one subnet and security group (EFA traffic does not cross subnets).
+ * EC2 refuses a public IP with more than one interface, so associate_public_ip=true gets the
+ * primary EFA interface only.
  */
 static int efa_interfaces_form(const struct aws_session *s, int n_efa, struct isc_buf *f)
 {

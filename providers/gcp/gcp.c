@@ -29,7 +29,7 @@
 #define KEY_FILE_MAX    (64 * 1024)
 /*
  * An image with cloud-init: Debian images run Google's guest agent only, which ignores the
- * user-data metadata (cloud-api-facts "GCE images"); Ubuntu's read it.
+ * user-data metadata (Compute Engine docs, "Operating system details"); Ubuntu's read it.
  */
 #define DEFAULT_IMAGE   "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 #define DEFAULT_NETWORK "global/networks/default"
@@ -1004,8 +1004,8 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 /* ---- compact placement ---- */
 
 /*
- * The accelerator-optimized series a compact placement policy serves (cloud-api-facts,
- * "Fabric details: GCP": A4X, A4, A3, A2, G4, G2). Other series gain nothing here.
+ * The accelerator-optimized series a compact placement policy serves (Compute Engine
+ * docs, "Use compact placement policies": A4X, A4, A3, A2, G4, G2). Other series gain nothing here.
  */
 static const char *const compact_series[] = {"a4x-", "a4-", "a3-", "a2-", "g4-", "g2-", NULL};
 
@@ -1107,9 +1107,9 @@ static int region_op_done(struct gcp_session *s, const char *region, struct isc_
 /*
  * resourcePolicies.insert of the gang's compact placement policy in `region`:
  * groupPlacementPolicy {collocation COLLOCATED, vmCount = the gang, availabilityDomainCount
- * 1} (cloud-api-facts "Fabric details: GCP"). Resource policies carry no labels, so the
- * description names the broker and cluster for the reconcile. A policy of that name
- * already there is this gang's (a replay).
+ * 1} (Compute Engine docs, "Use compact placement policies"). Resource policies carry no labels, so
+ * the description names the broker and cluster for the reconcile. A policy of that name already
+ * there is this gang's (a replay).
  */
 static int create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
                          const char *region, const char *name, struct isc_err *err)

@@ -116,7 +116,7 @@ int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc
 
 /*
  * Google's token endpoint as Google's key files spell it: the current one
- * (cloud-api-facts: POST https://oauth2.googleapis.com/token) and the two
+ * (Google OAuth 2.0 for service accounts: POST https://oauth2.googleapis.com/token) and the two
  * older spellings google-auth still accepts in keys made before it.
  */
 static const char *const google_token_uris[] = {
