@@ -8,6 +8,7 @@
  * never creates a second gang.
  */
 #include "common/log.h"
+#include "providers/busy.h"
 #include "providers/aws/aws_creds.h"
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
@@ -647,46 +648,8 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
                          struct isc_err *err);
 
-/*
- * Placement groups a launch of this process is using right now. The reconcile in
- * describe deletes a tagged group that no live instance uses; a group just created for a
- * RunInstances still under way has none yet, so it is skipped while listed here.
- */
-#define BUSY_MAX 256
-static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
-static char busy_group[BUSY_MAX][ISC_AWS_GROUP_NAME_MAX];
-static int busy_refs[BUSY_MAX];
-
-static void group_busy(const char *name, int delta)
-{
-	int free_slot = -1;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX; i++) {
-		if (busy_refs[i] && strcmp(busy_group[i], name) == 0) {
-			busy_refs[i] += delta;
-			pthread_mutex_unlock(&busy_lock);
-			return;
-		}
-		if (!busy_refs[i] && free_slot < 0)
-			free_slot = i;
-	}
-	/* A full table only means a reconcile may try a delete EC2 refuses (InUse) or races. */
-	if (delta > 0 && free_slot >= 0) {
-		snprintf(busy_group[free_slot], sizeof(busy_group[free_slot]), "%s", name);
-		busy_refs[free_slot] = delta;
-	}
-	pthread_mutex_unlock(&busy_lock);
-}
-
-static int group_is_busy(const char *name)
-{
-	int busy = 0;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX && !busy; i++)
-		busy = busy_refs[i] && strcmp(busy_group[i], name) == 0;
-	pthread_mutex_unlock(&busy_lock);
-	return busy;
-}
+/* Placement groups a launch of this process is filling (the reconcile skips them). */
+static struct isc_busy_names busy_groups = ISC_BUSY_NAMES_INIT;
 
 int isc_aws_group_name(const char *zone_token, char out[ISC_AWS_GROUP_NAME_MAX])
 {
@@ -938,9 +901,9 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 				    isc_err_set(err, ISC_EINVALID, "placement group name too long");
 				break;
 			}
-			group_busy(group, +1);
+			isc_busy_names_add(&busy_groups, group, +1);
 			if ((rc = create_group(s, group, spec, err))) {
-				group_busy(group, -1);
+				isc_busy_names_add(&busy_groups, group, -1);
 				if (err)
 					isc_err_wrap(err, "zone %s", zone);
 				break;
@@ -949,13 +912,13 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		if (run_instances_form(s, spec, zone, token, user_data, grouped ? group : NULL,
 		                       n_efa, root, &form)) {
 			if (grouped)
-				group_busy(group, -1);
+				isc_busy_names_add(&busy_groups, group, -1);
 			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
 			break;
 		}
 		rc = aws_call(s, SVC_EC2, "RunInstances", &form, &cc, &resp, err);
 		if (grouped)
-			group_busy(group, -1);
+			isc_busy_names_add(&busy_groups, group, -1);
 		if (rc == ISC_ECAPACITY) {
 			snprintf(last, sizeof(last), "%s", err ? err->msg : "");
 			if (grouped) {
@@ -1131,7 +1094,8 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 	for (size_t g = 0; !rc && g < ng; g++) {
 		int used = 0, deleted;
 		if (strcmp(gs[g].strategy, "cluster") != 0 ||
-		    strcmp(gs[g].state, "available") != 0 || group_is_busy(gs[g].name))
+		    strcmp(gs[g].state, "available") != 0 ||
+		    isc_busy_names_has(&busy_groups, gs[g].name))
 			continue;
 		for (size_t i = 0; i < n_ip && !used; i++)
 			used = ip[i].state != ISC_NODE_TERMINATED &&

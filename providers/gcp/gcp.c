@@ -8,6 +8,7 @@
  * isc-request), which is how describe and the launch itself find them again.
  */
 #include "common/log.h"
+#include "providers/busy.h"
 #include "providers/gcp/gcp_int.h"
 
 #include <jansson.h>
@@ -1028,41 +1029,8 @@ void isc_gcp_policy_name(const char *token, char out[64])
 	         d[4], d[5], d[6], d[7]);
 }
 
-/* Policies a launch of this process is filling: the reconcile leaves them alone. */
-#define BUSY_MAX 256
-static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
-static char busy_name[BUSY_MAX][64];
-static int busy_refs[BUSY_MAX];
-
-static void policy_busy(const char *name, int delta)
-{
-	int free_slot = -1;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX; i++) {
-		if (busy_refs[i] && strcmp(busy_name[i], name) == 0) {
-			busy_refs[i] += delta;
-			pthread_mutex_unlock(&busy_lock);
-			return;
-		}
-		if (!busy_refs[i] && free_slot < 0)
-			free_slot = i;
-	}
-	if (delta > 0 && free_slot >= 0) {
-		snprintf(busy_name[free_slot], sizeof(busy_name[free_slot]), "%s", name);
-		busy_refs[free_slot] = delta;
-	}
-	pthread_mutex_unlock(&busy_lock);
-}
-
-static int policy_is_busy(const char *name)
-{
-	int busy = 0;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX && !busy; i++)
-		busy = busy_refs[i] && strcmp(busy_name[i], name) == 0;
-	pthread_mutex_unlock(&busy_lock);
-	return busy;
-}
+/* Compact policies a launch of this process is filling (the reconcile skips them). */
+static struct isc_busy_names busy_policies = ISC_BUSY_NAMES_INIT;
 
 /* "us-central1-a" -> "us-central1". */
 static void region_of(const char *zone, char out[64])
@@ -1218,7 +1186,8 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 			const char *name = json_string_value(json_object_get(it, "name"));
 			const char *d = json_string_value(json_object_get(it, "description"));
 			int used = 0, deleted;
-			if (!name || !d || strncmp(d, prefix, pl) != 0 || policy_is_busy(name))
+			if (!name || !d || strncmp(d, prefix, pl) != 0 ||
+			    isc_busy_names_has(&busy_policies, name))
 				continue;
 			for (size_t k = 0; k < n && !used; k++)
 				used = nodes[k].state != ISC_NODE_TERMINATED &&
@@ -1549,14 +1518,14 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		/* Close together: one compact policy for the gang, in the zones' region. */
 		isc_gcp_policy_name(spec->idempotency_token, policy_name);
 		region_of(spec->zones[0], policy_region);
-		policy_busy(policy_name, +1);
+		isc_busy_names_add(&busy_policies, policy_name, +1);
 		if ((rc = create_policy(s, spec, policy_region, policy_name, err))) {
-			policy_busy(policy_name, -1);
+			isc_busy_names_add(&busy_policies, policy_name, -1);
 			return rc;
 		}
 		if (asprintf(&policy, "regions/%s/resourcePolicies/%s", policy_region,
 		             policy_name) < 0) {
-			policy_busy(policy_name, -1);
+			isc_busy_names_add(&busy_policies, policy_name, -1);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
 	}
@@ -1592,7 +1561,7 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			int deleted;
 			delete_policy(s, policy_region, policy_name, &deleted, &derr);
 		}
-		policy_busy(policy_name, -1);
+		isc_busy_names_add(&busy_policies, policy_name, -1);
 		free(policy);
 	}
 	return rc;

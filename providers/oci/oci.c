@@ -16,6 +16,7 @@
  * terminated itself) is kept in a small process-wide table.
  */
 #include "common/log.h"
+#include "providers/busy.h"
 #include "providers/oci/oci_config.h"
 #include "providers/oci/oci_int.h"
 #include "providers/oci/oci_sign.h"
@@ -632,45 +633,8 @@ int isc_oci_rdma_shape(const char *shape)
 	return 0;
 }
 
-/*
- * Compute clusters a launch of this process is filling, by their isc:token tag: the
- * reconcile in describe deletes a tagged cluster without a live instance, and a cluster
- * just created has none yet.
- */
-#define BUSY_MAX 256
-static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
-static char busy_token[BUSY_MAX][65];
-static int busy_refs[BUSY_MAX];
-
-static void cluster_busy(const char *token, int delta)
-{
-	int free_slot = -1;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX; i++) {
-		if (busy_refs[i] && strcmp(busy_token[i], token) == 0) {
-			busy_refs[i] += delta;
-			pthread_mutex_unlock(&busy_lock);
-			return;
-		}
-		if (!busy_refs[i] && free_slot < 0)
-			free_slot = i;
-	}
-	if (delta > 0 && free_slot >= 0) {
-		snprintf(busy_token[free_slot], sizeof(busy_token[free_slot]), "%s", token);
-		busy_refs[free_slot] = delta;
-	}
-	pthread_mutex_unlock(&busy_lock);
-}
-
-static int cluster_is_busy(const char *token)
-{
-	int busy = 0;
-	pthread_mutex_lock(&busy_lock);
-	for (int i = 0; i < BUSY_MAX && !busy; i++)
-		busy = busy_refs[i] && strcmp(busy_token[i], token) == 0;
-	pthread_mutex_unlock(&busy_lock);
-	return busy;
-}
+/* Compute clusters a launch of this process is filling, by their isc:token tag. */
+static struct isc_busy_names busy_clusters = ISC_BUSY_NAMES_INIT;
 
 /* The index that names a gang's compute cluster among its nodes' retry tokens (> MAX_NODES). */
 #define CLUSTER_TOKEN_INDEX 99999u
@@ -795,7 +759,8 @@ static void reconcile_clusters(struct oci_session *s, const char *broker_id, con
 			size_t k;
 			int used = 0, deleted = 0;
 			if (!id || !broker || strcmp(broker, broker_id) != 0 || !state ||
-			    strcmp(state, "ACTIVE") != 0 || (token && cluster_is_busy(token)))
+			    strcmp(state, "ACTIVE") != 0 ||
+			    (token && isc_busy_names_has(&busy_clusters, token)))
 				continue;
 			json_array_foreach(all, k, inst)
 			{
@@ -1269,9 +1234,9 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 	if (clustered) {
 		isc_oci_retry_token(spec->idempotency_token, ad, CLUSTER_TOKEN_INDEX, cc_token,
 		                    NULL);
-		cluster_busy(cc_token, +1);
+		isc_busy_names_add(&busy_clusters, cc_token, +1);
 		if ((rc = create_cluster(s, spec, ad, cc_token, cc_id, err))) {
-			cluster_busy(cc_token, -1);
+			isc_busy_names_add(&busy_clusters, cc_token, -1);
 			pthread_mutex_destroy(&r.lock);
 			free(jobs);
 			if (err)
@@ -1349,7 +1314,7 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 		}
 	}
 	if (clustered)
-		cluster_busy(cc_token, -1);
+		isc_busy_names_add(&busy_clusters, cc_token, -1);
 	free(jobs);
 	return out;
 }
