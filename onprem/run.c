@@ -228,6 +228,7 @@ static void boot(struct onprem_job *j)
 {
 	struct launch_view v;
 	struct isc_boot_result *res = NULL;
+	int *rcs = NULL;
 	char *dir = NULL;
 
 	if (view_init(j, &v)) {
@@ -240,21 +241,27 @@ static void boot(struct onprem_job *j)
 	if ((j->rc = ship_datasets(j, &v)))
 		goto out;
 	dir = isc_config_artifact_dir(j->env->cfg, j->env->home, j->exp_id);
-	for (size_t k = 0; dir && k < v.n; k++) {
-		if (v.targets[k].rank != 0)
-			continue;
-		if ((j->rc = isc_launcher_push_artifacts(&v.targets[k], &v.opts, dir, &j->err))) {
-			/* Booting anyway would silently restart the run from scratch. */
-			struct onprem_target *t = &j->t[v.index[k]];
-			t->rc = j->rc;
-			snprintf(t->msg, sizeof(t->msg), "%s", j->err.msg);
-			isc_err_wrap(&j->err, "restoring artifacts on rank 0");
-			goto out;
-		}
-	}
 	res = calloc(v.n ? v.n : 1, sizeof(*res));
-	if (!res) {
+	rcs = calloc(v.n ? v.n : 1, sizeof(*rcs));
+	if (!res || !rcs) {
 		j->rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	/*
+	 * What came home goes onto every node, as for a burst (docs/launcher.md, "What each
+	 * rank sees"): a rank that resumed without the checkpoint would wait for ever in a
+	 * collective the others never join. Booting anyway would restart the run from scratch.
+	 */
+	if (dir &&
+	    (j->rc = isc_launcher_push_artifacts_all(v.targets, v.n, &v.opts, dir, rcs, &j->err))) {
+		for (size_t k = 0; k < v.n; k++) {
+			struct onprem_target *t = &j->t[v.index[k]];
+			if (!rcs[k])
+				continue;
+			t->rc = rcs[k];
+			snprintf(t->msg, sizeof(t->msg), "%s", j->err.msg);
+		}
+		isc_err_wrap(&j->err, "restoring artifacts onto every node");
 		goto out;
 	}
 	j->rc = isc_launcher_boot_nodes(&v.spec, v.targets, v.n, &v.opts, res, &j->err);
@@ -266,6 +273,7 @@ static void boot(struct onprem_job *j)
 	}
 out:
 	free(res);
+	free(rcs);
 	free(dir);
 	view_cleanup(&v);
 }

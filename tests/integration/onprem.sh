@@ -75,6 +75,7 @@ gpus = $gpus
 compute_mode = "$compute"
 $([ -n "$cycles" ] && echo "max_rapid_cycles = $cycles")
 command = '''
+echo "rank \$RANK found \$(cat /mnt/checkpoints/runs.txt 2>/dev/null | wc -l) earlier runs"
 [ "\$RANK" = 0 ] && echo "$name \$STRONG_CYCLE_COUNT \$STRONG_CYCLE_TIME_MS \$(date +%s%3N)" >>/mnt/checkpoints/runs.txt
 echo "run \$STRONG_CYCLE_COUNT of $name: rank \$RANK of \$NNODES, \$STRONG_CYCLE_TIME_MS ms, mode \$STRONG_COMPUTE_MODE"
 trap '[ "\$RANK" = 0 ] && date +%s%3N >>/mnt/checkpoints/term_at; exit 0' TERM
@@ -154,6 +155,9 @@ first_resume=$(cat <(runs "$i1") <(runs "$i2") | awk '$2==2{print $4}' | sort -n
 check "interruptible runs resume only after the last cycle run started" test "$first_resume" -gt "$last_cycle"
 check "rank_0.txt of a cycle experiment has both runs" bash -c "grep -c 'run [12] of c1: rank 0 of 1, 2000 ms, mode cycle' '$home/experiments/$c1/rank_0.txt' | grep -qx 2"
 check "rank_1.txt of an interruptible one exists" grep -q "rank 1 of 2" "$home/experiments/$i1/rank_1.txt"
+# What came home from rank 0 is restored onto every node: rank 1's second run starts from
+# the same checkpoint folder as rank 0's (a rank left at step 0 hangs a real DDP job).
+check "rank 1 of a resumed run found rank 0's checkpoint" grep -q "rank 1 found 1 earlier runs" "$home/experiments/$i1/rank_1.txt"
 # The container's recorded environment: the C docker stand-in's env file, or the Python
 # one's config.json (NODE_DOCKER=python).
 check "the second run's container had STRONG_CYCLE_COUNT 2 and STRONG_CYCLE_TIME_MS 2000" bash -c "
