@@ -452,9 +452,16 @@ class Cloud:
                 raise ValueError("instance %s is %s" % (iid, inst["state"]))
             at = now_ms() + int(notice_s * 1000)
             inst["interrupt_at_ms"] = at
+            self.fault_counts["interrupt"] = self.fault_counts.get("interrupt", 0) + 1
+            if notice_s <= 0:
+                # No notice at all (the instance just goes): terminated in this same step,
+                # so no describe can list it running and marked in between.
+                self.begin_terminate(inst, by_service=True)
+                self.save()
+                log("instance %s interrupted by the service without notice" % iid)
+                return at
             self._spot_status(inst, "marked-for-termination",
                               "Your Spot Instance is marked for termination.")
-            self.fault_counts["interrupt"] = self.fault_counts.get("interrupt", 0) + 1
             self.save()
         self.sched.at(notice_s, self._interrupt_fire, iid)
         log("instance %s marked for termination in %ss" % (iid, notice_s))
