@@ -14,6 +14,7 @@
  * iscd read whatever bucket the platform's account can read.
  */
 #include "api/api_int.h"
+#include "api/credentials.h"
 #include "config/config.h"
 #include "datasets/datasets.h"
 #include "keys/keys.h"
@@ -177,40 +178,6 @@ static void datasets_get(struct isc_api_call *c)
 	isc_dataset_cleanup(&d);
 }
 
-/* The body's "credentials" object as a packed secret; 0 when replied. */
-static int body_secret(struct isc_api_call *c, json_t *creds, struct isc_key_secret *out)
-{
-	struct isc_kv kv[ISC_KEY_SECRET_MAX_FIELDS];
-	struct isc_err err;
-	const char *k;
-	json_t *v;
-	size_t n = 0;
-
-	if (!json_is_object(creds) || json_object_size(creds) == 0 ||
-	    json_object_size(creds) > ISC_KEY_SECRET_MAX_FIELDS) {
-		isc_api_reply_error(c, 400,
-		                    "credentials: an object with access_key_id, secret_access_key "
-		                    "and optionally session_token");
-		return 0;
-	}
-	json_object_foreach(creds, k, v)
-	{
-		if (!json_is_string(v)) {
-			isc_api_reply_error(c, 400, "credentials.%.40s: not a string", k);
-			return 0;
-		}
-		kv[n].key = k;
-		kv[n].value = json_string_value(v);
-		n++;
-	}
-	isc_err_clear(&err);
-	if (isc_key_secret_pack(kv, n, out, &err)) {
-		isc_api_reply_err(c, &err);
-		return 0;
-	}
-	return 1;
-}
-
 static const char *opt_string(struct isc_api_call *c, json_t *body, const char *key, int *bad)
 {
 	json_t *v = json_object_get(body, key);
@@ -274,7 +241,9 @@ static void datasets_add(struct isc_api_call *c)
 			    c->address);
 			goto out;
 		}
-		if (!body_secret(c, creds, &secret))
+		if (!isc_api_body_credentials(
+		        c, body, "access_key_id, secret_access_key and optionally session_token",
+		        &secret))
 			goto out;
 		req.secret = &secret;
 	} else if (!c->is_operator) {

@@ -10,6 +10,7 @@
  * back; the request body is wiped once read.
  */
 #include "api/api_int.h"
+#include "api/credentials.h"
 #include "config/config.h"
 #include "keys/keys.h"
 #include "store/store_experiments.h"
@@ -108,39 +109,6 @@ static void keys_get(struct isc_api_call *c)
 	isc_cloud_key_cleanup(&k);
 }
 
-/* The credentials object as a packed secret; 0 when replied. */
-static int body_secret(struct isc_api_call *c, json_t *creds, struct isc_key_secret *out)
-{
-	struct isc_kv kv[ISC_KEY_SECRET_MAX_FIELDS];
-	struct isc_err err;
-	const char *k;
-	json_t *v;
-	size_t n = 0;
-
-	if (!json_is_object(creds) || json_object_size(creds) == 0 ||
-	    json_object_size(creds) > ISC_KEY_SECRET_MAX_FIELDS) {
-		isc_api_reply_error(c, 400, "credentials: an object of 1 to %d string fields",
-		                    ISC_KEY_SECRET_MAX_FIELDS);
-		return 0;
-	}
-	json_object_foreach(creds, k, v)
-	{
-		if (!json_is_string(v)) {
-			isc_api_reply_error(c, 400, "credentials.%.64s: not a string", k);
-			return 0;
-		}
-		kv[n].key = k;
-		kv[n].value = json_string_value(v);
-		n++;
-	}
-	isc_err_clear(&err);
-	if (isc_key_secret_pack(kv, n, out, &err)) {
-		isc_api_reply_err(c, &err);
-		return 0;
-	}
-	return 1;
-}
-
 /*
  * POST /v1/keys {"org","provider","name"?,"regions"?,"credentials":{...}} (the org's
  * admins): verified with the cloud, then sealed and stored.
@@ -180,7 +148,7 @@ static void keys_add(struct isc_api_call *c)
 	    !isc_api_require_org_role(c, org.id, ISC_ROLE_ADMIN, "no such organisation"))
 		goto out;
 	isc_api_audit_target(c, org.id, provider);
-	if (!body_secret(c, json_object_get(body, "credentials"), &secret) || !load_config(c, &cfg))
+	if (!isc_api_body_credentials(c, body, NULL, &secret) || !load_config(c, &cfg))
 		goto out;
 	snprintf(by, sizeof(by), "%s", c->user ? c->user : "?");
 	req.org = org_name;
