@@ -173,9 +173,6 @@ void isc_api_listing_keep(struct isc_api_call *c, const char *key);
  */
 const struct isc_config *isc_api_config(struct isc_api_call *c, struct isc_err *err);
 
-/* Wall-clock milliseconds (token expiry). */
-int64_t isc_api_now_ms(void);
-
 /*
  * 1 when a secret may travel in this call's body: the Unix socket, or TCP from
  * 127.0.0.0/8 or ::1 (the TCP listener is plain HTTP; elsewhere it would be clear text).

@@ -4,6 +4,7 @@
  * their own) and the audit (the org's admins and the operator).
  */
 #include "api/api_int.h"
+#include "common/clock.h"
 #include "common/names.h"
 
 #include <errno.h>
@@ -271,7 +272,7 @@ static void tokens_create(struct isc_api_call *c)
 	t.user_id = c->is_operator ? 0 : c->user_id;
 	t.hash_hex = hash;
 	t.expires_at_ms =
-	    exp && json_is_integer(exp) ? isc_api_now_ms() + json_integer_value(exp) * 1000 : 0;
+	    exp && json_is_integer(exp) ? isc_wall_ms() + json_integer_value(exp) * 1000 : 0;
 	isc_err_clear(&err);
 	isc_api_audit_target(c, 0, id);
 	if (c->token_id) {

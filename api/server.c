@@ -329,12 +329,6 @@ int isc_api_secret_transport_ok(const struct isc_api_call *c)
 	       strncmp(c->address, "tcp:[::1]:", 10) == 0;
 }
 
-int64_t isc_api_now_ms(void)
-{
-	const struct isc_clock *clk = isc_clock_system();
-	return clk->now_ms(clk->ctx);
-}
-
 /* ---- roles ---- */
 
 enum isc_role isc_api_role(struct isc_api_call *c, int64_t org_id)
@@ -518,7 +512,7 @@ static int identify_token(struct MHD_Connection *conn, struct isc_api_call *c, c
 	char hex[2 * SHA256_DIGEST_LENGTH + 1], id[64];
 	struct cached_token t;
 	struct isc_err err;
-	int64_t now = isc_api_now_ms();
+	int64_t now = isc_wall_ms();
 	int ok;
 
 	addr_buf[0] = 0;

@@ -63,9 +63,14 @@ const struct isc_clock *isc_clock_system(void)
 	return &system_clock;
 }
 
-int64_t isc_monotonic_ms(void)
+int64_t isc_monotonic_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t isc_monotonic_ms(void)
+{
+	return isc_monotonic_us() / 1000;
 }

@@ -23,5 +23,7 @@ int64_t isc_wall_ms(void);
 
 /* Monotonic milliseconds, for deadlines and benchmarks. */
 int64_t isc_monotonic_ms(void);
+/* Monotonic microseconds, for timing what takes less than a millisecond. */
+int64_t isc_monotonic_us(void);
 
 #endif

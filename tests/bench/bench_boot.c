@@ -49,13 +49,6 @@ static int64_t cpu_ms(void)
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
-static int64_t wall_ms(void)
-{
-	struct timeval tv;
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 /* Where one node's boot went, ms. */
 struct split {
 	int64_t connect, auth, pull, start, rest, total;
@@ -92,7 +85,7 @@ static int64_t boots(const char *root, const struct isc_boot_spec *spec,
 	struct isc_boot_result res[NODES];
 	struct isc_err err;
 	for (int r = 0; r < ROUNDS; r++) {
-		int64_t since = wall_ms(), t0 = isc_monotonic_ms(), c0 = cpu_ms();
+		int64_t since = isc_wall_ms(), t0 = isc_monotonic_ms(), c0 = cpu_ms();
 		if (isc_launcher_boot_nodes(spec, t, n, o, res, &err)) {
 			fprintf(stderr, "boot: %s\n", err.msg);
 			exit(1);
