@@ -40,6 +40,8 @@ struct aws_session {
 	char *host[2]; /* authority of url[], for the signed Host header */
 	char *image_id;
 	char *subnet_id;
+	char subnet_zone[64]; /* subnet_id's zone and range once DescribeSubnets said ("": not */
+	char subnet_cidr[64]; /* asked yet) */
 	char *security_group_id;
 	char *product_description;
 	int cluster_placement;  /* cluster_placement=auto: a cluster group per multi-node gang */
@@ -648,6 +650,29 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 static int terminate_ids(struct aws_session *s, const char *const *ids, size_t n,
                          struct isc_err *err);
 
+/*
+ * An EC2 action with one parameter (GroupName, InstanceType.1, GroupId.1, ...): the reply
+ * in *resp (the caller cleans it up) and the error code EC2 answered in cc->code.
+ */
+static int ec2_call1(struct aws_session *s, const char *action, const char *name, const char *value,
+                     struct call_ctx *cc, struct isc_http_response *resp, struct isc_err *err)
+{
+	struct isc_buf form;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	rc = isc_ec2_form_init(&form, action, ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, name, value);
+	if (rc) {
+		cc->code[0] = '\0';
+		rc = isc_err_set(err, ISC_EINVALID, "%s: request too large", action);
+	} else {
+		rc = aws_call(s, SVC_EC2, action, &form, cc, resp, err);
+	}
+	isc_buf_cleanup(&form);
+	return rc;
+}
+
 /* Placement groups a launch of this process is filling (the reconcile skips them). */
 static struct isc_busy_names busy_groups = ISC_BUSY_NAMES_INIT;
 
@@ -703,27 +728,19 @@ static int create_group(struct aws_session *s, const char *name, const struct is
  */
 static int delete_group(struct aws_session *s, const char *name, int *deleted, struct isc_err *err)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	int rc;
 
 	*deleted = 0;
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DeletePlacementGroup", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "GroupName", name);
-	if (rc)
-		rc = isc_err_set(err, ISC_EINVALID, "DeletePlacementGroup: request too large");
-	else
-		rc = aws_call(s, SVC_EC2, "DeletePlacementGroup", &form, &cc, &resp, err);
+	rc = ec2_call1(s, "DeletePlacementGroup", "GroupName", name, &cc, &resp, err);
 	if (!rc || strcmp(cc.code, "InvalidPlacementGroup.Unknown") == 0) {
 		*deleted = 1;
 		rc = 0;
 	} else if (strcmp(cc.code, "InvalidPlacementGroup.InUse") == 0) {
 		rc = 0;
 	}
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
@@ -732,27 +749,44 @@ static int delete_group(struct aws_session *s, const char *name, int *deleted, s
 static int efa_interfaces_of(struct aws_session *s, const char *type, int *n_efa,
                              struct isc_err *err)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_efa_info info;
 	int rc;
 
 	*n_efa = 0;
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribeInstanceTypes", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "InstanceType.1", type);
-	if (rc)
-		rc = isc_err_set(err, ISC_EINVALID, "DescribeInstanceTypes: request too large");
-	else
-		rc = aws_call(s, SVC_EC2, "DescribeInstanceTypes", &form, &cc, &resp, err);
+	rc = ec2_call1(s, "DescribeInstanceTypes", "InstanceType.1", type, &cc, &resp, err);
 	if (!rc)
 		rc = isc_ec2_parse_efa_info(resp.body.data, resp.body.len, type, &info, err);
 	if (!rc && info.supported)
 		/* One EFA per network card at most: that is how they are laid out. */
 		*n_efa = info.max_efa < info.max_cards ? info.max_efa : info.max_cards;
-	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * subnet_id's zone and range (DescribeSubnets), asked once per session. A subnet lives in
+ * one zone and an instance launched into it lands there (EC2 User Guide, "Subnets for your
+ * VPC"; RunInstances refuses a Placement.AvailabilityZone other than the subnet's), and the
+ * range tells which security group rules hold the gang's traffic.
+ */
+static int subnet_info(struct aws_session *s, struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc;
+
+	if (s->subnet_zone[0])
+		return 0;
+	isc_http_response_init(&resp);
+	rc = ec2_call1(s, "DescribeSubnets", "SubnetId.1", s->subnet_id, &cc, &resp, err);
+	if (!rc)
+		rc = isc_ec2_parse_subnet(resp.body.data, resp.body.len, s->subnet_id,
+		                          s->subnet_zone, s->subnet_cidr, err);
+	if (rc)
+		s->subnet_zone[0] = s->subnet_cidr[0] = '\0';
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
@@ -769,26 +803,24 @@ static int efa_interfaces_of(struct aws_session *s, const char *type, int *n_efa
  */
 static int check_security_group(struct aws_session *s, int efa, struct isc_err *err)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	int rc, in_ok = 0, out_ok = 0;
 	const char *sg = s->security_group_id;
+	/* Without subnet_id EC2 picks the zone's default subnet: its range is not known here. */
+	const char *cidr = s->subnet_cidr[0] ? s->subnet_cidr : NULL;
+	char range[96] = "";
 
-	isc_buf_init(&form, 0);
+	if (cidr)
+		snprintf(range, sizeof(range), " or a range holding %s", cidr);
+
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "GroupId.1", sg);
-	if (rc)
-		rc = isc_err_set(err, ISC_EINVALID, "DescribeSecurityGroups: request too large");
-	else
-		rc = aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, err);
+	rc = ec2_call1(s, "DescribeSecurityGroups", "GroupId.1", sg, &cc, &resp, err);
 	if (!rc && efa)
 		rc = isc_ec2_parse_sg_self_rules(resp.body.data, resp.body.len, sg, &in_ok, &out_ok,
 		                                 err);
 	else if (!rc)
-		/* The subnet's range is not read (no DescribeSubnets): only 0.0.0.0/0 holds it. */
-		rc = isc_ec2_parse_sg_tcp_rules(resp.body.data, resp.body.len, sg, NULL, &in_ok,
+		rc = isc_ec2_parse_sg_tcp_rules(resp.body.data, resp.body.len, sg, cidr, &in_ok,
 		                                &out_ok, err);
 	if (!rc && efa && (!in_ok || !out_ok))
 		rc = isc_err_set(
@@ -801,12 +833,11 @@ static int check_security_group(struct aws_session *s, int efa, struct isc_err *
 	else if (!rc && (!in_ok || !out_ok))
 		rc = isc_err_set(
 		    err, ISC_EINVALID,
-		    "security group %s lacks the rule a gang needs: %s%s%s (EC2 User Guide, "
+		    "security group %s lacks the rule a gang needs: %s%s%s%s%s (EC2 User Guide, "
 		    "\"Security group rules for different use cases\")",
-		    sg, in_ok ? "" : "inbound: all TCP from the group itself",
+		    sg, in_ok ? "" : "inbound: all TCP from the group itself", in_ok ? "" : range,
 		    !in_ok && !out_ok ? "; " : "",
-		    out_ok ? "" : "outbound: all TCP to the group itself");
-	isc_buf_cleanup(&form);
+		    out_ok ? "" : "outbound: all TCP to the group itself", out_ok ? "" : range);
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
@@ -814,7 +845,6 @@ static int check_security_group(struct aws_session *s, int efa, struct isc_err *
 /* The image's root device name (DescribeImages rootDeviceName), unless root_device_name says. */
 static int root_device_of(struct aws_session *s, char out[64], struct isc_err *err)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	int rc;
@@ -823,18 +853,11 @@ static int root_device_of(struct aws_session *s, char out[64], struct isc_err *e
 		snprintf(out, 64, "%s", s->root_device_name);
 		return 0;
 	}
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribeImages", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "ImageId.1", s->image_id);
-	if (rc)
-		rc = isc_err_set(err, ISC_EINVALID, "DescribeImages: request too large");
-	else
-		rc = aws_call(s, SVC_EC2, "DescribeImages", &form, &cc, &resp, err);
+	rc = ec2_call1(s, "DescribeImages", "ImageId.1", s->image_id, &cc, &resp, err);
 	if (!rc)
 		rc =
 		    isc_ec2_parse_root_device(resp.body.data, resp.body.len, s->image_id, out, err);
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
@@ -868,7 +891,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			return rc;
 	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
 		return rc;
-	if ((rc = root_device_of(s, root, err))) {
+	if ((rc = root_device_of(s, root, err)) || (s->subnet_id && (rc = subnet_info(s, err)))) {
 		free(user_data);
 		return rc;
 	}
@@ -890,6 +913,13 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		struct isc_node_info *nodes = NULL;
 		size_t nn = 0;
 
+		if (zone[0] && s->subnet_zone[0] && strcmp(zone, s->subnet_zone) != 0) {
+			/* EC2 would refuse the pair: the nodes can only go where the subnet is. */
+			snprintf(last, sizeof(last), "subnet %s is in %s, not %s", s->subnet_id,
+			         s->subnet_zone, zone);
+			rc = ISC_ECAPACITY;
+			continue;
+		}
 		isc_aws_zone_token(spec->idempotency_token, zone, token, NULL);
 		if (spec->before_zone)
 			spec->before_zone(spec->before_zone_ctx, zone);

@@ -790,31 +790,6 @@ int isc_ec2_parse_efa_info(const char *xml, size_t len, const char *instance_typ
 	return 0;
 }
 
-/* True when one permission of `perms` allows all traffic (protocol -1) with sg or any address. */
-static int allows_all_from(const xmlNode *perms, const char *sg, int any_cidr_counts)
-{
-	for (xmlNode *p = perms ? perms->children : NULL; p; p = p->next) {
-		char proto[16];
-		if (!is_el(p, "item") || text_at(p, "ipProtocol", proto, sizeof(proto)) ||
-		    strcmp(proto, "-1") != 0)
-			continue;
-		for (xmlNode *g = child(path(p, "groups"), "item"); g; g = g->next) {
-			char id[64];
-			if (is_el(g, "item") && !text_at(g, "groupId", id, sizeof(id)) &&
-			    strcmp(id, sg) == 0)
-				return 1;
-		}
-		for (xmlNode *r = child(path(p, "ipRanges"), "item"); any_cidr_counts && r;
-		     r = r->next) {
-			char cidr[64];
-			if (is_el(r, "item") && !text_at(r, "cidrIp", cidr, sizeof(cidr)) &&
-			    strcmp(cidr, "0.0.0.0/0") == 0)
-				return 1;
-		}
-	}
-	return 0;
-}
-
 /* Whether IPv4 CIDR `outer` holds all of `inner` ("0.0.0.0/0" holds every subnet). */
 static int cidr_covers(const char *outer, const char *inner)
 {
@@ -836,18 +811,34 @@ static int cidr_covers(const char *outer, const char *inner)
 	return (o & m) == (i & m);
 }
 
-/* True when one permission of `perms` allows all TCP (tcp 0-65535, or -1) from sg or a CIDR
- * covering subnet_cidr. */
-static int allows_tcp_from(const xmlNode *perms, const char *sg, const char *subnet_cidr)
+/* What a gang needs one permission of a security group to allow. */
+enum sg_need {
+	SG_ALL_TRAFFIC, /* protocol -1 (EFA) */
+	SG_ALL_TCP,     /* tcp 0-65535, or -1 (a gang without EFA) */
+};
+
+static int permission_covers(const xmlNode *p, enum sg_need need)
+{
+	char proto[16], from[16] = "", to[16] = "";
+	if (text_at(p, "ipProtocol", proto, sizeof(proto)))
+		return 0;
+	if (strcmp(proto, "-1") == 0)
+		return 1;
+	return need == SG_ALL_TCP && strcmp(proto, "tcp") == 0 &&
+	       !text_at(p, "fromPort", from, sizeof(from)) &&
+	       !text_at(p, "toPort", to, sizeof(to)) && strcmp(from, "0") == 0 &&
+	       strcmp(to, "65535") == 0;
+}
+
+/*
+ * True when one permission of `perms` allows `need` with sg itself, or, when ranges_count,
+ * with a range holding `cidr` (NULL: not known, so only 0.0.0.0/0 holds it).
+ */
+static int permits(const xmlNode *perms, const char *sg, enum sg_need need, int ranges_count,
+                   const char *cidr)
 {
 	for (xmlNode *p = perms ? perms->children : NULL; p; p = p->next) {
-		char proto[16], from[16] = "", to[16] = "";
-		if (!is_el(p, "item") || text_at(p, "ipProtocol", proto, sizeof(proto)))
-			continue;
-		if (strcmp(proto, "-1") != 0 &&
-		    (strcmp(proto, "tcp") != 0 || text_at(p, "fromPort", from, sizeof(from)) ||
-		     text_at(p, "toPort", to, sizeof(to)) || strcmp(from, "0") != 0 ||
-		     strcmp(to, "65535") != 0))
+		if (!is_el(p, "item") || !permission_covers(p, need))
 			continue;
 		for (xmlNode *g = child(path(p, "groups"), "item"); g; g = g->next) {
 			char id[64];
@@ -855,10 +846,11 @@ static int allows_tcp_from(const xmlNode *perms, const char *sg, const char *sub
 			    strcmp(id, sg) == 0)
 				return 1;
 		}
-		for (xmlNode *r = child(path(p, "ipRanges"), "item"); r; r = r->next) {
-			char cidr[64];
-			if (is_el(r, "item") && !text_at(r, "cidrIp", cidr, sizeof(cidr)) &&
-			    cidr_covers(cidr, subnet_cidr))
+		for (xmlNode *r = child(path(p, "ipRanges"), "item"); ranges_count && r;
+		     r = r->next) {
+			char range[64];
+			if (is_el(r, "item") && !text_at(r, "cidrIp", range, sizeof(range)) &&
+			    cidr_covers(range, cidr))
 				return 1;
 		}
 	}
@@ -882,8 +874,8 @@ int isc_ec2_parse_sg_tcp_rules(const char *xml, size_t len, const char *sg, cons
 		    strcmp(id, sg) != 0)
 			continue;
 		found = 1;
-		*in_ok = allows_tcp_from(path(it, "ipPermissions"), sg, subnet_cidr);
-		*out_ok = allows_tcp_from(path(it, "ipPermissionsEgress"), sg, subnet_cidr);
+		*in_ok = permits(path(it, "ipPermissions"), sg, SG_ALL_TCP, 1, subnet_cidr);
+		*out_ok = permits(path(it, "ipPermissionsEgress"), sg, SG_ALL_TCP, 1, subnet_cidr);
 	}
 	xmlFreeDoc(d);
 	if (!found)
@@ -910,13 +902,45 @@ int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int
 			continue;
 		found = 1;
 		/* Inbound must name the group itself; outbound to anywhere covers the group too. */
-		*in_ok = allows_all_from(path(it, "ipPermissions"), sg, 0);
-		*out_ok = allows_all_from(path(it, "ipPermissionsEgress"), sg, 1);
+		*in_ok = permits(path(it, "ipPermissions"), sg, SG_ALL_TRAFFIC, 0, NULL);
+		*out_ok = permits(path(it, "ipPermissionsEgress"), sg, SG_ALL_TRAFFIC, 1, NULL);
 	}
 	xmlFreeDoc(d);
 	if (!found)
 		return isc_err_set(err, ISC_EINVALID,
 		                   "DescribeSecurityGroups: %s is not in the reply", sg);
+	return 0;
+}
+
+int isc_ec2_parse_subnet(const char *xml, size_t len, const char *subnet_id, char zone[64],
+                         char cidr[64], struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	xmlNode *set;
+	int rc = ISC_ENOTFOUND;
+
+	zone[0] = cidr[0] = '\0';
+	if (!d)
+		return ISC_EINVALID;
+	set = child(xmlDocGetRootElement(d), "subnetSet");
+	for (xmlNode *it = set ? set->children : NULL; it && rc == ISC_ENOTFOUND; it = it->next) {
+		char id[64];
+		if (!is_el(it, "item") || text_at(it, "subnetId", id, sizeof(id)) ||
+		    strcmp(id, subnet_id) != 0)
+			continue;
+		rc = text_at(it, "availabilityZone", zone, 64) ||
+		             text_at(it, "cidrBlock", cidr, 64) || !zone[0] || !cidr[0]
+		         ? ISC_EINVALID
+		         : 0;
+	}
+	xmlFreeDoc(d);
+	if (rc == ISC_ENOTFOUND)
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "DescribeSubnets: subnet %s is not in the reply (check subnet_id)", subnet_id);
+	if (rc)
+		return isc_err_set(
+		    err, rc, "DescribeSubnets: no availabilityZone or cidrBlock for %s", subnet_id);
 	return 0;
 }
 

@@ -147,6 +147,10 @@ int isc_ec2_parse_sg_self_rules(const char *xml, size_t len, const char *sg, int
 int isc_ec2_parse_sg_tcp_rules(const char *xml, size_t len, const char *sg, const char *subnet_cidr,
                                int *in_ok, int *out_ok, struct isc_err *err);
 
+/* The availabilityZone and cidrBlock of subnet_id in a DescribeSubnetsResponse (subnetSet). */
+int isc_ec2_parse_subnet(const char *xml, size_t len, const char *subnet_id, char zone[64],
+                         char cidr[64], struct isc_err *err);
+
 /* The rootDeviceName of image_id in a DescribeImagesResponse (imagesSet). */
 int isc_ec2_parse_root_device(const char *xml, size_t len, const char *image_id, char out[64],
                               struct isc_err *err);

@@ -413,10 +413,9 @@ static void test_efa_gang_group_per_zone(void **state)
 {
 	const struct isc_kv it[] = {{"endpoint", "http://127.0.0.1:9"},
 	                            {"image_id", "ami-12345678"},
-	                            {"subnet_id", "subnet-1"},
 	                            {"security_group_id", "sg-1"},
 	                            {"root_device_name", "/dev/sda1"}};
-	struct isc_provider_session *s = session_with(it, 5);
+	struct isc_provider_session *s = session_with(it, 4);
 	struct isc_launch_spec sp = spec2(2);
 	struct isc_launch_result r;
 	struct isc_err err;
@@ -445,11 +444,11 @@ static void test_efa_gang_group_per_zone(void **state)
 	assert_true(sent_has(6,
 	                     "&Placement.AvailabilityZone=us-east-1b&Placement.GroupName=isc-tok-"
 	                     "us-east-1b"));
-	/* card 0: efa with the IP; cards 1..3: efa-only; subnet and group inside each */
+	/* card 0: efa with the IP; cards 1..3: efa-only; the group inside each */
 	assert_true(sent_has(6, "&NetworkInterface.1.DeviceIndex=0&NetworkInterface.1."
 	                        "NetworkCardIndex=0&NetworkInterface.1.InterfaceType=efa&"
 	                        "NetworkInterface.1.DeleteOnTermination=true&NetworkInterface.1."
-	                        "SubnetId=subnet-1&NetworkInterface.1.SecurityGroupId.1=sg-1"));
+	                        "SecurityGroupId.1=sg-1"));
 	assert_true(sent_has(6, "&NetworkInterface.4.DeviceIndex=0&NetworkInterface.4."
 	                        "NetworkCardIndex=3&NetworkInterface.4.InterfaceType=efa-only"));
 	assert_false(sent_has(6, "NetworkInterface.5."));
@@ -591,6 +590,55 @@ static void test_tcp_security_group_rule_missing(void **state)
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
 	assert_int_equal(S.calls, 1);
 	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/*
+ * With subnet_id the nodes can only go to the subnet's zone (RunInstances refuses another
+ * Placement.AvailabilityZone), and a rule from a range holding the subnet is enough.
+ */
+static void test_subnet_pins_zone_and_range(void **state)
+{
+	const struct isc_kv it[] = {
+	    {"endpoint", "http://127.0.0.1:9"}, {"subnet_id", "subnet-1"},
+	    {"security_group_id", "sg-3"},      {"efa", "never"},
+	    {"cluster_placement", "never"},     {"root_device_name", "/dev/sda1"}};
+	const char *subnet =
+	    "<DescribeSubnetsResponse><subnetSet><item><subnetId>subnet-1</subnetId>"
+	    "<availabilityZone>us-east-1b</availabilityZone><cidrBlock>10.0.4.0/"
+	    "24</cidrBlock></item></subnetSet></DescribeSubnetsResponse>";
+	static const char *const only_a[] = {"us-east-1a"};
+	struct isc_provider_session *s = session_with(it, 6);
+	struct isc_launch_spec sp = spec2(2);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	reply(200, "%s", subnet);
+	reply(200, "%s", sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_CIDR("10.0.0.0/16"))));
+	reply(200, "<RunInstancesResponse><instancesSet>%s%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-s1", "us-east-1b", 1, 0), instance_xml("i-s2", "us-east-1b", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_true(sent_has(0, "Action=DescribeSubnets&Version=2016-11-15&SubnetId.1=subnet-1"));
+	assert_true(sent_has(2, "&Placement.AvailabilityZone=us-east-1b"));
+	assert_true(sent_has(2, "&SubnetId=subnet-1"));
+	assert_string_equal(r.zone, "us-east-1b");
+	isc_launch_result_cleanup(&r);
+	/* asked once per session; a range that does not hold the subnet is named */
+	script_reset();
+	reply(200, "%s", sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_CIDR("10.1.0.0/16"))));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 1);
+	assert_non_null(strstr(err.msg, "inbound: all TCP from the group itself or a range holding "
+	                                "10.0.4.0/24"));
+	/* a shape offered only in another zone: nothing sent, a capacity answer naming why */
+	script_reset();
+	sp.zones = only_a;
+	sp.n_zones = 1;
+	reply(200, "%s", sg_in_xml("sg-3", TCP_PERM("0", "65535", FROM_GROUP("sg-3"))));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 1);
+	assert_non_null(strstr(err.msg, "subnet subnet-1 is in us-east-1b, not us-east-1a"));
 	s->provider->session_free(s);
 }
 
@@ -1332,6 +1380,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_efa_security_group_rule_missing, setup),
 	    cmocka_unit_test_setup(test_tcp_rules_parse, setup),
 	    cmocka_unit_test_setup(test_tcp_security_group_rule_missing, setup),
+	    cmocka_unit_test_setup(test_subnet_pins_zone_and_range, setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_groups, setup),
 	    cmocka_unit_test_setup(test_placement_settings, setup),
 	    cmocka_unit_test_setup(test_root_volume, setup),

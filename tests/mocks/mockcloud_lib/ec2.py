@@ -314,11 +314,6 @@ def _run_instances(cloud, p, region):
                 res = cloud.reservations[prev["reservation_id"]]
                 return reservation_xml(cloud, res, [cloud.instances[i] for i in res["instance_ids"]])
 
-    # placement
-    zone = p.get("Placement.AvailabilityZone") or (region + "a")
-    if zone not in zones(region):
-        raise ApiError("InvalidParameterValue", "Invalid availability zone: [%s]" % zone)
-    pgroup = p.get("Placement.GroupName")
     # network
     nis = pstructs(p, "NetworkInterface")
     top_subnet = p.get("SubnetId")
@@ -326,6 +321,15 @@ def _run_instances(cloud, p, region):
     if nis and (top_subnet or top_sgs):
         raise ApiError("InvalidParameterCombination", "Network interfaces and an instance-level "
                        "subnet ID or security groups may not be specified on the same request")
+    # placement: a subnet decides the zone (ec2_fabric [SUB])
+    zone = p.get("Placement.AvailabilityZone")
+    if zone is not None and zone not in zones(region):
+        raise ApiError("InvalidParameterValue", "Invalid availability zone: [%s]" % zone)
+    named_subnet = nis[0].get("SubnetId") if nis else top_subnet
+    if named_subnet:
+        zone = ec2_fabric.subnet_zone(cloud, region, named_subnet, zone)
+    zone = zone or (region + "a")
+    pgroup = p.get("Placement.GroupName")
     iface_types = ec2_fabric.check_interfaces(itype, nis) if nis else ["interface"]
     root_gb = ec2_fabric.check_block_devices(p)
     if nis:

@@ -19,12 +19,20 @@ References (the rule beside its code cites one of these):
   [EFAI] EC2 User Guide, "EFA interfaces per instance type" / DescribeInstanceTypes
          NetworkInfo.EfaInfo.MaximumEfaInterfaces
          (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EfaInfo.html)
+  [SUB]  Amazon VPC User Guide, "Subnets for your VPC" / "Subnet CIDR blocks" / "Default
+         subnets" (a subnet lives in one zone; IPv4 blocks /16 to /28 inside the VPC's block,
+         not overlapping another subnet; a default VPC 172.31.0.0/16 has one /20 default
+         subnet per zone) and EC2 API Reference CreateSubnet / DescribeSubnets
+         (InvalidSubnetID.NotFound, InvalidSubnet.Range, InvalidSubnet.Conflict)
+         https://docs.aws.amazon.com/vpc/latest/userguide/configure-subnets.html
+         https://docs.aws.amazon.com/vpc/latest/userguide/default-vpc.html
   [RI]   EC2 API Reference, RunInstances / InstanceNetworkInterfaceSpecification
          (InterfaceType interface | efa | efa-only; AssociatePublicIpAddress only with one
          interface)
 """
 
 import hashlib
+import ipaddress
 import re
 
 from .cloud import log
@@ -423,6 +431,99 @@ def describe_security_groups(cloud, p, region):
             for g in sorted(gs, key=lambda g: g["id"])])
 
 
+# ------------------------------------------------------------------ subnets [SUB]
+DEFAULT_VPC_CIDR = "172.31.0.0/16"
+
+
+def _zones(region):
+    from .ec2 import zones
+    return zones(region)
+
+
+def _vpc_of(region):
+    from .ec2 import stable_id
+    return stable_id("vpc", region)
+
+
+def _subnets(cloud, region):
+    """The account's subnets in region: the default VPC's one per zone, then those created."""
+    from .ec2 import stable_id
+    acct = _acct(cloud)
+    out = [{"id": stable_id("subnet", z), "zone": z, "region": region, "account": acct,
+            "vpc_id": _vpc_of(region), "default": True,
+            "cidr": str(list(ipaddress.ip_network(DEFAULT_VPC_CIDR).subnets(new_prefix=20))[i])}
+           for i, z in enumerate(_zones(region))]
+    made = cloud.extra.setdefault("ec2_subnets", {})
+    out += [x for x in made.values() if x["region"] == region and x["account"] == acct]
+    return out
+
+
+def subnet_zone(cloud, region, subnet_id, zone):
+    """The zone a launch into subnet_id lands in; zone (Placement.AvailabilityZone) must be
+    the subnet's when given [SUB] [RI]."""
+    sub = next((x for x in _subnets(cloud, region) if x["id"] == subnet_id), None)
+    if sub is None:
+        raise _api_error("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist" % subnet_id)
+    if zone and zone != sub["zone"]:
+        raise _api_error("InvalidParameterValue",
+                         "Value (%s) for parameter availabilityZone is invalid. Subnet '%s' is "
+                         "in the availability zone %s" % (zone, subnet_id, sub["zone"]))
+    return sub["zone"]
+
+
+def create_subnet(cloud, p, region):
+    from .ec2 import need
+    vpc = need(p, "VpcId")
+    block = need(p, "CidrBlock")
+    zone = p.get("AvailabilityZone") or _zones(region)[0]
+    if zone not in _zones(region):
+        raise _api_error("InvalidParameterValue", "Value (%s) for parameter availabilityZone is "
+                         "invalid. Subnets can currently only be created in the following "
+                         "availability zones: %s." % (zone, ", ".join(_zones(region))))
+    try:
+        net = ipaddress.ip_network(block)
+    except ValueError:
+        raise _api_error("InvalidParameterValue", "Value (%s) for parameter cidrBlock is invalid. "
+                         "This is not a valid CIDR block." % block)
+    if vpc != _vpc_of(region):
+        raise _api_error("InvalidVpcID.NotFound", "The vpc ID '%s' does not exist" % vpc)
+    # The mock has one VPC per region, the default one, with its default block.
+    if not (16 <= net.prefixlen <= 28) or not net.subnet_of(ipaddress.ip_network(DEFAULT_VPC_CIDR)):
+        raise _api_error("InvalidSubnet.Range", "The CIDR '%s' is invalid." % block)
+    with cloud.lock:
+        for x in _subnets(cloud, region):
+            if x["vpc_id"] == vpc and net.overlaps(ipaddress.ip_network(x["cidr"])):
+                raise _api_error("InvalidSubnet.Conflict",
+                                 "The CIDR '%s' conflicts with another subnet" % block)
+        sid = "subnet-" + hashlib.sha256(("%s|%s|%s" % (_acct(cloud), region, block)).encode()).hexdigest()[:17]
+        sub = {"id": sid, "zone": zone, "region": region, "account": _acct(cloud), "vpc_id": vpc,
+               "default": False, "cidr": str(net)}
+        cloud.extra.setdefault("ec2_subnets", {})[sid] = sub
+        cloud.save()
+    return el("subnet", _subnet_xml(sub))
+
+
+def _subnet_xml(x):
+    net = ipaddress.ip_network(x["cidr"])
+    return (t("subnetId", x["id"]) + t("state", "available") + t("vpcId", x["vpc_id"]) +
+            t("cidrBlock", x["cidr"]) + t("availableIpAddressCount", net.num_addresses - 5) +
+            t("availabilityZone", x["zone"]) + t("defaultForAz", x["default"]) +
+            t("mapPublicIpOnLaunch", x["default"]) + t("ownerId", x["account"]))
+
+
+def describe_subnets(cloud, p, region):
+    from .ec2 import plist
+    ids = plist(p, "SubnetId")
+    with cloud.lock:
+        subs = _subnets(cloud, region)
+    for i in ids:
+        if i not in {x["id"] for x in subs}:
+            raise _api_error("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist" % i)
+    if ids:
+        subs = [x for x in subs if x["id"] in ids]
+    return items("subnetSet", [_subnet_xml(x) for x in subs])
+
+
 ACTIONS = {
     "CreatePlacementGroup": create_placement_group,
     "DeletePlacementGroup": delete_placement_group,
@@ -432,6 +533,8 @@ ACTIONS = {
     "AuthorizeSecurityGroupIngress": authorize_security_group_ingress,
     "AuthorizeSecurityGroupEgress": authorize_security_group_egress,
     "DescribeSecurityGroups": describe_security_groups,
+    "CreateSubnet": create_subnet,
+    "DescribeSubnets": describe_subnets,
 }
 
 
