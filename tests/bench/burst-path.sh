@@ -18,7 +18,7 @@ ROUNDS=${BENCH_ROUNDS:-5}
 GOAL=1.2
 dir=$(mktemp -d /tmp/isc-bench-burst.XXXXXX)
 trap '"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
-NODE_DOCKER=c SANDBOX_TICK_MS=100 SANDBOX_BOOT_DELAY_MS=$B "$repo/tests/mocks/sandbox" start "$dir" >/dev/null
+NODE_DOCKER=c SANDBOX_TICK_MS=100 SANDBOX_BOOT_DELAY_MS=$B "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null
 . "$dir/env"
 curl -s -X POST "$MOCKCLOUD_URL/_mock/faults" -d "{\"kind\":\"latency\",\"ms\":$L}" >/dev/null
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &

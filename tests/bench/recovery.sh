@@ -10,7 +10,7 @@ B=${BENCH_BOOT_DELAY_MS:-1000}
 TICK=200
 dir=$(mktemp -d /tmp/isc-bench-recovery.XXXXXX)
 trap '"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
-SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B "$repo/tests/mocks/sandbox" start "$dir" >/dev/null
+SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null
 . "$dir/env"
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &
 echo $! >"$dir/iscd.pid"

@@ -10,7 +10,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 
 "$ISC_BIN/iscd" 2>"$dir/iscd.log" &

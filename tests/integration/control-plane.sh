@@ -37,7 +37,7 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd --no-s3 "$dir" >/dev/null || exit 1
 . "$dir/env"
 # A mock S3 for the Datasets page that knows only a dataset owner's keys (not the
 # broker's): a dataset added from the page is cached with the keys typed into it.

@@ -22,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 tick_ms=200
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$tick_ms "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$tick_ms "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 py() { /usr/bin/python3 "$@"; }
 

@@ -18,7 +18,7 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir/sb" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd --no-s3 "$dir/sb" >/dev/null || exit 1
 . "$dir/sb/env"
 MOCKS3_AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID MOCKS3_AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
 	/usr/bin/python3 "$repo/tests/mocks/mocks3" --port-file "$dir/s3.port" --state-dir "$dir/s3" \

@@ -186,7 +186,7 @@ sb=$tmp/sb
 # The sandbox's stop also stops the iscd whose pid is in $sb/iscd.pid.
 api_stop # the API-only iscd of the store above; the sandbox has its own
 trap 'tests/mocks/sandbox stop "$sb" >/dev/null 2>&1; [ "${KEEP:-0}" = 1 ] || rm -rf "$tmp"' EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 tests/mocks/sandbox start "$sb" >/dev/null || { echo "sandbox did not start" >&2; finish firsthour; exit 1; }
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 tests/mocks/sandbox start --no-iscd "$sb" >/dev/null || { echo "sandbox did not start" >&2; finish firsthour; exit 1; }
 (
 	. "$sb/env"
 	sisc() { "$ISC_BIN/isc" "$@"; }

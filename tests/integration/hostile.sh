@@ -19,7 +19,7 @@ cleanup() {
 trap cleanup EXIT
 # Nodes on addresses of their own, so this suite never meets another sandbox's nodes.
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_NODE_IP_BASE=127.$((150 + $$ % 50)) \
-	"$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 isc() { "$ISC_BIN/isc" "$@"; }
 mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }

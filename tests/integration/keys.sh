@@ -28,8 +28,8 @@ akid_c=AKIDORGCKEY00000001
 pat=$dir/secrets.pat
 (umask 077; printf '%s\n%s\n' "$secret_a" "$secret_c" >"$pat")
 export MOCKCLOUD_AWS_EXTRA_ACCOUNTS="111122223333:$akid_a:$secret_a:acme-admin,444455556666:$akid_c:$secret_c:initech-ops"
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS="aws oci" \
-	"$repo/tests/mocks/sandbox" start "$dir/sb" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 \
+	"$repo/tests/mocks/sandbox" start --no-iscd "$dir/sb" >/dev/null || exit 1
 unset MOCKCLOUD_AWS_EXTRA_ACCOUNTS
 . "$dir/sb/env"
 export ISC_MASTER_KEY_FILE="$dir/master.key"

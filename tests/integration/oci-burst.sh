@@ -13,7 +13,7 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS=oci "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS="gcp oci" "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 start_iscd() {
 	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &

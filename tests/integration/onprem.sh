@@ -231,7 +231,7 @@ check "no AddressSanitizer report (restarted iscd)" bash -c "! grep -q 'ERROR: A
 # 7. Validation then burst (burst_validation on), against the mock cloud: one cycle on-prem,
 # then the cloud with the checkpoint and STRONG_CYCLE_COUNT going on; a burst whose
 # validation cycle fails never calls the cloud.
-if ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$TICK_MS "$repo/tests/mocks/sandbox" start "$dir/sandbox" >/dev/null 2>&1; then
+if ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=$TICK_MS "$repo/tests/mocks/sandbox" start --no-iscd "$dir/sandbox" >/dev/null 2>&1; then
 	. "$dir/sandbox/env"
 	home=$ISC_HOME
 	{

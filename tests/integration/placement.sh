@@ -15,7 +15,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 
 # The catalog lists no zones for AWS shapes (the cloud picks); give the spot shape two, so

@@ -20,7 +20,7 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start "$dir/sb" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir/sb" >/dev/null || exit 1
 . "$dir/sb/env"
 export PATH="$ISC_BIN:$PATH"
 mkdir -p "$dir/work" && cd "$dir/work" || exit 1

@@ -134,6 +134,51 @@ for _ in $(seq 100); do [ "$(status_of "$id")" = cancelled ] && break; sleep 0.1
 check "the experiment ends cancelled" test "$(status_of "$id")" = cancelled
 check "the cancel is audited" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q 'left while iscd was stopped'"
 
+# ---- 6. the sandbox starts what README uses, and its stop leaves nothing ----
+# tests/mocks/sandbox start: the three mock clouds, the mock S3 as endpoint_s3 and an iscd
+# of its own on the sandbox's ISC_HOME; docs/mock-cloud.md's dataset commands as written;
+# stop leaves no process of it (ps). sbx runs a command with the sandbox's DIR/env.
+sb=$tmp/sb
+eval "set -- $(trap -p EXIT)"
+sb_prev_trap=${3:-}
+trap "tests/mocks/sandbox stop '$sb' >/dev/null 2>&1; $sb_prev_trap" EXIT
+sbx() { (. "$sb/env" && "$@"); }
+if ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 tests/mocks/sandbox start "$sb" >"$tmp/sb.out" 2>&1; then
+	passed=$((passed + 1))
+	sb_pids="$(cat "$sb/mock.pid" "$sb/s3.pid" "$sb/iscd.pid")"
+	check "sandbox: the mock cloud, the mock S3 and iscd run" bash -c ". tests/mocks/lib/procs.sh && procs_alive '$sb/mock.pid' && procs_alive '$sb/s3.pid' && procs_alive '$sb/iscd.pid'"
+	check "sandbox: its iscd runs on its ISC_HOME, logging in DIR" grep -qF "started on $sb/home (pid $(cat "$sb/iscd.pid")," "$sb/iscd.log"
+	check "sandbox: its iscd answers on the socket" sbx "$ISC_BIN/isc" project list --org demo
+	for p in aws gcp oci; do
+		check "sandbox: [providers.$p] is written" grep -qx "\[providers.$p\]" "$sb/home/config.toml"
+		check "sandbox: isc check $p through its iscd" sbx "$ISC_BIN/isc" check $p
+	done
+	check "sandbox: endpoint_s3 is the mock S3" grep -qx "endpoint_s3 = \"http://127.0.0.1:$(cat "$sb/s3.port")\"" "$sb/home/config.toml"
+	# docs/mock-cloud.md, "Datasets on the sandbox", as written (bin/ is ISC_BIN here).
+	check "sandbox: datasets add s3://sandbox-data/mnist.zip --credentials-from-env" \
+		sbx "$ISC_BIN/isc" datasets add s3://sandbox-data/mnist.zip --org demo --credentials-from-env
+	check "sandbox: the dataset becomes Available" bash -c ". '$sb/env'; for i in \$(seq 1 150); do '$ISC_BIN/isc' datasets show mnist --org demo | grep -qE '^state: +Available' && exit 0; sleep 0.2; done; exit 1"
+	sbx "$ISC_BIN/isc" burst examples/demo-dataset.isc --wait >"$tmp/sb-burst.out" 2>&1
+	check "sandbox: examples/demo-dataset.isc completes" grep -qE '^exp_[0-9a-f]{16}: completed' "$tmp/sb-burst.out"
+	sb_id=$(grep -Eo 'exp_[0-9a-f]{16}' "$tmp/sb-burst.out" | tail -n 1)
+	check "sandbox: its ranks read /data/mnist" bash -c ". '$sb/env'; '$ISC_BIN/isc' logs '$sb_id' --rank 1 | grep -qx '61 /data/mnist/train.csv'"
+	sb_pids="$sb_pids $(cat "$sb"/mock/nodes/*/node.pid 2>/dev/null)"
+	check "sandbox: stop" tests/mocks/sandbox stop "$sb"
+	# What ps lists afterwards: no live process (zombies wait for their reaper) that was
+	# one of the sandbox's or names its folder.
+	sb_ps=$(ps -eo pid=,stat=,args=)
+	sb_left=$(awk -v d="$sb" -v pids=" $(echo $sb_pids) " '$2 !~ /^Z/ && (index($0, d) || index(pids, " " $1 " "))' <<<"$sb_ps")
+	check "sandbox: stop leaves no process (ps)" test -z "$sb_left"
+	[ -z "$sb_left" ] || echo "left after sandbox stop: $sb_left" >&2
+	check "sandbox: stop removed the pid files" bash -c "! ls '$sb'/*.pid 2>/dev/null | grep -q ."
+else
+	failed=$((failed + 1))
+	echo "FAIL: sandbox start:" >&2
+	cat "$tmp/sb.out" >&2
+fi
+tests/mocks/sandbox stop "$sb" >/dev/null 2>&1
+trap -- "$sb_prev_trap" EXIT
+
 # ---- 7. a finance user is told what the role sees and where to look ----
 isc user add fin >/dev/null && isc member add --org acme fin --role finance >/dev/null
 # A finance token for fin, stored as iscd stores one (fin is no OS user here; api-tokens.sh).

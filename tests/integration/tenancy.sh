@@ -227,7 +227,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	# flood first (its memory is a burst's, not the flood's), then the same with it.
 	echo 0 >"$dir/flood-bytes"
 	NODE_WAIT_FLOOD_BYTES=@$dir/flood-bytes ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 \
-		"$repo/tests/mocks/sandbox" start "$dir/sb" >/dev/null || exit 1
+		"$repo/tests/mocks/sandbox" start --no-iscd "$dir/sb" >/dev/null || exit 1
 	(
 		. "$dir/sb/env"
 		isc() { "$ISC_BIN/isc" "$@"; }

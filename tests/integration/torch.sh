@@ -35,7 +35,7 @@ fi
 
 echo 1 >"$dir/fabric-skip"
 NODE_FABRIC=efa:4 NODE_FABRIC_SKIP_FILE=$dir/fabric-skip ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 \
-	"$repo/tests/mocks/sandbox" start "$dir" >/dev/null || exit 1
+	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 # The rendezvous port: free on this machine (every node's network is the host's), so
 # two suites never meet on 29500.
