@@ -2,6 +2,7 @@
 #include "api/json_out.h"
 
 #include "common/err.h"
+#include "credits/money.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -104,4 +105,21 @@ int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, i
 	int rc = isc_json_out_key(b, key, first);
 	int len = snprintf(num, sizeof(num), "%lld", (long long)value);
 	return rc ? rc : isc_buf_append(b, num, (size_t)len);
+}
+
+json_t *isc_json_money_or_null(json_t *o, const char *name, int has, int64_t micros)
+{
+	char key[64], text[ISC_MONEY_TEXT_MAX];
+
+	snprintf(key, sizeof(key), "%s_micros", name);
+	json_object_set_new(o, key, has ? json_integer(micros) : json_null());
+	json_object_set_new(o, name,
+	                    has ? json_string(isc_money_decimal(micros, text, sizeof(text)))
+	                        : json_null());
+	return o;
+}
+
+json_t *isc_json_money(json_t *o, const char *name, int64_t micros)
+{
+	return isc_json_money_or_null(o, name, 1, micros);
 }

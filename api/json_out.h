@@ -9,6 +9,7 @@
 
 #include "common/buf.h"
 
+#include <jansson.h>
 #include <stdint.h>
 
 /*
@@ -23,5 +24,16 @@ int isc_json_out_key(struct isc_buf *b, const char *key, int *first);
 /* "key":"value" and "key":N, with the comma as isc_json_out_key. */
 int isc_json_out_str_member(struct isc_buf *b, const char *key, const char *value, int *first);
 int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, int *first);
+
+/*
+ * Money in every reply has one form (docs/api.md, "Money"): NAME_micros, the
+ * integer amount, and beside it NAME, the decimal string with exactly 6 places of
+ * isc_money_decimal ("1499.965784", "0.500000"), so a client never divides or
+ * rounds. isc_json_money sets both members on the jansson object o;
+ * isc_json_money_or_null sets both to null when there is no amount (a project
+ * without a budget). Return o.
+ */
+json_t *isc_json_money(json_t *o, const char *name, int64_t micros);
+json_t *isc_json_money_or_null(json_t *o, const char *name, int has, int64_t micros);
 
 #endif

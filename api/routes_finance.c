@@ -5,6 +5,7 @@
  * spreadsheet can pull /v1/spend?...&format=csv with a finance token.
  */
 #include "api/api_int.h"
+#include "api/json_out.h"
 #include "credits/credits.h"
 #include "credits/money.h"
 #include "credits/spend.h"
@@ -13,15 +14,6 @@
 #include <string.h>
 
 #define MONEY_READERS (ISC_ROLE_ADMIN | ISC_ROLE_FINANCE)
-
-static json_t *money_pair(json_t *o, const char *name, int64_t micros)
-{
-	char key[48], text[40];
-	snprintf(key, sizeof(key), "%s_micros", name);
-	json_object_set_new(o, key, json_integer(micros));
-	json_object_set_new(o, name, json_string(isc_money_format(micros, 6, text, sizeof(text))));
-	return o;
-}
 
 /* GET /v1/credits[?org=O]: balances of the orgs whose money the caller may read. */
 static void credits_show(struct isc_api_call *c)
@@ -61,9 +53,9 @@ static void credits_show(struct isc_api_call *c)
 			goto out;
 		}
 		o = json_pack("{s:s}", "org", orgs[i].name);
-		money_pair(o, "balance", bal.balance_micros);
-		money_pair(o, "reserved", bal.reserved_micros);
-		money_pair(o, "available", bal.available_micros);
+		isc_json_money(o, "balance", bal.balance_micros);
+		isc_json_money(o, "reserved", bal.reserved_micros);
+		isc_json_money(o, "available", bal.available_micros);
 		json_array_append_new(arr, o);
 	}
 	isc_api_reply_json(c, 200, json_pack("{s:O}", "orgs", arr));
@@ -98,13 +90,13 @@ static void credits_grant(struct isc_api_call *c)
 		if (isc_credits_grant(c->store, org_name, json_integer_value(amount), note, &err) ||
 		    isc_credits_balance(c->store, org_name, &bal, &err))
 			isc_api_reply_err(c, &err);
-		else
-			isc_api_reply_json(
-			    c, 200,
-			    json_pack("{s:s,s:I,s:I,s:I}", "org", org_name, "granted_micros",
-			              (json_int_t)json_integer_value(amount), "balance_micros",
-			              (json_int_t)bal.balance_micros, "available_micros",
-			              (json_int_t)bal.available_micros));
+		else {
+			json_t *o = json_pack("{s:s}", "org", org_name);
+			isc_json_money(o, "granted", json_integer_value(amount));
+			isc_json_money(o, "balance", bal.balance_micros);
+			isc_json_money(o, "available", bal.available_micros);
+			isc_api_reply_json(c, 200, o);
+		}
 		isc_org_cleanup(&org);
 	}
 	json_decref(body);

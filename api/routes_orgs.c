@@ -4,6 +4,7 @@
  * budgets (the org's admins set them).
  */
 #include "api/api_int.h"
+#include "api/json_out.h"
 #include "common/names.h"
 #include "credits/credits.h"
 
@@ -66,9 +67,7 @@ static void orgs_add(struct isc_api_call *c)
 static json_t *project_json(const struct isc_project *p)
 {
 	json_t *o = json_pack("{s:s,s:s,s:s}", "id", p->id, "org", p->org_name, "name", p->name);
-	json_object_set_new(o, "budget_micros",
-	                    p->has_budget ? json_integer(p->budget_micros) : json_null());
-	return o;
+	return isc_json_money_or_null(o, "budget", p->has_budget, p->budget_micros);
 }
 
 /* GET /v1/projects[?org=O]: the projects of the orgs the caller belongs to. */
@@ -185,13 +184,12 @@ static void budgets_set(struct isc_api_call *c)
 	else if (isc_project_money_get(c->store, p->id, &pm, &err))
 		isc_api_reply_err(c, &err);
 	else {
-		json_t *o = json_pack("{s:s,s:s,s:s,s:I,s:I}", "id", p->id, "org", org_name, "name",
-		                      p->name, "spent_micros", (json_int_t)pm.spent_micros,
-		                      "reserved_micros", (json_int_t)pm.reserved_micros);
-		json_object_set_new(o, "budget_micros",
-		                    micros < 0 ? json_null() : json_integer(micros));
-		json_object_set_new(o, "remaining_micros",
-		                    micros < 0 ? json_null() : json_integer(pm.remaining_micros));
+		json_t *o =
+		    json_pack("{s:s,s:s,s:s}", "id", p->id, "org", org_name, "name", p->name);
+		isc_json_money(o, "spent", pm.spent_micros);
+		isc_json_money(o, "reserved", pm.reserved_micros);
+		isc_json_money_or_null(o, "budget", micros >= 0, micros);
+		isc_json_money_or_null(o, "remaining", micros >= 0, pm.remaining_micros);
 		isc_api_reply_json(c, 200, o);
 	}
 out:

@@ -4,6 +4,7 @@
  * instance types, nothing of any organisation.
  */
 #include "api/api_int.h"
+#include "api/json_out.h"
 #include "common/clock.h"
 #include "config/config.h"
 #include "providers/placeable.h"
@@ -90,14 +91,14 @@ static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t n
 	const struct isc_shape *sh = e->shape;
 	const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
 	int64_t as_of = isc_shape_price_as_of_ms(sh);
-	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:I,s:I,s:s,s:s}",
-	                      "rank", (int)rank, "id", sh->display_id, "provider", sh->provider,
-	                      "region", sh->region, "instance_type", sh->instance_type, "gpu_type",
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:s,s:s}", "rank",
+	                      (int)rank, "id", sh->display_id, "provider", sh->provider, "region",
+	                      sh->region, "instance_type", sh->instance_type, "gpu_type",
 	                      sh->gpu_type, "gpus_per_node", sh->gpus_per_node, "gpu_mem_mib",
 	                      (json_int_t)sh->gpu_mem_mib, "spot", sh->spot, "nnodes", e->nnodes,
-	                      "nproc", e->nproc, "node_price_micros", (json_int_t)sh->price_micros,
-	                      "cluster_price_micros", (json_int_t)e->cluster_price_micros, "zones",
-	                      sh->zones, "price_date", sh->price_date);
+	                      "nproc", e->nproc, "zones", sh->zones, "price_date", sh->price_date);
+	isc_json_money(o, "node_price", sh->price_micros);
+	isc_json_money(o, "cluster_price", e->cluster_price_micros);
 	json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
 	json_object_set_new(o, "accelerator_family", json_string(acc->family));
 	json_object_set_new(o, "cuda", json_boolean(acc->cuda));

@@ -4,6 +4,7 @@
  * columns let a reader check them.
  */
 #include "credits/spend.h"
+#include "cli/lib/table.h"
 #include "credits/money.h"
 
 #include <jansson.h>
@@ -148,48 +149,52 @@ oom:
 	return ISC_ENOMEM;
 }
 
+/*
+ * The report as text (format=table, for curl): drawn by the one table module of
+ * isc (cli/lib/table.c), as isc spend draws it from the JSON, so cells are padded
+ * by display width (a 日本語 experiment name does not shift its row).
+ */
 static int render_table(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
                         int64_t total, struct isc_buf *out)
 {
-	char amount[40], head[16];
-	int width, rc;
+	const int with_id = has_id(by);
+	const size_t ncols = with_id ? 3 : 2, amount_col = ncols - 1;
+	const char *headers[3], *cells[3];
+	char amount[ISC_MONEY_TEXT_MAX], head[16], *text = NULL;
+	struct isc_table *t;
+	size_t len = 0;
+	FILE *f;
+	int rc = 0;
 
 	snprintf(head, sizeof(head), "%s",
 	         by == ISC_SPEND_BY_DAY ? "day (utc)" : isc_spend_by_name(by));
 	for (char *p = head; *p; p++)
 		if (*p >= 'a' && *p <= 'z')
 			*p = (char)(*p - 'a' + 'A');
-	width = (int)strlen(head);
-	for (size_t i = 0; i < n; i++)
-		if ((int)strlen(rows[i].key) > width)
-			width = (int)strlen(rows[i].key);
-	if (has_id(by)) {
-		/* Projects and experiments by id and name: names need not be unique. */
-		int idw = 2;
-		for (size_t i = 0; i < n; i++)
-			if (rows[i].id && (int)strlen(rows[i].id) > idw)
-				idw = (int)strlen(rows[i].id);
-		rc = isc_buf_printf(out, "%-*s  %-*s  %18s\n", idw, "ID", width,
-		                    by == ISC_SPEND_BY_PROJECT ? "PROJECT" : "EXPERIMENT",
-		                    "AMOUNT (USD)");
-		for (size_t i = 0; !rc && i < n; i++)
-			rc = isc_buf_printf(
-			    out, "%-*s  %-*s  %18s\n", idw, rows[i].id ? rows[i].id : "-", width,
-			    rows[i].key,
-			    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
-		if (!rc)
-			rc = isc_buf_printf(out, "%-*s  %-*s  %18s\n", idw, "TOTAL", width, "",
-			                    isc_money_format(total, 6, amount, sizeof(amount)));
-		return rc;
+	/* Projects and experiments by id and name: names need not be unique. */
+	headers[0] = with_id ? "ID" : head;
+	headers[1] = with_id ? head : "AMOUNT (USD)";
+	headers[2] = "AMOUNT (USD)";
+	if (!(t = isc_table_new(ncols, headers)))
+		return ISC_ENOMEM;
+	isc_table_align_right(t, amount_col);
+	for (size_t i = 0; !rc && i <= n; i++) {
+		int last = i == n; /* the total */
+		cells[0] = last ? "TOTAL" : with_id ? rows[i].id : rows[i].key;
+		if (with_id)
+			cells[1] = last ? "" : rows[i].key;
+		cells[amount_col] =
+		    isc_money_decimal(last ? total : rows[i].amount_micros, amount, sizeof(amount));
+		rc = isc_table_add(t, cells) ? ISC_ENOMEM : 0;
 	}
-	rc = isc_buf_printf(out, "%-*s  %18s\n", width, head, "AMOUNT (USD)");
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = isc_buf_printf(
-		    out, "%-*s  %18s\n", width, rows[i].key,
-		    isc_money_format(rows[i].amount_micros, 6, amount, sizeof(amount)));
-	if (!rc)
-		rc = isc_buf_printf(out, "%-*s  %18s\n", width, "TOTAL",
-		                    isc_money_format(total, 6, amount, sizeof(amount)));
+	if (!rc && !(f = open_memstream(&text, &len)))
+		rc = ISC_ENOMEM;
+	if (!rc) {
+		isc_table_print(t, f);
+		rc = fclose(f) ? ISC_ENOMEM : isc_buf_append(out, text, len);
+	}
+	free(text);
+	isc_table_free(t);
 	return rc;
 }
 

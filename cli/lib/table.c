@@ -4,6 +4,7 @@
 #include "credits/money.h"
 
 #include <locale.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,19 +28,22 @@ static char *dup_cell(const char *s)
  * of this thread whatever the process's own locale is. A byte sequence that is not
  * UTF-8, or a character wcwidth does not know, counts one column per character.
  */
+static locale_t utf8;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_make(void)
+{
+	utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
 size_t isc_text_width(const char *s)
 {
-	static locale_t utf8;
-	static int tried;
 	locale_t prev = (locale_t)0;
 	mbstate_t st;
 	size_t w = 0, len = strlen(s);
 
-	if (!tried) {
-		/* Racy only in that two threads may both make one: isc is single-threaded. */
-		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-		tried = 1;
-	}
+	/* Once per process: iscd's API threads draw tables too (the spend report's). */
+	pthread_once(&utf8_once, utf8_make);
 	if (utf8)
 		prev = uselocale(utf8);
 	memset(&st, 0, sizeof(st));

@@ -4,6 +4,7 @@
  * math and deduplication, ledger immutability, BYO billing, and the spend
  * report's grouping, totals and CSV quoting. Each test opens a fresh store.
  */
+#include "cli/lib/table.h"
 #include "common/buf.h"
 #include "credits/credits.h"
 #include "credits/spend.h"
@@ -861,6 +862,38 @@ static void test_totals_match_rows(void **state)
 	assert_true(cost == 0);
 }
 
+/*
+ * The report's text table (GET /v1/spend?format=table) pads by display width: with
+ * the amounts right-aligned last, every line is as wide on a terminal, 日本語 or not.
+ */
+static void test_spend_table_display_width(void **state)
+{
+	struct isc_spend_row rows[] = {
+	    {"日本語", "exp_00000000000000a1", 1},
+	    {"resnet", "exp_00000000000000a2", 1499965784},
+	};
+	struct isc_buf out;
+	struct isc_err err;
+	char *text, *line, *save = NULL;
+	size_t width = 0, lines = 0;
+	(void)state;
+
+	isc_buf_init(&out, 0);
+	assert_int_equal(
+	    isc_spend_render(rows, 2, ISC_SPEND_BY_EXPERIMENT, ISC_SPEND_TABLE, &out, &err), 0);
+	text = strdup(isc_buf_cstr(&out));
+	assert_non_null(strstr(text, "日本語"));
+	assert_non_null(strstr(text, "1499.965784"));
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!lines++)
+			width = isc_text_width(line);
+		assert_int_equal(isc_text_width(line), width);
+	}
+	assert_int_equal(lines, 4); /* the header, two rows, the total */
+	free(text);
+	isc_buf_cleanup(&out);
+}
+
 static void test_spend_render(void **state)
 {
 	struct fixture *f = *state;
@@ -934,6 +967,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_byo, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_grouping, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_render, setup, teardown),
+	    cmocka_unit_test(test_spend_table_display_width),
 	    cmocka_unit_test_setup_teardown(test_totals_match_rows, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

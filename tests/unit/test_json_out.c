@@ -96,12 +96,32 @@ static void test_members(void **state)
 	isc_buf_cleanup(&b);
 }
 
+/* Money's one form in replies: NAME_micros and the 6-place NAME; null for no amount. */
+static void test_money(void **state)
+{
+	json_t *o = json_object();
+	char *text;
+	(void)state;
+	isc_json_money(o, "balance", 1499965784);
+	isc_json_money(o, "granted", 1);
+	isc_json_money(o, "refund", -5000000);
+	isc_json_money_or_null(o, "budget", 0, 123);
+	text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	assert_string_equal(text, "{\"balance_micros\":1499965784,\"balance\":\"1499.965784\","
+	                          "\"granted_micros\":1,\"granted\":\"0.000001\","
+	                          "\"refund_micros\":-5000000,\"refund\":\"-5.000000\","
+	                          "\"budget_micros\":null,\"budget\":null}");
+	free(text);
+	json_decref(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_same_text_as_jansson),
 	    cmocka_unit_test(test_not_utf8_becomes_replacement),
 	    cmocka_unit_test(test_members),
+	    cmocka_unit_test(test_money),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
