@@ -8,6 +8,7 @@
 #include "cli/lib/table.h"
 
 #include <getopt.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,72 @@ static void user_row(json_t *u, const char **cells, char (*buf)[ISC_TABLE_CELL])
 	cells[1] = isc_json_when(json_object_get(u, "created_at_ms"), buf[1], ISC_TABLE_CELL);
 }
 
+/*
+ * What a new user does next, on stderr (stdout keeps the one line scripts read):
+ * a user without a membership sees nothing, and on the socket iscd knows a
+ * caller only by the OS login of the calling process, so the operator is told
+ * what to hand the user: the role to give, the socket to use as that login,
+ * and how the user makes a token of their own for TCP.
+ */
+static void user_next_steps(struct isc_cli *cli, const char *name)
+{
+	const char *url = getenv("ISC_API_URL"), *sock = getenv("ISC_SOCKET");
+	char *own = NULL, *tcp_file = NULL, tcp[256] = "";
+	FILE *f;
+
+	fprintf(stderr,
+	        "isc user: next, give %s a role: isc member add --org ORG %s --role "
+	        "member|admin|finance (until then %s sees no organisation)\n",
+	        name, name, name);
+	if (url && *url) {
+		/* A remote iscd: its socket is on its machine, under its store. */
+		fprintf(
+		    stderr,
+		    "isc user: %s then logs in on iscd's machine as the OS user %s and runs isc "
+		    "there (iscd's socket, HOME/run/api.sock or ISC_SOCKET, knows %s by that "
+		    "login); for other machines %s makes a token there: isc token create "
+		    "--expires 30d, then ISC_API_URL=%s ISC_TOKEN=<the token> isc ...\n",
+		    name, name, name, name, url);
+		return;
+	}
+	if (!(sock && *sock) && asprintf(&own, "%s/run/api.sock", cli->home) < 0)
+		own = NULL;
+	/* iscd writes its TCP address here when it listens on one (api_listen). */
+	if (asprintf(&tcp_file, "%s/run/api.sock.tcp", cli->home) >= 0 &&
+	    (f = fopen(tcp_file, "r")) != NULL) {
+		if (!fgets(tcp, sizeof(tcp), f))
+			tcp[0] = 0;
+		tcp[strcspn(tcp, "\r\n")] = 0;
+		fclose(f);
+	}
+	free(tcp_file);
+	fprintf(stderr,
+	        "isc user: %s then runs isc as the OS user %s on this machine: ISC_SOCKET=%s isc "
+	        "experiments\n",
+	        name, name,
+	        sock && *sock ? sock
+	        : own         ? own
+	                      : "HOME/run/api.sock");
+	if (tcp[0])
+		fprintf(
+		    stderr,
+		    "isc user: for other machines %s makes a token here first: isc token create "
+		    "--expires 30d, then ISC_API_URL=%s ISC_TOKEN=<the token> isc ...\n",
+		    name, tcp);
+	else
+		fprintf(stderr,
+		        "isc user: for other machines %s makes a token here (isc token create "
+		        "--expires 30d) for ISC_API_URL + ISC_TOKEN, once iscd listens on TCP "
+		        "(api_listen in config.toml)\n",
+		        name);
+	if (!getpwnam(name))
+		fprintf(stderr,
+		        "isc user: note: there is no OS user '%s' on this machine yet, and iscd's "
+		        "socket knows a caller only by login name: create it (useradd %s)\n",
+		        name, name);
+	free(own);
+}
+
 int cmd_user(struct isc_cli *cli, int argc, char **argv)
 {
 	static const char *const headers[] = {"NAME", "CREATED (UTC)"};
@@ -87,6 +154,7 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv)
 		                          json_pack("{s:s}", "name", pos[0]), NULL)))
 			return rc;
 		printf("user %s added\n", pos[0]);
+		user_next_steps(cli, pos[0]);
 		return ISC_EXIT_OK;
 	}
 	if (strcmp(argv[1], "list") != 0)
