@@ -8,9 +8,16 @@
  * A node is named in a path by its id or HOST[:PORT] (percent-encoded). The
  * key pair lives under iscd's home ($ISC_HOME/keys/onprem-pool); only its
  * public half ever leaves iscd.
+ *
+ * A node joins the pool only once it answered an SSH login with the pool key
+ * (isc_onprem_probe, at most ISC_ONPREM_PROBE_MS, in this API thread); with
+ * "force" it joins anyway, unreachable, with the reason, and iscd's probes
+ * bring it up when it answers. Its host key is pinned as the probe saw it.
  */
 #include "api/api_int.h"
+#include "common/log.h"
 #include "onprem/onprem.h"
+#include "store/store_hostkeys.h"
 #include "store/store_pool.h"
 
 #include <stdio.h>
@@ -19,9 +26,10 @@
 
 static json_t *node_json(const struct isc_pool_node *n)
 {
-	return json_pack("{s:I,s:s,s:i,s:s,s:i,s:s,s:I}", "id", (json_int_t)n->id, "host", n->host,
-	                 "port", n->port, "user", n->user, "gpus", n->gpus, "state", n->state,
-	                 "added_ms", (json_int_t)n->added_ms);
+	return json_pack("{s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:I}", "id", (json_int_t)n->id, "host",
+	                 n->host, "port", n->port, "user", n->user, "gpus", n->gpus, "state",
+	                 n->state, "reason", n->reason ? n->reason : "", "added_ms",
+	                 (json_int_t)n->added_ms);
 }
 
 /* GET /v1/nodes: every node, by id (the `isc nodes list --json` array). */
@@ -60,15 +68,52 @@ static int body_int(struct isc_api_call *c, json_t *body, const char *key, int l
 	return 1;
 }
 
-/* POST /v1/nodes {"host","port"?,"user"?,"gpus"}: 201 with the node. */
+/*
+ * A new node's probe: 0 when it answered, ISC_ECONFLICT when it did not
+ * (probe->reason says why), or another code with err set. Host, port, user
+ * and gpus were checked before: nothing unchecked reaches the network.
+ */
+static int probe_new(struct isc_api_call *c, struct isc_onprem_probe *probe, struct isc_err *err)
+{
+	char *pub = NULL;
+	/* The pool key is made on first use: a login with a key that is not there fails. */
+	int rc = isc_onprem_pool_pubkey(c->home, &pub, err);
+	free(pub);
+	if (rc)
+		return rc;
+	return isc_onprem_probe(probe) == 0 ? 0 : ISC_ECONFLICT;
+}
+
+/* Its host key, as the probe that let it in saw it, pinned under its new id. */
+static void pin_new(struct isc_api_call *c, int64_t id, const struct isc_onprem_probe *probe)
+{
+	struct isc_err err;
+	char pin[40];
+
+	if (!probe->key_type[0])
+		return; /* no handshake: pinned at its first answer to iscd */
+	snprintf(pin, sizeof(pin), ISC_POOL_PIN_FMT, (long long)id);
+	isc_err_clear(&err);
+	if (isc_store_hostkey_forget(c->store, pin, &err) ||
+	    isc_store_hostkey_check(c->store, pin, probe->key_type, probe->key_sha256, &err))
+		isc_log(ISC_LOG_WARN, "pool node %lld: pinning its host key: %s", (long long)id,
+		        err.msg);
+}
+
+/*
+ * POST /v1/nodes {"host","port"?,"user"?,"gpus","force"?}: 201 with the node;
+ * a node that does not answer: 409 with the reason, or with "force" 201 and
+ * the node unreachable.
+ */
 static void nodes_add(struct isc_api_call *c)
 {
+	struct isc_onprem_probe probe = {0};
 	struct isc_pool_node nd;
 	struct isc_err err;
 	const char *host, *user;
-	char id_text[24], target[32];
-	json_t *body, *user_v;
-	int port = 22, gpus = 0;
+	char id_text[24], target[32], hp[300];
+	json_t *body, *user_v, *force_v;
+	int port = 22, gpus = 0, answered;
 	int64_t id;
 
 	if (!isc_api_require_operator(c) || !(body = isc_api_body_object(c)))
@@ -76,31 +121,72 @@ static void nodes_add(struct isc_api_call *c)
 	host = json_string_value(json_object_get(body, "host"));
 	user_v = json_object_get(body, "user");
 	user = user_v ? json_string_value(user_v) : "isc";
+	force_v = json_object_get(body, "force");
+	isc_err_clear(&err);
 	if (!host) {
 		isc_api_reply_error(c, 400, "host: give the node's host name or address");
-	} else if (!user) {
-		isc_api_reply_error(c, 400, "user: give a login name");
-	} else if (!json_object_get(body, "gpus")) {
-		isc_api_reply_error(c, 400, "gpus: give a GPU count 1..%d", ISC_POOL_MAX_GPUS);
-	} else if (body_int(c, body, "port", 1, 65535, &port) &&
-	           body_int(c, body, "gpus", 1, ISC_POOL_MAX_GPUS, &gpus)) {
-		isc_api_audit_target(c, 0, host);
-		isc_err_clear(&err);
-		if (isc_store_pool_add(c->store, host, port, user, gpus, &id, &err)) {
-			isc_api_reply_err(c, &err);
-		} else {
-			snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
-			snprintf(target, sizeof(target), "node:%s", id_text);
-			isc_api_audit_target(c, 0, target);
-			/* Read back, so the reply is the row as stored (state, added_ms). */
-			if (isc_store_pool_find(c->store, id_text, &nd, &err)) {
-				isc_api_reply_err(c, &err);
-			} else {
-				isc_api_reply_json(c, 201, node_json(&nd));
-				isc_pool_node_cleanup(&nd);
-			}
-		}
+		goto out;
 	}
+	if (!user) {
+		isc_api_reply_error(c, 400, "user: give a login name");
+		goto out;
+	}
+	if (!json_object_get(body, "gpus")) {
+		isc_api_reply_error(c, 400, "gpus: give a GPU count 1..%d", ISC_POOL_MAX_GPUS);
+		goto out;
+	}
+	if (force_v && !json_is_boolean(force_v)) {
+		isc_api_reply_error(c, 400, "force: give true or false");
+		goto out;
+	}
+	if (!body_int(c, body, "port", 1, 65535, &port) ||
+	    !body_int(c, body, "gpus", 1, ISC_POOL_MAX_GPUS, &gpus))
+		goto out;
+	isc_api_audit_target(c, 0, host);
+	snprintf(hp, sizeof(hp), "%s:%d", host, port);
+	/* Refused fields and a node already there cost no probe. */
+	if (isc_store_pool_check(host, port, user, gpus, &err) == 0 &&
+	    isc_store_pool_find(c->store, hp, &nd, &err) == 0) {
+		isc_pool_node_cleanup(&nd);
+		isc_err_set(&err, ISC_ECONFLICT, "node %s is already in the pool", hp);
+	}
+	if (err.code != ISC_OK && err.code != ISC_ENOTFOUND) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	isc_err_clear(&err);
+	probe =
+	    (struct isc_onprem_probe){.home = c->home, .host = host, .port = port, .user = user};
+	answered = probe_new(c, &probe, &err);
+	if (answered == ISC_ECONFLICT && !json_is_true(force_v)) {
+		isc_api_reply_error(c, 409,
+		                    "node %s@%s does not answer: %s; not added (force adds it as "
+		                    "unreachable, and iscd marks it up once it answers)",
+		                    user, hp, probe.reason);
+		goto out;
+	}
+	if (answered && answered != ISC_ECONFLICT) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	if (isc_store_pool_add(c->store, host, port, user, gpus, answered ? probe.reason : NULL,
+	                       &id, &err)) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+	snprintf(target, sizeof(target), "node:%s", id_text);
+	isc_api_audit_target(c, 0, target);
+	if (!answered)
+		pin_new(c, id, &probe);
+	/* Read back, so the reply is the row as stored (state, reason, added_ms). */
+	if (isc_store_pool_find(c->store, id_text, &nd, &err)) {
+		isc_api_reply_err(c, &err);
+	} else {
+		isc_api_reply_json(c, 201, node_json(&nd));
+		isc_pool_node_cleanup(&nd);
+	}
+out:
 	json_decref(body);
 }
 
@@ -120,24 +206,24 @@ static int find_node(struct isc_api_call *c, struct isc_pool_node *nd)
 	return 1;
 }
 
-/* POST /v1/nodes/{node}/drain and /undrain: the node with its new state. */
+/* POST /v1/nodes/{node}/drain and /undrain: the node as it is now. */
 static void set_state(struct isc_api_call *c, const char *state)
 {
-	struct isc_pool_node nd;
+	struct isc_pool_node nd, now;
 	struct isc_err err;
+	char id_text[24];
 
 	if (!isc_api_require_operator(c) || !find_node(c, &nd))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_pool_set_state(c->store, nd.id, state, &err)) {
+	snprintf(id_text, sizeof(id_text), "%lld", (long long)nd.id);
+	/* Read back: an undrained node whose last probe failed is unreachable, not up. */
+	if (isc_store_pool_set_state(c->store, nd.id, state, &err) ||
+	    isc_store_pool_find(c->store, id_text, &now, &err)) {
 		isc_api_reply_err(c, &err);
 	} else {
-		free(nd.state);
-		nd.state = strdup(state);
-		if (!nd.state)
-			isc_api_reply_error(c, 500, "out of memory");
-		else
-			isc_api_reply_json(c, 200, node_json(&nd));
+		isc_api_reply_json(c, 200, node_json(&now));
+		isc_pool_node_cleanup(&now);
 	}
 	isc_pool_node_cleanup(&nd);
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 static const char nodes_usage[] =
-    "usage: isc nodes add HOST [--port P] [--user U] --gpus N\n"
+    "usage: isc nodes add HOST [--port P] [--user U] --gpus N [--force]\n"
     "       isc nodes list [--json]\n"
     "       isc nodes drain NODE | undrain NODE | remove NODE\n"
     "       isc nodes pubkey\n"
@@ -23,7 +23,12 @@ static const char nodes_usage[] =
     "(iscd's /v1/nodes; anyone else is refused). NODE is an id\n"
     "or HOST[:PORT]. `pubkey` prints the line to put in each node's authorized_keys\n"
     "(iscd makes the key pair on first use; its private half never leaves its home).\n"
-    "A drained node keeps its run and gets no new one.\n";
+    "A drained node keeps its run and gets no new one.\n"
+    "\n"
+    "`add` first logs in to the node with the pool key (at most 5 s) and refuses one\n"
+    "that does not answer, saying why; --force adds it anyway, unreachable. iscd\n"
+    "probes every node (node_probe_ms): one that does not answer is unreachable, with\n"
+    "the reason in `list`, and gets no run; it is up again once it answers.\n";
 
 /* A whole decimal number in [lo, hi]; 0 or -1. */
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -39,7 +44,7 @@ static int parse_int(const char *s, int lo, int hi, int *out)
 static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 {
 	const char *host = NULL, *user = "isc";
-	int port = 22, gpus = 0, have_gpus = 0;
+	int port = 22, gpus = 0, have_gpus = 0, force = 0;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		int last = i + 1 >= argc;
@@ -55,6 +60,8 @@ static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 				return isc_cli_usage_error(
 				    "nodes", "--gpus: give a GPU count 1..%d", ISC_POOL_MAX_GPUS);
 			have_gpus = 1;
+		} else if (!strcmp(a, "--force")) {
+			force = 1;
 		} else if (a[0] == '-') {
 			return isc_cli_usage_error("nodes", "unknown option '%s'", a);
 		} else if (!host) {
@@ -65,16 +72,24 @@ static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (!host || !have_gpus)
 		return isc_cli_usage_error(
-		    "nodes", "usage: isc nodes add HOST [--port P] [--user U] --gpus N");
+		    "nodes", "usage: isc nodes add HOST [--port P] [--user U] --gpus N [--force]");
 	json_t *o = NULL;
-	int rc = isc_client_json(
-	    cli, "POST", "/v1/nodes",
-	    json_pack("{s:s,s:i,s:s,s:i}", "host", host, "port", port, "user", user, "gpus", gpus),
-	    &o);
+	/* iscd probes the node first (up to 5 s): the reply says whether it answered. */
+	int rc = isc_client_json(cli, "POST", "/v1/nodes",
+	                         json_pack("{s:s,s:i,s:s,s:i,s:b}", "host", host, "port", port,
+	                                   "user", user, "gpus", gpus, "force", force),
+	                         &o);
 	if (rc)
 		return rc;
-	printf("node %lld added: %s@%s:%d, %d GPU(s)\n",
-	       (long long)json_integer_value(json_object_get(o, "id")), user, host, port, gpus);
+	const char *reason = isc_json_str(o, "reason");
+	if (reason && reason[0])
+		printf("node %lld added, unreachable: %s (iscd marks it up once it answers)\n",
+		       (long long)json_integer_value(json_object_get(o, "id")), reason);
+	else
+		printf("node %lld added: %s@%s:%d, %d GPU(s), up (it answered a login with the "
+		       "pool key)\n",
+		       (long long)json_integer_value(json_object_get(o, "id")), user, host, port,
+		       gpus);
 	json_decref(o);
 	return ISC_EXIT_OK;
 }
@@ -93,13 +108,15 @@ static void node_row(json_t *n, const char **cells, char (*buf)[ISC_TABLE_CELL])
 	snprintf(buf[4], ISC_TABLE_CELL, "%lld",
 	         (long long)json_integer_value(json_object_get(n, "gpus")));
 	cells[5] = isc_json_str(n, "state");
+	cells[6] = isc_json_str(n, "reason");
 }
 
 static int nodes_list(struct isc_cli *cli, int argc, char **argv)
 {
-	static const char *const headers[] = {"ID", "HOST", "PORT", "USER", "GPUS", "STATE"};
+	static const char *const headers[] = {"ID",   "HOST",  "PORT",  "USER",
+	                                      "GPUS", "STATE", "REASON"};
 	static const struct isc_table_spec nodes = {
-	    6, headers, NULL, node_row, "isc nodes: the pool is empty (isc nodes add HOST)"};
+	    7, headers, NULL, node_row, "isc nodes: the pool is empty (isc nodes add HOST)"};
 	int json = argc == 3 && !strcmp(argv[2], "--json");
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("nodes", "usage: isc nodes list [--json]");
@@ -134,7 +151,9 @@ static int nodes_change(struct isc_cli *cli, int argc, char **argv)
 	       (long long)json_integer_value(json_object_get(o, "port")),
 	       remove                   ? "removed"
 	       : !strcmp(verb, "drain") ? "draining: it keeps its run and gets no new one"
-	                                : "up");
+	       : !strcmp(isc_json_str(o, "state"), "unreachable")
+	           ? "undrained, unreachable: its last probe failed; up once it answers"
+	           : "up");
 	json_decref(o);
 	return ISC_EXIT_OK;
 }

@@ -87,6 +87,7 @@ static struct isc_config *config_defaults(void)
 	c->cycle_ms = 90000;
 	c->period_ms = 7200000;
 	c->node_down_after_ms = 30000;
+	c->node_probe_ms = 10000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size ||
 	    !c->efa_plugin_version || !c->artifact_root || !c->api_socket || !c->api_listen) {
 		isc_config_free(c);
@@ -391,6 +392,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 7 * 86400000L, &c->period_ms);
 		else if (!strcmp(key, "node_down_after_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->node_down_after_ms);
+		else if (!strcmp(key, "node_probe_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->node_probe_ms);
 		else if (!strcmp(key, "burst_validation")) {
 			if (isc_toml_type(v) != ISC_TOML_BOOL ||
 			    isc_toml_get_bool(v, &c->burst_validation))
@@ -536,7 +539,9 @@ static const struct template_key top_keys[] = {
      "a node missing from the cloud's describes counts as terminated after this"},
     {"cycle_ms = 90000", "on-prem: the length of one cycle run (1000..86400000)"},
     {"period_ms = 7200000", "on-prem: the interruptible apportioning period"},
-    {"node_down_after_ms = 30000", "on-prem: a pool node silent this long is marked down"},
+    {"node_down_after_ms = 30000",
+     "on-prem: a pool node holding a run, silent this long, is unreachable"},
+    {"node_probe_ms = 10000", "on-prem: how often iscd logs in to every pool node"},
     {"burst_validation = false", "a burst first runs one cycle on the on-prem pool"},
     {"api_socket = \"\"",
      "iscd's API socket (\"\": $ISC_HOME/run/api.sock; docs/api.md); clients use ISC_SOCKET"},

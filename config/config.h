@@ -55,7 +55,8 @@ struct isc_config {
 	/* The on-prem queue (docs/queue.md). */
 	long cycle_ms;           /* one cycle run; 90000 */
 	long period_ms;          /* interruptible apportioning period; 7200000 */
-	long node_down_after_ms; /* a pool node that has not answered this long is down; 30000 */
+	long node_down_after_ms; /* a pool node holding a run, silent this long, is lost; 30000 */
+	long node_probe_ms;      /* every pool node is probed (one SSH login) this often; 10000 */
 	int burst_validation;    /* a burst first runs one cycle on-prem; 0 (off) */
 	/* The API (docs/api.md). */
 	char *api_socket;         /* "" = $ISC_HOME/run/api.sock */

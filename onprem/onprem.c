@@ -6,7 +6,8 @@
  *      for their validation cycle when burst_validation is on; cancellations;
  *   4. poll the followers of running runs for exits;
  *   5. ask the queue for its decisions and start a worker for each;
- *   6. probe the nodes that hold runs (and the down ones) for answers;
+ *   6. probe the pool's nodes: every node_probe_ms, and every second the ones
+ *      that hold a run or are unreachable (one worker per node at a time);
  *   7. record each experiment's place in the queue for isc status.
  * Only this thread writes the store; workers get copies and report back. The
  * statuses are the queue's state names (isc_queue_state_name), plus "validating"
@@ -32,9 +33,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The pool's key pair, kept with the cluster keys. */
-#define POOL_KEY_ID    "onprem-pool"
+/* Nodes that hold a run (their loss interrupts it) and unreachable ones (so they are
+ * back soon after they answer) are probed this often; the others every node_probe_ms. */
 #define PROBE_EVERY_MS 1000
+/* At most this many probes at once (each a thread that may wait ISC_ONPREM_PROBE_MS). */
+#define PROBES_MAX 16
 
 enum run_phase {
 	PHASE_BOOTING,  /* a boot worker runs */
@@ -73,10 +76,13 @@ struct node {
 	int64_t id;
 	char *host, *user;
 	int port, gpus;
-	char state[12];        /* as in the store */
-	int in_queue;          /* added to the queue */
-	int orphan;            /* a run a previous iscd left is being stopped here */
-	int64_t first_fail_ms; /* first failed probe of the current streak; 0 when answering */
+	char state[16];               /* as in the store */
+	char reason[ISC_ERR_MSG_MAX]; /* as in the store: why its last probe failed */
+	int in_queue;                 /* added to the queue */
+	int orphan;                   /* a run a previous iscd left is being stopped here */
+	int64_t first_fail_ms;    /* first failed probe of the current streak; 0 when answering */
+	struct onprem_job *probe; /* a probe in progress */
+	int64_t probed_ms;        /* when the last probe started */
 	struct node *next;
 };
 
@@ -94,8 +100,6 @@ struct isc_onprem {
 	struct node *nodes;
 	struct orphan *orphans;
 	int64_t next_qid;
-	struct onprem_job *probe;
-	int64_t probe_at_ms;
 };
 
 static int64_t now_ms(void)
@@ -293,7 +297,7 @@ static struct node *node_by_id(struct isc_onprem *o, int64_t id)
 
 static enum isc_queue_node_state queue_node_state(const struct node *n)
 {
-	if (strcmp(n->state, "down") == 0)
+	if (strcmp(n->state, "unreachable") == 0)
 		return ISC_QUEUE_NODE_DOWN;
 	if (strcmp(n->state, "draining") == 0 || n->orphan)
 		return ISC_QUEUE_NODE_DRAINING;
@@ -319,21 +323,39 @@ static struct run *run_on_node(struct isc_onprem *o, int64_t node_id, struct exp
 static void start_stop(struct isc_onprem *o, struct exp *e, enum isc_queue_outcome outcome,
                        const char *why, int suspect_rank);
 
-/* A node stopped answering: down in the store and the queue; its run is an interruption. */
-static void mark_down(struct isc_onprem *o, struct node *n, const char *why)
+/*
+ * The store's state and reason for a node, compare-and-set from what this
+ * thread last read: an operator's drain or undrain that came in meanwhile
+ * wins (the next probe decides again). 0 when written.
+ */
+static int node_mark(struct isc_onprem *o, struct node *n, const char *to, const char *reason)
+{
+	struct isc_err err;
+	int rc = isc_store_pool_mark(o->store, n->id, n->state, to, reason, &err);
+	if (rc) {
+		isc_log(rc == ISC_ECONFLICT ? ISC_LOG_INFO : ISC_LOG_ERROR, "pool node %lld: %s",
+		        (long long)n->id, err.msg);
+		return rc;
+	}
+	snprintf(n->state, sizeof(n->state), "%s", to);
+	snprintf(n->reason, sizeof(n->reason), "%s", reason);
+	return 0;
+}
+
+/* A node does not answer: unreachable in the store and the queue; its run is an interruption. */
+static void mark_unreachable(struct isc_onprem *o, struct node *n, const char *why)
 {
 	struct isc_err err;
 	struct exp *owner = NULL;
 	struct run *r;
 
-	if (strcmp(n->state, "down") == 0)
+	if (strcmp(n->state, "unreachable") == 0)
 		return;
-	if (isc_store_pool_set_state(o->store, n->id, "down", &err))
-		isc_log(ISC_LOG_ERROR, "pool node %lld: %s", (long long)n->id, err.msg);
-	snprintf(n->state, sizeof(n->state), "down");
+	if (node_mark(o, n, "unreachable", why))
+		return;
 	isc_queue_node_set_state(o->q, n->id, ISC_QUEUE_NODE_DOWN, &err);
-	isc_log(ISC_LOG_WARN, "pool node %lld (%s:%d) is down: %s", (long long)n->id, n->host,
-	        n->port, why);
+	isc_log(ISC_LOG_WARN, "pool node %lld (%s:%d) is unreachable: %s", (long long)n->id,
+	        n->host, n->port, why);
 	r = run_on_node(o, n->id, &owner);
 	if (!r)
 		return;
@@ -348,6 +370,14 @@ static void mark_down(struct isc_onprem *o, struct node *n, const char *why)
 		     msg);
 		start_stop(o, owner, ISC_QUEUE_NODE_LOST, msg, -1);
 	}
+}
+
+static void node_free(struct node *nd)
+{
+	onprem_job_free(nd->probe);
+	free(nd->host);
+	free(nd->user);
+	free(nd);
 }
 
 /* The pool as the store has it now, into the queue. */
@@ -379,6 +409,7 @@ static void sync_nodes(struct isc_onprem *o)
 			o->nodes = nd;
 		}
 		snprintf(nd->state, sizeof(nd->state), "%s", list[i].state);
+		snprintf(nd->reason, sizeof(nd->reason), "%s", list[i].reason);
 		if (!nd->in_queue) {
 			if (isc_queue_node_add(o->q, nd->id, nd->gpus, &err)) {
 				isc_log(ISC_LOG_WARN, "pool node %lld: %s", (long long)nd->id,
@@ -395,11 +426,11 @@ static void sync_nodes(struct isc_onprem *o)
 		int present = 0;
 		for (size_t i = 0; i < n && !present; i++)
 			present = list[i].id == nd->id;
-		if (!present && (!nd->in_queue || isc_queue_node_remove(o->q, nd->id, &err) == 0)) {
+		/* (a probe in progress is not waited for: the tick never waits on a node) */
+		if (!present && (!nd->probe || onprem_job_done(nd->probe)) &&
+		    (!nd->in_queue || isc_queue_node_remove(o->q, nd->id, &err) == 0)) {
 			*p = nd->next;
-			free(nd->host);
-			free(nd->user);
-			free(nd);
+			node_free(nd);
 		} else {
 			if (!present) /* keeps its run; gets nothing new */
 				isc_queue_node_set_state(o->q, nd->id, ISC_QUEUE_NODE_DRAINING,
@@ -577,7 +608,7 @@ static void boot_done(struct isc_onprem *o, struct exp *e, int64_t now)
 			continue; /* given up because another node failed first */
 		lost = 1;
 		if ((nd = node_by_id(o, t->node_id)))
-			mark_down(o, nd, t->msg);
+			mark_unreachable(o, nd, t->msg);
 	}
 	note(o, e->id, "boot_failed", "run %d: %s", j->cycle_count, j->err.msg);
 	/* A cancel stands whatever the boot did; otherwise a lost node is an interruption. */
@@ -608,7 +639,7 @@ static void stop_done(struct isc_onprem *o, struct exp *e, int64_t now)
 		note(o, e->id, "interrupted", "%s; requeued", why);
 		r->outcome = ISC_QUEUE_NODE_LOST;
 		if (nd)
-			mark_down(o, nd, t->msg);
+			mark_unreachable(o, nd, t->msg);
 	}
 	run_finished(o, e, r->outcome, why, now);
 }
@@ -798,7 +829,7 @@ static void start_run(struct isc_onprem *o, struct exp *e, const struct isc_queu
 		t->port = nd->port;
 		t->host = strdup(nd->host);
 		t->user = strdup(nd->user);
-		snprintf(t->pin, sizeof(t->pin), "onprem-node-%lld", (long long)nd->id);
+		snprintf(t->pin, sizeof(t->pin), ISC_POOL_PIN_FMT, (long long)nd->id);
 		if (!t->host || !t->user)
 			rc = ISC_ENOMEM;
 		if (used < sizeof(nodes) - 40)
@@ -917,14 +948,14 @@ static void orphan_stop(struct isc_onprem *o, const struct isc_experiment *row, 
 		     tok = strtok_r(NULL, ",", &save), rank++) {
 			struct node *nd = node_by_id(o, strtoll(tok, NULL, 10));
 			struct onprem_target *t = &j->t[k];
-			if (!nd || strcmp(nd->state, "down") == 0)
+			if (!nd || strcmp(nd->state, "unreachable") == 0)
 				continue;
 			t->node_id = nd->id;
 			t->rank = rank;
 			t->port = nd->port;
 			t->host = strdup(nd->host);
 			t->user = strdup(nd->user);
-			snprintf(t->pin, sizeof(t->pin), "onprem-node-%lld", (long long)nd->id);
+			snprintf(t->pin, sizeof(t->pin), ISC_POOL_PIN_FMT, (long long)nd->id);
 			nd->orphan = 1;
 			k++;
 		}
@@ -1043,7 +1074,7 @@ static void take_new(struct isc_onprem *o, const struct isc_experiment *row, int
  * A cycle or interruptible experiment that waits because of the pool itself
  * says so in its status reason (its state stays enqueued or paused): one the
  * pool can never hold (it waits for an operator to add nodes; the queue skips
- * it, so it blocks nobody) and one whose nodes are down or draining. Waiting
+ * it, so it blocks nobody) and one whose nodes are unreachable or draining. Waiting
  * for its turn is what the queue line of `isc status` shows, so only the way
  * out of those two is written, once.
  */
@@ -1060,7 +1091,8 @@ static void say_training_wait(struct isc_onprem *o, struct exp *e, const struct 
 		           w->nnodes, w->node_gpus, pool);
 	else if (w->why == ISC_QUEUE_NODES_OUT)
 		set_status(o, e, e->status,
-		           "waits for %d node(s) of %d GPU(s); %s: the others are down or draining",
+		           "waits for %d node(s) of %d GPU(s); %s: the others are unreachable or "
+		           "draining",
 		           w->nnodes, w->node_gpus, pool);
 	else if (was == ISC_QUEUE_NEVER_FITS || was == ISC_QUEUE_NODES_OUT)
 		set_status(o, e, e->status,
@@ -1124,7 +1156,7 @@ static void review_waits(struct isc_onprem *o)
 			set_status(
 			    o, e, "validating",
 			    "burst_validation: its validation cycle waits for %d node(s) of %d "
-			    "GPU(s); %s: the others are down or draining",
+			    "GPU(s); %s: the others are unreachable or draining",
 			    w.nnodes, w.node_gpus, pool);
 			break;
 		case ISC_QUEUE_POOL_BUSY:
@@ -1201,68 +1233,80 @@ static void sync_experiments(struct isc_onprem *o, int64_t now)
 
 /* ---- probes ---- */
 
-static void probe_apply(struct isc_onprem *o, int64_t now)
+/* What a node's finished probe found, into the store and the queue. */
+static void probe_apply(struct isc_onprem *o, struct node *nd, int64_t now)
 {
-	struct onprem_job *j = o->probe;
+	const struct onprem_target *t = &nd->probe->t[0];
 	struct isc_err err;
+	struct exp *owner;
 
-	for (size_t i = 0; i < j->n; i++) {
-		struct node *nd = node_by_id(o, j->t[i].node_id);
-		if (!nd)
-			continue;
-		if (j->t[i].rc == 0) {
-			nd->first_fail_ms = 0;
-			if (strcmp(nd->state, "down") == 0) {
-				isc_log(ISC_LOG_INFO, "pool node %lld (%s:%d) answers again: up",
-				        (long long)nd->id, nd->host, nd->port);
-				if (isc_store_pool_set_state(o->store, nd->id, "up", &err) == 0)
-					snprintf(nd->state, sizeof(nd->state), "up");
-			}
-			continue;
+	if (t->rc == 0) {
+		nd->first_fail_ms = 0;
+		if (strcmp(nd->state, "unreachable") == 0) {
+			isc_log(ISC_LOG_INFO, "pool node %lld (%s:%d) answers again: up",
+			        (long long)nd->id, nd->host, nd->port);
+			if (node_mark(o, nd, "up", "") == 0)
+				isc_queue_node_set_state(o->q, nd->id, queue_node_state(nd), &err);
+		} else if (nd->reason[0]) {
+			node_mark(o, nd, nd->state, ""); /* a draining node answers again */
 		}
+	} else if (run_on_node(o, nd->id, &owner)) {
+		/* Its run is interrupted only once the node has been silent for a while. */
 		if (!nd->first_fail_ms)
 			nd->first_fail_ms = now;
 		if (now - nd->first_fail_ms >= o->env.cfg->node_down_after_ms)
-			mark_down(o, nd, j->t[i].msg);
+			mark_unreachable(o, nd, t->msg);
+	} else if (strcmp(nd->state, "up") == 0) {
+		mark_unreachable(o, nd, t->msg); /* nothing runs there: no reason to wait */
+	} else if (strcmp(nd->reason, t->msg) != 0) {
+		/* unreachable for another reason now, or a draining node that stopped answering */
+		if (node_mark(o, nd, nd->state, t->msg) == 0)
+			isc_log(ISC_LOG_WARN, "pool node %lld (%s:%d) is %s: %s", (long long)nd->id,
+			        nd->host, nd->port, nd->state, t->msg);
 	}
-	onprem_job_free(j);
-	o->probe = NULL;
+	onprem_job_free(nd->probe);
+	nd->probe = NULL;
 }
 
-/* Nodes that hold a run, and the down ones (which may answer again). */
+/*
+ * Every node is probed every node_probe_ms; one that holds a run, or is
+ * unreachable, every second. One probe per node at a time, each in its own
+ * worker, so a silent node delays no other.
+ */
 static void probe_start(struct isc_onprem *o, int64_t now)
 {
-	struct onprem_job *j;
-	struct isc_err err;
-	size_t n = 0, k = 0;
+	int running = 0;
 
-	if (o->probe || now - o->probe_at_ms < PROBE_EVERY_MS)
-		return;
 	for (struct node *nd = o->nodes; nd; nd = nd->next)
-		n++;
-	j = onprem_job_new(ONPREM_JOB_PROBE, &o->env, n);
-	if (!j)
-		return;
-	for (struct node *nd = o->nodes; nd; nd = nd->next) {
+		running += nd->probe != NULL;
+	for (struct node *nd = o->nodes; nd && running < PROBES_MAX; nd = nd->next) {
+		struct onprem_job *j;
+		struct isc_err err;
 		struct exp *owner;
-		struct run *r = run_on_node(o, nd->id, &owner);
-		if (strcmp(nd->state, "down") != 0 && !r)
+		long every = o->env.cfg->node_probe_ms;
+
+		if (nd->probe)
 			continue;
-		j->t[k].node_id = nd->id;
-		j->t[k].port = nd->port;
-		j->t[k].host = strdup(nd->host);
-		j->t[k].user = strdup(nd->user);
-		snprintf(j->t[k].pin, sizeof(j->t[k].pin), "onprem-node-%lld", (long long)nd->id);
-		k++;
+		if (run_on_node(o, nd->id, &owner) || strcmp(nd->state, "unreachable") == 0)
+			every = every < PROBE_EVERY_MS ? every : PROBE_EVERY_MS;
+		if (nd->probed_ms && now - nd->probed_ms < every)
+			continue;
+		if (!(j = onprem_job_new(ONPREM_JOB_PROBE, &o->env, 1)))
+			return;
+		j->t[0].node_id = nd->id;
+		j->t[0].port = nd->port;
+		j->t[0].host = strdup(nd->host);
+		j->t[0].user = strdup(nd->user);
+		snprintf(j->t[0].pin, sizeof(j->t[0].pin), ISC_POOL_PIN_FMT, (long long)nd->id);
+		if (!j->t[0].host || !j->t[0].user) {
+			onprem_job_free(j);
+			return;
+		}
+		nd->probe = j;
+		nd->probed_ms = now;
+		running++;
+		onprem_job_start(j, &err); /* a failed start is a finished job with an error */
 	}
-	j->n = k;
-	if (!k) {
-		onprem_job_free(j);
-		return;
-	}
-	o->probe = j;
-	o->probe_at_ms = now;
-	onprem_job_start(j, &err);
 }
 
 /* ---- the tick ---- */
@@ -1273,8 +1317,9 @@ int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err)
 	(void)err;
 
 	reap_orphans(o);
-	if (o->probe && onprem_job_done(o->probe))
-		probe_apply(o, now);
+	for (struct node *nd = o->nodes; nd; nd = nd->next)
+		if (nd->probe && onprem_job_done(nd->probe))
+			probe_apply(o, nd, now);
 	for (struct exp *e = o->exps, *next; e; e = next) {
 		next = e->next; /* e may be dropped */
 		if (!e->run || !e->run->job || !onprem_job_done(e->run->job))
@@ -1315,7 +1360,7 @@ int isc_onprem_new(struct isc_store *store, struct isc_onprem **out, struct isc_
 		isc_onprem_free(o);
 		return rc;
 	}
-	o->env.key_path = isc_cluster_key_path(o->env.home, POOL_KEY_ID);
+	o->env.key_path = isc_cluster_key_path(o->env.home, ONPREM_POOL_KEY_ID);
 	rc = isc_onprem_pool_pubkey(o->env.home, &pub, err);
 	free(pub);
 	if (!rc && !o->env.key_path)
@@ -1349,9 +1394,7 @@ void isc_onprem_free(struct isc_onprem *o)
 	while (o->nodes) {
 		struct node *nd = o->nodes;
 		o->nodes = nd->next;
-		free(nd->host);
-		free(nd->user);
-		free(nd);
+		node_free(nd); /* joins a probe in progress */
 	}
 	while (o->orphans) {
 		struct orphan *x = o->orphans;
@@ -1360,7 +1403,6 @@ void isc_onprem_free(struct isc_onprem *o)
 		free(x->exp_id);
 		free(x);
 	}
-	onprem_job_free(o->probe);
 	isc_queue_free(o->q);
 	isc_config_free(o->env.cfg);
 	free(o->env.key_path);
@@ -1370,13 +1412,13 @@ void isc_onprem_free(struct isc_onprem *o)
 
 int isc_onprem_pool_pubkey(const char *home, char **pub, struct isc_err *err)
 {
-	int rc = isc_cluster_key_public(home, POOL_KEY_ID, pub, err);
+	int rc = isc_cluster_key_public(home, ONPREM_POOL_KEY_ID, pub, err);
 	if (rc == ISC_ENOTFOUND) {
 		isc_err_clear(err);
-		rc = isc_cluster_key_create(home, POOL_KEY_ID, pub, err);
+		rc = isc_cluster_key_create(home, ONPREM_POOL_KEY_ID, pub, err);
 		if (rc == ISC_ECONFLICT) { /* made by another thread or process meanwhile */
 			isc_err_clear(err);
-			rc = isc_cluster_key_public(home, POOL_KEY_ID, pub, err);
+			rc = isc_cluster_key_public(home, ONPREM_POOL_KEY_ID, pub, err);
 		}
 	}
 	return rc;

@@ -36,4 +36,34 @@ int isc_onprem_tick(struct isc_onprem *o, struct isc_err *err);
  */
 int isc_onprem_pool_pubkey(const char *home, char **pub, struct isc_err *err);
 
+/* How long a probe waits for a node: a pool node answers at once or not at all. */
+#define ISC_ONPREM_PROBE_MS 5000
+
+/* One probe of a pool node (isc_onprem_probe). */
+struct isc_onprem_probe {
+	const char *home; /* iscd's home: the pool key, and the store's pinned host keys */
+	const char *host;
+	int port;
+	const char *user;
+	/*
+	 * > 0: the node's id; its host key must match the one pinned for it (pinned now
+	 * when there is none). 0: a node not in the pool yet; its host key is only read
+	 * (key_type, key_sha256), for the caller to pin once the node has an id.
+	 */
+	int64_t node_id;
+	long timeout_ms; /* 0: ISC_ONPREM_PROBE_MS */
+	/* results */
+	char key_type[32], key_sha256[65]; /* the host key seen ("" when no handshake) */
+	char reason[ISC_ERR_MSG_MAX];      /* why it does not answer ("" when it does) */
+};
+
+/*
+ * Logs in to the node once, as its user with the pool key, within timeout_ms
+ * (blocking: workers and API threads only, never the tick). 0 when it answered;
+ * otherwise ISC_ETRANSIENT (the name does not resolve, connection refused,
+ * timed out, no SSH server) or ISC_EAUTH (authentication failed, host key
+ * mismatch), with the reason in words naming the node.
+ */
+int isc_onprem_probe(struct isc_onprem_probe *p);
+
 #endif

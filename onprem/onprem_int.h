@@ -2,6 +2,7 @@
  * Internals of on-prem execution shared by its files:
  *   onprem.c  the tick: pool and experiments from the store, queue decisions, statuses
  *   run.c     the workers: boot a run, stop one (grace, artifacts home), probe nodes
+ *   probe.c   one SSH probe of a node, and why it failed
  */
 #ifndef ISC_ONPREM_ONPREM_INT_H
 #define ISC_ONPREM_ONPREM_INT_H
@@ -14,6 +15,9 @@
 #include <stdint.h>
 
 struct isc_launch_follow;
+
+/* The pool's key pair, kept with the cluster keys ($ISC_HOME/keys/onprem-pool). */
+#define ONPREM_POOL_KEY_ID "onprem-pool"
 
 /* What every worker needs; immutable while workers run. */
 struct onprem_env {
@@ -37,7 +41,7 @@ struct onprem_target {
 enum onprem_job_kind {
 	ONPREM_JOB_BOOT,  /* clean the artifact folders, ship datasets, push the artifacts, boot */
 	ONPREM_JOB_STOP,  /* stop following, docker stop with grace + rm, pull artifacts */
-	ONPREM_JOB_PROBE, /* log in to each target once, with a short deadline */
+	ONPREM_JOB_PROBE, /* log in to each target once (isc_onprem_probe) */
 	ONPREM_JOB_SYNC,  /* a running run's periodic sync: the `which` folders from rank 0 */
 };
 

@@ -363,16 +363,19 @@ static void sync(struct onprem_job *j)
 	view_cleanup(&v);
 }
 
+/* Each target: one login with the pool key, its host key checked against its pin. */
 static void probe(struct onprem_job *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
-		struct isc_ssh *ssh = NULL;
-		struct isc_err err;
 		struct onprem_target *t = &j->t[i];
-		t->rc = login(j, t, PROBE_MS, &ssh, &err);
-		if (t->rc)
-			snprintf(t->msg, sizeof(t->msg), "%s", err.msg);
-		isc_ssh_free(ssh);
+		struct isc_onprem_probe p = {.home = j->env->home,
+		                             .host = t->host,
+		                             .port = t->port,
+		                             .user = t->user,
+		                             .node_id = t->node_id,
+		                             .timeout_ms = ISC_ONPREM_PROBE_MS};
+		t->rc = isc_onprem_probe(&p);
+		snprintf(t->msg, sizeof(t->msg), "%s", p.reason);
 	}
 }
 

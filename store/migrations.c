@@ -410,6 +410,28 @@ static const char *const migrations[] = {
     "  cluster_id TEXT PRIMARY KEY,"
     "  checkpoints_at_ms INTEGER NOT NULL,"
     "  lossy_at_ms INTEGER NOT NULL);",
+    /* issue 34 item 8: a pool node is 'unreachable' (was 'down') with the reason its last
+     * SSH probe failed, and 'up' again once it answers (onprem/probe.c). SQLite cannot
+     * change a CHECK in place, so the table is rebuilt; ids are AUTOINCREMENT from now on,
+     * so a removed node's id (and the host key pinned under it) never names another. */
+    "DROP TABLE IF EXISTS pool_nodes_v2;"
+    "CREATE TABLE pool_nodes_v2 ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  host TEXT NOT NULL,"
+    "  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),"
+    "  user TEXT NOT NULL,"
+    "  gpus INTEGER NOT NULL CHECK (gpus >= 1),"
+    "  state TEXT NOT NULL DEFAULT 'up' CHECK (state IN ('up','draining','unreachable')),"
+    "  added_ms INTEGER NOT NULL,"
+    "  reason TEXT NOT NULL DEFAULT '',"
+    "  UNIQUE (host, port));"
+    "INSERT INTO pool_nodes_v2 (id, host, port, user, gpus, state, added_ms, reason)"
+    "  SELECT id, host, port, user, gpus,"
+    "    CASE state WHEN 'down' THEN 'unreachable' ELSE state END, added_ms,"
+    "    CASE state WHEN 'down' THEN 'stopped answering (before an upgrade of iscd)' ELSE '' END"
+    "  FROM pool_nodes;"
+    "DROP TABLE pool_nodes;"
+    "ALTER TABLE pool_nodes_v2 RENAME TO pool_nodes;",
 };
 
 size_t isc_store_migration_count(void)

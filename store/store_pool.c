@@ -1,6 +1,7 @@
 /* The on-prem node pool: the SQL of the pool_nodes table (see store_pool.h). */
 #include "store/store_pool.h"
 
+#include "store/store_hostkeys.h"
 #include "store/store_int.h"
 
 #include <ctype.h>
@@ -33,11 +34,11 @@ static int user_ok(const char *u)
 
 static int state_ok(const char *st)
 {
-	return st && (!strcmp(st, "up") || !strcmp(st, "draining") || !strcmp(st, "down"));
+	return st && (!strcmp(st, "up") || !strcmp(st, "draining") || !strcmp(st, "unreachable"));
 }
 
-int isc_store_pool_add(struct isc_store *s, const char *host, int port, const char *user, int gpus,
-                       int64_t *id_out, struct isc_err *err)
+int isc_store_pool_check(const char *host, int port, const char *user, int gpus,
+                         struct isc_err *err)
 {
 	if (!host_ok(host))
 		return isc_err_set(err, ISC_EINVALID,
@@ -53,19 +54,31 @@ int isc_store_pool_add(struct isc_store *s, const char *host, int port, const ch
 	if (gpus < 1 || gpus > ISC_POOL_MAX_GPUS)
 		return isc_err_set(err, ISC_EINVALID, "gpus: %d is not 1..%d", gpus,
 		                   ISC_POOL_MAX_GPUS);
+	return 0;
+}
+
+int isc_store_pool_add(struct isc_store *s, const char *host, int port, const char *user, int gpus,
+                       const char *unreachable, int64_t *id_out, struct isc_err *err)
+{
+	int rc = isc_store_pool_check(host, port, user, gpus, err);
+	if (rc)
+		return rc;
+	if (!unreachable)
+		unreachable = "";
 	sqlite3_stmt *st;
-	int rc =
-	    isc_store_prepare(s,
-	                      "INSERT INTO pool_nodes (host, port, user, gpus, state, added_ms) "
-	                      "VALUES (?, ?, ?, ?, 'up', ?)",
-	                      &st, err);
+	rc = isc_store_prepare(s,
+	                       "INSERT INTO pool_nodes (host, port, user, gpus, state, reason, "
+	                       "added_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+	                       &st, err);
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, port);
 	sqlite3_bind_text(st, 3, user, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 4, gpus);
-	sqlite3_bind_int64(st, 5, isc_store_now_ms());
+	sqlite3_bind_text(st, 5, unreachable[0] ? "unreachable" : "up", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, unreachable, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, isc_store_now_ms());
 	int step = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (step == SQLITE_CONSTRAINT)
@@ -83,6 +96,7 @@ void isc_pool_node_cleanup(struct isc_pool_node *n)
 	free(n->host);
 	free(n->user);
 	free(n->state);
+	free(n->reason);
 	memset(n, 0, sizeof(*n));
 }
 
@@ -109,10 +123,11 @@ static int pool_node_from_row(sqlite3_stmt *st, void *rec)
 	out->gpus = sqlite3_column_int(st, 4);
 	out->state = isc_store_col_text(st, 5, &oom);
 	out->added_ms = sqlite3_column_int64(st, 6);
+	out->reason = isc_store_col_text(st, 7, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
-#define POOL_COLS "id, host, port, user, gpus, state, added_ms"
+#define POOL_COLS "id, host, port, user, gpus, state, added_ms, reason"
 
 int isc_store_pool_list(struct isc_store *s, struct isc_pool_node **out, size_t *n,
                         struct isc_err *err)
@@ -195,11 +210,48 @@ static int exec_on_id(struct isc_store *s, const char *sql, const char *text, in
 int isc_store_pool_set_state(struct isc_store *s, int64_t id, const char *state,
                              struct isc_err *err)
 {
-	if (!state_ok(state))
-		return isc_err_set(err, ISC_EINVALID, "state: '%.20s' is not up, draining or down",
+	if (!state || (strcmp(state, "up") != 0 && strcmp(state, "draining") != 0))
+		return isc_err_set(err, ISC_EINVALID, "state: '%.20s' is not up or draining",
 		                   state ? state : "");
-	return exec_on_id(s, "UPDATE pool_nodes SET state = ? WHERE id = ?", state, id,
-	                  "setting a pool node's state", err);
+	return exec_on_id(s,
+	                  "UPDATE pool_nodes SET state = CASE WHEN ?1 = 'up' AND reason != '' "
+	                  "THEN 'unreachable' ELSE ?1 END WHERE id = ?2",
+	                  state, id, "setting a pool node's state", err);
+}
+
+int isc_store_pool_mark(struct isc_store *s, int64_t id, const char *from, const char *to,
+                        const char *reason, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!state_ok(from) || !state_ok(to))
+		return isc_err_set(err, ISC_EINVALID, "state: not up, draining or unreachable");
+	rc = isc_store_prepare(
+	    s, "UPDATE pool_nodes SET state = ?, reason = ? WHERE id = ? AND state = ?", &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, id);
+	sqlite3_bind_text(st, 4, from, -1, SQLITE_STATIC);
+	int step = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (step != SQLITE_DONE)
+		return isc_store_sqlite_err(s, step, "marking a pool node", err);
+	if (sqlite3_changes(isc_store_db(s)) == 0) {
+		struct isc_pool_node nd;
+		char key[24];
+		snprintf(key, sizeof(key), "%lld", (long long)id);
+		rc = isc_store_pool_find(s, key, &nd, err);
+		if (rc)
+			return rc;
+		rc = isc_err_set(err, ISC_ECONFLICT, "pool node %lld is %s now, not %s",
+		                 (long long)id, nd.state, from);
+		isc_pool_node_cleanup(&nd);
+		return rc;
+	}
+	return 0;
 }
 
 /*
@@ -239,7 +291,7 @@ static int node_holder(struct isc_store *s, int64_t id, char *holder, size_t cap
 
 int isc_store_pool_remove(struct isc_store *s, int64_t id, struct isc_err *err)
 {
-	char holder[64];
+	char holder[64], pin[40];
 	int rc = node_holder(s, id, holder, sizeof(holder), err);
 	if (rc)
 		return rc;
@@ -248,6 +300,16 @@ int isc_store_pool_remove(struct isc_store *s, int64_t id, struct isc_err *err)
 		                   "pool node %lld runs experiment %s: drain it, and remove it "
 		                   "once that run has ended",
 		                   (long long)id, holder);
-	return exec_on_id(s, "DELETE FROM pool_nodes WHERE id = ?", NULL, id,
-	                  "removing a pool node", err);
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = exec_on_id(s, "DELETE FROM pool_nodes WHERE id = ?", NULL, id, "removing a pool node",
+	                err);
+	/* The machine may come back under another id, or another machine at this address. */
+	snprintf(pin, sizeof(pin), ISC_POOL_PIN_FMT, (long long)id);
+	if (!rc)
+		rc = isc_store_hostkey_forget(s, pin, err);
+	if (!rc)
+		return isc_store_commit(s, err);
+	isc_store_rollback(s);
+	return rc;
 }

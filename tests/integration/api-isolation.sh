@@ -248,7 +248,7 @@ expect_exit 1 "isc catalog import as an admin: exit 1" as aa "$ISC_BIN/isc" cata
 expect_stderr "only the platform operator" as aa "$ISC_BIN/isc" catalog import "$dir/files/one.csv" --format isc --provider aws
 
 # ---- the on-prem pool and the broker's own credentials: the operator's alone ----
-expect operator 201 POST /v1/nodes '{"host":"gpu-iso","port":2222,"user":"isc","gpus":8}'
+expect operator 201 POST /v1/nodes '{"host":"gpu-iso","port":2222,"user":"isc","gpus":8,"force":true}'
 node=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$dir/out/operator.body")
 expect_all GET /v1/nodes "" 403 403 403 403 403 403 403
 expect_all POST /v1/nodes '{"host":"gpu-x","gpus":8}' 403 403 403 403 403 403 403

@@ -184,7 +184,7 @@ expect_exit 0 "cancel a running experiment" isc cancel "$solo"
 check "the running experiment ends cancelled" wait_status "$solo" cancelled 20
 check "its container got TERM (stopped with grace)" test -s "$home/experiments/$solo/checkpoints/term_at"
 
-# 5. A node that stops answering is marked down; its run is an interruption, resumed elsewhere.
+# 5. A node that stops answering is marked unreachable; its run is an interruption, resumed elsewhere.
 solo2=$(train "$dir/lost.isc") # interruptible: its run lasts until the node goes
 check "solo2 runs" wait_status "$solo2" running 20
 # At least one periodic sync: the run's checkpoint (runs.txt, written as it starts) is home.
@@ -195,7 +195,7 @@ victim=$(isc nodes list --json | py "import json,sys; print([n['host'] for n in 
 expect_exit 1 "a node that holds a run is not removed" isc nodes remove "${held%%,*}"
 expect_stderr "runs experiment $solo2" isc nodes remove "${held%%,*}"
 "$node/node-down" "$dir/n${victim##*.}" >/dev/null
-check "the node is marked down" bash -c "for _ in \$(seq 50); do '$ISC_BIN/isc' --home '$home' nodes list | grep -E '^ *${held%%,*} ' | grep -q down && exit 0; sleep 0.2; done; exit 1"
+check "the node is marked unreachable" bash -c "for _ in \$(seq 50); do '$ISC_BIN/isc' --home '$home' nodes list | grep -E '^ *${held%%,*} ' | grep -q unreachable && exit 0; sleep 0.2; done; exit 1"
 check "the interrupted experiment still completes" wait_status "$solo2" completed 60
 # Its first run's checkpoint came home by the periodic sync before the node went.
 check "its next run counted one more start and resumed from the synced checkpoint" test "$(runs "$solo2" | awk '{print $2}' | tr '\n' ' ')" = "1 2 "

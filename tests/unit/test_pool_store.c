@@ -1,11 +1,14 @@
 /*
  * The on-prem pool's table: add with every field checked, list, find by id or
- * host, drain, mark down, remove; a node known twice is a conflict. The queue's
+ * host, drain, probe results (unreachable with a reason, up again; an operator's
+ * change in between wins), remove (its pinned host key with it), ids never reused;
+ * a node known twice is a conflict. The queue's
  * row per experiment (queue_state), and a cancel of waiting on-prem work that
  * ends it at once while a burst's only asks the broker.
  */
 #include "store/store.h"
 #include "store/store_experiments.h"
+#include "store/store_hostkeys.h"
 #include "store/store_pool.h"
 #include "store/store_queue.h"
 
@@ -57,10 +60,11 @@ static void test_add_list_find(void **state)
 	struct fixture *f = *state;
 	struct isc_err err;
 	int64_t a, b, c;
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 22, "isc", 8, &a, &err), 0);
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 2222, "isc", 8, &b, &err), 0);
-	assert_int_equal(isc_store_pool_add(f->s, "127.0.0.1", 40022, "root", 4, &c, &err), 0);
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 22, "isc", 8, NULL, &err),
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 22, "isc", 8, NULL, &a, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 2222, "isc", 8, NULL, &b, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "127.0.0.1", 40022, "root", 4, NULL, &c, &err),
+	                 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 22, "isc", 8, NULL, NULL, &err),
 	                 ISC_ECONFLICT);
 	assert_non_null(strstr(err.msg, "gpu-1.lab:22"));
 
@@ -95,19 +99,27 @@ static void test_bad_fields(void **state)
 {
 	struct fixture *f = *state;
 	struct isc_err err;
-	assert_int_equal(isc_store_pool_add(f->s, "", 22, "isc", 8, NULL, &err), ISC_EINVALID);
-	assert_non_null(strstr(err.msg, "host"));
-	assert_int_equal(isc_store_pool_add(f->s, "a b", 22, "isc", 8, NULL, &err), ISC_EINVALID);
-	assert_int_equal(isc_store_pool_add(f->s, "-oProxyCommand=x", 22, "isc", 8, NULL, &err),
+	assert_int_equal(isc_store_pool_add(f->s, "", 22, "isc", 8, NULL, NULL, &err),
 	                 ISC_EINVALID);
-	assert_int_equal(isc_store_pool_add(f->s, "h", 0, "isc", 8, NULL, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "host"));
+	assert_int_equal(isc_store_pool_add(f->s, "a b", 22, "isc", 8, NULL, NULL, &err),
+	                 ISC_EINVALID);
+	assert_int_equal(
+	    isc_store_pool_add(f->s, "-oProxyCommand=x", 22, "isc", 8, NULL, NULL, &err),
+	    ISC_EINVALID);
+	assert_int_equal(isc_store_pool_add(f->s, "h", 0, "isc", 8, NULL, NULL, &err),
+	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "port"));
-	assert_int_equal(isc_store_pool_add(f->s, "h", 65536, "isc", 8, NULL, &err), ISC_EINVALID);
-	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "Root;", 8, NULL, &err), ISC_EINVALID);
+	assert_int_equal(isc_store_pool_add(f->s, "h", 65536, "isc", 8, NULL, NULL, &err),
+	                 ISC_EINVALID);
+	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "Root;", 8, NULL, NULL, &err),
+	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "user"));
-	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "isc", 0, NULL, &err), ISC_EINVALID);
+	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "isc", 0, NULL, NULL, &err),
+	                 ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "gpus"));
-	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "isc", 65, NULL, &err), ISC_EINVALID);
+	assert_int_equal(isc_store_pool_add(f->s, "h", 22, "isc", 65, NULL, NULL, &err),
+	                 ISC_EINVALID);
 	struct isc_pool_node *v;
 	size_t n;
 	assert_int_equal(isc_store_pool_list(f->s, &v, &n, &err), 0);
@@ -120,15 +132,63 @@ static void test_state_and_remove(void **state)
 	struct fixture *f = *state;
 	struct isc_err err;
 	int64_t id;
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-2", 22, "isc", 8, &id, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-2", 22, "isc", 8, NULL, &id, &err), 0);
 	assert_int_equal(isc_store_pool_set_state(f->s, id, "draining", &err), 0);
 	struct isc_pool_node nd;
 	assert_int_equal(isc_store_pool_find(f->s, "gpu-2", &nd, &err), 0);
 	assert_string_equal(nd.state, "draining");
 	isc_pool_node_cleanup(&nd);
-	assert_int_equal(isc_store_pool_set_state(f->s, id, "down", &err), 0);
+	/* only the operator's words: the probe's state is iscd's (isc_store_pool_mark) */
+	assert_int_equal(isc_store_pool_set_state(f->s, id, "unreachable", &err), ISC_EINVALID);
 	assert_int_equal(isc_store_pool_set_state(f->s, id, "gone", &err), ISC_EINVALID);
 	assert_int_equal(isc_store_pool_set_state(f->s, id + 100, "up", &err), ISC_ENOTFOUND);
+
+	/* A probe's finding is compare-and-set: the drain above wins over a stale 'up'. */
+	assert_int_equal(isc_store_pool_mark(f->s, id, "up", "unreachable", "timed out", &err),
+	                 ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "draining"));
+	assert_int_equal(isc_store_pool_set_state(f->s, id, "up", &err), 0);
+	assert_int_equal(isc_store_pool_mark(f->s, id, "up", "unreachable",
+	                                     "connection refused: nothing listens", &err),
+	                 0);
+	assert_int_equal(isc_store_pool_find(f->s, "gpu-2", &nd, &err), 0);
+	assert_string_equal(nd.state, "unreachable");
+	assert_string_equal(nd.reason, "connection refused: nothing listens");
+	isc_pool_node_cleanup(&nd);
+	/* A drain and undrain while it does not answer leave it unreachable, not up. */
+	assert_int_equal(isc_store_pool_set_state(f->s, id, "draining", &err), 0);
+	assert_int_equal(isc_store_pool_set_state(f->s, id, "up", &err), 0);
+	assert_int_equal(isc_store_pool_find(f->s, "gpu-2", &nd, &err), 0);
+	assert_string_equal(nd.state, "unreachable");
+	isc_pool_node_cleanup(&nd);
+	/* It answers: up, no reason. */
+	assert_int_equal(isc_store_pool_mark(f->s, id, "unreachable", "up", "", &err), 0);
+	assert_int_equal(isc_store_pool_find(f->s, "gpu-2", &nd, &err), 0);
+	assert_string_equal(nd.state, "up");
+	assert_string_equal(nd.reason, "");
+	isc_pool_node_cleanup(&nd);
+	assert_int_equal(isc_store_pool_mark(f->s, id + 100, "up", "up", "", &err), ISC_ENOTFOUND);
+
+	/* Added unreachable (isc nodes add --force): the reason is kept. */
+	int64_t id2;
+	assert_int_equal(
+	    isc_store_pool_add(f->s, "gpu-3", 22, "isc", 8, "timed out: gpu-3 port 22", &id2, &err),
+	    0);
+	assert_int_equal(isc_store_pool_find(f->s, "gpu-3", &nd, &err), 0);
+	assert_string_equal(nd.state, "unreachable");
+	assert_string_equal(nd.reason, "timed out: gpu-3 port 22");
+	isc_pool_node_cleanup(&nd);
+
+	/* Removed: its pinned host key goes with it, and its id is never given again. */
+	char pin[40];
+	struct isc_hostkey hk;
+	snprintf(pin, sizeof(pin), ISC_POOL_PIN_FMT, (long long)id2);
+	assert_int_equal(isc_store_hostkey_check(f->s, pin, "ssh-ed25519", "ab", &err), 0);
+	assert_int_equal(isc_store_pool_remove(f->s, id2, &err), 0);
+	assert_int_equal(isc_store_hostkey_get(f->s, pin, &hk, &err), ISC_ENOTFOUND);
+	int64_t id3;
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-3", 22, "isc", 8, NULL, &id3, &err), 0);
+	assert_true(id3 > id2);
 	assert_int_equal(isc_store_pool_remove(f->s, id, &err), 0);
 	assert_int_equal(isc_store_pool_remove(f->s, id, &err), ISC_ENOTFOUND);
 }
@@ -191,8 +251,8 @@ static void test_queue_row_and_cancel(void **state)
 
 	/* a node that a run holds is not removed (the run's nodes are 1 and 4) */
 	int64_t n1, n2;
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-a", 22, "isc", 1, &n1, &err), 0);
-	assert_int_equal(isc_store_pool_add(f->s, "gpu-b", 22, "isc", 1, &n2, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-a", 22, "isc", 1, NULL, &n1, &err), 0);
+	assert_int_equal(isc_store_pool_add(f->s, "gpu-b", 22, "isc", 1, NULL, &n2, &err), 0);
 	assert_int_equal(n1, 1);
 	assert_int_equal(isc_store_pool_remove(f->s, n1, &err), ISC_ECONFLICT);
 	assert_non_null(strstr(err.msg, cyc));
