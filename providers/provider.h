@@ -158,6 +158,17 @@ struct isc_launch_spec {
 	 */
 	void (*before_zone)(void *ctx, const char *zone);
 	void *before_zone_ctx;
+	/*
+	 * NULL for a new gang. Otherwise these nodes replace lost members of a gang
+	 * launched earlier with this token (its idempotency_token): they join that gang's
+	 * placement in the zone (the cluster placement group, compact placement policy or
+	 * compute cluster the driver made for it, which its live members keep), and a
+	 * count of 1 is placed as a member of a gang, not as a lone node.
+	 */
+	const char *placement_token;
+	/* With placement_token: the zone that gang's launch asked for ("" when the cloud
+	 * picked), which names its placement as the token does. */
+	const char *placement_zone;
 };
 
 struct isc_launch_result {

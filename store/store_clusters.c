@@ -16,6 +16,9 @@ void isc_cluster_cleanup(struct isc_cluster *c)
 	free(c->region);
 	free(c->zone);
 	free(c->state);
+	free(c->replaces);
+	free(c->placement_token);
+	free(c->fill_ranks);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -126,9 +129,152 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 	return rc;
 }
 
+/* How many ranks a fill list ("1,3") names. */
+static int fill_count(const char *fill)
+{
+	int n = fill && fill[0] ? 1 : 0;
+	for (const char *p = fill; p && *p; p++)
+		n += *p == ',';
+	return n;
+}
+
+int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, const char *token,
+                              const char *const *kept_ids, const int *kept_ranks, size_t n_kept,
+                              struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int64_t now = isc_store_now_ms();
+	int rc;
+
+	if (!r->replaces || !r->replaces[0] || fill_count(r->fill_ranks) < 1)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "a replacement needs the cluster it replaces "
+		                   "and the ranks it fills");
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
+	    "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms, replaces, "
+	    "placement_token, fill_ranks) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'launching', ?, ?, ?, ?)",
+	    &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, r->experiment_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, r->shape_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, r->provider, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, r->account, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, r->region, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 7, r->zone, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 8, r->nnodes);
+		sqlite3_bind_int(st, 9, r->nproc);
+		sqlite3_bind_int(st, 10, r->cycle);
+		sqlite3_bind_int64(st, 11, r->price_micros);
+		sqlite3_bind_int64(st, 12, now);
+		sqlite3_bind_text(st, 13, r->replaces, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 14, r->placement_token, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 15, r->fill_ranks, -1, SQLITE_STATIC);
+		rc = step_done(s, st, "creating a replacement cluster", err);
+	}
+	if (!rc)
+		rc = isc_store_prepare(
+		    s,
+		    "INSERT INTO intents (token, cluster_id, shape_id, zone, count, state, "
+		    "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+		    &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, token, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, r->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, r->shape_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, r->zone, -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 5, fill_count(r->fill_ranks));
+		sqlite3_bind_int64(st, 6, now);
+		rc = step_done(s, st, "recording a replacement's launch intent", err);
+	}
+	if (!rc)
+		rc = isc_store_prepare(s,
+		                       "UPDATE clusters SET state = 'draining' WHERE id = ? AND "
+		                       "state IN ('running', 'booting')",
+		                       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, r->replaces, -1, SQLITE_STATIC);
+		rc = step_done(s, st, "marking a cluster draining", err);
+		if (!rc && sqlite3_changes(isc_store_db(s)) != 1)
+			rc = isc_err_set(err, ISC_ECONFLICT, "cluster %s is no longer running",
+			                 r->replaces);
+	}
+	if (!rc)
+		rc = isc_store_prepare(s, "UPDATE nodes SET next_rank = -1 WHERE cluster_id = ?",
+		                       &st, err);
+	if (!rc) {
+		sqlite3_bind_text(st, 1, r->replaces, -1, SQLITE_STATIC);
+		rc = step_done(s, st, "updating nodes", err);
+	}
+	for (size_t i = 0; i < n_kept && !rc; i++) {
+		rc = isc_store_prepare(
+		    s, "UPDATE nodes SET next_rank = ? WHERE cluster_id = ? AND instance_id = ?",
+		    &st, err);
+		if (rc)
+			break;
+		sqlite3_bind_int(st, 1, kept_ranks[i]);
+		sqlite3_bind_text(st, 2, r->replaces, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, kept_ids[i], -1, SQLITE_STATIC);
+		rc = step_done(s, st, "recording a kept node", err);
+	}
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
+int isc_store_cluster_take_kept(struct isc_store *s, const char *old_id, const char *new_id,
+                                size_t *moved, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(s,
+	                           "UPDATE nodes SET cluster_id = ?, rank = next_rank, "
+	                           "next_rank = -1 WHERE cluster_id = ? AND next_rank >= 0",
+	                           &st, err);
+
+	*moved = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, new_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, old_id, -1, SQLITE_STATIC);
+	rc = step_done(s, st, "moving kept nodes", err);
+	if (!rc)
+		*moved = (size_t)sqlite3_changes(isc_store_db(s));
+	return rc;
+}
+
+int isc_store_cluster_kept_count(struct isc_store *s, const char *cluster_id, size_t *n,
+                                 struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "SELECT COUNT(*) FROM nodes WHERE cluster_id = ? AND next_rank >= 0", &st, err);
+
+	*n = 0;
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*n = (size_t)sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = isc_store_sqlite_err(s, rc, "counting kept nodes", err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 #define CLUSTER_COLS                                                                               \
 	"SELECT id, experiment_id, shape_id, provider, account, region, zone, nnodes, nproc, "     \
-	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0) FROM clusters "
+	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0), replaces, "         \
+	"placement_token, fill_ranks FROM clusters "
 
 static int cluster_from_row(sqlite3_stmt *st, void *rec)
 {
@@ -148,6 +294,9 @@ static int cluster_from_row(sqlite3_stmt *st, void *rec)
 	c->state = isc_store_col_text(st, 11, &oom);
 	c->created_at_ms = sqlite3_column_int64(st, 12);
 	c->closed_at_ms = sqlite3_column_int64(st, 13);
+	c->replaces = isc_store_col_text(st, 14, &oom);
+	c->placement_token = isc_store_col_text(st, 15, &oom);
+	c->fill_ranks = isc_store_col_text(st, 16, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 

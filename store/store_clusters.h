@@ -28,6 +28,14 @@ struct isc_cluster {
 	char *state;
 	int64_t created_at_ms;
 	int64_t closed_at_ms; /* 0 while open */
+	/*
+	 * A replacement of lost nodes (issue 32): the cluster it replaces, the token of the
+	 * gang launch whose placement its nodes join, and the ranks its launch fills
+	 * ("1,3"). All "" for a cluster launched whole.
+	 */
+	char *replaces;
+	char *placement_token;
+	char *fill_ranks;
 };
 
 struct isc_intent {
@@ -59,6 +67,27 @@ struct isc_node {
 /* Creates the cluster (state launching) and its pending intent in one transaction. */
 int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
                              const char *zones, struct isc_err *err);
+/*
+ * Lost nodes (issue 32), in one transaction: creates the replacement cluster r
+ * (state launching; r->replaces, placement_token, fill_ranks and zone set) with its
+ * pending intent for the fill_ranks' count of nodes in r->zone, marks the replaced
+ * cluster draining, and records for each kept node of it (kept_ids[i]) the rank it
+ * takes in r (kept_ranks[i]). Every other node of the replaced cluster is marked not
+ * kept.
+ */
+int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, const char *token,
+                              const char *const *kept_ids, const int *kept_ranks, size_t n_kept,
+                              struct isc_err *err);
+/*
+ * Moves the kept nodes of the replaced cluster old_id into the replacement new_id with
+ * the ranks recorded for them (their rows, and so their charging, go on). *moved says
+ * how many (0 once done).
+ */
+int isc_store_cluster_take_kept(struct isc_store *s, const char *old_id, const char *new_id,
+                                size_t *moved, struct isc_err *err);
+/* How many nodes of the cluster are kept for a replacement and not yet moved. */
+int isc_store_cluster_kept_count(struct isc_store *s, const char *cluster_id, size_t *n,
+                                 struct isc_err *err);
 int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
                           struct isc_err *err);
 /* Every cluster not closed, oldest first. */

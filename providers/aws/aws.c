@@ -872,8 +872,10 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
 	char group[ISC_AWS_GROUP_NAME_MAX], root[64];
 	int rc = 0, n_efa = 0;
-	/* Close together and on the fabric: only a gang of several nodes has anything to gain. */
-	int grouped = s->cluster_placement && spec->count >= 2;
+	/* Close together and on the fabric: only a gang of several nodes has anything to gain
+	 * (nodes replacing lost members of a gang join its group, even one at a time). */
+	int gang = spec->count >= 2 || spec->placement_token;
+	int grouped = s->cluster_placement && gang;
 
 	/* A shape without zones (the catalog has no per-zone data) lets EC2 pick the zone. */
 	static const char *const any_zone[1] = {""};
@@ -895,7 +897,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		free(user_data);
 		return rc;
 	}
-	if (spec->count >= 2) {
+	if (gang) {
 		/* A gang's nodes talk to one another: EFA's rule with EFA, all TCP without. */
 		if (s->efa)
 			rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
@@ -925,8 +927,16 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			spec->before_zone(spec->before_zone_ctx, zone);
 		if (grouped) {
 			/* One group per gang and zone: a cluster group is bound to its first zone.
-			 */
-			if (isc_aws_group_name(token, group)) {
+			 * A replacement's group is its gang's (named from the gang's token). */
+			char gtoken[65];
+			if (spec->placement_token)
+				isc_aws_zone_token(spec->placement_token,
+				                   spec->placement_zone ? spec->placement_zone
+				                                        : zone,
+				                   gtoken, NULL);
+			else
+				snprintf(gtoken, sizeof(gtoken), "%s", token);
+			if (isc_aws_group_name(gtoken, group)) {
 				rc =
 				    isc_err_set(err, ISC_EINVALID, "placement group name too long");
 				break;
@@ -951,8 +961,9 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			isc_busy_names_add(&busy_groups, group, -1);
 		if (rc == ISC_ECAPACITY) {
 			snprintf(last, sizeof(last), "%s", err ? err->msg : "");
-			if (grouped) {
-				/* Nothing launched into it (all or nothing): give it back now. */
+			if (grouped && !spec->placement_token) {
+				/* Nothing launched into it (all or nothing): give it back now (a
+				 * replacement's group holds its gang's live members). */
 				int deleted;
 				struct isc_err derr;
 				delete_group(s, group, &deleted, &derr);

@@ -1490,7 +1490,7 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	char last[ISC_ERR_MSG_MAX] = "", machine[64], accel[64];
 	char policy_name[64] = "", policy_region[64] = "", *policy = NULL;
 	size_t tl = spec->idempotency_token ? strlen(spec->idempotency_token) : 0;
-	int n_acc, rc = 0;
+	int n_acc, rc = 0, gang;
 
 	memset(out, 0, sizeof(*out));
 	if (!spec->instance_type || spec->count == 0)
@@ -1512,11 +1512,19 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		if (!path_safe(spec->zones[z]))
 			return isc_err_set(err, ISC_EINVALID, "launch: '%.64s' is not a GCP zone",
 			                   spec->zones[z]);
-	if (s->firewall_check && spec->count >= 2 && (rc = check_firewall(s, spec->zones[0], err)))
+	/* Nodes joining a gang's placement are members of a gang, even one at a time. */
+	gang = spec->count >= 2 || spec->placement_token;
+	if (s->firewall_check && gang && (rc = check_firewall(s, spec->zones[0], err)))
 		return rc;
-	if (s->compact_placement && spec->count >= 2 && isc_gcp_compact_machine(machine)) {
-		/* Close together: one compact policy for the gang, in the zones' region. */
-		isc_gcp_policy_name(spec->idempotency_token, policy_name);
+	if (s->compact_placement && gang && isc_gcp_compact_machine(machine)) {
+		/*
+		 * Close together: one compact policy for the gang, in the zones' region. A
+		 * replacement joins the policy its gang's launch made (insert of that name is
+		 * answered 409 alreadyExists, which create_policy takes as made).
+		 */
+		isc_gcp_policy_name(spec->placement_token ? spec->placement_token
+		                                          : spec->idempotency_token,
+		                    policy_name);
 		region_of(spec->zones[0], policy_region);
 		isc_busy_names_add(&busy_policies, policy_name, +1);
 		if ((rc = create_policy(s, spec, policy_region, policy_name, err))) {
@@ -1555,8 +1563,9 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
 		            spec->count, spec->instance_type, spec->n_zones, last);
 	if (policy) {
-		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED) {
-			/* Nothing of the gang stands (a retryable outcome may still have nodes). */
+		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED && !spec->placement_token) {
+			/* Nothing of the gang stands (a retryable outcome may still have nodes;
+			 * a replacement's gang keeps its live members in the policy). */
 			struct isc_err derr;
 			int deleted;
 			delete_policy(s, policy_region, policy_name, &deleted, &derr);

@@ -689,6 +689,58 @@ static int create_cluster(struct oci_session *s, const struct isc_launch_spec *s
 	return rc;
 }
 
+/*
+ * The ACTIVE compute cluster in `ad` tagged isc:token=token (a replacement joins the
+ * one its gang's launch made: asking CreateComputeCluster again would carry this
+ * launch's tags and name, another body under the same retry token, which OCI refuses).
+ * *id is "" when there is none.
+ */
+static int find_cluster(struct oci_session *s, const char *ad, const char *token, char id[256],
+                        struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListComputeClusters"};
+	char page[1024] = "";
+	int rc = 0, pages = 0;
+
+	id[0] = '\0';
+	isc_http_response_init(&resp);
+	do {
+		char path[2048] = API "/computeClusters";
+		json_t *coll = NULL, *items, *c;
+		size_t i;
+		if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
+		    query_add(path, sizeof(path), "limit", PAGE_LIMIT) ||
+		    (page[0] && query_add(path, sizeof(path), "page", page))) {
+			rc =
+			    isc_err_set(err, ISC_EINVALID, "ListComputeClusters: request too long");
+			break;
+		}
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &coll, err);
+		items = json_object_get(coll, "items");
+		if (!rc && !json_is_array(items))
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "ListComputeClusters: the reply is not a collection");
+		if (rc || isc_oci_header(resp.headers.data, "opc-next-page", page, sizeof(page)))
+			page[0] = '\0';
+		json_array_foreach(rc ? NULL : items, i, c)
+		{
+			const json_t *tags = json_object_get(c, "freeformTags");
+			const char *cid = json_string_value(json_object_get(c, "id"));
+			const char *state = json_string_value(json_object_get(c, "lifecycleState"));
+			const char *t = json_string_value(json_object_get(tags, "isc:token"));
+			const char *in =
+			    json_string_value(json_object_get(c, "availabilityDomain"));
+			if (cid && strlen(cid) < 256 && state && !strcmp(state, "ACTIVE") && t &&
+			    !strcmp(t, token) && (!in || !strcmp(in, ad)))
+				snprintf(id, 256, "%s", cid);
+		}
+		json_decref(coll);
+	} while (!rc && !id[0] && page[0] && ++pages < MAX_PAGES);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 /* DeleteComputeCluster; *deleted = 0 while OCI refuses (instances still in it: 409). */
 static int delete_cluster(struct oci_session *s, const char *id, int *deleted, struct isc_err *err)
 {
@@ -1211,8 +1263,8 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 	const struct node_job *retryable = NULL, *capacity = NULL, *gone = NULL, *other = NULL;
 	enum ad_outcome out = AD_OK;
 	/* Close together on RDMA: a compute cluster of the gang's own in this AD. */
-	int clustered =
-	    s->compute_clusters && spec->count >= 2 && isc_oci_rdma_shape(spec->instance_type);
+	int clustered = s->compute_clusters && (spec->count >= 2 || spec->placement_token) &&
+	                isc_oci_rdma_shape(spec->instance_type);
 	char cc_token[65] = "", cc_id[256] = "";
 	int rc;
 
@@ -1232,10 +1284,23 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 	if (spec->before_zone)
 		spec->before_zone(spec->before_zone_ctx, zone_label);
 	if (clustered) {
-		isc_oci_retry_token(spec->idempotency_token, ad, CLUSTER_TOKEN_INDEX, cc_token,
-		                    NULL);
+		/* A replacement joins the compute cluster its gang's launch made in this AD (the
+		 * same retry token returns it). */
+		isc_oci_retry_token(spec->placement_token ? spec->placement_token
+		                                          : spec->idempotency_token,
+		                    ad, CLUSTER_TOKEN_INDEX, cc_token, NULL);
 		isc_busy_names_add(&busy_clusters, cc_token, +1);
-		if ((rc = create_cluster(s, spec, ad, cc_token, cc_id, err))) {
+		if (spec->placement_token) {
+			rc = find_cluster(s, ad, cc_token, cc_id, err);
+			if (!rc && !cc_id[0])
+				/* The gang's cluster is gone: the replacement cannot join it here.
+				 */
+				rc = isc_err_set(err, ISC_ECAPACITY,
+				                 "the gang's compute cluster in %s is gone", ad);
+		} else {
+			rc = create_cluster(s, spec, ad, cc_token, cc_id, err);
+		}
+		if (rc) {
 			isc_busy_names_add(&busy_clusters, cc_token, -1);
 			pthread_mutex_destroy(&r.lock);
 			free(jobs);
@@ -1291,8 +1356,9 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 		if ((rc = rollback_jobs(s, jobs, spec->count, err))) {
 			*rc_out = rc;
 			out = AD_STOP;
-		} else if (clustered) {
-			/* Empty now, or soon: an AD that holds no node gives its cluster back. */
+		} else if (clustered && !spec->placement_token) {
+			/* Empty now, or soon: an AD that holds no node gives its cluster back (a
+			 * replacement's gang keeps its live members there). */
 			struct isc_err ignored;
 			int deleted;
 			delete_cluster(s, cc_id, &deleted, &ignored);
