@@ -1,14 +1,23 @@
 /*
  * Internals of on-prem execution shared by its files:
- *   onprem.c  the tick: pool and experiments from the store, queue decisions, statuses
- *   run.c     the workers: boot a run, stop one (grace, artifacts home), probe nodes
- *   probe.c   one SSH probe of a node, and why it failed
+ *   onprem.c   the tick (the order of its steps), lifecycle, events and statuses
+ *   exps.c     experiments from the store into the queue, cancels, waits, queue_state
+ *   runs.c     the queue's decisions carried out: boots, stops, exits, periodic syncs
+ *   nodes.c    the pool from the store into the queue, node probes and their outcome
+ *   orphans.c  runs a previous iscd left, stopped before their experiments resume
+ *   run.c      the workers: boot a run, stop one (grace, artifacts home), sync, probe
+ *   probe.c    one SSH probe of a node, and why it failed
+ * Only the tick's thread (onprem.c, exps.c, runs.c, nodes.c, orphans.c) touches
+ * struct isc_onprem and writes the store; workers get copies and report back.
  */
 #ifndef ISC_ONPREM_ONPREM_INT_H
 #define ISC_ONPREM_ONPREM_INT_H
 
 #include "config/config.h"
 #include "onprem/onprem.h"
+#include "queue/queue.h"
+#include "store/store_experiments.h"
+#include "store/store_queue.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -94,5 +103,128 @@ void onprem_job_free(struct onprem_job *j);
 /* Starts following a booted run: rank_N.txt under out_dir, exit codes. */
 int onprem_follow_start(const struct onprem_job *boot, const char *out_dir,
                         struct isc_launch_follow **out, struct isc_err *err);
+
+/* ---- the tick's state (only the tick's thread touches it) ---- */
+
+enum onprem_run_phase {
+	PHASE_BOOTING,  /* a boot worker runs */
+	PHASE_RUNNING,  /* followed */
+	PHASE_STOPPING, /* a stop worker runs; the queue hears of the end when it is done */
+};
+
+struct onprem_run {
+	enum onprem_run_phase phase;
+	struct onprem_job *job;           /* the boot or stop worker, NULL while running */
+	struct isc_launch_follow *follow; /* while running */
+	struct onprem_job *spec;          /* the finished boot job: what the run is */
+	int stop_wanted;                  /* the queue said stop while the boot was running */
+	enum isc_queue_outcome outcome;   /* told to the queue once the stop worker is done */
+	enum isc_queue_stop_reason reason;
+	int queue_stop; /* the stop is the queue's decision (reason is valid) */
+	char why[300];
+	struct onprem_job *sync;                /* a periodic artifact sync in progress */
+	int64_t checkpoints_at_ms, lossy_at_ms; /* last periodic sync (or the run's start) */
+};
+
+struct onprem_exp {
+	int64_t qid;
+	char *id;
+	char *status;   /* the store's status as this thread last wrote or read it */
+	int validation; /* a burst running its validation cycle */
+	int cancel_seen;
+	/* what its status reason last said it waits for (review_waits) */
+	enum isc_queue_blocker blocker;
+	struct onprem_run *run;
+	struct isc_queue_row written; /* the queue_state row last written */
+	struct onprem_exp *next;
+};
+
+struct onprem_node {
+	int64_t id;
+	char *host, *user;
+	int port, gpus;
+	char state[16];               /* as in the store */
+	char reason[ISC_ERR_MSG_MAX]; /* as in the store: why its last probe failed */
+	int in_queue;                 /* added to the queue */
+	int orphan;                   /* a run a previous iscd left is being stopped here */
+	int64_t first_fail_ms;    /* first failed probe of the current streak; 0 when answering */
+	struct onprem_job *probe; /* a probe in progress */
+	int64_t probed_ms;        /* when the last probe started */
+	struct onprem_node *next;
+};
+
+struct onprem_orphan {
+	struct onprem_job *job;
+	char *exp_id;
+	struct onprem_orphan *next;
+};
+
+struct isc_onprem {
+	struct isc_store *store;
+	struct onprem_env env;
+	struct isc_queue *q;
+	struct onprem_exp *exps;
+	struct onprem_node *nodes;
+	struct onprem_orphan *orphans;
+	int64_t next_qid;
+};
+
+/* onprem.c: an event in the experiment's timeline (and the log). */
+void onprem_note(struct isc_onprem *o, const char *exp_id, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* onprem.c: compare-and-set of the store status from what this thread last saw; 0 or
+ * ISC_ECONFLICT. */
+int onprem_set_status(struct isc_onprem *o, struct onprem_exp *e, const char *to, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+
+/* exps.c */
+struct onprem_exp *onprem_exp_by_qid(struct isc_onprem *o, int64_t qid);
+/* Drops an experiment the queue is done with (it ended, or left for the cloud). */
+void onprem_exp_drop(struct isc_onprem *o, struct onprem_exp *gone);
+/* The row of isc status: place, expected start, the run's nodes, cycles done. */
+void onprem_record_queue_state(struct isc_onprem *o, struct onprem_exp *e, int64_t now);
+/* New work and cancellations from the store. */
+void onprem_sync_experiments(struct isc_onprem *o, int64_t now);
+/* What waiting experiments say they wait for (once per change). */
+void onprem_review_waits(struct isc_onprem *o);
+
+/* runs.c */
+/* The job that says which nodes a run has: the finished boot, or the boot in progress. */
+const struct onprem_job *onprem_run_nodes(const struct onprem_run *r);
+void onprem_run_free(struct onprem_run *r);
+/* The queue's decisions: a boot worker per START, a stop per STOP. */
+void onprem_act(struct isc_onprem *o, int64_t now);
+/* A stop worker for a running run (suspect_rank: a rank that died, or -1). */
+void onprem_start_stop(struct isc_onprem *o, struct onprem_exp *e, enum isc_queue_outcome outcome,
+                       const char *why, int suspect_rank);
+/* What a finished boot or stop worker found. */
+void onprem_boot_done(struct isc_onprem *o, struct onprem_exp *e, int64_t now);
+void onprem_stop_done(struct isc_onprem *o, struct onprem_exp *e, int64_t now);
+/* Rank exits of running runs. */
+void onprem_poll_runs(struct isc_onprem *o);
+/* Periodic artifact syncs of running runs. */
+void onprem_sync_runs(struct isc_onprem *o, int64_t now);
+/* A job's experiment, image, command and datasets from the store's row. */
+int onprem_fill_spec(struct isc_onprem *o, struct onprem_job *j, const struct isc_experiment *row);
+
+/* nodes.c */
+struct onprem_node *onprem_node_by_id(struct isc_onprem *o, int64_t id);
+/* Frees a node; waits for its probe (only at the end: the tick leaves it while it runs). */
+void onprem_node_free(struct onprem_node *nd);
+/* The pool as the store has it now, into the queue. */
+void onprem_sync_nodes(struct isc_onprem *o);
+/* A node does not answer: unreachable in the store and the queue; its run is interrupted. */
+void onprem_mark_unreachable(struct isc_onprem *o, struct onprem_node *n, const char *why);
+/* Probes due now started; a finished one's outcome applied. */
+void onprem_probe_start(struct isc_onprem *o, int64_t now);
+void onprem_probe_apply(struct isc_onprem *o, struct onprem_node *nd, int64_t now);
+
+/* orphans.c */
+/* Stops what a previous iscd's run left on the nodes queue_state recorded (ids, rank order). */
+void onprem_orphan_stop(struct isc_onprem *o, const struct isc_experiment *row, const char *nodes);
+/* 1 while such a stop for the experiment is in progress. */
+int onprem_orphan_pending(struct isc_onprem *o, const char *exp_id);
+/* Finished orphan stops: their nodes are free again. */
+void onprem_reap_orphans(struct isc_onprem *o);
 
 #endif
