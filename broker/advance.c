@@ -18,11 +18,14 @@
 #include "queue/queue.h"
 #include "store/store_ranks.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int set_status(struct isc_store *s, struct isc_experiment *e, const char *status,
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -163,6 +166,9 @@ static int begin_stop(struct isc_store *s, struct isc_experiment *e, const char 
 }
 
 static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e);
+static void drain(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e);
+static void collect_launch(struct isc_broker *b, struct isc_store *s,
+                           const struct isc_experiment *e, const struct isc_cluster *c);
 
 static void note(struct isc_store *s, const struct isc_experiment *e, const char *kind,
                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -559,6 +565,326 @@ static void abandon_launch(struct isc_broker *b, struct isc_store *s, struct isc
 	teardown(b, s, e, c, 0, 0, 1);
 }
 
+/* ---- lost nodes (issue 32): replace only what was lost ---- */
+
+/*
+ * The replacement's key is the replaced cluster's: the kept nodes authorised that one
+ * when they were launched, and the replacements are launched with it too. A copy made
+ * before a crash is used again.
+ */
+static int copy_cluster_key(const char *home, const char *from, const char *to, struct isc_err *err)
+{
+	char *src = isc_cluster_key_path(home, from), *dst = isc_cluster_key_path(home, to);
+	char buf[8192];
+	ssize_t got = -1;
+	int in = -1, out = -1, rc = 0;
+
+	if (!src || !dst)
+		rc = isc_err_set(err, ISC_EINVALID, "no key path for cluster %s", to);
+	if (!rc && (in = open(src, O_RDONLY | O_CLOEXEC)) < 0)
+		rc = isc_err_set(err, ISC_ENOTFOUND, "the key of cluster %s: %s", from,
+		                 strerror(errno));
+	if (!rc && (got = read(in, buf, sizeof(buf))) <= 0)
+		rc = isc_err_set(err, ISC_EIO, "reading the key of cluster %s", from);
+	if (!rc) {
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (out < 0 && errno != EEXIST)
+			rc = isc_err_set(err, ISC_EIO, "the key of cluster %s: %s", to,
+			                 strerror(errno));
+		else if (out >= 0 && (write(out, buf, (size_t)got) != got || fsync(out) != 0)) {
+			rc = isc_err_set(err, ISC_EIO, "writing the key of cluster %s", to);
+			unlink(dst);
+		}
+	}
+	explicit_bzero(buf, sizeof(buf));
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	free(src);
+	free(dst);
+	return rc;
+}
+
+/* The experiment's cluster that replaces cluster_id (in any state), into *out. */
+static int replacement_of(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+                          struct isc_cluster *out)
+{
+	struct isc_cluster *list;
+	struct isc_err err;
+	size_t n;
+	int found = 0;
+
+	if (isc_store_cluster_list_for_experiment(s, experiment_id, 0, &list, &n, &err))
+		return 0;
+	for (size_t i = 0; i < n && !found; i++) {
+		if (strcmp(list[i].replaces, cluster_id) != 0)
+			continue;
+		*out = list[i];
+		memset(&list[i], 0, sizeof(list[i]));
+		found = 1;
+	}
+	isc_cluster_list_free(list, n);
+	return found;
+}
+
+/*
+ * The replacement of lost nodes could not be had (no capacity in the gang's zone, the
+ * deadline passed, a kept node went too): today's whole-gang failover. Whatever the
+ * replacement holds (kept nodes already moved, replacements launched) is terminated; the
+ * checkpoint came home when the containers were stopped, so the new gang resumes from it
+ * in the same cycle.
+ */
+static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                             const struct isc_cluster *r, const char *why)
+{
+	struct isc_intent intent;
+	struct isc_err err;
+	int fill[BROKER_MAX_NODES];
+	int k = broker_fill_ranks(r, fill, BROKER_MAX_NODES);
+
+	note(s, e, "replace_fallback",
+	     "replacing %d of %d node(s) in %s failed: %s; falling back to a whole new gang "
+	     "(the kept nodes are terminated)",
+	     k, r->nnodes, r->zone, why);
+	if (isc_store_intent_for_cluster(s, r->id, &intent, &err) == 0) {
+		if (strcmp(intent.state, "pending") == 0) {
+			collect_launch(b, s, e, r);
+			isc_store_intent_resolve(s, intent.token, "failed", why, &err);
+		}
+		isc_intent_cleanup(&intent);
+	}
+	teardown(b, s, e, r, 0, 0, 1);
+	broker_exclusions_clear(b, e->id);
+	set_status(s, e, "placing",
+	           "lost nodes not replaced (%.200s): whole-gang failover for cycle %d", why,
+	           r->cycle);
+}
+
+/*
+ * The drain of a cluster some of whose nodes are kept by its replacement: every rank's
+ * container is stopped with the grace period, the checkpoint comes home from its rank
+ * 0, the kept nodes move into the replacement with their new ranks, and what is left
+ * (the lost nodes) is terminated. Run again after a crash, it does what is left: once the
+ * kept nodes have moved, only the termination.
+ */
+static void drain_replaced(struct isc_broker *b, struct isc_store *s,
+                           const struct isc_experiment *e, const struct isc_cluster *d,
+                           const struct isc_cluster *r)
+{
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0, kept = 0, moved = 0;
+
+	if (isc_store_cluster_kept_count(s, d->id, &kept, &err) == 0 && kept > 0 &&
+	    isc_store_node_list(s, d->id, &nodes, &n, &err) == 0) {
+		const struct isc_node *rank0 = NULL;
+		broker_stop_containers(b, e, d, nodes, n);
+		isc_crash_point("lostnodes.containers_stopped");
+		for (size_t i = 0; i < n && !rank0; i++)
+			if (nodes[i].rank == 0)
+				rank0 = &nodes[i];
+		if (!rank0 || broker_artifacts_pull(b, s, e, d, rank0, ISC_ARTIFACT_ALL, &err))
+			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
+			     rank0 ? err.msg : "no rank 0");
+		else
+			note(s, e, "artifacts",
+			     "checkpoint, crud and lossy folders brought home from rank 0");
+		for (size_t i = 0; i < n; i++) {
+			int code, inserted = 0;
+			if (broker_follower_rank_exit(b, d->id, nodes[i].rank, &code) &&
+			    isc_store_rank_exit_record(s, d->id, nodes[i].rank, code, &inserted,
+			                               &err) == 0 &&
+			    inserted)
+				note(s, e, "rank_exit", "rank %d exited with code %d",
+				     nodes[i].rank, code);
+		}
+		broker_follower_stop(b, d->id);
+		broker_sync_forget(b, d->id);
+		if (isc_store_cluster_take_kept(s, d->id, r->id, &moved, &err))
+			note(s, e, "error", "moving the kept nodes of %s: %s", d->id, err.msg);
+		else
+			note(s, e, "replace",
+			     "%zu kept node(s) of cluster %s go on in cluster %s, never terminated",
+			     moved, d->id, r->id);
+		isc_crash_point("lostnodes.kept_moved");
+	}
+	isc_node_list_free(nodes, n);
+	if (broker_cluster_terminate(b, s, d, &err))
+		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", d->id, err.msg);
+}
+
+/*
+ * Launches (or asks again for) the replacements of a replacement cluster: only its fill
+ * ranks, in its zone, into its gang's placement, with its intent's token. The cloud's
+ * refusal is the whole-gang failover.
+ */
+static void launch_replacement(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                               const struct isc_cluster *r, const struct broker_candidate *cand,
+                               const char *token, const char *resume_zone)
+{
+	struct isc_err err;
+	char *pubkey = NULL;
+	int rc = isc_cluster_key_public(b->home, r->id, &pubkey, &err);
+
+	isc_crash_point("lostnodes.before_launch");
+	if (!rc)
+		rc =
+		    broker_cloud_launch(b, s, r, e->org_id, cand, token, resume_zone, pubkey, &err);
+	free(pubkey);
+	if (rc == 0) {
+		isc_crash_point("lostnodes.replacement_launched");
+		isc_store_intent_resolve(s, token, "launched", "", &err);
+		note(s, e, "launched", "%s: replacement node(s) for rank(s) %s launched in %s",
+		     r->shape_id, r->fill_ranks, r->zone);
+	} else if (isc_code_is_retryable(rc)) {
+		note(s, e, "launch_unknown",
+		     "%s: %s: %s; the replacement's launch will be repeated with the same token",
+		     r->shape_id, isc_code_name(rc), err.msg);
+	} else {
+		char why[ISC_ERR_MSG_MAX + 32];
+		snprintf(why, sizeof(why), "%s: %s", isc_code_name(rc), err.msg);
+		/* Before the fallback's teardown: the kept nodes must not move into it. */
+		isc_store_intent_resolve(s, token, "failed", why, &err);
+		replace_fallback(b, s, e, r, why);
+	}
+}
+
+/*
+ * A node (or several) of a running gang of N > 1 got an interruption notice, or is gone:
+ * keep the others. The replacement cluster (cycle + 1, the same shape, zone and key) is
+ * recorded with what it keeps in one transaction, launched for the lost ranks alone, and
+ * the old cluster drained into it (drain_replaced). Ranks: a kept node keeps its rank,
+ * unless rank 0 was lost: then the lowest kept rank becomes 0 (MASTER_ADDR is never a
+ * node still booting) and the replacements fill what is left. Returns 0 when this path is
+ * not taken (one node, nothing left to keep, no zone, replace_deadline_ms 0, the shape no
+ * longer a candidate): the caller fails over the whole gang as before.
+ */
+static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                        const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
+{
+	struct broker_candidate cand;
+	struct isc_cluster r = {0};
+	struct isc_intent old_intent;
+	struct isc_err err;
+	const char **kept_ids = NULL;
+	int *kept_ranks = NULL, *lost = NULL;
+	char fill[512] = "", lost_list[512] = "", kept_list[512] = "", token[80];
+	char *id = NULL, *placement = NULL;
+	size_t k = 0, m = 0;
+	int remap = -1, taken = 0, rc;
+	enum isc_credits_limit limit = ISC_CREDITS_LIMIT_NONE;
+
+	if (b->config->replace_deadline_ms <= 0 || c->nnodes < 2 || n != (size_t)c->nnodes ||
+	    !c->zone[0])
+		return 0;
+	lost = calloc(n, sizeof(*lost));
+	kept_ids = calloc(n, sizeof(*kept_ids));
+	kept_ranks = calloc(n, sizeof(*kept_ranks));
+	if (!lost || !kept_ids || !kept_ranks)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (nodes[i].rank != (int)i)
+			goto out; /* not ranks 0..N-1 (the rows are read by rank) */
+		lost[i] = nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0;
+		k += lost[i];
+	}
+	if (k == 0 || k == n)
+		goto out;
+	/* Rank 0 lost: the lowest kept rank takes it; its own rank is filled instead. */
+	if (lost[0])
+		for (size_t i = 1; i < n && remap < 0; i++)
+			if (!lost[i])
+				remap = (int)i;
+	for (size_t i = 0; i < n; i++) {
+		char *list = lost[i] ? lost_list : kept_list;
+		snprintf(list + strlen(list), sizeof(lost_list) - strlen(list), "%s%d",
+		         list[0] ? "," : "", (int)i);
+		if (!lost[i]) {
+			kept_ids[m] = nodes[i].instance_id;
+			kept_ranks[m++] = (int)i == remap ? 0 : (int)i;
+		}
+		if ((lost[i] && i != 0) || (int)i == remap)
+			snprintf(fill + strlen(fill), sizeof(fill) - strlen(fill), "%s%zu",
+			         fill[0] ? "," : "", i);
+	}
+	if (!candidate_for_cluster(b, s, e, c, &cand)) {
+		note(s, e, "replace_fallback",
+		     "shape %s is no longer a candidate: the lost node(s) are not replaced alone",
+		     c->shape_id);
+		goto out;
+	}
+	/* The placement the replacements join: the gang launch this cluster's nodes came from. */
+	if (c->placement_token[0])
+		placement = strdup(c->placement_token);
+	else if (isc_store_intent_for_cluster(s, c->id, &old_intent, &err) == 0) {
+		placement = strdup(old_intent.token);
+		isc_intent_cleanup(&old_intent);
+	}
+	if (!placement || !(id = isc_store_new_id("cl_"))) {
+		broker_candidate_cleanup(&cand);
+		goto out;
+	}
+	snprintf(token, sizeof(token), "isc-%s", id);
+	r.id = id;
+	r.experiment_id = e->id;
+	r.shape_id = c->shape_id;
+	r.provider = c->provider;
+	r.account = c->account;
+	r.region = c->region;
+	r.zone = c->zone;
+	r.nnodes = c->nnodes;
+	r.nproc = c->nproc;
+	r.cycle = isc_queue_next_cycle(c->cycle);
+	r.price_micros = c->price_micros;
+	r.replaces = c->id;
+	r.placement_token = placement;
+	r.fill_ranks = fill;
+	rc = copy_cluster_key(b->home, c->id, id, &err);
+	if (!rc)
+		rc = isc_store_cluster_replace(s, &r, token, kept_ids, kept_ranks, m, &err);
+	if (rc) {
+		note(s, e, "replace_fallback", "recording the replacement of rank(s) %s: %s",
+		     lost_list, err.msg);
+		isc_cluster_key_delete(b->home, id);
+		broker_candidate_cleanup(&cand);
+		goto out;
+	}
+	taken = 1;
+	isc_crash_point("lostnodes.replacement_recorded");
+	note(s, e, "interrupted",
+	     "rank(s) %s of cluster %s lost (notice or gone); replacing %zu of %zu node(s) in %s "
+	     "(placement of %s), keeping rank(s) %s%s; cluster %s for cycle %d",
+	     lost_list, c->id, k, n, c->zone, placement, kept_list,
+	     remap > 0 ? " (rank 0 lost: a kept node becomes rank 0)" : "", id, r.cycle);
+	if (set_status(s, e, "placing",
+	               "interrupted on %s: replacing %zu of %zu node(s) (rank(s) %s) in %s, "
+	               "keeping the rest, for cycle %d",
+	               c->shape_id, k, n, lost_list, c->zone, r.cycle) == 0)
+		set_status(s, e, "provisioning",
+		           "replacing %zu of %zu node(s) in %s for cycle %d: launching rank(s) %s "
+		           "into the gang's placement, cluster %s",
+		           k, n, c->zone, r.cycle, fill, id);
+	rc = broker_credits_reserve(b, s, e, id, c->price_micros * c->nnodes, &limit, &err);
+	if (rc) {
+		char why[ISC_ERR_MSG_MAX + 16];
+		snprintf(why, sizeof(why), "credits: %s", err.msg);
+		isc_store_intent_resolve(s, token, "failed", why, &err);
+		replace_fallback(b, s, e, &r, why);
+	} else {
+		launch_replacement(b, s, e, &r, &cand, token, NULL);
+	}
+	broker_candidate_cleanup(&cand);
+	drain(b, s, e);
+out:
+	free(id);
+	free(placement);
+	free(lost);
+	free(kept_ids);
+	free(kept_ranks);
+	return taken;
+}
+
 /*
  * A launch whose outcome is unknown: a lost reply, retries run out, a reply
  * that could not be read or recorded, or a crash anywhere between the intent
@@ -578,8 +904,12 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 {
 	struct broker_candidate cand;
 	struct isc_err err;
-	char *pubkey = NULL;
-	size_t found = 0;
+	char *pubkey = NULL, why[ISC_ERR_MSG_MAX];
+	int fill[BROKER_MAX_NODES];
+	/* A replacement of lost nodes (issue 32): its fill ranks, and its own deadline. */
+	int k = broker_fill_ranks(c, fill, BROKER_MAX_NODES);
+	size_t found = 0, whole = (size_t)(k ? k : c->nnodes);
+	long deadline = k ? b->config->replace_deadline_ms : b->config->boot_deadline_ms;
 	int rc;
 
 	rc = broker_cloud_adopt(b, s, c, &found, &err);
@@ -589,15 +919,22 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		     c->id, err.msg);
 		return;
 	}
-	if (found == (size_t)c->nnodes) {
+	if (found == whole) {
 		isc_store_intent_resolve(s, intent->token, "launched", "", &err);
 		note(s, e, "launched", "%s: found all %zu node(s) of cluster %s by its tag",
 		     c->shape_id, found, c->id);
 		return;
 	}
 	if (found > 0) {
-		if (isc_wall_ms() - c->created_at_ms <= b->config->boot_deadline_ms)
+		if (isc_wall_ms() - c->created_at_ms <= deadline)
 			return; /* the rest may be one describe behind */
+		if (k) {
+			snprintf(why, sizeof(why), "only %zu of %d replacement(s) ever listed",
+			         found, k);
+			isc_store_intent_resolve(s, intent->token, "failed", why, &err);
+			replace_fallback(b, s, e, c, why);
+			return;
+		}
 		note(s, e, "partial",
 		     "%s: only %zu/%d node(s) of cluster %s ever listed; rolling back", c->shape_id,
 		     found, c->nnodes, c->id);
@@ -605,6 +942,13 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		abandon_launch(b, s, e, c, intent, "partial gang");
 		set_status(s, e, "placing", "partial gang on %s rolled back; trying the next shape",
 		           c->shape_id);
+		return;
+	}
+	if (k && isc_wall_ms() - c->created_at_ms > deadline) {
+		/* As below, the intent stays pending for the watch; the gang fails over. */
+		snprintf(why, sizeof(why), "the launch never answered within %ld s",
+		         deadline / 1000);
+		replace_fallback(b, s, e, c, why);
 		return;
 	}
 	if (isc_wall_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
@@ -624,13 +968,24 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	if (!candidate_for_cluster(b, s, e, c, &cand)) {
+		if (k) {
+			isc_store_intent_resolve(s, intent->token, "failed", "shape gone", &err);
+			replace_fallback(b, s, e, c, "the shape is no longer a candidate");
+			return;
+		}
 		note(s, e, "error", "shape %s is no longer a candidate; rolling back", c->shape_id);
 		abandon_launch(b, s, e, c, intent, "shape gone");
 		return;
 	}
 	rc = broker_credits_ensure(b, s, e, c, &err);
+	if (rc && k) {
+		snprintf(why, sizeof(why), "credits: %.400s", err.msg);
+		isc_store_intent_resolve(s, intent->token, "failed", why, &err);
+		replace_fallback(b, s, e, c, why);
+		broker_candidate_cleanup(&cand);
+		return;
+	}
 	if (rc) {
-		char why[ISC_ERR_MSG_MAX];
 		snprintf(why, sizeof(why), "%s", err.msg);
 		abandon_launch(b, s, e, c, intent, why);
 		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
@@ -641,6 +996,12 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	isc_crash_point("replay.before_launch");
+	if (k) {
+		/* Its key is the replaced cluster's copy (never a new one: the kept nodes). */
+		launch_replacement(b, s, e, c, &cand, intent->token, intent->attempt_zone);
+		broker_candidate_cleanup(&cand);
+		return;
+	}
 	rc = isc_cluster_key_public(b->home, c->id, &pubkey, &err);
 	/* A crash between the cluster's row and its key: no launch can have used a key that
 	 * never existed, so a new one is as good. */
@@ -718,6 +1079,13 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		if (strcmp(st, "running") == 0 &&
 		    (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
 			running++;
+		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0 &&
+		           c.replaces[0]) {
+			char why[ISC_ERR_MSG_MAX];
+			snprintf(why, sizeof(why), "node %s (rank %d) is %s before the gang ran",
+			         nodes[i].instance_id, nodes[i].rank, st);
+			replace_fallback(b, s, e, &c, why);
+			goto out;
 		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0) {
 			note(s, e, "partial",
 			     "%s: node %s (rank %d) is %s before the cluster ran; rolling back "
@@ -737,6 +1105,12 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		isc_crash_point("provision.cluster_booting");
 		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
 		           c.nnodes);
+	} else if (c.replaces[0] &&
+	           isc_wall_ms() - c.created_at_ms > b->config->replace_deadline_ms) {
+		char why[ISC_ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "only %zu/%d node(s) running after %ld s", running,
+		         c.nnodes, b->config->replace_deadline_ms / 1000);
+		replace_fallback(b, s, e, &c, why);
 	} else if (isc_wall_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
 		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
 		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
@@ -886,6 +1260,8 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		lost_while_booting(b, s, e, &c, lost, "booting");
 		goto out;
 	}
+	if (c.replaces[0] && e->cycle_count > 0 && n > 0)
+		isc_crash_point("lostnodes.restore_started");
 	/* The push retries a flaky node itself; what still fails is a failed boot step. */
 	if (e->cycle_count > 0 && n > 0 && (rc = restore_artifacts(b, e, &c, nodes, n, &err))) {
 		if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
@@ -941,9 +1317,28 @@ static void drain(struct isc_broker *b, struct isc_store *s, struct isc_experime
 
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err))
 		return;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(list[i].state, "draining") == 0)
+	for (size_t i = 0; i < n; i++) {
+		struct isc_cluster r;
+		size_t kept = 0;
+		int live;
+		if (strcmp(list[i].state, "draining") != 0)
+			continue;
+		if (!replacement_of(s, e->id, list[i].id, &r)) {
 			teardown(b, s, e, &list[i], 1, 1, 0);
+			continue;
+		}
+		/* Lost nodes being replaced: the kept ones go on in the replacement. */
+		live = strcmp(r.state, "launching") == 0 || strcmp(r.state, "booting") == 0 ||
+		       strcmp(r.state, "running") == 0;
+		if (live)
+			drain_replaced(b, s, e, &list[i], &r);
+		else if (isc_store_cluster_kept_count(s, list[i].id, &kept, &err) == 0 && kept > 0)
+			teardown(b, s, e, &list[i], 1, 1, 0); /* nothing moved: a whole drain */
+		else if (broker_cluster_terminate(b, s, &list[i], &err))
+			note(s, e, "terminate", "terminating cluster %s: %s (will retry)",
+			     list[i].id, err.msg);
+		isc_cluster_cleanup(&r);
+	}
 	isc_cluster_list_free(list, n);
 }
 
@@ -1026,6 +1421,15 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		set_status(s, e, "placing", "cluster lost; placing again");
 		return;
 	}
+	if (c.replaces[0] && strcmp(c.state, "launching") == 0) {
+		/* A replacement of lost nodes recorded just before a crash: it provisions. */
+		if (set_status(s, e, "placing", "replacing lost nodes of %s with cluster %s",
+		               c.replaces, c.id) == 0)
+			set_status(s, e, "provisioning",
+			           "resuming the replacement %s of rank(s) %s", c.id, c.fill_ranks);
+		isc_cluster_cleanup(&c);
+		return;
+	}
 	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
 		isc_cluster_cleanup(&c);
 		return;
@@ -1033,6 +1437,12 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	if (ranks_ended(b, s, e, &c, nodes, n)) {
 		stop_all(b, s, e);
 		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* Keep what was not lost (issue 32); else the whole gang fails over below. */
+		if ((nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) &&
+		    replace_lost(b, s, e, &c, nodes, n))
+			goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].notice_at_ms && strcmp(nodes[i].state, "running") == 0) {

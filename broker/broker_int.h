@@ -108,10 +108,12 @@ int broker_key_for(struct isc_broker *b, struct isc_store *s, int64_t org_id, co
                    const char *region, char **key_id, char **account, struct isc_err *err);
 /*
  * Launches the gang for the cluster with its intent's token; the nodes are
- * recorded in the store. resume_zone (the intent's attempt_zone, or NULL) is
- * asked first. Before each zone's call the zone is recorded on the intent. A
- * gang that launched but could not be recorded answers ISC_ETRANSIENT: the
- * intent stays pending and broker_cloud_adopt finds it.
+ * recorded in the store. A replacement of lost nodes (c->fill_ranks) launches
+ * only those, in c->zone, joining the placement of the gang c->placement_token
+ * launched, and records them with the ranks they fill. resume_zone (the intent's attempt_zone, or
+ * NULL) is asked first. Before each zone's call the zone is recorded on the intent. A gang that
+ * launched but could not be recorded answers ISC_ETRANSIENT: the intent stays pending and
+ * broker_cloud_adopt finds it.
  */
 int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                         int64_t org_id, const struct broker_candidate *cand, const char *token,
@@ -123,6 +125,13 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
  */
 int broker_cloud_adopt(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                        size_t *found, struct isc_err *err);
+/* The most nodes a gang has (a replacement's fill list is read up to this). */
+#define BROKER_MAX_NODES 1024
+/*
+ * The ranks a replacement of lost nodes fills (issue 32), in order, into ranks[cap];
+ * how many. 0 for a cluster launched whole: its launch is c->nnodes nodes, ranks from 0.
+ */
+int broker_fill_ranks(const struct isc_cluster *c, int *ranks, int cap);
 /*
  * A launch being given up (its cluster stopped while the intent was pending):
  * every live instance the cloud lists for the cluster (by its tag or the

@@ -110,20 +110,38 @@ static char **split_zones(const char *zones, size_t *n)
 	return out;
 }
 
+int broker_fill_ranks(const struct isc_cluster *c, int *ranks, int cap)
+{
+	const char *p = c->fill_ranks;
+	int n = 0;
+
+	while (p && *p && n < cap) {
+		char *end;
+		long r = strtol(p, &end, 10);
+		if (end == p || r < 0 || r >= c->nnodes)
+			return 0; /* not written by this broker: treated as a whole gang */
+		ranks[n++] = (int)r;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n;
+}
+
 /*
  * Records the nodes of a gang in one transaction: ranks from first_rank in the given
- * order, and the zone.
+ * order (or, for a replacement of lost nodes, the ranks it fills), and the zone.
  */
 static int record_nodes(struct isc_store *s, const struct isc_cluster *c,
                         const struct isc_node_info *nodes, size_t n, const char *zone,
                         int first_rank, struct isc_err *err)
 {
+	int fill[BROKER_MAX_NODES];
+	int n_fill = first_rank == 0 ? broker_fill_ranks(c, fill, BROKER_MAX_NODES) : 0;
 	int rc = isc_store_begin(s, err);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct isc_node nd = {0};
 		nd.cluster_id = c->id;
-		nd.rank = first_rank + (int)i;
+		nd.rank = (int)i < n_fill ? fill[i] : first_rank + (int)i;
 		nd.instance_id = (char *)nodes[i].id;
 		nd.state = (char *)isc_node_state_name(nodes[i].state);
 		nd.private_ip = (char *)nodes[i].private_ip;
@@ -186,8 +204,12 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	                         {ISC_TAG_CLUSTER, c->id},
 	                         {ISC_TAG_EXPERIMENT, c->experiment_id}};
 	struct zone_note zn = {s, token};
+	struct isc_intent gang = {0};
+	int fill[BROKER_MAX_NODES];
+	int n_fill = broker_fill_ranks(c, fill, BROKER_MAX_NODES);
 	size_t n_zones = 0;
-	char **zones = split_zones(cand->zones, &n_zones);
+	/* Replacements of lost nodes go where their gang is, nowhere else. */
+	char **zones = split_zones(n_fill ? c->zone : cand->zones, &n_zones);
 	int rc;
 
 	rotate_zones(zones, n_zones, resume_zone);
@@ -197,7 +219,11 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	spec.spot = cand->spot;
 	spec.zones = (const char *const *)zones;
 	spec.n_zones = n_zones;
-	spec.count = (unsigned)c->nnodes;
+	spec.count = (unsigned)(n_fill ? n_fill : c->nnodes);
+	spec.placement_token = n_fill && c->placement_token[0] ? c->placement_token : NULL;
+	if (spec.placement_token && strncmp(spec.placement_token, "isc-", 4) == 0 &&
+	    isc_store_intent_for_cluster(s, spec.placement_token + 4, &gang, err) == 0)
+		spec.placement_zone = gang.attempt_zone; /* what named the gang's placement */
 	spec.idempotency_token = token;
 	spec.tags = tags;
 	spec.n_tags = 3;
@@ -214,6 +240,7 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 		err->code = rc = ISC_ETRANSIENT;
 	}
 out:
+	isc_intent_cleanup(&gang);
 	isc_launch_result_cleanup(&res);
 	if (sess)
 		sess->provider->session_free(sess);
@@ -256,7 +283,9 @@ static int find_cluster_nodes(struct isc_broker *b, struct isc_store *s,
 {
 	struct isc_provider_session *sess = NULL;
 	struct isc_node_info *infos = NULL, *mine;
-	size_t n_infos = 0, k = 0;
+	int fill[BROKER_MAX_NODES];
+	int n_fill = broker_fill_ranks(c, fill, BROKER_MAX_NODES);
+	size_t n_infos = 0, k = 0, whole = (size_t)(n_fill ? n_fill : c->nnodes);
 	int rc;
 
 	*found = 0;
@@ -277,7 +306,7 @@ static int find_cluster_nodes(struct isc_broker *b, struct isc_store *s,
 			mine[k++] = infos[i];
 	*found = k;
 	qsort(mine, k, sizeof(*mine), by_launch);
-	if (whole_only && k == (size_t)c->nnodes) {
+	if (whole_only && k == whole) {
 		rc = record_nodes(s, c, mine, k, mine[0].zone, 0, err);
 	} else if (!whole_only && k > 0) {
 		struct isc_node *known = NULL;

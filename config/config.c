@@ -72,6 +72,7 @@ static struct isc_config *config_defaults(void)
 	c->retry_wait_ms = 30000;
 	c->stop_grace_s = 30;
 	c->boot_deadline_ms = 300000;
+	c->replace_deadline_ms = 180000;
 	c->command_timeout_ms = 600000;
 	c->master_port = 29500;
 	c->reservation_window_ms = 3600000;
@@ -368,6 +369,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 0, 86400000, &c->retry_wait_ms);
 		else if (!strcmp(key, "boot_deadline_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_ms);
+		else if (!strcmp(key, "replace_deadline_ms"))
+			rc = get_long(x, v, key, 0, 86400000, &c->replace_deadline_ms);
 		else if (!strcmp(key, "command_timeout_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->command_timeout_ms);
 		else if (!strcmp(key, "checkpoint_sync_ms"))
@@ -519,6 +522,8 @@ static const struct template_key top_keys[] = {
      "a waiting experiment (no capacity, no credits) is placed again after this"},
     {"stop_grace_s = 30", "docker stop grace period, so a training script can checkpoint"},
     {"boot_deadline_ms = 300000", "how long nodes may take to run and accept SSH"},
+    {"replace_deadline_ms = 180000",
+     "lost nodes of a gang are replaced alone within this, else the whole gang (0: always)"},
     {"command_timeout_ms = 600000", "one remote command (e.g. docker pull)"},
     {"master_port = 29500", "MASTER_PORT of the containers"},
     {"shm_size = \"\"", "--shm-size of the containers (\"\": half the node's RAM)"},

@@ -36,6 +36,7 @@ struct isc_config {
 	long retry_wait_ms;            /* a waiting experiment is placed again after this; 30000 */
 	int stop_grace_s;              /* docker stop grace period; 30 */
 	long boot_deadline_ms;         /* per node SSH connect deadline; 300000 */
+	long replace_deadline_ms;      /* lost nodes of a gang replaced within this; 180000 */
 	long command_timeout_ms;       /* per remote command; 600000 */
 	int master_port;               /* 29500 */
 	char *shm_size;                /* "": half the node's RAM */

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Lost nodes (issue 32): a 4-node spot burst that loses k of its nodes keeps the others.
+# For each case the mock cloud's own record is the witness: the kept instances are never
+# terminated (still running, no terminate time), exactly k instances are launched for
+# the recovery, in the gang's zone and placement group, and all four ranks run cycle 2
+# with the right environment (RANK, NNODES, MASTER_ADDR = rank 0's address, which is never
+# a replacement, IP_TO_RANK_MAPPING written anew), resume from the checkpoint and complete.
+# Cases: one node lost with a notice; rank 0 lost without one (a kept node becomes rank
+# 0); two nodes lost at once; no capacity for the replacement in the gang's zone (the
+# whole-gang failover, and isc status says why). Then a crash at each new step
+# (lostnodes.* crash points: recorded, replacement launched, containers stopped, restore
+# under way) resumes to the same outcome with no second launch. Needs the sanitizer
+# build (ISC_BIN from `make check`): only it has crash points.
+. "$(dirname "$0")/lib.sh"
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$(mktemp -d /tmp/isc-lost.XXXXXX)
+ln_cleanup() {
+	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+trap ln_cleanup EXIT
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_BOOT_DELAY_MS=300 \
+	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
+. "$dir/env"
+isc() { "$ISC_BIN/isc" "$@"; }
+mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
+fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
+py() { /usr/bin/python3 "$@"; }
+db() { sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "$1"; }
+ln_start_iscd() {
+	echo "---- iscd start ${ISC_CRASH_AT:-}" >>"$dir/iscd.log"
+	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+	echo $! >"$dir/iscd.pid"
+}
+ln_status() {
+	isc status "$1" --json | py -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "${2:-status}"
+}
+# ln_wait ID STATUS SECONDS
+ln_wait() {
+	local s=""
+	for _ in $(seq 1 $(($3 * 5))); do
+		s=$(ln_status "$1")
+		[ "$s" = "$2" ] && return 0
+		case $s in completed | failed | cancelled | stopped) break ;; esac
+		sleep 0.2
+	done
+	echo "experiment $1 is '$s', wanted '$2'" >&2
+	isc status "$1" >&2
+	return 1
+}
+# ln_wait_cycle ID CYCLE SECONDS: running in that cycle.
+ln_wait_cycle() {
+	for _ in $(seq 1 $(($3 * 5))); do
+		[ "$(ln_status "$1") $(ln_status "$1" cycle_count)" = "running $2" ] && return 0
+		sleep 0.2
+	done
+	echo "experiment $1 never ran cycle $2" >&2
+	isc status "$1" >&2
+	return 1
+}
+# ln_rank_instance ID RANK: the instance holding RANK in the experiment's newest cluster.
+ln_rank_instance() {
+	db "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id
+	    WHERE c.experiment_id = '$1' AND n.rank = $2 ORDER BY c.created_at_ms DESC, c.id DESC LIMIT 1"
+}
+# ln_cycle1_running ID: every rank of cycle 1 printed its line (the containers run).
+ln_cycle1_running() {
+	local out
+	out=$(ln_status "$1" output_path)
+	for r in 0 1 2 3; do grep -q "CYCLE=1 " "$out/rank_$r.txt" 2>/dev/null || return 1; done
+}
+ln_within() {
+	local secs=$1
+	shift
+	for _ in $(seq 1 $((secs * 5))); do
+		"$@" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	"$@"
+}
+
+cat >"$dir/four.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "lost-nodes"
+gpus = 4
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'echo "RANK=$RANK NNODES=$NNODES MASTER_ADDR=$MASTER_ADDR CYCLE=$STRONG_CYCLE_COUNT FROM=$(cat /mnt/checkpoints/step 2>/dev/null || echo none) MAP=$IP_TO_RANK_MAPPING"; if [ "$STRONG_CYCLE_COUNT" = 1 ]; then echo 7 > /mnt/checkpoints/step; sleep 600; else sleep 1; fi'
+ISC
+
+# ln_verify ID KEPT_IDS LOST_IDS NEW_COUNT FALLBACK: the mock's record and the ranks' output.
+# KEPT_IDS: the instances that must never have been terminated (space-separated; with
+# FALLBACK=1 they are the ones the whole-gang failover terminates instead).
+ln_verify() {
+	local id=$1 kept=$2 lost=$3 want_new=$4 fallback=$5
+	mock instances >"$dir/inst.json"
+	db "SELECT c.id, c.zone, c.cycle, c.replaces, n.rank, n.instance_id FROM clusters c
+	    JOIN nodes n ON n.cluster_id = c.id WHERE c.experiment_id = '$id'
+	    ORDER BY c.created_at_ms, c.id, n.rank" >"$dir/nodes.txt"
+	py - "$id" "$kept" "$lost" "$want_new" "$fallback" "$dir/inst.json" "$(ln_status "$id" output_path)" \
+		"$(ln_status "$id")" "$dir/nodes.txt" 2>>"$dir/verify.log" <<'PY'
+import json, re, sys
+exp, kept, lost, want_new, fallback, inst_path, out, status, nodes_path = sys.argv[1:]
+kept, lost, want_new, fallback = kept.split(), lost.split(), int(want_new), fallback == "1"
+rows = [r for r in json.load(open(inst_path)) if r["tags"].get("isc:experiment") == exp]
+by_id = {r["id"]: r for r in rows}
+bad = []
+if status != "completed":
+    bad.append("status %s, not completed" % status)
+first = sorted(rows, key=lambda r: (r["launched_at"], r["id"]))[:4]
+orig = {r["id"] for r in first}
+new = [r for r in rows if r["id"] not in orig]
+if len(new) != want_new:
+    bad.append("%d instance(s) launched for the recovery, wanted %d" % (len(new), want_new))
+zone = first[0]["zone"] if first else "?"
+group = first[0].get("placement_group")
+for r in new if not fallback else []:
+    if r["zone"] != zone:
+        bad.append("replacement %s in %s, the gang is in %s" % (r["id"], r["zone"], zone))
+    if r.get("placement_group") != group:
+        bad.append("replacement %s in group %s, the gang's is %s" % (r["id"], r.get("placement_group"), group))
+# The kept instances ran through the recovery: terminated only by the experiment's end,
+# after every replacement was running (never by the recovery).
+ends = [r["running_at"] or 0 for r in new]
+for k in kept:
+    r = by_id.get(k)
+    if r is None:
+        bad.append("kept %s unknown" % k)
+    elif fallback:
+        if r["state"] not in ("terminated", "shutting-down"):
+            bad.append("fallback: old node %s is %s" % (k, r["state"]))
+    elif r["terminated_at"] and ends and r["terminated_at"] < max(ends):
+        bad.append("kept %s terminated at %s, before the replacement ran" % (k, r["terminated_at"]))
+# Cycle 2: all four ranks, with the environment of the new layout.
+lines = {}
+for rank in range(4):
+    try:
+        text = open("%s/rank_%d.txt" % (out, rank)).read()
+    except OSError:
+        bad.append("no output of rank %d" % rank)
+        continue
+    m = [l for l in text.splitlines() if "CYCLE=2 " in l]
+    if len(m) != 1:
+        bad.append("rank %d printed %d cycle-2 line(s)" % (rank, len(m)))
+        continue
+    lines[rank] = dict(kv.split("=", 1) for kv in re.findall(r"\S+=\S+", m[0]))
+last = {}
+for line in open(nodes_path).read().splitlines():
+    cid, czone, cycle, replaces, rank, iid = line.split("|")
+    if cycle == "2":
+        last[int(rank)] = iid
+if sorted(last) != [0, 1, 2, 3]:
+    bad.append("cycle 2's ranks: %s" % sorted(last))
+ip = {r["id"]: r["ip"] for r in rows}
+master = ip.get(last.get(0))
+mapping = {ip.get(i): rk for rk, i in last.items()}
+for rank, env in lines.items():
+    if env.get("RANK") != str(rank) or env.get("NNODES") != "4":
+        bad.append("rank %d's environment: RANK=%s NNODES=%s" % (rank, env.get("RANK"), env.get("NNODES")))
+    if env.get("MASTER_ADDR") != master:
+        bad.append("rank %d's MASTER_ADDR %s, rank 0 is %s" % (rank, env.get("MASTER_ADDR"), master))
+    if json.loads(env.get("MAP", "{}")) != mapping:
+        bad.append("rank %d's IP_TO_RANK_MAPPING %s, wanted %s" % (rank, env.get("MAP"), mapping))
+    if env.get("FROM") != "7":
+        bad.append("rank %d resumed from %s, not the checkpoint" % (rank, env.get("FROM")))
+if not fallback:
+    if master in {ip.get(r["id"]) for r in new}:
+        bad.append("MASTER_ADDR %s is a replacement" % master)
+    for k in kept:
+        if k not in last.values():
+            bad.append("kept %s holds no rank in cycle 2" % k)
+for l in lost:
+    if l in last.values():
+        bad.append("lost %s holds a rank in cycle 2" % l)
+for b in bad:
+    print("%s: %s" % (exp, b), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+# ln_status_says ID TEXT: isc status (its timeline and events) mentions TEXT.
+ln_status_says() { isc status "$1" | grep -qF -- "$2"; }
+
+ln_start_iscd
+
+# ---- 1-3. one node with a notice; rank 0 without one; two at once (side by side) ----
+one=$(submit "$dir/four.isc")
+zero=$(submit "$dir/four.isc")
+two=$(submit "$dir/four.isc")
+for x in "$one" "$zero" "$two"; do
+	check "$x runs cycle 1 on four nodes" ln_wait_cycle "$x" 1 90
+done
+for x in "$one" "$zero" "$two"; do
+	check "$x: every rank of cycle 1 started" ln_within 30 ln_cycle1_running "$x"
+	# The periodic sync (checkpoint_sync_ms) has brought the checkpoint home: rank 0 may
+	# go without notice, and nothing can be brought from it then.
+	check "$x: the checkpoint came home" ln_within 15 test -s "$ISC_HOME/experiments/$x/checkpoints/step"
+done
+declare -A all_ids=()
+for x in "$one" "$zero" "$two"; do
+	all_ids[$x]="$(ln_rank_instance "$x" 0) $(ln_rank_instance "$x" 1) $(ln_rank_instance "$x" 2) $(ln_rank_instance "$x" 3)"
+done
+one_lost=$(ln_rank_instance "$one" 2)
+zero_lost=$(ln_rank_instance "$zero" 0)
+two_lost="$(ln_rank_instance "$two" 1) $(ln_rank_instance "$two" 3)"
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$one_lost\",\"notice_s\":20}"
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$zero_lost\",\"notice_s\":0}"
+for v in $two_lost; do fault "{\"kind\":\"interrupt\",\"instance_id\":\"$v\",\"notice_s\":20}"; done
+kept_of() {
+	local out=""
+	for i in $1; do case " $2 " in *" $i "*) ;; *) out="$out $i" ;; esac; done
+	echo "$out"
+}
+for x in "$one" "$zero" "$two"; do check "$x completes after the loss" ln_wait "$x" completed 120; done
+check "one lost: 3 kept running through, 1 launched, cycle 2 right" \
+	ln_verify "$one" "$(kept_of "${all_ids[$one]}" "$one_lost")" "$one_lost" 1 0
+check "rank 0 lost: 3 kept, 1 launched, a kept node is rank 0" \
+	ln_verify "$zero" "$(kept_of "${all_ids[$zero]}" "$zero_lost")" "$zero_lost" 1 0
+check "two lost at once: 2 kept, 2 launched, cycle 2 right" \
+	ln_verify "$two" "$(kept_of "${all_ids[$two]}" "$two_lost")" "$two_lost" 2 0
+check "rank 0 lost: the old rank 1 became rank 0" \
+	test "$(db "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$zero' AND c.cycle = 2 AND n.rank = 0")" = "$(echo "${all_ids[$zero]}" | cut -d' ' -f2)"
+check "isc status says the lost node was replaced alone" ln_status_says "$one" "replacing 1 of 4 node(s)"
+check "isc status says two were replaced" ln_status_says "$two" "replacing 2 of 4 node(s)"
+check "isc status says a kept node became rank 0" ln_status_says "$zero" "a kept node becomes rank 0"
+check "kept nodes are charged on (one row each, no overlap)" \
+	test "$(db "SELECT COUNT(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$one'")" = 5
+check "nothing left of the three" wait_no_live
+
+# ---- 4. no capacity for the replacement in the gang's zone: whole-gang failover ----
+cap=$(submit "$dir/four.isc")
+check "capacity case runs cycle 1" ln_wait_cycle "$cap" 1 90
+check "capacity case: every rank of cycle 1 started" ln_within 30 ln_cycle1_running "$cap"
+check "capacity case: the checkpoint came home" ln_within 15 test -s "$ISC_HOME/experiments/$cap/checkpoints/step"
+cap_ids="$(ln_rank_instance "$cap" 0) $(ln_rank_instance "$cap" 1) $(ln_rank_instance "$cap" 2) $(ln_rank_instance "$cap" 3)"
+cap_zone=$(db "SELECT zone FROM clusters WHERE experiment_id = '$cap'")
+cap_lost=$(ln_rank_instance "$cap" 3)
+fault "{\"kind\":\"capacity\",\"instance_type\":\"g4dn.xlarge\",\"zone\":\"$cap_zone\",\"count\":1}"
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$cap_lost\",\"notice_s\":20}"
+check "capacity case completes after the failover" ln_wait "$cap" completed 150
+check "no capacity: the whole gang failed over (4 launched, the old ones terminated)" \
+	ln_verify "$cap" "$(kept_of "$cap_ids" "$cap_lost")" "$cap_lost" 4 1
+check "isc status says the replacement fell back, and why" ln_status_says "$cap" "whole-gang failover"
+check "isc status names the capacity error" ln_status_says "$cap" "capacity"
+check "nothing left after the failover" wait_no_live
+
+# ---- 5. a crash at each new step resumes to the same outcome, with no second launch ----
+ln_crash_case() {
+	local point=$1 x v ids pid rc
+	x=$(submit "$dir/four.isc")
+	check "$point: runs cycle 1" ln_wait_cycle "$x" 1 90
+	check "$point: every rank of cycle 1 started" ln_within 30 ln_cycle1_running "$x"
+	check "$point: the checkpoint came home" ln_within 15 test -s "$ISC_HOME/experiments/$x/checkpoints/step"
+	ids="$(ln_rank_instance "$x" 0) $(ln_rank_instance "$x" 1) $(ln_rank_instance "$x" 2) $(ln_rank_instance "$x" 3)"
+	v=$(ln_rank_instance "$x" 1)
+	kill -TERM "$(cat "$dir/iscd.pid")"
+	wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+	ISC_CRASH_AT=$point ln_start_iscd
+	fault "{\"kind\":\"interrupt\",\"instance_id\":\"$v\",\"notice_s\":30}"
+	pid=$(cat "$dir/iscd.pid")
+	for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	wait "$pid" 2>/dev/null
+	rc=$?
+	check "$point: iscd aborted there" test "$rc" = 134
+	check "$point: the log names the point" grep -q "crash point $point reached" "$dir/iscd.log"
+	ln_start_iscd
+	check "$point: completes after the restart" ln_wait "$x" completed 150
+	check "$point: 3 kept, exactly 1 launched, cycle 2 right" ln_verify "$x" "$(kept_of "$ids" "$v")" "$v" 1 0
+	check "$point: nothing left" wait_no_live "$x"
+}
+for p in lostnodes.replacement_recorded lostnodes.replacement_launched \
+	lostnodes.containers_stopped lostnodes.restore_started; do
+	ln_crash_case "$p"
+done
+check "no iscd died on its own" bash -c "! grep -q 'AddressSanitizer\|runtime error' '$dir/iscd.log'"
+[ -s "$dir/verify.log" ] && cat "$dir/verify.log" >&2
+finish lost-nodes
