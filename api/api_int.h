@@ -57,7 +57,7 @@ struct isc_api_call {
 	char audit_target[160];
 
 	/* The X-Isc-Next header of a listing with more pages (isc_api_page_next). */
-	char next_cursor[160];
+	char next_cursor[320];
 };
 
 typedef void (*isc_api_handler)(struct isc_api_call *c);
@@ -139,6 +139,17 @@ struct isc_api_page {
 int isc_api_page_parse(struct isc_api_call *c, size_t def, size_t max, struct isc_api_page *out);
 /* Says the listing goes on: the header X-Isc-Next: cursor (copied into the call). */
 void isc_api_page_next(struct isc_api_call *c, const char *cursor);
+/*
+ * A cursor of names, "A/B/C": split into n parts at its first n - 1 slashes
+ * (names before the last cannot hold one; the last may), the parts pointing
+ * into buf (size bytes). Returns 1 when it has n parts, none empty; else
+ * replies 400 and returns 0.
+ */
+int isc_api_page_cursor(struct isc_api_call *c, const char *after, size_t n, const char **parts,
+                        char *buf, size_t size);
+/* A cursor "MS.ID" (a time, then an id): 1 when it is one, else replies 400 and returns 0. */
+int isc_api_page_cursor_ms_id(struct isc_api_call *c, const char *after, int64_t *ms,
+                              const char **id);
 
 /*
  * A thread's cache of listing replies: the reply (body and X-Isc-Next) of a
@@ -154,7 +165,7 @@ struct isc_api_listing_cache {
 		char *key;
 		char *body;
 		size_t len;
-		char next[160];
+		char next[320];
 	} e[ISC_API_LISTINGS];
 	size_t next;
 };

@@ -6,6 +6,7 @@
  */
 #include "api/api_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,53 @@ void isc_api_page_next(struct isc_api_call *c, const char *cursor)
 {
 	snprintf(c->next_cursor, sizeof(c->next_cursor), "%s", cursor);
 	isc_api_header(c, "X-Isc-Next", c->next_cursor);
+}
+
+int isc_api_page_cursor(struct isc_api_call *c, const char *after, size_t n, const char **parts,
+                        char *buf, size_t size)
+{
+	size_t got = 0;
+	char *p = buf;
+
+	if (strlen(after) >= size)
+		goto bad;
+	memcpy(buf, after, strlen(after) + 1);
+	while (got < n) {
+		char *slash = got + 1 < n ? strchr(p, '/') : NULL;
+		if (slash)
+			*slash = 0;
+		if (!*p || (got + 1 < n && !slash))
+			goto bad;
+		parts[got++] = p;
+		p = slash ? slash + 1 : p;
+	}
+	return 1;
+bad:
+	isc_api_reply_error(c, 400, "after: '%s' is not a cursor of this listing (X-Isc-Next)",
+	                    after);
+	return 0;
+}
+
+int isc_api_page_cursor_ms_id(struct isc_api_call *c, const char *after, int64_t *ms,
+                              const char **id)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(after, &end, 10);
+	if (end == after || *end != '.' || errno || v < 0 || !end[1] || strlen(end + 1) > 64)
+		goto bad;
+	for (const char *p = end + 1; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
+			goto bad;
+	*ms = v;
+	*id = end + 1;
+	return 1;
+bad:
+	isc_api_reply_error(c, 400, "after: '%s' is not a cursor of this listing (X-Isc-Next)",
+	                    after);
+	return 0;
 }
 
 void isc_api_listing_cache_clear(struct isc_api_listing_cache *lc)

@@ -37,26 +37,31 @@ static void whoami(struct isc_api_call *c)
 	isc_api_reply_json(c, 200, o);
 }
 
-/* GET /v1/users (operator). */
+/* GET /v1/users[?limit=N&after=NAME] (operator): by name, a page at a time. */
 static void users_list(struct isc_api_call *c)
 {
+	struct isc_api_page page;
 	struct isc_user *u;
 	struct isc_err err;
 	size_t n;
 	json_t *arr;
 
-	if (!isc_api_require_operator(c))
+	if (!isc_api_require_operator(c) ||
+	    !isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_user_list(c->store, &u, &n, &err)) {
+	/* One row more than the page: whether it exists says whether a next page does. */
+	if (isc_store_user_page(c->store, page.after, page.limit + 1, &u, &n, &err)) {
 		isc_api_reply_err(c, &err);
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && i < page.limit; i++)
 		json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)u[i].id,
 		                                     "name", u[i].name, "created_at_ms",
 		                                     (json_int_t)u[i].created_at_ms));
+	if (n > page.limit)
+		isc_api_page_next(c, u[page.limit - 1].name);
 	isc_user_list_free(u, n);
 	isc_api_reply_json(c, 200, arr);
 }
@@ -95,16 +100,20 @@ static json_t *membership_json(const struct isc_membership *m)
 	                 isc_role_name(m->role), "created_at_ms", (json_int_t)m->created_at_ms);
 }
 
-/* GET /v1/members?org=O: an org's members (its admins, the operator). */
+/* GET /v1/members?org=O[&limit=N&after=NAME]: an org's members by name (its admins, the operator).
+ */
 static void members_list(struct isc_api_call *c)
 {
 	const char *org_name = isc_api_query(c, "org");
 	struct isc_membership *m;
+	struct isc_api_page page;
 	struct isc_org org = {0};
 	struct isc_err err;
 	size_t n;
 	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
+		return;
 	if (!org_name) {
 		isc_api_reply_error(c, 400, "org is required");
 		return;
@@ -116,14 +125,16 @@ static void members_list(struct isc_api_call *c)
 		return;
 	}
 	isc_err_clear(&err);
-	if (isc_store_member_list(c->store, org.id, 0, &m, &n, &err)) {
+	if (isc_store_member_page(c->store, org.id, page.after, page.limit + 1, &m, &n, &err)) {
 		isc_org_cleanup(&org);
 		isc_api_reply_err(c, &err);
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && i < page.limit; i++)
 		json_array_append_new(arr, membership_json(&m[i]));
+	if (n > page.limit)
+		isc_api_page_next(c, m[page.limit - 1].user_name);
 	isc_membership_list_free(m, n);
 	isc_org_cleanup(&org);
 	isc_api_reply_json(c, 200, arr);
@@ -321,22 +332,36 @@ out:
 	json_decref(body);
 }
 
-/* GET /v1/tokens: the caller's tokens (the operator: everyone's). */
+/* GET /v1/tokens[?limit=N&after=MS.ID]: the caller's tokens (the operator: everyone's), oldest
+ * first. */
 static void tokens_list(struct isc_api_call *c)
 {
+	struct isc_api_page page;
 	struct isc_token *t;
 	struct isc_err err;
+	const char *after_id = NULL;
+	int64_t after_ms = 0;
 	size_t n;
 	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page) ||
+	    (page.after && !isc_api_page_cursor_ms_id(c, page.after, &after_ms, &after_id)))
+		return;
 	isc_err_clear(&err);
-	if (isc_store_token_list(c->store, c->is_operator, c->user_id, &t, &n, &err)) {
+	if (isc_store_token_page(c->store, c->is_operator, c->user_id, after_ms, after_id,
+	                         page.limit + 1, &t, &n, &err)) {
 		isc_api_reply_err(c, &err);
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n && i < page.limit; i++)
 		json_array_append_new(arr, token_json(&t[i]));
+	if (n > page.limit) {
+		char cursor[sizeof(c->next_cursor)];
+		snprintf(cursor, sizeof(cursor), "%lld.%s",
+		         (long long)t[page.limit - 1].created_at_ms, t[page.limit - 1].id);
+		isc_api_page_next(c, cursor);
+	}
 	isc_token_list_free(t, n);
 	isc_api_reply_json(c, 200, arr);
 }

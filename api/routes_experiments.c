@@ -32,12 +32,12 @@
 #define LOG_TAIL_BYTES     (256 * 1024)
 
 /* One row of the listing (the `isc experiments --json` object), appended to b. */
-static int experiment_row_write(struct isc_buf *b, const struct isc_experiment *e, int64_t cost)
+static int experiment_row_write(struct isc_buf *b, const struct isc_experiment_view *e)
 {
 	char dollars[32];
 	int first = 1, rc;
 
-	isc_money_decimal(cost, dollars, sizeof(dollars));
+	isc_money_decimal(e->cost_micros, dollars, sizeof(dollars));
 	rc = isc_buf_putc(b, '{');
 	rc = rc ? rc : isc_json_out_str_member(b, "id", e->id, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "name", e->name, &first);
@@ -53,30 +53,32 @@ static int experiment_row_write(struct isc_buf *b, const struct isc_experiment *
 	rc = rc ? rc : isc_json_out_str_member(b, "shape", e->shape_id, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "cycle_count", e->cycle_count, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "created_at_ms", e->created_at_ms, &first);
-	rc = rc ? rc : isc_json_out_int_member(b, "cost_micros", cost, &first);
+	rc = rc ? rc : isc_json_out_int_member(b, "cost_micros", e->cost_micros, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "cost", dollars, &first);
 	return rc ? rc : isc_buf_putc(b, '}');
 }
 
-/*
- * The listing's cursor: "CREATED_AT_MS.ID" of the last experiment of a page
- * (the order is newest first, then id). Returns 1 when text is one.
- */
-static int cursor_parse(const char *text, struct isc_experiment_cursor *out)
-{
-	char *end;
-	long long ms;
+/* A page being written: the rows so far, and the next page's cursor once one exists. */
+struct listing_page {
+	struct isc_buf out;
+	size_t limit, rows;
+	char cursor[160];
+	int more;
+};
 
-	errno = 0;
-	ms = strtoll(text, &end, 10);
-	if (end == text || *end != '.' || errno || ms < 0 || !end[1] || strlen(end + 1) > 64)
+/* Takes a row of the page (the store reads limit + 1: the extra says a next page exists). */
+static int listing_row(const struct isc_experiment_view *v, void *ctx)
+{
+	struct listing_page *p = ctx;
+
+	if (p->rows == p->limit) {
+		p->more = 1;
 		return 0;
-	for (const char *p = end + 1; *p; p++)
-		if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-')
-			return 0;
-	out->created_at_ms = ms;
-	out->id = end + 1;
-	return 1;
+	}
+	if (++p->rows == p->limit)
+		snprintf(p->cursor, sizeof(p->cursor), "%lld.%s", (long long)v->created_at_ms,
+		         v->id);
+	return (p->rows > 1 ? isc_buf_putc(&p->out, ',') : 0) || experiment_row_write(&p->out, v);
 }
 
 /*
@@ -88,22 +90,18 @@ static void experiments_list(struct isc_api_call *c)
 {
 	const char *pretty = isc_api_query(c, "pretty");
 	struct isc_experiment_cursor after;
-	struct isc_experiment *list;
+	struct listing_page p = {0};
 	struct isc_api_page page;
 	char key[512];
 	struct isc_err err;
-	struct isc_buf out;
-	int64_t *cost;
-	size_t n, shown;
 	int rc;
 
 	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
 		return;
-	if (page.after && !cursor_parse(page.after, &after)) {
-		isc_api_reply_error(
-		    c, 400, "after: '%s' is not a cursor of this listing (X-Isc-Next)", page.after);
+	/* The cursor: "CREATED_AT_MS.ID" of the last experiment of a page. */
+	if (page.after &&
+	    !isc_api_page_cursor_ms_id(c, page.after, &after.created_at_ms, &after.id))
 		return;
-	}
 	/* What the reply depends on besides the store: the caller and the arguments. */
 	snprintf(key, sizeof(key), "experiments|%d|%lld|%s|%zu|%s|%s", c->is_operator,
 	         (long long)c->user_id, c->user ? c->user : "", page.limit,
@@ -111,42 +109,36 @@ static void experiments_list(struct isc_api_call *c)
 	if (isc_api_listing_cached(c, key))
 		return;
 	isc_err_clear(&err);
-	/* One row more than the page: whether it exists says whether a next page does. */
-	if (isc_store_experiment_list_visible(c->store, c->is_operator, c->user_id, c->user,
-	                                      page.after ? &after : NULL, page.limit + 1, &list,
-	                                      &cost, &n, &err)) {
+	/* Written as text (api/json_out.h) straight from the store's rows, no copy between;
+	 * ?pretty=1 reads it back to indent it. */
+	p.limit = page.limit;
+	isc_buf_init(&p.out, 0);
+	if (isc_buf_putc(&p.out, '[')) {
+		isc_buf_cleanup(&p.out);
+		isc_api_reply_error(c, 500, "out of memory");
+		return;
+	}
+	if (isc_store_experiment_page(c->store, c->is_operator, c->user_id, c->user,
+	                              page.after ? &after : NULL, page.limit + 1, listing_row, &p,
+	                              &err)) {
+		isc_buf_cleanup(&p.out);
 		isc_api_reply_err(c, &err);
 		return;
 	}
-	shown = n;
-	if (n > page.limit) {
-		char cursor[sizeof(c->next_cursor)];
-		const struct isc_experiment *last = &list[page.limit - 1];
-		snprintf(cursor, sizeof(cursor), "%lld.%s", (long long)last->created_at_ms,
-		         last->id);
-		isc_api_page_next(c, cursor);
-		shown = page.limit;
-	}
-	/* Written as text (api/json_out.h); ?pretty=1 reads it back to indent it. */
-	isc_buf_init(&out, 0);
-	rc = isc_buf_putc(&out, '[');
-	for (size_t i = 0; i < shown && !rc; i++)
-		rc = (i ? isc_buf_putc(&out, ',') : 0) ||
-		     experiment_row_write(&out, &list[i], cost[i]);
-	rc = rc || isc_buf_puts(&out, "]\n");
-	isc_experiment_list_free(list, n);
-	free(cost);
+	if (p.more)
+		isc_api_page_next(c, p.cursor);
+	rc = isc_buf_puts(&p.out, "]\n");
 	if (rc) {
-		isc_buf_cleanup(&out);
+		isc_buf_cleanup(&p.out);
 		isc_api_reply_error(c, 500, "out of memory");
 		return;
 	}
 	if (pretty && strcmp(pretty, "0") != 0) {
-		isc_api_reply_json(c, 200, json_loadb(out.data, out.len, 0, NULL));
-		isc_buf_cleanup(&out);
+		isc_api_reply_json(c, 200, json_loadb(p.out.data, p.out.len, 0, NULL));
+		isc_buf_cleanup(&p.out);
 	} else {
-		size_t len = out.len;
-		isc_api_reply_text(c, 200, "application/json", isc_buf_detach(&out), len);
+		size_t len = p.out.len;
+		isc_api_reply_text(c, 200, "application/json", isc_buf_detach(&p.out), len);
 	}
 	isc_api_listing_keep(c, key);
 }

@@ -69,34 +69,47 @@ static int load_config(struct isc_api_call *c, struct isc_config **cfg)
 	return 1;
 }
 
-/* GET /v1/keys[?org=O]: the keys of the orgs where the caller is an admin. */
+/*
+ * GET /v1/keys[?org=O&limit=N&after=CURSOR]: the keys of the orgs where the caller is an
+ * admin, by org, provider and name, a page at a time.
+ */
 static void keys_list(struct isc_api_call *c)
 {
-	const char *org_name = isc_api_query(c, "org");
+	const char *org_name = isc_api_query(c, "org"), *after[3] = {NULL, NULL, NULL};
 	struct isc_org org = {0};
 	struct isc_cloud_key *list = NULL;
+	struct isc_api_page page;
 	struct isc_err err;
+	char buf[256];
 	size_t n = 0;
 	json_t *arr;
 
+	/* The cursor: ORG/PROVIDER/NAME of the page's last key. */
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page) ||
+	    (page.after && !isc_api_page_cursor(c, page.after, 3, after, buf, sizeof(buf))))
+		return;
 	if (org_name && !isc_api_find_org(c, org_name, &org))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_key_list(c->store, org_name ? org.id : 0, &list, &n, &err)) {
+	if (isc_store_key_page(c->store, c->is_operator, c->user_id, org_name ? org.id : 0,
+	                       after[0], after[1], after[2], page.limit + 1, &list, &n, &err)) {
 		isc_org_cleanup(&org);
 		isc_api_reply_err(c, &err);
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n && c->status == 0; i++)
-		if (c->is_operator || (isc_api_role(c, list[i].org_id) & ISC_ROLE_ADMIN))
-			json_array_append_new(arr, key_json(&list[i]));
+	for (size_t i = 0; i < n && i < page.limit; i++)
+		json_array_append_new(arr, key_json(&list[i]));
+	if (n > page.limit) {
+		const struct isc_cloud_key *last = &list[page.limit - 1];
+		char cursor[sizeof(c->next_cursor)];
+		snprintf(cursor, sizeof(cursor), "%s/%s/%s", last->org_name, last->provider,
+		         last->name);
+		isc_api_page_next(c, cursor);
+	}
 	isc_cloud_key_list_free(list, n);
 	isc_org_cleanup(&org);
-	if (c->status)
-		json_decref(arr);
-	else
-		isc_api_reply_json(c, 200, arr);
+	isc_api_reply_json(c, 200, arr);
 }
 
 /* GET /v1/keys/{id} */

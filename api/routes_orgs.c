@@ -8,34 +8,40 @@
 #include "common/names.h"
 #include "credits/credits.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* GET /v1/orgs: every org (the operator) or the caller's. */
+/*
+ * GET /v1/orgs[?limit=N&after=CURSOR]: every org (the operator) or the caller's,
+ * by name, a page at a time (the cursor: the last org's name).
+ */
 static void orgs_list(struct isc_api_call *c)
 {
+	struct isc_api_page page;
 	struct isc_org *orgs;
 	struct isc_err err;
 	size_t n;
-	json_t *arr = json_array();
+	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page))
+		return;
 	isc_err_clear(&err);
-	if (isc_store_org_list(c->store, &orgs, &n, &err)) {
-		json_decref(arr);
+	/* One row more than the page: whether it exists says whether a next page does. */
+	if (isc_store_org_page(c->store, c->is_operator, c->user_id, page.after, page.limit + 1,
+	                       &orgs, &n, &err)) {
 		isc_api_reply_err(c, &err);
 		return;
 	}
-	for (size_t i = 0; i < n && c->status == 0; i++)
-		if (isc_api_role(c, orgs[i].id) != ISC_ROLE_NONE)
-			json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id",
-			                                     (json_int_t)orgs[i].id, "name",
-			                                     orgs[i].name, "created_at_ms",
-			                                     (json_int_t)orgs[i].created_at_ms));
+	arr = json_array();
+	for (size_t i = 0; i < n && i < page.limit; i++)
+		json_array_append_new(arr, json_pack("{s:I,s:s,s:I}", "id", (json_int_t)orgs[i].id,
+		                                     "name", orgs[i].name, "created_at_ms",
+		                                     (json_int_t)orgs[i].created_at_ms));
+	if (n > page.limit)
+		isc_api_page_next(c, orgs[page.limit - 1].name);
 	isc_org_list_free(orgs, n);
-	if (c->status)
-		json_decref(arr);
-	else
-		isc_api_reply_json(c, 200, arr);
+	isc_api_reply_json(c, 200, arr);
 }
 
 /* POST /v1/orgs {"name"} (operator). */
@@ -70,34 +76,46 @@ static json_t *project_json(const struct isc_project *p)
 	return isc_json_money_or_null(o, "budget", p->has_budget, p->budget_micros);
 }
 
-/* GET /v1/projects[?org=O]: the projects of the orgs the caller belongs to. */
+/*
+ * GET /v1/projects[?org=O&limit=N&after=CURSOR]: the projects of the orgs the
+ * caller belongs to, by org then name, a page at a time (the cursor: ORG/NAME of
+ * the page's last project).
+ */
 static void projects_list(struct isc_api_call *c)
 {
-	const char *org_name = isc_api_query(c, "org");
+	const char *org_name = isc_api_query(c, "org"), *after[2] = {NULL, NULL};
 	struct isc_project *list;
+	struct isc_api_page page;
 	struct isc_org org = {0};
 	struct isc_err err;
+	char buf[160];
 	size_t n;
 	json_t *arr;
 
+	if (!isc_api_page_parse(c, ISC_API_PAGE_DEFAULT, ISC_API_PAGE_MAX, &page) ||
+	    (page.after && !isc_api_page_cursor(c, page.after, 2, after, buf, sizeof(buf))))
+		return;
 	if (org_name && !isc_api_find_org(c, org_name, &org))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_project_list(c->store, org_name, &list, &n, &err)) {
+	if (isc_store_project_page(c->store, c->is_operator, c->user_id, org_name, after[0],
+	                           after[1], page.limit + 1, &list, &n, &err)) {
 		isc_org_cleanup(&org);
 		isc_api_reply_err(c, &err);
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n && c->status == 0; i++)
-		if (isc_api_role(c, list[i].org_id) != ISC_ROLE_NONE)
-			json_array_append_new(arr, project_json(&list[i]));
+	for (size_t i = 0; i < n && i < page.limit; i++)
+		json_array_append_new(arr, project_json(&list[i]));
+	if (n > page.limit) {
+		char cursor[sizeof(c->next_cursor)];
+		snprintf(cursor, sizeof(cursor), "%s/%s", list[page.limit - 1].org_name,
+		         list[page.limit - 1].name);
+		isc_api_page_next(c, cursor);
+	}
 	isc_project_list_free(list, n);
 	isc_org_cleanup(&org);
-	if (c->status)
-		json_decref(arr);
-	else
-		isc_api_reply_json(c, 200, arr);
+	isc_api_reply_json(c, 200, arr);
 }
 
 /* POST /v1/projects {"org","name"} (the org's admins). */

@@ -21,7 +21,7 @@ struct isc_reply {
 	char reason[512];    /* X-Isc-Reason */
 	int final, missing;  /* X-Isc-Final, X-Isc-Missing */
 	long rows;           /* X-Isc-Rows (the spend report), -1 when absent */
-	char next[160];      /* X-Isc-Next: a listing's next page ("" on its last) */
+	char next[320];      /* X-Isc-Next: a listing's next page ("" on its last) */
 };
 void isc_reply_cleanup(struct isc_reply *r);
 

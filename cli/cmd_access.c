@@ -161,7 +161,7 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("user", "unknown subcommand '%s'", argv[1]);
 	if ((rc = scan("user", argc, argv, 2, NULL, &json, pos, 0, &npos)))
 		return rc;
-	if ((rc = isc_client_json(cli, "GET", "/v1/users", NULL, &reply)))
+	if ((rc = isc_client_json_all_pages(cli, "/v1/users", &reply)))
 		return rc;
 	return isc_cli_print_listing(reply, json, &users);
 }
@@ -239,7 +239,7 @@ int cmd_member(struct isc_cli *cli, int argc, char **argv)
 		free(path);
 		return ISC_EXIT_FAIL;
 	}
-	rc = isc_client_json(cli, "GET", path, NULL, &reply);
+	rc = isc_client_json_all_pages(cli, path, &reply);
 	free(path);
 	if (rc)
 		return rc;
@@ -376,7 +376,7 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error("token", "unknown subcommand '%s'", argv[1]);
 	if (npos)
 		return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
-	if ((rc = isc_client_json(cli, "GET", "/v1/tokens", NULL, &reply)))
+	if ((rc = isc_client_json_all_pages(cli, "/v1/tokens", &reply)))
 		return rc;
 	return isc_cli_print_listing(reply, json, &tokens);
 }

@@ -66,7 +66,7 @@ static int org_list(struct isc_cli *cli, int argc, char **argv)
 
 	if (argc > 2 && !json)
 		return isc_cli_usage_error("org", "usage: isc org list [--json]");
-	if ((rc = isc_client_json(cli, "GET", "/v1/orgs", NULL, &arr)))
+	if ((rc = isc_client_json_all_pages(cli, "/v1/orgs", &arr)))
 		return rc;
 	return isc_cli_print_listing(arr, json, &orgs);
 }
@@ -175,7 +175,7 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 		free(path);
 		return ISC_EXIT_FAIL;
 	}
-	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	rc = isc_client_json_all_pages(cli, path, &arr);
 	free(path);
 	if (rc)
 		return rc;

@@ -179,7 +179,7 @@ static int keys_list(struct isc_cli *cli, int argc, char **argv)
 		isc_cli_errorf("out of memory");
 		return ISC_EXIT_FAIL;
 	}
-	rc = isc_client_json(cli, "GET", path, NULL, &arr);
+	rc = isc_client_json_all_pages(cli, path, &arr);
 	free(path);
 	if (rc)
 		return rc;

@@ -70,6 +70,13 @@ int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, st
 int isc_store_org_find(struct isc_store *s, const char *name, struct isc_org *out,
                        struct isc_err *err);
 int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, struct isc_err *err);
+/*
+ * A page of the orgs user_id belongs to (all: every org) by name, after the org
+ * named after_name (NULL: the first page); at most limit rows (0: all). The
+ * listings' pages: docs/api.md, "Pages".
+ */
+int isc_store_org_page(struct isc_store *s, int all, int64_t user_id, const char *after_name,
+                       size_t limit, struct isc_org **out, size_t *n, struct isc_err *err);
 void isc_org_cleanup(struct isc_org *o);
 void isc_org_list_free(struct isc_org *list, size_t n);
 
@@ -90,6 +97,14 @@ int isc_store_project_resolve(struct isc_store *s, const char *id_or_name, struc
 /* org_name NULL: every org. */
 int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc_project **out,
                            size_t *n, struct isc_err *err);
+/*
+ * A page of the projects of the orgs user_id belongs to (all: every org), only
+ * org_name's when not NULL, by org name then project name, after the project
+ * after_name of the org after_org (NULL: the first page).
+ */
+int isc_store_project_page(struct isc_store *s, int all, int64_t user_id, const char *org_name,
+                           const char *after_org, const char *after_name, size_t limit,
+                           struct isc_project **out, size_t *n, struct isc_err *err);
 void isc_project_cleanup(struct isc_project *p);
 void isc_project_list_free(struct isc_project *list, size_t n);
 

@@ -120,6 +120,32 @@ int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, s
 	return rc;
 }
 
+/* The bound of a page: limit rows, or every row after the cursor (-1: SQLite's no limit). */
+static sqlite3_int64 page_limit(size_t limit)
+{
+	return limit ? (sqlite3_int64)limit : -1;
+}
+
+int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limit,
+                        struct isc_user **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	/* users.name is UNIQUE: its index is walked from the cursor. */
+	int rc = isc_store_prepare_cached(
+	    s, "SELECT id, name, created_at_ms FROM users WHERE name > ?1 ORDER BY name LIMIT ?2",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_text(st, 1, after_name ? after_name : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, page_limit(limit));
+	rc = isc_store_read_rows(s, st, sizeof(**out), user_from_row, user_clean, "reading users",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
 /* ---- memberships ---- */
 
 static void membership_clean(void *rec)
@@ -223,6 +249,29 @@ int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
 		return rc;
 	sqlite3_bind_int64(st, 1, org_id);
 	sqlite3_bind_int64(st, 2, user_id);
+	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
+	                         "reading memberships", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+int isc_store_member_page(struct isc_store *s, int64_t org_id, const char *after_name, size_t limit,
+                          struct isc_membership **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	int rc = isc_store_prepare_cached(
+	    s,
+	    "SELECT m.user_id, u.name, m.org_id, o.name, m.role, m.created_at_ms "
+	    "FROM memberships m JOIN users u ON u.id = m.user_id JOIN orgs o ON o.id = m.org_id "
+	    "WHERE m.org_id = ?1 AND u.name > ?2 ORDER BY u.name LIMIT ?3",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int64(st, 1, org_id);
+	sqlite3_bind_text(st, 2, after_name ? after_name : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
 	                         "reading memberships", &list, n, err);
 	if (!rc)
@@ -341,6 +390,32 @@ int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct i
 		return rc;
 	sqlite3_bind_int(st, 1, all != 0);
 	sqlite3_bind_int64(st, 2, user_id);
+	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
+	                         "reading tokens", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t after_ms,
+                         const char *after_id, size_t limit, struct isc_token **out, size_t *n,
+                         struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	/* The first page's cursor (-1, '') comes before every token. */
+	int rc = isc_store_prepare_cached(
+	    s,
+	    TOKEN_COLS "WHERE (?1 OR COALESCE(t.user_id, 0) = ?2) AND (t.created_at_ms, t.id) > "
+	               "(?3, ?4) ORDER BY t.created_at_ms, t.id LIMIT ?5",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, all != 0);
+	sqlite3_bind_int64(st, 2, user_id);
+	sqlite3_bind_int64(st, 3, after_id ? after_ms : -1);
+	sqlite3_bind_text(st, 4, after_id ? after_id : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
 	                         "reading tokens", &list, n, err);
 	if (!rc)

@@ -32,6 +32,13 @@ int isc_store_user_add(struct isc_store *s, const char *name, int64_t *id_out, s
 int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *out,
                         struct isc_err *err);
 int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, struct isc_err *err);
+/*
+ * The listings' pages (docs/api.md, "Pages"): at most limit rows (0: every row)
+ * that come after the cursor in the listing's order; a NULL cursor is the
+ * first page. Users by name, after the user named after_name.
+ */
+int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limit,
+                        struct isc_user **out, size_t *n, struct isc_err *err);
 void isc_user_cleanup(struct isc_user *u);
 void isc_user_list_free(struct isc_user *list, size_t n);
 
@@ -54,6 +61,9 @@ int isc_store_member_role(struct isc_store *s, int64_t user_id, int64_t org_id, 
                           struct isc_err *err);
 /* org_id 0: every org; user_id 0: every user. */
 int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
+                          struct isc_membership **out, size_t *n, struct isc_err *err);
+/* A page of the org's members by user name, after the member named after_name. */
+int isc_store_member_page(struct isc_store *s, int64_t org_id, const char *after_name, size_t limit,
                           struct isc_membership **out, size_t *n, struct isc_err *err);
 void isc_membership_list_free(struct isc_membership *list, size_t n);
 
@@ -87,6 +97,13 @@ int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct i
 int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded,
                            struct isc_err *err);
 void isc_token_cleanup(struct isc_token *t);
+/*
+ * A page of tokens (all, or user_id's) by creation time then id, after the token
+ * created at after_ms with id after_id (after_id NULL: the first page).
+ */
+int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t after_ms,
+                         const char *after_id, size_t limit, struct isc_token **out, size_t *n,
+                         struct isc_err *err);
 void isc_token_list_free(struct isc_token *list, size_t n);
 
 /* The platform user an experiment was launched by ("" for the operator). */

@@ -205,82 +205,188 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 	return experiment_query(s, st, out, n, err);
 }
 
-/* The listing's columns: experiment_from_row's, then the experiment's charges (last). */
-#define VISIBLE_COLS                                                                               \
-	EXPERIMENT_SELECT ", COALESCE(t.charged_micros, 0) " EXPERIMENT_FROM                       \
-	                  "LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id "
+/*
+ * The listing's pages (isc_store_experiment_page). Each query walks one index
+ * in the listing's order (created_at_ms descending, then id) from the cursor,
+ * so a page reads its own rows and no more: no sort, whatever the org's size.
+ * The keyset condition is written as a range on created_at_ms (what the index
+ * seeks to) and a filter for the rows of the cursor's own millisecond. The
+ * first page binds the largest cursor. Only the listed columns are read (not
+ * the launch file), and the org's name and the charges are one lookup each.
+ */
+#define PAGE_SELECT                                                                                \
+	"SELECT e.id, e.name, e.project_id, o.name, e.compute_mode, e.gpus, e.nnodes, e.nproc, "   \
+	"e.output_path, e.status, e.status_reason, e.shape_id, e.cycle_count, e.created_at_ms, "   \
+	"COALESCE(t.charged_micros, 0), e.org_id FROM experiments e JOIN orgs o ON o.id = "        \
+	"e.org_id LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id WHERE "
+#define PAGE_AFTER                                                                                 \
+	"e.created_at_ms <= ?3 AND (e.created_at_ms < ?3 OR e.id > ?4) "                           \
+	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
+/* The operator: every org (index experiments_newest). */
+static const char page_all_sql[] = PAGE_SELECT PAGE_AFTER;
+/* An org's admin: the org's experiments (index experiments_org_newest). */
+static const char page_org_sql[] = PAGE_SELECT "e.org_id = ?1 AND " PAGE_AFTER;
+/* An org's member: their own experiments in it (index experiments_owner_newest). */
+static const char page_owner_sql[] = PAGE_SELECT "e.org_id = ?1 AND e.owner = ?2 AND " PAGE_AFTER;
 
-int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
-                                      const char *owner, const struct isc_experiment_cursor *after,
-                                      size_t limit, struct isc_experiment **out,
-                                      int64_t **cost_micros, size_t *n, struct isc_err *err)
+/* Fills v from st's row; 0, or ISC_ENOMEM when SQLite could not give a text. */
+static int view_from_row(sqlite3_stmt *st, struct isc_experiment_view *v)
 {
-	struct isc_experiment *list = NULL;
-	int64_t *cost = NULL;
+#define TEXT(col) ((const char *)sqlite3_column_text(st, col))
+	v->id = TEXT(0);
+	v->name = TEXT(1);
+	v->project_id = TEXT(2);
+	v->org_name = TEXT(3);
+	v->compute_mode = TEXT(4);
+	v->gpus = sqlite3_column_int(st, 5);
+	v->nnodes = sqlite3_column_int(st, 6);
+	v->nproc = sqlite3_column_int(st, 7);
+	v->output_path = TEXT(8);
+	v->status = TEXT(9);
+	v->status_reason = TEXT(10);
+	v->shape_id = TEXT(11);
+	v->cycle_count = sqlite3_column_int(st, 12);
+	v->created_at_ms = sqlite3_column_int64(st, 13);
+	v->cost_micros = sqlite3_column_int64(st, 14);
+	v->org_id = sqlite3_column_int64(st, 15);
+#undef TEXT
+	/* Every text column is NOT NULL: a NULL is SQLite out of memory. */
+	return v->id && v->name && v->project_id && v->org_name && v->compute_mode &&
+	               v->output_path && v->status && v->status_reason && v->shape_id
+	           ? 0
+	           : ISC_ENOMEM;
+}
+
+/* 1 when the row st holds comes before the row of o in the listing's order. */
+static int page_row_before(sqlite3_stmt *st, sqlite3_stmt *o)
+{
+	int64_t a = sqlite3_column_int64(st, 13), b = sqlite3_column_int64(o, 13);
+	if (a != b)
+		return a > b;
+	return strcmp((const char *)sqlite3_column_text(st, 0),
+	              (const char *)sqlite3_column_text(o, 0)) < 0;
+}
+
+/* The orgs whose experiments user_id may list: org ids and whether as admin. */
+struct page_org {
+	int64_t org_id;
+	int admin;
+};
+
+static int page_orgs(struct isc_store *s, int64_t user_id, struct page_org **out, size_t *n,
+                     struct isc_err *err)
+{
+	struct page_org *orgs = NULL;
 	size_t count = 0;
 	sqlite3_stmt *st;
-	int rc, cost_col;
-
-	/*
-	 * The first condition is what the experiments_org index answers; the second narrows a
-	 * member's orgs to their own experiments. The page: rows after the cursor in the
-	 * listing's order (newest first, then id), ?3 NULL for the first page; LIMIT -1 is
-	 * none.
-	 */
-#define VISIBLE_PAGE                                                                               \
-	"(?3 IS NULL OR e.created_at_ms < ?3 OR (e.created_at_ms = ?3 AND e.id > ?4)) "            \
-	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
-	rc = isc_store_prepare_cached(
-	    s,
-	    all ? VISIBLE_COLS "WHERE " VISIBLE_PAGE
-	        : VISIBLE_COLS
-	        "WHERE e.org_id IN (SELECT org_id FROM memberships WHERE user_id = ?1 "
-	        "AND role IN ('admin', 'member')) AND (e.owner = ?2 OR e.org_id IN "
-	        "(SELECT org_id FROM memberships WHERE user_id = ?1 AND role = "
-	        "'admin')) AND " VISIBLE_PAGE,
-	    &st, err);
-#undef VISIBLE_PAGE
+	int rc =
+	    isc_store_prepare_cached(s,
+	                             "SELECT org_id, role = 'admin' FROM memberships WHERE "
+	                             "user_id = ? AND role IN ('admin', 'member') ORDER BY org_id",
+	                             &st, err);
 	if (rc)
 		return rc;
-	if (!all) {
-		sqlite3_bind_int64(st, 1, user_id);
-		sqlite3_bind_text(st, 2, owner ? owner : "", -1, SQLITE_STATIC);
-	}
-	if (after) {
-		sqlite3_bind_int64(st, 3, after->created_at_ms);
-		sqlite3_bind_text(st, 4, after->id, -1, SQLITE_STATIC);
-	}
-	sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
-	cost_col = sqlite3_column_count(st) - 1;
+	sqlite3_bind_int64(st, 1, user_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_experiment *grown = realloc(list, (count + 1) * sizeof(*list));
-		int64_t *grown_cost = grown ? realloc(cost, (count + 1) * sizeof(*cost)) : NULL;
-		if (grown)
-			list = grown;
-		if (grown_cost)
-			cost = grown_cost;
-		if (!grown || !grown_cost)
-			goto oom;
-		memset(&list[count], 0, sizeof(*list));
-		cost[count] = sqlite3_column_int64(st, cost_col);
-		if (experiment_from_row(st, &list[count++]))
-			goto oom;
+		struct page_org *grown = realloc(orgs, (count + 1) * sizeof(*orgs));
+		if (!grown) {
+			isc_store_finalize(s, st);
+			free(orgs);
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+		orgs = grown;
+		orgs[count].org_id = sqlite3_column_int64(st, 0);
+		orgs[count++].admin = sqlite3_column_int(st, 1);
 	}
 	isc_store_finalize(s, st);
 	if (rc != SQLITE_DONE) {
-		isc_experiment_list_free(list, count);
-		free(cost);
-		return isc_store_sqlite_err(s, rc, "reading experiments", err);
+		free(orgs);
+		return isc_store_sqlite_err(s, rc, "reading memberships", err);
 	}
-	*out = list;
-	*cost_micros = cost;
+	*out = orgs;
 	*n = count;
 	return 0;
-oom:
-	isc_store_finalize(s, st);
-	isc_experiment_list_free(list, count);
-	free(cost);
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
+}
+
+int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, const char *owner,
+                              const struct isc_experiment_cursor *after, size_t limit,
+                              isc_experiment_view_fn fn, void *ctx, struct isc_err *err)
+{
+	struct page_org *orgs = NULL;
+	sqlite3_stmt **walk = NULL;
+	int *live = NULL;
+	size_t n_orgs = 1, n_walk = 0, shown = 0;
+	int rc = 0;
+
+	if (!all) {
+		if ((rc = page_orgs(s, user_id, &orgs, &n_orgs, err)))
+			return rc;
+		if (n_orgs == 0)
+			return 0;
+	}
+	walk = calloc(n_orgs, sizeof(*walk));
+	live = calloc(n_orgs, sizeof(*live));
+	if (!walk || !live) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto done;
+	}
+	/*
+	 * One walk per org the caller sees, merged here: each walk is in the listing's
+	 * order, so the page is the first `limit` rows of the merge and every walk reads at
+	 * most that many. The statements stay prepared; a second walk of the same
+	 * statement gets its own (isc_store_prepare_cached).
+	 */
+	for (; n_walk < n_orgs; n_walk++) {
+		const char *sql = all                  ? page_all_sql
+		                  : orgs[n_walk].admin ? page_org_sql
+		                                       : page_owner_sql;
+		sqlite3_stmt *st;
+		if ((rc = isc_store_prepare_cached(s, sql, &st, err)))
+			goto done;
+		walk[n_walk] = st;
+		if (!all) {
+			sqlite3_bind_int64(st, 1, orgs[n_walk].org_id);
+			sqlite3_bind_text(st, 2, owner ? owner : "", -1, SQLITE_STATIC);
+		}
+		sqlite3_bind_int64(st, 3, after ? after->created_at_ms : INT64_MAX);
+		sqlite3_bind_text(st, 4, after ? after->id : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
+		rc = sqlite3_step(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			rc = isc_store_sqlite_err(s, rc, "reading experiments", err);
+			goto done;
+		}
+		live[n_walk] = rc == SQLITE_ROW;
+		rc = 0;
+	}
+	while (!limit || shown < limit) {
+		struct isc_experiment_view v;
+		size_t best = n_walk;
+		int step;
+		for (size_t i = 0; i < n_walk; i++)
+			if (live[i] && (best == n_walk || page_row_before(walk[i], walk[best])))
+				best = i;
+		if (best == n_walk)
+			break;
+		if (view_from_row(walk[best], &v) || fn(&v, ctx)) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto done;
+		}
+		shown++;
+		step = sqlite3_step(walk[best]);
+		if (step != SQLITE_ROW && step != SQLITE_DONE) {
+			rc = isc_store_sqlite_err(s, step, "reading experiments", err);
+			goto done;
+		}
+		live[best] = step == SQLITE_ROW;
+	}
+done:
+	for (size_t i = 0; i < n_walk; i++)
+		isc_store_finalize(s, walk[i]);
+	free(walk);
+	free(live);
+	free(orgs);
+	return rc;
 }
 
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,

@@ -57,19 +57,32 @@ struct isc_experiment_cursor {
 	const char *id;
 };
 /*
- * What a caller of the API may list, newest first: all (the operator), else the
- * experiments of the orgs where user_id is admin and those `owner` launched in
- * the orgs where user_id is a member (store/store_access.h). *cost_micros gets
- * each experiment's charges so far (caller frees), read in the same query.
- * after (NULL: from the newest) and limit (0: no limit) read one page: at most
- * limit rows that come after the cursor. The visibility condition applies to
- * every page, so a cursor (whoever made it) never shows a row the caller may
- * not see.
+ * One row of the API's experiment listing as the store read it. The strings
+ * point into the store's row and are valid only while the callback runs: a
+ * page is written straight from them, never copied.
  */
-int isc_store_experiment_list_visible(struct isc_store *s, int all, int64_t user_id,
-                                      const char *owner, const struct isc_experiment_cursor *after,
-                                      size_t limit, struct isc_experiment **out,
-                                      int64_t **cost_micros, size_t *n, struct isc_err *err);
+struct isc_experiment_view {
+	const char *id, *name, *project_id, *org_name, *compute_mode, *output_path, *status,
+	    *status_reason, *shape_id;
+	int gpus, nnodes, nproc, cycle_count;
+	int64_t org_id, created_at_ms;
+	int64_t cost_micros; /* the experiment's charges so far */
+};
+/* Takes one row; returns 0 to go on, nonzero (out of memory) to stop the page. */
+typedef int (*isc_experiment_view_fn)(const struct isc_experiment_view *v, void *ctx);
+/*
+ * One page of what a caller of the API may list, newest first: all (the
+ * operator), else the experiments of the orgs where user_id is admin and those
+ * `owner` launched in the orgs where user_id is a member (store/store_access.h).
+ * after (NULL: from the newest) and limit (0: no limit): fn gets at most limit
+ * rows that come after the cursor, in order. The visibility condition applies to
+ * every page, so a cursor (whoever made it) never shows a row the caller may not
+ * see. Each of the caller's orgs is one index walk from the cursor, so a page
+ * costs its own rows, not the org's.
+ */
+int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, const char *owner,
+                              const struct isc_experiment_cursor *after, size_t limit,
+                              isc_experiment_view_fn fn, void *ctx, struct isc_err *err);
 /* Experiments the broker still has work for (not completed/failed/cancelled/stopped). */
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
                                      struct isc_err *err);

@@ -188,6 +188,45 @@ int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key
 	return 0;
 }
 
+static int key_from_row(sqlite3_stmt *st, void *rec)
+{
+	return read_row(st, rec);
+}
+
+static void key_clean(void *rec)
+{
+	isc_cloud_key_cleanup(rec);
+}
+
+int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t org_id,
+                       const char *after_org, const char *after_provider, const char *after_name,
+                       size_t limit, struct isc_cloud_key **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	/* The first page's cursor ('', '', '') comes before every key (names are not empty). */
+	int rc = isc_store_prepare_cached(
+	    s,
+	    "SELECT " KEY_COLS "WHERE (?1 OR k.org_id IN (SELECT org_id FROM memberships WHERE "
+	    "user_id = ?2 AND role = 'admin')) AND (?3 <= 0 OR k.org_id = ?3) AND (o.name, "
+	    "k.provider, k.name) > (?4, ?5, ?6) ORDER BY o.name, k.provider, k.name LIMIT ?7",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, all != 0);
+	sqlite3_bind_int64(st, 2, user_id);
+	sqlite3_bind_int64(st, 3, org_id);
+	sqlite3_bind_text(st, 4, after_org ? after_org : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, after_provider ? after_provider : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, after_name ? after_name : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, limit ? (sqlite3_int64)limit : -1);
+	rc = isc_store_read_rows(s, st, sizeof(**out), key_from_row, key_clean,
+	                         "listing cloud keys", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
 /* True when the comma-separated list is empty or names region. */
 static int covers(const char *regions, const char *region)
 {

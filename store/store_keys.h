@@ -43,6 +43,15 @@ int isc_store_key_add(struct isc_store *s, const struct isc_cloud_key *k, struct
 /* ISC_ENOTFOUND when there is no such key. */
 int isc_store_key_get(struct isc_store *s, const char *id, struct isc_cloud_key *out,
                       struct isc_err *err);
+/*
+ * A page of the keys of the orgs where user_id is admin (all: every org), only
+ * org_id's when > 0, by org name, provider and name, after the key (after_org,
+ * after_provider, after_name) (NULL after_org: the first page); at most limit
+ * rows (0: all). The listings' pages: docs/api.md, "Pages".
+ */
+int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t org_id,
+                       const char *after_org, const char *after_provider, const char *after_name,
+                       size_t limit, struct isc_cloud_key **out, size_t *n, struct isc_err *err);
 /* Every key, or those of one organisation (org_id > 0), by org, provider and name. */
 int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key **out, size_t *n,
                        struct isc_err *err);

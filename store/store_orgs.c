@@ -96,6 +96,30 @@ int isc_store_org_list(struct isc_store *s, struct isc_org **out, size_t *n, str
 	return rc;
 }
 
+int isc_store_org_page(struct isc_store *s, int all, int64_t user_id, const char *after_name,
+                       size_t limit, struct isc_org **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	void *list;
+	/* orgs.name is UNIQUE: its index is walked from the cursor. */
+	int rc = isc_store_prepare_cached(
+	    s,
+	    "SELECT id, name, created_at_ms FROM orgs WHERE (?1 OR id IN (SELECT org_id FROM "
+	    "memberships WHERE user_id = ?2)) AND name > ?3 ORDER BY name LIMIT ?4",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, all != 0);
+	sqlite3_bind_int64(st, 2, user_id);
+	sqlite3_bind_text(st, 3, after_name ? after_name : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, limit ? (sqlite3_int64)limit : -1);
+	rc = isc_store_read_rows(s, st, sizeof(**out), org_from_row, org_clean,
+	                         "listing organisations", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
 int isc_store_project_add(struct isc_store *s, const char *org_name, const char *name,
                           char **id_out, struct isc_err *err)
 {
@@ -212,5 +236,29 @@ int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc
 		return rc;
 	if (org_name)
 		sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
+	return project_query(s, st, out, n, err);
+}
+
+int isc_store_project_page(struct isc_store *s, int all, int64_t user_id, const char *org_name,
+                           const char *after_org, const char *after_name, size_t limit,
+                           struct isc_project **out, size_t *n, struct isc_err *err)
+{
+	sqlite3_stmt *st;
+	/* The first page's cursor ('', '') comes before every project (names are not empty). */
+	int rc = isc_store_prepare_cached(
+	    s,
+	    PROJECT_COLS "WHERE (?1 OR p.org_id IN (SELECT org_id FROM memberships WHERE user_id "
+	                 "= ?2)) AND (?3 IS NULL OR o.name = ?3) AND (o.name, p.name) > (?4, ?5) "
+	                 "ORDER BY o.name, p.name LIMIT ?6",
+	    &st, err);
+	if (rc)
+		return rc;
+	sqlite3_bind_int(st, 1, all != 0);
+	sqlite3_bind_int64(st, 2, user_id);
+	if (org_name)
+		sqlite3_bind_text(st, 3, org_name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, after_org ? after_org : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, after_name ? after_name : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, limit ? (sqlite3_int64)limit : -1);
 	return project_query(s, st, out, n, err);
 }

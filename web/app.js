@@ -46,6 +46,20 @@ const ISC = (() => {
     return type.startsWith('application/json') ? resp.json() : resp.text();
   }
 
+  // Every row of a listing that comes in pages (docs/api.md, "Pages"): follows
+  // X-Isc-Next until the last page, so a page of the Control Plane shows them all.
+  async function apiAll(path) {
+    const sep = path.includes('?') ? '&' : '?';
+    let rows = [], after = null;
+    do {
+      const q = sep + 'limit=1000' + (after ? '&after=' + encodeURIComponent(after) : '');
+      const resp = await api('GET', path + q, undefined, { raw: true });
+      rows = rows.concat(await resp.json());
+      after = resp.headers.get('X-Isc-Next');
+    } while (after);
+    return rows;
+  }
+
   // el('td', {class: 'num', title: x}, 'text' | Node | [children]): attributes are set
   // with setAttribute (values, not markup), text with textContent.
   function el(tag, attrs, content) {
@@ -191,7 +205,7 @@ const ISC = (() => {
     const h = header(active);
     try {
       whoami = await api('GET', '/v1/whoami');
-      orgs = await api('GET', '/v1/orgs');
+      orgs = await apiAll('/v1/orgs');
     } catch (e) {
       showError('error', e);
       return;
@@ -223,7 +237,7 @@ const ISC = (() => {
     return () => { stopped = true; clearTimeout(timer); };
   }
 
-  return { api, ApiError, el, append, clear, money, parseDollars, age, when, copy, copyButton,
+  return { api, apiAll, ApiError, el, append, clear, money, parseDollars, age, when, copy, copyButton,
     showError, org, role, isOperator, onOrgChange, page, every, token, signOut,
     setToken: (t) => sessionStorage.setItem(TOKEN_KEY, t) };
 })();

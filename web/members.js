@@ -21,7 +21,7 @@ async function load(org) {
   if (!org) return;
   let list;
   try {
-    list = await ISC.api('GET', '/v1/members?org=' + encodeURIComponent(org));
+    list = await ISC.apiAll('/v1/members?org=' + encodeURIComponent(org));
     ISC.showError('error', null);
     document.getElementById('add-panel').hidden = false;
   } catch (e) {

@@ -9,7 +9,7 @@ async function load(org) {
   if (!org) return;
   let list;
   try {
-    list = await ISC.api('GET', '/v1/projects?org=' + encodeURIComponent(org));
+    list = await ISC.apiAll('/v1/projects?org=' + encodeURIComponent(org));
     ISC.showError('error', null);
   } catch (e) {
     ISC.showError('error', e);
