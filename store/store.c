@@ -149,6 +149,13 @@ char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom)
 	return copy;
 }
 
+void isc_store_rows_free(void *list, size_t n, size_t size, isc_store_rec_cleanup_fn cleanup)
+{
+	for (size_t i = 0; list && i < n; i++)
+		cleanup((char *)list + i * size);
+	free(list);
+}
+
 int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
                         isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
                         const char *what, void **out, size_t *n, struct isc_err *err)
@@ -185,9 +192,7 @@ int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
 	return 0;
 fail:
 	isc_store_finalize(s, st);
-	for (size_t i = 0; i < count; i++)
-		cleanup(list + i * size);
-	free(list);
+	isc_store_rows_free(list, count, size, cleanup);
 	return rc;
 }
 

@@ -49,11 +49,14 @@ void isc_user_cleanup(struct isc_user *u)
 	memset(u, 0, sizeof(*u));
 }
 
+static void user_clean(void *rec)
+{
+	isc_user_cleanup(rec);
+}
+
 void isc_user_list_free(struct isc_user *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_user_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), user_clean);
 }
 
 int isc_store_user_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
@@ -84,11 +87,6 @@ static int user_from_row(sqlite3_stmt *st, void *rec)
 	u->name = isc_store_col_text(st, 1, &oom);
 	u->created_at_ms = sqlite3_column_int64(st, 2);
 	return oom ? ISC_ENOMEM : 0;
-}
-
-static void user_clean(void *rec)
-{
-	isc_user_cleanup(rec);
 }
 
 int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *out,
@@ -157,9 +155,7 @@ static void membership_clean(void *rec)
 
 void isc_membership_list_free(struct isc_membership *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		membership_clean(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), membership_clean);
 }
 
 static int membership_from_row(sqlite3_stmt *st, void *rec)
@@ -290,11 +286,14 @@ void isc_token_cleanup(struct isc_token *t)
 	memset(t, 0, sizeof(*t));
 }
 
+static void token_clean(void *rec)
+{
+	isc_token_cleanup(rec);
+}
+
 void isc_token_list_free(struct isc_token *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_token_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), token_clean);
 }
 
 int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err)
@@ -358,11 +357,6 @@ static int token_from_row(sqlite3_stmt *st, void *rec)
 	t->revoked_at_ms = sqlite3_column_int64(st, 6);
 	t->parent_id = isc_store_col_text(st, 7, &oom);
 	return oom ? ISC_ENOMEM : 0;
-}
-
-static void token_clean(void *rec)
-{
-	isc_token_cleanup(rec);
 }
 
 int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *out,
@@ -558,9 +552,7 @@ static void audit_clean(void *rec)
 
 void isc_audit_list_free(struct isc_audit *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		audit_clean(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), audit_clean);
 }
 
 static int audit_from_row(sqlite3_stmt *st, void *rec)

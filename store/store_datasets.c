@@ -38,11 +38,14 @@ void isc_dataset_cleanup(struct isc_dataset *d)
 	memset(d, 0, sizeof(*d));
 }
 
+static void dataset_clean(void *rec)
+{
+	isc_dataset_cleanup(rec);
+}
+
 void isc_dataset_list_free(struct isc_dataset *list, size_t n)
 {
-	for (size_t i = 0; list && i < n; i++)
-		isc_dataset_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), dataset_clean);
 }
 
 static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)

@@ -33,16 +33,14 @@ void isc_experiment_cleanup(struct isc_experiment *e)
 	memset(e, 0, sizeof(*e));
 }
 
-void isc_experiment_list_free(struct isc_experiment *list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		isc_experiment_cleanup(&list[i]);
-	free(list);
-}
-
 static void experiment_clean(void *rec)
 {
 	isc_experiment_cleanup(rec);
+}
+
+void isc_experiment_list_free(struct isc_experiment *list, size_t n)
+{
+	isc_store_rows_free(list, n, sizeof(*list), experiment_clean);
 }
 
 static void event_clean(void *rec)
@@ -55,9 +53,7 @@ static void event_clean(void *rec)
 
 void isc_event_list_free(struct isc_event *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		event_clean(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), event_clean);
 }
 
 static int in_transaction(struct isc_store *s)

@@ -45,6 +45,12 @@ int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
                         isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
                         const char *what, void **out, size_t *n, struct isc_err *err);
 /*
+ * Frees a list of n records of `size` bytes: cleanup on each (it frees one
+ * record's fields), then the array. Every row type's *_list_free is this with
+ * its cleanup; isc_store_read_rows uses it when it fails part way.
+ */
+void isc_store_rows_free(void *list, size_t n, size_t size, isc_store_rec_cleanup_fn cleanup);
+/*
  * The first row of st into *rec (zeroed first), then finalizes st.
  * ISC_ENOTFOUND without touching err when there is no row: the caller names
  * what is missing.

@@ -26,11 +26,14 @@ void isc_cloud_key_cleanup(struct isc_cloud_key *k)
 	memset(k, 0, sizeof(*k));
 }
 
+static void key_clean(void *rec)
+{
+	isc_cloud_key_cleanup(rec);
+}
+
 void isc_cloud_key_list_free(struct isc_cloud_key *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_cloud_key_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), key_clean);
 }
 
 static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, struct isc_err *err)
@@ -149,53 +152,31 @@ int isc_store_key_get(struct isc_store *s, const char *id, struct isc_cloud_key 
 	return rc;
 }
 
+static int key_from_row(sqlite3_stmt *st, void *rec)
+{
+	return read_row(st, rec);
+}
+
 int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key **out, size_t *n,
                        struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	struct isc_cloud_key *v = NULL;
-	size_t k = 0;
+	void *list;
 	int rc = isc_store_prepare(
 	    s,
 	    "SELECT " KEY_COLS "WHERE ?1 <= 0 OR k.org_id = ?1 ORDER BY o.name, k.provider, k.name",
 	    &st, err);
-	int step;
 
 	*out = NULL;
 	*n = 0;
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, org_id);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		struct isc_cloud_key *grown = realloc(v, (k + 1) * sizeof(*v));
-		if (!grown || read_row(st, &(v = grown)[k])) {
-			if (grown)
-				v = grown;
-			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-			break;
-		}
-		k++;
-	}
-	if (!rc && step != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, step, "listing cloud keys", err);
-	sqlite3_finalize(st);
-	if (rc) {
-		isc_cloud_key_list_free(v, k);
-		return rc;
-	}
-	*out = v;
-	*n = k;
-	return 0;
-}
-
-static int key_from_row(sqlite3_stmt *st, void *rec)
-{
-	return read_row(st, rec);
-}
-
-static void key_clean(void *rec)
-{
-	isc_cloud_key_cleanup(rec);
+	rc = isc_store_read_rows(s, st, sizeof(**out), key_from_row, key_clean,
+	                         "listing cloud keys", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
 }
 
 int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t org_id,

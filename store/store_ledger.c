@@ -274,9 +274,7 @@ static void spend_clean(void *rec)
 
 void isc_spend_rows_free(struct isc_spend_row *rows, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		spend_clean(&rows[i]);
-	free(rows);
+	isc_store_rows_free(rows, n, sizeof(*rows), spend_clean);
 }
 
 static int spend_from_row(sqlite3_stmt *st, void *rec)

@@ -10,11 +10,14 @@ void isc_org_cleanup(struct isc_org *o)
 	memset(o, 0, sizeof(*o));
 }
 
+static void org_clean(void *rec)
+{
+	isc_org_cleanup(rec);
+}
+
 void isc_org_list_free(struct isc_org *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_org_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), org_clean);
 }
 
 void isc_project_cleanup(struct isc_project *p)
@@ -25,11 +28,14 @@ void isc_project_cleanup(struct isc_project *p)
 	memset(p, 0, sizeof(*p));
 }
 
+static void project_clean(void *rec)
+{
+	isc_project_cleanup(rec);
+}
+
 void isc_project_list_free(struct isc_project *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_project_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), project_clean);
 }
 
 int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
@@ -50,11 +56,6 @@ int isc_store_org_add(struct isc_store *s, const char *name, int64_t *id_out, st
 	if (id_out)
 		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
 	return 0;
-}
-
-static void org_clean(void *rec)
-{
-	isc_org_cleanup(rec);
 }
 
 static int org_from_row(sqlite3_stmt *st, void *rec)
@@ -165,11 +166,6 @@ int isc_store_project_add(struct isc_store *s, const char *org_name, const char 
 #define PROJECT_COLS                                                                               \
 	"SELECT p.id, p.org_id, o.name, p.name, p.budget_micros, p.created_at_ms "                 \
 	"FROM projects p JOIN orgs o ON o.id = p.org_id "
-
-static void project_clean(void *rec)
-{
-	isc_project_cleanup(rec);
-}
 
 static int project_from_row(sqlite3_stmt *st, void *rec)
 {

@@ -72,9 +72,12 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 	return 0;
 }
 
+static void rank_outcome_clean(void *rec)
+{
+	free(((struct isc_rank_outcome *)rec)->cluster_id);
+}
+
 void isc_rank_outcome_list_free(struct isc_rank_outcome *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(list[i].cluster_id);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), rank_outcome_clean);
 }

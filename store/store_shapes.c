@@ -35,11 +35,14 @@ void isc_shape_cleanup(struct isc_shape *sh)
 	memset(sh, 0, sizeof(*sh));
 }
 
+static void shape_clean(void *rec)
+{
+	isc_shape_cleanup(rec);
+}
+
 void isc_shape_list_free(struct isc_shape *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		isc_shape_cleanup(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), shape_clean);
 }
 
 static int dup_field(char **dst, const char *src)
@@ -71,11 +74,6 @@ int isc_shape_copy(struct isc_shape *dst, const struct isc_shape *src)
 		return ISC_ENOMEM;
 	}
 	return 0;
-}
-
-static void shape_clean(void *rec)
-{
-	isc_shape_cleanup(rec);
 }
 
 /* The table's key: the id in lower case (ids are ASCII). NULL when out of memory. */
@@ -437,7 +435,5 @@ int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **ou
 
 void isc_shapes_summary_free(struct isc_shapes_summary *list, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		summary_clean(&list[i]);
-	free(list);
+	isc_store_rows_free(list, n, sizeof(*list), summary_clean);
 }

@@ -96,6 +96,25 @@ static void test_members(void **state)
 	isc_buf_cleanup(&b);
 }
 
+/* Integers are written without snprintf: the ends of int64 and zero, and a key that needs
+ * escaping takes the slow path to the same text jansson writes. */
+static void test_integers_and_keys(void **state)
+{
+	struct isc_buf b;
+	int first = 1;
+	(void)state;
+	isc_buf_init(&b, 0);
+	assert_int_equal(isc_json_out_int_member(&b, "min", INT64_MIN, &first), 0);
+	assert_int_equal(isc_json_out_int_member(&b, "zero", 0, &first), 0);
+	assert_int_equal(isc_json_out_int_member(&b, "nine", 9, &first), 0);
+	assert_int_equal(isc_json_out_int_member(&b, "ten", -10, &first), 0);
+	assert_int_equal(isc_json_out_str_member(&b, "a \"quoted\" key", "v", &first), 0);
+	assert_string_equal(isc_buf_cstr(&b),
+	                    "\"min\":-9223372036854775808,\"zero\":0,\"nine\":9,\"ten\":-10,"
+	                    "\"a \\\"quoted\\\" key\":\"v\"");
+	isc_buf_cleanup(&b);
+}
+
 /* Money's one form in replies: NAME_micros and the 6-place NAME; null for no amount. */
 static void test_money(void **state)
 {
@@ -121,6 +140,7 @@ int main(void)
 	    cmocka_unit_test(test_same_text_as_jansson),
 	    cmocka_unit_test(test_not_utf8_becomes_replacement),
 	    cmocka_unit_test(test_members),
+	    cmocka_unit_test(test_integers_and_keys),
 	    cmocka_unit_test(test_money),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
