@@ -250,4 +250,31 @@ if [ -f Makefile ] && [ -d "$bdir/obj" ]; then
 	check "a second make of the programs remakes nothing" make -q SAN=1 BUILD="$bdir" "$bdir/bin/isc" "$bdir/bin/iscd" "$bdir/bin/toml-decode" "$bdir/bin/credits-race"
 fi
 
+# ---- 8. a pool node that does not answer is never shown up ----
+# isc nodes add logs in first and refuses a node that does not answer, naming it and why;
+# --force adds it unreachable with the reason; iscd probes every node each node_probe_ms,
+# so a node whose sshd is killed is unreachable within a period (tests/integration/pool.sh
+# has the rest: authentication, host keys, coming back, no run on such a node).
+p8=$tmp/pool8
+mkdir -p "$p8"
+p8ip=127.154.$((RANDOM % 200 + 1)).200
+p8isc() { "$ISC_BIN/isc" --home "$p8/home" "$@"; }
+p8isc init >/dev/null
+printf '\ntick_interval_ms = 200\nnode_probe_ms = 1000\n' >>"$p8/home/config.toml"
+setpriv --pdeathsig TERM "$ISC_BIN/iscd" --home "$p8/home" 2>"$p8/iscd.log" &
+p8pid=$!
+iscd_wait_socket "$p8/home/run/api.sock"
+t0=$(date +%s%3N)
+p8isc nodes add "$p8ip" --port 2222 --user root --gpus 1 >/dev/null 2>"$p8/add.err"
+check "8: nodes add of an address where nothing listens fails" test $? -eq 1
+check "8: ...within 5 s" test $(($(date +%s%3N) - t0)) -lt 5000
+check "8: ...naming the node and why" grep -qF "node root@$p8ip:2222 does not answer: connection refused: nothing listens on $p8ip port 2222; not added" "$p8/add.err"
+check "8: --force adds it unreachable, with the reason" bash -c "'$ISC_BIN/isc' --home '$p8/home' nodes add '$p8ip' --port 2222 --user root --gpus 1 --force | grep -q 'added, unreachable: connection refused'"
+p8isc nodes pubkey >"$p8/keys"
+tests/mocks/node/node-up "$p8/n" "$p8ip" 2222 "$p8/keys" >/dev/null
+check "8: it is up once its sshd answers" bash -c "for _ in \$(seq 100); do '$ISC_BIN/isc' --home '$p8/home' nodes list | grep -qE '^ *1 .* up *\$' && exit 0; sleep 0.1; done; exit 1"
+tests/mocks/node/node-down "$p8/n" >/dev/null
+check "8: its sshd killed, isc nodes shows it unreachable within a period, with why" bash -c "for _ in \$(seq 100); do '$ISC_BIN/isc' --home '$p8/home' nodes list | grep -qE '^ *1 .* unreachable +connection refused' && exit 0; sleep 0.1; done; exit 1"
+kill -TERM "$p8pid" 2>/dev/null && wait "$p8pid" 2>/dev/null
+
 finish secondhour
