@@ -1440,9 +1440,11 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	for (size_t i = 0; i < n; i++) {
 		/* Keep what was not lost (issue 32); else the whole gang fails over below. */
-		if ((nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) &&
-		    replace_lost(b, s, e, &c, nodes, n))
-			goto out;
+		if (nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0) {
+			if (replace_lost(b, s, e, &c, nodes, n))
+				goto out;
+			break;
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].notice_at_ms && strcmp(nodes[i].state, "running") == 0) {

@@ -163,7 +163,8 @@ struct isc_launch_spec {
 	 * launched earlier with this token (its idempotency_token): they join that gang's
 	 * placement in the zone (the cluster placement group, compact placement policy or
 	 * compute cluster the driver made for it, which its live members keep), and a
-	 * count of 1 is placed as a member of a gang, not as a lone node.
+	 * count of 1 is placed as a member of a gang, not as a lone node. Where the cloud
+	 * lets nothing join (a GCP compact policy made with vmCount), they go to the zone.
 	 */
 	const char *placement_token;
 	/* With placement_token: the zone that gang's launch asked for ("" when the cloud

@@ -1516,15 +1516,17 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	gang = spec->count >= 2 || spec->placement_token;
 	if (s->firewall_check && gang && (rc = check_firewall(s, spec->zones[0], err)))
 		return rc;
-	if (s->compact_placement && gang && isc_gcp_compact_machine(machine)) {
-		/*
-		 * Close together: one compact policy for the gang, in the zones' region. A
-		 * replacement joins the policy its gang's launch made (insert of that name is
-		 * answered 409 alreadyExists, which create_policy takes as made).
-		 */
-		isc_gcp_policy_name(spec->placement_token ? spec->placement_token
-		                                          : spec->idempotency_token,
-		                    policy_name);
+	/*
+	 * Close together: one compact policy for the gang, in the zones' region. Nodes that
+	 * replace lost members of a gang cannot join its policy: it was made with vmCount =
+	 * the gang, and a policy with vmCount is applied to exactly that many VMs created
+	 * together, none later ("Use compact placement policies",
+	 * https://cloud.google.com/compute/docs/instances/use-compact-placement-policies).
+	 * They go to the gang's zone (spec->zones) without a policy.
+	 */
+	if (s->compact_placement && gang && !spec->placement_token &&
+	    isc_gcp_compact_machine(machine)) {
+		isc_gcp_policy_name(spec->idempotency_token, policy_name);
 		region_of(spec->zones[0], policy_region);
 		isc_busy_names_add(&busy_policies, policy_name, +1);
 		if ((rc = create_policy(s, spec, policy_region, policy_name, err))) {
@@ -1563,9 +1565,8 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
 		            spec->count, spec->instance_type, spec->n_zones, last);
 	if (policy) {
-		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED && !spec->placement_token) {
-			/* Nothing of the gang stands (a retryable outcome may still have nodes;
-			 * a replacement's gang keeps its live members in the policy). */
+		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED) {
+			/* Nothing of the gang stands (a retryable outcome may still have nodes). */
 			struct isc_err derr;
 			int deleted;
 			delete_policy(s, policy_region, policy_name, &deleted, &derr);
