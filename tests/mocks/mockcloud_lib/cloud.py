@@ -442,6 +442,15 @@ class Cloud:
             sir["state"] = "closed"
 
     def interrupt(self, iid, notice_s):
+        """A spot interruption as EC2 does it: the spot request goes to
+        marked-for-termination with the notice, and the instance is terminated by the
+        service when it runs out (two minutes on EC2): "Spot Instance interruption notices",
+        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+        and the request status codes of "Spot request status",
+        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-request-status.html.
+        OCI's preemption (oci.py's preemptible instances) reuses it: a reclaimed
+        preemptible instance is terminated (preemptionAction TERMINATE), "Preemptible
+        Instances", https://docs.oracle.com/en-us/iaas/Content/Compute/Concepts/preemptible.htm."""
         with self.lock:
             inst = self.instances.get(iid)
             if inst is None:

@@ -1008,7 +1008,9 @@ class Gce:
         return None
 
     def preempt(self, ident, notice_s):
-        """Preemption as Compute does it: a compute.instances.preempted operation now, the
+        """Preemption as Compute does it ("Spot VMs", preemption process,
+        https://cloud.google.com/compute/docs/instances/spot#preemption-process): a
+        compute.instances.preempted operation now, the
         instance STOPPING for notice_s (ACPI soft off, 30 s on real GCE), then terminated and,
         with instanceTerminationAction DELETE, gone."""
         inst = self.find_instance(ident)
