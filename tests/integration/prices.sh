@@ -13,7 +13,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS="aws gcp" "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 isc() { "$ISC_BIN/isc" "$@"; }
 mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
