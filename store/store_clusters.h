@@ -140,8 +140,6 @@ int isc_store_node_known(struct isc_store *s, const char *instance_id, int *know
                          struct isc_err *err);
 void isc_node_list_free(struct isc_node *list, size_t n);
 
-#endif
-
 /* A node with time not yet charged, with what a ledger row needs. */
 struct isc_node_charge {
 	char *instance_id;
@@ -159,3 +157,5 @@ struct isc_node_charge {
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
                               size_t *n, struct isc_err *err);
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n);
+
+#endif
