@@ -98,28 +98,44 @@ int isc_json_out_string(struct isc_buf *b, const char *s)
 	return rc ? rc : isc_buf_putc(b, '"');
 }
 
+/* The length of s's first run of plain bytes (all of s when it needs no escape). */
+static size_t plain_run(const char *s)
+{
+	size_t n = 0;
+	while (plain((unsigned char)s[n]))
+		n++;
+	return n;
+}
+
+/*
+ * ,"key": (no comma when first) into lit, when the key is plain and fits in size
+ * with room for two more bytes: its length, else 0. A key is a name in the code.
+ */
+static size_t key_lit(char *lit, size_t size, const char *key, int first)
+{
+	size_t n = strlen(key), at = 0;
+
+	if (n + 6 > size || plain_run(key) != n)
+		return 0;
+	if (!first)
+		lit[at++] = ',';
+	lit[at++] = '"';
+	memcpy(lit + at, key, n);
+	at += n;
+	lit[at++] = '"';
+	lit[at++] = ':';
+	return at;
+}
+
 int isc_json_out_key(struct isc_buf *b, const char *key, int *first)
 {
-	size_t n = strlen(key);
 	char lit[64];
+	size_t at = key_lit(lit, sizeof(lit), key, *first);
 	int rc;
 
-	/* A key is a name in the code: when plain and short, ,"key": is one append. */
-	if (n + 4 <= sizeof(lit)) {
-		size_t at = 0, i;
-		for (i = 0; i < n && plain((unsigned char)key[i]); i++)
-			;
-		if (i == n) {
-			if (!*first)
-				lit[at++] = ',';
-			lit[at++] = '"';
-			memcpy(lit + at, key, n);
-			at += n;
-			lit[at++] = '"';
-			lit[at++] = ':';
-			*first = 0;
-			return isc_buf_append(b, lit, at);
-		}
+	if (at) {
+		*first = 0;
+		return isc_buf_append(b, lit, at);
 	}
 	rc = *first ? 0 : isc_buf_putc(b, ',');
 	*first = 0;
@@ -130,23 +146,46 @@ int isc_json_out_key(struct isc_buf *b, const char *key, int *first)
 
 int isc_json_out_str_member(struct isc_buf *b, const char *key, const char *value, int *first)
 {
-	int rc = isc_json_out_key(b, key, first);
+	const char *v = value ? value : "";
+	char lit[256];
+	size_t at = key_lit(lit, sizeof(lit), key, *first), n;
+	int rc;
+
+	/* The common member, a plain key and a short plain value, is one append. */
+	if (at && (n = strlen(v)) + at + 2 <= sizeof(lit) && plain_run(v) == n) {
+		lit[at++] = '"';
+		memcpy(lit + at, v, n);
+		at += n;
+		lit[at++] = '"';
+		*first = 0;
+		return isc_buf_append(b, lit, at);
+	}
+	rc = isc_json_out_key(b, key, first);
 	return rc ? rc : isc_json_out_string(b, value);
 }
 
 int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, int *first)
 {
 	/* Digits written from the end (snprintf was a tenth of a page's CPU). */
-	char num[24], *at = num + sizeof(num);
+	char num[24], *at = num + sizeof(num), lit[64 + sizeof(num)];
 	uint64_t mag = value < 0 ? (uint64_t)0 - (uint64_t)value : (uint64_t)value;
-	int rc = isc_json_out_key(b, key, first);
+	size_t k = key_lit(lit, sizeof(lit) - sizeof(num), key, *first), len;
+	int rc;
 
 	do
 		*--at = (char)('0' + mag % 10);
 	while ((mag /= 10));
 	if (value < 0)
 		*--at = '-';
-	return rc ? rc : isc_buf_append(b, at, (size_t)(num + sizeof(num) - at));
+	len = (size_t)(num + sizeof(num) - at);
+	if (k) {
+		/* Key and number in one append. */
+		memcpy(lit + k, at, len);
+		*first = 0;
+		return isc_buf_append(b, lit, k + len);
+	}
+	rc = isc_json_out_key(b, key, first);
+	return rc ? rc : isc_buf_append(b, at, len);
 }
 
 json_t *isc_json_money_or_null(json_t *o, const char *name, int has, int64_t micros)

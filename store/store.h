@@ -25,6 +25,11 @@ char *isc_home_resolve(const char *explicit_home, struct isc_err *err);
  * Without `create`, a missing store is ISC_ENOTFOUND ("run isc init").
  */
 int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err);
+/*
+ * Opens an existing store for the use of one thread at a time only (the API's
+ * server threads each have one): SQLite then takes no mutex on its calls.
+ */
+int isc_store_open_unshared(const char *home, struct isc_store **out, struct isc_err *err);
 void isc_store_free(struct isc_store *s);
 
 /* The raw handle for the store_*.c modules only; other modules never touch SQL. */
