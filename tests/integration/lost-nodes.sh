@@ -252,6 +252,33 @@ check "isc status says two were replaced" ln_status_says "$two" "replacing 2 of 
 check "isc status says a kept node became rank 0" ln_status_says "$zero" "a kept node becomes rank 0"
 check "kept nodes are charged on their own rows (5 node rows for 5 instances)" \
 	test "$(db "SELECT COUNT(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$one'")" = 5
+# ln_charges_continue ID KEPT_IDS: the ledger's charges of each instance never overlap and
+# leave no gap (nothing charged twice, nothing skipped), and a kept instance's charges go
+# on under the replacement cluster after the old one's (one interval, two clusters).
+ln_charges_continue() {
+	db "SELECT node_instance_id, cluster_id, period_start_ms, period_end_ms FROM ledger
+	    WHERE kind = 'charge' AND experiment_id = '$1' ORDER BY node_instance_id, period_start_ms" |
+		py -c '
+import sys
+kept = sys.argv[1].split()
+rows = [l.split("|") for l in sys.stdin.read().splitlines() if l]
+by = {}
+for iid, cid, a, b in rows:
+    by.setdefault(iid, []).append((int(a), int(b), cid))
+bad = []
+for iid, iv in by.items():
+    for (a0, b0, _), (a1, b1, _) in zip(iv, iv[1:]):
+        if a1 != b0:
+            bad.append("%s: charged %d..%d then %d..%d" % (iid, a0, b0, a1, b1))
+for k in kept:
+    if len({c for _, _, c in by.get(k, [])}) != 2:
+        bad.append("%s: charged under %s" % (k, sorted({c for _, _, c in by.get(k, [])})))
+for x in bad:
+    print(x, file=sys.stderr)
+sys.exit(1 if bad or not by else 0)' "$2"
+}
+check "one lost: each node charged once, the kept ones on through the replacement" \
+	ln_charges_continue "$one" "$(kept_of "${all_ids[$one]}" "$one_lost")"
 check "no capacity: the whole gang failed over (4 launched, the old ones terminated)" \
 	ln_verify "$cap" "$(kept_of "${all_ids[$cap]}" "$cap_lost")" "$cap_lost" 4 1
 check "isc status says the replacement fell back, and why" ln_status_says "$cap" "whole-gang failover"
