@@ -2,25 +2,16 @@
 # Bursts end to end on the mock cloud: iscd places, provisions (signed EC2 calls),
 # boots containers over SSH on real sshd nodes, follows them, and tears down.
 . "$(dirname "$0")/lib.sh"
-repo=$(cd "$(dirname "$0")/../.." && pwd)
+sandbox_dir burst
 launch=$repo/tests/integration/launch
-dir=$(mktemp -d /tmp/isc-burst.XXXXXX)
-cleanup() {
-	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
-	rm -rf "$dir"
-}
-trap cleanup EXIT
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
-
-"$ISC_BIN/iscd" 2>"$dir/iscd.log" &
-echo $! >"$dir/iscd.pid"
-
+start_iscd
 
 # 1. A two-node burst runs to completed with the right environment on both ranks.
 id=$(submit "$launch/two-node.isc")
 check "two-node burst completes" wait_status "$id" completed 60
-out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+out=$(status_of "$id" output_path)
 check "rank 0 log has RANK=0 NNODES=2" grep -q "RANK=0 NNODES=2 N_PROC=1" "$out/rank_0.txt"
 check "rank 1 log has RANK=1 NNODES=2" grep -q "RANK=1 NNODES=2 N_PROC=1" "$out/rank_1.txt"
 master=$(sed -nE 's/.*MASTER_ADDR=([0-9.]+).*/\1/p' "$out/rank_1.txt")
@@ -33,15 +24,15 @@ check "nodes terminated after completion" wait_no_live
 # 2. A failing command gives failed.
 id=$(submit "$launch/fails.isc")
 check "failing command gives failed" wait_status "$id" failed 60
-check "reason names the exit code" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'exited with code 3'"
+check "reason names the exit code" status_says "$id" 'exited with code 3'
 check "nodes terminated after failure" wait_no_live
 
 # 3. Capacity on the first shape moves the experiment to the second, and the events say so.
 fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":10}'
 id=$(submit "$launch/two-node.isc")
 check "burst completes on the second shape" wait_status "$id" completed 60
-check "events name the capacity error" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'capacity'"
-check "events name the second shape" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'trying aws-us-east-1-g5.xlarge-ondemand'"
+check "events name the capacity error" status_says "$id" capacity
+check "events name the second shape" status_says "$id" 'trying aws-us-east-1-g5.xlarge-ondemand'
 mock faults -X DELETE >/dev/null
 check "nothing left after failover" wait_no_live
 
@@ -49,7 +40,7 @@ check "nothing left after failover" wait_no_live
 fault '{"kind":"partial","instance_type":"g4dn.xlarge","count":1,"fail_nodes":1}'
 id=$(submit "$launch/two-node.isc")
 check "burst completes after a partial gang" wait_status "$id" completed 60
-check "events say the gang was rolled back" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'rolling back'"
+check "events say the gang was rolled back" status_says "$id" 'rolling back'
 check "nothing left after partial gang" wait_no_live
 
 # 5. Cancel mid-run: containers stopped, nodes terminated, cancelled.
@@ -72,27 +63,9 @@ check "nothing left after cancel mid-boot" wait_no_live
 id=$(submit "$launch/long.isc")
 check "interruptible burst runs" wait_status "$id" running 60
 sleep 3 # let it write a few checkpoints, and the broker sync them on its schedule
-check "checkpoints synced home on schedule" bash -c "for i in \$(seq 1 50); do test -s '$ISC_HOME/experiments/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
-victim=$(mock instances | /usr/bin/python3 -c '
-import json, sys
-rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
-print(sorted(rows, key=lambda r: r["launched_at"])[0]["id"] if rows else "")' "$id")
-fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":10}"
-check "the interruption is seen" bash -c "for i in \$(seq 1 100); do '$ISC_BIN/isc' status '$id' | grep -q interrupted && exit 0; sleep 0.2; done; exit 1"
-running_cycle2() {
-	for _ in $(seq 1 300); do
-		isc status "$1" --json | /usr/bin/python3 -c '
-import json, sys
-e = json.load(sys.stdin)
-sys.exit(0 if e["status"] == "running" and e["cycle_count"] == 2 else 1)' && return 0
-		sleep 0.2
-	done
-	isc status "$1" >&2
-	return 1
-}
-check "reprovisioned and running again in cycle 2" running_cycle2 "$id"
-out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
-check "rank 0 resumed from its checkpoint" bash -c "for i in \$(seq 1 50); do grep -q 'resumed from step' '$out/rank_0.txt' 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
+check "checkpoints synced home on schedule" within 10 test -s "$ISC_HOME/experiments/$id/checkpoints/step"
+interrupt_resumes "$id" interrupt 10 60 oldest
+out=$(status_of "$id" output_path)
 check "rank 0 runs cycle 2" grep -q "start cycle 2" "$out/rank_0.txt"
 isc cancel "$id" >/dev/null
 check "interrupted burst cancels" wait_status "$id" cancelled 30
@@ -101,12 +74,10 @@ check "nothing left after the interruption" wait_no_live
 # 8. kill -9 of iscd mid-run: a new iscd picks the experiment up, sees it finish, and leaks nothing.
 id=$(submit "$launch/sleeper.isc")
 check "burst runs before the crash" wait_status "$id" running 60
-kill -KILL "$(cat "$dir/iscd.pid")"
-wait "$(cat "$dir/iscd.pid")" 2>/dev/null
-"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
-echo $! >"$dir/iscd.pid"
+kill_iscd
+start_iscd
 check "completed under the restarted iscd" wait_status "$id" completed 60
-out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+out=$(status_of "$id" output_path)
 check "the whole log of rank 0 arrived" grep -q "end rank 0" "$out/rank_0.txt"
 check "nothing left after the crash" wait_no_live
 
@@ -116,11 +87,9 @@ fault '{"kind":"error5xx","action":"DescribeInstances","count":2}'
 fault '{"kind":"throttle","count":3}'
 id=$(submit "$launch/two-node.isc")
 check "burst completes through lost replies" wait_status "$id" completed 60
-check "exactly one gang was created for it" test "$(mock instances | /usr/bin/python3 -c '
-import json, sys
-print(sum(1 for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1]))' "$id")" = 2
+check "exactly one gang was created for it" test "$(instances_of "$id")" = 2
 check "nothing left after lost replies" wait_no_live
-if [ "$(mock instances | grep -c "$id")" != 2 ]; then isc status "$id" >&2; mock instances | /usr/bin/python3 -c '
+if [ "$(instances_of "$id")" != 2 ]; then isc status "$id" >&2; mock instances | /usr/bin/python3 -c '
 import json, sys
 for r in json.load(sys.stdin):
     if r["tags"].get("isc:experiment") == sys.argv[1]:
@@ -167,8 +136,8 @@ ISC
 done
 id=$(submit "$dir/broke.isc")
 check "uncovered experiment waits" wait_status "$id" waiting 30
-check "waiting says why" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'credits: organisation broke has'"
-check "nothing launched for it" test "$(mock instances | grep -c "$id")" = 0
+check "waiting says why" status_says "$id" 'credits: organisation broke has'
+check "nothing launched for it" test "$(instances_of "$id")" = 0
 # The waiting order (queue/burst.h): a newer burst of the same organisation does not draw
 # on its credits ahead of the one waiting for them; it waits behind it, saying so.
 cat >"$dir/broke-small.isc" <<'ISC'
@@ -180,8 +149,8 @@ command = 'sleep 30'
 ISC
 small=$(submit "$dir/broke-small.isc")
 check "a newer burst of the same organisation waits behind it" wait_status "$small" waiting 30
-check "... saying where it stands and behind whom" bash -c "'$ISC_BIN/isc' status '$small' | grep -q 'Status:   waiting: credits: #2 in line for the credits of organisation broke, behind $id'"
-check "nothing launched for the newer one" test "$(mock instances | grep -c "$small")" = 0
+check "... saying where it stands and behind whom" status_says "$small" "Status:   waiting: credits: #2 in line for the credits of organisation broke, behind $id"
+check "nothing launched for the newer one" test "$(instances_of "$small")" = 0
 isc cancel "$id" >/dev/null
 isc credits grant --org broke 5.00 >/dev/null
 check "once the one ahead is gone, the newer one runs" wait_status "$small" running 60
@@ -190,7 +159,7 @@ check "... and is cancelled" wait_status "$small" cancelled 30
 id=$(submit "$dir/poor.isc")
 check "covered experiment runs" wait_status "$id" running 60
 check "credits running out stop it" wait_status "$id" stopped 60
-check "stopped says out of credits" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'out of credits'"
+check "stopped says out of credits" status_says "$id" 'out of credits'
 check "its node is terminated" wait_no_live
 sleep 1 # one more tick charges up to the confirmed termination
 /usr/bin/python3 - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$id" <<'PY'
@@ -217,11 +186,8 @@ check "spend table aligned" table_aligned "$dir/spend.txt"
 check "spend: every amount to the micro-dollar (six decimals)" bash -c \
 	"tail -n +2 '$dir/spend.txt' | awk '{print \$NF}' | grep -Evx -e '-?[0-9]+\\.[0-9]{6}' | wc -l | grep -qx 0"
 
-check "iscd is still alive" kill -0 "$(cat "$dir/iscd.pid")"
-pid=$(cat "$dir/iscd.pid")
-kill -TERM "$pid"
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-check "iscd stopped on SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"
-check "iscd log has no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
-grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$dir/iscd.log" | head -60 >&2
+check "iscd is still alive" iscd_alive
+stop_iscd
+check "iscd stopped on SIGTERM" bash -c "! kill -0 $(cat "$dir/iscd.pid") 2>/dev/null"
+check "iscd log has no sanitizer report" no_sanitizer_report "$dir/iscd.log"
 finish burst

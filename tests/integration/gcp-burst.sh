@@ -5,26 +5,13 @@
 # the same burst; a GCP zone stockout moves to the next zone; a preemption checkpoints,
 # reprovisions and resumes; lost replies, 5xx and rate limits create no second gang.
 . "$(dirname "$0")/lib.sh"
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-dir=$(mktemp -d /tmp/isc-gcp-burst.XXXXXX)
-cleanup() {
-	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+sandbox_dir gcp-burst
 ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
-
-"$ISC_BIN/iscd" 2>"$dir/iscd.log" &
-echo $! >"$dir/iscd.pid"
+start_iscd
 
 # gcp_rows EXPERIMENT [PY-CONDITION]: how many GCE instances of the experiment match.
-gcp_rows() {
-	mock "instances?provider=gcp" | /usr/bin/python3 -c '
-import json, sys
-rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc-experiment") == sys.argv[1]]
-print(sum(1 for r in rows if eval(sys.argv[2])))' "$1" "${2:-True}"
-}
+gcp_rows() { instances_of "$1" "r[\"provider\"] == \"gcp\" and (${2:-True})"; }
 launch_file() { # NAME GPUS PRIORITY COMMAND
 	cat >"$dir/$1.isc" <<ISC
 isc_project_id = "demo"
@@ -44,13 +31,13 @@ check "isc shapes offers GCP shapes" bash -c "'$ISC_BIN/isc' shapes --gpus 4 --p
 launch_file gcp4 4 '"gcp-us-central1-g2-standard-4-spot"' "$env_cmd"
 id=$(submit "$dir/gcp4.isc")
 check "four-node GCP burst completes" wait_status "$id" completed 90
-out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
+out=$(status_of "$id" output_path)
 for r in 0 1 2 3; do
 	check "rank $r has RANK=$r NNODES=4 N_PROC=1" grep -q "RANK=$r NNODES=4 N_PROC=1" "$out/rank_$r.txt"
 done
 master=$(sed -nE 's/.*MASTER_ADDR=([0-9.]+) .*/\1/p' "$out/rank_3.txt")
 check "MASTER_ADDR is rank 0's address" grep -q "\"$master\": *0" <<<"$(sed -nE 's/.*MAP=(.*)$/\1/p' "$out/rank_0.txt")"
-check "the shape was GCP's" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'gcp-us-central1-g2-standard-4-spot'"
+check "the shape was GCP's" status_says "$id" gcp-us-central1-g2-standard-4-spot
 check "one gang of 4 Spot VMs, labelled for the experiment" test "$(gcp_rows "$id" 'r["spot"]')" = 4
 check "every GCE node deleted after completion" bash -c "for i in \$(seq 1 100); do test \"\$(curl -s '$MOCKCLOUD_URL/_mock/instances?provider=gcp' | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if not r[\"deleted\"]))')\" = 0 && exit 0; sleep 0.2; done; exit 1"
 check "nothing left running" wait_no_live
@@ -60,8 +47,8 @@ fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":20}'
 launch_file failover 2 '"aws-us-east-1-g4dn.xlarge-spot", "gcp-us-central1-g2-standard-4-spot"' "$env_cmd"
 id=$(submit "$dir/failover.isc")
 check "AWS out of capacity: completed on GCP" wait_status "$id" completed 90
-check "events name AWS's capacity error" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'InsufficientInstanceCapacity'"
-check "events name the GCP shape" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'trying gcp-us-central1-g2-standard-4-spot'"
+check "events name AWS's capacity error" status_says "$id" InsufficientInstanceCapacity
+check "events name the GCP shape" status_says "$id" 'trying gcp-us-central1-g2-standard-4-spot'
 check "the gang ran on GCE" test "$(gcp_rows "$id")" = 2
 mock faults -X DELETE >/dev/null
 check "nothing left after the failover" wait_no_live
@@ -86,30 +73,9 @@ launch_file long 2 '"gcp-us-central1-g2-standard-4-spot"' \
 	'echo "start cycle $STRONG_CYCLE_COUNT rank $RANK"; if [ -f /mnt/checkpoints/step ]; then echo "resumed from step $(cat /mnt/checkpoints/step)"; fi; for i in $(seq 1 600); do echo $i > /mnt/checkpoints/step; sleep 0.2; done'
 id=$(submit "$dir/long.isc")
 check "GCP burst runs" wait_status "$id" running 90
-check "checkpoints synced home" bash -c "for i in \$(seq 1 75); do test -s '$ISC_HOME/experiments/$id/checkpoints/step' && exit 0; sleep 0.2; done; exit 1"
-victim=$(mock "instances?provider=gcp" | /usr/bin/python3 -c '
-import json, sys
-rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc-experiment") == sys.argv[1] and r["state"] == "running"]
-print(sorted(rows, key=lambda r: r["id"])[0]["id"] if rows else "")' "$id")
-fault "{\"kind\":\"preempt\",\"instance_id\":\"$victim\",\"notice_s\":10}"
-check "the preemption is seen" bash -c "for i in \$(seq 1 100); do '$ISC_BIN/isc' status '$id' | grep -q interrupted && exit 0; sleep 0.2; done; exit 1"
-running_cycle2() {
-	for _ in $(seq 1 450); do
-		isc status "$1" --json | /usr/bin/python3 -c '
-import json, sys
-e = json.load(sys.stdin)
-sys.exit(0 if e["status"] == "running" and e["cycle_count"] == 2 else 1)' && return 0
-		sleep 0.2
-	done
-	isc status "$1" >&2
-	return 1
-}
-check "reprovisioned on GCP and running in cycle 2" running_cycle2 "$id"
-out=$(isc status "$id" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["output_path"])')
-check "rank 0 resumed from its checkpoint" bash -c "for i in \$(seq 1 75); do grep -q 'resumed from step' '$out/rank_0.txt' 2>/dev/null && exit 0; sleep 0.2; done; exit 1"
-check "the preempted node is deleted" test "$(mock "instances?provider=gcp" | /usr/bin/python3 -c '
-import json, sys
-print(any(r["id"] == sys.argv[1] and r["deleted"] for r in json.load(sys.stdin)))' "$victim")" = True
+check "checkpoints synced home" within 15 test -s "$ISC_HOME/experiments/$id/checkpoints/step"
+interrupt_resumes "$id" preempt 10 90 oldest
+check "the preempted node is deleted" test "$(instances_of "$id" "r[\"id\"] == \"$victim\" and r[\"deleted\"]")" = 1
 isc cancel "$id" >/dev/null
 check "preempted burst cancels" wait_status "$id" cancelled 45
 check "nothing left after the preemption" wait_no_live
@@ -130,9 +96,9 @@ fault '{"kind":"quota","provider":"gcp","count":5}'
 launch_file quota 2 '"gcp-us-central1-g2-standard-4-spot", "aws-us-east-1-g4dn.xlarge-spot"' "$env_cmd"
 id=$(submit "$dir/quota.isc")
 check "GCP quota: completed on the next shape" wait_status "$id" completed 90
-check "events name quotaExceeded" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'quotaExceeded'"
+check "events name quotaExceeded" status_says "$id" quotaExceeded
 check "no GCE node for it" test "$(gcp_rows "$id")" = 0
 mock faults -X DELETE >/dev/null
 check "nothing left at the end" wait_no_live
-check "iscd logged no sanitizer report" bash -c "! grep -q 'Sanitizer' '$dir/iscd.log'"
+check "iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd.log"
 finish gcp-burst

@@ -92,16 +92,20 @@ wait_status() {
 }
 # submit FILE: `isc burst FILE`, prints the experiment id.
 submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
-# live_instances [EXP]: instances the mock cloud still runs (of experiment EXP: its
-# isc:experiment tag, or isc-experiment label on GCE).
-live_instances() {
-	mock instances | /usr/bin/python3 -c '
+# For the helpers that read the mock's instances: rows_of(EXP), the rows (from stdin) of
+# experiment EXP (its isc:experiment tag, or isc-experiment label on GCE; "" for all).
+_rows_of_py='
 import json, sys
-exp = sys.argv[1]
-def ours(r):
-    t = r.get("tags") or {}
-    return not exp or exp in (t.get("isc:experiment"), t.get("isc-experiment"))
-print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated" and ours(r)))' "${1:-}"
+def rows_of(exp):
+    def tag(r, k):
+        return (r.get("tags") or {}).get(k)
+    return [r for r in json.load(sys.stdin)
+            if not exp or exp in (tag(r, "isc:experiment"), tag(r, "isc-experiment"))]
+'
+# live_instances [EXP]: instances the mock cloud still runs (of experiment EXP).
+live_instances() {
+	mock instances | /usr/bin/python3 -c "$_rows_of_py"'
+print(sum(1 for r in rows_of(sys.argv[1]) if r["state"] != "terminated"))' "${1:-}"
 }
 # wait_no_live [EXP]: until live_instances [EXP] is 0 (at most 30 s).
 wait_no_live() {
@@ -183,4 +187,129 @@ while i < width:
 if gutters != ncols - 1:
     sys.exit(f"{ncols} columns but {gutters} common gutters")
 PY
+}
+
+# ---- Suites that burst on a sandbox with an iscd of their own (burst.sh, gcp-burst.sh,
+# oci-burst.sh, crashpoints.sh). Each starts the sandbox on its own line (how it is started
+# is the suite's business), then `. "$dir/env"`, then start_iscd.
+# sandbox_dir NAME: sets repo (this checkout) and dir (a new /tmp/isc-NAME.XXXXXX); on exit
+# the sandbox in dir is stopped, the suite's iscd with it (dir/iscd.pid), and dir removed
+# (kept with KEEP=1).
+sandbox_dir() {
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	dir=$(mktemp -d "/tmp/isc-$1.XXXXXX")
+	trap sandbox_cleanup EXIT
+}
+sandbox_cleanup() {
+	# The suite is over, checks and all: its iscd (perhaps wedged at a crash or pause
+	# point) need not stop gently, and the sandbox then stops the rest.
+	[ -f "$dir/iscd.pid" ] && kill_iscd
+	"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+}
+# start_iscd: iscd on the sandbox's home with the caller's environment (ISC_CRASH_AT=...
+# start_iscd), stderr appended to dir/iscd.log after a line marking the start, pid in
+# dir/iscd.pid; returns once its API answers (30 s at most), or at once if it died. Refused
+# when an iscd already answers there (the sandbox's own: start it with --no-iscd), since
+# this one would exit and the suite would go on talking to the other.
+start_iscd() {
+	local pid
+	if api_answers; then
+		echo "start_iscd: an iscd already answers for $ISC_HOME (sandbox start without --no-iscd?)" >&2
+		return 1
+	fi
+	echo "---- iscd start ${ISC_CRASH_AT:-} ----" >>"$dir/iscd.log"
+	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
+	pid=$!
+	echo "$pid" >"$dir/iscd.pid"
+	for _ in $(seq 300); do
+		# A socket left by a killed iscd refuses connections until the new one binds it.
+		api_answers && kill -0 "$pid" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	echo "iscd did not answer within 30 s" >&2
+	return 1
+}
+# api_answers: an iscd answers on the socket isc would use (asked without the crash or
+# pause point a caller meant for iscd).
+api_answers() { env -u ISC_CRASH_AT -u ISC_PAUSE_AT "$ISC_BIN/isc" experiments --json >/dev/null 2>&1; }
+iscd_alive() { kill -0 "$(cat "$dir/iscd.pid")" 2>/dev/null; }
+# stop_iscd: SIGTERM, then until it is gone (10 s at most; it is not killed harder, so a
+# check of iscd_alive after this says whether it stopped).
+stop_iscd() {
+	local pid
+	pid=$(cat "$dir/iscd.pid")
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null || wait "$pid" 2>/dev/null
+	return 0
+}
+# kill_iscd: kill -9 (a crash), and reaped.
+kill_iscd() {
+	kill -KILL "$(cat "$dir/iscd.pid")" 2>/dev/null
+	wait "$(cat "$dir/iscd.pid")" 2>/dev/null
+	return 0
+}
+# no_sanitizer_report LOG: no AddressSanitizer/LeakSanitizer/UBSan report in LOG (the
+# reports are printed on stderr when there are).
+no_sanitizer_report() {
+	grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$1" || return 0
+	grep -E -A30 'AddressSanitizer|LeakSanitizer|runtime error' "$1" | head -60 >&2
+	return 1
+}
+
+# within SECONDS CMD...: CMD until it succeeds (every 0.2 s), at most SECONDS.
+within() {
+	local secs=$1
+	shift
+	for _ in $(seq 1 $((secs * 5))); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.2
+	done
+	"$@"
+}
+# status_says ID REGEX: `isc status ID` (the human form) has a line matching REGEX.
+status_says() { isc status "$1" | grep -qE -- "$2"; }
+# wait_cycle ID CYCLE SECONDS: until the experiment is running in cycle CYCLE (the status
+# is printed when it does not get there).
+wait_cycle() {
+	local id=$1 cycle=$2 secs=$3
+	for _ in $(seq 1 $((secs * 5))); do
+		[ "$(status_of "$id")" = running ] && [ "$(status_of "$id" cycle_count)" = "$cycle" ] && return 0
+		sleep 0.2
+	done
+	isc status "$id" >&2
+	return 1
+}
+# interrupt_resumes ID KIND NOTICE_S SECONDS [oldest|newest]: the cloud takes one running
+# node of ID (fault KIND: interrupt, or preempt on GCE) with NOTICE_S seconds of notice; then
+# checks that the interruption is seen, that ID runs again in cycle 2 within SECONDS, and
+# that rank 0 resumed from its checkpoint. Sets victim (the node taken).
+interrupt_resumes() {
+	local id=$1 kind=$2 notice=$3 secs=$4 out
+	victim=$(running_instance "$id" "${5:-oldest}")
+	fault "{\"kind\":\"$kind\",\"instance_id\":\"$victim\",\"notice_s\":$notice}"
+	check "$kind: the interruption is seen" within 20 status_says "$id" interrupted
+	check "$kind: reprovisioned and running again in cycle 2" wait_cycle "$id" 2 "$secs"
+	out=$(status_of "$id" output_path)
+	check "$kind: rank 0 resumed from its checkpoint" within 15 grep -q 'resumed from step' "$out/rank_0.txt"
+}
+# instances_of EXP [PY-CONDITION]: how many of the mock cloud's instances (every provider)
+# belong to experiment EXP (its isc:experiment tag, isc-experiment label on GCE) and match
+# the condition on r, the mock's row (default: all of them).
+instances_of() {
+	mock instances | /usr/bin/python3 -c "$_rows_of_py"'
+print(sum(1 for r in rows_of(sys.argv[1]) if eval(sys.argv[2])))' "$1" "${2:-True}"
+}
+# instances_at_least EXP N [PY-CONDITION]: instances_of EXP [PY-CONDITION] is N or more
+# (for `within`: a terminated state follows the cloud's shutdown delay).
+instances_at_least() { [ "$(instances_of "$1" "${3:-True}")" -ge "$2" ]; }
+# running_instance EXP [oldest|newest]: the id of one of EXP's running instances, by launch
+# time ("" when none).
+running_instance() {
+	mock instances | /usr/bin/python3 -c "$_rows_of_py"'
+rows = sorted((r for r in rows_of(sys.argv[1]) if r["state"] == "running"),
+              key=lambda r: (r["launched_at"], r["id"]))
+print(rows[-1 if sys.argv[2] == "newest" else 0]["id"] if rows else "")' "$1" "${2:-oldest}"
 }
