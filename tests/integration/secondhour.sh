@@ -250,6 +250,93 @@ if [ -f Makefile ] && [ -d "$bdir/obj" ]; then
 	check "a second make of the programs remakes nothing" make -q SAN=1 BUILD="$bdir" "$bdir/bin/isc" "$bdir/bin/iscd" "$bdir/bin/toml-decode" "$bdir/bin/credits-race"
 fi
 
+# ---- The house (issue 34): credentials read once, API money, isc user add's next step,
+# one clock, the burst suites' helpers in lib.sh ----
+api || exit 1
+sock() { curl -s --unix-socket "$home/run/api.sock" "$@"; }
+# One reading of a body's credentials: keys and datasets refuse alike, naming the field
+# and never its value.
+for route in keys datasets; do
+	body='{"org":"acme","provider":"aws","uri":"s3://b/x.zip","credentials":{"access_key_id":"AKIDNOTSHOWN","secret_access_key":7}}'
+	out=$(sock -X POST -d "$body" "http://localhost/v1/$route")
+	check "POST /v1/$route: a non-string credential names its field: $out" \
+		bash -c 'grep -q "\"credentials.secret_access_key: not a string\"" <<<"$1" && ! grep -q AKIDNOTSHOWN <<<"$1"' _ "$out"
+	out=$(sock -X POST -d '{"org":"acme","provider":"aws","uri":"s3://b/x.zip","credentials":"x"}' "http://localhost/v1/$route")
+	check "POST /v1/$route: credentials not an object is named: $out" grep -q '"credentials: an object ' <<<"$out"
+done
+check "one credentials reader in api/" test "$(grep -l 'json_object_foreach(creds' api/*.c)" = api/credentials.c
+
+# Money in API replies: every integer NAME_micros has NAME beside it, the 6-place decimal
+# string of the same amount (or both null); the routes asked directly, not through isc.
+sock -X POST -d '{"org":"acme","amount_micros":1}' http://localhost/v1/credits/grants >"$tmp/m.grant"
+sock -X POST -d '{"org":"acme","project":"vision","budget_micros":2500001}' http://localhost/v1/budgets >"$tmp/m.budget"
+sock -X POST -d '{"org":"acme","project":"audio","budget_micros":null}' http://localhost/v1/budgets >"$tmp/m.nobudget"
+sock http://localhost/v1/credits >"$tmp/m.credits"
+sock 'http://localhost/v1/projects?org=acme' >"$tmp/m.projects"
+sock 'http://localhost/v1/shapes?gpus=8&limit=3' >"$tmp/m.shapes"
+sock http://localhost/v1/experiments >"$tmp/m.experiments"
+sock 'http://localhost/v1/spend?org=acme&format=json&by=experiment' >"$tmp/m.spend"
+check "API money: NAME_micros and its 6-place NAME in every reply" /usr/bin/python3 - "$tmp"/m.* <<'PY'
+import json, re, sys
+pairs, bad = 0, []
+def walk(v, where):
+    global pairs
+    if isinstance(v, list):
+        for x in v:
+            walk(x, where)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if k.endswith("_micros"):
+                name = k[:-7]
+                s = v.get(name, "missing")
+                if x is None:
+                    ok = s is None
+                else:
+                    m = isinstance(s, str) and re.fullmatch(r"(-?)(\d+)\.(\d{6})", s)
+                    ok = bool(m) and (-1 if m.group(1) else 1) * (int(m.group(2)) * 1000000 + int(m.group(3))) == x
+                pairs += 1
+                if not ok:
+                    bad.append("%s: %s=%r %s=%r" % (where, k, x, name, s))
+            else:
+                walk(x, where)
+seen = set()
+for f in sys.argv[1:]:
+    doc = json.load(open(f))
+    walk(doc, f)
+    seen.add(f.rsplit(".", 1)[1])
+print(pairs, "money pairs;", bad, file=sys.stderr)
+sys.exit(0 if not bad and pairs >= 12 and len(seen) == 8 else 1)
+PY
+check "the grant reply: granted \$0.000001" grep -qE '"granted": ?"0.000001"' "$tmp/m.grant"
+check "a project without a budget: budget null" grep -qE '"budget": ?null' "$tmp/m.nobudget"
+check "shapes: node_price as 6 places" grep -qE '"node_price": ?"[0-9]+\.[0-9]{6}"' "$tmp/m.shapes"
+
+# isc user add says what the new user does next: the role, the socket as that login, a
+# token for TCP (this iscd listens on TCP since item 5), and when the login is missing here.
+who=nc$RANDOM$RANDOM
+isc user add "$who" >"$tmp/uadd.out" 2>"$tmp/uadd.err"
+check "user add: stdout is the one line" test "$(cat "$tmp/uadd.out")" = "user $who added"
+check "user add: the role to give" grep -qF "isc member add --org ORG $who --role member|admin|finance" "$tmp/uadd.err"
+check "user add: the socket to use as that login" grep -qF "as the OS user $who on this machine: ISC_SOCKET=$home/run/api.sock isc experiments" "$tmp/uadd.err"
+check "user add: a token of their own for TCP" grep -qF "isc token create --expires 30d, then ISC_API_URL=$(cat "$home/run/api.sock.tcp") ISC_TOKEN=" "$tmp/uadd.err"
+check "user add: no such login here is said" grep -qF "there is no OS user '$who' on this machine" "$tmp/uadd.err"
+iscd_api_stop
+
+# One clock: outside common/clock.c nothing reads the system clock for milliseconds of its
+# own (onprem/ is folded separately; log.c stamps lines, download.c's condition wait needs a
+# timespec, tests/mocks/node/docker.c is built alone, without the library).
+clocks=$(find . -name '*.c' -not -path './build/*' -not -path './onprem/*' -not -path '*/node_modules/*' |
+	xargs grep -lE 'clock_gettime\(CLOCK_(REALTIME|MONOTONIC)|gettimeofday\(' |
+	grep -vxE './common/clock.c|./common/log.c|./datasets/download.c|./tests/mocks/node/docker.c')
+check "no private wall/monotonic clock helpers: ${clocks:-none}" test -z "$clocks"
+
+# The burst suites share lib.sh's sandbox helpers instead of copies of their own.
+check "burst suites define none of lib.sh's sandbox helpers" test -z "$(grep -nE '^(cleanup|start_iscd|stop_iscd|running_cycle2|count)\(\)' \
+	tests/integration/burst.sh tests/integration/crashpoints.sh tests/integration/gcp-burst.sh tests/integration/oci-burst.sh)"
+for f in burst crashpoints gcp-burst oci-burst; do
+	check "$f.sh uses sandbox_dir and start_iscd" bash -c "grep -q '^sandbox_dir ' tests/integration/$f.sh && grep -q 'start_iscd' tests/integration/$f.sh"
+done
+
 # ---- 8. a pool node that does not answer is never shown up ----
 # isc nodes add logs in first and refuses a node that does not answer, naming it and why;
 # --force adds it unreachable with the reason; iscd probes every node each node_probe_ms,
