@@ -410,15 +410,6 @@ static const char *const migrations[] = {
     "  cluster_id TEXT PRIMARY KEY,"
     "  checkpoints_at_ms INTEGER NOT NULL,"
     "  lossy_at_ms INTEGER NOT NULL);",
-    /* issue 32: replacing only the lost nodes of a gang. A replacement cluster names the
-     * cluster it replaces, the token of the gang launch whose placement (zone, placement
-     * group, compact policy, compute cluster) its nodes join, and the ranks its launch
-     * fills; a node of the replaced cluster that is kept carries the rank it takes in the
-     * replacement until it is moved there (-1: not kept, or moved). */
-    "ALTER TABLE clusters ADD COLUMN replaces TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE clusters ADD COLUMN placement_token TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE clusters ADD COLUMN fill_ranks TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE nodes ADD COLUMN next_rank INTEGER NOT NULL DEFAULT -1;",
     /* issue 34 item 8: a pool node is 'unreachable' (was 'down') with the reason its last
      * SSH probe failed, and 'up' again once it answers (onprem/probe.c). SQLite cannot
      * change a CHECK in place, so the table is rebuilt; ids are AUTOINCREMENT from now on,
@@ -441,6 +432,15 @@ static const char *const migrations[] = {
     "  FROM pool_nodes;"
     "DROP TABLE pool_nodes;"
     "ALTER TABLE pool_nodes_v2 RENAME TO pool_nodes;",
+    /* issue 32: replacing only the lost nodes of a gang. A replacement cluster names the
+     * cluster it replaces, the token of the gang launch whose placement (zone, placement
+     * group, compact policy, compute cluster) its nodes join, and the ranks its launch
+     * fills; a node of the replaced cluster that is kept carries the rank it takes in the
+     * replacement until it is moved there (-1: not kept, or moved). */
+    "ALTER TABLE clusters ADD COLUMN replaces TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE clusters ADD COLUMN placement_token TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE clusters ADD COLUMN fill_ranks TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE nodes ADD COLUMN next_rank INTEGER NOT NULL DEFAULT -1;",
     /* issue 35: the experiment listing's pages walk an index in the listing's order
      * (newest first, then id) from the cursor instead of sorting an org's experiments for
      * every page (store_experiments.c, isc_store_experiment_page): one per caller's view
