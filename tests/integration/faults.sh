@@ -109,16 +109,21 @@ for _ in $(seq 1 60); do
 done
 check "no instance is left running" test "$(mock instances | /usr/bin/python3 -c 'import json,sys; print(sum(r["state"] != "terminated" for r in json.load(sys.stdin)))')" = 0
 check "the mock cloud gives its record of every instance" mock instances -o "$dir/instances.json"
-# Every gang is 2 nodes: a token or a cluster tag with more instances is a duplicate launch.
+# Every gang is 2 nodes, or the k lost nodes a replacement launched (its intent's count,
+# issue 32): a token or a cluster tag with other than that many instances is a duplicate.
+sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT cluster_id, count FROM intents" >"$dir/counts"
 /usr/bin/python3 -c '
 import collections, json, sys
 rows = json.load(open(sys.argv[1]))
+want = {c: int(n) for c, n in (l.split("|") for l in open(sys.argv[3]).read().split())}
 by_token = collections.Counter(r["client_token"] for r in rows)
 by_cluster = collections.Counter(r["tags"].get("isc:cluster") for r in rows)
-dup = sum(1 for c in list(by_token.values()) + list(by_cluster.values()) if c != 2)
+cluster_of = {r["client_token"]: r["tags"].get("isc:cluster") for r in rows}
+dup = sum(1 for t, c in by_token.items() if c != want.get(cluster_of[t], 2))
+dup += sum(1 for k, c in by_cluster.items() if c != want.get(k, 2))
 leaked = sum(1 for r in rows if r["state"] != "terminated")
 print("instances %d, gangs %d, duplicate gangs %d, instances leaked %d" % (len(rows), len(by_cluster), dup, leaked))
-open(sys.argv[2], "w").write("%d %d\n" % (dup, leaked))' "$dir/instances.json" "$dir/gangs"
+open(sys.argv[2], "w").write("%d %d\n" % (dup, leaked))' "$dir/instances.json" "$dir/gangs" "$dir/counts"
 read -r dup leaked <"$dir/gangs"
 check "each client token and each cluster has exactly one gang" test "$dup" = 0
 check "no instance leaked" test "$leaked" = 0
