@@ -9,9 +9,9 @@
 # 0); two nodes lost at once; no capacity for the replacement in the gang's zone (the
 # whole-gang failover, and isc status says why); one node lost on GCP (a preemption) and
 # on OCI (a preemptible instance reclaimed). Then a crash at each new step
-# (lostnodes.* crash points: recorded, replacement launched, containers stopped, restore
-# under way) resumes to the same outcome with no second launch. Needs the sanitizer
-# build (ISC_BIN from `make check`): only it has crash points.
+# (lostnodes.* crash points: recorded, before the launch, replacement launched, containers
+# stopped, kept nodes moved, restore under way) resumes to the same outcome with no second
+# launch. Needs the sanitizer build (ISC_BIN from `make check`): only it has crash points.
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d /tmp/isc-lost.XXXXXX)
@@ -290,11 +290,11 @@ check "OCI: 2 kept, 1 launched into the gang's AD, cycle 2 right" \
 check "nothing left of the six" wait_no_live
 
 # ---- 7. a crash at each new step resumes to the same outcome, with no second launch ----
-# Four bursts run cycle 1 side by side; then, point by point, iscd is armed for the point,
+# Six bursts run cycle 1 side by side; then, point by point, iscd is armed for the point,
 # one burst loses a node, iscd aborts there and is started again. The next point is armed
 # only once that burst has completed (past every point), so each point is reached by its own.
-points=(lostnodes.replacement_recorded lostnodes.replacement_launched
-	lostnodes.containers_stopped lostnodes.restore_started)
+points=(lostnodes.replacement_recorded lostnodes.before_launch lostnodes.replacement_launched
+	lostnodes.containers_stopped lostnodes.kept_moved lostnodes.restore_started)
 declare -A crash_exp=() crash_ids=() crash_lost=()
 for p in "${points[@]}"; do crash_exp[$p]=$(submit "$dir/four.isc"); done
 for p in "${points[@]}"; do
