@@ -1074,10 +1074,14 @@ static int region_op_done(struct gcp_session *s, const char *region, struct isc_
 
 /*
  * resourcePolicies.insert of the gang's compact placement policy in `region`:
- * groupPlacementPolicy {collocation COLLOCATED, vmCount = the gang, availabilityDomainCount
- * 1} (Compute Engine docs, "Use compact placement policies"). Resource policies carry no labels, so
- * the description names the broker and cluster for the reconcile. A policy of that name already
- * there is this gang's (a replay).
+ * groupPlacementPolicy {collocation COLLOCATED, availabilityDomainCount 1} (Compute Engine
+ * docs, "Use compact placement policies"). No vmCount: a policy with one takes exactly that
+ * many VMs created together and never one more (Compute v1 ResourcePolicyGroupPlacementPolicy:
+ * "Google does not recommend that you use this field unless ... you want your policy to work
+ * only if it contains this exact number of VMs"), and the nodes that replace a gang's lost
+ * members join its policy. Resource policies carry no labels, so the description names the
+ * broker and cluster for the reconcile. A policy of that name already there is this gang's (a
+ * replay).
  */
 static int create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
                          const char *region, const char *name, struct isc_err *err)
@@ -1085,17 +1089,16 @@ static int create_policy(struct gcp_session *s, const struct isc_launch_spec *sp
 	const char *broker = tag_value(spec, ISC_TAG_BROKER),
 	           *cluster = tag_value(spec, ISC_TAG_CLUSTER);
 	struct isc_http_response resp;
-	char rid[37], count[16], reason[64], *desc = NULL, *body = NULL, *url = NULL;
+	char rid[37], reason[64], *desc = NULL, *body = NULL, *url = NULL;
 	json_t *root;
 	int rc;
 
-	snprintf(count, sizeof(count), "%u", spec->count);
 	isc_gcp_request_id(spec->idempotency_token, "compact-placement-policy", rid);
 	if (asprintf(&desc, "isc:broker=%s isc:cluster=%s", broker ? broker : "",
 	             cluster ? cluster : "") < 0)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	root = json_pack("{s:s, s:s, s:{s:s, s:s, s:i}}", "name", name, "description", desc,
-	                 "groupPlacementPolicy", "collocation", "COLLOCATED", "vmCount", count,
+	root = json_pack("{s:s, s:s, s:{s:s, s:i}}", "name", name, "description", desc,
+	                 "groupPlacementPolicy", "collocation", "COLLOCATED",
 	                 "availabilityDomainCount", 1);
 	free(desc);
 	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -1517,19 +1520,18 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	if (s->firewall_check && gang && (rc = check_firewall(s, spec->zones[0], err)))
 		return rc;
 	/*
-	 * Close together: one compact policy for the gang, in the zones' region. Nodes that
-	 * replace lost members of a gang cannot join its policy: it was made with vmCount =
-	 * the gang, and a policy with vmCount is applied to exactly that many VMs created
-	 * together, none later ("Use compact placement policies",
-	 * https://cloud.google.com/compute/docs/instances/use-compact-placement-policies).
-	 * They go to the gang's zone (spec->zones) without a policy.
+	 * Close together: one compact policy for the gang, in the zones' region, made by the
+	 * gang's launch. Nodes that replace lost members of a gang join that policy (named from
+	 * the gang's token), in the gang's zone: a policy's VMs live in one zone.
 	 */
-	if (s->compact_placement && gang && !spec->placement_token &&
-	    isc_gcp_compact_machine(machine)) {
-		isc_gcp_policy_name(spec->idempotency_token, policy_name);
+	if (s->compact_placement && gang && isc_gcp_compact_machine(machine)) {
+		isc_gcp_policy_name(spec->placement_token ? spec->placement_token
+		                                          : spec->idempotency_token,
+		                    policy_name);
 		region_of(spec->zones[0], policy_region);
 		isc_busy_names_add(&busy_policies, policy_name, +1);
-		if ((rc = create_policy(s, spec, policy_region, policy_name, err))) {
+		if (!spec->placement_token &&
+		    (rc = create_policy(s, spec, policy_region, policy_name, err))) {
 			isc_busy_names_add(&busy_policies, policy_name, -1);
 			return rc;
 		}
@@ -1565,8 +1567,9 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
 		            spec->count, spec->instance_type, spec->n_zones, last);
 	if (policy) {
-		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED) {
-			/* Nothing of the gang stands (a retryable outcome may still have nodes). */
+		if (rc && rc != ISC_ETRANSIENT && rc != ISC_ETHROTTLED && !spec->placement_token) {
+			/* Nothing of the gang stands (a retryable outcome may still have nodes); a
+			 * policy joined is its gang's. */
 			struct isc_err derr;
 			int deleted;
 			delete_policy(s, policy_region, policy_name, &deleted, &derr);

@@ -532,8 +532,8 @@ static struct isc_launch_spec spec(unsigned n)
 }
 
 /*
- * A multi-node A3 gang: its compact placement policy first (regional, COLLOCATED, vmCount
- * = the gang, described with broker and cluster), attached to the bulkInsert of every zone
+ * A multi-node A3 gang: its compact placement policy first (regional, COLLOCATED, no
+ * vmCount, described with broker and cluster), attached to the bulkInsert of every zone
  * tried; the default image has cloud-init and the user-data lets root in.
  */
 static void test_compact_policy_for_the_gang(void **state)
@@ -570,7 +570,8 @@ static void test_compact_policy_for_the_gang(void **state)
 	                    "isc:broker=b1 isc:cluster=cl_1");
 	gpp = json_object_get(body, "groupPlacementPolicy");
 	assert_string_equal(json_string_value(json_object_get(gpp, "collocation")), "COLLOCATED");
-	assert_string_equal(json_string_value(json_object_get(gpp, "vmCount")), "2");
+	/* no vmCount: the nodes that replace lost members join the policy later */
+	assert_null(json_object_get(gpp, "vmCount"));
 	assert_int_equal(json_integer_value(json_object_get(gpp, "availabilityDomainCount")), 1);
 	json_decref(body);
 	for (int i = 2; i <= 4; i += 2) {
@@ -590,7 +591,10 @@ static void test_compact_policy_for_the_gang(void **state)
 	s->provider->session_free(s);
 }
 
-/* No zone can take it: the gang's policy is deleted again. One node or an N1: no policy. */
+/*
+ * No zone can take it: the gang's policy is deleted again. One node or an N1: no policy. A
+ * replacement joins the gang's policy and never deletes it.
+ */
 static void test_compact_policy_given_back(void **state)
 {
 	struct isc_provider_session *s;
@@ -621,6 +625,29 @@ static void test_compact_policy_given_back(void **state)
 	assert_int_equal(S.calls, 2); /* a cached token; bulkInsert, then the listing */
 	assert_null(strstr(S.body[0], "resourcePolicies"));
 	isc_launch_result_cleanup(&r);
+	/* one node replacing a lost member joins the gang's policy: none made, none deleted */
+	script_reset();
+	sp = spec(1);
+	sp.idempotency_token = "intent-2";
+	sp.placement_token = "intent-1";
+	sp.n_zones = 1;
+	reply(200, OP("op-j", "DONE", STOCKOUT));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 1);
+	assert_string_equal(S.method[0], "POST");
+	assert_non_null(strstr(S.url[0], "/instances/bulkInsert"));
+	{
+		char pname[64], link[128];
+		json_t *body = json_loads(S.body[0], 0, NULL), *props;
+		assert_non_null(body);
+		props = json_object_get(body, "instanceProperties");
+		isc_gcp_policy_name("intent-1", pname);
+		snprintf(link, sizeof(link), "regions/us-central1/resourcePolicies/%s", pname);
+		assert_string_equal(json_string_value(json_array_get(
+		                        json_object_get(props, "resourcePolicies"), 0)),
+		                    link);
+		json_decref(body);
+	}
 	s->provider->session_free(s);
 }
 
