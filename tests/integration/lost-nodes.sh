@@ -123,12 +123,13 @@ new = [r for r in rows if r["id"] not in orig]
 if len(new) != want_new:
     bad.append("%d instance(s) launched for the recovery, wanted %d" % (len(new), want_new))
 zone = first[0]["zone"] if first else "?"
-# Where the gang sits: its EC2 cluster placement group (OCI: a compute cluster only for
-# RDMA shapes, none for a VM; a GCE compact policy made with vmCount takes no VM after
-# its gang, so a GCE replacement only shares the zone).
+# Where the gang sits: its EC2 cluster placement group or GCE compact placement policy
+# (OCI: a compute cluster only for RDMA shapes, none for a VM).
 def placement(r):
-    return r.get("placement_group")
+    return r.get("placement_group") or ",".join(r.get("resource_policies") or []) or None
 group = placement(first[0]) if first else None
+if first and first[0].get("provider", "aws") in ("aws", "gcp") and not group:
+    bad.append("the %s gang has no placement group or policy" % first[0].get("provider", "aws"))
 for r in new if not fallback else []:
     if r["zone"] != zone:
         bad.append("replacement %s in %s, the gang is in %s" % (r["id"], r["zone"], zone))
