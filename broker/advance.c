@@ -166,6 +166,9 @@ static int begin_stop(struct isc_store *s, struct isc_experiment *e, const char 
 }
 
 static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e);
+struct restored;
+static struct restored *restored_take(const char *cluster_id);
+static void restored_free(struct restored *r);
 static void drain(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e);
 static void collect_launch(struct isc_broker *b, struct isc_store *s,
                            const struct isc_experiment *e, const struct isc_cluster *c);
@@ -647,6 +650,7 @@ static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct i
 	     "replacing %d of %d node(s) in %s failed: %s; falling back to a whole new gang "
 	     "(the kept nodes are terminated)",
 	     k, r->nnodes, r->zone, why);
+	restored_free(restored_take(r->id));
 	if (isc_store_intent_for_cluster(s, r->id, &intent, &err) == 0) {
 		if (strcmp(intent.state, "pending") == 0) {
 			collect_launch(b, s, e, r);
@@ -1028,6 +1032,164 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 }
 
 /* Nodes launched: wait for all of them to run; roll back a partial gang. */
+/*
+ * The nodes of a replacement cluster that already hold its cycle's restore: its kept
+ * nodes, restored while the replacements boot, so that booting restores onto the
+ * replacements alone. In memory only: after a restart every node is restored again (the
+ * push is idempotent, and what is at home does not change once the kept nodes moved).
+ */
+struct restored {
+	char cluster_id[64];
+	char **ids;
+	size_t n;
+	struct restored *next;
+};
+static struct restored *restored_list;
+static pthread_mutex_t restored_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void restored_free(struct restored *r)
+{
+	for (size_t i = 0; r && i < r->n; i++)
+		free(r->ids[i]);
+	if (r)
+		free(r->ids);
+	free(r);
+}
+
+/* Removes and returns the cluster's entry (NULL: none). Caller frees with restored_free. */
+static struct restored *restored_take(const char *cluster_id)
+{
+	struct restored **p, *r = NULL;
+	pthread_mutex_lock(&restored_lock);
+	for (p = &restored_list; *p; p = &(*p)->next)
+		if (strcmp((*p)->cluster_id, cluster_id) == 0) {
+			r = *p;
+			*p = r->next;
+			break;
+		}
+	pthread_mutex_unlock(&restored_lock);
+	return r;
+}
+
+static int restored_known(const char *cluster_id)
+{
+	int known = 0;
+	pthread_mutex_lock(&restored_lock);
+	for (struct restored *r = restored_list; r && !known; r = r->next)
+		known = strcmp(r->cluster_id, cluster_id) == 0;
+	pthread_mutex_unlock(&restored_lock);
+	return known;
+}
+
+static void restored_put(const char *cluster_id, const struct isc_node *nodes, size_t n)
+{
+	struct restored *r = calloc(1, sizeof(*r));
+	if (!r || !(r->ids = calloc(n ? n : 1, sizeof(*r->ids)))) {
+		free(r);
+		return; /* booting restores onto every node, as without it */
+	}
+	snprintf(r->cluster_id, sizeof(r->cluster_id), "%s", cluster_id);
+	for (size_t i = 0; i < n; i++)
+		if ((r->ids[r->n] = strdup(nodes[i].instance_id)))
+			r->n++;
+	pthread_mutex_lock(&restored_lock);
+	r->next = restored_list;
+	restored_list = r;
+	pthread_mutex_unlock(&restored_lock);
+}
+
+static int restored_has(const struct restored *r, const char *instance_id)
+{
+	for (size_t i = 0; r && i < r->n; i++)
+		if (strcmp(r->ids[i], instance_id) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Restores what the last cycle brought home onto every node of the new cluster
+ * before any container starts, all nodes at once: every rank resumes from the
+ * same files, as on the platform, where these folders are one folder all nodes
+ * share (docs/launcher.md, "What each rank sees"). A target the watch has already
+ * seen go is not tried, and one that goes while the copies run ends them at once
+ * (a node watcher cancels the launcher's retries): the caller then treats it as
+ * an interruption. Nodes in `done` already hold it and are left out.
+ */
+static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *e,
+                             const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+                             const struct restored *done, struct isc_err *err)
+{
+	const char **ids = calloc(n ? n : 1, sizeof(*ids));
+	struct isc_node *todo = calloc(n ? n : 1, sizeof(*todo));
+	struct broker_node_watch *w = NULL;
+	struct isc_err werr;
+	volatile int gone = 0;
+	int rc = 0, masters = 0;
+	size_t m = 0;
+
+	if (!ids || !todo) {
+		free(ids);
+		free(todo);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		masters += nodes[i].rank == 0;
+		if (restored_has(done, nodes[i].instance_id))
+			continue;
+		todo[m] = nodes[i]; /* a shallow copy: nodes owns the strings */
+		ids[m++] = nodes[i].instance_id;
+	}
+	if (masters == 0)
+		rc = isc_err_set(err, ISC_EINVALID, "cluster %s has no rank 0", c->id);
+	if (!rc)
+		isc_crash_point("boot.restore_started");
+	for (size_t i = 0; i < m && !rc; i++)
+		if (broker_node_gone(&todo[i]))
+			rc = isc_err_set(err, ISC_ETRANSIENT, "rank %d (%s) is %s", todo[i].rank,
+			                 todo[i].instance_id, todo[i].state);
+	if (!rc && m > 0) {
+		if (broker_node_watch_start(b->home, c->id, ids, m, &gone, &w, &werr))
+			isc_log(ISC_LOG_WARN, "%s: %s", e->id, werr.msg);
+		rc = broker_artifacts_push(b, e, c, todo, m, &gone, err);
+		broker_node_watch_stop(w);
+		if (rc && gone)
+			isc_err_wrap(err, "a node of the cluster went away");
+	}
+	free(todo);
+	free(ids);
+	return rc;
+}
+
+/*
+ * While a replacement cluster's new nodes boot, its kept nodes (moved in once the
+ * checkpoint came home) take the restore, so that booting waits only for the new
+ * nodes' copies. Once per cluster; a failure here only leaves the work to booting.
+ */
+static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
+                               const struct isc_experiment *e, const struct isc_cluster *c,
+                               const struct isc_node *nodes, size_t n)
+{
+	struct isc_node *up = calloc(n ? n : 1, sizeof(*up));
+	struct isc_err err;
+	size_t kept_left = 1, m = 0;
+
+	if (!up || restored_known(c->id) ||
+	    isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) || kept_left > 0) {
+		free(up);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(nodes[i].state, "running") == 0 &&
+		    (nodes[i].private_ip[0] || nodes[i].public_ip[0]))
+			up[m++] = nodes[i];
+	if (m > 0 && restore_artifacts(b, e, c, up, m, NULL, &err) == 0) {
+		restored_put(c->id, up, m);
+		note(s, e, "artifacts",
+		     "restored onto the %zu kept node(s) while the new one(s) boot", m);
+	}
+	free(up);
+}
+
 static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
@@ -1100,6 +1262,8 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			goto out;
 		}
 	}
+	if (c.replaces[0] && e->cycle_count > 0 && running > 0 && running < (size_t)c.nnodes)
+		restore_kept_early(b, s, e, &c, nodes, n);
 	if ((int)n == c.nnodes && running == n) {
 		isc_store_cluster_set_state(s, c.id, "booting", &err);
 		isc_crash_point("provision.cluster_booting");
@@ -1193,54 +1357,10 @@ static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct
 	           c->shape_id, during, c->cycle);
 }
 
-/*
- * Restores what the last cycle brought home onto every node of the new cluster
- * before any container starts, all nodes at once: every rank resumes from the
- * same files, as on the platform, where these folders are one folder all nodes
- * share (docs/launcher.md, "What each rank sees"). A target the watch has already
- * seen go is not tried, and one that goes while the copies run ends them at once
- * (a node watcher cancels the launcher's retries): the caller then treats it as
- * an interruption.
- */
-static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *e,
-                             const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
-                             struct isc_err *err)
-{
-	const char **ids = calloc(n ? n : 1, sizeof(*ids));
-	struct broker_node_watch *w = NULL;
-	struct isc_err werr;
-	volatile int gone = 0;
-	int rc = 0, masters = 0;
-
-	if (!ids)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		masters += nodes[i].rank == 0;
-		ids[i] = nodes[i].instance_id;
-	}
-	if (masters == 0)
-		rc = isc_err_set(err, ISC_EINVALID, "cluster %s has no rank 0", c->id);
-	if (!rc)
-		isc_crash_point("boot.restore_started");
-	for (size_t i = 0; i < n && !rc; i++)
-		if (broker_node_gone(&nodes[i]))
-			rc = isc_err_set(err, ISC_ETRANSIENT, "rank %d (%s) is %s", nodes[i].rank,
-			                 nodes[i].instance_id, nodes[i].state);
-	if (!rc) {
-		if (broker_node_watch_start(b->home, c->id, ids, n, &gone, &w, &werr))
-			isc_log(ISC_LOG_WARN, "%s: %s", e->id, werr.msg);
-		rc = broker_artifacts_push(b, e, c, nodes, n, &gone, err);
-		broker_node_watch_stop(w);
-		if (rc && gone)
-			isc_err_wrap(err, "a node of the cluster went away");
-	}
-	free(ids);
-	return rc;
-}
-
 static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
+	struct restored *done = NULL;
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	char why[ISC_ERR_MSG_MAX], lost[256];
@@ -1251,6 +1371,7 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		set_status(s, e, "placing", "no live cluster; placing again");
 		return;
 	}
+	done = restored_take(c.id);
 	if (isc_store_node_list(s, c.id, &nodes, &n, &err)) {
 		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
 		goto out;
@@ -1263,7 +1384,8 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	if (c.replaces[0] && e->cycle_count > 0 && n > 0)
 		isc_crash_point("lostnodes.restore_started");
 	/* The push retries a flaky node itself; what still fails is a failed boot step. */
-	if (e->cycle_count > 0 && n > 0 && (rc = restore_artifacts(b, e, &c, nodes, n, &err))) {
+	if (e->cycle_count > 0 && n > 0 &&
+	    (rc = restore_artifacts(b, e, &c, nodes, n, done, &err))) {
 		if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
 			lost_while_booting(b, s, e, &c, lost, "restoring the checkpoint");
 		} else {
@@ -1300,6 +1422,7 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		set_status(s, e, "placing", "boot on %s failed; trying the next shape", c.shape_id);
 	}
 out:
+	restored_free(done);
 	isc_node_list_free(nodes, n);
 	isc_cluster_cleanup(&c);
 }
