@@ -78,20 +78,22 @@ static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, st
 	return isc_store_sqlite_err(s, rc, what, err);
 }
 
-int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
-                             const char *zones, struct isc_err *err)
+/*
+ * The cluster's row, launching (replaces/placement_token/fill_ranks NULL for a gang's own
+ * launch, whose zone is set once the cloud answered), then its pending launch intent for `count`
+ * nodes in `zones`; inside the caller's transaction.
+ */
+static int insert_cluster_and_intent(struct isc_store *s, const struct isc_cluster *c,
+                                     const char *token, const char *zones, int count, int64_t now,
+                                     struct isc_err *err)
 {
 	sqlite3_stmt *st;
-	int64_t now = isc_store_now_ms();
-	int rc;
-
-	if ((rc = isc_store_begin(s, err)))
-		return rc;
-	rc = isc_store_prepare(
+	int rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
-	    "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms) "
-	    "VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, 'launching', ?)",
+	    "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms, replaces, "
+	    "placement_token, fill_ranks) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'launching', ?, ?, ?, ?)",
 	    &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
@@ -100,11 +102,16 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 		sqlite3_bind_text(st, 4, c->provider, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 5, c->account, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 6, c->region, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 7, c->nnodes);
-		sqlite3_bind_int(st, 8, c->nproc);
-		sqlite3_bind_int(st, 9, c->cycle);
-		sqlite3_bind_int64(st, 10, c->price_micros);
-		sqlite3_bind_int64(st, 11, now);
+		sqlite3_bind_text(st, 7, c->replaces ? c->zone : "", -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 8, c->nnodes);
+		sqlite3_bind_int(st, 9, c->nproc);
+		sqlite3_bind_int(st, 10, c->cycle);
+		sqlite3_bind_int64(st, 11, c->price_micros);
+		sqlite3_bind_int64(st, 12, now);
+		sqlite3_bind_text(st, 13, c->replaces ? c->replaces : "", -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 14, c->placement_token ? c->placement_token : "", -1,
+		                  SQLITE_STATIC);
+		sqlite3_bind_text(st, 15, c->fill_ranks ? c->fill_ranks : "", -1, SQLITE_STATIC);
 		rc = step_done(s, st, "creating a cluster", err);
 	}
 	if (!rc)
@@ -118,10 +125,24 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 		sqlite3_bind_text(st, 2, c->id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, c->shape_id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 4, zones, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 5, c->nnodes);
+		sqlite3_bind_int(st, 5, count);
 		sqlite3_bind_int64(st, 6, now);
 		rc = step_done(s, st, "recording a launch intent", err);
 	}
+	return rc;
+}
+
+int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
+                             const char *zones, struct isc_err *err)
+{
+	struct isc_cluster row = *c;
+	int rc;
+
+	/* A gang's own launch: its zone is known once the cloud answered. */
+	row.replaces = row.placement_token = row.fill_ranks = NULL;
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = insert_cluster_and_intent(s, &row, token, zones, c->nnodes, isc_store_now_ms(), err);
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)
@@ -152,46 +173,7 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 		                   "and the ranks it fills");
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	rc = isc_store_prepare(
-	    s,
-	    "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
-	    "zone, nnodes, nproc, cycle, price_micros, state, created_at_ms, replaces, "
-	    "placement_token, fill_ranks) "
-	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'launching', ?, ?, ?, ?)",
-	    &st, err);
-	if (!rc) {
-		sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, r->experiment_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, r->shape_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, r->provider, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, r->account, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, r->region, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 7, r->zone, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 8, r->nnodes);
-		sqlite3_bind_int(st, 9, r->nproc);
-		sqlite3_bind_int(st, 10, r->cycle);
-		sqlite3_bind_int64(st, 11, r->price_micros);
-		sqlite3_bind_int64(st, 12, now);
-		sqlite3_bind_text(st, 13, r->replaces, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 14, r->placement_token, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 15, r->fill_ranks, -1, SQLITE_STATIC);
-		rc = step_done(s, st, "creating a replacement cluster", err);
-	}
-	if (!rc)
-		rc = isc_store_prepare(
-		    s,
-		    "INSERT INTO intents (token, cluster_id, shape_id, zone, count, state, "
-		    "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
-		    &st, err);
-	if (!rc) {
-		sqlite3_bind_text(st, 1, token, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, r->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, r->shape_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, r->zone, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 5, fill_count(r->fill_ranks));
-		sqlite3_bind_int64(st, 6, now);
-		rc = step_done(s, st, "recording a replacement's launch intent", err);
-	}
+	rc = insert_cluster_and_intent(s, r, token, r->zone, fill_count(r->fill_ranks), now, err);
 	if (!rc)
 		rc = isc_store_prepare(s,
 		                       "UPDATE clusters SET state = 'draining' WHERE id = ? AND "

@@ -690,20 +690,18 @@ static int create_cluster(struct oci_session *s, const struct isc_launch_spec *s
 }
 
 /*
- * The ACTIVE compute cluster in `ad` tagged isc:token=token (a replacement joins the
- * one its gang's launch made: asking CreateComputeCluster again would carry this
- * launch's tags and name, another body under the same retry token, which OCI refuses).
- * *id is "" when there is none.
+ * Every compute cluster of the compartment (ListComputeClusters, page by page) given to
+ * visit(ctx, item); visit answers 1 to stop the walk, 0 to go on, or an error code (< 0)
+ * that ends it.
  */
-static int find_cluster(struct oci_session *s, const char *ad, const char *token, char id[256],
+static int each_cluster(struct oci_session *s, int (*visit)(void *ctx, const json_t *c), void *ctx,
                         struct isc_err *err)
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"ListComputeClusters"};
 	char page[1024] = "";
-	int rc = 0, pages = 0;
+	int rc = 0, stop = 0, pages = 0;
 
-	id[0] = '\0';
 	isc_http_response_init(&resp);
 	do {
 		char path[2048] = API "/computeClusters";
@@ -725,20 +723,52 @@ static int find_cluster(struct oci_session *s, const char *ad, const char *token
 			page[0] = '\0';
 		json_array_foreach(rc ? NULL : items, i, c)
 		{
-			const json_t *tags = json_object_get(c, "freeformTags");
-			const char *cid = json_string_value(json_object_get(c, "id"));
-			const char *state = json_string_value(json_object_get(c, "lifecycleState"));
-			const char *t = json_string_value(json_object_get(tags, "isc:token"));
-			const char *in =
-			    json_string_value(json_object_get(c, "availabilityDomain"));
-			if (cid && strlen(cid) < 256 && state && !strcmp(state, "ACTIVE") && t &&
-			    !strcmp(t, token) && (!in || !strcmp(in, ad)))
-				snprintf(id, 256, "%s", cid);
+			int v = visit(ctx, c);
+			if (v < 0)
+				rc = v;
+			if (v) {
+				stop = 1;
+				break;
+			}
 		}
 		json_decref(coll);
-	} while (!rc && !id[0] && page[0] && ++pages < MAX_PAGES);
+	} while (!rc && !stop && page[0] && ++pages < MAX_PAGES);
 	isc_http_response_cleanup(&resp);
 	return rc;
+}
+
+struct cluster_wanted {
+	const char *ad, *token;
+	char *id; /* [256] */
+};
+
+static int match_cluster(void *ctx, const json_t *c)
+{
+	struct cluster_wanted *w = ctx;
+	const json_t *tags = json_object_get(c, "freeformTags");
+	const char *cid = json_string_value(json_object_get(c, "id"));
+	const char *state = json_string_value(json_object_get(c, "lifecycleState"));
+	const char *t = json_string_value(json_object_get(tags, "isc:token"));
+	const char *in = json_string_value(json_object_get(c, "availabilityDomain"));
+	if (!cid || strlen(cid) >= 256 || !state || strcmp(state, "ACTIVE") != 0 || !t ||
+	    strcmp(t, w->token) != 0 || (in && strcmp(in, w->ad) != 0))
+		return 0;
+	snprintf(w->id, 256, "%s", cid);
+	return 1;
+}
+
+/*
+ * The ACTIVE compute cluster in `ad` tagged isc:token=token (a replacement joins the
+ * one its gang's launch made: asking CreateComputeCluster again would carry this
+ * launch's tags and name, another body under the same retry token, which OCI refuses).
+ * *id is "" when there is none.
+ */
+static int find_cluster(struct oci_session *s, const char *ad, const char *token, char id[256],
+                        struct isc_err *err)
+{
+	struct cluster_wanted w = {ad, token, id};
+	id[0] = '\0';
+	return each_cluster(s, match_cluster, &w, err);
 }
 
 /* DeleteComputeCluster; *deleted = 0 while OCI refuses (instances still in it: 409). */
@@ -765,6 +795,43 @@ static int delete_cluster(struct oci_session *s, const char *id, int *deleted, s
 	return rc;
 }
 
+struct cluster_reap {
+	struct oci_session *s;
+	const char *broker_id;
+	const json_t *all;
+	struct isc_err *err;
+};
+
+/* Deletes c when it is this broker's, ACTIVE, not being filled and holds no live instance. */
+static int reap_cluster(void *ctx, const json_t *c)
+{
+	struct cluster_reap *r = ctx;
+	const json_t *tags = json_object_get(c, "freeformTags"), *inst;
+	const char *id = json_string_value(json_object_get(c, "id"));
+	const char *state = json_string_value(json_object_get(c, "lifecycleState"));
+	const char *broker = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
+	const char *token = json_string_value(json_object_get(tags, "isc:token"));
+	size_t k;
+	int rc, deleted = 0;
+
+	if (!id || !broker || strcmp(broker, r->broker_id) != 0 || !state ||
+	    strcmp(state, "ACTIVE") != 0 || (token && isc_busy_names_has(&busy_clusters, token)))
+		return 0;
+	json_array_foreach(r->all, k, inst)
+	{
+		const char *in = json_string_value(json_object_get(inst, "computeClusterId"));
+		const char *ls = json_string_value(json_object_get(inst, "lifecycleState"));
+		if (in && !strcmp(in, id) && (!ls || strcmp(ls, "TERMINATED") != 0))
+			return 0;
+	}
+	if ((rc = delete_cluster(r->s, id, &deleted, r->err)))
+		return rc;
+	if (deleted)
+		isc_log(ISC_LOG_INFO, "oci %s: compute cluster %s deleted (no live instance)",
+		        r->s->cfg.region, id);
+	return 0;
+}
+
 /*
  * Teardown and crash recovery of compute clusters: every ACTIVE cluster of the
  * compartment tagged isc:broker=broker_id that no live instance (of `all`, the whole
@@ -774,72 +841,13 @@ static int delete_cluster(struct oci_session *s, const char *id, int *deleted, s
  */
 static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all)
 {
-	struct isc_http_response resp;
-	struct call_ctx cc = {"ListComputeClusters"};
 	struct isc_err err;
-	char page[1024] = "";
-	int rc = 0, pages = 0;
+	struct cluster_reap r = {s, broker_id, all, &err};
 
-	isc_http_response_init(&resp);
-	do {
-		char path[2048] = API "/computeClusters";
-		json_t *coll = NULL, *items, *c;
-		size_t i;
-		if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
-		    query_add(path, sizeof(path), "limit", PAGE_LIMIT) ||
-		    (page[0] && query_add(path, sizeof(path), "page", page))) {
-			rc = isc_err_set(&err, ISC_EINVALID,
-			                 "ListComputeClusters: request too long");
-			break;
-		}
-		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &coll, &err);
-		items = json_object_get(coll, "items");
-		if (!rc && !json_is_array(items))
-			rc = isc_err_set(&err, ISC_EINVALID,
-			                 "ListComputeClusters: the reply is not a collection");
-		if (rc || isc_oci_header(resp.headers.data, "opc-next-page", page, sizeof(page)))
-			page[0] = '\0';
-		json_array_foreach(rc ? NULL : items, i, c)
-		{
-			const json_t *tags = json_object_get(c, "freeformTags");
-			const char *id = json_string_value(json_object_get(c, "id"));
-			const char *state = json_string_value(json_object_get(c, "lifecycleState"));
-			const char *broker =
-			    json_string_value(json_object_get(tags, ISC_TAG_BROKER));
-			const char *token = json_string_value(json_object_get(tags, "isc:token"));
-			const json_t *inst;
-			size_t k;
-			int used = 0, deleted = 0;
-			if (!id || !broker || strcmp(broker, broker_id) != 0 || !state ||
-			    strcmp(state, "ACTIVE") != 0 ||
-			    (token && isc_busy_names_has(&busy_clusters, token)))
-				continue;
-			json_array_foreach(all, k, inst)
-			{
-				const char *in =
-				    json_string_value(json_object_get(inst, "computeClusterId"));
-				const char *ls =
-				    json_string_value(json_object_get(inst, "lifecycleState"));
-				if (in && !strcmp(in, id) && (!ls || strcmp(ls, "TERMINATED") != 0))
-					used = 1;
-			}
-			if (used)
-				continue;
-			rc = delete_cluster(s, id, &deleted, &err);
-			if (rc)
-				break;
-			if (deleted)
-				isc_log(ISC_LOG_INFO,
-				        "oci %s: compute cluster %s deleted (no live instance)",
-				        s->cfg.region, id);
-		}
-		json_decref(coll);
-	} while (!rc && page[0] && ++pages < MAX_PAGES);
-	if (rc)
+	if (each_cluster(s, reap_cluster, &r, &err))
 		isc_log(ISC_LOG_WARN,
 		        "oci %s: compute cluster reconcile: %s (next describe retries)",
 		        s->cfg.region, err.msg);
-	isc_http_response_cleanup(&resp);
 }
 
 static int oci_describe(struct isc_provider_session *ps, const char *broker_id,

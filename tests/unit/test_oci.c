@@ -942,6 +942,59 @@ static void test_rdma_gang_compute_cluster_per_ad(void **state)
 	s->provider->session_free(s);
 }
 
+/*
+ * A node replacing a lost member of an RDMA gang joins the compute cluster its gang's
+ * launch made in that AD (found by its isc:token tag, ACTIVE, in the AD), creating none;
+ * with that cluster gone it is a capacity answer and nothing is deleted.
+ */
+static void test_replacement_joins_gang_cluster(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = gang_spec(1, 0);
+	struct isc_launch_result r;
+	struct isc_err err;
+	json_t *b;
+	(void)state;
+	cc_mode = "auto";
+	s = session();
+	cc_mode = "never";
+	sp.instance_type = "BM.GPU.H100.8";
+	sp.idempotency_token = "isc-cl_2";
+	sp.placement_token = "isc-cl_1";
+	sp.n_zones = 1;
+	reply(200, ADS);
+	reply(200, "{\"items\":[{\"id\":\"ocid1.computecluster.oc1..other\",\"availabilityDomain\":"
+	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"ACTIVE\",\"freeformTags\":"
+	           "{\"isc:token\":\"isc-cl_9-us-ashburn-ad-1-99999\"}},"
+	           "{\"id\":\"ocid1.computecluster.oc1..cc1\",\"availabilityDomain\":"
+	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"ACTIVE\",\"freeformTags\":"
+	           "{\"isc:token\":\"isc-cl_1-us-ashburn-ad-1-99999\"}}]}");
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..r0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 3);
+	assert_string_equal(S.sent[1].method, "GET");
+	assert_non_null(strstr(S.sent[1].url, "/computeClusters?compartmentId="));
+	b = json_loads(S.sent[2].body, 0, NULL);
+	assert_non_null(b);
+	assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
+	                    "ocid1.computecluster.oc1..cc1");
+	json_decref(b);
+	isc_launch_result_cleanup(&r);
+	/* the gang's cluster is gone: nothing launched, created or deleted */
+	script_reset();
+	reply(200, ADS);
+	reply(200, "{\"items\":[{\"id\":\"ocid1.computecluster.oc1..cc1\",\"availabilityDomain\":"
+	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"DELETED\",\"freeformTags\":"
+	           "{\"isc:token\":\"isc-cl_1-us-ashburn-ad-1-99999\"}}]}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
+	assert_int_equal(S.calls, 2); /* the ADs, then the clusters */
+	assert_non_null(
+	    strstr(err.msg, "the gang's compute cluster in Mock:US-ASHBURN-AD-1 is gone"));
+	s->provider->session_free(s);
+}
+
 /* Only RDMA shapes join one, and only gangs: an A10 gang or a single H100 gets none. */
 static void test_no_cluster_without_rdma_or_gang(void **state)
 {
@@ -1716,6 +1769,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_launch_gang_request, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_rolls_back_then_next_ad, driver_setup),
 	    cmocka_unit_test_setup(test_rdma_gang_compute_cluster_per_ad, driver_setup),
+	    cmocka_unit_test_setup(test_replacement_joins_gang_cluster, driver_setup),
 	    cmocka_unit_test_setup(test_no_cluster_without_rdma_or_gang, driver_setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_clusters, driver_setup),
 	    cmocka_unit_test_setup(test_compute_cluster_id_setting_refused, driver_setup),
