@@ -5,7 +5,7 @@
  *   runs.c     the queue's decisions carried out: boots, stops, exits, periodic syncs
  *   nodes.c    the pool from the store into the queue, node probes and their outcome
  *   orphans.c  runs a previous iscd left, stopped before their experiments resume
- *   run.c      the workers: boot a run, stop one (grace, artifacts home), sync, probe
+ *   jobs.c     the workers: boot a run, stop one (grace, artifacts home), sync, probe
  *   probe.c    one SSH probe of a node, and why it failed
  * Only the tick's thread (onprem.c, exps.c, runs.c, nodes.c, orphans.c) touches
  * struct isc_onprem and writes the store; workers get copies and report back.

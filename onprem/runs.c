@@ -1,6 +1,6 @@
 /*
  * On-prem execution's runs, in the tick: the queue's decisions started as boot
- * workers (run.c), their outcomes applied, rank exits polled, periodic artifact
+ * workers (jobs.c), their outcomes applied, rank exits polled, periodic artifact
  * syncs, stops with grace and what a run's end means for the experiment.
  */
 #include "onprem/onprem_int.h"

@@ -1,7 +1,7 @@
 /*
  * The workers of on-prem execution. Each runs in its own thread with copies
  * of what it needs, so the tick never waits on a node: a boot (clean the
- * node's artifact folders, push the experiment's artifacts to rank 0, start
+ * node's artifact folders, push the experiment's artifacts to every rank, start
  * every rank), a stop (stop following, docker stop with the grace period and
  * removal, artifacts home from rank 0), a periodic sync of a running run's
  * artifacts, or a probe (one SSH login per node).
