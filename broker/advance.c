@@ -1186,6 +1186,10 @@ static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
 		restored_put(c->id, up, m);
 		note(s, e, "artifacts",
 		     "restored onto the %zu kept node(s) while the new one(s) boot", m);
+	} else if (m > 0) {
+		/* Tried once: booting restores onto every node, and says why if it fails. */
+		restored_put(c->id, up, 0);
+		isc_log(ISC_LOG_INFO, "%s: early restore onto the kept nodes: %s", e->id, err.msg);
 	}
 	free(up);
 }
