@@ -531,8 +531,20 @@ def scenarios(d, tok, users):
     check("the table's day rows add up to the total", day_rows == api["total_micros"])
     shot(d, "spend")
     d.find("#csv").click()
-    csv_path = d.wait(lambda: [os.path.join(d.downloads, f) for f in os.listdir(d.downloads)
-                               if f.endswith(".csv")], 15)
+    # The file can be there before its bytes are (Chromium creates it, then writes): wait
+    # for the whole of it, which ends with the last row's CRLF.
+    def whole_csvs():
+        out = []
+        for f in os.listdir(d.downloads):
+            p = os.path.join(d.downloads, f)
+            try:
+                with open(p, "rb") as fh:
+                    if f.endswith(".csv") and fh.read().endswith(b"\r\n"):
+                        out.append(p)
+            except OSError:
+                pass
+        return out
+    csv_path = d.wait(whole_csvs, 15)
     if check("the CSV downloads", csv_path):
         with open(csv_path[0], newline="") as f:
             rows = f.read().strip().split("\r\n")
