@@ -2,6 +2,7 @@
 #include "keys/keys.h"
 
 #include "common/clock.h"
+#include "common/names.h"
 #include "providers/provider_config.h"
 #include "store/store_datasets.h"
 
@@ -340,6 +341,12 @@ int isc_keys_add(struct isc_store *s, const char *home, const struct isc_config 
 		return isc_err_set(err, ISC_EINVALID,
 		                   "--regions: '%s' is not a comma-separated list of region names",
 		                   req->regions);
+	/* Names are listed, paged (the cursor is in a header) and put in CSV cells: the rule
+	 * of org, project and user names. The name itself is not echoed: it may hold anything. */
+	if (req->name && req->name[0] && !isc_name_valid(req->name))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "--name: not a valid key name (1 to 64 printable characters, "
+		                   "no spaces, slashes, backslashes or commas)");
 	if ((rc = isc_store_org_find(s, req->org, &org, err)))
 		return rc;
 	/* Proved before anything is written: a refused key leaves no trace. */

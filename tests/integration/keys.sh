@@ -61,6 +61,12 @@ out=$(AWS_ACCESS_KEY_ID=AKIDUNKNOWN000000001 AWS_SECRET_ACCESS_KEY=$secret_a \
 check "unknown key id refused (InvalidClientTokenId)" grep -q "InvalidClientTokenId" <<<"$out"
 no_secret() { ! grep -aqF -f "$pat" "$@"; }
 check "refusal does not echo the secret" no_secret <<<"$out"
+out=$(AWS_ACCESS_KEY_ID=$akid_a AWS_SECRET_ACCESS_KEY=$secret_a \
+	isc keys add --org acme --name 'two words' aws --from-env 2>&1)
+rc=$?
+check "a key name with a space is refused before the cloud is asked (exit 1, names --name)" \
+	test "$rc" -eq 1 -a -n "$(grep -- '--name: not a valid key name' <<<"$out")"
+check "refused name: nothing stored" test "$(isc keys list --json | json_field '.__len__()')" = 0
 
 # 2. Usage: no secret options exist; wrong combinations are refused.
 expect_exit 2 "add without --org" isc keys add aws --from-env
