@@ -228,7 +228,10 @@ oci_lost=$(ln_rank_instance "$oci" 2)
 fault "{\"kind\":\"capacity\",\"instance_type\":\"g5.xlarge\",\"zone\":\"$cap_zone\",\"count\":1}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$one_lost\",\"notice_s\":20}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$zero_lost\",\"notice_s\":0}"
-for v in $two_lost; do fault "{\"kind\":\"interrupt\",\"instance_id\":\"$v\",\"notice_s\":20}"; done
+# Both in one step: two faults one after the other can be seen apart by a describe in
+# between, and a kept node lost during a replacement is the whole-gang fallback.
+read -r two_a two_b <<<"$two_lost"
+fault "{\"kind\":\"interrupt\",\"instance_ids\":[\"$two_a\",\"$two_b\"],\"notice_s\":20}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$cap_lost\",\"notice_s\":20}"
 fault "{\"kind\":\"preempt\",\"instance_id\":\"$gcp_lost\",\"notice_s\":10}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$oci_lost\",\"notice_s\":0}"

@@ -393,15 +393,21 @@ class Handler(BaseHTTPRequestHandler):
             log("fault: latency %sms" % ms)
             return self._json(200, {"ok": True, "latency_ms": ms})
         if kind in ("interrupt", "preempt"):
-            iid = req.get("instance_id")
+            # instance_ids: several instances taken in one step, so no describe sees some
+            # of them taken and the others not (the cloud reclaiming a rack at once).
+            iids = req.get("instance_ids", [req.get("instance_id")])
             notice = req.get("notice_s", 30 if kind == "preempt" else 120)
-            if not isinstance(iid, str) or not isinstance(notice, (int, float)) or notice < 0:
-                return self._json(400, {"error": "%s needs instance_id and notice_s >= 0" % kind})
+            if (not isinstance(iids, list) or not iids or not all(isinstance(i, str) for i in iids)
+                    or not isinstance(notice, (int, float)) or notice < 0):
+                return self._json(400, {"error": "%s needs instance_id (or instance_ids) and "
+                                        "notice_s >= 0" % kind})
             try:
-                if kind == "preempt" or self.server.gce.find_instance(iid) is not None:
-                    at = self.server.gce.preempt(iid, notice)
-                else:
-                    at = cloud.interrupt(iid, notice)
+                with cloud.lock:  # the GCE side shares this lock
+                    for iid in iids:
+                        if kind == "preempt" or self.server.gce.find_instance(iid) is not None:
+                            at = self.server.gce.preempt(iid, notice)
+                        else:
+                            at = cloud.interrupt(iid, notice)
             except KeyError as e:
                 return self._json(404, {"error": str(e)})
             except ValueError as e:
