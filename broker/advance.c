@@ -1031,7 +1031,6 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	}
 }
 
-/* Nodes launched: wait for all of them to run; roll back a partial gang. */
 /*
  * The nodes of a replacement cluster that already hold its cycle's restore: its kept
  * nodes, restored while the replacements boot, so that booting restores onto the
@@ -1194,6 +1193,7 @@ static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
 	free(up);
 }
 
+/* Nodes launched: wait for all of them to run; roll back a partial gang. */
 static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
