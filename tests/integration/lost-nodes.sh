@@ -33,26 +33,10 @@ ln_start_iscd() {
 	"$ISC_BIN/iscd" 2>>"$dir/iscd.log" &
 	echo $! >"$dir/iscd.pid"
 }
-ln_status() {
-	isc status "$1" --json | py -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "${2:-status}"
-}
-# ln_wait ID STATUS SECONDS
-ln_wait() {
-	local s=""
-	for _ in $(seq 1 $(($3 * 5))); do
-		s=$(ln_status "$1")
-		[ "$s" = "$2" ] && return 0
-		case $s in completed | failed | cancelled | stopped) break ;; esac
-		sleep 0.2
-	done
-	echo "experiment $1 is '$s', wanted '$2'" >&2
-	isc status "$1" >&2
-	return 1
-}
 # ln_wait_cycle ID CYCLE SECONDS: running in that cycle.
 ln_wait_cycle() {
 	for _ in $(seq 1 $(($3 * 5))); do
-		[ "$(ln_status "$1") $(ln_status "$1" cycle_count)" = "running $2" ] && return 0
+		[ "$(status_of "$1") $(status_of "$1" cycle_count)" = "running $2" ] && return 0
 		sleep 0.2
 	done
 	echo "experiment $1 never ran cycle $2" >&2
@@ -67,7 +51,7 @@ ln_rank_instance() {
 # ln_cycle1_running ID: every rank of cycle 1 printed its line (the containers run).
 ln_cycle1_running() {
 	local out r
-	out=$(ln_status "$1" output_path)
+	out=$(status_of "$1" output_path)
 	for r in $(seq 0 $((${2:-4} - 1))); do grep -q "CYCLE=1 " "$out/rank_$r.txt" 2>/dev/null || return 1; done
 }
 ln_within() {
@@ -105,8 +89,8 @@ ln_verify() {
 	db "SELECT c.id, c.zone, c.cycle, c.replaces, n.rank, n.instance_id FROM clusters c
 	    JOIN nodes n ON n.cluster_id = c.id WHERE c.experiment_id = '$id'
 	    ORDER BY c.created_at_ms, c.id, n.rank" >"$dir/nodes.txt"
-	py - "$id" "$kept" "$lost" "$want_new" "$fallback" "$dir/inst.json" "$(ln_status "$id" output_path)" \
-		"$(ln_status "$id")" "$dir/nodes.txt" "$nn" 2>>"$dir/verify.log" <<'PY'
+	py - "$id" "$kept" "$lost" "$want_new" "$fallback" "$dir/inst.json" "$(status_of "$id" output_path)" \
+		"$(status_of "$id")" "$dir/nodes.txt" "$nn" 2>>"$dir/verify.log" <<'PY'
 import json, re, sys
 exp, kept, lost, want_new, fallback, inst_path, out, status, nodes_path, nn = sys.argv[1:]
 kept, lost, want_new, fallback, nn = kept.split(), lost.split(), int(want_new), fallback == "1", int(nn)
@@ -241,7 +225,7 @@ kept_of() {
 	echo "$out"
 }
 for x in "$one" "$zero" "$two" "$cap" "$gcp" "$oci"; do
-	check "$x completes after the loss" ln_wait "$x" completed 150
+	check "$x completes after the loss" wait_status "$x" completed 150
 done
 check "one lost: 3 kept running through, 1 launched, cycle 2 right" \
 	ln_verify "$one" "$(kept_of "${all_ids[$one]}" "$one_lost")" "$one_lost" 1 0
@@ -324,7 +308,7 @@ for p in "${points[@]}"; do
 	ln_start_iscd
 	# Completed before iscd restarts again: a restart re-follows a running cluster's
 	# output from its start (each line again in rank_N.txt).
-	check "$p: runs cycle 2 after the restart and completes" ln_wait "$x" completed 150
+	check "$p: runs cycle 2 after the restart and completes" wait_status "$x" completed 150
 done
 for p in "${points[@]}"; do
 	x=${crash_exp[$p]}
