@@ -100,16 +100,14 @@ void isc_pool_node_cleanup(struct isc_pool_node *n)
 	memset(n, 0, sizeof(*n));
 }
 
-void isc_pool_nodes_free(struct isc_pool_node *nodes, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		isc_pool_node_cleanup(&nodes[i]);
-	free(nodes);
-}
-
 static void pool_node_clean(void *rec)
 {
 	isc_pool_node_cleanup(rec);
+}
+
+void isc_pool_nodes_free(struct isc_pool_node *nodes, size_t n)
+{
+	isc_store_rows_free(nodes, n, sizeof(*nodes), pool_node_clean);
 }
 
 static int pool_node_from_row(sqlite3_stmt *st, void *rec)
