@@ -41,6 +41,9 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%)
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# What several unit tests share (tests/unit/ files not named test_*): linked into each.
+UNIT_HELPER_SRCS := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
+UNIT_HELPER_OBJS := $(UNIT_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
@@ -106,7 +109,7 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HELPER_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS) -lcmocka
 

@@ -8,6 +8,7 @@
 #include "broker/broker_int.h"
 #include "launcher/launcher.h"
 #include "store/store_experiments.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,30 +19,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 struct fixture {
-	char dir[64];
-	char *home;
-	struct isc_store *s;
+	struct store_fixture tmp;
 	struct isc_broker *b;
 };
+
+static void start_broker(struct fixture *f)
+{
+	struct isc_err err;
+	if (isc_broker_new(f->tmp.s, &f->b, &err))
+		fail_msg("isc_broker_new: %s", err.msg);
+}
 
 static void start(struct fixture *f)
 {
 	struct isc_err err;
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, &err), 0);
-	if (isc_broker_new(f->s, &f->b, &err))
-		fail_msg("isc_broker_new: %s", err.msg);
+	assert_int_equal(isc_store_open(f->tmp.home, 1, &f->tmp.s, &err), 0);
+	start_broker(f);
 }
 
 static void stop(struct fixture *f)
 {
 	isc_broker_free(f->b);
-	isc_store_free(f->s);
+	isc_store_free(f->tmp.s);
 	f->b = NULL;
-	f->s = NULL;
+	f->tmp.s = NULL;
 }
 
 /* What a restart of iscd does to the broker's memory: everything in it is gone. */
@@ -58,16 +62,14 @@ static int setup(void **state)
 	FILE *fp;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-memo-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_equal(mkdir(f->home, 0700), 0);
-	assert_int_not_equal(asprintf(&path, "%s/config.toml", f->home), -1);
+	store_fixture_init(&f->tmp, "memo");
+	/* The broker reads its config from the store's home when it starts. */
+	assert_int_not_equal(asprintf(&path, "%s/config.toml", f->tmp.home), -1);
 	assert_non_null(fp = fopen(path, "w"));
 	fputs("broker_id = \"memo-test\"\ncheckpoint_sync_ms = 60000\nlossy_sync_ms = 30000\n", fp);
 	fclose(fp);
 	free(path);
-	start(f);
+	start_broker(f);
 	*state = f;
 	return 0;
 }
@@ -75,14 +77,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char *cmd;
 	stop(f);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
-	free(f->home);
+	store_fixture_cleanup(&f->tmp);
 	free(f);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include "store/store_experiments.h"
 #include "store/store_int.h"
 #include "store/store_ledger.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,9 +28,7 @@
 #define USD(d) ((int64_t)(d)*INT64_C(1000000))
 
 struct fixture {
-	char dir[64];
-	char *home;
-	struct isc_store *s;
+	struct store_fixture tmp;
 	int64_t org_id;
 	char *project_id;
 };
@@ -40,12 +39,10 @@ static int setup(void **state)
 	struct isc_err err;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-credits-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, &err), 0);
-	assert_int_equal(isc_store_org_add(f->s, "demo", &f->org_id, &err), 0);
-	assert_int_equal(isc_store_project_add(f->s, "demo", "vision", &f->project_id, &err), 0);
+	store_fixture_init(&f->tmp, "credits");
+	assert_int_equal(isc_store_org_add(f->tmp.s, "demo", &f->org_id, &err), 0);
+	assert_int_equal(isc_store_project_add(f->tmp.s, "demo", "vision", &f->project_id, &err),
+	                 0);
 	*state = f;
 	return 0;
 }
@@ -53,14 +50,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char *cmd;
-	isc_store_free(f->s);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
-	free(f->home);
+	store_fixture_cleanup(&f->tmp);
 	free(f->project_id);
 	free(f);
 	return 0;
@@ -79,7 +69,7 @@ static void add_experiment(struct fixture *f, const char *id, const char *projec
 	e.gpus = 8;
 	e.spec_json = "{}";
 	e.status = "running";
-	assert_int_equal(isc_store_experiment_add(f->s, &e, &err), 0);
+	assert_int_equal(isc_store_experiment_add(f->tmp.s, &e, &err), 0);
 }
 
 static void add_cluster(struct fixture *f, const char *id, const char *exp, const char *account,
@@ -98,16 +88,16 @@ static void add_cluster(struct fixture *f, const char *id, const char *exp, cons
 	c.nproc = 8;
 	c.price_micros = price_micros;
 	snprintf(token, sizeof(token), "tok-%s", id);
-	assert_int_equal(isc_store_cluster_create(f->s, &c, token, "us-east-1a", &err), 0);
+	assert_int_equal(isc_store_cluster_create(f->tmp.s, &c, token, "us-east-1a", &err), 0);
 }
 
 static int64_t ledger_rows(struct fixture *f)
 {
 	sqlite3_stmt *st;
 	int64_t n;
-	assert_int_equal(
-	    sqlite3_prepare_v2(isc_store_db(f->s), "SELECT COUNT(*) FROM ledger", -1, &st, NULL),
-	    SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->tmp.s), "SELECT COUNT(*) FROM ledger",
+	                                    -1, &st, NULL),
+	                 SQLITE_OK);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	n = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
@@ -118,7 +108,7 @@ static struct isc_credit_balance balance(struct fixture *f)
 {
 	struct isc_credit_balance b;
 	struct isc_err err;
-	assert_int_equal(isc_credits_balance(f->s, "demo", &b, &err), 0);
+	assert_int_equal(isc_credits_balance(f->tmp.s, "demo", &b, &err), 0);
 	assert_int_equal(b.available_micros, b.balance_micros - b.reserved_micros);
 	return b;
 }
@@ -228,22 +218,23 @@ static void test_grant_and_balance(void **state)
 
 	b = balance(f);
 	assert_int_equal(b.balance_micros, 0);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(1500), "opening", &err), 0);
-	assert_int_equal(isc_credits_grant(f->s, "demo", 12500000, NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(1500), "opening", &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", 12500000, NULL, &err), 0);
 	b = balance(f);
 	assert_int_equal(b.balance_micros, USD(1500) + 12500000);
 	assert_int_equal(b.reserved_micros, 0);
-	assert_int_equal(isc_credits_adjust(f->s, "demo", -2500000, "goodwill reversal", &err), 0);
+	assert_int_equal(isc_credits_adjust(f->tmp.s, "demo", -2500000, "goodwill reversal", &err),
+	                 0);
 	assert_int_equal(balance(f).balance_micros, USD(1510));
 
-	assert_int_equal(isc_credits_grant(f->s, "demo", -1, NULL, &err), ISC_EINVALID);
-	assert_int_equal(isc_credits_grant(f->s, "demo", 0, NULL, &err), ISC_EINVALID);
-	assert_int_equal(isc_credits_grant(f->s, "demo", ISC_MONEY_MAX_MICROS + 1, NULL, &err),
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", -1, NULL, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", 0, NULL, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", ISC_MONEY_MAX_MICROS + 1, NULL, &err),
 	                 ISC_EINVALID);
-	assert_int_equal(isc_credits_grant(f->s, "nobody", 5, NULL, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "nobody", 5, NULL, &err), ISC_ENOTFOUND);
 	assert_non_null(strstr(err.msg, "nobody"));
-	assert_int_equal(isc_credits_balance(f->s, "nobody", &b, &err), ISC_ENOTFOUND);
-	assert_int_equal(isc_credits_adjust(f->s, "demo", 5, "", &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_balance(f->tmp.s, "nobody", &b, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_adjust(f->tmp.s, "demo", 5, "", &err), ISC_EINVALID);
 	assert_int_equal(ledger_rows(f), 3);
 }
 
@@ -257,9 +248,10 @@ static void test_reserve_beyond_available(void **state)
 
 	add_experiment(f, "exp_a", f->project_id, f->org_id);
 	add_cluster(f, "cl_a", "exp_a", "default", 2, USD(10));
-	assert_int_equal(isc_credits_grant(f->s, "demo", 12340000, NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", 12340000, NULL, &err), 0);
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_a", USD(20), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", "cl_a", USD(20), &err),
+	                 ISC_ECREDITS);
 	assert_string_equal(
 	    err.msg,
 	    "organisation demo has $12.34 available; the cluster needs $20.00 for the next hour; "
@@ -267,17 +259,19 @@ static void test_reserve_beyond_available(void **state)
 	assert_int_equal(ledger_rows(f), rows);
 	assert_int_equal(balance(f).reserved_micros, 0);
 
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_a", USD(10), &err), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_a", USD(3), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", "cl_a", USD(10), &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", "cl_a", USD(3), &err),
+	                 ISC_ECREDITS);
 	assert_non_null(strstr(err.msg, "has $2.34 available"));
 	assert_non_null(strstr(err.msg, "for the next 9 minutes"));
 	assert_int_equal(balance(f).reserved_micros, USD(10));
 	assert_int_equal(balance(f).available_micros, 2340000);
 
-	assert_int_equal(isc_credits_reserve(f->s, "exp_nope", NULL, USD(1), &err), ISC_ENOTFOUND);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", NULL, 0, &err), ISC_EINVALID);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", NULL, -5, &err), ISC_EINVALID);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_a", "cl_nope", 5, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_nope", NULL, USD(1), &err),
+	                 ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", NULL, 0, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", NULL, -5, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_a", "cl_nope", 5, &err), ISC_ENOTFOUND);
 }
 
 static void test_budget(void **state)
@@ -288,38 +282,40 @@ static void test_budget(void **state)
 	int64_t rows;
 
 	add_experiment(f, "exp_b", f->project_id, f->org_id);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
-	assert_int_equal(isc_project_set_budget(f->s, "demo", "vision", USD(5), &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(100), NULL, &err), 0);
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "demo", "vision", USD(5), &err), 0);
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(6), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, USD(6), &err), ISC_ECREDITS);
 	assert_non_null(strstr(err.msg, "project vision has $5.00 of its $5.00 budget left"));
 	assert_non_null(strstr(err.msg, "a budget of $6.00 or more unblocks it (isc project budget "
 	                                "--org demo --project vision 6.00)"));
 	assert_int_equal(ledger_rows(f), rows);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(4), &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, USD(4), &err), 0);
 	/* The hold counts against the budget until it is charged or released. */
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(2), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, USD(2), &err), ISC_ECREDITS);
 	{
 		struct isc_charge c = charge("exp_b", "i-1", USD(3), 0, 3600000);
-		assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+		assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	}
-	assert_int_equal(isc_project_money_get(f->s, f->project_id, &pm, &err), 0);
+	assert_int_equal(isc_project_money_get(f->tmp.s, f->project_id, &pm, &err), 0);
 	assert_int_equal(pm.spent_micros, USD(3));
 	assert_int_equal(pm.reserved_micros, USD(1));
 	assert_int_equal(pm.remaining_micros, USD(1));
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(1), &err), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, 1, &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, USD(1), &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, 1, &err), ISC_ECREDITS);
 
 	/* No budget: only the org's credits limit. By id works too. */
-	assert_int_equal(isc_project_set_budget(f->s, "demo", f->project_id, -1, &err), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, USD(50), &err), 0);
-	assert_int_equal(isc_project_set_budget(f->s, "demo", "vision", 0, &err), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", NULL, 1, &err), ISC_ECREDITS);
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "demo", f->project_id, -1, &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, USD(50), &err), 0);
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "demo", "vision", 0, &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", NULL, 1, &err), ISC_ECREDITS);
 
-	assert_int_equal(isc_project_set_budget(f->s, "demo", "nope", USD(1), &err), ISC_ENOTFOUND);
-	assert_int_equal(isc_project_set_budget(f->s, "nobody", "vision", USD(1), &err),
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "demo", "nope", USD(1), &err),
 	                 ISC_ENOTFOUND);
-	assert_int_equal(isc_project_set_budget(f->s, "demo", "vision", -2, &err), ISC_EINVALID);
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "nobody", "vision", USD(1), &err),
+	                 ISC_ENOTFOUND);
+	assert_int_equal(isc_project_set_budget(f->tmp.s, "demo", "vision", -2, &err),
+	                 ISC_EINVALID);
 }
 
 static void test_release_and_renew(void **state)
@@ -330,33 +326,33 @@ static void test_release_and_renew(void **state)
 	int64_t rows;
 
 	add_experiment(f, "exp_r", f->project_id, f->org_id);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(25), NULL, &err), 0);
-	assert_int_equal(isc_credits_renew(f->s, "exp_r", NULL, USD(10), &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(25), NULL, &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_r", NULL, USD(10), &err), 0);
 	assert_int_equal(balance(f).reserved_micros, USD(10));
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_renew(f->s, "exp_r", NULL, USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_r", NULL, USD(10), &err), 0);
 	assert_int_equal(ledger_rows(f), rows); /* already holds the window */
 
 	c = charge("exp_r", "i-r", USD(4), 0, 3600000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	assert_int_equal(balance(f).balance_micros, USD(21));
 	assert_int_equal(balance(f).reserved_micros, USD(6));
-	assert_int_equal(isc_credits_renew(f->s, "exp_r", NULL, USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_r", NULL, USD(10), &err), 0);
 	assert_int_equal(balance(f).reserved_micros, USD(10));
 	assert_int_equal(balance(f).available_micros, USD(11));
 
 	/* The next window costs more than the org can cover: ECREDITS, nothing written. */
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_renew(f->s, "exp_r", NULL, USD(22), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_r", NULL, USD(22), &err), ISC_ECREDITS);
 	assert_non_null(strstr(err.msg, "needs $12.00 more"));
 	assert_int_equal(ledger_rows(f), rows);
 
-	assert_int_equal(isc_credits_release(f->s, "exp_r", &err), 0);
+	assert_int_equal(isc_credits_release(f->tmp.s, "exp_r", &err), 0);
 	assert_int_equal(balance(f).reserved_micros, 0);
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_release(f->s, "exp_r", &err), 0);
+	assert_int_equal(isc_credits_release(f->tmp.s, "exp_r", &err), 0);
 	assert_int_equal(ledger_rows(f), rows);
-	assert_int_equal(isc_credits_release(f->s, "exp_nope", &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_release(f->tmp.s, "exp_nope", &err), ISC_ENOTFOUND);
 }
 
 /* ---- the rule for holds: renewal and release, keyed so a hold is never doubled ---- */
@@ -365,7 +361,7 @@ static int64_t held_by(struct fixture *f, const char *exp)
 {
 	struct isc_err err;
 	int64_t held = -1;
-	assert_int_equal(isc_store_ledger_experiment_held(f->s, exp, &held, &err), 0);
+	assert_int_equal(isc_store_ledger_experiment_held(f->tmp.s, exp, &held, &err), 0);
 	return held;
 }
 
@@ -380,13 +376,14 @@ static void test_hold_rule(void **state)
 
 	add_experiment(f, "exp_h", f->project_id, f->org_id);
 	add_cluster(f, "cl_h", "exp_h", "default", 2, USD(5)); /* window: $10 for the hour */
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(100), NULL, &err), 0);
 
 	/* The meter's renewal lands between the cluster's row and the broker's first hold:
 	 * the first hold then finds the window held, and adds nothing. */
-	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h", "cl_h", USD(10), &err), 0);
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_renew_limit(f->s, "exp_h", "cl_h", USD(10), &limit, &err), 0);
+	assert_int_equal(isc_credits_renew_limit(f->tmp.s, "exp_h", "cl_h", USD(10), &limit, &err),
+	                 0);
 	assert_int_equal(limit, ISC_CREDITS_LIMIT_NONE);
 	assert_int_equal(ledger_rows(f), rows);
 	assert_int_equal(held_by(f, "exp_h"), USD(10));
@@ -395,57 +392,61 @@ static void test_hold_rule(void **state)
 	/* The first hold refused says which limit, in the reservation's words. */
 	add_experiment(f, "exp_h2", f->project_id, f->org_id);
 	add_cluster(f, "cl_h2", "exp_h2", "default", 1, USD(200));
-	assert_int_equal(isc_credits_renew_limit(f->s, "exp_h2", "cl_h2", USD(200), &limit, &err),
-	                 ISC_ECREDITS);
+	assert_int_equal(
+	    isc_credits_renew_limit(f->tmp.s, "exp_h2", "cl_h2", USD(200), &limit, &err),
+	    ISC_ECREDITS);
 	assert_int_equal(limit, ISC_CREDITS_LIMIT_ORG);
 	assert_non_null(strstr(err.msg, "has $90.00 available; the cluster needs $200.00 for the "
 	                                "next hour; a grant of $110.00"));
 
 	/* A cluster being torn down takes no hold: its renewal is a no-op, a reserve refused. */
 	c = charge("exp_h", "i-h", USD(5), 0, 3600000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	assert_int_equal(held_by(f, "exp_h"), USD(5));
-	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h", "terminating", &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->tmp.s, "cl_h", "terminating", &err), 0);
 	rows = ledger_rows(f);
-	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h", "cl_h", USD(10), &err), 0);
 	assert_int_equal(ledger_rows(f), rows);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_h", "cl_h", USD(1), &err), ISC_ECONFLICT);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_h", "cl_h", USD(1), &err),
+	                 ISC_ECONFLICT);
 	assert_non_null(strstr(err.msg, "cluster cl_h is terminating"));
 	assert_int_equal(ledger_rows(f), rows);
 
 	/* Its experiment still has an open cluster: settling releases nothing. */
-	assert_int_equal(isc_credits_settle(f->s, "exp_h", 3600000, &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_h", 3600000, &released, &ended, &err),
+	                 0);
 	assert_int_equal(released, 0);
 	assert_int_equal(held_by(f, "exp_h"), USD(5));
 	/* More than one window of its open clusters (a larger cluster that closed left its
 	 * hold): settling gives back the excess only. The window here is 15 min: $2.50. */
-	assert_int_equal(isc_credits_settle(f->s, "exp_h", 900000, &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_h", 900000, &released, &ended, &err), 0);
 	assert_int_equal(released, USD(5) - USD(5) / 2);
 	assert_int_equal(ended, 0);
 	assert_int_equal(held_by(f, "exp_h"), USD(5) / 2);
-	assert_int_equal(isc_credits_settle(f->s, "exp_h", 900000, &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_h", 900000, &released, &ended, &err), 0);
 	assert_int_equal(released, 0);
 
 	/* A renewal that raced the experiment's end releases what it finds, adds nothing. */
-	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h", "running", &err), 0);
-	assert_int_equal(
-	    isc_store_experiment_transition(f->s, "exp_h", "running", "completed", "done", &err),
-	    0);
-	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->tmp.s, "cl_h", "running", &err), 0);
+	assert_int_equal(isc_store_experiment_transition(f->tmp.s, "exp_h", "running", "completed",
+	                                                 "done", &err),
+	                 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h", "cl_h", USD(10), &err), 0);
 	assert_int_equal(held_by(f, "exp_h"), 0);
-	assert_int_equal(isc_credits_renew(f->s, "exp_h", "cl_h", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h", "cl_h", USD(10), &err), 0);
 	assert_int_equal(held_by(f, "exp_h"), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_h", NULL, USD(1), &err), ISC_ECONFLICT);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_h", NULL, USD(1), &err), ISC_ECONFLICT);
 	assert_non_null(strstr(err.msg, "exp_h is completed"));
 	assert_int_equal(balance(f).reserved_micros, 0);
 
 	/* Ending releases: a hold left on an ended experiment is settled. */
 	add_experiment(f, "exp_h3", f->project_id, f->org_id);
 	add_cluster(f, "cl_h3", "exp_h3", "default", 1, USD(3));
-	assert_int_equal(isc_credits_renew(f->s, "exp_h3", "cl_h3", USD(3), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h3", "cl_h3", USD(3), &err), 0);
 	assert_int_equal(
-	    isc_store_experiment_transition(f->s, "exp_h3", "running", "failed", "x", &err), 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_h3", 3600000, &released, &ended, &err), 0);
+	    isc_store_experiment_transition(f->tmp.s, "exp_h3", "running", "failed", "x", &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_h3", 3600000, &released, &ended, &err),
+	                 0);
 	assert_int_equal(released, USD(3));
 	assert_int_equal(ended, 1);
 	assert_int_equal(held_by(f, "exp_h3"), 0);
@@ -453,13 +454,14 @@ static void test_hold_rule(void **state)
 	/* A live experiment whose clusters all closed: nothing would release it but this. */
 	add_experiment(f, "exp_h4", f->project_id, f->org_id);
 	add_cluster(f, "cl_h4", "exp_h4", "default", 1, USD(4));
-	assert_int_equal(isc_credits_renew(f->s, "exp_h4", "cl_h4", USD(4), &err), 0);
-	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_h4", "closed", &err), 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_h4", 3600000, &released, &ended, &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_h4", "cl_h4", USD(4), &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->tmp.s, "cl_h4", "closed", &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_h4", 3600000, &released, &ended, &err),
+	                 0);
 	assert_int_equal(released, USD(4));
 	assert_int_equal(ended, 0);
 	assert_int_equal(balance(f).reserved_micros, 0);
-	assert_int_equal(isc_credits_settle(f->s, "exp_nope", 3600000, &released, &ended, &err),
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_nope", 3600000, &released, &ended, &err),
 	                 ISC_ENOTFOUND);
 }
 
@@ -476,7 +478,7 @@ static size_t check_holds(struct fixture *f, enum isc_holds_check what, const ch
 	size_t violations = 99;
 
 	isc_buf_init(&report, 1 << 16);
-	assert_int_equal(isc_credits_holds_check(f->s, what, 3600000, skip ? skip_one : NULL,
+	assert_int_equal(isc_credits_holds_check(f->tmp.s, what, 3600000, skip ? skip_one : NULL,
 	                                         (void *)skip, &report, &violations, &err),
 	                 0);
 	if (!expect)
@@ -494,26 +496,26 @@ static void test_holds_check(void **state)
 	struct isc_err err;
 	struct isc_charge c;
 
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(20), NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(20), NULL, &err), 0);
 	add_experiment(f, "exp_a", f->project_id, f->org_id);
 	add_cluster(f, "cl_a", "exp_a", "default", 1, USD(10));
 	add_experiment(f, "exp_b", f->project_id, f->org_id);
 	add_cluster(f, "cl_b", "exp_b", "default", 1, USD(10));
-	assert_int_equal(isc_credits_renew(f->s, "exp_a", "cl_a", USD(10), &err), 0);
-	assert_int_equal(isc_credits_renew(f->s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_a", "cl_a", USD(10), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_b", "cl_b", USD(10), &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
 
 	/* A charge beyond its hold: balance $5 under $10 of holds, as docs/credits.md allows
 	 * (the overspend bound), so no violation. */
 	c = charge("exp_a", "i-a", USD(15), 0, 3600000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	assert_int_equal(balance(f).balance_micros, USD(5));
 	assert_int_equal(balance(f).reserved_micros, USD(10));
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
 
 	/* A hold written past the check (the old additive first hold after a renewal). */
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(100), NULL, &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_b", "cl_b", USD(10), &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL,
 	                             "experiment exp_b (running) holds $20.00, more than the "
 	                             "$10.00 window of its largest open cluster: a hold was "
@@ -521,11 +523,11 @@ static void test_holds_check(void **state)
 	                 1);
 	/* A step in flight is not checked. */
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, "exp_b", NULL), 0);
-	assert_int_equal(isc_credits_release(f->s, "exp_b", &err), 0);
+	assert_int_equal(isc_credits_release(f->tmp.s, "exp_b", &err), 0);
 
 	/* A hold whose cluster closed: nothing will consume or release it. */
-	assert_int_equal(isc_credits_renew(f->s, "exp_b", "cl_b", USD(10), &err), 0);
-	assert_int_equal(isc_store_cluster_set_state(f->s, "cl_b", "closed", &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_b", "cl_b", USD(10), &err), 0);
+	assert_int_equal(isc_store_cluster_set_state(f->tmp.s, "cl_b", "closed", &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL,
 	                             "experiment exp_b (running) holds $10.00 without an open "
 	                             "cluster"),
@@ -534,11 +536,12 @@ static void test_holds_check(void **state)
 
 	/* An experiment that ended holding (a missed release, or a renewal that raced it). */
 	assert_int_equal(
-	    isc_store_experiment_transition(f->s, "exp_b", "running", "cancelled", "x", &err), 0);
+	    isc_store_experiment_transition(f->tmp.s, "exp_b", "running", "cancelled", "x", &err),
+	    0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ENDED, NULL,
 	                             "experiment exp_b is cancelled but still holds $10.00"),
 	                 1);
-	assert_int_equal(isc_credits_settle(f->s, "exp_b", 3600000, NULL, NULL, &err), 0);
+	assert_int_equal(isc_credits_settle(f->tmp.s, "exp_b", 3600000, NULL, NULL, &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, NULL, NULL), 0);
 
 	/* Holds beyond what covered them: a reserve row no check let through. */
@@ -549,7 +552,7 @@ static void test_holds_check(void **state)
 	row.kind = "reserve";
 	row.billing = "credits";
 	row.amount_micros = USD(500);
-	assert_int_equal(isc_store_ledger_append(f->s, &row, &err), 0);
+	assert_int_equal(isc_store_ledger_append(f->tmp.s, &row, &err), 0);
 	assert_int_equal(check_holds(f, ISC_HOLDS_CHECK_ALL, "exp_a",
 	                             "holds $500.00 with a balance of $105.00, of which $5.00 is "
 	                             "charges no hold covered"),
@@ -576,15 +579,15 @@ static void test_charge_math(void **state)
 	assert_int_equal(isc_credits_cost_micros(-1, 1), -1);
 
 	add_experiment(f, "exp_c", f->project_id, f->org_id);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(10), NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(10), NULL, &err), 0);
 	c = charge("exp_c", "i-c", 32770000, 1000, 91000);
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 819250);
 	c = charge("exp_c", "i-c", 32770000, 91000, 182000);
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 828353);
 	assert_int_equal(balance(f).balance_micros, USD(10) - 819250 - 828353);
-	assert_int_equal(isc_credits_experiment_cost(f->s, "exp_c", &got, &err), 0);
+	assert_int_equal(isc_credits_experiment_cost(f->tmp.s, "exp_c", &got, &err), 0);
 	assert_int_equal(got, 819250 + 828353);
 }
 
@@ -596,37 +599,37 @@ static void test_charge_dedup(void **state)
 	int64_t got, rows;
 
 	add_experiment(f, "exp_d", f->project_id, f->org_id);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(100), NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(100), NULL, &err), 0);
 	c = charge("exp_d", "i-d", USD(36), 0, 60000); /* $36/h = $0.01/s */
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 600000);
 	rows = ledger_rows(f);
 	/* The same period again (a retry after a crash): nothing. */
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 0);
 	assert_int_equal(ledger_rows(f), rows);
 	/* Overlapping: only the part after the last charged end. */
 	c = charge("exp_d", "i-d", USD(36), 30000, 120000);
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 600000);
 	/* Entirely before: nothing. Another node: charged on its own. */
 	c = charge("exp_d", "i-d", USD(36), 0, 100000);
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 0);
 	c = charge("exp_d", "i-e", USD(36), 0, 60000);
-	assert_int_equal(isc_credits_charge_node_report(f->s, &c, &got, &err), 0);
+	assert_int_equal(isc_credits_charge_node_report(f->tmp.s, &c, &got, &err), 0);
 	assert_int_equal(got, 600000);
 	assert_int_equal(balance(f).balance_micros, USD(100) - 1800000);
 
 	/* Bad input. */
 	c = charge("exp_d", "i-d", USD(36), 5000, 5000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), ISC_EINVALID);
 	c = charge("exp_d", "i-d", -1, 0, 5000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), ISC_EINVALID);
 	c = charge("exp_d", NULL, USD(1), 0, 5000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), ISC_EINVALID);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), ISC_EINVALID);
 	c = charge("exp_zzz", "i-z", USD(1), 0, 5000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), ISC_ENOTFOUND);
 }
 
 static void test_ledger_immutable(void **state)
@@ -635,8 +638,8 @@ static void test_ledger_immutable(void **state)
 	struct isc_err err;
 	char *msg = NULL;
 
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(1), NULL, &err), 0);
-	assert_int_not_equal(sqlite3_exec(isc_store_db(f->s),
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(1), NULL, &err), 0);
+	assert_int_not_equal(sqlite3_exec(isc_store_db(f->tmp.s),
 	                                  "UPDATE ledger SET amount_micros = 99000000", NULL, NULL,
 	                                  &msg),
 	                     SQLITE_OK);
@@ -645,7 +648,8 @@ static void test_ledger_immutable(void **state)
 	sqlite3_free(msg);
 	msg = NULL;
 	assert_int_not_equal(
-	    sqlite3_exec(isc_store_db(f->s), "DELETE FROM ledger", NULL, NULL, &msg), SQLITE_OK);
+	    sqlite3_exec(isc_store_db(f->tmp.s), "DELETE FROM ledger", NULL, NULL, &msg),
+	    SQLITE_OK);
 	sqlite3_free(msg);
 	assert_int_equal(balance(f).balance_micros, USD(1));
 	assert_int_equal(ledger_rows(f), 1);
@@ -665,32 +669,34 @@ static void test_byo(void **state)
 	add_experiment(f, "exp_y", f->project_id, f->org_id);
 	add_cluster(f, "cl_y", "exp_y", "key_0123", 1, USD(40));
 	add_cluster(f, "cl_z", "exp_y", "default", 1, USD(40));
-	assert_int_equal(isc_credits_cluster_billing(f->s, "cl_y", &b, &err), 0);
+	assert_int_equal(isc_credits_cluster_billing(f->tmp.s, "cl_y", &b, &err), 0);
 	assert_int_equal(b, ISC_BILLING_BYO);
-	assert_int_equal(isc_credits_cluster_billing(f->s, "cl_z", &b, &err), 0);
+	assert_int_equal(isc_credits_cluster_billing(f->tmp.s, "cl_z", &b, &err), 0);
 	assert_int_equal(b, ISC_BILLING_CREDITS);
 	/* No credits at all, yet a BYO cluster may run: nothing is held. */
 	n0 = ledger_rows(f);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_y", "cl_y", USD(40), &err), 0);
-	assert_int_equal(isc_credits_renew(f->s, "exp_y", "cl_y", USD(40), &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_y", "cl_y", USD(40), &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_y", "cl_y", USD(40), &err), 0);
 	assert_int_equal(ledger_rows(f), n0);
-	assert_int_equal(isc_credits_reserve(f->s, "exp_y", "cl_z", USD(40), &err), ISC_ECREDITS);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_y", "cl_z", USD(40), &err),
+	                 ISC_ECREDITS);
 
 	c = charge("exp_y", "i-y", USD(40), 0, 1800000);
 	c.cluster_id = "cl_y";
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), ISC_EINVALID); /* says credits */
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err),
+	                 ISC_EINVALID); /* says credits */
 	c.billing = ISC_BILLING_BYO;
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	assert_int_equal(balance(f).balance_micros, 0);
-	assert_int_equal(isc_credits_experiment_cost(f->s, "exp_y", &cost, &err), 0);
+	assert_int_equal(isc_credits_experiment_cost(f->tmp.s, "exp_y", &cost, &err), 0);
 	assert_int_equal(cost, USD(20));
 
 	q.billing = "credits";
-	assert_int_equal(isc_store_ledger_spend(f->s, &q, &rows, &n, &err), 0);
+	assert_int_equal(isc_store_ledger_spend(f->tmp.s, &q, &rows, &n, &err), 0);
 	assert_int_equal(n, 0);
 	isc_spend_rows_free(rows, n);
 	q.billing = "byo";
-	assert_int_equal(isc_store_ledger_spend(f->s, &q, &rows, &n, &err), 0);
+	assert_int_equal(isc_store_ledger_spend(f->tmp.s, &q, &rows, &n, &err), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(rows[0].amount_micros, USD(20));
 	isc_spend_rows_free(rows, n);
@@ -705,7 +711,7 @@ static int64_t spend_total(struct fixture *f, struct isc_spend_query *q,
 {
 	struct isc_err err;
 	int64_t total;
-	assert_int_equal(isc_store_ledger_spend(f->s, q, rows, n, &err), 0);
+	assert_int_equal(isc_store_ledger_spend(f->tmp.s, q, rows, n, &err), 0);
 	assert_int_equal(isc_spend_total(*rows, *n, &total, &err), 0);
 	return total;
 }
@@ -716,20 +722,20 @@ static void seed_spend(struct fixture *f)
 	struct isc_charge c;
 	char *p2 = NULL;
 
-	assert_int_equal(isc_store_project_add(f->s, "demo", "a,\"b\"", &p2, &err), 0);
+	assert_int_equal(isc_store_project_add(f->tmp.s, "demo", "a,\"b\"", &p2, &err), 0);
 	add_experiment(f, "exp_1", f->project_id, f->org_id);
 	add_experiment(f, "exp_2", p2, f->org_id);
-	assert_int_equal(isc_credits_grant(f->s, "demo", USD(1000), NULL, &err), 0);
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(1000), NULL, &err), 0);
 	/* exp_1: aws, 1 h at $3 on day 1; a charge spanning midnight into day 2 ($2). */
 	c = charge("exp_1", "i-1", USD(3), DAY1, DAY1 + 3600000);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	c = charge("exp_1", "i-1", USD(4), DAY1 + ISC_MS_PER_DAY - 1800000, DAY1 + ISC_MS_PER_DAY);
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	/* exp_2: gcp, 90 s at $32.77/h on day 2. */
 	c = charge("exp_2", "i-2", 32770000, DAY1 + ISC_MS_PER_DAY, DAY1 + ISC_MS_PER_DAY + 90000);
 	c.provider = "gcp";
 	c.shape_id = "gcp:us-central1:a2-highgpu-8g";
-	assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	free(p2);
 }
 
@@ -800,7 +806,7 @@ static int64_t scan(struct fixture *f, const char *sql, const char *key)
 {
 	sqlite3_stmt *st;
 	int64_t v;
-	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->s), sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->tmp.s), sql, -1, &st, NULL), SQLITE_OK);
 	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	v = sqlite3_column_int64(st, 0);
@@ -819,18 +825,18 @@ static void test_totals_match_rows(void **state)
 	seed_spend(f);
 	add_experiment(f, "exp_t", f->project_id, f->org_id);
 	add_cluster(f, "cl_t", "exp_t", "default", 2, USD(3));
-	assert_int_equal(isc_credits_reserve(f->s, "exp_t", "cl_t", USD(4), &err), 0);
+	assert_int_equal(isc_credits_reserve(f->tmp.s, "exp_t", "cl_t", USD(4), &err), 0);
 	for (int i = 0; i < 20; i++) {
 		struct isc_charge c =
 		    charge("exp_t", i % 2 ? "i-t1" : "i-t0", USD(3), i * 60000, (i + 1) * 60000);
 		c.cluster_id = "cl_t";
-		assert_int_equal(isc_credits_charge_node(f->s, &c, &err), 0);
+		assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
 	}
-	assert_int_equal(isc_credits_renew(f->s, "exp_t", "cl_t", USD(5), &err), 0);
-	assert_int_equal(isc_credits_release(f->s, "exp_t", &err), 0);
+	assert_int_equal(isc_credits_renew(f->tmp.s, "exp_t", "cl_t", USD(5), &err), 0);
+	assert_int_equal(isc_credits_release(f->tmp.s, "exp_t", &err), 0);
 
 	snprintf(org, sizeof(org), "%lld", (long long)f->org_id);
-	assert_int_equal(isc_store_ledger_org_sums(f->s, f->org_id, &bal, &res, &err), 0);
+	assert_int_equal(isc_store_ledger_org_sums(f->tmp.s, f->org_id, &bal, &res, &err), 0);
 	assert_true(bal ==
 	            scan(f,
 	                 "SELECT COALESCE(SUM(CASE kind WHEN 'grant' THEN amount_micros "
@@ -843,22 +849,23 @@ static void test_totals_match_rows(void **state)
 	                        "WHEN 'release' THEN -amount_micros ELSE 0 END), 0) FROM ledger "
 	                        "WHERE CAST(org_id AS TEXT) = ? AND billing = 'credits'",
 	                        org));
-	assert_int_equal(isc_store_ledger_project_sums(f->s, f->project_id, &spent, &res, &err), 0);
+	assert_int_equal(isc_store_ledger_project_sums(f->tmp.s, f->project_id, &spent, &res, &err),
+	                 0);
 	assert_true(spent == scan(f,
 	                          "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger WHERE "
 	                          "project_id = ? AND kind = 'charge' AND billing = 'credits'",
 	                          f->project_id));
 	assert_true(spent > 0);
-	assert_int_equal(isc_store_ledger_experiment_held(f->s, "exp_t", &held, &err), 0);
+	assert_int_equal(isc_store_ledger_experiment_held(f->tmp.s, "exp_t", &held, &err), 0);
 	assert_true(held == 0); /* released */
-	assert_int_equal(isc_store_ledger_experiment_cost(f->s, "exp_t", &cost, &err), 0);
+	assert_int_equal(isc_store_ledger_experiment_cost(f->tmp.s, "exp_t", &cost, &err), 0);
 	assert_true(cost == scan(f,
 	                         "SELECT COALESCE(SUM(amount_micros), 0) FROM ledger WHERE "
 	                         "experiment_id = ? AND kind = 'charge'",
 	                         "exp_t"));
 	assert_true(cost == 20 * isc_credits_cost_micros(USD(3), 60000));
 	/* a scope with no rows reads as zero */
-	assert_int_equal(isc_store_ledger_experiment_cost(f->s, "exp_none", &cost, &err), 0);
+	assert_int_equal(isc_store_ledger_experiment_cost(f->tmp.s, "exp_none", &cost, &err), 0);
 	assert_true(cost == 0);
 }
 

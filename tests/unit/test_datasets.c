@@ -8,6 +8,7 @@
  */
 #include "datasets/datasets.h"
 #include "providers/aws/s3.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -164,9 +165,7 @@ static void test_copy_split(void **state)
 /* ---- copies in the store: one organisation each, shared only inside it ---- */
 
 struct org_fixture {
-	char dir[64];
-	char *home;
-	struct isc_store *s;
+	struct store_fixture tmp;
 	int64_t org_a, org_b;
 };
 
@@ -174,12 +173,9 @@ static int org_setup(void **state)
 {
 	struct org_fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-datasets-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, NULL), 0);
-	assert_int_equal(isc_store_org_add(f->s, "acme", &f->org_a, NULL), 0);
-	assert_int_equal(isc_store_org_add(f->s, "globex", &f->org_b, NULL), 0);
+	store_fixture_init(&f->tmp, "datasets");
+	assert_int_equal(isc_store_org_add(f->tmp.s, "acme", &f->org_a, NULL), 0);
+	assert_int_equal(isc_store_org_add(f->tmp.s, "globex", &f->org_b, NULL), 0);
 	*state = f;
 	return 0;
 }
@@ -187,14 +183,7 @@ static int org_setup(void **state)
 static int org_teardown(void **state)
 {
 	struct org_fixture *f = *state;
-	char *cmd;
-	isc_store_free(f->s);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
-	free(f->home);
+	store_fixture_cleanup(&f->tmp);
 	free(f);
 	return 0;
 }
@@ -214,8 +203,8 @@ static void add_one(struct org_fixture *f, const char *org, const char *name, co
 	d.size_bytes = 10;
 	d.volume_bytes = 1000;
 	d.copy_name = leaf;
-	assert_int_equal(isc_store_dataset_add(f->s, org, &d, &got, NULL), 0);
-	assert_int_equal(isc_store_dataset_find(f->s, org, got, out, NULL), 0);
+	assert_int_equal(isc_store_dataset_add(f->tmp.s, org, &d, &got, NULL), 0);
+	assert_int_equal(isc_store_dataset_find(f->tmp.s, org, got, out, NULL), 0);
 	free(got);
 	free(leaf);
 }
@@ -238,40 +227,45 @@ static void test_copies_per_org(void **state)
 	assert_string_equal(b.copy_name, want);
 	assert_int_equal(isc_dataset_copy_split(a.copy_name, a.org_id, NULL), 0);
 	assert_int_equal(isc_dataset_copy_split(a.copy_name, b.org_id, NULL), -1);
-	assert_int_equal(isc_store_dataset_set_available(f->s, a.id, 10, "{\"objects\":[]}", NULL),
-	                 0);
+	assert_int_equal(
+	    isc_store_dataset_set_available(f->tmp.s, a.id, 10, "{\"objects\":[]}", NULL), 0);
 
 	/* globex finds no donor in acme, and cannot be pointed at acme's copy. */
-	assert_int_equal(isc_store_dataset_share_donors(f->s, b.org_id, "shared-name", "mnist.zip",
-	                                                b.id, b.volume_bytes, &donors, &n, NULL),
+	assert_int_equal(isc_store_dataset_share_donors(f->tmp.s, b.org_id, "shared-name",
+	                                                "mnist.zip", b.id, b.volume_bytes, &donors,
+	                                                &n, NULL),
 	                 0);
 	assert_int_equal(n, 0);
 	isc_dataset_list_free(donors, n);
-	assert_int_equal(isc_store_dataset_set_shared(f->s, b.id, a.copy_name, 10, "{}", &err),
+	assert_int_equal(isc_store_dataset_set_shared(f->tmp.s, b.id, a.copy_name, 10, "{}", &err),
 	                 ISC_ECONFLICT);
 	isc_dataset_cleanup(&b);
-	assert_int_equal(isc_store_dataset_find(f->s, "globex", "mnist", &b, NULL), 0);
+	assert_int_equal(isc_store_dataset_find(f->tmp.s, "globex", "mnist", &b, NULL), 0);
 	assert_string_equal(b.state, "created");
 	assert_int_equal(isc_dataset_copy_split(b.copy_name, b.org_id, NULL), 0);
 
 	/* A second acme dataset of the same object: acme's copy is its donor. */
 	add_one(f, "acme", "mnist2", "ds_000000000000000c", &a2);
-	assert_int_equal(isc_store_dataset_share_donors(f->s, a2.org_id, "shared-name", "mnist.zip",
-	                                                a2.id, a2.volume_bytes, &donors, &n, NULL),
+	assert_int_equal(isc_store_dataset_share_donors(f->tmp.s, a2.org_id, "shared-name",
+	                                                "mnist.zip", a2.id, a2.volume_bytes,
+	                                                &donors, &n, NULL),
 	                 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(donors[0].id, a.id);
 	isc_dataset_list_free(donors, n);
 	/* Not for a smaller volume: the donor's copy could exceed that cap. */
-	assert_int_equal(isc_store_dataset_share_donors(f->s, a2.org_id, "shared-name", "mnist.zip",
-	                                                a2.id, 999, &donors, &n, NULL),
+	assert_int_equal(isc_store_dataset_share_donors(f->tmp.s, a2.org_id, "shared-name",
+	                                                "mnist.zip", a2.id, 999, &donors, &n, NULL),
 	                 0);
 	assert_int_equal(n, 0);
 	isc_dataset_list_free(donors, n);
-	assert_int_equal(isc_store_dataset_set_shared(f->s, a2.id, a.copy_name, 10, "{}", NULL), 0);
-	assert_int_equal(isc_store_dataset_copy_users(f->s, a.copy_name, a.id, &users, NULL), 0);
+	assert_int_equal(isc_store_dataset_set_shared(f->tmp.s, a2.id, a.copy_name, 10, "{}", NULL),
+	                 0);
+	assert_int_equal(isc_store_dataset_copy_users(f->tmp.s, a.copy_name, a.id, &users, NULL),
+	                 0);
 	assert_int_equal(users, 1);
-	assert_int_equal(isc_store_dataset_copy_users(f->s, b.copy_name, b.id, &users, NULL), 0);
+	assert_int_equal(isc_store_dataset_copy_users(f->tmp.s, b.copy_name, b.id, &users, NULL),
+	                 0);
 	assert_int_equal(users, 0);
 	isc_dataset_cleanup(&a);
 	isc_dataset_cleanup(&b);

@@ -13,6 +13,7 @@
 #include "store/store_int.h"
 #include "store/store_datasets.h"
 #include "store/store_keys.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,9 +31,8 @@
 static const char secret_value[] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 
 struct fixture {
-	char dir[64];
-	char *home, *key_path;
-	struct isc_store *s;
+	struct store_fixture tmp;
+	char *key_path; /* DIR/master.key: beside the store's home, not in it */
 	int64_t org_a, org_b;
 };
 
@@ -40,14 +40,11 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-keys-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_not_equal(asprintf(&f->key_path, "%s/master.key", f->dir), -1);
+	store_fixture_init(&f->tmp, "keys");
+	assert_int_not_equal(asprintf(&f->key_path, "%s/master.key", f->tmp.dir), -1);
 	setenv("ISC_MASTER_KEY_FILE", f->key_path, 1);
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, NULL), 0);
-	assert_int_equal(isc_store_org_add(f->s, "acme", &f->org_a, NULL), 0);
-	assert_int_equal(isc_store_org_add(f->s, "globex", &f->org_b, NULL), 0);
+	assert_int_equal(isc_store_org_add(f->tmp.s, "acme", &f->org_a, NULL), 0);
+	assert_int_equal(isc_store_org_add(f->tmp.s, "globex", &f->org_b, NULL), 0);
 	*state = f;
 	return 0;
 }
@@ -55,15 +52,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	char *cmd;
-	isc_store_free(f->s);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
+	store_fixture_cleanup(&f->tmp);
 	unsetenv("ISC_MASTER_KEY_FILE");
-	free(f->home);
 	free(f->key_path);
 	free(f);
 	return 0;
@@ -108,9 +98,9 @@ static void store_key(struct fixture *f, const struct isc_vault *v, const char *
 	k.nonce_len = sizeof(nonce);
 	k.ciphertext = ct;
 	k.ciphertext_len = cl;
-	assert_int_equal(isc_store_key_add(f->s, &k, NULL), 0);
+	assert_int_equal(isc_store_key_add(f->tmp.s, &k, NULL), 0);
 	if (strcmp(state, "active") != 0)
-		assert_int_equal(isc_store_key_set_state(f->s, id, state, "test", 0, NULL), 0);
+		assert_int_equal(isc_store_key_set_state(f->tmp.s, id, state, "test", 0, NULL), 0);
 	free(ct);
 	isc_key_secret_cleanup(&secret);
 }
@@ -217,9 +207,9 @@ static void test_record_moved_to_other_org(void **state)
 	struct isc_err err;
 	char sql[160];
 
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
 	store_key(f, v, "key_a", f->org_a, "", "active");
-	assert_int_equal(isc_store_key_get(f->s, "key_a", &k, &err), 0);
+	assert_int_equal(isc_store_key_get(f->tmp.s, "key_a", &k, &err), 0);
 	assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), 0);
 	assert_string_equal(secret_field(&secret, "secret_access_key"), secret_value);
 	assert_string_equal(secret_field(&secret, "access_key_id"), "AKIDEXAMPLE000000001");
@@ -228,19 +218,19 @@ static void test_record_moved_to_other_org(void **state)
 	/* Someone with write access to the database gives the row to another organisation. */
 	snprintf(sql, sizeof(sql), "UPDATE cloud_keys SET org_id = %lld WHERE id = 'key_a'",
 	         (long long)f->org_b);
-	assert_int_equal(sqlite3_exec(isc_store_db(f->s), sql, NULL, NULL, NULL), SQLITE_OK);
-	assert_int_equal(isc_store_key_get(f->s, "key_a", &k, &err), 0);
+	assert_int_equal(sqlite3_exec(isc_store_db(f->tmp.s), sql, NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(isc_store_key_get(f->tmp.s, "key_a", &k, &err), 0);
 	assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "does not decrypt"));
 	assert_non_null(strstr(err.msg, "globex"));
 	assert_null(secret.buf);
 	isc_cloud_key_cleanup(&k);
 	/* Or renames it (the key id is bound too). */
-	assert_int_equal(sqlite3_exec(isc_store_db(f->s),
+	assert_int_equal(sqlite3_exec(isc_store_db(f->tmp.s),
 	                              "UPDATE cloud_keys SET id = 'key_z', org_id = 1", NULL, NULL,
 	                              NULL),
 	                 SQLITE_OK);
-	assert_int_equal(isc_store_key_get(f->s, "key_z", &k, &err), 0);
+	assert_int_equal(isc_store_key_get(f->tmp.s, "key_z", &k, &err), 0);
 	assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), ISC_EAUTH);
 	isc_cloud_key_cleanup(&k);
 	isc_vault_free(v);
@@ -263,23 +253,23 @@ static void test_wrong_master_key_refused(void **state)
 	struct stat sb;
 
 	/* No key was ever stored: nothing to open, and nothing is created without asking. */
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), ISC_ENOTFOUND);
 	assert_int_not_equal(stat(f->key_path, &sb), 0);
-	assert_false(isc_keys_vault_in_use(f->s));
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	assert_false(isc_keys_vault_in_use(f->tmp.s));
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
 	assert_int_equal(stat(f->key_path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
-	assert_true(isc_keys_vault_in_use(f->s));
+	assert_true(isc_keys_vault_in_use(f->tmp.s));
 	isc_vault_free(v);
 	/* Another key in the file: refused before any record is touched. */
 	write_file(f->key_path,
 	           "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 0600);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), ISC_EAUTH);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "does not open"));
 	assert_null(v);
 	/* The file gone. */
 	unlink(f->key_path);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), ISC_EAUTH);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "missing"));
 }
 
@@ -305,15 +295,15 @@ static void test_master_key_file_checks(void **state)
 	assert_int_equal(isc_vault_load(f->key_path, 0, &v, &err), 0);
 	isc_vault_free(v);
 	/* Inside the store's folder: refused, so a copy of the folder never holds the key. */
-	assert_int_not_equal(asprintf(&inside, "%s/master.key", f->home), -1);
+	assert_int_not_equal(asprintf(&inside, "%s/master.key", f->tmp.home), -1);
 	setenv("ISC_MASTER_KEY_FILE", inside, 1);
-	assert_int_equal(isc_vault_master_path(f->home, &p, &err), ISC_EINVALID);
+	assert_int_equal(isc_vault_master_path(f->tmp.home, &p, &err), ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "inside the store's folder"));
 	/* The default: next to the folder, not in it. */
 	unsetenv("ISC_MASTER_KEY_FILE");
-	assert_int_equal(isc_vault_master_path(f->home, &p, &err), 0);
-	assert_true(strlen(p) > strlen(f->home));
-	assert_string_equal(p + strlen(f->home), ".master-key");
+	assert_int_equal(isc_vault_master_path(f->tmp.home, &p, &err), 0);
+	assert_true(strlen(p) > strlen(f->tmp.home));
+	assert_string_equal(p + strlen(f->tmp.home), ".master-key");
 	free(p);
 	free(inside);
 	setenv("ISC_MASTER_KEY_FILE", f->key_path, 1);
@@ -335,7 +325,7 @@ static void test_dataset_credentials(void **state)
 	size_t cl = 0, count = 0;
 	struct isc_err err;
 
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
 	store_key(f, v, "key_a", f->org_a, "", "active");
 	pack_aws(&secret);
 	assert_true(isc_keys_dataset_aad(aad, sizeof(aad), f->org_a, "ds_0000000000000001") > 0);
@@ -349,7 +339,7 @@ static void test_dataset_credentials(void **state)
 	d.cred_nonce_len = sizeof(nonce);
 	d.cred_ciphertext = ct;
 	d.cred_ciphertext_len = cl;
-	assert_int_equal(isc_store_dataset_add(f->s, "acme", &d, &id, &err), 0);
+	assert_int_equal(isc_store_dataset_add(f->tmp.s, "acme", &d, &id, &err), 0);
 	assert_string_equal(id, "ds_0000000000000001");
 	/* Another dataset's or another organisation's associated data does not open it. */
 	assert_true(isc_keys_dataset_aad(other, sizeof(other), f->org_a, "ds_0000000000000002") >
@@ -363,10 +353,10 @@ static void test_dataset_credentials(void **state)
 	isc_vault_free(v);
 
 	/* Rotation counts and re-seals it; the new key opens the stored record. */
-	assert_int_equal(isc_keys_rotate_master(f->s, f->home, NULL, &count, &err), 0);
+	assert_int_equal(isc_keys_rotate_master(f->tmp.s, f->tmp.home, NULL, &count, &err), 0);
 	assert_int_equal(count, 2);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), 0);
-	assert_int_equal(isc_store_dataset_find(f->s, NULL, id, &got, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), 0);
+	assert_int_equal(isc_store_dataset_find(f->tmp.s, NULL, id, &got, &err), 0);
 	assert_memory_not_equal(got.cred_nonce, nonce, sizeof(nonce));
 	assert_int_equal(isc_keys_open(v, aad, got.cred_nonce, got.cred_nonce_len,
 	                               got.cred_ciphertext, got.cred_ciphertext_len, &opened, &err),
@@ -390,23 +380,23 @@ static void test_rotation(void **state)
 	char *old_copy, *next, cmd[512];
 	size_t count;
 
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
 	store_key(f, v, "key_a", f->org_a, "", "active");
 	store_key(f, v, "key_b", f->org_b, "us-east-1", "failing");
 	isc_vault_free(v);
-	assert_int_not_equal(asprintf(&old_copy, "%s/old.key", f->dir), -1);
+	assert_int_not_equal(asprintf(&old_copy, "%s/old.key", f->tmp.dir), -1);
 	assert_int_not_equal(asprintf(&next, "%s.new", f->key_path), -1);
 	snprintf(cmd, sizeof(cmd), "cp -p '%s' '%s'", f->key_path, old_copy);
 	assert_int_equal(system(cmd), 0);
 
-	assert_int_equal(isc_keys_rotate_master(f->s, f->home, NULL, &count, &err), 0);
+	assert_int_equal(isc_keys_rotate_master(f->tmp.s, f->tmp.home, NULL, &count, &err), 0);
 	assert_int_equal(count, 2);
 	assert_int_not_equal(access(next, F_OK), 0); /* renamed over the old file */
 	/* The new key opens every record; the old one opens none. */
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), 0);
 	assert_int_equal(isc_vault_load(old_copy, 0, &old, &err), 0);
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(isc_store_key_get(f->s, i ? "key_b" : "key_a", &k, &err), 0);
+		assert_int_equal(isc_store_key_get(f->tmp.s, i ? "key_b" : "key_a", &k, &err), 0);
 		assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), 0);
 		assert_string_equal(secret_field(&secret, "secret_access_key"), secret_value);
 		isc_key_secret_cleanup(&secret);
@@ -423,9 +413,9 @@ static void test_rotation(void **state)
 	snprintf(cmd, sizeof(cmd), "mv '%s' '%s' && cp -p '%s' '%s'", f->key_path, next, old_copy,
 	         f->key_path);
 	assert_int_equal(system(cmd), 0);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), 0);
 	assert_int_not_equal(access(next, F_OK), 0);
-	assert_int_equal(isc_store_key_get(f->s, "key_a", &k, &err), 0);
+	assert_int_equal(isc_store_key_get(f->tmp.s, "key_a", &k, &err), 0);
 	assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), 0);
 	isc_key_secret_cleanup(&secret);
 	isc_cloud_key_cleanup(&k);
@@ -434,11 +424,11 @@ static void test_rotation(void **state)
 	/* Rotation onto a given key file (a mounted secret). */
 	write_file(old_copy, "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
 	           0600);
-	assert_int_equal(isc_keys_rotate_master(f->s, f->home, old_copy, &count, &err), 0);
+	assert_int_equal(isc_keys_rotate_master(f->tmp.s, f->tmp.home, old_copy, &count, &err), 0);
 	assert_int_equal(count, 2);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), ISC_EAUTH);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), ISC_EAUTH);
 	setenv("ISC_MASTER_KEY_FILE", old_copy, 1);
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 0, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 0, &v, &err), 0);
 	isc_vault_free(v);
 	setenv("ISC_MASTER_KEY_FILE", f->key_path, 1);
 	free(old_copy);
@@ -454,42 +444,43 @@ static void test_key_for_region_and_state(void **state)
 	int found;
 	int64_t live;
 
-	assert_int_equal(isc_keys_vault_open(f->s, f->home, 1, &v, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
 	store_key(f, v, "key_east", f->org_a, "us-east-1,us-east-2", "active");
 	isc_vault_free(v);
-	assert_int_equal(isc_store_key_for(f->s, f->org_a, "aws", "us-east-2", &k, &found, &err),
-	                 0);
+	assert_int_equal(
+	    isc_store_key_for(f->tmp.s, f->org_a, "aws", "us-east-2", &k, &found, &err), 0);
 	assert_true(found);
 	assert_string_equal(k.id, "key_east");
 	isc_cloud_key_cleanup(&k);
 	/* "us-east" is not "us-east-1": names match whole. */
-	assert_int_equal(isc_store_key_for(f->s, f->org_a, "aws", "us-east", &k, &found, &err), 0);
-	assert_false(found);
-	assert_int_equal(isc_store_key_for(f->s, f->org_a, "aws", "us-west-2", &k, &found, &err),
+	assert_int_equal(isc_store_key_for(f->tmp.s, f->org_a, "aws", "us-east", &k, &found, &err),
 	                 0);
+	assert_false(found);
+	assert_int_equal(
+	    isc_store_key_for(f->tmp.s, f->org_a, "aws", "us-west-2", &k, &found, &err), 0);
 	assert_false(found);
 	/* Never another organisation's key. */
-	assert_int_equal(isc_store_key_for(f->s, f->org_b, "aws", "us-east-1", &k, &found, &err),
-	                 0);
+	assert_int_equal(
+	    isc_store_key_for(f->tmp.s, f->org_b, "aws", "us-east-1", &k, &found, &err), 0);
 	assert_false(found);
-	assert_int_equal(isc_store_key_for(f->s, f->org_a, "gcp", "us-east-1", &k, &found, &err),
-	                 0);
+	assert_int_equal(
+	    isc_store_key_for(f->tmp.s, f->org_a, "gcp", "us-east-1", &k, &found, &err), 0);
 	assert_false(found);
 	/* A failing key is still found (the broker refuses it with the reason). */
-	assert_int_equal(isc_store_key_set_state(f->s, "key_east", "failing", "refused", 0, &err),
-	                 0);
-	assert_int_equal(isc_store_key_for(f->s, f->org_a, "aws", "us-east-1", &k, &found, &err),
-	                 0);
+	assert_int_equal(
+	    isc_store_key_set_state(f->tmp.s, "key_east", "failing", "refused", 0, &err), 0);
+	assert_int_equal(
+	    isc_store_key_for(f->tmp.s, f->org_a, "aws", "us-east-1", &k, &found, &err), 0);
 	assert_true(found);
 	assert_string_equal(k.state, "failing");
 	assert_string_equal(k.state_reason, "refused");
 	isc_cloud_key_cleanup(&k);
-	assert_int_equal(isc_store_key_set_state(f->s, "key_east", "bogus", "", 0, &err),
+	assert_int_equal(isc_store_key_set_state(f->tmp.s, "key_east", "bogus", "", 0, &err),
 	                 ISC_ECONFLICT);
-	assert_int_equal(isc_store_key_live_clusters(f->s, "key_east", &live, &err), 0);
+	assert_int_equal(isc_store_key_live_clusters(f->tmp.s, "key_east", &live, &err), 0);
 	assert_int_equal(live, 0);
-	assert_int_equal(isc_store_key_delete(f->s, "key_east", &err), 0);
-	assert_int_equal(isc_store_key_delete(f->s, "key_east", &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_store_key_delete(f->tmp.s, "key_east", &err), 0);
+	assert_int_equal(isc_store_key_delete(f->tmp.s, "key_east", &err), ISC_ENOTFOUND);
 }
 
 static void test_secret_pack_and_fingerprint(void **state)

@@ -7,6 +7,7 @@
 #include "broker/broker_int.h"
 #include "store/store_clusters.h"
 #include "store/store_experiments.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,15 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-struct fixture {
-	char dir[64];
-	char *home;
-	struct isc_store *s;
-};
-
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = calloc(1, sizeof(*f));
 	struct isc_experiment e = {0};
 	struct isc_cluster c = {0};
 	struct isc_err err;
@@ -35,10 +30,7 @@ static int setup(void **state)
 	char *project_id = NULL;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-lost-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, &err), 0);
+	store_fixture_init(f, "lost");
 	assert_int_equal(isc_store_org_add(f->s, "demo", &org_id, &err), 0);
 	assert_int_equal(isc_store_project_add(f->s, "demo", "vision", &project_id, &err), 0);
 	e.id = "exp_lost";
@@ -87,15 +79,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-	char *cmd;
-	isc_store_free(f->s);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
-	free(f->home);
+	struct store_fixture *f = *state;
+	store_fixture_cleanup(f);
 	free(f);
 	return 0;
 }
@@ -123,7 +108,7 @@ static struct isc_cluster replacement(const char *fill)
 
 static void test_replace_then_take_kept(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_cluster r = replacement("1"), got_old, got_new;
 	const char *kept[3] = {"i-1", "i-2", "i-3"};
 	int ranks[3] = {0, 2, 3};
@@ -182,7 +167,7 @@ static void test_replace_then_take_kept(void **state)
 /* A cluster no longer running (drained by another step, cancelled) is not replaced. */
 static void test_replace_refused_when_not_running(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_cluster r = replacement("3"), got;
 	const char *kept[1] = {"i-0"};
 	int ranks[1] = {0};

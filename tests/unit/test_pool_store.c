@@ -11,6 +11,7 @@
 #include "store/store_hostkeys.h"
 #include "store/store_pool.h"
 #include "store/store_queue.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,42 +23,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct fixture {
-	char dir[64];
-	char *home;
-	struct isc_store *s;
-};
-
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/isc-pool-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	assert_int_not_equal(asprintf(&f->home, "%s/home", f->dir), -1);
-	assert_int_equal(isc_store_open(f->home, 1, &f->s, NULL), 0);
+	store_fixture_init(f, "pool");
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fixture *f = *state;
-	char *cmd;
-	isc_store_free(f->s);
-	if (asprintf(&cmd, "rm -rf '%s'", f->dir) >= 0) {
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", f->dir);
-		free(cmd);
-	}
-	free(f->home);
+	struct store_fixture *f = *state;
+	store_fixture_cleanup(f);
 	free(f);
 	return 0;
 }
 
 static void test_add_list_find(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_err err;
 	int64_t a, b, c;
 	assert_int_equal(isc_store_pool_add(f->s, "gpu-1.lab", 22, "isc", 8, NULL, &a, &err), 0);
@@ -97,7 +82,7 @@ static void test_add_list_find(void **state)
 
 static void test_bad_fields(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_err err;
 	assert_int_equal(isc_store_pool_add(f->s, "", 22, "isc", 8, NULL, NULL, &err),
 	                 ISC_EINVALID);
@@ -129,7 +114,7 @@ static void test_bad_fields(void **state)
 
 static void test_state_and_remove(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_err err;
 	int64_t id;
 	assert_int_equal(isc_store_pool_add(f->s, "gpu-2", 22, "isc", 8, NULL, &id, &err), 0);
@@ -225,7 +210,7 @@ static void add_experiment(struct isc_store *s, const char *name, const char *mo
 
 static void test_queue_row_and_cancel(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct isc_err err;
 	struct isc_queue_row r = {0}, got;
 	struct isc_experiment e;

@@ -10,6 +10,7 @@
 #include "shapes/catalog_import.h"
 #include "shapes/csv.h"
 #include "store/store_shapes.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -290,37 +291,17 @@ static void test_isc_format_roundtrip(void **state)
 
 /* ---- store ---- */
 
-static struct isc_store *temp_store(char **home_out)
-{
-	char tmpl[] = "/tmp/isc-shapes-XXXXXX";
-	char *dir = mkdtemp(tmpl), *home;
-	struct isc_store *s;
-	assert_non_null(dir);
-	assert_true(asprintf(&home, "%s/home", dir) > 0);
-	assert_int_equal(isc_store_open(home, 1, &s, NULL), 0);
-	*home_out = home;
-	return s;
-}
-
-static void remove_store(char *home)
-{
-	char *cmd;
-	*strrchr(home, '/') = '\0'; /* the mkdtemp folder */
-	assert_true(asprintf(&cmd, "rm -rf '%s'", home) > 0);
-	assert_int_equal(system(cmd), 0);
-	free(cmd);
-	free(home);
-}
-
 static void test_store_apply_replace(void **state)
 {
 	struct isc_catalog_parse aws, oci;
 	struct isc_shapes_apply_result res;
 	struct isc_err err;
-	char *home;
+	struct store_fixture tmp;
 	int64_t n;
-	struct isc_store *s = temp_store(&home);
+	struct isc_store *s;
 	(void)state;
+	store_fixture_init(&tmp, "shapes");
+	s = tmp.s;
 
 	assert_int_equal(isc_catalog_parse_file(VEC "aws-gpu.csv", ISC_CATALOG_EC2INSTANCES, "aws",
 	                                        "2025-11-30", &aws, NULL),
@@ -378,8 +359,7 @@ static void test_store_apply_replace(void **state)
 
 	isc_catalog_parse_cleanup(&aws);
 	isc_catalog_parse_cleanup(&oci);
-	isc_store_free(s);
-	remove_store(home);
+	store_fixture_cleanup(&tmp);
 }
 
 static void test_store_set_price(void **state)
@@ -387,9 +367,11 @@ static void test_store_set_price(void **state)
 	struct isc_catalog_parse p;
 	struct isc_shapes_apply_result res;
 	struct isc_shape got;
-	char *home;
-	struct isc_store *s = temp_store(&home);
+	struct store_fixture tmp;
+	struct isc_store *s;
 	(void)state;
+	store_fixture_init(&tmp, "shapes");
+	s = tmp.s;
 	assert_int_equal(isc_catalog_parse_file(VEC "oci-vms.csv", ISC_CATALOG_SKYPILOT, "oci",
 	                                        "2026-11-22", &p, NULL),
 	                 0);
@@ -424,8 +406,7 @@ static void test_store_set_price(void **state)
 	                 ISC_ENOTFOUND);
 	assert_int_equal(isc_store_shape_set_price(s, id, NULL, -1, NULL, 0, NULL), ISC_EINVALID);
 	isc_catalog_parse_cleanup(&p);
-	isc_store_free(s);
-	remove_store(home);
+	store_fixture_cleanup(&tmp);
 }
 
 static void test_load_default_and_rank(void **state)
@@ -435,9 +416,11 @@ static void test_load_default_and_rank(void **state)
 	struct isc_err err;
 	size_t loaded;
 	int64_t n;
-	char *home;
-	struct isc_store *s = temp_store(&home);
+	struct store_fixture tmp;
+	struct isc_store *s;
 	(void)state;
+	store_fixture_init(&tmp, "shapes");
+	s = tmp.s;
 	/* the shipped catalog of this tree */
 	assert_int_equal(isc_catalog_load_default(s, "shapes", &loaded, &err), 0);
 	assert_true(loaded > 3000);
@@ -478,12 +461,11 @@ static void test_load_default_and_rank(void **state)
 	free(dir);
 	unsetenv("ISC_SHAPES_DIR");
 	/* a fresh store and an empty folder: ENOTFOUND */
-	isc_store_free(s);
-	remove_store(home);
-	s = temp_store(&home);
+	store_fixture_cleanup(&tmp);
+	store_fixture_init(&tmp, "shapes");
+	s = tmp.s;
 	assert_int_equal(isc_catalog_load_default(s, "/nonexistent", &loaded, &err), ISC_ENOTFOUND);
-	isc_store_free(s);
-	remove_store(home);
+	store_fixture_cleanup(&tmp);
 }
 
 int main(void)

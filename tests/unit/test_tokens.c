@@ -6,6 +6,7 @@
  */
 #include "store/store_access.h"
 #include "store/store_int.h"
+#include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,26 +18,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char home[64];
-static struct isc_store *store;
+static struct store_fixture tmp;
 
 static int setup(void **state)
 {
-	struct isc_err err;
 	(void)state;
-	snprintf(home, sizeof(home), "/tmp/isc-tokens-XXXXXX");
-	if (!mkdtemp(home) || isc_store_open(home, 1, &store, &err))
-		return -1;
+	store_fixture_init(&tmp, "tokens");
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	char cmd[128];
 	(void)state;
-	isc_store_free(store);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", home);
-	return system(cmd);
+	store_fixture_cleanup(&tmp);
+	return 0;
 }
 
 /* Adds token id (parent NULL or an id) expiring at exp; returns the store's code. */
@@ -48,7 +43,7 @@ static int add(const char *id, const char *parent, int64_t exp)
 	t.hash_hex = (char *)"00";
 	t.expires_at_ms = exp;
 	t.parent_id = (char *)parent;
-	return isc_store_token_add(store, &t, &err);
+	return isc_store_token_add(tmp.s, &t, &err);
 }
 
 static int64_t revoked_at(const char *id)
@@ -56,7 +51,7 @@ static int64_t revoked_at(const char *id)
 	struct isc_token t;
 	struct isc_err err;
 	int64_t at;
-	assert_int_equal(isc_store_token_get(store, id, &t, &err), 0);
+	assert_int_equal(isc_store_token_get(tmp.s, id, &t, &err), 0);
 	at = t.revoked_at_ms;
 	isc_token_cleanup(&t);
 	return at;
@@ -72,10 +67,10 @@ static void test_children_end_with_their_parent(void **state)
 
 	assert_int_equal(add("tok_root", NULL, 0), 0); /* made over the socket */
 	assert_int_equal(add("tok_p", "tok_root", hour), 0);
-	assert_int_equal(isc_store_token_get(store, "tok_p", &t, &err), 0);
+	assert_int_equal(isc_store_token_get(tmp.s, "tok_p", &t, &err), 0);
 	assert_string_equal(t.parent_id, "tok_root");
 	isc_token_cleanup(&t);
-	assert_int_equal(isc_store_token_get(store, "tok_root", &t, &err), 0);
+	assert_int_equal(isc_store_token_get(tmp.s, "tok_root", &t, &err), 0);
 	assert_string_equal(t.parent_id, "");
 	isc_token_cleanup(&t);
 	/* a child must expire, and no later than its parent */
@@ -84,7 +79,7 @@ static void test_children_end_with_their_parent(void **state)
 	assert_int_equal(add("tok_c", "tok_p", hour), 0);
 	assert_int_equal(add("tok_g", "tok_c", now + 60000), 0);
 	assert_int_equal(add("tok_other", "tok_root", hour), 0); /* another branch */
-	assert_int_equal(isc_store_token_revoke(store, "tok_p", &cascaded, &err), 0);
+	assert_int_equal(isc_store_token_revoke(tmp.s, "tok_p", &cascaded, &err), 0);
 	assert_int_equal(cascaded, 2);
 	assert_true(revoked_at("tok_p") > 0);
 	assert_true(revoked_at("tok_c") > 0);
@@ -93,13 +88,13 @@ static void test_children_end_with_their_parent(void **state)
 	assert_int_equal(revoked_at("tok_root"), 0);
 	/* a revoked parent makes nothing more; revoking twice is "no live token" */
 	assert_int_equal(add("tok_after", "tok_c", now + 1000), ISC_EAUTH);
-	assert_int_equal(isc_store_token_get(store, "tok_after", &t, &err), ISC_ENOTFOUND);
-	assert_int_equal(isc_store_token_revoke(store, "tok_p", NULL, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_store_token_get(tmp.s, "tok_after", &t, &err), ISC_ENOTFOUND);
+	assert_int_equal(isc_store_token_revoke(tmp.s, "tok_p", NULL, &err), ISC_ENOTFOUND);
 	/* an expired parent makes nothing either */
 	assert_int_equal(add("tok_old", "tok_root", now - 1000), 0);
 	assert_int_equal(add("tok_of_old", "tok_old", now - 2000), ISC_EAUTH);
 	/* the root goes: its whole tree with it */
-	assert_int_equal(isc_store_token_revoke(store, "tok_root", &cascaded, &err), 0);
+	assert_int_equal(isc_store_token_revoke(tmp.s, "tok_root", &cascaded, &err), 0);
 	assert_int_equal(cascaded, 2); /* tok_other and tok_old; the rest went before */
 }
 
