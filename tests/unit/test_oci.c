@@ -700,6 +700,38 @@ static struct isc_launch_spec gang_spec(unsigned count, int spot)
 	return sp;
 }
 
+/* A session that makes compute clusters for RDMA gangs (compute_clusters = "auto"). */
+static struct isc_provider_session *session_clusters(void)
+{
+	struct isc_provider_session *s;
+	cc_mode = "auto";
+	s = session();
+	cc_mode = "never";
+	return s;
+}
+
+/*
+ * The start of a compute-cluster case: a session that makes clusters, an RDMA gang of
+ * count BM.GPU.H100.8 nodes in *sp, and the ADs as the script's first answer.
+ */
+static struct isc_provider_session *rdma_gang_start(unsigned count, struct isc_launch_spec *sp)
+{
+	struct isc_provider_session *s = session_clusters();
+	*sp = gang_spec(count, 0);
+	sp->instance_type = "BM.GPU.H100.8";
+	reply(200, ADS);
+	return s;
+}
+
+/* The call S.sent[i] (a LaunchInstance) puts its node in the compute cluster cluster_id. */
+static void assert_joins(int i, const char *cluster_id)
+{
+	json_t *b = json_loads(S.sent[i].body, 0, NULL);
+	assert_non_null(b);
+	assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")), cluster_id);
+	json_decref(b);
+}
+
 static void test_check_credentials(void **state)
 {
 	struct isc_provider_session *s = session();
@@ -874,17 +906,12 @@ static void test_capacity_rolls_back_then_next_ad(void **state)
  */
 static void test_rdma_gang_compute_cluster_per_ad(void **state)
 {
-	struct isc_provider_session *s;
-	struct isc_launch_spec sp = gang_spec(2, 0);
+	struct isc_launch_spec sp;
+	struct isc_provider_session *s = rdma_gang_start(2, &sp);
 	struct isc_launch_result r;
 	struct isc_err err;
 	json_t *b;
 	(void)state;
-	cc_mode = "auto";
-	s = session();
-	cc_mode = "never";
-	sp.instance_type = "BM.GPU.H100.8";
-	reply(200, ADS);
 	reply(200, "{\"id\":\"ocid1.computecluster.oc1..cc1\",\"availabilityDomain\":"
 	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"ACTIVE\"}");
 	reply(200, "%s",
@@ -920,10 +947,7 @@ static void test_rdma_gang_compute_cluster_per_ad(void **state)
 	    json_string_value(json_object_get(json_object_get(b, "freeformTags"), "isc:token")),
 	    "isc-cl_1-us-ashburn-ad-1-99999");
 	json_decref(b);
-	b = json_loads(S.sent[2].body, 0, NULL);
-	assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
-	                    "ocid1.computecluster.oc1..cc1");
-	json_decref(b);
+	assert_joins(2, "ocid1.computecluster.oc1..cc1");
 	assert_string_equal(S.sent[4].method, "DELETE");
 	assert_non_null(strstr(S.sent[4].url, "/instances/ocid1.instance.oc1..a0"));
 	assert_string_equal(S.sent[5].method, "DELETE");
@@ -932,12 +956,8 @@ static void test_rdma_gang_compute_cluster_per_ad(void **state)
 	assert_string_equal(json_string_value(json_object_get(b, "availabilityDomain")),
 	                    "Mock:US-ASHBURN-AD-2");
 	json_decref(b);
-	for (int i = 7; i <= 8; i++) {
-		b = json_loads(S.sent[i].body, 0, NULL);
-		assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
-		                    "ocid1.computecluster.oc1..cc2");
-		json_decref(b);
-	}
+	for (int i = 7; i <= 8; i++)
+		assert_joins(i, "ocid1.computecluster.oc1..cc2");
 	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
 }
@@ -949,20 +969,14 @@ static void test_rdma_gang_compute_cluster_per_ad(void **state)
  */
 static void test_replacement_joins_gang_cluster(void **state)
 {
-	struct isc_provider_session *s;
-	struct isc_launch_spec sp = gang_spec(1, 0);
+	struct isc_launch_spec sp;
+	struct isc_provider_session *s = rdma_gang_start(1, &sp);
 	struct isc_launch_result r;
 	struct isc_err err;
-	json_t *b;
 	(void)state;
-	cc_mode = "auto";
-	s = session();
-	cc_mode = "never";
-	sp.instance_type = "BM.GPU.H100.8";
 	sp.idempotency_token = "isc-cl_2";
 	sp.placement_token = "isc-cl_1";
 	sp.n_zones = 1;
-	reply(200, ADS);
 	reply(200, "{\"items\":[{\"id\":\"ocid1.computecluster.oc1..other\",\"availabilityDomain\":"
 	           "\"Mock:US-ASHBURN-AD-1\",\"lifecycleState\":\"ACTIVE\",\"freeformTags\":"
 	           "{\"isc:token\":\"isc-cl_9-us-ashburn-ad-1-99999\"}},"
@@ -976,11 +990,7 @@ static void test_replacement_joins_gang_cluster(void **state)
 	assert_int_equal(S.calls, 3);
 	assert_string_equal(S.sent[1].method, "GET");
 	assert_non_null(strstr(S.sent[1].url, "/computeClusters?compartmentId="));
-	b = json_loads(S.sent[2].body, 0, NULL);
-	assert_non_null(b);
-	assert_string_equal(json_string_value(json_object_get(b, "computeClusterId")),
-	                    "ocid1.computecluster.oc1..cc1");
-	json_decref(b);
+	assert_joins(2, "ocid1.computecluster.oc1..cc1");
 	isc_launch_result_cleanup(&r);
 	/* the gang's cluster is gone: nothing launched, created or deleted */
 	script_reset();
@@ -1003,9 +1013,7 @@ static void test_no_cluster_without_rdma_or_gang(void **state)
 	struct isc_launch_result r;
 	struct isc_err err;
 	(void)state;
-	cc_mode = "auto";
-	s = session();
-	cc_mode = "never";
+	s = session_clusters();
 	assert_false(isc_oci_rdma_shape("BM.GPU.A10.4"));
 	assert_true(isc_oci_rdma_shape("BM.GPU.A100-v2.8"));
 	sp.instance_type = "BM.GPU.A10.4";
@@ -1042,9 +1050,7 @@ static void test_describe_reconciles_clusters(void **state)
 	size_t n = 0;
 	struct isc_err err;
 	(void)state;
-	cc_mode = "auto";
-	s = session();
-	cc_mode = "never";
+	s = session_clusters();
 	reply(200,
 	      "[{\"id\":\"ocid1.instance.oc1..r0\",\"availabilityDomain\":\"Mock:US-ASHBURN-AD-1\","
 	      "\"shape\":\"BM.GPU.H100.8\",\"lifecycleState\":\"RUNNING\",\"computeClusterId\":"
