@@ -188,7 +188,7 @@ static int spend_table(json_t *report, const char *by, FILE *out)
 {
 	static const char *const with_id[] = {"ID", NULL, "AMOUNT (USD)"};
 	const char *headers[3], *cells[3];
-	char key_head[32], amount[ISC_MONEY_TEXT_MAX];
+	char key_head[32];
 	int has_id = strcmp(by, "project") == 0 || strcmp(by, "experiment") == 0;
 	size_t i, first = has_id ? 0 : 1;
 	struct isc_table *t;
@@ -208,16 +208,13 @@ static int spend_table(json_t *report, const char *by, FILE *out)
 	{
 		cells[0] = json_string_value(json_object_get(row, "id"));
 		cells[1] = isc_json_str(row, "key");
-		cells[2] =
-		    isc_money_decimal(json_integer_value(json_object_get(row, "amount_micros")),
-		                      amount, sizeof(amount));
+		cells[2] = isc_json_str(row, "amount");
 		if ((rc = isc_table_add(t, cells + first)))
 			break;
 	}
 	cells[0] = "TOTAL";
 	cells[1] = has_id ? "" : "TOTAL";
-	cells[2] = isc_money_decimal(json_integer_value(json_object_get(report, "total_micros")),
-	                             amount, sizeof(amount));
+	cells[2] = isc_json_str(report, "total");
 	if (!rc && !(rc = isc_table_add(t, cells + first)))
 		isc_table_print(t, out);
 	isc_table_free(t);

@@ -7,7 +7,6 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "credits/money.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
 
@@ -201,7 +200,6 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		json_array_foreach(shapes, k, e)
 		{
 			char rank[24], gpn[24], layout[48], age[48], agebuf[16], place[600];
-			char np[ISC_MICROS_STR_MAX], cp[ISC_MICROS_STR_MAX];
 			const char *src = json_string_value(json_object_get(e, "price_source"));
 			int stale = json_is_true(json_object_get(e, "price_stale"));
 			const char *cells[9];
@@ -222,14 +220,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			cells[2] = json_string_value(json_object_get(e, "gpu_type"));
 			cells[3] = gpn;
 			cells[4] = layout;
-			/* Prices per hour with all six decimals, so the column lines up and is
-			 * exact. */
-			cells[5] = isc_money_format(
-			    json_integer_value(json_object_get(e, "node_price_micros")), 6, np,
-			    sizeof(np));
-			cells[6] = isc_money_format(
-			    json_integer_value(json_object_get(e, "cluster_price_micros")), 6, cp,
-			    sizeof(cp));
+			/* Prices per hour as iscd's 6-place decimals, so the column lines up and
+			 * is exact. */
+			cells[5] = isc_json_str(e, "node_price");
+			cells[6] = isc_json_str(e, "cluster_price");
 			cells[7] = age;
 			/* A shape iscd cannot place says why, so nobody picks it by its price. */
 			if (json_is_false(json_object_get(e, "placeable")))
