@@ -36,3 +36,19 @@ void store_fixture_cleanup(struct store_fixture *t)
 	free(t->home);
 	t->home = NULL;
 }
+
+struct store_fixture *store_fixture_new(const char *name)
+{
+	struct store_fixture *t = calloc(1, sizeof(*t));
+	assert_non_null(t);
+	store_fixture_init(t, name);
+	return t;
+}
+
+void store_fixture_free(struct store_fixture *t)
+{
+	if (!t)
+		return;
+	store_fixture_cleanup(t);
+	free(t);
+}

@@ -24,4 +24,8 @@ void store_fixture_init(struct store_fixture *t, const char *name);
 /* Frees the store (when open) and the home's path, and removes the folder. */
 void store_fixture_cleanup(struct store_fixture *t);
 
+/* The same on the heap, for a test whose cmocka state is the fixture itself. */
+struct store_fixture *store_fixture_new(const char *name);
+void store_fixture_free(struct store_fixture *t);
+
 #endif

@@ -22,15 +22,13 @@
 
 static int setup(void **state)
 {
-	struct store_fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = store_fixture_new("lost");
 	struct isc_experiment e = {0};
 	struct isc_cluster c = {0};
 	struct isc_err err;
 	int64_t org_id;
 	char *project_id = NULL;
 
-	assert_non_null(f);
-	store_fixture_init(f, "lost");
 	assert_int_equal(isc_store_org_add(f->s, "demo", &org_id, &err), 0);
 	assert_int_equal(isc_store_project_add(f->s, "demo", "vision", &project_id, &err), 0);
 	e.id = "exp_lost";
@@ -79,9 +77,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct store_fixture *f = *state;
-	store_fixture_cleanup(f);
-	free(f);
+	store_fixture_free(*state);
 	return 0;
 }
 

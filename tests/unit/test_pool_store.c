@@ -25,18 +25,13 @@
 
 static int setup(void **state)
 {
-	struct store_fixture *f = calloc(1, sizeof(*f));
-	assert_non_null(f);
-	store_fixture_init(f, "pool");
-	*state = f;
+	*state = store_fixture_new("pool");
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct store_fixture *f = *state;
-	store_fixture_cleanup(f);
-	free(f);
+	store_fixture_free(*state);
 	return 0;
 }
 
