@@ -21,6 +21,11 @@
 struct isc_config;
 struct thread_state; /* the serving thread's connection and caches (api/server.c) */
 
+struct isc_api_query_arg {
+	char *key;
+	char *value; /* NULL for "?key" without '=' */
+};
+
 struct isc_api_call {
 	/* The request. */
 	const char *method;                     /* "GET", "POST", "DELETE" */
@@ -28,7 +33,10 @@ struct isc_api_call {
 	const char *params[ISC_API_MAX_PARAMS]; /* the {} segments of the route's pattern */
 	const char *body;                       /* NUL-terminated; "" when none */
 	size_t body_len;
-	void *conn; /* the server's connection (for isc_api_query) */
+	void *conn; /* the server's connection (for isc_api_query); NULL off the server's threads */
+	/* The query's arguments, copied for a slow call (conn is not read off its thread). */
+	const struct isc_api_query_arg *query;
+	size_t n_query;
 
 	/* Who is calling. */
 	int is_operator;      /* the OS user iscd runs as, or an operator token */
@@ -62,10 +70,19 @@ struct isc_api_call {
 
 typedef void (*isc_api_handler)(struct isc_api_call *c);
 
+/*
+ * How long a route may take. A slow one may wait on the network (a cloud, S3, a
+ * token endpoint, an SSH login) or on a long local operation: it runs on the
+ * API's pool for slow calls (api/slow.h), never on a server thread, so the server
+ * threads answer everyone else meanwhile (docs/api.md, "Slow calls").
+ */
+enum isc_api_pace { ISC_API_FAST = 0, ISC_API_SLOW = 1 };
+
 struct isc_api_route {
 	const char *method;
 	const char *pattern; /* "/v1/experiments/{}/logs": {} matches one path segment */
 	isc_api_handler handler;
+	enum isc_api_pace pace; /* ISC_API_FAST when left out */
 };
 
 /* The route tables, one per domain; each ends with {NULL, NULL, NULL}. */

@@ -200,7 +200,7 @@ static void catalog_refresh(struct isc_api_call *c)
 const struct isc_api_route isc_api_routes_catalog[] = {
     {"GET", "/v1/catalog", catalog_show},
     {"GET", "/v1/catalog/export", catalog_export},
-    {"POST", "/v1/catalog/import", catalog_import},
-    {"POST", "/v1/catalog/refresh", catalog_refresh},
+    {"POST", "/v1/catalog/import", catalog_import, ISC_API_SLOW},
+    {"POST", "/v1/catalog/refresh", catalog_refresh, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

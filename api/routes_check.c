@@ -111,6 +111,6 @@ static void check_provider(struct isc_api_call *c)
 }
 
 const struct isc_api_route isc_api_routes_check[] = {
-    {"GET", "/v1/check/{}", check_provider},
+    {"GET", "/v1/check/{}", check_provider, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

@@ -296,8 +296,8 @@ static void datasets_remove(struct isc_api_call *c)
 
 const struct isc_api_route isc_api_routes_datasets[] = {
     {"GET", "/v1/datasets", datasets_list},
-    {"POST", "/v1/datasets", datasets_add},
+    {"POST", "/v1/datasets", datasets_add, ISC_API_SLOW},
     {"GET", "/v1/datasets/{}", datasets_get},
-    {"DELETE", "/v1/datasets/{}", datasets_remove},
+    {"DELETE", "/v1/datasets/{}", datasets_remove, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

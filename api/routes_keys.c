@@ -298,10 +298,10 @@ static void keys_rotate(struct isc_api_call *c)
 
 const struct isc_api_route isc_api_routes_keys[] = {
     {"GET", "/v1/keys", keys_list},
-    {"POST", "/v1/keys", keys_add},
+    {"POST", "/v1/keys", keys_add, ISC_API_SLOW},
     {"POST", "/v1/keys/rotate-master", keys_rotate},
     {"GET", "/v1/keys/{}", keys_get},
-    {"POST", "/v1/keys/{}/verify", keys_verify},
+    {"POST", "/v1/keys/{}/verify", keys_verify, ISC_API_SLOW},
     {"DELETE", "/v1/keys/{}", keys_remove},
     {NULL, NULL, NULL},
 };

@@ -282,7 +282,7 @@ static void nodes_pubkey(struct isc_api_call *c)
 
 const struct isc_api_route isc_api_routes_nodes[] = {
     {"GET", "/v1/nodes", nodes_list},
-    {"POST", "/v1/nodes", nodes_add},
+    {"POST", "/v1/nodes", nodes_add, ISC_API_SLOW},
     {"GET", "/v1/nodes/pubkey", nodes_pubkey},
     {"POST", "/v1/nodes/{}/drain", nodes_drain},
     {"POST", "/v1/nodes/{}/undrain", nodes_undrain},

@@ -5,6 +5,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/slow.h"
 #include "api/web.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -30,6 +31,12 @@
 /* Launch files are at most 1 MiB; JSON bodies of the other routes are far smaller. */
 #define BODY_MAX_BYTES (1024 * 1024 + 4096)
 
+/* The pool for slow routes when the options leave it out (api/api.h). */
+#define SLOW_THREADS_DEFAULT 4
+#define SLOW_QUEUE_DEFAULT   64
+/* What a refused slow call is told to wait before it asks again, in seconds. */
+#define SLOW_RETRY_AFTER_S "5"
+
 struct isc_api {
 	char *home;
 	char *socket_path;
@@ -40,7 +47,8 @@ struct isc_api {
 	char *operator_name;
 	pthread_key_t store_key;
 	int key_made;
-	struct isc_web *web; /* the Control Plane pages, served on TCP only */
+	struct isc_web *web;       /* the Control Plane pages, served on TCP only */
+	struct isc_api_slow *slow; /* runs the slow routes (api/slow.h) */
 };
 
 /* One listener's flavour, the cls of its daemon. */
@@ -51,11 +59,14 @@ struct listener {
 
 static struct listener unix_listener, tcp_listener;
 
-/* Per request: the body as it arrives. */
+struct slow_call;
+
+/* Per request: the body as it arrives; a slow route's call while it is away. */
 struct request {
 	char *body;
 	size_t len, cap;
 	int too_big;
+	struct slow_call *slow; /* owned; see slow_call_new */
 };
 
 /*
@@ -187,6 +198,13 @@ struct isc_api_listing_cache *isc_api_listings(struct isc_api_call *c)
 
 const char *isc_api_query(struct isc_api_call *c, const char *key)
 {
+	/* A slow call reads its own copy: the connection belongs to the server's threads. */
+	if (c->query || !c->conn) {
+		for (size_t i = 0; i < c->n_query; i++)
+			if (strcmp(c->query[i].key, key) == 0)
+				return c->query[i].value;
+		return NULL;
+	}
 	return MHD_lookup_connection_value(c->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
@@ -204,7 +222,7 @@ void isc_api_reply_json(struct isc_api_call *c, int status, json_t *steal)
 {
 	/* Compact: a listing is read by programs (isc prints its own layout); ?pretty=1 for
 	 * people with curl. */
-	const char *pretty = c->conn ? isc_api_query(c, "pretty") : NULL;
+	const char *pretty = c->conn || c->query ? isc_api_query(c, "pretty") : NULL;
 	size_t flags = pretty && strcmp(pretty, "0") != 0 ? JSON_INDENT(2) : JSON_COMPACT;
 	char *text = steal ? json_dumps(steal, flags | JSON_PRESERVE_ORDER) : NULL;
 	char *line = NULL;
@@ -616,30 +634,38 @@ static int route_match(const char *pattern, const char *path, const char **param
 	return *pattern == 0 && *path == 0;
 }
 
-static void dispatch(struct isc_api_call *c)
+/*
+ * The route of the call's method and path, its {} segments copied into segs
+ * and pointed to by c->params; NULL when none (404 or 405 replied).
+ */
+static const struct isc_api_route *route_find(struct isc_api_call *c, char *segs, size_t seg_cap)
 {
-	char segs[512];
 	int path_known = 0;
 
 	for (const struct isc_api_route *const *t = isc_api_route_tables; *t; t++) {
 		for (const struct isc_api_route *r = *t; r->method; r++) {
 			const char *params[ISC_API_MAX_PARAMS] = {0};
-			if (!route_match(r->pattern, c->path, params, segs, sizeof(segs)))
+			if (!route_match(r->pattern, c->path, params, segs, seg_cap))
 				continue;
 			path_known = 1;
 			if (strcmp(r->method, c->method) != 0)
 				continue;
 			memcpy(c->params, params, sizeof(params));
-			r->handler(c);
-			if (!c->status)
-				isc_api_reply_error(c, 500, "the route gave no answer");
-			return;
+			return r;
 		}
 	}
 	if (path_known)
 		isc_api_reply_error(c, 405, "%s is not allowed on %s", c->method, c->path);
 	else
 		isc_api_reply_error(c, 404, "no route %s", c->path);
+	return NULL;
+}
+
+static void route_run(struct isc_api_call *c, const struct isc_api_route *r)
+{
+	r->handler(c);
+	if (!c->status)
+		isc_api_reply_error(c, 500, "the route gave no answer");
 }
 
 static void write_audit(struct isc_api_call *c)
@@ -689,6 +715,246 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, struct isc_api_ca
 	ret = MHD_queue_response(conn, (unsigned)c->status, resp);
 	MHD_destroy_response(resp);
 	return ret;
+}
+
+/* ---- slow calls (api/slow.h) ---- */
+
+/*
+ * A slow route's call. The server thread's frame is gone while the route runs
+ * on a pool thread, so the call owns everything the route reads: method, path,
+ * body, the {} segments, the query's arguments, who is calling. Made by
+ * slow_call_new on a server thread, which suspends the connection; the pool
+ * runs it and hands it back (slow_finish resumes the connection); the server
+ * thread that takes the connection up again sends the reply and frees it
+ * (slow_call_free), or on_completed does when the client went away.
+ */
+struct slow_call {
+	struct isc_api_slow_job job; /* first: the pool's handle on it */
+	struct isc_api_call c;
+	struct isc_api *api;
+	const struct isc_api_route *route;
+	struct MHD_Connection *conn;
+	int is_tcp;
+	int answered; /* c holds the reply: send it at the connection's next turn */
+	char *method, *path, *body;
+	struct isc_api_query_arg *query;
+	size_t n_query, cap_query;
+	int query_failed;
+	char segs[512];
+	char user[128], address[96], token_id[64];
+};
+
+static void slow_call_free(struct slow_call *sc)
+{
+	if (!sc)
+		return;
+	for (size_t i = 0; i < sc->n_query; i++) {
+		free(sc->query[i].key);
+		free(sc->query[i].value);
+	}
+	free(sc->query);
+	/* The body may have held a secret the route did not wipe (a refused call). */
+	if (sc->body)
+		OPENSSL_cleanse(sc->body, sc->c.body_len);
+	free(sc->body);
+	free(sc->method);
+	free(sc->path);
+	free(sc->c.reply);
+	free(sc);
+}
+
+static enum MHD_Result copy_query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+	struct slow_call *sc = cls;
+	struct isc_api_query_arg *a;
+	(void)kind;
+	if (sc->n_query == sc->cap_query) {
+		size_t cap = sc->cap_query ? 2 * sc->cap_query : 8;
+		struct isc_api_query_arg *grown = realloc(sc->query, cap * sizeof(*grown));
+		if (!grown) {
+			sc->query_failed = 1;
+			return MHD_NO;
+		}
+		sc->query = grown;
+		sc->cap_query = cap;
+	}
+	a = &sc->query[sc->n_query];
+	a->key = strdup(key ? key : "");
+	a->value = value ? strdup(value) : NULL;
+	if (!a->key || (value && !a->value)) {
+		free(a->key);
+		free(a->value);
+		sc->query_failed = 1;
+		return MHD_NO;
+	}
+	sc->n_query++;
+	return MHD_YES;
+}
+
+static void slow_run(struct isc_api_slow_job *job);
+static void slow_finish(struct isc_api_slow_job *job, int ran);
+static void slow_job_free(struct isc_api_slow_job *job);
+
+/*
+ * The call c (identified, its route r found) as a slow call that owns all it
+ * reads; the request's body moves into it. NULL when out of memory.
+ */
+static struct slow_call *slow_call_new(struct isc_api *api, struct MHD_Connection *conn,
+                                       struct request *req, const struct isc_api_call *c,
+                                       const struct isc_api_route *r, int is_tcp)
+{
+	struct slow_call *sc = calloc(1, sizeof(*sc));
+
+	if (!sc)
+		return NULL;
+	sc->job.run = slow_run;
+	sc->job.finish = slow_finish;
+	sc->job.free = slow_job_free;
+	sc->api = api;
+	sc->route = r;
+	sc->conn = conn;
+	sc->is_tcp = is_tcp;
+	sc->method = strdup(c->method);
+	sc->path = strdup(c->path);
+	if (req->body) {
+		sc->body = req->body; /* NUL-terminated by the caller */
+		req->body = NULL;
+		req->len = req->cap = 0;
+	} else {
+		sc->body = strdup("");
+	}
+	sc->c.body_len = c->body_len;
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, copy_query_arg, sc);
+	if (!sc->method || !sc->path || !sc->body || sc->query_failed) {
+		slow_call_free(sc);
+		return NULL;
+	}
+	sc->c.method = sc->method;
+	sc->c.path = sc->path;
+	sc->c.body = sc->body;
+	sc->c.query = sc->query;
+	sc->c.n_query = sc->n_query;
+	/* The same route as found by the server thread: its {} segments, now in the call. */
+	route_match(r->pattern, sc->path, sc->c.params, sc->segs, sizeof(sc->segs));
+	sc->c.home = api->home;
+	sc->c.is_operator = c->is_operator;
+	sc->c.user_id = c->user_id;
+	if (c->user) {
+		snprintf(sc->user, sizeof(sc->user), "%s", c->user);
+		sc->c.user = sc->user;
+	}
+	if (c->address) {
+		snprintf(sc->address, sizeof(sc->address), "%s", c->address);
+		sc->c.address = sc->address;
+	}
+	if (c->token_id) {
+		snprintf(sc->token_id, sizeof(sc->token_id), "%s", c->token_id);
+		sc->c.token_id = sc->token_id;
+	}
+	return sc;
+}
+
+static struct slow_call *slow_of(struct isc_api_slow_job *job)
+{
+	return (struct slow_call *)((char *)job - offsetof(struct slow_call, job));
+}
+
+/* On a pool thread: the route, on the thread's own store connection, and its audit row. */
+static void slow_run(struct isc_api_slow_job *job)
+{
+	struct slow_call *sc = slow_of(job);
+	struct isc_api_call *c = &sc->c;
+	struct isc_err err;
+
+	isc_err_clear(&err);
+	c->thread = thread_state(sc->api, &err);
+	if (c->thread) {
+		c->store = c->thread->store;
+		thread_caches_check(c->thread);
+	}
+	if (!c->store) {
+		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
+		isc_api_reply_error(c, 503, "the store cannot be opened");
+	} else {
+		route_run(c, sc->route);
+		if (strcmp(c->method, "GET") != 0 && strcmp(c->method, "HEAD") != 0)
+			write_audit(c);
+	}
+	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s; slow)", c->method, c->path, c->status,
+	        c->user ? c->user : "-", c->address ? c->address : "-");
+	/* Borrowed from this thread: not for the server thread that sends the reply. */
+	c->thread = NULL;
+	c->store = NULL;
+}
+
+/* A slow call that did not run: 503 with why and when to ask again. */
+static void slow_refused(struct slow_call *sc, const struct isc_err *why)
+{
+	struct isc_api_call *c = &sc->c;
+	isc_api_reply_json(c, 503,
+	                   json_pack("{s:s,s:s}", "error", why->msg, "code",
+	                             why->code == ISC_ETHROTTLED ? "busy" : "unavailable"));
+	isc_api_header(c, "Retry-After", SLOW_RETRY_AFTER_S);
+}
+
+/* The pool hands the call back: the server takes the connection up again. */
+static void slow_finish(struct isc_api_slow_job *job, int ran)
+{
+	struct slow_call *sc = slow_of(job);
+	struct MHD_Connection *conn = sc->conn;
+
+	if (!ran) {
+		struct isc_err err;
+		isc_err_set(&err, ISC_ETRANSIENT, "iscd is shutting down: %s %s was not run",
+		            sc->c.method, sc->c.path);
+		slow_refused(sc, &err);
+	}
+	sc->answered = 1;
+	/* The last touch: once resumed, a server thread owns the call. */
+	MHD_resume_connection(conn);
+}
+
+static void slow_job_free(struct isc_api_slow_job *job)
+{
+	slow_call_free(slow_of(job));
+}
+
+/*
+ * Sends the identified call c of the slow route r to the pool and suspends its
+ * connection; the reply is sent when the connection is resumed (on_request).
+ */
+static enum MHD_Result slow_start(struct isc_api *api, struct MHD_Connection *conn,
+                                  struct request *req, struct isc_api_call *c,
+                                  const struct isc_api_route *r, int is_tcp)
+{
+	struct slow_call *sc = slow_call_new(api, conn, req, c, r, is_tcp);
+	struct isc_err err;
+
+	if (!sc) {
+		isc_api_reply_error(c, 500, "out of memory");
+		return send_reply(conn, c, is_tcp);
+	}
+	req->slow = sc;
+	/* Suspended before it is queued: a pool thread may resume it at once. */
+	MHD_suspend_connection(conn);
+	isc_err_clear(&err);
+	if (isc_api_slow_submit(api->slow, &sc->job, &err)) {
+		isc_log(ISC_LOG_WARN, "api: %s %s refused: %s", sc->c.method, sc->c.path, err.msg);
+		slow_refused(sc, &err);
+		/* A refused change is audited like any other (this thread's store). */
+		if (strcmp(sc->c.method, "GET") != 0 && strcmp(sc->c.method, "HEAD") != 0) {
+			sc->c.store = c->store;
+			write_audit(&sc->c);
+			sc->c.store = NULL;
+		}
+		sc->answered = 1;
+		MHD_resume_connection(conn);
+	} else {
+		isc_log(ISC_LOG_DEBUG, "api: %s %s queued for a slow-call thread", sc->c.method,
+		        sc->c.path);
+	}
+	return MHD_YES;
 }
 
 static int hex_value(char ch)
@@ -773,6 +1039,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			req->too_big = 1;
 		return MHD_YES;
 	}
+	if (req->slow) {
+		/* Resumed: the slow call's reply is ready (slow_finish, slow_start). */
+		struct slow_call *sc = req->slow;
+		if (!sc->answered)
+			return MHD_YES; /* not ours to answer yet */
+		req->slow = NULL;
+		ret = send_reply(conn, &sc->c, sc->is_tcp);
+		slow_call_free(sc);
+		return ret;
+	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
@@ -828,11 +1104,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	                        : identify_token(conn, &c, user_buf, sizeof(user_buf), addr_buf,
 	                                         sizeof(addr_buf), tok_buf, sizeof(tok_buf));
 	if (identified) {
+		const struct isc_api_route *r = NULL;
+		char segs[512];
 		if (req->too_big)
 			isc_api_reply_error(&c, 413, "the request body is larger than %d bytes",
 			                    BODY_MAX_BYTES);
-		else
-			dispatch(&c);
+		else if ((r = route_find(&c, segs, sizeof(segs))) && r->pace == ISC_API_SLOW &&
+		         api->slow)
+			return slow_start(api, conn, req, &c, r, !l->is_unix);
+		else if (r)
+			route_run(&c, r);
 		if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 			write_audit(&c);
 	}
@@ -845,11 +1126,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+	struct listener *l = cls;
 	struct request *req = *con_cls;
-	(void)cls;
 	(void)conn;
 	(void)toe;
 	if (req) {
+		/*
+		 * The client went away with a slow call unanswered (it hung up, or the
+		 * reply could not be sent after the call was resumed). A call the pool
+		 * still holds is freed by the pool once run; one handed back is ours.
+		 */
+		if (req->slow && !isc_api_slow_abandon(l->api->slow, &req->slow->job))
+			slow_call_free(req->slow);
+		req->slow = NULL;
 		free(req->body);
 		free(req);
 		*con_cls = NULL;
@@ -928,8 +1217,11 @@ static int parse_listen(const char *text, struct sockaddr_in *out, struct isc_er
 int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err)
 {
 	struct isc_api *api = calloc(1, sizeof(*api));
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
-	unsigned threads = o->threads ? o->threads : 8;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+	                 MHD_ALLOW_SUSPEND_RESUME;
+	unsigned threads = o->threads ? o->threads : isc_api_default_threads();
+	unsigned slow_threads = o->slow_threads ? o->slow_threads : SLOW_THREADS_DEFAULT;
+	unsigned slow_queue = o->slow_queue ? o->slow_queue : SLOW_QUEUE_DEFAULT;
 	unsigned limit = o->max_connections ? o->max_connections : 512;
 	unsigned timeout = o->timeout_s ? o->timeout_s : 30;
 	struct passwd *pw;
@@ -952,6 +1244,8 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 		goto fail;
 	}
 	api->key_made = 1;
+	if ((rc = isc_api_slow_new(slow_threads, slow_queue, &api->slow, err)))
+		goto fail;
 	if ((rc = listen_unix(api, o->socket_path, err)))
 		goto fail;
 	unix_listener.api = api;
@@ -959,8 +1253,8 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	api->unix_d = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, &unix_listener, MHD_OPTION_LISTEN_SOCKET,
 	    api->unix_fd, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
-	    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    &unix_listener, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	if (!api->unix_d) {
 		rc = isc_err_set(err, ISC_EIO, "the API server could not start on %s",
 		                 o->socket_path);
@@ -982,7 +1276,7 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 		    flags, 0, NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
 		    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
 		    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED,
-		    on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+		    on_completed, &tcp_listener, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		    MHD_OPTION_END);
 		if (!api->tcp_d) {
 			rc = isc_err_set(err, ISC_EIO, "the API server could not listen on %s",
@@ -995,6 +1289,12 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 fail:
 	isc_api_free(api);
 	return rc;
+}
+
+unsigned isc_api_default_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 2 ? 2 : n > 256 ? 256 : (unsigned)n;
 }
 
 int isc_api_pages_served(const struct isc_api *api)
@@ -1015,6 +1315,13 @@ void isc_api_free(struct isc_api *api)
 {
 	if (!api)
 		return;
+	/*
+	 * The slow calls first: queued ones are answered 503 and running ones end, so
+	 * every suspended connection is resumed before its daemon stops (libmicrohttpd
+	 * may not stop with one suspended). Until the pool is freed it refuses new ones.
+	 */
+	if (api->slow)
+		isc_api_slow_stop(api->slow);
 	if (api->tcp_d)
 		MHD_stop_daemon(api->tcp_d);
 	if (api->unix_d) {
@@ -1025,6 +1332,8 @@ void isc_api_free(struct isc_api *api)
 		close(api->unix_fd);
 		unlink(api->socket_path);
 	}
+	/* After the pool's threads ended: their store connections went with them. */
+	isc_api_slow_free(api->slow);
 	if (api->key_made)
 		pthread_key_delete(api->store_key);
 	isc_web_free(api->web);

@@ -52,6 +52,17 @@ void isc_config_free(struct isc_config *c)
 	free(c);
 }
 
+/*
+ * api_threads' default: one server thread per online CPU, at least 2. The slow
+ * calls have their own threads (api/slow.h), so a server thread only waits for a
+ * core, and more threads than cores only queue for them (docs/benchmarks.md).
+ */
+static long default_api_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 2 ? 2 : n > 256 ? 256 : n;
+}
+
 static struct isc_config *config_defaults(void)
 {
 	struct isc_config *c = calloc(1, sizeof(*c));
@@ -67,7 +78,9 @@ static struct isc_config *config_defaults(void)
 	c->api_listen = strdup("");
 	c->api_max_connections = 512;
 	c->api_timeout_s = 30;
-	c->api_threads = 8;
+	c->api_threads = default_api_threads();
+	c->api_slow_threads = 4;
+	c->api_slow_queue = 64;
 	c->tick_interval_ms = 2000;
 	c->retry_wait_ms = 30000;
 	c->stop_grace_s = 30;
@@ -363,6 +376,10 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1, 3600, &c->api_timeout_s);
 		else if (!strcmp(key, "api_threads"))
 			rc = get_long(x, v, key, 1, 256, &c->api_threads);
+		else if (!strcmp(key, "api_slow_threads"))
+			rc = get_long(x, v, key, 1, 64, &c->api_slow_threads);
+		else if (!strcmp(key, "api_slow_queue"))
+			rc = get_long(x, v, key, 1, 10000, &c->api_slow_queue);
 		else if (!strcmp(key, "tick_interval_ms"))
 			rc = get_long(x, v, key, 10, 3600000, &c->tick_interval_ms);
 		else if (!strcmp(key, "retry_wait_ms"))
@@ -553,7 +570,11 @@ static const struct template_key top_keys[] = {
     {"api_listen = \"\"", "HOST:PORT for the API over TCP with bearer tokens (\"\": none)"},
     {"api_max_connections = 512", "concurrent API connections, both listeners together"},
     {"api_timeout_s = 30", "an API connection idle or slow this long is closed"},
-    {"api_threads = 8", "API server threads, each with its own store connection"},
+    {"api_threads = 2",
+     "API server threads per listener (default: one per online CPU, at least 2)"},
+    {"api_slow_threads = 4",
+     "API threads for calls that wait on a cloud, S3 or SSH (docs/api.md, \"Slow calls\")"},
+    {"api_slow_queue = 64", "slow API calls that may wait for one of those; more: 503"},
 };
 
 struct template_section {

@@ -64,7 +64,9 @@ struct isc_config {
 	char *api_listen;         /* "HOST:PORT" for TCP with bearer tokens; "" = none */
 	long api_max_connections; /* 512 */
 	long api_timeout_s;       /* a slow or idle client is dropped after this; 30 */
-	long api_threads;         /* 8 */
+	long api_threads;         /* one per online CPU, at least 2 */
+	long api_slow_threads;    /* threads for slow calls (api/slow.h); 4 */
+	long api_slow_queue;      /* slow calls that may wait for a thread; 64 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

@@ -116,6 +116,8 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 	o.max_connections = (unsigned)cfg->api_max_connections;
 	o.timeout_s = (unsigned)cfg->api_timeout_s;
 	o.threads = (unsigned)cfg->api_threads;
+	o.slow_threads = (unsigned)cfg->api_slow_threads;
+	o.slow_queue = (unsigned)cfg->api_slow_queue;
 	web_root = isc_web_default_root();
 	o.web_root = web_root;
 	rc = isc_api_start(&o, out, err);
