@@ -252,6 +252,7 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	}
 	broker_follower_stop(b, c->id);
 	broker_sync_forget(b, c->id);
+	restored_free(restored_take(c->id));
 	isc_node_list_free(nodes, n);
 	if (broker_cluster_terminate(b, s, c, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", c->id, err.msg);
@@ -1037,10 +1038,19 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
  * replacements alone. In memory only: after a restart every node is restored again (the
  * push is idempotent, and what is at home does not change once the kept nodes moved).
  */
+/* Whether the kept nodes' containers started before the new nodes were up. */
+enum kept_start { KEPT_START_WAITING, KEPT_STARTED, KEPT_START_FAILED };
+
+/*
+ * What a replacement cluster's kept nodes already hold while its new nodes boot, in
+ * memory only (after a restart, booting does it all again): the restore, and once
+ * started, their containers too.
+ */
 struct restored {
 	char cluster_id[64];
 	char **ids;
 	size_t n;
+	enum kept_start start;
 	struct restored *next;
 };
 static struct restored *restored_list;
@@ -1070,27 +1080,26 @@ static struct restored *restored_take(const char *cluster_id)
 	return r;
 }
 
-static int restored_known(const char *cluster_id)
-{
-	int known = 0;
-	pthread_mutex_lock(&restored_lock);
-	for (struct restored *r = restored_list; r && !known; r = r->next)
-		known = strcmp(r->cluster_id, cluster_id) == 0;
-	pthread_mutex_unlock(&restored_lock);
-	return known;
-}
-
-static void restored_put(const char *cluster_id, const struct isc_node *nodes, size_t n)
+/* The cluster's entry for these nodes; NULL when out of memory. */
+static struct restored *restored_new(const char *cluster_id, const struct isc_node *nodes, size_t n)
 {
 	struct restored *r = calloc(1, sizeof(*r));
 	if (!r || !(r->ids = calloc(n ? n : 1, sizeof(*r->ids)))) {
 		free(r);
-		return; /* booting restores onto every node, as without it */
+		return NULL; /* booting restores onto every node, as without it */
 	}
 	snprintf(r->cluster_id, sizeof(r->cluster_id), "%s", cluster_id);
 	for (size_t i = 0; i < n; i++)
 		if ((r->ids[r->n] = strdup(nodes[i].instance_id)))
 			r->n++;
+	return r;
+}
+
+/* Hands r (may be NULL) to the list. */
+static void restored_put(struct restored *r)
+{
+	if (!r)
+		return;
 	pthread_mutex_lock(&restored_lock);
 	r->next = restored_list;
 	restored_list = r;
@@ -1160,37 +1169,79 @@ static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *
 }
 
 /*
+ * Starts the containers of the restored kept nodes while the new ones still boot, once
+ * every node's address is known (the new nodes' come with the launch on AWS, soon
+ * after on GCP and OCI): each rank's environment names the whole gang, and the kept
+ * ranks wait for the new ones in the rendezvous. Booting then starts only the new
+ * nodes' containers. On a failure the launcher has removed what it started, and
+ * booting starts every node.
+ */
+static enum kept_start start_kept_early(struct isc_broker *b, struct isc_store *s,
+                                        const struct isc_experiment *e, const struct isc_cluster *c,
+                                        const struct isc_node *nodes, size_t n,
+                                        const struct restored *kept)
+{
+	int *only;
+	struct isc_err err;
+	enum kept_start start = KEPT_START_FAILED;
+
+	for (size_t i = 0; i < n; i++)
+		if (!nodes[i].private_ip[0])
+			return KEPT_START_WAITING; /* a new node's address is not known yet */
+	if (!(only = calloc(n ? n : 1, sizeof(*only))))
+		return KEPT_START_FAILED;
+	for (size_t i = 0; i < n; i++)
+		only[i] = restored_has(kept, nodes[i].instance_id);
+	if (broker_boot_cluster(b, s, e, c, nodes, n, only, &err) == 0) {
+		note(s, e, "boot",
+		     "started the %zu kept node(s)' containers; they wait for the new one(s) in "
+		     "the rendezvous",
+		     kept->n);
+		start = KEPT_STARTED;
+	} else {
+		isc_log(ISC_LOG_INFO, "%s: early start on the kept nodes: %s", e->id, err.msg);
+	}
+	free(only);
+	return start;
+}
+
+/*
  * While a replacement cluster's new nodes boot, its kept nodes (moved in once the
- * checkpoint came home) take the restore, so that booting waits only for the new
- * nodes' copies. Once per cluster; a failure here only leaves the work to booting.
+ * checkpoint came home) take the restore and then start their containers, so that
+ * booting waits only for the new nodes' copies and container. Each is tried once per
+ * cluster; a failure here only leaves the work to booting.
  */
 static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
                                const struct isc_experiment *e, const struct isc_cluster *c,
                                const struct isc_node *nodes, size_t n)
 {
-	struct isc_node *up = calloc(n ? n : 1, sizeof(*up));
+	struct restored *r = restored_take(c->id);
+	struct isc_node *up = NULL;
 	struct isc_err err;
 	size_t kept_left = 1, m = 0;
 
-	if (!up || restored_known(c->id) ||
-	    isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) || kept_left > 0) {
+	if (!r && isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) == 0 &&
+	    kept_left == 0 && (up = calloc(n ? n : 1, sizeof(*up)))) {
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(nodes[i].state, "running") == 0 &&
+			    (nodes[i].private_ip[0] || nodes[i].public_ip[0]))
+				up[m++] = nodes[i];
+		if (m > 0 && restore_artifacts(b, e, c, up, m, NULL, &err) == 0) {
+			note(s, e, "artifacts",
+			     "restored onto the %zu kept node(s) while the new one(s) boot", m);
+			r = restored_new(c->id, up, m);
+		} else if (m > 0) {
+			/* Tried once: booting restores onto every node, and says why if it fails.
+			 */
+			r = restored_new(c->id, up, 0);
+			isc_log(ISC_LOG_INFO, "%s: early restore onto the kept nodes: %s", e->id,
+			        err.msg);
+		}
 		free(up);
-		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(nodes[i].state, "running") == 0 &&
-		    (nodes[i].private_ip[0] || nodes[i].public_ip[0]))
-			up[m++] = nodes[i];
-	if (m > 0 && restore_artifacts(b, e, c, up, m, NULL, &err) == 0) {
-		restored_put(c->id, up, m);
-		note(s, e, "artifacts",
-		     "restored onto the %zu kept node(s) while the new one(s) boot", m);
-	} else if (m > 0) {
-		/* Tried once: booting restores onto every node, and says why if it fails. */
-		restored_put(c->id, up, 0);
-		isc_log(ISC_LOG_INFO, "%s: early restore onto the kept nodes: %s", e->id, err.msg);
-	}
-	free(up);
+	if (r && r->n > 0 && r->start == KEPT_START_WAITING)
+		r->start = start_kept_early(b, s, e, c, nodes, n, r);
+	restored_put(r);
 }
 
 /* Nodes launched: wait for all of them to run; roll back a partial gang. */
@@ -1361,6 +1412,24 @@ static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct
 	           c->shape_id, during, c->cycle);
 }
 
+/* Starts the containers of the nodes whose containers did not start early (all, usually). */
+static int boot_the_rest(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
+                         const struct restored *done, struct isc_err *err)
+{
+	int *only, rc, any = 0;
+
+	if (!done || done->start != KEPT_STARTED)
+		return broker_boot_cluster(b, s, e, c, nodes, n, NULL, err);
+	if (!(only = calloc(n ? n : 1, sizeof(*only))))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		any |= only[i] = !restored_has(done, nodes[i].instance_id);
+	rc = any ? broker_boot_cluster(b, s, e, c, nodes, n, only, err) : 0;
+	free(only);
+	return rc;
+}
+
 static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
@@ -1400,7 +1469,7 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		}
 		goto out;
 	}
-	rc = broker_boot_cluster(b, s, e, &c, nodes, n, &err);
+	rc = boot_the_rest(b, s, e, &c, nodes, n, done, &err);
 	if (rc == 0) {
 		isc_crash_point("boot.containers_started");
 		e->cycle_count = c.cycle;
@@ -1730,6 +1799,9 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 		break;
 	case ISC_BURST_STEP_PROVISION:
 		provisioning(b, s, &e);
+		/* Every node is up: start the containers now rather than a tick later. */
+		if (strcmp(e.status, "booting") == 0)
+			booting(b, s, &e);
 		break;
 	case ISC_BURST_STEP_BOOT:
 		booting(b, s, &e);

@@ -177,9 +177,13 @@ char *broker_output_dir(const struct isc_broker *b, const char *experiment_id);
 int broker_datasets_check(struct isc_store *s, const struct isc_experiment *e, struct isc_err *err);
 
 /* ---- boot.c: the bridge to the launcher ---- */
+/*
+ * Starts the containers of the cluster's nodes (all n of them; with only, n entries,
+ * those with only[i] set, each rank's environment still naming all n).
+ */
 int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n,
-                        struct isc_err *err);
+                        const int *only, struct isc_err *err);
 /* Asks the containers to stop with the grace period, then removes them. Best effort. */
 void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e,
                             const struct isc_cluster *c, const struct isc_node *nodes, size_t n);

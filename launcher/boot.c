@@ -711,7 +711,7 @@ int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_n
 	if ((rc = check_boot(spec, nodes, n, &o, err)))
 		return rc;
 	/* The caller's cancel (a node it knows is gone) stops the nodes still connecting too. */
-	jobs = run_all(spec, nodes, n, &o, 0, boot_node, NULL, o.cancel ? o.cancel : &cancel_all);
+	jobs = run_all(spec, nodes, n, &o, 0, boot_node, o.only, o.cancel ? o.cancel : &cancel_all);
 	if (!jobs)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	/* Report the first node that failed on its own, not one cancelled because of it. */

@@ -111,6 +111,13 @@ struct isc_launcher_opts {
 	 * set it to 1 itself).
 	 */
 	volatile int *cancel;
+	/*
+	 * Optional, n entries: a boot starts only the nodes with only[i] set. The others'
+	 * ranks and addresses still make every started rank's environment (MASTER_ADDR,
+	 * IP_TO_RANK_MAPPING): a gang's kept nodes start while its new nodes boot, and
+	 * wait for them in the rendezvous. NULL: every node.
+	 */
+	const int *only;
 };
 
 /* What happened on one node during isc_launcher_boot_nodes. */

@@ -599,6 +599,70 @@ static void test_repeated_boot_replaces_the_container(void **state)
 	assert_int_equal(count_containers(0, "exp_again"), 0);
 }
 
+/*
+ * A boot of some nodes of a gang (a replacement's kept nodes while its new node boots):
+ * only those start, and their environment still names every rank of the gang.
+ */
+static void test_boot_of_some_nodes_names_the_whole_gang(void **state)
+{
+	struct isc_boot_spec s = spec("exp_some", "some", "env | sort; sleep 60", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_boot_result res[3];
+	struct isc_err err;
+	const int only[3] = {0, 1, 1}; /* rank 0 (the new node) is not up yet */
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	s.nnodes = 3;
+	o.only = only;
+	assert_int_equal(isc_launcher_boot_nodes(&s, targets, 3, &o, res, &err), 0);
+	assert_int_equal(res[0].started, 0);
+	assert_int_equal(res[0].connect_ms, -1); /* never logged in */
+	assert_int_equal(res[1].started, 1);
+	assert_int_equal(res[2].started, 1);
+	assert_int_equal(count_containers(0, "exp_some"), 0);
+	assert_int_equal(count_containers(1, "exp_some"), 1);
+	assert_int_equal(count_containers(2, "exp_some"), 1);
+	{
+		char out[256], path[300], *log;
+		struct isc_launch_follow *f;
+		snprintf(out, sizeof(out), "%s/out-some", root);
+		/* Follow ranks 1 and 2 only: their logs hold the gang's environment. */
+		assert_int_equal(isc_launch_follow_start(&s, targets + 1, 2, &o, out, &f, &err), 0);
+		snprintf(path, sizeof(path), "%s/rank_2.txt", out);
+		for (int t = 0; t < 100; t++) {
+			log = slurp(path);
+			if (log && strstr(log, "STRONG_EXPERIMENT_ID"))
+				break;
+			free(log);
+			log = NULL;
+			usleep(100 * 1000);
+		}
+		isc_launch_follow_free(f);
+		assert_non_null(log);
+		assert_non_null(strstr(log, "\nRANK=2\n"));
+		assert_non_null(strstr(log, "\nNNODES=3\n"));
+		assert_non_null(strstr(log, "\nMASTER_ADDR=127.0.88.1\n"));
+		assert_non_null(strstr(
+		    log,
+		    "IP_TO_RANK_MAPPING={\"127.0.88.1\":0,\"127.0.88.2\":1,\"127.0.88.3\":2}\n"));
+		free(log);
+	}
+	/* Then the last node: a boot of it alone leaves the others' containers running. */
+	{
+		const int rest[3] = {1, 0, 0};
+		o.only = rest;
+		assert_int_equal(isc_launcher_boot_nodes(&s, targets, 3, &o, res, &err), 0);
+		assert_int_equal(res[0].started, 1);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(count_containers(i, "exp_some"), 1);
+	}
+	o.only = NULL;
+	isc_launcher_stop(&s, targets, 3, &o, 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(count_containers(i, "exp_some"), 0);
+}
+
 static void test_boot_refuses_bad_node_lists(void **state)
 {
 	struct isc_node_target t[2] = {targets[1], targets[2]}; /* ranks 1 and 2: no rank 0 */
@@ -1022,6 +1086,7 @@ int main(void)
 	    cmocka_unit_test(test_follow_streams_polls_and_stops),
 	    cmocka_unit_test(test_follow_reports_a_vanished_container),
 	    cmocka_unit_test(test_repeated_boot_replaces_the_container),
+	    cmocka_unit_test(test_boot_of_some_nodes_names_the_whole_gang),
 	    cmocka_unit_test(test_failed_pull_rolls_back_every_node),
 	    cmocka_unit_test(test_failure_cancels_nodes_still_connecting),
 	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
