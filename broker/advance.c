@@ -1170,11 +1170,11 @@ static int restore_artifacts(struct isc_broker *b, const struct isc_experiment *
 
 /*
  * Starts the containers of the restored kept nodes while the new ones still boot, once
- * every node's address is known (the new nodes' come with the launch on AWS, soon
- * after on GCP and OCI): each rank's environment names the whole gang, and the kept
- * ranks wait for the new ones in the rendezvous. Booting then starts only the new
- * nodes' containers. On a failure the launcher has removed what it started, and
- * booting starts every node.
+ * every node's address is known (a new node's comes with the launch on AWS, with
+ * the instance on GCP, once its VNIC is attached on OCI): each rank's environment names the whole
+ * gang, and the kept ranks wait for the new ones in the rendezvous. Booting then starts only the
+ * new nodes' containers. On a failure the launcher has removed what it started, and booting starts
+ * every node.
  */
 static enum kept_start start_kept_early(struct isc_broker *b, struct isc_store *s,
                                         const struct isc_experiment *e, const struct isc_cluster *c,
@@ -1193,6 +1193,7 @@ static enum kept_start start_kept_early(struct isc_broker *b, struct isc_store *
 	for (size_t i = 0; i < n; i++)
 		only[i] = restored_has(kept, nodes[i].instance_id);
 	if (broker_boot_cluster(b, s, e, c, nodes, n, only, &err) == 0) {
+		isc_crash_point("lostnodes.kept_started");
 		note(s, e, "boot",
 		     "started the %zu kept node(s)' containers; they wait for the new one(s) in "
 		     "the rendezvous",

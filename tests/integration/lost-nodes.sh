@@ -8,9 +8,10 @@
 # Cases: one node lost with a notice; rank 0 lost without one (a kept node becomes rank
 # 0); two nodes lost at once; no capacity for the replacement in the gang's zone (the
 # whole-gang failover, and isc status says why); one node lost on GCP (a preemption) and
-# on OCI (a preemptible instance reclaimed). Then a crash at each new step
+# on OCI (a preemptible instance reclaimed). While the replacements boot, the kept nodes'
+# containers start and wait for them (isc status says so). Then a crash at each new step
 # (lostnodes.* crash points: recorded, before the launch, replacement launched, containers
-# stopped, kept nodes moved, restore under way) resumes to the same outcome with no second
+# stopped, kept nodes moved, kept nodes' containers started early, restore under way) resumes to the same outcome with no second
 # launch. Needs the sanitizer build (ISC_BIN from `make check`): only it has crash points.
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,8 +25,6 @@ ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_BOOT_DELAY_MS=300 \
 	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 isc() { "$ISC_BIN/isc" "$@"; }
-mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
-fault() { mock faults -X POST -H 'Content-Type: application/json' -d "$1" >/dev/null; }
 py() { /usr/bin/python3 "$@"; }
 db() { sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "$1"; }
 ln_start_iscd() {
@@ -209,6 +208,9 @@ cap_lost=$(ln_rank_instance "$cap" 3)
 cap_zone=$(db "SELECT zone FROM clusters WHERE experiment_id = '$cap'")
 gcp_lost=$(ln_rank_instance "$gcp" 1)
 oci_lost=$(ln_rank_instance "$oci" 2)
+# From here nodes boot for 2 s: long enough that a replacement's kept nodes are restored
+# and their containers started while the new node still boots (the early start).
+mock boot_delay -X POST -d '{"ms":2000}' >/dev/null
 fault "{\"kind\":\"capacity\",\"instance_type\":\"g5.xlarge\",\"zone\":\"$cap_zone\",\"count\":1}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$one_lost\",\"notice_s\":20}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$zero_lost\",\"notice_s\":0}"
@@ -238,6 +240,10 @@ check "rank 0 lost: the old rank 1 became rank 0" \
 check "isc status says the lost node was replaced alone" ln_status_says "$one" "replacing 1 of 4 node(s)"
 check "isc status says two were replaced" ln_status_says "$two" "replacing 2 of 4 node(s)"
 check "isc status says a kept node became rank 0" ln_status_says "$zero" "a kept node becomes rank 0"
+for x in "$one" "$zero" "$two"; do
+	check "$x: the kept nodes' containers started while the new node booted" \
+		ln_status_says "$x" "kept node(s)' containers; they wait for the new one(s)"
+done
 check "kept nodes are charged on their own rows (5 node rows for 5 instances)" \
 	test "$(db "SELECT COUNT(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$one'")" = 5
 # ln_charges_continue ID KEPT_IDS: the ledger's charges of each instance never overlap and
@@ -282,7 +288,8 @@ check "nothing left of the six" wait_no_live
 # one burst loses a node, iscd aborts there and is started again. The next point is armed
 # only once that burst has completed (past every point), so each point is reached by its own.
 points=(lostnodes.replacement_recorded lostnodes.before_launch lostnodes.replacement_launched
-	lostnodes.containers_stopped lostnodes.kept_moved lostnodes.restore_started)
+	lostnodes.containers_stopped lostnodes.kept_moved lostnodes.kept_started
+	lostnodes.restore_started)
 declare -A crash_exp=() crash_ids=() crash_lost=()
 for p in "${points[@]}"; do crash_exp[$p]=$(submit "$dir/four.isc"); done
 for p in "${points[@]}"; do
