@@ -1206,20 +1206,38 @@ static enum kept_start start_kept_early(struct isc_broker *b, struct isc_store *
 	return start;
 }
 
+/* Whether every node of the cluster runs with an address, as the store says now. */
+static int all_nodes_up(struct isc_store *s, const struct isc_cluster *c)
+{
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0, up = 0;
+
+	if (isc_store_node_list(s, c->id, &nodes, &n, &err))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		up += strcmp(nodes[i].state, "running") == 0 &&
+		      (nodes[i].private_ip[0] || nodes[i].public_ip[0]);
+	isc_node_list_free(nodes, n);
+	return (int)n == c->nnodes && up == n;
+}
+
 /*
  * While a replacement cluster's new nodes boot, its kept nodes (moved in once the
  * checkpoint came home) take the restore and then start their containers, so that
  * booting waits only for the new nodes' copies and container. Each is tried once per
- * cluster; a failure here only leaves the work to booting.
+ * cluster; a failure here only leaves the work to booting. 1 when the new nodes came
+ * up during the restore: then booting starts every node together, in this step.
  */
-static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
-                               const struct isc_experiment *e, const struct isc_cluster *c,
-                               const struct isc_node *nodes, size_t n)
+static int restore_kept_early(struct isc_broker *b, struct isc_store *s,
+                              const struct isc_experiment *e, const struct isc_cluster *c,
+                              const struct isc_node *nodes, size_t n)
 {
 	struct restored *r = restored_take(c->id);
 	struct isc_node *up = NULL;
 	struct isc_err err;
 	size_t kept_left = 1, m = 0;
+	int all_up = 0;
 
 	if (!r && isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) == 0 &&
 	    kept_left == 0 && (up = calloc(n ? n : 1, sizeof(*up)))) {
@@ -1240,9 +1258,10 @@ static void restore_kept_early(struct isc_broker *b, struct isc_store *s,
 		}
 		free(up);
 	}
-	if (r && r->n > 0 && r->start == KEPT_START_WAITING)
+	if (r && r->n > 0 && r->start == KEPT_START_WAITING && !(all_up = all_nodes_up(s, c)))
 		r->start = start_kept_early(b, s, e, c, nodes, n, r);
 	restored_put(r);
+	return all_up;
 }
 
 /* Nodes launched: wait for all of them to run; roll back a partial gang. */
@@ -1318,8 +1337,9 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			goto out;
 		}
 	}
-	if (c.replaces[0] && e->cycle_count > 0 && running > 0 && running < (size_t)c.nnodes)
-		restore_kept_early(b, s, e, &c, nodes, n);
+	if (c.replaces[0] && e->cycle_count > 0 && running > 0 && running < (size_t)c.nnodes &&
+	    restore_kept_early(b, s, e, &c, nodes, n))
+		running = n; /* the new nodes came up meanwhile */
 	if ((int)n == c.nnodes && running == n) {
 		isc_store_cluster_set_state(s, c.id, "booting", &err);
 		isc_crash_point("provision.cluster_booting");
