@@ -1774,14 +1774,19 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 		isc_crash_point("stop.for_credits");
 	if (isc_store_cluster_list_for_experiment(s, e->id, 1, &list, &n, &err) == 0) {
 		for (size_t i = 0; i < n; i++) {
-			int live = strcmp(list[i].state, "running") == 0 ||
-			           strcmp(list[i].state, "booting") == 0 ||
-			           strcmp(list[i].state, "draining") == 0;
+			/*
+			 * Only a cluster whose ranks ran has folders worth bringing home: a
+			 * booting one's hold the last cycle's restored copy at best, and
+			 * nothing before its restore, which would replace that copy at home.
+			 */
+			int ran = strcmp(list[i].state, "running") == 0 ||
+			          strcmp(list[i].state, "draining") == 0;
+			int live = ran || strcmp(list[i].state, "booting") == 0;
 			if (strcmp(list[i].state, "terminating") == 0)
 				continue;
 			if (strcmp(list[i].state, "launching") == 0)
 				collect_launch(b, s, e, &list[i]);
-			teardown(b, s, e, &list[i], live, live, 1);
+			teardown(b, s, e, &list[i], live, ran, 1);
 		}
 		isc_cluster_list_free(list, n);
 	}

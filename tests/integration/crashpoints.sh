@@ -10,7 +10,8 @@
 # kill -9 during a slow launch, more lost RunInstances replies than the HTTP
 # layer retries, a launch reply that cannot be read, a describe that lags the
 # launch, a lost reply in a second zone, a config whose reservation window is
-# shorter than the tick, and a store migrated by many processes at once.
+# shorter than the tick, a cancel while the next cycle boots (the checkpoint at home
+# stays), and a store migrated by many processes at once.
 # Needs the sanitizer build (ISC_BIN from `make check`): only it has crash points.
 . "$(dirname "$0")/lib.sh"
 sandbox_dir crash
@@ -331,6 +332,32 @@ for r in json.load(sys.stdin):
         zones[r[\"tags\"].get(\"isc:cluster\")].add(r[\"zone\"])
 sys.exit(1 if not zones or any(len(z) > 1 for z in zones.values()) else 0)'"
 check "iscd alive after the reproductions" iscd_alive
+stop_iscd
+
+# A cancel that lands while the next cycle's gang boots, before its restore: the new
+# node's folders are empty, so the stop must not bring them home over the checkpoint the
+# last cycle left there (it did: the cancelled experiment's checkpoint was lost).
+mock faults -X DELETE >/dev/null
+ISC_CRASH_AT=boot.restore_started start_iscd
+id=$(submit "$dir/long1.isc")
+for _ in $(seq 1 300); do [ "$(status_of "$id")" = running ] && break; sleep 0.2; done
+sleep 1.5 # a few steps written
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$(running_instance "$id")\",\"notice_s\":5}"
+check "cancel while booting: iscd stops where cycle 2's restore starts" wait_crash boot.restore_started 90
+ckpt=$ISC_HOME/experiments/$id/checkpoints/step
+home_step=$(cat "$ckpt" 2>/dev/null)
+check "cancel while booting: cycle 1's checkpoint is home" test -n "$home_step"
+# The cancel is recorded by an API-only iscd (no ticks), then a whole iscd stops the burst.
+"$ISC_BIN/iscd" --api-only 2>>"$dir/iscd.log" &
+echo $! >"$dir/iscd.pid"
+for _ in $(seq 1 100); do api_answers && break; sleep 0.1; done
+isc cancel "$id" >/dev/null
+stop_iscd
+start_iscd
+check "cancel while booting: cancelled" wait_status "$id" cancelled 120
+check "cancel while booting: no instance left running" wait_no_live "$id"
+check "cancel while booting: the checkpoint at home is still cycle 1's" \
+	test "$(cat "$ckpt" 2>/dev/null)" = "$home_step"
 stop_iscd
 check "no sanitizer report in any iscd log" no_sanitizer_report "$dir/iscd.log"
 
