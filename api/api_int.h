@@ -111,7 +111,11 @@ void isc_api_reply_error(struct isc_api_call *c, int status, const char *fmt, ..
 /* The HTTP status for an isc_code: not_found 404, invalid 400, conflict 409, ... */
 int isc_api_status_for(int code);
 void isc_api_reply_err(struct isc_api_call *c, const struct isc_err *err);
-/* Adds a reply header (name and value must outlive the call: literals or call-owned). */
+/*
+ * Adds a reply header. Name and value must outlive the call: literals or call-owned,
+ * never a thread's own buffer in a slow route (its reply is sent by a server thread
+ * after the slow-call thread has moved on).
+ */
 void isc_api_header(struct isc_api_call *c, const char *name, const char *value);
 
 /* The body as a JSON object; on failure replies 400 and returns NULL. Caller decrefs. */
