@@ -689,10 +689,12 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 		for (size_t i = 0; i < n && !rank0; i++)
 			if (nodes[i].rank == 0)
 				rank0 = &nodes[i];
-		if (!rank0 || broker_artifacts_pull(b, s, e, d, rank0, ISC_ARTIFACT_ALL, &err))
+		/* d's ranks never ran when r takes its cycle: nothing to bring home from it. */
+		if (r->cycle != d->cycle &&
+		    (!rank0 || broker_artifacts_pull(b, s, e, d, rank0, ISC_ARTIFACT_ALL, &err)))
 			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
 			     rank0 ? err.msg : "no rank 0");
-		else
+		else if (r->cycle != d->cycle)
 			note(s, e, "artifacts",
 			     "checkpoint, crud and lossy folders brought home from rank 0");
 		for (size_t i = 0; i < n; i++) {
@@ -715,6 +717,7 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 		isc_crash_point("lostnodes.kept_moved");
 	}
 	isc_node_list_free(nodes, n);
+	restored_free(restored_take(d->id)); /* a replacement that grew: its early work is void */
 	if (broker_cluster_terminate(b, s, d, &err))
 		note(s, e, "terminate", "terminating cluster %s: %s (will retry)", d->id, err.msg);
 }
@@ -764,6 +767,12 @@ static void launch_replacement(struct isc_broker *b, struct isc_store *s, struct
  * node still booting) and the replacements fill what is left. Returns 0 when this path is
  * not taken (one node, nothing left to keep, no zone, replace_deadline_ms 0, the shape no
  * longer a candidate): the caller fails over the whole gang as before.
+ *
+ * A cluster whose ranks never ran (a replacement still provisioning or booting, or a gang
+ * booting its first containers) that loses nodes is replaced the same way, for the same
+ * cycle: a replacement grows by what it lost, its nodes still booting are kept too, and
+ * nothing is brought home from it (the last cycle's folders at home stay the ones to
+ * restore).
  */
 static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
@@ -778,6 +787,7 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	char *id = NULL, *placement = NULL;
 	size_t k = 0, m = 0;
 	int remap = -1, taken = 0, rc;
+	int ran = e->cycle_count >= c->cycle; /* its cycle started: booting succeeded once */
 	enum isc_credits_limit limit = ISC_CREDITS_LIMIT_NONE;
 
 	if (b->config->replace_deadline_ms <= 0 || c->nnodes < 2 || n != (size_t)c->nnodes ||
@@ -791,7 +801,9 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].rank != (int)i)
 			goto out; /* not ranks 0..N-1 (the rows are read by rank) */
-		lost[i] = nodes[i].notice_at_ms || strcmp(nodes[i].state, "running") != 0;
+		lost[i] =
+		    nodes[i].notice_at_ms || (strcmp(nodes[i].state, "running") != 0 &&
+		                              (ran || strcmp(nodes[i].state, "pending") != 0));
 		k += lost[i];
 	}
 	if (k == 0 || k == n)
@@ -840,7 +852,7 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	r.zone = c->zone;
 	r.nnodes = c->nnodes;
 	r.nproc = c->nproc;
-	r.cycle = isc_queue_next_cycle(c->cycle);
+	r.cycle = ran ? isc_queue_next_cycle(c->cycle) : c->cycle;
 	r.price_micros = c->price_micros;
 	r.replaces = c->id;
 	r.placement_token = placement;
@@ -858,10 +870,10 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	taken = 1;
 	isc_crash_point("lostnodes.replacement_recorded");
 	note(s, e, "interrupted",
-	     "rank(s) %s of cluster %s lost (notice or gone); replacing %zu of %zu node(s) in %s "
-	     "(placement of %s), keeping rank(s) %s%s; cluster %s for cycle %d",
-	     lost_list, c->id, k, n, c->zone, placement, kept_list,
-	     remap > 0 ? " (rank 0 lost: a kept node becomes rank 0)" : "", id, r.cycle);
+	     "rank(s) %s of cluster %s lost (notice or gone)%s; replacing %zu of %zu node(s) in "
+	     "%s (placement of %s), keeping rank(s) %s%s; cluster %s for cycle %d",
+	     lost_list, c->id, ran ? "" : " before its ranks ran", k, n, c->zone, placement,
+	     kept_list, remap > 0 ? " (rank 0 lost: a kept node becomes rank 0)" : "", id, r.cycle);
 	if (set_status(s, e, "placing",
 	               "interrupted on %s: replacing %zu of %zu node(s) (rank(s) %s) in %s, "
 	               "keeping the rest, for cycle %d",
@@ -1316,12 +1328,16 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		if (strcmp(st, "running") == 0 &&
 		    (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
 			running++;
-		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0 &&
-		           c.replaces[0]) {
+		} else if (c.replaces[0] &&
+		           (nodes[i].notice_at_ms ||
+		            (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0))) {
 			char why[ISC_ERR_MSG_MAX];
-			snprintf(why, sizeof(why), "node %s (rank %d) is %s before the gang ran",
-			         nodes[i].instance_id, nodes[i].rank, st);
-			replace_fallback(b, s, e, &c, why);
+			snprintf(why, sizeof(why), "node %s (rank %d) is %s%s before the gang ran",
+			         nodes[i].instance_id, nodes[i].rank, st,
+			         nodes[i].notice_at_ms ? " with an interruption notice" : "");
+			/* A replacement that loses a node grows by it; else the whole gang. */
+			if (!replace_lost(b, s, e, &c, nodes, n))
+				replace_fallback(b, s, e, &c, why);
 			goto out;
 		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0) {
 			note(s, e, "partial",
@@ -1418,13 +1434,23 @@ static int cluster_interrupted(struct isc_broker *b, struct isc_store *s,
 /*
  * A node lost while its cluster was being prepared (restore, boot): an interruption
  * like any other, whichever step it lands on. Nothing ran on this cluster yet, so
- * nothing is brought home from it (the last cycle's folders at home stay the ones
- * to restore); it is terminated and the experiment is placed again for the same
- * cycle.
+ * nothing is brought home from it (the last cycle's folders at home stay the ones to
+ * restore). The nodes still there are kept and only the lost ones replaced, for the
+ * same cycle (replace_lost); when that path is not taken the cluster is terminated and
+ * the experiment placed again for the same cycle.
  */
 static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
                                const struct isc_cluster *c, const char *why, const char *during)
 {
+	struct isc_node *nodes = NULL;
+	struct isc_err err;
+	size_t n = 0;
+	int kept = isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 &&
+	           replace_lost(b, s, e, c, nodes, n);
+
+	isc_node_list_free(nodes, n);
+	if (kept)
+		return;
 	note(s, e, "interrupted", "%s while %s on %s; reprovisioning for cycle %d", why, during,
 	     c->shape_id, c->cycle);
 	teardown(b, s, e, c, 0, 0, 1);

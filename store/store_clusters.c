@@ -177,13 +177,14 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 	if (!rc)
 		rc = isc_store_prepare(s,
 		                       "UPDATE clusters SET state = 'draining' WHERE id = ? AND "
-		                       "state IN ('running', 'booting')",
+		                       "state IN ('launching', 'booting', 'running')",
 		                       &st, err);
 	if (!rc) {
 		sqlite3_bind_text(st, 1, r->replaces, -1, SQLITE_STATIC);
 		rc = step_done(s, st, "marking a cluster draining", err);
 		if (!rc && sqlite3_changes(isc_store_db(s)) != 1)
-			rc = isc_err_set(err, ISC_ECONFLICT, "cluster %s is no longer running",
+			rc = isc_err_set(err, ISC_ECONFLICT,
+			                 "cluster %s is no longer live (draining or ending)",
 			                 r->replaces);
 	}
 	if (!rc)

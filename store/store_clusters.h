@@ -71,7 +71,8 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
  * Lost nodes (issue 32), in one transaction: creates the replacement cluster r
  * (state launching; r->replaces, placement_token, fill_ranks and zone set) with its
  * pending intent for the fill_ranks' count of nodes in r->zone, marks the replaced
- * cluster draining, and records for each kept node of it (kept_ids[i]) the rank it
+ * cluster draining (it must be launching, booting or running: ISC_ECONFLICT once it
+ * drains or ends), and records for each kept node of it (kept_ids[i]) the rank it
  * takes in r (kept_ranks[i]). Every other node of the replaced cluster is marked not
  * kept.
  */

@@ -160,7 +160,7 @@ static void test_replace_then_take_kept(void **state)
 	isc_cluster_cleanup(&got_new);
 }
 
-/* A cluster no longer running (drained by another step, cancelled) is not replaced. */
+/* A cluster no longer live (drained by another step, cancelled) is not replaced. */
 static void test_replace_refused_when_not_running(void **state)
 {
 	struct store_fixture *f = *state;
