@@ -10,8 +10,9 @@
 # 2. The replacement's rank 0 interrupted while the checkpoint is restored onto it: iscd
 #    is held at its pause point boot.restore_started (a test build's hook, common/
 #    crashpoint.h) while the node is taken away, then let go. That is an interruption:
-#    the experiment reprovisions without waiting on the gone node (the restore used to
-#    retry it for 3 x 15 s and then fail the experiment) and completes.
+#    without waiting on the gone node (the restore used to retry it for 3 x 15 s and then
+#    fail the experiment), the replacement keeps its new node and replaces the lost one
+#    (its ranks never ran), and the experiment completes.
 #
 # Uses faults.sh's dir, start_iscd, isc, mock, fault and lib.sh's checks.
 
@@ -76,13 +77,15 @@ print([r["state"] for r in json.load(sys.stdin) if r["id"] == sys.argv[1]][0])' 
 for _ in $(seq 1 100); do [ "$(gone_state "$rank0")" = terminated ] && break; sleep 0.1; done
 released=$(date +%s%3N)
 rm -f "$dir/pause"
+# The replacement's ranks never ran: it keeps its new node and replaces the lost one
+# (docs/broker.md, "Losses before the ranks run").
 for _ in $(seq 1 600); do
-	isc status "$rid" | grep -q 'while restoring the checkpoint' && break
+	isc status "$rid" | grep -q 'before its ranks ran' && break
 	sleep 0.1
 done
 seen=$(date +%s%3N)
 check "restore: the loss during the restore is an interruption" \
-	bash -c "'$ISC_BIN/isc' status '$rid' | grep -q 'while restoring the checkpoint.*reprovisioning'"
+	bash -c "'$ISC_BIN/isc' status '$rid' | grep -q 'lost (notice or gone) before its ranks ran; replacing 1 of 2'"
 echo "restore: rank 0 lost during the restore taken as an interruption $((seen - released)) ms after iscd went on"
 check "restore: the step did not wait on the gone node (< 10 s, was 3 x 15 s)" test $((seen - released)) -lt 10000
 check "restore: the experiment completes" wait_status "$rid" completed 120
