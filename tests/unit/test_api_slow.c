@@ -178,6 +178,20 @@ static void *stopper(void *arg)
 	return NULL;
 }
 
+/* A pool of one thread running `running` (held at the gate) with `queued` behind it. */
+static struct isc_api_slow *pool_running_one_queued_one(struct test_job *running,
+                                                        struct test_job *queued)
+{
+	struct isc_api_slow *p;
+	assert_int_equal(isc_api_slow_new(1, 4, &p, NULL), 0);
+	job_init(running, 1);
+	job_init(queued, 2);
+	assert_int_equal(isc_api_slow_submit(p, &running->job, NULL), 0);
+	wait_started(1);
+	assert_int_equal(isc_api_slow_submit(p, &queued->job, NULL), 0);
+	return p;
+}
+
 static void stopping_hands_queued_back_unrun_and_refuses_new(void **state)
 {
 	struct isc_api_slow *p;
@@ -186,12 +200,7 @@ static void stopping_hands_queued_back_unrun_and_refuses_new(void **state)
 	pthread_t t;
 	(void)state;
 
-	assert_int_equal(isc_api_slow_new(1, 4, &p, NULL), 0);
-	job_init(&running, 1);
-	job_init(&queued, 2);
-	assert_int_equal(isc_api_slow_submit(p, &running.job, NULL), 0);
-	wait_started(1);
-	assert_int_equal(isc_api_slow_submit(p, &queued.job, NULL), 0);
+	p = pool_running_one_queued_one(&running, &queued);
 	assert_int_equal(pthread_create(&t, NULL, stopper, p), 0);
 	/* The queued job comes back unrun while the running one still waits on the gate. */
 	wait_done(&queued);
@@ -216,12 +225,7 @@ static void abandoned_jobs_are_freed_by_the_pool_never_finished(void **state)
 	struct test_job running, queued, handed_back;
 	(void)state;
 
-	assert_int_equal(isc_api_slow_new(1, 4, &p, NULL), 0);
-	job_init(&running, 1);
-	job_init(&queued, 2);
-	assert_int_equal(isc_api_slow_submit(p, &running.job, NULL), 0);
-	wait_started(1);
-	assert_int_equal(isc_api_slow_submit(p, &queued.job, NULL), 0);
+	p = pool_running_one_queued_one(&running, &queued);
 
 	/* Queued: out of the queue and freed at once, never run. */
 	assert_int_equal(isc_api_slow_abandon(p, &queued.job), 1);
