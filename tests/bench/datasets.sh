@@ -144,6 +144,8 @@ if [ -x "$BENCH_DIR/bench_nodefetch" ]; then
 	else
 		echo "3. $out"
 	fi
+else
+	echo "3. not measured: $BENCH_DIR/bench_nodefetch is not built (make benches, or set BENCH_DIR)"
 fi
 s3ctl delay '{"ms":0}'
 
