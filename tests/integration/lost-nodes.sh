@@ -318,6 +318,25 @@ check "grow: isc status says the replacement lost a node before its ranks ran" \
 check "grow: no whole-gang failover" bash -c "! '$ISC_BIN/isc' status '$grow' | grep -q 'whole-gang failover'"
 check "grow: nothing left" wait_no_live
 
+# ---- 7b. a cancel while a replacement boots, rank 0 lost and the kept ranks' containers
+# started early: everything ends (the kept nodes with it), and the checkpoint at home is
+# the one the drain brought (nothing is brought home from the replacement) ----
+canc=$(submit "$dir/four.isc")
+check "cancel: runs cycle 1" ln_wait_cycle "$canc" 1 120
+check "cancel: every rank of cycle 1 started" ln_within 30 ln_cycle1_running "$canc" 4
+check "cancel: the checkpoint came home" ln_within 15 test -s "$ISC_HOME/experiments/$canc/checkpoints/step"
+mock boot_delay -X POST -d '{"ms":6000}' >/dev/null
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$(ln_rank_instance "$canc" 0)\",\"notice_s\":20}"
+check "cancel: the kept ranks' containers started while the new node boots" \
+	ln_within 30 ln_status_says "$canc" "kept node(s)' containers; they wait"
+check "cancel: rank 0 was lost, a kept node took it" ln_status_says "$canc" "a kept node becomes rank 0"
+isc cancel "$canc" >/dev/null
+check "cancel: cancelled" wait_status "$canc" cancelled 60
+mock boot_delay -X POST -d '{"ms":2000}' >/dev/null
+check "cancel: nothing left running" wait_no_live "$canc"
+check "cancel: the checkpoint at home is the last cycle's" \
+	test "$(cat "$ISC_HOME/experiments/$canc/checkpoints/step" 2>/dev/null)" = 7
+
 # ---- 8. a node of a new gang lost just before its first containers start: the others are
 # kept and one node is launched for the same (first) cycle, never the whole gang ----
 cat >"$dir/first.isc" <<ISC
