@@ -9,8 +9,9 @@
 # 0); two nodes lost at once; no capacity for the replacement in the gang's zone (the
 # whole-gang failover, and isc status says why); one node lost on GCP (a preemption) and
 # on OCI (a preemptible instance reclaimed); a kept node lost while its replacement boots
-# (the replacement grows by it); a node of a new gang lost before its first containers
-# start (the others kept). While the replacements boot, the kept nodes'
+# (the replacement grows by it); a cancel while a replacement boots with rank 0 lost and
+# the kept ranks started early (the checkpoint at home stays the last cycle's); a node of
+# a new gang lost before its first containers start (the others kept). While the replacements boot, the kept nodes'
 # containers start and wait for them (isc status says so). Then a crash at each new step
 # (lostnodes.* crash points: recorded, before the launch, replacement launched, containers
 # stopped, kept nodes moved, kept nodes' containers started early, restore under way) resumes to the same outcome with no second
