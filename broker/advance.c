@@ -1262,8 +1262,7 @@ static int restore_kept_early(struct isc_broker *b, struct isc_store *s,
 			     "restored onto the %zu kept node(s) while the new one(s) boot", m);
 			r = restored_new(c->id, up, m);
 		} else if (m > 0) {
-			/* Tried once: booting restores onto every node, and says why if it fails.
-			 */
+			/* Tried once: booting restores onto every node, and says why not. */
 			r = restored_new(c->id, up, 0);
 			isc_log(ISC_LOG_INFO, "%s: early restore onto the kept nodes: %s", e->id,
 			        err.msg);
