@@ -214,9 +214,10 @@ cap_lost=$(ln_rank_instance "$cap" 3)
 cap_zone=$(db "SELECT zone FROM clusters WHERE experiment_id = '$cap'")
 gcp_lost=$(ln_rank_instance "$gcp" 1)
 oci_lost=$(ln_rank_instance "$oci" 2)
-# From here nodes boot for 2 s: long enough that a replacement's kept nodes are restored
-# and their containers started while the new node still boots (the early start).
-mock boot_delay -X POST -d '{"ms":2000}' >/dev/null
+# From here nodes boot for 4 s: long enough, even on a loaded machine, that a
+# replacement's kept nodes are restored and their containers started while the new node
+# still boots (the early start).
+mock boot_delay -X POST -d '{"ms":4000}' >/dev/null
 fault "{\"kind\":\"capacity\",\"instance_type\":\"g5.xlarge\",\"zone\":\"$cap_zone\",\"count\":1}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$one_lost\",\"notice_s\":20}"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$zero_lost\",\"notice_s\":0}"
@@ -305,13 +306,11 @@ check "grow: the checkpoint came home" ln_within 15 test -s "$ISC_HOME/experimen
 grow_ids=$(for r in 0 1 2 3; do ln_rank_instance "$grow" "$r"; done | tr '\n' ' ')
 grow_first=$(ln_rank_instance "$grow" 2)
 grow_second=$(ln_rank_instance "$grow" 3)
-mock boot_delay -X POST -d '{"ms":4000}' >/dev/null
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$grow_first\",\"notice_s\":20}"
 check "grow: the replacement holds the kept nodes while its new node boots" \
 	ln_within 30 replacement_booting "$grow"
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$grow_second\",\"notice_s\":0}"
 check "grow: completes" wait_status "$grow" completed 150
-mock boot_delay -X POST -d '{"ms":2000}' >/dev/null
 check "grow: 2 kept, 2 launched (one per loss), all ranks in cycle 2" \
 	ln_verify "$grow" "$(kept_of "$grow_ids" "$grow_first $grow_second")" "$grow_first $grow_second" 2 0 4 1
 check "grow: isc status says the replacement lost a node before its ranks ran" \
@@ -333,7 +332,7 @@ check "cancel: the kept ranks' containers started while the new node boots" \
 check "cancel: rank 0 was lost, a kept node took it" ln_status_says "$canc" "a kept node becomes rank 0"
 isc cancel "$canc" >/dev/null
 check "cancel: cancelled" wait_status "$canc" cancelled 60
-mock boot_delay -X POST -d '{"ms":2000}' >/dev/null
+mock boot_delay -X POST -d '{"ms":4000}' >/dev/null
 check "cancel: nothing left running" wait_no_live "$canc"
 check "cancel: the checkpoint at home is the last cycle's" \
 	test "$(cat "$ISC_HOME/experiments/$canc/checkpoints/step" 2>/dev/null)" = 7
