@@ -29,16 +29,14 @@ struct isc_api_options {
 	const char *listen;       /* "HOST:PORT" for TCP with bearer tokens, NULL or "": none */
 	unsigned max_connections; /* concurrent connections, both listeners together */
 	unsigned timeout_s;       /* an idle or slow connection is closed after this */
-	unsigned threads;         /* server threads per listener; 0: isc_api_default_threads() */
-	unsigned slow_threads;    /* threads for slow calls, both listeners together; 0: 4 */
-	unsigned slow_queue;      /* slow calls that may wait for one of them; 0: 64 */
-	const char *web_root;     /* the Control Plane pages' folder (api/web.h); NULL: none */
+	unsigned threads; /* server threads per listener; 0: isc_config_default_api_threads() */
+	unsigned slow_threads; /* threads for slow calls, both listeners together; 0: 4 */
+	unsigned slow_queue;   /* slow calls that may wait for one of them; 0: 64 */
+	const char *web_root;  /* the Control Plane pages' folder (api/web.h); NULL: none */
 };
 
 /* Starts listening; the API answers from its own threads until isc_api_free. */
 int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err);
-/* One server thread per online CPU, at least 2: the default of `threads`. */
-unsigned isc_api_default_threads(void);
 /* Whether the TCP listener serves the Control Plane pages (their folder opened). */
 int isc_api_pages_served(const struct isc_api *api);
 /* The TCP port actually bound (useful with port 0), 0 without TCP. */

@@ -668,6 +668,12 @@ static void route_run(struct isc_api_call *c, const struct isc_api_route *r)
 		isc_api_reply_error(c, 500, "the route gave no answer");
 }
 
+/* Whether the method changes something: such calls are audited, refused or not. */
+static int is_change(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+}
+
 static void write_audit(struct isc_api_call *c)
 {
 	struct isc_audit a = {0};
@@ -878,7 +884,7 @@ static void slow_run(struct isc_api_slow_job *job)
 		isc_api_reply_error(c, 503, "the store cannot be opened");
 	} else {
 		route_run(c, sc->route);
-		if (strcmp(c->method, "GET") != 0 && strcmp(c->method, "HEAD") != 0)
+		if (is_change(c->method))
 			write_audit(c);
 	}
 	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s; slow)", c->method, c->path, c->status,
@@ -943,7 +949,7 @@ static enum MHD_Result slow_start(struct isc_api *api, struct MHD_Connection *co
 		isc_log(ISC_LOG_WARN, "api: %s %s refused: %s", sc->c.method, sc->c.path, err.msg);
 		slow_refused(sc, &err);
 		/* A refused change is audited like any other (this thread's store). */
-		if (strcmp(sc->c.method, "GET") != 0 && strcmp(sc->c.method, "HEAD") != 0) {
+		if (is_change(sc->c.method)) {
 			sc->c.store = c->store;
 			write_audit(&sc->c);
 			sc->c.store = NULL;
@@ -1114,7 +1120,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return slow_start(api, conn, req, &c, r, !l->is_unix);
 		else if (r)
 			route_run(&c, r);
-		if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		if (is_change(method))
 			write_audit(&c);
 	}
 	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s)", method, url, c.status,
@@ -1219,7 +1225,7 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	struct isc_api *api = calloc(1, sizeof(*api));
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 	                 MHD_ALLOW_SUSPEND_RESUME;
-	unsigned threads = o->threads ? o->threads : isc_api_default_threads();
+	unsigned threads = o->threads ? o->threads : (unsigned)isc_config_default_api_threads();
 	unsigned slow_threads = o->slow_threads ? o->slow_threads : SLOW_THREADS_DEFAULT;
 	unsigned slow_queue = o->slow_queue ? o->slow_queue : SLOW_QUEUE_DEFAULT;
 	unsigned limit = o->max_connections ? o->max_connections : 512;
@@ -1289,12 +1295,6 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 fail:
 	isc_api_free(api);
 	return rc;
-}
-
-unsigned isc_api_default_threads(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	return n < 2 ? 2 : n > 256 ? 256 : (unsigned)n;
 }
 
 int isc_api_pages_served(const struct isc_api *api)

@@ -57,7 +57,7 @@ void isc_config_free(struct isc_config *c)
  * calls have their own threads (api/slow.h), so a server thread only waits for a
  * core, and more threads than cores only queue for them (docs/benchmarks.md).
  */
-static long default_api_threads(void)
+long isc_config_default_api_threads(void)
 {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 2 ? 2 : n > 256 ? 256 : n;
@@ -78,7 +78,7 @@ static struct isc_config *config_defaults(void)
 	c->api_listen = strdup("");
 	c->api_max_connections = 512;
 	c->api_timeout_s = 30;
-	c->api_threads = default_api_threads();
+	c->api_threads = isc_config_default_api_threads();
 	c->api_slow_threads = 4;
 	c->api_slow_queue = 64;
 	c->tick_interval_ms = 2000;

@@ -93,5 +93,7 @@ const char *isc_config_setting(const struct isc_provider_config *p, const char *
 int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, struct isc_err *err);
 /* Writes a commented default config.toml (mode 0600) unless one exists. */
 int isc_config_write_default(const char *home, struct isc_err *err);
+/* api_threads' default: one server thread per online CPU, at least 2 (at most 256). */
+long isc_config_default_api_threads(void);
 
 #endif
