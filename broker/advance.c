@@ -1218,6 +1218,12 @@ static enum kept_start start_kept_early(struct isc_broker *b, struct isc_store *
 	return start;
 }
 
+/* Whether the node runs and has an address to reach it at. */
+static int node_up(const struct isc_node *n)
+{
+	return strcmp(n->state, "running") == 0 && (n->private_ip[0] || n->public_ip[0]);
+}
+
 /* Whether every node of the cluster runs with an address, as the store says now. */
 static int all_nodes_up(struct isc_store *s, const struct isc_cluster *c)
 {
@@ -1228,8 +1234,7 @@ static int all_nodes_up(struct isc_store *s, const struct isc_cluster *c)
 	if (isc_store_node_list(s, c->id, &nodes, &n, &err))
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		up += strcmp(nodes[i].state, "running") == 0 &&
-		      (nodes[i].private_ip[0] || nodes[i].public_ip[0]);
+		up += node_up(&nodes[i]);
 	isc_node_list_free(nodes, n);
 	return (int)n == c->nnodes && up == n;
 }
@@ -1254,8 +1259,7 @@ static int restore_kept_early(struct isc_broker *b, struct isc_store *s,
 	if (!r && isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) == 0 &&
 	    kept_left == 0 && (up = calloc(n ? n : 1, sizeof(*up)))) {
 		for (size_t i = 0; i < n; i++)
-			if (strcmp(nodes[i].state, "running") == 0 &&
-			    (nodes[i].private_ip[0] || nodes[i].public_ip[0]))
+			if (node_up(&nodes[i]))
 				up[m++] = nodes[i];
 		if (m > 0 && restore_artifacts(b, e, c, up, m, NULL, &err) == 0) {
 			note(s, e, "artifacts",
@@ -1324,8 +1328,7 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 	for (size_t i = 0; i < n; i++) {
 		const char *st = nodes[i].state;
-		if (strcmp(st, "running") == 0 &&
-		    (nodes[i].private_ip[0] || nodes[i].public_ip[0])) {
+		if (node_up(&nodes[i])) {
 			running++;
 		} else if (c.replaces[0] &&
 		           (nodes[i].notice_at_ms ||
