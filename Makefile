@@ -2,7 +2,7 @@
 # `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
 # and runs every test; `make deps` installs the Debian packages needed.
 
-PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libarchive libmicrohttpd
+PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libpq libarchive libmicrohttpd
 CC      ?= cc
 SAN     ?= 0
 BUILD   ?= build/release
