@@ -7,6 +7,7 @@
 
 #include "common/suggest.h"
 #include "providers/provider.h"
+#include "store/store.h"
 #include "toml/toml.h"
 
 #include <errno.h>
@@ -44,6 +45,7 @@ void isc_config_free(struct isc_config *c)
 	free(c->shm_size);
 	free(c->efa_plugin_version);
 	free(c->artifact_root);
+	free(c->store_url);
 	free(c->api_socket);
 	free(c->api_listen);
 	for (size_t i = 0; i < c->n_providers; i++)
@@ -74,6 +76,7 @@ static struct isc_config *config_defaults(void)
 	c->shm_size = strdup("");
 	c->efa_plugin_version = strdup("");
 	c->artifact_root = strdup("");
+	c->store_url = strdup("sqlite:");
 	c->api_socket = strdup("");
 	c->api_listen = strdup("");
 	c->api_max_connections = 512;
@@ -103,7 +106,8 @@ static struct isc_config *config_defaults(void)
 	c->node_down_after_ms = 30000;
 	c->node_probe_ms = 10000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size ||
-	    !c->efa_plugin_version || !c->artifact_root || !c->api_socket || !c->api_listen) {
+	    !c->efa_plugin_version || !c->artifact_root || !c->store_url || !c->api_socket ||
+	    !c->api_listen) {
 		isc_config_free(c);
 		return NULL;
 	}
@@ -366,7 +370,12 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->efa_plugin_version);
 		else if (!strcmp(key, "artifact_root"))
 			rc = get_string(x, v, key, &c->artifact_root);
-		else if (!strcmp(key, "api_socket"))
+		else if (!strcmp(key, "store_url")) {
+			struct isc_err why;
+			rc = get_string(x, v, key, &c->store_url);
+			if (!rc && isc_store_url_check(c->store_url, &why))
+				rc = fail_at(x, v, key, why.msg);
+		} else if (!strcmp(key, "api_socket"))
 			rc = get_string(x, v, key, &c->api_socket);
 		else if (!strcmp(key, "api_listen"))
 			rc = get_string(x, v, key, &c->api_listen);
@@ -550,6 +559,8 @@ static const struct template_key top_keys[] = {
      "credits reserved ahead for a running cluster; at least one tick"},
     {"reconcile_every_ticks = 30", "full reconciliation of every configured region, in ticks"},
     {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
+    {"store_url = \"sqlite:\"",
+     "the store: sqlite: ($ISC_HOME/isc.db) or a postgresql:// URL (docs/ha.md)"},
     {"checkpoint_sync_ms = 600000", "how often checkpoints and crud are brought home from rank 0"},
     {"lossy_sync_ms = 30000", "how often the lossy folder is brought home"},
     {"price_refresh_ms = 3600000", "how often iscd reads live spot prices (0: never)"},

@@ -44,9 +44,10 @@ struct isc_config {
 	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
 	int reconcile_every_ticks;     /* 30 */
 	char *artifact_root;           /* "" = $ISC_HOME/artifacts */
-	long checkpoint_sync_ms;       /* 600000 */
-	long lossy_sync_ms;            /* 30000 */
-	long node_absence_confirm_ms;  /* a node missing from describes this long is gone; 30000 */
+	char *store_url; /* "sqlite:" ($ISC_HOME/isc.db) or postgresql://...; ISC_STORE_URL wins */
+	long checkpoint_sync_ms;      /* 600000 */
+	long lossy_sync_ms;           /* 30000 */
+	long node_absence_confirm_ms; /* a node missing from describes this long is gone; 30000 */
 	long price_refresh_ms; /* live spot prices of candidates this often; 0: never; 3600000 */
 	/* Caps on what nodes send and a reserve for the store (docs/security.md). */
 	int64_t rank_log_max_bytes;   /* each rank_N.txt; 268435456 (256 MiB) */

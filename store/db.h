@@ -36,22 +36,22 @@ struct isc_db_stmt;
 enum isc_db_kind { ISC_DB_SQLITE, ISC_DB_POSTGRES };
 
 /* Result codes, numerically SQLite's (db_sqlite.c passes them through). */
-#define ISC_DB_OK 0
-#define ISC_DB_ERROR 1
-#define ISC_DB_BUSY 5
-#define ISC_DB_NOMEM 7
+#define ISC_DB_OK         0
+#define ISC_DB_ERROR      1
+#define ISC_DB_BUSY       5
+#define ISC_DB_NOMEM      7
 #define ISC_DB_CONSTRAINT 19 /* unique, check, foreign key, not null, a trigger's refusal */
-#define ISC_DB_ROW 100
-#define ISC_DB_DONE 101
+#define ISC_DB_ROW        100
+#define ISC_DB_DONE       101
 
 /* Column types (only NULL is told apart by the store). */
 #define ISC_DB_INTEGER 1
-#define ISC_DB_TEXT 3
-#define ISC_DB_BLOB 4
-#define ISC_DB_NULL 5
+#define ISC_DB_TEXT    3
+#define ISC_DB_BLOB    4
+#define ISC_DB_NULL    5
 
 /* bind_text/bind_blob: the value outlives the statement's next step (STATIC) or is copied. */
-#define ISC_DB_STATIC 0
+#define ISC_DB_STATIC    0
 #define ISC_DB_TRANSIENT 1
 
 /* isc_db_prepare: kept prepared on the server/connection for repeated use (the cache). */

@@ -1,16 +1,19 @@
 /*
- * Opening the store: resolve and create $ISC_HOME with safe modes, open the
- * database in WAL mode with foreign keys and a busy timeout, and bring its
- * schema up to date by running the migrations it has not seen, in order.
+ * Opening the store: resolve and create $ISC_HOME with safe modes, find the
+ * database from the store URL (SQLite in $ISC_HOME, or PostgreSQL), open it
+ * (SQLite: WAL mode, foreign keys and a busy timeout), and bring its schema up
+ * to date by running the migrations it has not seen, in order.
  */
 #include "store/store_int.h"
 
 #include "common/clock.h"
+#include "store/migrations_pg.h"
+#include "store/db_sqlite.h"
+#include "toml/toml.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,20 +31,33 @@
 #define STMT_CACHE_SIZE 48
 
 struct cached_stmt {
-	const char *sql;
-	sqlite3_stmt *st;
+	char *sql; /* a copy of the text, to check the address's match */
+	const char *key;
+	struct isc_db_stmt *st;
 	int busy; /* handed out and not yet given back by isc_store_finalize */
 };
 
 struct isc_store {
-	sqlite3 *db;
+	struct isc_db *db;
 	char *home;
 	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
 	struct cached_stmt cache[STMT_CACHE_SIZE];
 	size_t n_cached;
+	int64_t pg_version; /* isc_store_version's count on PostgreSQL */
 };
 
 #define BUSY_TIMEOUT_MS 10000
+
+/*
+ * PostgreSQL: the key of the transaction-scoped advisory lock every write
+ * transaction takes first. SQLite's BEGIN IMMEDIATE lets one writer in at a
+ * time, and every rule of the store (credits never overspent, one gang per
+ * cycle, a charge written once) was written under that; taking the same single
+ * lock on PostgreSQL keeps each of them true with several replicas, and the
+ * lock goes with the transaction, so a pooled connection never keeps it
+ * (docs/ha.md). The value is "iscd" in ASCII.
+ */
+#define PG_WRITE_LOCK_KEY 0x69736364
 
 int64_t isc_store_now_ms(void)
 {
@@ -75,15 +91,16 @@ char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
 	return out;
 }
 
-int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out, struct isc_err *err)
+int isc_store_prepare(struct isc_store *s, const char *sql, struct isc_db_stmt **out,
+                      struct isc_err *err)
 {
-	int rc = sqlite3_prepare_v2(s->db, sql, -1, out, NULL);
-	if (rc != SQLITE_OK)
-		return isc_store_sqlite_err(s, rc, "preparing a statement", err);
+	int rc = isc_db_prepare(s->db, sql, 0, out);
+	if (rc != ISC_DB_OK)
+		return isc_store_db_err(s, rc, "preparing a statement", err);
 	return 0;
 }
 
-int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt **out,
+int isc_store_prepare_cached(struct isc_store *s, const char *sql, struct isc_db_stmt **out,
                              struct isc_err *err)
 {
 	struct cached_stmt *c;
@@ -91,7 +108,7 @@ int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt 
 
 	for (size_t i = 0; i < s->n_cached; i++) {
 		c = &s->cache[i];
-		if (c->sql != sql || strcmp(sqlite3_sql(c->st), sql) != 0)
+		if (c->key != sql || strcmp(c->sql, sql) != 0)
 			continue;
 		if (c->busy) /* in use further up the stack: this use gets its own */
 			return isc_store_prepare(s, sql, out, err);
@@ -102,44 +119,47 @@ int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt 
 	if (s->n_cached == STMT_CACHE_SIZE)
 		return isc_store_prepare(s, sql, out, err);
 	c = &s->cache[s->n_cached];
-	rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL);
-	if (rc != SQLITE_OK) {
+	if (!(c->sql = strdup(sql)))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_db_prepare(s->db, sql, ISC_DB_PREPARE_PERSISTENT, &c->st);
+	if (rc != ISC_DB_OK) {
+		free(c->sql);
+		c->sql = NULL;
 		c->st = NULL;
-		return isc_store_sqlite_err(s, rc, "preparing a statement", err);
+		return isc_store_db_err(s, rc, "preparing a statement", err);
 	}
-	c->sql = sql;
+	c->key = sql;
 	c->busy = 1;
 	s->n_cached++;
 	*out = c->st;
 	return 0;
 }
 
-void isc_store_finalize(struct isc_store *s, sqlite3_stmt *st)
+void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st)
 {
 	for (size_t i = 0; i < s->n_cached; i++) {
 		if (s->cache[i].st != st)
 			continue;
 		/* Reset ends the statement's read, so no snapshot outlives the call. */
-		sqlite3_reset(st);
-		sqlite3_clear_bindings(st);
+		isc_db_reset(st);
+		isc_db_clear_bindings(st);
 		s->cache[i].busy = 0;
 		return;
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 }
 
-int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
+int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
-	int primary = rc & 0xff;
-	int code = primary == SQLITE_CONSTRAINT ? ISC_ECONFLICT
-	           : primary == SQLITE_NOMEM    ? ISC_ENOMEM
-	                                        : ISC_EIO;
-	return isc_err_set(err, code, "store: %s: %s", what, sqlite3_errmsg(s->db));
+	int code = rc == ISC_DB_CONSTRAINT ? ISC_ECONFLICT
+	           : rc == ISC_DB_NOMEM    ? ISC_ENOMEM
+	                                   : ISC_EIO;
+	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 
-char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom)
+char *isc_store_col_text(struct isc_db_stmt *st, int col, int *oom)
 {
-	const unsigned char *t = sqlite3_column_text(st, col);
+	const unsigned char *t = isc_db_column_text(st, col);
 	char *copy;
 	if (!t)
 		return NULL;
@@ -156,7 +176,7 @@ void isc_store_rows_free(void *list, size_t n, size_t size, isc_store_rec_cleanu
 	free(list);
 }
 
-int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
+int isc_store_read_rows(struct isc_store *s, struct isc_db_stmt *st, size_t size,
                         isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
                         const char *what, void **out, size_t *n, struct isc_err *err)
 {
@@ -164,7 +184,7 @@ int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
 	size_t count = 0, cap = 0;
 	int rc;
 
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((rc = isc_db_step(st)) == ISC_DB_ROW) {
 		if (count == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
 			char *grown = realloc(list, ncap * size);
@@ -182,8 +202,8 @@ int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
 			goto fail;
 		}
 	}
-	if (rc != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, rc, what, err);
+	if (rc != ISC_DB_DONE) {
+		rc = isc_store_db_err(s, rc, what, err);
 		goto fail;
 	}
 	isc_store_finalize(s, st);
@@ -196,24 +216,24 @@ fail:
 	return rc;
 }
 
-int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn from_row,
+int isc_store_read_one(struct isc_store *s, struct isc_db_stmt *st, isc_store_row_fn from_row,
                        isc_store_rec_cleanup_fn cleanup, void *rec, size_t size, const char *what,
                        struct isc_err *err)
 {
-	int rc = sqlite3_step(st);
+	int rc = isc_db_step(st);
 
 	memset(rec, 0, size);
-	if (rc == SQLITE_ROW) {
+	if (rc == ISC_DB_ROW) {
 		rc = 0;
 		if (from_row(st, rec)) {
 			cleanup(rec);
 			memset(rec, 0, size);
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == ISC_DB_DONE) {
 		rc = ISC_ENOTFOUND;
 	} else {
-		rc = isc_store_sqlite_err(s, rc, what, err);
+		rc = isc_store_db_err(s, rc, what, err);
 	}
 	isc_store_finalize(s, st);
 	return rc;
@@ -221,34 +241,37 @@ int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn f
 
 static int exec_sql(struct isc_store *s, const char *sql, const char *what, struct isc_err *err)
 {
-	char *msg = NULL;
-	int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
-	if (rc != SQLITE_OK) {
-		isc_err_set(err, ISC_EIO, "store: %s: %s", what, msg ? msg : sqlite3_errstr(rc));
-		sqlite3_free(msg);
-		return ISC_EIO;
-	}
+	int rc = isc_db_exec(s->db, sql);
+	if (rc != ISC_DB_OK)
+		return isc_store_db_err(s, rc, what, err);
 	return 0;
 }
 
 /*
  * Transactions nest: the outermost isc_store_begin takes the write lock
- * (BEGIN IMMEDIATE), inner ones are savepoints. A caller that batches many
+ * (SQLite: BEGIN IMMEDIATE; PostgreSQL: BEGIN and the advisory lock of
+ * PG_WRITE_LOCK_KEY), inner ones are savepoints. A caller that batches many
  * small writes (the meter's charges of a tick, a describe's node updates)
  * holds the lock once for all of them, and a step inside the batch that fails
  * rolls back to its own savepoint without undoing the others.
  */
 int isc_store_begin(struct isc_store *s, struct isc_err *err)
 {
-	char sql[32];
+	char sql[64];
 	int rc;
 
 	/* SQLite ends a transaction on its own after some errors (a full disk): start afresh. */
-	if (s->depth > 0 && sqlite3_get_autocommit(s->db))
+	if (s->depth > 0 && !isc_db_in_transaction(s->db))
 		s->depth = 0;
-	if (s->depth == 0)
+	if (s->depth == 0 && isc_db_kind(s->db) == ISC_DB_POSTGRES) {
+		snprintf(sql, sizeof(sql), "BEGIN; SELECT pg_advisory_xact_lock(%d)",
+		         PG_WRITE_LOCK_KEY);
+		rc = exec_sql(s, sql, "beginning a transaction", err);
+		if (rc)
+			isc_db_exec(s->db, "ROLLBACK");
+	} else if (s->depth == 0) {
 		rc = exec_sql(s, "BEGIN IMMEDIATE", "beginning a transaction", err);
-	else {
+	} else {
 		snprintf(sql, sizeof(sql), "SAVEPOINT sp%d", s->depth);
 		rc = exec_sql(s, sql, "beginning a savepoint", err);
 	}
@@ -279,12 +302,12 @@ void isc_store_rollback(struct isc_store *s)
 	char sql[64];
 
 	if (s->depth <= 1) {
-		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		isc_db_exec(s->db, "ROLLBACK");
 		s->depth = 0;
 		return;
 	}
 	snprintf(sql, sizeof(sql), "ROLLBACK TO sp%d; RELEASE sp%d", s->depth - 1, s->depth - 1);
-	sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+	isc_db_exec(s->db, sql);
 	s->depth--;
 }
 
@@ -295,14 +318,16 @@ int isc_store_latest_version(void)
 
 int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT version FROM schema_version", &st, err);
 	if (rc)
 		return rc;
-	rc = sqlite3_step(st);
-	*out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
-	sqlite3_finalize(st);
-	return 0;
+	rc = isc_db_step(st);
+	*out = rc == ISC_DB_ROW ? isc_db_column_int(st, 0) : 0;
+	isc_db_finalize(st);
+	return rc == ISC_DB_ROW || rc == ISC_DB_DONE
+	           ? 0
+	           : isc_store_db_err(s, rc, "reading the schema version", err);
 }
 
 /*
@@ -311,15 +336,34 @@ int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err)
  */
 static int version_unlocked(struct isc_store *s)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int version = -1;
-	if (sqlite3_prepare_v2(s->db, "SELECT version FROM schema_version", -1, &st, NULL) !=
-	    SQLITE_OK)
+	if (isc_db_prepare(s->db, "SELECT version FROM schema_version", 0, &st) != ISC_DB_OK)
 		return -1;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
+	if (isc_db_step(st) == ISC_DB_ROW)
+		version = isc_db_column_int(st, 0);
+	isc_db_finalize(st);
 	return version;
+}
+
+/*
+ * The step from schema version `version`, and the version it leads to.
+ * PostgreSQL has no stores older than its baseline (the schema as SQLite's
+ * migrations leave it at that version), so a new one is made in one step and
+ * the later migrations follow, as on SQLite.
+ */
+static const char *next_migration(const struct isc_store *s, int version, int *next)
+{
+	if (isc_db_kind(s->db) == ISC_DB_POSTGRES) {
+		if (version < isc_store_pg_baseline_version()) {
+			*next = isc_store_pg_baseline_version();
+			return isc_store_pg_baseline_sql();
+		}
+		*next = version + 1;
+		return isc_store_pg_migration_sql((size_t)version);
+	}
+	*next = version + 1;
+	return isc_store_migration_sql((size_t)version);
 }
 
 /*
@@ -344,21 +388,23 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 			                   current, isc_store_latest_version());
 		return 0;
 	}
-	rc = exec_sql(
-	    s,
-	    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"
-	    "INSERT INTO schema_version SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM schema_version);",
-	    "creating schema_version", err);
-	if (rc)
-		return rc;
 	for (;;) {
 		char what[64];
-		sqlite3_stmt *st;
-		int version;
+		struct isc_db_stmt *st;
+		const char *sql = NULL;
+		int version, next = 0;
 
+		/* Inside the write lock, so two first opens (two replicas' isc init) make it once.
+		 */
 		if ((rc = isc_store_begin(s, err)))
 			return rc;
-		rc = isc_store_schema_version(s, &version, err);
+		rc = exec_sql(s,
+		              "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);"
+		              "INSERT INTO schema_version SELECT 0 WHERE NOT EXISTS "
+		              "(SELECT 1 FROM schema_version);",
+		              "creating schema_version", err);
+		if (!rc)
+			rc = isc_store_schema_version(s, &version, err);
 		if (!rc && version > isc_store_latest_version())
 			rc =
 			    isc_err_set(err, ISC_EINVALID,
@@ -371,17 +417,20 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 			return rc;
 		}
 		if (!rc) {
-			snprintf(what, sizeof(what), "migration %d", version + 1);
-			rc = exec_sql(s, isc_store_migration_sql((size_t)version), what, err);
+			sql = next_migration(s, version, &next);
+			snprintf(what, sizeof(what), "migration %d", next);
+			rc = sql ? exec_sql(s, sql, what, err)
+			         : isc_err_set(err, ISC_EINVALID, "store: %s is missing", what);
 		}
 		if (!rc)
 			rc =
 			    isc_store_prepare(s, "UPDATE schema_version SET version = ?", &st, err);
 		if (!rc) {
-			sqlite3_bind_int(st, 1, version + 1);
-			if (sqlite3_step(st) != SQLITE_DONE)
-				rc = isc_store_sqlite_err(s, SQLITE_ERROR, what, err);
-			sqlite3_finalize(st);
+			int step;
+			isc_db_bind_int(st, 1, next);
+			if ((step = isc_db_step(st)) != ISC_DB_DONE)
+				rc = isc_store_db_err(s, step, what, err);
+			isc_db_finalize(st);
 		}
 		if (!rc)
 			rc = isc_store_commit(s, err);
@@ -414,31 +463,87 @@ static int ensure_home(const char *home, int create, struct isc_err *err)
 	return 0;
 }
 
-/*
- * SQLite counts every allocation in global statistics under one process-wide
- * mutex; with several API threads each on its own connection, that mutex was
- * the most contended lock in iscd. Nothing reads the statistics. Must run
- * before SQLite initialises (a later call is refused, harmlessly).
- */
-static void sqlite_setup(void)
+int isc_store_url_check(const char *url, struct isc_err *err)
 {
-	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	if (!strcmp(url, "sqlite:") || !strncmp(url, "postgresql://", 13) ||
+	    !strncmp(url, "postgres://", 11))
+		return 0;
+	return isc_err_set(err, ISC_EINVALID,
+	                   "must be \"sqlite:\" or a PostgreSQL URI (postgresql://...)");
 }
 
-/* open_flags: SQLITE_OPEN_FULLMUTEX, or SQLITE_OPEN_NOMUTEX for one thread's connection. */
-static int store_open(const char *home, int create, size_t migrate_to, int open_flags,
-                      struct isc_store **out, struct isc_err *err)
+/*
+ * store_url of $home/config.toml ("sqlite:" when the file or the key is absent).
+ * Read here, under the config module, because every program opens the store
+ * before anything else; config.c checks the same key with the same rule.
+ */
+static int config_store_url(const char *home, char **out, struct isc_err *err)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	struct isc_store *s;
+	struct isc_toml_doc *doc = NULL;
+	const struct isc_toml_value *v;
+	char *path = NULL, *text = NULL;
+	const char *url = "sqlite:";
+	size_t len = 0;
+	FILE *f;
+	int rc = 0;
+
+	*out = NULL;
+	if (asprintf(&path, "%s/config.toml", home) < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	f = fopen(path, "re");
+	if (f) {
+		FILE *mem = open_memstream(&text, &len);
+		char buf[8192];
+		size_t got;
+		while (mem && (got = fread(buf, 1, sizeof(buf), f)) > 0)
+			fwrite(buf, 1, got, mem);
+		if (mem)
+			fclose(mem);
+		fclose(f);
+		if (!text)
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else if (isc_toml_parse(text, len, &doc, err))
+			rc = isc_err_wrap(err, "%s", path);
+		else if ((v = isc_toml_table_get(isc_toml_doc_root(doc), "store_url"))) {
+			size_t n;
+			if (isc_toml_get_string(v, &url, &n) || isc_store_url_check(url, err))
+				rc = isc_err_set(err, ISC_EINVALID,
+				                 "%s:%d:%d: store_url: must be \"sqlite:\" "
+				                 "or a PostgreSQL URI (postgresql://...)",
+				                 path, isc_toml_key_line(v), isc_toml_key_col(v));
+		}
+	}
+	if (!rc && !(*out = strdup(url)))
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_toml_doc_free(doc);
+	free(text);
+	free(path);
+	return rc;
+}
+
+char *isc_store_url_resolve(const char *home, struct isc_err *err)
+{
+	const char *env = getenv("ISC_STORE_URL");
+	char *url;
+
+	if (env && *env) {
+		if (isc_store_url_check(env, err)) {
+			isc_err_wrap(err, "ISC_STORE_URL");
+			return NULL;
+		}
+		if (!(url = strdup(env)))
+			isc_err_set(err, ISC_ENOMEM, "out of memory");
+		return url;
+	}
+	return config_store_url(home, &url, err) ? NULL : url;
+}
+
+static int open_sqlite(struct isc_store *s, int create, int one_thread, struct isc_err *err)
+{
 	char *path = NULL;
 	int rc, fd;
 
-	*out = NULL;
-	pthread_once(&once, sqlite_setup);
-	if ((rc = ensure_home(home, create, err)))
-		return rc;
-	if (asprintf(&path, "%s/isc.db", home) < 0)
+	if (asprintf(&path, "%s/isc.db", s->home) < 0)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (access(path, F_OK) != 0) {
 		if (!create) {
@@ -457,24 +562,53 @@ static int store_open(const char *home, int create, size_t migrate_to, int open_
 		}
 		close(fd);
 	}
+	rc = isc_db_open_sqlite(path, one_thread, &s->db, err);
+	free(path);
+	if (rc)
+		return rc;
+	isc_db_sqlite_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+	return exec_sql(
+	    s, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
+	    "configuring the database", err);
+}
+
+/*
+ * PostgreSQL: the URL is the connection. Without `create`, a database with no
+ * schema yet is "run isc init", as a missing SQLite file is.
+ */
+static int open_pg(struct isc_store *s, const char *url, int create, struct isc_err *err)
+{
+	int rc = isc_db_open_pg(url, &s->db, err);
+	if (rc)
+		return rc;
+	if (!create && version_unlocked(s) < 0)
+		return isc_err_set(err, ISC_ENOTFOUND,
+		                   "the PostgreSQL store has no schema yet: run 'isc init' first");
+	return 0;
+}
+
+/* one_thread: the connection is used by one thread only (SQLite then takes no mutex). */
+static int store_open(const char *home, int create, size_t migrate_to, int one_thread,
+                      struct isc_store **out, struct isc_err *err)
+{
+	struct isc_store *s;
+	char *url;
+	int rc;
+
+	*out = NULL;
+	if ((rc = ensure_home(home, create, err)))
+		return rc;
+	if (!(url = isc_store_url_resolve(home, err)))
+		return err->code ? err->code : ISC_EINVALID;
 	s = calloc(1, sizeof(*s));
 	if (!s || !(s->home = strdup(home))) {
 		free(s);
-		free(path);
+		free(url);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | open_flags, NULL);
-	free(path);
-	if (rc != SQLITE_OK) {
-		rc = isc_err_set(err, ISC_EIO, "store: cannot open database: %s",
-		                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-		isc_store_free(s);
-		return rc;
-	}
-	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-	rc = exec_sql(s,
-	              "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;",
-	              "configuring the database", err);
+	rc = strcmp(url, "sqlite:") == 0 ? open_sqlite(s, create, one_thread, err)
+	                                 : open_pg(s, url, create, err);
+	free(url);
 	if (!rc)
 		rc = migrate(s, migrate_to, err);
 	if (rc) {
@@ -488,17 +622,12 @@ static int store_open(const char *home, int create, size_t migrate_to, int open_
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
                       struct isc_err *err)
 {
-	return store_open(home, create, migrate_to, SQLITE_OPEN_FULLMUTEX, out, err);
+	return store_open(home, create, migrate_to, 0, out, err);
 }
 
 int isc_store_open_unshared(const char *home, struct isc_store **out, struct isc_err *err)
 {
-	/*
-	 * SQLite's serialized mode takes the connection's mutex on every call (each step,
-	 * each column read): 6% of an API page's CPU. A connection one thread alone uses
-	 * needs none.
-	 */
-	return store_open(home, 0, isc_store_migration_count(), SQLITE_OPEN_NOMUTEX, out, err);
+	return store_open(home, 0, isc_store_migration_count(), 1, out, err);
 }
 
 int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err)
@@ -510,29 +639,48 @@ void isc_store_free(struct isc_store *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n_cached; i++)
-		sqlite3_finalize(s->cache[i].st);
-	sqlite3_close(s->db);
+	for (size_t i = 0; i < s->n_cached; i++) {
+		isc_db_finalize(s->cache[i].st);
+		free(s->cache[i].sql);
+	}
+	isc_db_close(s->db);
 	free(s->home);
 	free(s);
 }
 
+/*
+ * SQLite: data_version counts other connections' commits, total changes this
+ * one's. PostgreSQL tells neither, so its version changes on every call: a
+ * cache keyed by it is never reused, which is slower but never stale.
+ */
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
-	int rc = isc_store_prepare_cached(s, "PRAGMA data_version", &st, err);
+	struct isc_db_stmt *st;
+	int rc;
+
+	if (isc_db_kind(s->db) == ISC_DB_POSTGRES) {
+		out->others = ++s->pg_version;
+		out->own = 0;
+		return 0;
+	}
+	rc = isc_store_prepare_cached(s, "PRAGMA data_version", &st, err);
 	if (rc)
 		return rc;
-	rc = sqlite3_step(st);
-	out->others = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	rc = isc_db_step(st);
+	out->others = rc == ISC_DB_ROW ? isc_db_column_int64(st, 0) : 0;
 	isc_store_finalize(s, st);
-	if (rc != SQLITE_ROW)
-		return isc_store_sqlite_err(s, rc, "reading the data version", err);
-	out->own = sqlite3_total_changes64(s->db);
+	if (rc != ISC_DB_ROW)
+		return isc_store_db_err(s, rc, "reading the data version", err);
+	out->own = isc_db_total_changes(s->db);
 	return 0;
 }
 
-struct sqlite3 *isc_store_db(struct isc_store *s)
+int isc_store_is_postgres(const struct isc_store *s)
+{
+	return isc_db_kind(s->db) == ISC_DB_POSTGRES;
+}
+
+struct isc_db *isc_store_db(struct isc_store *s)
 {
 	return s->db;
 }

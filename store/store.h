@@ -1,7 +1,8 @@
 /*
- * The store: every read and write of the SQLite database goes through this
- * module (store.c opens and migrates; store_*.c hold one table family each).
- * WAL mode, foreign keys on, a busy timeout, all SQL with bound parameters.
+ * The store: every read and write of the database goes through this module
+ * (store.c opens and migrates; store_*.c hold one table family each; db.h is
+ * the SQL interface with SQLite and PostgreSQL behind it). All SQL with bound
+ * parameters. SQLite: WAL mode, foreign keys on, a busy timeout.
  *
  * Ownership: strings in returned structs are owned by the struct and released
  * by its _free/_cleanup function.
@@ -15,14 +16,22 @@
 #include <stdint.h>
 
 struct isc_store;
-struct sqlite3;
 
 /* Resolves the home folder: explicit (--home), else $ISC_HOME, else ~/.isc. Caller frees. */
 char *isc_home_resolve(const char *explicit_home, struct isc_err *err);
 
 /*
- * Opens (creating if `create`) $home/isc.db: folder 0700, file 0600, migrations run.
- * Without `create`, a missing store is ISC_ENOTFOUND ("run isc init").
+ * The store URL: ISC_STORE_URL, else store_url of $home/config.toml, else
+ * "sqlite:" ($home/isc.db). A PostgreSQL URI is a libpq one. Caller frees.
+ */
+char *isc_store_url_resolve(const char *home, struct isc_err *err);
+/* "sqlite:" or postgresql://... / postgres://...; else ISC_EINVALID saying so. */
+int isc_store_url_check(const char *url, struct isc_err *err);
+
+/*
+ * Opens (creating if `create`) the store of home's URL: SQLite's $home/isc.db
+ * (folder 0700, file 0600) or a PostgreSQL database; migrations run. Without
+ * `create`, a missing store is ISC_ENOTFOUND ("run isc init").
  */
 int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err);
 /*
@@ -32,7 +41,6 @@ int isc_store_open(const char *home, int create, struct isc_store **out, struct 
 int isc_store_open_unshared(const char *home, struct isc_store **out, struct isc_err *err);
 void isc_store_free(struct isc_store *s);
 
-/* The raw handle for the store_*.c modules only; other modules never touch SQL. */
 /*
  * What the database holds, as a version: it changes whenever anything was
  * committed since the last call, by this connection or any other (SQLite's
@@ -46,7 +54,8 @@ struct isc_store_version {
 };
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
 
-struct sqlite3 *isc_store_db(struct isc_store *s);
+/* 1 when the store is PostgreSQL (shared by replicas), 0 for SQLite (one host). */
+int isc_store_is_postgres(const struct isc_store *s);
 const char *isc_store_home(const struct isc_store *s);
 
 int isc_store_schema_version(struct isc_store *s, int *out, struct isc_err *err);

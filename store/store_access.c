@@ -61,43 +61,43 @@ void isc_user_list_free(struct isc_user *list, size_t n)
 
 int isc_store_user_add(struct isc_store *s, const char *name, int64_t *id_out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
-	int rc =
-	    isc_store_prepare(s, "INSERT INTO users (name, created_at_ms) VALUES (?, ?)", &st, err);
+	struct isc_db_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "INSERT INTO users (name, created_at_ms) VALUES (?, ?) RETURNING id", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_CONSTRAINT)
+	isc_db_bind_text(st, 1, name, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, isc_store_now_ms());
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW && id_out)
+		*id_out = isc_db_column_int64(st, 0);
+	isc_db_finalize(st);
+	if (rc == ISC_DB_CONSTRAINT)
 		return isc_err_set(err, ISC_ECONFLICT, "user '%s' exists already", name);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "adding a user", err);
-	if (id_out)
-		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
+	if (rc != ISC_DB_ROW)
+		return isc_store_db_err(s, rc, "adding a user", err);
 	return 0;
 }
 
-static int user_from_row(sqlite3_stmt *st, void *rec)
+static int user_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_user *u = rec;
 	int oom = 0;
-	u->id = sqlite3_column_int64(st, 0);
+	u->id = isc_db_column_int64(st, 0);
 	u->name = isc_store_col_text(st, 1, &oom);
-	u->created_at_ms = sqlite3_column_int64(st, 2);
+	u->created_at_ms = isc_db_column_int64(st, 2);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *out,
                         struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(
 	    s, "SELECT id, name, created_at_ms FROM users WHERE name = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, name, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, user_from_row, user_clean, out, sizeof(*out),
 	                        "finding a user", err);
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no platform user named '%s'", name) : rc;
@@ -105,7 +105,7 @@ int isc_store_user_find(struct isc_store *s, const char *name, struct isc_user *
 
 int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(s, "SELECT id, name, created_at_ms FROM users ORDER BY name",
 	                           &st, err);
@@ -119,15 +119,15 @@ int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, s
 }
 
 /* The bound of a page: limit rows, or every row after the cursor (-1: SQLite's no limit). */
-static sqlite3_int64 page_limit(size_t limit)
+static int64_t page_limit(size_t limit)
 {
-	return limit ? (sqlite3_int64)limit : -1;
+	return limit ? (int64_t)limit : -1;
 }
 
 int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limit,
                         struct isc_user **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	/* users.name is UNIQUE: its index is walked from the cursor. */
 	int rc = isc_store_prepare_cached(
@@ -135,8 +135,8 @@ int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limi
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, after_name ? after_name : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, page_limit(limit));
+	isc_db_bind_text(st, 1, after_name ? after_name : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), user_from_row, user_clean, "reading users",
 	                         &list, n, err);
 	if (!rc)
@@ -158,23 +158,23 @@ void isc_membership_list_free(struct isc_membership *list, size_t n)
 	isc_store_rows_free(list, n, sizeof(*list), membership_clean);
 }
 
-static int membership_from_row(sqlite3_stmt *st, void *rec)
+static int membership_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_membership *m = rec;
 	int oom = 0;
-	m->user_id = sqlite3_column_int64(st, 0);
+	m->user_id = isc_db_column_int64(st, 0);
 	m->user_name = isc_store_col_text(st, 1, &oom);
-	m->org_id = sqlite3_column_int64(st, 2);
+	m->org_id = isc_db_column_int64(st, 2);
 	m->org_name = isc_store_col_text(st, 3, &oom);
-	m->role = role_from_text(sqlite3_column_text(st, 4));
-	m->created_at_ms = sqlite3_column_int64(st, 5);
+	m->role = role_from_text(isc_db_column_text(st, 4));
+	m->created_at_ms = isc_db_column_int64(st, 5);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_member_set(struct isc_store *s, int64_t org_id, int64_t user_id, enum isc_role role,
                          struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO memberships (user_id, org_id, role, created_at_ms) VALUES (?, ?, ?, ?) "
@@ -182,30 +182,30 @@ int isc_store_member_set(struct isc_store *s, int64_t org_id, int64_t user_id, e
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, user_id);
-	sqlite3_bind_int64(st, 2, org_id);
-	sqlite3_bind_text(st, 3, isc_role_name(role), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "setting a membership", err);
+	isc_db_bind_int64(st, 1, user_id);
+	isc_db_bind_int64(st, 2, org_id);
+	isc_db_bind_text(st, 3, isc_role_name(role), -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 4, isc_store_now_ms());
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "setting a membership", err);
 }
 
 int isc_store_member_remove(struct isc_store *s, int64_t org_id, int64_t user_id,
                             struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "DELETE FROM memberships WHERE user_id = ? AND org_id = ?",
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, user_id);
-	sqlite3_bind_int64(st, 2, org_id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "removing a membership", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+	isc_db_bind_int64(st, 1, user_id);
+	isc_db_bind_int64(st, 2, org_id);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc != ISC_DB_DONE)
+		return isc_store_db_err(s, rc, "removing a membership", err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND,
 		                   "the user is not a member of the organisation");
 	return 0;
@@ -214,25 +214,25 @@ int isc_store_member_remove(struct isc_store *s, int64_t org_id, int64_t user_id
 int isc_store_member_role(struct isc_store *s, int64_t user_id, int64_t org_id, enum isc_role *out,
                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(
 	    s, "SELECT role FROM memberships WHERE user_id = ? AND org_id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, user_id);
-	sqlite3_bind_int64(st, 2, org_id);
-	rc = sqlite3_step(st);
-	*out = rc == SQLITE_ROW ? role_from_text(sqlite3_column_text(st, 0)) : ISC_ROLE_NONE;
+	isc_db_bind_int64(st, 1, user_id);
+	isc_db_bind_int64(st, 2, org_id);
+	rc = isc_db_step(st);
+	*out = rc == ISC_DB_ROW ? role_from_text(isc_db_column_text(st, 0)) : ISC_ROLE_NONE;
 	isc_store_finalize(s, st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "reading a membership", err);
+	if (rc != ISC_DB_ROW && rc != ISC_DB_DONE)
+		return isc_store_db_err(s, rc, "reading a membership", err);
 	return 0;
 }
 
 int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
                           struct isc_membership **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
 	    s,
@@ -243,8 +243,8 @@ int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
-	sqlite3_bind_int64(st, 2, user_id);
+	isc_db_bind_int64(st, 1, org_id);
+	isc_db_bind_int64(st, 2, user_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
 	                         "reading memberships", &list, n, err);
 	if (!rc)
@@ -255,7 +255,7 @@ int isc_store_member_list(struct isc_store *s, int64_t org_id, int64_t user_id,
 int isc_store_member_page(struct isc_store *s, int64_t org_id, const char *after_name, size_t limit,
                           struct isc_membership **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare_cached(
 	    s,
@@ -265,9 +265,9 @@ int isc_store_member_page(struct isc_store *s, int64_t org_id, const char *after
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
-	sqlite3_bind_text(st, 2, after_name ? after_name : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, page_limit(limit));
+	isc_db_bind_int64(st, 1, org_id);
+	isc_db_bind_text(st, 2, after_name ? after_name : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
 	                         "reading memberships", &list, n, err);
 	if (!rc)
@@ -299,7 +299,7 @@ void isc_token_list_free(struct isc_token *list, size_t n)
 int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err)
 {
 	const char *parent = t->parent_id && t->parent_id[0] ? t->parent_id : NULL;
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc;
 
 	if (parent && !t->expires_at_ms)
@@ -315,23 +315,23 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	                      &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, t->id, -1, ISC_DB_STATIC);
 	if (t->user_id)
-		sqlite3_bind_int64(st, 2, t->user_id);
+		isc_db_bind_int64(st, 2, t->user_id);
 	else
-		sqlite3_bind_null(st, 2);
-	sqlite3_bind_text(st, 3, t->hash_hex, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, isc_store_now_ms());
-	sqlite3_bind_int64(st, 5, t->expires_at_ms);
+		isc_db_bind_null(st, 2);
+	isc_db_bind_text(st, 3, t->hash_hex, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 4, isc_store_now_ms());
+	isc_db_bind_int64(st, 5, t->expires_at_ms);
 	if (parent)
-		sqlite3_bind_text(st, 6, parent, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 6, parent, -1, ISC_DB_STATIC);
 	else
-		sqlite3_bind_null(st, 6);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "adding a token", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+		isc_db_bind_null(st, 6);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc != ISC_DB_DONE)
+		return isc_store_db_err(s, rc, "adding a token", err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_EAUTH,
 		                   "token %s was revoked or expired, or outlives it: no token "
 		                   "made with it",
@@ -344,17 +344,17 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	"t.expires_at_ms, t.revoked_at_ms, COALESCE(t.parent_id, '') FROM api_tokens t LEFT JOIN " \
 	"users u ON u.id = t.user_id "
 
-static int token_from_row(sqlite3_stmt *st, void *rec)
+static int token_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_token *t = rec;
 	int oom = 0;
 	t->id = isc_store_col_text(st, 0, &oom);
-	t->user_id = sqlite3_column_int64(st, 1);
+	t->user_id = isc_db_column_int64(st, 1);
 	t->user_name = isc_store_col_text(st, 2, &oom);
 	t->hash_hex = isc_store_col_text(st, 3, &oom);
-	t->created_at_ms = sqlite3_column_int64(st, 4);
-	t->expires_at_ms = sqlite3_column_int64(st, 5);
-	t->revoked_at_ms = sqlite3_column_int64(st, 6);
+	t->created_at_ms = isc_db_column_int64(st, 4);
+	t->expires_at_ms = isc_db_column_int64(st, 5);
+	t->revoked_at_ms = isc_db_column_int64(st, 6);
 	t->parent_id = isc_store_col_text(st, 7, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
@@ -362,11 +362,11 @@ static int token_from_row(sqlite3_stmt *st, void *rec)
 int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *out,
                         struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(s, TOKEN_COLS "WHERE t.id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, token_from_row, token_clean, out, sizeof(*out),
 	                        "reading a token", err);
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no token '%s'", id) : rc;
@@ -375,15 +375,15 @@ int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *o
 int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct isc_token **out,
                          size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
 	    s, TOKEN_COLS "WHERE ?1 OR COALESCE(t.user_id, 0) = ?2 ORDER BY t.created_at_ms, t.id",
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int(st, 1, all != 0);
-	sqlite3_bind_int64(st, 2, user_id);
+	isc_db_bind_int(st, 1, all != 0);
+	isc_db_bind_int64(st, 2, user_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
 	                         "reading tokens", &list, n, err);
 	if (!rc)
@@ -395,7 +395,7 @@ int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t 
                          const char *after_id, size_t limit, struct isc_token **out, size_t *n,
                          struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	/* The first page's cursor (-1, '') comes before every token. */
 	int rc = isc_store_prepare_cached(
@@ -405,11 +405,11 @@ int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t 
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int(st, 1, all != 0);
-	sqlite3_bind_int64(st, 2, user_id);
-	sqlite3_bind_int64(st, 3, after_id ? after_ms : -1);
-	sqlite3_bind_text(st, 4, after_id ? after_id : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, page_limit(limit));
+	isc_db_bind_int(st, 1, all != 0);
+	isc_db_bind_int64(st, 2, user_id);
+	isc_db_bind_int64(st, 3, after_id ? after_ms : -1);
+	isc_db_bind_text(st, 4, after_id ? after_id : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 5, page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
 	                         "reading tokens", &list, n, err);
 	if (!rc)
@@ -420,7 +420,7 @@ int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t 
 int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded,
                            struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int64_t now = isc_store_now_ms();
 	int changed;
 	int rc = isc_store_prepare(
@@ -432,16 +432,16 @@ int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded
 	if (rc)
 		return rc;
 	if ((rc = isc_store_begin(s, err))) {
-		sqlite3_finalize(st);
+		isc_db_finalize(st);
 		return rc;
 	}
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	changed = sqlite3_changes(isc_store_db(s));
-	if (rc != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, rc, "revoking a token", err);
+	isc_db_bind_int64(st, 1, now);
+	isc_db_bind_text(st, 2, id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	changed = isc_db_changes(isc_store_db(s));
+	if (rc != ISC_DB_DONE) {
+		rc = isc_store_db_err(s, rc, "revoking a token", err);
 		goto out;
 	}
 	if (changed == 0) {
@@ -457,16 +457,16 @@ int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded
 	                       &st, err);
 	if (rc)
 		goto out;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		rc = isc_store_sqlite_err(s, rc, "revoking the tokens made with a token", err);
+	isc_db_bind_int64(st, 1, now);
+	isc_db_bind_text(st, 2, id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc != ISC_DB_DONE) {
+		rc = isc_store_db_err(s, rc, "revoking the tokens made with a token", err);
 		goto out;
 	}
 	if (cascaded)
-		*cascaded = (size_t)sqlite3_changes(isc_store_db(s));
+		*cascaded = (size_t)isc_db_changes(isc_store_db(s));
 	rc = isc_store_commit(s, err);
 out:
 	if (rc)
@@ -479,35 +479,35 @@ out:
 int isc_store_experiment_set_owner(struct isc_store *s, const char *id, const char *owner,
                                    struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "UPDATE experiments SET owner = ? WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "setting an owner", err);
+	isc_db_bind_text(st, 1, owner, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "setting an owner", err);
 }
 
 int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner,
                                struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int oom = 0;
 	int rc =
 	    isc_store_prepare_cached(s, "SELECT owner FROM experiments WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
 		*owner = isc_store_col_text(st, 0, &oom);
 		rc = oom || !*owner ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == ISC_DB_DONE) {
 		rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "reading an owner", err);
+		rc = isc_store_db_err(s, rc, "reading an owner", err);
 	}
 	isc_store_finalize(s, st);
 	return rc;
@@ -517,7 +517,7 @@ int isc_store_experiment_owner(struct isc_store *s, const char *id, char **owner
 
 int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare_cached(s,
 	                             "INSERT INTO audit (at_ms, actor, address, org_id, action, "
@@ -525,19 +525,19 @@ int isc_store_audit_add(struct isc_store *s, const struct isc_audit *a, struct i
 	                             &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, a->at_ms ? a->at_ms : isc_store_now_ms());
-	sqlite3_bind_text(st, 2, a->actor, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, a->address, -1, SQLITE_STATIC);
+	isc_db_bind_int64(st, 1, a->at_ms ? a->at_ms : isc_store_now_ms());
+	isc_db_bind_text(st, 2, a->actor, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, a->address, -1, ISC_DB_STATIC);
 	if (a->org_id)
-		sqlite3_bind_int64(st, 4, a->org_id);
+		isc_db_bind_int64(st, 4, a->org_id);
 	else
-		sqlite3_bind_null(st, 4);
-	sqlite3_bind_text(st, 5, a->action, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, a->target ? a->target : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 7, a->status);
-	rc = sqlite3_step(st);
+		isc_db_bind_null(st, 4);
+	isc_db_bind_text(st, 5, a->action, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 6, a->target ? a->target : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 7, a->status);
+	rc = isc_db_step(st);
 	isc_store_finalize(s, st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "writing the audit", err);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "writing the audit", err);
 }
 
 static void audit_clean(void *rec)
@@ -555,26 +555,26 @@ void isc_audit_list_free(struct isc_audit *list, size_t n)
 	isc_store_rows_free(list, n, sizeof(*list), audit_clean);
 }
 
-static int audit_from_row(sqlite3_stmt *st, void *rec)
+static int audit_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_audit *a = rec;
 	int oom = 0;
-	a->id = sqlite3_column_int64(st, 0);
-	a->at_ms = sqlite3_column_int64(st, 1);
+	a->id = isc_db_column_int64(st, 0);
+	a->at_ms = isc_db_column_int64(st, 1);
 	a->actor = isc_store_col_text(st, 2, &oom);
 	a->address = isc_store_col_text(st, 3, &oom);
-	a->org_id = sqlite3_column_int64(st, 4);
+	a->org_id = isc_db_column_int64(st, 4);
 	a->org_name = isc_store_col_text(st, 5, &oom);
 	a->action = isc_store_col_text(st, 6, &oom);
 	a->target = isc_store_col_text(st, 7, &oom);
-	a->status = sqlite3_column_int(st, 8);
+	a->status = isc_db_column_int(st, 8);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_audit_list(struct isc_store *s, int64_t org_id, int64_t before_id, size_t limit,
                          struct isc_audit **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc =
 	    isc_store_prepare(s,
@@ -586,9 +586,9 @@ int isc_store_audit_list(struct isc_store *s, int64_t org_id, int64_t before_id,
 	                      &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)limit);
-	sqlite3_bind_int64(st, 3, before_id);
+	isc_db_bind_int64(st, 1, org_id);
+	isc_db_bind_int64(st, 2, (int64_t)limit);
+	isc_db_bind_int64(st, 3, before_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), audit_from_row, audit_clean,
 	                         "reading the audit", &list, n, err);
 	if (!rc)

@@ -69,13 +69,14 @@ void isc_node_list_free(struct isc_node *list, size_t n)
 	free(list);
 }
 
-static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, struct isc_err *err)
+static int step_done(struct isc_store *s, struct isc_db_stmt *st, const char *what,
+                     struct isc_err *err)
 {
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
+	int rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc == ISC_DB_DONE)
 		return 0;
-	return isc_store_sqlite_err(s, rc, what, err);
+	return isc_store_db_err(s, rc, what, err);
 }
 
 /*
@@ -87,7 +88,7 @@ static int insert_cluster_and_intent(struct isc_store *s, const struct isc_clust
                                      const char *token, const char *zones, int count, int64_t now,
                                      struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, "
@@ -96,22 +97,22 @@ static int insert_cluster_and_intent(struct isc_store *s, const struct isc_clust
 	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'launching', ?, ?, ?, ?)",
 	    &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, c->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, c->experiment_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, c->shape_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, c->provider, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, c->account, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, c->region, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 7, c->replaces ? c->zone : "", -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 8, c->nnodes);
-		sqlite3_bind_int(st, 9, c->nproc);
-		sqlite3_bind_int(st, 10, c->cycle);
-		sqlite3_bind_int64(st, 11, c->price_micros);
-		sqlite3_bind_int64(st, 12, now);
-		sqlite3_bind_text(st, 13, c->replaces ? c->replaces : "", -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 14, c->placement_token ? c->placement_token : "", -1,
-		                  SQLITE_STATIC);
-		sqlite3_bind_text(st, 15, c->fill_ranks ? c->fill_ranks : "", -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, c->id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 2, c->experiment_id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 3, c->shape_id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 4, c->provider, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 5, c->account, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 6, c->region, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 7, c->replaces ? c->zone : "", -1, ISC_DB_STATIC);
+		isc_db_bind_int(st, 8, c->nnodes);
+		isc_db_bind_int(st, 9, c->nproc);
+		isc_db_bind_int(st, 10, c->cycle);
+		isc_db_bind_int64(st, 11, c->price_micros);
+		isc_db_bind_int64(st, 12, now);
+		isc_db_bind_text(st, 13, c->replaces ? c->replaces : "", -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 14, c->placement_token ? c->placement_token : "", -1,
+		                 ISC_DB_STATIC);
+		isc_db_bind_text(st, 15, c->fill_ranks ? c->fill_ranks : "", -1, ISC_DB_STATIC);
 		rc = step_done(s, st, "creating a cluster", err);
 	}
 	if (!rc)
@@ -121,12 +122,12 @@ static int insert_cluster_and_intent(struct isc_store *s, const struct isc_clust
 		    "created_at_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?)",
 		    &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, token, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, c->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, c->shape_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, zones, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 5, count);
-		sqlite3_bind_int64(st, 6, now);
+		isc_db_bind_text(st, 1, token, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 2, c->id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 3, c->shape_id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 4, zones, -1, ISC_DB_STATIC);
+		isc_db_bind_int(st, 5, count);
+		isc_db_bind_int64(st, 6, now);
 		rc = step_done(s, st, "recording a launch intent", err);
 	}
 	return rc;
@@ -163,7 +164,7 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
                               const char *const *kept_ids, const int *kept_ranks, size_t n_kept,
                               struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int64_t now = isc_store_now_ms();
 	int rc;
 
@@ -180,9 +181,9 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 		                       "state IN ('launching', 'booting', 'running')",
 		                       &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, r->replaces, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, r->replaces, -1, ISC_DB_STATIC);
 		rc = step_done(s, st, "marking a cluster draining", err);
-		if (!rc && sqlite3_changes(isc_store_db(s)) != 1)
+		if (!rc && isc_db_changes(isc_store_db(s)) != 1)
 			rc = isc_err_set(err, ISC_ECONFLICT,
 			                 "cluster %s is no longer live (draining or ending)",
 			                 r->replaces);
@@ -191,7 +192,7 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 		rc = isc_store_prepare(s, "UPDATE nodes SET next_rank = -1 WHERE cluster_id = ?",
 		                       &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, r->replaces, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, r->replaces, -1, ISC_DB_STATIC);
 		rc = step_done(s, st, "updating nodes", err);
 	}
 	for (size_t i = 0; i < n_kept && !rc; i++) {
@@ -200,9 +201,9 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 		    &st, err);
 		if (rc)
 			break;
-		sqlite3_bind_int(st, 1, kept_ranks[i]);
-		sqlite3_bind_text(st, 2, r->replaces, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, kept_ids[i], -1, SQLITE_STATIC);
+		isc_db_bind_int(st, 1, kept_ranks[i]);
+		isc_db_bind_text(st, 2, r->replaces, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 3, kept_ids[i], -1, ISC_DB_STATIC);
 		rc = step_done(s, st, "recording a kept node", err);
 	}
 	if (!rc)
@@ -215,7 +216,7 @@ int isc_store_cluster_replace(struct isc_store *s, const struct isc_cluster *r, 
 int isc_store_cluster_take_kept(struct isc_store *s, const char *old_id, const char *new_id,
                                 size_t *moved, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "UPDATE nodes SET cluster_id = ?, rank = next_rank, "
 	                           "next_rank = -1 WHERE cluster_id = ? AND next_rank >= 0",
@@ -224,33 +225,33 @@ int isc_store_cluster_take_kept(struct isc_store *s, const char *old_id, const c
 	*moved = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, new_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, old_id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, new_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, old_id, -1, ISC_DB_STATIC);
 	rc = step_done(s, st, "moving kept nodes", err);
 	if (!rc)
-		*moved = (size_t)sqlite3_changes(isc_store_db(s));
+		*moved = (size_t)isc_db_changes(isc_store_db(s));
 	return rc;
 }
 
 int isc_store_cluster_kept_count(struct isc_store *s, const char *cluster_id, size_t *n,
                                  struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT COUNT(*) FROM nodes WHERE cluster_id = ? AND next_rank >= 0", &st, err);
 
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*n = (size_t)sqlite3_column_int64(st, 0);
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		*n = (size_t)isc_db_column_int64(st, 0);
 		rc = 0;
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "counting kept nodes", err);
+		rc = isc_store_db_err(s, rc, "counting kept nodes", err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -259,7 +260,7 @@ int isc_store_cluster_kept_count(struct isc_store *s, const char *cluster_id, si
 	"cycle, price_micros, state, created_at_ms, COALESCE(closed_at_ms, 0), replaces, "         \
 	"placement_token, fill_ranks FROM clusters "
 
-static int cluster_from_row(sqlite3_stmt *st, void *rec)
+static int cluster_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_cluster *c = rec;
 	int oom = 0;
@@ -270,21 +271,21 @@ static int cluster_from_row(sqlite3_stmt *st, void *rec)
 	c->account = isc_store_col_text(st, 4, &oom);
 	c->region = isc_store_col_text(st, 5, &oom);
 	c->zone = isc_store_col_text(st, 6, &oom);
-	c->nnodes = sqlite3_column_int(st, 7);
-	c->nproc = sqlite3_column_int(st, 8);
-	c->cycle = sqlite3_column_int(st, 9);
-	c->price_micros = sqlite3_column_int64(st, 10);
+	c->nnodes = isc_db_column_int(st, 7);
+	c->nproc = isc_db_column_int(st, 8);
+	c->cycle = isc_db_column_int(st, 9);
+	c->price_micros = isc_db_column_int64(st, 10);
 	c->state = isc_store_col_text(st, 11, &oom);
-	c->created_at_ms = sqlite3_column_int64(st, 12);
-	c->closed_at_ms = sqlite3_column_int64(st, 13);
+	c->created_at_ms = isc_db_column_int64(st, 12);
+	c->closed_at_ms = isc_db_column_int64(st, 13);
 	c->replaces = isc_store_col_text(st, 14, &oom);
 	c->placement_token = isc_store_col_text(st, 15, &oom);
 	c->fill_ranks = isc_store_col_text(st, 16, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
-static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_cluster **out, size_t *n,
-                         struct isc_err *err)
+static int cluster_query(struct isc_store *s, struct isc_db_stmt *st, struct isc_cluster **out,
+                         size_t *n, struct isc_err *err)
 {
 	void *list;
 	int rc = isc_store_read_rows(s, st, sizeof(**out), cluster_from_row, cluster_clean,
@@ -297,11 +298,11 @@ static int cluster_query(struct isc_store *s, sqlite3_stmt *st, struct isc_clust
 int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluster *out,
                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, CLUSTER_COLS "WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, cluster_from_row, cluster_clean, out, sizeof(*out),
 	                        "reading a cluster", err);
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no cluster with id '%s'", id) : rc;
@@ -310,7 +311,7 @@ int isc_store_cluster_get(struct isc_store *s, const char *id, struct isc_cluste
 int isc_store_cluster_list_open(struct isc_store *s, struct isc_cluster **out, size_t *n,
                                 struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, CLUSTER_COLS "WHERE state != 'closed' ORDER BY created_at_ms, id", &st, err);
 	return rc ? rc : cluster_query(s, st, out, n, err);
@@ -320,7 +321,7 @@ int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *exper
                                           int open_only, struct isc_cluster **out, size_t *n,
                                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           CLUSTER_COLS
 	                           "WHERE experiment_id = ? AND (? = 0 OR state != 'closed') "
@@ -328,15 +329,15 @@ int isc_store_cluster_list_for_experiment(struct isc_store *s, const char *exper
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, open_only);
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, open_only);
 	return cluster_query(s, st, out, n, err);
 }
 
 int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char *state,
                                 struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "UPDATE clusters SET state = ?1, closed_at_ms = CASE WHEN ?1 = 'closed' "
@@ -344,25 +345,25 @@ int isc_store_cluster_set_state(struct isc_store *s, const char *id, const char 
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, isc_store_now_ms());
-	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, state, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, isc_store_now_ms());
+	isc_db_bind_text(st, 3, id, -1, ISC_DB_STATIC);
 	return step_done(s, st, "updating a cluster", err);
 }
 
 int isc_store_cluster_set_zone(struct isc_store *s, const char *id, const char *zone,
                                struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "UPDATE clusters SET zone = ? WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, zone, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, zone, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, id, -1, ISC_DB_STATIC);
 	return step_done(s, st, "updating a cluster", err);
 }
 
-static int intent_from_row(sqlite3_stmt *st, void *rec)
+static int intent_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_intent *in = rec;
 	int oom = 0;
@@ -370,10 +371,10 @@ static int intent_from_row(sqlite3_stmt *st, void *rec)
 	in->cluster_id = isc_store_col_text(st, 1, &oom);
 	in->shape_id = isc_store_col_text(st, 2, &oom);
 	in->zone = isc_store_col_text(st, 3, &oom);
-	in->count = sqlite3_column_int(st, 4);
+	in->count = isc_db_column_int(st, 4);
 	in->state = isc_store_col_text(st, 5, &oom);
 	in->error = isc_store_col_text(st, 6, &oom);
-	in->created_at_ms = sqlite3_column_int64(st, 7);
+	in->created_at_ms = isc_db_column_int64(st, 7);
 	in->attempt_zone = isc_store_col_text(st, 8, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
@@ -381,7 +382,7 @@ static int intent_from_row(sqlite3_stmt *st, void *rec)
 int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
                                  struct isc_intent *out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "SELECT token, cluster_id, shape_id, zone, count, state, error, created_at_ms, "
@@ -389,7 +390,7 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, intent_from_row, intent_clean, out, sizeof(*out),
 	                        "reading an intent", err);
 	return rc == ISC_ENOTFOUND
@@ -400,35 +401,35 @@ int isc_store_intent_for_cluster(struct isc_store *s, const char *cluster_id,
 int isc_store_intent_resolve(struct isc_store *s, const char *token, const char *state,
                              const char *error, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "UPDATE intents SET state = ?, error = ?, resolved_at_ms = ? WHERE token = ?", &st,
 	    err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, error ? error : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, isc_store_now_ms());
-	sqlite3_bind_text(st, 4, token, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, state, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, error ? error : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, isc_store_now_ms());
+	isc_db_bind_text(st, 4, token, -1, ISC_DB_STATIC);
 	return step_done(s, st, "resolving an intent", err);
 }
 
 int isc_store_intent_set_attempt_zone(struct isc_store *s, const char *token, const char *zone,
                                       struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s, "UPDATE intents SET attempt_zone = ? WHERE token = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, zone ? zone : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, token, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, zone ? zone : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, token, -1, ISC_DB_STATIC);
 	return step_done(s, st, "recording a launch attempt", err);
 }
 
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT OR IGNORE INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
@@ -436,16 +437,16 @@ int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, n->cluster_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, n->rank);
-	sqlite3_bind_text(st, 3, n->instance_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, n->state ? n->state : "pending", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, n->private_ip ? n->private_ip : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, n->public_ip ? n->public_ip : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 7, n->zone ? n->zone : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 8, n->price_micros);
+	isc_db_bind_text(st, 1, n->cluster_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, n->rank);
+	isc_db_bind_text(st, 3, n->instance_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, n->state ? n->state : "pending", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 5, n->private_ip ? n->private_ip : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 6, n->public_ip ? n->public_ip : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 7, n->zone ? n->zone : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 8, n->price_micros);
 	if (n->launched_at_ms > 0)
-		sqlite3_bind_int64(st, 9, n->launched_at_ms);
+		isc_db_bind_int64(st, 9, n->launched_at_ms);
 	return step_done(s, st, "recording a node", err);
 }
 
@@ -453,7 +454,7 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
                            const char *private_ip, const char *public_ip, int64_t launched_at_ms,
                            int64_t notice_at_ms, int64_t observed_at_ms, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "UPDATE nodes SET state = ?1, "
@@ -472,20 +473,20 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, private_ip ? private_ip : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, public_ip ? public_ip : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, launched_at_ms);
-	sqlite3_bind_int64(st, 5, notice_at_ms);
-	sqlite3_bind_int64(st, 6, observed_at_ms);
-	sqlite3_bind_text(st, 7, instance_id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, state, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, private_ip ? private_ip : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, public_ip ? public_ip : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 4, launched_at_ms);
+	isc_db_bind_int64(st, 5, notice_at_ms);
+	isc_db_bind_int64(st, 6, observed_at_ms);
+	isc_db_bind_text(st, 7, instance_id, -1, ISC_DB_STATIC);
 	return step_done(s, st, "updating a node", err);
 }
 
 int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t now_ms,
                           int64_t confirm_ms, int *gone, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc;
 
 	*gone = 0;
@@ -500,55 +501,55 @@ int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t 
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, now_ms);
-	sqlite3_bind_int64(st, 2, confirm_ms);
-	sqlite3_bind_text(st, 3, instance_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*gone = strcmp((const char *)sqlite3_column_text(st, 0), "terminated") == 0;
-		rc = sqlite3_step(st);
+	isc_db_bind_int64(st, 1, now_ms);
+	isc_db_bind_int64(st, 2, confirm_ms);
+	isc_db_bind_text(st, 3, instance_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		*gone = strcmp((const char *)isc_db_column_text(st, 0), "terminated") == 0;
+		rc = isc_db_step(st);
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "updating a node", err);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "updating a node", err);
 }
 
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "UPDATE nodes SET charged_until_ms = ? WHERE instance_id = ?",
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, until_ms);
-	sqlite3_bind_text(st, 2, instance_id, -1, SQLITE_STATIC);
+	isc_db_bind_int64(st, 1, until_ms);
+	isc_db_bind_text(st, 2, instance_id, -1, ISC_DB_STATIC);
 	return step_done(s, st, "updating a node", err);
 }
 
-static int node_from_row(sqlite3_stmt *st, void *rec)
+static int node_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_node *nd = rec;
 	int oom = 0;
-	nd->id = sqlite3_column_int64(st, 0);
+	nd->id = isc_db_column_int64(st, 0);
 	nd->cluster_id = isc_store_col_text(st, 1, &oom);
-	nd->rank = sqlite3_column_int(st, 2);
+	nd->rank = isc_db_column_int(st, 2);
 	nd->instance_id = isc_store_col_text(st, 3, &oom);
 	nd->state = isc_store_col_text(st, 4, &oom);
 	nd->private_ip = isc_store_col_text(st, 5, &oom);
 	nd->public_ip = isc_store_col_text(st, 6, &oom);
 	nd->zone = isc_store_col_text(st, 7, &oom);
-	nd->price_micros = sqlite3_column_int64(st, 8);
-	nd->launched_at_ms = sqlite3_column_int64(st, 9);
-	nd->terminated_at_ms = sqlite3_column_int64(st, 10);
-	nd->charged_until_ms = sqlite3_column_int64(st, 11);
-	nd->notice_at_ms = sqlite3_column_int64(st, 12);
+	nd->price_micros = isc_db_column_int64(st, 8);
+	nd->launched_at_ms = isc_db_column_int64(st, 9);
+	nd->terminated_at_ms = isc_db_column_int64(st, 10);
+	nd->charged_until_ms = isc_db_column_int64(st, 11);
+	nd->notice_at_ms = isc_db_column_int64(st, 12);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
 	    s,
@@ -559,7 +560,7 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
 	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
 	                         &list, n, err);
 	if (!rc)
@@ -570,17 +571,17 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
                          struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT 1 FROM nodes WHERE instance_id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, instance_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	*known = rc == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return (rc == SQLITE_ROW || rc == SQLITE_DONE)
+	isc_db_bind_text(st, 1, instance_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	*known = rc == ISC_DB_ROW;
+	isc_db_finalize(st);
+	return (rc == ISC_DB_ROW || rc == ISC_DB_DONE)
 	           ? 0
-	           : isc_store_sqlite_err(s, rc, "reading nodes", err);
+	           : isc_store_db_err(s, rc, "reading nodes", err);
 }
 
 static void charge_clean(void *rec)
@@ -601,7 +602,7 @@ void isc_node_charge_list_free(struct isc_node_charge *list, size_t n)
 	free(list);
 }
 
-static int charge_from_row(sqlite3_stmt *st, void *rec)
+static int charge_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_node_charge *c = rec;
 	int oom = 0;
@@ -611,16 +612,16 @@ static int charge_from_row(sqlite3_stmt *st, void *rec)
 	c->provider = isc_store_col_text(st, 3, &oom);
 	c->shape_id = isc_store_col_text(st, 4, &oom);
 	c->account = isc_store_col_text(st, 5, &oom);
-	c->price_micros = sqlite3_column_int64(st, 6);
-	c->from_ms = sqlite3_column_int64(st, 7);
-	c->to_ms = sqlite3_column_int64(st, 8);
+	c->price_micros = isc_db_column_int64(st, 6);
+	c->from_ms = isc_db_column_int64(st, 7);
+	c->to_ms = isc_db_column_int64(st, 8);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
                               size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
 	    s,
@@ -635,7 +636,7 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, now_ms);
+	isc_db_bind_int64(st, 1, now_ms);
 	rc = isc_store_read_rows(s, st, sizeof(**out), charge_from_row, charge_clean,
 	                         "reading nodes to charge", &list, n, err);
 	if (!rc)

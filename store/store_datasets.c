@@ -4,7 +4,6 @@
 #include "store/store_datasets.h"
 #include "store/store_int.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +47,10 @@ void isc_dataset_list_free(struct isc_dataset *list, size_t n)
 	isc_store_rows_free(list, n, sizeof(*list), dataset_clean);
 }
 
-static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)
+static unsigned char *col_blob(struct isc_db_stmt *st, int col, size_t *len, int *oom)
 {
-	const void *b = sqlite3_column_blob(st, col);
-	int n = sqlite3_column_bytes(st, col);
+	const void *b = isc_db_column_blob(st, col);
+	int n = isc_db_column_bytes(st, col);
 	unsigned char *copy;
 
 	*len = 0;
@@ -67,31 +66,31 @@ static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)
 	return copy;
 }
 
-static int row(sqlite3_stmt *st, struct isc_dataset *d)
+static int row(struct isc_db_stmt *st, struct isc_dataset *d)
 {
 	int oom = 0;
 	memset(d, 0, sizeof(*d));
 	d->id = isc_store_col_text(st, 0, &oom);
-	d->org_id = sqlite3_column_int64(st, 1);
+	d->org_id = isc_db_column_int64(st, 1);
 	d->org_name = isc_store_col_text(st, 2, &oom);
 	d->name = isc_store_col_text(st, 3, &oom);
 	d->uri = isc_store_col_text(st, 4, &oom);
 	d->bucket = isc_store_col_text(st, 5, &oom);
 	d->key = isc_store_col_text(st, 6, &oom);
-	d->is_folder = sqlite3_column_int(st, 7);
+	d->is_folder = isc_db_column_int(st, 7);
 	d->etag = isc_store_col_text(st, 8, &oom);
 	d->version_id = isc_store_col_text(st, 9, &oom);
 	d->credentials = isc_store_col_text(st, 10, &oom);
-	d->size_bytes = sqlite3_column_int64(st, 11);
-	d->volume_bytes = sqlite3_column_int64(st, 12);
-	d->cached_bytes = sqlite3_column_int64(st, 13);
+	d->size_bytes = isc_db_column_int64(st, 11);
+	d->volume_bytes = isc_db_column_int64(st, 12);
+	d->cached_bytes = isc_db_column_int64(st, 13);
 	d->state = isc_store_col_text(st, 14, &oom);
 	d->reason = isc_store_col_text(st, 15, &oom);
 	d->copy_name = isc_store_col_text(st, 16, &oom);
-	if (sqlite3_column_type(st, 17) != SQLITE_NULL)
+	if (isc_db_column_type(st, 17) != ISC_DB_NULL)
 		d->manifest_json = isc_store_col_text(st, 17, &oom);
-	d->created_at_ms = sqlite3_column_int64(st, 18);
-	d->updated_at_ms = sqlite3_column_int64(st, 19);
+	d->created_at_ms = isc_db_column_int64(st, 18);
+	d->updated_at_ms = isc_db_column_int64(st, 19);
 	d->cred_nonce = col_blob(st, 20, &d->cred_nonce_len, &oom);
 	d->cred_ciphertext = col_blob(st, 21, &d->cred_ciphertext_len, &oom);
 	if (oom || !d->id || !d->org_name || !d->name || !d->uri || !d->bucket || !d->key ||
@@ -106,7 +105,7 @@ static int row(sqlite3_stmt *st, struct isc_dataset *d)
 int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struct isc_dataset *d,
                           char **id_out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	char *id = d->id ? strdup(d->id) : isc_store_new_id("ds_");
 	int rc, step;
 	int64_t now = isc_store_now_ms();
@@ -128,29 +127,29 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 		free(id);
 		return rc;
 	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, d->uri, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, d->bucket, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, d->key, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 6, d->is_folder);
-	sqlite3_bind_text(st, 7, d->etag ? d->etag : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 8, d->version_id ? d->version_id : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 9, d->credentials ? d->credentials : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 10, d->size_bytes);
-	sqlite3_bind_int64(st, 11, d->volume_bytes);
-	sqlite3_bind_text(st, 12, d->copy_name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 13, now);
-	sqlite3_bind_int64(st, 14, now);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, d->name, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, d->uri, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, d->bucket, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 5, d->key, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 6, d->is_folder);
+	isc_db_bind_text(st, 7, d->etag ? d->etag : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 8, d->version_id ? d->version_id : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 9, d->credentials ? d->credentials : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 10, d->size_bytes);
+	isc_db_bind_int64(st, 11, d->volume_bytes);
+	isc_db_bind_text(st, 12, d->copy_name, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 13, now);
+	isc_db_bind_int64(st, 14, now);
 	if (d->cred_nonce && d->cred_ciphertext) {
-		sqlite3_bind_blob(st, 15, d->cred_nonce, (int)d->cred_nonce_len, SQLITE_STATIC);
-		sqlite3_bind_blob(st, 16, d->cred_ciphertext, (int)d->cred_ciphertext_len,
-		                  SQLITE_STATIC);
+		isc_db_bind_blob(st, 15, d->cred_nonce, (int)d->cred_nonce_len, ISC_DB_STATIC);
+		isc_db_bind_blob(st, 16, d->cred_ciphertext, (int)d->cred_ciphertext_len,
+		                 ISC_DB_STATIC);
 	}
-	sqlite3_bind_text(st, 17, org_name, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step == SQLITE_CONSTRAINT) {
+	isc_db_bind_text(st, 17, org_name, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step == ISC_DB_CONSTRAINT) {
 		free(id);
 		return isc_err_set(
 		    err, ISC_ECONFLICT,
@@ -158,11 +157,11 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 		    "remove it, or give another --name)",
 		    org_name, d->name);
 	}
-	if (step != SQLITE_DONE) {
+	if (step != ISC_DB_DONE) {
 		free(id);
-		return isc_store_sqlite_err(s, step, "adding a dataset", err);
+		return isc_store_db_err(s, step, "adding a dataset", err);
 	}
-	if (sqlite3_changes(isc_store_db(s)) == 0) {
+	if (isc_db_changes(isc_store_db(s)) == 0) {
 		free(id);
 		return isc_err_set(err, ISC_ENOTFOUND, "no organisation named '%s'", org_name);
 	}
@@ -171,13 +170,13 @@ int isc_store_dataset_add(struct isc_store *s, const char *org_name, const struc
 }
 
 /* Runs a prepared SELECT of DS_COLS into a list. */
-static int collect(struct isc_store *s, sqlite3_stmt *st, struct isc_dataset **out, size_t *n,
+static int collect(struct isc_store *s, struct isc_db_stmt *st, struct isc_dataset **out, size_t *n,
                    struct isc_err *err)
 {
 	struct isc_dataset *list = NULL;
 	size_t cnt = 0, cap = 0;
 	int step, rc = 0;
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+	while ((step = isc_db_step(st)) == ISC_DB_ROW) {
 		if (cnt == cap) {
 			size_t nc = cap ? cap * 2 : 8;
 			struct isc_dataset *nl = realloc(list, nc * sizeof(*nl));
@@ -194,9 +193,9 @@ static int collect(struct isc_store *s, sqlite3_stmt *st, struct isc_dataset **o
 		}
 		cnt++;
 	}
-	if (!rc && step != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, step, "reading datasets", err);
-	sqlite3_finalize(st);
+	if (!rc && step != ISC_DB_DONE)
+		rc = isc_store_db_err(s, step, "reading datasets", err);
+	isc_db_finalize(st);
 	if (rc) {
 		isc_dataset_list_free(list, cnt);
 		return rc;
@@ -206,7 +205,7 @@ static int collect(struct isc_store *s, sqlite3_stmt *st, struct isc_dataset **o
 	return 0;
 }
 
-static int find_one(struct isc_store *s, sqlite3_stmt *st, const char *what,
+static int find_one(struct isc_store *s, struct isc_db_stmt *st, const char *what,
                     struct isc_dataset *out, struct isc_err *err)
 {
 	struct isc_dataset *list = NULL;
@@ -228,7 +227,7 @@ static int find_one(struct isc_store *s, sqlite3_stmt *st, const char *what,
 int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char *id_or_name,
                            struct isc_dataset *out, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	char what[300];
 	int rc;
 	memset(out, 0, sizeof(*out));
@@ -240,17 +239,17 @@ int isc_store_dataset_find(struct isc_store *s, const char *org_name, const char
 		                       &st, err);
 		if (rc)
 			return rc;
-		sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, id_or_name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, id_or_name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, id_or_name, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, org_name, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 2, id_or_name, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 3, id_or_name, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 4, id_or_name, -1, ISC_DB_STATIC);
 		snprintf(what, sizeof(what), "organisation '%.64s' has no dataset '%.128s'",
 		         org_name, id_or_name);
 	} else {
 		rc = isc_store_prepare(s, "SELECT " DS_COLS DS_FROM "WHERE d.id = ?", &st, err);
 		if (rc)
 			return rc;
-		sqlite3_bind_text(st, 1, id_or_name, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, id_or_name, -1, ISC_DB_STATIC);
 		snprintf(what, sizeof(what), "no dataset '%.128s'", id_or_name);
 	}
 	return find_one(s, st, what, out, err);
@@ -260,7 +259,7 @@ int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t vi
                            const struct isc_dataset_cursor *after, size_t limit,
                            struct isc_dataset **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	/* The keyset condition sits in the same WHERE as the visibility one. */
 	int rc = isc_store_prepare(
 	    s,
@@ -273,20 +272,20 @@ int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t vi
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, org_name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, visible_to);
+	isc_db_bind_text(st, 1, org_name, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, visible_to);
 	if (after) {
-		sqlite3_bind_text(st, 3, after->org_name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, after->name, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 3, after->org_name, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 4, after->name, -1, ISC_DB_STATIC);
 	}
-	sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
+	isc_db_bind_int64(st, 5, limit ? (int64_t)limit : -1);
 	return collect(s, st, out, n, err);
 }
 
 int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out,
                                     struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s,
 	                      "SELECT " DS_COLS DS_FROM "WHERE d.state IN ('caching', 'created') "
@@ -302,19 +301,19 @@ int isc_store_dataset_next_to_cache(struct isc_store *s, struct isc_dataset *out
 static int update(struct isc_store *s, const char *sql, const char *id, const char *text,
                   int64_t num, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, sql, &st, err), step;
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, isc_store_now_ms());
-	sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, num);
-	sqlite3_bind_text(st, 4, id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "updating a dataset", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+	isc_db_bind_int64(st, 1, isc_store_now_ms());
+	isc_db_bind_text(st, 2, text, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, num);
+	isc_db_bind_text(st, 4, id, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, "updating a dataset", err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "no dataset '%s'", id);
 	return 0;
 }
@@ -365,21 +364,21 @@ int isc_store_dataset_set_progress(struct isc_store *s, const char *id, int64_t 
 int isc_store_dataset_copy_users(struct isc_store *s, const char *copy_name, const char *except_id,
                                  int *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	        s, "SELECT COUNT(*) FROM datasets WHERE copy_name = ? AND id != ?", &st, err),
 	    step;
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, copy_name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, except_id ? except_id : "", -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW)
-		*n = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (step != SQLITE_ROW)
-		return isc_store_sqlite_err(s, step, "counting dataset copies", err);
+	isc_db_bind_text(st, 1, copy_name, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, except_id ? except_id : "", -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	if (step == ISC_DB_ROW)
+		*n = isc_db_column_int(st, 0);
+	isc_db_finalize(st);
+	if (step != ISC_DB_ROW)
+		return isc_store_db_err(s, step, "counting dataset copies", err);
 	return 0;
 }
 
@@ -387,7 +386,7 @@ int isc_store_dataset_share_donors(struct isc_store *s, int64_t org_id, const ch
                                    const char *key, const char *except_id, int64_t volume_max,
                                    struct isc_dataset **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s,
 	                      "SELECT " DS_COLS DS_FROM
@@ -399,18 +398,18 @@ int isc_store_dataset_share_donors(struct isc_store *s, int64_t org_id, const ch
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
-	sqlite3_bind_text(st, 2, bucket, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, except_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, volume_max);
+	isc_db_bind_int64(st, 1, org_id);
+	isc_db_bind_text(st, 2, bucket, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, key, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, except_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 5, volume_max);
 	return collect(s, st, out, n, err);
 }
 
 int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char *copy_name,
                                  int64_t size_bytes, const char *manifest_json, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	        s,
 	        "UPDATE datasets SET updated_at_ms = ?1, state = 'available', reason = '', "
@@ -421,16 +420,16 @@ int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char
 	    step;
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, isc_store_now_ms());
-	sqlite3_bind_text(st, 2, copy_name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, manifest_json, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, size_bytes);
-	sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "sharing a dataset copy", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+	isc_db_bind_int64(st, 1, isc_store_now_ms());
+	isc_db_bind_text(st, 2, copy_name, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, manifest_json, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 4, size_bytes);
+	isc_db_bind_text(st, 5, id, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, "sharing a dataset copy", err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(
 		    err, ISC_ECONFLICT,
 		    "no dataset of the organisation is Available on copy %s any more", copy_name);
@@ -439,19 +438,19 @@ int isc_store_dataset_set_shared(struct isc_store *s, const char *id, const char
 
 int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	struct isc_dataset d;
 	int rc = isc_store_prepare(s, "DELETE FROM datasets WHERE id = ? AND state != 'caching'",
 	                           &st, err),
 	    step;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "removing a dataset", err);
-	if (sqlite3_changes(isc_store_db(s)) > 0)
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, "removing a dataset", err);
+	if (isc_db_changes(isc_store_db(s)) > 0)
 		return 0;
 	/* Nothing deleted: either there is no such dataset or it is being cached. */
 	if ((rc = isc_store_dataset_find(s, NULL, id, &d, err)))
@@ -465,7 +464,7 @@ int isc_store_dataset_remove(struct isc_store *s, const char *id, struct isc_err
 int isc_store_dataset_sealed_list(struct isc_store *s, struct isc_dataset **out, size_t *n,
                                   struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT " DS_COLS DS_FROM "WHERE d.credentials_ciphertext IS NOT NULL ORDER BY d.id",
 	    &st, err);
@@ -480,7 +479,7 @@ int isc_store_dataset_set_sealed(struct isc_store *s, const char *id, const unsi
                                  size_t nonce_len, const unsigned char *ct, size_t ct_len,
                                  struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "UPDATE datasets SET credentials_nonce = ?, "
 	                           "credentials_ciphertext = ? WHERE id = ?",
@@ -488,14 +487,14 @@ int isc_store_dataset_set_sealed(struct isc_store *s, const char *id, const unsi
 	    step;
 	if (rc)
 		return rc;
-	sqlite3_bind_blob(st, 1, nonce, (int)nonce_len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 2, ct, (int)ct_len, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "re-sealing a dataset's credentials", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+	isc_db_bind_blob(st, 1, nonce, (int)nonce_len, ISC_DB_STATIC);
+	isc_db_bind_blob(st, 2, ct, (int)ct_len, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, id, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, "re-sealing a dataset's credentials", err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "no dataset '%s'", id);
 	return 0;
 }

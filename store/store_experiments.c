@@ -58,31 +58,31 @@ void isc_event_list_free(struct isc_event *list, size_t n)
 
 static int in_transaction(struct isc_store *s)
 {
-	return !sqlite3_get_autocommit(isc_store_db(s));
+	return isc_db_in_transaction(isc_store_db(s));
 }
 
 int isc_store_event_add(struct isc_store *s, const char *experiment_id, const char *kind,
                         const char *message, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "INSERT INTO events (experiment_id, at_ms, kind, message) VALUES (?, ?, ?, ?)", &st,
 	    err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, isc_store_now_ms());
-	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, message, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "adding an event", err);
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, isc_store_now_ms());
+	isc_db_bind_text(st, 3, kind, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, message, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "adding an event", err);
 }
 
 int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc, own = !in_transaction(s);
 	int64_t now = isc_store_now_ms();
 
@@ -95,21 +95,20 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	    &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, e->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, e->project_id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, e->org_id);
-		sqlite3_bind_text(st, 4, e->name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, e->compute_mode, -1, SQLITE_STATIC);
-		sqlite3_bind_int(st, 6, e->gpus);
-		sqlite3_bind_text(st, 7, e->spec_json, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 8, e->status, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 9, e->output_path ? e->output_path : "", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 10, now);
-		sqlite3_bind_int64(st, 11, now);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		rc = rc == SQLITE_DONE ? 0
-		                       : isc_store_sqlite_err(s, rc, "adding an experiment", err);
+		isc_db_bind_text(st, 1, e->id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 2, e->project_id, -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 3, e->org_id);
+		isc_db_bind_text(st, 4, e->name, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 5, e->compute_mode, -1, ISC_DB_STATIC);
+		isc_db_bind_int(st, 6, e->gpus);
+		isc_db_bind_text(st, 7, e->spec_json, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 8, e->status, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 9, e->output_path ? e->output_path : "", -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 10, now);
+		isc_db_bind_int64(st, 11, now);
+		rc = isc_db_step(st);
+		isc_db_finalize(st);
+		rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "adding an experiment", err);
 	}
 	if (!rc)
 		rc = isc_store_event_add(s, e->id, e->status, "experiment created", err);
@@ -133,36 +132,36 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	"e.org_id "
 #define EXPERIMENT_COLS EXPERIMENT_SELECT EXPERIMENT_FROM
 
-static int experiment_from_row(sqlite3_stmt *st, void *rec)
+static int experiment_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_experiment *e = rec;
 	int oom = 0;
 	e->id = isc_store_col_text(st, 0, &oom);
 	e->project_id = isc_store_col_text(st, 1, &oom);
 	e->project_name = isc_store_col_text(st, 2, &oom);
-	e->org_id = sqlite3_column_int64(st, 3);
+	e->org_id = isc_db_column_int64(st, 3);
 	e->org_name = isc_store_col_text(st, 4, &oom);
 	e->name = isc_store_col_text(st, 5, &oom);
 	e->compute_mode = isc_store_col_text(st, 6, &oom);
-	e->gpus = sqlite3_column_int(st, 7);
+	e->gpus = isc_db_column_int(st, 7);
 	e->spec_json = isc_store_col_text(st, 8, &oom);
 	e->status = isc_store_col_text(st, 9, &oom);
 	e->status_reason = isc_store_col_text(st, 10, &oom);
-	e->nnodes = sqlite3_column_int(st, 11);
-	e->nproc = sqlite3_column_int(st, 12);
+	e->nnodes = isc_db_column_int(st, 11);
+	e->nproc = isc_db_column_int(st, 12);
 	e->shape_id = isc_store_col_text(st, 13, &oom);
-	e->cycle_count = sqlite3_column_int(st, 14);
+	e->cycle_count = isc_db_column_int(st, 14);
 	e->output_path = isc_store_col_text(st, 15, &oom);
-	e->cancel_requested = sqlite3_column_int(st, 16);
-	e->next_attempt_ms = sqlite3_column_int64(st, 17);
-	e->created_at_ms = sqlite3_column_int64(st, 18);
-	e->updated_at_ms = sqlite3_column_int64(st, 19);
+	e->cancel_requested = isc_db_column_int(st, 16);
+	e->next_attempt_ms = isc_db_column_int64(st, 17);
+	e->created_at_ms = isc_db_column_int64(st, 18);
+	e->updated_at_ms = isc_db_column_int64(st, 19);
 	e->final_status = isc_store_col_text(st, 20, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
-static int experiment_query(struct isc_store *s, sqlite3_stmt *st, struct isc_experiment **out,
-                            size_t *n, struct isc_err *err)
+static int experiment_query(struct isc_store *s, struct isc_db_stmt *st,
+                            struct isc_experiment **out, size_t *n, struct isc_err *err)
 {
 	void *list;
 	int rc = isc_store_read_rows(s, st, sizeof(**out), experiment_from_row, experiment_clean,
@@ -175,11 +174,11 @@ static int experiment_query(struct isc_store *s, sqlite3_stmt *st, struct isc_ex
 int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(s, EXPERIMENT_COLS "WHERE e.id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, experiment_from_row, experiment_clean, out, sizeof(*out),
 	                        "reading an experiment", err);
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no experiment with id '%s'", id) : rc;
@@ -188,7 +187,7 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
                               size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           status ? EXPERIMENT_COLS
 	                               "WHERE e.status = ? ORDER BY e.created_at_ms, e.id"
@@ -197,7 +196,7 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 	if (rc)
 		return rc;
 	if (status)
-		sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, status, -1, ISC_DB_STATIC);
 	return experiment_query(s, st, out, n, err);
 }
 
@@ -226,25 +225,25 @@ static const char page_org_sql[] = PAGE_SELECT "e.org_id = ?1 AND " PAGE_AFTER;
 static const char page_owner_sql[] = PAGE_SELECT "e.org_id = ?1 AND e.owner = ?2 AND " PAGE_AFTER;
 
 /* Fills v from st's row; 0, or ISC_ENOMEM when SQLite could not give a text. */
-static int view_from_row(sqlite3_stmt *st, struct isc_experiment_view *v)
+static int view_from_row(struct isc_db_stmt *st, struct isc_experiment_view *v)
 {
-#define TEXT(col) ((const char *)sqlite3_column_text(st, col))
+#define TEXT(col) ((const char *)isc_db_column_text(st, col))
 	v->id = TEXT(0);
 	v->name = TEXT(1);
 	v->project_id = TEXT(2);
 	v->org_name = TEXT(3);
 	v->compute_mode = TEXT(4);
-	v->gpus = sqlite3_column_int(st, 5);
-	v->nnodes = sqlite3_column_int(st, 6);
-	v->nproc = sqlite3_column_int(st, 7);
+	v->gpus = isc_db_column_int(st, 5);
+	v->nnodes = isc_db_column_int(st, 6);
+	v->nproc = isc_db_column_int(st, 7);
 	v->output_path = TEXT(8);
 	v->status = TEXT(9);
 	v->status_reason = TEXT(10);
 	v->shape_id = TEXT(11);
-	v->cycle_count = sqlite3_column_int(st, 12);
-	v->created_at_ms = sqlite3_column_int64(st, 13);
-	v->cost_micros = sqlite3_column_int64(st, 14);
-	v->org_id = sqlite3_column_int64(st, 15);
+	v->cycle_count = isc_db_column_int(st, 12);
+	v->created_at_ms = isc_db_column_int64(st, 13);
+	v->cost_micros = isc_db_column_int64(st, 14);
+	v->org_id = isc_db_column_int64(st, 15);
 #undef TEXT
 	/* Every text column is NOT NULL: a NULL is SQLite out of memory. */
 	return v->id && v->name && v->project_id && v->org_name && v->compute_mode &&
@@ -254,13 +253,13 @@ static int view_from_row(sqlite3_stmt *st, struct isc_experiment_view *v)
 }
 
 /* 1 when the row st holds comes before the row of o in the listing's order. */
-static int page_row_before(sqlite3_stmt *st, sqlite3_stmt *o)
+static int page_row_before(struct isc_db_stmt *st, struct isc_db_stmt *o)
 {
-	int64_t a = sqlite3_column_int64(st, 13), b = sqlite3_column_int64(o, 13);
+	int64_t a = isc_db_column_int64(st, 13), b = isc_db_column_int64(o, 13);
 	if (a != b)
 		return a > b;
-	return strcmp((const char *)sqlite3_column_text(st, 0),
-	              (const char *)sqlite3_column_text(o, 0)) < 0;
+	return strcmp((const char *)isc_db_column_text(st, 0),
+	              (const char *)isc_db_column_text(o, 0)) < 0;
 }
 
 /* The orgs whose experiments user_id may list: org ids and whether as admin. */
@@ -274,7 +273,7 @@ static int page_orgs(struct isc_store *s, int64_t user_id, struct page_org **out
 {
 	struct page_org *orgs = NULL;
 	size_t count = 0;
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare_cached(s,
 	                             "SELECT org_id, role = 'admin' FROM memberships WHERE "
@@ -282,8 +281,8 @@ static int page_orgs(struct isc_store *s, int64_t user_id, struct page_org **out
 	                             &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, user_id);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	isc_db_bind_int64(st, 1, user_id);
+	while ((rc = isc_db_step(st)) == ISC_DB_ROW) {
 		struct page_org *grown = realloc(orgs, (count + 1) * sizeof(*orgs));
 		if (!grown) {
 			isc_store_finalize(s, st);
@@ -291,13 +290,13 @@ static int page_orgs(struct isc_store *s, int64_t user_id, struct page_org **out
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
 		orgs = grown;
-		orgs[count].org_id = sqlite3_column_int64(st, 0);
-		orgs[count++].admin = sqlite3_column_int(st, 1);
+		orgs[count].org_id = isc_db_column_int64(st, 0);
+		orgs[count++].admin = isc_db_column_int(st, 1);
 	}
 	isc_store_finalize(s, st);
-	if (rc != SQLITE_DONE) {
+	if (rc != ISC_DB_DONE) {
 		free(orgs);
-		return isc_store_sqlite_err(s, rc, "reading memberships", err);
+		return isc_store_db_err(s, rc, "reading memberships", err);
 	}
 	*out = orgs;
 	*n = count;
@@ -309,7 +308,7 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
                               isc_experiment_view_fn fn, void *ctx, struct isc_err *err)
 {
 	struct page_org *orgs = NULL;
-	sqlite3_stmt **walk = NULL;
+	struct isc_db_stmt **walk = NULL;
 	int *live = NULL;
 	size_t n_orgs = 1, n_walk = 0, shown = 0;
 	int rc = 0;
@@ -336,23 +335,23 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
 		const char *sql = all                  ? page_all_sql
 		                  : orgs[n_walk].admin ? page_org_sql
 		                                       : page_owner_sql;
-		sqlite3_stmt *st;
+		struct isc_db_stmt *st;
 		if ((rc = isc_store_prepare_cached(s, sql, &st, err)))
 			goto done;
 		walk[n_walk] = st;
 		if (!all) {
-			sqlite3_bind_int64(st, 1, orgs[n_walk].org_id);
-			sqlite3_bind_text(st, 2, owner ? owner : "", -1, SQLITE_STATIC);
+			isc_db_bind_int64(st, 1, orgs[n_walk].org_id);
+			isc_db_bind_text(st, 2, owner ? owner : "", -1, ISC_DB_STATIC);
 		}
-		sqlite3_bind_int64(st, 3, after ? after->created_at_ms : INT64_MAX);
-		sqlite3_bind_text(st, 4, after ? after->id : "", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, limit ? (sqlite3_int64)limit : -1);
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, rc, "reading experiments", err);
+		isc_db_bind_int64(st, 3, after ? after->created_at_ms : INT64_MAX);
+		isc_db_bind_text(st, 4, after ? after->id : "", -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 5, limit ? (int64_t)limit : -1);
+		rc = isc_db_step(st);
+		if (rc != ISC_DB_ROW && rc != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "reading experiments", err);
 			goto done;
 		}
-		live[n_walk] = rc == SQLITE_ROW;
+		live[n_walk] = rc == ISC_DB_ROW;
 		rc = 0;
 	}
 	while (!limit || shown < limit) {
@@ -369,12 +368,12 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
 			goto done;
 		}
 		shown++;
-		step = sqlite3_step(walk[best]);
-		if (step != SQLITE_ROW && step != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, step, "reading experiments", err);
+		step = isc_db_step(walk[best]);
+		if (step != ISC_DB_ROW && step != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, step, "reading experiments", err);
 			goto done;
 		}
-		live[best] = step == SQLITE_ROW;
+		live[best] = step == ISC_DB_ROW;
 	}
 done:
 	for (size_t i = 0; i < n_walk; i++)
@@ -388,7 +387,7 @@ done:
 int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment **out, size_t *n,
                                      struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    EXPERIMENT_COLS "WHERE e.status NOT IN ('completed','failed','cancelled','stopped') "
@@ -403,28 +402,28 @@ int isc_store_experiment_list_active(struct isc_store *s, struct isc_experiment 
 static int current_status(struct isc_store *s, const char *id, char *out, size_t size,
                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT status FROM experiments WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		snprintf(out, size, "%s", (const char *)sqlite3_column_text(st, 0));
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		snprintf(out, size, "%s", (const char *)isc_db_column_text(st, 0));
 		rc = 0;
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == ISC_DB_DONE) {
 		rc = isc_err_set(err, ISC_ENOTFOUND, "no experiment with id '%s'", id);
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "reading an experiment", err);
+		rc = isc_store_db_err(s, rc, "reading an experiment", err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
 static int transition(struct isc_store *s, const char *id, const char *from, const char *to,
                       const char *final_status, const char *reason, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc, own = !in_transaction(s);
 
 	if (own && (rc = isc_store_begin(s, err)))
@@ -434,17 +433,17 @@ static int transition(struct isc_store *s, const char *id, const char *from, con
 	                       "updated_at_ms = ?, final_status = ? WHERE id = ? AND status = ?",
 	                       &st, err);
 	if (!rc) {
-		sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, isc_store_now_ms());
-		sqlite3_bind_text(st, 4, final_status, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, from, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, rc, "updating an experiment", err);
-		} else if (sqlite3_changes(isc_store_db(s)) == 0) {
+		isc_db_bind_text(st, 1, to, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 2, reason ? reason : "", -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 3, isc_store_now_ms());
+		isc_db_bind_text(st, 4, final_status, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 5, id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(st, 6, from, -1, ISC_DB_STATIC);
+		rc = isc_db_step(st);
+		isc_db_finalize(st);
+		if (rc != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "updating an experiment", err);
+		} else if (isc_db_changes(isc_store_db(s)) == 0) {
 			char now[32];
 			rc = current_status(s, id, now, sizeof(now), err);
 			if (!rc)
@@ -484,7 +483,7 @@ int isc_store_experiment_begin_stop(struct isc_store *s, const char *id, const c
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
                                        struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "UPDATE experiments SET nnodes = ?, nproc = ?, shape_id = ?, cycle_count = ?, "
@@ -492,22 +491,22 @@ int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_exp
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int(st, 1, e->nnodes);
-	sqlite3_bind_int(st, 2, e->nproc);
-	sqlite3_bind_text(st, 3, e->shape_id ? e->shape_id : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 4, e->cycle_count);
-	sqlite3_bind_int64(st, 5, e->next_attempt_ms);
-	sqlite3_bind_int64(st, 6, isc_store_now_ms());
-	sqlite3_bind_text(st, 7, e->id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "updating an experiment", err);
+	isc_db_bind_int(st, 1, e->nnodes);
+	isc_db_bind_int(st, 2, e->nproc);
+	isc_db_bind_text(st, 3, e->shape_id ? e->shape_id : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 4, e->cycle_count);
+	isc_db_bind_int64(st, 5, e->next_attempt_ms);
+	isc_db_bind_int64(st, 6, isc_store_now_ms());
+	isc_db_bind_text(st, 7, e->id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "updating an experiment", err);
 }
 
 int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err)
 {
 	struct isc_experiment e;
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc;
 
 	if ((rc = isc_store_experiment_get(s, id, &e, err)))
@@ -535,12 +534,12 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	    s, "UPDATE experiments SET cancel_requested = 1, updated_at_ms = ? WHERE id = ?", &st,
 	    err);
 	if (!rc) {
-		sqlite3_bind_int64(st, 1, isc_store_now_ms());
-		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st) == SQLITE_DONE
+		isc_db_bind_int64(st, 1, isc_store_now_ms());
+		isc_db_bind_text(st, 2, id, -1, ISC_DB_STATIC);
+		rc = isc_db_step(st) == ISC_DB_DONE
 		         ? 0
-		         : isc_store_sqlite_err(s, SQLITE_ERROR, "cancelling", err);
-		sqlite3_finalize(st);
+		         : isc_store_db_err(s, ISC_DB_ERROR, "cancelling", err);
+		isc_db_finalize(st);
 	}
 	if (!rc)
 		rc =
@@ -558,13 +557,13 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	return rc;
 }
 
-static int event_from_row(sqlite3_stmt *st, void *rec)
+static int event_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_event *ev = rec;
 	int oom = 0;
-	ev->id = sqlite3_column_int64(st, 0);
+	ev->id = isc_db_column_int64(st, 0);
 	ev->experiment_id = isc_store_col_text(st, 1, &oom);
-	ev->at_ms = sqlite3_column_int64(st, 2);
+	ev->at_ms = isc_db_column_int64(st, 2);
 	ev->kind = isc_store_col_text(st, 3, &oom);
 	ev->message = isc_store_col_text(st, 4, &oom);
 	return oom ? ISC_ENOMEM : 0;
@@ -573,7 +572,7 @@ static int event_from_row(sqlite3_stmt *st, void *rec)
 int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
                          struct isc_event **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc =
 	    isc_store_prepare_cached(s,
@@ -582,8 +581,8 @@ int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t
 	                             &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, after_id);
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, after_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), event_from_row, event_clean,
 	                         "reading events", &list, n, err);
 	if (!rc)

@@ -9,7 +9,7 @@
 int isc_store_hostkey_check(struct isc_store *s, const char *target, const char *key_type,
                             const char *sha256_hex, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc;
 
 	if ((rc = isc_store_begin(s, err)))
@@ -18,32 +18,32 @@ int isc_store_hostkey_check(struct isc_store *s, const char *target, const char 
 	                       err);
 	if (rc)
 		goto out;
-	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		const char *type = (const char *)sqlite3_column_text(st, 0);
-		const char *pinned = (const char *)sqlite3_column_text(st, 1);
+	isc_db_bind_text(st, 1, target, -1, ISC_DB_STATIC);
+	if (isc_db_step(st) == ISC_DB_ROW) {
+		const char *type = (const char *)isc_db_column_text(st, 0);
+		const char *pinned = (const char *)isc_db_column_text(st, 1);
 		if (strcmp(type, key_type) != 0 || strcmp(pinned, sha256_hex) != 0)
 			rc = isc_err_set(err, ISC_EAUTH,
 			                 "host key of %s changed: pinned %s sha256 %s, now %s "
 			                 "sha256 %s; refusing to connect",
 			                 target, type, pinned, key_type, sha256_hex);
-		sqlite3_finalize(st);
+		isc_db_finalize(st);
 		goto out;
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO host_keys (target, key_type, sha256, first_seen_ms) VALUES (?, ?, ?, ?)",
 	    &st, err);
 	if (rc)
 		goto out;
-	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, key_type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, sha256_hex, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, isc_store_now_ms());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, SQLITE_ERROR, "pinning a host key", err);
-	sqlite3_finalize(st);
+	isc_db_bind_text(st, 1, target, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, key_type, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, sha256_hex, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 4, isc_store_now_ms());
+	if (isc_db_step(st) != ISC_DB_DONE)
+		rc = isc_store_db_err(s, ISC_DB_ERROR, "pinning a host key", err);
+	isc_db_finalize(st);
 out:
 	if (rc) {
 		isc_store_rollback(s);
@@ -77,21 +77,21 @@ static void hostkey_clean(void *rec)
 	isc_hostkey_cleanup(rec);
 }
 
-static int hostkey_from_row(sqlite3_stmt *st, void *rec)
+static int hostkey_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_hostkey *k = rec;
 	int oom = 0;
 	k->target = isc_store_col_text(st, 0, &oom);
 	k->key_type = isc_store_col_text(st, 1, &oom);
 	k->sha256 = isc_store_col_text(st, 2, &oom);
-	k->first_seen_ms = sqlite3_column_int64(st, 3);
+	k->first_seen_ms = isc_db_column_int64(st, 3);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_hostkey_get(struct isc_store *s, const char *target, struct isc_hostkey *out,
                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT target, key_type, sha256, first_seen_ms FROM host_keys WHERE target = ?",
 	    &st, err);
@@ -99,7 +99,7 @@ int isc_store_hostkey_get(struct isc_store *s, const char *target, struct isc_ho
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, target, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, hostkey_from_row, hostkey_clean, out, sizeof(*out),
 	                        "reading a host key", err);
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no host key pinned for %s", target) : rc;
@@ -107,15 +107,15 @@ int isc_store_hostkey_get(struct isc_store *s, const char *target, struct isc_ho
 
 int isc_store_hostkey_forget(struct isc_store *s, const char *target, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "DELETE FROM host_keys WHERE target = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, rc, "forgetting a host key", err);
+	isc_db_bind_text(st, 1, target, -1, ISC_DB_STATIC);
+	if ((rc = isc_db_step(st)) != ISC_DB_DONE)
+		rc = isc_store_db_err(s, rc, "forgetting a host key", err);
 	else
 		rc = 0;
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }

@@ -4,36 +4,40 @@
 
 #include "store/store.h"
 
-#include <sqlite3.h>
+#include "store/db.h"
+
 #include <stddef.h>
+
+/* The connection, for the store's own files and tests only; other modules never touch SQL. */
+struct isc_db *isc_store_db(struct isc_store *s);
 
 size_t isc_store_migration_count(void);
 const char *isc_store_migration_sql(size_t index);
 
-/* Prepares sql or sets err (ISC_EIO with sqlite's message). */
-int isc_store_prepare(struct isc_store *s, const char *sql, sqlite3_stmt **out,
+/* Prepares sql or sets err (ISC_EIO with the database's message). */
+int isc_store_prepare(struct isc_store *s, const char *sql, struct isc_db_stmt **out,
                       struct isc_err *err);
 /*
  * Like isc_store_prepare, but the statement stays prepared on the connection
  * for the next call with the same sql (a string literal: it is kept by address).
- * Give it back with isc_store_finalize, never sqlite3_finalize.
+ * Give it back with isc_store_finalize, never isc_db_finalize.
  */
-int isc_store_prepare_cached(struct isc_store *s, const char *sql, sqlite3_stmt **out,
+int isc_store_prepare_cached(struct isc_store *s, const char *sql, struct isc_db_stmt **out,
                              struct isc_err *err);
 /* Ends a statement from either prepare: a cached one is reset for reuse, others finalized. */
-void isc_store_finalize(struct isc_store *s, sqlite3_stmt *st);
+void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st);
 /* Sets err from the connection's last error; returns ISC_EIO (ISC_ECONFLICT for constraint). */
-int isc_store_sqlite_err(struct isc_store *s, int rc, const char *what, struct isc_err *err);
+int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err);
 /* Copies column text (NULL -> NULL); returns 0 or ISC_ENOMEM via *oom. */
-char *isc_store_col_text(sqlite3_stmt *st, int col, int *oom);
+char *isc_store_col_text(struct isc_db_stmt *st, int col, int *oom);
 /*
  * Row readers: from_row fills one zeroed record from the current row and
  * returns 0 or ISC_ENOMEM (what it filled so far stays for cleanup, which
  * frees one record's fields). Every table's list and get functions read
- * through these, so stepping, growth, out-of-memory and sqlite errors are
+ * through these, so stepping, growth, out-of-memory and database errors are
  * handled in one place.
  */
-typedef int (*isc_store_row_fn)(sqlite3_stmt *st, void *rec);
+typedef int (*isc_store_row_fn)(struct isc_db_stmt *st, void *rec);
 typedef void (*isc_store_rec_cleanup_fn)(void *rec);
 /*
  * Steps st (already bound) to the end and finalizes it; *out gets an array of
@@ -41,7 +45,7 @@ typedef void (*isc_store_rec_cleanup_fn)(void *rec);
  * cleanup, then the array). On failure nothing is returned and err names
  * `what` ("reading clusters").
  */
-int isc_store_read_rows(struct isc_store *s, sqlite3_stmt *st, size_t size,
+int isc_store_read_rows(struct isc_store *s, struct isc_db_stmt *st, size_t size,
                         isc_store_row_fn from_row, isc_store_rec_cleanup_fn cleanup,
                         const char *what, void **out, size_t *n, struct isc_err *err);
 /*
@@ -55,7 +59,7 @@ void isc_store_rows_free(void *list, size_t n, size_t size, isc_store_rec_cleanu
  * ISC_ENOTFOUND without touching err when there is no row: the caller names
  * what is missing.
  */
-int isc_store_read_one(struct isc_store *s, sqlite3_stmt *st, isc_store_row_fn from_row,
+int isc_store_read_one(struct isc_store *s, struct isc_db_stmt *st, isc_store_row_fn from_row,
                        isc_store_rec_cleanup_fn cleanup, void *rec, size_t size, const char *what,
                        struct isc_err *err);
 /* Opens with a given migration limit (tests migrate step by step). */

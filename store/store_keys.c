@@ -36,19 +36,20 @@ void isc_cloud_key_list_free(struct isc_cloud_key *list, size_t n)
 	isc_store_rows_free(list, n, sizeof(*list), key_clean);
 }
 
-static int step_done(struct isc_store *s, sqlite3_stmt *st, const char *what, struct isc_err *err)
+static int step_done(struct isc_store *s, struct isc_db_stmt *st, const char *what,
+                     struct isc_err *err)
 {
-	int rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
+	int rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc == ISC_DB_DONE)
 		return 0;
-	return isc_store_sqlite_err(s, rc, what, err);
+	return isc_store_db_err(s, rc, what, err);
 }
 
-static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)
+static unsigned char *col_blob(struct isc_db_stmt *st, int col, size_t *len, int *oom)
 {
-	const void *b = sqlite3_column_blob(st, col);
-	int n = sqlite3_column_bytes(st, col);
+	const void *b = isc_db_column_blob(st, col);
+	int n = isc_db_column_bytes(st, col);
 	unsigned char *copy;
 
 	*len = 0;
@@ -66,7 +67,7 @@ static unsigned char *col_blob(sqlite3_stmt *st, int col, size_t *len, int *oom)
 
 int isc_store_key_add(struct isc_store *s, const struct isc_cloud_key *k, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO cloud_keys (id, org_id, provider, name, nonce, ciphertext, created_at_ms, "
@@ -75,28 +76,28 @@ int isc_store_key_add(struct isc_store *s, const struct isc_cloud_key *k, struct
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, k->id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, k->org_id);
-	sqlite3_bind_text(st, 3, k->provider, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, k->name, -1, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 5, k->nonce, (int)k->nonce_len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 6, k->ciphertext, (int)k->ciphertext_len, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 7, k->created_at_ms);
-	sqlite3_bind_text(st, 8, k->account ? k->account : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 9, k->principal ? k->principal : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 10, k->regions ? k->regions : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 11, k->added_by ? k->added_by : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 12, k->verified_at_ms);
-	sqlite3_bind_text(st, 13, k->fingerprint ? k->fingerprint : "", -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
+	isc_db_bind_text(st, 1, k->id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, k->org_id);
+	isc_db_bind_text(st, 3, k->provider, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, k->name, -1, ISC_DB_STATIC);
+	isc_db_bind_blob(st, 5, k->nonce, (int)k->nonce_len, ISC_DB_STATIC);
+	isc_db_bind_blob(st, 6, k->ciphertext, (int)k->ciphertext_len, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 7, k->created_at_ms);
+	isc_db_bind_text(st, 8, k->account ? k->account : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 9, k->principal ? k->principal : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 10, k->regions ? k->regions : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 11, k->added_by ? k->added_by : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 12, k->verified_at_ms);
+	isc_db_bind_text(st, 13, k->fingerprint ? k->fingerprint : "", -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc == ISC_DB_DONE)
 		return 0;
-	if ((rc & 0xff) == SQLITE_CONSTRAINT)
+	if ((rc & 0xff) == ISC_DB_CONSTRAINT)
 		return isc_err_set(err, ISC_ECONFLICT,
 		                   "the organisation already has a %s key named '%s'", k->provider,
 		                   k->name);
-	return isc_store_sqlite_err(s, rc, "adding a cloud key", err);
+	return isc_store_db_err(s, rc, "adding a cloud key", err);
 }
 
 #define KEY_COLS                                                                                   \
@@ -104,12 +105,12 @@ int isc_store_key_add(struct isc_store *s, const struct isc_cloud_key *k, struct
 	"k.added_by, k.state, k.state_reason, k.fingerprint, k.created_at_ms, k.verified_at_ms, "  \
 	"k.nonce, k.ciphertext FROM cloud_keys k JOIN orgs o ON o.id = k.org_id "
 
-static int read_row(sqlite3_stmt *st, struct isc_cloud_key *k)
+static int read_row(struct isc_db_stmt *st, struct isc_cloud_key *k)
 {
 	int oom = 0;
 	memset(k, 0, sizeof(*k));
 	k->id = isc_store_col_text(st, 0, &oom);
-	k->org_id = sqlite3_column_int64(st, 1);
+	k->org_id = isc_db_column_int64(st, 1);
 	k->org_name = isc_store_col_text(st, 2, &oom);
 	k->provider = isc_store_col_text(st, 3, &oom);
 	k->name = isc_store_col_text(st, 4, &oom);
@@ -120,8 +121,8 @@ static int read_row(sqlite3_stmt *st, struct isc_cloud_key *k)
 	k->state = isc_store_col_text(st, 9, &oom);
 	k->state_reason = isc_store_col_text(st, 10, &oom);
 	k->fingerprint = isc_store_col_text(st, 11, &oom);
-	k->created_at_ms = sqlite3_column_int64(st, 12);
-	k->verified_at_ms = sqlite3_column_int64(st, 13);
+	k->created_at_ms = isc_db_column_int64(st, 12);
+	k->verified_at_ms = isc_db_column_int64(st, 13);
 	k->nonce = col_blob(st, 14, &k->nonce_len, &oom);
 	k->ciphertext = col_blob(st, 15, &k->ciphertext_len, &oom);
 	if (oom) {
@@ -134,25 +135,25 @@ static int read_row(sqlite3_stmt *st, struct isc_cloud_key *k)
 int isc_store_key_get(struct isc_store *s, const char *id, struct isc_cloud_key *out,
                       struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT " KEY_COLS "WHERE k.id = ?", &st, err), step;
 
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW)
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	if (step == ISC_DB_ROW)
 		rc = read_row(st, out) ? isc_err_set(err, ISC_ENOMEM, "out of memory") : 0;
-	else if (step == SQLITE_DONE)
+	else if (step == ISC_DB_DONE)
 		rc = isc_err_set(err, ISC_ENOTFOUND, "no cloud key '%s'", id);
 	else
-		rc = isc_store_sqlite_err(s, step, "reading a cloud key", err);
-	sqlite3_finalize(st);
+		rc = isc_store_db_err(s, step, "reading a cloud key", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
-static int key_from_row(sqlite3_stmt *st, void *rec)
+static int key_from_row(struct isc_db_stmt *st, void *rec)
 {
 	return read_row(st, rec);
 }
@@ -160,7 +161,7 @@ static int key_from_row(sqlite3_stmt *st, void *rec)
 int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key **out, size_t *n,
                        struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
 	    s,
@@ -171,7 +172,7 @@ int isc_store_key_list(struct isc_store *s, int64_t org_id, struct isc_cloud_key
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
+	isc_db_bind_int64(st, 1, org_id);
 	rc = isc_store_read_rows(s, st, sizeof(**out), key_from_row, key_clean,
 	                         "listing cloud keys", &list, n, err);
 	if (!rc)
@@ -183,7 +184,7 @@ int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t or
                        const char *after_org, const char *after_provider, const char *after_name,
                        size_t limit, struct isc_cloud_key **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	/* The first page's cursor ('', '', '') comes before every key (names are not empty). */
 	int rc = isc_store_prepare_cached(
@@ -194,13 +195,13 @@ int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t or
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int(st, 1, all != 0);
-	sqlite3_bind_int64(st, 2, user_id);
-	sqlite3_bind_int64(st, 3, org_id);
-	sqlite3_bind_text(st, 4, after_org ? after_org : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, after_provider ? after_provider : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, after_name ? after_name : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 7, limit ? (sqlite3_int64)limit : -1);
+	isc_db_bind_int(st, 1, all != 0);
+	isc_db_bind_int64(st, 2, user_id);
+	isc_db_bind_int64(st, 3, org_id);
+	isc_db_bind_text(st, 4, after_org ? after_org : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 5, after_provider ? after_provider : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 6, after_name ? after_name : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 7, limit ? (int64_t)limit : -1);
 	rc = isc_store_read_rows(s, st, sizeof(**out), key_from_row, key_clean,
 	                         "listing cloud keys", &list, n, err);
 	if (!rc)
@@ -234,7 +235,7 @@ int isc_cloud_key_covers(const struct isc_cloud_key *k, const char *region)
 int isc_store_key_for(struct isc_store *s, int64_t org_id, const char *provider, const char *region,
                       struct isc_cloud_key *out, int *found, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "SELECT " KEY_COLS "WHERE k.org_id = ? AND k.provider = ? "
 	                           /* an active key first, then the oldest */
@@ -246,10 +247,10 @@ int isc_store_key_for(struct isc_store *s, int64_t org_id, const char *provider,
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, org_id);
-	sqlite3_bind_text(st, 2, provider, -1, SQLITE_STATIC);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *regions = (const char *)sqlite3_column_text(st, 7);
+	isc_db_bind_int64(st, 1, org_id);
+	isc_db_bind_text(st, 2, provider, -1, ISC_DB_STATIC);
+	while ((step = isc_db_step(st)) == ISC_DB_ROW) {
+		const char *regions = (const char *)isc_db_column_text(st, 7);
 		if (!covers(regions, region))
 			continue;
 		if (read_row(st, out))
@@ -258,9 +259,9 @@ int isc_store_key_for(struct isc_store *s, int64_t org_id, const char *provider,
 			*found = 1;
 		break;
 	}
-	if (!rc && step != SQLITE_ROW && step != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, step, "finding a cloud key", err);
-	sqlite3_finalize(st);
+	if (!rc && step != ISC_DB_ROW && step != ISC_DB_DONE)
+		rc = isc_store_db_err(s, step, "finding a cloud key", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -268,7 +269,7 @@ static int changed_one(struct isc_store *s, const char *id, int rc, struct isc_e
 {
 	if (rc)
 		return rc;
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "no cloud key '%s'", id);
 	return 0;
 }
@@ -276,7 +277,7 @@ static int changed_one(struct isc_store *s, const char *id, int rc, struct isc_e
 int isc_store_key_set_state(struct isc_store *s, const char *id, const char *state,
                             const char *reason, int64_t verified_at_ms, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "UPDATE cloud_keys SET state = ?, state_reason = ?, "
 	                           "verified_at_ms = CASE WHEN ? > 0 THEN ? ELSE verified_at_ms "
@@ -284,11 +285,11 @@ int isc_store_key_set_state(struct isc_store *s, const char *id, const char *sta
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, verified_at_ms);
-	sqlite3_bind_int64(st, 4, verified_at_ms);
-	sqlite3_bind_text(st, 5, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, state, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, reason ? reason : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, verified_at_ms);
+	isc_db_bind_int64(st, 4, verified_at_ms);
+	isc_db_bind_text(st, 5, id, -1, ISC_DB_STATIC);
 	return changed_one(s, id, step_done(s, st, "updating a cloud key", err), err);
 }
 
@@ -296,51 +297,51 @@ int isc_store_key_set_sealed(struct isc_store *s, const char *id, const unsigned
                              size_t nonce_len, const unsigned char *ct, size_t ct_len,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "UPDATE cloud_keys SET nonce = ?, ciphertext = ? WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_blob(st, 1, nonce, (int)nonce_len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 2, ct, (int)ct_len, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+	isc_db_bind_blob(st, 1, nonce, (int)nonce_len, ISC_DB_STATIC);
+	isc_db_bind_blob(st, 2, ct, (int)ct_len, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, id, -1, ISC_DB_STATIC);
 	return changed_one(s, id, step_done(s, st, "re-sealing a cloud key", err), err);
 }
 
 int isc_store_key_delete(struct isc_store *s, const char *id, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "DELETE FROM cloud_keys WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
 	return changed_one(s, id, step_done(s, st, "removing a cloud key", err), err);
 }
 
 int isc_store_key_live_clusters(struct isc_store *s, const char *id, int64_t *n,
                                 struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT COUNT(*) FROM clusters WHERE account = ? AND state <> 'closed'", &st, err);
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		*n = sqlite3_column_int64(st, 0);
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	if ((rc = isc_db_step(st)) == ISC_DB_ROW) {
+		*n = isc_db_column_int64(st, 0);
 		rc = 0;
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "counting a key's clusters", err);
+		rc = isc_store_db_err(s, rc, "counting a key's clusters", err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_key_live_experiments(struct isc_store *s, const char *id, char ***out, size_t *n,
                                    struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	char **v = NULL;
 	size_t k = 0;
 	int rc = isc_store_prepare(s,
@@ -353,8 +354,8 @@ int isc_store_key_live_experiments(struct isc_store *s, const char *id, char ***
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	while ((step = isc_db_step(st)) == ISC_DB_ROW) {
 		char **grown = realloc(v, (k + 1) * sizeof(*v));
 		int oom = 0;
 		if (grown)
@@ -365,9 +366,9 @@ int isc_store_key_live_experiments(struct isc_store *s, const char *id, char ***
 		}
 		k++;
 	}
-	if (!rc && step != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, step, "listing a key's experiments", err);
-	sqlite3_finalize(st);
+	if (!rc && step != ISC_DB_DONE)
+		rc = isc_store_db_err(s, step, "listing a key's experiments", err);
+	isc_db_finalize(st);
 	if (rc) {
 		for (size_t i = 0; i < k; i++)
 			free(v[i]);
@@ -382,7 +383,7 @@ int isc_store_key_live_experiments(struct isc_store *s, const char *id, char ***
 int isc_store_key_master_check_get(struct isc_store *s, unsigned char **nonce, size_t *nonce_len,
                                    unsigned char **ct, size_t *ct_len, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, "SELECT nonce, ciphertext FROM cloud_key_master WHERE id = 1",
 	                           &st, err);
 	int step, oom = 0;
@@ -391,8 +392,8 @@ int isc_store_key_master_check_get(struct isc_store *s, unsigned char **nonce, s
 	*nonce_len = *ct_len = 0;
 	if (rc)
 		return rc;
-	step = sqlite3_step(st);
-	if (step == SQLITE_ROW) {
+	step = isc_db_step(st);
+	if (step == ISC_DB_ROW) {
 		*nonce = col_blob(st, 0, nonce_len, &oom);
 		*ct = col_blob(st, 1, ct_len, &oom);
 		if (oom) {
@@ -401,12 +402,12 @@ int isc_store_key_master_check_get(struct isc_store *s, unsigned char **nonce, s
 			*nonce = *ct = NULL;
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
-	} else if (step == SQLITE_DONE) {
+	} else if (step == ISC_DB_DONE) {
 		rc = isc_err_set(err, ISC_ENOTFOUND, "no cloud key was ever stored");
 	} else {
-		rc = isc_store_sqlite_err(s, step, "reading the master key check", err);
+		rc = isc_store_db_err(s, step, "reading the master key check", err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -414,7 +415,7 @@ int isc_store_key_master_check_set(struct isc_store *s, const unsigned char *non
                                    size_t nonce_len, const unsigned char *ct, size_t ct_len,
                                    struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "INSERT INTO cloud_key_master (id, nonce, ciphertext, "
 	                           "created_at_ms) VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
@@ -423,8 +424,8 @@ int isc_store_key_master_check_set(struct isc_store *s, const unsigned char *non
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_blob(st, 1, nonce, (int)nonce_len, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 2, ct, (int)ct_len, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, isc_store_now_ms());
+	isc_db_bind_blob(st, 1, nonce, (int)nonce_len, ISC_DB_STATIC);
+	isc_db_bind_blob(st, 2, ct, (int)ct_len, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, isc_store_now_ms());
 	return step_done(s, st, "writing the master key check", err);
 }

@@ -10,18 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+static void bind_text_or_null(struct isc_db_stmt *st, int i, const char *v)
 {
 	if (v)
-		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, i, v, -1, ISC_DB_STATIC);
 	else
-		sqlite3_bind_null(st, i);
+		isc_db_bind_null(st, i);
 }
 
 int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
                             struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, cluster_id, "
@@ -31,33 +31,33 @@ int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, isc_store_now_ms());
-	sqlite3_bind_int64(st, 2, r->org_id);
+	isc_db_bind_int64(st, 1, isc_store_now_ms());
+	isc_db_bind_int64(st, 2, r->org_id);
 	bind_text_or_null(st, 3, r->project_id);
 	bind_text_or_null(st, 4, r->experiment_id);
 	bind_text_or_null(st, 5, r->cluster_id);
 	bind_text_or_null(st, 6, r->node_instance_id);
-	sqlite3_bind_text(st, 7, r->kind, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 8, r->amount_micros);
+	isc_db_bind_text(st, 7, r->kind, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 8, r->amount_micros);
 	if (r->has_price)
-		sqlite3_bind_int64(st, 9, r->price_micros);
+		isc_db_bind_int64(st, 9, r->price_micros);
 	else
-		sqlite3_bind_null(st, 9);
+		isc_db_bind_null(st, 9);
 	bind_text_or_null(st, 10, r->provider);
 	bind_text_or_null(st, 11, r->shape_id);
 	if (r->has_period) {
-		sqlite3_bind_int64(st, 12, r->period_start_ms);
-		sqlite3_bind_int64(st, 13, r->period_end_ms);
+		isc_db_bind_int64(st, 12, r->period_start_ms);
+		isc_db_bind_int64(st, 13, r->period_end_ms);
 	} else {
-		sqlite3_bind_null(st, 12);
-		sqlite3_bind_null(st, 13);
+		isc_db_bind_null(st, 12);
+		isc_db_bind_null(st, 13);
 	}
-	sqlite3_bind_text(st, 14, r->note ? r->note : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 15, r->billing ? r->billing : "credits", -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "appending to the ledger", err);
+	isc_db_bind_text(st, 14, r->note ? r->note : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 15, r->billing ? r->billing : "credits", -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc != ISC_DB_DONE)
+		return isc_store_db_err(s, rc, "appending to the ledger", err);
 	return 0;
 }
 
@@ -65,25 +65,25 @@ int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
 static int sum_query(struct isc_store *s, const char *sql, const char *text_arg, int64_t int_arg,
                      int64_t *a, int64_t *b, const char *what, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, sql, &st, err);
 	if (rc)
 		return rc;
 	if (text_arg)
-		sqlite3_bind_text(st, 1, text_arg, -1, SQLITE_STATIC);
+		isc_db_bind_text(st, 1, text_arg, -1, ISC_DB_STATIC);
 	else
-		sqlite3_bind_int64(st, 1, int_arg);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+		isc_db_bind_int64(st, 1, int_arg);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
 		if (a)
-			*a = sqlite3_column_int64(st, 0);
+			*a = isc_db_column_int64(st, 0);
 		if (b)
-			*b = sqlite3_column_int64(st, 1);
+			*b = isc_db_column_int64(st, 1);
 		rc = 0;
 	} else {
-		rc = isc_store_sqlite_err(s, rc, what, err);
+		rc = isc_store_db_err(s, rc, what, err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -150,18 +150,18 @@ int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instanc
 int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "UPDATE nodes SET charged_until_ms = ?1 WHERE instance_id = ?2 "
 	                           "AND (charged_until_ms IS NULL OR charged_until_ms < ?1)",
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_int64(st, 1, until_ms);
-	sqlite3_bind_text(st, 2, instance_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "marking a node charged", err);
+	isc_db_bind_int64(st, 1, until_ms);
+	isc_db_bind_text(st, 2, instance_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "marking a node charged", err);
 }
 
 static void holder_clean(void *rec)
@@ -169,7 +169,7 @@ static void holder_clean(void *rec)
 	free(*(char **)rec);
 }
 
-static int holder_from_row(sqlite3_stmt *st, void *rec)
+static int holder_from_row(struct isc_db_stmt *st, void *rec)
 {
 	int oom = 0;
 	*(char **)rec = isc_store_col_text(st, 0, &oom);
@@ -178,7 +178,7 @@ static int holder_from_row(sqlite3_stmt *st, void *rec)
 
 int isc_store_ledger_holders(struct isc_store *s, char ***ids, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *rows = NULL;
 	int rc = isc_store_prepare(s,
 	                           "SELECT key FROM ledger_totals WHERE scope = 'experiment' AND "
@@ -200,21 +200,21 @@ static void cover_clean(void *rec)
 	(void)rec; /* integers only */
 }
 
-static int cover_from_row(sqlite3_stmt *st, void *rec)
+static int cover_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_ledger_org_cover *c = rec;
-	c->org_id = sqlite3_column_int64(st, 0);
-	c->balance_micros = sqlite3_column_int64(st, 1);
-	c->reserved_micros = sqlite3_column_int64(st, 2);
-	c->uncovered_micros = sqlite3_column_int64(st, 3);
-	c->negative_adjustments_micros = sqlite3_column_int64(st, 4);
+	c->org_id = isc_db_column_int64(st, 0);
+	c->balance_micros = isc_db_column_int64(st, 1);
+	c->reserved_micros = isc_db_column_int64(st, 2);
+	c->uncovered_micros = isc_db_column_int64(st, 3);
+	c->negative_adjustments_micros = isc_db_column_int64(st, 4);
 	return 0;
 }
 
 int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
                                struct isc_ledger_org_cover **out, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *rows = NULL;
 	/* One statement: one snapshot of the ledger, whatever the writers do meanwhile. */
 	int rc = isc_store_prepare(
@@ -235,7 +235,7 @@ int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
 	*n = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, consumed_note, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, consumed_note, -1, ISC_DB_STATIC);
 	rc = isc_store_read_rows(s, st, sizeof(**out), cover_from_row, cover_clean,
 	                         "reading what bounds the organisations' holds", &rows, n, err);
 	if (!rc)
@@ -246,21 +246,21 @@ int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
                                  int64_t budget_micros, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s, "UPDATE projects SET budget_micros = ? WHERE id = ?", &st, err);
 	if (rc)
 		return rc;
 	if (has_budget)
-		sqlite3_bind_int64(st, 1, budget_micros);
+		isc_db_bind_int64(st, 1, budget_micros);
 	else
-		sqlite3_bind_null(st, 1);
-	sqlite3_bind_text(st, 2, project_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return isc_store_sqlite_err(s, rc, "setting a budget", err);
-	if (sqlite3_changes(isc_store_db(s)) != 1)
+		isc_db_bind_null(st, 1);
+	isc_db_bind_text(st, 2, project_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	if (rc != ISC_DB_DONE)
+		return isc_store_db_err(s, rc, "setting a budget", err);
+	if (isc_db_changes(isc_store_db(s)) != 1)
 		return isc_err_set(err, ISC_ENOTFOUND, "no project with id '%s'", project_id);
 	return 0;
 }
@@ -277,13 +277,13 @@ void isc_spend_rows_free(struct isc_spend_row *rows, size_t n)
 	isc_store_rows_free(rows, n, sizeof(*rows), spend_clean);
 }
 
-static int spend_from_row(sqlite3_stmt *st, void *rec)
+static int spend_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_spend_row *r = rec;
 	int oom = 0;
 	r->key = isc_store_col_text(st, 0, &oom);
 	r->id = isc_store_col_text(st, 1, &oom);
-	r->amount_micros = sqlite3_column_int64(st, 2);
+	r->amount_micros = isc_db_column_int64(st, 2);
 	/* Every key expression is COALESCEd to text: NULL here means the copy failed. */
 	return oom || !r->key ? ISC_ENOMEM : 0;
 }
@@ -299,37 +299,44 @@ int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
 	    {"COALESCE(l.shape_id, '')", "NULL"},
 	    {"strftime('%Y-%m-%d', l.period_start_ms / 1000, 'unixepoch')", "NULL"},
 	};
-	sqlite3_stmt *st;
+	/* The day's key in PostgreSQL's words (SQLite's strftime has no PostgreSQL twin). */
+	static const char *const day_pg =
+	    "to_char(to_timestamp(l.period_start_ms / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')";
+	struct isc_db_stmt *st;
 	void *rows;
+	const char *key;
 	char *sql;
 	int rc;
 
 	if ((unsigned)q->by >= sizeof(group) / sizeof(group[0]))
 		return isc_err_set(err, ISC_EINVALID, "unknown spend grouping");
-	sql = sqlite3_mprintf("SELECT %s AS k, %s AS i, SUM(l.amount_micros) FROM ledger l "
-	                      "JOIN orgs o ON o.id = l.org_id "
-	                      "LEFT JOIN projects p ON p.id = l.project_id "
-	                      "LEFT JOIN experiments e ON e.id = l.experiment_id "
-	                      "WHERE l.kind = 'charge' "
-	                      "AND (?1 IS NULL OR o.name = ?1) "
-	                      "AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
-	                      "AND (?3 IS NULL OR l.period_start_ms >= ?3) "
-	                      "AND (?4 IS NULL OR l.period_start_ms <= ?4) "
-	                      "AND (?5 IS NULL OR l.billing = ?5) "
-	                      "GROUP BY k, i ORDER BY k, i",
-	                      group[q->by][0], group[q->by][1]);
-	if (!sql)
+	key = group[q->by][0];
+	if (q->by == ISC_SPEND_BY_DAY && isc_db_kind(isc_store_db(s)) == ISC_DB_POSTGRES)
+		key = day_pg;
+	if (asprintf(&sql,
+	             "SELECT %s AS k, %s AS i, SUM(l.amount_micros) FROM ledger l "
+	             "JOIN orgs o ON o.id = l.org_id "
+	             "LEFT JOIN projects p ON p.id = l.project_id "
+	             "LEFT JOIN experiments e ON e.id = l.experiment_id "
+	             "WHERE l.kind = 'charge' "
+	             "AND (?1 IS NULL OR o.name = ?1) "
+	             "AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
+	             "AND (?3 IS NULL OR l.period_start_ms >= ?3) "
+	             "AND (?4 IS NULL OR l.period_start_ms <= ?4) "
+	             "AND (?5 IS NULL OR l.billing = ?5) "
+	             "GROUP BY k, i ORDER BY k, i",
+	             key, group[q->by][1]) < 0)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	rc = isc_store_prepare(s, sql, &st, err);
-	sqlite3_free(sql);
+	free(sql);
 	if (rc)
 		return rc;
 	bind_text_or_null(st, 1, q->org_name);
 	bind_text_or_null(st, 2, q->project);
 	if (q->has_from)
-		sqlite3_bind_int64(st, 3, q->from_ms);
+		isc_db_bind_int64(st, 3, q->from_ms);
 	if (q->has_to)
-		sqlite3_bind_int64(st, 4, q->to_ms);
+		isc_db_bind_int64(st, 4, q->to_ms);
 	bind_text_or_null(st, 5, q->billing);
 	rc = isc_store_read_rows(s, st, sizeof(**out), spend_from_row, spend_clean, "reading spend",
 	                         &rows, n, err);

@@ -65,29 +65,29 @@ int isc_store_pool_add(struct isc_store *s, const char *host, int port, const ch
 		return rc;
 	if (!unreachable)
 		unreachable = "";
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	rc = isc_store_prepare(s,
-	                       "INSERT INTO pool_nodes (host, port, user, gpus, state, reason, "
-	                       "added_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+	                       "INSERT INTO pool_nodes (host, port, \"user\", gpus, state, reason, "
+	                       "added_ms) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
 	                       &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, port);
-	sqlite3_bind_text(st, 3, user, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 4, gpus);
-	sqlite3_bind_text(st, 5, unreachable[0] ? "unreachable" : "up", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, unreachable, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 7, isc_store_now_ms());
-	int step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step == SQLITE_CONSTRAINT)
+	isc_db_bind_text(st, 1, host, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, port);
+	isc_db_bind_text(st, 3, user, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 4, gpus);
+	isc_db_bind_text(st, 5, unreachable[0] ? "unreachable" : "up", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 6, unreachable, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 7, isc_store_now_ms());
+	int step = isc_db_step(st);
+	if (step == ISC_DB_ROW && id_out)
+		*id_out = isc_db_column_int64(st, 0);
+	isc_db_finalize(st);
+	if (step == ISC_DB_CONSTRAINT)
 		return isc_err_set(err, ISC_ECONFLICT, "node %s:%d is already in the pool", host,
 		                   port);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "adding a pool node", err);
-	if (id_out)
-		*id_out = sqlite3_last_insert_rowid(isc_store_db(s));
+	if (step != ISC_DB_ROW)
+		return isc_store_db_err(s, step, "adding a pool node", err);
 	return 0;
 }
 
@@ -110,27 +110,27 @@ void isc_pool_nodes_free(struct isc_pool_node *nodes, size_t n)
 	isc_store_rows_free(nodes, n, sizeof(*nodes), pool_node_clean);
 }
 
-static int pool_node_from_row(sqlite3_stmt *st, void *rec)
+static int pool_node_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_pool_node *out = rec;
 	int oom = 0;
-	out->id = sqlite3_column_int64(st, 0);
+	out->id = isc_db_column_int64(st, 0);
 	out->host = isc_store_col_text(st, 1, &oom);
-	out->port = sqlite3_column_int(st, 2);
+	out->port = isc_db_column_int(st, 2);
 	out->user = isc_store_col_text(st, 3, &oom);
-	out->gpus = sqlite3_column_int(st, 4);
+	out->gpus = isc_db_column_int(st, 4);
 	out->state = isc_store_col_text(st, 5, &oom);
-	out->added_ms = sqlite3_column_int64(st, 6);
+	out->added_ms = isc_db_column_int64(st, 6);
 	out->reason = isc_store_col_text(st, 7, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
-#define POOL_COLS "id, host, port, user, gpus, state, added_ms, reason"
+#define POOL_COLS "id, host, port, \"user\", gpus, state, added_ms, reason"
 
 int isc_store_pool_list(struct isc_store *s, struct isc_pool_node **out, size_t *n,
                         struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *v;
 	int rc = isc_store_prepare(s, "SELECT " POOL_COLS " FROM pool_nodes ORDER BY id", &st, err);
 	if (rc)
@@ -187,19 +187,19 @@ int isc_store_pool_find(struct isc_store *s, const char *what, struct isc_pool_n
 static int exec_on_id(struct isc_store *s, const char *sql, const char *text, int64_t id,
                       const char *what, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, sql, &st, err);
 	if (rc)
 		return rc;
 	int k = 1;
 	if (text)
-		sqlite3_bind_text(st, k++, text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, k, id);
-	int step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, what, err);
-	if (sqlite3_changes(isc_store_db(s)) == 0)
+		isc_db_bind_text(st, k++, text, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, k, id);
+	int step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, what, err);
+	if (isc_db_changes(isc_store_db(s)) == 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "node %lld is not in the pool",
 		                   (long long)id);
 	return 0;
@@ -220,7 +220,7 @@ int isc_store_pool_set_state(struct isc_store *s, int64_t id, const char *state,
 int isc_store_pool_mark(struct isc_store *s, int64_t id, const char *from, const char *to,
                         const char *reason, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc;
 
 	if (!state_ok(from) || !state_ok(to))
@@ -229,15 +229,15 @@ int isc_store_pool_mark(struct isc_store *s, int64_t id, const char *from, const
 	    s, "UPDATE pool_nodes SET state = ?, reason = ? WHERE id = ? AND state = ?", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, to, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, reason ? reason : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, id);
-	sqlite3_bind_text(st, 4, from, -1, SQLITE_STATIC);
-	int step = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (step != SQLITE_DONE)
-		return isc_store_sqlite_err(s, step, "marking a pool node", err);
-	if (sqlite3_changes(isc_store_db(s)) == 0) {
+	isc_db_bind_text(st, 1, to, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, reason ? reason : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, id);
+	isc_db_bind_text(st, 4, from, -1, ISC_DB_STATIC);
+	int step = isc_db_step(st);
+	isc_db_finalize(st);
+	if (step != ISC_DB_DONE)
+		return isc_store_db_err(s, step, "marking a pool node", err);
+	if (isc_db_changes(isc_store_db(s)) == 0) {
 		struct isc_pool_node nd;
 		char key[24];
 		snprintf(key, sizeof(key), "%lld", (long long)id);
@@ -259,14 +259,14 @@ int isc_store_pool_mark(struct isc_store *s, int64_t id, const char *from, const
 static int node_holder(struct isc_store *s, int64_t id, char *holder, size_t cap,
                        struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT experiment_id, run_nodes FROM queue_state WHERE run_nodes != ''", &st, err);
 	holder[0] = '\0';
 	if (rc)
 		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW && !holder[0]) {
-		const char *nodes = (const char *)sqlite3_column_text(st, 1);
+	while ((rc = isc_db_step(st)) == ISC_DB_ROW && !holder[0]) {
+		const char *nodes = (const char *)isc_db_column_text(st, 1);
 		for (const char *p = nodes; p && *p;) {
 			char *end;
 			long long n = strtoll(p, &end, 10);
@@ -274,16 +274,16 @@ static int node_holder(struct isc_store *s, int64_t id, char *holder, size_t cap
 				break;
 			if (n == id) {
 				snprintf(holder, cap, "%s",
-				         (const char *)sqlite3_column_text(st, 0));
+				         (const char *)isc_db_column_text(st, 0));
 				break;
 			}
 			p = *end == ',' ? end + 1 : end;
 		}
 	}
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 	         ? 0
-	         : isc_store_sqlite_err(s, rc, "reading the queue state", err);
-	sqlite3_finalize(st);
+	         : isc_store_db_err(s, rc, "reading the queue state", err);
+	isc_db_finalize(st);
 	return rc;
 }
 

@@ -8,7 +8,7 @@
 
 int isc_store_queue_put(struct isc_store *s, const struct isc_queue_row *r, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
 	    "INSERT OR REPLACE INTO queue_state (experiment_id, position, next_start_ms, "
@@ -16,22 +16,22 @@ int isc_store_queue_put(struct isc_store *s, const struct isc_queue_row *r, stru
 	    &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, r->experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, r->position);
-	sqlite3_bind_int64(st, 3, r->next_start_ms);
-	sqlite3_bind_text(st, 4, r->run_nodes ? r->run_nodes : "", -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 5, r->cycles_done);
-	sqlite3_bind_int64(st, 6, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "recording the queue state", err);
-	sqlite3_finalize(st);
+	isc_db_bind_text(st, 1, r->experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, r->position);
+	isc_db_bind_int64(st, 3, r->next_start_ms);
+	isc_db_bind_text(st, 4, r->run_nodes ? r->run_nodes : "", -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 5, r->cycles_done);
+	isc_db_bind_int64(st, 6, isc_store_now_ms());
+	rc = isc_db_step(st);
+	rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "recording the queue state", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_queue_get(struct isc_store *s, const char *experiment_id, struct isc_queue_row *out,
                         struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(s,
 	                                  "SELECT position, next_start_ms, run_nodes, cycles_done, "
 	                                  "updated_ms FROM queue_state WHERE experiment_id = ?",
@@ -39,23 +39,23 @@ int isc_store_queue_get(struct isc_store *s, const char *experiment_id, struct i
 	memset(out, 0, sizeof(*out));
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
 		out->experiment_id = strdup(experiment_id);
-		out->position = sqlite3_column_int(st, 0);
-		out->next_start_ms = sqlite3_column_int64(st, 1);
-		out->run_nodes = strdup((const char *)sqlite3_column_text(st, 2));
-		out->cycles_done = sqlite3_column_int(st, 3);
-		out->updated_ms = sqlite3_column_int64(st, 4);
+		out->position = isc_db_column_int(st, 0);
+		out->next_start_ms = isc_db_column_int64(st, 1);
+		out->run_nodes = strdup((const char *)isc_db_column_text(st, 2));
+		out->cycles_done = isc_db_column_int(st, 3);
+		out->updated_ms = isc_db_column_int64(st, 4);
 		rc = out->experiment_id && out->run_nodes
 		         ? 0
 		         : isc_err_set(err, ISC_ENOMEM, "out of memory");
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == ISC_DB_DONE) {
 		rc = isc_err_set(err, ISC_ENOTFOUND, "experiment %s was never queued on-prem",
 		                 experiment_id);
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "reading the queue state", err);
+		rc = isc_store_db_err(s, rc, "reading the queue state", err);
 	}
 	isc_store_finalize(s, st);
 	if (rc)
@@ -77,26 +77,26 @@ static int exec3(struct isc_store *s, const char *sql, const char *a, const char
                  const char *what, struct isc_err *err)
 {
 	const char *v[3] = {a, b, c};
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s, sql, &st, err);
 	if (rc)
 		return rc;
-	for (int i = 0; i < 3 && i < sqlite3_bind_parameter_count(st); i++) {
+	for (int i = 0; i < 3 && i < isc_db_bind_parameter_count(st); i++) {
 		if (v[i])
-			sqlite3_bind_text(st, i + 1, v[i], -1, SQLITE_STATIC);
+			isc_db_bind_text(st, i + 1, v[i], -1, ISC_DB_STATIC);
 		else
-			sqlite3_bind_null(st, i + 1);
+			isc_db_bind_null(st, i + 1);
 	}
-	rc = sqlite3_step(st);
-	rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, what, err);
-	sqlite3_finalize(st);
+	rc = isc_db_step(st);
+	rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, what, err);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_burst_wait_put(struct isc_store *s, const char *experiment_id, int why,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "INSERT INTO burst_waits (experiment_id, why, at_ms) VALUES "
 	                           "(?1, ?2, ?3) ON CONFLICT (experiment_id) DO UPDATE SET why = "
@@ -104,31 +104,31 @@ int isc_store_burst_wait_put(struct isc_store *s, const char *experiment_id, int
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, why);
-	sqlite3_bind_int64(st, 3, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "noting why a burst waits", err);
-	sqlite3_finalize(st);
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, why);
+	isc_db_bind_int64(st, 3, isc_store_now_ms());
+	rc = isc_db_step(st);
+	rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "noting why a burst waits", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_burst_wait_get(struct isc_store *s, const char *experiment_id, int *why,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(s, "SELECT why FROM burst_waits WHERE experiment_id = ?",
 	                                  &st, err);
 	*why = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*why = sqlite3_column_int(st, 0);
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW)
+		*why = isc_db_column_int(st, 0);
+	rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 	         ? 0
-	         : isc_store_sqlite_err(s, rc, "reading why a burst waits", err);
+	         : isc_store_db_err(s, rc, "reading why a burst waits", err);
 	isc_store_finalize(s, st);
 	return rc;
 }
@@ -138,7 +138,7 @@ static void id_clean(void *rec)
 	free(*(char **)rec);
 }
 
-static int id_from_row(sqlite3_stmt *st, void *rec)
+static int id_from_row(struct isc_db_stmt *st, void *rec)
 {
 	int oom = 0;
 	*(char **)rec = isc_store_col_text(st, 0, &oom);
@@ -147,7 +147,7 @@ static int id_from_row(sqlite3_stmt *st, void *rec)
 
 int isc_store_burst_noted(struct isc_store *s, char ***ids, size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *rows = NULL;
 	int rc = isc_store_prepare(s,
 	                           "SELECT experiment_id FROM burst_waits UNION SELECT "
@@ -183,7 +183,7 @@ int isc_store_burst_forget(struct isc_store *s, const char *experiment_id, struc
 int isc_store_shape_exclude(struct isc_store *s, const char *experiment_id, const char *shape_id,
                             struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s,
 	                      "INSERT OR IGNORE INTO shape_exclusions (experiment_id, shape_id, "
@@ -191,31 +191,31 @@ int isc_store_shape_exclude(struct isc_store *s, const char *experiment_id, cons
 	                      &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, shape_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "excluding a shape", err);
-	sqlite3_finalize(st);
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, shape_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, isc_store_now_ms());
+	rc = isc_db_step(st);
+	rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "excluding a shape", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_shape_excluded(struct isc_store *s, const char *experiment_id, const char *shape_id,
                              int *excluded, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(
 	    s, "SELECT 1 FROM shape_exclusions WHERE experiment_id = ? AND shape_id = ?", &st, err);
 	*excluded = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, shape_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	*excluded = rc == SQLITE_ROW;
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, shape_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	*excluded = rc == ISC_DB_ROW;
+	rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 	         ? 0
-	         : isc_store_sqlite_err(s, rc, "reading a shape exclusion", err);
+	         : isc_store_db_err(s, rc, "reading a shape exclusion", err);
 	isc_store_finalize(s, st);
 	return rc;
 }
@@ -231,7 +231,7 @@ int isc_store_sync_clock_get(struct isc_store *s, const char *cluster_id,
                              int64_t *checkpoints_at_ms, int64_t *lossy_at_ms, int *found,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare_cached(
 	    s, "SELECT checkpoints_at_ms, lossy_at_ms FROM sync_clocks WHERE cluster_id = ?", &st,
 	    err);
@@ -239,16 +239,16 @@ int isc_store_sync_clock_get(struct isc_store *s, const char *cluster_id,
 	*checkpoints_at_ms = *lossy_at_ms = 0;
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
 		*found = 1;
-		*checkpoints_at_ms = sqlite3_column_int64(st, 0);
-		*lossy_at_ms = sqlite3_column_int64(st, 1);
+		*checkpoints_at_ms = isc_db_column_int64(st, 0);
+		*lossy_at_ms = isc_db_column_int64(st, 1);
 	}
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 	         ? 0
-	         : isc_store_sqlite_err(s, rc, "reading a sync clock", err);
+	         : isc_store_db_err(s, rc, "reading a sync clock", err);
 	isc_store_finalize(s, st);
 	return rc;
 }
@@ -256,25 +256,25 @@ int isc_store_sync_clock_get(struct isc_store *s, const char *cluster_id,
 int isc_store_sync_clock_put(struct isc_store *s, const char *cluster_id, int64_t checkpoints_at_ms,
                              int64_t lossy_at_ms, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
 	                           "INSERT OR REPLACE INTO sync_clocks (cluster_id, "
 	                           "checkpoints_at_ms, lossy_at_ms) VALUES (?, ?, ?)",
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, checkpoints_at_ms);
-	sqlite3_bind_int64(st, 3, lossy_at_ms);
-	rc = sqlite3_step(st);
-	rc = rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "recording a sync clock", err);
-	sqlite3_finalize(st);
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, checkpoints_at_ms);
+	isc_db_bind_int64(st, 3, lossy_at_ms);
+	rc = isc_db_step(st);
+	rc = rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "recording a sync clock", err);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_sync_clock_forget(struct isc_store *s, const char *cluster_id, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc, stale;
 
 	if (cluster_id)
@@ -288,11 +288,11 @@ int isc_store_sync_clock_forget(struct isc_store *s, const char *cluster_id, str
 	    &st, err);
 	if (rc)
 		return rc;
-	rc = sqlite3_step(st);
-	stale = rc == SQLITE_ROW;
-	rc = rc == SQLITE_ROW || rc == SQLITE_DONE
+	rc = isc_db_step(st);
+	stale = rc == ISC_DB_ROW;
+	rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 	         ? 0
-	         : isc_store_sqlite_err(s, rc, "reading the sync clocks", err);
+	         : isc_store_db_err(s, rc, "reading the sync clocks", err);
 	isc_store_finalize(s, st);
 	if (rc || !stale)
 		return rc;

@@ -8,7 +8,7 @@
 int isc_store_rank_exit_record(struct isc_store *s, const char *cluster_id, int rank, int code,
                                int *inserted, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc =
 	    isc_store_prepare(s,
 	                      "INSERT OR IGNORE INTO rank_exits (cluster_id, rank, code, at_ms) "
@@ -16,15 +16,15 @@ int isc_store_rank_exit_record(struct isc_store *s, const char *cluster_id, int 
 	                      &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, cluster_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, rank);
-	sqlite3_bind_int(st, 3, code);
-	sqlite3_bind_int64(st, 4, isc_store_now_ms());
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE && inserted)
-		*inserted = sqlite3_changes(sqlite3_db_handle(st)) > 0;
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? 0 : isc_store_sqlite_err(s, rc, "recording a rank's exit", err);
+	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 2, rank);
+	isc_db_bind_int(st, 3, code);
+	isc_db_bind_int64(st, 4, isc_store_now_ms());
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_DONE && inserted)
+		*inserted = isc_db_changes(isc_db_handle(st)) > 0;
+	isc_db_finalize(st);
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "recording a rank's exit", err);
 }
 
 int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
@@ -32,7 +32,7 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 {
 	struct isc_rank_outcome *list = NULL;
 	size_t count = 0;
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc, oom = 0;
 
 	*out = NULL;
@@ -44,8 +44,8 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 	                              &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, experiment_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	while ((rc = isc_db_step(st)) == ISC_DB_ROW) {
 		struct isc_rank_outcome *grown = realloc(list, (count + 1) * sizeof(*list)), *o;
 		if (!grown) {
 			oom = 1;
@@ -54,18 +54,18 @@ int isc_store_rank_exit_list(struct isc_store *s, const char *experiment_id,
 		list = grown;
 		o = &list[count++];
 		o->cluster_id = isc_store_col_text(st, 0, &oom);
-		o->cycle = sqlite3_column_int(st, 1);
-		o->rank = sqlite3_column_int(st, 2);
-		o->code = sqlite3_column_int(st, 3);
-		o->at_ms = sqlite3_column_int64(st, 4);
+		o->cycle = isc_db_column_int(st, 1);
+		o->rank = isc_db_column_int(st, 2);
+		o->code = isc_db_column_int(st, 3);
+		o->at_ms = isc_db_column_int64(st, 4);
 		if (oom)
 			break;
 	}
 	isc_store_finalize(s, st);
-	if (oom || (rc != SQLITE_DONE && rc != SQLITE_ROW)) {
+	if (oom || (rc != ISC_DB_DONE && rc != ISC_DB_ROW)) {
 		isc_rank_outcome_list_free(list, count);
 		return oom ? isc_err_set(err, ISC_ENOMEM, "out of memory")
-		           : isc_store_sqlite_err(s, rc, "reading rank exits", err);
+		           : isc_store_db_err(s, rc, "reading rank exits", err);
 	}
 	*out = list;
 	*n = count;

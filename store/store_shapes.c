@@ -86,7 +86,7 @@ static char *shape_key(const char *id)
 	return k;
 }
 
-static int shape_from_row(sqlite3_stmt *st, void *rec)
+static int shape_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_shape *sh = rec;
 	int oom = 0;
@@ -95,44 +95,44 @@ static int shape_from_row(sqlite3_stmt *st, void *rec)
 	sh->provider = isc_store_col_text(st, 2, &oom);
 	sh->region = isc_store_col_text(st, 3, &oom);
 	sh->instance_type = isc_store_col_text(st, 4, &oom);
-	sh->spot = sqlite3_column_int(st, 5);
+	sh->spot = isc_db_column_int(st, 5);
 	sh->gpu_type = isc_store_col_text(st, 6, &oom);
-	sh->gpus_per_node = sqlite3_column_int(st, 7);
-	sh->gpu_mem_mib = sqlite3_column_int64(st, 8);
-	sh->vcpus = sqlite3_column_int(st, 9);
-	sh->mem_mib = sqlite3_column_int64(st, 10);
-	sh->price_micros = sqlite3_column_int64(st, 11);
+	sh->gpus_per_node = isc_db_column_int(st, 7);
+	sh->gpu_mem_mib = isc_db_column_int64(st, 8);
+	sh->vcpus = isc_db_column_int(st, 9);
+	sh->mem_mib = isc_db_column_int64(st, 10);
+	sh->price_micros = isc_db_column_int64(st, 11);
 	sh->zones = isc_store_col_text(st, 12, &oom);
 	sh->price_date = isc_store_col_text(st, 13, &oom);
 	sh->price_source = isc_store_col_text(st, 14, &oom);
-	sh->price_checked_ms = sqlite3_column_int64(st, 15);
+	sh->price_checked_ms = isc_db_column_int64(st, 15);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *out,
                           struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s, "SELECT count(*) FROM shapes WHERE ?1 IS NULL OR provider = ?1", &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*out = sqlite3_column_int64(st, 0);
+	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		*out = isc_db_column_int64(st, 0);
 		rc = 0;
 	} else {
-		rc = isc_store_sqlite_err(s, rc, "counting shapes", err);
+		rc = isc_store_db_err(s, rc, "counting shapes", err);
 	}
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
 int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_shape **out,
                          size_t *n, struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(s,
 	                           "SELECT " SHAPE_READ_COLS
@@ -141,7 +141,7 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 	                           &st, err);
 	if (rc)
 		return rc;
-	sqlite3_bind_text(st, 1, provider, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
 	rc = isc_store_read_rows(s, st, sizeof(**out), shape_from_row, shape_clean,
 	                         "listing shapes", &list, n, err);
 	if (!rc)
@@ -152,7 +152,7 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *out,
                         struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	char *key = shape_key(id);
 	int rc;
 
@@ -164,7 +164,7 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 		free(key);
 		return rc;
 	}
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	isc_db_bind_text(st, 1, key, -1, ISC_DB_STATIC);
 	rc = isc_store_read_one(s, st, shape_from_row, shape_clean, out, sizeof(*out),
 	                        "reading a shape", err);
 	free(key);
@@ -172,22 +172,22 @@ int isc_store_shape_get(struct isc_store *s, const char *id, struct isc_shape *o
 }
 
 /* 1 when the stored row equals sh in every column an import sets. */
-static int row_equals(sqlite3_stmt *st, const struct isc_shape *sh)
+static int row_equals(struct isc_db_stmt *st, const struct isc_shape *sh)
 {
 	const char *t[] = {sh->display_id, sh->provider, sh->region,    sh->instance_type,
 	                   sh->gpu_type,   sh->zones,    sh->price_date};
 	const int tc[] = {1, 2, 3, 4, 6, 12, 13};
 	for (size_t i = 0; i < sizeof(tc) / sizeof(tc[0]); i++) {
-		const unsigned char *v = sqlite3_column_text(st, tc[i]);
+		const unsigned char *v = isc_db_column_text(st, tc[i]);
 		if (!v || strcmp((const char *)v, t[i]))
 			return 0;
 	}
-	return sqlite3_column_int(st, 5) == sh->spot &&
-	       sqlite3_column_int(st, 7) == sh->gpus_per_node &&
-	       sqlite3_column_int64(st, 8) == sh->gpu_mem_mib &&
-	       sqlite3_column_int(st, 9) == sh->vcpus &&
-	       sqlite3_column_int64(st, 10) == sh->mem_mib &&
-	       sqlite3_column_int64(st, 11) == sh->price_micros;
+	return isc_db_column_int(st, 5) == sh->spot &&
+	       isc_db_column_int(st, 7) == sh->gpus_per_node &&
+	       isc_db_column_int64(st, 8) == sh->gpu_mem_mib &&
+	       isc_db_column_int(st, 9) == sh->vcpus &&
+	       isc_db_column_int64(st, 10) == sh->mem_mib &&
+	       isc_db_column_int64(st, 11) == sh->price_micros;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -199,7 +199,7 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
                            const struct isc_shape *shapes, size_t n, int replace,
                            struct isc_shapes_apply_result *res, struct isc_err *err)
 {
-	sqlite3_stmt *get = NULL, *ins = NULL, *upd = NULL, *ids = NULL, *del = NULL;
+	struct isc_db_stmt *get = NULL, *ins = NULL, *upd = NULL, *ids = NULL, *del = NULL;
 	char **seen = NULL;
 	int64_t now = isc_store_now_ms();
 	int rc;
@@ -231,41 +231,41 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
 		const struct isc_shape *sh = &shapes[i];
-		sqlite3_stmt *w;
-		sqlite3_reset(get);
-		sqlite3_bind_text(get, 1, sh->id, -1, SQLITE_STATIC);
-		rc = sqlite3_step(get);
-		if (rc == SQLITE_ROW && row_equals(get, sh)) {
+		struct isc_db_stmt *w;
+		isc_db_reset(get);
+		isc_db_bind_text(get, 1, sh->id, -1, ISC_DB_STATIC);
+		rc = isc_db_step(get);
+		if (rc == ISC_DB_ROW && row_equals(get, sh)) {
 			res->unchanged++;
 			continue;
 		}
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, rc, "reading a shape", err);
+		if (rc != ISC_DB_ROW && rc != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "reading a shape", err);
 			goto fail;
 		}
-		w = rc == SQLITE_ROW ? upd : ins;
-		if (rc == SQLITE_ROW)
+		w = rc == ISC_DB_ROW ? upd : ins;
+		if (rc == ISC_DB_ROW)
 			res->updated++;
 		else
 			res->added++;
-		sqlite3_reset(w);
-		sqlite3_bind_text(w, 1, sh->id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(w, 2, sh->display_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(w, 3, sh->provider, -1, SQLITE_STATIC);
-		sqlite3_bind_text(w, 4, sh->region, -1, SQLITE_STATIC);
-		sqlite3_bind_text(w, 5, sh->instance_type, -1, SQLITE_STATIC);
-		sqlite3_bind_int(w, 6, sh->spot);
-		sqlite3_bind_text(w, 7, sh->gpu_type, -1, SQLITE_STATIC);
-		sqlite3_bind_int(w, 8, sh->gpus_per_node);
-		sqlite3_bind_int64(w, 9, sh->gpu_mem_mib);
-		sqlite3_bind_int(w, 10, sh->vcpus);
-		sqlite3_bind_int64(w, 11, sh->mem_mib);
-		sqlite3_bind_int64(w, 12, sh->price_micros);
-		sqlite3_bind_text(w, 13, sh->zones, -1, SQLITE_STATIC);
-		sqlite3_bind_text(w, 14, sh->price_date, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(w, 15, now);
-		if ((rc = sqlite3_step(w)) != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, rc, "writing a shape", err);
+		isc_db_reset(w);
+		isc_db_bind_text(w, 1, sh->id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(w, 2, sh->display_id, -1, ISC_DB_STATIC);
+		isc_db_bind_text(w, 3, sh->provider, -1, ISC_DB_STATIC);
+		isc_db_bind_text(w, 4, sh->region, -1, ISC_DB_STATIC);
+		isc_db_bind_text(w, 5, sh->instance_type, -1, ISC_DB_STATIC);
+		isc_db_bind_int(w, 6, sh->spot);
+		isc_db_bind_text(w, 7, sh->gpu_type, -1, ISC_DB_STATIC);
+		isc_db_bind_int(w, 8, sh->gpus_per_node);
+		isc_db_bind_int64(w, 9, sh->gpu_mem_mib);
+		isc_db_bind_int(w, 10, sh->vcpus);
+		isc_db_bind_int64(w, 11, sh->mem_mib);
+		isc_db_bind_int64(w, 12, sh->price_micros);
+		isc_db_bind_text(w, 13, sh->zones, -1, ISC_DB_STATIC);
+		isc_db_bind_text(w, 14, sh->price_date, -1, ISC_DB_STATIC);
+		isc_db_bind_int64(w, 15, now);
+		if ((rc = isc_db_step(w)) != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "writing a shape", err);
 			goto fail;
 		}
 	}
@@ -282,29 +282,29 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 		                            err)) ||
 		    (rc = isc_store_prepare(s, "DELETE FROM shapes WHERE id = ?", &del, err)))
 			goto fail;
-		sqlite3_bind_text(ids, 1, provider, -1, SQLITE_STATIC);
-		while ((rc = sqlite3_step(ids)) == SQLITE_ROW) {
-			const char *id = (const char *)sqlite3_column_text(ids, 0);
+		isc_db_bind_text(ids, 1, provider, -1, ISC_DB_STATIC);
+		while ((rc = isc_db_step(ids)) == ISC_DB_ROW) {
+			const char *id = (const char *)isc_db_column_text(ids, 0);
 			if (id && n && bsearch(&id, seen, n, sizeof(*seen), cmp_str))
 				continue;
-			sqlite3_reset(del);
-			sqlite3_bind_text(del, 1, id, -1, SQLITE_TRANSIENT);
-			if ((rc = sqlite3_step(del)) != SQLITE_DONE) {
-				rc = isc_store_sqlite_err(s, rc, "removing a shape", err);
+			isc_db_reset(del);
+			isc_db_bind_text(del, 1, id, -1, ISC_DB_TRANSIENT);
+			if ((rc = isc_db_step(del)) != ISC_DB_DONE) {
+				rc = isc_store_db_err(s, rc, "removing a shape", err);
 				goto fail;
 			}
 			res->removed++;
 		}
-		if (rc != SQLITE_DONE) {
-			rc = isc_store_sqlite_err(s, rc, "listing shapes", err);
+		if (rc != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "listing shapes", err);
 			goto fail;
 		}
 	}
-	sqlite3_finalize(get);
-	sqlite3_finalize(ins);
-	sqlite3_finalize(upd);
-	sqlite3_finalize(ids);
-	sqlite3_finalize(del);
+	isc_db_finalize(get);
+	isc_db_finalize(ins);
+	isc_db_finalize(upd);
+	isc_db_finalize(ids);
+	isc_db_finalize(del);
 	free(seen);
 	if ((rc = isc_store_commit(s, err))) {
 		isc_store_rollback(s);
@@ -312,11 +312,11 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
 	}
 	return rc;
 fail:
-	sqlite3_finalize(get);
-	sqlite3_finalize(ins);
-	sqlite3_finalize(upd);
-	sqlite3_finalize(ids);
-	sqlite3_finalize(del);
+	isc_db_finalize(get);
+	isc_db_finalize(ins);
+	isc_db_finalize(upd);
+	isc_db_finalize(ids);
+	isc_db_finalize(del);
 	free(seen);
 	isc_store_rollback(s);
 	memset(res, 0, sizeof(*res));
@@ -346,7 +346,7 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
                               struct isc_err *err)
 {
 	struct isc_shape cur;
-	sqlite3_stmt *st = NULL;
+	struct isc_db_stmt *st = NULL;
 	char today[16], *zones = NULL;
 	int rc;
 
@@ -375,18 +375,18 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
 	         "updated_at_ms = ?5, price_source = 'live', price_checked_ms = ?6 WHERE id = ?1",
 	         &st, err)))
 		goto out;
-	sqlite3_bind_text(st, 1, cur.id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, price_micros);
-	sqlite3_bind_text(st, 3, zones ? zones : cur.zones, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, price_date, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, isc_store_now_ms());
-	sqlite3_bind_int64(st, 6, checked_ms > 0 ? checked_ms : isc_store_now_ms());
-	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
-		rc = isc_store_sqlite_err(s, rc, "updating a shape price", err);
+	isc_db_bind_text(st, 1, cur.id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, price_micros);
+	isc_db_bind_text(st, 3, zones ? zones : cur.zones, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, price_date, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 5, isc_store_now_ms());
+	isc_db_bind_int64(st, 6, checked_ms > 0 ? checked_ms : isc_store_now_ms());
+	if ((rc = isc_db_step(st)) != ISC_DB_DONE)
+		rc = isc_store_db_err(s, rc, "updating a shape price", err);
 	else
 		rc = isc_store_commit(s, err);
 out:
-	sqlite3_finalize(st);
+	isc_db_finalize(st);
 	if (rc)
 		isc_store_rollback(s);
 	isc_shape_cleanup(&cur);
@@ -402,13 +402,13 @@ static void summary_clean(void *rec)
 	free(e->price_date_max);
 }
 
-static int summary_from_row(sqlite3_stmt *st, void *rec)
+static int summary_from_row(struct isc_db_stmt *st, void *rec)
 {
 	struct isc_shapes_summary *e = rec;
 	int oom = 0;
 	e->provider = isc_store_col_text(st, 0, &oom);
-	e->shapes = sqlite3_column_int64(st, 1);
-	e->regions = sqlite3_column_int64(st, 2);
+	e->shapes = isc_db_column_int64(st, 1);
+	e->regions = isc_db_column_int64(st, 2);
 	e->price_date_min = isc_store_col_text(st, 3, &oom);
 	e->price_date_max = isc_store_col_text(st, 4, &oom);
 	return oom ? ISC_ENOMEM : 0;
@@ -417,7 +417,7 @@ static int summary_from_row(sqlite3_stmt *st, void *rec)
 int isc_store_shapes_summary(struct isc_store *s, struct isc_shapes_summary **out, size_t *n,
                              struct isc_err *err)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	void *list;
 	int rc =
 	    isc_store_prepare(s,

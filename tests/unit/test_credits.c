@@ -93,14 +93,13 @@ static void add_cluster(struct fixture *f, const char *id, const char *exp, cons
 
 static int64_t ledger_rows(struct fixture *f)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int64_t n;
-	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->tmp.s), "SELECT COUNT(*) FROM ledger",
-	                                    -1, &st, NULL),
-	                 SQLITE_OK);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	assert_int_equal(isc_db_prepare(isc_store_db(f->tmp.s), "SELECT COUNT(*) FROM ledger", 0, &st),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	n = isc_db_column_int64(st, 0);
+	isc_db_finalize(st);
 	return n;
 }
 
@@ -636,21 +635,14 @@ static void test_ledger_immutable(void **state)
 {
 	struct fixture *f = *state;
 	struct isc_err err;
-	char *msg = NULL;
+	struct isc_db *db = isc_store_db(f->tmp.s);
 
 	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", USD(1), NULL, &err), 0);
-	assert_int_not_equal(sqlite3_exec(isc_store_db(f->tmp.s),
-	                                  "UPDATE ledger SET amount_micros = 99000000", NULL, NULL,
-	                                  &msg),
-	                     SQLITE_OK);
-	assert_non_null(msg);
-	assert_non_null(strstr(msg, "immutable"));
-	sqlite3_free(msg);
-	msg = NULL;
-	assert_int_not_equal(
-	    sqlite3_exec(isc_store_db(f->tmp.s), "DELETE FROM ledger", NULL, NULL, &msg),
-	    SQLITE_OK);
-	sqlite3_free(msg);
+	assert_int_equal(isc_db_exec(db, "UPDATE ledger SET amount_micros = 99000000"),
+	                 ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(db), "immutable"));
+	assert_int_equal(isc_db_exec(db, "DELETE FROM ledger"), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(db), "immutable"));
 	assert_int_equal(balance(f).balance_micros, USD(1));
 	assert_int_equal(ledger_rows(f), 1);
 }
@@ -804,13 +796,13 @@ static void test_spend_grouping(void **state)
 /* One full scan of the ledger, the way the totals were computed before migration 8. */
 static int64_t scan(struct fixture *f, const char *sql, const char *key)
 {
-	sqlite3_stmt *st;
+	struct isc_db_stmt *st;
 	int64_t v;
-	assert_int_equal(sqlite3_prepare_v2(isc_store_db(f->tmp.s), sql, -1, &st, NULL), SQLITE_OK);
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-	v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	assert_int_equal(isc_db_prepare(isc_store_db(f->tmp.s), sql, 0, &st), ISC_DB_OK);
+	isc_db_bind_text(st, 1, key, -1, ISC_DB_STATIC);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	v = isc_db_column_int64(st, 0);
+	isc_db_finalize(st);
 	return v;
 }
 

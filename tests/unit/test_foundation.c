@@ -195,14 +195,12 @@ static void test_store_migrates_old_schema_in_place(void **state)
 	assert_int_equal(isc_store_schema_version(s, &version, &err), 0);
 	assert_int_equal(version, 1);
 	assert_int_equal(
-	    sqlite3_exec(
-	        isc_store_db(s),
+	    isc_db_exec(isc_store_db(s),
 	        "INSERT INTO orgs VALUES (1, 'acme', 1);"
 	        "INSERT INTO projects VALUES ('prj_1', 1, 'vision', 2);"
 	        "INSERT INTO experiments VALUES ('exp_1', 'prj_1', 1, 'resnet', 'cycle', 8,"
-	        " '{}', 'enqueued', 3, 3);",
-	        NULL, NULL, NULL),
-	    SQLITE_OK);
+	        " '{}', 'enqueued', 3, 3);"),
+	    ISC_DB_OK);
 	isc_store_free(s);
 
 	/* The current program migrates it and keeps the rows. */
@@ -230,9 +228,8 @@ static void test_store_refuses_newer_schema(void **state)
 	struct isc_err err;
 	(void)state;
 	assert_int_equal(isc_store_open(home, 1, &s, &err), 0);
-	assert_int_equal(sqlite3_exec(isc_store_db(s), "UPDATE schema_version SET version = 999",
-	                              NULL, NULL, NULL),
-	                 SQLITE_OK);
+	assert_int_equal(isc_db_exec(isc_store_db(s), "UPDATE schema_version SET version = 999"),
+	                 ISC_DB_OK);
 	isc_store_free(s);
 	assert_int_equal(isc_store_open(home, 0, &s, &err), ISC_EINVALID);
 	assert_non_null(strstr(err.msg, "newer"));
