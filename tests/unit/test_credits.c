@@ -95,8 +95,9 @@ static int64_t ledger_rows(struct fixture *f)
 {
 	struct isc_db_stmt *st;
 	int64_t n;
-	assert_int_equal(isc_db_prepare(isc_store_db(f->tmp.s), "SELECT COUNT(*) FROM ledger", 0, &st),
-	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_prepare(isc_store_db(f->tmp.s), "SELECT COUNT(*) FROM ledger", 0, &st),
+	    ISC_DB_OK);
 	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
 	n = isc_db_column_int64(st, 0);
 	isc_db_finalize(st);

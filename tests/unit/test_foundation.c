@@ -196,10 +196,10 @@ static void test_store_migrates_old_schema_in_place(void **state)
 	assert_int_equal(version, 1);
 	assert_int_equal(
 	    isc_db_exec(isc_store_db(s),
-	        "INSERT INTO orgs VALUES (1, 'acme', 1);"
-	        "INSERT INTO projects VALUES ('prj_1', 1, 'vision', 2);"
-	        "INSERT INTO experiments VALUES ('exp_1', 'prj_1', 1, 'resnet', 'cycle', 8,"
-	        " '{}', 'enqueued', 3, 3);"),
+	                "INSERT INTO orgs VALUES (1, 'acme', 1);"
+	                "INSERT INTO projects VALUES ('prj_1', 1, 'vision', 2);"
+	                "INSERT INTO experiments VALUES ('exp_1', 'prj_1', 1, 'resnet', 'cycle', 8,"
+	                " '{}', 'enqueued', 3, 3);"),
 	    ISC_DB_OK);
 	isc_store_free(s);
 

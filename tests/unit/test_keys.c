@@ -226,9 +226,9 @@ static void test_record_moved_to_other_org(void **state)
 	assert_null(secret.buf);
 	isc_cloud_key_cleanup(&k);
 	/* Or renames it (the key id is bound too). */
-	assert_int_equal(isc_db_exec(isc_store_db(f->tmp.s),
-	                              "UPDATE cloud_keys SET id = 'key_z', org_id = 1"),
-	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_exec(isc_store_db(f->tmp.s), "UPDATE cloud_keys SET id = 'key_z', org_id = 1"),
+	    ISC_DB_OK);
 	assert_int_equal(isc_store_key_get(f->tmp.s, "key_z", &k, &err), 0);
 	assert_int_equal(isc_keys_unseal(v, &k, &secret, &err), ISC_EAUTH);
 	isc_cloud_key_cleanup(&k);
