@@ -1,0 +1,817 @@
+/*
+ * store/db.h over PostgreSQL with libpq (see db_pg.h for how db.c dispatches
+ * here).
+ *
+ * A statement runs when it is first stepped after prepare or reset: one
+ * PQexecParams (or, for ISC_DB_PREPARE_PERSISTENT, a server-side prepared
+ * statement made once with PQprepare and run with PQexecPrepared, which saves
+ * the server's parse and plan on hot paths). Its whole result comes back at
+ * once, in text format, and each step hands out the next row, as SQLite's
+ * step does. Parameters are sent as db.h says: integers as int8 text, text
+ * untyped (the server types it from its place), blobs as bytea in binary.
+ *
+ * The server is expected to sort text bytewise (lc_collate C or POSIX), as
+ * SQLite does: the store's listings and cursors compare ids and names, and
+ * tests/pg/pg-server initialises its servers with --locale=C. A server with
+ * another collation still works, only its orders of text may differ from
+ * SQLite's.
+ */
+#include "store/db_pg.h"
+
+#include <libpq-fe.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Type OIDs of PostgreSQL's catalogue (pg_type.dat); libpq does not export them. */
+#define OID_BOOL    16
+#define OID_BYTEA   17
+#define OID_INT8    20
+#define OID_INT2    21
+#define OID_INT4    23
+#define OID_OID     26
+#define OID_NUMERIC 1700
+
+/* SQLite's largest parameter number (SQLITE_MAX_VARIABLE_NUMBER's default). */
+#define MAX_PARAMS 32766
+
+#define ERRMSG_MAX 512
+
+struct isc_db_pg {
+	enum isc_db_kind kind; /* first member: ISC_DB_POSTGRES (db_pg.h) */
+	PGconn *conn;
+	int64_t changes;
+	int64_t total_changes;
+	unsigned long next_name; /* numbers the server-side prepared statements */
+	char errmsg[ERRMSG_MAX];
+};
+
+struct param {
+	char *value; /* owned; NULL binds NULL */
+	int length;  /* bytes of a blob (binary format) */
+	int format;  /* 0 text, 1 binary */
+	Oid type;    /* 0: untyped, the server infers it */
+};
+
+struct isc_db_stmt_pg {
+	enum isc_db_kind kind; /* first member: ISC_DB_POSTGRES (db_pg.h) */
+	struct isc_db_pg *db;
+	char *sql;    /* as the store wrote it (isc_db_sql) */
+	char *pg_sql; /* with $N placeholders */
+	int nparams;
+	struct param *params;      /* nparams of them */
+	unsigned char *referenced; /* per parameter: 1 when the SQL names it */
+
+	int persistent;
+	char name[32];         /* the server-side statement, when prepared */
+	Oid *prepared_types;   /* the types it was prepared with */
+	int prepared;          /* 1 once PQprepare succeeded */
+	PGresult *res;         /* the running execution's result, or NULL */
+	int row;               /* the row the last ISC_DB_ROW handed out */
+	unsigned char **blobs; /* per column of the current row: decoded bytea */
+	size_t *blob_lens;     /* their lengths */
+	int ncols;             /* columns of res (size of blobs) */
+	int finished;          /* the execution handed out ISC_DB_DONE or an error */
+};
+
+static struct isc_db_pg *db_of(struct isc_db *db)
+{
+	return (struct isc_db_pg *)db;
+}
+
+static struct isc_db_stmt_pg *stmt_of(struct isc_db_stmt *st)
+{
+	return (struct isc_db_stmt_pg *)st;
+}
+
+static const struct isc_db_stmt_pg *cstmt_of(const struct isc_db_stmt *st)
+{
+	return (const struct isc_db_stmt_pg *)st;
+}
+
+static void set_errmsg(struct isc_db_pg *db, const char *msg)
+{
+	size_t n;
+
+	snprintf(db->errmsg, sizeof(db->errmsg), "%s", msg ? msg : "unknown error");
+	/* libpq's messages end in a newline; the store's errors are one line. */
+	n = strlen(db->errmsg);
+	while (n > 0 && (db->errmsg[n - 1] == '\n' || db->errmsg[n - 1] == '\r'))
+		db->errmsg[--n] = '\0';
+}
+
+/*
+ * The result code of a failed command, and its message: the server's primary
+ * message (never the statement's parameters, nor the connection string).
+ * SQLSTATE class 23 (integrity constraint violation, which the ledger's and
+ * audit's triggers raise as restrict_violation) is ISC_DB_CONSTRAINT, as
+ * SQLite's constraint and RAISE(ABORT) failures are.
+ */
+static int fail_result(struct isc_db_pg *db, const PGresult *res)
+{
+	const char *state, *primary;
+
+	if (!res) {
+		/* No result at all: libpq could not allocate one, or the connection broke. */
+		if (PQstatus(db->conn) != CONNECTION_OK) {
+			set_errmsg(db, PQerrorMessage(db->conn));
+			return ISC_DB_ERROR;
+		}
+		set_errmsg(db, "out of memory");
+		return ISC_DB_NOMEM;
+	}
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	set_errmsg(db, primary ? primary : PQresultErrorMessage(res));
+	if (state && strncmp(state, "23", 2) == 0)
+		return ISC_DB_CONSTRAINT;
+	if (state && strcmp(state, "53200") == 0) /* out_of_memory */
+		return ISC_DB_NOMEM;
+	return ISC_DB_ERROR;
+}
+
+/* The changes of a finished command: only INSERT, UPDATE, DELETE and MERGE count, as in SQLite. */
+static void count_changes(struct isc_db_pg *db, PGresult *res)
+{
+	const char *status = PQcmdStatus(res);
+	const char *tuples = PQcmdTuples(res);
+
+	if (!status || !tuples || !*tuples)
+		return;
+	if (strncmp(status, "INSERT ", 7) != 0 && strncmp(status, "UPDATE ", 7) != 0 &&
+	    strncmp(status, "DELETE ", 7) != 0 && strncmp(status, "MERGE ", 6) != 0)
+		return;
+	db->changes = strtoll(tuples, NULL, 10);
+	db->total_changes += db->changes;
+}
+
+/*
+ * Redacts, in a libpq message about conninfo, every quoted part: libpq quotes
+ * the piece of the connection string it could not parse, which may be (or
+ * hold) the password.
+ */
+static void redact_quoted(char *msg)
+{
+	char *p = msg, *end;
+
+	while ((p = strchr(p, '"')) != NULL) {
+		end = strchr(p + 1, '"');
+		if (!end)
+			break;
+		memmove(p + 2, end + 1, strlen(end + 1) + 1);
+		p[1] = '"';
+		p += 2;
+	}
+}
+
+/* Replaces each occurrence of secret in msg with "***". */
+static void redact_secret(char *msg, size_t size, const char *secret)
+{
+	size_t n;
+	char *p;
+
+	if (!secret || !*secret)
+		return;
+	n = strlen(secret);
+	while ((p = strstr(msg, secret)) != NULL) {
+		if (strlen(msg) - n + 3 >= size)
+			break;
+		memmove(p + 3, p + n, strlen(p + n) + 1);
+		memcpy(p, "***", 3);
+	}
+}
+
+int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *err)
+{
+	char msg[ERRMSG_MAX], *parse_err = NULL, *password = NULL;
+	PQconninfoOption *opts, *o;
+	struct isc_db_pg *db;
+	PGresult *res;
+
+	*out = NULL;
+	/* Parse first: its errors must not echo the string, and the password is redacted below. */
+	opts = PQconninfoParse(conninfo ? conninfo : "", &parse_err);
+	if (!opts) {
+		if (!parse_err)
+			return isc_err_set(err, ISC_ENOMEM, "store: out of memory");
+		snprintf(msg, sizeof(msg), "%s", parse_err);
+		PQfreemem(parse_err);
+		redact_quoted(msg);
+		msg[strcspn(msg, "\n")] = '\0';
+		return isc_err_set(err, ISC_EINVALID, "store: PostgreSQL connection string: %s",
+		                   msg);
+	}
+	for (o = opts; o->keyword; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val && *o->val)
+			password = strdup(o->val);
+	PQconninfoFree(opts);
+
+	db = calloc(1, sizeof(*db));
+	if (!db) {
+		free(password);
+		return isc_err_set(err, ISC_ENOMEM, "store: out of memory");
+	}
+	db->kind = ISC_DB_POSTGRES;
+	db->conn = PQconnectdb(conninfo);
+	if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
+		snprintf(msg, sizeof(msg), "%s",
+		         db->conn ? PQerrorMessage(db->conn) : "out of memory");
+		redact_secret(msg, sizeof(msg), password);
+		free(password);
+		for (char *p = msg; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		while (*msg && msg[strlen(msg) - 1] == ' ')
+			msg[strlen(msg) - 1] = '\0';
+		PQfinish(db->conn);
+		free(db);
+		return isc_err_set(err, ISC_EIO, "store: connecting to PostgreSQL: %s", msg);
+	}
+	free(password);
+	/*
+	 * No statement or idle transaction holds its locks for long: a replica that
+	 * hangs or forgets a transaction frees the rows others wait for.
+	 */
+	res = PQexec(db->conn, "SET statement_timeout = '60s';"
+	                       "SET idle_in_transaction_session_timeout = '60s';"
+	                       "SET client_min_messages = warning");
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
+		fail_result(db, res);
+		isc_err_set(err, ISC_EIO, "store: setting up the PostgreSQL session: %s",
+		            db->errmsg);
+		PQclear(res);
+		PQfinish(db->conn);
+		free(db);
+		return err ? err->code : ISC_EIO;
+	}
+	PQclear(res);
+	*out = (struct isc_db *)db;
+	return 0;
+}
+
+void isc_db_pg_close(struct isc_db *dbp)
+{
+	struct isc_db_pg *db = db_of(dbp);
+
+	if (!db)
+		return;
+	PQfinish(db->conn);
+	free(db);
+}
+
+enum isc_db_kind isc_db_pg_kind(const struct isc_db *db)
+{
+	(void)db;
+	return ISC_DB_POSTGRES;
+}
+
+int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
+{
+	struct isc_db_pg *db = db_of(dbp);
+	PGresult *res = PQexec(db->conn, sql);
+	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	int rc = ISC_DB_OK;
+
+	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
+		rc = fail_result(db, res);
+	else
+		count_changes(db, res);
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * Numbers the placeholders the way SQLite does: `?N` is parameter N, a plain
+ * `?` the one after the largest so far. String literals, quoted identifiers
+ * and comments are copied as they are. Returns the new text (or NULL without
+ * memory) and the largest number in *nparams; *bad is set for a `?N` out of
+ * SQLite's range.
+ */
+static char *translate(const char *sql, int *nparams, unsigned char **referenced, int *bad)
+{
+	size_t len = strlen(sql);
+	/* A 1-character `?` becomes at most `$32766`. */
+	char *out = malloc(len * 6 + 1), *o = out;
+	unsigned char *ref = calloc(MAX_PARAMS + 1, 1);
+	const char *p = sql;
+	int max = 0;
+
+	*bad = 0;
+	if (!out || !ref) {
+		free(out);
+		free(ref);
+		return NULL;
+	}
+	while (*p) {
+		if (*p == '\'' || *p == '"') {
+			char q = *p;
+			*o++ = *p++;
+			/* A doubled quote inside is an escaped one: leaving and re-entering is the
+			 * same. */
+			while (*p && *p != q)
+				*o++ = *p++;
+			if (*p)
+				*o++ = *p++;
+		} else if (p[0] == '-' && p[1] == '-') {
+			while (*p && *p != '\n')
+				*o++ = *p++;
+		} else if (p[0] == '/' && p[1] == '*') {
+			const char *end = strstr(p + 2, "*/");
+			size_t n = end ? (size_t)(end + 2 - p) : strlen(p);
+			memcpy(o, p, n);
+			o += n;
+			p += n;
+		} else if (*p == '?') {
+			long n;
+			p++;
+			if (*p >= '0' && *p <= '9') {
+				char *end;
+				errno = 0;
+				n = strtol(p, &end, 10);
+				if (errno || n < 1 || n > MAX_PARAMS)
+					*bad = 1;
+				p = end;
+			} else {
+				n = max + 1;
+				if (n > MAX_PARAMS)
+					*bad = 1;
+			}
+			if (*bad)
+				break;
+			if (n > max)
+				max = (int)n;
+			ref[n] = 1;
+			o += sprintf(o, "$%ld", n);
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	*nparams = max;
+	*referenced = ref;
+	return out;
+}
+
+static void stmt_clear_result(struct isc_db_stmt_pg *st)
+{
+	for (int c = 0; c < st->ncols; c++) {
+		PQfreemem(st->blobs[c]);
+		st->blobs[c] = NULL;
+	}
+	free(st->blobs);
+	free(st->blob_lens);
+	st->blobs = NULL;
+	st->blob_lens = NULL;
+	st->ncols = 0;
+	PQclear(st->res);
+	st->res = NULL;
+	st->row = -1;
+	st->finished = 0;
+}
+
+int isc_db_pg_prepare(struct isc_db *dbp, const char *sql, int flags, struct isc_db_stmt **out)
+{
+	struct isc_db_pg *db = db_of(dbp);
+	struct isc_db_stmt_pg *st;
+	int bad;
+
+	*out = NULL;
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		set_errmsg(db, "out of memory");
+		return ISC_DB_NOMEM;
+	}
+	st->kind = ISC_DB_POSTGRES;
+	st->db = db;
+	st->row = -1;
+	st->persistent = (flags & ISC_DB_PREPARE_PERSISTENT) != 0;
+	st->sql = strdup(sql);
+	st->pg_sql = st->sql ? translate(sql, &st->nparams, &st->referenced, &bad) : NULL;
+	if (st->pg_sql) {
+		/* Keep only the numbers the statement has (translate sized it for any). */
+		unsigned char *ref = realloc(st->referenced, (size_t)st->nparams + 1);
+		if (ref)
+			st->referenced = ref;
+	}
+	if (!st->pg_sql) {
+		free(st->sql);
+		free(st);
+		set_errmsg(db, "out of memory");
+		return ISC_DB_NOMEM;
+	}
+	if (bad) {
+		free(st->pg_sql);
+		free(st->referenced);
+		free(st->sql);
+		free(st);
+		set_errmsg(db, "a ?N parameter is out of range (1 to 32766)");
+		return ISC_DB_ERROR;
+	}
+	if (st->nparams > 0) {
+		st->params = calloc((size_t)st->nparams, sizeof(*st->params));
+		st->prepared_types = calloc((size_t)st->nparams, sizeof(*st->prepared_types));
+		if (!st->params || !st->prepared_types) {
+			free(st->params);
+			free(st->prepared_types);
+			free(st->pg_sql);
+			free(st->referenced);
+			free(st->sql);
+			free(st);
+			set_errmsg(db, "out of memory");
+			return ISC_DB_NOMEM;
+		}
+	}
+	*out = (struct isc_db_stmt *)st;
+	return ISC_DB_OK;
+}
+
+const char *isc_db_pg_sql(const struct isc_db_stmt *st)
+{
+	return cstmt_of(st)->sql;
+}
+
+const char *isc_db_pg_translated_sql(const struct isc_db_stmt *st)
+{
+	return cstmt_of(st)->pg_sql;
+}
+
+struct isc_db *isc_db_pg_handle(struct isc_db_stmt *st)
+{
+	return (struct isc_db *)stmt_of(st)->db;
+}
+
+int isc_db_pg_bind_parameter_count(const struct isc_db_stmt *st)
+{
+	return cstmt_of(st)->nparams;
+}
+
+/* Stores a copy of n bytes of value (NULL: SQL NULL) as parameter i (1-based). */
+static int bind(struct isc_db_stmt_pg *st, int i, const void *value, size_t n, int format, Oid type)
+{
+	struct param *p;
+	char *copy = NULL;
+
+	if (i < 1 || i > st->nparams) {
+		set_errmsg(st->db, "parameter index out of range");
+		return ISC_DB_ERROR;
+	}
+	if (value) {
+		/* Text is sent NUL-terminated; a blob's length is passed beside it. */
+		copy = malloc(n + 1);
+		if (!copy) {
+			set_errmsg(st->db, "out of memory");
+			return ISC_DB_NOMEM;
+		}
+		memcpy(copy, value, n);
+		copy[n] = '\0';
+	}
+	p = &st->params[i - 1];
+	free(p->value);
+	p->value = copy;
+	p->length = (int)n;
+	p->format = format;
+	p->type = value ? type : 0;
+	return ISC_DB_OK;
+}
+
+int isc_db_pg_bind_int64(struct isc_db_stmt *st, int i, int64_t v)
+{
+	char text[24];
+	int n = snprintf(text, sizeof(text), "%" PRId64, v);
+	return bind(stmt_of(st), i, text, (size_t)n, 0, OID_INT8);
+}
+
+int isc_db_pg_bind_int(struct isc_db_stmt *st, int i, int v)
+{
+	return isc_db_pg_bind_int64(st, i, v);
+}
+
+int isc_db_pg_bind_text(struct isc_db_stmt *st, int i, const char *text, int n, int copy)
+{
+	(void)copy; /* always copied */
+	if (!text)
+		return bind(stmt_of(st), i, NULL, 0, 0, 0);
+	return bind(stmt_of(st), i, text, n < 0 ? strlen(text) : (size_t)n, 0, 0);
+}
+
+int isc_db_pg_bind_blob(struct isc_db_stmt *st, int i, const void *b, int n, int copy)
+{
+	(void)copy; /* always copied */
+	/* SQLite binds NULL for a NULL pointer; a zero-length blob stays a value. */
+	if (!b && n > 0)
+		return bind(stmt_of(st), i, NULL, 0, 0, 0);
+	return bind(stmt_of(st), i, b ? b : "", n < 0 ? 0 : (size_t)n, 1, OID_BYTEA);
+}
+
+int isc_db_pg_bind_null(struct isc_db_stmt *st, int i)
+{
+	return bind(stmt_of(st), i, NULL, 0, 0, 0);
+}
+
+int isc_db_pg_clear_bindings(struct isc_db_stmt *stp)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	for (int i = 0; i < st->nparams; i++) {
+		free(st->params[i].value);
+		memset(&st->params[i], 0, sizeof(st->params[i]));
+	}
+	return ISC_DB_OK;
+}
+
+/*
+ * The type each parameter is sent with. A parameter the SQL never names gets
+ * int8, as the server cannot infer a type for it and would refuse the
+ * statement (SQLite lets `?3` stand without `?1` and `?2`).
+ */
+static Oid param_type(const struct isc_db_stmt_pg *st, int i)
+{
+	if (!st->referenced[i + 1])
+		return OID_INT8;
+	return st->params[i].type;
+}
+
+/*
+ * A persistent statement is prepared on the server with the types of its
+ * first run's parameters. A later run whose non-NULL values have other types
+ * (text where it had an integer) gets a statement of its own types, as
+ * PQexecParams would have.
+ */
+static int prepared_types_match(const struct isc_db_stmt_pg *st)
+{
+	for (int i = 0; i < st->nparams; i++)
+		if (st->params[i].value && param_type(st, i) != st->prepared_types[i])
+			return 0;
+	return 1;
+}
+
+static void deallocate(struct isc_db_stmt_pg *st)
+{
+	char sql[64];
+	PGresult *res;
+
+	if (!st->prepared)
+		return;
+	/* Fails (and the statement stays until the connection closes) inside a failed transaction.
+	 */
+	snprintf(sql, sizeof(sql), "DEALLOCATE %s", st->name);
+	res = PQexec(st->db->conn, sql);
+	PQclear(res);
+	st->prepared = 0;
+}
+
+static PGresult *run(struct isc_db_stmt_pg *st)
+{
+	int n = st->nparams;
+	const char **values = NULL;
+	int *lengths = NULL, *formats = NULL;
+	Oid *types = NULL;
+	PGresult *res = NULL;
+
+	if (n > 0) {
+		values = calloc((size_t)n, sizeof(*values));
+		lengths = calloc((size_t)n, sizeof(*lengths));
+		formats = calloc((size_t)n, sizeof(*formats));
+		types = calloc((size_t)n, sizeof(*types));
+		if (!values || !lengths || !formats || !types)
+			goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		values[i] = st->params[i].value;
+		lengths[i] = st->params[i].length;
+		formats[i] = st->params[i].format;
+		types[i] = param_type(st, i);
+	}
+	if (!st->persistent) {
+		res = PQexecParams(st->db->conn, st->pg_sql, n, types, values, lengths, formats, 0);
+		goto out;
+	}
+	if (st->prepared && !prepared_types_match(st))
+		deallocate(st);
+	if (!st->prepared) {
+		PGresult *prep;
+		snprintf(st->name, sizeof(st->name), "isc_%lu", st->db->next_name++);
+		prep = PQprepare(st->db->conn, st->name, st->pg_sql, n, types);
+		if (!prep || PQresultStatus(prep) != PGRES_COMMAND_OK) {
+			res = prep;
+			goto out;
+		}
+		PQclear(prep);
+		st->prepared = 1;
+		if (n > 0)
+			memcpy(st->prepared_types, types, (size_t)n * sizeof(*types));
+	}
+	res = PQexecPrepared(st->db->conn, st->name, n, values, lengths, formats, 0);
+out:
+	free(values);
+	free(lengths);
+	free(formats);
+	free(types);
+	return res;
+}
+
+static void free_row_blobs(struct isc_db_stmt_pg *st)
+{
+	for (int c = 0; c < st->ncols; c++) {
+		PQfreemem(st->blobs[c]);
+		st->blobs[c] = NULL;
+		st->blob_lens[c] = 0;
+	}
+}
+
+int isc_db_pg_step(struct isc_db_stmt *stp)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+	ExecStatusType status;
+	int rc;
+
+	/* Stepping a finished statement runs it again, as SQLite's step resets it itself. */
+	if (st->finished)
+		stmt_clear_result(st);
+	if (!st->res) {
+		st->res = run(st);
+		status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
+		if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK &&
+		    status != PGRES_EMPTY_QUERY) {
+			rc = fail_result(st->db, st->res);
+			PQclear(st->res);
+			st->res = NULL;
+			st->finished = 1;
+			return rc;
+		}
+		count_changes(st->db, st->res);
+		st->ncols = PQnfields(st->res);
+		if (st->ncols > 0) {
+			st->blobs = calloc((size_t)st->ncols, sizeof(*st->blobs));
+			st->blob_lens = calloc((size_t)st->ncols, sizeof(*st->blob_lens));
+			if (!st->blobs || !st->blob_lens) {
+				/* ncols is what stmt_clear_result walks: nothing was decoded yet.
+				 */
+				st->ncols = 0;
+				stmt_clear_result(st);
+				set_errmsg(st->db, "out of memory");
+				return ISC_DB_NOMEM;
+			}
+		}
+		st->row = -1;
+	}
+	free_row_blobs(st);
+	if (st->row + 1 < PQntuples(st->res)) {
+		st->row++;
+		return ISC_DB_ROW;
+	}
+	st->finished = 1;
+	return ISC_DB_DONE;
+}
+
+int isc_db_pg_reset(struct isc_db_stmt *stp)
+{
+	stmt_clear_result(stmt_of(stp));
+	return ISC_DB_OK;
+}
+
+int isc_db_pg_finalize(struct isc_db_stmt *stp)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	if (!st)
+		return ISC_DB_OK;
+	stmt_clear_result(st);
+	deallocate(st);
+	isc_db_pg_clear_bindings(stp);
+	free(st->params);
+	free(st->prepared_types);
+	free(st->referenced);
+	free(st->pg_sql);
+	free(st->sql);
+	free(st);
+	return ISC_DB_OK;
+}
+
+/* 1 when col names a column of the row the last step handed out. */
+static int has_value(const struct isc_db_stmt_pg *st, int col)
+{
+	return st->res && st->row >= 0 && st->row < PQntuples(st->res) && col >= 0 &&
+	       col < st->ncols;
+}
+
+int isc_db_pg_column_type(struct isc_db_stmt *stp, int col)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	if (!has_value(st, col) || PQgetisnull(st->res, st->row, col))
+		return ISC_DB_NULL;
+	switch (PQftype(st->res, col)) {
+	case OID_BOOL:
+	case OID_INT2:
+	case OID_INT4:
+	case OID_INT8:
+	case OID_OID:
+	/* SUM() of int8 is numeric: SQLite's SUM of integers is an integer. */
+	case OID_NUMERIC:
+		return ISC_DB_INTEGER;
+	case OID_BYTEA:
+		return ISC_DB_BLOB;
+	default:
+		return ISC_DB_TEXT;
+	}
+}
+
+int64_t isc_db_pg_column_int64(struct isc_db_stmt *stp, int col)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+	const char *v;
+
+	if (!has_value(st, col) || PQgetisnull(st->res, st->row, col))
+		return 0;
+	v = PQgetvalue(st->res, st->row, col);
+	if (PQftype(st->res, col) == OID_BOOL)
+		return v[0] == 't';
+	/* Like SQLite, the leading integer of the text (0 when there is none). */
+	return strtoll(v, NULL, 10);
+}
+
+int isc_db_pg_column_int(struct isc_db_stmt *st, int col)
+{
+	return (int)isc_db_pg_column_int64(st, col);
+}
+
+const unsigned char *isc_db_pg_column_text(struct isc_db_stmt *stp, int col)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	if (!has_value(st, col) || PQgetisnull(st->res, st->row, col))
+		return NULL;
+	return (const unsigned char *)PQgetvalue(st->res, st->row, col);
+}
+
+/* Decodes the current row's bytea value of col once; 0 or ISC_DB_NOMEM. */
+static int decode_blob(struct isc_db_stmt_pg *st, int col)
+{
+	size_t n;
+	unsigned char *b;
+
+	if (st->blobs[col])
+		return 0;
+	b = PQunescapeBytea((const unsigned char *)PQgetvalue(st->res, st->row, col), &n);
+	if (!b) {
+		set_errmsg(st->db, "out of memory");
+		return ISC_DB_NOMEM;
+	}
+	st->blobs[col] = b;
+	st->blob_lens[col] = n;
+	return 0;
+}
+
+const void *isc_db_pg_column_blob(struct isc_db_stmt *stp, int col)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	if (!has_value(st, col) || PQgetisnull(st->res, st->row, col))
+		return NULL;
+	if (PQftype(st->res, col) != OID_BYTEA) {
+		/* SQLite gives a text value's bytes; NULL when empty, as for an empty blob. */
+		return PQgetlength(st->res, st->row, col) > 0 ? PQgetvalue(st->res, st->row, col)
+		                                              : NULL;
+	}
+	if (decode_blob(st, col))
+		return NULL;
+	/* SQLite returns NULL for a zero-length blob; the store's callers expect as much. */
+	return st->blob_lens[col] > 0 ? st->blobs[col] : NULL;
+}
+
+int isc_db_pg_column_bytes(struct isc_db_stmt *stp, int col)
+{
+	struct isc_db_stmt_pg *st = stmt_of(stp);
+
+	if (!has_value(st, col) || PQgetisnull(st->res, st->row, col))
+		return 0;
+	if (PQftype(st->res, col) != OID_BYTEA)
+		return PQgetlength(st->res, st->row, col);
+	if (decode_blob(st, col))
+		return 0;
+	return (int)st->blob_lens[col];
+}
+
+int64_t isc_db_pg_changes(struct isc_db *db)
+{
+	return db_of(db)->changes;
+}
+
+int64_t isc_db_pg_total_changes(struct isc_db *db)
+{
+	return db_of(db)->total_changes;
+}
+
+const char *isc_db_pg_errmsg(struct isc_db *db)
+{
+	return db_of(db)->errmsg[0] ? db_of(db)->errmsg : "not an error";
+}
+
+int isc_db_pg_in_transaction(struct isc_db *db)
+{
+	return PQtransactionStatus(db_of(db)->conn) != PQTRANS_IDLE;
+}

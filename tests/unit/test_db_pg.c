@@ -1,0 +1,846 @@
+/*
+ * store/db_pg.c against a real PostgreSQL (tests/pg/pg-server starts one in a
+ * temporary folder; each test gets a database of its own): placeholders
+ * numbered as SQLite numbers them, values of every kind both ways, changes,
+ * errors, reset and rebind, persistent statements, transactions; and the
+ * PostgreSQL schema (store/migrations_pg.c): it loads, its ledger and audit
+ * refuse changes, a node period is charged once, the ledger's totals follow
+ * its rows, and its tables have SQLite's columns (the schema parity test).
+ */
+#include "store/db.h"
+#include "store/db_pg.h"
+#include "store/migrations_pg.h"
+#include "store/store_int.h"
+#include "tests/unit/store_fixture.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <glob.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The server of the whole run (group setup) and the database of each test. */
+static char server_dir[64];
+static char *admin_uri;
+static struct isc_db *admin;
+static int next_db;
+
+struct t {
+	char name[32];
+	struct isc_db *db;
+};
+
+/* Runs tests/pg/pg-server with args; returns its one line of output (owned) or NULL. */
+static char *pg_server(const char *args)
+{
+	char cmd[256], line[512];
+	FILE *p;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "tests/pg/pg-server %s", args);
+	p = popen(cmd, "r");
+	if (!p)
+		return NULL;
+	if (!fgets(line, sizeof(line), p))
+		line[0] = '\0';
+	if (pclose(p) != 0 || !line[0])
+		return NULL;
+	n = strcspn(line, "\n");
+	line[n] = '\0';
+	return strdup(line);
+}
+
+static int group_setup(void **state)
+{
+	struct isc_err err;
+	char args[128], *uri;
+
+	(void)state;
+	snprintf(server_dir, sizeof(server_dir), "/tmp/isc-dbpg-XXXXXX");
+	if (!mkdtemp(server_dir))
+		return -1;
+	snprintf(args, sizeof(args), "start %s", server_dir);
+	uri = pg_server(args);
+	if (!uri) {
+		fprintf(stderr, "test_db_pg: pg-server start %s failed\n", server_dir);
+		return -1;
+	}
+	free(uri);
+	/* pg-server's createdb, once: the tests' own databases are made over this connection. */
+	snprintf(args, sizeof(args), "createdb %s isc_admin", server_dir);
+	admin_uri = pg_server(args);
+	if (!admin_uri || isc_db_open_pg(admin_uri, &admin, &err)) {
+		fprintf(stderr, "test_db_pg: connecting to %s: %s\n", admin_uri ? admin_uri : "?",
+		        admin_uri ? err.msg : "createdb failed");
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	char args[128], cmd[160];
+
+	(void)state;
+	isc_db_pg_close(admin);
+	free(admin_uri);
+	snprintf(args, sizeof(args), "tests/pg/pg-server stop %s", server_dir);
+	if (system(args) != 0)
+		fprintf(stderr, "test_db_pg: could not stop the server in %s\n", server_dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", server_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "test_db_pg: could not remove %s\n", server_dir);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	struct isc_err err;
+	char sql[64], *uri;
+
+	assert_non_null(t);
+	snprintf(t->name, sizeof(t->name), "t%d", ++next_db);
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", t->name);
+	assert_int_equal(isc_db_pg_exec(admin, sql), ISC_DB_OK);
+	assert_int_not_equal(
+	    asprintf(&uri, "postgresql:///%s?host=%s&user=postgres", t->name, server_dir), -1);
+	if (isc_db_open_pg(uri, &t->db, &err))
+		fail_msg("isc_db_open_pg %s: %s", uri, err.msg);
+	free(uri);
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	char sql[64];
+
+	isc_db_pg_close(t->db);
+	snprintf(sql, sizeof(sql), "DROP DATABASE %s", t->name);
+	isc_db_pg_exec(admin, sql);
+	free(t);
+	return 0;
+}
+
+/* Runs sql (no parameters) and returns its one row's first column as an integer. */
+static int64_t query_int(struct isc_db *db, const char *sql)
+{
+	struct isc_db_stmt *st;
+	int64_t v;
+
+	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
+	if (isc_db_pg_step(st) != ISC_DB_ROW)
+		fail_msg("%s: %s", sql, isc_db_pg_errmsg(db));
+	v = isc_db_pg_column_int64(st, 0);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_pg_finalize(st);
+	return v;
+}
+
+/* Steps a prepared statement that returns no rows; returns the result code. */
+static int run_sql(struct isc_db *db, const char *sql)
+{
+	struct isc_db_stmt *st;
+	int rc;
+
+	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
+	rc = isc_db_pg_step(st);
+	isc_db_pg_finalize(st);
+	return rc;
+}
+
+static void test_placeholders(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st;
+
+	/* Plain ? takes the largest number so far plus one; quotes and comments are left alone. */
+	assert_int_equal(isc_db_pg_prepare(t->db,
+	                                   "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
+	                                   ", /* ? */ ?, ?5",
+	                                   0, &st),
+	                 ISC_DB_OK);
+	assert_string_equal(isc_db_pg_translated_sql(st),
+	                    "SELECT $1, $5, $6, $2, '?', 'it''s ?', \"a?\" -- ?\n, /* ? */ $7, $5");
+	assert_string_equal(isc_db_pg_sql(st), "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
+	                                       ", /* ? */ ?, ?5");
+	assert_int_equal(isc_db_pg_bind_parameter_count(st), 7);
+	assert_ptr_equal(isc_db_pg_handle(st), t->db);
+	isc_db_pg_finalize(st);
+
+	/* For real: ?2 named twice is one parameter, the ? after it is the third. */
+	assert_int_equal(isc_db_pg_prepare(t->db,
+	                                   "SELECT CAST(?2 AS BIGINT) + CAST(?2 AS BIGINT), "
+	                                   "CAST(? AS TEXT), '?', CAST(?1 AS TEXT)",
+	                                   0, &st),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_parameter_count(st), 3);
+	assert_int_equal(isc_db_pg_bind_text(st, 1, "one", -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_int(st, 2, 21), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_text(st, 3, "three!", 5, ISC_DB_TRANSIENT), ISC_DB_OK);
+	assert_int_not_equal(isc_db_pg_bind_int(st, 4, 1), ISC_DB_OK);
+	assert_int_not_equal(isc_db_pg_bind_int(st, 0, 1), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 42);
+	assert_string_equal(isc_db_pg_column_text(st, 1), "three");
+	assert_string_equal(isc_db_pg_column_text(st, 2), "?");
+	assert_string_equal(isc_db_pg_column_text(st, 3), "one");
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_pg_finalize(st);
+
+	/* ?3 alone: the server is given a type for the two it never sees. */
+	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT CAST(?3 AS TEXT)", 0, &st), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_parameter_count(st), 3);
+	assert_int_equal(isc_db_pg_bind_text(st, 3, "x", -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_string_equal(isc_db_pg_column_text(st, 0), "x");
+	isc_db_pg_finalize(st);
+
+	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT ?0", 0, &st), ISC_DB_ERROR);
+	assert_null(st);
+	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT ?32767", 0, &st), ISC_DB_ERROR);
+}
+
+static void test_values(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st;
+	const int64_t ints[] = {INT64_MIN, INT64_MAX, 0, -1, 1};
+	const char *text = "it's \"quoted\" \\ -- ? ünïcødé ✓ 🚀";
+	const unsigned char blob[] = {0, 1, 0, 0xff, '\\', 'x', 0};
+
+	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE v (n INTEGER, i BIGINT, s TEXT, "
+	                                       "b BYTEA, f BOOLEAN)"),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_pg_prepare(
+	                     t->db, "INSERT INTO v (n, i, s, b, f) VALUES (?, ?, ?, ?, ?)", 0, &st),
+	                 ISC_DB_OK);
+	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+		assert_int_equal(isc_db_pg_bind_int(st, 1, (int)k), ISC_DB_OK);
+		assert_int_equal(isc_db_pg_bind_int64(st, 2, ints[k]), ISC_DB_OK);
+		assert_int_equal(isc_db_pg_bind_text(st, 3, text, -1, ISC_DB_STATIC), ISC_DB_OK);
+		assert_int_equal(isc_db_pg_bind_blob(st, 4, blob, sizeof(blob), ISC_DB_STATIC),
+		                 ISC_DB_OK);
+		assert_int_equal(
+		    isc_db_pg_bind_text(st, 5, k % 2 ? "true" : "false", -1, ISC_DB_STATIC),
+		    ISC_DB_OK);
+		assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+		assert_int_equal(isc_db_pg_reset(st), ISC_DB_OK);
+	}
+	/* NULLs of every kind, and an empty blob (a value, not NULL). */
+	assert_int_equal(isc_db_pg_clear_bindings(st), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_int(st, 1, 100), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_null(st, 2), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_text(st, 3, NULL, -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_bind_blob(st, 4, "", 0, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_pg_finalize(st);
+
+	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT i, s, b, f FROM v ORDER BY n", 0, &st),
+	                 ISC_DB_OK);
+	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+		assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+		assert_int_equal(isc_db_pg_column_type(st, 0), ISC_DB_INTEGER);
+		assert_true(isc_db_pg_column_int64(st, 0) == ints[k]);
+		assert_int_equal(isc_db_pg_column_type(st, 1), ISC_DB_TEXT);
+		assert_string_equal(isc_db_pg_column_text(st, 1), text);
+		assert_int_equal(isc_db_pg_column_bytes(st, 1), (int)strlen(text));
+		assert_int_equal(isc_db_pg_column_type(st, 2), ISC_DB_BLOB);
+		assert_int_equal(isc_db_pg_column_bytes(st, 2), (int)sizeof(blob));
+		assert_memory_equal(isc_db_pg_column_blob(st, 2), blob, sizeof(blob));
+		/* Booleans read as SQLite's 0 and 1. */
+		assert_int_equal(isc_db_pg_column_type(st, 3), ISC_DB_INTEGER);
+		assert_int_equal(isc_db_pg_column_int(st, 3), k % 2 ? 1 : 0);
+	}
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	for (int c = 0; c < 4; c++) {
+		if (c == 2)
+			continue;
+		assert_int_equal(isc_db_pg_column_type(st, c), ISC_DB_NULL);
+		assert_null(isc_db_pg_column_text(st, c));
+		assert_int_equal(isc_db_pg_column_int64(st, c), 0);
+		assert_null(isc_db_pg_column_blob(st, c));
+		assert_int_equal(isc_db_pg_column_bytes(st, c), 0);
+	}
+	/* An empty blob: a value, of no bytes (SQLite gives a NULL pointer for it too). */
+	assert_int_equal(isc_db_pg_column_type(st, 2), ISC_DB_BLOB);
+	assert_int_equal(isc_db_pg_column_bytes(st, 2), 0);
+	assert_null(isc_db_pg_column_blob(st, 2));
+	/* Out of range: NULL, as SQLite answers. */
+	assert_int_equal(isc_db_pg_column_type(st, 9), ISC_DB_NULL);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_pg_finalize(st);
+
+	/* SUM of int8 is numeric in PostgreSQL: still an integer to the store. */
+	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT SUM(n) FROM v", 0, &st), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_type(st, 0), ISC_DB_INTEGER);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 0 + 1 + 2 + 3 + 4 + 100);
+	isc_db_pg_finalize(st);
+}
+
+static void test_changes_and_errors(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st;
+	int64_t total;
+
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "CREATE TABLE c (id BIGINT PRIMARY KEY, "
+	                                "name TEXT NOT NULL UNIQUE, n BIGINT CHECK (n >= 0));"
+	                                "INSERT INTO c VALUES (1, 'a', 1), (2, 'b', 2), "
+	                                "(3, 'c', 3)"),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_pg_changes(t->db), 3);
+	total = isc_db_pg_total_changes(t->db);
+	assert_int_equal(total, 3);
+	assert_int_equal(run_sql(t->db, "UPDATE c SET n = n + 1 WHERE id >= 2"), ISC_DB_DONE);
+	assert_int_equal(isc_db_pg_changes(t->db), 2);
+	/* A SELECT changes nothing, and leaves the last count as it is. */
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM c"), 3);
+	assert_int_equal(isc_db_pg_changes(t->db), 2);
+	assert_int_equal(run_sql(t->db, "DELETE FROM c WHERE id = 99"), ISC_DB_DONE);
+	assert_int_equal(isc_db_pg_changes(t->db), 0);
+	assert_int_equal(isc_db_pg_total_changes(t->db), 5);
+
+	/* INSERT ... RETURNING: a row, and a change. */
+	assert_int_equal(
+	    isc_db_pg_prepare(t->db, "INSERT INTO c (id, name, n) VALUES (?, ?, ?) RETURNING id", 0,
+	                      &st),
+	    ISC_DB_OK);
+	isc_db_pg_bind_int64(st, 1, 4);
+	isc_db_pg_bind_text(st, 2, "d", -1, ISC_DB_STATIC);
+	isc_db_pg_bind_int64(st, 3, 0);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 4);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	assert_int_equal(isc_db_pg_changes(t->db), 1);
+
+	/* Unique, check and not-null violations are constraint errors with the server's words. */
+	isc_db_pg_reset(st);
+	isc_db_pg_bind_int64(st, 1, 5);
+	isc_db_pg_bind_text(st, 2, "a-secret-value", -1, ISC_DB_STATIC);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW); /* nothing wrong yet */
+	isc_db_pg_reset(st);
+	isc_db_pg_bind_int64(st, 1, 6);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "duplicate key value violates unique"));
+	/* The primary message only: the row's values (the DETAIL) never reach the error. */
+	assert_null(strstr(isc_db_pg_errmsg(t->db), "a-secret-value"));
+	isc_db_pg_reset(st);
+	isc_db_pg_bind_int64(st, 1, 7);
+	isc_db_pg_bind_text(st, 2, "g", -1, ISC_DB_STATIC);
+	isc_db_pg_bind_int64(st, 3, -5);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "violates check constraint"));
+	isc_db_pg_reset(st);
+	isc_db_pg_bind_null(st, 2);
+	isc_db_pg_bind_int64(st, 3, 5);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "null value"));
+	isc_db_pg_finalize(st);
+
+	/* Anything else is a plain error, with the server's message. */
+	assert_int_equal(run_sql(t->db, "SELECT * FROM no_such_table"), ISC_DB_ERROR);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "no_such_table"));
+	assert_int_equal(isc_db_pg_exec(t->db, "SELEKT 1"), ISC_DB_ERROR);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "syntax error"));
+	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO c VALUES (1, 'z', 1)"),
+	                 ISC_DB_CONSTRAINT);
+}
+
+static void test_reset_rebind(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st;
+
+	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE r (n BIGINT);"
+	                                       "INSERT INTO r VALUES (1), (2), (3)"),
+	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_pg_prepare(t->db, "SELECT n FROM r WHERE n >= ? ORDER BY n", 0, &st), ISC_DB_OK);
+	isc_db_pg_bind_int64(st, 1, 2);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 2);
+	/* Reset in the middle: the next step runs it again from the start. */
+	assert_int_equal(isc_db_pg_reset(st), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 2);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	/* Rebound: the new value counts. */
+	isc_db_pg_reset(st);
+	isc_db_pg_bind_int64(st, 1, 3);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	/* A step after DONE runs it again, as SQLite's does. */
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
+	/* Cleared bindings are NULL: no row is >= NULL. */
+	isc_db_pg_reset(st);
+	isc_db_pg_clear_bindings(st);
+	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_pg_finalize(st);
+}
+
+static void test_persistent(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st, *other;
+
+	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE p (n BIGINT, s TEXT);"
+	                                       "INSERT INTO p VALUES (1, 'one'), (2, 'two')"),
+	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_pg_prepare(t->db, "SELECT s FROM p WHERE n = ?", ISC_DB_PREPARE_PERSISTENT, &st),
+	    ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_pg_prepare(t->db, "SELECT CAST(? AS TEXT)", ISC_DB_PREPARE_PERSISTENT, &other),
+	    ISC_DB_OK);
+	for (int round = 0; round < 3; round++) {
+		isc_db_pg_bind_int64(st, 1, 1 + round % 2);
+		assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+		assert_string_equal(isc_db_pg_column_text(st, 0), round % 2 ? "two" : "one");
+		assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+		isc_db_pg_reset(st);
+	}
+	/* Prepared once on the server, and run from there every time. */
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 1);
+
+	/* A parameter's type changing (integer, then text) gets a statement of the new types. */
+	isc_db_pg_bind_int64(other, 1, 7);
+	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
+	assert_string_equal(isc_db_pg_column_text(other, 0), "7");
+	isc_db_pg_reset(other);
+	isc_db_pg_bind_text(other, 1, "seven", -1, ISC_DB_STATIC);
+	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
+	assert_string_equal(isc_db_pg_column_text(other, 0), "seven");
+	isc_db_pg_reset(other);
+	/* NULL fits any type: the same statement. */
+	isc_db_pg_bind_null(other, 1);
+	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
+	assert_null(isc_db_pg_column_text(other, 0));
+	isc_db_pg_reset(other);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 2);
+
+	/* Finalize frees them on the server too. */
+	isc_db_pg_finalize(st);
+	isc_db_pg_finalize(other);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 0);
+}
+
+static void test_transactions(void **state)
+{
+	struct t *t = *state;
+
+	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE x (n BIGINT UNIQUE)"), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_in_transaction(t->db), 1);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_DONE);
+	assert_int_equal(isc_db_pg_exec(t->db, "COMMIT"), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
+
+	/* A failed statement leaves the transaction open (failed): the caller rolls it back. */
+	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (2)"), ISC_DB_DONE);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_in_transaction(t->db), 1);
+	assert_int_equal(isc_db_pg_exec(t->db, "ROLLBACK"), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 1);
+
+	/* Savepoints, as the store nests its transactions. */
+	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN; SAVEPOINT sp1"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (3)"), ISC_DB_DONE);
+	assert_int_equal(isc_db_pg_exec(t->db, "SAVEPOINT sp2"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_exec(t->db, "ROLLBACK TO sp2; RELEASE sp2"), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_exec(t->db, "RELEASE sp1; COMMIT"), ISC_DB_OK);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 2);
+}
+
+static void test_open_errors(void **state)
+{
+	struct isc_db *db = NULL;
+	struct isc_err err;
+	char *uri;
+
+	(void)state;
+	/* No such database: the server's message, and never the password. */
+	assert_int_not_equal(
+	    asprintf(&uri, "postgresql://postgres:hunter2-secret@/no_such_db?host=%s", server_dir),
+	    -1);
+	assert_int_equal(isc_db_open_pg(uri, &db, &err), ISC_EIO);
+	assert_null(db);
+	assert_non_null(strstr(err.msg, "no_such_db"));
+	assert_null(strstr(err.msg, "hunter2"));
+	assert_null(strchr(err.msg, '\n'));
+	free(uri);
+	/* A connection string libpq cannot parse: its quoted piece is not repeated. */
+	assert_int_equal(isc_db_open_pg("host=x password=hunter2-secret junk", &db, &err),
+	                 ISC_EINVALID);
+	assert_null(strstr(err.msg, "hunter2"));
+	assert_null(strstr(err.msg, "junk"));
+	/* No server at that socket. */
+	assert_int_equal(
+	    isc_db_open_pg("postgresql:///x?host=/nonexistent-dir&password=hunter2", &db, &err),
+	    ISC_EIO);
+	assert_null(strstr(err.msg, "hunter2"));
+}
+
+/* Runs the baseline as store.c will: in one transaction, then the version. */
+static void load_baseline(struct isc_db *db)
+{
+	char sql[96];
+
+	assert_int_equal(isc_db_pg_exec(db, "BEGIN"), ISC_DB_OK);
+	if (isc_db_pg_exec(db, isc_store_pg_baseline_sql()) != ISC_DB_OK)
+		fail_msg("the baseline: %s", isc_db_pg_errmsg(db));
+	snprintf(sql, sizeof(sql), "INSERT INTO schema_version (version) VALUES (%d)",
+	         isc_store_pg_baseline_version());
+	assert_int_equal(isc_db_pg_exec(db, sql), ISC_DB_OK);
+	assert_int_equal(isc_db_pg_exec(db, "COMMIT"), ISC_DB_OK);
+}
+
+static void test_migration_counts(void **state)
+{
+	(void)state;
+	assert_int_equal(isc_store_pg_baseline_version(), 20);
+	/* Both sides know the same versions: a migration appended to one is appended to both. */
+	assert_int_equal(isc_store_pg_migration_count(), isc_store_migration_count());
+	assert_true(isc_store_pg_baseline_version() <= (int)isc_store_pg_migration_count());
+	assert_null(isc_store_pg_migration_sql(0));
+	assert_null(isc_store_pg_migration_sql((size_t)isc_store_pg_baseline_version() - 1));
+	for (size_t i = (size_t)isc_store_pg_baseline_version(); i < isc_store_pg_migration_count();
+	     i++)
+		assert_non_null(isc_store_pg_migration_sql(i));
+	assert_null(isc_store_pg_migration_sql(isc_store_pg_migration_count()));
+}
+
+static void test_schema_loads(void **state)
+{
+	struct t *t = *state;
+
+	load_baseline(t->db);
+	/* Every later step too, in order (none before migration 21 exists). */
+	for (size_t i = (size_t)isc_store_pg_baseline_version(); i < isc_store_pg_migration_count();
+	     i++) {
+		if (isc_db_pg_exec(t->db, isc_store_pg_migration_sql(i)) != ISC_DB_OK)
+			fail_msg("step %zu: %s", i + 1, isc_db_pg_errmsg(t->db));
+	}
+	assert_int_equal(query_int(t->db, "SELECT version FROM schema_version"),
+	                 isc_store_pg_baseline_version());
+	/* Constraints as SQLite's: a foreign key, a CHECK, pool_nodes' quoted column. */
+	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO projects (id, org_id, name, "
+	                                       "created_at_ms) VALUES ('p', 42, 'p', 0)"),
+	                 ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                "added_ms) VALUES ('h', 22, 'isc', 8, 0)"),
+	                 ISC_DB_OK);
+	assert_int_equal(query_int(t->db, "SELECT id FROM pool_nodes WHERE \"user\" = 'isc'"), 1);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                "added_ms) VALUES ('h', 0, 'isc', 8, 0)"),
+	                 ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                "added_ms) VALUES ('h', 22, 'other', 8, 0)"),
+	                 ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                "state, added_ms) VALUES ('h2', 22, 'a', 8, 'down', 0)"),
+	                 ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO cloud_key_master (id, nonce, ciphertext, "
+	                                "created_at_ms) VALUES (2, '\\x00', '\\x00', 0)"),
+	                 ISC_DB_CONSTRAINT);
+}
+
+/* Appends one ledger row through a prepared statement; returns the result code. */
+static int ledger_add(struct isc_db *db, const char *kind, const char *billing, int64_t amount,
+                      const char *node, int64_t period_start)
+{
+	struct isc_db_stmt *st;
+	int rc;
+
+	assert_int_equal(isc_db_pg_prepare(db,
+	                                   "INSERT INTO ledger (at_ms, org_id, project_id, "
+	                                   "experiment_id, node_instance_id, kind, amount_micros, "
+	                                   "period_start_ms, billing) VALUES (?, ?, ?, ?, ?, ?, ?, "
+	                                   "?, ?)",
+	                                   ISC_DB_PREPARE_PERSISTENT, &st),
+	                 ISC_DB_OK);
+	isc_db_pg_bind_int64(st, 1, 1000);
+	isc_db_pg_bind_int64(st, 2, 1);
+	isc_db_pg_bind_text(st, 3, "proj", -1, ISC_DB_STATIC);
+	isc_db_pg_bind_text(st, 4, "exp", -1, ISC_DB_STATIC);
+	isc_db_pg_bind_text(st, 5, node, -1, ISC_DB_STATIC);
+	isc_db_pg_bind_text(st, 6, kind, -1, ISC_DB_STATIC);
+	isc_db_pg_bind_int64(st, 7, amount);
+	if (node)
+		isc_db_pg_bind_int64(st, 8, period_start);
+	isc_db_pg_bind_text(st, 9, billing, -1, ISC_DB_STATIC);
+	rc = isc_db_pg_step(st);
+	isc_db_pg_finalize(st);
+	return rc;
+}
+
+static int64_t total(struct isc_db *db, const char *scope, const char *key, const char *column)
+{
+	char sql[192];
+	snprintf(sql, sizeof(sql), "SELECT %s FROM ledger_totals WHERE scope = '%s' AND key = '%s'",
+	         column, scope, key);
+	return query_int(db, sql);
+}
+
+static void test_ledger(void **state)
+{
+	struct t *t = *state;
+
+	load_baseline(t->db);
+	assert_int_equal(isc_db_pg_exec(t->db,
+	                                "INSERT INTO orgs (name, created_at_ms) "
+	                                "VALUES ('acme', 0);"
+	                                "INSERT INTO projects (id, org_id, name, created_at_ms)"
+	                                " VALUES ('proj', 1, 'p', 0)"),
+	                 ISC_DB_OK);
+	assert_int_equal(ledger_add(t->db, "grant", "credits", 1000000, NULL, 0), ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "reserve", "credits", 300000, NULL, 0), ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "charge", "credits", 2500, "i-1", 0), ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "charge", "credits", 2500, "i-1", 60000), ISC_DB_DONE);
+	/* The same node period twice: refused by ledger_charge_once, nothing counted. */
+	assert_int_equal(ledger_add(t->db, "charge", "credits", 2500, "i-1", 60000),
+	                 ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "ledger_charge_once"));
+	/* Only charges are unique per period (a partial index). */
+	assert_int_equal(ledger_add(t->db, "release", "credits", 100000, "i-1", 60000),
+	                 ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "release", "credits", 100000, "i-1", 60000),
+	                 ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "charge", "byo", 7000, "i-2", 0), ISC_DB_DONE);
+	assert_int_equal(ledger_add(t->db, "bogus", "credits", 1, NULL, 0), ISC_DB_CONSTRAINT);
+	assert_int_equal(ledger_add(t->db, "grant", "cash", 1, NULL, 0), ISC_DB_CONSTRAINT);
+
+	/* The totals, as migration 8's trigger keeps them, in all three scopes. */
+	const char *scopes[][2] = {{"org", "1"}, {"project", "proj"}, {"experiment", "exp"}};
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(total(t->db, scopes[k][0], scopes[k][1], "balance_micros"),
+		                 1000000 - 5000);
+		assert_int_equal(total(t->db, scopes[k][0], scopes[k][1], "reserved_micros"),
+		                 300000 - 200000);
+		assert_int_equal(total(t->db, scopes[k][0], scopes[k][1], "spent_micros"), 5000);
+		assert_int_equal(total(t->db, scopes[k][0], scopes[k][1], "charged_micros"),
+		                 5000 + 7000);
+	}
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM ledger_totals"), 3);
+	/* And exactly the sums of the rows (the backfill's formula of migration 8). */
+	assert_int_equal(query_int(t->db, "SELECT SUM(CASE kind WHEN 'grant' THEN amount_micros "
+	                                  "WHEN 'charge' THEN -amount_micros ELSE 0 END) FROM "
+	                                  "ledger WHERE billing = 'credits'"),
+	                 total(t->db, "org", "1", "balance_micros"));
+
+	/* Immutable: UPDATE, DELETE and TRUNCATE are refused as constraint errors. */
+	assert_int_equal(run_sql(t->db, "UPDATE ledger SET amount_micros = 0"), ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_pg_errmsg(t->db), "ledger rows are immutable");
+	assert_int_equal(run_sql(t->db, "DELETE FROM ledger WHERE kind = 'charge'"),
+	                 ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_pg_errmsg(t->db), "ledger rows are immutable");
+	assert_int_equal(isc_db_pg_exec(t->db, "TRUNCATE ledger"), ISC_DB_CONSTRAINT);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM ledger"), 7);
+}
+
+static void test_audit(void **state)
+{
+	struct t *t = *state;
+
+	load_baseline(t->db);
+	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO audit (at_ms, actor, address, org_id, "
+	                                       "action, target, status) VALUES "
+	                                       "(1, 'op', 'unix', NULL, 'POST', '/x', 200)"),
+	                 ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "UPDATE audit SET status = 500"), ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_pg_errmsg(t->db), "the audit is append-only");
+	assert_int_equal(run_sql(t->db, "DELETE FROM audit"), ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_pg_errmsg(t->db), "the audit is append-only");
+	assert_int_equal(isc_db_pg_exec(t->db, "TRUNCATE audit"), ISC_DB_CONSTRAINT);
+	assert_int_equal(query_int(t->db, "SELECT status FROM audit"), 200);
+}
+
+/* The names of one table's columns in order, comma-separated (owned). */
+static char *sqlite_columns(sqlite3 *db, const char *table)
+{
+	char *sql = sqlite3_mprintf("PRAGMA table_info(\"%w\")", table), *out = strdup("");
+	sqlite3_stmt *st;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char *next;
+		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
+		                              (const char *)sqlite3_column_text(st, 1)),
+		                     -1);
+		free(out);
+		out = next;
+	}
+	sqlite3_finalize(st);
+	sqlite3_free(sql);
+	return out;
+}
+
+static char *pg_columns(struct isc_db *db, const char *table)
+{
+	struct isc_db_stmt *st;
+	char *out = strdup("");
+
+	assert_int_equal(isc_db_pg_prepare(db,
+	                                   "SELECT column_name FROM information_schema.columns "
+	                                   "WHERE table_schema = 'public' AND table_name = ? "
+	                                   "ORDER BY ordinal_position",
+	                                   0, &st),
+	                 ISC_DB_OK);
+	isc_db_pg_bind_text(st, 1, table, -1, ISC_DB_STATIC);
+	while (isc_db_pg_step(st) == ISC_DB_ROW) {
+		char *next;
+		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
+		                              (const char *)isc_db_pg_column_text(st, 0)),
+		                     -1);
+		free(out);
+		out = next;
+	}
+	isc_db_pg_finalize(st);
+	return out;
+}
+
+/* One query's first column, all rows, comma-separated (owned). */
+static char *sqlite_list(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	char *out = strdup("");
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char *next;
+		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
+		                              (const char *)sqlite3_column_text(st, 0)),
+		                     -1);
+		free(out);
+		out = next;
+	}
+	sqlite3_finalize(st);
+	return out;
+}
+
+static char *pg_list(struct isc_db *db, const char *sql)
+{
+	struct isc_db_stmt *st;
+	char *out = strdup("");
+
+	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
+	while (isc_db_pg_step(st) == ISC_DB_ROW) {
+		char *next;
+		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
+		                              (const char *)isc_db_pg_column_text(st, 0)),
+		                     -1);
+		free(out);
+		out = next;
+	}
+	isc_db_pg_finalize(st);
+	return out;
+}
+
+/*
+ * The schema parity test: a SQLite store made the usual way and the PostgreSQL
+ * baseline have the same tables, each with the same columns in the same
+ * order, and the same named indexes.
+ */
+static void test_schema_parity(void **state)
+{
+	struct t *t = *state;
+	struct store_fixture f;
+	sqlite3 *lite;
+	char *path, *lite_tables, *pg_tables, *table, *save, *a, *b;
+
+	load_baseline(t->db);
+	store_fixture_init(&f, "dbpg-lite");
+	assert_int_not_equal(asprintf(&path, "%s/isc.db", f.home), -1);
+	assert_int_equal(sqlite3_open_v2(path, &lite, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+
+	/* schema_version is PostgreSQL's record of the version (SQLite keeps it in a PRAGMA). */
+	lite_tables = sqlite_list(lite, "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+	                                "name NOT LIKE 'sqlite_%' AND name != 'schema_version' "
+	                                "ORDER BY name");
+	pg_tables = pg_list(t->db, "SELECT table_name FROM information_schema.tables WHERE "
+	                           "table_schema = 'public' AND table_name != 'schema_version' "
+	                           "ORDER BY table_name COLLATE \"C\"");
+	assert_string_equal(pg_tables, lite_tables);
+	assert_non_null(strstr(lite_tables, "ledger_totals"));
+	for (table = strtok_r(lite_tables, ",", &save); table; table = strtok_r(NULL, ",", &save)) {
+		a = sqlite_columns(lite, table);
+		b = pg_columns(t->db, table);
+		if (strcmp(a, b) != 0)
+			fail_msg("table %s: SQLite has (%s), PostgreSQL (%s)", table, a, b);
+		free(a);
+		free(b);
+	}
+	/* Named indexes (not those of PRIMARY KEY and UNIQUE constraints, named by each engine). */
+	a = sqlite_list(lite, "SELECT name FROM sqlite_master WHERE type = 'index' AND "
+	                      "name NOT LIKE 'sqlite_%' ORDER BY name");
+	b = pg_list(t->db, "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND "
+	                   "indexname NOT LIKE '%\\_pkey' AND indexname NOT LIKE '%\\_key' "
+	                   "ORDER BY indexname COLLATE \"C\"");
+	assert_string_equal(b, a);
+	free(a);
+	free(b);
+
+	free(lite_tables);
+	free(pg_tables);
+	sqlite3_close(lite);
+	free(path);
+	store_fixture_cleanup(&f);
+}
+
+/* 1 when the server's binaries are here (pg-server looks in the same places). */
+static int have_postgres(void)
+{
+	glob_t g;
+	int found = glob("/usr/lib/postgresql/*/bin/initdb", 0, NULL, &g) == 0;
+
+	globfree(&g);
+	return found || getenv("PG_BIN");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_migration_counts),
+	    cmocka_unit_test(test_open_errors),
+	    cmocka_unit_test_setup_teardown(test_placeholders, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_values, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_changes_and_errors, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reset_rebind, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_persistent, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_schema_loads, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_schema_parity, setup, teardown),
+	};
+	/* Only a machine without the server's binaries skips: `make deps` installs them. */
+	if (!have_postgres()) {
+		printf("test_db_pg: SKIPPED: no PostgreSQL binaries in /usr/lib/postgresql/*/bin "
+		       "(make deps installs postgresql)\n");
+		return 0;
+	}
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
