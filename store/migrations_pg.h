@@ -15,8 +15,8 @@ int isc_store_pg_baseline_version(void);
 
 /*
  * The baseline: every table, index, constraint and trigger of that version,
- * and the schema_version table (empty: the caller runs this in one
- * transaction and records the version).
+ * and the schema_version table if it is not there yet (left as it is: the
+ * caller runs this in one transaction and records the version).
  */
 const char *isc_store_pg_baseline_sql(void);
 

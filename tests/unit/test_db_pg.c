@@ -11,6 +11,7 @@
 #include "store/db_pg.h"
 #include "store/migrations_pg.h"
 #include "store/store_int.h"
+#include "store/store_pool.h"
 #include "tests/unit/store_fixture.h"
 
 #include <setjmp.h>
@@ -88,7 +89,7 @@ static int group_teardown(void **state)
 	char args[128], cmd[160];
 
 	(void)state;
-	isc_db_pg_close(admin);
+	isc_db_close(admin);
 	free(admin_uri);
 	snprintf(args, sizeof(args), "tests/pg/pg-server stop %s", server_dir);
 	if (system(args) != 0)
@@ -108,7 +109,7 @@ static int setup(void **state)
 	assert_non_null(t);
 	snprintf(t->name, sizeof(t->name), "t%d", ++next_db);
 	snprintf(sql, sizeof(sql), "CREATE DATABASE %s", t->name);
-	assert_int_equal(isc_db_pg_exec(admin, sql), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
 	assert_int_not_equal(
 	    asprintf(&uri, "postgresql:///%s?host=%s&user=postgres", t->name, server_dir), -1);
 	if (isc_db_open_pg(uri, &t->db, &err))
@@ -123,9 +124,9 @@ static int teardown(void **state)
 	struct t *t = *state;
 	char sql[64];
 
-	isc_db_pg_close(t->db);
+	isc_db_close(t->db);
 	snprintf(sql, sizeof(sql), "DROP DATABASE %s", t->name);
-	isc_db_pg_exec(admin, sql);
+	isc_db_exec(admin, sql);
 	free(t);
 	return 0;
 }
@@ -136,12 +137,12 @@ static int64_t query_int(struct isc_db *db, const char *sql)
 	struct isc_db_stmt *st;
 	int64_t v;
 
-	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
-	if (isc_db_pg_step(st) != ISC_DB_ROW)
-		fail_msg("%s: %s", sql, isc_db_pg_errmsg(db));
-	v = isc_db_pg_column_int64(st, 0);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_prepare(db, sql, 0, &st), ISC_DB_OK);
+	if (isc_db_step(st) != ISC_DB_ROW)
+		fail_msg("%s: %s", sql, isc_db_errmsg(db));
+	v = isc_db_column_int64(st, 0);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
 	return v;
 }
 
@@ -151,9 +152,9 @@ static int run_sql(struct isc_db *db, const char *sql)
 	struct isc_db_stmt *st;
 	int rc;
 
-	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
-	rc = isc_db_pg_step(st);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_prepare(db, sql, 0, &st), ISC_DB_OK);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -162,51 +163,52 @@ static void test_placeholders(void **state)
 	struct t *t = *state;
 	struct isc_db_stmt *st;
 
+	assert_int_equal(isc_db_kind(t->db), ISC_DB_POSTGRES);
 	/* Plain ? takes the largest number so far plus one; quotes and comments are left alone. */
-	assert_int_equal(isc_db_pg_prepare(t->db,
-	                                   "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
-	                                   ", /* ? */ ?, ?5",
-	                                   0, &st),
+	assert_int_equal(isc_db_prepare(t->db,
+	                                "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
+	                                ", /* ? */ ?, ?5",
+	                                0, &st),
 	                 ISC_DB_OK);
 	assert_string_equal(isc_db_pg_translated_sql(st),
 	                    "SELECT $1, $5, $6, $2, '?', 'it''s ?', \"a?\" -- ?\n, /* ? */ $7, $5");
-	assert_string_equal(isc_db_pg_sql(st), "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
-	                                       ", /* ? */ ?, ?5");
-	assert_int_equal(isc_db_pg_bind_parameter_count(st), 7);
-	assert_ptr_equal(isc_db_pg_handle(st), t->db);
-	isc_db_pg_finalize(st);
+	assert_string_equal(isc_db_sql(st), "SELECT ?, ?5, ?, ?2, '?', 'it''s ?', \"a?\" -- ?\n"
+	                                    ", /* ? */ ?, ?5");
+	assert_int_equal(isc_db_bind_parameter_count(st), 7);
+	assert_ptr_equal(isc_db_handle(st), t->db);
+	isc_db_finalize(st);
 
 	/* For real: ?2 named twice is one parameter, the ? after it is the third. */
-	assert_int_equal(isc_db_pg_prepare(t->db,
-	                                   "SELECT CAST(?2 AS BIGINT) + CAST(?2 AS BIGINT), "
-	                                   "CAST(? AS TEXT), '?', CAST(?1 AS TEXT)",
-	                                   0, &st),
+	assert_int_equal(isc_db_prepare(t->db,
+	                                "SELECT CAST(?2 AS BIGINT) + CAST(?2 AS BIGINT), "
+	                                "CAST(? AS TEXT), '?', CAST(?1 AS TEXT)",
+	                                0, &st),
 	                 ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_parameter_count(st), 3);
-	assert_int_equal(isc_db_pg_bind_text(st, 1, "one", -1, ISC_DB_STATIC), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_int(st, 2, 21), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_text(st, 3, "three!", 5, ISC_DB_TRANSIENT), ISC_DB_OK);
-	assert_int_not_equal(isc_db_pg_bind_int(st, 4, 1), ISC_DB_OK);
-	assert_int_not_equal(isc_db_pg_bind_int(st, 0, 1), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 42);
-	assert_string_equal(isc_db_pg_column_text(st, 1), "three");
-	assert_string_equal(isc_db_pg_column_text(st, 2), "?");
-	assert_string_equal(isc_db_pg_column_text(st, 3), "one");
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_bind_parameter_count(st), 3);
+	assert_int_equal(isc_db_bind_text(st, 1, "one", -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_int(st, 2, 21), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_text(st, 3, "three!", 5, ISC_DB_TRANSIENT), ISC_DB_OK);
+	assert_int_not_equal(isc_db_bind_int(st, 4, 1), ISC_DB_OK);
+	assert_int_not_equal(isc_db_bind_int(st, 0, 1), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 42);
+	assert_string_equal(isc_db_column_text(st, 1), "three");
+	assert_string_equal(isc_db_column_text(st, 2), "?");
+	assert_string_equal(isc_db_column_text(st, 3), "one");
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
 
 	/* ?3 alone: the server is given a type for the two it never sees. */
-	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT CAST(?3 AS TEXT)", 0, &st), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_parameter_count(st), 3);
-	assert_int_equal(isc_db_pg_bind_text(st, 3, "x", -1, ISC_DB_STATIC), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_string_equal(isc_db_pg_column_text(st, 0), "x");
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_prepare(t->db, "SELECT CAST(?3 AS TEXT)", 0, &st), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_parameter_count(st), 3);
+	assert_int_equal(isc_db_bind_text(st, 3, "x", -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_string_equal(isc_db_column_text(st, 0), "x");
+	isc_db_finalize(st);
 
-	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT ?0", 0, &st), ISC_DB_ERROR);
+	assert_int_equal(isc_db_prepare(t->db, "SELECT ?0", 0, &st), ISC_DB_ERROR);
 	assert_null(st);
-	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT ?32767", 0, &st), ISC_DB_ERROR);
+	assert_int_equal(isc_db_prepare(t->db, "SELECT ?32767", 0, &st), ISC_DB_ERROR);
 }
 
 static void test_values(void **state)
@@ -217,74 +219,74 @@ static void test_values(void **state)
 	const char *text = "it's \"quoted\" \\ -- ? ünïcødé ✓ 🚀";
 	const unsigned char blob[] = {0, 1, 0, 0xff, '\\', 'x', 0};
 
-	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE v (n INTEGER, i BIGINT, s TEXT, "
-	                                       "b BYTEA, f BOOLEAN)"),
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE v (n INTEGER, i BIGINT, s TEXT, "
+	                                    "b BYTEA, f BOOLEAN)"),
 	                 ISC_DB_OK);
-	assert_int_equal(isc_db_pg_prepare(
-	                     t->db, "INSERT INTO v (n, i, s, b, f) VALUES (?, ?, ?, ?, ?)", 0, &st),
-	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_prepare(t->db, "INSERT INTO v (n, i, s, b, f) VALUES (?, ?, ?, ?, ?)", 0, &st),
+	    ISC_DB_OK);
 	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-		assert_int_equal(isc_db_pg_bind_int(st, 1, (int)k), ISC_DB_OK);
-		assert_int_equal(isc_db_pg_bind_int64(st, 2, ints[k]), ISC_DB_OK);
-		assert_int_equal(isc_db_pg_bind_text(st, 3, text, -1, ISC_DB_STATIC), ISC_DB_OK);
-		assert_int_equal(isc_db_pg_bind_blob(st, 4, blob, sizeof(blob), ISC_DB_STATIC),
+		assert_int_equal(isc_db_bind_int(st, 1, (int)k), ISC_DB_OK);
+		assert_int_equal(isc_db_bind_int64(st, 2, ints[k]), ISC_DB_OK);
+		assert_int_equal(isc_db_bind_text(st, 3, text, -1, ISC_DB_STATIC), ISC_DB_OK);
+		assert_int_equal(isc_db_bind_blob(st, 4, blob, sizeof(blob), ISC_DB_STATIC),
 		                 ISC_DB_OK);
 		assert_int_equal(
-		    isc_db_pg_bind_text(st, 5, k % 2 ? "true" : "false", -1, ISC_DB_STATIC),
+		    isc_db_bind_text(st, 5, k % 2 ? "true" : "false", -1, ISC_DB_STATIC),
 		    ISC_DB_OK);
-		assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-		assert_int_equal(isc_db_pg_reset(st), ISC_DB_OK);
+		assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+		assert_int_equal(isc_db_reset(st), ISC_DB_OK);
 	}
 	/* NULLs of every kind, and an empty blob (a value, not NULL). */
-	assert_int_equal(isc_db_pg_clear_bindings(st), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_int(st, 1, 100), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_null(st, 2), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_text(st, 3, NULL, -1, ISC_DB_STATIC), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_bind_blob(st, 4, "", 0, ISC_DB_STATIC), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_clear_bindings(st), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_int(st, 1, 100), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_null(st, 2), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_text(st, 3, NULL, -1, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_blob(st, 4, "", 0, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
 
-	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT i, s, b, f FROM v ORDER BY n", 0, &st),
+	assert_int_equal(isc_db_prepare(t->db, "SELECT i, s, b, f FROM v ORDER BY n", 0, &st),
 	                 ISC_DB_OK);
 	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-		assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-		assert_int_equal(isc_db_pg_column_type(st, 0), ISC_DB_INTEGER);
-		assert_true(isc_db_pg_column_int64(st, 0) == ints[k]);
-		assert_int_equal(isc_db_pg_column_type(st, 1), ISC_DB_TEXT);
-		assert_string_equal(isc_db_pg_column_text(st, 1), text);
-		assert_int_equal(isc_db_pg_column_bytes(st, 1), (int)strlen(text));
-		assert_int_equal(isc_db_pg_column_type(st, 2), ISC_DB_BLOB);
-		assert_int_equal(isc_db_pg_column_bytes(st, 2), (int)sizeof(blob));
-		assert_memory_equal(isc_db_pg_column_blob(st, 2), blob, sizeof(blob));
+		assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+		assert_int_equal(isc_db_column_type(st, 0), ISC_DB_INTEGER);
+		assert_true(isc_db_column_int64(st, 0) == ints[k]);
+		assert_int_equal(isc_db_column_type(st, 1), ISC_DB_TEXT);
+		assert_string_equal(isc_db_column_text(st, 1), text);
+		assert_int_equal(isc_db_column_bytes(st, 1), (int)strlen(text));
+		assert_int_equal(isc_db_column_type(st, 2), ISC_DB_BLOB);
+		assert_int_equal(isc_db_column_bytes(st, 2), (int)sizeof(blob));
+		assert_memory_equal(isc_db_column_blob(st, 2), blob, sizeof(blob));
 		/* Booleans read as SQLite's 0 and 1. */
-		assert_int_equal(isc_db_pg_column_type(st, 3), ISC_DB_INTEGER);
-		assert_int_equal(isc_db_pg_column_int(st, 3), k % 2 ? 1 : 0);
+		assert_int_equal(isc_db_column_type(st, 3), ISC_DB_INTEGER);
+		assert_int_equal(isc_db_column_int(st, 3), k % 2 ? 1 : 0);
 	}
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
 	for (int c = 0; c < 4; c++) {
 		if (c == 2)
 			continue;
-		assert_int_equal(isc_db_pg_column_type(st, c), ISC_DB_NULL);
-		assert_null(isc_db_pg_column_text(st, c));
-		assert_int_equal(isc_db_pg_column_int64(st, c), 0);
-		assert_null(isc_db_pg_column_blob(st, c));
-		assert_int_equal(isc_db_pg_column_bytes(st, c), 0);
+		assert_int_equal(isc_db_column_type(st, c), ISC_DB_NULL);
+		assert_null(isc_db_column_text(st, c));
+		assert_int_equal(isc_db_column_int64(st, c), 0);
+		assert_null(isc_db_column_blob(st, c));
+		assert_int_equal(isc_db_column_bytes(st, c), 0);
 	}
 	/* An empty blob: a value, of no bytes (SQLite gives a NULL pointer for it too). */
-	assert_int_equal(isc_db_pg_column_type(st, 2), ISC_DB_BLOB);
-	assert_int_equal(isc_db_pg_column_bytes(st, 2), 0);
-	assert_null(isc_db_pg_column_blob(st, 2));
+	assert_int_equal(isc_db_column_type(st, 2), ISC_DB_BLOB);
+	assert_int_equal(isc_db_column_bytes(st, 2), 0);
+	assert_null(isc_db_column_blob(st, 2));
 	/* Out of range: NULL, as SQLite answers. */
-	assert_int_equal(isc_db_pg_column_type(st, 9), ISC_DB_NULL);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_column_type(st, 9), ISC_DB_NULL);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
 
 	/* SUM of int8 is numeric in PostgreSQL: still an integer to the store. */
-	assert_int_equal(isc_db_pg_prepare(t->db, "SELECT SUM(n) FROM v", 0, &st), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_type(st, 0), ISC_DB_INTEGER);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 0 + 1 + 2 + 3 + 4 + 100);
-	isc_db_pg_finalize(st);
+	assert_int_equal(isc_db_prepare(t->db, "SELECT SUM(n) FROM v", 0, &st), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_type(st, 0), ISC_DB_INTEGER);
+	assert_int_equal(isc_db_column_int64(st, 0), 0 + 1 + 2 + 3 + 4 + 100);
+	isc_db_finalize(st);
 }
 
 static void test_changes_and_errors(void **state)
@@ -293,68 +295,66 @@ static void test_changes_and_errors(void **state)
 	struct isc_db_stmt *st;
 	int64_t total;
 
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "CREATE TABLE c (id BIGINT PRIMARY KEY, "
-	                                "name TEXT NOT NULL UNIQUE, n BIGINT CHECK (n >= 0));"
-	                                "INSERT INTO c VALUES (1, 'a', 1), (2, 'b', 2), "
-	                                "(3, 'c', 3)"),
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE c (id BIGINT PRIMARY KEY, "
+	                                    "name TEXT NOT NULL UNIQUE, n BIGINT CHECK (n >= 0));"
+	                                    "INSERT INTO c VALUES (1, 'a', 1), (2, 'b', 2), "
+	                                    "(3, 'c', 3)"),
 	                 ISC_DB_OK);
-	assert_int_equal(isc_db_pg_changes(t->db), 3);
-	total = isc_db_pg_total_changes(t->db);
+	assert_int_equal(isc_db_changes(t->db), 3);
+	total = isc_db_total_changes(t->db);
 	assert_int_equal(total, 3);
 	assert_int_equal(run_sql(t->db, "UPDATE c SET n = n + 1 WHERE id >= 2"), ISC_DB_DONE);
-	assert_int_equal(isc_db_pg_changes(t->db), 2);
+	assert_int_equal(isc_db_changes(t->db), 2);
 	/* A SELECT changes nothing, and leaves the last count as it is. */
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM c"), 3);
-	assert_int_equal(isc_db_pg_changes(t->db), 2);
+	assert_int_equal(isc_db_changes(t->db), 2);
 	assert_int_equal(run_sql(t->db, "DELETE FROM c WHERE id = 99"), ISC_DB_DONE);
-	assert_int_equal(isc_db_pg_changes(t->db), 0);
-	assert_int_equal(isc_db_pg_total_changes(t->db), 5);
+	assert_int_equal(isc_db_changes(t->db), 0);
+	assert_int_equal(isc_db_total_changes(t->db), 5);
 
 	/* INSERT ... RETURNING: a row, and a change. */
-	assert_int_equal(
-	    isc_db_pg_prepare(t->db, "INSERT INTO c (id, name, n) VALUES (?, ?, ?) RETURNING id", 0,
-	                      &st),
-	    ISC_DB_OK);
-	isc_db_pg_bind_int64(st, 1, 4);
-	isc_db_pg_bind_text(st, 2, "d", -1, ISC_DB_STATIC);
-	isc_db_pg_bind_int64(st, 3, 0);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 4);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	assert_int_equal(isc_db_pg_changes(t->db), 1);
+	assert_int_equal(isc_db_prepare(t->db,
+	                                "INSERT INTO c (id, name, n) VALUES (?, ?, ?) RETURNING id",
+	                                0, &st),
+	                 ISC_DB_OK);
+	isc_db_bind_int64(st, 1, 4);
+	isc_db_bind_text(st, 2, "d", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, 0);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 4);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	assert_int_equal(isc_db_changes(t->db), 1);
 
 	/* Unique, check and not-null violations are constraint errors with the server's words. */
-	isc_db_pg_reset(st);
-	isc_db_pg_bind_int64(st, 1, 5);
-	isc_db_pg_bind_text(st, 2, "a-secret-value", -1, ISC_DB_STATIC);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW); /* nothing wrong yet */
-	isc_db_pg_reset(st);
-	isc_db_pg_bind_int64(st, 1, 6);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "duplicate key value violates unique"));
+	isc_db_reset(st);
+	isc_db_bind_int64(st, 1, 5);
+	isc_db_bind_text(st, 2, "a-secret-value", -1, ISC_DB_STATIC);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW); /* nothing wrong yet */
+	isc_db_reset(st);
+	isc_db_bind_int64(st, 1, 6);
+	assert_int_equal(isc_db_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "duplicate key value violates unique"));
 	/* The primary message only: the row's values (the DETAIL) never reach the error. */
-	assert_null(strstr(isc_db_pg_errmsg(t->db), "a-secret-value"));
-	isc_db_pg_reset(st);
-	isc_db_pg_bind_int64(st, 1, 7);
-	isc_db_pg_bind_text(st, 2, "g", -1, ISC_DB_STATIC);
-	isc_db_pg_bind_int64(st, 3, -5);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "violates check constraint"));
-	isc_db_pg_reset(st);
-	isc_db_pg_bind_null(st, 2);
-	isc_db_pg_bind_int64(st, 3, 5);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_CONSTRAINT);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "null value"));
-	isc_db_pg_finalize(st);
+	assert_null(strstr(isc_db_errmsg(t->db), "a-secret-value"));
+	isc_db_reset(st);
+	isc_db_bind_int64(st, 1, 7);
+	isc_db_bind_text(st, 2, "g", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 3, -5);
+	assert_int_equal(isc_db_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "violates check constraint"));
+	isc_db_reset(st);
+	isc_db_bind_null(st, 2);
+	isc_db_bind_int64(st, 3, 5);
+	assert_int_equal(isc_db_step(st), ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "null value"));
+	isc_db_finalize(st);
 
 	/* Anything else is a plain error, with the server's message. */
 	assert_int_equal(run_sql(t->db, "SELECT * FROM no_such_table"), ISC_DB_ERROR);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "no_such_table"));
-	assert_int_equal(isc_db_pg_exec(t->db, "SELEKT 1"), ISC_DB_ERROR);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "syntax error"));
-	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO c VALUES (1, 'z', 1)"),
-	                 ISC_DB_CONSTRAINT);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "no_such_table"));
+	assert_int_equal(isc_db_exec(t->db, "SELEKT 1"), ISC_DB_ERROR);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "syntax error"));
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO c VALUES (1, 'z', 1)"), ISC_DB_CONSTRAINT);
 }
 
 static void test_reset_rebind(void **state)
@@ -362,35 +362,35 @@ static void test_reset_rebind(void **state)
 	struct t *t = *state;
 	struct isc_db_stmt *st;
 
-	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE r (n BIGINT);"
-	                                       "INSERT INTO r VALUES (1), (2), (3)"),
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE r (n BIGINT);"
+	                                    "INSERT INTO r VALUES (1), (2), (3)"),
 	                 ISC_DB_OK);
-	assert_int_equal(
-	    isc_db_pg_prepare(t->db, "SELECT n FROM r WHERE n >= ? ORDER BY n", 0, &st), ISC_DB_OK);
-	isc_db_pg_bind_int64(st, 1, 2);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 2);
+	assert_int_equal(isc_db_prepare(t->db, "SELECT n FROM r WHERE n >= ? ORDER BY n", 0, &st),
+	                 ISC_DB_OK);
+	isc_db_bind_int64(st, 1, 2);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 2);
 	/* Reset in the middle: the next step runs it again from the start. */
-	assert_int_equal(isc_db_pg_reset(st), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 2);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	assert_int_equal(isc_db_reset(st), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 2);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 3);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
 	/* Rebound: the new value counts. */
-	isc_db_pg_reset(st);
-	isc_db_pg_bind_int64(st, 1, 3);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
+	isc_db_reset(st);
+	isc_db_bind_int64(st, 1, 3);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 3);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
 	/* A step after DONE runs it again, as SQLite's does. */
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-	assert_int_equal(isc_db_pg_column_int64(st, 0), 3);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 3);
 	/* Cleared bindings are NULL: no row is >= NULL. */
-	isc_db_pg_reset(st);
-	isc_db_pg_clear_bindings(st);
-	assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-	isc_db_pg_finalize(st);
+	isc_db_reset(st);
+	isc_db_clear_bindings(st);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
 }
 
 static void test_persistent(void **state)
@@ -398,44 +398,44 @@ static void test_persistent(void **state)
 	struct t *t = *state;
 	struct isc_db_stmt *st, *other;
 
-	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE p (n BIGINT, s TEXT);"
-	                                       "INSERT INTO p VALUES (1, 'one'), (2, 'two')"),
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE p (n BIGINT, s TEXT);"
+	                                    "INSERT INTO p VALUES (1, 'one'), (2, 'two')"),
 	                 ISC_DB_OK);
 	assert_int_equal(
-	    isc_db_pg_prepare(t->db, "SELECT s FROM p WHERE n = ?", ISC_DB_PREPARE_PERSISTENT, &st),
+	    isc_db_prepare(t->db, "SELECT s FROM p WHERE n = ?", ISC_DB_PREPARE_PERSISTENT, &st),
 	    ISC_DB_OK);
 	assert_int_equal(
-	    isc_db_pg_prepare(t->db, "SELECT CAST(? AS TEXT)", ISC_DB_PREPARE_PERSISTENT, &other),
+	    isc_db_prepare(t->db, "SELECT CAST(? AS TEXT)", ISC_DB_PREPARE_PERSISTENT, &other),
 	    ISC_DB_OK);
 	for (int round = 0; round < 3; round++) {
-		isc_db_pg_bind_int64(st, 1, 1 + round % 2);
-		assert_int_equal(isc_db_pg_step(st), ISC_DB_ROW);
-		assert_string_equal(isc_db_pg_column_text(st, 0), round % 2 ? "two" : "one");
-		assert_int_equal(isc_db_pg_step(st), ISC_DB_DONE);
-		isc_db_pg_reset(st);
+		isc_db_bind_int64(st, 1, 1 + round % 2);
+		assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+		assert_string_equal(isc_db_column_text(st, 0), round % 2 ? "two" : "one");
+		assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+		isc_db_reset(st);
 	}
 	/* Prepared once on the server, and run from there every time. */
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 1);
 
 	/* A parameter's type changing (integer, then text) gets a statement of the new types. */
-	isc_db_pg_bind_int64(other, 1, 7);
-	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
-	assert_string_equal(isc_db_pg_column_text(other, 0), "7");
-	isc_db_pg_reset(other);
-	isc_db_pg_bind_text(other, 1, "seven", -1, ISC_DB_STATIC);
-	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
-	assert_string_equal(isc_db_pg_column_text(other, 0), "seven");
-	isc_db_pg_reset(other);
+	isc_db_bind_int64(other, 1, 7);
+	assert_int_equal(isc_db_step(other), ISC_DB_ROW);
+	assert_string_equal(isc_db_column_text(other, 0), "7");
+	isc_db_reset(other);
+	isc_db_bind_text(other, 1, "seven", -1, ISC_DB_STATIC);
+	assert_int_equal(isc_db_step(other), ISC_DB_ROW);
+	assert_string_equal(isc_db_column_text(other, 0), "seven");
+	isc_db_reset(other);
 	/* NULL fits any type: the same statement. */
-	isc_db_pg_bind_null(other, 1);
-	assert_int_equal(isc_db_pg_step(other), ISC_DB_ROW);
-	assert_null(isc_db_pg_column_text(other, 0));
-	isc_db_pg_reset(other);
+	isc_db_bind_null(other, 1);
+	assert_int_equal(isc_db_step(other), ISC_DB_ROW);
+	assert_null(isc_db_column_text(other, 0));
+	isc_db_reset(other);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 2);
 
 	/* Finalize frees them on the server too. */
-	isc_db_pg_finalize(st);
-	isc_db_pg_finalize(other);
+	isc_db_finalize(st);
+	isc_db_finalize(other);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 0);
 }
 
@@ -443,30 +443,30 @@ static void test_transactions(void **state)
 {
 	struct t *t = *state;
 
-	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
-	assert_int_equal(isc_db_pg_exec(t->db, "CREATE TABLE x (n BIGINT UNIQUE)"), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN"), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_in_transaction(t->db), 1);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE x (n BIGINT UNIQUE)"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(isc_db_in_transaction(t->db), 1);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_DONE);
-	assert_int_equal(isc_db_pg_exec(t->db, "COMMIT"), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_exec(t->db, "COMMIT"), ISC_DB_OK);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
 
 	/* A failed statement leaves the transaction open (failed): the caller rolls it back. */
-	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (2)"), ISC_DB_DONE);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_in_transaction(t->db), 1);
-	assert_int_equal(isc_db_pg_exec(t->db, "ROLLBACK"), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_in_transaction(t->db), 1);
+	assert_int_equal(isc_db_exec(t->db, "ROLLBACK"), ISC_DB_OK);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 1);
 
 	/* Savepoints, as the store nests its transactions. */
-	assert_int_equal(isc_db_pg_exec(t->db, "BEGIN; SAVEPOINT sp1"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "BEGIN; SAVEPOINT sp1"), ISC_DB_OK);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (3)"), ISC_DB_DONE);
-	assert_int_equal(isc_db_pg_exec(t->db, "SAVEPOINT sp2"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "SAVEPOINT sp2"), ISC_DB_OK);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_exec(t->db, "ROLLBACK TO sp2; RELEASE sp2"), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_exec(t->db, "RELEASE sp1; COMMIT"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "ROLLBACK TO sp2; RELEASE sp2"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(t->db, "RELEASE sp1; COMMIT"), ISC_DB_OK);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 2);
 }
 
@@ -504,13 +504,13 @@ static void load_baseline(struct isc_db *db)
 {
 	char sql[96];
 
-	assert_int_equal(isc_db_pg_exec(db, "BEGIN"), ISC_DB_OK);
-	if (isc_db_pg_exec(db, isc_store_pg_baseline_sql()) != ISC_DB_OK)
-		fail_msg("the baseline: %s", isc_db_pg_errmsg(db));
+	assert_int_equal(isc_db_exec(db, "BEGIN"), ISC_DB_OK);
+	if (isc_db_exec(db, isc_store_pg_baseline_sql()) != ISC_DB_OK)
+		fail_msg("the baseline: %s", isc_db_errmsg(db));
 	snprintf(sql, sizeof(sql), "INSERT INTO schema_version (version) VALUES (%d)",
 	         isc_store_pg_baseline_version());
-	assert_int_equal(isc_db_pg_exec(db, sql), ISC_DB_OK);
-	assert_int_equal(isc_db_pg_exec(db, "COMMIT"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(db, sql), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(db, "COMMIT"), ISC_DB_OK);
 }
 
 static void test_migration_counts(void **state)
@@ -536,35 +536,31 @@ static void test_schema_loads(void **state)
 	/* Every later step too, in order (none before migration 21 exists). */
 	for (size_t i = (size_t)isc_store_pg_baseline_version(); i < isc_store_pg_migration_count();
 	     i++) {
-		if (isc_db_pg_exec(t->db, isc_store_pg_migration_sql(i)) != ISC_DB_OK)
-			fail_msg("step %zu: %s", i + 1, isc_db_pg_errmsg(t->db));
+		if (isc_db_exec(t->db, isc_store_pg_migration_sql(i)) != ISC_DB_OK)
+			fail_msg("step %zu: %s", i + 1, isc_db_errmsg(t->db));
 	}
 	assert_int_equal(query_int(t->db, "SELECT version FROM schema_version"),
 	                 isc_store_pg_baseline_version());
 	/* Constraints as SQLite's: a foreign key, a CHECK, pool_nodes' quoted column. */
-	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO projects (id, org_id, name, "
-	                                       "created_at_ms) VALUES ('p', 42, 'p', 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO projects (id, org_id, name, "
+	                                    "created_at_ms) VALUES ('p', 42, 'p', 0)"),
 	                 ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
-	                                "added_ms) VALUES ('h', 22, 'isc', 8, 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                    "added_ms) VALUES ('h', 22, 'isc', 8, 0)"),
 	                 ISC_DB_OK);
 	assert_int_equal(query_int(t->db, "SELECT id FROM pool_nodes WHERE \"user\" = 'isc'"), 1);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
-	                                "added_ms) VALUES ('h', 0, 'isc', 8, 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                    "added_ms) VALUES ('h', 0, 'isc', 8, 0)"),
 	                 ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
-	                                "added_ms) VALUES ('h', 22, 'other', 8, 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                    "added_ms) VALUES ('h', 22, 'other', 8, 0)"),
 	                 ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
-	                                "state, added_ms) VALUES ('h2', 22, 'a', 8, 'down', 0)"),
+	assert_int_equal(isc_db_exec(t->db,
+	                             "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                             "state, added_ms) VALUES ('h2', 22, 'a', 8, 'down', 0)"),
 	                 ISC_DB_CONSTRAINT);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO cloud_key_master (id, nonce, ciphertext, "
-	                                "created_at_ms) VALUES (2, '\\x00', '\\x00', 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO cloud_key_master (id, nonce, ciphertext, "
+	                                    "created_at_ms) VALUES (2, '\\x00', '\\x00', 0)"),
 	                 ISC_DB_CONSTRAINT);
 }
 
@@ -575,25 +571,25 @@ static int ledger_add(struct isc_db *db, const char *kind, const char *billing, 
 	struct isc_db_stmt *st;
 	int rc;
 
-	assert_int_equal(isc_db_pg_prepare(db,
-	                                   "INSERT INTO ledger (at_ms, org_id, project_id, "
-	                                   "experiment_id, node_instance_id, kind, amount_micros, "
-	                                   "period_start_ms, billing) VALUES (?, ?, ?, ?, ?, ?, ?, "
-	                                   "?, ?)",
-	                                   ISC_DB_PREPARE_PERSISTENT, &st),
+	assert_int_equal(isc_db_prepare(db,
+	                                "INSERT INTO ledger (at_ms, org_id, project_id, "
+	                                "experiment_id, node_instance_id, kind, amount_micros, "
+	                                "period_start_ms, billing) VALUES (?, ?, ?, ?, ?, ?, ?, "
+	                                "?, ?)",
+	                                ISC_DB_PREPARE_PERSISTENT, &st),
 	                 ISC_DB_OK);
-	isc_db_pg_bind_int64(st, 1, 1000);
-	isc_db_pg_bind_int64(st, 2, 1);
-	isc_db_pg_bind_text(st, 3, "proj", -1, ISC_DB_STATIC);
-	isc_db_pg_bind_text(st, 4, "exp", -1, ISC_DB_STATIC);
-	isc_db_pg_bind_text(st, 5, node, -1, ISC_DB_STATIC);
-	isc_db_pg_bind_text(st, 6, kind, -1, ISC_DB_STATIC);
-	isc_db_pg_bind_int64(st, 7, amount);
+	isc_db_bind_int64(st, 1, 1000);
+	isc_db_bind_int64(st, 2, 1);
+	isc_db_bind_text(st, 3, "proj", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 4, "exp", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 5, node, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 6, kind, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 7, amount);
 	if (node)
-		isc_db_pg_bind_int64(st, 8, period_start);
-	isc_db_pg_bind_text(st, 9, billing, -1, ISC_DB_STATIC);
-	rc = isc_db_pg_step(st);
-	isc_db_pg_finalize(st);
+		isc_db_bind_int64(st, 8, period_start);
+	isc_db_bind_text(st, 9, billing, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
 	return rc;
 }
 
@@ -610,11 +606,10 @@ static void test_ledger(void **state)
 	struct t *t = *state;
 
 	load_baseline(t->db);
-	assert_int_equal(isc_db_pg_exec(t->db,
-	                                "INSERT INTO orgs (name, created_at_ms) "
-	                                "VALUES ('acme', 0);"
-	                                "INSERT INTO projects (id, org_id, name, created_at_ms)"
-	                                " VALUES ('proj', 1, 'p', 0)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO orgs (name, created_at_ms) "
+	                                    "VALUES ('acme', 0);"
+	                                    "INSERT INTO projects (id, org_id, name, created_at_ms)"
+	                                    " VALUES ('proj', 1, 'p', 0)"),
 	                 ISC_DB_OK);
 	assert_int_equal(ledger_add(t->db, "grant", "credits", 1000000, NULL, 0), ISC_DB_DONE);
 	assert_int_equal(ledger_add(t->db, "reserve", "credits", 300000, NULL, 0), ISC_DB_DONE);
@@ -623,7 +618,7 @@ static void test_ledger(void **state)
 	/* The same node period twice: refused by ledger_charge_once, nothing counted. */
 	assert_int_equal(ledger_add(t->db, "charge", "credits", 2500, "i-1", 60000),
 	                 ISC_DB_CONSTRAINT);
-	assert_non_null(strstr(isc_db_pg_errmsg(t->db), "ledger_charge_once"));
+	assert_non_null(strstr(isc_db_errmsg(t->db), "ledger_charge_once"));
 	/* Only charges are unique per period (a partial index). */
 	assert_int_equal(ledger_add(t->db, "release", "credits", 100000, "i-1", 60000),
 	                 ISC_DB_DONE);
@@ -653,11 +648,11 @@ static void test_ledger(void **state)
 
 	/* Immutable: UPDATE, DELETE and TRUNCATE are refused as constraint errors. */
 	assert_int_equal(run_sql(t->db, "UPDATE ledger SET amount_micros = 0"), ISC_DB_CONSTRAINT);
-	assert_string_equal(isc_db_pg_errmsg(t->db), "ledger rows are immutable");
+	assert_string_equal(isc_db_errmsg(t->db), "ledger rows are immutable");
 	assert_int_equal(run_sql(t->db, "DELETE FROM ledger WHERE kind = 'charge'"),
 	                 ISC_DB_CONSTRAINT);
-	assert_string_equal(isc_db_pg_errmsg(t->db), "ledger rows are immutable");
-	assert_int_equal(isc_db_pg_exec(t->db, "TRUNCATE ledger"), ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_errmsg(t->db), "ledger rows are immutable");
+	assert_int_equal(isc_db_exec(t->db, "TRUNCATE ledger"), ISC_DB_CONSTRAINT);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM ledger"), 7);
 }
 
@@ -666,16 +661,64 @@ static void test_audit(void **state)
 	struct t *t = *state;
 
 	load_baseline(t->db);
-	assert_int_equal(isc_db_pg_exec(t->db, "INSERT INTO audit (at_ms, actor, address, org_id, "
-	                                       "action, target, status) VALUES "
-	                                       "(1, 'op', 'unix', NULL, 'POST', '/x', 200)"),
+	assert_int_equal(isc_db_exec(t->db, "INSERT INTO audit (at_ms, actor, address, org_id, "
+	                                    "action, target, status) VALUES "
+	                                    "(1, 'op', 'unix', NULL, 'POST', '/x', 200)"),
 	                 ISC_DB_OK);
 	assert_int_equal(run_sql(t->db, "UPDATE audit SET status = 500"), ISC_DB_CONSTRAINT);
-	assert_string_equal(isc_db_pg_errmsg(t->db), "the audit is append-only");
+	assert_string_equal(isc_db_errmsg(t->db), "the audit is append-only");
 	assert_int_equal(run_sql(t->db, "DELETE FROM audit"), ISC_DB_CONSTRAINT);
-	assert_string_equal(isc_db_pg_errmsg(t->db), "the audit is append-only");
-	assert_int_equal(isc_db_pg_exec(t->db, "TRUNCATE audit"), ISC_DB_CONSTRAINT);
+	assert_string_equal(isc_db_errmsg(t->db), "the audit is append-only");
+	assert_int_equal(isc_db_exec(t->db, "TRUNCATE audit"), ISC_DB_CONSTRAINT);
 	assert_int_equal(query_int(t->db, "SELECT status FROM audit"), 200);
+}
+
+/*
+ * store.c on this backend: a store opened with ISC_STORE_URL naming a new
+ * database gets the baseline and every later step (isc init), a second open
+ * joins it, and the store's own SQL runs (pool_nodes' quoted "user").
+ */
+static void test_store_on_pg(void **state)
+{
+	struct t *t = *state;
+	struct isc_store *s, *again;
+	struct isc_pool_node *v;
+	struct isc_err err;
+	char dir[] = "/tmp/isc-dbpg-home-XXXXXX", *uri;
+	int64_t id;
+	size_t n;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_not_equal(
+	    asprintf(&uri, "postgresql:///%s?host=%s&user=postgres", t->name, server_dir), -1);
+	setenv("ISC_STORE_URL", uri, 1);
+	if (isc_store_open(dir, 0, &s, &err) == 0)
+		fail_msg("a database without the schema opened without isc init");
+	if (isc_store_open(dir, 1, &s, &err))
+		fail_msg("isc_store_open on PostgreSQL: %s", err.msg);
+	assert_true(isc_store_is_postgres(s));
+	assert_int_equal(query_int(t->db, "SELECT version FROM schema_version"),
+	                 isc_store_pg_migration_count());
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM schema_version"), 1);
+	if (isc_store_open(dir, 1, &again, &err))
+		fail_msg("joining the PostgreSQL store: %s", err.msg);
+
+	assert_int_equal(isc_store_pool_add(s, "gpu-1.lab", 22, "isc", 8, NULL, &id, &err), 0);
+	assert_int_equal(isc_store_pool_add(again, "gpu-1.lab", 22, "isc", 8, NULL, NULL, &err),
+	                 ISC_ECONFLICT);
+	assert_int_equal(isc_store_pool_list(again, &v, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].id, id);
+	assert_string_equal(v[0].user, "isc");
+	isc_pool_nodes_free(v, n);
+
+	isc_store_free(again);
+	isc_store_free(s);
+	unsetenv("ISC_STORE_URL");
+	free(uri);
+	assert_int_not_equal(asprintf(&uri, "rm -rf '%s'", dir), -1);
+	assert_int_equal(system(uri), 0);
+	free(uri);
 }
 
 /* The names of one table's columns in order, comma-separated (owned). */
@@ -703,22 +746,22 @@ static char *pg_columns(struct isc_db *db, const char *table)
 	struct isc_db_stmt *st;
 	char *out = strdup("");
 
-	assert_int_equal(isc_db_pg_prepare(db,
-	                                   "SELECT column_name FROM information_schema.columns "
-	                                   "WHERE table_schema = 'public' AND table_name = ? "
-	                                   "ORDER BY ordinal_position",
-	                                   0, &st),
+	assert_int_equal(isc_db_prepare(db,
+	                                "SELECT column_name FROM information_schema.columns "
+	                                "WHERE table_schema = 'public' AND table_name = ? "
+	                                "ORDER BY ordinal_position",
+	                                0, &st),
 	                 ISC_DB_OK);
-	isc_db_pg_bind_text(st, 1, table, -1, ISC_DB_STATIC);
-	while (isc_db_pg_step(st) == ISC_DB_ROW) {
+	isc_db_bind_text(st, 1, table, -1, ISC_DB_STATIC);
+	while (isc_db_step(st) == ISC_DB_ROW) {
 		char *next;
 		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
-		                              (const char *)isc_db_pg_column_text(st, 0)),
+		                              (const char *)isc_db_column_text(st, 0)),
 		                     -1);
 		free(out);
 		out = next;
 	}
-	isc_db_pg_finalize(st);
+	isc_db_finalize(st);
 	return out;
 }
 
@@ -746,16 +789,16 @@ static char *pg_list(struct isc_db *db, const char *sql)
 	struct isc_db_stmt *st;
 	char *out = strdup("");
 
-	assert_int_equal(isc_db_pg_prepare(db, sql, 0, &st), ISC_DB_OK);
-	while (isc_db_pg_step(st) == ISC_DB_ROW) {
+	assert_int_equal(isc_db_prepare(db, sql, 0, &st), ISC_DB_OK);
+	while (isc_db_step(st) == ISC_DB_ROW) {
 		char *next;
 		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
-		                              (const char *)isc_db_pg_column_text(st, 0)),
+		                              (const char *)isc_db_column_text(st, 0)),
 		                     -1);
 		free(out);
 		out = next;
 	}
-	isc_db_pg_finalize(st);
+	isc_db_finalize(st);
 	return out;
 }
 
@@ -835,6 +878,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_parity, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_on_pg, setup, teardown),
 	};
 	/* Only a machine without the server's binaries skips: `make deps` installs them. */
 	if (!have_postgres()) {
