@@ -453,6 +453,22 @@ static const char *const migrations[] = {
     "created_at_ms DESC, id);"
     "CREATE INDEX IF NOT EXISTS experiments_newest ON experiments(created_at_ms DESC, id);"
     "DROP INDEX IF EXISTS experiments_org;",
+    /* issue 33: several iscd replicas on one store (docs/ha.md). A replica is a row it
+     * registers and keeps heartbeating; a lease gives one replica the steps of one burst
+     * until expires_ms (store/store_replicas.c). Times are the database's clock. The
+     * same step in migrations_pg.c. */
+    "CREATE TABLE replicas ("
+    "  id TEXT PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  pid BIGINT NOT NULL,"
+    "  started_ms BIGINT NOT NULL,"
+    "  heartbeat_ms BIGINT NOT NULL);"
+    "CREATE TABLE leases ("
+    "  experiment_id TEXT PRIMARY KEY,"
+    "  replica_id TEXT NOT NULL,"
+    "  token TEXT NOT NULL,"
+    "  expires_ms BIGINT NOT NULL);"
+    "CREATE INDEX leases_replica ON leases(replica_id);",
 };
 
 size_t isc_store_migration_count(void)

@@ -369,6 +369,19 @@ static const char baseline[] =
  * last: C has no empty arrays, and it is not counted.
  */
 static const char *const pg_steps[] = {
+    /* 21, issue 33: replicas and their leases on bursts (store/store_replicas.c). */
+    "CREATE TABLE replicas ("
+    "  id TEXT PRIMARY KEY,"
+    "  host TEXT NOT NULL,"
+    "  pid BIGINT NOT NULL,"
+    "  started_ms BIGINT NOT NULL,"
+    "  heartbeat_ms BIGINT NOT NULL);"
+    "CREATE TABLE leases ("
+    "  experiment_id TEXT PRIMARY KEY,"
+    "  replica_id TEXT NOT NULL,"
+    "  token TEXT NOT NULL,"
+    "  expires_ms BIGINT NOT NULL);"
+    "CREATE INDEX leases_replica ON leases(replica_id);",
     NULL,
 };
 
