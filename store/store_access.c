@@ -305,14 +305,16 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	if (parent && !t->expires_at_ms)
 		return isc_err_set(err, ISC_EINVALID, "a token made with a token must expire");
 	/* The parent's check and the insert are one statement: a revoke cannot slip between. */
-	rc =
-	    isc_store_prepare(s,
-	                      "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
-	                      "expires_at_ms, parent_id) SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ?6 IS "
-	                      "NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id = ?6 AND "
-	                      "p.revoked_at_ms = 0 AND (p.expires_at_ms = 0 OR (p.expires_at_ms > "
-	                      "?4 AND ?5 <= p.expires_at_ms)))",
-	                      &st, err);
+	rc = isc_store_prepare(
+	    s,
+	    "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
+	    "expires_at_ms, parent_id) SELECT CAST(?1 AS TEXT), CAST(?2 AS BIGINT), "
+	    "CAST(?3 AS TEXT), CAST(?4 AS BIGINT), CAST(?5 AS BIGINT), CAST(?6 AS "
+	    "TEXT) WHERE CAST(?6 AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM api_tokens p WHERE p.id "
+	    "= ?6 AND "
+	    "p.revoked_at_ms = 0 AND (p.expires_at_ms = 0 OR (p.expires_at_ms > "
+	    "?4 AND ?5 <= p.expires_at_ms)))",
+	    &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_text(st, 1, t->id, -1, ISC_DB_STATIC);

@@ -432,8 +432,9 @@ int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc
 	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
-	    "INSERT OR IGNORE INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
-	    "public_ip, zone, price_micros, launched_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "INSERT INTO nodes (cluster_id, rank, instance_id, state, private_ip, "
+	    "public_ip, zone, price_micros, launched_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+	    "ON CONFLICT DO NOTHING",
 	    &st, err);
 	if (rc)
 		return rc;

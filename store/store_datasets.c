@@ -263,9 +263,9 @@ int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t vi
 	/* The keyset condition sits in the same WHERE as the visibility one. */
 	int rc = isc_store_prepare(
 	    s,
-	    "SELECT " DS_COLS DS_FROM "WHERE (?1 IS NULL OR o.name = ?1) "
+	    "SELECT " DS_COLS DS_FROM "WHERE (CAST(?1 AS TEXT) IS NULL OR o.name = ?1) "
 	    "AND (?2 = 0 OR d.org_id IN (SELECT m.org_id FROM memberships m WHERE m.user_id = ?2)) "
-	    "AND (?3 IS NULL OR o.name > ?3 OR (o.name = ?3 AND d.name > ?4)) "
+	    "AND (CAST(?3 AS TEXT) IS NULL OR o.name > ?3 OR (o.name = ?3 AND d.name > ?4)) "
 	    "ORDER BY o.name, d.name LIMIT ?5",
 	    &st, err);
 	*out = NULL;

@@ -92,9 +92,10 @@ static int totals(struct isc_store *s, const char *scope, const char *key, const
                   int64_t *a, int64_t *b, const char *what, struct isc_err *err)
 {
 	char sql[160];
-	snprintf(sql, sizeof(sql),
-	         "SELECT %s FROM (SELECT 1) LEFT JOIN ledger_totals ON scope = '%s' AND key = ?",
-	         cols, scope);
+	snprintf(
+	    sql, sizeof(sql),
+	    "SELECT %s FROM (SELECT 1) AS one LEFT JOIN ledger_totals ON scope = '%s' AND key = ?",
+	    cols, scope);
 	return sum_query(s, sql, key, 0, a, b, what, err);
 }
 
@@ -138,7 +139,7 @@ int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instanc
 	int rc = sum_query(s,
 	                   "SELECT COUNT(*), COALESCE(MAX(period_end_ms), 0) FROM (SELECT "
 	                   "period_end_ms FROM ledger WHERE node_instance_id = ? AND kind = "
-	                   "'charge' ORDER BY period_end_ms DESC LIMIT 1)",
+	                   "'charge' ORDER BY period_end_ms DESC LIMIT 1) AS newest",
 	                   instance_id, 0, &n, &until, "reading a node's charges", err);
 	if (rc)
 		return rc;
@@ -319,11 +320,11 @@ int isc_store_ledger_spend(struct isc_store *s, const struct isc_spend_query *q,
 	             "LEFT JOIN projects p ON p.id = l.project_id "
 	             "LEFT JOIN experiments e ON e.id = l.experiment_id "
 	             "WHERE l.kind = 'charge' "
-	             "AND (?1 IS NULL OR o.name = ?1) "
-	             "AND (?2 IS NULL OR p.id = ?2 OR p.name = ?2) "
-	             "AND (?3 IS NULL OR l.period_start_ms >= ?3) "
-	             "AND (?4 IS NULL OR l.period_start_ms <= ?4) "
-	             "AND (?5 IS NULL OR l.billing = ?5) "
+	             "AND (CAST(?1 AS TEXT) IS NULL OR o.name = ?1) "
+	             "AND (CAST(?2 AS TEXT) IS NULL OR p.id = ?2 OR p.name = ?2) "
+	             "AND (CAST(?3 AS BIGINT) IS NULL OR l.period_start_ms >= ?3) "
+	             "AND (CAST(?4 AS BIGINT) IS NULL OR l.period_start_ms <= ?4) "
+	             "AND (CAST(?5 AS TEXT) IS NULL OR l.billing = ?5) "
 	             "GROUP BY k, i ORDER BY k, i",
 	             key, group[q->by][1]) < 0)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");

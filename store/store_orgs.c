@@ -227,7 +227,8 @@ int isc_store_project_list(struct isc_store *s, const char *org_name, struct isc
 {
 	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
-	    s, PROJECT_COLS "WHERE ?1 IS NULL OR o.name = ?1 ORDER BY o.name, p.name", &st, err);
+	    s, PROJECT_COLS "WHERE CAST(?1 AS TEXT) IS NULL OR o.name = ?1 ORDER BY o.name, p.name",
+	    &st, err);
 	if (rc)
 		return rc;
 	if (org_name)
@@ -243,9 +244,10 @@ int isc_store_project_page(struct isc_store *s, int all, int64_t user_id, const 
 	/* The first page's cursor ('', '') comes before every project (names are not empty). */
 	int rc = isc_store_prepare_cached(
 	    s,
-	    PROJECT_COLS "WHERE (?1 OR p.org_id IN (SELECT org_id FROM memberships WHERE user_id "
-	                 "= ?2)) AND (?3 IS NULL OR o.name = ?3) AND (o.name, p.name) > (?4, ?5) "
-	                 "ORDER BY o.name, p.name LIMIT ?6",
+	    PROJECT_COLS
+	    "WHERE (?1 OR p.org_id IN (SELECT org_id FROM memberships WHERE user_id "
+	    "= ?2)) AND (CAST(?3 AS TEXT) IS NULL OR o.name = ?3) AND (o.name, p.name) > (?4, ?5) "
+	    "ORDER BY o.name, p.name LIMIT ?6",
 	    &st, err);
 	if (rc)
 		return rc;

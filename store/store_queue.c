@@ -11,8 +11,11 @@ int isc_store_queue_put(struct isc_store *s, const struct isc_queue_row *r, stru
 	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
 	    s,
-	    "INSERT OR REPLACE INTO queue_state (experiment_id, position, next_start_ms, "
-	    "run_nodes, cycles_done, updated_ms) VALUES (?, ?, ?, ?, ?, ?)",
+	    "INSERT INTO queue_state (experiment_id, position, next_start_ms, "
+	    "run_nodes, cycles_done, updated_ms) VALUES (?, ?, ?, ?, ?, ?) "
+	    "ON CONFLICT (experiment_id) DO UPDATE SET position = excluded.position, "
+	    "next_start_ms = excluded.next_start_ms, run_nodes = excluded.run_nodes, "
+	    "cycles_done = excluded.cycles_done, updated_ms = excluded.updated_ms",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -100,7 +103,7 @@ int isc_store_burst_wait_put(struct isc_store *s, const char *experiment_id, int
 	int rc = isc_store_prepare(s,
 	                           "INSERT INTO burst_waits (experiment_id, why, at_ms) VALUES "
 	                           "(?1, ?2, ?3) ON CONFLICT (experiment_id) DO UPDATE SET why = "
-	                           "?2, at_ms = ?3 WHERE why != ?2",
+	                           "?2, at_ms = ?3 WHERE burst_waits.why != ?2",
 	                           &st, err);
 	if (rc)
 		return rc;
@@ -184,11 +187,10 @@ int isc_store_shape_exclude(struct isc_store *s, const char *experiment_id, cons
                             struct isc_err *err)
 {
 	struct isc_db_stmt *st;
-	int rc =
-	    isc_store_prepare(s,
-	                      "INSERT OR IGNORE INTO shape_exclusions (experiment_id, shape_id, "
-	                      "at_ms) VALUES (?, ?, ?)",
-	                      &st, err);
+	int rc = isc_store_prepare(s,
+	                           "INSERT INTO shape_exclusions (experiment_id, shape_id, "
+	                           "at_ms) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+	                           &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
@@ -223,8 +225,9 @@ int isc_store_shape_excluded(struct isc_store *s, const char *experiment_id, con
 int isc_store_shape_exclusions_clear(struct isc_store *s, const char *experiment_id,
                                      struct isc_err *err)
 {
-	return exec3(s, "DELETE FROM shape_exclusions WHERE ?1 IS NULL OR experiment_id = ?1",
-	             experiment_id, NULL, NULL, "clearing shape exclusions", err);
+	return exec3(
+	    s, "DELETE FROM shape_exclusions WHERE CAST(?1 AS TEXT) IS NULL OR experiment_id = ?1",
+	    experiment_id, NULL, NULL, "clearing shape exclusions", err);
 }
 
 int isc_store_sync_clock_get(struct isc_store *s, const char *cluster_id,
@@ -258,8 +261,11 @@ int isc_store_sync_clock_put(struct isc_store *s, const char *cluster_id, int64_
 {
 	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(s,
-	                           "INSERT OR REPLACE INTO sync_clocks (cluster_id, "
-	                           "checkpoints_at_ms, lossy_at_ms) VALUES (?, ?, ?)",
+	                           "INSERT INTO sync_clocks (cluster_id, "
+	                           "checkpoints_at_ms, lossy_at_ms) VALUES (?, ?, ?) "
+	                           "ON CONFLICT (cluster_id) DO UPDATE SET "
+	                           "checkpoints_at_ms = excluded.checkpoints_at_ms, "
+	                           "lossy_at_ms = excluded.lossy_at_ms",
 	                           &st, err);
 	if (rc)
 		return rc;

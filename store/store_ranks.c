@@ -9,11 +9,10 @@ int isc_store_rank_exit_record(struct isc_store *s, const char *cluster_id, int 
                                int *inserted, struct isc_err *err)
 {
 	struct isc_db_stmt *st;
-	int rc =
-	    isc_store_prepare(s,
-	                      "INSERT OR IGNORE INTO rank_exits (cluster_id, rank, code, at_ms) "
-	                      "VALUES (?, ?, ?, ?)",
-	                      &st, err);
+	int rc = isc_store_prepare(s,
+	                           "INSERT INTO rank_exits (cluster_id, rank, code, at_ms) "
+	                           "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+	                           &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);

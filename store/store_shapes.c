@@ -114,7 +114,8 @@ int isc_store_shape_count(struct isc_store *s, const char *provider, int64_t *ou
 {
 	struct isc_db_stmt *st;
 	int rc = isc_store_prepare(
-	    s, "SELECT count(*) FROM shapes WHERE ?1 IS NULL OR provider = ?1", &st, err);
+	    s, "SELECT count(*) FROM shapes WHERE CAST(?1 AS TEXT) IS NULL OR provider = ?1", &st,
+	    err);
 	if (rc)
 		return rc;
 	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
@@ -136,7 +137,7 @@ int isc_store_shape_list(struct isc_store *s, const char *provider, struct isc_s
 	void *list;
 	int rc = isc_store_prepare(s,
 	                           "SELECT " SHAPE_READ_COLS
-	                           " FROM shapes WHERE ?1 IS NULL OR provider = ?1"
+	                           " FROM shapes WHERE CAST(?1 AS TEXT) IS NULL OR provider = ?1"
 	                           " ORDER BY id",
 	                           &st, err);
 	if (rc)
