@@ -9,6 +9,11 @@
  *   5. start one worker per active burst experiment that has none, which runs
  *      one step of its state machine (advance.c).
  * Workers open their own store connection; the main thread keeps its own.
+ *
+ * Several iscd replicas may share one store (docs/ha.md). Each burst is then
+ * stepped only by the replica holding its lease (store/store_replicas.h), which a
+ * heartbeat thread renews every lease_ms/4; followers, metering and the
+ * reconciler's stray terminator leave alone what another live replica holds.
  */
 #include "broker/broker_int.h"
 #include "broker/memo.h"
@@ -17,11 +22,17 @@
 #include "common/log.h"
 #include "keys/keys.h"
 #include "launcher/launcher.h"
+#include "store/store_replicas.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Why bursts wait, shape exclusions and sync clocks are kept in the store: broker/memo.c. */
 
@@ -73,6 +84,514 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 	return 0;
 }
 
+/* ---- leases: which bursts this replica steps (issue 33, docs/ha.md) ---- */
+
+struct held {
+	char *experiment_id;
+	char *token;
+	int64_t claimed_ms; /* monotonic: when the claim that took it was started */
+	int64_t sure_ms;    /* monotonic: worked on until then, unless renewed */
+};
+
+struct broker_leases {
+	char *replica_id;
+	int64_t lease_ms;
+	pthread_mutex_t lock; /* guards held, view, leader */
+	struct held *held;
+	size_t n_held;
+	struct isc_lease *view; /* every lease row, as of this tick */
+	size_t n_view;
+	int leader; /* this replica is the live one with the smallest id (this tick) */
+	/* The heartbeat thread, with its own store connection. */
+	struct isc_store *hb_store;
+	pthread_t thread;
+	int thread_started;
+	pthread_cond_t wake;
+	int stopping;
+};
+
+/*
+ * How long after the start of a claim or renewal the replica counts on the lease:
+ * three quarters of it. The database's expiry is counted from a later moment (its
+ * clock when the statement ran), so the replica stops before anyone may take over,
+ * even if its heartbeat thread stalls (self-fence: ha-facts pitfall 3).
+ */
+static int64_t sure_for(const struct broker_leases *L)
+{
+	return L->lease_ms - L->lease_ms / 4;
+}
+
+static ssize_t held_find(const struct broker_leases *L, const char *experiment_id)
+{
+	for (size_t i = 0; i < L->n_held; i++)
+		if (strcmp(L->held[i].experiment_id, experiment_id) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+static void held_drop(struct broker_leases *L, size_t i)
+{
+	free(L->held[i].experiment_id);
+	free(L->held[i].token);
+	L->held[i] = L->held[--L->n_held];
+}
+
+/* Takes ownership of token. 0, or ISC_ENOMEM (token freed). */
+static int held_put(struct broker_leases *L, const char *experiment_id, char *token,
+                    int64_t claimed_ms)
+{
+	ssize_t i = held_find(L, experiment_id);
+	struct held *grown;
+
+	if (i >= 0) {
+		free(L->held[i].token);
+		L->held[i].token = token;
+		L->held[i].claimed_ms = claimed_ms;
+		L->held[i].sure_ms = claimed_ms + sure_for(L);
+		return 0;
+	}
+	grown = realloc(L->held, (L->n_held + 1) * sizeof(*grown));
+	if (!grown) {
+		free(token);
+		return ISC_ENOMEM;
+	}
+	L->held = grown;
+	grown[L->n_held] =
+	    (struct held){strdup(experiment_id), token, claimed_ms, claimed_ms + sure_for(L)};
+	if (!grown[L->n_held].experiment_id) {
+		free(token);
+		return ISC_ENOMEM;
+	}
+	L->n_held++;
+	return 0;
+}
+
+int broker_lease_mine(struct isc_broker *b, const char *experiment_id)
+{
+	struct broker_leases *L = b->leases;
+	ssize_t i;
+	int mine;
+
+	if (!L)
+		return 1;
+	pthread_mutex_lock(&L->lock);
+	i = held_find(L, experiment_id);
+	mine = i >= 0 && isc_monotonic_ms() < L->held[i].sure_ms;
+	pthread_mutex_unlock(&L->lock);
+	return mine;
+}
+
+/* The view's row of the experiment, or NULL; with L->lock held. */
+static const struct isc_lease *view_find(const struct broker_leases *L, const char *experiment_id)
+{
+	for (size_t i = 0; i < L->n_view; i++)
+		if (strcmp(L->view[i].experiment_id, experiment_id) == 0)
+			return &L->view[i];
+	return NULL;
+}
+
+int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id)
+{
+	struct broker_leases *L = b->leases;
+	const struct isc_lease *l;
+	int other;
+
+	if (!L)
+		return 0;
+	pthread_mutex_lock(&L->lock);
+	l = view_find(L, experiment_id);
+	other = l && l->live && strcmp(l->replica_id, L->replica_id) != 0;
+	pthread_mutex_unlock(&L->lock);
+	return other;
+}
+
+int broker_meters(struct isc_broker *b, const char *experiment_id)
+{
+	struct broker_leases *L = b->leases;
+	const struct isc_lease *l;
+	int yes;
+
+	if (!L || broker_lease_mine(b, experiment_id))
+		return 1;
+	/*
+	 * Nobody's (an ended burst whose lease was given up, or one no replica has stepped
+	 * yet): one replica meters it, so no two insert the same charge (on PostgreSQL the
+	 * charge-once index's refusal would abort the meter's transaction).
+	 */
+	pthread_mutex_lock(&L->lock);
+	l = view_find(L, experiment_id);
+	yes = !(l && l->live) && L->leader;
+	pthread_mutex_unlock(&L->lock);
+	return yes;
+}
+
+/*
+ * One heartbeat: the replica's row, then every lease in one UPDATE. A lease the
+ * renewal did not return is no longer this replica's; a renewal that failed leaves
+ * it sure of none. Either way it stops stepping them at once (pitfall 3); the tick
+ * claims them again if they are still free.
+ */
+static void heartbeat_once(struct isc_broker *b)
+{
+	struct broker_leases *L = b->leases;
+	struct isc_lease *renewed = NULL;
+	struct isc_err err;
+	size_t n = 0, lost = 0;
+	int64_t t0 = isc_monotonic_ms();
+	int rc;
+
+	isc_err_clear(&err);
+	rc = isc_store_replica_heartbeat(L->hb_store, L->replica_id, &err);
+	if (rc == ISC_ENOTFOUND) {
+		char host[256] = "";
+		isc_log(ISC_LOG_WARN,
+		        "replica %s was removed from the store as dead: registering again",
+		        L->replica_id);
+		gethostname(host, sizeof(host) - 1);
+		rc = isc_store_replica_register(L->hb_store, L->replica_id, host, (int64_t)getpid(),
+		                                &err);
+	}
+	if (rc)
+		isc_log(ISC_LOG_WARN, "replica %s: heartbeat: %s", L->replica_id, err.msg);
+	isc_err_clear(&err);
+	rc = isc_store_lease_renew(L->hb_store, L->replica_id, L->lease_ms, &renewed, &n, &err);
+	pthread_mutex_lock(&L->lock);
+	for (size_t i = L->n_held; i-- > 0;) {
+		struct held *h = &L->held[i];
+		int kept = 0;
+		if (h->claimed_ms >= t0)
+			continue; /* claimed after the renewal started: not in its answer */
+		for (size_t k = 0; !rc && k < n && !kept; k++)
+			kept = strcmp(renewed[k].experiment_id, h->experiment_id) == 0 &&
+			       strcmp(renewed[k].token, h->token) == 0;
+		if (kept) {
+			h->sure_ms = t0 + sure_for(L);
+		} else {
+			if (!rc)
+				isc_log(
+				    ISC_LOG_WARN,
+				    "%s: the lease is no longer this replica's: not stepped here",
+				    h->experiment_id);
+			held_drop(L, i);
+			lost++;
+		}
+	}
+	pthread_mutex_unlock(&L->lock);
+	if (rc && lost)
+		isc_log(ISC_LOG_ERROR,
+		        "replica %s: renewing its leases: %s; stepping none of its %zu burst(s) "
+		        "until they are claimed again",
+		        L->replica_id, err.msg, lost);
+	isc_lease_list_free(renewed, n);
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct isc_broker *b = arg;
+	struct broker_leases *L = b->leases;
+
+	pthread_mutex_lock(&L->lock);
+	while (!L->stopping) {
+		struct timespec until;
+		int64_t every = L->lease_ms / 4;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += every / 1000;
+		until.tv_nsec += (every % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!L->stopping &&
+		       pthread_cond_timedwait(&L->wake, &L->lock, &until) != ETIMEDOUT)
+			;
+		if (L->stopping)
+			break;
+		pthread_mutex_unlock(&L->lock);
+		heartbeat_once(b);
+		pthread_mutex_lock(&L->lock);
+	}
+	pthread_mutex_unlock(&L->lock);
+	return NULL;
+}
+
+static void leases_free(struct broker_leases *L)
+{
+	if (!L)
+		return;
+	while (L->n_held)
+		held_drop(L, L->n_held - 1);
+	free(L->held);
+	isc_lease_list_free(L->view, L->n_view);
+	isc_store_free(L->hb_store);
+	pthread_cond_destroy(&L->wake);
+	pthread_mutex_destroy(&L->lock);
+	free(L->replica_id);
+	free(L);
+}
+
+static struct broker_leases *leases_new(int64_t lease_ms)
+{
+	struct broker_leases *L = calloc(1, sizeof(*L));
+	pthread_condattr_t ca;
+
+	if (!L)
+		return NULL;
+	L->lease_ms = lease_ms;
+	pthread_mutex_init(&L->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&L->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (!(L->replica_id = isc_store_new_id("rep_"))) {
+		leases_free(L);
+		return NULL;
+	}
+	return L;
+}
+
+/* Another live replica, for the refusal without artifact_root; 0 when there is none. */
+static int other_live(struct isc_broker *b, const char *self, char *who, size_t cap,
+                      struct isc_err *err)
+{
+	struct isc_replica *r;
+	size_t n;
+	int found = 0, rc;
+
+	if ((rc = isc_store_replica_list_live(b->store, b->config->lease_ms, &r, &n, err)))
+		return rc;
+	for (size_t i = 0; i < n && !found; i++) {
+		if (strcmp(r[i].id, self) == 0)
+			continue;
+		snprintf(who, cap, "%s (host %s, pid %lld)", r[i].id, r[i].host,
+		         (long long)r[i].pid);
+		found = 1;
+	}
+	isc_replica_list_free(r, n);
+	return found ? ISC_ECONFLICT : 0;
+}
+
+int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
+{
+	struct broker_leases *L;
+	sigset_t block, old;
+	char host[256] = "", who[512];
+	int rc;
+
+	if (b->leases)
+		return 0;
+	if (!(L = leases_new(b->config->lease_ms)))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	gethostname(host, sizeof(host) - 1);
+	/*
+	 * SQLite: iscd's pid lock proves no other iscd uses this store, so every registered
+	 * replica is a dead one (a crash): forgotten with its leases, and a restart steps at
+	 * once, as before replicas existed. PostgreSQL: the long dead are pruned; a replica
+	 * that died a moment ago keeps its leases until they expire.
+	 */
+	if (!isc_store_replicas_shared(b->store))
+		rc = isc_store_replica_forget_others(b->store, L->replica_id, err);
+	else
+		rc = isc_store_replica_prune(b->store, 10 * L->lease_ms, err);
+	if (!rc)
+		rc = isc_store_replica_register(b->store, L->replica_id, host, (int64_t)getpid(),
+		                                err);
+	if (rc) {
+		leases_free(L);
+		return isc_err_wrap(err, "registering this iscd as a replica");
+	}
+	/* Checked after registering: of two replicas starting together, neither misses the other.
+	 */
+	rc = other_live(b, L->replica_id, who, sizeof(who), err);
+	if (rc == ISC_ECONFLICT && !b->config->artifact_root[0]) {
+		struct isc_err ignored;
+		isc_store_replica_remove(b->store, L->replica_id, &ignored);
+		leases_free(L);
+		return isc_err_set(
+		    err, ISC_ECONFLICT,
+		    "another iscd replica is live on this store: %s; artifact_root is not set in "
+		    "%s, so this replica would keep checkpoints and rank logs where the others "
+		    "cannot find them: set artifact_root to a folder every replica shares "
+		    "(docs/ha.md)",
+		    who, b->config->path[0] ? b->config->path : "config.toml");
+	}
+	if (rc && rc != ISC_ECONFLICT) {
+		leases_free(L);
+		return isc_err_wrap(err, "listing replicas");
+	}
+	if ((rc = isc_store_open(b->home, 0, &L->hb_store, err))) {
+		struct isc_err ignored;
+		isc_store_replica_remove(b->store, L->replica_id, &ignored);
+		leases_free(L);
+		return isc_err_wrap(err, "the replica's heartbeat connection");
+	}
+	b->leases = L;
+	/* The heartbeat blocks SIGTERM/SIGINT: they stay the main loop's. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	L->thread_started = pthread_create(&L->thread, NULL, heartbeat_main, b) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!L->thread_started) {
+		struct isc_err ignored;
+		isc_store_replica_remove(b->store, L->replica_id, &ignored);
+		b->leases = NULL;
+		leases_free(L);
+		return isc_err_set(err, ISC_EIO, "cannot start the replica's heartbeat thread");
+	}
+	isc_log(ISC_LOG_INFO,
+	        "replica %s on %s (pid %ld): leases of %lld ms, renewed every %lld ms",
+	        L->replica_id, host, (long)getpid(), (long long)L->lease_ms,
+	        (long long)(L->lease_ms / 4));
+	return 0;
+}
+
+const char *isc_broker_replica_id(const struct isc_broker *b)
+{
+	return b->leases ? b->leases->replica_id : NULL;
+}
+
+/* A clean stop: the heartbeat ends, the row goes and the leases are given up at once. */
+static void replica_stop(struct isc_broker *b)
+{
+	struct broker_leases *L = b->leases;
+	struct isc_err err;
+
+	if (!L)
+		return;
+	if (L->thread_started) {
+		pthread_mutex_lock(&L->lock);
+		L->stopping = 1;
+		pthread_cond_signal(&L->wake);
+		pthread_mutex_unlock(&L->lock);
+		pthread_join(L->thread, NULL);
+	}
+	if (isc_store_replica_remove(b->store, L->replica_id, &err))
+		isc_log(ISC_LOG_WARN, "replica %s: removing its row: %s", L->replica_id, err.msg);
+	else
+		isc_log(ISC_LOG_INFO, "replica %s removed; its leases are free", L->replica_id);
+	b->leases = NULL;
+	leases_free(L);
+}
+
+/* This tick's view: every lease row (whose each burst is) and whether this replica leads. */
+static void leases_refresh(struct isc_broker *b)
+{
+	struct broker_leases *L = b->leases;
+	struct isc_lease *view;
+	struct isc_replica *live;
+	struct isc_err err;
+	size_t n_view, n_live;
+	int leader = 0;
+
+	if (!L)
+		return;
+	if (isc_store_lease_list(b->store, &view, &n_view, &err)) {
+		/* The last view stays: the stray terminator keeps sparing what it spared. */
+		isc_log(ISC_LOG_WARN, "reading leases: %s", err.msg);
+		view = NULL;
+		n_view = SIZE_MAX;
+	}
+	if (isc_store_replica_list_live(b->store, L->lease_ms, &live, &n_live, &err) == 0) {
+		leader = n_live > 0 && strcmp(live[0].id, L->replica_id) == 0;
+		isc_replica_list_free(live, n_live);
+	} else {
+		isc_log(ISC_LOG_WARN, "reading replicas: %s", err.msg);
+	}
+	pthread_mutex_lock(&L->lock);
+	if (n_view != SIZE_MAX) {
+		isc_lease_list_free(L->view, L->n_view);
+		L->view = view;
+		L->n_view = n_view;
+	}
+	L->leader = leader;
+	pthread_mutex_unlock(&L->lock);
+}
+
+/*
+ * The burst's lease for this replica: 1 when it holds it (claimed now if it did not),
+ * *taken_over set when it was another replica's that stopped renewing it.
+ */
+static int lease_take(struct isc_broker *b, const struct isc_experiment *e, int *taken_over)
+{
+	struct broker_leases *L = b->leases;
+	struct isc_err err;
+	char *token = NULL, *from = NULL;
+	int64_t t0;
+	int held = 0, rc;
+
+	*taken_over = 0;
+	if (!L || broker_lease_mine(b, e->id))
+		return 1;
+	t0 = isc_monotonic_ms();
+	if (isc_store_lease_claim(b->store, e->id, L->replica_id, L->lease_ms, &held, &token, &from,
+	                          &err)) {
+		isc_log(ISC_LOG_WARN, "%s: claiming its lease: %s", e->id, err.msg);
+		return 0;
+	}
+	if (!held)
+		return 0;
+	pthread_mutex_lock(&L->lock);
+	rc = held_put(L, e->id, token, t0);
+	pthread_mutex_unlock(&L->lock);
+	if (rc) {
+		free(from);
+		return 0;
+	}
+	if (from) {
+		char msg[ISC_ERR_MSG_MAX];
+		snprintf(msg, sizeof(msg),
+		         "replica %s took the burst over from replica %s, whose lease expired: "
+		         "reconciled, then stepped here",
+		         L->replica_id, from);
+		isc_log(ISC_LOG_WARN, "%s: %s", e->id, msg);
+		if (isc_store_event_add(b->store, e->id, "takeover", msg, &err))
+			isc_log(ISC_LOG_WARN, "%s: recording an event: %s", e->id, err.msg);
+		*taken_over = 1;
+		free(from);
+	}
+	return 1;
+}
+
+/*
+ * Gives up the leases of bursts this replica no longer steps (ended, or run on-prem):
+ * owned[] lists the experiments it steps now. A burst with a step in flight keeps its
+ * lease until the step is done.
+ */
+static int job_running(struct isc_broker *b, const char *experiment_id);
+
+static void leases_release_unowned(struct isc_broker *b, const char *const *owned, size_t n)
+{
+	struct broker_leases *L = b->leases;
+	struct held *gone = NULL;
+	size_t n_gone = 0;
+
+	if (!L)
+		return;
+	pthread_mutex_lock(&L->lock);
+	gone = calloc(L->n_held ? L->n_held : 1, sizeof(*gone));
+	for (size_t i = L->n_held; gone && i-- > 0;) {
+		int keep = job_running(b, L->held[i].experiment_id);
+		for (size_t k = 0; k < n && !keep; k++)
+			keep = strcmp(owned[k], L->held[i].experiment_id) == 0;
+		if (keep)
+			continue;
+		gone[n_gone++] = L->held[i];
+		L->held[i] = L->held[--L->n_held];
+	}
+	pthread_mutex_unlock(&L->lock);
+	for (size_t i = 0; i < n_gone; i++) {
+		struct isc_err err;
+		if (isc_store_lease_release(b->store, gone[i].experiment_id, L->replica_id,
+		                            gone[i].token, &err))
+			isc_log(ISC_LOG_WARN, "%s: giving its lease up: %s", gone[i].experiment_id,
+			        err.msg);
+		free(gone[i].experiment_id);
+		free(gone[i].token);
+	}
+	free(gone);
+}
+
 static void reap_jobs(struct isc_broker *b, int wait_all)
 {
 	struct broker_job **p = &b->jobs;
@@ -102,6 +621,7 @@ void isc_broker_free(struct isc_broker *b)
 	if (!b)
 		return;
 	reap_jobs(b, 1);
+	replica_stop(b);
 	while (b->followers) {
 		struct broker_follower *f = b->followers;
 		b->followers = f->next;
@@ -219,12 +739,19 @@ static void start_followers(struct isc_broker *b)
 	if (isc_store_cluster_list_open(b->store, &list, &n, &err))
 		return;
 	for (size_t i = 0; i < n; i++) {
-		int have;
+		int have, mine;
 		if (strcmp(list[i].state, "running") != 0)
 			continue;
 		pthread_mutex_lock(&b->lock);
 		have = follower_find(b, list[i].id) != NULL;
 		pthread_mutex_unlock(&b->lock);
+		/* Only the replica stepping the burst follows it; one that lost it lets go. */
+		mine = broker_lease_mine(b, list[i].experiment_id);
+		if (!mine) {
+			if (have)
+				broker_follower_stop(b, list[i].id);
+			continue;
+		}
 		if (!have && broker_follow_start(b, b->store, &list[i], &err))
 			isc_log(ISC_LOG_WARN, "cluster %s: following output: %s", list[i].id,
 			        err.msg);
@@ -258,11 +785,12 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 	struct isc_burst_entry *ent = calloc(n ? n : 1, sizeof(*ent));
 	struct isc_burst_turn *turn = calloc(n ? n : 1, sizeof(*turn));
 	size_t *which = calloc(n ? n : 1, sizeof(*which));
+	const char **owned = calloc(n ? n : 1, sizeof(*owned));
 	struct active_set set = {active, n};
 	size_t k = 0;
-	int rc = 0;
+	int rc = 0, reconcile = 0;
 
-	if (!ent || !turn || !which) {
+	if (!ent || !turn || !which || !owned) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -290,6 +818,24 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 	}
 	if ((rc = isc_burst_order(ent, k, isc_wall_ms(), turn, err)))
 		goto out;
+	/*
+	 * Only the replica holding a burst's lease steps it (claimed here when free); one
+	 * another live replica holds is skipped. A burst taken over from a replica that
+	 * died gets what a restart of iscd gives every burst: a reconciliation (the watch
+	 * of a tick at start), then the same step.
+	 */
+	for (size_t j = 0; j < k; j++) {
+		struct isc_experiment *e = &active[which[j]];
+		int taken_over = 0;
+		owned[j] = e->id;
+		if (job_running(b, e->id) || (!turn[j].go && turn[j].behind < 0))
+			continue;
+		if (!lease_take(b, e, &taken_over))
+			turn[j].go = 0, turn[j].behind = -1;
+		reconcile |= taken_over;
+	}
+	if (reconcile && broker_watch(b, 1, err))
+		isc_log(ISC_LOG_WARN, "watch (bursts taken over): %s", err->msg);
 	for (size_t j = 0; j < k; j++) {
 		struct isc_experiment *e = &active[which[j]];
 		if (job_running(b, e->id))
@@ -299,10 +845,12 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 		else if (turn[j].behind >= 0)
 			broker_hold(b, e, &active[which[turn[j].behind]], &turn[j]);
 	}
+	leases_release_unowned(b, owned, k);
 out:
 	free(ent);
 	free(turn);
 	free(which);
+	free(owned);
 	return rc;
 }
 
@@ -314,6 +862,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 
 	b->ticks++;
 	reap_jobs(b, 0);
+	leases_refresh(b);
 	if (broker_watch(b, reconcile, err))
 		isc_log(ISC_LOG_WARN, "watch: %s", err->msg);
 	start_followers(b);

@@ -23,6 +23,20 @@ long isc_broker_tick_interval_ms(const struct isc_broker *b);
  */
 int isc_broker_set_tick_interval_ms(struct isc_broker *b, long ms, struct isc_err *err);
 
+/*
+ * Makes this process a replica of the store (docs/ha.md): registers it ("rep_"
+ * + hex, host name, pid) and starts its heartbeat thread, which renews the
+ * replica's row and leases every lease_ms/4. From then on a burst is stepped only
+ * under its lease. On a store only one iscd can use (SQLite, behind the pid lock)
+ * every other registered replica is dead: forgotten with its leases, so a restart
+ * resumes at once. Refused, naming artifact_root and docs/ha.md, when another
+ * replica is live and artifact_root is unset. isc_broker_free removes the row and
+ * gives the leases up (a clean stop).
+ */
+int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err);
+/* This replica's id, or NULL before isc_broker_replica_start. */
+const char *isc_broker_replica_id(const struct isc_broker *b);
+
 /* One pass: watch the clouds, advance experiments, meter, reconcile. */
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err);
 

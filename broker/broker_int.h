@@ -76,8 +76,23 @@ struct isc_broker {
 	struct broker_follower *followers;
 	pthread_mutex_t lock; /* guards followers */
 	uint64_t ticks;
-	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
+	int64_t prices_at_ms;         /* the last scheduled price refresh; 0: not yet */
+	struct broker_leases *leases; /* this replica's leases (broker.c); NULL: not a replica */
 };
+
+/* ---- broker.c: leases of this replica on bursts (issue 33, docs/ha.md) ---- */
+/*
+ * 1 when this replica may work on the experiment: it holds the lease (and its last
+ * renewal is recent enough to be sure of it), or it is no replica (leases off).
+ */
+int broker_lease_mine(struct isc_broker *b, const char *experiment_id);
+/* 1 when another live replica holds the experiment's lease (as of this tick's view). */
+int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id);
+/*
+ * 1 when this replica meters the experiment: it holds it, or nobody holds it (an
+ * ended burst) and this replica is the live one with the smallest id.
+ */
+int broker_meters(struct isc_broker *b, const char *experiment_id);
 
 /* ---- advance.c ---- */
 /* One step of the experiment's state machine, with the worker's own store connection. */

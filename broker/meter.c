@@ -83,6 +83,8 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		struct isc_charge c = {0};
 		int64_t charged = 0;
 
+		if (!broker_meters(b, list[i].experiment_id))
+			continue; /* another replica's burst (docs/ha.md) */
 		c.experiment_id = list[i].experiment_id;
 		c.cluster_id = list[i].cluster_id;
 		c.node_instance_id = list[i].instance_id;
@@ -116,6 +118,8 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 static int step_in_flight(const char *experiment_id, void *ctx)
 {
 	struct isc_broker *b = ctx;
+	if (!broker_meters(b, experiment_id))
+		return 1; /* another replica's: its steps may be mid-change */
 	for (struct broker_job *j = b->jobs; j; j = j->next)
 		if (strcmp(j->experiment_id, experiment_id) == 0 &&
 		    !atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire))
@@ -179,7 +183,8 @@ static void renew_reservations(struct isc_broker *b)
 		int rc;
 
 		if (strcmp(c->state, "terminating") == 0 ||
-		    billing_of(c->account) != ISC_BILLING_CREDITS)
+		    billing_of(c->account) != ISC_BILLING_CREDITS ||
+		    !broker_meters(b, c->experiment_id))
 			continue;
 #ifdef ISC_TEST_HOOKS
 		renew_race_hook(b, c);
@@ -225,6 +230,10 @@ static void settle_holds(struct isc_broker *b)
 	for (size_t i = 0; i < n; i++) {
 		int64_t released = 0;
 		int ended = 0;
+		if (!broker_meters(b, ids[i])) {
+			free(ids[i]); /* another replica's burst (docs/ha.md) */
+			continue;
+		}
 		if (isc_credits_settle(b->store, ids[i], b->config->reservation_window_ms,
 		                       &released, &ended, &err))
 			isc_log(ISC_LOG_WARN, "meter: settling the hold of %s: %s", ids[i],

@@ -235,6 +235,11 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	if (isc_store_node_known(b->store, in->instance_id, &known, &err) || known)
 		return;
 	if (cluster_id && isc_store_cluster_get(b->store, cluster_id, &c, &err) == 0) {
+		/* Another live replica steps that burst: its strays are its own to judge. */
+		if (broker_lease_elsewhere(b, c.experiment_id)) {
+			isc_cluster_cleanup(&c);
+			return;
+		}
 		have_cluster = 1;
 		if (strcmp(c.state, "launching") == 0 &&
 		    isc_store_intent_for_cluster(b->store, c.id, &intent, &err) == 0) {

@@ -85,6 +85,7 @@ static struct isc_config *config_defaults(void)
 	c->api_slow_threads = 4;
 	c->api_slow_queue = 64;
 	c->tick_interval_ms = 2000;
+	c->lease_ms = 8000;
 	c->retry_wait_ms = 30000;
 	c->stop_grace_s = 30;
 	c->boot_deadline_ms = 300000;
@@ -436,6 +437,18 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 		} else if (!strcmp(key, "reconcile_every_ticks")) {
 			if (!(rc = get_long(x, v, key, 1, 100000, &l)))
 				c->reconcile_every_ticks = (int)l;
+		} else if (!strcmp(key, "lease_ms")) {
+			int64_t ms;
+			/* Below 3 s a replica stalled by a slow store loses bursts it still steps
+			 * (run twice); above 60 s a dead replica's bursts go unwatched too long. */
+			if (isc_toml_type(v) != ISC_TOML_INTEGER || isc_toml_get_int(v, &ms) ||
+			    ms < 3000 || ms > 60000)
+				rc = fail_at(
+				    x, v, key,
+				    "must be from 3000 to 60000 ms: how long a burst stays with "
+				    "a replica that stopped renewing its lease (docs/ha.md)");
+			else
+				c->lease_ms = (long)ms;
 		} else if (!strcmp(key, "reservation_window_ms")) {
 			if (!(rc = get_long(x, v, key, 60000, 7 * 86400000L, &l)))
 				c->reservation_window_ms = l;
@@ -561,6 +574,8 @@ static const struct template_key top_keys[] = {
     {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
     {"store_url = \"sqlite:\"",
      "the store: sqlite: ($ISC_HOME/isc.db) or a postgresql:// URL (docs/ha.md)"},
+    {"lease_ms = 8000",
+     "replicas on one store: a burst is another's this long after its replica stops (3000..60000)"},
     {"checkpoint_sync_ms = 600000", "how often checkpoints and crud are brought home from rank 0"},
     {"lossy_sync_ms = 30000", "how often the lossy folder is brought home"},
     {"price_refresh_ms = 3600000", "how often iscd reads live spot prices (0: never)"},

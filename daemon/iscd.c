@@ -1,9 +1,12 @@
 /*
  * iscd: the broker daemon. It owns every cloud side effect: each tick it
  * watches the clouds, advances every burst experiment's state machine,
- * meters credits and reconciles. One daemon per store (an flock on
- * $ISC_HOME/iscd.lock). SIGTERM/SIGINT finish the current tick, close the
- * store and exit 0.
+ * meters credits and reconciles. One daemon per home (an flock on
+ * $ISC_HOME/iscd.lock); with SQLite that is one per store. With PostgreSQL
+ * several iscd (each with its own home, on one host or several) are replicas of
+ * one store: each registers in the database and steps the bursts it holds leases
+ * on (broker.c, docs/ha.md). SIGTERM/SIGINT finish the current tick, remove the
+ * replica's row (its leases are free at once), close the store and exit 0.
  *
  * iscd also serves the platform's JSON API (api/api.h, docs/api.md) from its
  * own threads, each with its own store connection; the tick loop below never
@@ -309,6 +312,15 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (isc_onprem_new(store, &onprem, &err)) {
+		isc_log(ISC_LOG_ERROR, "%s", err.msg);
+		goto out;
+	}
+	/*
+	 * A ticking iscd is a replica of the store: with PostgreSQL several share it, each
+	 * stepping the bursts it holds leases on (docs/ha.md); with SQLite the pid lock
+	 * above keeps it the only one. An API-only iscd steps nothing and is no replica.
+	 */
+	if (!api_only && isc_broker_replica_start(broker, &err)) {
 		isc_log(ISC_LOG_ERROR, "%s", err.msg);
 		goto out;
 	}
