@@ -46,6 +46,7 @@ struct isc_db_pg {
 	int64_t changes;
 	int64_t total_changes;
 	unsigned long next_name; /* numbers the server-side prepared statements */
+	unsigned long session;   /* counts reconnections: prepared statements die with a session */
 	char errmsg[ERRMSG_MAX];
 };
 
@@ -69,6 +70,7 @@ struct isc_db_stmt_pg {
 	char name[32];         /* the server-side statement, when prepared */
 	Oid *prepared_types;   /* the types it was prepared with */
 	int prepared;          /* 1 once PQprepare succeeded */
+	unsigned long session; /* the connection's session it was prepared in */
 	PGresult *res;         /* the running execution's result, or NULL */
 	int row;               /* the row the last ISC_DB_ROW handed out */
 	unsigned char **blobs; /* per column of the current row: decoded bytea */
@@ -184,12 +186,68 @@ static void redact_secret(char *msg, size_t size, const char *secret)
 	}
 }
 
+/*
+ * No statement or idle transaction holds its locks for long: a replica that
+ * hangs or forgets a transaction frees the rows others wait for.
+ */
+static int setup_session(struct isc_db_pg *db)
+{
+	PGresult *res = PQexec(db->conn, "SET statement_timeout = '60s';"
+	                                 "SET idle_in_transaction_session_timeout = '60s';"
+	                                 "SET client_min_messages = warning");
+	int rc = ISC_DB_OK;
+
+	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK)
+		rc = fail_result(db, res);
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * After a failed command: when the connection itself is gone (the server
+ * restarted, or ended the session after idle_in_transaction_session_timeout),
+ * connects again, so the store's next call works. The failed call is not
+ * repeated: the server may have run it before the connection broke. Its
+ * transaction, if any, is gone with the old session, as are its prepared
+ * statements (each is prepared again when next run).
+ */
+static void reconnect_if_lost(struct isc_db_pg *db)
+{
+	char msg[ERRMSG_MAX];
+
+	if (PQstatus(db->conn) != CONNECTION_BAD)
+		return;
+	PQreset(db->conn);
+	db->session++;
+	if (PQstatus(db->conn) == CONNECTION_OK) {
+		/* Keep the failed call's message, not the set-up's. */
+		memcpy(msg, db->errmsg, sizeof(msg));
+		setup_session(db);
+		memcpy(db->errmsg, msg, sizeof(msg));
+	}
+}
+
+/* Frees a copy of the password, wiped first. */
+static void forget(char *secret)
+{
+	if (secret)
+		explicit_bzero(secret, strlen(secret));
+	free(secret);
+}
+
 int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *err)
 {
+	/*
+	 * Defaults the conninfo's own settings override (libpq takes the last value
+	 * of a keyword, and the expanded conninfo comes last): a server that does not
+	 * answer fails the connect (and each reconnect) in 10 s rather than after
+	 * the system's TCP timeout, and pg_stat_activity names the client.
+	 */
+	const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
+	const char *values[] = {"10", "isc", NULL, NULL};
 	char msg[ERRMSG_MAX], *parse_err = NULL, *password = NULL;
 	PQconninfoOption *opts, *o;
 	struct isc_db_pg *db;
-	PGresult *res;
 
 	*out = NULL;
 	/* Parse first: its errors must not echo the string, and the password is redacted below. */
@@ -211,16 +269,17 @@ int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *er
 
 	db = calloc(1, sizeof(*db));
 	if (!db) {
-		free(password);
+		forget(password);
 		return isc_err_set(err, ISC_ENOMEM, "store: out of memory");
 	}
 	db->kind = ISC_DB_POSTGRES;
-	db->conn = PQconnectdb(conninfo);
+	values[2] = conninfo;
+	db->conn = PQconnectdbParams(keys, values, 1);
 	if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
 		snprintf(msg, sizeof(msg), "%s",
 		         db->conn ? PQerrorMessage(db->conn) : "out of memory");
 		redact_secret(msg, sizeof(msg), password);
-		free(password);
+		forget(password);
 		for (char *p = msg; *p; p++)
 			if (*p == '\n')
 				*p = ' ';
@@ -230,24 +289,14 @@ int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *er
 		free(db);
 		return isc_err_set(err, ISC_EIO, "store: connecting to PostgreSQL: %s", msg);
 	}
-	free(password);
-	/*
-	 * No statement or idle transaction holds its locks for long: a replica that
-	 * hangs or forgets a transaction frees the rows others wait for.
-	 */
-	res = PQexec(db->conn, "SET statement_timeout = '60s';"
-	                       "SET idle_in_transaction_session_timeout = '60s';"
-	                       "SET client_min_messages = warning");
-	if (!res || PQresultStatus(res) != PGRES_COMMAND_OK) {
-		fail_result(db, res);
+	forget(password);
+	if (setup_session(db) != ISC_DB_OK) {
 		isc_err_set(err, ISC_EIO, "store: setting up the PostgreSQL session: %s",
 		            db->errmsg);
-		PQclear(res);
 		PQfinish(db->conn);
 		free(db);
-		return err ? err->code : ISC_EIO;
+		return ISC_EIO;
 	}
-	PQclear(res);
 	*out = (struct isc_db *)db;
 	return 0;
 }
@@ -275,10 +324,13 @@ int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
 	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 	int rc = ISC_DB_OK;
 
-	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK && status != PGRES_EMPTY_QUERY)
+	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+	    status != PGRES_EMPTY_QUERY) {
 		rc = fail_result(db, res);
-	else
+		reconnect_if_lost(db);
+	} else {
 		count_changes(db, res);
+	}
 	PQclear(res);
 	return rc;
 }
@@ -555,12 +607,14 @@ static void deallocate(struct isc_db_stmt_pg *st)
 
 	if (!st->prepared)
 		return;
+	st->prepared = 0;
+	if (st->session != st->db->session || PQstatus(st->db->conn) != CONNECTION_OK)
+		return; /* gone with its session */
 	/* Fails (and the statement stays until the connection closes) inside a failed transaction.
 	 */
 	snprintf(sql, sizeof(sql), "DEALLOCATE %s", st->name);
 	res = PQexec(st->db->conn, sql);
 	PQclear(res);
-	st->prepared = 0;
 }
 
 static PGresult *run(struct isc_db_stmt_pg *st)
@@ -589,6 +643,8 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 		res = PQexecParams(st->db->conn, st->pg_sql, n, types, values, lengths, formats, 0);
 		goto out;
 	}
+	if (st->prepared && st->session != st->db->session)
+		st->prepared = 0; /* its session ended: the server forgot it */
 	if (st->prepared && !prepared_types_match(st))
 		deallocate(st);
 	if (!st->prepared) {
@@ -601,6 +657,7 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 		}
 		PQclear(prep);
 		st->prepared = 1;
+		st->session = st->db->session;
 		if (n > 0)
 			memcpy(st->prepared_types, types, (size_t)n * sizeof(*types));
 	}
@@ -637,6 +694,7 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 		if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK &&
 		    status != PGRES_EMPTY_QUERY) {
 			rc = fail_result(st->db, st->res);
+			reconnect_if_lost(st->db);
 			PQclear(st->res);
 			st->res = NULL;
 			st->finished = 1;

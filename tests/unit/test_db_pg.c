@@ -470,6 +470,55 @@ static void test_transactions(void **state)
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 2);
 }
 
+/* Ends the test database's session from the server side, as a restart of the server would. */
+static void kill_session(struct isc_db *db)
+{
+	char sql[96];
+
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld, 5000)",
+	         (long long)query_int(db, "SELECT pg_backend_pid()"));
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+}
+
+/*
+ * A lost connection fails the call that finds it lost (it is never repeated:
+ * the server may have run it), and the next call runs on a new session, with
+ * the session's settings and the persistent statements prepared again.
+ */
+static void test_reconnect(void **state)
+{
+	struct t *t = *state;
+	struct isc_db_stmt *st;
+	int64_t pid = query_int(t->db, "SELECT pg_backend_pid()");
+
+	assert_int_equal(
+	    isc_db_prepare(t->db, "SELECT CAST(? AS BIGINT) + 1", ISC_DB_PREPARE_PERSISTENT, &st),
+	    ISC_DB_OK);
+	isc_db_bind_int64(st, 1, 41);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 42);
+	isc_db_reset(st);
+
+	kill_session(t->db);
+	assert_int_equal(isc_db_step(st), ISC_DB_ERROR);
+	isc_db_reset(st);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 42);
+	isc_db_reset(st);
+	assert_true(query_int(t->db, "SELECT pg_backend_pid()") != pid);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_settings WHERE name = "
+	                                  "'statement_timeout' AND setting = '60000'"),
+	                 1);
+
+	/* A transaction dies with its session: the store sees it is no longer in one. */
+	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
+	kill_session(t->db);
+	assert_int_equal(isc_db_exec(t->db, "SELECT 1"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	isc_db_finalize(st);
+}
+
 static void test_open_errors(void **state)
 {
 	struct isc_db *db = NULL;
@@ -880,6 +929,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reset_rebind, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_persistent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_loads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
