@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Type OIDs of PostgreSQL's catalogue (pg_type.dat); libpq does not export them. */
 #define OID_BOOL    16
@@ -317,6 +318,20 @@ enum isc_db_kind isc_db_pg_kind(const struct isc_db *db)
 	return ISC_DB_POSTGRES;
 }
 
+/* 1 when sql is a COMMIT (or END) alone. */
+static int is_commit(const char *sql)
+{
+	size_t n;
+
+	sql += strspn(sql, " \t\n");
+	n = strncasecmp(sql, "COMMIT", 6) == 0 ? 6 : strncasecmp(sql, "END", 3) == 0 ? 3 : 0;
+	if (!n)
+		return 0;
+	sql += n;
+	sql += strspn(sql, " \t\n;");
+	return *sql == '\0';
+}
+
 int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
 {
 	struct isc_db_pg *db = db_of(dbp);
@@ -328,6 +343,15 @@ int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
 	    status != PGRES_EMPTY_QUERY) {
 		rc = fail_result(db, res);
 		reconnect_if_lost(db);
+	} else if (status == PGRES_COMMAND_OK && strcmp(PQcmdStatus(res), "ROLLBACK") == 0 &&
+	           is_commit(sql)) {
+		/*
+		 * PostgreSQL answers COMMIT of a transaction in which a statement failed
+		 * by rolling it all back, without an error. SQLite would have committed
+		 * the statements that succeeded: never let the store believe either.
+		 */
+		set_errmsg(db, "the transaction was rolled back, as a statement in it had failed");
+		rc = ISC_DB_ERROR;
 	} else {
 		count_changes(db, res);
 	}

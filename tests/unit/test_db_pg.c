@@ -460,6 +460,18 @@ static void test_transactions(void **state)
 	assert_int_equal(isc_db_in_transaction(t->db), 0);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 1);
 
+	/*
+	 * COMMIT after a failed statement: PostgreSQL rolls everything back, which
+	 * SQLite never does, so it is an error and not a silent loss of the rows.
+	 */
+	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (5)"), ISC_DB_DONE);
+	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (1)"), ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_exec(t->db, "COMMIT"), ISC_DB_ERROR);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "rolled back"));
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM x"), 1);
+
 	/* Savepoints, as the store nests its transactions. */
 	assert_int_equal(isc_db_exec(t->db, "BEGIN; SAVEPOINT sp1"), ISC_DB_OK);
 	assert_int_equal(run_sql(t->db, "INSERT INTO x VALUES (3)"), ISC_DB_DONE);
