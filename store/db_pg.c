@@ -565,12 +565,89 @@ int isc_db_pg_bind_int(struct isc_db_stmt *st, int i, int v)
 	return isc_db_pg_bind_int64(st, i, v);
 }
 
+/* The length of the valid UTF-8 character at s (at most n bytes), or 0 when it is not one. */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+	size_t len, k;
+	uint32_t c;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, c = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, c = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, c = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (k = 1; k < len; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[k] & 0x3f);
+	}
+	/* Overlong forms, UTF-16 surrogates and what lies past U+10FFFF are not characters. */
+	if ((len == 3 && c < 0x800) || (len == 4 && c < 0x10000) || c > 0x10ffff ||
+	    (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * PostgreSQL refuses text that is not UTF-8 (the database's encoding), where
+ * SQLite stores any bytes: a cloud's error cut in the middle of a character
+ * would fail the write of the event that quotes it. Each byte that starts no
+ * valid character becomes U+FFFD, and the text ends at a NUL byte (a text
+ * parameter is a C string). Returns a new string, or NULL without memory.
+ */
+static char *utf8_repair(const char *text, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	char *out = malloc(n * 3 + 1), *o = out;
+	size_t k = 0, len;
+
+	if (!out)
+		return NULL;
+	while (k < n && s[k]) {
+		len = utf8_char(s + k, n - k);
+		if (len) {
+			memcpy(o, s + k, len);
+			o += len;
+			k += len;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			k++;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
 int isc_db_pg_bind_text(struct isc_db_stmt *st, int i, const char *text, int n, int copy)
 {
+	size_t len, k;
+	char *fixed;
+	int rc;
+
 	(void)copy; /* always copied */
 	if (!text)
 		return bind(stmt_of(st), i, NULL, 0, 0, 0);
-	return bind(stmt_of(st), i, text, n < 0 ? strlen(text) : (size_t)n, 0, 0);
+	len = n < 0 ? strlen(text) : (size_t)n;
+	for (k = 0; k < len && text[k] && (unsigned char)text[k] < 0x80; k++)
+		;
+	if (k == len) /* ASCII, the common case */
+		return bind(stmt_of(st), i, text, len, 0, 0);
+	fixed = utf8_repair(text, len);
+	if (!fixed) {
+		set_errmsg(stmt_of(st)->db, "out of memory");
+		return ISC_DB_NOMEM;
+	}
+	rc = bind(stmt_of(st), i, fixed, strlen(fixed), 0, 0);
+	free(fixed);
+	return rc;
 }
 
 int isc_db_pg_bind_blob(struct isc_db_stmt *st, int i, const void *b, int n, int copy)

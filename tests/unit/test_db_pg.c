@@ -281,6 +281,27 @@ static void test_values(void **state)
 	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
 	isc_db_finalize(st);
 
+	/*
+	 * Text that is not UTF-8 (PostgreSQL refuses it; SQLite keeps any bytes): each
+	 * byte that starts no character is U+FFFD, valid characters stay, and a NUL ends it.
+	 */
+	assert_int_equal(isc_db_prepare(t->db, "SELECT CAST(? AS TEXT)", 0, &st), ISC_DB_OK);
+	assert_int_equal(isc_db_bind_text(st, 1,
+	                                  "ok \xc3\xa9 \xff\xfe x \xe2\x82 \xc0\xaf "
+	                                  "\xed\xa0\x80 \xf0\x9f\x9a\x80 cut \xe2\x9c",
+	                                  -1, ISC_DB_STATIC),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_string_equal(isc_db_column_text(st, 0),
+	                    "ok \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd x \xef\xbf\xbd\xef\xbf\xbd "
+	                    "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+	                    "\xf0\x9f\x9a\x80 cut \xef\xbf\xbd\xef\xbf\xbd");
+	isc_db_reset(st);
+	assert_int_equal(isc_db_bind_text(st, 1, "a\0b", 3, ISC_DB_STATIC), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_string_equal(isc_db_column_text(st, 0), "a");
+	isc_db_finalize(st);
+
 	/* SUM of int8 is numeric in PostgreSQL: still an integer to the store. */
 	assert_int_equal(isc_db_prepare(t->db, "SELECT SUM(n) FROM v", 0, &st), ISC_DB_OK);
 	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
