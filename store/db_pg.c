@@ -99,11 +99,14 @@ static void set_errmsg(struct isc_db_pg *db, const char *msg)
 {
 	size_t n;
 
-	snprintf(db->errmsg, sizeof(db->errmsg), "%s", msg ? msg : "unknown error");
-	/* libpq's messages end in a newline; the store's errors are one line. */
+	snprintf(db->errmsg, sizeof(db->errmsg), "%s", msg && *msg ? msg : "unknown error");
+	/* libpq's messages end in a newline and may have several lines; the store's are one. */
 	n = strlen(db->errmsg);
 	while (n > 0 && (db->errmsg[n - 1] == '\n' || db->errmsg[n - 1] == '\r'))
 		db->errmsg[--n] = '\0';
+	for (char *p = db->errmsg; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
 }
 
 /*
@@ -179,11 +182,15 @@ static void redact_secret(char *msg, size_t size, const char *secret)
 	if (!secret || !*secret)
 		return;
 	n = strlen(secret);
-	while ((p = strstr(msg, secret)) != NULL) {
-		if (strlen(msg) - n + 3 >= size)
+	for (p = strstr(msg, secret); p; p = strstr(p, secret)) {
+		if (strlen(msg) - n + 3 >= size) {
+			/* No room for the marker: cut the message before the secret. */
+			*p = '\0';
 			break;
+		}
 		memmove(p + 3, p + n, strlen(p + n) + 1);
 		memcpy(p, "***", 3);
+		p += 3;
 	}
 }
 
