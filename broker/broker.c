@@ -745,10 +745,14 @@ static void start_followers(struct isc_broker *b)
 		pthread_mutex_lock(&b->lock);
 		have = follower_find(b, list[i].id) != NULL;
 		pthread_mutex_unlock(&b->lock);
-		/* Only the replica stepping the burst follows it; one that lost it lets go. */
+		/*
+		 * Only the replica stepping the burst follows it, and lets go once another
+		 * replica holds it. A lease this replica is merely unsure of (a renewal that
+		 * failed, claimed again this tick) keeps its follower.
+		 */
 		mine = broker_lease_mine(b, list[i].experiment_id);
 		if (!mine) {
-			if (have)
+			if (have && broker_lease_elsewhere(b, list[i].experiment_id))
 				broker_follower_stop(b, list[i].id);
 			continue;
 		}
@@ -834,6 +838,8 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 			turn[j].go = 0, turn[j].behind = -1;
 		reconcile |= taken_over;
 	}
+	if (reconcile)
+		leases_refresh(b); /* the dead replica's leases are no longer live in the view */
 	if (reconcile && broker_watch(b, 1, err))
 		isc_log(ISC_LOG_WARN, "watch (bursts taken over): %s", err->msg);
 	for (size_t j = 0; j < k; j++) {
