@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* The server of the whole run (group setup) and the database of each test. */
 static char server_dir[64];
@@ -809,21 +810,45 @@ static void test_store_on_pg(void **state)
 	free(uri);
 }
 
-/* The names of one table's columns in order, comma-separated (owned). */
+/* Appends one column's description to *out ("a, b"): its name, type, key, NOT NULL, default. */
+static void describe(char **out, const char *name, const char *type, int pk, int notnull,
+                     const char *dflt)
+{
+	char *next;
+
+	/* A primary key is NOT NULL on PostgreSQL, and (but for INTEGER ones) not on SQLite. */
+	assert_int_not_equal(asprintf(&next, "%s%s%s %s%s%s%s%s", *out, **out ? ", " : "", name,
+	                              type, pk ? " pk" : "", !pk && notnull ? " not null" : "",
+	                              dflt ? " default " : "", dflt ? dflt : ""),
+	                     -1);
+	free(*out);
+	*out = next;
+}
+
+/* SQLite's declared type in PostgreSQL's words (the translation of migrations_pg.c). */
+static const char *pg_type_of(const char *sqlite_type)
+{
+	if (!strcasecmp(sqlite_type, "INTEGER") || !strcasecmp(sqlite_type, "BIGINT"))
+		return "bigint";
+	if (!strcasecmp(sqlite_type, "BLOB"))
+		return "bytea";
+	if (!strcasecmp(sqlite_type, "TEXT"))
+		return "text";
+	return sqlite_type;
+}
+
+/* One table's columns in order, described (owned). */
 static char *sqlite_columns(sqlite3 *db, const char *table)
 {
 	char *sql = sqlite3_mprintf("PRAGMA table_info(\"%w\")", table), *out = strdup("");
 	sqlite3_stmt *st;
 
 	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		char *next;
-		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
-		                              (const char *)sqlite3_column_text(st, 1)),
-		                     -1);
-		free(out);
-		out = next;
-	}
+	while (sqlite3_step(st) == SQLITE_ROW)
+		describe(&out, (const char *)sqlite3_column_text(st, 1),
+		         pg_type_of((const char *)sqlite3_column_text(st, 2)),
+		         sqlite3_column_int(st, 5) > 0, sqlite3_column_int(st, 3),
+		         (const char *)sqlite3_column_text(st, 4));
 	sqlite3_finalize(st);
 	sqlite3_free(sql);
 	return out;
@@ -832,22 +857,39 @@ static char *sqlite_columns(sqlite3 *db, const char *table)
 static char *pg_columns(struct isc_db *db, const char *table)
 {
 	struct isc_db_stmt *st;
-	char *out = strdup("");
+	char *out = strdup(""), dflt[64], *cast;
+	const char *d;
 
-	assert_int_equal(isc_db_prepare(db,
-	                                "SELECT column_name FROM information_schema.columns "
-	                                "WHERE table_schema = 'public' AND table_name = ? "
-	                                "ORDER BY ordinal_position",
-	                                0, &st),
-	                 ISC_DB_OK);
+	assert_int_equal(
+	    isc_db_prepare(
+	        db,
+	        "SELECT c.column_name, c.data_type, EXISTS (SELECT 1 FROM "
+	        "information_schema.table_constraints t JOIN "
+	        "information_schema.key_column_usage k ON k.constraint_name = "
+	        "t.constraint_name AND k.table_name = t.table_name WHERE t.table_schema = "
+	        "'public' AND t.table_name = c.table_name AND t.constraint_type = "
+	        "'PRIMARY KEY' AND k.column_name = c.column_name), c.is_nullable = 'NO', "
+	        "c.column_default FROM information_schema.columns c WHERE "
+	        "c.table_schema = 'public' AND c.table_name = ? ORDER BY c.ordinal_position",
+	        0, &st),
+	    ISC_DB_OK);
 	isc_db_bind_text(st, 1, table, -1, ISC_DB_STATIC);
 	while (isc_db_step(st) == ISC_DB_ROW) {
-		char *next;
-		assert_int_not_equal(asprintf(&next, "%s%s%s", out, *out ? "," : "",
-		                              (const char *)isc_db_column_text(st, 0)),
-		                     -1);
-		free(out);
-		out = next;
+		/* '-1'::integer and 'up'::text are SQLite's -1 and 'up'. */
+		d = (const char *)isc_db_column_text(st, 4);
+		if (d) {
+			snprintf(dflt, sizeof(dflt), "%s", d);
+			if ((cast = strstr(dflt, "::")))
+				*cast = '\0';
+			if (dflt[0] == '\'' &&
+			    (dflt[1] == '-' || (dflt[1] >= '0' && dflt[1] <= '9'))) {
+				memmove(dflt, dflt + 1, strlen(dflt));
+				dflt[strlen(dflt) - 1] = '\0';
+			}
+		}
+		describe(&out, (const char *)isc_db_column_text(st, 0),
+		         (const char *)isc_db_column_text(st, 1), (int)isc_db_column_int(st, 2),
+		         (int)isc_db_column_int(st, 3), d ? dflt : NULL);
 	}
 	isc_db_finalize(st);
 	return out;
@@ -892,8 +934,9 @@ static char *pg_list(struct isc_db *db, const char *sql)
 
 /*
  * The schema parity test: a SQLite store made the usual way and the PostgreSQL
- * schema (the baseline and every later step) have the same tables, each with the same columns in
- * the same order, and the same named indexes.
+ * schema (the baseline and every later step) have the same tables, each with
+ * the same columns in the same order, of the same types, keys, NOT NULLs and
+ * defaults, and the same named indexes.
  */
 static void test_schema_parity(void **state)
 {
