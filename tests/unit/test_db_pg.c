@@ -975,6 +975,13 @@ static const char pg_fkeys[] =
     "tc.relname = CAST(? AS TEXT) AND tc.relnamespace = 'public'::regnamespace ) s ORDER BY d "
     "COLLATE \"C\"";
 
+/* How many CHECK constraints a table has (their wording differs between the engines). */
+static const char sqlite_checks[] =
+    "SELECT (length(sql) - length(replace(upper(sql), 'CHECK (', ''))) / 7 FROM sqlite_master "
+    "WHERE type = 'table' AND name = ?1";
+static const char pg_checks[] = "SELECT COUNT(*) FROM pg_constraint WHERE contype = 'c' AND "
+                                "conrelid = to_regclass(CAST(? AS TEXT))";
+
 /* Fails the test, naming the table, when the two engines' answers differ. */
 static void same(const char *table, const char *what, char *lite, char *pg)
 {
@@ -989,8 +996,8 @@ static void same(const char *table, const char *what, char *lite, char *pg)
  * schema (the baseline and every later step) have the same tables, each with
  * the same columns in the same order, of the same types, keys, NOT NULLs and
  * defaults, the same indexes (names, columns, order, unique, partial; UNIQUE
- * constraints') and the same foreign keys. CHECKs are not compared (each
- * engine words them its own way): the tests above try some.
+ * constraints') and the same foreign keys, and as many CHECKs (each engine
+ * words them its own way: the tests above try some).
  */
 static void test_schema_parity(void **state)
 {
@@ -1025,6 +1032,8 @@ static void test_schema_parity(void **state)
 		     pg_list(t->db, pg_indexes, table));
 		same(table, "foreign keys", sqlite_list(lite, sqlite_fkeys, table),
 		     pg_list(t->db, pg_fkeys, table));
+		same(table, "CHECK constraints", sqlite_list(lite, sqlite_checks, table),
+		     pg_list(t->db, pg_checks, table));
 	}
 	free(lite_tables);
 	free(pg_tables);
