@@ -212,12 +212,13 @@ static int setup_session(struct isc_db_pg *db)
 }
 
 /*
- * After a failed command: when the connection itself is gone (the server
- * restarted, or ended the session after idle_in_transaction_session_timeout),
- * connects again, so the store's next call works. The failed call is not
- * repeated: the server may have run it before the connection broke. Its
- * transaction, if any, is gone with the old session, as are its prepared
- * statements (each is prepared again when next run).
+ * After a failed command, and before each command while the connection is
+ * down: when the connection itself is gone (the server restarted, or ended
+ * the session after idle_in_transaction_session_timeout), connects again, so
+ * the store's next call works. The failed call is not repeated: the server
+ * may have run it before the connection broke. Its transaction, if any, is
+ * gone with the old session, as are its prepared statements (each is
+ * prepared again when next run).
  */
 static void reconnect_if_lost(struct isc_db_pg *db)
 {
@@ -342,9 +343,13 @@ static int is_commit(const char *sql)
 int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
 {
 	struct isc_db_pg *db = db_of(dbp);
-	PGresult *res = PQexec(db->conn, sql);
-	ExecStatusType status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+	ExecStatusType status;
+	PGresult *res;
 	int rc = ISC_DB_OK;
+
+	reconnect_if_lost(db);
+	res = PQexec(db->conn, sql);
+	status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
 	    status != PGRES_EMPTY_QUERY) {
@@ -733,6 +738,7 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 	Oid *types = NULL;
 	PGresult *res = NULL;
 
+	reconnect_if_lost(st->db);
 	if (n > 0) {
 		values = calloc((size_t)n, sizeof(*values));
 		lengths = calloc((size_t)n, sizeof(*lengths));
@@ -979,5 +985,8 @@ const char *isc_db_pg_errmsg(struct isc_db *db)
 
 int isc_db_pg_in_transaction(struct isc_db *db)
 {
-	return PQtransactionStatus(db_of(db)->conn) != PQTRANS_IDLE;
+	PGTransactionStatusType t = PQtransactionStatus(db_of(db)->conn);
+
+	/* UNKNOWN: no connection, and so no transaction (it ended with the session). */
+	return t != PQTRANS_IDLE && t != PQTRANS_UNKNOWN;
 }

@@ -524,6 +524,7 @@ static void test_reconnect(void **state)
 	struct t *t = *state;
 	struct isc_db_stmt *st;
 	int64_t pid = query_int(t->db, "SELECT pg_backend_pid()");
+	char sql[96];
 
 	assert_int_equal(
 	    isc_db_prepare(t->db, "SELECT CAST(? AS BIGINT) + 1", ISC_DB_PREPARE_PERSISTENT, &st),
@@ -543,6 +544,24 @@ static void test_reconnect(void **state)
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_settings WHERE name = "
 	                                  "'statement_timeout' AND setting = '60000'"),
 	                 1);
+
+	/*
+	 * A server that refuses the new connection (down, or restarting): every call fails,
+	 * outside any transaction, until it takes connections again; the first call then
+	 * connects anew and works.
+	 */
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s WITH ALLOW_CONNECTIONS false", t->name);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	kill_session(t->db);
+	assert_int_equal(isc_db_exec(t->db, "SELECT 1"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(isc_db_step(st), ISC_DB_ERROR);
+	isc_db_reset(st);
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s WITH ALLOW_CONNECTIONS true", t->name);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 42);
+	isc_db_reset(st);
 
 	/* A transaction dies with its session: the store sees it is no longer in one. */
 	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
