@@ -64,6 +64,11 @@ int64_t isc_store_now_ms(void)
 	return isc_wall_ms();
 }
 
+int64_t isc_store_page_limit(size_t limit)
+{
+	return limit ? (int64_t)limit : INT64_MAX;
+}
+
 char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
 {
 	const char *env = getenv("ISC_HOME");

@@ -118,12 +118,6 @@ int isc_store_user_list(struct isc_store *s, struct isc_user **out, size_t *n, s
 	return rc;
 }
 
-/* The bound of a page: limit rows, or every row after the cursor (-1: SQLite's no limit). */
-static int64_t page_limit(size_t limit)
-{
-	return limit ? (int64_t)limit : -1;
-}
-
 int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limit,
                         struct isc_user **out, size_t *n, struct isc_err *err)
 {
@@ -136,7 +130,7 @@ int isc_store_user_page(struct isc_store *s, const char *after_name, size_t limi
 	if (rc)
 		return rc;
 	isc_db_bind_text(st, 1, after_name ? after_name : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 2, page_limit(limit));
+	isc_db_bind_int64(st, 2, isc_store_page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), user_from_row, user_clean, "reading users",
 	                         &list, n, err);
 	if (!rc)
@@ -267,7 +261,7 @@ int isc_store_member_page(struct isc_store *s, int64_t org_id, const char *after
 		return rc;
 	isc_db_bind_int64(st, 1, org_id);
 	isc_db_bind_text(st, 2, after_name ? after_name : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 3, page_limit(limit));
+	isc_db_bind_int64(st, 3, isc_store_page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), membership_from_row, membership_clean,
 	                         "reading memberships", &list, n, err);
 	if (!rc)
@@ -411,7 +405,7 @@ int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t 
 	isc_db_bind_int64(st, 2, user_id);
 	isc_db_bind_int64(st, 3, after_id ? after_ms : -1);
 	isc_db_bind_text(st, 4, after_id ? after_id : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 5, page_limit(limit));
+	isc_db_bind_int64(st, 5, isc_store_page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), token_from_row, token_clean,
 	                         "reading tokens", &list, n, err);
 	if (!rc)

@@ -278,7 +278,7 @@ int isc_store_dataset_list(struct isc_store *s, const char *org_name, int64_t vi
 		isc_db_bind_text(st, 3, after->org_name, -1, ISC_DB_STATIC);
 		isc_db_bind_text(st, 4, after->name, -1, ISC_DB_STATIC);
 	}
-	isc_db_bind_int64(st, 5, limit ? (int64_t)limit : -1);
+	isc_db_bind_int64(st, 5, isc_store_page_limit(limit));
 	return collect(s, st, out, n, err);
 }
 

@@ -345,7 +345,7 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
 		}
 		isc_db_bind_int64(st, 3, after ? after->created_at_ms : INT64_MAX);
 		isc_db_bind_text(st, 4, after ? after->id : "", -1, ISC_DB_STATIC);
-		isc_db_bind_int64(st, 5, limit ? (int64_t)limit : -1);
+		isc_db_bind_int64(st, 5, isc_store_page_limit(limit));
 		rc = isc_db_step(st);
 		if (rc != ISC_DB_ROW && rc != ISC_DB_DONE) {
 			rc = isc_store_db_err(s, rc, "reading experiments", err);

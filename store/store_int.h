@@ -66,5 +66,10 @@ int isc_store_read_one(struct isc_store *s, struct isc_db_stmt *st, isc_store_ro
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
                       struct isc_err *err);
 int64_t isc_store_now_ms(void);
+/*
+ * The LIMIT of a page: limit rows, or (0) every row after the cursor. Not -1, SQLite's
+ * "no limit": PostgreSQL refuses a negative LIMIT.
+ */
+int64_t isc_store_page_limit(size_t limit);
 
 #endif

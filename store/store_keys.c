@@ -201,7 +201,7 @@ int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t or
 	isc_db_bind_text(st, 4, after_org ? after_org : "", -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 5, after_provider ? after_provider : "", -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 6, after_name ? after_name : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 7, limit ? (int64_t)limit : -1);
+	isc_db_bind_int64(st, 7, isc_store_page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), key_from_row, key_clean,
 	                         "listing cloud keys", &list, n, err);
 	if (!rc)

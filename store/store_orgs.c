@@ -113,7 +113,7 @@ int isc_store_org_page(struct isc_store *s, int all, int64_t user_id, const char
 	isc_db_bind_int(st, 1, all != 0);
 	isc_db_bind_int64(st, 2, user_id);
 	isc_db_bind_text(st, 3, after_name ? after_name : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 4, limit ? (int64_t)limit : -1);
+	isc_db_bind_int64(st, 4, isc_store_page_limit(limit));
 	rc = isc_store_read_rows(s, st, sizeof(**out), org_from_row, org_clean,
 	                         "listing organisations", &list, n, err);
 	if (!rc)
@@ -257,6 +257,6 @@ int isc_store_project_page(struct isc_store *s, int all, int64_t user_id, const 
 		isc_db_bind_text(st, 3, org_name, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 4, after_org ? after_org : "", -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 5, after_name ? after_name : "", -1, ISC_DB_STATIC);
-	isc_db_bind_int64(st, 6, limit ? (int64_t)limit : -1);
+	isc_db_bind_int64(st, 6, isc_store_page_limit(limit));
 	return project_query(s, st, out, n, err);
 }
