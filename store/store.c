@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,8 @@ struct isc_store {
 	struct cached_stmt cache[STMT_CACHE_SIZE];
 	size_t n_cached;
 	int64_t pg_version; /* isc_store_version's count on PostgreSQL */
+	char *url;          /* PostgreSQL's (the idle connections' key); NULL for SQLite */
+	int broken;         /* a failed open or migration: never kept for reuse */
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -592,6 +595,70 @@ static int open_pg(struct isc_store *s, const char *url, int create, struct isc_
 	return 0;
 }
 
+/*
+ * PostgreSQL connections kept for the next open: the broker opens a store for every
+ * step of every burst and every worker, and a new PostgreSQL connection is a new
+ * server process (milliseconds, and one of max_connections). A store given back by
+ * isc_store_free outside any transaction waits here, its prepared statements with
+ * it, for an open of the same home and URL. SQLite's opens are cheap and stay as
+ * they were.
+ */
+#define PG_IDLE_MAX 16
+
+static pthread_mutex_t pg_idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct isc_store *pg_idle[PG_IDLE_MAX];
+static size_t pg_idle_n;
+
+static void store_close(struct isc_store *s);
+
+static void pg_idle_drain(void)
+{
+	pthread_mutex_lock(&pg_idle_lock);
+	while (pg_idle_n > 0)
+		store_close(pg_idle[--pg_idle_n]);
+	pthread_mutex_unlock(&pg_idle_lock);
+}
+
+static struct isc_store *pg_idle_take(const char *home, const char *url)
+{
+	struct isc_store *found = NULL;
+
+	pthread_mutex_lock(&pg_idle_lock);
+	for (size_t i = pg_idle_n; i-- > 0;) {
+		if (strcmp(pg_idle[i]->home, home) != 0 || strcmp(pg_idle[i]->url, url) != 0)
+			continue;
+		found = pg_idle[i];
+		pg_idle[i] = pg_idle[--pg_idle_n];
+		break;
+	}
+	pthread_mutex_unlock(&pg_idle_lock);
+	return found;
+}
+
+/* The kept connections are closed when the program exits (and leak checkers see none). */
+static void pg_idle_at_exit(void)
+{
+	atexit(pg_idle_drain);
+}
+
+/* 1 when s was kept for a later open. */
+static int pg_idle_put(struct isc_store *s)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	int kept = 0;
+
+	if (!s->url || s->depth > 0 || isc_db_in_transaction(s->db) || s->broken)
+		return 0;
+	pthread_once(&once, pg_idle_at_exit);
+	pthread_mutex_lock(&pg_idle_lock);
+	if (pg_idle_n < PG_IDLE_MAX) {
+		pg_idle[pg_idle_n++] = s;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&pg_idle_lock);
+	return kept;
+}
+
 /* one_thread: the connection is used by one thread only (SQLite then takes no mutex). */
 static int store_open(const char *home, int create, size_t migrate_to, int one_thread,
                       struct isc_store **out, struct isc_err *err)
@@ -611,12 +678,25 @@ static int store_open(const char *home, int create, size_t migrate_to, int one_t
 		free(url);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = strcmp(url, "sqlite:") == 0 ? open_sqlite(s, create, one_thread, err)
-	                                 : open_pg(s, url, create, err);
-	free(url);
+	if (strcmp(url, "sqlite:") == 0) {
+		free(url);
+		rc = open_sqlite(s, create, one_thread, err);
+	} else {
+		struct isc_store *idle = pg_idle_take(home, url);
+		if (idle) {
+			free(s->home);
+			free(s);
+			free(url);
+			*out = idle;
+			return 0;
+		}
+		s->url = url;
+		rc = open_pg(s, url, create, err);
+	}
 	if (!rc)
 		rc = migrate(s, migrate_to, err);
 	if (rc) {
+		s->broken = 1;
 		isc_store_free(s);
 		return rc;
 	}
@@ -640,17 +720,22 @@ int isc_store_open(const char *home, int create, struct isc_store **out, struct 
 	return isc_store_open_at(home, create, isc_store_migration_count(), out, err);
 }
 
-void isc_store_free(struct isc_store *s)
+static void store_close(struct isc_store *s)
 {
-	if (!s)
-		return;
 	for (size_t i = 0; i < s->n_cached; i++) {
 		isc_db_finalize(s->cache[i].st);
 		free(s->cache[i].sql);
 	}
 	isc_db_close(s->db);
+	free(s->url);
 	free(s->home);
 	free(s);
+}
+
+void isc_store_free(struct isc_store *s)
+{
+	if (s && !pg_idle_put(s))
+		store_close(s);
 }
 
 /*
