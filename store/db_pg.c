@@ -688,9 +688,11 @@ int isc_db_pg_clear_bindings(struct isc_db_stmt *stp)
 }
 
 /*
- * The type each parameter is sent with. A parameter the SQL never names gets
- * int8, as the server cannot infer a type for it and would refuse the
- * statement (SQLite lets `?3` stand without `?1` and `?2`).
+ * The type each parameter is sent with. A parameter the SQL never names (SQLite
+ * lets `?3` stand without `?1` and `?2`, and the store binds one layout for
+ * several statements) gets int8, as the server cannot infer a type for it and
+ * would refuse the statement; its value is sent as NULL (run), as the server
+ * parses every value it is sent, used or not.
  */
 static Oid param_type(const struct isc_db_stmt_pg *st, int i)
 {
@@ -708,7 +710,8 @@ static Oid param_type(const struct isc_db_stmt_pg *st, int i)
 static int prepared_types_match(const struct isc_db_stmt_pg *st)
 {
 	for (int i = 0; i < st->nparams; i++)
-		if (st->params[i].value && param_type(st, i) != st->prepared_types[i])
+		if (st->referenced[i + 1] && st->params[i].value &&
+		    param_type(st, i) != st->prepared_types[i])
 			return 0;
 	return 1;
 }
@@ -748,9 +751,10 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 			goto out;
 	}
 	for (int i = 0; i < n; i++) {
-		values[i] = st->params[i].value;
-		lengths[i] = st->params[i].length;
-		formats[i] = st->params[i].format;
+		int used = st->referenced[i + 1];
+		values[i] = used ? st->params[i].value : NULL;
+		lengths[i] = used ? st->params[i].length : 0;
+		formats[i] = used ? st->params[i].format : 0;
 		types[i] = param_type(st, i);
 	}
 	if (!st->persistent) {
