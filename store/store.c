@@ -546,12 +546,14 @@ char *isc_store_url_resolve(const char *home, struct isc_err *err)
 	return config_store_url(home, &url, err) ? NULL : url;
 }
 
-static int open_sqlite(struct isc_store *s, int create, int one_thread, struct isc_err *err)
+/* file: the database file ("sqlite:/path", isc store copy's form), else NULL: $home/isc.db. */
+static int open_sqlite(struct isc_store *s, const char *file, int create, int one_thread,
+                       struct isc_err *err)
 {
 	char *path = NULL;
 	int rc, fd;
 
-	if (asprintf(&path, "%s/isc.db", s->home) < 0)
+	if (file ? !(path = strdup(file)) : asprintf(&path, "%s/isc.db", s->home) < 0)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (access(path, F_OK) != 0) {
 		if (!create) {
@@ -659,28 +661,37 @@ static int pg_idle_put(struct isc_store *s)
 	return kept;
 }
 
-/* one_thread: the connection is used by one thread only (SQLite then takes no mutex). */
-static int store_open(const char *home, int create, size_t migrate_to, int one_thread,
-                      struct isc_store **out, struct isc_err *err)
+/*
+ * one_thread: the connection is used by one thread only (SQLite then takes no mutex).
+ * given_url: the store at this URL (isc_store_open_url) rather than home's; it may
+ * also be "sqlite:/path", a file.
+ */
+static int store_open(const char *home, const char *given_url, int create, size_t migrate_to,
+                      int one_thread, struct isc_store **out, struct isc_err *err)
 {
 	struct isc_store *s;
 	char *url;
 	int rc;
 
 	*out = NULL;
-	if ((rc = ensure_home(home, create, err)))
+	if (given_url && strncmp(given_url, "sqlite:/", 8) != 0 &&
+	    isc_store_url_check(given_url, err))
+		return err->code;
+	if ((!given_url || !strcmp(given_url, "sqlite:")) && (rc = ensure_home(home, create, err)))
 		return rc;
-	if (!(url = isc_store_url_resolve(home, err)))
+	if (given_url)
+		url = strdup(given_url);
+	else if (!(url = isc_store_url_resolve(home, err)))
 		return err->code ? err->code : ISC_EINVALID;
 	s = calloc(1, sizeof(*s));
-	if (!s || !(s->home = strdup(home))) {
+	if (!url || !s || !(s->home = strdup(home))) {
 		free(s);
 		free(url);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	if (strcmp(url, "sqlite:") == 0) {
+	if (strncmp(url, "sqlite:", 7) == 0) {
+		rc = open_sqlite(s, url[7] ? url + 7 : NULL, create, one_thread, err);
 		free(url);
-		rc = open_sqlite(s, create, one_thread, err);
 	} else {
 		struct isc_store *idle = pg_idle_take(home, url);
 		if (idle) {
@@ -707,12 +718,24 @@ static int store_open(const char *home, int create, size_t migrate_to, int one_t
 int isc_store_open_at(const char *home, int create, size_t migrate_to, struct isc_store **out,
                       struct isc_err *err)
 {
-	return store_open(home, create, migrate_to, 0, out, err);
+	return store_open(home, NULL, create, migrate_to, 0, out, err);
+}
+
+int isc_store_open_url_at(const char *home, const char *url, int create, size_t migrate_to,
+                          struct isc_store **out, struct isc_err *err)
+{
+	return store_open(home, url, create, migrate_to, 0, out, err);
+}
+
+int isc_store_open_url(const char *home, const char *url, int create, struct isc_store **out,
+                       struct isc_err *err)
+{
+	return store_open(home, url, create, isc_store_migration_count(), 0, out, err);
 }
 
 int isc_store_open_unshared(const char *home, struct isc_store **out, struct isc_err *err)
 {
-	return store_open(home, 0, isc_store_migration_count(), 1, out, err);
+	return store_open(home, NULL, 0, isc_store_migration_count(), 1, out, err);
 }
 
 int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err)

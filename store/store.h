@@ -35,6 +35,13 @@ int isc_store_url_check(const char *url, struct isc_err *err);
  */
 int isc_store_open(const char *home, int create, struct isc_store **out, struct isc_err *err);
 /*
+ * The same for the store at url rather than home's: "sqlite:" ($home/isc.db),
+ * "sqlite:/path/to/file.db" (isc store copy's form for a file; never a store_url)
+ * or a PostgreSQL URI. A missing SQLite file is created (0600) when `create`.
+ */
+int isc_store_open_url(const char *home, const char *url, int create, struct isc_store **out,
+                       struct isc_err *err);
+/*
  * Opens an existing store for the use of one thread at a time only (the API's
  * server threads each have one): SQLite then takes no mutex on its calls.
  */
