@@ -10,6 +10,12 @@
  * step does. Parameters are sent as db.h says: integers as int8 text, text
  * untyped (the server types it from its place), blobs as bytea in binary.
  *
+ * Where PostgreSQL and SQLite differ, the store sees SQLite's behaviour or an
+ * error, never a silent change: text that is not UTF-8 is repaired (PostgreSQL
+ * refuses it), a COMMIT that PostgreSQL turned into a ROLLBACK (a statement
+ * of the transaction failed) is an error, and a lost connection fails the
+ * call that finds it and is made again for the next one.
+ *
  * The server is expected to sort text bytewise (lc_collate C or POSIX), as
  * SQLite does: the store's listings and cursors compare ids and names, and
  * tests/pg/pg-server initialises its servers with --locale=C. A server with
@@ -824,9 +830,7 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 			st->blobs = calloc((size_t)st->ncols, sizeof(*st->blobs));
 			st->blob_lens = calloc((size_t)st->ncols, sizeof(*st->blob_lens));
 			if (!st->blobs || !st->blob_lens) {
-				/* ncols is what stmt_clear_result walks: nothing was decoded yet.
-				 */
-				st->ncols = 0;
+				st->ncols = 0; /* what stmt_clear_result walks: none decoded */
 				stmt_clear_result(st);
 				set_errmsg(st->db, "out of memory");
 				return ISC_DB_NOMEM;
