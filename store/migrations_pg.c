@@ -385,6 +385,28 @@ static const char *const pg_steps[] = {
     NULL,
 };
 
+/*
+ * Rows copied in with their ids (isc store copy) leave each identity column's
+ * sequence where it was, and the next row made without an id would take an id
+ * already used: every identity sequence of the current schema restarts after
+ * its column's largest id.
+ */
+static const char identity_sync[] =
+    "DO $$ DECLARE r record; BEGIN"
+    " FOR r IN SELECT c.relname AS t, a.attname AS col FROM pg_attribute a"
+    "  JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+    "  WHERE n.nspname = current_schema() AND c.relkind = 'r' AND a.attidentity <> ''"
+    " LOOP"
+    "  EXECUTE format('SELECT setval(pg_get_serial_sequence(%L, %L),"
+    " COALESCE((SELECT max(%I) FROM %I), 0) + 1, false)', r.t, r.col, r.col, r.t);"
+    " END LOOP;"
+    " END $$";
+
+const char *isc_store_pg_identity_sync_sql(void)
+{
+	return identity_sync;
+}
+
 int isc_store_pg_baseline_version(void)
 {
 	return BASELINE_VERSION;

@@ -29,4 +29,11 @@ size_t isc_store_pg_migration_count(void);
  */
 const char *isc_store_pg_migration_sql(size_t index);
 
+/*
+ * One statement (for isc_db_exec) that moves every identity column's sequence
+ * past the largest id in its table: run it after copying rows in with their
+ * ids (isc store copy), or the next new row takes an id already used.
+ */
+const char *isc_store_pg_identity_sync_sql(void);
+
 #endif

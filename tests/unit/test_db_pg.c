@@ -687,6 +687,42 @@ static void test_schema_loads(void **state)
 	                 ISC_DB_CONSTRAINT);
 }
 
+/*
+ * Rows copied in with their ids (isc store copy) and then the identity sync: new
+ * rows take ids after the largest, in every table with an identity column.
+ */
+static void test_identity_sync(void **state)
+{
+	struct t *t = *state;
+
+	load_schema(t->db);
+	assert_int_equal(isc_db_exec(t->db,
+	                             "INSERT INTO orgs (id, name, created_at_ms) VALUES "
+	                             "(1, 'a', 0), (7, 'b', 0);"
+	                             "INSERT INTO pool_nodes (id, host, port, \"user\", gpus, "
+	                             "added_ms) VALUES (41, 'h', 22, 'u', 1, 0)"),
+	                 ISC_DB_OK);
+	/* Without it, the sequence still starts at 1. */
+	assert_int_equal(
+	    isc_db_exec(t->db, "INSERT INTO orgs (name, created_at_ms) VALUES ('c', 0)"),
+	    ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_exec(t->db, isc_store_pg_identity_sync_sql()), ISC_DB_OK);
+	assert_int_equal(query_int(t->db, "INSERT INTO orgs (name, created_at_ms) VALUES ('c', 0) "
+	                                  "RETURNING id"),
+	                 8);
+	assert_int_equal(query_int(t->db, "INSERT INTO pool_nodes (host, port, \"user\", gpus, "
+	                                  "added_ms) VALUES ('h', 23, 'u', 1, 0) RETURNING id"),
+	                 42);
+	/* An empty table starts at 1; running it again changes nothing. */
+	assert_int_equal(isc_db_exec(t->db, isc_store_pg_identity_sync_sql()), ISC_DB_OK);
+	assert_int_equal(query_int(t->db, "INSERT INTO users (name, created_at_ms) VALUES ('u', 0) "
+	                                  "RETURNING id"),
+	                 1);
+	assert_int_equal(query_int(t->db, "INSERT INTO orgs (name, created_at_ms) VALUES ('d', 0) "
+	                                  "RETURNING id"),
+	                 9);
+}
+
 /* Appends one ledger row through a prepared statement; returns the result code. */
 static int ledger_add(struct isc_db *db, const char *kind, const char *billing, int64_t amount,
                       const char *node, int64_t period_start)
@@ -1101,6 +1137,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_schema_loads, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_identity_sync, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_parity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_on_pg, setup, teardown),
 	};
