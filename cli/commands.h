@@ -29,6 +29,7 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv);
 int cmd_member(struct isc_cli *cli, int argc, char **argv);
 int cmd_token(struct isc_cli *cli, int argc, char **argv);
 int cmd_audit(struct isc_cli *cli, int argc, char **argv);
+int cmd_store(struct isc_cli *cli, int argc, char **argv);
 /* `isc project budget`, dispatched by cmd_project (argv[0] "project", argv[1] "budget"). */
 int cmd_project_budget(struct isc_cli *cli, int argc, char **argv);
 

@@ -44,6 +44,7 @@ static const struct command commands[] = {
     {"member", cmd_member, "an organisation's members and roles: add, list, remove"},
     {"token", cmd_token, "bearer tokens for the TCP API: create, list, revoke"},
     {"audit", cmd_audit, "every change made through the API"},
+    {"store", cmd_store, "copy the whole store (SQLite, PostgreSQL) while iscd is stopped"},
 };
 
 static void usage(FILE *out)
