@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# The store and its replicas under load (issue 33, docs/ha.md). For each configuration
+# (BENCH_REPLICA_CONFIGS, default "sqlite1 pg1 pg3": SQLite with one iscd, PostgreSQL with
+# one iscd, PostgreSQL with three iscd replicas on one store), on a fresh sandbox (mock
+# cloud, real sshd nodes; node boot delay B):
+#  1. the critical path: one 2-node burst alone, submission -> running (its first
+#     "running" event), the median of 3 after one warm-up;
+#  2. N concurrent 2-node bursts (BENCH_BURSTS, default 1000), submitted as fast as the
+#     API takes them (BENCH_SUBMIT_PARALLEL isc processes at once, spread over the
+#     replicas): time from the first submission to the last burst's first "running"
+#     event, against the critical path (goal <= 2x);
+#  3. while they run: wrk, 200 connections, the status of one of them
+#     (GET /v1/experiments/ID over TCP with a token; for 3 replicas on replica 1);
+#     goal p99 < 50 ms;
+#  4. every burst cancelled; then until the mock cloud has 0 live instances (leaks said);
+#  5. every iscd stopped with SIGTERM; its "tick stats" line (the worst replica's) gives
+#     the worst tick's lateness; goal: never late by more than one tick.
+# A closing table: measured against the goal, met / not met. A configuration whose bursts
+# are not all running within BENCH_RUN_LIMIT_S (default 600 s) says how many were.
+#
+# Every node of the mock cloud is a real sshd (tests/mocks/node), launched by the Python
+# mock cloud: on a 2-core machine 2,000 of them are most of what N = 1000 costs. The figure
+# printed with each run says which N it used.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+: "${ISC_BIN:=$repo/bin}"
+N=${BENCH_BURSTS:-1000}
+B=${BENCH_BOOT_DELAY_MS:-1000}
+TICK=${BENCH_TICK_MS:-500}
+CONFIGS=${BENCH_REPLICA_CONFIGS:-sqlite1 pg1 pg3}
+PAR=${BENCH_SUBMIT_PARALLEL:-8}
+RUN_LIMIT_S=${BENCH_RUN_LIMIT_S:-600}
+WRK_S=${BENCH_API_SECONDS:-10}
+CONNS=200
+# PostgreSQL's connections: each iscd holds a few plus one per API thread, and each burst
+# step in flight opens its own (docs/ha.md, "Connection budget"): raised as the docs say.
+PG_MAX_CONN=${BENCH_PG_MAX_CONNECTIONS:-$((N + 300 < 400 ? 400 : N + 300))}
+export ISC_BIN
+
+for t in wrk psql sqlite3 curl; do
+	command -v "$t" >/dev/null || { echo "replicas bench: $t is not installed (make deps)"; exit 1; }
+done
+top=$(mktemp -d /tmp/isc-bench-rep.XXXXXX)
+chmod 755 "$top" # as root, the PostgreSQL server runs as postgres and must reach its folder
+pg=$top/pg
+results=$top/results
+: >"$results"
+sandbox=
+cleanup() {
+	stop_replicas
+	[ -n "$sandbox" ] && "$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
+	"$repo/tests/pg/pg-server" stop "$pg" >/dev/null 2>&1
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$top"
+}
+trap cleanup EXIT
+now_ms() { date +%s%3N; }
+say() { echo "$cfg: $*"; }
+record() { echo "$cfg $1 $2" >>"$results"; }
+
+# ---- replicas ----
+pids=()
+homes=()
+# start_replica I: iscd on homes[I], its log in $sandbox/iscd.I.log; waits for its TCP port.
+start_replica() {
+	local i=$1 h=${homes[$1]}
+	: >"$h/run/api.sock.tcp" 2>/dev/null || true
+	"$ISC_BIN/iscd" --home "$h" 2>>"$sandbox/iscd.$i.log" &
+	pids[$i]=$!
+	for _ in $(seq 300); do
+		[ -s "$h/run/api.sock.tcp" ] && return 0
+		kill -0 "${pids[$i]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "replicas bench: iscd $i did not start; its log:" >&2
+	tail -n 20 "$sandbox/iscd.$i.log" >&2
+	return 1
+}
+# stop_replicas: SIGTERM to every iscd, each waited for (its tick stats are logged at stop).
+stop_replicas() {
+	local p
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	pids=()
+}
+
+# ---- the store, read directly (cheaper than the API, and not measured) ----
+q() {
+	if [ -n "${ISC_STORE_URL:-}" ]; then
+		psql "$ISC_STORE_URL" -qAtX -F ' ' -c "$1"
+	else
+		sqlite3 -cmd ".timeout 10000" -separator ' ' "${homes[0]}/isc.db" "$1"
+	fi
+}
+# first_running NAME: each experiment named NAME's first "running" event: "ID AT_MS" lines.
+first_running() {
+	q "SELECT e.id, min(v.at_ms) FROM experiments e JOIN events v ON v.experiment_id = e.id
+	   WHERE e.name = '$1' AND v.kind = 'running' GROUP BY e.id"
+}
+# statuses NAME: "STATUS COUNT" of the experiments named NAME.
+statuses() { q "SELECT status, count(*) FROM experiments WHERE name = '$1' GROUP BY status ORDER BY status" | tr '\n' ',' | sed 's/,$//'; }
+live_instances() {
+	curl -s "$MOCKCLOUD_URL/_mock/instances" |
+		/usr/bin/python3 -c 'import json, sys; print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated"))'
+}
+# wait_no_live SECS: until the mock cloud has no live instance; 1 when some are left.
+wait_no_live() {
+	local end=$(($(now_ms) + $1 * 1000))
+	while [ "$(live_instances)" != 0 ]; do
+		[ "$(now_ms)" -gt "$end" ] && return 1
+		sleep 1
+	done
+	return 0
+}
+
+# submit NAME I: one `isc burst` of the 2-node file named NAME through replica I % replicas;
+# prints the experiment's id.
+submit() {
+	sed "s/@NAME@/$1/" "$top/burst.isc.in" >"$sandbox/$1.isc"
+	ISC_HOME=${homes[$(($2 % ${#homes[@]}))]} "$ISC_BIN/isc" burst "$sandbox/$1.isc" | grep -Eo 'exp_[0-9a-f]{16}'
+}
+cat >"$top/burst.isc.in" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "@NAME@"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-ondemand"]
+command = "sleep 3600"
+ISC
+
+# one_alone: the critical path, one burst alone, submission -> its first running event (ms).
+one_alone() {
+	local id t0 at
+	t0=$(now_ms)
+	id=$(submit one 0) || return 1
+	for _ in $(seq 1200); do
+		at=$(q "SELECT min(at_ms) FROM events WHERE experiment_id = '$id' AND kind = 'running'")
+		[ -n "$at" ] && break
+		sleep 0.05
+	done
+	ISC_HOME=${homes[0]} "$ISC_BIN/isc" cancel "$id" >/dev/null
+	[ -n "$at" ] || { echo "replicas bench: burst $id never ran" >&2; return 1; }
+	wait_no_live 120 || echo "replicas bench: burst $id left instances" >&2
+	echo $((at - t0))
+}
+
+# run_config CFG: one configuration, from a fresh sandbox to its stop.
+run_config() {
+	local nrep=${cfg##*[a-z]} store=${cfg%%[0-9]*} i h
+	sandbox=$top/$cfg
+	mkdir -p "$sandbox"
+	unset ISC_STORE_URL
+	if [ "$store" = pg ]; then
+		ISC_STORE_URL=$("$repo/tests/pg/pg-server" createdb "$pg" "bench_$cfg") || return 1
+		export ISC_STORE_URL
+	fi
+	NODE_DOCKER=c SANDBOX_PROVIDERS=aws SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B \
+		SANDBOX_CREDITS=100000000 "$repo/tests/mocks/sandbox" start --no-iscd "$sandbox" >/dev/null || return 1
+	. "$sandbox/env"
+	homes=("$ISC_HOME")
+	# Replicas 2.. (docs/ha.md, "A second host"): own homes joining the store, the first
+	# one's config and master key, a shared artifact_root and keys folder.
+	for ((i = 1; i < nrep; i++)); do
+		h=$sandbox/home$((i + 1))
+		"$ISC_BIN/isc" --home "$h" init >/dev/null || return 1
+		cp "$ISC_HOME/config.toml" "$h/config.toml"
+		[ -f "$ISC_HOME.master-key" ] && cp -p "$ISC_HOME.master-key" "$h.master-key"
+		homes+=("$h")
+	done
+	mkdir -p "$sandbox/shared/artifacts" "$sandbox/shared/keys"
+	chmod 700 "$sandbox/shared/keys"
+	for h in "${homes[@]}"; do
+		# Top-level keys, before the first [table].
+		{
+			echo "api_listen = \"127.0.0.1:0\""
+			[ "$nrep" -gt 1 ] && echo "artifact_root = \"$sandbox/shared/artifacts\""
+			cat "$h/config.toml"
+		} >"$h/config.toml.new" && mv "$h/config.toml.new" "$h/config.toml"
+		if [ "$nrep" -gt 1 ]; then
+			rm -rf "$h/keys"
+			ln -s "$sandbox/shared/keys" "$h/keys"
+		fi
+	done
+	for ((i = 0; i < nrep; i++)); do start_replica "$i" || return 1; done
+	say "$nrep iscd on $([ "$store" = pg ] && echo "PostgreSQL (max_connections $PG_MAX_CONN)" || echo SQLite), tick $TICK ms, node boot delay $B ms, $N bursts of 2 nodes"
+
+	# 1. The critical path.
+	one_alone >/dev/null || return 1 # warm-up
+	local crit=() c
+	for _ in 1 2 3; do
+		c=$(one_alone) || return 1
+		crit+=("$c")
+	done
+	c=$(printf '%s\n' "${crit[@]}" | sort -n | sed -n 2p)
+	say "critical path (one burst alone, submission -> running): ${crit[*]} ms, median $c ms"
+	record crit "$c"
+
+	# 2. N bursts at once.
+	local t0 t1 t2 n_run last st
+	t0=$(now_ms)
+	export -f submit
+	export top sandbox ISC_BIN
+	export HOMES_LIST="${homes[*]}"
+	seq 1 "$N" | xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); submit bulk {}' >"$sandbox/ids" 2>"$sandbox/submit.err"
+	t1=$(now_ms)
+	say "$(wc -l <"$sandbox/ids") of $N submitted in $((t1 - t0)) ms ($PAR at a time$([ -s "$sandbox/submit.err" ] && echo "; errors: $(sort "$sandbox/submit.err" | uniq -c | sort -rn | head -3 | tr '\n' ' ')"))"
+	local end=$((t0 + RUN_LIMIT_S * 1000)) next_say=$((t0 + 30000))
+	while :; do
+		n_run=$(q "SELECT count(*) FROM experiments WHERE name = 'bulk' AND status = 'running'")
+		[ "$n_run" -ge "$N" ] && break
+		[ "$(now_ms)" -gt "$end" ] && break
+		if [ "$(now_ms)" -gt "$next_say" ]; then
+			say "  after $((($(now_ms) - t0) / 1000)) s: $(statuses bulk); $(live_instances) live instances"
+			next_say=$((next_say + 30000))
+		fi
+		sleep 1
+	done
+	t2=$(now_ms)
+	st=$(statuses bulk)
+	last=$(first_running bulk | awk 'BEGIN {m = 0; n = 0} {n++; if ($2 > m) m = $2} END {print n, m}')
+	local n_ever=${last% *} last_at=${last#* }
+	if [ "$n_run" -ge "$N" ]; then
+		local all=$((last_at - t0))
+		say "all $N bursts running $all ms after the first submission (seen by polling at $((t2 - t0)) ms); ratio to the critical path $(awk -v a="$all" -v c="$c" 'BEGIN {printf "%.2f", a / c}')"
+		record all "$all"
+	else
+		say "NOT all running within $RUN_LIMIT_S s: $n_run running now, $n_ever ever ran; statuses: $st"
+		record all "none:$n_run/$N running after ${RUN_LIMIT_S}s"
+	fi
+	say "statuses: $st"
+	grep -h -c 'opening the store' "$sandbox"/iscd.*.log | awk '{s += $1} END {if (s) print "'"$cfg"': " s " burst steps could not open the store (iscd logs: opening the store)"}'
+
+	# 3. The API while they run: the status of one of them, 200 connections.
+	local tok url id
+	tok=$(curl -s --unix-socket "${homes[0]}/run/api.sock" -X POST -d '{"expires_in_s":86400}' http://localhost/v1/tokens |
+		/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+	url=$(cat "${homes[0]}/run/api.sock.tcp")
+	id=$(head -n 1 "$sandbox/ids")
+	wrk -t2 -c"$CONNS" -d"${WRK_S}s" --latency --timeout 10s -H "Authorization: Bearer $tok" \
+		"$url/v1/experiments/$id" >"$sandbox/status.wrk" 2>&1
+	local rps p50 p99 non2xx
+	rps=$(awk '/^Requests\/sec/ {print $2}' "$sandbox/status.wrk")
+	p50=$(awk '$1 == "50%" {print $2}' "$sandbox/status.wrk")
+	p99=$(awk '$1 == "99%" {print $2}' "$sandbox/status.wrk")
+	non2xx=$(awk '/Non-2xx/ {print $5}' "$sandbox/status.wrk")
+	say "API status (GET /v1/experiments/ID) on replica 1, $CONNS connections, $WRK_S s, with $n_run bursts running: $rps req/s, p50 $p50, p99 $p99${non2xx:+, non-2xx: $non2xx}"
+	record p99 "$p99"
+
+	# 4. Cancel all; the cloud empties.
+	local tc
+	tc=$(now_ms)
+	xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); ISC_HOME=${homes[0]} "$ISC_BIN/isc" cancel {} >/dev/null' <"$sandbox/ids"
+	if wait_no_live 600; then
+		say "all cancelled; 0 live instances $((($(now_ms) - tc) / 1000)) s after the first cancel; statuses: $(statuses bulk)"
+		record leaked 0
+	else
+		local left
+		left=$(live_instances)
+		say "LEAK: $left instances still live 600 s after the cancels; statuses: $(statuses bulk)"
+		record leaked "$left"
+	fi
+
+	# 5. Tick lateness, logged by each iscd at its stop.
+	stop_replicas
+	local worst=-1 line m
+	for ((i = 0; i < nrep; i++)); do
+		line=$(grep -o 'tick stats: .*' "$sandbox/iscd.$i.log" | tail -n 1)
+		say "iscd $((i + 1)): ${line:-no tick stats logged}"
+		m=$(sed -n 's/.*max \([0-9-]*\) ms.*/\1/p' <<<"$line")
+		[ -n "$m" ] && [ "$m" -gt "$worst" ] && worst=$m
+	done
+	[ "$worst" -ge 0 ] && record late "$worst" || record late "none"
+	"$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
+	sandbox=
+	rm -rf "$top/$cfg/mock/nodes" # 2 x N node folders; the logs stay with KEEP=1
+}
+
+if [[ " $CONFIGS " == *" pg"* ]]; then
+	"$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
+	psql "$("$repo/tests/pg/pg-server" uri "$pg")" -qAtX -c "ALTER SYSTEM SET max_connections = $PG_MAX_CONN" >/dev/null &&
+		"$repo/tests/pg/pg-server" stop "$pg" && "$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
+fi
+echo "replicas bench: N = $N bursts of 2 nodes (BENCH_BURSTS), node boot delay $B ms, tick $TICK ms, $(nproc) cores"
+for cfg in $CONFIGS; do
+	case "$cfg" in sqlite1 | pg1 | pg3) ;; *) echo "replicas bench: unknown configuration $cfg (sqlite1 pg1 pg3)" >&2; continue ;; esac
+	run_config || { echo "$cfg: the run failed (see above)"; record failed 1; }
+	stop_replicas
+	[ -n "$sandbox" ] && "$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
+	sandbox=
+done
+
+# The closing table.
+/usr/bin/python3 - "$results" "$N" "$TICK" "$CONFIGS" <<'PY'
+import sys
+path, n, tick, configs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+names = {"sqlite1": "SQLite, 1 replica", "pg1": "PostgreSQL, 1 replica", "pg3": "PostgreSQL, 3 replicas"}
+r = {}
+for line in open(path):
+    c, k, v = line.rstrip("\n").split(" ", 2)
+    r.setdefault(c, {})[k] = v
+def ms(v):
+    v = v.strip()
+    for suf, f in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
+        if v.endswith(suf):
+            try:
+                return float(v[: -len(suf)]) * f
+            except ValueError:
+                return None
+    return None
+print()
+print("%-24s %-44s %-28s %s" % ("configuration", "measure", "measured", "goal: met?"))
+for c in configs:
+    name = names.get(c, c)
+    d = r.get(c, {})
+    if not d or "crit" not in d:
+        why = "the run failed" if d.get("failed") else "not run"
+        print("%-24s %-44s %-28s %s" % (name, "(all)", "not measured: " + why, "-"))
+        continue
+    crit = float(d["crit"])
+    a = d.get("all", "none")
+    if a.startswith("none:"):
+        print("%-24s %-44s %-28s %s" % (name, "%s bursts: all running / critical path" % n, a[5:], "<= 2.0x: not met"))
+    else:
+        ratio = float(a) / crit
+        print("%-24s %-44s %-28s %s" % (name, "%s bursts: all running / critical path" % n,
+              "%.1f s / %.1f s = %.2fx" % (float(a) / 1000, crit / 1000, ratio),
+              "<= 2.0x: " + ("met" if ratio <= 2.0 else "not met")))
+    late = d.get("late", "none")
+    if late == "none":
+        print("%-24s %-44s %-28s %s" % ("", "worst tick lateness", "not measured: no tick stats", "-"))
+    else:
+        print("%-24s %-44s %-28s %s" % ("", "worst tick lateness (tick %d ms)" % tick, "%s ms" % late,
+              "<= %d ms: %s" % (tick, "met" if int(late) <= tick else "not met")))
+    p = ms(d.get("p99", ""))
+    print("%-24s %-44s %-28s %s" % ("", "API status p99, 200 connections", d.get("p99", "?"),
+          "< 50 ms: " + ("?" if p is None else "met" if p < 50 else "not met")))
+    print("%-24s %-44s %-28s %s" % ("", "instances leaked after cancelling all", d.get("leaked", "?"),
+          "0: " + ("met" if d.get("leaked") == "0" else "not met")))
+PY
