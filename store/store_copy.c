@@ -207,8 +207,9 @@ static const char PG_TABLES[] =
 /* name, position in the primary key (0: none), numbered by a sequence (1/0) */
 static const char SQ_COLUMNS[] = "SELECT name, pk, 0 FROM pragma_table_info(?1) ORDER BY cid";
 static const char PG_COLUMNS[] =
-    "SELECT CAST(a.attname AS TEXT), COALESCE((SELECT array_position(CAST(i.indkey AS int2[]), "
-    "a.attnum) FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary), 0), "
+    "SELECT CAST(a.attname AS TEXT), COALESCE((SELECT k.n FROM pg_index i, "
+    "unnest(CAST(i.indkey AS int2[])) WITH ORDINALITY AS k(att, n) WHERE i.indrelid = "
+    "a.attrelid AND i.indisprimary AND k.att = a.attnum), 0), "
     "CASE WHEN pg_get_serial_sequence(CAST(?1 AS TEXT), CAST(a.attname AS TEXT)) IS NULL "
     "THEN 0 ELSE 1 END FROM pg_attribute a WHERE a.attrelid = CAST(CAST(?1 AS TEXT) AS "
     "regclass) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
