@@ -121,19 +121,41 @@ static int64_t sure_for(const struct broker_leases *L)
 	return L->lease_ms - L->lease_ms / 4;
 }
 
+/*
+ * The held leases and the view are kept sorted by experiment id (strcmp), so each
+ * of the tick's many lookups (per cluster, node and burst) is a binary search.
+ * held_find: the index of the experiment, or -(insertion point) - 1.
+ */
 static ssize_t held_find(const struct broker_leases *L, const char *experiment_id)
 {
-	for (size_t i = 0; i < L->n_held; i++)
-		if (strcmp(L->held[i].experiment_id, experiment_id) == 0)
-			return (ssize_t)i;
-	return -1;
+	size_t lo = 0, hi = L->n_held;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(L->held[mid].experiment_id, experiment_id);
+		if (c == 0)
+			return (ssize_t)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -(ssize_t)lo - 1;
+}
+
+/* Takes entry i out of the list (its strings now the caller's). */
+static struct held held_take(struct broker_leases *L, size_t i)
+{
+	struct held h = L->held[i];
+	memmove(&L->held[i], &L->held[i + 1], (L->n_held - i - 1) * sizeof(*L->held));
+	L->n_held--;
+	return h;
 }
 
 static void held_drop(struct broker_leases *L, size_t i)
 {
-	free(L->held[i].experiment_id);
-	free(L->held[i].token);
-	L->held[i] = L->held[--L->n_held];
+	struct held h = held_take(L, i);
+	free(h.experiment_id);
+	free(h.token);
 }
 
 /* Takes ownership of token. 0, or ISC_ENOMEM (token freed). */
@@ -141,27 +163,27 @@ static int held_put(struct broker_leases *L, const char *experiment_id, char *to
                     int64_t claimed_ms)
 {
 	ssize_t i = held_find(L, experiment_id);
-	struct held *grown;
+	struct held *grown, h = {NULL, token, claimed_ms, claimed_ms + sure_for(L)};
+	size_t at;
 
 	if (i >= 0) {
 		free(L->held[i].token);
 		L->held[i].token = token;
 		L->held[i].claimed_ms = claimed_ms;
-		L->held[i].sure_ms = claimed_ms + sure_for(L);
+		L->held[i].sure_ms = h.sure_ms;
 		return 0;
 	}
+	at = (size_t)(-i - 1);
 	grown = realloc(L->held, (L->n_held + 1) * sizeof(*grown));
-	if (!grown) {
+	if (!grown || !(h.experiment_id = strdup(experiment_id))) {
+		if (grown)
+			L->held = grown;
 		free(token);
 		return ISC_ENOMEM;
 	}
 	L->held = grown;
-	grown[L->n_held] =
-	    (struct held){strdup(experiment_id), token, claimed_ms, claimed_ms + sure_for(L)};
-	if (!grown[L->n_held].experiment_id) {
-		free(token);
-		return ISC_ENOMEM;
-	}
+	memmove(&grown[at + 1], &grown[at], (L->n_held - at) * sizeof(*grown));
+	grown[at] = h;
 	L->n_held++;
 	return 0;
 }
@@ -181,13 +203,19 @@ int broker_lease_mine(struct isc_broker *b, const char *experiment_id)
 	return mine;
 }
 
+static int lease_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct isc_lease *)a)->experiment_id,
+	              ((const struct isc_lease *)b)->experiment_id);
+}
+
 /* The view's row of the experiment, or NULL; with L->lock held. */
 static const struct isc_lease *view_find(const struct broker_leases *L, const char *experiment_id)
 {
-	for (size_t i = 0; i < L->n_view; i++)
-		if (strcmp(L->view[i].experiment_id, experiment_id) == 0)
-			return &L->view[i];
-	return NULL;
+	struct isc_lease key = {.experiment_id = (char *)experiment_id};
+	if (!L->n_view)
+		return NULL;
+	return bsearch(&key, L->view, L->n_view, sizeof(*L->view), lease_cmp);
 }
 
 int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id)
@@ -498,6 +526,9 @@ static void leases_refresh(struct isc_broker *b)
 	} else {
 		isc_log(ISC_LOG_WARN, "reading replicas: %s", err.msg);
 	}
+	/* Sorted here, not by the database: its collation may not order ids as strcmp does. */
+	if (n_view != SIZE_MAX && n_view > 1)
+		qsort(view, n_view, sizeof(*view), lease_cmp);
 	pthread_mutex_lock(&L->lock);
 	if (n_view != SIZE_MAX) {
 		isc_lease_list_free(L->view, L->n_view);
@@ -576,8 +607,7 @@ static void leases_release_unowned(struct isc_broker *b, const char *const *owne
 			keep = strcmp(owned[k], L->held[i].experiment_id) == 0;
 		if (keep)
 			continue;
-		gone[n_gone++] = L->held[i];
-		L->held[i] = L->held[--L->n_held];
+		gone[n_gone++] = held_take(L, i);
 	}
 	pthread_mutex_unlock(&L->lock);
 	for (size_t i = 0; i < n_gone; i++) {
