@@ -374,7 +374,9 @@ int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct i
 	struct isc_db_stmt *st;
 	void *list;
 	int rc = isc_store_prepare(
-	    s, TOKEN_COLS "WHERE ?1 OR COALESCE(t.user_id, 0) = ?2 ORDER BY t.created_at_ms, t.id",
+	    s,
+	    TOKEN_COLS
+	    "WHERE ?1 != 0 OR COALESCE(t.user_id, 0) = ?2 ORDER BY t.created_at_ms, t.id",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -396,8 +398,9 @@ int isc_store_token_page(struct isc_store *s, int all, int64_t user_id, int64_t 
 	/* The first page's cursor (-1, '') comes before every token. */
 	int rc = isc_store_prepare_cached(
 	    s,
-	    TOKEN_COLS "WHERE (?1 OR COALESCE(t.user_id, 0) = ?2) AND (t.created_at_ms, t.id) > "
-	               "(?3, ?4) ORDER BY t.created_at_ms, t.id LIMIT ?5",
+	    TOKEN_COLS
+	    "WHERE (?1 != 0 OR COALESCE(t.user_id, 0) = ?2) AND (t.created_at_ms, t.id) > "
+	    "(?3, ?4) ORDER BY t.created_at_ms, t.id LIMIT ?5",
 	    &st, err);
 	if (rc)
 		return rc;

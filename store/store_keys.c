@@ -189,7 +189,8 @@ int isc_store_key_page(struct isc_store *s, int all, int64_t user_id, int64_t or
 	/* The first page's cursor ('', '', '') comes before every key (names are not empty). */
 	int rc = isc_store_prepare_cached(
 	    s,
-	    "SELECT " KEY_COLS "WHERE (?1 OR k.org_id IN (SELECT org_id FROM memberships WHERE "
+	    "SELECT " KEY_COLS
+	    "WHERE (?1 != 0 OR k.org_id IN (SELECT org_id FROM memberships WHERE "
 	    "user_id = ?2 AND role = 'admin')) AND (?3 <= 0 OR k.org_id = ?3) AND (o.name, "
 	    "k.provider, k.name) > (?4, ?5, ?6) ORDER BY o.name, k.provider, k.name LIMIT ?7",
 	    &st, err);

@@ -105,7 +105,7 @@ int isc_store_org_page(struct isc_store *s, int all, int64_t user_id, const char
 	/* orgs.name is UNIQUE: its index is walked from the cursor. */
 	int rc = isc_store_prepare_cached(
 	    s,
-	    "SELECT id, name, created_at_ms FROM orgs WHERE (?1 OR id IN (SELECT org_id FROM "
+	    "SELECT id, name, created_at_ms FROM orgs WHERE (?1 != 0 OR id IN (SELECT org_id FROM "
 	    "memberships WHERE user_id = ?2)) AND name > ?3 ORDER BY name LIMIT ?4",
 	    &st, err);
 	if (rc)
@@ -245,7 +245,7 @@ int isc_store_project_page(struct isc_store *s, int all, int64_t user_id, const 
 	int rc = isc_store_prepare_cached(
 	    s,
 	    PROJECT_COLS
-	    "WHERE (?1 OR p.org_id IN (SELECT org_id FROM memberships WHERE user_id "
+	    "WHERE (?1 != 0 OR p.org_id IN (SELECT org_id FROM memberships WHERE user_id "
 	    "= ?2)) AND (CAST(?3 AS TEXT) IS NULL OR o.name = ?3) AND (o.name, p.name) > (?4, ?5) "
 	    "ORDER BY o.name, p.name LIMIT ?6",
 	    &st, err);
