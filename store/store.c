@@ -346,6 +346,18 @@ static int version_unlocked(struct isc_store *s)
 {
 	struct isc_db_stmt *st;
 	int version = -1;
+	/* PostgreSQL logs a query of a missing table as an error: ask whether it is there. */
+	if (isc_db_kind(s->db) == ISC_DB_POSTGRES) {
+		int present = 0;
+		if (isc_db_prepare(s->db, "SELECT to_regclass('schema_version') IS NOT NULL", 0,
+		                   &st) != ISC_DB_OK)
+			return -1;
+		if (isc_db_step(st) == ISC_DB_ROW)
+			present = isc_db_column_int(st, 0);
+		isc_db_finalize(st);
+		if (!present)
+			return -1;
+	}
 	if (isc_db_prepare(s->db, "SELECT version FROM schema_version", 0, &st) != ISC_DB_OK)
 		return -1;
 	if (isc_db_step(st) == ISC_DB_ROW)
