@@ -44,9 +44,8 @@ struct isc_store {
 	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
 	struct cached_stmt cache[STMT_CACHE_SIZE];
 	size_t n_cached;
-	int64_t pg_version; /* isc_store_version's count on PostgreSQL */
-	char *url;          /* PostgreSQL's (the idle connections' key); NULL for SQLite */
-	int broken;         /* a failed open or migration: never kept for reuse */
+	char *url;  /* PostgreSQL's (the idle connections' key); NULL for SQLite */
+	int broken; /* a failed open or migration: never kept for reuse */
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -775,24 +774,34 @@ void isc_store_free(struct isc_store *s)
 
 /*
  * SQLite: data_version counts other connections' commits, total changes this
- * one's. PostgreSQL tells neither, so its version changes on every call: a
- * cache keyed by it is never reused, which is slower but never stale.
+ * one's. PostgreSQL: the text of the current snapshot (the oldest running
+ * transaction, the next id, the ones in progress) changes whenever a transaction
+ * anywhere on the server ends or begins writing; a commit since the last call
+ * always changes it (its transaction left the in-progress list), so a cache
+ * keyed by it is never stale, only now and then refilled without need.
  */
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err)
 {
+	int pg = isc_db_kind(s->db) == ISC_DB_POSTGRES;
 	struct isc_db_stmt *st;
 	int rc;
 
-	if (isc_db_kind(s->db) == ISC_DB_POSTGRES) {
-		out->others = ++s->pg_version;
-		out->own = 0;
-		return 0;
-	}
-	rc = isc_store_prepare_cached(s, "PRAGMA data_version", &st, err);
+	rc = isc_store_prepare_cached(
+	    s, pg ? "SELECT CAST(pg_current_snapshot() AS TEXT)" : "PRAGMA data_version", &st, err);
 	if (rc)
 		return rc;
 	rc = isc_db_step(st);
-	out->others = rc == ISC_DB_ROW ? isc_db_column_int64(st, 0) : 0;
+	out->others = 0;
+	if (rc == ISC_DB_ROW && pg) {
+		/* FNV-1a of the snapshot's text. */
+		const unsigned char *t = isc_db_column_text(st, 0);
+		uint64_t h = 1469598103934665603ULL;
+		for (; t && *t; t++)
+			h = (h ^ *t) * 1099511628211ULL;
+		out->others = (int64_t)(h >> 1);
+	} else if (rc == ISC_DB_ROW) {
+		out->others = isc_db_column_int64(st, 0);
+	}
 	isc_store_finalize(s, st);
 	if (rc != ISC_DB_ROW)
 		return isc_store_db_err(s, rc, "reading the data version", err);
