@@ -63,7 +63,7 @@ homes=()
 # start_replica I: iscd on homes[I], its log in $sandbox/iscd.I.log; waits for its TCP port.
 start_replica() {
 	local i=$1 h=${homes[$1]}
-	: >"$h/run/api.sock.tcp" 2>/dev/null || true
+	{ : >"$h/run/api.sock.tcp"; } 2>/dev/null
 	"$ISC_BIN/iscd" --home "$h" 2>>"$sandbox/iscd.$i.log" &
 	pids[$i]=$!
 	for _ in $(seq 300); do
@@ -112,10 +112,11 @@ wait_no_live() {
 	return 0
 }
 
-# submit NAME I: one `isc burst` of the 2-node file named NAME through replica I % replicas;
+# burst_file NAME: the 2-node burst named NAME, $sandbox/NAME.isc.
+burst_file() { sed "s/@NAME@/$1/" "$top/burst.isc.in" >"$sandbox/$1.isc"; }
+# submit NAME I: one `isc burst` of $sandbox/NAME.isc through replica I % replicas;
 # prints the experiment's id.
 submit() {
-	sed "s/@NAME@/$1/" "$top/burst.isc.in" >"$sandbox/$1.isc"
 	ISC_HOME=${homes[$(($2 % ${#homes[@]}))]} "$ISC_BIN/isc" burst "$sandbox/$1.isc" | grep -Eo 'exp_[0-9a-f]{16}'
 }
 cat >"$top/burst.isc.in" <<'ISC'
@@ -129,6 +130,7 @@ ISC
 # one_alone: the critical path, one burst alone, submission -> its first running event (ms).
 one_alone() {
 	local id t0 at
+	burst_file one
 	t0=$(now_ms)
 	id=$(submit one 0) || return 1
 	for _ in $(seq 1200); do
@@ -195,6 +197,7 @@ run_config() {
 
 	# 2. N bursts at once.
 	local t0 t1 t2 n_run last st
+	burst_file bulk
 	t0=$(now_ms)
 	export -f submit
 	export top sandbox ISC_BIN
@@ -202,10 +205,14 @@ run_config() {
 	seq 1 "$N" | xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); submit bulk {}' >"$sandbox/ids" 2>"$sandbox/submit.err"
 	t1=$(now_ms)
 	say "$(wc -l <"$sandbox/ids") of $N submitted in $((t1 - t0)) ms ($PAR at a time$([ -s "$sandbox/submit.err" ] && echo "; errors: $(sort "$sandbox/submit.err" | uniq -c | sort -rn | head -3 | tr '\n' ' ')"))"
-	local end=$((t0 + RUN_LIMIT_S * 1000)) next_say=$((t0 + 30000))
+	# Until every submitted burst runs, or one ended (it never will), or the time limit.
+	local end=$((t0 + RUN_LIMIT_S * 1000)) next_say=$((t0 + 30000)) n_sub n_end
+	n_sub=$(wc -l <"$sandbox/ids")
 	while :; do
-		n_run=$(q "SELECT count(*) FROM experiments WHERE name = 'bulk' AND status = 'running'")
-		[ "$n_run" -ge "$N" ] && break
+		read -r n_run n_end <<<"$(q "SELECT count(*) FILTER (WHERE status = 'running'),
+			count(*) FILTER (WHERE status IN ('completed', 'failed', 'cancelled', 'stopped'))
+			FROM experiments WHERE name = 'bulk'")"
+		[ "$n_run" -ge "$n_sub" ] || [ "$n_end" -gt 0 ] && break
 		[ "$(now_ms)" -gt "$end" ] && break
 		if [ "$(now_ms)" -gt "$next_say" ]; then
 			say "  after $((($(now_ms) - t0) / 1000)) s: $(statuses bulk); $(live_instances) live instances"
@@ -222,7 +229,7 @@ run_config() {
 		say "all $N bursts running $all ms after the first submission (seen by polling at $((t2 - t0)) ms); ratio to the critical path $(awk -v a="$all" -v c="$c" 'BEGIN {printf "%.2f", a / c}')"
 		record all "$all"
 	else
-		say "NOT all running within $RUN_LIMIT_S s: $n_run running now, $n_ever ever ran; statuses: $st"
+		say "NOT all $N running (within $RUN_LIMIT_S s; $n_sub submitted, $n_end ended): $n_run running now, $n_ever ever ran; statuses: $st"
 		record all "none:$n_run/$N running after ${RUN_LIMIT_S}s"
 	fi
 	say "statuses: $st"
