@@ -3,6 +3,7 @@
 #include "common/names.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
+#include "store/store_copy.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -18,7 +19,10 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	if (isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc init\n\nCreates the store in the home folder (mode 0700, "
 		       "database 0600)\n"
-		       "and brings its schema up to date. Running it again changes nothing.\n");
+		       "and brings its schema up to date. Running it again changes nothing.\n"
+		       "With a PostgreSQL store (store_url, ISC_STORE_URL) it makes the schema if\n"
+		       "the database has none, or joins the one another replica made "
+		       "(docs/ha.md).\n");
 		return ISC_EXIT_OK;
 	}
 	if (argc > 1)
@@ -26,9 +30,21 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	if ((rc = isc_cli_store_open(cli, 1, &s)))
 		return rc;
 	rc = isc_cli_init_store(cli, s);
-	isc_store_free(s);
-	if (rc == ISC_EXIT_OK)
+	if (rc == ISC_EXIT_OK && isc_store_is_postgres(s)) {
+		struct isc_err err;
+		char *url = isc_store_url_resolve(cli->home, &err);
+		char *shown = url ? isc_store_url_masked(url) : NULL;
+		/* Another replica's init made it: this home joins the same store (docs/ha.md). */
+		printf("store ready in PostgreSQL at %s (%s); home %s\n", shown ? shown : "?",
+		       isc_store_was_created(s) ? "schema made now"
+		                                : "joined: its schema was there",
+		       cli->home);
+		free(shown);
+		free(url);
+	} else if (rc == ISC_EXIT_OK) {
 		printf("store ready at %s/isc.db\n", cli->home);
+	}
+	isc_store_free(s);
 	return rc;
 }
 

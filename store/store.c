@@ -44,8 +44,9 @@ struct isc_store {
 	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
 	struct cached_stmt cache[STMT_CACHE_SIZE];
 	size_t n_cached;
-	char *url;  /* PostgreSQL's (the idle connections' key); NULL for SQLite */
-	int broken; /* a failed open or migration: never kept for reuse */
+	char *url;   /* PostgreSQL's (the idle connections' key); NULL for SQLite */
+	int broken;  /* a failed open or migration: never kept for reuse */
+	int created; /* this open made the schema (it found none) */
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -436,6 +437,8 @@ static int migrate(struct isc_store *s, size_t migrate_to, struct isc_err *err)
 			return rc;
 		}
 		if (!rc) {
+			if (version == 0)
+				s->created = 1;
 			sql = next_migration(s, version, &next);
 			snprintf(what, sizeof(what), "migration %d", next);
 			rc = sql ? exec_sql(s, sql, what, err)
@@ -660,7 +663,7 @@ static int pg_idle_put(struct isc_store *s)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	int kept = 0;
 
-	if (!s->url || s->depth > 0 || isc_db_in_transaction(s->db) || s->broken)
+	if (!s->url || !s->db || s->broken || s->depth > 0 || isc_db_in_transaction(s->db))
 		return 0;
 	pthread_once(&once, pg_idle_at_exit);
 	pthread_mutex_lock(&pg_idle_lock);
@@ -807,6 +810,11 @@ int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct
 		return isc_store_db_err(s, rc, "reading the data version", err);
 	out->own = isc_db_total_changes(s->db);
 	return 0;
+}
+
+int isc_store_was_created(const struct isc_store *s)
+{
+	return s->created;
 }
 
 int isc_store_is_postgres(const struct isc_store *s)

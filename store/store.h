@@ -61,6 +61,8 @@ struct isc_store_version {
 };
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
 
+/* 1 when this open made the schema (an empty database), 0 when it was there (joined). */
+int isc_store_was_created(const struct isc_store *s);
 /* 1 when the store is PostgreSQL (shared by replicas), 0 for SQLite (one host). */
 int isc_store_is_postgres(const struct isc_store *s);
 const char *isc_store_home(const struct isc_store *s);

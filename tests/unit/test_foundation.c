@@ -221,6 +221,39 @@ static void test_store_migrates_old_schema_in_place(void **state)
 	remove_home(home);
 }
 
+/*
+ * A PostgreSQL store that cannot be reached: a clear error, no password in it,
+ * nothing kept, and the home's SQLite store untouched (a loopback port nothing
+ * listens on; the URL names a password to prove it never shows).
+ */
+static void test_store_url_unreachable(void **state)
+{
+	char *home = temp_home();
+	const char *before = getenv("ISC_STORE_URL");
+	char *saved = before ? strdup(before) : NULL;
+	struct isc_store *s = NULL;
+	struct isc_err err;
+	(void)state;
+
+	assert_int_equal(setenv("ISC_STORE_URL",
+	                        "postgresql://bob:hunter2@127.0.0.1:1/isc?connect_timeout=2", 1),
+	                 0);
+	assert_int_equal(isc_store_open(home, 1, &s, &err), ISC_EIO);
+	assert_null(s);
+	assert_non_null(strstr(err.msg, "PostgreSQL"));
+	assert_null(strstr(err.msg, "hunter2"));
+	/* A URL of no known kind is refused by name, before anything is opened. */
+	assert_int_equal(setenv("ISC_STORE_URL", "mysql://db/isc", 1), 0);
+	assert_int_not_equal(isc_store_open(home, 1, &s, &err), 0);
+	assert_non_null(strstr(err.msg, "ISC_STORE_URL"));
+	if (saved)
+		setenv("ISC_STORE_URL", saved, 1);
+	else
+		unsetenv("ISC_STORE_URL");
+	free(saved);
+	remove_home(home);
+}
+
 static void test_store_refuses_newer_schema(void **state)
 {
 	char *home = temp_home();
@@ -477,6 +510,7 @@ int main(void)
 	    cmocka_unit_test(test_suggest),
 	    cmocka_unit_test(test_store_create_modes),
 	    cmocka_unit_test(test_store_migrates_old_schema_in_place),
+	    cmocka_unit_test(test_store_url_unreachable),
 	    cmocka_unit_test(test_store_refuses_newer_schema),
 	    cmocka_unit_test(test_store_nested_transactions),
 	    cmocka_unit_test(test_store_orgs_projects_experiments),
