@@ -10,7 +10,9 @@
 #      nothing left running on the cloud.
 #   3. The same the other way: bursts through replica 2, replica 1 restarted, replica 2
 #      killed -9, replica 1 completes them.
-#   4. A clean stop removes the replica's row; no sanitizer report.
+#   4. A replica stalled (SIGSTOP) longer than the lease loses its bursts to the other and,
+#      resumed, knows it (its renewal comes back without them) and leaves them alone.
+#   5. A clean stop removes the replica's row; no sanitizer report.
 . "$(dirname "$0")/lib.sh"
 sandbox_dir ha
 chmod 755 "$dir" # as root, the server runs as postgres and must reach its folder in dir
@@ -92,7 +94,8 @@ kill_replica2() {
 }
 replica_of_pid() { sql "SELECT id FROM replicas WHERE pid = $1"; }
 held_by() { sql "SELECT count(*) FROM leases WHERE replica_id = '$1' AND experiment_id IN ($2)"; }
-all_held_by() { [ "$(held_by "$1" "$2")" = 3 ]; }
+# all_held_by REPLICA IN [N]: N (3) of the experiments IN are under REPLICA's lease.
+all_held_by() { [ "$(held_by "$1" "$2")" = "${3:-3}" ]; }
 # every_status IDS STATUS SECS: until each of the experiments is STATUS.
 every_status() {
 	local id
@@ -174,11 +177,53 @@ start_first() {
 }
 run_takeover "replica 2 killed" "$home2" "$home1" start_first kill_replica2
 
-# 4. A clean stop removes the row.
+# 4. A replica stalled longer than the lease (SIGSTOP: a host that froze, a long GC pause)
+# loses its bursts to the other; resumed, it knows and leaves them alone (no second gang).
+export ISC_HOME=$home1
+ids=""
+in=""
+for _ in 1 2; do
+	id=$(submit "$dir/ha.isc")
+	ids="$ids $id"
+	in="$in${in:+,}'$id'"
+done
+check "stall: 2 bursts running" every_status "$ids" running 90
+check "stall: replica 2 starts again" start_replica2
+first=$(replica_of_pid "$(cat "$dir/iscd.pid")")
+other=$(replica_of_pid "$(cat "$dir/iscd2.pid")")
+check "stall: both bursts under replica 1's lease" all_held_by "$first" "$in" 2
+# Stopped for longer than the lease. Whether replica 2 takes the bursts over meanwhile
+# depends on where replica 1 froze: inside a write transaction, it holds the store's write
+# lock (PostgreSQL: an advisory lock) until idle_in_transaction_session_timeout, and every
+# replica's writes wait. Either way, resumed, replica 1 finds its leases expired (its
+# renewal does not return them) and stops stepping them; who steps them next is who claims
+# them first, and there is never a second gang.
+kill -STOP "$(cat "$dir/iscd.pid")"
+sleep 12
+kill -CONT "$(cat "$dir/iscd.pid")"
+check "stall: resumed, replica 1 knows its leases expired" within 10 grep -q "no longer this replica's" "$dir/iscd.log"
+live_leases() {
+	sql "SELECT count(*) FROM leases WHERE experiment_id IN ($in) AND expires_ms >= (extract(epoch from clock_timestamp())*1000)::bigint"
+}
+both_live() { [ "$(live_leases)" = 2 ]; }
+check "stall: both bursts under a live lease again" within 15 both_live
+echo "stall: after replica 1 resumed, replica 2 holds $(held_by "$other" "$in") and replica 1 holds $(held_by "$first" "$in") of the 2 bursts"
+export ISC_HOME=$home2
+check "stall: both complete" every_status "$ids" completed 120
+check "stall: one gang each, never a second" one_gang_each "$ids"
+check "stall: no instance left on the cloud" wait_no_live
+check "stall: replica 1 still runs" kill -0 "$(cat "$dir/iscd.pid")"
+
+# 5. A clean stop removes the replica's row (both replicas); no sanitizer report.
+pid1=$(cat "$dir/iscd.pid")
+pid2=$(cat "$dir/iscd2.pid")
 stop_iscd
-check "a clean stop removes the replica's row" test "$(sql "SELECT count(*) FROM replicas WHERE pid = $other_pid")" = 0
-check "iscd stopped" bash -c "! kill -0 $(cat "$dir/iscd.pid") 2>/dev/null"
-rm -f "$dir/iscd.pid"
+kill -TERM "$pid2"
+for _ in $(seq 1 100); do kill -0 "$pid2" 2>/dev/null || break; sleep 0.1; done
+wait "$pid2" 2>/dev/null
+check "iscd stopped (both)" bash -c "! kill -0 $pid1 2>/dev/null && ! kill -0 $pid2 2>/dev/null"
+rm -f "$dir/iscd.pid" "$dir/iscd2.pid"
+check "a clean stop removes the replica's row" test "$(sql "SELECT count(*) FROM replicas WHERE pid IN ($pid1, $pid2)")" = 0
 check "no sanitizer report (replica 1)" no_sanitizer_report "$dir/iscd.log"
 check "no sanitizer report (replica 2)" no_sanitizer_report "$dir/iscd2.log"
 finish ha
