@@ -45,6 +45,8 @@ for r in "${roles[@]}"; do
 done
 
 isc() { "$ISC_BIN/isc" --home "$home" "$@"; }
+# store [-r] [SQL]: store_sql (lib.sh) on this suite's home's store.
+store() { ISC_HOME=$home store_sql "$@"; }
 # as ROLE CMD...: runs CMD as that OS user, with the environment isc needs.
 as() {
 	local who=${os[$1]}
@@ -144,7 +146,7 @@ for o in a b; do
 	p=$([ $o = a ] && echo "$pa" || echo "$pb")
 	e=$(eval echo "\$e_${o}_by_member")
 	amount=$([ $o = a ] && echo 1250000 || echo 7000000)
-	sqlite3 "$home/isc.db" "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, kind, amount_micros, provider, shape_id, period_start_ms, period_end_ms, billing)
+	store "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, kind, amount_micros, provider, shape_id, period_start_ms, period_end_ms, billing)
 		SELECT 1717200000000, id, '$p', '$e', 'charge', $amount, 'aws', 'aws-us-east-1-g5.xlarge-spot', 1717200000000, 1717203600000, 'credits' FROM orgs WHERE name = 'org$o'" ||
 		echo "could not write the spend fixture" >&2
 done
@@ -345,7 +347,14 @@ expect_exit 1 "isc datasets remove as a member: exit 1" as am "$ISC_BIN/isc" dat
 check "the refused dataset changes are in the audit" bash -c "'$ISC_BIN/isc' --home '$home' audit --org orga --json | /usr/bin/python3 -c '
 import json,sys; rows=json.load(sys.stdin)
 sys.exit(0 if any(r[\"action\"]==\"POST /v1/datasets\" and r[\"status\"]==403 for r in rows) and any(r[\"action\"].startswith(\"DELETE /v1/datasets/\") and r[\"status\"]==403 for r in rows) else 1)'"
-check "the datasets' secret is in no audit row, log or store file" bash -c "! { '$ISC_BIN/isc' --home '$home' audit --json; cat '$dir/iscd.log' '$home'/isc.db*; } | grep -aq '$ds_secret'"
+# The store: on SQLite the home's files byte for byte (WAL and freed pages too), on
+# PostgreSQL a pg_dump of the database (its files are the server's).
+store_bytes() { if store_is_pg; then ISC_HOME=$home store_dump; else cat "$home"/isc.db*; fi; }
+secret_nowhere() {
+	{ isc audit --json && cat "$dir/iscd.log" && store_bytes; } >"$dir/out/all" && [ -s "$dir/out/all" ] || return 1
+	! grep -aqF -- "$1" "$dir/out/all"
+}
+check "the datasets' secret is in no audit row, log or store" secret_nowhere "$ds_secret"
 
 # ---- tokens (each their own) and the audit (admins of the org) ----
 for r in am aa af bm ba bf none; do
@@ -396,12 +405,14 @@ check "the operator's spend of 'vision' by org" bash -c "'$ISC_BIN/isc' --home '
 # ---- pages of the experiment listing (docs/api.md, "Pages") ----
 # Seven more experiments of orga created in one millisecond (a tie the order must break
 # the same way on every page): three by its member, four by its admin.
-sqlite3 "$home/isc.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 6)
-	INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, spec_json, status,
+# (Ids made here, in bash: the SQL runs on SQLite and PostgreSQL alike.)
+for i in $(seq 0 6); do
+	printf "INSERT INTO experiments (id, project_id, org_id, name, compute_mode, gpus, spec_json, status,
 	  created_at_ms, updated_at_ms, status_reason, output_path, owner)
-	SELECT printf('exp_%016x', 4096 + i), '$pa', o.id, 'tie-' || i, 'cycle', 8, '{}', 'completed',
-	  1700000000000, 1700000000000, '', '/nonexistent', CASE WHEN i < 3 THEN '${os[am]}' ELSE '${os[aa]}' END
-	FROM n, orgs o WHERE o.name = 'orga'" || echo "could not write the tie fixture" >&2
+	SELECT 'exp_%016x', '%s', o.id, 'tie-%d', 'cycle', 8, '{}', 'completed',
+	  1700000000000, 1700000000000, '', '/nonexistent', '%s' FROM orgs o WHERE o.name = 'orga';\n" \
+		$((4096 + i)) "$pa" "$i" "$([ "$i" -lt 3 ] && echo "${os[am]}" || echo "${os[aa]}")"
+done | store || echo "could not write the tie fixture" >&2
 # walk ROLE PATH LIMIT: every page of PATH with limit=LIMIT, following X-Isc-Next; prints
 # the ids in the order the pages gave them, one a line.
 walk() {
@@ -468,13 +479,13 @@ check "isc experiments --json follows every page" test "$(as aa "$ISC_BIN/isc" e
 # ---- pages of the dataset listing: by organisation, then name; cursor ORG/NAME ----
 # More datasets of both orgs (Failed, so the cacher leaves them alone), names that
 # interleave across the two orgs.
-sqlite3 "$home/isc.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9)
-	INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, version_id, credentials,
+for i in $(seq 0 9); do
+	printf "INSERT INTO datasets (id, org_id, name, uri, bucket, key, is_folder, etag, version_id, credentials,
 	  size_bytes, volume_bytes, cached_bytes, state, reason, copy_name, created_at_ms, updated_at_ms)
-	SELECT printf('ds_%016x', 8192 + i), o.id, 'page-' || i, 's3://iso-data/set.txt', 'iso-data', 'set.txt', 0, '', '',
-	  '', 5, 5368709120, 0, 'failed', 'fixture', 'page-' || i, 1700000000000, 1700000000000
-	FROM n, orgs o WHERE o.name = CASE WHEN i % 3 = 0 THEN 'orgb' ELSE 'orga' END" ||
-	echo "could not write the dataset page fixture" >&2
+	SELECT 'ds_%016x', o.id, 'page-%d', 's3://iso-data/set.txt', 'iso-data', 'set.txt', 0, '', '',
+	  '', 5, 5368709120, 0, 'failed', 'fixture', 'page-%d', 1700000000000, 1700000000000
+	FROM orgs o WHERE o.name = '%s';\n" $((8192 + i)) "$i" "$i" "$([ $((i % 3)) = 0 ] && echo orgb || echo orga)"
+done | store || echo "could not write the dataset page fixture" >&2
 # ds_ids ROLE: the ids of the whole dataset listing in one page.
 ds_ids() {
 	if [ "$1" = operator ]; then
@@ -517,9 +528,20 @@ expect_exit 1 "isc as a stranger: exit 1" as stranger "$ISC_BIN/isc" experiments
 expect_stderr "is not a platform user" as stranger "$ISC_BIN/isc" experiments
 expect_exit 0 "isc audit as an admin" as aa "$ISC_BIN/isc" audit --org orga
 check "the audit records who, from where, what" bash -c "'$ISC_BIN/isc' --home '$home' audit --json | grep -q 'unix:uid=$(id -u "${os[am]}")'"
-check "the audit refuses changes" bash -c "! sqlite3 '$home/isc.db' 'DELETE FROM audit' 2>/dev/null"
-check "the store stays owner-only" test -z "$(find "$home" -path "$home/run" -prune -o -perm /066 -print -quit)"
-expect_exit 1 "another user cannot open the store" as am sqlite3 "$home/isc.db" "SELECT 1"
+audit_delete_refused() { ! store 'DELETE FROM audit' 2>/dev/null; }
+check "the audit refuses changes" audit_delete_refused
+check "the audit kept its rows" test "$(store -r 'SELECT count(*) FROM audit')" -gt 0
+check "the home stays owner-only" test -z "$(find "$home" -path "$home/run" -prune -o -perm /066 -print -quit)"
+if store_is_pg; then
+	# On PostgreSQL who may open the store is the server's authentication's business
+	# (pg_hba.conf, the database's roles), not the home's: the home must then hold no
+	# database file another user could open, and no password to the server.
+	check "the home holds no database file" test -z "$(find "$home" -name 'isc.db*' -print -quit)"
+	no_password() { ! grep -rqsE -e 'password=' -e '://[^/@?]*:[^/@?]*@' "$home"; }
+	check "the home holds no password to the store" no_password
+else
+	expect_exit 1 "another user cannot open the store" as am sqlite3 "$home/isc.db" "SELECT 1"
+fi
 
 check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 finish api-isolation

@@ -160,6 +160,49 @@ iscd_api_stop() {
 	iscd_api_pid=
 }
 
+# ---- The store that suites' fixtures write and checks read: the PostgreSQL database that
+# ISC_STORE_URL names (tests/run-all's second run, docs/ha.md), else the SQLite file of
+# $ISC_HOME (a caller with another home: ISC_HOME=$home store_sql ...). The SQL must run on
+# both (store/db.h's rules: no printf(), no SQLite-only functions, 0/1 against booleans).
+store_is_pg() {
+	case ${ISC_STORE_URL:-} in postgres://* | postgresql://*) return 0 ;; esac
+	return 1
+}
+# store_sql [-r] [SQL]: runs SQL (an argument, else stdin) and prints its rows one a line,
+# columns separated by '|' (both clients' unaligned output); fails on the first error.
+# -r: read-only (a read-only transaction on PostgreSQL, the file opened read-only on SQLite).
+store_sql() {
+	local ro=0
+	[ "${1:-}" = -r ] && ro=1 && shift
+	if store_is_pg; then
+		local opts=${PGOPTIONS:-}
+		[ $ro = 1 ] && opts="$opts -c default_transaction_read_only=on"
+		if [ $# -gt 0 ]; then
+			PGOPTIONS=$opts psql "$ISC_STORE_URL" -qAtX -v ON_ERROR_STOP=1 -c "$1"
+		else
+			PGOPTIONS=$opts psql "$ISC_STORE_URL" -qAtX -v ON_ERROR_STOP=1
+		fi
+	else
+		: "${ISC_HOME:?store_sql: ISC_HOME must name the home of the store}"
+		local flags=(-bail)
+		[ $ro = 1 ] && flags+=(-readonly)
+		if [ $# -gt 0 ]; then
+			sqlite3 "${flags[@]}" "$ISC_HOME/isc.db" "$1"
+		else
+			sqlite3 "${flags[@]}" "$ISC_HOME/isc.db"
+		fi
+	fi
+}
+# store_dump: the store's whole content as SQL text (pg_dump of the database, or the SQLite
+# file's .dump), for checks that a secret is stored nowhere.
+store_dump() {
+	if store_is_pg; then
+		pg_dump "$ISC_STORE_URL"
+	else
+		sqlite3 -readonly "${ISC_HOME:?}/isc.db" .dump
+	fi
+}
+
 # table_aligned FILE: the table isc printed to FILE is aligned: (header columns - 1) gutters,
 # runs of two or more blanks at the same positions in every line (docs: cli/lib/table.h).
 table_aligned() {
