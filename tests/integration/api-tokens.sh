@@ -110,7 +110,7 @@ each() {
 }
 # A finance token for fin, stored as iscd stores one (fin is no OS user here).
 fsecret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-sqlite3 "$home/isc.db" "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
+ISC_HOME=$home store_sql "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
 	SELECT 'tok_00000000000000f1', id, '$(printf '%s' "$fsecret" | sha256sum | cut -d' ' -f1)', 0 FROM users WHERE name = 'fin'"
 ftok="tok_00000000000000f1.$fsecret"
 check "fin's credits, 40 times: 200" test "$(each "$ftok" "/v1/credits?org=acme" | sort -u)" = 200
@@ -170,12 +170,18 @@ PY
 sleep 2.5 # the held connections time out
 expect_code 200 "served again once they are gone" "$ltok" /v1/whoami
 
-# The secrets appear nowhere: not in iscd's debug log, the audit, or the token listing.
+# The secrets appear nowhere: not in iscd's debug log, the audit, or the token listing; nor
+# in the store (the SQLite file's .dump, or a pg_dump of the PostgreSQL database).
+not_stored() {
+	local dump
+	dump=$(ISC_HOME=$home store_dump) && [ -n "$dump" ] || return 1
+	! grep -qF -- "$1" <<<"$dump"
+}
 for t in "$tok" "$etok" "$ltok"; do
 	s=${t#*.}
 	check "secret ${t%%.*} not in iscd's log" bash -c "! grep -qF '$s' '$dir/iscd.log'"
 	check "secret ${t%%.*} not in the audit" bash -c "! '$ISC_BIN/isc' --home '$home' audit --json | grep -qF '$s'"
-	check "secret ${t%%.*} not in the store" bash -c "! sqlite3 '$home/isc.db' .dump | grep -qF '$s'"
+	check "secret ${t%%.*} not in the store" not_stored "$s"
 	check "secret ${t%%.*} not in token list" bash -c "! '$ISC_BIN/isc' --home '$home' token list --json | grep -qF '$s'"
 done
 check "iscd's log has the TCP requests (so the check above looked at something)" grep -q 'api: GET /v1/whoami -> 200' "$dir/iscd.log"
