@@ -18,6 +18,7 @@
 #include "launcher/keys.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,7 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
  * charges every second it ran, and the cluster (reopened if it had closed) stays
  * terminating until the cloud confirms it gone. Returns 1 when recorded.
  */
-static int adopt_late(struct isc_broker *b, const struct broker_instance *in,
+static int adopt_late(struct isc_store *s, const struct broker_instance *in,
                       const struct isc_cluster *c)
 {
 	struct isc_node nd = {0};
@@ -169,7 +170,7 @@ static int adopt_late(struct isc_broker *b, const struct broker_instance *in,
 	char msg[ISC_ERR_MSG_MAX];
 	int rc;
 
-	if (isc_store_node_list(b->store, c->id, &nodes, &n, &err))
+	if (isc_store_node_list(s, c->id, &nodes, &n, &err))
 		return 0;
 	isc_node_list_free(nodes, n);
 	nd.cluster_id = c->id;
@@ -181,15 +182,15 @@ static int adopt_late(struct isc_broker *b, const struct broker_instance *in,
 	nd.zone = in->zone;
 	nd.price_micros = c->price_micros;
 	nd.launched_at_ms = in->launched_at_ms;
-	rc = isc_store_begin(b->store, &err);
+	rc = isc_store_begin(s, &err);
 	if (!rc)
-		rc = isc_store_node_add(b->store, &nd, &err);
+		rc = isc_store_node_add(s, &nd, &err);
 	if (!rc && strcmp(c->state, "closed") == 0)
-		rc = isc_store_cluster_set_state(b->store, c->id, "terminating", &err);
+		rc = isc_store_cluster_set_state(s, c->id, "terminating", &err);
 	if (!rc)
-		rc = isc_store_commit(b->store, &err);
+		rc = isc_store_commit(s, &err);
 	else
-		isc_store_rollback(b->store);
+		isc_store_rollback(s);
 	if (rc) {
 		isc_log(ISC_LOG_WARN, "cluster %s: recording instance %s: %s", c->id,
 		        in->instance_id, err.msg);
@@ -200,7 +201,7 @@ static int adopt_late(struct isc_broker *b, const struct broker_instance *in,
 	         "recorded, terminated, and charged from its launch",
 	         in->instance_id, c->id, c->state);
 	isc_log(ISC_LOG_WARN, "%s: %s", c->experiment_id, msg);
-	if (isc_store_event_add(b->store, c->experiment_id, "late_instance", msg, &err))
+	if (isc_store_event_add(s, c->experiment_id, "late_instance", msg, &err))
 		isc_log(ISC_LOG_WARN, "%s: recording an event: %s", c->experiment_id, err.msg);
 	return 1;
 }
@@ -216,8 +217,8 @@ static const char *instance_cluster(const struct broker_instance *in)
 }
 
 /* What to do with an instance no node row knows. */
-static void stray(struct isc_broker *b, const struct target *t, const struct broker_instance *in,
-                  int reconcile)
+static void stray(struct isc_broker *b, struct isc_store *s, const struct target *t,
+                  const struct broker_instance *in, int reconcile)
 {
 	struct isc_cluster c;
 	struct isc_intent intent;
@@ -232,9 +233,9 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	 * the node since (then moved its cluster on from launching): an instance is a
 	 * stray only if no node row has it at the moment of the decision.
 	 */
-	if (isc_store_node_known(b->store, in->instance_id, &known, &err) || known)
+	if (isc_store_node_known(s, in->instance_id, &known, &err) || known)
 		return;
-	if (cluster_id && isc_store_cluster_get(b->store, cluster_id, &c, &err) == 0) {
+	if (cluster_id && isc_store_cluster_get(s, cluster_id, &c, &err) == 0) {
 		/* Another live replica steps that burst: its strays are its own to judge. */
 		if (broker_lease_elsewhere(b, c.experiment_id)) {
 			isc_cluster_cleanup(&c);
@@ -242,7 +243,7 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 		}
 		have_cluster = 1;
 		if (strcmp(c.state, "launching") == 0 &&
-		    isc_store_intent_for_cluster(b->store, c.id, &intent, &err) == 0) {
+		    isc_store_intent_for_cluster(s, c.id, &intent, &err) == 0) {
 			owned = strcmp(intent.state, "pending") == 0 ||
 			        strcmp(intent.state, "launched") == 0;
 			isc_intent_cleanup(&intent);
@@ -258,7 +259,7 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 	}
 	/* Every second an instance of ours ran is charged: record it before it goes. */
 	if (have_cluster && ended)
-		adopt_late(b, in, &c);
+		adopt_late(s, in, &c);
 	else
 		isc_log(ISC_LOG_WARN,
 		        "reconcile: %s %s in %s (cluster %s) belongs to no live cluster; "
@@ -268,14 +269,13 @@ static void stray(struct isc_broker *b, const struct target *t, const struct bro
 		isc_cluster_cleanup(&c);
 	{
 		const char *ids[1] = {in->instance_id};
-		if (broker_cloud_terminate(b, b->store, t->provider, t->account, t->region, ids, 1,
-		                           &err))
+		if (broker_cloud_terminate(b, s, t->provider, t->account, t->region, ids, 1, &err))
 			isc_log(ISC_LOG_WARN, "reconcile: terminating %s: %s", in->instance_id,
 			        err.msg);
 	}
 }
 
-static void watch_target(struct isc_broker *b, const struct target *t,
+static void watch_target(struct isc_broker *b, struct isc_store *s, const struct target *t,
                          const struct isc_cluster *clusters, size_t n_clusters, int reconcile)
 {
 	struct broker_instance *seen;
@@ -284,8 +284,7 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	int64_t now = isc_wall_ms();
 	int batch;
 
-	if (broker_cloud_describe(b, b->store, t->provider, t->account, t->region, &seen, &n_seen,
-	                          &err)) {
+	if (broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
 		return;
 	}
@@ -298,12 +297,12 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 	 * lock taken once per describe, not once per node). Strays are handled after
 	 * it: terminating one is a cloud call, never made while holding the lock.
 	 */
-	batch = isc_store_begin(b->store, &err) == 0;
+	batch = isc_store_begin(s, &err) == 0;
 	for (size_t i = 0; i < n_seen; i++) {
 		int known = 0;
-		isc_store_node_known(b->store, seen[i].instance_id, &known, &err);
+		isc_store_node_known(s, seen[i].instance_id, &known, &err);
 		if (known)
-			isc_store_node_observe(b->store, seen[i].instance_id, seen[i].state,
+			isc_store_node_observe(s, seen[i].instance_id, seen[i].state,
 			                       seen[i].private_ip, seen[i].public_ip,
 			                       seen[i].launched_at_ms, seen[i].notice_at_ms, now,
 			                       &err);
@@ -323,7 +322,7 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 		    strcmp(clusters[c].account, t->account) ||
 		    strcmp(clusters[c].region, t->region))
 			continue;
-		if (isc_store_node_list(b->store, clusters[c].id, &nodes, &n, &err))
+		if (isc_store_node_list(s, clusters[c].id, &nodes, &n, &err))
 			continue;
 		for (size_t i = 0; i < n; i++) {
 			int listed = 0;
@@ -332,7 +331,7 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 			int gone = 0;
 			if (listed || is_gone(nodes[i].state) || nodes[i].launched_at_ms <= 0)
 				continue;
-			if (isc_store_node_missed(b->store, nodes[i].instance_id, now,
+			if (isc_store_node_missed(s, nodes[i].instance_id, now,
 			                          b->config->node_absence_confirm_ms, &gone, &err))
 				isc_log(ISC_LOG_WARN, "node %s: %s", nodes[i].instance_id, err.msg);
 			else if (gone)
@@ -345,15 +344,77 @@ static void watch_target(struct isc_broker *b, const struct target *t,
 		}
 		isc_node_list_free(nodes, n);
 	}
-	if (batch && isc_store_commit(b->store, &err)) {
+	if (batch && isc_store_commit(s, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: recording: %s", t->provider, t->region,
 		        err.msg);
-		isc_store_rollback(b->store);
+		isc_store_rollback(s);
 	}
 	for (size_t k = 0; k < n_strays; k++)
-		stray(b, t, &seen[strays[k]], reconcile);
+		stray(b, s, t, &seen[strays[k]], reconcile);
 	free(strays);
 	broker_instances_free(seen, n_seen);
+}
+
+/*
+ * The describes of a tick run side by side, one thread per account and region
+ * (at most WATCH_THREADS at a time), each with its own store connection: a
+ * describe is a cloud call, and a tick that made them one after another
+ * stretched with every region and organisation's account in use. Their writes
+ * still take the store's write lock one describe at a time. One target runs on
+ * the tick's own thread and connection, as before.
+ */
+#define WATCH_THREADS 8
+
+struct watch_job {
+	struct isc_broker *b;
+	const struct target *t;
+	const struct isc_cluster *clusters;
+	size_t n_clusters;
+	int reconcile;
+	pthread_t thread;
+};
+
+static void *watch_job_main(void *arg)
+{
+	struct watch_job *j = arg;
+	struct isc_store *s;
+	struct isc_err err;
+
+	if (isc_store_open(j->b->home, 0, &s, &err)) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: opening the store: %s", j->t->provider,
+		        j->t->region, err.msg);
+		return NULL;
+	}
+	watch_target(j->b, s, j->t, j->clusters, j->n_clusters, j->reconcile);
+	isc_store_free(s);
+	return NULL;
+}
+
+static void watch_targets(struct isc_broker *b, const struct target *targets, size_t n_targets,
+                          const struct isc_cluster *clusters, size_t n, int reconcile)
+{
+	struct watch_job jobs[WATCH_THREADS];
+
+	if (n_targets == 1) {
+		watch_target(b, b->store, &targets[0], clusters, n, reconcile);
+		return;
+	}
+	for (size_t first = 0; first < n_targets; first += WATCH_THREADS) {
+		size_t k = n_targets - first < WATCH_THREADS ? n_targets - first : WATCH_THREADS;
+		int started[WATCH_THREADS] = {0};
+		for (size_t i = 0; i < k; i++) {
+			jobs[i] =
+			    (struct watch_job){b, &targets[first + i], clusters, n, reconcile, 0};
+			started[i] =
+			    pthread_create(&jobs[i].thread, NULL, watch_job_main, &jobs[i]) == 0;
+			if (!started[i]) /* no thread to be had: this one here and now */
+				watch_target(b, b->store, &targets[first + i], clusters, n,
+				             reconcile);
+		}
+		for (size_t i = 0; i < k; i++)
+			if (started[i])
+				pthread_join(jobs[i].thread, NULL);
+	}
 }
 
 /*
@@ -435,8 +496,7 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 		}
 		add_key_targets(b, &targets, &n_targets);
 	}
-	for (size_t i = 0; i < n_targets; i++)
-		watch_target(b, &targets[i], clusters, n, reconcile);
+	watch_targets(b, targets, n_targets, clusters, n, reconcile);
 	if (reconcile) {
 		isc_log(ISC_LOG_INFO,
 		        "reconciled %zu account/region(s) against %zu open cluster(s)", n_targets,
