@@ -694,6 +694,14 @@ static void *job_main(void *arg)
 	return NULL;
 }
 
+static size_t jobs_count(const struct isc_broker *b)
+{
+	size_t n = 0;
+	for (const struct broker_job *j = b->jobs; j; j = j->next)
+		n++;
+	return n;
+}
+
 static int job_running(struct isc_broker *b, const char *experiment_id)
 {
 	for (struct broker_job *j = b->jobs; j; j = j->next)
@@ -821,8 +829,8 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 	size_t *which = calloc(n ? n : 1, sizeof(*which));
 	const char **owned = calloc(n ? n : 1, sizeof(*owned));
 	struct active_set set = {active, n};
-	size_t k = 0;
-	int rc = 0, reconcile = 0;
+	size_t k = 0, running;
+	int rc = 0, reconcile = 0, deferred = 0;
 
 	if (!ent || !turn || !which || !owned) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -872,15 +880,29 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 		leases_refresh(b); /* the dead replica's leases are no longer live in the view */
 	if (reconcile && broker_watch(b, 1, err))
 		isc_log(ISC_LOG_WARN, "watch (bursts taken over): %s", err->msg);
-	for (size_t j = 0; j < k; j++) {
+	/*
+	 * At most broker_workers steps at once (each holds a store connection: with
+	 * PostgreSQL, replicas share max_connections). When more bursts are due, the round
+	 * starts a tick later where this one stopped, so every burst gets its turn.
+	 */
+	running = jobs_count(b);
+	for (size_t x = 0; x < k; x++) {
+		size_t j = (b->next_turn + x) % k;
 		struct isc_experiment *e = &active[which[j]];
 		if (job_running(b, e->id))
 			continue;
-		if (turn[j].go)
+		if (turn[j].go && running < (size_t)b->config->broker_workers) {
 			start_job(b, e->id);
-		else if (turn[j].behind >= 0)
+			running++;
+		} else if (turn[j].go && !deferred) {
+			deferred = 1;
+			b->next_turn = j;
+		} else if (!turn[j].go && turn[j].behind >= 0) {
 			broker_hold(b, e, &active[which[turn[j].behind]], &turn[j]);
+		}
 	}
+	if (!deferred)
+		b->next_turn = 0;
 	leases_release_unowned(b, owned, k);
 out:
 	free(ent);

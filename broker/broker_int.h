@@ -76,7 +76,8 @@ struct isc_broker {
 	struct broker_follower *followers;
 	pthread_mutex_t lock; /* guards followers */
 	uint64_t ticks;
-	int64_t prices_at_ms;         /* the last scheduled price refresh; 0: not yet */
+	size_t next_turn;     /* where the next tick starts its round of steps (broker_workers) */
+	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
 	struct broker_leases *leases; /* this replica's leases (broker.c); NULL: not a replica */
 };
 

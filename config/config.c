@@ -86,6 +86,7 @@ static struct isc_config *config_defaults(void)
 	c->api_slow_queue = 64;
 	c->tick_interval_ms = 2000;
 	c->lease_ms = 8000;
+	c->broker_workers = 32;
 	c->retry_wait_ms = 30000;
 	c->stop_grace_s = 30;
 	c->boot_deadline_ms = 300000;
@@ -437,6 +438,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 		} else if (!strcmp(key, "reconcile_every_ticks")) {
 			if (!(rc = get_long(x, v, key, 1, 100000, &l)))
 				c->reconcile_every_ticks = (int)l;
+		} else if (!strcmp(key, "broker_workers")) {
+			rc = get_long(x, v, key, 1, 1024, &c->broker_workers);
 		} else if (!strcmp(key, "lease_ms")) {
 			int64_t ms;
 			/* Below 3 s a replica stalled by a slow store loses bursts it still steps
@@ -574,6 +577,7 @@ static const struct template_key top_keys[] = {
     {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
     {"store_url = \"sqlite:\"",
      "the store: sqlite: ($ISC_HOME/isc.db) or a postgresql:// URL (docs/ha.md)"},
+    {"broker_workers = 32", "bursts stepped at once, each with its own store connection"},
     {"lease_ms = 8000",
      "replicas on one store: a burst is another's this long after its replica stops (3000..60000)"},
     {"checkpoint_sync_ms = 600000", "how often checkpoints and crud are brought home from rank 0"},

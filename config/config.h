@@ -44,7 +44,8 @@ struct isc_config {
 	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
 	int reconcile_every_ticks;     /* 30 */
 	char *artifact_root;           /* "" = $ISC_HOME/artifacts */
-	long lease_ms;   /* a burst's lease on a replica (docs/ha.md); 8000, 3000..60000 */
+	long lease_ms;       /* a burst's lease on a replica (docs/ha.md); 8000, 3000..60000 */
+	long broker_workers; /* bursts stepped at once, each on a store connection; 32 */
 	char *store_url; /* "sqlite:" ($ISC_HOME/isc.db) or postgresql://...; ISC_STORE_URL wins */
 	long checkpoint_sync_ms;      /* 600000 */
 	long lossy_sync_ms;           /* 30000 */
