@@ -3,7 +3,8 @@
 # with real sshd nodes. A throwaway PostgreSQL (tests/pg/pg-server) holds the store;
 # each replica has its own ISC_HOME (config copied, the same broker_id), and both share
 # artifact_root and the cluster keys' folder.
-#   1. A second replica without artifact_root is refused, naming artifact_root and docs/ha.md.
+#   1. A second replica without artifact_root is refused, naming artifact_root and docs/ha.md;
+#      lease_ms outside 3000..60000 is refused.
 #   2. Bursts go in through replica 1 and run under its leases; replica 2 starts and leaves
 #      them alone; replica 1 is killed -9 while they run; replica 2 takes every one over
 #      within lease_ms + a tick (measured), completes every one, each with one gang and
@@ -63,6 +64,15 @@ check "replica 1 registered" test "$(sql 'SELECT count(*) FROM replicas')" = 1
 check "a second replica without artifact_root is refused" test $? -ne 0
 check "the refusal names artifact_root and docs/ha.md" grep -q 'artifact_root.*docs/ha.md' "$dir/refused.out"
 check "the refused replica left no row" test "$(sql 'SELECT count(*) FROM replicas')" = 1
+# lease_ms outside 3000..60000 is refused before iscd registers.
+mkdir -m 700 "$dir/home3"
+for bad in 2999 60001; do
+	{ echo "lease_ms = $bad"; cat "$home1/config.toml"; } >"$dir/home3/config.toml"
+	"$ISC_BIN/iscd" --home "$dir/home3" >"$dir/lease.out" 2>&1
+	check "lease_ms = $bad is refused" test $? -ne 0
+	check "the refusal of lease_ms = $bad says why" grep -q 'lease_ms.*must be from 3000 to 60000 ms' "$dir/lease.out"
+done
+check "no replica registered by the refused ones" test "$(sql 'SELECT count(*) FROM replicas')" = 1
 stop_iscd
 
 for h in "$home1" "$home2"; do
