@@ -28,6 +28,12 @@ void isc_db_close(struct isc_db *db)
 		isc_db_sqlite_close(db);
 }
 
+void isc_db_disown(struct isc_db *db)
+{
+	if (db && is_pg(db))
+		isc_db_pg_disown(db);
+}
+
 int isc_db_exec(struct isc_db *db, const char *sql)
 {
 	return is_pg(db) ? isc_db_pg_exec(db, sql) : isc_db_sqlite_exec(db, sql);

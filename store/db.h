@@ -69,6 +69,12 @@ int isc_db_open_sqlite(const char *path, int one_thread, struct isc_db **out, st
  */
 int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *err);
 void isc_db_close(struct isc_db *db);
+/*
+ * In a forked child, a connection inherited from the parent: the child must never use
+ * it (it is the parent's session), and isc_db_close then frees it without a word to
+ * the server. No-op on SQLite.
+ */
+void isc_db_disown(struct isc_db *db);
 enum isc_db_kind isc_db_kind(const struct isc_db *db);
 
 /* Runs one or more ;-separated statements without parameters or rows. */

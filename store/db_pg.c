@@ -27,11 +27,13 @@
 #include <libpq-fe.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* Type OIDs of PostgreSQL's catalogue (pg_type.dat); libpq does not export them. */
 #define OID_BOOL    16
@@ -54,6 +56,7 @@ struct isc_db_pg {
 	int64_t total_changes;
 	unsigned long next_name; /* numbers the server-side prepared statements */
 	unsigned long session;   /* counts reconnections: prepared statements die with a session */
+	int disowned;            /* a forked child's copy of its parent's session (isc_db_disown) */
 	char errmsg[ERRMSG_MAX];
 };
 
@@ -322,8 +325,43 @@ void isc_db_pg_close(struct isc_db *dbp)
 
 	if (!db)
 		return;
+	if (db->disowned < 0) {
+		/* Its socket could not be taken from the session: never spoken on, not freed. */
+		free(db);
+		return;
+	}
 	PQfinish(db->conn);
 	free(db);
+}
+
+/*
+ * After fork, the child's copy of a connection shares the parent's socket: a
+ * statement sent from the child mixes the two processes' messages on one session
+ * (each then reads answers meant for the other, or waits for ever), and PQfinish's
+ * goodbye would end the parent's session. So the child's descriptor is pointed at
+ * /dev/null: nothing is deallocated on it, and the close frees libpq's memory and
+ * says its goodbye to nobody. Without /dev/null the connection is left as it is
+ * (its memory is then the child's small leak rather than the parent's session).
+ */
+void isc_db_pg_disown(struct isc_db *dbp)
+{
+	struct isc_db_pg *db = db_of(dbp);
+	int fd, null;
+
+	if (!db || db->disowned)
+		return;
+	fd = PQsocket(db->conn);
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		db->disowned = 1; /* no socket: PQfinish sends nothing */
+	} else if (null >= 0 && dup2(null, fd) == fd) {
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+		db->disowned = 1;
+	} else {
+		db->disowned = -1;
+	}
+	if (null >= 0)
+		close(null);
 }
 
 enum isc_db_kind isc_db_pg_kind(const struct isc_db *db)
@@ -730,8 +768,9 @@ static void deallocate(struct isc_db_stmt_pg *st)
 	if (!st->prepared)
 		return;
 	st->prepared = 0;
-	if (st->session != st->db->session || PQstatus(st->db->conn) != CONNECTION_OK)
-		return; /* gone with its session */
+	if (st->db->disowned || st->session != st->db->session ||
+	    PQstatus(st->db->conn) != CONNECTION_OK)
+		return; /* gone with its session, or the session is another process's */
 	/* Fails (and the statement stays until the connection closes) inside a failed transaction.
 	 */
 	snprintf(sql, sizeof(sql), "DEALLOCATE %s", st->name);

@@ -25,6 +25,7 @@ static inline enum isc_db_kind isc_db_pg_kind_of(const void *db_or_stmt)
 }
 
 void isc_db_pg_close(struct isc_db *db);
+void isc_db_pg_disown(struct isc_db *db);
 enum isc_db_kind isc_db_pg_kind(const struct isc_db *db);
 
 int isc_db_pg_exec(struct isc_db *db, const char *sql);

@@ -624,12 +624,33 @@ static int open_pg(struct isc_store *s, const char *url, int create, struct isc_
 static pthread_mutex_t pg_idle_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct isc_store *pg_idle[PG_IDLE_MAX];
 static size_t pg_idle_n;
+static pid_t pg_idle_pid; /* the process whose connections pg_idle holds */
 
 static void store_close(struct isc_store *s);
+
+/*
+ * With pg_idle_lock held. A forked child (tools/credits-race forks racers after its
+ * parent gave its store back) inherits the parent's idle connections, sockets and
+ * all: used by the child they would be one server session spoken on by two
+ * processes. The child forgets them without a word to the server (isc_db_disown)
+ * and opens its own.
+ */
+static void pg_idle_forget_inherited(void)
+{
+	if (pg_idle_pid == getpid())
+		return;
+	while (pg_idle_n > 0) {
+		struct isc_store *s = pg_idle[--pg_idle_n];
+		isc_db_disown(s->db);
+		store_close(s);
+	}
+	pg_idle_pid = getpid();
+}
 
 static void pg_idle_drain(void)
 {
 	pthread_mutex_lock(&pg_idle_lock);
+	pg_idle_forget_inherited();
 	while (pg_idle_n > 0)
 		store_close(pg_idle[--pg_idle_n]);
 	pthread_mutex_unlock(&pg_idle_lock);
@@ -640,6 +661,7 @@ static struct isc_store *pg_idle_take(const char *home, const char *url)
 	struct isc_store *found = NULL;
 
 	pthread_mutex_lock(&pg_idle_lock);
+	pg_idle_forget_inherited();
 	for (size_t i = pg_idle_n; i-- > 0;) {
 		if (strcmp(pg_idle[i]->home, home) != 0 || strcmp(pg_idle[i]->url, url) != 0)
 			continue;
@@ -667,6 +689,7 @@ static int pg_idle_put(struct isc_store *s)
 		return 0;
 	pthread_once(&once, pg_idle_at_exit);
 	pthread_mutex_lock(&pg_idle_lock);
+	pg_idle_forget_inherited();
 	if (pg_idle_n < PG_IDLE_MAX) {
 		pg_idle[pg_idle_n++] = s;
 		kept = 1;
