@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* The server of the whole run (group setup) and the database of each test. */
 static char server_dir[64];
@@ -832,6 +834,82 @@ static void test_audit(void **state)
 	assert_int_equal(query_int(t->db, "SELECT status FROM audit"), 200);
 }
 
+/* The server process behind s's connection (-1 when the query fails). */
+static int64_t backend_pid(struct isc_store *s)
+{
+	struct isc_db_stmt *st;
+	struct isc_err err;
+	int64_t pid = -1;
+
+	if (isc_store_prepare(s, "SELECT pg_backend_pid()", &st, &err))
+		return -1;
+	if (isc_db_step(st) == ISC_DB_ROW)
+		pid = isc_db_column_int64(st, 0);
+	isc_db_finalize(st);
+	return pid;
+}
+
+/*
+ * A forked child never speaks on the connection its parent left idle (store.c keeps
+ * freed PostgreSQL stores for the next open): its own open gets a session of its
+ * own, and its exit (which closes what it holds) does not end the parent's session.
+ */
+static void test_fork_idle(void **state)
+{
+	struct t *t = *state;
+	struct isc_store *s;
+	struct isc_err err;
+	char dir[] = "/tmp/isc-dbpg-fork-XXXXXX", *uri;
+	int64_t parent_pid, child_pid = -1;
+	int fds[2], status;
+	pid_t child;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_not_equal(
+	    asprintf(&uri, "postgresql:///%s?host=%s&user=postgres", t->name, server_dir), -1);
+	setenv("ISC_STORE_URL", uri, 1);
+	if (isc_store_open(dir, 1, &s, &err))
+		fail_msg("isc_store_open on PostgreSQL: %s", err.msg);
+	parent_pid = backend_pid(s);
+	assert_true(parent_pid > 0);
+	isc_store_free(s); /* kept idle for the next open */
+
+	assert_int_equal(pipe(fds), 0);
+	fflush(NULL);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		int64_t mine = -1;
+		close(fds[0]);
+		if (isc_store_open(dir, 0, &s, &err) == 0) {
+			mine = backend_pid(s);
+			isc_store_free(s);
+		}
+		if (write(fds[1], &mine, sizeof(mine)) != sizeof(mine))
+			_exit(2);
+		exit(0); /* atexit closes the child's connections, inherited ones too */
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &child_pid, sizeof(child_pid)), sizeof(child_pid));
+	close(fds[0]);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(child_pid > 0);
+	assert_true(child_pid != parent_pid);
+
+	/* The parent's idle session outlived the child: the same server process answers. */
+	if (isc_store_open(dir, 0, &s, &err))
+		fail_msg("reopening in the parent: %s", err.msg);
+	assert_true(backend_pid(s) == parent_pid);
+	isc_store_free(s);
+
+	unsetenv("ISC_STORE_URL");
+	free(uri);
+	assert_int_not_equal(asprintf(&uri, "rm -rf '%s'", dir), -1);
+	assert_int_equal(system(uri), 0);
+	free(uri);
+}
+
 /*
  * store.c on this backend: a store opened with ISC_STORE_URL naming a new
  * database gets the baseline and every later step (isc init), a second open
@@ -1140,6 +1218,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_identity_sync, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_parity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_on_pg, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_idle, setup, teardown),
 	};
 	/*
 	 * This test runs its own server, and its parity test needs a SQLite store: the
