@@ -55,8 +55,7 @@ static void print_report(const struct isc_store_copy_report *r)
 	for (size_t i = 0; i < r->n_tables; i++) {
 		const struct isc_store_copy_table *t = &r->tables[i];
 		if (t->rebuilt)
-			printf("%s: %lld rows (rebuilt by the ledger's trigger, equal to the "
-			       "source's)\n",
+			printf("%s: %lld rows (rebuilt from the ledger, equal to the source's)\n",
 			       t->name, (long long)t->rows);
 		else
 			printf("%s: %lld rows\n", t->name, (long long)t->rows);

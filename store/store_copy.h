@@ -7,8 +7,9 @@
  * destination in one write transaction: every table of the schema in
  * foreign-key order, every column by name and as its value's type (NULL,
  * integer, text, blob), rows keeping their ids. Tables a trigger keeps
- * (ledger_totals, from each ledger insert) are not copied but rebuilt by the
- * destination's trigger and compared with the source's. Sequences (PostgreSQL
+ * (ledger_totals, from each ledger insert) are not copied but rebuilt from the
+ * copied ledger (SQLite: by the trigger; PostgreSQL: in one pass, store_copy.c
+ * says why) and compared with the source's. Sequences (PostgreSQL
  * identities, SQLite's AUTOINCREMENT) are set past the copied ids. Row counts
  * of every table and the ledger's sums per kind and billing are compared
  * before the commit: on any failure or difference nothing is committed.
@@ -40,7 +41,7 @@ struct isc_store_copy_options {
 struct isc_store_copy_table {
 	char *name;
 	int64_t rows;
-	int rebuilt; /* kept by a trigger in the destination, compared rather than copied */
+	int rebuilt; /* rebuilt from the ledger in the destination, compared rather than copied */
 };
 
 /* The ledger's rows of one kind and billing, and their sum, equal on both sides. */

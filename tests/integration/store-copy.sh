@@ -98,6 +98,7 @@ check "PostgreSQL copy: the same members" test "$(isc2 member list --org acme --
 check "PostgreSQL copy: the same tokens" test "$(isc2 token list --json)" = "$tokens"
 check "PostgreSQL copy: the original's token works over TCP" env ISC_API_URL="$url2" ISC_TOKEN="$tok" "$ISC_BIN/isc" org list
 check "PostgreSQL copy: a new grant gets a new ledger id" isc2 credits grant --org globex 1
+check "PostgreSQL copy: the ledger's trigger is on again (globex: 1.000001)" test "$(psql -At "$pg1" -c "SELECT t.balance_micros FROM ledger_totals t JOIN orgs o ON t.key = CAST(o.id AS TEXT) WHERE t.scope = 'org' AND o.name = 'globex'" 2>/dev/null)" = 1000001
 
 # refused: a PostgreSQL source with a live replica (home2's iscd), from a home whose own
 # iscd is stopped

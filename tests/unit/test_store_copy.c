@@ -6,7 +6,8 @@
  * schema version, a live replica (PostgreSQL); a copy that fails part way or
  * at its verification leaves the destination empty, or no file it made. With
  * ISC_TEST_PG_DIR the source is a PostgreSQL database (store_fixture.c), so
- * the copy goes PostgreSQL to SQLite.
+ * the copy goes PostgreSQL to SQLite, and test_copy_into_postgres copies it
+ * into a second PostgreSQL database.
  */
 #include "store/store_copy.h"
 #include "store/store_int.h"
@@ -437,6 +438,82 @@ static void test_refuses_other_schema_version(void **state)
 	free(old_url);
 }
 
+/* A new database on the test server of ISC_TEST_PG_DIR (tests/pg/pg-server); its URI. */
+static char *pg_database(const char *pgdir, const char *name)
+{
+	char *cmd, url[512] = "";
+	FILE *p;
+
+	assert_int_not_equal(asprintf(&cmd, "tests/pg/pg-server createdb '%s' '%s'", pgdir, name),
+	                     -1);
+	p = popen(cmd, "r");
+	free(cmd);
+	assert_non_null(p);
+	if (!fgets(url, sizeof(url), p))
+		url[0] = 0;
+	if (pclose(p) != 0 || !url[0])
+		fail_msg("could not make database %s", name);
+	url[strcspn(url, "\n")] = 0;
+	return strdup(url);
+}
+
+/*
+ * Into PostgreSQL (from the fixture's store, PostgreSQL too under
+ * ISC_TEST_PG_DIR): the totals built in one pass equal the source's, the
+ * ledger's trigger is on again after the copy, and identities continue after
+ * the copied ids. Skipped without a test server.
+ */
+static void test_copy_into_postgres(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_store_copy_options o = options(f);
+	struct isc_store_copy_report r;
+	struct isc_store *d;
+	struct isc_db_stmt *st;
+	struct isc_err err;
+	const char *pgdir = getenv("ISC_TEST_PG_DIR");
+	char name[64], *url;
+
+	if (!pgdir || !*pgdir) {
+		skip();
+		return;
+	}
+	snprintf(name, sizeof(name), "copy_into_%ld", (long)getpid());
+	url = pg_database(pgdir, name);
+	o.to_url = url;
+	if (isc_store_copy(&o, &r, &err))
+		fail_msg("copy: %s", err.msg);
+	assert_int_equal(r.ledger_totals_rows, 6);
+	isc_store_copy_report_cleanup(&r);
+	if (isc_store_open_url(f->st.home, url, 0, &d, &err))
+		fail_msg("%s", err.msg);
+	assert_true(isc_store_is_postgres(d));
+	assert_int_equal(count(d,
+	                       "SELECT balance_micros FROM ledger_totals WHERE scope = 'org' AND "
+	                       "key = '1'"),
+	                 9600000);
+	exec_ok(d, "INSERT INTO ledger (at_ms, org_id, kind, amount_micros) VALUES "
+	           "(2000, 1, 'grant', 1)");
+	assert_int_equal(count(d, "SELECT MAX(id) FROM ledger"), 38);
+	assert_int_equal(count(d,
+	                       "SELECT balance_micros FROM ledger_totals WHERE scope = 'org' AND "
+	                       "key = '1'"),
+	                 9600001);
+	assert_int_equal(isc_db_prepare(isc_store_db(d),
+	                                "INSERT INTO orgs (name, created_at_ms) VALUES ('initech', "
+	                                "3000) RETURNING id",
+	                                0, &st),
+	                 ISC_DB_OK);
+	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+	assert_int_equal(isc_db_column_int64(st, 0), 8);
+	isc_db_finalize(st);
+	assert_blob(d, "SELECT nonce, ciphertext FROM cloud_keys WHERE id = 'key_1'");
+	isc_store_free(d);
+	/* Into the same database again: it has rows now. */
+	assert_int_equal(isc_store_copy(&o, &r, &err), ISC_ECONFLICT);
+	free(url);
+}
+
 static void test_url_masked(void **state)
 {
 	static const char *const cases[][2] = {
@@ -471,6 +548,7 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_with_a_live_replica, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refuses_other_schema_version, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_copy_into_postgres, setup, teardown),
 	    cmocka_unit_test(test_url_masked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
