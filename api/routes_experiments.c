@@ -715,7 +715,19 @@ static void experiments_create(struct isc_api_call *c)
 	o = isc_launch_to_json(l);
 	spec = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	id = isc_store_new_id("exp_");
-	if (!spec || !id || asprintf(&output, "%s/experiments/%s", c->home, id) < 0) {
+	/*
+	 * The Output Path (rank logs, and rank 0's folders by default): artifact_root/ID when
+	 * set, a folder every replica reaches (docs/ha.md), else this home's experiments/ID.
+	 */
+	if (spec && id) {
+		const struct isc_config *cfg = isc_api_config(c, &err);
+		output = cfg ? isc_config_artifact_dir(cfg, c->home, id) : NULL;
+		if (!output && !cfg) {
+			isc_api_reply_err(c, &err);
+			goto out;
+		}
+	}
+	if (!spec || !id || !output) {
 		isc_api_reply_error(c, 500, "out of memory");
 		goto out;
 	}

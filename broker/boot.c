@@ -402,7 +402,11 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 			mkdir(parent, 0700);
 			free(parent);
 		}
-		out_dir = broker_output_dir(b, e.id);
+		/* The Output Path recorded at submission: with artifact_root, a folder every
+		 * replica shares, so a replica that takes the burst over writes where the
+		 * others read. */
+		out_dir = e.output_path && e.output_path[0] ? strdup(e.output_path)
+		                                            : broker_output_dir(b, e.id);
 		f = calloc(1, sizeof(*f));
 		if (!out_dir || !f || !(f->cluster_id = strdup(c->id)))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");

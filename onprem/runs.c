@@ -176,8 +176,8 @@ void onprem_boot_done(struct isc_onprem *o, struct onprem_exp *e, int64_t now)
 			mkdir(parent, 0700);
 			free(parent);
 		}
-		if (asprintf(&out_dir, "%s/experiments/%s", o->env.home, e->id) < 0)
-			out_dir = NULL;
+		/* The Output Path: artifact_root/ID when set, as the API records it. */
+		out_dir = isc_config_artifact_dir(o->env.cfg, o->env.home, e->id);
 		if (!out_dir || onprem_follow_start(j, out_dir, &r->follow, &err))
 			isc_log(ISC_LOG_WARN, "%s: following output: %s", e->id,
 			        out_dir ? err.msg : "out of memory");

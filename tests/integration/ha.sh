@@ -166,6 +166,16 @@ run_takeover() {
 	check "$name: the events say takeover" took_over_each "$ids"
 	check "$name: one gang each, never a second" one_gang_each "$ids"
 	check "$name: no instance left on the cloud" wait_no_live
+	# The rank logs are in the shared artifact_root (the Output Path), whole: started
+	# under the first replica, finished under the other; isc logs reads them there.
+	for id in $ids; do
+		check "$name: $id's Output Path is in artifact_root" \
+			test "$(status_of "$id" output_path)" = "$shared/artifacts/$id"
+		check "$name: $id's rank 0 log has its start and its end" \
+			bash -c "grep -q 'start rank 0' '$shared/artifacts/$id/rank_0.txt' && grep -q 'done rank 0' '$shared/artifacts/$id/rank_0.txt'"
+		check "$name: isc logs through the other replica prints rank 1's end" \
+			bash -c "'$ISC_BIN/isc' logs '$id' --rank 1 | grep -q 'done rank 1'"
+	done
 	check "$name: every lease given up" test "$(sql "SELECT count(*) FROM leases WHERE experiment_id IN ($in)")" = 0
 }
 
