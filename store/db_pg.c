@@ -205,12 +205,16 @@ static void redact_secret(char *msg, size_t size, const char *secret)
 
 /*
  * No statement or idle transaction holds its locks for long: a replica that
- * hangs or forgets a transaction frees the rows others wait for.
+ * hangs or forgets a transaction frees the rows others wait for. Every write
+ * transaction holds the store's one write lock (store.c), and no transaction of
+ * the store waits on anything but the database, so one idle for 5 s is a frozen
+ * replica (a stopped process, a stalled host): the server ends it, and the other
+ * replicas write again well within the 10 s a takeover may take (docs/ha.md).
  */
 static int setup_session(struct isc_db_pg *db)
 {
 	PGresult *res = PQexec(db->conn, "SET statement_timeout = '60s';"
-	                                 "SET idle_in_transaction_session_timeout = '60s';"
+	                                 "SET idle_in_transaction_session_timeout = '5s';"
 	                                 "SET client_min_messages = warning");
 	int rc = ISC_DB_OK;
 

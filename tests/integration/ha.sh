@@ -212,14 +212,16 @@ check "stall: replica 2 starts again" start_replica2
 first=$(replica_of_pid "$(cat "$dir/iscd.pid")")
 other=$(replica_of_pid "$(cat "$dir/iscd2.pid")")
 check "stall: both bursts under replica 1's lease" all_held_by "$first" "$in" 2
-# Stopped for longer than the lease. Whether replica 2 takes the bursts over meanwhile
-# depends on where replica 1 froze: inside a write transaction, it holds the store's write
-# lock (PostgreSQL: an advisory lock) until idle_in_transaction_session_timeout, and every
-# replica's writes wait. Either way, resumed, replica 1 finds its leases expired (its
-# renewal does not return them) and stops stepping them; who steps them next is who claims
-# them first, and there is never a second gang.
+# Stopped for longer than the lease: replica 2 takes both over while replica 1 is frozen.
+# Had it frozen inside a write transaction, it would hold the store's write lock (on
+# PostgreSQL an advisory lock) until the server ends that transaction after 5 s
+# (idle_in_transaction_session_timeout, store/db_pg.c), still within the lease's 8 s.
+# Resumed, replica 1 finds its leases expired (its renewal does not return them) and stops
+# stepping them; there is never a second gang.
 kill -STOP "$(cat "$dir/iscd.pid")"
-sleep 12
+t0=$(date +%s%3N)
+check "stall: replica 2 takes both over while replica 1 is frozen" within 14 all_held_by "$other" "$in" 2
+echo "stall: both bursts under replica 2's lease $(($(date +%s%3N) - t0)) ms after replica 1 froze"
 kill -CONT "$(cat "$dir/iscd.pid")"
 check "stall: resumed, replica 1 knows its leases expired" within 10 grep -q "no longer this replica's" "$dir/iscd.log"
 live_leases() {
