@@ -61,6 +61,9 @@ static const char PG_TOTALS_BUILD[] =
     "WHERE experiment_id IS NOT NULL GROUP BY experiment_id;"
     "ALTER TABLE ledger ENABLE TRIGGER ledger_totals_add";
 
+#define ISC_STR_(x) #x
+#define ISC_STR(x)  ISC_STR_(x)
+
 struct strv {
 	char **v;
 	size_t n;
@@ -602,36 +605,17 @@ static char *column_list(const struct strv *cols, const char *suffix, const char
 }
 
 /*
- * The rows of t (by primary key), every column; columns referencing t itself
- * go in as NULL and are set once every row is in (a token's parent may come
- * after it in key order).
+ * Inserts every row sel gives (stepped to its end) with ins; *got counts them.
+ * Columns referencing t itself go in as NULL (copy_self_reference sets them).
  */
-static int copy_rows(struct isc_db *src, struct isc_db *dst, struct table *t, struct isc_err *err)
+static int insert_rows(struct isc_db *src, struct isc_db *dst, struct table *t,
+                       struct isc_db_stmt *sel, struct isc_db_stmt *ins, const char *what,
+                       int64_t *got, struct isc_err *err)
 {
-	struct isc_db_stmt *sel = NULL, *ins = NULL;
-	char *cols = column_list(&t->cols, "", ", "), *marks = NULL, *order = NULL;
-	char *sel_sql = NULL, *ins_sql = NULL, what[128];
 	int rc = 0, step;
 
-	snprintf(what, sizeof(what), "copying %s", t->name);
-	order = t->pk.n ? column_list(&t->pk, "", ", ") : strdup("1");
-	if (cols && order && (marks = malloc(3 * t->cols.n + 1))) {
-		marks[0] = 0;
-		for (size_t i = 0; i < t->cols.n; i++)
-			strcat(marks, i ? ", ?" : "?");
-	}
-	if (!cols || !order || !marks ||
-	    asprintf(&sel_sql, "SELECT %s FROM %s ORDER BY %s", cols, t->quoted, order) < 0 ||
-	    asprintf(&ins_sql, "INSERT INTO %s (%s) VALUES (%s)", t->quoted, cols, marks) < 0) {
-		sel_sql = ins_sql = NULL;
-		rc = oom(err);
-	}
-	if (!rc)
-		rc = prepare(src, "source", sel_sql, what, &sel, err);
-	if (!rc)
-		rc = prepare(dst, "destination", ins_sql, what, &ins, err);
-	t->rows = 0;
-	while (!rc && (step = isc_db_step(sel)) == ISC_DB_ROW) {
+	*got = 0;
+	while ((step = isc_db_step(sel)) == ISC_DB_ROW) {
 		for (size_t c = 0; !rc && c < t->cols.n; c++) {
 			if (strv_has(&t->self_fks, t->cols.v[c]))
 				rc = isc_db_bind_null(ins, (int)c + 1) == ISC_DB_OK
@@ -642,23 +626,79 @@ static int copy_rows(struct isc_db *src, struct isc_db *dst, struct table *t, st
 				                err);
 		}
 		if (rc)
-			break;
-		if (isc_db_step(ins) != ISC_DB_DONE)
-			rc = db_fail(dst, "destination", what, err);
-		else if (isc_db_reset(ins) != ISC_DB_OK)
-			rc = db_fail(dst, "destination", what, err);
-		else
-			t->rows++;
+			return rc;
+		if (isc_db_step(ins) != ISC_DB_DONE || isc_db_reset(ins) != ISC_DB_OK)
+			return db_fail(dst, "destination", what, err);
+		(*got)++;
 	}
-	if (!rc && step != ISC_DB_DONE)
-		rc = db_fail(src, "source", what, err);
+	return step == ISC_DB_DONE ? 0 : db_fail(src, "source", what, err);
+}
+
+/*
+ * PostgreSQL hands a statement's result over whole: a source table is read
+ * through a cursor, this many rows at a time, so a ledger of millions of rows
+ * is never held in memory at once.
+ */
+#define PG_FETCH_ROWS 10000
+
+/*
+ * The rows of t (by primary key), every column; columns referencing t itself
+ * go in as NULL and are set once every row is in (a token's parent may come
+ * after it in key order).
+ */
+static int copy_rows(struct isc_db *src, struct isc_db *dst, struct table *t, struct isc_err *err)
+{
+	struct isc_db_stmt *sel = NULL, *ins = NULL;
+	char *cols = column_list(&t->cols, "", ", "), *marks = NULL, *order = NULL;
+	char *sel_sql = NULL, *ins_sql = NULL, *cursor_sql = NULL, what[128];
+	int rc = 0, cursor = 0;
+	int64_t got;
+
+	snprintf(what, sizeof(what), "copying %s", t->name);
+	order = t->pk.n ? column_list(&t->pk, "", ", ") : strdup("1");
+	if (cols && order && (marks = malloc(3 * t->cols.n + 1))) {
+		marks[0] = 0;
+		for (size_t i = 0; i < t->cols.n; i++)
+			strcat(marks, i ? ", ?" : "?");
+	}
+	if (!cols || !order || !marks ||
+	    asprintf(&sel_sql, "SELECT %s FROM %s ORDER BY %s", cols, t->quoted, order) < 0 ||
+	    asprintf(&ins_sql, "INSERT INTO %s (%s) VALUES (%s)", t->quoted, cols, marks) < 0 ||
+	    asprintf(&cursor_sql, "DECLARE isc_copy NO SCROLL CURSOR FOR %s", sel_sql) < 0) {
+		sel_sql = ins_sql = cursor_sql = NULL;
+		rc = oom(err);
+	}
+	if (!rc && is_pg(src)) {
+		if (isc_db_exec(src, cursor_sql) != ISC_DB_OK)
+			rc = db_fail(src, "source", what, err);
+		cursor = !rc;
+	}
+	if (!rc)
+		rc = prepare(src, "source",
+		             cursor ? "FETCH FORWARD " ISC_STR(PG_FETCH_ROWS) " FROM isc_copy"
+		                    : sel_sql,
+		             what, &sel, err);
+	if (!rc)
+		rc = prepare(dst, "destination", ins_sql, what, &ins, err);
+	t->rows = 0;
+	/* Without a cursor one pass reads every row; with one, batches until one is empty. */
+	while (!rc && !(rc = insert_rows(src, dst, t, sel, ins, what, &got, err))) {
+		t->rows += got;
+		if (!cursor || got == 0)
+			break;
+		if (isc_db_reset(sel) != ISC_DB_OK)
+			rc = db_fail(src, "source", what, err);
+	}
 	isc_db_finalize(sel);
 	isc_db_finalize(ins);
+	if (cursor && isc_db_exec(src, "CLOSE isc_copy") != ISC_DB_OK && !rc)
+		rc = db_fail(src, "source", what, err);
 	free(cols);
 	free(marks);
 	free(order);
 	free(sel_sql);
 	free(ins_sql);
+	free(cursor_sql);
 	return rc;
 }
 
