@@ -188,6 +188,22 @@ static int held_put(struct broker_leases *L, const char *experiment_id, char *to
 	return 0;
 }
 
+char *broker_lease_token(struct isc_broker *b, const char *experiment_id)
+{
+	struct broker_leases *L = b->leases;
+	char *token = NULL;
+	ssize_t i;
+
+	if (!L)
+		return NULL;
+	pthread_mutex_lock(&L->lock);
+	i = held_find(L, experiment_id);
+	if (i >= 0 && L->held[i].token)
+		token = strdup(L->held[i].token);
+	pthread_mutex_unlock(&L->lock);
+	return token;
+}
+
 int broker_lease_mine(struct isc_broker *b, const char *experiment_id)
 {
 	struct broker_leases *L = b->leases;
@@ -685,6 +701,12 @@ static void *job_main(void *arg)
 	struct isc_err err;
 
 	if (isc_store_open(j->broker->home, 0, &s, &err) == 0) {
+		/* The step's transactions commit only while this replica holds the lease. */
+		char *token = broker_lease_token(j->broker, j->experiment_id);
+		if (isc_store_fence(s, j->experiment_id, token, &err))
+			isc_log(ISC_LOG_WARN, "%s: fencing the step: %s", j->experiment_id,
+			        err.msg);
+		free(token);
 		broker_advance(j->broker, s, j->experiment_id);
 		isc_store_free(s);
 	} else {

@@ -87,6 +87,8 @@ struct isc_broker {
  * renewal is recent enough to be sure of it), or it is no replica (leases off).
  */
 int broker_lease_mine(struct isc_broker *b, const char *experiment_id);
+/* The token of this replica's lease on the burst (caller frees), or NULL. */
+char *broker_lease_token(struct isc_broker *b, const char *experiment_id);
 /* 1 when another live replica holds the experiment's lease (as of this tick's view). */
 int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id);
 /*

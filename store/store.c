@@ -47,6 +47,8 @@ struct isc_store {
 	char *url;   /* PostgreSQL's (the idle connections' key); NULL for SQLite */
 	int broken;  /* a failed open or migration: never kept for reuse */
 	int created; /* this open made the schema (it found none) */
+	/* isc_store_fence: the lease each outermost commit checks (PostgreSQL); NULL: none. */
+	char *fence_experiment, *fence_token;
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -289,11 +291,62 @@ int isc_store_begin(struct isc_store *s, struct isc_err *err)
 }
 
 /* On failure the transaction stays open: the caller rolls it back. */
+/*
+ * The fence's check, inside the transaction about to commit: the lease row is
+ * still this token's and unexpired by the database's clock. Taking a lease over
+ * is itself a write transaction under the same write lock, so no takeover can
+ * come between this check and the COMMIT.
+ */
+static int fence_holds(struct isc_store *s, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc = isc_store_prepare_cached(
+	    s,
+	    "SELECT count(*) FROM leases WHERE experiment_id = ? AND token = ? AND expires_ms > "
+	    "CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT)",
+	    &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, s->fence_experiment, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, s->fence_token, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	if (rc != ISC_DB_ROW)
+		rc = isc_store_db_err(s, rc, "checking the lease", err);
+	else if (isc_db_column_int64(st, 0) == 0)
+		rc =
+		    isc_err_set(err, ISC_ECONFLICT,
+		                "store: %s: this replica's lease was lost (expired or taken over): "
+		                "its writes are not committed",
+		                s->fence_experiment);
+	else
+		rc = 0;
+	isc_store_finalize(s, st);
+	return rc;
+}
+
+int isc_store_fence(struct isc_store *s, const char *experiment_id, const char *token,
+                    struct isc_err *err)
+{
+	free(s->fence_experiment);
+	free(s->fence_token);
+	s->fence_experiment = s->fence_token = NULL;
+	if (!token || isc_db_kind(s->db) != ISC_DB_POSTGRES)
+		return 0;
+	if (!(s->fence_experiment = strdup(experiment_id)) || !(s->fence_token = strdup(token))) {
+		free(s->fence_experiment);
+		s->fence_experiment = NULL;
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 int isc_store_commit(struct isc_store *s, struct isc_err *err)
 {
 	char sql[32];
 	int rc;
 
+	if (s->depth <= 1 && s->fence_token && (rc = fence_holds(s, err)))
+		return rc; /* the caller rolls back, as after any failed commit */
 	if (s->depth <= 1) {
 		rc = exec_sql(s, "COMMIT", "committing", err);
 	} else {
@@ -794,7 +847,12 @@ static void store_close(struct isc_store *s)
 
 void isc_store_free(struct isc_store *s)
 {
-	if (s && !pg_idle_put(s))
+	struct isc_err ignored;
+
+	if (!s)
+		return;
+	isc_store_fence(s, NULL, NULL, &ignored); /* a fence is one user's, never the next's */
+	if (!pg_idle_put(s))
 		store_close(s);
 }
 

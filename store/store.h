@@ -61,6 +61,16 @@ struct isc_store_version {
 };
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
 
+/*
+ * Fences the connection's write transactions with a burst's lease (PostgreSQL; a
+ * no-op on SQLite, which one iscd uses): each outermost isc_store_commit first
+ * checks that the lease on experiment_id still has this token and has not
+ * expired by the database's clock, and fails with ISC_ECONFLICT when it has not,
+ * so a replica that lost a burst commits nothing more for it (docs/ha.md). A
+ * step's writes outside isc_store_begin/commit are not fenced. NULL token: none.
+ */
+int isc_store_fence(struct isc_store *s, const char *experiment_id, const char *token,
+                    struct isc_err *err);
 /* 1 when this open made the schema (an empty database), 0 when it was there (joined). */
 int isc_store_was_created(const struct isc_store *s);
 /* 1 when the store is PostgreSQL (shared by replicas), 0 for SQLite (one host). */

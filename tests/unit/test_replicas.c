@@ -257,6 +257,57 @@ static void test_release_and_remove(void **state)
 	free(t7);
 }
 
+/* One write transaction under a fence: 0 when it committed, else the commit's error. */
+static int fenced_write(struct isc_store *s, const char *org)
+{
+	struct isc_err err;
+	int rc;
+	if ((rc = isc_store_begin(s, &err)))
+		return rc;
+	rc = isc_store_org_add(s, org, NULL, &err);
+	if (!rc)
+		rc = isc_store_commit(s, &err);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
+/*
+ * The commit fence (isc_store_fence): on PostgreSQL, a replica's step commits only
+ * while its lease is held; once it expired (or another replica took it over, with a
+ * new token), the commit fails and its writes are rolled back. On SQLite (one iscd)
+ * it is a no-op.
+ */
+static void test_fence_stops_commits_after_the_lease(void **state)
+{
+	struct two *t = *state;
+	struct isc_org o;
+	struct isc_err err;
+	char *token, *from = NULL, *taken;
+	int pg = isc_store_is_postgres(t->a);
+
+	reg(t->a, "rep_a", 1);
+	reg(t->b, "rep_b", 2);
+	token = claim(t->a, "exp_f", "rep_a", LEASE, 1, &from);
+	assert_int_equal(isc_store_fence(t->a, "exp_f", token, &err), 0);
+	assert_int_equal(fenced_write(t->a, "while-held"), 0);
+	/* The lease runs out and B takes it over: A's next commit is refused. */
+	free(claim(t->a, "exp_f", "rep_a", -1000, 1, &from));
+	taken = claim(t->b, "exp_f", "rep_b", LEASE, 1, &from);
+	assert_int_equal(fenced_write(t->a, "after-takeover"), pg ? ISC_ECONFLICT : 0);
+	assert_int_equal(isc_store_org_find(t->b, "after-takeover", &o, &err),
+	                 pg ? ISC_ENOTFOUND : 0);
+	if (!pg)
+		isc_org_cleanup(&o);
+	/* B, fenced with its own token, commits. */
+	assert_int_equal(isc_store_fence(t->b, "exp_f", taken, &err), 0);
+	assert_int_equal(fenced_write(t->b, "by-b"), 0);
+	assert_int_equal(isc_store_fence(t->a, NULL, NULL, &err), 0);
+	free(token);
+	free(taken);
+	free(from);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -265,6 +316,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_takeover_after_expiry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_renew_keeps_only_unexpired, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_release_and_remove, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fence_stops_commits_after_the_lease, setup,
+	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
