@@ -69,22 +69,24 @@ sys.exit(0 if o["reserved_micros"] == 0 else 1)'
 # Bound (docs/credits.md): per node, two ticks of observation plus the time no iscd was
 # running (a termination is observed by the next describe), and a micro-dollar per charge.
 bill_within() {
-	py - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$1" "$2" "$tick_ms" "$ISC_HOME/isc.db" "${org:-demo}" <<'PY'
-import json, sqlite3, subprocess, sys, urllib.request
-url, isc, exp, down_ms, tick, db, project = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+	# The node-hour price the broker snapshotted at launch, per instance (a read-only look
+	# at the store, SQLite or PostgreSQL): "INSTANCE|PRICE" lines.
+	local prices
+	prices=$(store_sql -r "SELECT instance_id, price_micros FROM nodes WHERE instance_id != ''") || return 1
+	py - "$MOCKCLOUD_URL" "$ISC_BIN/isc" "$1" "$2" "$tick_ms" "$prices" "${org:-demo}" <<'PY'
+import json, subprocess, sys, urllib.request
+url, isc, exp, down_ms, tick, prices, project = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
+price_of = dict((i, int(p)) for i, p in (l.split("|") for l in prices.splitlines() if l))
 rows = [r for r in json.load(urllib.request.urlopen(url + "/_mock/instances"))
         if r["tags"].get("isc:experiment") == exp]
 spend = json.loads(subprocess.check_output([isc, "spend", "--project", project, "--by", "experiment", "--format", "json"]))
 charged = sum(r["amount_micros"] for r in spend["rows"] if exp in json.dumps(r))
-# The node-hour price the broker snapshotted at launch (read-only look at the store).
-con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
 expected, slack = 0, 0
 for r in rows:
-    got = con.execute("SELECT price_micros FROM nodes WHERE instance_id = ?", (r["id"],)).fetchone()
-    if got is None:
+    if r["id"] not in price_of:
         print("instance %s was never recorded: unmetered" % r["id"], file=sys.stderr)
         sys.exit(1)
-    price, end = got[0], r["terminated_at"]
+    price, end = price_of[r["id"]], r["terminated_at"]
     if end is None:
         print("instance %s still runs" % r["id"], file=sys.stderr)
         sys.exit(1)
@@ -101,10 +103,10 @@ PY
 # (a crash between closing a cluster and deleting its key must not leave it behind).
 no_key_files() {
 	local c left=""
-	for c in $(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT id FROM clusters WHERE experiment_id = '$1'"); do
+	for c in $(store_sql -r "SELECT id FROM clusters WHERE experiment_id = '$1'"); do
 		[ -e "$ISC_HOME/keys/$c" ] && left="$left $c"
 	done
-	[ -z "$left" ] && [ "$(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT count(*) FROM clusters WHERE experiment_id = '$1' AND state != 'closed'")" = 0 ] && return 0
+	[ -z "$left" ] && [ "$(store_sql -r "SELECT count(*) FROM clusters WHERE experiment_id = '$1' AND state != 'closed'")" = 0 ] && return 0
 	echo "clusters of $1 not closed or with a key file:$left" >&2
 	return 1
 }
@@ -123,7 +125,7 @@ pause_then() {
 # (their authorized_keys emptied): the boot fails on its own, not by an interruption.
 no_login() {
 	local c
-	c=$(sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "SELECT id FROM clusters WHERE experiment_id = '$1' ORDER BY created_at_ms DESC LIMIT 1")
+	c=$(store_sql -r "SELECT id FROM clusters WHERE experiment_id = '$1' ORDER BY created_at_ms DESC LIMIT 1")
 	mock instances | py -c '
 import json, sys
 for r in json.load(sys.stdin):
@@ -374,14 +376,25 @@ expect_exit 1 "a config with tick > window is refused" "$ISC_BIN/iscd" --once
 cp "$dir/config.saved" "$ISC_HOME/config.toml"
 
 # Many processes opening a new store at once: each migration runs once, every one succeeds.
+# The new store: a new home's SQLite file, or on PostgreSQL a new, empty database of the
+# same server (the home then only names it).
 fresh=$dir/fresh
 mkdir -m 700 "$fresh"
-for i in $(seq 1 8); do "$ISC_BIN/isc" --home "$fresh" init >"$dir/init.$i" 2>&1 & done
+fresh_url=${ISC_STORE_URL:-}
+fresh_env=()
+if store_is_pg; then
+	fresh_db=fresh_$$_$RANDOM
+	store_sql "CREATE DATABASE $fresh_db"
+	fresh_url=$(sed -E "s#^(postgres(ql)?://[^/?]*/)[^?]*#\1$fresh_db#" <<<"$ISC_STORE_URL")
+	fresh_env=(ISC_STORE_URL="$fresh_url")
+fi
+for i in $(seq 1 8); do env "${fresh_env[@]}" "$ISC_BIN/isc" --home "$fresh" init >"$dir/init.$i" 2>&1 & done
 ok=1
 for job in $(jobs -p); do wait "$job" || ok=0; done
 check "8 concurrent isc init on one new store all succeed" test $ok = 1
-check "the store has the latest schema" test "$(sqlite3 "$fresh/isc.db" 'SELECT version FROM schema_version')" = \
-	"$(sqlite3 "$ISC_HOME/isc.db" 'SELECT version FROM schema_version')"
+check "the store has the latest schema" test "$(ISC_HOME=$fresh ISC_STORE_URL=$fresh_url store_sql -r 'SELECT version FROM schema_version')" = \
+	"$(store_sql -r 'SELECT version FROM schema_version')"
+check "the new store has its schema once" test "$(ISC_HOME=$fresh ISC_STORE_URL=$fresh_url store_sql -r 'SELECT count(*) FROM schema_version')" = 1
 
 echo "crash points covered: $covered (${#points[@]} cases)"
 finish crashpoints
