@@ -491,6 +491,35 @@ static int lock_home(const char *home, int *fd, struct isc_err *err)
 	return rc;
 }
 
+/*
+ * The folder of a "sqlite:/path" URL's file when that folder is a home other
+ * than `home` (it has an iscd.lock), else NULL: its iscd must be stopped too.
+ * Caller frees.
+ */
+static char *other_home_of(const char *url, const char *home)
+{
+	char *dir, *slash, *real_dir, *real_home, *lock = NULL;
+	int other = 0;
+
+	if (strncmp(url, "sqlite:/", 8) != 0 || !(dir = strdup(url + 7)))
+		return NULL;
+	slash = strrchr(dir, '/');
+	slash[slash == dir] = 0; /* "/isc.db" is in "/" */
+	real_dir = realpath(dir, NULL);
+	real_home = realpath(home, NULL);
+	free(dir);
+	if (real_dir && (!real_home || strcmp(real_dir, real_home) != 0) &&
+	    asprintf(&lock, "%s/iscd.lock", real_dir) >= 0)
+		other = access(lock, F_OK) == 0;
+	free(lock);
+	free(real_home);
+	if (!other) {
+		free(real_dir);
+		return NULL;
+	}
+	return real_dir;
+}
+
 /* A PostgreSQL store is shared by replicas: none may be live while it is copied. */
 static int no_live_replica(struct isc_store *src, int64_t live_ms, struct isc_err *err)
 {
@@ -1186,8 +1215,8 @@ int isc_store_copy(const struct isc_store_copy_options *o, struct isc_store_copy
                    struct isc_err *err)
 {
 	struct isc_store_copy_report r = {0};
-	char *from = NULL, *created = NULL;
-	int rc, lock_fd = -1;
+	char *from = NULL, *created = NULL, *other_from, *other_to;
+	int rc, lock_fd = -1, from_fd = -1, to_fd = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (!o->home || !o->to_url || !*o->to_url)
@@ -1207,12 +1236,27 @@ int isc_store_copy(const struct isc_store_copy_options *o, struct isc_store_copy
 		                   "the source and the destination are the same "
 		                   "store");
 	}
-	if ((rc = lock_home(o->home, &lock_fd, err)) == 0)
+	/* This home's iscd, and that of a home whose isc.db is named as a file. */
+	other_from = other_home_of(from, o->home);
+	other_to = other_home_of(o->to_url, o->home);
+	if (other_to && other_from && !strcmp(other_from, other_to)) {
+		free(other_to);
+		other_to = NULL;
+	}
+	if (!(rc = lock_home(o->home, &lock_fd, err)) &&
+	    !(rc = lock_home(other_from, &from_fd, err)) &&
+	    !(rc = lock_home(other_to, &to_fd, err)))
 		rc = copy_stores(o, from, &r, &created, err);
 	if (rc && created)
 		remove_created(created);
 	if (lock_fd >= 0)
 		close(lock_fd);
+	if (from_fd >= 0)
+		close(from_fd);
+	if (to_fd >= 0)
+		close(to_fd);
+	free(other_from);
+	free(other_to);
 	free(created);
 	free(from);
 	if (rc) {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Bytes with NULs inside, as a sealed key's nonce and ciphertext are. */
@@ -387,6 +388,28 @@ static void test_refused_while_iscd_holds_the_lock(void **state)
 	assert_int_not_equal(access(f->dest, F_OK), 0);
 	close(fd);
 	free(path);
+
+	/* A file in another home whose iscd runs (it holds that home's lock) is refused too. */
+	{
+		char *other, *url;
+		assert_int_not_equal(asprintf(&other, "%s/other", f->st.dir), -1);
+		assert_int_not_equal(asprintf(&path, "%s/iscd.lock", other), -1);
+		assert_int_not_equal(asprintf(&url, "sqlite:%s/isc.db", other), -1);
+		assert_int_equal(mkdir(other, 0700), 0);
+		fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+		assert_true(fd >= 0);
+		assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+		o.to_url = url;
+		assert_int_equal(isc_store_copy(&o, &r, &err), ISC_ECONFLICT);
+		assert_non_null(strstr(err.msg, other));
+		close(fd);
+		assert_int_equal(isc_store_copy(&o, &r, &err), 0);
+		isc_store_copy_report_cleanup(&r);
+		o.to_url = f->dest_url;
+		free(other);
+		free(path);
+		free(url);
+	}
 	assert_int_equal(isc_store_copy(&o, &r, &err), 0);
 	isc_store_copy_report_cleanup(&r);
 }
