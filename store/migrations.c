@@ -8,18 +8,6 @@
 
 #include <stddef.h>
 
-/* The totals of migration 8 computed from the rows (the backfill of an existing ledger). */
-#define LEDGER_TOTALS_SUMS                                                                         \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
-	"amount_micros "                                                                           \
-	"WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "                   \
-	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'reserve' THEN "          \
-	"amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "           \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
-	"ELSE 0 END), 0), "                                                                        \
-	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
-
 static const char *const migrations[] = {
     /* 1: foundation: organisations, projects, experiments and their events. */
     "CREATE TABLE orgs ("
@@ -227,12 +215,13 @@ static const char *const migrations[] = {
     "  charged_micros INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (scope, key));"
     "INSERT INTO ledger_totals "
-    "  SELECT 'org', CAST(org_id AS TEXT), " LEDGER_TOTALS_SUMS " FROM ledger GROUP BY org_id;"
+    "  SELECT 'org', CAST(org_id AS TEXT), " ISC_STORE_LEDGER_TOTALS_SUMS
+    " FROM ledger GROUP BY org_id;"
     "INSERT INTO ledger_totals "
-    "  SELECT 'project', project_id, " LEDGER_TOTALS_SUMS " FROM ledger"
+    "  SELECT 'project', project_id, " ISC_STORE_LEDGER_TOTALS_SUMS " FROM ledger"
     "  WHERE project_id IS NOT NULL GROUP BY project_id;"
     "INSERT INTO ledger_totals "
-    "  SELECT 'experiment', experiment_id, " LEDGER_TOTALS_SUMS " FROM ledger"
+    "  SELECT 'experiment', experiment_id, " ISC_STORE_LEDGER_TOTALS_SUMS " FROM ledger"
     "  WHERE experiment_id IS NOT NULL GROUP BY experiment_id;"
     "CREATE TRIGGER ledger_totals_add AFTER INSERT ON ledger BEGIN"
     "  INSERT OR IGNORE INTO ledger_totals (scope, key) VALUES ('org', CAST(NEW.org_id AS TEXT));"

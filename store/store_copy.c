@@ -39,25 +39,18 @@ static const char *const rebuilt_tables[] = {"ledger_totals"};
  * 15 minutes. SQLite updates in place and keeps its trigger. Either way the
  * totals are then compared with the source's, row by row.
  */
-#define PG_TOTALS_SUMS                                                                             \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
-	"amount_micros WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "     \
-	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'reserve' THEN "          \
-	"amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "           \
-	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
-	"ELSE 0 END), 0), "                                                                        \
-	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
 static const char PG_TRIGGER_OFF[] = "ALTER TABLE ledger DISABLE TRIGGER ledger_totals_add";
 static const char PG_TOTALS_BUILD[] =
     "INSERT INTO ledger_totals (scope, key, balance_micros, reserved_micros, spent_micros, "
-    "charged_micros) SELECT 'org', CAST(org_id AS TEXT), " PG_TOTALS_SUMS " FROM ledger "
+    "charged_micros) SELECT 'org', CAST(org_id AS TEXT), " ISC_STORE_LEDGER_TOTALS_SUMS
+    " FROM ledger "
     "GROUP BY org_id;"
     "INSERT INTO ledger_totals (scope, key, balance_micros, reserved_micros, spent_micros, "
-    "charged_micros) SELECT 'project', project_id, " PG_TOTALS_SUMS " FROM ledger "
+    "charged_micros) SELECT 'project', project_id, " ISC_STORE_LEDGER_TOTALS_SUMS " FROM ledger "
     "WHERE project_id IS NOT NULL GROUP BY project_id;"
     "INSERT INTO ledger_totals (scope, key, balance_micros, reserved_micros, spent_micros, "
-    "charged_micros) SELECT 'experiment', experiment_id, " PG_TOTALS_SUMS " FROM ledger "
+    "charged_micros) SELECT 'experiment', experiment_id, " ISC_STORE_LEDGER_TOTALS_SUMS
+    " FROM ledger "
     "WHERE experiment_id IS NOT NULL GROUP BY experiment_id;"
     "ALTER TABLE ledger ENABLE TRIGGER ledger_totals_add";
 

@@ -11,6 +11,21 @@
 /* The connection, for the store's own files and tests only; other modules never touch SQL. */
 struct isc_db *isc_store_db(struct isc_store *s);
 
+/*
+ * The ledger's totals (balance, reserved, spent, charged) summed from its rows, as
+ * ledger_totals keeps them: migration 8's backfill, and isc store copy's one-pass
+ * rebuild on PostgreSQL (store_copy.c).
+ */
+#define ISC_STORE_LEDGER_TOTALS_SUMS                                                               \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
+	"amount_micros WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "     \
+	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'reserve' THEN "          \
+	"amount_micros WHEN 'release' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "           \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
+	"ELSE 0 END), 0), "                                                                        \
+	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
+
 size_t isc_store_migration_count(void);
 const char *isc_store_migration_sql(size_t index);
 
