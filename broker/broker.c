@@ -414,6 +414,32 @@ static int other_live(struct isc_broker *b, const char *self, char *who, size_t 
 	return found ? ISC_ECONFLICT : 0;
 }
 
+/*
+ * PostgreSQL: replicas registered from this host whose process is gone (iscd
+ * killed or crashed, then started again) are dead for sure: forgotten with their
+ * leases now rather than after lease_ms, so a restart steps its bursts at once,
+ * as on SQLite, and is not taken for a second live replica.
+ */
+static int forget_dead_here(struct isc_broker *b, const char *host, struct isc_err *err)
+{
+	struct isc_replica *r;
+	size_t n;
+	int rc = isc_store_replica_list_live(b->store, b->config->lease_ms, &r, &n, err);
+
+	for (size_t i = 0; !rc && i < n; i++) {
+		if (strcmp(r[i].host, host) != 0 || r[i].pid <= 0 ||
+		    r[i].pid == (int64_t)getpid() || kill((pid_t)r[i].pid, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		isc_log(ISC_LOG_INFO,
+		        "replica %s (pid %lld on this host) is gone: its leases freed", r[i].id,
+		        (long long)r[i].pid);
+		rc = isc_store_replica_remove(b->store, r[i].id, err);
+	}
+	isc_replica_list_free(r, n);
+	return rc;
+}
+
 int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 {
 	struct broker_leases *L;
@@ -434,8 +460,8 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 	 */
 	if (!isc_store_replicas_shared(b->store))
 		rc = isc_store_replica_forget_others(b->store, L->replica_id, err);
-	else
-		rc = isc_store_replica_prune(b->store, 10 * L->lease_ms, err);
+	else if (!(rc = isc_store_replica_prune(b->store, 10 * L->lease_ms, err)))
+		rc = forget_dead_here(b, host, err);
 	if (!rc)
 		rc = isc_store_replica_register(b->store, L->replica_id, host, (int64_t)getpid(),
 		                                err);
