@@ -19,8 +19,11 @@
 # are not all running within BENCH_RUN_LIMIT_S (default 600 s) says how many were.
 #
 # Every node of the mock cloud is a real sshd (tests/mocks/node), launched by the Python
-# mock cloud: on a 2-core machine 2,000 of them are most of what N = 1000 costs. The figure
-# printed with each run says which N it used.
+# mock cloud: on a 2-core machine they are most of what the run costs. There, N = 200 takes
+# 5.5-7 minutes a configuration (the mock and its node-up/down children 157-219 s of CPU,
+# iscd 35-39 s; cancelling to an empty cloud alone 2-4 minutes), so N = 1000 would take
+# about half an hour each: BENCH_BURSTS=200 is what docs/ha.md ("Measured") reports. The
+# first line printed says which N was used.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${ISC_BIN:=$repo/bin}"
