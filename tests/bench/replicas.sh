@@ -82,11 +82,22 @@ start_replica() {
 	tail -n 20 "$sandbox/iscd.$i.log" >&2
 	return 1
 }
-# stop_replicas: SIGTERM to every iscd, each waited for (its tick stats are logged at stop).
+# stop_replicas: SIGTERM to every iscd, each waited for (its tick stats are logged at stop),
+# up to BENCH_STOP_LIMIT_S (default 120 s) in all; one still running then is said so and
+# killed (with 175 running bursts on SQLite, iscd's followers took more than 4 minutes to
+# close their SSH channels).
 stop_replicas() {
-	local p
+	local p end=$(($(date +%s) + ${BENCH_STOP_LIMIT_S:-120})) t0
+	t0=$(date +%s)
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do
+		while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 0.5; done
+		if kill -0 "$p" 2>/dev/null; then
+			echo "${cfg:-replicas bench}: iscd (pid $p) still running $(($(date +%s) - t0)) s after SIGTERM; killed" >&2
+			kill -KILL "$p" 2>/dev/null
+		fi
+		wait "$p" 2>/dev/null
+	done
 	pids=()
 }
 
