@@ -58,7 +58,25 @@ struct isc_db_pg {
 	unsigned long session;   /* counts reconnections: prepared statements die with a session */
 	int disowned;            /* a forked child's copy of its parent's session (isc_db_disown) */
 	char errmsg[ERRMSG_MAX];
+	struct named *named; /* the session's statements prepared by text (find_named) */
+	size_t n_named;
+	unsigned long named_session; /* the session they were prepared in */
 };
+
+/*
+ * A statement the server has parsed and planned once for this session, found by
+ * its text and parameter types: most of the store's statements are prepared for
+ * one call and finalized, and sending each with PQexecParams had the server parse
+ * and plan it on every call (half of its CPU for an API status call).
+ */
+struct named {
+	char *sql;
+	Oid *types;
+	int n;
+	char name[32];
+};
+
+#define NAMED_MAX 512
 
 struct param {
 	char *value; /* owned; NULL binds NULL */
@@ -323,12 +341,24 @@ int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *er
 	return 0;
 }
 
+static void named_clear(struct isc_db_pg *db)
+{
+	for (size_t i = 0; i < db->n_named; i++) {
+		free(db->named[i].sql);
+		free(db->named[i].types);
+	}
+	free(db->named);
+	db->named = NULL;
+	db->n_named = 0;
+}
+
 void isc_db_pg_close(struct isc_db *dbp)
 {
 	struct isc_db_pg *db = db_of(dbp);
 
 	if (!db)
 		return;
+	named_clear(db);
 	if (db->disowned < 0) {
 		/* Its socket could not be taken from the session: never spoken on, not freed. */
 		free(db);
@@ -782,6 +812,56 @@ static void deallocate(struct isc_db_stmt_pg *st)
 	PQclear(res);
 }
 
+/*
+ * The name of sql prepared with these types in this session, prepared now if it
+ * was not; NULL (the caller sends the text) when it cannot be: the cache is full,
+ * memory ran out, or the server refused (then the text's run reports why).
+ */
+static const char *find_named(struct isc_db_pg *db, const char *sql, const Oid *types, int n)
+{
+	struct named *grown, *x;
+	PGresult *prep;
+
+	if (db->named_session != db->session) {
+		named_clear(db); /* the server forgot them with the session */
+		db->named_session = db->session;
+	}
+	for (size_t i = 0; i < db->n_named; i++) {
+		x = &db->named[i];
+		if (x->n == n && strcmp(x->sql, sql) == 0 &&
+		    (n == 0 || memcmp(x->types, types, (size_t)n * sizeof(*types)) == 0))
+			return x->name;
+	}
+	if (db->n_named == NAMED_MAX || PQtransactionStatus(db->conn) == PQTRANS_INERROR)
+		return NULL;
+	grown = realloc(db->named, (db->n_named + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	db->named = grown;
+	x = &grown[db->n_named];
+	x->n = n;
+	x->sql = strdup(sql);
+	x->types = malloc(n > 0 ? (size_t)n * sizeof(*types) : 1);
+	if (!x->sql || !x->types) {
+		free(x->sql);
+		free(x->types);
+		return NULL;
+	}
+	if (n > 0)
+		memcpy(x->types, types, (size_t)n * sizeof(*types));
+	snprintf(x->name, sizeof(x->name), "isc_t%lu", db->next_name++);
+	prep = PQprepare(db->conn, x->name, sql, n, types);
+	if (!prep || PQresultStatus(prep) != PGRES_COMMAND_OK) {
+		PQclear(prep);
+		free(x->sql);
+		free(x->types);
+		return NULL;
+	}
+	PQclear(prep);
+	db->n_named++;
+	return x->name;
+}
+
 static PGresult *run(struct isc_db_stmt_pg *st)
 {
 	int n = st->nparams;
@@ -807,7 +887,10 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 		types[i] = param_type(st, i);
 	}
 	if (!st->persistent) {
-		res = PQexecParams(st->db->conn, st->pg_sql, n, types, values, lengths, formats, 0);
+		const char *name = find_named(st->db, st->pg_sql, types, n);
+		res = name ? PQexecPrepared(st->db->conn, name, n, values, lengths, formats, 0)
+		           : PQexecParams(st->db->conn, st->pg_sql, n, types, values, lengths,
+		                          formats, 0);
 		goto out;
 	}
 	if (st->prepared && st->session != st->db->session)

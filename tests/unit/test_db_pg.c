@@ -432,6 +432,44 @@ static void test_reset_rebind(void **state)
 	isc_db_finalize(st);
 }
 
+/*
+ * A statement prepared for one call and finalized (most of the store's) is still
+ * parsed once per session: the connection keeps it prepared by its text and
+ * parameter types, so the next prepare of the same text runs it from there.
+ */
+static void test_prepared_by_text(void **state)
+{
+	struct t *t = *state;
+	static const char sql[] = "SELECT n FROM q WHERE s = ? AND n >= ?";
+	struct isc_db_stmt *st;
+
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE q (n BIGINT, s TEXT);"
+	                                    "INSERT INTO q VALUES (1, 'a'), (2, 'b')"),
+	                 ISC_DB_OK);
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(isc_db_prepare(t->db, sql, 0, &st), ISC_DB_OK);
+		isc_db_bind_text(st, 1, round % 2 ? "b" : "a", -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 2, 0);
+		assert_int_equal(isc_db_step(st), ISC_DB_ROW);
+		assert_int_equal(isc_db_column_int64(st, 0), round % 2 ? 2 : 1);
+		assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+		isc_db_finalize(st);
+	}
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE "
+	                                  "statement = 'SELECT n FROM q WHERE s = $1 AND n >= $2'"),
+	                 1);
+	/* Another type of a parameter (NULL is untyped) is a statement of its own. */
+	assert_int_equal(isc_db_prepare(t->db, sql, 0, &st), ISC_DB_OK);
+	isc_db_bind_text(st, 1, "a", -1, ISC_DB_STATIC);
+	isc_db_bind_null(st, 2);
+	assert_int_equal(isc_db_step(st), ISC_DB_DONE);
+	isc_db_finalize(st);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE "
+	                                  "statement = 'SELECT n FROM q WHERE s = $1 AND n >= $2'"),
+	                 2);
+	assert_int_equal(isc_db_exec(t->db, "DROP TABLE q"), ISC_DB_OK);
+}
+
 static void test_persistent(void **state)
 {
 	struct t *t = *state;
@@ -454,7 +492,9 @@ static void test_persistent(void **state)
 		isc_db_reset(st);
 	}
 	/* Prepared once on the server, and run from there every time. */
-	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 1);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE "
+	                                  "statement = 'SELECT s FROM p WHERE n = $1'"),
+	                 1);
 
 	/* A parameter's type changing (integer, then text) gets a statement of the new types. */
 	isc_db_bind_int64(other, 1, 7);
@@ -470,12 +510,17 @@ static void test_persistent(void **state)
 	assert_int_equal(isc_db_step(other), ISC_DB_ROW);
 	assert_null(isc_db_column_text(other, 0));
 	isc_db_reset(other);
-	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 2);
+	/* (The connection's statements prepared by text, isc_tN, are not the statement's.) */
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE "
+	                                  "name ~ '^isc_[0-9]+$'"),
+	                 2);
 
 	/* Finalize frees them on the server too. */
 	isc_db_finalize(st);
 	isc_db_finalize(other);
-	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements"), 0);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_prepared_statements WHERE "
+	                                  "name ~ '^isc_[0-9]+$'"),
+	                 0);
 }
 
 static void test_transactions(void **state)
@@ -1209,6 +1254,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_values, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_changes_and_errors, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reset_rebind, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prepared_by_text, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_persistent, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transactions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
