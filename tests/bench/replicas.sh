@@ -5,7 +5,7 @@
 # cloud, real sshd nodes; node boot delay B):
 #  1. the critical path: one 2-node burst alone, submission -> running (its first
 #     "running" event), the median of 3 after one warm-up;
-#  2. N concurrent 2-node bursts (BENCH_BURSTS, default 1000), submitted as fast as the
+#  2. N concurrent 2-node bursts (BENCH_BURSTS, default 200), submitted as fast as the
 #     API takes them (BENCH_SUBMIT_PARALLEL isc processes at once, spread over the
 #     replicas): time from the first submission to the last burst's first "running"
 #     event, against the critical path (goal <= 2x);
@@ -22,12 +22,13 @@
 # mock cloud: on a 2-core machine they are most of what the run costs. There, N = 200 takes
 # 5.5-7 minutes a configuration (the mock and its node-up/down children 157-219 s of CPU,
 # iscd 35-39 s; cancelling to an empty cloud alone 2-4 minutes), so N = 1000 would take
-# about half an hour each: BENCH_BURSTS=200 is what docs/ha.md ("Measured") reports. The
-# first line printed says which N was used.
+# about half an hour each. The default is therefore 200, what docs/ha.md ("Measured")
+# reports; issue 33 asks for BENCH_BURSTS=1000 on a machine that can take it. The first
+# line printed says which N was used.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${ISC_BIN:=$repo/bin}"
-N=${BENCH_BURSTS:-1000}
+N=${BENCH_BURSTS:-200}
 B=${BENCH_BOOT_DELAY_MS:-1000}
 TICK=${BENCH_TICK_MS:-500}
 CONFIGS=${BENCH_REPLICA_CONFIGS:-sqlite1 pg1 pg3}
