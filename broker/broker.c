@@ -336,15 +336,7 @@ static void *heartbeat_main(void *arg)
 
 	pthread_mutex_lock(&L->lock);
 	while (!L->stopping) {
-		struct timespec until;
-		int64_t every = L->lease_ms / 4;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += every / 1000;
-		until.tv_nsec += (every % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = isc_monotonic_deadline(L->lease_ms / 4);
 		while (!L->stopping &&
 		       pthread_cond_timedwait(&L->wake, &L->lock, &until) != ETIMEDOUT)
 			;

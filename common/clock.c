@@ -74,3 +74,16 @@ int64_t isc_monotonic_ms(void)
 {
 	return isc_monotonic_us() / 1000;
 }
+
+struct timespec isc_monotonic_deadline(int64_t ms)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}

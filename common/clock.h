@@ -6,6 +6,7 @@
 #define ISC_COMMON_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 struct isc_clock {
 	int64_t (*now_ms)(void *ctx); /* wall clock, ms since the epoch */
@@ -25,5 +26,10 @@ int64_t isc_wall_ms(void);
 int64_t isc_monotonic_ms(void);
 /* Monotonic microseconds, for timing what takes less than a millisecond. */
 int64_t isc_monotonic_us(void);
+/*
+ * The monotonic clock's time ms from now, as pthread_cond_timedwait takes it for a
+ * condition whose clock attribute is CLOCK_MONOTONIC.
+ */
+struct timespec isc_monotonic_deadline(int64_t ms);
 
 #endif
