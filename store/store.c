@@ -596,6 +596,39 @@ static int config_store_url(const char *home, char **out, struct isc_err *err)
 	return rc;
 }
 
+/*
+ * config.toml's store_url of the home this process last opened, read once: the
+ * broker opens the store for every step of every burst and every describe, and
+ * each open read and parsed the whole file for this one key. A process serves
+ * one store for its life (iscd reads its config at start), so it never changes
+ * under it.
+ */
+static char *config_url_cached(const char *home, struct isc_err *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char *cached_home, *cached_url;
+	char *url = NULL;
+
+	pthread_mutex_lock(&lock);
+	if (cached_home && strcmp(cached_home, home) == 0) {
+		if (!(url = strdup(cached_url)))
+			isc_err_set(err, ISC_ENOMEM, "out of memory");
+	} else if (config_store_url(home, &url, err) == 0) {
+		char *h = strdup(home), *u = strdup(url);
+		if (h && u) {
+			free(cached_home);
+			free(cached_url);
+			cached_home = h;
+			cached_url = u;
+		} else {
+			free(h);
+			free(u);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return url;
+}
+
 char *isc_store_url_resolve(const char *home, struct isc_err *err)
 {
 	const char *env = getenv("ISC_STORE_URL");
@@ -610,7 +643,7 @@ char *isc_store_url_resolve(const char *home, struct isc_err *err)
 			isc_err_set(err, ISC_ENOMEM, "out of memory");
 		return url;
 	}
-	return config_store_url(home, &url, err) ? NULL : url;
+	return config_url_cached(home, err);
 }
 
 /* file: the database file ("sqlite:/path", isc store copy's form), else NULL: $home/isc.db. */
