@@ -750,30 +750,47 @@ static void write_template(FILE *f, const unsigned char raw[6])
 int isc_config_write_default(const char *home, struct isc_err *err)
 {
 	unsigned char raw[6];
-	char *path;
-	FILE *f;
-	int fd;
+	char *path = NULL, *tmp = NULL;
+	FILE *f = NULL;
+	int fd, rc = 0;
 
-	if (asprintf(&path, "%s/config.toml", home) < 0)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		int rc = errno == EEXIST ? 0
-		                         : isc_err_set(err, ISC_EIO, "cannot create %s: %s", path,
-		                                       strerror(errno));
+	if (asprintf(&path, "%s/config.toml", home) < 0 ||
+	    asprintf(&tmp, "%s/.config.toml.%ld", home, (long)getpid()) < 0) {
 		free(path);
-		return rc;
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	free(path);
-	f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
+	if (access(path, F_OK) == 0)
+		goto out;
+	/*
+	 * Written aside, then linked into place: link() fails when config.toml is
+	 * there, so of several inits at once one file wins whole, and no reader
+	 * (another init opening the store) ever sees half a file.
+	 */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
 	}
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		memset(raw, 0, sizeof(raw));
 	write_template(f, raw);
-	if (fclose(f) != 0)
-		return isc_err_set(err, ISC_EIO, "cannot write config.toml");
-	return 0;
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		rc = isc_err_set(err, ISC_EIO, "cannot write %s: %s", tmp, strerror(errno));
+		fclose(f);
+		goto out;
+	}
+	if (fclose(f) != 0) {
+		rc = isc_err_set(err, ISC_EIO, "cannot write %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (link(tmp, path) != 0 && errno != EEXIST)
+		rc = isc_err_set(err, ISC_EIO, "cannot create %s: %s", path, strerror(errno));
+out:
+	if (tmp)
+		unlink(tmp);
+	free(path);
+	free(tmp);
+	return rc;
 }

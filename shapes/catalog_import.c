@@ -1049,7 +1049,7 @@ int isc_catalog_load_default(struct isc_store *s, const char *shapes_dir, size_t
 	static const char *const providers[] = {"aws", "gcp", "oci"};
 	struct isc_catalog_parse parts[3];
 	struct isc_shape *all = NULL;
-	struct isc_shapes_apply_result res;
+	size_t added;
 	char *dir = NULL, *path;
 	size_t total = 0, at = 0;
 	int64_t have;
@@ -1094,9 +1094,7 @@ int isc_catalog_load_default(struct isc_store *s, const char *shapes_dir, size_t
 	for (size_t i = 0; i < 3; i++)
 		for (size_t k = 0; k < parts[i].n; k++)
 			all[at++] = parts[i].shapes[k]; /* borrowed; parts keep ownership */
-	rc = isc_store_shapes_apply(s, NULL, all, total, 0, &res, err);
-	if (!rc && loaded)
-		*loaded = total;
+	rc = isc_store_shapes_seed(s, all, total, loaded ? loaded : &added, err);
 	if (rc)
 		isc_err_wrap(err, "loading the shipped catalog from %s", shapes_dir);
 out:

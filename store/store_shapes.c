@@ -324,6 +324,32 @@ fail:
 	return rc;
 }
 
+int isc_store_shapes_seed(struct isc_store *s, const struct isc_shape *shapes, size_t n,
+                          size_t *added, struct isc_err *err)
+{
+	struct isc_shapes_apply_result res;
+	int64_t have = 0;
+	int rc;
+
+	*added = 0;
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_shape_count(s, NULL, &have, err)))
+		goto fail;
+	if (have == 0) {
+		if ((rc = isc_store_shapes_apply(s, NULL, shapes, n, 0, &res, err)))
+			goto fail;
+		*added = res.added;
+	}
+	if ((rc = isc_store_commit(s, err)))
+		goto fail;
+	return 0;
+fail:
+	isc_store_rollback(s);
+	*added = 0;
+	return rc;
+}
+
 /* zones with `zone` first (removed from where it was). Caller frees. */
 static char *zones_with_first(const char *zones, const char *zone)
 {

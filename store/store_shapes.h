@@ -71,6 +71,15 @@ int isc_store_shapes_apply(struct isc_store *s, const char *provider,
                            struct isc_shapes_apply_result *res, struct isc_err *err);
 
 /*
+ * Writes shapes only into an empty shapes table, checked under the store's
+ * write lock, so of several processes seeding one new store at once exactly
+ * one writes and the others wait for it once instead of each rewriting every
+ * row (a shipped catalog is thousands). `added` is 0 when shapes were there.
+ */
+int isc_store_shapes_seed(struct isc_store *s, const struct isc_shape *shapes, size_t n,
+                          size_t *added, struct isc_err *err);
+
+/*
  * The price refresh slot (e.g. fed by EC2 DescribeSpotPriceHistory): sets the
  * node-hour price of one shape. The table keeps one price per shape, so a
  * driver that reads per-zone prices reports the zone it would launch in

@@ -397,6 +397,9 @@ for i in $(seq 1 8); do env "${fresh_env[@]}" "$ISC_BIN/isc" --home "$fresh" ini
 ok=1
 for job in $(jobs -p); do wait "$job" || ok=0; done
 check "8 concurrent isc init on one new store all succeed" test $ok = 1
+[ $ok = 1 ] || tail -n 5 "$dir"/init.* >&2
+check "of 8 concurrent inits exactly one loads the catalog" \
+	test "$(cat "$dir"/init.* | grep -c '^loaded [0-9]* shapes')" = 1
 check "the store has the latest schema" test "$(ISC_HOME=$fresh ISC_STORE_URL=$fresh_url store_sql -r 'SELECT version FROM schema_version')" = \
 	"$(store_sql -r 'SELECT version FROM schema_version')"
 check "the new store has its schema once" test "$(ISC_HOME=$fresh ISC_STORE_URL=$fresh_url store_sql -r 'SELECT count(*) FROM schema_version')" = 1
