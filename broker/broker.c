@@ -952,24 +952,59 @@ out:
 	return rc;
 }
 
+static const char *const phase_names[BROKER_TICK_PHASES] = {"watch", "followers", "meter", "prices",
+                                                            "steps"};
+
+/* Adds the time since *mark to the phase's figures, and moves the mark on. */
+static void phase_done(struct isc_broker *b, int phase, int64_t *mark)
+{
+	int64_t now = isc_monotonic_ms(), took = now - *mark;
+	b->phase_sum_ms[phase] += took;
+	if (took > b->phase_max_ms[phase])
+		b->phase_max_ms[phase] = took;
+	*mark = now;
+}
+
+void isc_broker_tick_phases(const struct isc_broker *b, char *out, size_t cap)
+{
+	size_t at = 0;
+	if (cap)
+		out[0] = 0;
+	for (int i = 0; b->ticks && i < BROKER_TICK_PHASES && at < cap; i++) {
+		int w =
+		    snprintf(out + at, cap - at, "%s%s mean %.1f ms, max %lld ms", i ? "; " : "",
+		             phase_names[i], (double)b->phase_sum_ms[i] / (double)b->ticks,
+		             (long long)b->phase_max_ms[i]);
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+}
+
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 {
 	struct isc_experiment *active;
 	size_t n;
 	int rc, reconcile = b->ticks % (uint64_t)b->config->reconcile_every_ticks == 0;
+	int64_t mark = isc_monotonic_ms();
 
 	b->ticks++;
 	reap_jobs(b, 0);
 	leases_refresh(b);
 	if (broker_watch(b, reconcile, err))
 		isc_log(ISC_LOG_WARN, "watch: %s", err->msg);
+	phase_done(b, 0, &mark);
 	start_followers(b);
+	phase_done(b, 1, &mark);
 	if (broker_meter(b, err))
 		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
+	phase_done(b, 2, &mark);
 	broker_refresh_prices(b, isc_wall_ms());
-	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)))
-		return rc;
-	rc = advance_bursts(b, active, n, err);
-	isc_experiment_list_free(active, n);
+	phase_done(b, 3, &mark);
+	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)) == 0) {
+		rc = advance_bursts(b, active, n, err);
+		isc_experiment_list_free(active, n);
+	}
+	phase_done(b, 4, &mark);
 	return rc;
 }

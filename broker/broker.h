@@ -40,4 +40,13 @@ const char *isc_broker_replica_id(const struct isc_broker *b);
 /* One pass: watch the clouds, advance experiments, meter, reconcile. */
 int isc_broker_tick(struct isc_broker *b, struct isc_err *err);
 
+/*
+ * Where the ticks' time went so far, for iscd's "tick stats" at its stop: one
+ * line, each phase of isc_broker_tick (watch: the describes and what they
+ * record; followers; meter; prices; steps: choosing and starting the steps,
+ * which run on worker threads) with its mean and max in ms. Empty before the
+ * first tick.
+ */
+void isc_broker_tick_phases(const struct isc_broker *b, char *out, size_t cap);
+
 #endif

@@ -68,6 +68,9 @@ struct broker_follower {
 	struct broker_follower *next;
 };
 
+/* The phases of a tick, timed (isc_broker_tick_phases). */
+#define BROKER_TICK_PHASES 5
+
 struct isc_broker {
 	struct isc_store *store; /* the main thread's connection; workers open their own */
 	char *home;
@@ -76,6 +79,8 @@ struct isc_broker {
 	struct broker_follower *followers;
 	pthread_mutex_t lock; /* guards followers */
 	uint64_t ticks;
+	/* Time spent in each phase of the ticks so far (isc_broker_tick_phases). */
+	int64_t phase_sum_ms[BROKER_TICK_PHASES], phase_max_ms[BROKER_TICK_PHASES];
 	size_t next_turn;     /* where the next tick starts its round of steps (broker_workers) */
 	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
 	struct broker_leases *leases; /* this replica's leases (broker.c); NULL: not a replica */

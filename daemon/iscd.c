@@ -367,8 +367,13 @@ int main(int argc, char **argv)
 	do {
 		if (api_only)
 			break;
-		/* Lateness: how long after (previous start + its run + the interval) this tick
-		 * started; what API load or a slow store would show first. */
+		/*
+		 * Ticks are due one interval after the previous one started (a fixed rate: a
+		 * long tick is followed at once by the next, never by a further full
+		 * interval). Lateness is how long after that this tick started, so a tick
+		 * that ran long counts against the one after it; what a slow cloud, API load
+		 * or a slow store shows first.
+		 */
 		int64_t start = isc_monotonic_ms();
 		if (ticks > 0) {
 			int64_t late = start - planned_ms;
@@ -384,10 +389,14 @@ int main(int argc, char **argv)
 		if (isc_onprem_tick(onprem, &err))
 			isc_log(ISC_LOG_ERROR, "on-prem tick: %s", err.msg);
 		ticks++;
-		planned_ms = isc_monotonic_ms() + interval_ms;
+		planned_ms = start + interval_ms;
 		if (once || stop_requested)
 			break;
-		sleep_interruptible(interval_ms);
+		{
+			int64_t left = planned_ms - isc_monotonic_ms();
+			if (left > 0)
+				sleep_interruptible((long)left);
+		}
 	} while (!stop_requested);
 	if (ticks > 1)
 		isc_log(ISC_LOG_INFO,
@@ -395,6 +404,11 @@ int main(int argc, char **argv)
 		        "%ld late by more than one tick",
 		        ticks, interval_ms, (double)late_sum_ms / (double)(ticks - 1),
 		        (long long)late_max_ms, late_over_tick);
+	if (ticks > 1) {
+		char phases[512];
+		isc_broker_tick_phases(broker, phases, sizeof(phases));
+		isc_log(ISC_LOG_INFO, "tick phases: %s", phases);
+	}
 	isc_log(ISC_LOG_INFO, "stopping");
 	isc_dataset_cacher_stop(cacher);
 out:

@@ -9,6 +9,7 @@
  */
 #include "common/log.h"
 #include "providers/busy.h"
+#include "providers/sweep.h"
 #include "providers/aws/aws_creds.h"
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
@@ -1105,13 +1106,24 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 /*
  * Teardown and crash recovery of placement groups, by tag: every cluster group tagged
  * isc:broker=broker_id that no instance of this listing still uses (terminated ones aside)
- * and no launch of this process is filling is deleted. The broker describes each region
- * with open work every tick, so a gang's group goes once its instances are terminated
- * (EC2 refuses before: InvalidPlacementGroup.InUse), and a group left by a crash between
- * CreatePlacementGroup and RunInstances goes at the next tick after the restart.
+ * and no launch of this process is filling is deleted. A gang's group can go once its
+ * instances are terminated (EC2 refuses before: InvalidPlacementGroup.InUse), and a group
+ * left by a crash between CreatePlacementGroup and RunInstances goes at the first sweep
+ * after the restart. providers/sweep.h says when a describe sweeps (not every describe:
+ * DescribePlacementGroups is one more call per region and tick). At most
+ * GROUP_DELETES_PER_SWEEP deletes per sweep, one call each: after a mass teardown the
+ * rest go at the next describes instead of holding this one for hundreds of calls.
  * Best effort: the listing is what describe promises, so a failure here is logged and
- * the next tick tries again.
+ * the next describe sweeps again.
  */
+#define GROUP_DELETES_PER_SWEEP 10
+
+/* The scope of this session's sweeps (providers/sweep.h): endpoint, region, broker. */
+static void sweep_scope(const struct aws_session *s, const char *broker_id, char *out, size_t cap)
+{
+	snprintf(out, cap, "aws %s %s %s", s->url[SVC_EC2], s->region, broker_id);
+}
+
 static void reconcile_groups(struct aws_session *s, const char *broker_id,
                              const struct isc_ec2_instance_placement *ip, size_t n_ip)
 {
@@ -1119,19 +1131,36 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_placement_group *gs = NULL;
-	size_t ng = 0;
+	const char **gone = calloc(n_ip ? n_ip : 1, sizeof(*gone));
+	size_t ng = 0, n_gone = 0, deletes = 0, left = 0;
 	struct isc_err err;
+	char scope[600];
 	int rc;
 
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
+	rc = gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
+	rc = rc ? rc : isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
 	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
 	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
 	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribePlacementGroups: request too large")
 	        : aws_call(s, SVC_EC2, "DescribePlacementGroups", &form, &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_placement_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
+	/* The listing's unused groups that EC2 no longer lists, or lists as going: gone. */
+	for (size_t i = 0; !rc && i < n_ip; i++) {
+		int listed = 0, used = 0;
+		if (!ip[i].group[0])
+			continue;
+		for (size_t g = 0; g < ng && !listed; g++)
+			listed = strcmp(gs[g].name, ip[i].group) == 0 &&
+			         strcmp(gs[g].state, "available") == 0;
+		for (size_t k = 0; k < n_ip && !used; k++)
+			used = ip[k].state != ISC_NODE_TERMINATED &&
+			       strcmp(ip[k].group, ip[i].group) == 0;
+		if (!listed && !used)
+			gone[n_gone++] = ip[i].group;
+	}
 	for (size_t g = 0; !rc && g < ng; g++) {
 		int used = 0, deleted;
 		if (strcmp(gs[g].strategy, "cluster") != 0 ||
@@ -1143,19 +1172,58 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 			       strcmp(ip[i].group, gs[g].name) == 0;
 		if (used)
 			continue;
+		if (deletes == GROUP_DELETES_PER_SWEEP) {
+			left++;
+			continue;
+		}
+		deletes++;
 		rc = delete_group(s, gs[g].name, &deleted, &err);
-		if (!rc && deleted)
+		if (!rc && deleted) {
 			isc_log(ISC_LOG_INFO,
 			        "aws %s: placement group %s deleted (no live instance)", s->region,
 			        gs[g].name);
+			for (size_t i = 0; i < n_ip; i++)
+				if (strcmp(ip[i].group, gs[g].name) == 0) {
+					gone[n_gone++] = ip[i].group;
+					break;
+				}
+		}
 	}
-	if (rc)
+	if (!rc && left)
+		isc_log(ISC_LOG_INFO,
+		        "aws %s: %zu more unused placement group(s) go at the next describes",
+		        s->region, left);
+	if (rc) {
 		isc_log(ISC_LOG_WARN,
 		        "aws %s: placement group reconcile: %s (next describe retries)", s->region,
 		        err.msg);
+	} else {
+		sweep_scope(s, broker_id, scope, sizeof(scope));
+		isc_sweep_done(scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+	}
+	free(gone);
 	free(gs);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
+}
+
+/* Whether this describe sweeps the placement groups (providers/sweep.h). */
+static int groups_sweep_due(const struct aws_session *s, const char *broker_id,
+                            const struct isc_ec2_instance_placement *ip, size_t n_ip)
+{
+	struct isc_sweep_use *uses = calloc(n_ip ? n_ip : 1, sizeof(*uses));
+	char scope[600];
+	int due;
+
+	if (!uses)
+		return 1;
+	for (size_t i = 0; i < n_ip; i++)
+		uses[i] = (struct isc_sweep_use){ip[i].group[0] ? ip[i].group : NULL,
+		                                 ip[i].state != ISC_NODE_TERMINATED};
+	sweep_scope(s, broker_id, scope, sizeof(scope));
+	due = isc_sweep_due(scope, uses, n_ip, s->clock->now_ms(s->clock->ctx));
+	free(uses);
+	return due;
 }
 
 static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
@@ -1236,7 +1304,7 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 			any_spot = 1;
 	if (!rc && any_spot)
 		rc = describe_spot(s, broker_id, all, n, err);
-	if (!rc && s->cluster_placement)
+	if (!rc && s->cluster_placement && groups_sweep_due(s, broker_id, placed, n_placed))
 		reconcile_groups(s, broker_id, placed, n_placed);
 	free(placed);
 	if (rc) {

@@ -10,6 +10,7 @@
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
 #include "providers/provider.h"
+#include "providers/sweep.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -100,10 +101,11 @@ static const struct isc_http_transport scripted = {scripted_send, NULL};
 /* ---- fixed clock ---- */
 
 static int64_t slept_ms;
+static int64_t clock_moved_ms; /* what a test moved the clock on by */
 static int64_t fixed_now(void *c)
 {
 	(void)c;
-	return 1700000000000LL;
+	return 1700000000000LL + clock_moved_ms;
 }
 static void fake_sleep(void *c, int64_t ms)
 {
@@ -202,6 +204,8 @@ static int setup(void **state)
 	script_reset();
 	repeat_last = 0;
 	slept_ms = 0;
+	clock_moved_ms = 0;
+	isc_sweep_forget_all(); /* each test is a process that has not swept yet */
 	return 0;
 }
 
@@ -684,6 +688,169 @@ static void test_describe_reconciles_groups(void **state)
 	assert_true(sent_has(2, "Action=DeletePlacementGroup&Version=2016-11-15&GroupName=isc-B"));
 	assert_true(sent_has(3, "GroupName=isc-C"));
 	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+/* in_group: instance_xml with a placement group spliced into its placement. */
+static const char *in_group(const char *id, int code, const char *group)
+{
+	static char buf[16][1200];
+	static int k;
+	char *b = buf[k++ % 16], tail[1200], *p;
+	snprintf(b, 1200, "%s", instance_xml(id, "us-east-1a", 0, code));
+	p = strstr(b, "</placement>");
+	snprintf(tail, sizeof(tail), "%s", p);
+	snprintf(p, 1200 - (size_t)(p - b), "<groupName>%s</groupName>%s", group, tail);
+	return b;
+}
+
+static const char *group_item(const char *name)
+{
+	static char buf[16][256];
+	static int k;
+	char *b = buf[k++ % 16];
+	snprintf(b, 256,
+	         "<item><groupName>%s</groupName><state>available</state><strategy>cluster"
+	         "</strategy></item>",
+	         name);
+	return b;
+}
+
+static size_t groups_calls(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < S.calls; i++)
+		n += strstr(S.sent[i], "Action=DescribePlacementGroups") != NULL;
+	return n;
+}
+
+/*
+ * When describe sweeps the groups (providers/sweep.h): the first time, then only once a
+ * group's instances are all terminated and no sweep saw it go, or every 5 minutes; and
+ * at most 10 deletes a sweep, the rest at the next describe.
+ */
+static void test_describe_sweeps_groups_when_due(void **state)
+{
+	struct isc_provider_session *s = session();
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	char names[12][32], listing[16384] = "", groups[4096] = "";
+	(void)state;
+#define DESCRIBE()                                                                                 \
+	do {                                                                                       \
+		assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);                \
+		isc_node_infos_free(ni, n);                                                        \
+	} while (0)
+	/* 1. The first describe sweeps; both groups are in use. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      in_group("i-a1", 16, "isc-A"), in_group("i-b1", 16, "isc-B"));
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      group_item("isc-A"), group_item("isc-B"));
+	DESCRIBE();
+	assert_int_equal(groups_calls(), 1);
+	/* 2. Nothing changed: no sweep. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      in_group("i-a1", 16, "isc-A"), in_group("i-b1", 16, "isc-B"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 3);
+	assert_int_equal(groups_calls(), 1);
+	/* 3. B's instance is terminated: a sweep deletes B. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      in_group("i-a1", 16, "isc-A"), in_group("i-b1", 48, "isc-B"));
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      group_item("isc-A"), group_item("isc-B"));
+	reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+	           "</DeletePlacementGroupResponse>");
+	DESCRIBE();
+	assert_int_equal(groups_calls(), 2);
+	assert_true(sent_has(S.calls - 1, "Action=DeletePlacementGroup&Version=2016-11-15&"
+	                                  "GroupName=isc-B"));
+	/* 4. The same listing again (EC2 lists terminated instances for a while): B is known
+	 * gone, no sweep. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      in_group("i-a1", 16, "isc-A"), in_group("i-b1", 48, "isc-B"));
+	DESCRIBE();
+	assert_int_equal(groups_calls(), 2);
+	/* 5. Five minutes on: swept again (a leftover with no instance, isc-L, goes). */
+	clock_moved_ms = 5 * 60 * 1000;
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      in_group("i-a1", 16, "isc-A"));
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      group_item("isc-A"), group_item("isc-L"));
+	reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+	           "</DeletePlacementGroupResponse>");
+	DESCRIBE();
+	assert_int_equal(groups_calls(), 3);
+	assert_true(sent_has(S.calls - 1, "GroupName=isc-L"));
+	s->provider->session_free(s);
+
+	/* 6. Twelve gangs torn down at once: 10 deletes, then the other 2 at the next one. */
+	setup(NULL);
+	s = session();
+	for (int i = 0; i < 12; i++) {
+		snprintf(names[i], sizeof(names[i]), "isc-G%02d", i);
+		snprintf(listing + strlen(listing), sizeof(listing) - strlen(listing), "%s",
+		         in_group(names[i] + 4, 48, names[i]));
+		snprintf(groups + strlen(groups), sizeof(groups) - strlen(groups), "%s",
+		         group_item(names[i]));
+	}
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      listing);
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      groups);
+	for (int i = 0; i < 10; i++)
+		reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+		           "</DeletePlacementGroupResponse>");
+	DESCRIBE();
+	assert_int_equal(S.calls, 12);
+	assert_true(sent_has(11, "GroupName=isc-G09"));
+	groups[0] = 0;
+	for (int i = 10; i < 12; i++)
+		snprintf(groups + strlen(groups), sizeof(groups) - strlen(groups), "%s",
+		         group_item(names[i]));
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      listing);
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      groups);
+	for (int i = 0; i < 2; i++)
+		reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+		           "</DeletePlacementGroupResponse>");
+	DESCRIBE();
+	assert_int_equal(S.calls, 16);
+	assert_true(sent_has(15, "GroupName=isc-G11"));
+	/* All twelve known gone: the next describe does not sweep. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      listing);
+	DESCRIBE();
+	assert_int_equal(S.calls, 17);
+#undef DESCRIBE
 	s->provider->session_free(s);
 }
 
@@ -1382,6 +1549,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_tcp_security_group_rule_missing, setup),
 	    cmocka_unit_test_setup(test_subnet_pins_zone_and_range, setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_groups, setup),
+	    cmocka_unit_test_setup(test_describe_sweeps_groups_when_due, setup),
 	    cmocka_unit_test_setup(test_placement_settings, setup),
 	    cmocka_unit_test_setup(test_root_volume, setup),
 	    cmocka_unit_test_setup(test_auth_error_single_call, setup),
