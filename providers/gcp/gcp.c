@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "providers/busy.h"
 #include "providers/gcp/gcp_int.h"
+#include "providers/sweep.h"
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -1150,19 +1151,264 @@ static int delete_policy(struct gcp_session *s, const char *region, const char *
 /*
  * Teardown and crash recovery of compact policies: every policy of the session's region
  * whose description names this broker, whose cluster has no live node in this listing,
- * and which no launch of this process is filling, is deleted. Best effort: logged, the
- * listing stands, the next describe retries.
+ * and which no launch of this process is filling, is deleted. providers/sweep.h says when
+ * a describe sweeps (not every describe: resourcePolicies.list is one more call per region
+ * and tick). At most POLICY_DELETES_PER_SWEEP deletes per sweep, each a call and an
+ * Operation: after a mass teardown the rest go at the next describes instead of holding
+ * this one for hundreds of calls. Best effort: logged, the listing stands, the next
+ * describe sweeps again.
  */
+#define POLICY_DELETES_PER_SWEEP 10
+
+/* The scope of this session's sweeps (providers/sweep.h): API base, region, broker. */
+static void sweep_scope(const struct gcp_session *s, const char *broker_id, char *out, size_t cap)
+{
+	snprintf(out, cap, "gcp %s %s %s", s->compute, s->region, broker_id);
+}
+
+/*
+ * GCE lists a deleted VM no more (TERMINATED is a stopped one): a torn-down gang's nodes
+ * leave the listing rather than show as terminated, so the sweep would never see "a
+ * cluster whose nodes are all gone". The clusters of compact nodes each scope's last
+ * listing had are kept here; one the listing no longer names is handed to the sweep as a
+ * terminated use (VANISHED) until a sweep finds its policies gone. A cluster a sweep
+ * found gone while the listing still names it (stopped nodes) is SWEPT: it is dropped,
+ * not marked vanished, when it leaves the listing.
+ */
+enum seen_state { SEEN_LISTED, SEEN_VANISHED, SEEN_SWEPT };
+
+struct seen_cluster {
+	char *id;
+	enum seen_state state;
+};
+
+struct seen_scope {
+	char *name;
+	struct seen_cluster *v;
+	size_t n;
+	struct seen_scope *next;
+};
+
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct seen_scope *seen_scopes;
+
+/* A node a compact policy can hold: in a cluster, of a machine series that takes one. */
+static int compact_node(const struct isc_node_info *ni)
+{
+	return ni->cluster_id[0] && isc_gcp_compact_machine(ni->instance_type);
+}
+
+static const struct seen_cluster *seen_find(const struct seen_scope *sc, const char *id)
+{
+	for (size_t i = 0; sc && i < sc->n; i++)
+		if (strcmp(sc->v[i].id, id) == 0)
+			return &sc->v[i];
+	return NULL;
+}
+
+static struct seen_scope *seen_scope_get(const char *scope)
+{
+	struct seen_scope *sc;
+	for (sc = seen_scopes; sc; sc = sc->next)
+		if (strcmp(sc->name, scope) == 0)
+			return sc;
+	if (!(sc = calloc(1, sizeof(*sc))) || !(sc->name = strdup(scope))) {
+		free(sc);
+		return NULL;
+	}
+	sc->next = seen_scopes;
+	seen_scopes = sc;
+	return sc;
+}
+
+/*
+ * The scope's memory brought up to this listing; *vanished (n_vanished; the caller frees
+ * each and the array) gets the clusters no longer listed that no sweep found gone yet.
+ * Out of memory: the memory stays as it was, and the sweep sees this listing only.
+ */
+static void seen_update(const char *scope, const struct isc_node_info *nodes, size_t n,
+                        char ***vanished, size_t *n_vanished)
+{
+	struct seen_scope *sc;
+	struct seen_cluster *v = NULL;
+	size_t nv = 0, cap;
+	char **out = NULL;
+	size_t n_out = 0;
+
+	*vanished = NULL;
+	*n_vanished = 0;
+	pthread_mutex_lock(&seen_lock);
+	if (!(sc = seen_scope_get(scope)))
+		goto done;
+	cap = sc->n + n;
+	if (!(v = calloc(cap ? cap : 1, sizeof(*v))) ||
+	    !(out = calloc(cap ? cap : 1, sizeof(*out))))
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		const struct seen_cluster *old;
+		int live = 0, dup = 0;
+		if (!compact_node(&nodes[i]))
+			continue;
+		for (size_t k = 0; k < nv && !dup; k++)
+			dup = strcmp(v[k].id, nodes[i].cluster_id) == 0;
+		if (dup)
+			continue;
+		for (size_t k = 0; k < n && !live; k++)
+			live = compact_node(&nodes[k]) && nodes[k].state != ISC_NODE_TERMINATED &&
+			       strcmp(nodes[k].cluster_id, nodes[i].cluster_id) == 0;
+		old = seen_find(sc, nodes[i].cluster_id);
+		v[nv].state = !live && old && old->state == SEEN_SWEPT ? SEEN_SWEPT : SEEN_LISTED;
+		if (!(v[nv].id = strdup(nodes[i].cluster_id)))
+			goto done;
+		nv++;
+	}
+	for (size_t i = 0; i < sc->n; i++) {
+		int listed = 0;
+		for (size_t k = 0; k < nv && !listed; k++)
+			listed = strcmp(v[k].id, sc->v[i].id) == 0;
+		if (listed || sc->v[i].state == SEEN_SWEPT)
+			continue;
+		if (!(v[nv].id = strdup(sc->v[i].id)) || !(out[n_out] = strdup(sc->v[i].id)))
+			goto done;
+		v[nv++].state = SEEN_VANISHED;
+		n_out++;
+	}
+	for (size_t i = 0; i < sc->n; i++)
+		free(sc->v[i].id);
+	free(sc->v);
+	sc->v = v;
+	sc->n = nv;
+	v = NULL;
+	nv = 0;
+	*vanished = out;
+	*n_vanished = n_out;
+	out = NULL;
+	n_out = 0;
+done:
+	pthread_mutex_unlock(&seen_lock);
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].id);
+	free(v);
+	for (size_t i = 0; i < n_out; i++)
+		free(out[i]);
+	free(out);
+}
+
+/* A sweep found these clusters' policies gone: vanished ones are forgotten, listed SWEPT. */
+static void seen_swept(const char *scope, const char *const *gone, size_t n_gone)
+{
+	struct seen_scope *sc;
+	size_t kept = 0;
+
+	pthread_mutex_lock(&seen_lock);
+	for (sc = seen_scopes; sc && strcmp(sc->name, scope) != 0; sc = sc->next)
+		;
+	for (size_t i = 0; sc && i < sc->n; i++) {
+		int is_gone = 0;
+		for (size_t g = 0; g < n_gone && !is_gone; g++)
+			is_gone = strcmp(gone[g], sc->v[i].id) == 0;
+		if (is_gone && sc->v[i].state == SEEN_VANISHED) {
+			free(sc->v[i].id);
+			continue;
+		}
+		if (is_gone)
+			sc->v[i].state = SEEN_SWEPT;
+		sc->v[kept++] = sc->v[i];
+	}
+	if (sc)
+		sc->n = kept;
+	pthread_mutex_unlock(&seen_lock);
+}
+
+void isc_gcp_seen_clusters_forget(void)
+{
+	pthread_mutex_lock(&seen_lock);
+	while (seen_scopes) {
+		struct seen_scope *sc = seen_scopes;
+		seen_scopes = sc->next;
+		for (size_t i = 0; i < sc->n; i++)
+			free(sc->v[i].id);
+		free(sc->v);
+		free(sc->name);
+		free(sc);
+	}
+	pthread_mutex_unlock(&seen_lock);
+}
+
+/*
+ * What a describe hands the sweep: the uses of its compact nodes and of the vanished
+ * clusters, and `idle`, the clusters of those with no live node (pointers into the
+ * listing and into vanished).
+ */
+struct policy_sweep {
+	char scope[600];
+	char **vanished;
+	size_t n_vanished;
+	struct isc_sweep_use *uses;
+	size_t n_uses;
+	const char **idle;
+	size_t n_idle;
+};
+
+static void policy_sweep_cleanup(struct policy_sweep *sw)
+{
+	for (size_t i = 0; i < sw->n_vanished; i++)
+		free(sw->vanished[i]);
+	free(sw->vanished);
+	free(sw->uses);
+	free(sw->idle);
+}
+
+/* Fills sw from the listing; 1 when this describe sweeps (providers/sweep.h). */
+static int policies_sweep_due(const struct gcp_session *s, const char *broker_id,
+                              const struct isc_node_info *nodes, size_t n, struct policy_sweep *sw)
+{
+	size_t cap;
+
+	memset(sw, 0, sizeof(*sw));
+	sweep_scope(s, broker_id, sw->scope, sizeof(sw->scope));
+	seen_update(sw->scope, nodes, n, &sw->vanished, &sw->n_vanished);
+	cap = n + sw->n_vanished;
+	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
+	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
+	if (!sw->uses || !sw->idle)
+		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	for (size_t i = 0; i < n; i++)
+		if (compact_node(&nodes[i]))
+			sw->uses[sw->n_uses++] = (struct isc_sweep_use){
+			    nodes[i].cluster_id, nodes[i].state != ISC_NODE_TERMINATED};
+	for (size_t i = 0; i < sw->n_vanished; i++)
+		sw->uses[sw->n_uses++] = (struct isc_sweep_use){sw->vanished[i], 0};
+	for (size_t i = 0; i < sw->n_uses; i++) {
+		int named = 0, live = 0;
+		for (size_t k = 0; k < sw->n_idle && !named; k++)
+			named = strcmp(sw->idle[k], sw->uses[i].resource) == 0;
+		for (size_t k = 0; k < sw->n_uses && !live && !named; k++)
+			live = sw->uses[k].live &&
+			       strcmp(sw->uses[k].resource, sw->uses[i].resource) == 0;
+		if (!named && !live)
+			sw->idle[sw->n_idle++] = sw->uses[i].resource;
+	}
+	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, now_ms(s));
+}
+
 static void reconcile_policies(struct gcp_session *s, const char *broker_id,
-                               const struct isc_node_info *nodes, size_t n)
+                               const struct isc_node_info *nodes, size_t n,
+                               const struct policy_sweep *sw)
 {
 	char prefix[300], *url, *next = NULL;
 	struct isc_err err;
-	int rc = 0, pages = 0;
-	size_t pl;
+	int rc = 0, pages = 0, complete = 0;
+	size_t pl, deletes = 0, left = 0, n_gone = 0;
+	/* kept[i]: policies of idle[i] the cloud still lists and this sweep did not delete */
+	size_t *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
+	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
 
-	if (!s->region[0])
+	if (!s->region[0] || !kept || !gone) {
+		free(kept);
+		free(gone);
 		return; /* policies are regional: without a region there is none to list */
+	}
 	pl = (size_t)snprintf(prefix, sizeof(prefix), "isc:broker=%s isc:cluster=", broker_id);
 	do {
 		struct isc_http_response resp;
@@ -1188,20 +1434,36 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 		{
 			const char *name = json_string_value(json_object_get(it, "name"));
 			const char *d = json_string_value(json_object_get(it, "description"));
-			int used = 0, deleted;
-			if (!name || !d || strncmp(d, prefix, pl) != 0 ||
-			    isc_busy_names_has(&busy_policies, name))
+			const char *status = json_string_value(json_object_get(it, "status"));
+			size_t *idle_kept = NULL;
+			int used = 0, deleted = 0;
+			if (!name || !d || strncmp(d, prefix, pl) != 0)
 				continue;
+			for (size_t k = 0; k < sw->n_idle && !idle_kept; k++)
+				if (strcmp(sw->idle[k], d + pl) == 0)
+					idle_kept = &kept[k];
 			for (size_t k = 0; k < n && !used; k++)
 				used = nodes[k].state != ISC_NODE_TERMINATED &&
 				       strcmp(nodes[k].cluster_id, d + pl) == 0;
-			if (used)
+			if (used || isc_busy_names_has(&busy_policies, name)) {
+				if (idle_kept)
+					(*idle_kept)++;
 				continue;
-			if ((rc = delete_policy(s, s->region, name, &deleted, &err)))
-				break;
-			if (deleted)
-				isc_log(ISC_LOG_INFO, "gcp %s: compact placement policy %s deleted",
-				        s->region, name);
+			}
+			if (deletes == POLICY_DELETES_PER_SWEEP) {
+				left++;
+			} else {
+				deletes++;
+				if ((rc = delete_policy(s, s->region, name, &deleted, &err)))
+					break;
+				if (deleted)
+					isc_log(ISC_LOG_INFO,
+					        "gcp %s: compact placement policy %s deleted",
+					        s->region, name);
+			}
+			/* one Compute is deleting counts as gone (its delete was asked already) */
+			if (idle_kept && !deleted && !(status && strcmp(status, "DELETING") == 0))
+				(*idle_kept)++;
 		}
 		{
 			const char *tok = json_string_value(json_object_get(root, "nextPageToken"));
@@ -1210,14 +1472,36 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 			    strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 			                "0123456789-_=") == strlen(tok))
 				next = strdup(tok);
+			complete = !rc && !tok;
 		}
 		json_decref(root);
 	} while (!rc && next && ++pages < s->max_pages);
 	free(next);
-	if (rc)
+	if (!rc && left)
+		isc_log(
+		    ISC_LOG_INFO,
+		    "gcp %s: %zu more unused compact placement polic%s go at the next describes",
+		    s->region, left, left == 1 ? "y" : "ies");
+	if (rc) {
 		isc_log(ISC_LOG_WARN,
 		        "gcp %s: compact placement reconcile: %s (next describe retries)",
 		        s->region, err.msg);
+	} else {
+		/* A list cut short (describe_max_pages) may hide a cluster's policies: none gone.
+		 */
+		for (size_t k = 0; complete && k < sw->n_idle; k++)
+			if (!kept[k])
+				gone[n_gone++] = sw->idle[k];
+		if (!complete)
+			isc_log(ISC_LOG_WARN,
+			        "gcp %s: more than %ld pages of resource policies "
+			        "(describe_max_pages); the rest wait for the next sweep",
+			        s->region, s->max_pages);
+		isc_sweep_done(sw->scope, gone, n_gone, now_ms(s));
+		seen_swept(sw->scope, gone, n_gone);
+	}
+	free(gone);
+	free(kept);
 }
 
 /* ---- firewall: intra-cluster TCP ---- */
@@ -1675,8 +1959,12 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 	}
 	if (!rc && stopping_spot)
 		rc = mark_preempted(s, all.v, kept, err);
-	if (!rc && s->compact_placement)
-		reconcile_policies(s, broker_id, all.v, kept);
+	if (!rc && s->compact_placement) {
+		struct policy_sweep sw;
+		if (policies_sweep_due(s, broker_id, all.v, kept, &sw))
+			reconcile_policies(s, broker_id, all.v, kept, &sw);
+		policy_sweep_cleanup(&sw);
+	}
 	if (rc) {
 		free(all.v);
 		return rc;

@@ -187,6 +187,12 @@ int isc_gcp_compact_machine(const char *machine);
 void isc_gcp_policy_name(const char *token, char out[64]);
 
 /*
+ * Forgets the clusters describe saw in each scope's listings (which tell a torn-down gang
+ * whose nodes left the listing): tests, like isc_sweep_forget_all.
+ */
+void isc_gcp_seen_clusters_forget(void);
+
+/*
  * The firewall scan of a gang's network (firewalls.list pages): which TCP ports the enabled
  * INGRESS allow rules of `network` (its name) open from a source range covering the
  * subnet [net/len] to every instance (no targetTags / targetServiceAccounts: the nodes

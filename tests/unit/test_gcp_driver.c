@@ -11,6 +11,7 @@
  */
 #include "providers/gcp/gcp_int.h"
 #include "providers/provider.h"
+#include "providers/sweep.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -475,6 +476,15 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Before each test: a process that has not swept yet (the sweep memory is per process). */
+static int forget(void **state)
+{
+	(void)state;
+	isc_sweep_forget_all();
+	isc_gcp_seen_clusters_forget();
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -680,6 +690,182 @@ static void test_describe_reconciles_policies(void **state)
 	assert_string_equal(S.method[3], "DELETE");
 	assert_non_null(strstr(S.url[3], "regions/us-central1/resourcePolicies/isc-cl-2-compact"));
 	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+/* In b (room for cap bytes): the first `from` replaced by `to`. */
+static void replace_in(char *b, size_t cap, const char *from, const char *to)
+{
+	char *at = strstr(b, from), tail[1100];
+	assert_non_null(at);
+	snprintf(tail, sizeof(tail), "%s", at + strlen(from));
+	snprintf(at, cap - (size_t)(at - b), "%s%s", to, tail);
+}
+
+/* inst_json's node in cluster `cluster` (its isc-cluster label), on demand (not spot). */
+static const char *inst_in(const char *name, const char *cluster, const char *status)
+{
+	static char buf[32][1100];
+	static int k;
+	char *b = buf[k++ % 32], label[64];
+	snprintf(b, sizeof(buf[0]), "%s", inst_json(name, "us-central1-a", status));
+	snprintf(label, sizeof(label), "\"isc-cluster\":\"%s\"", cluster);
+	replace_in(b, sizeof(buf[0]), "\"isc-cluster\":\"cl_1\"", label);
+	/* a stopped spot node would need a preemption lookup too */
+	replace_in(b, sizeof(buf[0]), "\"SPOT\"", "\"STANDARD\"");
+	return b;
+}
+
+/* One compact policy of broker b1 for `cluster`, as resourcePolicies.list shows it. */
+static const char *policy_item(const char *name, const char *cluster)
+{
+	static char buf[32][256];
+	static int k;
+	char *b = buf[k++ % 32];
+	snprintf(b, sizeof(buf[0]),
+	         "{\"name\":\"%s\",\"status\":\"READY\",\"description\":\"isc:broker=b1 "
+	         "isc:cluster=%s\"}",
+	         name, cluster);
+	return b;
+}
+
+static size_t policy_lists(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < S.calls; i++)
+		n += strstr(S.url[i], "/resourcePolicies?maxResults=") != NULL;
+	return n;
+}
+
+#define POLICY_DELETED "{\"kind\":\"compute#operation\",\"name\":\"op-d\",\"status\":\"DONE\"}"
+
+/*
+ * When describe sweeps the compact policies (providers/sweep.h): the first time, then
+ * only once a cluster's nodes are all gone (GCE lists a deleted VM no more, so a gang
+ * whose nodes left the listing counts, as does one whose nodes all show TERMINATED) and no
+ * sweep saw its policies go, or every 5 minutes; and at most 10 deletes a sweep, the rest
+ * at the next describe.
+ */
+static void test_describe_sweeps_policies_when_due(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	struct isc_buf nodes, pols;
+	char names[12][32], clusters[12][32];
+	(void)state;
+#define DESCRIBE()                                                                                 \
+	do {                                                                                       \
+		assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);                \
+		isc_node_infos_free(ni, n);                                                        \
+	} while (0)
+#define LISTING(...) reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[" __VA_ARGS__)
+	script_reset();
+	cp_mode = "auto";
+	s = session();
+	cp_mode = "never";
+	/* 1. The first describe sweeps; both clusters have live nodes: nothing deleted. */
+	reply(200, TOKEN_OK);
+	LISTING("%s,%s]}}}", inst_in("isc-a-0001", "cl_a", "RUNNING"),
+	        inst_in("isc-b-0001", "cl_b", "RUNNING"));
+	reply(200, "{\"items\":[%s,%s]}", policy_item("pol-a", "cl_a"),
+	      policy_item("pol-b", "cl_b"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 3);
+	assert_int_equal(policy_lists(), 1);
+	/* 2. Nothing changed: no sweep. */
+	LISTING("%s,%s]}}}", inst_in("isc-a-0001", "cl_a", "RUNNING"),
+	        inst_in("isc-b-0001", "cl_b", "RUNNING"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 4);
+	/* 3. cl_b's gang torn down, its node deleted (no longer listed): a sweep deletes pol-b. */
+	LISTING("%s]}}}", inst_in("isc-a-0001", "cl_a", "RUNNING"));
+	reply(200, "{\"items\":[%s,%s]}", policy_item("pol-a", "cl_a"),
+	      policy_item("pol-b", "cl_b"));
+	reply(200, POLICY_DELETED);
+	DESCRIBE();
+	assert_int_equal(S.calls, 7);
+	assert_int_equal(policy_lists(), 2);
+	assert_string_equal(S.method[6], "DELETE");
+	assert_non_null(strstr(S.url[6], "regions/us-central1/resourcePolicies/pol-b"));
+	/* 4. The same listing again: pol-b was seen go, no sweep. */
+	LISTING("%s]}}}", inst_in("isc-a-0001", "cl_a", "RUNNING"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 8);
+	/* 5. cl_a's node stopped (listed TERMINATED): a sweep deletes pol-a; then not again,
+	 * nor when the stopped node is deleted and leaves the listing. */
+	LISTING("%s]}}}", inst_in("isc-a-0001", "cl_a", "TERMINATED"));
+	reply(200, "{\"items\":[%s]}", policy_item("pol-a", "cl_a"));
+	reply(200, POLICY_DELETED);
+	DESCRIBE();
+	assert_int_equal(S.calls, 11);
+	assert_non_null(strstr(S.url[10], "regions/us-central1/resourcePolicies/pol-a"));
+	LISTING("%s]}}}", inst_in("isc-a-0001", "cl_a", "TERMINATED"));
+	DESCRIBE();
+	reply(200, "{\"items\":{}}");
+	DESCRIBE();
+	assert_int_equal(S.calls, 13);
+	assert_int_equal(policy_lists(), 3);
+	/* 6. Five minutes on: swept again (a leftover with no node, cl_l's policy, goes). */
+	clock_now += 5 * 60 * 1000;
+	reply(200, "{\"items\":{}}");
+	reply(200, "{\"items\":[%s]}", policy_item("pol-l", "cl_l"));
+	reply(200, POLICY_DELETED);
+	DESCRIBE();
+	assert_int_equal(S.calls, 16);
+	assert_int_equal(policy_lists(), 4);
+	assert_non_null(strstr(S.url[15], "regions/us-central1/resourcePolicies/pol-l"));
+	s->provider->session_free(s);
+
+	/* 7. Twelve gangs torn down at once: 10 deletes, then the other 2 at the next one. */
+	script_reset();
+	isc_sweep_forget_all();
+	isc_gcp_seen_clusters_forget();
+	cp_mode = "auto";
+	s = session();
+	cp_mode = "never";
+	isc_buf_init(&nodes, 0);
+	isc_buf_init(&pols, 0);
+	for (int i = 0; i < 12; i++) {
+		snprintf(names[i], sizeof(names[i]), "pol-g%02d", i);
+		snprintf(clusters[i], sizeof(clusters[i]), "cl_g%02d", i);
+		assert_int_equal(isc_buf_puts(&nodes, i ? "," : ""), 0);
+		assert_int_equal(
+		    isc_buf_puts(&nodes, inst_in(names[i] + 4, clusters[i], "RUNNING")), 0);
+		assert_int_equal(isc_buf_puts(&pols, i ? "," : ""), 0);
+		assert_int_equal(isc_buf_puts(&pols, policy_item(names[i], clusters[i])), 0);
+	}
+	reply(200, TOKEN_OK);
+	LISTING("%s]}}}", nodes.data);
+	reply(200, "{\"items\":[%s]}", pols.data);
+	DESCRIBE();
+	assert_int_equal(S.calls, 3);
+	reply(200, "{\"items\":{}}");
+	reply(200, "{\"items\":[%s]}", pols.data);
+	for (int i = 0; i < 10; i++)
+		reply(200, POLICY_DELETED);
+	DESCRIBE();
+	assert_int_equal(S.calls, 15);
+	assert_non_null(strstr(S.url[14], "regions/us-central1/resourcePolicies/pol-g09"));
+	reply(200, "{\"items\":{}}");
+	reply(200, "{\"items\":[%s,%s]}", policy_item(names[10], clusters[10]),
+	      policy_item(names[11], clusters[11]));
+	reply(200, POLICY_DELETED);
+	reply(200, POLICY_DELETED);
+	DESCRIBE();
+	assert_int_equal(S.calls, 19);
+	assert_non_null(strstr(S.url[17], "regions/us-central1/resourcePolicies/pol-g10"));
+	assert_non_null(strstr(S.url[18], "regions/us-central1/resourcePolicies/pol-g11"));
+	/* All twelve known gone: the next describe does not sweep. */
+	reply(200, "{\"items\":{}}");
+	DESCRIBE();
+	assert_int_equal(S.calls, 20);
+	assert_int_equal(policy_lists(), 3);
+#undef LISTING
+#undef DESCRIBE
+	isc_buf_cleanup(&nodes);
+	isc_buf_cleanup(&pols);
 	s->provider->session_free(s);
 }
 
@@ -1657,35 +1843,36 @@ static void test_mock_firewall(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_jwt_matches_vector),
-	    cmocka_unit_test(test_jwt_verifies_with_public_key),
-	    cmocka_unit_test(test_key_file_errors),
-	    cmocka_unit_test(test_token_reply),
-	    cmocka_unit_test(test_byo_token_uri_is_google_or_the_operators),
-	    cmocka_unit_test(test_request_id),
-	    cmocka_unit_test(test_labels_and_names),
-	    cmocka_unit_test(test_operations),
-	    cmocka_unit_test(test_instances),
-	    cmocka_unit_test(test_error_envelope),
-	    cmocka_unit_test(test_launch_failover_and_body),
-	    cmocka_unit_test(test_compact_policy_for_the_gang),
-	    cmocka_unit_test(test_compact_policy_given_back),
-	    cmocka_unit_test(test_describe_reconciles_policies),
-	    cmocka_unit_test(test_firewall_rules),
-	    cmocka_unit_test(test_firewall_refuses_gang),
-	    cmocka_unit_test(test_launch_quota_and_capacity),
-	    cmocka_unit_test(test_launch_unreadable_and_lagging),
-	    cmocka_unit_test(test_auth_refresh_and_refusal),
-	    cmocka_unit_test(test_token_refreshed_before_expiry),
-	    cmocka_unit_test(test_token_shared_between_sessions),
-	    cmocka_unit_test(test_describe_preemption_and_terminate),
-	    cmocka_unit_test(test_listing_never_cut_short),
-	    cmocka_unit_test(test_session_errors),
-	    cmocka_unit_test(test_mock_gang_preempt_terminate),
-	    cmocka_unit_test(test_mock_lost_reply_and_failover),
-	    cmocka_unit_test(test_mock_garbled_reply_replayed),
-	    cmocka_unit_test(test_mock_quota_and_wrong_key),
-	    cmocka_unit_test(test_mock_firewall),
+	    cmocka_unit_test_setup(test_jwt_matches_vector, forget),
+	    cmocka_unit_test_setup(test_jwt_verifies_with_public_key, forget),
+	    cmocka_unit_test_setup(test_key_file_errors, forget),
+	    cmocka_unit_test_setup(test_token_reply, forget),
+	    cmocka_unit_test_setup(test_byo_token_uri_is_google_or_the_operators, forget),
+	    cmocka_unit_test_setup(test_request_id, forget),
+	    cmocka_unit_test_setup(test_labels_and_names, forget),
+	    cmocka_unit_test_setup(test_operations, forget),
+	    cmocka_unit_test_setup(test_instances, forget),
+	    cmocka_unit_test_setup(test_error_envelope, forget),
+	    cmocka_unit_test_setup(test_launch_failover_and_body, forget),
+	    cmocka_unit_test_setup(test_compact_policy_for_the_gang, forget),
+	    cmocka_unit_test_setup(test_compact_policy_given_back, forget),
+	    cmocka_unit_test_setup(test_describe_reconciles_policies, forget),
+	    cmocka_unit_test_setup(test_describe_sweeps_policies_when_due, forget),
+	    cmocka_unit_test_setup(test_firewall_rules, forget),
+	    cmocka_unit_test_setup(test_firewall_refuses_gang, forget),
+	    cmocka_unit_test_setup(test_launch_quota_and_capacity, forget),
+	    cmocka_unit_test_setup(test_launch_unreadable_and_lagging, forget),
+	    cmocka_unit_test_setup(test_auth_refresh_and_refusal, forget),
+	    cmocka_unit_test_setup(test_token_refreshed_before_expiry, forget),
+	    cmocka_unit_test_setup(test_token_shared_between_sessions, forget),
+	    cmocka_unit_test_setup(test_describe_preemption_and_terminate, forget),
+	    cmocka_unit_test_setup(test_listing_never_cut_short, forget),
+	    cmocka_unit_test_setup(test_session_errors, forget),
+	    cmocka_unit_test_setup(test_mock_gang_preempt_terminate, forget),
+	    cmocka_unit_test_setup(test_mock_lost_reply_and_failover, forget),
+	    cmocka_unit_test_setup(test_mock_garbled_reply_replayed, forget),
+	    cmocka_unit_test_setup(test_mock_quota_and_wrong_key, forget),
+	    cmocka_unit_test_setup(test_mock_firewall, forget),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
