@@ -21,6 +21,7 @@
 #include "providers/oci/oci_int.h"
 #include "providers/oci/oci_sign.h"
 #include "providers/provider.h"
+#include "providers/sweep.h"
 
 #include <jansson.h>
 
@@ -692,10 +693,10 @@ static int create_cluster(struct oci_session *s, const struct isc_launch_spec *s
 /*
  * Every compute cluster of the compartment (ListComputeClusters, page by page) given to
  * visit(ctx, item); visit answers 1 to stop the walk, 0 to go on, or an error code (< 0)
- * that ends it.
+ * that ends it. *cut (when not NULL): 1 when MAX_PAGES ended the walk with pages left.
  */
 static int each_cluster(struct oci_session *s, int (*visit)(void *ctx, const json_t *c), void *ctx,
-                        struct isc_err *err)
+                        int *cut, struct isc_err *err)
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"ListComputeClusters"};
@@ -734,6 +735,8 @@ static int each_cluster(struct oci_session *s, int (*visit)(void *ctx, const jso
 		json_decref(coll);
 	} while (!rc && !stop && page[0] && ++pages < MAX_PAGES);
 	isc_http_response_cleanup(&resp);
+	if (cut)
+		*cut = !rc && !stop && page[0];
 	return rc;
 }
 
@@ -768,7 +771,7 @@ static int find_cluster(struct oci_session *s, const char *ad, const char *token
 {
 	struct cluster_wanted w = {ad, token, id};
 	id[0] = '\0';
-	return each_cluster(s, match_cluster, &w, err);
+	return each_cluster(s, match_cluster, &w, NULL, err);
 }
 
 /* DeleteComputeCluster; *deleted = 0 while OCI refuses (instances still in it: 409). */
@@ -795,14 +798,91 @@ static int delete_cluster(struct oci_session *s, const char *id, int *deleted, s
 	return rc;
 }
 
+/*
+ * Teardown and crash recovery of compute clusters: every ACTIVE cluster of the
+ * compartment tagged isc:broker=broker_id that no live instance (of `all`, the whole
+ * listing) is in, and no launch of this process is filling, is deleted. OCI refuses
+ * while instances are still terminating; a later describe asks again. providers/sweep.h
+ * says when a describe sweeps (not every describe: ListComputeClusters is one more call
+ * per region and tick). At most CLUSTER_DELETES_PER_SWEEP deletes per sweep, one call
+ * each: after a mass teardown the rest go at the next describes instead of holding this
+ * one for hundreds of calls. Best effort: a failure is logged, the listing stands, the
+ * next describe sweeps again.
+ */
+#define CLUSTER_DELETES_PER_SWEEP 10
+
+/*
+ * What a describe hands the sweep: a use per instance of this broker in a compute
+ * cluster (its computeClusterId; live unless TERMINATED, as reap_cluster counts), and
+ * `idle`, the clusters of those with no live instance. Pointers into the listing.
+ */
+struct cluster_sweep {
+	char scope[700];
+	struct isc_sweep_use *uses;
+	size_t n_uses;
+	const char **idle;
+	size_t n_idle;
+};
+
+static void cluster_sweep_cleanup(struct cluster_sweep *sw)
+{
+	free(sw->uses);
+	free(sw->idle);
+}
+
+/* Fills sw from the listing `all`; 1 when this describe sweeps (providers/sweep.h). */
+static int clusters_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
+                              struct cluster_sweep *sw)
+{
+	size_t cap = json_array_size(all), i;
+	const json_t *inst;
+
+	memset(sw, 0, sizeof(*sw));
+	/* The endpoint, region and broker (providers/sweep.h) */
+	snprintf(sw->scope, sizeof(sw->scope), "oci %s %s %s", s->url[SVC_CORE], s->cfg.region,
+	         broker_id);
+	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
+	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
+	if (!sw->uses || !sw->idle)
+		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	json_array_foreach(all, i, inst)
+	{
+		const char *cid = json_string_value(json_object_get(inst, "computeClusterId"));
+		const char *ls = json_string_value(json_object_get(inst, "lifecycleState"));
+		const char *b = json_string_value(
+		    json_object_get(json_object_get(inst, "freeformTags"), ISC_TAG_BROKER));
+		if (cid && cid[0] && b && strcmp(b, broker_id) == 0)
+			sw->uses[sw->n_uses++] =
+			    (struct isc_sweep_use){cid, !ls || strcmp(ls, "TERMINATED") != 0};
+	}
+	for (i = 0; i < sw->n_uses; i++) {
+		int named = 0, live = 0;
+		for (size_t k = 0; k < sw->n_idle && !named; k++)
+			named = strcmp(sw->idle[k], sw->uses[i].resource) == 0;
+		for (size_t k = 0; k < sw->n_uses && !live && !named; k++)
+			live = sw->uses[k].live &&
+			       strcmp(sw->uses[k].resource, sw->uses[i].resource) == 0;
+		if (!named && !live)
+			sw->idle[sw->n_idle++] = sw->uses[i].resource;
+	}
+	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+}
+
 struct cluster_reap {
 	struct oci_session *s;
 	const char *broker_id;
 	const json_t *all;
 	struct isc_err *err;
+	const struct cluster_sweep *sw;
+	unsigned char *kept; /* kept[i]: idle[i] is listed ACTIVE and this sweep left it */
+	size_t deletes, left;
 };
 
-/* Deletes c when it is this broker's, ACTIVE, not being filled and holds no live instance. */
+/*
+ * Deletes c when it is this broker's, ACTIVE, not being filled and holds no live instance
+ * (at most CLUSTER_DELETES_PER_SWEEP a sweep). An idle cluster of the listing that stays
+ * (refused, being filled, over the limit) is marked kept: not gone.
+ */
 static int reap_cluster(void *ctx, const json_t *c)
 {
 	struct cluster_reap *r = ctx;
@@ -811,43 +891,75 @@ static int reap_cluster(void *ctx, const json_t *c)
 	const char *state = json_string_value(json_object_get(c, "lifecycleState"));
 	const char *broker = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
 	const char *token = json_string_value(json_object_get(tags, "isc:token"));
+	unsigned char *kept = NULL;
 	size_t k;
 	int rc, deleted = 0;
 
+	/* not ours, or going already: nothing this sweep would do, so not kept either */
 	if (!id || !broker || strcmp(broker, r->broker_id) != 0 || !state ||
-	    strcmp(state, "ACTIVE") != 0 || (token && isc_busy_names_has(&busy_clusters, token)))
+	    strcmp(state, "ACTIVE") != 0)
 		return 0;
+	for (k = 0; k < r->sw->n_idle && !kept; k++)
+		if (strcmp(r->sw->idle[k], id) == 0)
+			kept = &r->kept[k];
+	if (token && isc_busy_names_has(&busy_clusters, token))
+		goto keep;
 	json_array_foreach(r->all, k, inst)
 	{
 		const char *in = json_string_value(json_object_get(inst, "computeClusterId"));
 		const char *ls = json_string_value(json_object_get(inst, "lifecycleState"));
 		if (in && !strcmp(in, id) && (!ls || strcmp(ls, "TERMINATED") != 0))
-			return 0;
+			goto keep;
 	}
+	if (r->deletes == CLUSTER_DELETES_PER_SWEEP) {
+		r->left++;
+		goto keep;
+	}
+	r->deletes++;
 	if ((rc = delete_cluster(r->s, id, &deleted, r->err)))
 		return rc;
-	if (deleted)
-		isc_log(ISC_LOG_INFO, "oci %s: compute cluster %s deleted (no live instance)",
-		        r->s->cfg.region, id);
+	if (!deleted)
+		goto keep;
+	isc_log(ISC_LOG_INFO, "oci %s: compute cluster %s deleted (no live instance)",
+	        r->s->cfg.region, id);
+	return 0;
+keep:
+	if (kept)
+		*kept = 1;
 	return 0;
 }
 
-/*
- * Teardown and crash recovery of compute clusters: every ACTIVE cluster of the
- * compartment tagged isc:broker=broker_id that no live instance (of `all`, the whole
- * listing) is in, and no launch of this process is filling, is deleted. OCI refuses
- * while instances are still terminating; the next describe asks again. Best effort: a
- * failure is logged, the listing stands.
- */
-static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all)
+static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all,
+                               const struct cluster_sweep *sw)
 {
 	struct isc_err err;
-	struct cluster_reap r = {s, broker_id, all, &err};
+	struct cluster_reap r = {s, broker_id, all, &err, sw, NULL, 0, 0};
+	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
+	size_t n_gone = 0;
+	int cut = 0;
 
-	if (each_cluster(s, reap_cluster, &r, &err))
+	r.kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*r.kept));
+	if (!gone || !r.kept) {
+		isc_log(ISC_LOG_WARN, "oci %s: compute cluster reconcile: out of memory",
+		        s->cfg.region);
+	} else if (each_cluster(s, reap_cluster, &r, &cut, &err)) {
 		isc_log(ISC_LOG_WARN,
 		        "oci %s: compute cluster reconcile: %s (next describe retries)",
 		        s->cfg.region, err.msg);
+	} else {
+		if (r.left)
+			isc_log(
+			    ISC_LOG_INFO,
+			    "oci %s: %zu more unused compute cluster(s) go at the next describes",
+			    s->cfg.region, r.left);
+		/* A walk cut short may not have reached a cluster: none counts as absent. */
+		for (size_t i = 0; !cut && i < sw->n_idle; i++)
+			if (!r.kept[i])
+				gone[n_gone++] = sw->idle[i];
+		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+	}
+	free(r.kept);
+	free(gone);
 }
 
 static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
@@ -878,8 +990,12 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 			continue;
 		nodes[n++] = ni;
 	}
-	if (s->compute_clusters)
-		reconcile_clusters(s, broker_id, all);
+	if (s->compute_clusters) {
+		struct cluster_sweep sw;
+		if (clusters_sweep_due(s, broker_id, all, &sw))
+			reconcile_clusters(s, broker_id, all, &sw);
+		cluster_sweep_cleanup(&sw);
+	}
 	json_decref(all);
 	for (i = 0; i < n; i++)
 		enrich(s, &nodes[i]);

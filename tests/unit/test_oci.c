@@ -12,6 +12,7 @@
 #include "providers/oci/oci_int.h"
 #include "providers/oci/oci_sign.h"
 #include "providers/provider.h"
+#include "providers/sweep.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -647,6 +648,7 @@ static int driver_setup(void **state)
 {
 	(void)state;
 	script_reset();
+	isc_sweep_forget_all(); /* each test is a process that has not swept yet */
 	if (!pem_text)
 		pem_text = slurp(vec_dir(), "test_private_key.pem", NULL);
 	return 0;
@@ -1075,6 +1077,150 @@ static void test_describe_reconciles_clusters(void **state)
 	assert_non_null(strstr(S.sent[2].url, "/computeClusters/ocid1.computecluster.oc1..dead"));
 	assert_int_equal(S.calls, 5);
 	isc_node_infos_free(nodes, n);
+	s->provider->session_free(s);
+}
+
+/* A BM.GPU.H100.8 instance of broker isc-b1 in compute cluster `cluster`. */
+static const char *cc_inst(const char *id, const char *cluster, const char *lifecycle)
+{
+	static char buf[32][400];
+	static int k;
+	char *b = buf[k++ % 32];
+	snprintf(
+	    b, sizeof(buf[0]),
+	    "{\"id\":\"ocid1.instance.oc1..%s\",\"availabilityDomain\":\"Mock:US-ASHBURN-AD-1\","
+	    "\"shape\":\"BM.GPU.H100.8\",\"lifecycleState\":\"%s\",\"computeClusterId\":"
+	    "\"ocid1.computecluster.oc1..%s\",\"freeformTags\":{\"isc:broker\":\"isc-b1\"}}",
+	    id, lifecycle, cluster);
+	return b;
+}
+
+/* One ACTIVE compute cluster of broker isc-b1, as ListComputeClusters shows it. */
+static const char *cc_item(const char *cluster)
+{
+	static char buf[32][200];
+	static int k;
+	char *b = buf[k++ % 32];
+	snprintf(b, sizeof(buf[0]),
+	         "{\"id\":\"ocid1.computecluster.oc1..%s\",\"lifecycleState\":\"ACTIVE\","
+	         "\"freeformTags\":{\"isc:broker\":\"isc-b1\"}}",
+	         cluster);
+	return b;
+}
+
+static size_t cluster_lists(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < S.calls; i++)
+		n += strcmp(S.sent[i].method, "GET") == 0 &&
+		     strstr(S.sent[i].url, "/computeClusters?compartmentId=") != NULL;
+	return n;
+}
+
+/*
+ * When describe sweeps the compute clusters (providers/sweep.h): the first time, then
+ * only once a cluster's instances are all TERMINATED and no sweep saw it go, or every 5
+ * minutes; and at most 10 deletes a sweep, the rest at the next describe.
+ */
+static void test_describe_sweeps_clusters_when_due(void **state)
+{
+	struct isc_provider_session *s = session_clusters();
+	struct isc_node_info *nodes = NULL;
+	size_t n = 0;
+	struct isc_err err;
+	struct isc_buf insts, ccs;
+	char names[12][16];
+	(void)state;
+#define DESCRIBE()                                                                                 \
+	do {                                                                                       \
+		assert_int_equal(s->provider->describe(s, "isc-b1", &nodes, &n, &err), 0);         \
+		isc_node_infos_free(nodes, n);                                                     \
+	} while (0)
+	/* 1. The first describe sweeps; both clusters hold a live instance: none deleted. */
+	reply(200, "[%s,%s]", cc_inst("sw-a0", "sw-a", "RUNNING"),
+	      cc_inst("sw-b0", "sw-b", "RUNNING"));
+	reply(200, "{\"items\":[%s,%s]}", cc_item("sw-a"), cc_item("sw-b"));
+	for (int i = 0; i < 2; i++) { /* the two addresses, looked up once */
+		reply(200, "[{\"vnicId\":\"ocid1.vnic.oc1..v%d\",\"lifecycleState\":\"ATTACHED\"}]",
+		      i);
+		reply(200, "{\"privateIp\":\"10.0.0.%d\"}", 20 + i);
+	}
+	DESCRIBE();
+	assert_int_equal(S.calls, 6);
+	assert_int_equal(cluster_lists(), 1);
+	/* 2. Nothing changed: no sweep. */
+	reply(200, "[%s,%s]", cc_inst("sw-a0", "sw-a", "RUNNING"),
+	      cc_inst("sw-b0", "sw-b", "RUNNING"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 7);
+	/* 3. sw-b's instance is terminated: a sweep deletes sw-b. */
+	reply(200, "[%s,%s]", cc_inst("sw-a0", "sw-a", "RUNNING"),
+	      cc_inst("sw-b0", "sw-b", "TERMINATED"));
+	reply(200, "{\"items\":[%s,%s]}", cc_item("sw-a"), cc_item("sw-b"));
+	reply(204, "%s", "");
+	DESCRIBE();
+	assert_int_equal(S.calls, 10);
+	assert_int_equal(cluster_lists(), 2);
+	assert_string_equal(S.sent[9].method, "DELETE");
+	assert_non_null(strstr(S.sent[9].url, "/computeClusters/ocid1.computecluster.oc1..sw-b"));
+	/* 4. The same listing again (OCI lists terminated instances for a while): sw-b is
+	 * known gone, no sweep. */
+	reply(200, "[%s,%s]", cc_inst("sw-a0", "sw-a", "RUNNING"),
+	      cc_inst("sw-b0", "sw-b", "TERMINATED"));
+	DESCRIBE();
+	assert_int_equal(S.calls, 11);
+	/* 5. Five minutes on: swept again (a leftover with no instance, sw-l, goes). */
+	fake_now_ms += 5 * 60 * 1000;
+	reply(200, "[%s,%s]", cc_inst("sw-a0", "sw-a", "RUNNING"),
+	      cc_inst("sw-b0", "sw-b", "TERMINATED"));
+	reply(200, "{\"items\":[%s,%s]}", cc_item("sw-a"), cc_item("sw-l"));
+	reply(204, "%s", "");
+	DESCRIBE();
+	fake_now_ms -= 5 * 60 * 1000;
+	assert_int_equal(S.calls, 14);
+	assert_int_equal(cluster_lists(), 3);
+	assert_non_null(strstr(S.sent[13].url, "/computeClusters/ocid1.computecluster.oc1..sw-l"));
+	s->provider->session_free(s);
+
+	/* 6. Twelve gangs torn down at once: 10 deletes, then the other 2 at the next one. */
+	driver_setup(NULL);
+	s = session_clusters();
+	isc_buf_init(&insts, 0);
+	isc_buf_init(&ccs, 0);
+	for (int i = 0; i < 12; i++) {
+		snprintf(names[i], sizeof(names[i]), "sw-g%02d", i);
+		assert_int_equal(isc_buf_puts(&insts, i ? "," : ""), 0);
+		assert_int_equal(isc_buf_puts(&insts, cc_inst(names[i], names[i], "TERMINATED")),
+		                 0);
+		assert_int_equal(isc_buf_puts(&ccs, i ? "," : ""), 0);
+		assert_int_equal(isc_buf_puts(&ccs, cc_item(names[i])), 0);
+	}
+	reply(200, "[%s]", insts.data);
+	reply(200, "{\"items\":[%s]}", ccs.data);
+	for (int i = 0; i < 10; i++)
+		reply(204, "%s", "");
+	DESCRIBE();
+	assert_int_equal(S.calls, 12);
+	assert_non_null(
+	    strstr(S.sent[11].url, "/computeClusters/ocid1.computecluster.oc1..sw-g09"));
+	reply(200, "[%s]", insts.data);
+	reply(200, "{\"items\":[%s,%s]}", cc_item(names[10]), cc_item(names[11]));
+	reply(204, "%s", "");
+	reply(204, "%s", "");
+	DESCRIBE();
+	assert_int_equal(S.calls, 16);
+	assert_non_null(
+	    strstr(S.sent[14].url, "/computeClusters/ocid1.computecluster.oc1..sw-g10"));
+	assert_non_null(
+	    strstr(S.sent[15].url, "/computeClusters/ocid1.computecluster.oc1..sw-g11"));
+	/* All twelve known gone: the next describe does not sweep. */
+	reply(200, "[%s]", insts.data);
+	DESCRIBE();
+	assert_int_equal(S.calls, 17);
+	assert_int_equal(cluster_lists(), 2);
+#undef DESCRIBE
+	isc_buf_cleanup(&insts);
+	isc_buf_cleanup(&ccs);
 	s->provider->session_free(s);
 }
 
@@ -1778,6 +1924,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_replacement_joins_gang_cluster, driver_setup),
 	    cmocka_unit_test_setup(test_no_cluster_without_rdma_or_gang, driver_setup),
 	    cmocka_unit_test_setup(test_describe_reconciles_clusters, driver_setup),
+	    cmocka_unit_test_setup(test_describe_sweeps_clusters_when_due, driver_setup),
 	    cmocka_unit_test_setup(test_compute_cluster_id_setting_refused, driver_setup),
 	    cmocka_unit_test_setup(test_unreadable_launch_reply_is_unknown, driver_setup),
 	    cmocka_unit_test_setup(test_capacity_everywhere_and_quota, driver_setup),
