@@ -275,12 +275,42 @@ static void stray(struct isc_broker *b, struct isc_store *s, const struct target
 	}
 }
 
+static int node_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct isc_node *)elem)->instance_id);
+}
+
+static int node_sort_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct isc_node *)a)->instance_id,
+	              ((const struct isc_node *)b)->instance_id);
+}
+
+static int seen_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct broker_instance *)a)->instance_id,
+	              ((const struct broker_instance *)b)->instance_id);
+}
+
+static int seen_find_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct broker_instance *)elem)->instance_id);
+}
+
+/*
+ * One describe of one account and region, recorded. The nodes of the region's open
+ * clusters are read in one query and compared with the listing here, so only what
+ * changed is written: most ticks nothing is, and the store's write lock (shared by
+ * every replica on PostgreSQL) is not taken at all.
+ */
 static void watch_target(struct isc_broker *b, struct isc_store *s, const struct target *t,
-                         const struct isc_cluster *clusters, size_t n_clusters, int reconcile)
+                         int reconcile)
 {
 	struct broker_instance *seen;
+	struct isc_node *nodes = NULL;
 	struct isc_err err;
-	size_t n_seen, n_strays = 0, *strays;
+	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0;
+	size_t *strays = NULL, *writes = NULL, *missing = NULL;
 	int64_t now = isc_wall_ms();
 	int batch;
 
@@ -288,24 +318,41 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
 		return;
 	}
-	if (!(strays = calloc(n_seen ? n_seen : 1, sizeof(*strays)))) {
+	if (isc_store_node_list_in(s, t->provider, t->account, t->region, &nodes, &n_nodes, &err)) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: reading nodes: %s", t->provider, t->region,
+		        err.msg);
 		broker_instances_free(seen, n_seen);
 		return;
 	}
-	/*
-	 * What the describe says goes into the store in one write transaction (the
-	 * lock taken once per describe, not once per node). Strays are handled after
-	 * it: terminating one is a cloud call, never made while holding the lock.
-	 */
-	batch = isc_store_begin(s, &err) == 0;
+	strays = calloc(n_seen ? n_seen : 1, sizeof(*strays));
+	writes = calloc(n_seen ? n_seen : 1, sizeof(*writes));
+	missing = calloc(n_nodes ? n_nodes : 1, sizeof(*missing));
+	if (!strays || !writes || !missing)
+		goto out;
+	/* Sorted here, not by the store: PostgreSQL's collation need not be strcmp's. */
+	if (n_seen)
+		qsort(seen, n_seen, sizeof(*seen), seen_cmp);
+	if (n_nodes)
+		qsort(nodes, n_nodes, sizeof(*nodes), node_sort_cmp);
 	for (size_t i = 0; i < n_seen; i++) {
+		const struct isc_node *nd =
+		    n_nodes ? bsearch(seen[i].instance_id, nodes, n_nodes, sizeof(*nodes), node_cmp)
+		            : NULL;
 		int known = 0;
-		isc_store_node_known(s, seen[i].instance_id, &known, &err);
-		if (known)
-			isc_store_node_observe(s, seen[i].instance_id, seen[i].state,
-			                       seen[i].private_ip, seen[i].public_ip,
-			                       seen[i].launched_at_ms, seen[i].notice_at_ms, now,
-			                       &err);
+		if (nd) {
+			if (isc_node_observe_changes(nd, seen[i].state, seen[i].private_ip,
+			                             seen[i].public_ip, seen[i].launched_at_ms,
+			                             seen[i].notice_at_ms))
+				writes[n_writes++] = i;
+			continue;
+		}
+		/* A closed cluster's nodes are final, and an ending instance is never a stray:
+		 * nothing to do (the cloud lists terminated instances for a while). */
+		if (is_ending(seen[i].state))
+			continue;
+		/* Not an open cluster's: recorded a moment ago by a step, or a stray. */
+		if (isc_store_node_known(s, seen[i].instance_id, &known, &err) == 0 && known)
+			writes[n_writes++] = i;
 		else
 			strays[n_strays++] = i;
 	}
@@ -315,34 +362,36 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	 * launched a moment ago may be missing from one reply. A node counts as gone
 	 * only once it has been missing for node_absence_confirm_ms.
 	 */
-	for (size_t c = 0; c < n_clusters; c++) {
-		struct isc_node *nodes;
-		size_t n;
-		if (strcmp(clusters[c].provider, t->provider) ||
-		    strcmp(clusters[c].account, t->account) ||
-		    strcmp(clusters[c].region, t->region))
-			continue;
-		if (isc_store_node_list(s, clusters[c].id, &nodes, &n, &err))
-			continue;
-		for (size_t i = 0; i < n; i++) {
-			int listed = 0;
-			for (size_t k = 0; k < n_seen && !listed; k++)
-				listed = strcmp(seen[k].instance_id, nodes[i].instance_id) == 0;
-			int gone = 0;
-			if (listed || is_gone(nodes[i].state) || nodes[i].launched_at_ms <= 0)
-				continue;
-			if (isc_store_node_missed(s, nodes[i].instance_id, now,
-			                          b->config->node_absence_confirm_ms, &gone, &err))
-				isc_log(ISC_LOG_WARN, "node %s: %s", nodes[i].instance_id, err.msg);
-			else if (gone)
-				isc_log(
-				    ISC_LOG_WARN,
-				    "node %s of cluster %s missing from every describe for %ld ms: "
-				    "counted as terminated",
-				    nodes[i].instance_id, clusters[c].id,
-				    b->config->node_absence_confirm_ms);
-		}
-		isc_node_list_free(nodes, n);
+	for (size_t i = 0; i < n_nodes; i++)
+		if (!is_gone(nodes[i].state) && nodes[i].launched_at_ms > 0 &&
+		    (!n_seen ||
+		     !bsearch(nodes[i].instance_id, seen, n_seen, sizeof(*seen), seen_find_cmp)))
+			missing[n_missing++] = i;
+	/*
+	 * What changed goes into the store in one write transaction (the lock taken once
+	 * per describe, not once per node). Strays are handled after it: terminating one
+	 * is a cloud call, never made while holding the lock.
+	 */
+	batch = (n_writes || n_missing) && isc_store_begin(s, &err) == 0;
+	for (size_t k = 0; k < n_writes; k++) {
+		const struct broker_instance *in = &seen[writes[k]];
+		if (isc_store_node_observe(s, in->instance_id, in->state, in->private_ip,
+		                           in->public_ip, in->launched_at_ms, in->notice_at_ms, now,
+		                           &err))
+			isc_log(ISC_LOG_WARN, "node %s: %s", in->instance_id, err.msg);
+	}
+	for (size_t k = 0; k < n_missing; k++) {
+		const struct isc_node *nd = &nodes[missing[k]];
+		int gone = 0;
+		if (isc_store_node_missed(s, nd->instance_id, now,
+		                          b->config->node_absence_confirm_ms, &gone, &err))
+			isc_log(ISC_LOG_WARN, "node %s: %s", nd->instance_id, err.msg);
+		else if (gone)
+			isc_log(ISC_LOG_WARN,
+			        "node %s of cluster %s missing from every describe for %ld ms: "
+			        "counted as terminated",
+			        nd->instance_id, nd->cluster_id,
+			        b->config->node_absence_confirm_ms);
 	}
 	if (batch && isc_store_commit(s, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: recording: %s", t->provider, t->region,
@@ -351,7 +400,11 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	}
 	for (size_t k = 0; k < n_strays; k++)
 		stray(b, s, t, &seen[strays[k]], reconcile);
+out:
 	free(strays);
+	free(writes);
+	free(missing);
+	isc_node_list_free(nodes, n_nodes);
 	broker_instances_free(seen, n_seen);
 }
 
@@ -368,8 +421,6 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 struct watch_job {
 	struct isc_broker *b;
 	const struct target *t;
-	const struct isc_cluster *clusters;
-	size_t n_clusters;
 	int reconcile;
 	pthread_t thread;
 };
@@ -385,31 +436,29 @@ static void *watch_job_main(void *arg)
 		        j->t->region, err.msg);
 		return NULL;
 	}
-	watch_target(j->b, s, j->t, j->clusters, j->n_clusters, j->reconcile);
+	watch_target(j->b, s, j->t, j->reconcile);
 	isc_store_free(s);
 	return NULL;
 }
 
 static void watch_targets(struct isc_broker *b, const struct target *targets, size_t n_targets,
-                          const struct isc_cluster *clusters, size_t n, int reconcile)
+                          int reconcile)
 {
 	struct watch_job jobs[WATCH_THREADS];
 
 	if (n_targets == 1) {
-		watch_target(b, b->store, &targets[0], clusters, n, reconcile);
+		watch_target(b, b->store, &targets[0], reconcile);
 		return;
 	}
 	for (size_t first = 0; first < n_targets; first += WATCH_THREADS) {
 		size_t k = n_targets - first < WATCH_THREADS ? n_targets - first : WATCH_THREADS;
 		int started[WATCH_THREADS] = {0};
 		for (size_t i = 0; i < k; i++) {
-			jobs[i] =
-			    (struct watch_job){b, &targets[first + i], clusters, n, reconcile, 0};
+			jobs[i] = (struct watch_job){b, &targets[first + i], reconcile, 0};
 			started[i] =
 			    pthread_create(&jobs[i].thread, NULL, watch_job_main, &jobs[i]) == 0;
 			if (!started[i]) /* no thread to be had: this one here and now */
-				watch_target(b, b->store, &targets[first + i], clusters, n,
-				             reconcile);
+				watch_target(b, b->store, &targets[first + i], reconcile);
 		}
 		for (size_t i = 0; i < k; i++)
 			if (started[i])
@@ -496,7 +545,7 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 		}
 		add_key_targets(b, &targets, &n_targets);
 	}
-	watch_targets(b, targets, n_targets, clusters, n, reconcile);
+	watch_targets(b, targets, n_targets, reconcile);
 	if (reconcile) {
 		isc_log(ISC_LOG_INFO,
 		        "reconciled %zu account/region(s) against %zu open cluster(s)", n_targets,

@@ -544,6 +544,7 @@ static int node_from_row(struct isc_db_stmt *st, void *rec)
 	nd->terminated_at_ms = isc_db_column_int64(st, 10);
 	nd->charged_until_ms = isc_db_column_int64(st, 11);
 	nd->notice_at_ms = isc_db_column_int64(st, 12);
+	nd->absent_since_ms = isc_db_column_int64(st, 13);
 	return oom ? ISC_ENOMEM : 0;
 }
 
@@ -556,8 +557,8 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 	    s,
 	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
 	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
-	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0) "
-	    "FROM nodes WHERE cluster_id = ? ORDER BY rank",
+	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "
+	    "COALESCE(absent_since_ms, 0) FROM nodes WHERE cluster_id = ? ORDER BY rank",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -567,6 +568,51 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 	if (!rc)
 		*out = list;
 	return rc;
+}
+
+int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
+                           const char *region, struct isc_node **out, size_t *n,
+                           struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(
+	    s,
+	    "SELECT n.id, n.cluster_id, n.rank, n.instance_id, n.state, n.private_ip, "
+	    "n.public_ip, n.zone, n.price_micros, COALESCE(n.launched_at_ms, 0), "
+	    "COALESCE(n.terminated_at_ms, 0), COALESCE(n.charged_until_ms, 0), "
+	    "COALESCE(n.notice_at_ms, 0), COALESCE(n.absent_since_ms, 0) "
+	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
+	    "WHERE c.provider = ?1 AND c.account = ?2 AND c.region = ?3 AND c.state != 'closed' "
+	    "ORDER BY n.instance_id",
+	    &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, account, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 3, region, -1, ISC_DB_STATIC);
+	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+static int text_differs(const char *stored, const char *seen)
+{
+	return seen && seen[0] && (!stored || strcmp(stored, seen) != 0);
+}
+
+int isc_node_observe_changes(const struct isc_node *nd, const char *state, const char *private_ip,
+                             const char *public_ip, int64_t launched_at_ms, int64_t notice_at_ms)
+{
+	/* Each clause mirrors one SET of isc_store_node_observe. */
+	return !nd->state || strcmp(nd->state, state) != 0 ||
+	       text_differs(nd->private_ip, private_ip) || text_differs(nd->public_ip, public_ip) ||
+	       (nd->launched_at_ms == 0 && launched_at_ms != 0) ||
+	       (nd->notice_at_ms == 0 && notice_at_ms != 0) ||
+	       (strcmp(state, "terminated") == 0 && nd->terminated_at_ms == 0) ||
+	       nd->absent_since_ms != 0;
 }
 
 int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,

@@ -62,6 +62,7 @@ struct isc_node {
 	int64_t terminated_at_ms; /* 0 until the cloud confirms it */
 	int64_t charged_until_ms; /* 0 until first charged */
 	int64_t notice_at_ms;     /* 0 unless an interruption notice was seen */
+	int64_t absent_since_ms;  /* 0 unless describes stopped listing it (node_missed) */
 };
 
 /* Creates the cluster (state launching) and its pending intent in one transaction. */
@@ -134,6 +135,19 @@ int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t 
                           int64_t confirm_ms, int *gone, struct isc_err *err);
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err);
+/*
+ * The nodes of every cluster not closed on one provider, account and region (what
+ * one describe covers), sorted by instance id: one read for a whole describe.
+ */
+int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
+                           const char *region, struct isc_node **out, size_t *n,
+                           struct isc_err *err);
+/*
+ * 1 when isc_store_node_observe with these values would change the node's row, 0
+ * when the row already says all of it (the describe then writes nothing).
+ */
+int isc_node_observe_changes(const struct isc_node *nd, const char *state, const char *private_ip,
+                             const char *public_ip, int64_t launched_at_ms, int64_t notice_at_ms);
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err);
 /* 1 if the instance id belongs to any node row, else 0. */
