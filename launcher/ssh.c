@@ -154,10 +154,20 @@ static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeo
 		}
 	}
 	s->login_at_ms = isc_monotonic_ms();
-	if (libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL) !=
-	    0) {
+	rc = libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL);
+	if (rc != 0) {
 		char *msg = NULL;
 		libssh2_session_last_error(s->session, &msg, NULL, 0);
+		/*
+		 * Only the server's answer refuses a key. A node too loaded to answer in time,
+		 * or a connection that dropped, says nothing about the key: retried as any
+		 * silent node is (taken for a refusal, it sent bursts back to waiting).
+		 */
+		if (rc == LIBSSH2_ERROR_TIMEOUT || rc == LIBSSH2_ERROR_SOCKET_SEND ||
+		    rc == LIBSSH2_ERROR_SOCKET_RECV || rc == LIBSSH2_ERROR_SOCKET_DISCONNECT ||
+		    rc == LIBSSH2_ERROR_SOCKET_TIMEOUT)
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: no answer to the login (%s)",
+			                   s->where, msg ? msg : "?");
 		return isc_err_set(err, ISC_EAUTH, "%s: login with the cluster key refused (%s)",
 		                   s->where, msg ? msg : "?");
 	}

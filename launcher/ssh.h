@@ -41,8 +41,9 @@ struct isc_ssh_target {
 /*
  * Connects and logs in. deadline_ms is on isc_monotonic_ms()'s clock: refused,
  * reset or silent connections (a node still booting) are retried with a short
- * backoff (100 ms doubling to 1 s) until then; ISC_ETRANSIENT when the node never
- * answered, ISC_EAUTH for a refused host key or login (not retried).
+ * backoff (100 ms doubling to 1 s) until then, and so is a login the node did
+ * not answer in time; ISC_ETRANSIENT when the node never answered, ISC_EAUTH
+ * for a refused host key or login (not retried).
  */
 int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh_hostkey_fn check,
                     void *check_ctx, struct isc_ssh **out, struct isc_err *err);

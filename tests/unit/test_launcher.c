@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -317,6 +318,89 @@ static size_t count_containers_as(int i, const char *experiment_id, isc_ssh_host
 static size_t count_containers(int i, const char *experiment_id)
 {
 	return count_containers_as(i, experiment_id, pin);
+}
+
+/* The sshd sessions of node i: the listener's children (one per connection). */
+static size_t sshd_sessions(int i, pid_t *out, size_t cap)
+{
+	char path[300];
+	FILE *f;
+	long listener = 0;
+	size_t n = 0;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/n%d/sshd.pid", root, i);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	if (fscanf(f, "%ld", &listener) != 1)
+		listener = 0;
+	fclose(f);
+	if (listener <= 0 || !(d = opendir("/proc")))
+		return 0;
+	while ((e = readdir(d)) != NULL && n < cap) {
+		char stat[600], *close_paren;
+		long ppid = 0;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (fgets(stat, sizeof(stat), f) && (close_paren = strrchr(stat, ')')) &&
+		    sscanf(close_paren + 1, " %*c %ld", &ppid) == 1 && ppid == listener)
+			out[n++] = (pid_t)atol(e->d_name);
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+struct frozen {
+	int node;
+	pid_t pids[16];
+	size_t n;
+};
+
+/* A host-key check that accepts, then freezes the node's sshd session: the login that
+ * follows gets no answer (a node too loaded to answer in time). */
+static int accept_then_freeze(void *ctx, const char *target, const char *type, const char *sha,
+                              struct isc_err *err)
+{
+	struct frozen *fz = ctx;
+	(void)target, (void)type, (void)sha, (void)err;
+	fz->n = sshd_sessions(fz->node, fz->pids, 16);
+	for (size_t k = 0; k < fz->n; k++)
+		kill(fz->pids[k], SIGSTOP);
+	return 0;
+}
+
+/*
+ * A login the node does not answer in time is no refused key: ISC_ETRANSIENT (retried
+ * until the deadline), never ISC_EAUTH (which sent a burst back to waiting).
+ */
+static void test_silent_login_is_not_a_refused_key(void **state)
+{
+	struct isc_ssh_target t = {ips[4], node_port, "root", key_path, NULL, NULL};
+	struct frozen fz = {.node = 4};
+	struct isc_ssh *ssh = NULL;
+	struct isc_err err;
+	int rc;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	isc_err_clear(&err);
+	rc = isc_ssh_connect(&t, isc_monotonic_ms() + 2000, accept_then_freeze, &fz, &ssh, &err);
+	for (size_t k = 0; k < fz.n; k++) {
+		kill(fz.pids[k], SIGCONT);
+		kill(fz.pids[k], SIGTERM);
+	}
+	assert_true(fz.n > 0);
+	assert_int_equal(rc, ISC_ETRANSIENT);
+	assert_non_null(strstr(err.msg, "no answer to the login"));
+	assert_null(strstr(err.msg, "refused"));
+	/* The node itself is fine: the next login goes through. */
+	assert_int_equal(isc_ssh_connect(&t, isc_monotonic_ms() + 5000, NULL, NULL, &ssh, &err), 0);
+	isc_ssh_free(ssh);
 }
 
 static void test_failed_pull_rolls_back_every_node(void **state)
@@ -1092,6 +1176,7 @@ int main(void)
 	    cmocka_unit_test(test_unreachable_node_fails_after_deadline),
 	    cmocka_unit_test(test_pin_without_instance_id),
 	    cmocka_unit_test(test_changed_host_key_is_refused),
+	    cmocka_unit_test(test_silent_login_is_not_a_refused_key),
 	    cmocka_unit_test(test_log_resumes_after_a_reconnect),
 	    cmocka_unit_test(test_log_survives_the_container),
 	    cmocka_unit_test(test_log_is_capped_with_a_marker),
