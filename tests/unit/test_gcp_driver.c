@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VEC "tests/vectors/gcp/"
@@ -1595,6 +1596,45 @@ static size_t mock_count_request(const char *rid)
 	return n;
 }
 
+/*
+ * The HTTP status of resourcePolicies.get of `name` (us-central1) on the mock, asked with
+ * the bearer token the driver's describes cached: 200 while the policy stands, 404 after.
+ */
+static long mock_policy_status(const char *name)
+{
+	char *key_json = slurp(getenv("MOCKCLOUD_GCP_KEY"), NULL), url[512], auth[4200];
+	struct isc_gcp_key k;
+	struct isc_gcp_token t = {0};
+	struct isc_err err;
+	struct timespec ts;
+	struct curl_slist *h = NULL;
+	struct mock_mem m = {NULL, 0};
+	long code = 0;
+	CURL *c = curl_easy_init();
+	assert_int_equal(isc_gcp_key_parse(key_json, strlen(key_json), "mock", &k, &err), 0);
+	free(key_json);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	assert_int_equal(
+	    isc_gcp_token_cached(&k, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &t), 1);
+	snprintf(url, sizeof(url),
+	         "%s/compute/v1/projects/isc-mock-project/regions/us-central1/resourcePolicies/%s",
+	         getenv("MOCKCLOUD_URL"), name);
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", t.access_token);
+	h = curl_slist_append(h, auth);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mock_mem_cb);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(h);
+	free(m.p);
+	isc_gcp_token_cleanup(&t);
+	isc_gcp_key_cleanup(&k);
+	return code;
+}
+
 static const struct isc_kv mtags[] = {
     {ISC_TAG_BROKER, "mock-gcp"}, {ISC_TAG_CLUSTER, "cl_m1"}, {ISC_TAG_EXPERIMENT, "exp_m1"}};
 
@@ -1619,7 +1659,7 @@ static void test_mock_gang_preempt_terminate(void **state)
 	struct isc_identity id;
 	struct isc_err err;
 	const char *ids[4];
-	char body[512];
+	char body[512], pname[64];
 	size_t n;
 	(void)state;
 	if (mock_skip())
@@ -1666,6 +1706,8 @@ static void test_mock_gang_preempt_terminate(void **state)
 	}
 	for (int i = 0; i < 4; i++)
 		ids[i] = r.nodes[i].id;
+	isc_gcp_policy_name("mock-gcp-gang-1", pname);
+	assert_int_equal(mock_policy_status(pname), 200);
 	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0);
 	assert_int_equal(s->provider->terminate(s, ids, 4, &err), 0); /* idempotent */
 	for (int tries = 0;; tries++) {
@@ -1675,6 +1717,16 @@ static void test_mock_gang_preempt_terminate(void **state)
 		isc_node_infos_free(ni, n);
 		if (n == 0)
 			break;
+	}
+	/*
+	 * The gang's policy goes with its nodes: they left the listing (GCE lists deleted VMs
+	 * no more), which makes a sweep due at once, not 5 minutes later.
+	 */
+	for (int tries = 0; mock_policy_status(pname) != 404; tries++) {
+		assert_true(tries < 20);
+		usleep(100 * 1000);
+		assert_int_equal(s->provider->describe(s, "mock-gcp", &ni, &n, &err), 0);
+		isc_node_infos_free(ni, n);
 	}
 	isc_launch_result_cleanup(&r);
 	s->provider->session_free(s);
