@@ -275,6 +275,9 @@ static void stray(struct isc_broker *b, struct isc_store *s, const struct target
 	}
 }
 
+/* A describe (cloud call and recording) this long is logged with where its time went. */
+#define SLOW_DESCRIBE_MS 5000
+
 static int node_cmp(const void *key, const void *elem)
 {
 	return strcmp(key, ((const struct isc_node *)elem)->instance_id);
@@ -311,13 +314,14 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	struct isc_err err;
 	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0;
 	size_t *strays = NULL, *writes = NULL, *missing = NULL;
-	int64_t now = isc_wall_ms();
+	int64_t now = isc_wall_ms(), t0 = isc_monotonic_ms(), t_cloud;
 	int batch;
 
 	if (broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
 		return;
 	}
+	t_cloud = isc_monotonic_ms();
 	if (isc_store_node_list_in(s, t->provider, t->account, t->region, &nodes, &n_nodes, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: reading nodes: %s", t->provider, t->region,
 		        err.msg);
@@ -398,6 +402,14 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		        err.msg);
 		isc_store_rollback(s);
 	}
+	/* A slow describe says whose time it was: the cloud's answer or the store's. */
+	if (isc_monotonic_ms() - t0 >= SLOW_DESCRIBE_MS)
+		isc_log(ISC_LOG_INFO,
+		        "describe %s %s took %lld ms: the cloud %lld ms (%zu instances), recording "
+		        "%lld ms (%zu written, %zu missing)",
+		        t->provider, t->region, (long long)(isc_monotonic_ms() - t0),
+		        (long long)(t_cloud - t0), n_seen,
+		        (long long)(isc_monotonic_ms() - t_cloud), n_writes, n_missing);
 	for (size_t k = 0; k < n_strays; k++)
 		stray(b, s, t, &seen[strays[k]], reconcile);
 out:

@@ -557,7 +557,7 @@ struct template_key {
 };
 
 static const struct template_key top_keys[] = {
-    {"tick_interval_ms = 2000", "time between ticks of iscd (10..3600000)"},
+    {"tick_interval_ms = 2000", "a tick of iscd starts this often (10..3600000)"},
     {"default_image = \"pytorch/pytorch:latest\"",
      "container image when the launch file has no image"},
     {"retry_wait_ms = 30000",
