@@ -413,6 +413,12 @@ static void *follow_main(void *arg)
 	return NULL;
 }
 
+void isc_launch_follow_cancel(struct isc_launch_follow *f)
+{
+	if (f)
+		f->cancel = 1;
+}
+
 void isc_launch_follow_free(struct isc_launch_follow *f)
 {
 	if (!f)

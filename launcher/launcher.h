@@ -243,6 +243,12 @@ struct isc_rank_exit {
  * did (which may exceed cap). Never blocks on the network.
  */
 size_t isc_launch_follow_poll(struct isc_launch_follow *f, struct isc_rank_exit *out, size_t cap);
+/*
+ * Asks every rank's thread to stop following, without waiting: a process that
+ * stops many follows cancels them all first, so their SSH sessions close side by
+ * side, then frees each (which waits for its threads).
+ */
+void isc_launch_follow_cancel(struct isc_launch_follow *f);
 /* Stops following (the containers keep running) and frees. */
 void isc_launch_follow_free(struct isc_launch_follow *f);
 /*
