@@ -113,6 +113,22 @@ void isc_sweep_done(const char *scope, const char *const *gone, size_t n_gone, i
 	pthread_mutex_unlock(&lock);
 }
 
+size_t isc_sweep_idle(const struct isc_sweep_use *uses, size_t n, const char **idle)
+{
+	size_t n_idle = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int named = 0;
+		if (!uses[i].resource)
+			continue;
+		for (size_t k = 0; k < n_idle && !named; k++)
+			named = strcmp(idle[k], uses[i].resource) == 0;
+		if (!named && unused(uses, n, uses[i].resource))
+			idle[n_idle++] = uses[i].resource;
+	}
+	return n_idle;
+}
+
 void isc_sweep_forget_all(void)
 {
 	pthread_mutex_lock(&lock);

@@ -39,6 +39,12 @@ int isc_sweep_due(const char *scope, const struct isc_sweep_use *uses, size_t n,
  */
 void isc_sweep_done(const char *scope, const char *const *gone, size_t n_gone, int64_t now_ms);
 
+/*
+ * The resources of uses none of whose instances is live, each once, into idle
+ * (room for n); returns how many. What a sweep may delete, and then report gone.
+ */
+size_t isc_sweep_idle(const struct isc_sweep_use *uses, size_t n, const char **idle);
+
 /* Forgets every scope (tests; a process that starts over). */
 void isc_sweep_forget_all(void);
 

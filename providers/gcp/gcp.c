@@ -1379,16 +1379,7 @@ static int policies_sweep_due(const struct gcp_session *s, const char *broker_id
 			    nodes[i].cluster_id, nodes[i].state != ISC_NODE_TERMINATED};
 	for (size_t i = 0; i < sw->n_vanished; i++)
 		sw->uses[sw->n_uses++] = (struct isc_sweep_use){sw->vanished[i], 0};
-	for (size_t i = 0; i < sw->n_uses; i++) {
-		int named = 0, live = 0;
-		for (size_t k = 0; k < sw->n_idle && !named; k++)
-			named = strcmp(sw->idle[k], sw->uses[i].resource) == 0;
-		for (size_t k = 0; k < sw->n_uses && !live && !named; k++)
-			live = sw->uses[k].live &&
-			       strcmp(sw->uses[k].resource, sw->uses[i].resource) == 0;
-		if (!named && !live)
-			sw->idle[sw->n_idle++] = sw->uses[i].resource;
-	}
+	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
 	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, now_ms(s));
 }
 

@@ -855,16 +855,7 @@ static int clusters_sweep_due(const struct oci_session *s, const char *broker_id
 			sw->uses[sw->n_uses++] =
 			    (struct isc_sweep_use){cid, !ls || strcmp(ls, "TERMINATED") != 0};
 	}
-	for (i = 0; i < sw->n_uses; i++) {
-		int named = 0, live = 0;
-		for (size_t k = 0; k < sw->n_idle && !named; k++)
-			named = strcmp(sw->idle[k], sw->uses[i].resource) == 0;
-		for (size_t k = 0; k < sw->n_uses && !live && !named; k++)
-			live = sw->uses[k].live &&
-			       strcmp(sw->uses[k].resource, sw->uses[i].resource) == 0;
-		if (!named && !live)
-			sw->idle[sw->n_idle++] = sw->uses[i].resource;
-	}
+	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
 	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
 }
 
