@@ -724,6 +724,22 @@ static size_t groups_calls(void)
 	return n;
 }
 
+/* A describe that sweeps: the listing, the groups, then `deletes` deletes that succeed. */
+static void reply_sweep(const char *listing, const char *groups, int deletes)
+{
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
+	      "</item></reservationSet></DescribeInstancesResponse>",
+	      listing);
+	reply(200,
+	      "<DescribePlacementGroupsResponse><placementGroupSet>%s</placementGroupSet>"
+	      "</DescribePlacementGroupsResponse>",
+	      groups);
+	for (int i = 0; i < deletes; i++)
+		reply(200, "<DeletePlacementGroupResponse><return>true</return>"
+		           "</DeletePlacementGroupResponse>");
+}
+
 /*
  * When describe sweeps the groups (providers/sweep.h): the first time, then only once a
  * group's instances are all terminated and no sweep saw it go, or every 5 minutes; and
@@ -811,17 +827,7 @@ static void test_describe_sweeps_groups_when_due(void **state)
 		snprintf(groups + strlen(groups), sizeof(groups) - strlen(groups), "%s",
 		         group_item(names[i]));
 	}
-	reply(200,
-	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
-	      "</item></reservationSet></DescribeInstancesResponse>",
-	      listing);
-	reply(200,
-	      "<DescribePlacementGroupsResponse><placementGroupSet>%s</placementGroupSet>"
-	      "</DescribePlacementGroupsResponse>",
-	      groups);
-	for (int i = 0; i < 10; i++)
-		reply(200, "<DeletePlacementGroupResponse><return>true</return>"
-		           "</DeletePlacementGroupResponse>");
+	reply_sweep(listing, groups, 10);
 	DESCRIBE();
 	assert_int_equal(S.calls, 12);
 	assert_true(sent_has(11, "GroupName=isc-G09"));
@@ -829,17 +835,7 @@ static void test_describe_sweeps_groups_when_due(void **state)
 	for (int i = 10; i < 12; i++)
 		snprintf(groups + strlen(groups), sizeof(groups) - strlen(groups), "%s",
 		         group_item(names[i]));
-	reply(200,
-	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s</instancesSet>"
-	      "</item></reservationSet></DescribeInstancesResponse>",
-	      listing);
-	reply(200,
-	      "<DescribePlacementGroupsResponse><placementGroupSet>%s</placementGroupSet>"
-	      "</DescribePlacementGroupsResponse>",
-	      groups);
-	for (int i = 0; i < 2; i++)
-		reply(200, "<DeletePlacementGroupResponse><return>true</return>"
-		           "</DeletePlacementGroupResponse>");
+	reply_sweep(listing, groups, 2);
 	DESCRIBE();
 	assert_int_equal(S.calls, 16);
 	assert_true(sent_has(15, "GroupName=isc-G11"));
