@@ -398,14 +398,13 @@ int main(int argc, char **argv)
 				sleep_interruptible((long)left);
 		}
 	} while (!stop_requested);
-	if (ticks > 1)
+	if (ticks > 1) {
+		char phases[512];
 		isc_log(ISC_LOG_INFO,
 		        "tick stats: %ld ticks every %ld ms; lateness mean %.1f ms, max %lld ms; "
 		        "%ld late by more than one tick",
 		        ticks, interval_ms, (double)late_sum_ms / (double)(ticks - 1),
 		        (long long)late_max_ms, late_over_tick);
-	if (ticks > 1) {
-		char phases[512];
 		isc_broker_tick_phases(broker, phases, sizeof(phases));
 		isc_log(ISC_LOG_INFO, "tick phases: %s", phases);
 	}
