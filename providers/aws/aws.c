@@ -1118,28 +1118,70 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
  */
 #define GROUP_DELETES_PER_SWEEP 10
 
-/* The scope of this session's sweeps (providers/sweep.h): endpoint, region, broker. */
-static void sweep_scope(const struct aws_session *s, const char *broker_id, char *out, size_t cap)
+/*
+ * What a describe hands the sweep: a use per listed instance (its group, live unless
+ * terminated), and `idle`, the groups of those with no live instance. Pointers into the
+ * listing.
+ */
+struct group_sweep {
+	char scope[600]; /* endpoint, region, broker (providers/sweep.h) */
+	struct isc_sweep_use *uses;
+	const char **idle;
+	size_t n_uses, n_idle;
+};
+
+static void group_sweep_cleanup(struct group_sweep *sw)
 {
-	snprintf(out, cap, "aws %s %s %s", s->url[SVC_EC2], s->region, broker_id);
+	free(sw->uses);
+	free(sw->idle);
+}
+
+/* Fills sw from the listing; 1 when this describe sweeps (providers/sweep.h). */
+static int groups_sweep_due(const struct aws_session *s, const char *broker_id,
+                            const struct isc_ec2_instance_placement *ip, size_t n_ip,
+                            struct group_sweep *sw)
+{
+	memset(sw, 0, sizeof(*sw));
+	snprintf(sw->scope, sizeof(sw->scope), "aws %s %s %s", s->url[SVC_EC2], s->region,
+	         broker_id);
+	sw->uses = calloc(n_ip ? n_ip : 1, sizeof(*sw->uses));
+	sw->idle = calloc(n_ip ? n_ip : 1, sizeof(*sw->idle));
+	if (!sw->uses || !sw->idle)
+		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	for (size_t i = 0; i < n_ip; i++)
+		sw->uses[sw->n_uses++] = (struct isc_sweep_use){ip[i].group[0] ? ip[i].group : NULL,
+		                                                ip[i].state != ISC_NODE_TERMINATED};
+	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
+	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+}
+
+/* 1 when a live instance of the listing is in group `name`. */
+static int group_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *name)
+{
+	for (size_t i = 0; i < n_ip; i++)
+		if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].group, name) == 0)
+			return 1;
+	return 0;
 }
 
 static void reconcile_groups(struct aws_session *s, const char *broker_id,
-                             const struct isc_ec2_instance_placement *ip, size_t n_ip)
+                             const struct isc_ec2_instance_placement *ip, size_t n_ip,
+                             const struct group_sweep *sw)
 {
 	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_placement_group *gs = NULL;
-	const char **gone = calloc(n_ip ? n_ip : 1, sizeof(*gone));
+	/* kept[k]: idle[k] is listed available and this sweep did not delete it */
+	unsigned char *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
+	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
 	size_t ng = 0, n_gone = 0, deletes = 0, left = 0;
 	struct isc_err err;
-	char scope[600];
 	int rc;
 
 	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
+	rc = kept && gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
 	rc = rc ? rc : isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
 	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
 	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
@@ -1147,47 +1189,28 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 	        : aws_call(s, SVC_EC2, "DescribePlacementGroups", &form, &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_placement_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
-	/* The listing's unused groups that EC2 no longer lists, or lists as going: gone. */
-	for (size_t i = 0; !rc && i < n_ip; i++) {
-		int listed = 0, used = 0;
-		if (!ip[i].group[0])
-			continue;
-		for (size_t g = 0; g < ng && !listed; g++)
-			listed = strcmp(gs[g].name, ip[i].group) == 0 &&
-			         strcmp(gs[g].state, "available") == 0;
-		for (size_t k = 0; k < n_ip && !used; k++)
-			used = ip[k].state != ISC_NODE_TERMINATED &&
-			       strcmp(ip[k].group, ip[i].group) == 0;
-		if (!listed && !used)
-			gone[n_gone++] = ip[i].group;
-	}
 	for (size_t g = 0; !rc && g < ng; g++) {
-		int used = 0, deleted;
-		if (strcmp(gs[g].strategy, "cluster") != 0 ||
-		    strcmp(gs[g].state, "available") != 0 ||
-		    isc_busy_names_has(&busy_groups, gs[g].name))
-			continue;
-		for (size_t i = 0; i < n_ip && !used; i++)
-			used = ip[i].state != ISC_NODE_TERMINATED &&
-			       strcmp(ip[i].group, gs[g].name) == 0;
-		if (used)
-			continue;
-		if (deletes == GROUP_DELETES_PER_SWEEP) {
-			left++;
-			continue;
+		int deleted = 0;
+		if (strcmp(gs[g].state, "available") != 0)
+			continue; /* going already: gone when idle */
+		if (strcmp(gs[g].strategy, "cluster") == 0 &&
+		    !isc_busy_names_has(&busy_groups, gs[g].name) &&
+		    !group_used(ip, n_ip, gs[g].name)) {
+			if (deletes == GROUP_DELETES_PER_SWEEP) {
+				left++;
+			} else {
+				deletes++;
+				rc = delete_group(s, gs[g].name, &deleted, &err);
+				if (!rc && deleted)
+					isc_log(
+					    ISC_LOG_INFO,
+					    "aws %s: placement group %s deleted (no live instance)",
+					    s->region, gs[g].name);
+			}
 		}
-		deletes++;
-		rc = delete_group(s, gs[g].name, &deleted, &err);
-		if (!rc && deleted) {
-			isc_log(ISC_LOG_INFO,
-			        "aws %s: placement group %s deleted (no live instance)", s->region,
-			        gs[g].name);
-			for (size_t i = 0; i < n_ip; i++)
-				if (strcmp(ip[i].group, gs[g].name) == 0) {
-					gone[n_gone++] = ip[i].group;
-					break;
-				}
-		}
+		for (size_t k = 0; !deleted && k < sw->n_idle; k++)
+			if (strcmp(sw->idle[k], gs[g].name) == 0)
+				kept[k] = 1;
 	}
 	if (!rc && left)
 		isc_log(ISC_LOG_INFO,
@@ -1198,32 +1221,17 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 		        "aws %s: placement group reconcile: %s (next describe retries)", s->region,
 		        err.msg);
 	} else {
-		sweep_scope(s, broker_id, scope, sizeof(scope));
-		isc_sweep_done(scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+		/* The listing's idle groups EC2 no longer lists as available, or deleted now. */
+		for (size_t k = 0; k < sw->n_idle; k++)
+			if (!kept[k])
+				gone[n_gone++] = sw->idle[k];
+		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
 	}
+	free(kept);
 	free(gone);
 	free(gs);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
-}
-
-/* Whether this describe sweeps the placement groups (providers/sweep.h). */
-static int groups_sweep_due(const struct aws_session *s, const char *broker_id,
-                            const struct isc_ec2_instance_placement *ip, size_t n_ip)
-{
-	struct isc_sweep_use *uses = calloc(n_ip ? n_ip : 1, sizeof(*uses));
-	char scope[600];
-	int due;
-
-	if (!uses)
-		return 1;
-	for (size_t i = 0; i < n_ip; i++)
-		uses[i] = (struct isc_sweep_use){ip[i].group[0] ? ip[i].group : NULL,
-		                                 ip[i].state != ISC_NODE_TERMINATED};
-	sweep_scope(s, broker_id, scope, sizeof(scope));
-	due = isc_sweep_due(scope, uses, n_ip, s->clock->now_ms(s->clock->ctx));
-	free(uses);
-	return due;
 }
 
 static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
@@ -1304,8 +1312,12 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 			any_spot = 1;
 	if (!rc && any_spot)
 		rc = describe_spot(s, broker_id, all, n, err);
-	if (!rc && s->cluster_placement && groups_sweep_due(s, broker_id, placed, n_placed))
-		reconcile_groups(s, broker_id, placed, n_placed);
+	if (!rc && s->cluster_placement) {
+		struct group_sweep sw;
+		if (groups_sweep_due(s, broker_id, placed, n_placed, &sw))
+			reconcile_groups(s, broker_id, placed, n_placed, &sw);
+		group_sweep_cleanup(&sw);
+	}
 	free(placed);
 	if (rc) {
 		free(all);
