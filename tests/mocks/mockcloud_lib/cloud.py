@@ -381,6 +381,9 @@ class Cloud:
         if prev in ("shutting-down", "terminated"):
             return prev
         self.set_state(inst, "shutting-down")
+        # When the termination was asked for (by the user or the service), for tests that
+        # check the history against this record (tests/integration/jepsen.sh).
+        inst["terminate_requested_at"] = now_ms()
         if by_service:
             inst["state_reason"] = {"code": "Server.SpotInstanceTermination",
                                     "message": "Server.SpotInstanceTermination: Spot instance termination"}

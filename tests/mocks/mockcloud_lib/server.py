@@ -291,6 +291,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "account": i.get("account", cloud.cfg.account_id),
                                 "client_token": i.get("client_token"), "launched_at": i["launched_at"],
                                 "running_at": i.get("running_at"), "terminated_at": i.get("terminated_at"),
+                                "terminate_requested_at": i.get("terminate_requested_at"),
                                 "reservation_id": i.get("reservation_id"),
                                 "placement_group": i.get("placement_group"),
                                 "interface_types": i.get("iface_types") or ["interface"],
