@@ -77,6 +77,8 @@ struct request {
 	int too_big;
 	struct slow_call *slow; /* owned; see slow_call_new */
 	int identified;         /* the fields below are the caller's */
+	/* The thread whose caches were checked against the store then (identify_early). */
+	struct thread_state *checked_by;
 	int is_operator;
 	int64_t user_id;
 	const char *user, *token_id; /* NULL, "operator", or these buffers */
@@ -1072,6 +1074,7 @@ static void identify_early(struct listener *l, struct MHD_Connection *conn, stru
 		return; /* the request's end answers 503 */
 	c.store = c.thread->store;
 	thread_caches_check(c.thread);
+	req->checked_by = c.thread;
 	ok = l->is_unix
 	         ? identify_unix(l->api, conn, &c, req->user_buf, sizeof(req->user_buf),
 	                         req->addr_buf, sizeof(req->addr_buf))
@@ -1167,7 +1170,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	c.thread = thread_state(api, &err);
 	if (c.thread) {
 		c.store = c.thread->store;
-		thread_caches_check(c.thread);
+		/* Checked when the headers came in, on this thread: the request started then. */
+		if (c.thread != req->checked_by)
+			thread_caches_check(c.thread);
 	}
 	if (!c.store) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
