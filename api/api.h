@@ -27,8 +27,13 @@ struct isc_api_options {
 	const char *home;         /* the store's home */
 	const char *socket_path;  /* Unix socket; its folder is made 0755, the socket 0666 */
 	const char *listen;       /* "HOST:PORT" for TCP with bearer tokens, NULL or "": none */
-	unsigned max_connections; /* concurrent connections, both listeners together */
+	unsigned max_connections; /* concurrent connections, each listener its own; 0: 512 */
 	unsigned timeout_s;       /* an idle or slow connection is closed after this */
+	/* A connection that has not delivered a request's headers from a caller the
+	 * server can identify within this, of its opening or of its previous
+	 * request's end, is closed however steadily it trickles; 0: 10. */
+	unsigned header_timeout_s;
+	unsigned per_ip;  /* TCP connections from one IP address at once; 0: 32 */
 	unsigned threads; /* server threads per listener; 0: isc_config_default_api_threads() */
 	unsigned slow_threads; /* threads for slow calls, both listeners together; 0: 4 */
 	unsigned slow_queue;   /* slow calls that may wait for one of them; 0: 64 */

@@ -5,6 +5,7 @@
  */
 #include "api/api.h"
 #include "api/api_int.h"
+#include "api/guard.h"
 #include "api/slow.h"
 #include "api/web.h"
 #include "common/clock.h"
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -49,24 +51,38 @@ struct isc_api {
 	int key_made;
 	struct isc_web *web;       /* the Control Plane pages, served on TCP only */
 	struct isc_api_slow *slow; /* runs the slow routes (api/slow.h) */
+	struct isc_api_guard *unix_guard, *tcp_guard; /* api/guard.h */
 };
 
 /* One listener's flavour, the cls of its daemon. */
 struct listener {
 	struct isc_api *api;
 	int is_unix;
+	struct isc_api_guard *guard; /* its connections and their deadline (api/guard.h) */
 };
 
 static struct listener unix_listener, tcp_listener;
 
 struct slow_call;
 
-/* Per request: the body as it arrives; a slow route's call while it is away. */
+/*
+ * Per request: the body as it arrives; a slow route's call while it is away; who
+ * is calling, found as soon as the headers are in (on_request), so that a caller
+ * the server can identify is free of the listener's deadline (api/guard.h) while
+ * its body arrives, and one it cannot identify is not.
+ */
 struct request {
 	char *body;
 	size_t len, cap;
 	int too_big;
 	struct slow_call *slow; /* owned; see slow_call_new */
+	int identified;         /* the fields below are the caller's */
+	/* The thread whose caches were checked against the store then (identify_early). */
+	struct thread_state *checked_by;
+	int is_operator;
+	int64_t user_id;
+	const char *user, *token_id; /* NULL, "operator", or these buffers */
+	char user_buf[128], addr_buf[96], tok_buf[64];
 };
 
 /*
@@ -1020,6 +1036,61 @@ static enum MHD_Result send_page(struct MHD_Connection *conn, const struct isc_w
 	return ret;
 }
 
+/* The guard's handle on conn (on_connection), NULL if it has none. */
+static struct isc_api_guard_conn *guard_conn(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Whether the TCP listener serves url as a page: no identification (send_page). */
+static int is_page(const struct listener *l, const char *url, const char *method)
+{
+	return !l->is_unix && strncmp(url, "/v1/", 4) != 0 && strcmp(url, "/v1") != 0 &&
+	       (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
+}
+
+/*
+ * Identifies the caller as soon as the request's headers are in, before its body:
+ * an identified caller's connection is free of the listener's deadline until the
+ * request ends (api/guard.h). A caller who cannot be identified is answered once
+ * the whole request is in, as before, by identifying again; until then its
+ * connection stays under the deadline, so nobody unknown can hold one open by
+ * trickling a body.
+ */
+static void identify_early(struct listener *l, struct MHD_Connection *conn, struct request *req)
+{
+	struct isc_api_call c;
+	struct isc_err err;
+	int ok;
+
+	memset(&c, 0, sizeof(c));
+	c.conn = conn;
+	c.home = l->api->home;
+	isc_err_clear(&err);
+	c.thread = thread_state(l->api, &err);
+	if (!c.thread)
+		return; /* the request's end answers 503 */
+	c.store = c.thread->store;
+	thread_caches_check(c.thread);
+	req->checked_by = c.thread;
+	ok = l->is_unix
+	         ? identify_unix(l->api, conn, &c, req->user_buf, sizeof(req->user_buf),
+	                         req->addr_buf, sizeof(req->addr_buf))
+	         : identify_token(conn, &c, req->user_buf, sizeof(req->user_buf), req->addr_buf,
+	                          sizeof(req->addr_buf), req->tok_buf, sizeof(req->tok_buf));
+	free(c.reply);
+	if (!ok)
+		return;
+	req->identified = 1;
+	req->is_operator = c.is_operator;
+	req->user_id = c.user_id;
+	req->user = c.user;
+	req->token_id = c.token_id;
+	isc_api_guard_identified(l->guard, guard_conn(conn));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1043,6 +1114,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = req;
 		if (cl && strtoull(cl, NULL, 10) > BODY_MAX_BYTES)
 			req->too_big = 1;
+		if (!is_page(l, url, method))
+			identify_early(l, conn, req);
 		return MHD_YES;
 	}
 	if (req->slow) {
@@ -1081,8 +1154,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	 * The pages are public files (they hold no data; every datum comes from the
 	 * API with the token), so they are served before and without identification.
 	 */
-	if (!l->is_unix && strncmp(url, "/v1/", 4) != 0 && strcmp(url, "/v1") != 0 &&
-	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0))
+	if (is_page(l, url, method))
 		return send_page(conn, api->web, url);
 
 	memset(&c, 0, sizeof(c));
@@ -1098,17 +1170,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	c.thread = thread_state(api, &err);
 	if (c.thread) {
 		c.store = c.thread->store;
-		thread_caches_check(c.thread);
+		/* Checked when the headers came in, on this thread: the request started then. */
+		if (c.thread != req->checked_by)
+			thread_caches_check(c.thread);
 	}
 	if (!c.store) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
 		isc_api_reply_error(&c, 503, "the store cannot be opened");
 		return send_reply(conn, &c, !l->is_unix);
 	}
-	identified = l->is_unix ? identify_unix(api, conn, &c, user_buf, sizeof(user_buf), addr_buf,
-	                                        sizeof(addr_buf))
-	                        : identify_token(conn, &c, user_buf, sizeof(user_buf), addr_buf,
-	                                         sizeof(addr_buf), tok_buf, sizeof(tok_buf));
+	if (req->identified) {
+		identified = 1;
+		c.is_operator = req->is_operator;
+		c.user_id = req->user_id;
+		c.user = req->user;
+		c.token_id = req->token_id;
+		c.address = req->addr_buf;
+	} else {
+		identified = l->is_unix
+		                 ? identify_unix(api, conn, &c, user_buf, sizeof(user_buf),
+		                                 addr_buf, sizeof(addr_buf))
+		                 : identify_token(conn, &c, user_buf, sizeof(user_buf), addr_buf,
+		                                  sizeof(addr_buf), tok_buf, sizeof(tok_buf));
+	}
 	if (identified) {
 		const struct isc_api_route *r = NULL;
 		char segs[512];
@@ -1134,8 +1218,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct listener *l = cls;
 	struct request *req = *con_cls;
-	(void)conn;
 	(void)toe;
+	/* The connection waits for its next request's headers: the deadline runs again. */
+	isc_api_guard_request_done(l->guard, guard_conn(conn), isc_monotonic_ms());
 	if (req) {
 		/*
 		 * The client went away with a slow call unanswered (it hung up, or the
@@ -1149,6 +1234,67 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		free(req);
 		*con_cls = NULL;
 	}
+}
+
+/*
+ * Every connection of a listener is its guard's (api/guard.h) from its opening to
+ * its close. libmicrohttpd calls CLOSED before it closes the socket, so the guard
+ * never shuts down a socket number already given to another connection.
+ */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	struct listener *l = cls;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd =
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *ad =
+		    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		const struct sockaddr *sa = ad ? ad->client_addr : NULL;
+		socklen_t len = !sa                         ? 0
+		                : sa->sa_family == AF_INET  ? (socklen_t)sizeof(struct sockaddr_in)
+		                : sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6)
+		                                            : 0;
+		*socket_context =
+		    isc_api_guard_open(l->guard, fd ? fd->connect_fd : -1, l->is_unix ? NULL : sa,
+		                       len, isc_monotonic_ms());
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		isc_api_guard_close(l->guard, *socket_context);
+		*socket_context = NULL;
+	}
+}
+
+/*
+ * libmicrohttpd's own limit of a listener, above the guard's: the guard keeps the
+ * count (it makes room by cutting a waiting connection), and the connections it
+ * cut are still libmicrohttpd's until their close, a moment later. libmicrohttpd
+ * also splits its limit between its threads, which need not fill evenly.
+ */
+static unsigned mhd_limit(unsigned limit)
+{
+	return limit + limit / 2 + 16;
+}
+
+/*
+ * Raises the soft limit of open files to what the listeners may hold, within the
+ * hard limit: a soft limit of 1024 (common for services) is below two listeners'
+ * worth, and a refused accept() would stall a listener rather than cut anyone.
+ */
+static void files_enough(unsigned per_listener)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)2 * mhd_limit(per_listener) + 256;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+		isc_log(ISC_LOG_WARN,
+		        "api: iscd may open %llu files, fewer than its listeners may need "
+		        "(%llu for api_max_connections = %u); raise its limit (ulimit -n)",
+		        (unsigned long long)rl.rlim_cur, (unsigned long long)want, per_listener);
 }
 
 /* Makes the folder of the socket (0755, so every local user can reach the socket). */
@@ -1230,6 +1376,12 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	unsigned slow_queue = o->slow_queue ? o->slow_queue : SLOW_QUEUE_DEFAULT;
 	unsigned limit = o->max_connections ? o->max_connections : 512;
 	unsigned timeout = o->timeout_s ? o->timeout_s : 30;
+	struct isc_api_guard_limits glim = {
+	    .max_conns = limit,
+	    .per_ip = 0, /* the Unix socket's peers have no address */
+	    .header_timeout_ms = 1000LL * (o->header_timeout_s ? o->header_timeout_s : 10),
+	    .sweep_ms = 250,
+	};
 	struct passwd *pw;
 	int rc = 0;
 
@@ -1252,14 +1404,23 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 	api->key_made = 1;
 	if ((rc = isc_api_slow_new(slow_threads, slow_queue, &api->slow, err)))
 		goto fail;
+	files_enough(limit);
+	if ((rc = isc_api_guard_new("unix", &glim, &api->unix_guard, err)))
+		goto fail;
+	glim.per_ip = o->per_ip ? o->per_ip : 32;
+	if (o->listen && o->listen[0] &&
+	    (rc = isc_api_guard_new("tcp", &glim, &api->tcp_guard, err)))
+		goto fail;
 	if ((rc = listen_unix(api, o->socket_path, err)))
 		goto fail;
 	unix_listener.api = api;
 	unix_listener.is_unix = 1;
+	unix_listener.guard = api->unix_guard;
 	api->unix_d = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, &unix_listener, MHD_OPTION_LISTEN_SOCKET,
-	    api->unix_fd, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
-	    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    api->unix_fd, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+	    mhd_limit(limit), MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, &unix_listener, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
 	    &unix_listener, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	if (!api->unix_d) {
 		rc = isc_err_set(err, ISC_EIO, "the API server could not start on %s",
@@ -1278,12 +1439,14 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 			goto fail;
 		tcp_listener.api = api;
 		tcp_listener.is_unix = 0;
+		tcp_listener.guard = api->tcp_guard;
 		api->tcp_d = MHD_start_daemon(
 		    flags, 0, NULL, NULL, on_request, &tcp_listener, MHD_OPTION_SOCK_ADDR, &sa,
-		    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, limit,
-		    MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_NOTIFY_COMPLETED,
-		    on_completed, &tcp_listener, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-		    MHD_OPTION_END);
+		    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+		    mhd_limit(limit), MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+		    MHD_OPTION_NOTIFY_COMPLETED, on_completed, &tcp_listener,
+		    MHD_OPTION_NOTIFY_CONNECTION, on_connection, &tcp_listener,
+		    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 		if (!api->tcp_d) {
 			rc = isc_err_set(err, ISC_EIO, "the API server could not listen on %s",
 			                 o->listen);
@@ -1334,6 +1497,9 @@ void isc_api_free(struct isc_api *api)
 	}
 	/* After the pool's threads ended: their store connections went with them. */
 	isc_api_slow_free(api->slow);
+	/* After the daemons: every connection was closed. */
+	isc_api_guard_free(api->tcp_guard);
+	isc_api_guard_free(api->unix_guard);
 	if (api->key_made)
 		pthread_key_delete(api->store_key);
 	isc_web_free(api->web);

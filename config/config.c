@@ -80,7 +80,9 @@ static struct isc_config *config_defaults(void)
 	c->api_socket = strdup("");
 	c->api_listen = strdup("");
 	c->api_max_connections = 512;
+	c->api_max_connections_per_ip = 32;
 	c->api_timeout_s = 30;
+	c->api_header_timeout_s = 10;
 	c->api_threads = isc_config_default_api_threads();
 	c->api_slow_threads = 4;
 	c->api_slow_queue = 64;
@@ -383,8 +385,12 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->api_listen);
 		else if (!strcmp(key, "api_max_connections"))
 			rc = get_long(x, v, key, 1, 100000, &c->api_max_connections);
+		else if (!strcmp(key, "api_max_connections_per_ip"))
+			rc = get_long(x, v, key, 1, 100000, &c->api_max_connections_per_ip);
 		else if (!strcmp(key, "api_timeout_s"))
 			rc = get_long(x, v, key, 1, 3600, &c->api_timeout_s);
+		else if (!strcmp(key, "api_header_timeout_s"))
+			rc = get_long(x, v, key, 1, 3600, &c->api_header_timeout_s);
 		else if (!strcmp(key, "api_threads"))
 			rc = get_long(x, v, key, 1, 256, &c->api_threads);
 		else if (!strcmp(key, "api_slow_threads"))
@@ -598,8 +604,14 @@ static const struct template_key top_keys[] = {
     {"api_socket = \"\"",
      "iscd's API socket (\"\": $ISC_HOME/run/api.sock; docs/api.md); clients use ISC_SOCKET"},
     {"api_listen = \"\"", "HOST:PORT for the API over TCP with bearer tokens (\"\": none)"},
-    {"api_max_connections = 512", "concurrent API connections, both listeners together"},
+    {"api_max_connections = 512",
+     "concurrent API connections, each listener (socket, TCP) its own; when full, the "
+     "oldest one still waiting for its headers makes room"},
+    {"api_max_connections_per_ip = 32", "TCP API connections from one IP address at once"},
     {"api_timeout_s = 30", "an API connection idle or slow this long is closed"},
+    {"api_header_timeout_s = 10",
+     "an API connection without a whole request's headers from a known caller this long, "
+     "after it opened or its last request ended, is closed however it trickles"},
     {"api_threads = 2",
      "API server threads per listener (default: one per online CPU, at least 2)"},
     {"api_slow_threads = 4",

@@ -63,13 +63,15 @@ struct isc_config {
 	long node_probe_ms;      /* every pool node is probed (one SSH login) this often; 10000 */
 	int burst_validation;    /* a burst first runs one cycle on-prem; 0 (off) */
 	/* The API (docs/api.md). */
-	char *api_socket;         /* "" = $ISC_HOME/run/api.sock */
-	char *api_listen;         /* "HOST:PORT" for TCP with bearer tokens; "" = none */
-	long api_max_connections; /* 512 */
-	long api_timeout_s;       /* a slow or idle client is dropped after this; 30 */
-	long api_threads;         /* one per online CPU, at least 2 */
-	long api_slow_threads;    /* threads for slow calls (api/slow.h); 4 */
-	long api_slow_queue;      /* slow calls that may wait for a thread; 64 */
+	char *api_socket;                /* "" = $ISC_HOME/run/api.sock */
+	char *api_listen;                /* "HOST:PORT" for TCP with bearer tokens; "" = none */
+	long api_max_connections;        /* per listener; 512 */
+	long api_max_connections_per_ip; /* TCP connections from one address; 32 */
+	long api_timeout_s;              /* a slow or idle client is dropped after this; 30 */
+	long api_header_timeout_s; /* a request's headers from a known caller within this; 10 */
+	long api_threads;          /* one per online CPU, at least 2 */
+	long api_slow_threads;     /* threads for slow calls (api/slow.h); 4 */
+	long api_slow_queue;       /* slow calls that may wait for a thread; 64 */
 	struct isc_provider_config *providers;
 	size_t n_providers;
 };

@@ -118,6 +118,8 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 	o.listen = cfg->api_listen;
 	o.max_connections = (unsigned)cfg->api_max_connections;
 	o.timeout_s = (unsigned)cfg->api_timeout_s;
+	o.header_timeout_s = (unsigned)cfg->api_header_timeout_s;
+	o.per_ip = (unsigned)cfg->api_max_connections_per_ip;
 	o.threads = (unsigned)cfg->api_threads;
 	o.slow_threads = (unsigned)cfg->api_slow_threads;
 	o.slow_queue = (unsigned)cfg->api_slow_queue;

@@ -41,7 +41,7 @@ struct node_fabric {
 	int efa_domains;   /* fi_info -p efa -t FI_EP_RDM; -1: no fi_info on the node */
 	char ifname[16];   /* the interface holding the node's private address; "" unknown */
 	long long mem_kib; /* MemTotal; 0 unknown */
-	long long shm_kib; /* the node's /dev/shm (the container's, with --ipc host) */
+	long long shm_kib; /* the node's own /dev/shm (not the container's: --ipc private) */
 	char shm_size[32]; /* --shm-size given to docker */
 };
 
@@ -310,9 +310,12 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	rc |= isc_shell_quote(b, name);
 	/*
 	 * The fabric's devices that exist on this node, each by name; memlock unlimited
-	 * and IPC_LOCK, since RDMA pins its buffers (docs/launcher.md, "The node").
+	 * and IPC_LOCK, since RDMA pins its buffers (docs/launcher.md, "The node"). An
+	 * IPC namespace and /dev/shm of the container's own (--ipc private): the ranks'
+	 * processes in it share them, as NCCL needs, and nothing of them outlives the
+	 * container or is seen by the node's next run (issue 42).
 	 */
-	rc |= isc_buf_puts(b, " --gpus all --network host --ipc host --ulimit memlock=-1:-1"
+	rc |= isc_buf_puts(b, " --gpus all --network host --ipc private --ulimit memlock=-1:-1"
 	                      " --cap-add IPC_LOCK --shm-size ");
 	rc |= isc_shell_quote(b, f->shm_size);
 	for (int i = 0; i < f->n_devices; i++) {

@@ -20,8 +20,10 @@ dir=$(mktemp -d /tmp/isc-bench-api.XXXXXX)
 home=$dir/home
 trap '[ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
 "$ISC_BIN/isc" --home "$home" init >/dev/null
+# wrk's connections all come from 127.0.0.1: above the per-address limit (32).
 cat >>"$home/config.toml" <<CONF
 api_listen = "127.0.0.1:0"
+api_max_connections_per_ip = 512
 tick_interval_ms = $TICK
 CONF
 [ -z "$BENCH_API_THREADS" ] || echo "api_threads = $BENCH_API_THREADS" >>"$home/config.toml"

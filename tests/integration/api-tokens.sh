@@ -6,7 +6,7 @@
 # in iscd's log (at debug level), the audit, or `isc token list`. The server
 # threads' caches never outlive a change: a revoked token, a removed member and a
 # new experiment are seen at once by every thread. Limits: a body over 1 MiB is
-# refused (413), a slow client is dropped, connections are capped.
+# refused (413), a slow client is dropped, connections are capped (an idle one makes room).
 . "$(dirname "$0")/lib.sh"
 
 dir=$(mktemp -d /tmp/isc-tokens.XXXXXX)
@@ -152,10 +152,42 @@ except OSError:
     data = b""
 sys.exit(0 if time.time() - t < 6 else 1)
 PY
-check "connections over api_max_connections are refused while the cap is held" py - "$url" <<'PY'
+# A full listener makes room by cutting its oldest connection that has not yet shown an
+# identified request (docs/api.md, "Limits"): 8 idle connections cannot lock a caller out.
+check "over api_max_connections, an idle connection makes room for a new caller" py - "$url" <<'PY'
 import socket, sys, time
 host, port = sys.argv[1][len("http://"):].split(":")
 held = [socket.create_connection((host, int(port))) for _ in range(8)]
+time.sleep(0.3)
+extra = socket.create_connection((host, int(port)))
+extra.settimeout(1.5)
+extra.sendall(b"GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n")
+try:
+    answer = extra.recv(100)
+except OSError:
+    answer = b""
+# Answered by the handler (401: no token), and exactly one idle connection was cut (looked
+# at well before api_timeout_s, 2 s, would close the others).
+time.sleep(0.2)
+cut = 0
+for h in held:
+    try:
+        cut += h.recv(1, socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        pass
+sys.exit(0 if answer.startswith(b"HTTP/1.1 401") and cut == 1 else 1)
+PY
+# Held by identified callers (8 POSTs with a token whose bodies are still on their way),
+# the cap refuses the next connection: closed without an answer.
+check "connections over api_max_connections are refused while identified callers hold the cap" py - "$url" "$ltok" <<'PY'
+import socket, sys, time
+host, port = sys.argv[1][len("http://"):].split(":")
+held = []
+for _ in range(8):
+    h = socket.create_connection((host, int(port)))
+    h.sendall(b"POST /v1/orgs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sys.argv[2].encode()
+              + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+    held.append(h)
 time.sleep(0.3)
 extra = socket.create_connection((host, int(port)))
 extra.settimeout(1.5)

@@ -5,7 +5,8 @@
 # its STRONG_CYCLE_COUNT, STRONG_CYCLE_TIME_MS and start time into /mnt/checkpoints,
 # which iscd carries from run to run (and node to node), so the file that comes home
 # lists every run. Then: pre-emption timing, a failing run, cancels in every state, a
-# node that stops answering, and (against the mock cloud) validation-then-burst.
+# node that stops answering, runs that share no IPC with the node's next run (8), and
+# (against the mock cloud) validation-then-burst.
 . "$(dirname "$0")/lib.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 node=$repo/tests/mocks/node
@@ -227,6 +228,47 @@ kill -TERM "$(cat "$dir/iscd.pid")"
 wait "$(cat "$dir/iscd.pid")"
 rm -f "$dir/iscd.pid"
 check "no AddressSanitizer report (restarted iscd)" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd-b.log'"
+
+# 8. Runs share no IPC (issue 42): a run's /dev/shm files and System V segments stay in
+# its container (docker --ipc private), so the next run on the same nodes sees none of
+# them, while the processes of one container still share both (what NCCL needs). Both
+# runs take the whole pool (4 nodes), so the second runs where the first did.
+tag=isc-leak-$$-$RANDOM
+shm_bytes=$((40000 + RANDOM))
+cat >"$dir/ipc1.isc" <<EOF
+isc_project_id = "demo"
+experiment_name = "ipc1"
+gpus = 4
+compute_mode = "cycle"
+max_rapid_cycles = 1
+command = 'echo secret >/dev/shm/$tag-\$RANK && ipcmk -M $shm_bytes >/dev/null && sh -c "cat /dev/shm/$tag-\$RANK; ipcs -m" | sed "s/^/same container: /"'
+EOF
+cat >"$dir/ipc2.isc" <<EOF
+isc_project_id = "demo"
+experiment_name = "ipc2"
+gpus = 4
+compute_mode = "cycle"
+max_rapid_cycles = 1
+command = 'ls -A /dev/shm | sed "s/^/shm: /"; ipcs -m | sed "s/^/ipc: /"'
+EOF
+"$ISC_BIN/iscd" --home "$home" 2>"$dir/iscd-ipc.log" &
+echo $! >"$dir/iscd.pid"
+ipc1=$(train "$dir/ipc1.isc")
+check "ipc: the first run completes" wait_status "$ipc1" completed 40
+check "ipc: its processes shared its /dev/shm file" grep -qx "same container: secret" "$home/experiments/$ipc1/rank_0.txt"
+check "ipc: ... and its System V segment" bash -c "grep '^same container: ' '$home/experiments/$ipc1/rank_0.txt' | awk '\$7 == $shm_bytes' | grep -q ."
+ipc2=$(train "$dir/ipc2.isc")
+check "ipc: the second run completes" wait_status "$ipc2" completed 40
+check "ipc: the second run listed its /dev/shm and segments" grep -q '^ipc: ' "$home/experiments/$ipc2/rank_0.txt"
+check "ipc: the second run sees no /dev/shm file of the first" bash -c "! grep -q '$tag' '$home/experiments/$ipc2/rank_0.txt'"
+check "ipc: ... and no System V segment of the first" bash -c "! grep '^ipc: ' '$home/experiments/$ipc2/rank_0.txt' | awk '\$6 == $shm_bytes' | grep -q ."
+kill -TERM "$(cat "$dir/iscd.pid")"
+wait "$(cat "$dir/iscd.pid")"
+rm -f "$dir/iscd.pid"
+check "no AddressSanitizer report (ipc)" bash -c "! grep -q 'ERROR: AddressSanitizer\|runtime error' '$dir/iscd-ipc.log'"
+# What runs on the node's own IPC namespace (the code before) left on this machine.
+rm -f /dev/shm/"$tag"-*
+ipcs -m | awk -v b="$shm_bytes" '$5 == b {print $2}' | xargs -r -n1 ipcrm -m 2>/dev/null
 
 # 7. Validation then burst (burst_validation on), against the mock cloud: one cycle on-prem,
 # then the cloud with the checkpoint and STRONG_CYCLE_COUNT going on; a burst whose

@@ -703,8 +703,11 @@ static void record_hostcfg(int dfd)
 /*
  * In the container child, after its binds: the ulimits; a /dev/infiniband that
  * holds only the devices given with --device (docker's /dev is the container's
- * own); without --ipc host, a private /dev/shm of --shm-size (docker's default 64
- * MiB), with it the node's /dev/shm as docker gives it.
+ * own); without --ipc host, an IPC namespace (System V shared memory, semaphores,
+ * message queues) and a /dev/shm of --shm-size (docker's default 64 MiB) of the
+ * container's own, as docker's "private" and "shareable" modes give
+ * (https://docs.docker.com/engine/containers/run/#ipc-settings---ipc); with it
+ * the node's.
  */
 static int apply_hostcfg(char *why, size_t cap)
 {
@@ -732,7 +735,8 @@ static int apply_hostcfg(char *why, size_t cap)
 	}
 	if (!ib && !own_shm)
 		return 0;
-	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+	if (unshare(CLONE_NEWNS | (own_shm ? CLONE_NEWIPC : 0)) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
 		snprintf(why, cap, "unshare: %s", strerror(errno));
 		return -1;
 	}
