@@ -1730,7 +1730,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
 		int due = broker_sync_due(b, c.id, isc_wall_ms());
-		if (due && n > 0 && broker_artifacts_pull(b, s, e, &c, &nodes[0], due, &err))
+		if (due && n > 0 && broker_artifacts_sync(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
 out:

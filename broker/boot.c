@@ -102,6 +102,9 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	x->opts.artifact_max_entries = (uint64_t)b->config->artifact_max_entries;
 	x->opts.log_max_bytes = (uint64_t)b->config->rank_log_max_bytes;
 	x->opts.min_free_bytes = (uint64_t)b->config->disk_reserve_bytes;
+	x->opts.transfer.deadline_ms = b->config->transfer_deadline_ms;
+	x->opts.transfer.min_bytes_per_s = (uint64_t)b->config->transfer_min_bytes_per_s;
+	x->opts.transfer.window_ms = b->config->transfer_window_ms;
 	return 0;
 }
 
@@ -491,11 +494,13 @@ static int refusal_is_new(const char *experiment_id, int which, const char *msg)
 	return is_new;
 }
 
-int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
-                          struct isc_err *err)
+/* A pull of rank 0's folders; stop (may be NULL) cuts it short (broker_artifacts_sync). */
+static int pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                const struct isc_cluster *c, const struct isc_node *rank0, int which,
+                volatile int *stop, struct isc_err *err)
 {
 	struct isc_unpack_report report;
+	struct broker_quota_hold hold;
 	struct boot_ctx x;
 	char *dir;
 	int rc;
@@ -515,8 +520,21 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
 		}
 	}
 	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
-	if (!rc)
+	/* The organisation's quota lowers the pull's cap, or refuses it (issue 42). */
+	if (!rc &&
+	    (rc = broker_quota_take(b, s, e, which, &x.opts.artifact_max_bytes, &hold, err)) != 0)
+		isc_err_wrap(err, "artifacts from rank 0");
+	if (!rc) {
+		x.opts.cancel = stop;
 		rc = isc_launcher_pull_artifacts(&x.targets[0], &x.opts, dir, which, &report, err);
+		if (rc && hold.capped && strstr(err->msg, "bytes of files (the cap)"))
+			isc_err_wrap(err,
+			             "org_artifact_quota_bytes (%lld MiB) leaves the organisation "
+			             "only %lld MiB for this pull; the previous copy stays",
+			             (long long)(b->config->org_artifact_quota_bytes >> 20),
+			             (long long)(hold.reserved >> 20));
+		broker_quota_give(b, e, &hold, rc == 0);
+	}
 	boot_ctx_cleanup(&x);
 	if (!rc && (report.refused || report.stripped)) {
 		char msg[ISC_ERR_MSG_MAX];
@@ -535,6 +553,32 @@ int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struc
 		}
 	}
 	free(dir);
+	return rc;
+}
+
+int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
+                          struct isc_err *err)
+{
+	return pull(b, s, e, c, rank0, which, NULL, err);
+}
+
+int broker_artifacts_sync(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
+                          struct isc_err *err)
+{
+	volatile int *stop = broker_step_stop();
+	int rc = pull(b, s, e, c, rank0, which, stop, err);
+
+	if (rc && stop && *stop) {
+		const char *why = *stop == BROKER_STOP_CANCELLED ? "the experiment was cancelled"
+		                  : *stop == BROKER_STOP_YIELD
+		                      ? "its worker went to another organisation's burst (a fair "
+		                        "share of broker_workers each)"
+		                      : "iscd is stopping";
+		rc =
+		    isc_err_set(err, ISC_ETRANSIENT, "cut short: %s; the previous copy stays", why);
+	}
 	return rc;
 }
 

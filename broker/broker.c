@@ -53,8 +53,9 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	b->store = store;
 	b->home = strdup(isc_store_home(store));
+	b->quotas = broker_quotas_new();
 	pthread_mutex_init(&b->lock, NULL);
-	if (!b->home) {
+	if (!b->home || !b->quotas) {
 		isc_broker_free(b);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
@@ -656,13 +657,14 @@ static void leases_release_unowned(struct isc_broker *b, const char *const *owne
 	free(gone);
 }
 
+static int job_done(const struct broker_job *j);
+
 static void reap_jobs(struct isc_broker *b, int wait_all)
 {
 	struct broker_job **p = &b->jobs;
 	while (*p) {
 		struct broker_job *j = *p;
-		if (wait_all ||
-		    atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire)) {
+		if (wait_all || job_done(j)) {
 			pthread_join(j->thread, NULL);
 			*p = j->next;
 			free(j->experiment_id);
@@ -684,6 +686,11 @@ void isc_broker_free(struct isc_broker *b)
 {
 	if (!b)
 		return;
+	/* A periodic sync still trickling in would hold the stop up: cut short (the copy
+	 * at home stays whole). Teardowns and boots finish. */
+	for (struct broker_job *j = b->jobs; j; j = j->next)
+		if (!j->stop)
+			j->stop = BROKER_STOP_SHUTDOWN;
 	reap_jobs(b, 1);
 	replica_stop(b);
 	/* Every follower told first, then each waited for: their SSH sessions close side by
@@ -696,6 +703,7 @@ void isc_broker_free(struct isc_broker *b)
 		follower_free(f);
 	}
 	broker_memo_close(b); /* the notes stay in the store for the next iscd */
+	broker_quotas_free(b->quotas);
 	isc_config_free(b->config);
 	pthread_mutex_destroy(&b->lock);
 	free(b->home);
@@ -716,12 +724,21 @@ int isc_broker_set_tick_interval_ms(struct isc_broker *b, long ms, struct isc_er
 	return 0;
 }
 
+/* The stop flag of the step this thread runs (broker_step_stop). */
+static _Thread_local volatile int *step_stop;
+
+volatile int *broker_step_stop(void)
+{
+	return step_stop;
+}
+
 static void *job_main(void *arg)
 {
 	struct broker_job *j = arg;
 	struct isc_store *s;
 	struct isc_err err;
 
+	step_stop = &j->stop;
 	if (isc_store_open(j->broker->home, 0, &s, &err) == 0) {
 		/* The step's transactions commit only while this replica holds the lease. */
 		char *token = broker_lease_token(j->broker, j->experiment_id);
@@ -734,6 +751,7 @@ static void *job_main(void *arg)
 	} else {
 		isc_log(ISC_LOG_ERROR, "%s: opening the store: %s", j->experiment_id, err.msg);
 	}
+	step_stop = NULL;
 	atomic_store_explicit((_Atomic int *)&j->done, 1, memory_order_release);
 	return NULL;
 }
@@ -746,22 +764,35 @@ static size_t jobs_count(const struct isc_broker *b)
 	return n;
 }
 
-static int job_running(struct isc_broker *b, const char *experiment_id)
+static struct broker_job *job_find(struct isc_broker *b, const char *experiment_id)
 {
 	for (struct broker_job *j = b->jobs; j; j = j->next)
 		if (strcmp(j->experiment_id, experiment_id) == 0)
-			return 1;
-	return 0;
+			return j;
+	return NULL;
 }
 
-static void start_job(struct isc_broker *b, const char *experiment_id)
+static int job_running(struct isc_broker *b, const char *experiment_id)
 {
+	return job_find(b, experiment_id) != NULL;
+}
+
+static int job_done(const struct broker_job *j)
+{
+	return atomic_load_explicit((_Atomic int *)&j->done, memory_order_acquire);
+}
+
+static void start_job(struct isc_broker *b, const struct isc_experiment *e)
+{
+	const char *experiment_id = e->id;
 	struct broker_job *j = calloc(1, sizeof(*j));
 	if (!j || !(j->experiment_id = strdup(experiment_id))) {
 		free(j);
 		return;
 	}
 	j->broker = b;
+	j->org_id = e->org_id;
+	j->began_cancelled = e->cancel_requested != 0;
 	if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
 		isc_log(ISC_LOG_ERROR, "%s: cannot start a worker thread", experiment_id);
 		free(j->experiment_id);
@@ -859,6 +890,171 @@ static int is_active(const char *experiment_id, void *ctx)
 	return 0;
 }
 
+/* ---- the workers: a fair share per organisation (issue 42) ---- */
+
+/* One organisation's steps this tick: running and due (a burst whose turn it is). */
+struct org_use {
+	int64_t org_id;
+	size_t running, due;
+};
+
+static struct org_use *org_use_of(struct org_use *v, size_t *n, int64_t org_id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (v[i].org_id == org_id)
+			return &v[i];
+	v[*n] = (struct org_use){org_id, 0, 0};
+	return &v[(*n)++];
+}
+
+/*
+ * A cancel pre-empts the step's periodic sync: `isc cancel` of an experiment whose
+ * sync trickles in ends that sync within about 100 ms (the launcher's cancel flag),
+ * and the next tick's step tears the cluster down. A step started for the cancel
+ * (the teardown) is left alone.
+ */
+static void stop_cancelled_syncs(struct isc_broker *b, const struct isc_experiment *active,
+                                 size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct broker_job *j;
+		if (!active[i].cancel_requested || !(j = job_find(b, active[i].id)) ||
+		    j->began_cancelled || j->stop || job_done(j))
+			continue;
+		j->stop = BROKER_STOP_CANCELLED;
+		isc_log(ISC_LOG_INFO, "%s: cancelled while its step runs: its sync is cut short",
+		        active[i].id);
+	}
+}
+
+/*
+ * Waits up to ms for the jobs told to yield to end (they stop at their next
+ * transfer poll, about 100 ms), then reaps what ended.
+ */
+static void wait_yielded(struct isc_broker *b, int64_t ms)
+{
+	int64_t until = isc_monotonic_ms() + ms;
+	for (;;) {
+		int left = 0;
+		for (struct broker_job *j = b->jobs; j && !left; j = j->next)
+			left = j->stop == BROKER_STOP_YIELD && !job_done(j);
+		if (!left || isc_monotonic_ms() >= until)
+			break;
+		usleep(10 * 1000);
+	}
+	reap_jobs(b, 0);
+}
+
+/*
+ * Starts the due steps (turn[j].go) on at most broker_workers threads (each holds a
+ * store connection: with PostgreSQL, replicas share max_connections), fairly between
+ * organisations:
+ *   1. each organisation with a running or due step may hold up to its share,
+ *      max(1, broker_workers / such organisations), taken in turn (the round starts
+ *      a tick later where this one stopped, so every burst gets its turn);
+ *   2. workers still free then go to whoever has more due, in the same turn (none
+ *      sits idle while steps wait);
+ *   3. an organisation under its share whose step finds every worker busy is owed
+ *      one: a step of an organisation over its share is told to yield
+ *      (BROKER_STOP_YIELD: its periodic sync ends at its next poll, the copy at home
+ *      stays whole), and the owed step starts as soon as that worker is free, this
+ *      tick if it frees within the wait (a tick at most), else the next.
+ * So one organisation's slow or hostile nodes never keep another's step waiting more
+ * than a tick (tests/integration/transfers.sh).
+ */
+static void dispatch(struct isc_broker *b, const struct isc_experiment *active, const size_t *which,
+                     const struct isc_burst_turn *turn, size_t k)
+{
+	size_t workers = (size_t)b->config->broker_workers, running = 0, n_orgs = 0, wanting = 0;
+	size_t n_owed = 0, share, cap = k + jobs_count(b) + 1;
+	struct org_use *orgs = calloc(cap, sizeof(*orgs));
+	size_t *owed = calloc(k ? k : 1, sizeof(*owed));
+	unsigned char *started = calloc(k ? k : 1, 1);
+	int deferred = 0, yielded = 0;
+
+	if (!orgs || !owed || !started) {
+		free(orgs);
+		free(owed);
+		free(started);
+		return;
+	}
+	for (struct broker_job *j = b->jobs; j; j = j->next, running++)
+		org_use_of(orgs, &n_orgs, j->org_id)->running++;
+	for (size_t j = 0; j < k; j++)
+		if (turn[j].go && !job_running(b, active[which[j]].id))
+			org_use_of(orgs, &n_orgs, active[which[j]].org_id)->due++;
+	for (size_t i = 0; i < n_orgs; i++)
+		wanting += orgs[i].running || orgs[i].due;
+	share = wanting ? workers / wanting : workers;
+	if (share < 1)
+		share = 1;
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t x = 0; x < k; x++) {
+			size_t j = (b->next_turn + x) % k;
+			const struct isc_experiment *e = &active[which[j]];
+			struct org_use *o;
+			if (!turn[j].go || started[j] || job_running(b, e->id))
+				continue;
+			o = org_use_of(orgs, &n_orgs, e->org_id);
+			if (running < workers && (pass == 1 || o->running < share)) {
+				start_job(b, e);
+				started[j] = 1;
+				o->running++;
+				running++;
+			} else if (pass == 1 && !deferred) {
+				deferred = 1;
+				b->next_turn = j;
+			}
+			if (pass == 1 && !started[j] && o->running < share) {
+				size_t q = 0;
+				while (q < n_owed && active[which[owed[q]]].org_id != e->org_id)
+					q++;
+				if (q == n_owed) /* one owed step per organisation and tick */
+					owed[n_owed++] = j;
+			}
+		}
+	}
+	if (!deferred)
+		b->next_turn = 0;
+	/* 3. A worker per owed step, from the organisation furthest over its share. */
+	for (size_t q = 0; q < n_owed; q++) {
+		struct broker_job *victim = NULL;
+		struct org_use *from = NULL;
+		for (struct broker_job *j = b->jobs; j; j = j->next) {
+			struct org_use *o = org_use_of(orgs, &n_orgs, j->org_id);
+			if (j->stop || job_done(j) || o->running <= share)
+				continue;
+			if (!from || o->running > from->running)
+				from = o, victim = j;
+		}
+		if (!victim)
+			break;
+		victim->stop = BROKER_STOP_YIELD;
+		from->running--;
+		yielded++;
+		isc_log(ISC_LOG_INFO,
+		        "%s: its step yields its worker to organisation %lld's %s (fair share: %zu "
+		        "of %zu workers each)",
+		        victim->experiment_id, (long long)active[which[owed[q]]].org_id,
+		        active[which[owed[q]]].id, share, workers);
+	}
+	if (yielded) {
+		long tick = b->config->tick_interval_ms;
+		wait_yielded(b, tick < 1000 ? tick : 1000);
+		running = jobs_count(b);
+		for (size_t q = 0; q < n_owed && running < workers; q++) {
+			const struct isc_experiment *e = &active[which[owed[q]]];
+			if (job_running(b, e->id))
+				continue;
+			start_job(b, e);
+			running++;
+		}
+	}
+	free(orgs);
+	free(owed);
+	free(started);
+}
+
 /*
  * Which bursts get a step this tick: the waiting order of queue/burst.h over
  * every burst the broker owns (not one whose validation cycle runs on-prem).
@@ -873,8 +1069,8 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 	size_t *which = calloc(n ? n : 1, sizeof(*which));
 	const char **owned = calloc(n ? n : 1, sizeof(*owned));
 	struct active_set set = {active, n};
-	size_t k = 0, running;
-	int rc = 0, reconcile = 0, deferred = 0;
+	size_t k = 0;
+	int rc = 0, reconcile = 0;
 
 	if (!ent || !turn || !which || !owned) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -924,29 +1120,11 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 		leases_refresh(b); /* the dead replica's leases are no longer live in the view */
 	if (reconcile && broker_watch(b, 1, err))
 		isc_log(ISC_LOG_WARN, "watch (bursts taken over): %s", err->msg);
-	/*
-	 * At most broker_workers steps at once (each holds a store connection: with
-	 * PostgreSQL, replicas share max_connections). When more bursts are due, the round
-	 * starts a tick later where this one stopped, so every burst gets its turn.
-	 */
-	running = jobs_count(b);
-	for (size_t x = 0; x < k; x++) {
-		size_t j = (b->next_turn + x) % k;
-		struct isc_experiment *e = &active[which[j]];
-		if (job_running(b, e->id))
-			continue;
-		if (turn[j].go && running < (size_t)b->config->broker_workers) {
-			start_job(b, e->id);
-			running++;
-		} else if (turn[j].go && !deferred) {
-			deferred = 1;
-			b->next_turn = j;
-		} else if (!turn[j].go && turn[j].behind >= 0) {
-			broker_hold(b, e, &active[which[turn[j].behind]], &turn[j]);
-		}
-	}
-	if (!deferred)
-		b->next_turn = 0;
+	stop_cancelled_syncs(b, active, n);
+	dispatch(b, active, which, turn, k);
+	for (size_t j = 0; j < k; j++)
+		if (!turn[j].go && turn[j].behind >= 0 && !job_running(b, active[which[j]].id))
+			broker_hold(b, &active[which[j]], &active[which[turn[j].behind]], &turn[j]);
 	leases_release_unowned(b, owned, k);
 out:
 	free(ent);

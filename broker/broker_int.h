@@ -52,14 +52,32 @@ struct broker_instance {
 
 void broker_instances_free(struct broker_instance *v, size_t n);
 
+/* Why a worker's step is asked to stop its periodic sync early (broker_job.stop). */
+enum {
+	BROKER_STOP_NONE = 0,
+	BROKER_STOP_CANCELLED = 1, /* the experiment was cancelled while the step ran */
+	BROKER_STOP_YIELD = 2,     /* the worker is owed to another organisation (fair share) */
+	BROKER_STOP_SHUTDOWN = 3,  /* iscd is stopping */
+};
+
 /* A worker running one step of one experiment. */
 struct broker_job {
 	char *experiment_id;
+	int64_t org_id;      /* whose step: the fair share of the workers (issue 42) */
+	int began_cancelled; /* the step was started for a cancelled experiment (its teardown) */
 	pthread_t thread;
 	int done; /* set by the worker (atomic store) when it has finished */
+	/* BROKER_STOP_*: set by the main thread, read by the step's transfers (a cancel flag) */
+	volatile int stop;
 	struct isc_broker *broker;
 	struct broker_job *next;
 };
+
+/*
+ * The stop flag of the step the calling thread runs (broker_job.stop), NULL outside
+ * a worker. A periodic sync passes it to the launcher as its cancel flag.
+ */
+volatile int *broker_step_stop(void);
 
 /* Output followers of running clusters, keyed by cluster id. */
 struct broker_follower {
@@ -84,7 +102,33 @@ struct isc_broker {
 	size_t next_turn;     /* where the next tick starts its round of steps (broker_workers) */
 	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
 	struct broker_leases *leases; /* this replica's leases (broker.c); NULL: not a replica */
+	struct broker_quotas *quotas; /* artifacts each organisation keeps at home (quota.c) */
 };
+
+/* ---- quota.c: org_artifact_quota_bytes (issue 42) ---- */
+struct broker_quotas;
+struct broker_quotas *broker_quotas_new(void);
+void broker_quotas_free(struct broker_quotas *q);
+/* A pull's share of its organisation's quota, from broker_quota_take to broker_quota_give. */
+struct broker_quota_hold {
+	int64_t org_id;
+	int64_t reserved; /* the pull's cap, held while it runs */
+	int64_t replaced; /* what its folders held at home before */
+	int which;
+	int held;
+	int capped; /* the cap is the quota's room, not artifact_max_bytes */
+};
+/*
+ * Before a pull of e's folders in `which`: lowers *cap (artifact_max_bytes; 0: none)
+ * to what the organisation may still bring home, counting what the pull replaces as
+ * freed and what its other pulls under way may bring as taken. ISC_EQUOTA, with the
+ * message for the timeline, when there is no room: the pull is not made.
+ */
+int broker_quota_take(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                      int which, uint64_t *cap, struct broker_quota_hold *h, struct isc_err *err);
+/* After the pull (pulled: it swapped its folders in): what it brought is counted. */
+void broker_quota_give(struct isc_broker *b, const struct isc_experiment *e,
+                       struct broker_quota_hold *h, int pulled);
 
 /* ---- broker.c: leases of this replica on bursts (issue 33, docs/ha.md) ---- */
 /*
@@ -218,6 +262,15 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
  * refused are recorded as an event through s), and back onto a new cluster.
  */
 int broker_artifacts_pull(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                          const struct isc_cluster *c, const struct isc_node *rank0, int which,
+                          struct isc_err *err);
+/*
+ * The same pull for the periodic sync of a running cluster: it may be cut short
+ * (the step's broker_step_stop flag: a cancel of the experiment, the worker owed
+ * to another organisation, iscd stopping), which the error says; the previous
+ * copy then stays whole. Teardown pulls (the last copy of a cycle) are never cut.
+ */
+int broker_artifacts_sync(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                           const struct isc_cluster *c, const struct isc_node *rank0, int which,
                           struct isc_err *err);
 /*

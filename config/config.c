@@ -105,6 +105,10 @@ static struct isc_config *config_defaults(void)
 	c->artifact_max_bytes = 256LL << 30;
 	c->artifact_max_entries = 200000;
 	c->disk_reserve_bytes = 1LL << 30;
+	c->transfer_deadline_ms = 7200000;
+	c->transfer_min_bytes_per_s = 65536;
+	c->transfer_window_ms = 60000;
+	c->org_artifact_quota_bytes = 1LL << 40;
 	c->cycle_ms = 90000;
 	c->period_ms = 7200000;
 	c->node_down_after_ms = 30000;
@@ -423,6 +427,15 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_int64(x, v, key, 10, 1000000000, &c->artifact_max_entries);
 		else if (!strcmp(key, "disk_reserve_bytes"))
 			rc = get_int64(x, v, key, 0, 1LL << 50, &c->disk_reserve_bytes);
+		else if (!strcmp(key, "transfer_deadline_ms"))
+			rc = get_int64(x, v, key, 1000, 7 * 86400000LL, &c->transfer_deadline_ms);
+		else if (!strcmp(key, "transfer_min_bytes_per_s"))
+			rc = get_int64(x, v, key, 1, 1LL << 40, &c->transfer_min_bytes_per_s);
+		else if (!strcmp(key, "transfer_window_ms"))
+			rc = get_int64(x, v, key, 1000, 3600000, &c->transfer_window_ms);
+		else if (!strcmp(key, "org_artifact_quota_bytes"))
+			rc = get_int64(x, v, key, 1LL << 20, 1LL << 52,
+			               &c->org_artifact_quota_bytes);
 		else if (!strcmp(key, "cycle_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->cycle_ms);
 		else if (!strcmp(key, "period_ms"))
@@ -593,6 +606,13 @@ static const struct template_key top_keys[] = {
     {"artifact_max_bytes = 274877906944", "one artifact pull from rank 0: files' sizes together"},
     {"artifact_max_entries = 200000", "one artifact pull: archive members"},
     {"disk_reserve_bytes = 1073741824", "kept free on $ISC_HOME's disk for the ledger"},
+    {"transfer_deadline_ms = 7200000",
+     "one transfer to or from a node (artifact pull, restore, dataset copy) at most this long"},
+    {"transfer_min_bytes_per_s = 65536",
+     "a node transfer slower than this over a transfer_window_ms window is stopped"},
+    {"transfer_window_ms = 60000", "the window over which transfer_min_bytes_per_s is judged"},
+    {"org_artifact_quota_bytes = 1099511627776",
+     "artifacts kept at home per organisation, all its experiments together"},
     {"node_absence_confirm_ms = 30000",
      "a node missing from the cloud's describes counts as terminated after this"},
     {"cycle_ms = 90000", "on-prem: the length of one cycle run (1000..86400000)"},

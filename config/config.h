@@ -56,6 +56,12 @@ struct isc_config {
 	int64_t artifact_max_bytes;   /* one artifact pull; 274877906944 (256 GiB) */
 	int64_t artifact_max_entries; /* one artifact pull; 200000 */
 	int64_t disk_reserve_bytes;   /* kept free on $ISC_HOME's disk; 1073741824 (1 GiB) */
+	/* Every node transfer: artifact pulls, restores, dataset copies (issue 42). */
+	int64_t transfer_deadline_ms;     /* the whole transfer; 7200000 (2 h) */
+	int64_t transfer_min_bytes_per_s; /* the floor, judged per window; 65536 */
+	int64_t transfer_window_ms;       /* the floor's window; 60000 */
+	/* Artifacts brought home per organisation, all its experiments together; 1 TiB. */
+	int64_t org_artifact_quota_bytes;
 	/* The on-prem queue (docs/queue.md). */
 	long cycle_ms;           /* one cycle run; 90000 */
 	long period_ms;          /* interruptible apportioning period; 7200000 */

@@ -774,6 +774,21 @@ void isc_launcher_stop(const struct isc_boot_spec *spec, const struct isc_node_t
 
 static const char *const artifact_names[3] = {"checkpoints", "crud", "lossy"};
 
+/*
+ * "rank N (instance, host)" or "rank N (host)", for transfer errors: which node broke
+ * a limit (issue 42). Per thread, overwritten by the next call.
+ */
+static const char *node_label(const struct isc_node_target *node)
+{
+	static _Thread_local char label[320];
+	if (node->pin_target && strcmp(node->pin_target, node->host) != 0)
+		snprintf(label, sizeof(label), "rank %d (%s, %s)", node->rank, node->pin_target,
+		         node->host);
+	else
+		snprintf(label, sizeof(label), "rank %d (%s)", node->rank, node->host);
+	return label;
+}
+
 static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
                        struct isc_ssh **ssh, struct isc_err *err)
 {
@@ -862,11 +877,10 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 	}
 	if (!rc)
 		rc = isc_ssh_stream_open(ssh, isc_buf_cstr(&remote), 0, opts->command_timeout_ms,
-		                         NULL, &src->st, err);
+		                         opts->cancel, &src->st, err);
 	if (!rc) {
+		isc_ssh_stream_pace(src->st, &opts->transfer);
 		rc = isc_unpack_stream(pull_read, src, fresh, &lim, report, err);
-		if (rc)
-			isc_err_wrap(err, "artifacts from %s", node->host);
 	}
 	if (!rc)
 		ended = drain(src, err);
@@ -883,6 +897,8 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 		                          err);
 	else if (fresh)
 		isc_unpack_remove_tree(fresh, NULL);
+	if (rc)
+		isc_err_wrap(err, "%s: artifact pull", node_label(node));
 	free(fresh);
 	free(src);
 	isc_buf_cleanup(&remote);
@@ -892,7 +908,8 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 
 /* Sends the local tar stream (read from `tar`) into the remote command, then waits for it. */
 static int push_stream_to(struct isc_ssh *ssh, FILE *tar, const char *remote, const char *what,
-                          long idle_ms, const char *host, struct isc_err *err)
+                          const struct isc_launcher_opts *opts, const char *host,
+                          struct isc_err *err)
 {
 	struct isc_ssh_stream *st = NULL;
 	char *chunk = malloc(65536), words[256] = "", ignored[4096];
@@ -902,7 +919,10 @@ static int push_stream_to(struct isc_ssh *ssh, FILE *tar, const char *remote, co
 
 	rc = chunk ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (!rc)
-		rc = isc_ssh_stream_open(ssh, remote, 0, idle_ms, NULL, &st, err);
+		rc = isc_ssh_stream_open(ssh, remote, 0, opts->command_timeout_ms, opts->cancel,
+		                         &st, err);
+	if (!rc)
+		isc_ssh_stream_pace(st, &opts->transfer);
 	while (!rc && (got = fread(chunk, 1, 65536, tar)) > 0)
 		rc = isc_ssh_stream_write(st, chunk, got, err);
 	if (!rc)
@@ -922,10 +942,10 @@ static int push_stream_to(struct isc_ssh *ssh, FILE *tar, const char *remote, co
 	return rc;
 }
 
-static int push_stream(struct isc_ssh *ssh, FILE *tar, long idle_ms, const char *host,
-                       struct isc_err *err)
+static int push_stream(struct isc_ssh *ssh, FILE *tar, const struct isc_launcher_opts *opts,
+                       const char *host, struct isc_err *err)
 {
-	return push_stream_to(ssh, tar, "mkdir -p /mnt && tar -C /mnt -xf -", "artifacts", idle_ms,
+	return push_stream_to(ssh, tar, "mkdir -p /mnt && tar -C /mnt -xf -", "artifacts", opts,
 	                      host, err);
 }
 
@@ -979,7 +999,7 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
 			rc = isc_err_set(err, ISC_EIO, "cannot run tar");
 			break;
 		}
-		rc = push_stream(ssh, tar, opts->command_timeout_ms, node->host, err);
+		rc = push_stream(ssh, tar, opts, node->host, err);
 		tar_status = pclose(tar);
 		if (!rc && tar_status != 0)
 			rc = isc_err_set(err, ISC_EIO, "packing artifacts from %s failed",
@@ -1152,7 +1172,7 @@ int isc_launcher_push_dataset(const struct isc_node_target *node,
 			rc = isc_err_set(err, ISC_EIO, "cannot run tar");
 		if (!rc) {
 			rc = push_stream_to(ssh, tar, isc_buf_cstr(&unpack), "the dataset copy",
-			                    opts->command_timeout_ms, node->host, err);
+			                    opts, node->host, err);
 			tar_status = pclose(tar);
 			if (!rc && tar_status != 0)
 				rc = isc_err_set(err, ISC_EIO, "packing %s failed", local_copy);

@@ -8,6 +8,7 @@
 #define ISC_LAUNCHER_LAUNCHER_H
 
 #include "common/err.h"
+#include "launcher/pace.h"
 #include "launcher/ssh.h"
 
 #include <stddef.h>
@@ -104,11 +105,20 @@ struct isc_launcher_opts {
 	uint64_t log_max_bytes;        /* each rank_N.txt */
 	uint64_t min_free_bytes;       /* pulls and logs stop short of this much free disk */
 	/*
-	 * Optional: once non-zero, an artifact push or pull stops retrying a node and
-	 * a connect still waiting for it gives up (ISC_ETRANSIENT): the caller knows
-	 * the node is gone, so nothing waits on it (broker/liveness.h). A boot treats
-	 * it as its own first failure (the nodes still connecting give up; it may also
-	 * set it to 1 itself).
+	 * Every artifact pull and push and every dataset shipment (issue 42): a total
+	 * deadline and a minimum throughput (launcher/pace.h; zeros: the built-in
+	 * defaults, which are config.toml's). A transfer that breaks one fails with
+	 * ISC_EIO naming the rank, the node and the limit; it is not retried.
+	 */
+	struct isc_pace_limits transfer;
+	/*
+	 * Optional: once non-zero, an artifact push or pull stops retrying a node, a
+	 * transfer under way ends within about 100 ms, and a connect still waiting for
+	 * it gives up (ISC_ETRANSIENT): the caller knows the node is gone
+	 * (broker/liveness.h) or no longer wants the transfer (a cancelled experiment,
+	 * a worker given to another organisation), so nothing waits on it. A boot
+	 * treats it as its own first failure (the nodes still connecting give up; it
+	 * may also set it to 1 itself).
 	 */
 	volatile int *cancel;
 	/*

@@ -2,6 +2,7 @@
 #include "launcher/ssh.h"
 
 #include "common/clock.h"
+#include "launcher/pace.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -255,6 +256,8 @@ struct isc_ssh_stream {
 	int next_stream;     /* the stream read_any looks at first */
 	char err_tail[1024]; /* the last bytes of the error stream (read_stdout) */
 	size_t err_len;
+	int paced;            /* isc_ssh_stream_pace was called: pace is judged */
+	struct isc_pace pace; /* standard output read and input written (not stderr) */
 };
 
 /* ISC_ETRANSIENT when the command ran out of time or was cancelled, else 0. */
@@ -268,7 +271,24 @@ static int stream_expired(struct isc_ssh_stream *st, struct isc_err *err)
 	if (st->idle_ms > 0 && now - st->last_progress_ms > st->idle_ms)
 		return isc_err_set(err, ISC_ETRANSIENT, "%s: no progress for %ld ms", st->s->where,
 		                   st->idle_ms);
+	if (st->paced) {
+		enum isc_pace_verdict v = isc_pace_check(&st->pace, now);
+		if (v != ISC_PACE_OK) {
+			char why[256];
+			isc_pace_explain(&st->pace, v, now, why, sizeof(why));
+			/* Not transient: a node this slow is not tried again (a push retries
+			 * those). */
+			return isc_err_set(err, ISC_EIO, "%s: transfer stopped: %s", st->s->where,
+			                   why);
+		}
+	}
 	return 0;
+}
+
+void isc_ssh_stream_pace(struct isc_ssh_stream *st, const struct isc_pace_limits *lim)
+{
+	isc_pace_start(&st->pace, lim, isc_monotonic_ms());
+	st->paced = 1;
 }
 
 int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
@@ -317,6 +337,10 @@ ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap
 				/* Drain a stream before looking at the other, as output arrives. */
 				st->next_stream = id;
 				st->last_progress_ms = isc_monotonic_ms();
+				/* Only the data counts: a node cannot keep pace with its error
+				 * stream. */
+				if (id == 0)
+					isc_pace_add(&st->pace, (uint64_t)n);
 				*stream_id = id;
 				return n;
 			}
@@ -372,6 +396,11 @@ int isc_ssh_stream_write(struct isc_ssh_stream *st, const char *data, size_t len
 		if (w > 0) {
 			off += (size_t)w;
 			st->last_progress_ms = isc_monotonic_ms();
+			isc_pace_add(&st->pace, (uint64_t)w);
+			/* A node that takes every byte slowly never blocks for long: judged here
+			 * too. */
+			if ((rc = stream_expired(st, err)))
+				return rc;
 			continue;
 		}
 		if (w < 0 && w != LIBSSH2_ERROR_EAGAIN)

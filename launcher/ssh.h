@@ -78,6 +78,14 @@ int isc_ssh_exec(struct isc_ssh *s, const char *cmd, const char *stdin_data, siz
 struct isc_ssh_stream;
 int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
                         volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err);
+/*
+ * Judges the stream's pace from now on (launcher/pace.h): a total deadline and a
+ * minimum throughput of the standard output read plus the input written (the
+ * error stream does not count). A stream that breaks them ends the next read or
+ * write with ISC_EIO, "user@host:port: transfer stopped: <which limit>".
+ */
+struct isc_pace_limits;
+void isc_ssh_stream_pace(struct isc_ssh_stream *st, const struct isc_pace_limits *lim);
 /* Output of either stream (*stream_id 0: stdout, 1: stderr): bytes, 0 at the end, or an error. */
 ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap, int *stream_id,
                                 struct isc_err *err);
