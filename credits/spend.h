@@ -26,7 +26,11 @@ int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total,
 int isc_spend_render(const struct isc_spend_row *rows, size_t n, enum isc_spend_by by,
                      enum isc_spend_format format, struct isc_buf *out, struct isc_err *err);
 
-/* Appends one CSV field, quoted when it holds a comma, quote, CR, LF or edge spaces. */
+/*
+ * Appends one CSV field, quoted when it holds a comma, quote, CR, LF or edge spaces.
+ * Spreadsheet-safe: a field starting with = + - @ TAB or CR that is not a plain
+ * number (-1.50 is one) is written as "'..." so no spreadsheet runs it as a formula.
+ */
 int isc_csv_field(struct isc_buf *out, const char *field);
 
 #endif

@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,6 +222,29 @@ static void queued_cancels(const char *home, struct isc_store *store)
 	closedir(d);
 }
 
+/*
+ * iscd holds the master key and, in its heap, the cloud keys it decrypts with it
+ * and the API's bodies: a core file would write them to disk, readable by whoever
+ * reads the crash folder, and a same-user ptrace or /proc/PID/mem could read them
+ * live (issue 42). No core file (RLIMIT_CORE 0, hard limit too, so nothing this
+ * process runs can raise it) and not dumpable (PR_SET_DUMPABLE 0: no core, and
+ * /proc/PID/{mem,environ,maps} and ptrace are only root's with CAP_SYS_PTRACE).
+ * Both: a core_pattern that pipes to a handler (systemd-coredump) is not bound by
+ * RLIMIT_CORE, but the kernel dumps no undumpable process. A program iscd runs
+ * (ssh) is dumpable again after its exec, as the kernel does; its core limit stays 0.
+ */
+static void refuse_core_dumps(void)
+{
+	const struct rlimit none = {0, 0};
+
+	if (setrlimit(RLIMIT_CORE, &none) != 0)
+		isc_log(ISC_LOG_WARN, "cannot turn core files off (setrlimit RLIMIT_CORE): %s",
+		        strerror(errno));
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		isc_log(ISC_LOG_WARN, "cannot make iscd undumpable (prctl PR_SET_DUMPABLE): %s",
+		        strerror(errno));
+}
+
 static void sleep_interruptible(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -248,7 +273,8 @@ int main(int argc, char **argv)
 	int c, once = 0, api_only = 0, lock_fd = -1, rc = 1;
 
 	isc_log_set_program("iscd");
-	umask(077); /* every file and folder the broker makes is owner-only */
+	refuse_core_dumps(); /* first: before any key is read */
+	umask(077);          /* every file and folder the broker makes is owner-only */
 	/* API bodies may carry an organisation's cloud key: jansson's buffers are wiped. */
 	isc_keys_json_wipe_on_free();
 	opterr = 0;

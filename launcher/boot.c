@@ -2,7 +2,9 @@
  * Booting and stopping containers on every node, one thread per node.
  *
  * The environment travels as a docker --env-file written from the SSH
- * channel's stdin (never in argv, so it is not in the node's process list);
+ * channel's stdin (never in argv, so it is not in the node's process list),
+ * after the datasets' presigned URLs, which the script reads from there too
+ * (dataset_urls);
  * the command travels single-quoted (shellquote.c), so nothing in it is
  * interpreted by the node's shell.
  */
@@ -186,11 +188,42 @@ static int copy_name_ok(const char *c)
 }
 
 /*
- * The node-side fetch of one dataset: each object through its presigned URL
- * (in a curl config file of mode 0600 beside the copy, never in argv, removed
- * after), If-Match its ETag. One S3 connection gets ~100 MB/s, so an object is
- * fetched in NODE_RANGE ranges on NODE_PARALLEL connections at once (xargs -P),
- * each written at its offset (dd seek, conv=notrunc) and retried alone (curl
+ * The presigned URLs of every object the nodes fetch, one a line, in the order
+ * boot_script reads them into the shell variables isc_u<dataset>_<object>: they
+ * go ahead of the env file on the channel's stdin. The exec request's command
+ * becomes the argv of the node's shell (sshd runs $SHELL -c COMMAND), which ps
+ * shows to every user of the node for the whole boot, and a presigned URL is a
+ * bearer credential (issue 42). The script's read and printf are builtins, so
+ * no process ever has the URL in its argv. A URL must fit in a line of curl's
+ * config (a quoted string): no control character, no " and no backslash.
+ */
+static int dataset_urls(const struct isc_boot_spec *spec, struct isc_buf *b, struct isc_err *err)
+{
+	for (size_t i = 0; spec->dataset_fetch && i < spec->n_datasets; i++) {
+		const struct isc_boot_dataset *d = &spec->dataset_fetch[i];
+		for (size_t k = 0; !d->on_node && k < d->n_files; k++) {
+			const char *url = d->files[k].url;
+			for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+				if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
+					return isc_err_set(err, ISC_EINVALID,
+					                   "dataset %s: object %zu's URL has a "
+					                   "character a node's curl config cannot "
+					                   "hold (a control character, \" or \\)",
+					                   spec->dataset_ids[i], k + 1);
+			if (isc_buf_puts(b, url) || isc_buf_putc(b, '\n'))
+				return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		}
+	}
+	return 0;
+}
+
+/*
+ * The node-side fetch of one dataset (the index-th): each object through its
+ * presigned URL (read from stdin into $isc_u<index>_<object> by boot_script,
+ * written to a curl config file of mode 0600 beside the copy by printf, a
+ * builtin: never in argv; removed after), If-Match its ETag. One S3 connection gets ~100 MB/s, so
+ * an object is fetched in NODE_RANGE ranges on NODE_PARALLEL connections at once (xargs -P), each
+ * written at its offset (dd seek, conv=notrunc) and retried alone (curl
  * --retry: its own backoff); a 1-byte probe (Range 0-0) gives the size from
  * Content-Range, and an object it cannot size (empty) is fetched whole. Then
  * checked against its SHA-256 (openssl's, which uses the CPU's SHA instructions,
@@ -198,7 +231,8 @@ static int copy_name_ok(const char *c)
  * tar/unzip (iscd's unpacker vetted these exact bytes), made read-only and moved into place as one
  * rename, so a boot cut short leaves no half copy that looks whole.
  */
-static int fetch_script(const char *name, const struct isc_boot_dataset *d, struct isc_buf *b)
+static int fetch_script(const char *name, size_t index, const struct isc_boot_dataset *d,
+                        struct isc_buf *b)
 {
 	struct isc_buf t;
 	int rc = 0;
@@ -209,11 +243,10 @@ static int fetch_script(const char *name, const struct isc_boot_dataset *d, stru
 	                   "; if [ ! -d \"$c\" ]; then rm -rf \"$c.part\"; mkdir -p \"$c.part\"; ");
 	for (size_t i = 0; i < d->n_files; i++) {
 		const struct isc_boot_dataset_file *f = &d->files[i];
-		isc_buf_reset(&t);
-		rc |= isc_buf_printf(&t, "url = \"%s\"", f->url);
-		rc |= isc_buf_puts(b, "k=\"$c.part/.k\"; (umask 077; printf '%s\\n' ");
-		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
-		rc |= isc_buf_puts(b, " >\"$k\"); h=");
+		rc |= isc_buf_printf(b,
+		                     "k=\"$c.part/.k\"; (umask 077; printf 'url = \"%%s\"\\n' "
+		                     "\"$isc_u%zu_%zu\" >\"$k\"); h=",
+		                     index, i);
 		isc_buf_reset(&t);
 		rc |= isc_buf_printf(&t, "If-Match: \"%s\"", f->etag);
 		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
@@ -279,7 +312,13 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
                        const struct node_fabric *f, struct isc_buf *b)
 {
 	int rc = 0;
-	rc |= isc_buf_puts(b, "set -e; mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy; ");
+	rc |= isc_buf_puts(b, "set -e; ");
+	/* The presigned URLs, first on stdin (dataset_urls): in variables, never in argv. */
+	for (size_t i = 0; spec->dataset_fetch && i < spec->n_datasets; i++)
+		for (size_t k = 0;
+		     !spec->dataset_fetch[i].on_node && k < spec->dataset_fetch[i].n_files; k++)
+			rc |= isc_buf_printf(b, "IFS= read -r isc_u%zu_%zu; ", i, k);
+	rc |= isc_buf_puts(b, "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy; ");
 	for (size_t i = 0; i < spec->n_datasets; i++) {
 		rc |= isc_buf_puts(b, "mkdir -p /data/");
 		rc |= isc_shell_quote(b, spec->dataset_ids[i]);
@@ -297,7 +336,7 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 			rc |= isc_buf_printf(b, " >&2; exit %d; }; ", DATASET_FAILED);
 			isc_buf_cleanup(&t);
 		} else if (spec->dataset_fetch && !rc) {
-			rc |= fetch_script(spec->dataset_ids[i], &spec->dataset_fetch[i], b);
+			rc |= fetch_script(spec->dataset_ids[i], i, &spec->dataset_fetch[i], b);
 		}
 	}
 	/* The env file is written from the channel's stdin, private to root. */
@@ -545,6 +584,9 @@ static void *boot_node(void *arg)
 	j->handshake_ms = isc_ssh_login_started_ms(ssh) - t0;
 	if ((j->rc = fabric_check(j, ssh, &fabric)))
 		goto out;
+	/* stdin: the presigned URLs (the script reads them first), then the env file. */
+	if ((j->rc = dataset_urls(j->spec, &env, &j->err)))
+		goto out;
 	if (env_file(j->spec, j->nodes, j->n, node->rank, &env, &env_args) ||
 	    fabric_env(j->spec, &fabric, &env, &env_args) ||
 	    boot_script(j->spec, name, isc_buf_cstr(&env_args), &fabric, &script)) {
@@ -579,6 +621,8 @@ out:
 		*j->abort_all = 1;
 	j->total_ms = isc_monotonic_ms() - t0;
 	isc_ssh_free(ssh);
+	if (env.data) /* it held the presigned URLs */
+		explicit_bzero(env.data, env.len);
 	isc_buf_cleanup(&env);
 	isc_buf_cleanup(&env_args);
 	isc_buf_cleanup(&script);

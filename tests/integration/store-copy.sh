@@ -6,7 +6,8 @@
 # (ISC_STORE_URL, or the file as their isc.db) show the same organisations and balances,
 # and the token made on the original works on them over TCP. Refused: while iscd runs on
 # the home, while a live replica uses a PostgreSQL source, into a store with rows. A
-# password in a URL is never printed.
+# password in a URL is never printed, and never taken from argv (issue 42): it comes
+# from $ISC_STORE_COPY_TO or --to-file.
 . "$(dirname "$0")/lib.sh"
 
 unset ISC_STORE_URL
@@ -121,10 +122,42 @@ iscd_api_stop
 expect_exit 2 "copy without --to is a usage error" isc store copy
 expect_exit 2 "an unknown subcommand is a usage error" isc store move --to "$pg1"
 check "--help names the command" sh -c "'$ISC_BIN/isc' store --help | grep -q 'isc store copy --to URL'"
-isc store copy --to 'postgresql://isc:s3cret-pw@127.0.0.1:1/none' >"$dir/pw.out" 2>&1
-check "a copy to an unreachable server fails" test $? -ne 0
+# A password in argv is refused (ps and the shell's history would show it, issue 42); the
+# URL comes from $ISC_STORE_COPY_TO or --to-file FILE (- : stdin) instead.
+pw='postgresql://isc:s3cret-pw@127.0.0.1:1/none'
+expect_exit 2 "a password in --to is refused" isc store copy --to "$pw"
+isc store copy --to "$pw" >"$dir/pw-argv.out" 2>&1
+check "the refusal says where the URL goes instead" \
+	grep -q 'ISC_STORE_COPY_TO or with --to-file' "$dir/pw-argv.out"
+check "the refusal shows the URL masked" grep -q 'postgresql://isc:\*\*\*@127.0.0.1:1/none' "$dir/pw-argv.out"
+check "the refusal never prints the password" sh -c "! grep -q s3cret-pw '$dir/pw-argv.out'"
+expect_exit 2 "a password= in --from is refused" \
+	isc store copy --from 'postgresql:///none?host=/tmp&password=s3cret-pw' --to "sqlite:$dir/never2.db"
+expect_stderr 'password=***' \
+	isc store copy --from 'postgresql:///none?host=/tmp&password=s3cret-pw' --to "sqlite:$dir/never2.db"
+expect_exit 2 "--to and --to-file together are a usage error" isc store copy --to "$pg1" --to-file -
+ISC_STORE_COPY_TO=$pw isc store copy >"$dir/pw.out" 2>&1
+check "a copy to an unreachable server (\$ISC_STORE_COPY_TO) fails" test $? -ne 0
 check "the password is masked" grep -q 'postgresql://isc:\*\*\*@127.0.0.1:1/none' "$dir/pw.out"
 check "the password is never printed" sh -c "! grep -q s3cret-pw '$dir/pw.out'"
+# Real copies with a password in the URL (the test server trusts its socket, so libpq
+# never sends it): from a 0600 file, from stdin and from the environment.
+for how in file stdin env; do
+	db=$("$repo/tests/pg/pg-server" createdb "$pgdir" "copy_$how")
+	case $how in
+	file)
+		(umask 077 && printf '%s\n' "$db&password=s3cret-pw" >"$dir/to.url")
+		isc store copy --to-file "$dir/to.url" >"$dir/copy-$how.out" 2>&1 ;;
+	stdin) printf '%s\n' "$db&password=s3cret-pw" | isc store copy --to-file - >"$dir/copy-$how.out" 2>&1 ;;
+	env) ISC_STORE_COPY_TO="$db&password=s3cret-pw" isc store copy >"$dir/copy-$how.out" 2>&1 ;;
+	esac
+	check "a copy whose URL has a password, from $how (exit $?)" grep -q '^copied .* equal$' "$dir/copy-$how.out"
+	check "  the password is masked (from $how)" grep -q 'password=\*\*\*' "$dir/copy-$how.out"
+	check "  and never printed (from $how)" sh -c "! grep -q s3cret-pw '$dir/copy-$how.out'"
+done
+chmod 0644 "$dir/to.url"
+check "a URL file others can read gets a warning" \
+	sh -c "'$ISC_BIN/isc' --home '$home' store copy --to-file '$dir/to.url' 2>&1 | grep -q 'chmod 0600'"
 expect_stderr "sqlite:/absolute/path" isc store copy --to sqlite:relative.db
 
 finish store-copy

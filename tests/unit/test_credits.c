@@ -947,6 +947,29 @@ static void test_spend_render(void **state)
 	assert_int_equal(isc_csv_field(&out, "line\nbreak"), 0);
 	assert_string_equal(isc_buf_cstr(&out), "plain\" edge\"\"line\nbreak\"");
 	isc_buf_cleanup(&out);
+
+	/* spreadsheet formulas go as text (issue 42); plain numbers stay numbers */
+	static const char *const cells[][2] = {
+	    {"=HYPERLINK(\"http://127.0.0.1:9/?leak=\"&B3,\"open invoice\")",
+	     "\"'=HYPERLINK(\"\"http://127.0.0.1:9/?leak=\"\"&B3,\"\"open invoice\"\")\""},
+	    {"+1+1", "\"'+1+1\""},
+	    {"-2+3", "\"'-2+3\""},
+	    {"@SUM(A1:A2)", "\"'@SUM(A1:A2)\""},
+	    {"\t=1", "\"'\t=1\""},
+	    {"\r=1", "\"'\r=1\""},
+	    {"-", "\"'-\""},
+	    {"-1.50", "-1.50"},
+	    {"+3", "+3"},
+	    {"42", "42"},
+	    {"a=b", "a=b"},
+	    {"vision-2", "vision-2"},
+	};
+	for (size_t i = 0; i < sizeof(cells) / sizeof(cells[0]); i++) {
+		isc_buf_init(&out, 0);
+		assert_int_equal(isc_csv_field(&out, cells[i][0]), 0);
+		assert_string_equal(isc_buf_cstr(&out), cells[i][1]);
+		isc_buf_cleanup(&out);
+	}
 }
 
 int main(void)

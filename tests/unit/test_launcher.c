@@ -21,11 +21,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +284,179 @@ static void test_hostile_strings_stay_inert(void **state)
 	assert_int_not_equal(access("/tmp/isc-pwned-sub", F_OK), 0);
 	assert_int_not_equal(access("/tmp/isc-pwned-bt", F_OK), 0);
 	isc_launcher_stop(&s, targets, 2, &o, 1);
+}
+
+/* ---- presigned URLs never in a node's argv (issue 42) ---- */
+
+/*
+ * A stand-in for S3 on 127.0.0.1 that holds its first request until the test has
+ * looked at every process's argv, then answers each request 403 (so the node's
+ * curl -f fails and the boot ends with the dataset's error).
+ */
+struct held_s3 {
+	int fd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int connected, scanned, stop;
+	char request[512];
+};
+
+static void *held_s3_serve(void *arg)
+{
+	struct held_s3 *h = arg;
+	static const char reply[] = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
+	                            "Connection: close\r\n\r\n";
+	for (;;) {
+		struct pollfd p = {h->fd, POLLIN, 0};
+		ssize_t n;
+		int c;
+		pthread_mutex_lock(&h->lock);
+		if (h->stop) {
+			pthread_mutex_unlock(&h->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (poll(&p, 1, 100) <= 0 || (c = accept(h->fd, NULL, NULL)) < 0)
+			continue;
+		n = read(c, h->request, sizeof(h->request) - 1);
+		pthread_mutex_lock(&h->lock);
+		if (!h->connected) {
+			h->request[n > 0 ? n : 0] = 0;
+			h->connected = 1;
+			pthread_cond_broadcast(&h->cond);
+			while (!h->scanned)
+				pthread_cond_wait(&h->cond, &h->lock);
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (write(c, reply, sizeof(reply) - 1) < 0)
+			fprintf(stderr, "held_s3: write failed\n");
+		close(c);
+	}
+}
+
+struct boot_job {
+	struct isc_boot_spec spec;
+	struct isc_launcher_opts o;
+	struct isc_err err;
+	int rc;
+};
+
+static void *boot_in_thread(void *arg)
+{
+	struct boot_job *b = arg;
+	b->rc = isc_launcher_boot(&b->spec, targets, 1, &b->o, &b->err);
+	return NULL;
+}
+
+/* How many processes' argv hold needle (as one of its arguments or across two). */
+static int argv_holding(const char *needle)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		char path[300], buf[65536];
+		size_t len;
+		FILE *f;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < len; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[len] = 0;
+		n += strstr(buf, needle) != NULL;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * A burst node's dataset fetch, caught mid-request: no process on the machine (the
+ * node's shell that runs the boot script, curl, xargs) has the presigned URL's
+ * signature in its argv, where ps shows it to every user of the node. The boot
+ * script still is in the shell's argv: the scan saw the right moment.
+ */
+static void test_presigned_urls_stay_out_of_argv(void **state)
+{
+	static const char *const ids[] = {"sig-ds"};
+	struct held_s3 h = {.fd = -1};
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t alen = sizeof(a);
+	struct boot_job b = {0};
+	pthread_t server, boot;
+	char url[256];
+	int in_argv, scripts;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	pthread_mutex_init(&h.lock, NULL);
+	pthread_cond_init(&h.cond, NULL);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	h.fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(h.fd >= 0);
+	assert_int_equal(bind(h.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(h.fd, 8), 0);
+	assert_int_equal(getsockname(h.fd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(url, sizeof(url),
+	         "http://127.0.0.1:%d/bucket/obj.bin?X-Amz-Credential=AKIDPRESIGNTEST&"
+	         "X-Amz-Signature=5ec7e75160b4a1c0de42",
+	         ntohs(a.sin_port));
+	{
+		struct isc_boot_dataset_file file = {
+		    url, "\"e1\"",
+		    "0000000000000000000000000000000000000000000000"
+		    "000000000000000000",
+		    "obj.bin", 0};
+		struct isc_boot_dataset ds = {"@7/sig-ds-1", &file, 1, 0};
+		b.spec = spec("exp_presign", "presign", "true", "img");
+		b.spec.nnodes = 1;
+		b.spec.dataset_ids = ids;
+		b.spec.n_datasets = 1;
+		b.spec.dataset_fetch = &ds;
+		b.o = opts();
+		sh("rm -rf %s/n0/data/.isc", root);
+		assert_int_equal(pthread_create(&server, NULL, held_s3_serve, &h), 0);
+		assert_int_equal(pthread_create(&boot, NULL, boot_in_thread, &b), 0);
+		/* Up to 30 s for the node's curl to connect (the boot's connect and fabric check).
+		 */
+		for (int t = 0, up = 0; t < 300 && !up; t++) {
+			pthread_mutex_lock(&h.lock);
+			up = h.connected;
+			pthread_mutex_unlock(&h.lock);
+			if (!up)
+				usleep(100 * 1000);
+		}
+		/* The node's curl is connected and waiting: every process, as ps sees it. */
+		in_argv = argv_holding("5ec7e75160b4a1c0de42");
+		scripts = argv_holding("/data/.isc/");
+		pthread_mutex_lock(&h.lock);
+		h.scanned = 1;
+		pthread_cond_broadcast(&h.cond);
+		pthread_mutex_unlock(&h.lock);
+		assert_int_equal(pthread_join(boot, NULL), 0);
+		pthread_mutex_lock(&h.lock);
+		h.stop = 1;
+		pthread_mutex_unlock(&h.lock);
+		assert_int_equal(pthread_join(server, NULL), 0);
+		isc_launcher_stop(&b.spec, targets, 1, &b.o, 0);
+	}
+	close(h.fd);
+	printf("# mid-fetch: %d process(es) with the URL's signature in argv, %d with the boot "
+	       "script\n",
+	       in_argv, scripts);
+	assert_true(h.connected);
+	/* the request did carry it: over the socket, not in argv */
+	assert_non_null(strstr(h.request, "X-Amz-Signature=5ec7e75160b4a1c0de42"));
+	assert_true(scripts >= 1);
+	assert_int_equal(in_argv, 0);
+	assert_int_not_equal(b.rc, 0);
+	assert_non_null(strstr(b.err.msg, "cannot fetch object 1"));
 }
 
 static void collect(void *ctx, const char *data, size_t len, int stderr_stream)
@@ -1166,6 +1343,7 @@ int main(void)
 	    cmocka_unit_test(test_boot_refuses_bad_node_lists),
 	    cmocka_unit_test(test_six_node_boot_environment),
 	    cmocka_unit_test(test_hostile_strings_stay_inert),
+	    cmocka_unit_test(test_presigned_urls_stay_out_of_argv),
 	    cmocka_unit_test(test_newline_in_name_stays_one_value),
 	    cmocka_unit_test(test_follow_streams_polls_and_stops),
 	    cmocka_unit_test(test_follow_reports_a_vanished_container),
