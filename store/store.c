@@ -161,9 +161,11 @@ void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st)
 
 int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
-	int code = rc == ISC_DB_CONSTRAINT ? ISC_ECONFLICT
-	           : rc == ISC_DB_NOMEM    ? ISC_ENOMEM
-	                                   : ISC_EIO;
+	/* A lost connection, a conflict or a busy database passes: ISC_ESTORE, retried. */
+	int code = rc == ISC_DB_CONSTRAINT                        ? ISC_ECONFLICT
+	           : rc == ISC_DB_NOMEM                           ? ISC_ENOMEM
+	           : rc == ISC_DB_BUSY || isc_db_transient(s->db) ? ISC_ESTORE
+	                                                          : ISC_EIO;
 	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 
@@ -756,6 +758,14 @@ static struct isc_store *pg_idle_take(const char *home, const char *url)
 		break;
 	}
 	pthread_mutex_unlock(&pg_idle_lock);
+	/*
+	 * Checked before reuse: a kept connection the server closed meanwhile (a restart)
+	 * is connected again, or, when that fails, closed and a new one tried.
+	 */
+	if (found && isc_db_check(found->db) != ISC_DB_OK) {
+		store_close(found);
+		found = NULL;
+	}
 	return found;
 }
 
