@@ -126,7 +126,7 @@ int isc_replica_dead_here(const struct isc_replica *r, const char *host, const c
 	") ON CONFLICT (id) DO NOTHING"
 #define IDENTITY_SET_SQL(NOW, A, B, C, D_)                                                         \
 	"UPDATE store_identity SET broker_id = " A ", set_by = " B ", set_ms = " NOW " WHERE id "  \
-	                                                                             "= 1"
+	"= 1"
 
 int isc_store_broker_id_check(struct isc_store *s, const char *broker_id, const char *replica_id,
                               int enforce, char **recorded, struct isc_err *err)
