@@ -298,7 +298,7 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	struct tm tm;
 
 	broker_exclusions_clear(b, e->id);
-	e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+	e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 	if (isc_store_experiment_set_placement(s, e, &err))
 		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
 	t = (time_t)(e->next_attempt_ms / 1000);
@@ -407,7 +407,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	settle_closed_intents(s, e);
 	/* A full disk must never fail a ledger write: no new cluster while it is nearly full. */
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
-		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "%s", last_error);
 		return;
@@ -492,7 +492,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			give_up_cluster(b, s, e, cluster_id, token, why);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
-			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+			e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 			isc_store_experiment_set_placement(s, e, &ignored);
 			if (credits)
 				wait_again(b, s, e,
@@ -973,7 +973,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	if (found > 0) {
-		if (isc_wall_ms() - c->created_at_ms <= deadline)
+		if (isc_store_now_ms() - c->created_at_ms <= deadline)
 			return; /* the rest may be one describe behind */
 		if (k) {
 			snprintf(why, sizeof(why), "only %zu of %d replacement(s) ever listed",
@@ -991,14 +991,14 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		           c->shape_id);
 		return;
 	}
-	if (k && isc_wall_ms() - c->created_at_ms > deadline) {
+	if (k && isc_store_now_ms() - c->created_at_ms > deadline) {
 		/* As below, the intent stays pending for the watch; the gang fails over. */
 		snprintf(why, sizeof(why), "the launch never answered within %ld s",
 		         deadline / 1000);
 		replace_fallback(b, s, e, c, why);
 		return;
 	}
-	if (isc_wall_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
+	if (isc_store_now_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
 		/*
 		 * The intent's deadline: no launch call is made for it any more, so the
 		 * watch can tell when the cloud has listed all it ever will for it. The
@@ -1035,7 +1035,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	if (rc) {
 		snprintf(why, sizeof(why), "%s", err.msg);
 		abandon_launch(b, s, e, c, intent, why);
-		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		/* Which limit is not known here; the next try's reservation says. */
 		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "credits: %s", why);
@@ -1394,12 +1394,12 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
 		           c.nnodes);
 	} else if (c.replaces[0] &&
-	           isc_wall_ms() - c.created_at_ms > b->config->replace_deadline_ms) {
+	           isc_store_now_ms() - c.created_at_ms > b->config->replace_deadline_ms) {
 		char why[ISC_ERR_MSG_MAX];
 		snprintf(why, sizeof(why), "only %zu/%d node(s) running after %ld s", running,
 		         c.nnodes, b->config->replace_deadline_ms / 1000);
 		replace_fallback(b, s, e, &c, why);
-	} else if (isc_wall_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
+	} else if (isc_store_now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
 		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
 		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
 		broker_exclude_shape(b, e->id, c.shape_id);
@@ -1768,7 +1768,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
-		int due = broker_sync_due(b, c.id, isc_wall_ms());
+		int due = broker_sync_due(b, c.id, isc_store_now_ms());
 		if (due && n > 0 && broker_artifacts_pull(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
@@ -1881,7 +1881,7 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	    isc_burst_owner(st, e.cycle_count, e.cancel_requested, b->config->burst_validation) !=
 	        ISC_BURST_OWNER_BROKER)
 		goto out;
-	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_wall_ms());
+	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_store_now_ms());
 	if (step == ISC_BURST_STEP_STOP && st != ISC_BURST_STOPPING &&
 	    begin_stop(s, &e, "cancelled", "cancelled by user") != 0)
 		goto out;

@@ -286,6 +286,11 @@ static void heartbeat_once(struct isc_broker *b)
 	int rc;
 
 	isc_err_clear(&err);
+	/* The store's clock, read again: every deadline and window compares with it. */
+	if (isc_store_clock_sync(L->hb_store, &err))
+		isc_log(ISC_LOG_WARN, "replica %s: reading the store's clock: %s", L->replica_id,
+		        err.msg);
+	isc_err_clear(&err);
 	rc = isc_store_replica_heartbeat(L->hb_store, L->replica_id, &err);
 	if (rc == ISC_ENOTFOUND) {
 		char host[256] = "";
@@ -515,10 +520,15 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 		leases_free(L);
 		return isc_err_set(err, ISC_EIO, "cannot start the replica's heartbeat thread");
 	}
+	{
+		struct isc_err ignored;
+		isc_store_clock_sync(L->hb_store, &ignored);
+	}
 	isc_log(ISC_LOG_INFO,
-	        "replica %s on %s (pid %ld): leases of %lld ms, renewed every %lld ms",
+	        "replica %s on %s (pid %ld): leases of %lld ms, renewed every %lld ms; the "
+	        "store's clock is %+lld ms from this host's",
 	        L->replica_id, host, (long)getpid(), (long long)L->lease_ms,
-	        (long long)(L->lease_ms / 4));
+	        (long long)(L->lease_ms / 4), (long long)isc_store_clock_skew_ms());
 	return 0;
 }
 
@@ -916,7 +926,7 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 		};
 		which[k++] = i;
 	}
-	if ((rc = isc_burst_order(ent, k, isc_wall_ms(), turn, err)))
+	if ((rc = isc_burst_order(ent, k, isc_store_now_ms(), turn, err)))
 		goto out;
 	/*
 	 * Only the replica holding a burst's lease steps it (claimed here when free); one
@@ -1017,7 +1027,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	if (broker_meter(b, err))
 		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
 	phase_done(b, 2, &mark);
-	broker_refresh_prices(b, isc_wall_ms());
+	broker_refresh_prices(b, isc_store_now_ms());
 	phase_done(b, 3, &mark);
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)) == 0) {
 		rc = advance_bursts(b, active, n, err);

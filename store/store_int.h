@@ -86,7 +86,6 @@ int isc_store_open_at(const char *home, int create, size_t migrate_to, struct is
 /* isc_store_open_url with a migration limit (0: none run; isc store copy's source). */
 int isc_store_open_url_at(const char *home, const char *url, int create, size_t migrate_to,
                           struct isc_store **out, struct isc_err *err);
-int64_t isc_store_now_ms(void);
 /*
  * The LIMIT of a page: limit rows, or (0) every row after the cursor. Not -1, SQLite's
  * "no limit": PostgreSQL refuses a negative LIMIT.
