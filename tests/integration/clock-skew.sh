@@ -6,10 +6,11 @@
 # period is measured by the store's clock (isc_store_now_ms), so:
 #   1. replica 2 reports the skew it corrects (its store clock about 40 s behind its own);
 #   2. while replica 1 lives, replica 2 takes none of its leases (none stolen early);
-#   3. the cloud's listings omit the running nodes several times in a row, each listing
-#      read by either replica: a node missing for a second or two is never counted absent
-#      (node_absence_confirm_ms 30 s); before, replica 2 compared its own clock with the
-#      absent_since_ms replica 1 wrote, found 40 s > 30 s and took the nodes for gone;
+#   3. the cloud's listing omits the running nodes once for replica 1, which records them
+#      missing, then once for replica 2 (each held still by SIGSTOP for that moment): a
+#      node missing for a second is not counted absent (node_absence_confirm_ms 30 s);
+#      before, replica 2 compared its own clock with the absent_since_ms replica 1 wrote,
+#      found 40 s > 30 s and took the nodes for terminated;
 #   4. every burst completes with one gang, never interrupted; nothing left on the cloud;
 #   5. replica 1 killed -9: replica 2 takes the bursts over no sooner than the lease.
 . "$(dirname "$0")/lib.sh"
@@ -119,18 +120,48 @@ check "faketime puts a process 40 s ahead" test $(($(LD_PRELOAD=$libfaketime FAK
 check "replica 2 reports the skew it corrects" \
 	grep -qE "store's clock is -(39|40|41)[0-9]{3} ms from this host's" "$dir/iscd2.log"
 
-# 2 and 3: listings that omit every running node, several in a row, read by both.
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-	fault '{"kind":"describe_lag","ms":1000000000}'
-done
+# 2 and 3: listings that omit the running nodes are read by replica 1 (replica 2 held
+# still meanwhile), which records when they went missing; the last such listing is read
+# by replica 2 (replica 1 held still for that moment, well within its lease). By the
+# store's clock the nodes have been missing for a second or two, not for the window.
+pending_lags() {
+	mock faults | /usr/bin/python3 -c 'import json, sys; print(sum(1 for f in json.load(sys.stdin)["pending"] if f["kind"] == "describe_lag"))'
+}
+no_lag_pending() { [ "$(pending_lags)" = 0 ]; }
+absent_recorded() { [ "$(sql "SELECT count(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE n.absent_since_ms IS NOT NULL AND c.experiment_id IN ($in)")" -gt 0 ]; }
+lag() { fault '{"kind":"describe_lag","ms":1000000000,"region":"us-east-1"}'; }
 stolen=0
-for _ in $(seq 1 40); do
-	[ "$(held_by "$second")" = 0 ] || stolen=1
-	sleep 0.25
-done
+watch_leases() {
+	for _ in $(seq 1 "$1"); do
+		[ "$(held_by "$second")" = 0 ] || stolen=1
+		sleep 0.25
+	done
+}
+kill -STOP "$(cat "$dir/iscd2.pid")"
+for _ in 1 2 3 4; do lag; done
+# Replica 1 reads three of them (the first records the nodes missing; the next keep them
+# so, never a listing with them between); then it is held and replica 2 reads the last.
+until_one_left() {
+	for _ in $(seq 1 400); do
+		[ "$(pending_lags)" -le 1 ] && return 0
+		sleep 0.02
+	done
+	return 1
+}
+check "replica 1 reads the listings that omit the nodes" until_one_left
+kill -STOP "$(cat "$dir/iscd.pid")"
+check "replica 1 recorded them missing" absent_recorded
+kill -CONT "$(cat "$dir/iscd2.pid")"
+check "replica 2 reads the last such listing" within 5 no_lag_pending
+sleep 0.5 # its describe's writes
+kill -CONT "$(cat "$dir/iscd.pid")"
+watch_leases 40
+[ -n "${SKEW_DEBUG:-}" ] && sql "SELECT instance_id, state, absent_since_ms, (extract(epoch from clock_timestamp())*1000)::bigint FROM nodes" >&2
 check "no lease of replica 1 taken by replica 2 while it lives" test "$stolen" = 0
 check "every burst still under replica 1" test "$(held_by "$first")" = 2
-check "no node counted absent (none terminated in the store)" \
+check "no node counted absent by either replica" \
+	bash -c "! grep -h 'counted as terminated' '$dir/iscd.log' '$dir/iscd2.log' >&2"
+check "no node terminated in the store" \
 	test "$(sql "SELECT count(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE n.state = 'terminated' AND c.experiment_id IN ($in)")" = 0
 check "never interrupted" never_interrupted "$ids"
 
