@@ -203,11 +203,16 @@ void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st)
 
 int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
-	/* A lost connection, a conflict or a busy database passes: ISC_ESTORE, retried. */
-	int code = rc == ISC_DB_CONSTRAINT                        ? ISC_ECONFLICT
-	           : rc == ISC_DB_NOMEM                           ? ISC_ENOMEM
-	           : rc == ISC_DB_BUSY || isc_db_transient(s->db) ? ISC_ESTORE
-	                                                          : ISC_EIO;
+	/*
+	 * A lost connection, a conflict or a busy database passes: ISC_ESTORE, retried. On
+	 * SQLite the code itself says so (SQLITE_BUSY): its connection's last error code is
+	 * undefined after a call that succeeded, and this may come after some.
+	 */
+	int pg = isc_db_kind(s->db) == ISC_DB_POSTGRES;
+	int code = rc == ISC_DB_CONSTRAINT                                ? ISC_ECONFLICT
+	           : rc == ISC_DB_NOMEM                                   ? ISC_ENOMEM
+	           : rc == ISC_DB_BUSY || (pg && isc_db_transient(s->db)) ? ISC_ESTORE
+	                                                                  : ISC_EIO;
 	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 

@@ -11,7 +11,9 @@
 #   2. at a cancel's teardown, the containers stopped and the checkpoint not yet home
 #      (teardown.containers_stopped): the checkpoint still comes home before the node is
 #      terminated (before: "could not bring artifacts home", then terminated);
-#   3. no sanitizer report.
+#   3. the server stopped for longer than the restore's host-key check waits: the step is
+#      left for a later tick (ISC_ESTORE), not failed, and completes once it is back;
+#   4. no sanitizer report.
 # Needs the sanitizer build (ISC_TEST_HOOKS): only it has pause points.
 . "$(dirname "$0")/lib.sh"
 sandbox_dir outage
@@ -98,6 +100,31 @@ check "teardown: never 'could not bring artifacts home'" bash -c "! '$ISC_BIN/is
 check "teardown: the checkpoint at home is there" test -s "$ISC_HOME/experiments/$id/checkpoints/step"
 check "teardown: no instance left running" wait_no_live "$id"
 check "iscd alive after both restarts" iscd_alive
+stop_iscd
+
+# 3. The server down for longer than the host-key check waits (about 4 s): the restore
+# fails with the store unavailable (ISC_ESTORE), and the step is left for a later tick
+# instead of failing the experiment; once the server is back, the burst resumes.
+touch "$dir/pause"
+log_mark=$(($(wc -l <"$dir/iscd.log") + 1))
+ISC_PAUSE_AT=boot.restore_started ISC_PAUSE_FILE=$dir/pause start_iscd
+id=$(submit "$dir/one.isc")
+check "outage: running" wait_status "$id" running 90
+sleep 2
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$(running_instance "$id")\",\"notice_s\":5}"
+check "outage: iscd holds at cycle 2's restore" wait_pause boot.restore_started
+check "outage: PostgreSQL stopped" "$repo/tests/pg/pg-server" stop "$pg"
+rm -f "$dir/pause"
+left_for_next_tick() { tail -n +"$log_mark" "$dir/iscd.log" | grep -q "restoring the checkpoint: .*tried again next tick"; }
+check "outage: the restore is left for a later tick" within 30 left_for_next_tick
+check "outage: PostgreSQL started again" "$repo/tests/pg/pg-server" start "$pg"
+check "outage: the experiment completes" wait_status "$id" completed 150
+check "outage: it ran cycle 2" test "$(status_of "$id" cycle_count)" = 2
+check "outage: never failed, never another shape" no_failure "$id"
+out=$(status_of "$id" output_path)
+check "outage: rank 0 resumed from its checkpoint" grep -q 'resumed from step' "$out/rank_0.txt"
+check "outage: no instance left running" wait_no_live "$id"
+check "iscd alive after the outage" iscd_alive
 stop_iscd
 check "no sanitizer report" no_sanitizer_report "$dir/iscd.log"
 finish store-outage
