@@ -316,6 +316,7 @@ int isc_api_status_for(int code)
 	case ISC_ETHROTTLED:
 		return 429;
 	case ISC_ETRANSIENT:
+	case ISC_ESTORE:
 		return 503;
 	default:
 		return 500;

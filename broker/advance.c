@@ -214,16 +214,39 @@ static int current_cluster(struct isc_store *s, const char *experiment_id, struc
 	return found;
 }
 
-/* Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes. */
-static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
-                     const struct isc_cluster *c, int stop_containers, int pull_artifacts,
-                     int release_credits)
+/*
+ * 1 when rc is the store out of reach for a moment (ISC_ESTORE, issue 48): never a
+ * reason to fail an experiment, replace a whole gang or terminate kept nodes. The
+ * step is left as it is, logged, and tried again at the next tick.
+ */
+static int store_blip(const struct isc_experiment *e, int rc, const struct isc_err *err,
+                      const char *during)
+{
+	if (rc != ISC_ESTORE)
+		return 0;
+	isc_log(ISC_LOG_WARN, "%s: %s: %s; tried again next tick", e->id, during, err->msg);
+	return 1;
+}
+
+/*
+ * Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes.
+ * Returns 1 when it stopped before terminating because the store was out of reach while
+ * the artifacts came home (store_blip): the nodes, and the checkpoint on them, are kept
+ * for the next try.
+ */
+static int teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                    const struct isc_cluster *c, int stop_containers, int pull_artifacts,
+                    int release_credits)
 {
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0;
+	int rc;
 
-	if (isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 && n > 0) {
+	if ((rc = isc_store_node_list(s, c->id, &nodes, &n, &err)) &&
+	    store_blip(e, rc, &err, "listing the nodes to tear down"))
+		return 1;
+	if (rc == 0 && n > 0) {
 		/*
 		 * Stop with grace first, so the script can write its checkpoint, then bring the
 		 * folders home while rank 0's node still runs (an interruption notice gives ~2
@@ -234,10 +257,14 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 			isc_crash_point("teardown.containers_stopped");
 		}
 		if (pull_artifacts &&
-		    broker_artifacts_pull(b, s, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))
+		    (rc = broker_artifacts_pull(b, s, e, c, &nodes[0], ISC_ARTIFACT_ALL, &err))) {
+			if (store_blip(e, rc, &err, "bringing artifacts home before terminating")) {
+				isc_node_list_free(nodes, n);
+				return 1;
+			}
 			note(s, e, "artifacts", "could not bring artifacts home from rank 0: %s",
 			     err.msg);
-		else if (pull_artifacts)
+		} else if (pull_artifacts)
 			note(s, e, "artifacts",
 			     "checkpoint, crud and lossy folders brought home from rank 0");
 	}
@@ -259,6 +286,7 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	isc_crash_point("teardown.terminate_requested");
 	if (release_credits)
 		broker_credits_release(b, s, e->id);
+	return 0;
 }
 
 static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
@@ -270,7 +298,7 @@ static void round_exhausted(struct isc_broker *b, struct isc_store *s, struct is
 	struct tm tm;
 
 	broker_exclusions_clear(b, e->id);
-	e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+	e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 	if (isc_store_experiment_set_placement(s, e, &err))
 		isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
 	t = (time_t)(e->next_attempt_ms / 1000);
@@ -379,18 +407,20 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	settle_closed_intents(s, e);
 	/* A full disk must never fail a ledger write: no new cluster while it is nearly full. */
 	if (broker_disk_low(b, last_error, sizeof(last_error))) {
-		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "%s", last_error);
 		return;
 	}
 	/* Datasets are checked before any money is spent: each must still be Available. */
 	if (broker_datasets_check(s, e, &err)) {
-		set_status(s, e, "failed", "%s", err.msg);
+		if (!store_blip(e, err.code, &err, "checking the datasets"))
+			set_status(s, e, "failed", "%s", err.msg);
 		return;
 	}
 	if (broker_place(b, s, e, &cands, &n, &err)) {
-		set_status(s, e, "failed", "cannot place: %s", err.msg);
+		if (!store_blip(e, err.code, &err, "placing"))
+			set_status(s, e, "failed", "cannot place: %s", err.msg);
 		return;
 	}
 	/* A waiting experiment's retry goes straight to provisioning when it gets that far:
@@ -462,7 +492,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			give_up_cluster(b, s, e, cluster_id, token, why);
 			free(cluster_id);
 			broker_candidates_free(cands, n);
-			e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+			e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 			isc_store_experiment_set_placement(s, e, &ignored);
 			if (credits)
 				wait_again(b, s, e,
@@ -943,7 +973,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	if (found > 0) {
-		if (isc_wall_ms() - c->created_at_ms <= deadline)
+		if (isc_store_now_ms() - c->created_at_ms <= deadline)
 			return; /* the rest may be one describe behind */
 		if (k) {
 			snprintf(why, sizeof(why), "only %zu of %d replacement(s) ever listed",
@@ -961,14 +991,14 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		           c->shape_id);
 		return;
 	}
-	if (k && isc_wall_ms() - c->created_at_ms > deadline) {
+	if (k && isc_store_now_ms() - c->created_at_ms > deadline) {
 		/* As below, the intent stays pending for the watch; the gang fails over. */
 		snprintf(why, sizeof(why), "the launch never answered within %ld s",
 		         deadline / 1000);
 		replace_fallback(b, s, e, c, why);
 		return;
 	}
-	if (isc_wall_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
+	if (isc_store_now_ms() - c->created_at_ms > b->config->boot_deadline_ms) {
 		/*
 		 * The intent's deadline: no launch call is made for it any more, so the
 		 * watch can tell when the cloud has listed all it ever will for it. The
@@ -1005,7 +1035,7 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	if (rc) {
 		snprintf(why, sizeof(why), "%s", err.msg);
 		abandon_launch(b, s, e, c, intent, why);
-		e->next_attempt_ms = isc_wall_ms() + b->config->retry_wait_ms;
+		e->next_attempt_ms = isc_store_now_ms() + b->config->retry_wait_ms;
 		isc_store_experiment_set_placement(s, e, &err);
 		/* Which limit is not known here; the next try's reservation says. */
 		wait_again(b, s, e, ISC_BURST_WAIT_OTHER, "credits: %s", why);
@@ -1364,12 +1394,12 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 		set_status(s, e, "booting", "%zu/%d node(s) up; starting containers", running,
 		           c.nnodes);
 	} else if (c.replaces[0] &&
-	           isc_wall_ms() - c.created_at_ms > b->config->replace_deadline_ms) {
+	           isc_store_now_ms() - c.created_at_ms > b->config->replace_deadline_ms) {
 		char why[ISC_ERR_MSG_MAX];
 		snprintf(why, sizeof(why), "only %zu/%d node(s) running after %ld s", running,
 		         c.nnodes, b->config->replace_deadline_ms / 1000);
 		replace_fallback(b, s, e, &c, why);
-	} else if (isc_wall_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
+	} else if (isc_store_now_ms() - c.created_at_ms > b->config->boot_deadline_ms) {
 		note(s, e, "timeout", "%s: only %zu/%d node(s) running after %ld s; rolling back",
 		     c.shape_id, running, c.nnodes, b->config->boot_deadline_ms / 1000);
 		broker_exclude_shape(b, e->id, c.shape_id);
@@ -1447,9 +1477,12 @@ static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0;
-	int kept = isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 &&
-	           replace_lost(b, s, e, c, nodes, n);
+	int rc = isc_store_node_list(s, c->id, &nodes, &n, &err);
+	int kept;
 
+	if (store_blip(e, rc, &err, "listing the nodes left"))
+		return; /* never a whole gang for want of the store */
+	kept = rc == 0 && replace_lost(b, s, e, c, nodes, n);
 	isc_node_list_free(nodes, n);
 	if (kept)
 		return;
@@ -1508,7 +1541,10 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	/* The push retries a flaky node itself; what still fails is a failed boot step. */
 	if (e->cycle_count > 0 && n > 0 &&
 	    (rc = restore_artifacts(b, e, &c, nodes, n, done, &err))) {
-		if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
+		if (store_blip(e, rc, &err, "restoring the checkpoint")) {
+			restored_put(done); /* what the kept nodes hold stays theirs */
+			done = NULL;
+		} else if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {
 			lost_while_booting(b, s, e, &c, lost, "restoring the checkpoint");
 		} else {
 			/* Booting anyway would silently restart the run from scratch. */
@@ -1519,7 +1555,10 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		goto out;
 	}
 	rc = boot_the_rest(b, s, e, &c, nodes, n, done, &err);
-	if (rc == 0) {
+	if (store_blip(e, rc, &err, "booting")) {
+		restored_put(done);
+		done = NULL;
+	} else if (rc == 0) {
 		isc_crash_point("boot.containers_started");
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
@@ -1729,7 +1768,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
-		int due = broker_sync_due(b, c.id, isc_wall_ms());
+		int due = broker_sync_due(b, c.id, isc_store_now_ms());
 		if (due && n > 0 && broker_artifacts_sync(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
@@ -1796,6 +1835,7 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 	/* A store written before final_status existed only stopped for credits. */
 	const char *final = e->final_status && e->final_status[0] ? e->final_status : "stopped";
 	size_t n;
+	int deferred = 0;
 
 	/* The meter's stop for credits was recorded (stopping, then stopped); nothing torn down. */
 	if (strcmp(final, "stopped") == 0)
@@ -1814,10 +1854,12 @@ static void stop_all(struct isc_broker *b, struct isc_store *s, struct isc_exper
 				continue;
 			if (strcmp(list[i].state, "launching") == 0)
 				collect_launch(b, s, e, &list[i]);
-			teardown(b, s, e, &list[i], live, ran, 1);
+			deferred |= teardown(b, s, e, &list[i], live, ran, 1);
 		}
 		isc_cluster_list_free(list, n);
 	}
+	if (deferred)
+		return; /* the store went away mid-teardown: the next tick finishes it */
 	broker_credits_release(b, s, e->id);
 	isc_crash_point("stop.before_final");
 	snprintf(reason, sizeof(reason), "%s", e->status_reason ? e->status_reason : "");
@@ -1839,7 +1881,7 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	    isc_burst_owner(st, e.cycle_count, e.cancel_requested, b->config->burst_validation) !=
 	        ISC_BURST_OWNER_BROKER)
 		goto out;
-	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_wall_ms());
+	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_store_now_ms());
 	if (step == ISC_BURST_STEP_STOP && st != ISC_BURST_STOPPING &&
 	    begin_stop(s, &e, "cancelled", "cancelled by user") != 0)
 		goto out;

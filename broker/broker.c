@@ -96,6 +96,7 @@ struct held {
 
 struct broker_leases {
 	char *replica_id;
+	char boot_id[64]; /* this host's boot, recorded beside host and pid */
 	int64_t lease_ms;
 	pthread_mutex_t lock; /* guards held, view, leader */
 	struct held *held;
@@ -286,6 +287,11 @@ static void heartbeat_once(struct isc_broker *b)
 	int rc;
 
 	isc_err_clear(&err);
+	/* The store's clock, read again: every deadline and window compares with it. */
+	if (isc_store_clock_sync(L->hb_store, &err))
+		isc_log(ISC_LOG_WARN, "replica %s: reading the store's clock: %s", L->replica_id,
+		        err.msg);
+	isc_err_clear(&err);
 	rc = isc_store_replica_heartbeat(L->hb_store, L->replica_id, &err);
 	if (rc == ISC_ENOTFOUND) {
 		char host[256] = "";
@@ -293,8 +299,9 @@ static void heartbeat_once(struct isc_broker *b)
 		        "replica %s was removed from the store as dead: registering again",
 		        L->replica_id);
 		gethostname(host, sizeof(host) - 1);
-		rc = isc_store_replica_register(L->hb_store, L->replica_id, host, (int64_t)getpid(),
-		                                &err);
+		rc = isc_store_replica_register_as(L->hb_store, L->replica_id, host,
+		                                   (int64_t)getpid(), L->boot_id,
+		                                   b->config->broker_id, &err);
 	}
 	if (rc)
 		isc_log(ISC_LOG_WARN, "replica %s: heartbeat: %s", L->replica_id, err.msg);
@@ -411,18 +418,19 @@ static int other_live(struct isc_broker *b, const char *self, char *who, size_t 
  * PostgreSQL: replicas registered from this host whose process is gone (iscd
  * killed or crashed, then started again) are dead for sure: forgotten with their
  * leases now rather than after lease_ms, so a restart steps its bursts at once,
- * as on SQLite, and is not taken for a second live replica.
+ * as on SQLite, and is not taken for a second live replica. "This host" is its name
+ * and its boot id both (isc_replica_dead_here): another host of the same name, or
+ * this one before a reboot, is left to its lease.
  */
-static int forget_dead_here(struct isc_broker *b, const char *host, struct isc_err *err)
+static int forget_dead_here(struct isc_broker *b, const char *host, const char *boot_id,
+                            struct isc_err *err)
 {
 	struct isc_replica *r;
 	size_t n;
 	int rc = isc_store_replica_list_live(b->store, b->config->lease_ms, &r, &n, err);
 
 	for (size_t i = 0; !rc && i < n; i++) {
-		if (strcmp(r[i].host, host) != 0 || r[i].pid <= 0 ||
-		    r[i].pid == (int64_t)getpid() || kill((pid_t)r[i].pid, 0) == 0 ||
-		    errno != ESRCH)
+		if (!isc_replica_dead_here(&r[i], host, boot_id))
 			continue;
 		isc_log(ISC_LOG_INFO,
 		        "replica %s (pid %lld on this host) is gone: its leases freed", r[i].id,
@@ -445,6 +453,17 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 	if (!(L = leases_new(b->config->lease_ms)))
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	gethostname(host, sizeof(host) - 1);
+	isc_replica_boot_id(L->boot_id, sizeof(L->boot_id));
+	/*
+	 * Every replica of a store runs with one broker_id (its instances' tag): a shared
+	 * store refuses another (docs/ha.md).
+	 */
+	rc = isc_store_broker_id_check(b->store, b->config->broker_id, L->replica_id,
+	                               isc_store_replicas_shared(b->store), NULL, err);
+	if (rc) {
+		leases_free(L);
+		return rc;
+	}
 	/*
 	 * SQLite: iscd's pid lock proves no other iscd uses this store, so every registered
 	 * replica is a dead one (a crash): forgotten with its leases, and a restart steps at
@@ -454,10 +473,10 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 	if (!isc_store_replicas_shared(b->store))
 		rc = isc_store_replica_forget_others(b->store, L->replica_id, err);
 	else if (!(rc = isc_store_replica_prune(b->store, 10 * L->lease_ms, err)))
-		rc = forget_dead_here(b, host, err);
+		rc = forget_dead_here(b, host, L->boot_id, err);
 	if (!rc)
-		rc = isc_store_replica_register(b->store, L->replica_id, host, (int64_t)getpid(),
-		                                err);
+		rc = isc_store_replica_register_as(b->store, L->replica_id, host, (int64_t)getpid(),
+		                                   L->boot_id, b->config->broker_id, err);
 	if (rc) {
 		leases_free(L);
 		return isc_err_wrap(err, "registering this iscd as a replica");
@@ -502,10 +521,15 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 		leases_free(L);
 		return isc_err_set(err, ISC_EIO, "cannot start the replica's heartbeat thread");
 	}
+	{
+		struct isc_err ignored;
+		isc_store_clock_sync(L->hb_store, &ignored);
+	}
 	isc_log(ISC_LOG_INFO,
-	        "replica %s on %s (pid %ld): leases of %lld ms, renewed every %lld ms",
+	        "replica %s on %s (pid %ld): leases of %lld ms, renewed every %lld ms; the "
+	        "store's clock is %+lld ms from this host's",
 	        L->replica_id, host, (long)getpid(), (long long)L->lease_ms,
-	        (long long)(L->lease_ms / 4));
+	        (long long)(L->lease_ms / 4), (long long)isc_store_clock_skew_ms());
 	return 0;
 }
 
@@ -1098,7 +1122,7 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 		};
 		which[k++] = i;
 	}
-	if ((rc = isc_burst_order(ent, k, isc_wall_ms(), turn, err)))
+	if ((rc = isc_burst_order(ent, k, isc_store_now_ms(), turn, err)))
 		goto out;
 	/*
 	 * Only the replica holding a burst's lease steps it (claimed here when free); one
@@ -1181,7 +1205,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	if (broker_meter(b, err))
 		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
 	phase_done(b, 2, &mark);
-	broker_refresh_prices(b, isc_wall_ms());
+	broker_refresh_prices(b, isc_store_now_ms());
 	phase_done(b, 3, &mark);
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)) == 0) {
 		rc = advance_bursts(b, active, n, err);

@@ -288,7 +288,7 @@ int broker_meter(struct isc_broker *b, struct isc_err *err)
 	holds_check(b, ISC_HOLDS_CHECK_ENDED);
 #endif
 	settle_holds(b);
-	charge_nodes(b, isc_wall_ms());
+	charge_nodes(b, isc_store_now_ms());
 	renew_reservations(b);
 #ifdef ISC_TEST_HOOKS
 	holds_check(b, ISC_HOLDS_CHECK_ALL);

@@ -126,7 +126,7 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 		int wait = 0;
 		if (isc_store_intent_for_cluster(b->store, c->id, &intent, &err) == 0) {
 			if (strcmp(intent.state, "pending") == 0) {
-				wait = isc_wall_ms() < intent_settled_at_ms(b, &intent);
+				wait = isc_store_now_ms() < intent_settled_at_ms(b, &intent);
 				if (!wait &&
 				    isc_store_intent_resolve(
 				        b->store, intent.token, "failed",
@@ -314,7 +314,7 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	struct isc_err err;
 	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0;
 	size_t *strays = NULL, *writes = NULL, *missing = NULL;
-	int64_t now = isc_wall_ms(), t0 = isc_monotonic_ms(), t_cloud;
+	int64_t now = isc_store_now_ms(), t0 = isc_monotonic_ms(), t_cloud;
 	int batch;
 
 	if (broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen, &err)) {

@@ -92,6 +92,8 @@ const char *isc_code_name(int code)
 		return "io";
 	case ISC_ENOMEM:
 		return "nomem";
+	case ISC_ESTORE:
+		return "store_unavailable";
 	default:
 		return "unknown";
 	}
@@ -99,5 +101,5 @@ const char *isc_code_name(int code)
 
 int isc_code_is_retryable(int code)
 {
-	return code == ISC_ETHROTTLED || code == ISC_ETRANSIENT;
+	return code == ISC_ETHROTTLED || code == ISC_ETRANSIENT || code == ISC_ESTORE;
 }

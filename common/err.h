@@ -25,6 +25,13 @@ enum isc_code {
 	ISC_ECREDITS = -9,   /* not enough credits or budget */
 	ISC_EIO = -10,       /* local I/O, database, process failure */
 	ISC_ENOMEM = -11,    /* allocation failed */
+	/*
+	 * The store is briefly out of reach or refused a transaction it may accept again:
+	 * a lost PostgreSQL connection, a server restarting, a serialization failure or
+	 * deadlock, SQLITE_BUSY past the busy timeout (store/db.h, isc_db_transient). Never
+	 * a reason to fail an experiment: the step is tried again (docs/ha.md, issue 48).
+	 */
+	ISC_ESTORE = -12,
 };
 
 #define ISC_ERR_MSG_MAX 512
@@ -54,7 +61,7 @@ void isc_err_clear(struct isc_err *err);
 /* "invalid", "not_found", ... ; "ok" for 0, "unknown" otherwise. */
 const char *isc_code_name(int code);
 
-/* True for the codes a caller may retry after a backoff (throttled, transient). */
+/* True for the codes a caller may retry after a backoff (throttled, transient, store). */
 int isc_code_is_retryable(int code);
 
 #endif

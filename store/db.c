@@ -157,6 +157,16 @@ const char *isc_db_errmsg(struct isc_db *db)
 	return is_pg(db) ? isc_db_pg_errmsg(db) : isc_db_sqlite_errmsg(db);
 }
 
+int isc_db_transient(struct isc_db *db)
+{
+	return is_pg(db) ? isc_db_pg_transient(db) : isc_db_sqlite_transient(db);
+}
+
+int isc_db_check(struct isc_db *db)
+{
+	return is_pg(db) ? isc_db_pg_check(db) : ISC_DB_OK;
+}
+
 int isc_db_in_transaction(struct isc_db *db)
 {
 	return is_pg(db) ? isc_db_pg_in_transaction(db) : isc_db_sqlite_in_transaction(db);

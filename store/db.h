@@ -113,5 +113,19 @@ int64_t isc_db_total_changes(struct isc_db *db);
 const char *isc_db_errmsg(struct isc_db *db);
 /* 1 inside a transaction (BEGIN without COMMIT/ROLLBACK yet). */
 int isc_db_in_transaction(struct isc_db *db);
+/*
+ * 1 when the last failed call failed for a reason that passes: PostgreSQL's lost
+ * connection (libpq's own error, no SQLSTATE, CONNECTION_BAD) or a SQLSTATE of
+ * faults-facts.md's table (40001, 40P01, 55P03, 57P01-03, 57P05, 08xxx, 53300,
+ * 25P03); SQLite's SQLITE_BUSY past the busy timeout (not SQLITE_LOCKED: a bug of
+ * the connection's own). The store reports these as ISC_ESTORE.
+ */
+int isc_db_transient(struct isc_db *db);
+/*
+ * Before a kept connection is used again: PostgreSQL reads what the server sent
+ * while it sat idle (a closed connection shows only then) and connects again when
+ * it is gone. ISC_DB_OK when it is usable. SQLite: always ISC_DB_OK.
+ */
+int isc_db_check(struct isc_db *db);
 
 #endif

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,15 @@ struct isc_db_pg {
 	struct named *named; /* the session's statements prepared by text (find_named) */
 	size_t n_named;
 	unsigned long named_session; /* the session they were prepared in */
+	int transient;               /* the last failure is one to retry (isc_db_pg_transient) */
+	/*
+	 * The connection was lost inside a transaction: the store still believes it is
+	 * in one, but the server ended it. Every command fails (transient) until the
+	 * store's ROLLBACK, which clears this: a reconnected session must never run the
+	 * rest of a transaction's statements one by one, outside any transaction.
+	 */
+	int lost_txn;
+	int reconnect_failed; /* the last reconnection failed: the next tries once, no backoff */
 };
 
 /*
@@ -136,6 +146,39 @@ static void set_errmsg(struct isc_db_pg *db, const char *msg)
 			*p = ' ';
 }
 
+int isc_db_pg_sqlstate_transient(const char *state)
+{
+	static const char *const codes[] = {
+	    "40001", /* serialization_failure: retry the whole transaction */
+	    "40P01", /* deadlock_detected: retry the whole transaction */
+	    "55P03", /* lock_not_available: retry later */
+	    "57P01", /* admin_shutdown: reconnect, retry */
+	    "57P02", /* crash_shutdown: reconnect with backoff */
+	    "57P03", /* cannot_connect_now (the server is starting) */
+	    "57P05", /* idle_session_timeout (PostgreSQL 14+) */
+	    "53300", /* too_many_connections: backoff, retry */
+	    "25P03", /* idle_in_transaction_session_timeout ended the session */
+	};
+
+	if (!state)
+		return 0;
+	if (strncmp(state, "08", 2) == 0) /* connection_exception and its subclasses */
+		return 1;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strcmp(state, codes[i]) == 0)
+			return 1;
+	return 0;
+}
+
+int isc_db_pg_failure_transient(const char *state, int connection_bad)
+{
+	/*
+	 * libpq's own errors (a connection lost on the client side) carry no SQLSTATE:
+	 * the connection's status says it (faults-facts.md).
+	 */
+	return isc_db_pg_sqlstate_transient(state) || connection_bad;
+}
+
 /*
  * The result code of a failed command, and its message: the server's primary
  * message (never the statement's parameters, nor the connection string).
@@ -151,6 +194,7 @@ static int fail_result(struct isc_db_pg *db, const PGresult *res)
 		/* No result at all: libpq could not allocate one, or the connection broke. */
 		if (PQstatus(db->conn) != CONNECTION_OK) {
 			set_errmsg(db, PQerrorMessage(db->conn));
+			db->transient = 1;
 			return ISC_DB_ERROR;
 		}
 		set_errmsg(db, "out of memory");
@@ -159,6 +203,7 @@ static int fail_result(struct isc_db_pg *db, const PGresult *res)
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	set_errmsg(db, primary ? primary : PQresultErrorMessage(res));
+	db->transient = isc_db_pg_failure_transient(state, PQstatus(db->conn) == CONNECTION_BAD);
 	if (state && strncmp(state, "23", 2) == 0)
 		return ISC_DB_CONSTRAINT;
 	if (state && strcmp(state, "53200") == 0) /* out_of_memory */
@@ -243,28 +288,144 @@ static int setup_session(struct isc_db_pg *db)
 }
 
 /*
- * After a failed command, and before each command while the connection is
- * down: when the connection itself is gone (the server restarted, or ended
- * the session after idle_in_transaction_session_timeout), connects again, so
- * the store's next call works. The failed call is not repeated: the server
- * may have run it before the connection broke. Its transaction, if any, is
- * gone with the old session, as are its prepared statements (each is
- * prepared again when next run).
+ * A connection the server closed while it sat idle (a restart, pg_terminate_backend,
+ * idle_session_timeout) still reads CONNECTION_OK until libpq next reads from it:
+ * without looking, the next command is sent into a dead socket and fails. Reads what
+ * the server sent meanwhile, without waiting (libpq's socket is non-blocking), which
+ * turns a closed connection into CONNECTION_BAD. Notices are consumed; a pending
+ * result is never there between the store's commands.
  */
-static void reconnect_if_lost(struct isc_db_pg *db)
+static void look_at_socket(struct isc_db_pg *db)
 {
+	struct pollfd p = {.fd = PQsocket(db->conn), .events = POLLIN};
+
+	if (PQstatus(db->conn) != CONNECTION_OK)
+		return;
+	if (p.fd < 0 || db->disowned)
+		return;
+	/*
+	 * A server ending the session sends its FATAL message, then closes: one read takes
+	 * the message, the next finds the end (CONNECTION_BAD). A few reads at most, never
+	 * a wait.
+	 */
+	for (int i = 0; i < 4 && PQstatus(db->conn) == CONNECTION_OK; i++) {
+		p.revents = 0;
+		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			break;
+		if (!PQconsumeInput(db->conn))
+			break;
+	}
+}
+
+/*
+ * Connects again when the connection is gone: a few tries with a growing wait (a
+ * restarting server refuses connections, or answers 57P03, for a moment), so one
+ * restart costs the call a pause rather than its failure. After an outage outlasted
+ * them, each later call tries once, without waiting: a long outage must not stall
+ * every caller for the whole backoff. Returns 1 when connected.
+ */
+static int reconnect(struct isc_db_pg *db)
+{
+	static const int waits_ms[] = {0, 100, 300, 600, 1000};
+	int tries = db->reconnect_failed ? 1 : (int)(sizeof(waits_ms) / sizeof(waits_ms[0]));
 	char msg[ERRMSG_MAX];
+
+	for (int i = 0; i < tries; i++) {
+		if (waits_ms[i])
+			usleep((useconds_t)waits_ms[i] * 1000);
+		PQreset(db->conn);
+		if (PQstatus(db->conn) != CONNECTION_OK)
+			continue;
+		db->session++;
+		/* Keep the failed call's message, not the set-up's. */
+		memcpy(msg, db->errmsg, sizeof(msg));
+		if (setup_session(db) != ISC_DB_OK) {
+			memcpy(db->errmsg, msg, sizeof(msg));
+			continue;
+		}
+		memcpy(db->errmsg, msg, sizeof(msg));
+		db->reconnect_failed = 0;
+		return 1;
+	}
+	db->session++; /* whatever was prepared went with the old session */
+	db->reconnect_failed = 1;
+	return 0;
+}
+
+/*
+ * Before each command, and after a failed one: when the connection itself is gone
+ * (the server restarted, or ended the session after
+ * idle_in_transaction_session_timeout), connects again, so this or the next call
+ * works. A failed call is not repeated here: the server may have run it before the
+ * connection broke. A transaction open at the loss is gone with the old session,
+ * as are its prepared statements (each is prepared again when next run); the store
+ * learns of the transaction through lost_txn. Returns 1 when the connection is up.
+ */
+static int ensure_connected(struct isc_db_pg *db)
+{
+	PGTransactionStatusType was = PQtransactionStatus(db->conn);
+
+	if (db->disowned)
+		return 0;
+	look_at_socket(db);
+	if (PQstatus(db->conn) == CONNECTION_OK)
+		return 1;
+	/* UNKNOWN: libpq already saw the loss; the command that saw it set lost_txn. */
+	if (was == PQTRANS_INTRANS || was == PQTRANS_INERROR || was == PQTRANS_ACTIVE)
+		db->lost_txn = 1;
+	return reconnect(db);
+}
+
+/* Sets the failure of a command refused because the connection was lost inside its transaction. */
+static int fail_lost_txn(struct isc_db_pg *db)
+{
+	set_errmsg(db, "the connection to the server was lost inside a transaction; it was rolled "
+	               "back");
+	db->transient = 1;
+	return ISC_DB_ERROR;
+}
+
+/* Marks the transaction lost when the command that just failed lost the connection in one. */
+static void note_lost(struct isc_db_pg *db, PGTransactionStatusType before, const char *sql)
+{
+	int begins = sql && strncasecmp(sql + strspn(sql, " \t\n"), "BEGIN", 5) == 0;
 
 	if (PQstatus(db->conn) != CONNECTION_BAD)
 		return;
-	PQreset(db->conn);
-	db->session++;
-	if (PQstatus(db->conn) == CONNECTION_OK) {
-		/* Keep the failed call's message, not the set-up's. */
-		memcpy(msg, db->errmsg, sizeof(msg));
-		setup_session(db);
-		memcpy(db->errmsg, msg, sizeof(msg));
-	}
+	if (before == PQTRANS_INTRANS || before == PQTRANS_INERROR || begins)
+		db->lost_txn = 1;
+}
+
+int isc_db_pg_check(struct isc_db *dbp)
+{
+	struct isc_db_pg *db = db_of(dbp);
+
+	if (db->lost_txn)
+		return ISC_DB_ERROR;
+	return ensure_connected(db) ? ISC_DB_OK : ISC_DB_ERROR;
+}
+
+int isc_db_pg_transient(struct isc_db *dbp)
+{
+	return db_of(dbp)->transient;
+}
+
+/*
+ * A failed connect carries no SQLSTATE (libpq has none for it): a server that is down,
+ * restarting ("the database system is starting up", 57P03, or shutting down) or full
+ * (53300) passes; one that refused who we are or what we asked for does not, and is
+ * reported as the configuration error it is.
+ */
+static int connect_failure_passes(const char *msg)
+{
+	static const char *const lasting[] = {"authentication",    "does not exist",
+	                                      "permission denied", "no password supplied",
+	                                      "invalid",           "SSL"};
+
+	for (size_t i = 0; i < sizeof(lasting) / sizeof(lasting[0]); i++)
+		if (strstr(msg, lasting[i]))
+			return 0;
+	return 1;
 }
 
 /* Frees a copy of the password, wiped first. */
@@ -327,7 +488,8 @@ int isc_db_open_pg(const char *conninfo, struct isc_db **out, struct isc_err *er
 			msg[strlen(msg) - 1] = '\0';
 		PQfinish(db->conn);
 		free(db);
-		return isc_err_set(err, ISC_EIO, "store: connecting to PostgreSQL: %s", msg);
+		return isc_err_set(err, connect_failure_passes(msg) ? ISC_ESTORE : ISC_EIO,
+		                   "store: connecting to PostgreSQL: %s", msg);
 	}
 	forget(password);
 	if (setup_session(db) != ISC_DB_OK) {
@@ -418,21 +580,55 @@ static int is_commit(const char *sql)
 	return *sql == '\0';
 }
 
+/* 1 when sql is a ROLLBACK (or ABORT) of the whole transaction, alone. */
+static int is_rollback(const char *sql)
+{
+	size_t n;
+
+	sql += strspn(sql, " \t\n");
+	n = strncasecmp(sql, "ROLLBACK", 8) == 0 ? 8 : strncasecmp(sql, "ABORT", 5) == 0 ? 5 : 0;
+	if (!n)
+		return 0;
+	sql += n;
+	sql += strspn(sql, " \t\n;");
+	return *sql == '\0';
+}
+
 int isc_db_pg_exec(struct isc_db *dbp, const char *sql)
 {
 	struct isc_db_pg *db = db_of(dbp);
+	PGTransactionStatusType before;
 	ExecStatusType status;
 	PGresult *res;
 	int rc = ISC_DB_OK;
 
-	reconnect_if_lost(db);
+	db->transient = 0;
+	ensure_connected(db); /* first: it finds a transaction lost while idle */
+	if (db->lost_txn) {
+		/*
+		 * The server rolled the transaction back with the session: the store's ROLLBACK
+		 * is done already, its COMMIT fails (nothing was committed), and any other
+		 * statement fails as the transaction did. A new BEGIN starts afresh.
+		 */
+		if (is_rollback(sql) || is_commit(sql)) {
+			db->lost_txn = 0;
+			return is_commit(sql) ? fail_lost_txn(db) : ISC_DB_OK;
+		}
+		if (strncasecmp(sql + strspn(sql, " \t\n"), "BEGIN", 5) != 0)
+			return fail_lost_txn(db);
+		db->lost_txn = 0;
+	}
+	before = PQtransactionStatus(db->conn);
 	res = PQexec(db->conn, sql);
 	status = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
 
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
 	    status != PGRES_EMPTY_QUERY) {
 		rc = fail_result(db, res);
-		reconnect_if_lost(db);
+		note_lost(db, before, sql);
+		if (is_rollback(sql))
+			db->lost_txn = 0; /* a lost ROLLBACK: the server's rollback is the same */
+		ensure_connected(db);
 	} else if (status == PGRES_COMMAND_OK && strcmp(PQcmdStatus(res), "ROLLBACK") == 0 &&
 	           is_commit(sql)) {
 		/*
@@ -870,7 +1066,6 @@ static PGresult *run(struct isc_db_stmt_pg *st)
 	Oid *types = NULL;
 	PGresult *res = NULL;
 
-	reconnect_if_lost(st->db);
 	if (n > 0) {
 		values = calloc((size_t)n, sizeof(*values));
 		lengths = calloc((size_t)n, sizeof(*lengths));
@@ -939,12 +1134,22 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 	if (st->finished)
 		stmt_clear_result(st);
 	if (!st->res) {
+		PGTransactionStatusType before;
+
+		st->db->transient = 0;
+		ensure_connected(st->db); /* first: it finds a transaction lost while idle */
+		if (st->db->lost_txn) {
+			st->finished = 1;
+			return fail_lost_txn(st->db);
+		}
+		before = PQtransactionStatus(st->db->conn);
 		st->res = run(st);
 		status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
 		if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK &&
 		    status != PGRES_EMPTY_QUERY) {
 			rc = fail_result(st->db, st->res);
-			reconnect_if_lost(st->db);
+			note_lost(st->db, before, NULL);
+			ensure_connected(st->db);
 			PQclear(st->res);
 			st->res = NULL;
 			st->finished = 1;
@@ -1121,6 +1326,9 @@ int isc_db_pg_in_transaction(struct isc_db *db)
 {
 	PGTransactionStatusType t = PQtransactionStatus(db_of(db)->conn);
 
+	/* Lost with its connection: still the store's until its ROLLBACK. */
+	if (db_of(db)->lost_txn)
+		return 1;
 	/* UNKNOWN: no connection, and so no transaction (it ended with the session). */
 	return t != PQTRANS_IDLE && t != PQTRANS_UNKNOWN;
 }

@@ -57,6 +57,15 @@ int64_t isc_db_pg_changes(struct isc_db *db);
 int64_t isc_db_pg_total_changes(struct isc_db *db);
 const char *isc_db_pg_errmsg(struct isc_db *db);
 int isc_db_pg_in_transaction(struct isc_db *db);
+int isc_db_pg_transient(struct isc_db *db);
+int isc_db_pg_check(struct isc_db *db);
+/* 1 for a SQLSTATE a client retries (faults-facts.md's table: 40001, 08xxx, 57P01, ...). */
+int isc_db_pg_sqlstate_transient(const char *sqlstate);
+/*
+ * A failed command's verdict: its SQLSTATE (NULL for libpq's own errors, which carry
+ * none) and whether the connection is now CONNECTION_BAD. 1: retry it.
+ */
+int isc_db_pg_failure_transient(const char *sqlstate, int connection_bad);
 
 /*
  * The statement's SQL as PostgreSQL receives it: `?` and `?N` numbered `$N`

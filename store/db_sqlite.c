@@ -213,6 +213,16 @@ int isc_db_sqlite_in_transaction(struct isc_db *db)
 	return !sqlite3_get_autocommit(db_of(db)->h);
 }
 
+int isc_db_sqlite_transient(struct isc_db *db)
+{
+	/*
+	 * SQLITE_BUSY past the busy timeout is another connection's write lock: it passes.
+	 * SQLITE_LOCKED is a conflict inside this connection (an unfinalized statement),
+	 * which no retry fixes (faults-facts.md).
+	 */
+	return (sqlite3_extended_errcode(db_of(db)->h) & 0xff) == SQLITE_BUSY;
+}
+
 void isc_db_sqlite_busy_timeout(struct isc_db *db, int ms)
 {
 	sqlite3_busy_timeout(db_of(db)->h, ms);

@@ -30,6 +30,8 @@ int64_t isc_db_sqlite_changes(struct isc_db *db);
 int64_t isc_db_sqlite_total_changes(struct isc_db *db);
 const char *isc_db_sqlite_errmsg(struct isc_db *db);
 int isc_db_sqlite_in_transaction(struct isc_db *db);
+/* 1 when the last call failed with SQLITE_BUSY (any of its extended codes). */
+int isc_db_sqlite_transient(struct isc_db *db);
 /* How long a statement waits for another connection's write lock. */
 void isc_db_sqlite_busy_timeout(struct isc_db *db, int ms);
 

@@ -458,6 +458,18 @@ static const char *const migrations[] = {
     "  token TEXT NOT NULL,"
     "  expires_ms BIGINT NOT NULL);"
     "CREATE INDEX leases_replica ON leases(replica_id);",
+    /* issue 48: the broker_id every replica of the store must share (the instances'
+     * isc:broker tag), recorded by the first replica to start; and each replica's boot id
+     * beside its host and pid, so only a replica of this very host (this boot) whose pid
+     * is gone is taken for dead at once (store/store_replicas.c). The same step in
+     * migrations_pg.c. */
+    "CREATE TABLE store_identity ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  broker_id TEXT NOT NULL,"
+    "  set_by TEXT NOT NULL,"
+    "  set_ms INTEGER NOT NULL);"
+    "ALTER TABLE replicas ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';",
 };
 
 size_t isc_store_migration_count(void)

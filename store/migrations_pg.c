@@ -382,6 +382,14 @@ static const char *const pg_steps[] = {
     "  token TEXT NOT NULL,"
     "  expires_ms BIGINT NOT NULL);"
     "CREATE INDEX leases_replica ON leases(replica_id);",
+    /* 22, issue 48: the store's broker_id, and each replica's boot id and broker_id. */
+    "CREATE TABLE store_identity ("
+    "  id BIGINT PRIMARY KEY CHECK (id = 1),"
+    "  broker_id TEXT NOT NULL,"
+    "  set_by TEXT NOT NULL,"
+    "  set_ms BIGINT NOT NULL);"
+    "ALTER TABLE replicas ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';",
     NULL,
 };
 

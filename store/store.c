@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +65,50 @@ struct isc_store {
  */
 #define PG_WRITE_LOCK_KEY 0x69736364
 
+/*
+ * The store's clock minus this process's monotonic clock, once synced (isc_store_clock_sync);
+ * CLOCK_UNSET before. One value, so a reader never sees half an update.
+ */
+#define CLOCK_UNSET INT64_MIN
+static _Atomic int64_t clock_offset = CLOCK_UNSET;
+
 int64_t isc_store_now_ms(void)
 {
-	return isc_wall_ms();
+	int64_t off = atomic_load_explicit(&clock_offset, memory_order_relaxed);
+	return off == CLOCK_UNSET ? isc_wall_ms() : isc_monotonic_ms() + off;
+}
+
+int64_t isc_store_clock_skew_ms(void)
+{
+	return isc_store_now_ms() - isc_wall_ms();
+}
+
+int isc_store_clock_sync(struct isc_store *s, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int64_t before, after, db_ms;
+	int rc;
+
+	if (isc_db_kind(s->db) != ISC_DB_POSTGRES)
+		return 0;
+	rc = isc_store_prepare_cached(
+	    s, "SELECT CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT)", &st, err);
+	if (rc)
+		return rc;
+	before = isc_monotonic_ms();
+	rc = isc_db_step(st);
+	after = isc_monotonic_ms();
+	db_ms = rc == ISC_DB_ROW ? isc_db_column_int64(st, 0) : 0;
+	isc_store_finalize(s, st);
+	if (rc != ISC_DB_ROW)
+		return isc_store_db_err(s, rc, "reading the server's clock", err);
+	/* A slow answer (over a second) says little about when the clock was read: kept. */
+	if (after - before > 1000 &&
+	    atomic_load_explicit(&clock_offset, memory_order_relaxed) != CLOCK_UNSET)
+		return 0;
+	atomic_store_explicit(&clock_offset, db_ms - (before + (after - before) / 2),
+	                      memory_order_relaxed);
+	return 0;
 }
 
 int64_t isc_store_page_limit(size_t limit)
@@ -161,9 +203,16 @@ void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st)
 
 int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
-	int code = rc == ISC_DB_CONSTRAINT ? ISC_ECONFLICT
-	           : rc == ISC_DB_NOMEM    ? ISC_ENOMEM
-	                                   : ISC_EIO;
+	/*
+	 * A lost connection, a conflict or a busy database passes: ISC_ESTORE, retried. On
+	 * SQLite the code itself says so (SQLITE_BUSY): its connection's last error code is
+	 * undefined after a call that succeeded, and this may come after some.
+	 */
+	int pg = isc_db_kind(s->db) == ISC_DB_POSTGRES;
+	int code = rc == ISC_DB_CONSTRAINT                                ? ISC_ECONFLICT
+	           : rc == ISC_DB_NOMEM                                   ? ISC_ENOMEM
+	           : rc == ISC_DB_BUSY || (pg && isc_db_transient(s->db)) ? ISC_ESTORE
+	                                                                  : ISC_EIO;
 	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 
@@ -688,9 +737,13 @@ static int open_sqlite(struct isc_store *s, const char *file, int create, int on
  */
 static int open_pg(struct isc_store *s, const char *url, int create, struct isc_err *err)
 {
+	struct isc_err ignored;
 	int rc = isc_db_open_pg(url, &s->db, err);
 	if (rc)
 		return rc;
+	/* The process's first PostgreSQL store sets its clock (iscd's heartbeat keeps it so). */
+	if (atomic_load_explicit(&clock_offset, memory_order_relaxed) == CLOCK_UNSET)
+		isc_store_clock_sync(s, &ignored);
 	if (!create && version_unlocked(s) < 0)
 		return isc_err_set(err, ISC_ENOTFOUND,
 		                   "the PostgreSQL store has no schema yet: run 'isc init' first");
@@ -756,6 +809,14 @@ static struct isc_store *pg_idle_take(const char *home, const char *url)
 		break;
 	}
 	pthread_mutex_unlock(&pg_idle_lock);
+	/*
+	 * Checked before reuse: a kept connection the server closed meanwhile (a restart)
+	 * is connected again, or, when that fails, closed and a new one tried.
+	 */
+	if (found && isc_db_check(found->db) != ISC_DB_OK) {
+		store_close(found);
+		found = NULL;
+	}
 	return found;
 }
 

@@ -49,6 +49,26 @@ int isc_store_open_unshared(const char *home, struct isc_store **out, struct isc
 void isc_store_free(struct isc_store *s);
 
 /*
+ * Now, in ms since the epoch, by the store's clock: every time the store records
+ * (created_at_ms, a deadline's start, a node's last sighting, a charge's period) is
+ * this, and every comparison of "now" with such a time must use it too, never this
+ * host's wall clock: replicas' clocks differ (issue 48, docs/ha.md). On PostgreSQL it
+ * is the server's clock_timestamp(), read once (isc_store_clock_sync) and carried
+ * forward by this process's monotonic clock, so neither a skewed nor a stepped wall
+ * clock of this host moves it. Until a first sync, and on SQLite (one host), it is
+ * this host's wall clock.
+ */
+int64_t isc_store_now_ms(void);
+/*
+ * Reads the PostgreSQL server's clock on s and makes isc_store_now_ms follow it (the
+ * round trip's midpoint is taken for the moment it was read). No-op on SQLite. iscd's
+ * heartbeat calls it every lease_ms/4; store.c once per process at the first open.
+ */
+int isc_store_clock_sync(struct isc_store *s, struct isc_err *err);
+/* The offset in use (the store's clock minus this host's wall clock), for logs and tests. */
+int64_t isc_store_clock_skew_ms(void);
+
+/*
  * What the database holds, as a version: it changes whenever anything was
  * committed since the last call, by this connection or any other (SQLite's
  * data_version for others, the connection's change count for its own). A cache

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int isc_store_hostkey_check(struct isc_store *s, const char *target, const char *key_type,
                             const char *sha256_hex, struct isc_err *err)
@@ -52,16 +53,29 @@ out:
 	return isc_store_commit(s, err);
 }
 
+/*
+ * A store that is out of reach for a moment (a PostgreSQL restart) is waited for, a
+ * few seconds at most: the check is one idempotent transaction, and its failure
+ * would otherwise cost the node's whole SSH step. What still fails is ISC_ESTORE,
+ * which the broker retries at its next tick (docs/ha.md, issue 48).
+ */
 int isc_store_hostkey_check_home(void *home, const char *target, const char *key_type,
                                  const char *sha256_hex, struct isc_err *err)
 {
+	static const int waits_ms[] = {200, 500, 1000, 2000};
 	struct isc_store *s;
-	int rc = isc_store_open(home, 0, &s, err);
-	if (rc)
-		return rc;
-	rc = isc_store_hostkey_check(s, target, key_type, sha256_hex, err);
-	isc_store_free(s);
-	return rc;
+	int rc;
+
+	for (size_t attempt = 0;; attempt++) {
+		rc = isc_store_open(home, 0, &s, err);
+		if (!rc) {
+			rc = isc_store_hostkey_check(s, target, key_type, sha256_hex, err);
+			isc_store_free(s);
+		}
+		if (rc != ISC_ESTORE || attempt == sizeof(waits_ms) / sizeof(waits_ms[0]))
+			return rc;
+		usleep((useconds_t)waits_ms[attempt] * 1000);
+	}
 }
 
 void isc_hostkey_cleanup(struct isc_hostkey *k)

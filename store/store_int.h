@@ -41,7 +41,10 @@ int isc_store_prepare_cached(struct isc_store *s, const char *sql, struct isc_db
                              struct isc_err *err);
 /* Ends a statement from either prepare: a cached one is reset for reuse, others finalized. */
 void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st);
-/* Sets err from the connection's last error; returns ISC_EIO (ISC_ECONFLICT for constraint). */
+/*
+ * Sets err from the connection's last error; returns ISC_EIO (ISC_ECONFLICT for a
+ * constraint, ISC_ESTORE for a failure that passes: isc_db_transient).
+ */
 int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err);
 /* Copies column text (NULL -> NULL); returns 0 or ISC_ENOMEM via *oom. */
 char *isc_store_col_text(struct isc_db_stmt *st, int col, int *oom);
@@ -83,7 +86,6 @@ int isc_store_open_at(const char *home, int create, size_t migrate_to, struct is
 /* isc_store_open_url with a migration limit (0: none run; isc store copy's source). */
 int isc_store_open_url_at(const char *home, const char *url, int create, size_t migrate_to,
                           struct isc_store **out, struct isc_err *err);
-int64_t isc_store_now_ms(void);
 /*
  * The LIMIT of a page: limit rows, or (0) every row after the cursor. Not -1, SQLite's
  * "no limit": PostgreSQL refuses a negative LIMIT.

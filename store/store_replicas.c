@@ -3,8 +3,13 @@
 
 #include "store/store_int.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 /*
  * "Now" in ms, where every replica agrees on it: PostgreSQL's clock (replicas on
@@ -18,6 +23,9 @@
 #define PG_NOW      "(extract(epoch from clock_timestamp())*1000)::bigint"
 #define SQ_NOW      "CAST(?1 AS BIGINT)"
 #define DIALECTS(M) M(PG_NOW, "?1", "?2", "?3", "?4"), M(SQ_NOW, "?2", "?3", "?4", "?5")
+/* The same with six parameters, for the replica's registration. */
+#define DIALECTS6(M)                                                                               \
+	M(PG_NOW, "?1", "?2", "?3", "?4", "?5"), M(SQ_NOW, "?2", "?3", "?4", "?5", "?6")
 
 static int is_pg(struct isc_store *s)
 {
@@ -55,15 +63,17 @@ static int step_done(struct isc_store *s, struct isc_db_stmt *st, const char *wh
 
 /* ---- replicas ---- */
 
-#define REGISTER_SQL(NOW, A, B, C, D_)                                                             \
-	"INSERT INTO replicas (id, host, pid, started_ms, heartbeat_ms) VALUES (" A ", " B ", " C  \
-	", " NOW ", " NOW ") ON CONFLICT (id) DO UPDATE SET host = excluded.host, "                \
-	"pid = excluded.pid, heartbeat_ms = excluded.heartbeat_ms"
+#define REGISTER_SQL(NOW, A, B, C, D, E)                                                           \
+	"INSERT INTO replicas (id, host, pid, started_ms, heartbeat_ms, boot_id, broker_id) "      \
+	"VALUES (" A ", " B ", " C ", " NOW ", " NOW ", " D ", " E ") ON CONFLICT (id) DO UPDATE " \
+	"SET host = excluded.host, pid = excluded.pid, heartbeat_ms = excluded.heartbeat_ms, "     \
+	"boot_id = excluded.boot_id, broker_id = excluded.broker_id"
 
-int isc_store_replica_register(struct isc_store *s, const char *id, const char *host, int64_t pid,
-                               struct isc_err *err)
+int isc_store_replica_register_as(struct isc_store *s, const char *id, const char *host,
+                                  int64_t pid, const char *boot_id, const char *broker_id,
+                                  struct isc_err *err)
 {
-	static const char *const sql[2] = {DIALECTS(REGISTER_SQL)};
+	static const char *const sql[2] = {DIALECTS6(REGISTER_SQL)};
 	struct isc_db_stmt *st;
 	int rc = prepare_now(s, sql, &st, err);
 	if (rc)
@@ -71,7 +81,116 @@ int isc_store_replica_register(struct isc_store *s, const char *id, const char *
 	isc_db_bind_text(st, arg(s, 1), id, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, arg(s, 2), host, -1, ISC_DB_STATIC);
 	isc_db_bind_int64(st, arg(s, 3), pid);
+	isc_db_bind_text(st, arg(s, 4), boot_id ? boot_id : "", -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, arg(s, 5), broker_id ? broker_id : "", -1, ISC_DB_STATIC);
 	return step_done(s, st, "registering the replica", err);
+}
+
+int isc_store_replica_register(struct isc_store *s, const char *id, const char *host, int64_t pid,
+                               struct isc_err *err)
+{
+	return isc_store_replica_register_as(s, id, host, pid, NULL, NULL, err);
+}
+
+void isc_replica_boot_id(char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (!cap)
+		return;
+	out[0] = '\0';
+	if (!f)
+		return;
+	if (!fgets(out, (int)cap, f))
+		out[0] = '\0';
+	fclose(f);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+int isc_replica_dead_here(const struct isc_replica *r, const char *host, const char *boot_id)
+{
+	/*
+	 * Another host may have the same name (containers, clones), and a pid of this host
+	 * before a reboot means nothing now: both must match, and the boot id be known.
+	 */
+	if (!r->host || strcmp(r->host, host) != 0 || !boot_id || !boot_id[0] || !r->boot_id ||
+	    strcmp(r->boot_id, boot_id) != 0)
+		return 0;
+	if (r->pid <= 0 || r->pid == (int64_t)getpid())
+		return 0;
+	return kill((pid_t)r->pid, 0) != 0 && errno == ESRCH;
+}
+
+#define IDENTITY_SQL(NOW, A, B, C, D_)                                                             \
+	"INSERT INTO store_identity (id, broker_id, set_by, set_ms) VALUES (1, " A ", " B ", " NOW \
+	") ON CONFLICT (id) DO NOTHING"
+#define IDENTITY_SET_SQL(NOW, A, B, C, D_)                                                         \
+	"UPDATE store_identity SET broker_id = " A ", set_by = " B ", set_ms = " NOW " WHERE id "  \
+	"= 1"
+
+int isc_store_broker_id_check(struct isc_store *s, const char *broker_id, const char *replica_id,
+                              int enforce, char **recorded, struct isc_err *err)
+{
+	static const char *const insert_sql[2] = {DIALECTS(IDENTITY_SQL)};
+	static const char *const set_sql[2] = {DIALECTS(IDENTITY_SET_SQL)};
+	struct isc_db_stmt *st;
+	char *had = NULL, *by = NULL;
+	int rc, oom = 0;
+
+	if (recorded)
+		*recorded = NULL;
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_prepare(s, "SELECT broker_id, set_by FROM store_identity WHERE id = 1", &st,
+	                       err);
+	if (rc)
+		goto out;
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		had = isc_store_col_text(st, 0, &oom);
+		by = isc_store_col_text(st, 1, &oom);
+		rc = 0;
+	} else if (rc == ISC_DB_DONE) {
+		rc = 0;
+	} else {
+		rc = isc_store_db_err(s, rc, "reading the store's broker_id", err);
+	}
+	isc_store_finalize(s, st);
+	if (!rc && oom)
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	if (rc)
+		goto out;
+	if (had && strcmp(had, broker_id) == 0)
+		goto out;
+	if (had && enforce) {
+		rc =
+		    isc_err_set(err, ISC_ECONFLICT,
+		                "this store's replicas run with broker_id \"%s\" (recorded by %s), "
+		                "this iscd's config.toml has \"%s\": every replica must use the "
+		                "same one, or it cannot find the instances the others launched and "
+		                "a takeover leaks them; copy the first replica's config.toml "
+		                "(docs/ha.md, \"A second host\")",
+		                had, by ? by : "?", broker_id);
+		goto out;
+	}
+	if ((rc = prepare_now(s, had ? set_sql : insert_sql, &st, err)))
+		goto out;
+	isc_db_bind_text(st, arg(s, 1), broker_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, arg(s, 2), replica_id, -1, ISC_DB_STATIC);
+	rc = step_done(s, st, "recording the store's broker_id", err);
+out:
+	if (rc) {
+		isc_store_rollback(s);
+		free(had);
+		free(by);
+		return rc;
+	}
+	free(by);
+	rc = isc_store_commit(s, err);
+	if (!rc && recorded && !(*recorded = strdup(had ? had : "")))
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	free(had);
+	return rc;
 }
 
 #define HEARTBEAT_SQL(NOW, A, B, C, D_) "UPDATE replicas SET heartbeat_ms = " NOW " WHERE id = " A
@@ -150,6 +269,8 @@ static void replica_clean(void *rec)
 	struct isc_replica *r = rec;
 	free(r->id);
 	free(r->host);
+	free(r->boot_id);
+	free(r->broker_id);
 }
 
 void isc_replica_list_free(struct isc_replica *list, size_t n)
@@ -166,12 +287,14 @@ static int replica_row(struct isc_db_stmt *st, void *rec)
 	r->pid = isc_db_column_int64(st, 2);
 	r->started_ms = isc_db_column_int64(st, 3);
 	r->heartbeat_ms = isc_db_column_int64(st, 4);
+	r->boot_id = isc_store_col_text(st, 5, &oom);
+	r->broker_id = isc_store_col_text(st, 6, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 
 #define LIVE_SQL(NOW, A, B, C, D_)                                                                 \
-	"SELECT id, host, pid, started_ms, heartbeat_ms FROM replicas WHERE heartbeat_ms >= " NOW  \
-	" - " A " ORDER BY id"
+	"SELECT id, host, pid, started_ms, heartbeat_ms, boot_id, broker_id FROM replicas WHERE "  \
+	"heartbeat_ms >= " NOW " - " A " ORDER BY id"
 
 int isc_store_replica_list_live(struct isc_store *s, int64_t lease_ms, struct isc_replica **out,
                                 size_t *n, struct isc_err *err)

@@ -20,9 +20,11 @@
 #include "store/store.h"
 
 struct isc_replica {
-	char *id; /* "rep_" + hex */
+	char *id; /* "rep_" + hex: random, never derived from the host or pid */
 	char *host;
 	int64_t pid;
+	char *boot_id;   /* the host's boot (/proc/sys/kernel/random/boot_id); "" unknown */
+	char *broker_id; /* the config's broker_id the replica runs with; "" unknown */
 	int64_t started_ms;
 	int64_t heartbeat_ms;
 };
@@ -44,6 +46,31 @@ int isc_store_replicas_shared(struct isc_store *s);
 /* Inserts (or refreshes) the replica's row, its start and heartbeat now. */
 int isc_store_replica_register(struct isc_store *s, const char *id, const char *host, int64_t pid,
                                struct isc_err *err);
+/* The same, with the host's boot id and the replica's broker_id (NULL: ""). */
+int isc_store_replica_register_as(struct isc_store *s, const char *id, const char *host,
+                                  int64_t pid, const char *boot_id, const char *broker_id,
+                                  struct isc_err *err);
+/*
+ * This host's boot id (the kernel's random id of this boot), in out; "" when unknown.
+ * Beside the host name and pid it tells this host's replicas from another host's of the
+ * same name, and from this host's before a reboot (whose pids mean nothing now).
+ */
+void isc_replica_boot_id(char *out, size_t cap);
+/*
+ * 1 when replica r is this host's (its host name and boot id are ours, the boot id
+ * known) and its pid is gone here: dead for sure, without waiting for its heartbeat.
+ */
+int isc_replica_dead_here(const struct isc_replica *r, const char *host, const char *boot_id);
+/*
+ * The broker_id the store is used with (issue 48, docs/ha.md): the first replica to
+ * start records its own; a later one with another is refused (ISC_ECONFLICT, naming
+ * both and docs/ha.md) when `enforce` (a store replicas share: PostgreSQL), for it would
+ * not find the instances the others tagged, and a takeover would leak them. Without
+ * `enforce` (SQLite: one iscd, the operator changed its config) the new one is recorded.
+ * *recorded (may be NULL) gets the store's broker_id before the call ("" when none).
+ */
+int isc_store_broker_id_check(struct isc_store *s, const char *broker_id, const char *replica_id,
+                              int enforce, char **recorded, struct isc_err *err);
 /* The heartbeat now. ISC_ENOTFOUND when the row is gone (another replica pruned it). */
 int isc_store_replica_heartbeat(struct isc_store *s, const char *id, struct isc_err *err);
 /* Removes the replica's row and gives up every lease it holds (a clean stop). */

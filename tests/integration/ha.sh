@@ -73,6 +73,22 @@ for bad in 2999 60001; do
 	check "the refusal of lease_ms = $bad says why" grep -q 'lease_ms.*must be from 3000 to 60000 ms' "$dir/lease.out"
 done
 check "no replica registered by the refused ones" test "$(sql 'SELECT count(*) FROM replicas')" = 1
+# A replica whose config.toml has another broker_id (isc init writes a fresh one; issue 48:
+# it was accepted, and after a failover the instances the first one tagged leaked) is
+# refused, naming both and docs/ha.md, even with artifact_root set.
+isc --home "$dir/home4" init >/dev/null
+set_top_key "$dir/home4/config.toml" "artifact_root = \"$dir/home4-artifacts\""
+other_broker=$(sed -nE 's/^broker_id = "(.*)"/\1/p' "$dir/home4/config.toml")
+first_broker=$(sed -nE 's/^broker_id = "(.*)"/\1/p' "$home1/config.toml")
+check "isc init wrote another broker_id" test -n "$other_broker" -a "$other_broker" != "$first_broker"
+timeout -s KILL 20 "$ISC_BIN/iscd" --home "$dir/home4" >"$dir/broker.out" 2>&1
+check "a replica with another broker_id is refused" test $? -eq 1
+check "the refusal names both broker_ids and docs/ha.md" \
+	bash -c "grep -q '$first_broker' '$dir/broker.out' && grep -q '$other_broker' '$dir/broker.out' && grep -q 'docs/ha.md' '$dir/broker.out'"
+check "the store keeps the first broker_id" test "$(sql 'SELECT broker_id FROM store_identity')" = "$first_broker"
+check "each replica's row records its broker_id and boot id" \
+	test "$(sql "SELECT count(*) FROM replicas WHERE broker_id = '$first_broker' AND boot_id = '$(cat /proc/sys/kernel/random/boot_id)'")" = 1
+check "no replica registered by the refused one" test "$(sql 'SELECT count(*) FROM replicas')" = 1
 stop_iscd
 
 for h in "$home1" "$home2"; do

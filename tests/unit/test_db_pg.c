@@ -9,6 +9,7 @@
  */
 #include "store/db.h"
 #include "store/db_pg.h"
+#include "store/db_sqlite.h"
 #include "store/migrations_pg.h"
 #include "store/store_int.h"
 #include "store/store_pool.h"
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <glob.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -577,9 +579,12 @@ static void kill_session(struct isc_db *db)
 }
 
 /*
- * A lost connection fails the call that finds it lost (it is never repeated:
- * the server may have run it), and the next call runs on a new session, with
- * the session's settings and the persistent statements prepared again.
+ * A connection the server closed while it sat idle (pg_terminate_backend, as a
+ * restart does) is found closed before the next call is sent, and that call runs on
+ * a new session, with the session's settings and the persistent statements
+ * prepared again (issue 48: before, the call was sent into the dead socket and
+ * failed). A call that finds the server refusing connections fails, as a transient
+ * failure, and the first call once it takes them again works.
  */
 static void test_reconnect(void **state)
 {
@@ -597,12 +602,12 @@ static void test_reconnect(void **state)
 	isc_db_reset(st);
 
 	kill_session(t->db);
-	assert_int_equal(isc_db_step(st), ISC_DB_ERROR);
-	isc_db_reset(st);
 	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
 	assert_int_equal(isc_db_column_int64(st, 0), 42);
 	isc_db_reset(st);
 	assert_true(query_int(t->db, "SELECT pg_backend_pid()") != pid);
+	kill_session(t->db);
+	assert_int_equal(isc_db_exec(t->db, "SELECT 1"), ISC_DB_OK);
 	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM pg_settings WHERE name = "
 	                                  "'statement_timeout' AND setting = '60000'"),
 	                 1);
@@ -616,8 +621,10 @@ static void test_reconnect(void **state)
 	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
 	kill_session(t->db);
 	assert_int_equal(isc_db_exec(t->db, "SELECT 1"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_transient(t->db), 1);
 	assert_int_equal(isc_db_in_transaction(t->db), 0);
 	assert_int_equal(isc_db_step(st), ISC_DB_ERROR);
+	assert_int_equal(isc_db_transient(t->db), 1);
 	isc_db_reset(st);
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s WITH ALLOW_CONNECTIONS true", t->name);
 	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
@@ -625,13 +632,174 @@ static void test_reconnect(void **state)
 	assert_int_equal(isc_db_column_int64(st, 0), 42);
 	isc_db_reset(st);
 
-	/* A transaction dies with its session: the store sees it is no longer in one. */
+	/*
+	 * A transaction dies with its session. The new session must not run the rest of
+	 * its statements one by one outside any transaction: each fails (transient) until
+	 * the store's ROLLBACK, and nothing of it is committed.
+	 */
+	assert_int_equal(isc_db_exec(t->db, "CREATE TABLE y (n BIGINT)"), ISC_DB_OK);
 	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO y VALUES (1)"), ISC_DB_DONE);
 	kill_session(t->db);
+	assert_int_equal(run_sql(t->db, "INSERT INTO y VALUES (2)"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_transient(t->db), 1);
+	assert_non_null(strstr(isc_db_errmsg(t->db), "lost inside a transaction"));
+	assert_int_equal(isc_db_in_transaction(t->db), 1);
 	assert_int_equal(isc_db_exec(t->db, "SELECT 1"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_exec(t->db, "ROLLBACK"), ISC_DB_OK);
 	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM y"), 0);
+	/* Its COMMIT fails too: nothing was committed. */
+	assert_int_equal(isc_db_exec(t->db, "BEGIN"), ISC_DB_OK);
+	assert_int_equal(run_sql(t->db, "INSERT INTO y VALUES (3)"), ISC_DB_DONE);
+	kill_session(t->db);
+	assert_int_equal(isc_db_exec(t->db, "COMMIT"), ISC_DB_ERROR);
+	assert_int_equal(isc_db_transient(t->db), 1);
+	assert_int_equal(isc_db_in_transaction(t->db), 0);
+	assert_int_equal(query_int(t->db, "SELECT COUNT(*) FROM y"), 0);
 	assert_int_equal(isc_db_step(st), ISC_DB_ROW);
 	isc_db_finalize(st);
+}
+
+/*
+ * Which failures pass (faults-facts.md's table): the SQLSTATEs of a conflict, a
+ * shutdown, a restart, a full server, a connection exception; and libpq's own
+ * errors, which carry no SQLSTATE, when the connection is CONNECTION_BAD. A
+ * constraint, a syntax error or bad input does not.
+ */
+static void test_transient_codes(void **state)
+{
+	static const char *const passing[] = {"40001", "40P01", "55P03", "57P01", "57P02",
+	                                      "57P03", "57P05", "08000", "08003", "08006",
+	                                      "08001", "08004", "53300", "25P03"};
+	static const char *const lasting[] = {"23505", "23503", "42601", "42P01", "22P02",
+	                                      "28P01", "3D000", "53200", "P0001", "XX000"};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(passing) / sizeof(passing[0]); i++) {
+		if (!isc_db_pg_sqlstate_transient(passing[i]))
+			fail_msg("SQLSTATE %s should be transient", passing[i]);
+		assert_int_equal(isc_db_pg_failure_transient(passing[i], 0), 1);
+	}
+	for (size_t i = 0; i < sizeof(lasting) / sizeof(lasting[0]); i++) {
+		if (isc_db_pg_sqlstate_transient(lasting[i]))
+			fail_msg("SQLSTATE %s should not be transient", lasting[i]);
+		assert_int_equal(isc_db_pg_failure_transient(lasting[i], 0), 0);
+	}
+	assert_int_equal(isc_db_pg_sqlstate_transient(NULL), 0);
+	/* libpq's own error: no SQLSTATE; the connection's status decides. */
+	assert_int_equal(isc_db_pg_failure_transient(NULL, 1), 1);
+	assert_int_equal(isc_db_pg_failure_transient(NULL, 0), 0);
+	assert_true(isc_code_is_retryable(ISC_ESTORE));
+	assert_string_equal(isc_code_name(ISC_ESTORE), "store_unavailable");
+}
+
+/* SQLite: SQLITE_BUSY past the busy timeout passes (ISC_ESTORE); a constraint does not. */
+static void test_transient_sqlite(void **state)
+{
+	char dir[] = "/tmp/isc-dbpg-busy-XXXXXX", path[64], cmd[96];
+	struct isc_db *a, *b;
+	struct isc_store *s;
+	struct isc_err err;
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/busy.db", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(isc_db_open_sqlite(path, 0, &a, &err), 0);
+	assert_int_equal(isc_db_open_sqlite(path, 0, &b, &err), 0);
+	isc_db_sqlite_busy_timeout(b, 0);
+	assert_int_equal(
+	    isc_db_exec(a, "CREATE TABLE z (n INTEGER UNIQUE); INSERT INTO z VALUES (1)"),
+	    ISC_DB_OK);
+	assert_int_equal(isc_db_exec(a, "BEGIN IMMEDIATE"), ISC_DB_OK);
+	assert_int_equal(isc_db_exec(b, "BEGIN IMMEDIATE"), ISC_DB_BUSY);
+	assert_int_equal(isc_db_transient(b), 1);
+	assert_int_equal(isc_db_exec(a, "ROLLBACK"), ISC_DB_OK);
+	assert_int_equal(run_sql(b, "INSERT INTO z VALUES (1)"), ISC_DB_CONSTRAINT);
+	assert_int_equal(isc_db_transient(b), 0);
+	isc_db_close(a);
+	isc_db_close(b);
+
+	/* The store's verdict on each. */
+	unsetenv("ISC_STORE_URL");
+	assert_int_equal(isc_store_open(dir, 1, &s, &err), 0);
+	assert_int_equal(isc_store_db_err(s, ISC_DB_BUSY, "writing", &err), ISC_ESTORE);
+	assert_int_equal(err.code, ISC_ESTORE);
+	assert_int_equal(isc_store_db_err(s, ISC_DB_CONSTRAINT, "writing", &err), ISC_ECONFLICT);
+	isc_store_free(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int64_t backend_pid(struct isc_store *s);
+
+/*
+ * The store's kept PostgreSQL connections are checked before reuse: one whose
+ * session the server ended while it sat idle (pg_terminate_backend, then a whole
+ * server restart) is connected again, and the next store call works. Before issue
+ * 48 the first call on it failed with "no connection to the server". A store call
+ * while the server refuses connections is ISC_ESTORE, never ISC_EIO.
+ */
+static void test_pool_reconnect(void **state)
+{
+	struct t *t = *state;
+	struct isc_store *s;
+	struct isc_store_version v;
+	struct isc_err err;
+	char dir[] = "/tmp/isc-dbpg-pool-XXXXXX", *uri, sql[128], args[128];
+	int64_t pid, again;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_not_equal(
+	    asprintf(&uri, "postgresql:///%s?host=%s&user=postgres", t->name, server_dir), -1);
+	setenv("ISC_STORE_URL", uri, 1);
+	if (isc_store_open(dir, 1, &s, &err))
+		fail_msg("isc_store_open on PostgreSQL: %s", err.msg);
+	pid = backend_pid(s);
+	isc_store_free(s); /* kept idle */
+
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld, 5000)", (long long)pid);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	if (isc_store_open(dir, 0, &s, &err))
+		fail_msg("reopening: %s", err.msg);
+	if (isc_store_version(s, &v, &err))
+		fail_msg("the first call on a reused connection failed: %s", err.msg);
+	again = backend_pid(s);
+	assert_true(again > 0 && again != pid);
+	isc_store_free(s);
+
+	/* A whole server restart (pg_ctl restart -m fast) while the connection sits idle. */
+	snprintf(args, sizeof(args), "tests/pg/pg-server restart %s fast", server_dir);
+	assert_int_equal(system(args), 0);
+	isc_db_exec(admin, "SELECT 1"); /* the test's own admin connection reconnects too */
+	if (isc_store_open(dir, 0, &s, &err))
+		fail_msg("reopening after a restart: %s", err.msg);
+	if (isc_store_version(s, &v, &err))
+		fail_msg("the first call after a restart failed: %s", err.msg);
+	assert_true(backend_pid(s) > 0);
+
+	/* Refused connections: a store error that passes. */
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s WITH ALLOW_CONNECTIONS false", t->name);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%lld, 5000)",
+	         (long long)backend_pid(s));
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	assert_int_equal(isc_store_version(s, &v, &err), ISC_ESTORE);
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s WITH ALLOW_CONNECTIONS true", t->name);
+	assert_int_equal(isc_db_exec(admin, sql), ISC_DB_OK);
+	if (isc_store_version(s, &v, &err))
+		fail_msg("once the server takes connections again: %s", err.msg);
+	isc_store_free(s);
+
+	unsetenv("ISC_STORE_URL");
+	free(uri);
+	assert_int_not_equal(asprintf(&uri, "rm -rf '%s'", dir), -1);
+	assert_int_equal(system(uri), 0);
+	free(uri);
 }
 
 static void test_open_errors(void **state)
@@ -656,10 +824,10 @@ static void test_open_errors(void **state)
 	                 ISC_EINVALID);
 	assert_null(strstr(err.msg, "hunter2"));
 	assert_null(strstr(err.msg, "junk"));
-	/* No server at that socket. */
+	/* No server at that socket: a server down passes (ISC_ESTORE), a missing database not. */
 	assert_int_equal(
 	    isc_db_open_pg("postgresql:///x?host=/nonexistent-dir&password=hunter2", &db, &err),
-	    ISC_EIO);
+	    ISC_ESTORE);
 	assert_null(strstr(err.msg, "hunter2"));
 }
 
@@ -1265,6 +1433,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_schema_parity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_on_pg, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_idle, setup, teardown),
+	    cmocka_unit_test(test_transient_codes),
+	    cmocka_unit_test(test_transient_sqlite),
+	    cmocka_unit_test_setup_teardown(test_pool_reconnect, setup, teardown),
 	};
 	/*
 	 * This test runs its own server, and its parity test needs a SQLite store: the

@@ -238,7 +238,8 @@ static void test_store_url_unreachable(void **state)
 	assert_int_equal(setenv("ISC_STORE_URL",
 	                        "postgresql://bob:hunter2@127.0.0.1:1/isc?connect_timeout=2", 1),
 	                 0);
-	assert_int_equal(isc_store_open(home, 1, &s, &err), ISC_EIO);
+	/* A server out of reach may come back: ISC_ESTORE, the store error that passes. */
+	assert_int_equal(isc_store_open(home, 1, &s, &err), ISC_ESTORE);
 	assert_null(s);
 	assert_non_null(strstr(err.msg, "PostgreSQL"));
 	assert_null(strstr(err.msg, "hunter2"));

@@ -89,10 +89,12 @@ static const char FILL_SQL[] =
     "INSERT INTO sync_clocks (cluster_id, checkpoints_at_ms, lossy_at_ms) VALUES "
     "  ('cl_1', 1031, 1032);"
     /* A replica that stopped long ago (not live). */
-    "INSERT INTO replicas (id, host, pid, started_ms, heartbeat_ms) VALUES "
-    "  ('rep_old', 'host-a', 99, 1, 2);"
+    "INSERT INTO replicas (id, host, pid, started_ms, heartbeat_ms, boot_id, broker_id) VALUES "
+    "  ('rep_old', 'host-a', 99, 1, 2, 'boot-a', 'isc-copy');"
     "INSERT INTO leases (experiment_id, replica_id, token, expires_ms) VALUES "
-    "  ('exp_1', 'rep_old', 'tk', 3);";
+    "  ('exp_1', 'rep_old', 'tk', 3);"
+    "INSERT INTO store_identity (id, broker_id, set_by, set_ms) VALUES "
+    "  (1, 'isc-copy', 'rep_old', 4);";
 
 struct fixture {
 	struct store_fixture st;
