@@ -38,6 +38,11 @@ tick_ms=500
 lease_ms=8000
 absence_ms=3000
 RANDOM=$seed
+libfaketime=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -n 1)
+[ -n "$libfaketime" ] || {
+	echo "jepsen: libfaketime is missing (Debian package faketime; make deps installs it)" >&2
+	exit 1
+}
 echo "jepsen: seed $seed (JEPSEN_SEED=$seed replays this schedule), fault window ${window_s} s"
 
 jepsen_cleanup() {
@@ -108,9 +113,13 @@ rep_start() {
 	if [ "${skew[$i]}" = 0 ]; then
 		"$ISC_BIN/iscd" --home "${home[$i]}" 2>>"$dir/r$i.log" &
 	else
-		# libfaketime comes before ASan's runtime in the preload list: ASan must not refuse it.
-		ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" FAKETIME_DONT_FAKE_MONOTONIC=1 \
-			faketime -f "$(printf '%+d' "${skew[$i]}")" "$ISC_BIN/iscd" --home "${home[$i]}" 2>>"$dir/r$i.log" &
+		# As tests/integration/clock-skew.sh: libfaketime preloaded into iscd itself (its pid
+		# is iscd's), before ASan's runtime (which must not refuse that), the monotonic clock
+		# left alone as a real skew leaves it, and libfaketime's monotonic fix off (with it,
+		# a timed wait on a monotonic condition returns at once and the heartbeat spins).
+		ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" LD_PRELOAD=$libfaketime \
+			FAKETIME="$(printf '%+d' "${skew[$i]}")" FAKETIME_DONT_FAKE_MONOTONIC=1 \
+			FAKETIME_FORCE_MONOTONIC_FIX=0 "$ISC_BIN/iscd" --home "${home[$i]}" 2>>"$dir/r$i.log" &
 	fi
 	pid=$!
 	echo "$pid" >"$dir/r$i.pid"
