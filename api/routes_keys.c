@@ -234,15 +234,21 @@ static void keys_remove(struct isc_api_call *c)
 	if (!find_key(c, c->params[0], &k))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_key_live_clusters(c->store, k.id, &live, &err)) {
+	/* Counted and removed in one transaction: no cluster starts on the key in between. */
+	if (isc_store_key_delete_unused(c->store, k.id, &live, &err) == 0) {
+		isc_api_reply_json(c, 200,
+		                   json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", k.id, "removed", 1,
+		                             "provider", k.provider, "account", k.account, "org",
+		                             k.org_name));
+	} else if (live == 0) {
 		isc_api_reply_err(c, &err);
-	} else if (live > 0 && !force) {
+	} else if (!force) {
 		isc_api_reply_error(c, 409,
 		                    "key %s has %lld live cluster(s); they must end first (or use "
 		                    "force to cancel their experiments and wait for them to be "
 		                    "terminated)",
 		                    k.id, (long long)live);
-	} else if (live > 0) {
+	} else {
 		if ((strcmp(k.state, "removing") != 0 &&
 		     isc_store_key_set_state(c->store, k.id, "removing", "isc keys remove --force",
 		                             0, &err)) ||
@@ -262,13 +268,6 @@ static void keys_remove(struct isc_api_call *c)
 			                             "removing", "live_clusters", (json_int_t)live,
 			                             "cancelling", cancelled));
 		}
-	} else if (isc_store_key_delete(c->store, k.id, &err)) {
-		isc_api_reply_err(c, &err);
-	} else {
-		isc_api_reply_json(c, 200,
-		                   json_pack("{s:s, s:b, s:s, s:s, s:s}", "id", k.id, "removed", 1,
-		                             "provider", k.provider, "account", k.account, "org",
-		                             k.org_name));
 	}
 	isc_cloud_key_cleanup(&k);
 }

@@ -366,6 +366,9 @@ static int own_keys_check(const struct isc_key_secret *own, struct isc_err *err)
 		return isc_err_set(err, ISC_EINVALID,
 		                   "credentials: a dataset's own AWS keys need access_key_id and "
 		                   "secret_access_key");
+	/* The rules of an organisation's AWS key: the key id and token become headers. */
+	if (isc_aws_credentials_valid(own->kv, own->n, err))
+		return isc_err_wrap(err, "credentials");
 	return 0;
 }
 

@@ -299,6 +299,39 @@ int isc_keys_session_open(const struct isc_vault *v, const struct isc_config *cf
 	return rc;
 }
 
+int isc_keys_fields_check(const char *provider, const struct isc_key_secret *secret,
+                          struct isc_err *err)
+{
+	const struct isc_provider *drv = isc_provider_find(provider);
+	int rc;
+
+	if (!drv)
+		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s'", provider);
+	/* A driver without the rules cannot take an organisation's key at all. */
+	if (!drv->credentials_valid || !drv->credential_keys)
+		return isc_err_set(err, ISC_EINVALID, "the %s driver takes no organisation's keys",
+		                   provider);
+	if ((rc = drv->credentials_valid(secret->kv, secret->n, err)))
+		return rc;
+	for (size_t i = 0; i < secret->n; i++) {
+		size_t j = 0;
+		char known[160] = "";
+		while (drv->credential_keys[j] &&
+		       strcmp(drv->credential_keys[j], secret->kv[i].key))
+			j++;
+		if (drv->credential_keys[j])
+			continue;
+		for (j = 0; drv->credential_keys[j]; j++)
+			snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s",
+			         j ? ", " : "", drv->credential_keys[j]);
+		/* The field's name is the caller's own text; its value is never shown. */
+		return isc_err_set(err, ISC_EINVALID,
+		                   "%s key: credentials.%.64s is not a field of a %s key (%s)",
+		                   provider, secret->kv[i].key, provider, known);
+	}
+	return 0;
+}
+
 /* The first region of a comma-separated list, into buf ("" when none). */
 static const char *list_first(const char *list, char *buf, size_t cap)
 {
@@ -337,6 +370,10 @@ int isc_keys_add(struct isc_store *s, const char *home, const struct isc_config 
 	*id_out = NULL;
 	if (!isc_provider_find(req->provider))
 		return isc_err_set(err, ISC_EINVALID, "no driver for provider '%s'", req->provider);
+	/* Before any request: a key that lacks a field must never be proved (or used) by the
+	 * platform's own credentials standing in for it (issue 42). */
+	if ((rc = isc_keys_fields_check(req->provider, secret, err)))
+		return rc;
 	if (!regions_valid(req->regions))
 		return isc_err_set(err, ISC_EINVALID,
 		                   "--regions: '%s' is not a comma-separated list of region names",

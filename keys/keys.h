@@ -100,6 +100,16 @@ int isc_keys_check(const struct isc_config *cfg, const char *provider, const cha
                    const struct isc_key_secret *secret, struct isc_identity *who,
                    struct isc_err *err);
 
+/*
+ * An organisation's key checked offline, before any cloud is asked (issue 42): every
+ * field the provider's driver needs, present and well formed (its credentials_valid:
+ * AWS access_key_id and secret_access_key; GCP a whole service-account JSON; OCI
+ * tenancy, user, fingerprint and a private key that loads), and no field the provider's
+ * key does not have. ISC_EINVALID naming the field, never a value.
+ */
+int isc_keys_fields_check(const char *provider, const struct isc_key_secret *secret,
+                          struct isc_err *err);
+
 struct isc_key_add {
 	const char *org;      /* organisation name */
 	const char *provider; /* aws | gcp | oci */
@@ -108,8 +118,9 @@ struct isc_key_add {
 	const char *added_by;
 };
 /*
- * Verifies the secret, then seals and stores it in one transaction. A key the
- * cloud refuses is ISC_EAUTH with the cloud's reason, and nothing is written.
+ * Checks the fields (isc_keys_fields_check), verifies the secret, then seals and
+ * stores it in one transaction. A key the cloud refuses is ISC_EAUTH with the
+ * cloud's reason, and nothing is written.
  * *id_out (caller frees) and *who on success.
  */
 int isc_keys_add(struct isc_store *s, const char *home, const struct isc_config *cfg,

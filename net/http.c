@@ -177,6 +177,19 @@ int isc_http_do(struct isc_http_client *c, const struct isc_http_request *req,
 	/* Before any connection: a request that would leak in clear text is never sent. */
 	if ((rc = isc_http_endpoint_check(req->url, c->policy.allow_insecure, err)))
 		return rc;
+	/*
+	 * libcurl sends a header line as given, so a CR or LF inside a name or value (a
+	 * caller's credential, say) would add headers of someone else's choosing: never
+	 * sent. The header is named, its value (perhaps a token) is not.
+	 */
+	for (size_t i = 0; i < req->n_headers; i++)
+		if (strpbrk(req->headers[i].name, "\r\n:") ||
+		    strpbrk(req->headers[i].value, "\r\n"))
+			return isc_err_set(
+			    err, ISC_EINVALID,
+			    "HTTP header '%.64s' holds a CR or LF (or its name a ':'); "
+			    "request not sent",
+			    req->headers[i].name);
 	for (attempt = 1; attempt <= max; attempt++) {
 		isc_buf_reset(&resp->body);
 		isc_buf_reset(&resp->headers);

@@ -59,7 +59,19 @@ struct isc_provider_settings {
 	size_t n_items;
 	const struct isc_kv *credentials;
 	size_t n_credentials;
+	/*
+	 * 1: `credentials` are an organisation's own key (bring-your-own), even when
+	 * empty or incomplete. The driver then uses them and nothing else: never a
+	 * setting (credentials_file, profile, config_file), variable or file of its
+	 * ecosystem's chain, which hold the platform's own account (issue 42). A key
+	 * that lacks a field fails with ISC_EAUTH naming it. n_credentials > 0 implies
+	 * it whatever this says.
+	 */
+	int byo;
 };
+
+/* True when settings carry an organisation's own key (see byo above). */
+int isc_provider_settings_byo(const struct isc_provider_settings *settings);
 
 /* The value of `key` in settings->items, or NULL. Borrowed. */
 const char *isc_provider_setting(const struct isc_provider_settings *settings, const char *key);
@@ -224,6 +236,23 @@ struct isc_provider {
 	 */
 	int (*check_credentials)(struct isc_provider_session *s, struct isc_identity *out,
 	                         struct isc_err *err);
+
+	/*
+	 * The fields an organisation's own key may have (the names above
+	 * isc_provider_settings), NULL-terminated: keys/ refuses any other at
+	 * registration.
+	 */
+	const char *const *credential_keys;
+
+	/*
+	 * An organisation's own key checked offline, field by field: every field the
+	 * driver needs is present and well formed (a private key parses; no control
+	 * character in a value that becomes part of an HTTP header). ISC_EINVALID
+	 * naming the field, never its value. keys/ calls it before a key is verified
+	 * with the cloud; session_new applies the same rules to every BYO key it is
+	 * given (then as ISC_EAUTH), so a key stored before the rules is refused at use.
+	 */
+	int (*credentials_valid)(const struct isc_kv *kv, size_t n, struct isc_err *err);
 
 	/*
 	 * The current spot price of each of `instance_types` in every zone of the

@@ -43,6 +43,9 @@ int isc_provider_session_open_with(const struct isc_config *cfg, const char *pro
 	settings.n_items = n;
 	settings.credentials = credentials;
 	settings.n_credentials = n_credentials;
+	/* Credentials handed in are an organisation's key: the driver never completes them
+	 * from the platform's own chain, whatever they hold. */
+	settings.byo = credentials != NULL;
 	rc = drv->session_new(&settings, region, NULL, NULL, out, err);
 	free(items);
 	return rc;

@@ -16,7 +16,9 @@ int isc_provider_session_open(const struct isc_config *cfg, const char *provider
 
 /*
  * The same with an organisation's own credentials (bring-your-own keys, borrowed for the
- * call; the driver copies and later wipes them). n_credentials 0 is the platform's chain.
+ * call; the driver copies and later wipes them). credentials NULL is the platform's chain;
+ * any other value is an organisation's key, used alone even when n_credentials is 0 or a
+ * field is missing (then ISC_EAUTH naming it): never completed from the platform's chain.
  */
 int isc_provider_session_open_with(const struct isc_config *cfg, const char *provider,
                                    const char *region, const struct isc_kv *credentials,

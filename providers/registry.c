@@ -48,6 +48,11 @@ const char *isc_provider_setting(const struct isc_provider_settings *settings, c
 	return NULL;
 }
 
+int isc_provider_settings_byo(const struct isc_provider_settings *settings)
+{
+	return settings && (settings->byo || settings->n_credentials > 0);
+}
+
 char *isc_provider_setting_dup(const struct isc_provider_settings *settings, const char *key,
                                const char *dflt)
 {

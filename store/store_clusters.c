@@ -133,6 +133,36 @@ static int insert_cluster_and_intent(struct isc_store *s, const struct isc_clust
 	return rc;
 }
 
+/*
+ * An organisation's key (account other than "default") still registered and active,
+ * read under the same write lock as the insert: keys remove counts a key's clusters
+ * and deletes it in one transaction (isc_store_key_delete_unused), so between the
+ * broker's choice of the key and this insert the key may have gone or started
+ * 'removing'; a cluster on it then would run where nothing watches it.
+ */
+static int key_takes_launches(struct isc_store *s, const char *account, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc, step;
+
+	if (!account || strcmp(account, "default") == 0)
+		return 0;
+	if ((rc = isc_store_prepare(s, "SELECT state FROM cloud_keys WHERE id = ?", &st, err)))
+		return rc;
+	isc_db_bind_text(st, 1, account, -1, ISC_DB_STATIC);
+	step = isc_db_step(st);
+	if (step == ISC_DB_DONE)
+		rc = isc_err_set(err, ISC_ECONFLICT, "cloud key %s is no longer registered",
+		                 account);
+	else if (step != ISC_DB_ROW)
+		rc = isc_store_db_err(s, step, "reading a cloud key's state", err);
+	else if (strcmp((const char *)isc_db_column_text(st, 0), "active") != 0)
+		rc = isc_err_set(err, ISC_ECONFLICT, "cloud key %s is %s: no new launches on it",
+		                 account, (const char *)isc_db_column_text(st, 0));
+	isc_db_finalize(st);
+	return rc;
+}
+
 int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, const char *token,
                              const char *zones, struct isc_err *err)
 {
@@ -143,7 +173,10 @@ int isc_store_cluster_create(struct isc_store *s, const struct isc_cluster *c, c
 	row.replaces = row.placement_token = row.fill_ranks = NULL;
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
-	rc = insert_cluster_and_intent(s, &row, token, zones, c->nnodes, isc_store_now_ms(), err);
+	rc = key_takes_launches(s, c->account, err);
+	if (!rc)
+		rc = insert_cluster_and_intent(s, &row, token, zones, c->nnodes, isc_store_now_ms(),
+		                               err);
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)

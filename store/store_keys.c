@@ -319,6 +319,32 @@ int isc_store_key_delete(struct isc_store *s, const char *id, struct isc_err *er
 	return changed_one(s, id, step_done(s, st, "removing a cloud key", err), err);
 }
 
+int isc_store_key_delete_unused(struct isc_store *s, const char *id, int64_t *live,
+                                struct isc_err *err)
+{
+	int rc;
+
+	*live = 0;
+	/*
+	 * The count and the delete under one write lock: no cluster can be recorded on the
+	 * key between them, so a key is never removed from under a cluster still running on
+	 * it (which nothing could then watch or terminate).
+	 */
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	rc = isc_store_key_live_clusters(s, id, live, err);
+	if (!rc && *live > 0)
+		rc = isc_err_set(err, ISC_ECONFLICT, "cloud key %s has %lld live cluster(s)", id,
+		                 (long long)*live);
+	if (!rc)
+		rc = isc_store_key_delete(s, id, err);
+	if (!rc)
+		rc = isc_store_commit(s, err);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
 int isc_store_key_live_clusters(struct isc_store *s, const char *id, int64_t *n,
                                 struct isc_err *err)
 {

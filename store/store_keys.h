@@ -71,6 +71,13 @@ int isc_store_key_set_sealed(struct isc_store *s, const char *id, const unsigned
                              size_t nonce_len, const unsigned char *ct, size_t ct_len,
                              struct isc_err *err);
 int isc_store_key_delete(struct isc_store *s, const char *id, struct isc_err *err);
+/*
+ * Removes the key when no cluster on it is open, the count and the delete in one
+ * transaction: ISC_ECONFLICT (with *live, the key kept) while one is, ISC_ENOTFOUND
+ * when there is no such key.
+ */
+int isc_store_key_delete_unused(struct isc_store *s, const char *id, int64_t *live,
+                                struct isc_err *err);
 /* Clusters on the key that are not closed yet. */
 int isc_store_key_live_clusters(struct isc_store *s, const char *id, int64_t *n,
                                 struct isc_err *err);

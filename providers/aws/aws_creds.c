@@ -147,6 +147,50 @@ static char *credentials_path(const struct isc_provider_settings *settings)
 	return out;
 }
 
+const char *const isc_aws_credential_keys[] = {"access_key_id", "secret_access_key",
+                                               "session_token", NULL};
+
+/* Printable ASCII without spaces: no CR, LF or other control character, nothing above 0x7e. */
+static int visible_ascii(const char *v)
+{
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return 0;
+	return 1;
+}
+
+int isc_aws_credentials_valid(const struct isc_kv *kv, size_t n, struct isc_err *err)
+{
+	const char *id = kv_find(kv, n, "access_key_id");
+	const char *secret = kv_find(kv, n, "secret_access_key");
+	const char *token = kv_find(kv, n, "session_token");
+
+	if (!id)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "AWS key: access_key_id is missing (an AWS key needs "
+		                   "access_key_id and secret_access_key, and optionally "
+		                   "session_token)");
+	if (!secret)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "AWS key: secret_access_key is missing (an AWS key needs "
+		                   "access_key_id and secret_access_key, and optionally "
+		                   "session_token)");
+	if (strlen(id) > 128 || strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                                   "0123456789_") != strlen(id))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "AWS key: access_key_id is not an access key id (letters, "
+		                   "digits and '_', at most 128)");
+	if (!visible_ascii(secret))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "AWS key: secret_access_key holds a control character, a "
+		                   "space or a non-ASCII byte");
+	if (token && !visible_ascii(token))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "AWS key: session_token holds a control character, a space "
+		                   "or a non-ASCII byte (it is sent as an HTTP header)");
+	return 0;
+}
+
 int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
                           struct isc_err *err)
 {
@@ -155,15 +199,21 @@ int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct i
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	/* 1. Bring-your-own keys handed over in memory. */
-	if (settings && settings->n_credentials > 0) {
+	/*
+	 * 1. Bring-your-own keys handed over in memory: used alone. A key that lacks a
+	 * field is refused, never completed from the settings' profile, the environment
+	 * or a credentials file, which are the platform's own account (issue 42).
+	 */
+	if (isc_provider_settings_byo(settings)) {
+		if ((rc = isc_aws_credentials_valid(settings->credentials, settings->n_credentials,
+		                                    err))) {
+			if (err)
+				err->code = ISC_EAUTH;
+			return ISC_EAUTH;
+		}
 		id = kv_find(settings->credentials, settings->n_credentials, "access_key_id");
 		secret =
 		    kv_find(settings->credentials, settings->n_credentials, "secret_access_key");
-		if (!id || !secret)
-			return isc_err_set(
-			    err, ISC_EAUTH,
-			    "explicit AWS credentials need access_key_id and secret_access_key");
 		rc = set3(out, id, secret,
 		          kv_find(settings->credentials, settings->n_credentials, "session_token"),
 		          err);

@@ -23,6 +23,19 @@ struct isc_aws_creds {
 	                     F" */
 };
 
+/*
+ * An organisation's own AWS key (or a dataset's), offline: access_key_id (letters,
+ * digits and '_', at most 128, as IAM's AccessKey type) and secret_access_key
+ * present, session_token optional; every value printable ASCII without spaces,
+ * since the key id and the token become HTTP headers (Authorization,
+ * X-Amz-Security-Token) and a CR or LF there would add headers of the caller's
+ * choosing (libcurl sends a header line as given). ISC_EINVALID naming the field.
+ */
+int isc_aws_credentials_valid(const struct isc_kv *kv, size_t n, struct isc_err *err);
+
+/* The fields of an AWS key, NULL-terminated. */
+extern const char *const isc_aws_credential_keys[];
+
 int isc_aws_creds_resolve(const struct isc_provider_settings *settings, struct isc_aws_creds *out,
                           struct isc_err *err);
 void isc_aws_creds_cleanup(struct isc_aws_creds *c);

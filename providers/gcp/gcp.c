@@ -270,10 +270,55 @@ static int load_key_file(const char *path, struct isc_gcp_key *key, struct isc_e
 	return rc;
 }
 
+static const char *const gcp_credential_keys[] = {"service_account_json", NULL};
+
 /*
- * The key, in this order: BYO JSON in memory, [providers.gcp] credentials_file,
- * GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default file when it
- * holds a service account.
+ * An organisation's own key: the whole service-account key file in
+ * service_account_json, with type service_account, project_id, client_email, a
+ * private_key that parses as RSA, and token_uri (checked against Google's and the
+ * operator's endpoints by session_new). Nothing else stands in for a missing part.
+ */
+static int byo_key_parse(const struct isc_kv *kv, size_t n, struct isc_gcp_key *key,
+                         struct isc_err *err)
+{
+	static const char what[] = "GCP key: service_account_json";
+	const char *json = NULL;
+	int rc;
+
+	memset(key, 0, sizeof(*key));
+	for (size_t i = 0; i < n; i++)
+		if (kv[i].key && strcmp(kv[i].key, "service_account_json") == 0)
+			json = kv[i].value;
+	if (!nonempty(json))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "GCP key: service_account_json is %s (a GCP key is a "
+		                   "service-account key file's JSON: type, project_id, "
+		                   "client_email, private_key, token_uri)",
+		                   json ? "empty" : "missing");
+	if ((rc = isc_gcp_key_parse(json, strlen(json), what, key, err)))
+		return rc;
+	if (!key->project_id[0])
+		rc = isc_err_set(err, ISC_EINVALID, "%s: \"project_id\" is missing", what);
+	else
+		rc = isc_gcp_key_private_valid(key, what, err);
+	if (rc)
+		isc_gcp_key_cleanup(key);
+	return rc;
+}
+
+static int gcp_credentials_valid(const struct isc_kv *kv, size_t n, struct isc_err *err)
+{
+	struct isc_gcp_key key;
+	int rc = byo_key_parse(kv, n, &key, err);
+	if (!rc)
+		isc_gcp_key_cleanup(&key);
+	return rc;
+}
+
+/*
+ * The key: an organisation's own (bring-your-own) alone, else, in this order,
+ * [providers.gcp] credentials_file, GOOGLE_APPLICATION_CREDENTIALS, gcloud's
+ * application-default file when it holds a service account (the platform's).
  */
 static int resolve_key(const struct isc_provider_settings *st, struct isc_gcp_key *key,
                        struct isc_err *err)
@@ -281,14 +326,18 @@ static int resolve_key(const struct isc_provider_settings *st, struct isc_gcp_ke
 	const char *path, *home;
 	char adc[4096];
 	struct stat sb;
+	int rc;
 
-	for (size_t i = 0; st && i < st->n_credentials; i++)
-		if (st->credentials[i].key &&
-		    strcmp(st->credentials[i].key, "service_account_json") == 0 &&
-		    nonempty(st->credentials[i].value))
-			return isc_gcp_key_parse(st->credentials[i].value,
-			                         strlen(st->credentials[i].value),
-			                         "the organisation's GCP key", key, err);
+	/* Never the platform's key for an organisation's: a broken key fails (issue 42). */
+	if (isc_provider_settings_byo(st)) {
+		rc = byo_key_parse(st->credentials, st->n_credentials, key, err);
+		if (rc == ISC_EINVALID) {
+			if (err)
+				err->code = ISC_EAUTH;
+			rc = ISC_EAUTH;
+		}
+		return rc;
+	}
 	if ((path = nonempty(isc_provider_setting(st, "credentials_file"))) ||
 	    (path = nonempty(getenv("GOOGLE_APPLICATION_CREDENTIALS"))))
 		return load_key_file(path, key, err);
@@ -386,7 +435,8 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 	project = nonempty(isc_provider_setting(settings, "project"));
 	if (!project)
 		project = nonempty(s->key.project_id);
-	if (!project)
+	/* The platform's variable; an organisation's key always names its project. */
+	if (!project && !isc_provider_settings_byo(settings))
 		project = nonempty(getenv("GOOGLE_CLOUD_PROJECT"));
 	if (!project) {
 		rc = isc_err_set(err, ISC_EINVALID,
@@ -405,7 +455,7 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 	if ((rc = resolve_endpoint(settings, &s->compute, err)))
 		goto fail;
 	/* An organisation's own key names no host iscd talks to (issue 29). */
-	if (settings && settings->n_credentials &&
+	if (isc_provider_settings_byo(settings) &&
 	    (rc = isc_gcp_token_uri_check(s->key.token_uri, s->compute,
 	                                  "the organisation's GCP key", err)))
 		goto fail;
@@ -2094,6 +2144,8 @@ const struct isc_provider isc_provider_gcp = {
     .session_new = gcp_session_new,
     .session_free = gcp_session_free,
     .check_credentials = gcp_check_credentials,
+    .credential_keys = gcp_credential_keys,
+    .credentials_valid = gcp_credentials_valid,
     /*
      * No price API: Compute Engine has none (Spot prices are SKUs of the Cloud
      * Billing Catalog, changed at most monthly), so GCP's are the catalog's

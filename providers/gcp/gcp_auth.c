@@ -114,6 +114,35 @@ int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc
 	return rc;
 }
 
+/* Never asks for a pass phrase: a service-account key is not encrypted (and iscd has no tty). */
+static int no_pass_phrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)u;
+	return -1;
+}
+
+int isc_gcp_key_private_valid(const struct isc_gcp_key *k, const char *what, struct isc_err *err)
+{
+	BIO *bio = BIO_new_mem_buf(k->private_key_pem, -1);
+	EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, no_pass_phrase, NULL) : NULL;
+	int rc = 0;
+
+	BIO_free(bio);
+	if (!pkey)
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "%s: \"private_key\" is not a readable (unencrypted) PEM private key", what);
+	else if (EVP_PKEY_base_id(pkey) != EVP_PKEY_RSA)
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "%s: \"private_key\" is not an RSA key (tokens are signed RS256)",
+		                 what);
+	EVP_PKEY_free(pkey);
+	return rc;
+}
+
 /*
  * Google's token endpoint as Google's key files spell it: the current one
  * (Google OAuth 2.0 for service accounts: POST https://oauth2.googleapis.com/token) and the two

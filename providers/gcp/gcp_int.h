@@ -33,6 +33,8 @@ struct isc_gcp_key {
 int isc_gcp_key_parse(const char *json, size_t len, const char *what, struct isc_gcp_key *out,
                       struct isc_err *err);
 void isc_gcp_key_cleanup(struct isc_gcp_key *k);
+/* The key's private_key parses as an unencrypted RSA PEM key; ISC_EINVALID naming the field. */
+int isc_gcp_key_private_valid(const struct isc_gcp_key *k, const char *what, struct isc_err *err);
 
 /*
  * Where an organisation's own key (bring-your-own, not the operator's key file) may

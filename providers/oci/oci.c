@@ -1598,6 +1598,8 @@ const struct isc_provider isc_provider_oci = {
     .session_new = oci_session_new,
     .session_free = oci_session_free,
     .check_credentials = oci_check_credentials,
+    .credential_keys = isc_oci_credential_keys,
+    .credentials_valid = isc_oci_credentials_valid,
     /* OCI has no spot market: preemptible capacity sells at a fixed discount of the list
      * price, which the catalog holds; prices/ counts such a provider as list-only. */
     .refresh_prices = NULL,

@@ -307,6 +307,69 @@ static int finish(struct isc_oci_config *out, struct isc_err *err)
 	return 0;
 }
 
+const char *const isc_oci_credential_keys[] = {"tenancy",         "user",        "fingerprint",
+                                               "private_key_pem", "pass_phrase", NULL};
+
+/* An OCID as the request signature's keyId carries it: "ocid1." then [A-Za-z0-9._-]. */
+static int ocid_valid(const char *v)
+{
+	return strncmp(v, "ocid1.", 6) == 0 && strlen(v) < 256 &&
+	       strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+	           strlen(v);
+}
+
+/*
+ * The text fields of an organisation's OCI key: tenancy and user OCIDs and the key's
+ * fingerprint, which make the keyId of every request's Authorization header (so no
+ * control character, quote or space), and a private_key_pem. ISC_EINVALID naming
+ * the field.
+ */
+static int explicit_fields(const struct isc_kv *c, size_t n, struct isc_err *err)
+{
+	static const char need[] = "(an OCI key needs tenancy, user, fingerprint and "
+	                           "private_key_pem, and optionally pass_phrase)";
+	const char *t = kv_find(c, n, "tenancy"), *u = kv_find(c, n, "user");
+	const char *fp = kv_find(c, n, "fingerprint"), *pem = kv_find(c, n, "private_key_pem");
+
+	if (!t)
+		return isc_err_set(err, ISC_EINVALID, "OCI key: tenancy is missing %s", need);
+	if (!u)
+		return isc_err_set(err, ISC_EINVALID, "OCI key: user is missing %s", need);
+	if (!fp)
+		return isc_err_set(err, ISC_EINVALID, "OCI key: fingerprint is missing %s", need);
+	if (!pem)
+		return isc_err_set(err, ISC_EINVALID, "OCI key: private_key_pem is missing %s",
+		                   need);
+	if (!ocid_valid(t))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "OCI key: tenancy is not an OCID (ocid1. then letters, digits, "
+		                   "'.', '_' and '-')");
+	if (!ocid_valid(u))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "OCI key: user is not an OCID (ocid1. then letters, digits, "
+		                   "'.', '_' and '-')");
+	if (!isc_oci_fingerprint_valid(fp))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "OCI key: fingerprint is not 16 colon-separated hex pairs");
+	return 0;
+}
+
+int isc_oci_credentials_valid(const struct isc_kv *kv, size_t n, struct isc_err *err)
+{
+	const char *pem = kv_find(kv, n, "private_key_pem");
+	EVP_PKEY *key = NULL;
+	int rc = explicit_fields(kv, n, err);
+
+	if (!rc)
+		rc = isc_oci_key_load_pem(pem, strlen(pem), kv_find(kv, n, "pass_phrase"),
+		                          "OCI key: private_key_pem", &key, err);
+	EVP_PKEY_free(key);
+	/* A wrong pass phrase is the caller's input here, not a refusal by the cloud. */
+	if (rc == ISC_EAUTH && err)
+		err->code = ISC_EINVALID;
+	return rc == ISC_EAUTH ? ISC_EINVALID : rc;
+}
+
 static int from_explicit(const struct isc_provider_settings *st, const char *region,
                          struct isc_oci_config *out, struct isc_err *err)
 {
@@ -317,10 +380,12 @@ static int from_explicit(const struct isc_provider_settings *st, const char *reg
 	int rc;
 
 	snprintf(out->source, sizeof(out->source), "explicit OCI credentials");
-	if (!t || !u || !fp || !pem)
-		return isc_err_set(err, ISC_EAUTH,
-		                   "explicit OCI credentials need tenancy, user, fingerprint and "
-		                   "private_key_pem");
+	/* Never completed from a config file or OCI_CLI_* variables: those are the platform's. */
+	if ((rc = explicit_fields(c, n, err))) {
+		if (err)
+			err->code = ISC_EAUTH;
+		return ISC_EAUTH;
+	}
 	if ((rc = copy_field(out->tenancy, sizeof(out->tenancy), t, "tenancy", out->source, err)) ||
 	    (rc = copy_field(out->user, sizeof(out->user), u, "user", out->source, err)) ||
 	    (rc = copy_field(out->fingerprint, sizeof(out->fingerprint), fp, "fingerprint",
@@ -332,10 +397,15 @@ static int from_explicit(const struct isc_provider_settings *st, const char *reg
 		region = nonempty(isc_provider_setting(st, "region"));
 	if ((rc = region_set(out, region, "[providers.oci]", err)))
 		return rc;
-	if ((rc =
-	         isc_oci_key_load_pem(pem, strlen(pem), kv_find(c, n, "pass_phrase"),
-	                              "explicit OCI credentials: private_key_pem", &out->key, err)))
-		return rc;
+	/* A key that does not load is as unusable as a missing one: the key fails, not the
+	 * settings. */
+	if ((rc = isc_oci_key_load_pem(pem, strlen(pem), kv_find(c, n, "pass_phrase"),
+	                               "explicit OCI credentials: private_key_pem", &out->key,
+	                               err))) {
+		if (rc == ISC_EINVALID && err)
+			err->code = ISC_EAUTH;
+		return rc == ISC_EINVALID ? ISC_EAUTH : rc;
+	}
 	return finish(out, err);
 }
 
@@ -360,7 +430,7 @@ int isc_oci_config_resolve(const struct isc_provider_settings *st, const char *r
 	int rc, file_rc, env_complete;
 
 	memset(out, 0, sizeof(*out));
-	if (st && st->n_credentials > 0) {
+	if (isc_provider_settings_byo(st)) {
 		rc = from_explicit(st, nonempty(region), out, err);
 		if (rc)
 			isc_oci_config_cleanup(out);

@@ -41,6 +41,16 @@ void isc_oci_config_cleanup(struct isc_oci_config *c);
 int isc_oci_key_load_pem(const char *pem, size_t len, const char *pass_phrase, const char *what,
                          EVP_PKEY **out, struct isc_err *err);
 
+/*
+ * An organisation's own OCI key, offline: tenancy and user OCIDs, fingerprint, a
+ * private_key_pem that loads (with pass_phrase when it is encrypted). ISC_EINVALID
+ * naming the field. Session_new applies the same rules to explicit credentials and
+ * never completes them from a config file or OCI_CLI_* variables.
+ */
+int isc_oci_credentials_valid(const struct isc_kv *kv, size_t n, struct isc_err *err);
+/* The fields of an OCI key, NULL-terminated. */
+extern const char *const isc_oci_credential_keys[];
+
 /* True for 16 colon-separated pairs of hex digits. */
 int isc_oci_fingerprint_valid(const char *fp);
 

@@ -1496,6 +1496,70 @@ static void test_insecure_endpoint_refused(void **state)
 	p->session_free(s);
 }
 
+/*
+ * Issue 42: an organisation's key is used alone. One with a CR or LF (or another control
+ * character) in what becomes a header (key id, session token) is refused when the
+ * session is made, before any request (libcurl would send the line as given: an
+ * injected header); one that lacks a field never takes the platform's from the
+ * environment or a credentials-file profile.
+ */
+static void test_byo_key_alone_and_header_safe(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("aws");
+	const struct isc_kv prof[] = {{"endpoint", "http://127.0.0.1:9"}, {"profile", "platform"}};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	struct {
+		struct isc_kv kv[3];
+		size_t n;
+		const char *named;
+	} cases[] = {
+	    {{{"access_key_id", "AKIDORG0000000000001"},
+	      {"secret_access_key", SECRET},
+	      {"session_token", "tok\r\nX-Injected: 1"}},
+	     3,
+	     "session_token holds a control character"},
+	    {{{"access_key_id", "AKIDORG0000000000001\r\nX-Injected: 1"},
+	      {"secret_access_key", SECRET}},
+	     2,
+	     "access_key_id is not an access key id"},
+	    {{{"access_key_id", "AKIDORG0000000000001"}, {"secret_access_key", "a\nb"}},
+	     2,
+	     "secret_access_key holds a control character"},
+	    {{{"secret_access_key", SECRET}}, 1, "access_key_id is missing"},
+	    {{{"x", "y"}}, 1, "access_key_id is missing"},
+	};
+	(void)state;
+
+	script_reset();
+	setenv("AWS_ACCESS_KEY_ID", "AKIDPLATFORM00000001", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "platform-secret", 1);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct isc_provider_settings st = {prof, 2, cases[i].kv, cases[i].n};
+		isc_err_clear(&err);
+		assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+		                 ISC_EAUTH);
+		assert_null(s);
+		assert_non_null(strstr(err.msg, cases[i].named));
+		assert_null(strstr(err.msg, "X-Injected"));
+		assert_int_equal(p->credentials_valid(cases[i].kv, cases[i].n, &err), ISC_EINVALID);
+	}
+	/* An organisation's key with no field at all: not the platform's environment either. */
+	{
+		struct isc_provider_settings st = {prof, 1, NULL, 0, 1};
+		assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+		                 ISC_EAUTH);
+		assert_non_null(strstr(err.msg, "access_key_id is missing"));
+		st.byo = 0; /* the platform's own session: its environment, as before */
+		assert_int_equal(p->session_new(&st, "us-east-1", &scripted, &fake_clock, &s, &err),
+		                 0);
+		p->session_free(s);
+	}
+	assert_int_equal(S.calls, 0);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
 /* A token echoed across the point where the message is cut leaves no part of itself. */
 static void test_token_scrubbed_before_the_cut(void **state)
 {
@@ -1564,6 +1628,7 @@ int main(void)
 	    cmocka_unit_test(test_tokens_and_user_data),
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_mockcloud_gang_lifecycle),
+	    cmocka_unit_test(test_byo_key_alone_and_header_safe),
 	    cmocka_unit_test(test_mockcloud_lost_reply_no_duplicate),
 	    cmocka_unit_test(test_mockcloud_placement_failover),
 	    cmocka_unit_test(test_mockcloud_throttle_capacity_auth),

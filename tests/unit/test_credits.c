@@ -10,6 +10,7 @@
 #include "credits/spend.h"
 #include "store/store_clusters.h"
 #include "store/store_experiments.h"
+#include "store/store_keys.h"
 #include "store/store_int.h"
 #include "store/store_ledger.h"
 #include "tests/unit/store_fixture.h"
@@ -660,6 +661,19 @@ static void test_byo(void **state)
 	size_t n;
 
 	add_experiment(f, "exp_y", f->project_id, f->org_id);
+	{
+		/* A cluster is recorded only on a registered, active key (store_clusters.c). */
+		unsigned char blob[12] = {0}; /* no secret: never opened */
+		struct isc_cloud_key k = {.id = "key_0123",
+		                          .org_id = f->org_id,
+		                          .provider = "aws",
+		                          .name = "byo",
+		                          .nonce = blob,
+		                          .nonce_len = sizeof(blob),
+		                          .ciphertext = blob,
+		                          .ciphertext_len = sizeof(blob)};
+		assert_int_equal(isc_store_key_add(f->tmp.s, &k, &err), 0);
+	}
 	add_cluster(f, "cl_y", "exp_y", "key_0123", 1, USD(40));
 	add_cluster(f, "cl_z", "exp_y", "default", 1, USD(40));
 	assert_int_equal(isc_credits_cluster_billing(f->tmp.s, "cl_y", &b, &err), 0);

@@ -145,6 +145,37 @@ static void test_archives_and_copies(void **state)
 	free(c);
 }
 
+/*
+ * Issue 42: a dataset's own AWS keys follow the rules of an organisation's AWS key: a
+ * CR or LF in the key id or the token (sent as headers) is refused at registration,
+ * naming the field, before S3 is asked.
+ */
+static void test_own_keys_header_safe(void **state)
+{
+	struct isc_kv kv[3] = {{"access_key_id", "AKIDDATASET000000001"},
+	                       {"secret_access_key", "dataset-secret"},
+	                       {"session_token", "tok\r\nX-Injected: 1"}};
+	struct isc_dataset_request req = {.org = "acme", .uri = "s3://bucket/set.zip"};
+	struct isc_key_secret secret;
+	struct isc_dataset d;
+	struct isc_err err;
+	(void)state;
+
+	assert_int_equal(isc_key_secret_pack(kv, 3, &secret, NULL), 0);
+	req.secret = &secret;
+	/* No store, home or config: the request is refused before any is needed. */
+	assert_int_equal(isc_dataset_register(NULL, NULL, NULL, &req, &d, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "session_token holds a control character"));
+	assert_null(strstr(err.msg, "X-Injected"));
+	isc_key_secret_cleanup(&secret);
+	kv[0].value = "AKIDDATASET\n000000001";
+	kv[2].value = "token";
+	assert_int_equal(isc_key_secret_pack(kv, 3, &secret, NULL), 0);
+	assert_int_equal(isc_dataset_register(NULL, NULL, NULL, &req, &d, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "access_key_id is not an access key id"));
+	isc_key_secret_cleanup(&secret);
+}
+
 /* A copy name is only ever the folder of the dataset's own organisation. */
 static void test_copy_split(void **state)
 {
@@ -486,6 +517,7 @@ int main(void)
 	    cmocka_unit_test(test_head_path_style),
 	    cmocka_unit_test(test_get_range_virtual),
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_own_keys_header_safe),
 	    cmocka_unit_test(test_list_pages),
 	    cmocka_unit_test(test_presign),
 	    cmocka_unit_test(test_uri),

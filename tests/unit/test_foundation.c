@@ -431,6 +431,39 @@ static int run_script(const long *statuses, size_t n, struct fake_clock *fc, int
 	return rc;
 }
 
+/* Issue 42: a header line with a CR or LF inside is never handed to the transport. */
+static void test_http_refuses_header_injection(void **state)
+{
+	static const long statuses[] = {200};
+	struct script sc = {statuses, 1, 0};
+	struct isc_http_transport t = {scripted_send, &sc};
+	struct fake_clock fc = {0};
+	struct isc_clock clock = {fake_now, fake_sleep, fake_random_max, &fc};
+	struct isc_http_client c;
+	struct isc_http_header h[2] = {{"Accept", "*/*"},
+	                               {"X-Amz-Security-Token", "tok\r\nX-Injected: 1"}};
+	struct isc_http_request req = {
+	    .method = "GET", .url = "http://127.0.0.1:1/", .headers = h, .n_headers = 2};
+	struct isc_http_response resp;
+	struct isc_err err;
+	(void)state;
+
+	isc_http_client_init(&c, &t, &clock);
+	isc_http_response_init(&resp);
+	assert_int_equal(isc_http_do(&c, &req, NULL, NULL, &resp, &err), ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "X-Amz-Security-Token"));
+	assert_null(strstr(err.msg, "X-Injected"));
+	h[1].value = "tok\nX-Injected: 1";
+	assert_int_equal(isc_http_do(&c, &req, NULL, NULL, &resp, &err), ISC_EINVALID);
+	h[1] = (struct isc_http_header){"X-A: 1\r\nX-B", "v"};
+	assert_int_equal(isc_http_do(&c, &req, NULL, NULL, &resp, &err), ISC_EINVALID);
+	assert_int_equal(sc.next, 0); /* the transport was never called */
+	h[1] = (struct isc_http_header){"X-Amz-Security-Token", "tok"};
+	assert_int_equal(isc_http_do(&c, &req, NULL, NULL, &resp, &err), 0);
+	assert_int_equal(sc.next, 1);
+	isc_http_response_cleanup(&resp);
+}
+
 static void test_http_retries_transient_then_succeeds(void **state)
 {
 	static const long statuses[] = {503, 0, 200};
@@ -515,6 +548,7 @@ int main(void)
 	    cmocka_unit_test(test_store_refuses_newer_schema),
 	    cmocka_unit_test(test_store_nested_transactions),
 	    cmocka_unit_test(test_store_orgs_projects_experiments),
+	    cmocka_unit_test(test_http_refuses_header_injection),
 	    cmocka_unit_test(test_http_retries_transient_then_succeeds),
 	    cmocka_unit_test(test_http_does_not_retry_auth_or_client_errors),
 	    cmocka_unit_test(test_http_gives_up_after_limit),

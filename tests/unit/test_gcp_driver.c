@@ -1504,9 +1504,9 @@ static void test_byo_token_uri_is_google_or_the_operators(void **state)
 		assert_non_null(strstr(err.msg, "the organisation's GCP key"));
 		assert_non_null(strstr(err.msg, "http://127.0.0.1:9/token"));
 	}
-	/* (not even an http(s) URL to the parser) */
-	assert_int_equal(byo_session("HTTPS://OAUTH2.GOOGLEAPIS.COM/TOKEN", mock, &err),
-	                 ISC_EINVALID);
+	/* (not even an http(s) URL to the parser: a malformed organisation's key, which the
+	 * session refuses as unusable credentials, issue 42) */
+	assert_int_equal(byo_session("HTTPS://OAUTH2.GOOGLEAPIS.COM/TOKEN", mock, &err), ISC_EAUTH);
 	assert_non_null(strstr(err.msg, "\"token_uri\""));
 	/* Without an operator endpoint only Google's own. */
 	assert_int_equal(byo_session("https://compute.googleapis.com/token", NULL, &err),
@@ -1541,6 +1541,79 @@ static void test_byo_token_uri_is_google_or_the_operators(void **state)
 		s->provider->session_free(s);
 		unlink(path);
 	}
+}
+
+/*
+ * Issue 42: an organisation's key that lacks its service-account JSON (or has an empty
+ * one) ran on the platform's own key file. Now such a key is refused when the session
+ * is made (ISC_EAUTH naming the field) while credentials_file,
+ * GOOGLE_APPLICATION_CREDENTIALS and GOOGLE_CLOUD_PROJECT all name the platform's.
+ */
+static void test_byo_key_never_the_platforms(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	struct isc_provider_session *s = NULL;
+	char path[] = "/tmp/isc-gcp-platform-XXXXXX";
+	int fd = mkstemp(path);
+	const struct isc_kv items[] = {{"credentials_file", path},
+	                               {"endpoint_compute", "http://127.0.0.1:9/compute/v1/"}};
+	json_t *k = json_loads(fake_key_json, 0, NULL);
+	char *no_project;
+	struct isc_err err;
+	struct {
+		struct isc_kv kv;
+		size_t n;
+		const char *named;
+	} cases[3];
+	(void)state;
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(json_dump_file(k, path, 0), 0);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	setenv("GOOGLE_CLOUD_PROJECT", "platform-project", 1);
+	json_object_del(k, "project_id");
+	no_project = json_dumps(k, 0);
+	cases[0].kv = (struct isc_kv){"x", "y"};
+	cases[0].n = 1;
+	cases[0].named = "service_account_json is missing";
+	cases[1].kv = (struct isc_kv){"service_account_json", ""};
+	cases[1].n = 1;
+	cases[1].named = "service_account_json is empty";
+	cases[2].kv = (struct isc_kv){"service_account_json", no_project};
+	cases[2].n = 1;
+	cases[2].named = "\"project_id\" is missing";
+	script_reset();
+	for (size_t i = 0; i < 3; i++) {
+		struct isc_provider_settings st = {items, 2, &cases[i].kv, cases[i].n};
+		isc_err_clear(&err);
+		assert_int_equal(
+		    p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err),
+		    ISC_EAUTH);
+		assert_null(s);
+		assert_non_null(strstr(err.msg, cases[i].named));
+	}
+	/* Marked as an organisation's key with no field at all: still never the platform's. */
+	{
+		struct isc_provider_settings st = {items, 2, NULL, 0, 1};
+		assert_int_equal(
+		    p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err),
+		    ISC_EAUTH);
+		assert_non_null(strstr(err.msg, "service_account_json is missing"));
+	}
+	/* The same key file as the operator's own: the platform's session still works. */
+	{
+		struct isc_provider_settings st = {items, 2, NULL, 0};
+		assert_int_equal(
+		    p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+		s->provider->session_free(s);
+	}
+	assert_int_equal(S.calls, 0);
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	unsetenv("GOOGLE_CLOUD_PROJECT");
+	unlink(path);
+	free(no_project);
+	json_decref(k);
 }
 
 /* ---- against the mock cloud ---- */
@@ -1897,6 +1970,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_key_file_errors, forget),
 	    cmocka_unit_test_setup(test_token_reply, forget),
 	    cmocka_unit_test_setup(test_byo_token_uri_is_google_or_the_operators, forget),
+	    cmocka_unit_test_setup(test_byo_key_never_the_platforms, forget),
 	    cmocka_unit_test_setup(test_request_id, forget),
 	    cmocka_unit_test_setup(test_labels_and_names, forget),
 	    cmocka_unit_test_setup(test_operations, forget),

@@ -11,7 +11,9 @@
 #include "keys/vault.h"
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store/store_clusters.h"
 #include "store/store_datasets.h"
+#include "store/store_experiments.h"
 #include "store/store_keys.h"
 #include "tests/unit/store_fixture.h"
 
@@ -506,6 +508,365 @@ static void test_secret_pack_and_fingerprint(void **state)
 	assert_int_equal(isc_key_secret_pack(bad, 0, &a, NULL), ISC_EINVALID);
 }
 
+/* ---- issue 42: an organisation's key is whole, or it is refused ---- */
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 65536);
+	size_t n;
+	assert_non_null(f);
+	assert_non_null(buf);
+	n = fread(buf, 1, 65535, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+#define FAKE_SA "tests/vectors/gcp/service-account/service_account.modern-layout.FAKE.json"
+
+/*
+ * The platform's own GCP credentials, as iscd would have them: a valid key file in
+ * GOOGLE_APPLICATION_CREDENTIALS whose token endpoint (like the compute endpoint)
+ * is a closed loopback port, so nothing here can reach any cloud.
+ */
+static void platform_gcp_env(struct fixture *f, char *path, size_t cap)
+{
+	char *json = slurp(FAKE_SA), *at = strstr(json, "https://oauth2.googleapis.com/token");
+	FILE *out;
+	assert_non_null(at);
+	snprintf(path, cap, "%s/platform-sa.json", f->tmp.dir);
+	out = fopen(path, "w");
+	assert_non_null(out);
+	fprintf(out, "%.*shttp://127.0.0.1:9/token%s", (int)(at - json), json,
+	        at + strlen("https://oauth2.googleapis.com/token"));
+	fclose(out);
+	free(json);
+	setenv("GOOGLE_APPLICATION_CREDENTIALS", path, 1);
+	setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", "http://127.0.0.1:9/compute/v1/", 1);
+	setenv("GOOGLE_CLOUD_PROJECT", "platform-project", 1);
+}
+
+static void platform_gcp_env_clear(void)
+{
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	unsetenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE");
+	unsetenv("GOOGLE_CLOUD_PROJECT");
+}
+
+/* isc_keys_fields_check on n fields; the message (static) or NULL when accepted. */
+static const char *fields_err(const char *provider, const struct isc_kv *kv, size_t n)
+{
+	static struct isc_err err;
+	struct isc_key_secret secret;
+	int rc;
+	isc_err_clear(&err);
+	assert_int_equal(isc_key_secret_pack(kv, n, &secret, NULL), 0);
+	rc = isc_keys_fields_check(provider, &secret, &err);
+	isc_key_secret_cleanup(&secret);
+	if (rc)
+		assert_int_equal(rc, ISC_EINVALID);
+	return rc ? err.msg : NULL;
+}
+
+/* Every field a provider's driver needs, checked before any cloud is asked; named when missing. */
+static void test_fields_checked_per_provider(void **state)
+{
+	char *sa = slurp(FAKE_SA), *no_project, *bad_pem, *oci_pem;
+	const char *m;
+	(void)state;
+
+	/* GCP: the whole service-account JSON, nothing standing in for it. */
+	m = fields_err("gcp", (struct isc_kv[]){{"x", "y"}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "service_account_json is missing"));
+	m = fields_err("gcp", (struct isc_kv[]){{"service_account_json", ""}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "service_account_json is empty"));
+	m = fields_err("gcp", (struct isc_kv[]){{"service_account_json", "{\"type\":\"user\"}"}},
+	               1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "\"type\""));
+	no_project = strdup(sa);
+	memcpy(strstr(no_project, "\"project_id\""), "\"projectXid\"", 12);
+	m = fields_err("gcp", (struct isc_kv[]){{"service_account_json", no_project}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "\"project_id\" is missing"));
+	bad_pem = strdup(sa);
+	memcpy(strstr(bad_pem, "MIIE"), "XXXX", 4);
+	m = fields_err("gcp", (struct isc_kv[]){{"service_account_json", bad_pem}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "\"private_key\" is not a readable"));
+	assert_null(fields_err("gcp", (struct isc_kv[]){{"service_account_json", sa}}, 1));
+	m = fields_err("gcp", (struct isc_kv[]){{"service_account_json", sa}, {"x", "y"}}, 2);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "credentials.x is not a field of a gcp key"));
+
+	/* AWS: id and secret; nothing that would become a header may carry CR, LF or control. */
+	m = fields_err("aws", (struct isc_kv[]){{"x", "y"}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "access_key_id is missing"));
+	m = fields_err("aws", (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"}}, 1);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "secret_access_key is missing"));
+	m = fields_err("aws",
+	               (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"},
+	                                 {"secret_access_key", secret_value},
+	                                 {"session_token", "tok\r\nX-Injected: 1"}},
+	               3);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "session_token holds a control character"));
+	assert_null(strstr(m, "X-Injected"));
+	m = fields_err("aws",
+	               (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE\r\nX-A: 1"},
+	                                 {"secret_access_key", secret_value}},
+	               2);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "access_key_id is not an access key id"));
+	m = fields_err("aws",
+	               (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"},
+	                                 {"secret_access_key", "a\tb"}},
+	               2);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "secret_access_key holds a control character"));
+	assert_null(fields_err("aws",
+	                       (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"},
+	                                         {"secret_access_key", secret_value},
+	                                         {"session_token", "FwoGZXIvYXdzE+/=="}},
+	                       3));
+	m = fields_err("aws",
+	               (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"},
+	                                 {"secret_access_key", secret_value},
+	                                 {"region", "us-east-1"}},
+	               3);
+	assert_non_null(m);
+	assert_non_null(strstr(m, "credentials.region is not a field of a aws key"));
+
+	/* OCI: tenancy, user, fingerprint and a private key that loads. */
+	oci_pem = slurp("tests/vectors/oci-signing/test_private_key.pem");
+	{
+		struct isc_kv oci[4] = {{"tenancy", "ocid1.tenancy.oc1..aaaa"},
+		                        {"user", "ocid1.user.oc1..bbbb"},
+		                        {"fingerprint",
+		                         "20:3b:97:13:55:1c:5b:0d:d3:37:d8:50:4e:c5:3a:"
+		                         "34"},
+		                        {"private_key_pem", oci_pem}};
+		assert_null(fields_err("oci", oci, 4));
+		m = fields_err("oci", oci, 3);
+		assert_non_null(m);
+		assert_non_null(strstr(m, "private_key_pem is missing"));
+		oci[0].value = "ocid1.tenancy.oc1..a\r\nX-A: 1";
+		m = fields_err("oci", oci, 4);
+		assert_non_null(m);
+		assert_non_null(strstr(m, "tenancy is not an OCID"));
+		oci[0].value = "ocid1.tenancy.oc1..aaaa";
+		oci[3].value = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+		m = fields_err("oci", oci, 4);
+		assert_non_null(m);
+		assert_non_null(strstr(m, "private_key_pem"));
+	}
+	free(oci_pem);
+	free(bad_pem);
+	free(no_project);
+	free(sa);
+}
+
+/*
+ * The issue's finding: an org's GCP key of {"x":"y"} was proved (and stored) with the
+ * platform's own service account. Now it is refused before any request, naming the
+ * field, and nothing is written (not even the master key).
+ */
+static void test_add_refuses_incomplete_gcp_key(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_key_add req = {.org = "acme", .provider = "gcp", .name = "fake"};
+	struct isc_key_secret secret;
+	struct isc_identity who;
+	struct isc_cloud_key *list = NULL;
+	struct isc_err err;
+	char path[512], *id = NULL;
+	size_t n = 9;
+	struct stat sb;
+
+	platform_gcp_env(f, path, sizeof(path));
+	assert_int_equal(isc_key_secret_pack((struct isc_kv[]){{"x", "y"}}, 1, &secret, NULL), 0);
+	assert_int_equal(isc_keys_add(f->tmp.s, f->tmp.home, NULL, &req, &secret, &id, &who, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "service_account_json is missing"));
+	assert_null(id);
+	isc_key_secret_cleanup(&secret);
+	assert_int_equal(
+	    isc_key_secret_pack((struct isc_kv[]){{"service_account_json", ""}}, 1, &secret, NULL),
+	    0);
+	assert_int_equal(isc_keys_add(f->tmp.s, f->tmp.home, NULL, &req, &secret, &id, &who, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "service_account_json is empty"));
+	isc_key_secret_cleanup(&secret);
+	assert_int_equal(isc_store_key_list(f->tmp.s, 0, &list, &n, &err), 0);
+	assert_int_equal(n, 0);
+	isc_cloud_key_list_free(list, n);
+	assert_int_not_equal(stat(f->key_path, &sb), 0);
+	platform_gcp_env_clear();
+}
+
+/* Seals fields for org as a `provider` key `id` and stores it, unchecked: a row made before
+ * the fields were checked at registration. */
+static void store_raw_key(struct fixture *f, const struct isc_vault *v, const char *id,
+                          const char *provider, const struct isc_kv *kv, size_t nkv)
+{
+	struct isc_key_secret secret;
+	struct isc_cloud_key k = {0};
+	unsigned char nonce[ISC_VAULT_NONCE_LEN], *ct = NULL;
+	char aad[256];
+	size_t cl;
+
+	assert_int_equal(isc_key_secret_pack(kv, nkv, &secret, NULL), 0);
+	assert_true(isc_keys_aad(aad, sizeof(aad), f->org_a, provider, id) > 0);
+	assert_int_equal(isc_keys_seal(v, aad, &secret, nonce, &ct, &cl, NULL), 0);
+	k.id = (char *)id;
+	k.org_id = f->org_a;
+	k.provider = (char *)provider;
+	k.name = (char *)id;
+	k.nonce = nonce;
+	k.nonce_len = sizeof(nonce);
+	k.ciphertext = ct;
+	k.ciphertext_len = cl;
+	assert_int_equal(isc_store_key_add(f->tmp.s, &k, NULL), 0);
+	free(ct);
+	isc_key_secret_cleanup(&secret);
+}
+
+/* Use time: a stored key that lacks a field gives no session (ISC_EAUTH naming the field),
+ * while the platform's own credentials for that cloud are right there. */
+static void test_session_on_incomplete_key_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_vault *v;
+	struct isc_cloud_key k;
+	struct isc_provider_session *sess = NULL;
+	struct isc_err err;
+	char path[512];
+
+	platform_gcp_env(f, path, sizeof(path));
+	setenv("AWS_ACCESS_KEY_ID", "AKIDPLATFORM00000001", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "platform-secret", 1);
+	setenv("OCI_CLI_USER", "ocid1.user.oc1..platform", 1);
+	setenv("OCI_CLI_TENANCY", "ocid1.tenancy.oc1..platform", 1);
+	setenv("OCI_CLI_FINGERPRINT", "20:3b:97:13:55:1c:5b:0d:d3:37:d8:50:4e:c5:3a:34", 1);
+	setenv("OCI_CLI_KEY_FILE", "tests/vectors/oci-signing/test_private_key.pem", 1);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
+	store_raw_key(f, v, "key_gcpx", "gcp", (struct isc_kv[]){{"x", "y"}}, 1);
+	store_raw_key(f, v, "key_gcpe", "gcp", (struct isc_kv[]){{"service_account_json", ""}}, 1);
+	store_raw_key(f, v, "key_awsx", "aws", (struct isc_kv[]){{"x", "y"}}, 1);
+	store_raw_key(f, v, "key_awsh", "aws",
+	              (struct isc_kv[]){{"access_key_id", "AKIDEXAMPLE000000001"},
+	                                {"secret_access_key", secret_value},
+	                                {"session_token", "t\r\nX-Injected: 1"}},
+	              3);
+	store_raw_key(f, v, "key_ocix", "oci",
+	              (struct isc_kv[]){{"tenancy", "ocid1.tenancy.oc1..aaaa"}}, 1);
+	{
+		static const char *const ids[] = {"key_gcpx", "key_gcpe", "key_awsx", "key_awsh",
+		                                  "key_ocix"};
+		static const char *const named[] = {
+		    "service_account_json is missing", "service_account_json is empty",
+		    "access_key_id is missing", "session_token holds a control character",
+		    "user is missing"};
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+			assert_int_equal(isc_store_key_get(f->tmp.s, ids[i], &k, &err), 0);
+			isc_err_clear(&err);
+			assert_int_equal(
+			    isc_keys_session_open(v, NULL, &k, "us-east-1", &sess, &err),
+			    ISC_EAUTH);
+			assert_null(sess);
+			assert_non_null(strstr(err.msg, named[i]));
+			assert_non_null(strstr(err.msg, ids[i]));
+			isc_cloud_key_cleanup(&k);
+		}
+	}
+	isc_vault_free(v);
+	platform_gcp_env_clear();
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("OCI_CLI_USER");
+	unsetenv("OCI_CLI_TENANCY");
+	unsetenv("OCI_CLI_FINGERPRINT");
+	unsetenv("OCI_CLI_KEY_FILE");
+}
+
+/* Records a cluster (of a new running experiment of acme's project) on account. */
+static int add_cluster(struct fixture *f, const char *project, const char *id, const char *account,
+                       struct isc_err *err)
+{
+	struct isc_cluster c = {0};
+	struct isc_experiment e = {0};
+	char exp[64], token[64];
+
+	snprintf(exp, sizeof(exp), "exp_%s", id);
+	snprintf(token, sizeof(token), "isc-%s", id);
+	e.id = exp;
+	e.org_id = f->org_a;
+	e.project_id = (char *)project;
+	e.name = exp;
+	e.compute_mode = "burst";
+	e.gpus = 8;
+	e.spec_json = "{}";
+	e.status = "running";
+	assert_int_equal(isc_store_experiment_add(f->tmp.s, &e, err), 0);
+	c.id = (char *)id;
+	c.experiment_id = exp;
+	c.shape_id = "aws:us-east-1:p4d.24xlarge";
+	c.provider = "aws";
+	c.account = (char *)account;
+	c.region = "us-east-1";
+	c.nnodes = 1;
+	c.nproc = 8;
+	return isc_store_cluster_create(f->tmp.s, &c, token, "us-east-1a", err);
+}
+
+/*
+ * keys remove: the count of a key's open clusters and the delete are one transaction
+ * (isc_store_key_delete_unused), and a cluster is recorded only on a key that is still
+ * registered and active, under the same lock: a key never goes from under a cluster.
+ */
+static void test_remove_counts_and_deletes_at_once(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_vault *v;
+	struct isc_err err;
+	int64_t live = -1;
+	char *p = NULL;
+
+	assert_int_equal(isc_store_project_add(f->tmp.s, "acme", "vision", &p, &err), 0);
+	assert_int_equal(isc_keys_vault_open(f->tmp.s, f->tmp.home, 1, &v, &err), 0);
+	store_key(f, v, "key_busy", f->org_a, "", "active");
+	store_key(f, v, "key_idle", f->org_a, "", "active");
+	store_key(f, v, "key_going", f->org_a, "", "removing");
+	isc_vault_free(v);
+	assert_int_equal(add_cluster(f, p, "cl_busy", "key_busy", &err), 0);
+	assert_int_equal(isc_store_key_delete_unused(f->tmp.s, "key_busy", &live, &err),
+	                 ISC_ECONFLICT);
+	assert_int_equal(live, 1);
+	assert_int_equal(isc_store_key_live_clusters(f->tmp.s, "key_busy", &live, &err), 0);
+	assert_int_equal(live, 1);
+	{
+		struct isc_cloud_key k;
+		assert_int_equal(isc_store_key_get(f->tmp.s, "key_busy", &k, &err), 0);
+		isc_cloud_key_cleanup(&k);
+	}
+	assert_int_equal(isc_store_key_delete_unused(f->tmp.s, "key_idle", &live, &err), 0);
+	assert_int_equal(live, 0);
+	assert_int_equal(isc_store_key_delete_unused(f->tmp.s, "key_idle", &live, &err),
+	                 ISC_ENOTFOUND);
+	/* No cluster on a key that is gone, or on its way out. */
+	assert_int_equal(add_cluster(f, p, "cl_gone", "key_idle", &err), ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "no longer registered"));
+	assert_int_equal(add_cluster(f, p, "cl_going", "key_going", &err), ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "removing"));
+	assert_int_equal(add_cluster(f, p, "cl_platform", "default", &err), 0);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -518,6 +879,12 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_dataset_credentials, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_key_for_region_and_state, setup, teardown),
 	    cmocka_unit_test(test_secret_pack_and_fingerprint),
+	    cmocka_unit_test(test_fields_checked_per_provider),
+	    cmocka_unit_test_setup_teardown(test_add_refuses_incomplete_gcp_key, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_session_on_incomplete_key_refused, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_remove_counts_and_deletes_at_once, setup,
+	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

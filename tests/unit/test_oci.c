@@ -1500,6 +1500,70 @@ static void test_terminate(void **state)
 	s->provider->session_free(s);
 }
 
+/*
+ * Issue 42: an organisation's OCI key is used alone. With OCI_CLI_USER, _TENANCY,
+ * _FINGERPRINT and _KEY_FILE all naming the platform's key, a key that lacks a field
+ * (or has none) is refused when the session is made, naming the field; OCIDs that
+ * would carry a control character into the Authorization header's keyId are refused.
+ */
+static void test_byo_key_never_the_platforms(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("oci");
+	char key_file[600];
+	struct isc_kv creds[] = {
+	    {"tenancy", TEN}, {"user", USR}, {"fingerprint", FP}, {"private_key_pem", pem_text}};
+	struct isc_provider_settings st = {NULL, 0, creds, 4};
+	struct isc_provider_session *s = NULL;
+	struct isc_err err;
+	(void)state;
+
+	snprintf(key_file, sizeof(key_file), "%s/test_private_key.pem", vec_dir());
+	setenv("OCI_CLI_USER", USR, 1);
+	setenv("OCI_CLI_TENANCY", TEN, 1);
+	setenv("OCI_CLI_FINGERPRINT", FP, 1);
+	setenv("OCI_CLI_KEY_FILE", key_file, 1);
+	setenv("OCI_CLI_CONFIG_FILE", "/nonexistent/oci-config", 1);
+	/* The platform's own session from those variables works. */
+	st.credentials = NULL;
+	st.n_credentials = 0;
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err), 0);
+	p->session_free(s);
+	s = NULL;
+	/* An organisation's key with no field. */
+	st.byo = 1;
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "tenancy is missing"));
+	assert_null(s);
+	/* ... with every field but its private key. */
+	st.credentials = creds;
+	st.n_credentials = 3;
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "private_key_pem is missing"));
+	/* ... with a tab (a control character) in its tenancy OCID. */
+	creds[0].value = "ocid1.tenancy.oc1..aaaa\ttenancy";
+	st.n_credentials = 4;
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "tenancy is not an OCID"));
+	assert_int_equal(p->credentials_valid(creds, 4, &err), ISC_EINVALID);
+	creds[0].value = TEN;
+	assert_int_equal(p->credentials_valid(creds, 4, &err), 0);
+	/* A private key that does not load is the key's fault, not the settings'. */
+	creds[3].value = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+	assert_int_equal(p->session_new(&st, "us-ashburn-1", &scripted, &fake_clock, &s, &err),
+	                 ISC_EAUTH);
+	assert_non_null(strstr(err.msg, "private_key_pem"));
+	assert_int_equal(p->credentials_valid(creds, 4, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 0);
+	unsetenv("OCI_CLI_USER");
+	unsetenv("OCI_CLI_TENANCY");
+	unsetenv("OCI_CLI_FINGERPRINT");
+	unsetenv("OCI_CLI_KEY_FILE");
+	unsetenv("OCI_CLI_CONFIG_FILE");
+}
+
 static void test_session_errors(void **state)
 {
 	const struct isc_provider *p = isc_provider_find("oci");
@@ -1936,6 +2000,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_describe_survives_a_failed_address_lookup, driver_setup),
 	    cmocka_unit_test_setup(test_terminate, driver_setup),
 	    cmocka_unit_test_setup(test_session_errors, driver_setup),
+	    cmocka_unit_test_setup(test_byo_key_never_the_platforms, driver_setup),
 	    cmocka_unit_test_setup(test_mock_identity_and_refusals, driver_setup),
 	    cmocka_unit_test_setup(test_mock_subnet_without_rule, driver_setup),
 	    cmocka_unit_test_setup(test_mock_ad_room_for_two_of_three, driver_setup),
