@@ -432,12 +432,19 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 	snprintf(ps->region, sizeof(ps->region), "%s", s->region);
 	if ((rc = resolve_key(settings, &s->key, err)))
 		goto fail;
-	project = nonempty(isc_provider_setting(settings, "project"));
-	if (!project)
+	/*
+	 * An organisation's key runs in the project its key file names, never in the one
+	 * [providers.gcp] project sets for the platform's account, nor GOOGLE_CLOUD_PROJECT.
+	 */
+	if (isc_provider_settings_byo(settings)) {
 		project = nonempty(s->key.project_id);
-	/* The platform's variable; an organisation's key always names its project. */
-	if (!project && !isc_provider_settings_byo(settings))
-		project = nonempty(getenv("GOOGLE_CLOUD_PROJECT"));
+	} else {
+		project = nonempty(isc_provider_setting(settings, "project"));
+		if (!project)
+			project = nonempty(s->key.project_id);
+		if (!project)
+			project = nonempty(getenv("GOOGLE_CLOUD_PROJECT"));
+	}
 	if (!project) {
 		rc = isc_err_set(err, ISC_EINVALID,
 		                 "no GCP project: the key file has no project_id; set "

@@ -1477,6 +1477,37 @@ static int byo_session(const char *uri, const char *compute, struct isc_err *err
 }
 
 /*
+ * Issue 42: an organisation's key runs in the project its key file names, never in the
+ * platform's ([providers.gcp] project), which the settings still carry.
+ */
+static void test_byo_key_runs_in_its_own_project(void **state)
+{
+	const struct isc_provider *p = isc_provider_find("gcp");
+	struct isc_provider_session *s = NULL;
+	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
+	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
+	                               {"project", "platform-project"},
+	                               {"compact_placement", "never"},
+	                               {"firewall_check", "never"}};
+	struct isc_provider_settings st = {items, 4, creds, 1, 1};
+	struct isc_node_info *ni = NULL;
+	size_t n = 0;
+	struct isc_err err;
+	(void)state;
+
+	script_reset();
+	assert_int_equal(p->session_new(&st, "us-central1", &scripted, &fake_clock, &s, &err), 0);
+	reply(200, TOKEN_OK);
+	reply(200, "{\"items\":{}}");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	assert_true(S.calls >= 2);
+	assert_non_null(strstr(S.url[1], "/projects/example-project/"));
+	assert_null(strstr(S.url[1], "platform-project"));
+	isc_node_infos_free(ni, n);
+	s->provider->session_free(s);
+}
+
+/*
  * Issue 29: an organisation's key names no host iscd talks to. Its token_uri is
  * Google's (any of Google's spellings) or "/token" beside the operator's own
  * endpoint_compute; anything else is refused when the session is made, naming the
@@ -1970,6 +2001,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_key_file_errors, forget),
 	    cmocka_unit_test_setup(test_token_reply, forget),
 	    cmocka_unit_test_setup(test_byo_token_uri_is_google_or_the_operators, forget),
+	    cmocka_unit_test_setup(test_byo_key_runs_in_its_own_project, forget),
 	    cmocka_unit_test_setup(test_byo_key_never_the_platforms, forget),
 	    cmocka_unit_test_setup(test_request_id, forget),
 	    cmocka_unit_test_setup(test_labels_and_names, forget),
