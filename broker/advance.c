@@ -31,6 +31,41 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /*
+ * A stale step cannot act (issue 48, docs/ha.md "What holds under a pause"). A step
+ * decides from what it read and acts through three paths, each of which holds the lease:
+ *   - the store: its connection is fenced with the burst's lease (broker.c), so every
+ *     write, a single statement included, commits only while the lease holds, and once
+ *     one is refused (ISC_ELEASE) every later one is, without a round trip;
+ *   - the cloud: cloud.c makes no call for a step whose fence was refused or whose
+ *     lease this replica no longer counts as its own, and asks the lease row right
+ *     before every terminate;
+ *   - SSH and files (stopping or starting containers, restoring or bringing folders
+ *     home, deleting a key file): step_holds() right before, as for a terminate.
+ * ISC_ELEASE is not a failure: the step that meets it ends at once, with no error-path
+ * write or call (there would be none to make anyway), and whoever holds the lease now
+ * decides. ask_store: ask the lease row too (destructive effects), not only this
+ * replica's memory of it.
+ */
+static int step_holds(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                      int ask_store)
+{
+	struct isc_err err;
+	int rc = broker_step_holds(b, s, ask_store, &err);
+
+	if (rc && rc != ISC_ELEASE)
+		/* Unsure is not sure: a destructive effect waits for a step that can tell. */
+		isc_log(ISC_LOG_WARN, "%s: checking the lease: %s; not acting this step", e->id,
+		        err.msg);
+	return rc == 0;
+}
+
+/* 1 when rc (or the step's store) says this replica lost the burst's lease. */
+static int lease_lost(struct isc_store *s, int rc)
+{
+	return rc == ISC_ELEASE || isc_store_lease_lost(s);
+}
+
+/*
  * Moves the experiment from the status this step read to `status` (a
  * compare-and-set: when another writer moved it first, nothing is written and
  * the next step sees the newer status). Keeps e->status current.
@@ -53,6 +88,10 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
 		return ISC_EINVALID;
 	}
 	rc = isc_store_experiment_transition(s, e->id, e->status, status, reason, &err);
+	if (rc == ISC_ELEASE) {
+		isc_log(ISC_LOG_INFO, "%s: not recording %s: %s", e->id, status, err.msg);
+		return rc;
+	}
 	if (rc == ISC_ECONFLICT) {
 		isc_log(ISC_LOG_INFO, "%s: %s", e->id, err.msg);
 		return rc;
@@ -187,6 +226,8 @@ static void note(struct isc_store *s, const struct isc_experiment *e, const char
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
+	if (isc_store_lease_lost(s))
+		return; /* the store would refuse it: the burst is another replica's now */
 	if (isc_store_event_add(s, e->id, kind, msg, &err))
 		isc_log(ISC_LOG_ERROR, "%s: recording an event: %s", e->id, err.msg);
 }
@@ -223,6 +264,9 @@ static void teardown(struct isc_broker *b, struct isc_store *s, const struct isc
 	struct isc_err err;
 	size_t n = 0;
 
+	/* Destructive from its first effect (containers stopped): only under the lease. */
+	if (!step_holds(b, s, e, 1))
+		return;
 	if (isc_store_node_list(s, c->id, &nodes, &n, &err) == 0 && n > 0) {
 		/*
 		 * Stop with grace first, so the script can write its checkpoint, then bring the
@@ -302,10 +346,16 @@ static void give_up_cluster(struct isc_broker *b, struct isc_store *s,
                             const char *token, const char *why)
 {
 	struct isc_err err;
+	int rc = isc_store_cluster_set_state(s, cluster_id, "closed", &err);
 
-	if (isc_store_cluster_set_state(s, cluster_id, "closed", &err))
+	if (lease_lost(s, rc))
+		return; /* the cluster may be the one another replica runs now: leave it be */
+	if (rc)
 		isc_log(ISC_LOG_ERROR, "%s: closing cluster %s: %s", e->id, cluster_id, err.msg);
 	isc_crash_point("place.cleanup_cluster_closed");
+	/* The key file is in the shared keys folder: never deleted by a stale step. */
+	if (!step_holds(b, s, e, 1))
+		return;
 	isc_cluster_key_delete(b->home, cluster_id);
 	broker_credits_release(b, s, e->id);
 	if (isc_store_intent_resolve(s, token, "failed", why, &err))
@@ -443,6 +493,11 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		/* The cluster and its intent first: the reservation and every cloud call refer to
 		 * them. */
 		rc = isc_store_cluster_create(s, &c, token, cand->zones, &err);
+		if (lease_lost(s, rc)) {
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc) {
 			note(s, e, "error", "recording a cluster for %s: %s", cand->shape_id,
 			     err.msg);
@@ -454,6 +509,14 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		                            cand->node_price_micros * cand->nnodes, &limit, &err);
 		if (!rc)
 			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
+		if (lease_lost(s, rc)) {
+			/* Another replica took the burst while this one was held: the cluster is
+			 * its to resume, and nothing here is undone (issue 48). */
+			free(pubkey);
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc) {
 			struct isc_err ignored;
 			int credits = rc == ISC_ECREDITS;
@@ -491,6 +554,11 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		isc_crash_point("place.before_launch");
 		rc = broker_cloud_launch(b, s, &c, e->org_id, cand, token, NULL, pubkey, &err);
 		free(pubkey);
+		if (lease_lost(s, rc)) {
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc == 0) {
 			isc_crash_point("launch.before_resolve");
 			isc_store_intent_resolve(s, token, "launched", "", &err);
@@ -647,6 +715,9 @@ static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct i
 	int fill[BROKER_MAX_NODES];
 	int k = broker_fill_ranks(r, fill, BROKER_MAX_NODES);
 
+	/* It terminates the kept nodes: never for a replacement another replica now runs. */
+	if (!step_holds(b, s, e, 1))
+		return;
 	note(s, e, "replace_fallback",
 	     "replacing %d of %d node(s) in %s failed: %s; falling back to a whole new gang "
 	     "(the kept nodes are terminated)",
@@ -680,7 +751,10 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0, kept = 0, moved = 0;
+	int rc;
 
+	if (!step_holds(b, s, e, 1))
+		return;
 	if (isc_store_cluster_kept_count(s, d->id, &kept, &err) == 0 && kept > 0 &&
 	    isc_store_node_list(s, d->id, &nodes, &n, &err) == 0) {
 		const struct isc_node *rank0 = NULL;
@@ -708,12 +782,23 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 		}
 		broker_follower_stop(b, d->id);
 		broker_sync_forget(b, d->id);
-		if (isc_store_cluster_take_kept(s, d->id, r->id, &moved, &err))
-			note(s, e, "error", "moving the kept nodes of %s: %s", d->id, err.msg);
-		else
-			note(s, e, "replace",
-			     "%zu kept node(s) of cluster %s go on in cluster %s, never terminated",
-			     moved, d->id, r->id);
+		rc = isc_store_cluster_take_kept(s, d->id, r->id, &moved, &err);
+		if (rc) {
+			/*
+			 * The kept nodes are still rows of d: terminating d now would terminate
+			 * them. They stay, and the next step's drain moves them (issue 48).
+			 */
+			if (!lease_lost(s, rc))
+				note(s, e, "error",
+				     "moving the kept nodes of %s: %s; nothing terminated, tried "
+				     "again at the next step",
+				     d->id, err.msg);
+			isc_node_list_free(nodes, n);
+			return;
+		}
+		note(s, e, "replace",
+		     "%zu kept node(s) of cluster %s go on in cluster %s, never terminated", moved,
+		     d->id, r->id);
 		isc_crash_point("lostnodes.kept_moved");
 	}
 	isc_node_list_free(nodes, n);
@@ -740,6 +825,8 @@ static void launch_replacement(struct isc_broker *b, struct isc_store *s, struct
 		rc =
 		    broker_cloud_launch(b, s, r, e->org_id, cand, token, resume_zone, pubkey, &err);
 	free(pubkey);
+	if (lease_lost(s, rc))
+		return; /* the replacement is another replica's to launch and keep */
 	if (rc == 0) {
 		isc_crash_point("lostnodes.replacement_launched");
 		isc_store_intent_resolve(s, token, "launched", "", &err);
@@ -860,6 +947,13 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	rc = copy_cluster_key(b->home, c->id, id, &err);
 	if (!rc)
 		rc = isc_store_cluster_replace(s, &r, token, kept_ids, kept_ranks, m, &err);
+	if (lease_lost(s, rc)) {
+		/* Nothing recorded: the copy of the key is this step's alone. No fallback. */
+		isc_cluster_key_delete(b->home, id);
+		broker_candidate_cleanup(&cand);
+		taken = 1;
+		goto out;
+	}
 	if (rc) {
 		note(s, e, "replace_fallback", "recording the replacement of rank(s) %s: %s",
 		     lost_list, err.msg);
@@ -883,6 +977,12 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		           "into the gang's placement, cluster %s",
 		           k, n, c->zone, r.cycle, fill, id);
 	rc = broker_credits_reserve(b, s, e, id, c->price_micros * c->nnodes, &limit, &err);
+	if (lease_lost(s, rc)) {
+		/* Held past the lease after recording it: the replacement, the kept nodes and
+		 * the drain are the replica's that holds the burst now (issue 48). */
+		broker_candidate_cleanup(&cand);
+		goto out;
+	}
 	if (rc) {
 		char why[ISC_ERR_MSG_MAX + 16];
 		snprintf(why, sizeof(why), "credits: %s", err.msg);
@@ -930,6 +1030,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	int rc;
 
 	rc = broker_cloud_adopt(b, s, c, &found, &err);
+	if (lease_lost(s, rc))
+		return;
 	if (rc) {
 		note(s, e, "launch_unknown",
 		     "%s: looking for cluster %s by its tag: %s; will ask again", c->shape_id,
@@ -995,6 +1097,10 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	rc = broker_credits_ensure(b, s, e, c, &err);
+	if (lease_lost(s, rc)) {
+		broker_candidate_cleanup(&cand);
+		return;
+	}
 	if (rc && k) {
 		snprintf(why, sizeof(why), "credits: %.400s", err.msg);
 		isc_store_intent_resolve(s, intent->token, "failed", why, &err);
@@ -1029,6 +1135,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		                         intent->attempt_zone, pubkey, &err);
 	free(pubkey);
 	broker_candidate_cleanup(&cand);
+	if (lease_lost(s, rc))
+		return;
 	if (rc == 0) {
 		isc_crash_point("launch.before_resolve");
 		isc_store_intent_resolve(s, intent->token, "launched", "", &err);
@@ -1256,6 +1364,11 @@ static int restore_kept_early(struct isc_broker *b, struct isc_store *s,
 	size_t kept_left = 1, m = 0;
 	int all_up = 0;
 
+	/* Restoring onto nodes and starting containers: only under the lease. */
+	if (!step_holds(b, s, e, 1)) {
+		restored_put(r);
+		return 0;
+	}
 	if (!r && isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) == 0 &&
 	    kept_left == 0 && (up = calloc(n ? n : 1, sizeof(*up)))) {
 		for (size_t i = 0; i < n; i++)
@@ -1505,6 +1618,9 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	if (c.replaces[0] && e->cycle_count > 0 && n > 0)
 		isc_crash_point("lostnodes.restore_started");
+	/* The restore replaces the nodes' folders and the boot their containers. */
+	if (!step_holds(b, s, e, 1))
+		goto out;
 	/* The push retries a flaky node itself; what still fails is a failed boot step. */
 	if (e->cycle_count > 0 && n > 0 &&
 	    (rc = restore_artifacts(b, e, &c, nodes, n, done, &err))) {
@@ -1729,7 +1845,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
-		int due = broker_sync_due(b, c.id, isc_wall_ms());
+		int due = step_holds(b, s, e, 0) ? broker_sync_due(b, c.id, isc_wall_ms()) : 0;
 		if (due && n > 0 && broker_artifacts_pull(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
@@ -1866,6 +1982,11 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	case ISC_BURST_STEP_NONE:
 		break;
 	}
+	if (isc_store_lease_lost(s))
+		isc_log(ISC_LOG_WARN,
+		        "%s: the lease was lost during this step (expired or taken over): the step "
+		        "ended there, with nothing undone; the replica holding it now decides",
+		        e.id);
 out:
 	isc_experiment_cleanup(&e);
 }

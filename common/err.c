@@ -92,6 +92,8 @@ const char *isc_code_name(int code)
 		return "io";
 	case ISC_ENOMEM:
 		return "nomem";
+	case ISC_ELEASE:
+		return "lease_lost";
 	default:
 		return "unknown";
 	}

@@ -25,6 +25,12 @@ enum isc_code {
 	ISC_ECREDITS = -9,   /* not enough credits or budget */
 	ISC_EIO = -10,       /* local I/O, database, process failure */
 	ISC_ENOMEM = -11,    /* allocation failed */
+	/*
+	 * This replica no longer holds the burst's lease (expired, or taken over): not a
+	 * failure of the operation. The step ends at once, with no error-path write and
+	 * no cloud call; whoever holds the lease now decides (docs/ha.md, issue 48).
+	 */
+	ISC_ELEASE = -12,
 };
 
 #define ISC_ERR_MSG_MAX 512
