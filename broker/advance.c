@@ -730,6 +730,7 @@ static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct i
 		}
 		isc_intent_cleanup(&intent);
 	}
+	isc_crash_point("lostnodes.fallback_started");
 	teardown(b, s, e, r, 0, 0, 1);
 	broker_exclusions_clear(b, e->id);
 	set_status(s, e, "placing",
@@ -1419,6 +1420,19 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			 */
 			struct isc_node *none = NULL;
 			size_t n_none = 0;
+			if (c.replaces[0]) {
+				/*
+				 * A replacement of lost nodes whose launch failed: its fallback was
+				 * cut short (a crash before its teardown). The kept nodes wait for
+				 * nothing: the whole-gang failover now, not at replace_deadline_ms.
+				 */
+				char why[ISC_ERR_MSG_MAX];
+				snprintf(why, sizeof(why), "its launch had failed: %.400s",
+				         intent.error);
+				replace_fallback(b, s, e, &c, why);
+				isc_intent_cleanup(&intent);
+				goto out;
+			}
 			if (isc_store_node_list(s, c.id, &none, &n_none, &err) == 0 &&
 			    n_none == 0) {
 				note(s, e, "cleanup",
