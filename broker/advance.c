@@ -221,6 +221,7 @@ static void note(struct isc_store *s, const struct isc_experiment *e, const char
 	char msg[ISC_ERR_MSG_MAX];
 	struct isc_err err;
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -228,8 +229,9 @@ static void note(struct isc_store *s, const struct isc_experiment *e, const char
 	isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
 	if (isc_store_lease_lost(s))
 		return; /* the store would refuse it: the burst is another replica's now */
-	if (isc_store_event_add(s, e->id, kind, msg, &err))
-		isc_log(ISC_LOG_ERROR, "%s: recording an event: %s", e->id, err.msg);
+	if ((rc = isc_store_event_add(s, e->id, kind, msg, &err)))
+		isc_log(rc == ISC_ELEASE ? ISC_LOG_INFO : ISC_LOG_ERROR,
+		        "%s: recording an event: %s", e->id, err.msg);
 }
 
 /* The cluster the experiment is working with: its newest one that is not being torn down. */
