@@ -53,8 +53,9 @@ static int step_holds(struct isc_broker *b, struct isc_store *s, const struct is
 	int rc = broker_step_holds(b, s, ask_store, &err);
 
 	if (rc && rc != ISC_ELEASE)
-		/* Unsure is not sure: a destructive effect waits for a step that can tell. */
-		isc_log(ISC_LOG_WARN, "%s: checking the lease: %s; not acting this step", e->id,
+		/* Unsure is not sure: the step ends (broker_step_holds marked its connection
+		 * lost, so nothing more is written), and the next one asks again. */
+		isc_log(ISC_LOG_WARN, "%s: checking the lease: %s; this step ends here", e->id,
 		        err.msg);
 	return rc == 0;
 }

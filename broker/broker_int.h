@@ -126,8 +126,10 @@ void broker_refresh_prices(struct isc_broker *b, int64_t now_ms);
  * replica no longer counts the lease as its own (the connection is then marked lost,
  * so none of the step's later writes is made either). With ask_store, also the lease
  * row itself, by the database's clock: made right before every destructive call
- * (terminate, stopping or replacing containers, deleting a key file). A connection
- * with no fence (SQLite, the tick's own, a non-replica) always may.
+ * (terminate, stopping or replacing containers, deleting a key file); a lease the
+ * store cannot confirm there (an error) also marks the connection lost, so the step
+ * ends as if it were. A connection with no fence (SQLite, the tick's own, a
+ * non-replica) always may.
  */
 int broker_step_holds(struct isc_broker *b, struct isc_store *s, int ask_store,
                       struct isc_err *err);

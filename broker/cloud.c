@@ -18,6 +18,7 @@
 int broker_step_holds(struct isc_broker *b, struct isc_store *s, int ask_store, struct isc_err *err)
 {
 	const char *exp = isc_store_fence_experiment(s);
+	int rc;
 
 	if (!exp)
 		return 0;
@@ -28,7 +29,16 @@ int broker_step_holds(struct isc_broker *b, struct isc_store *s, int ask_store, 
 		                   "%s: this replica's lease was lost (expired or taken over): "
 		                   "nothing more is done for it here",
 		                   exp);
-	return ask_store ? isc_store_fence_check(s, err) : 0;
+	if (!ask_store || !(rc = isc_store_fence_check(s, err)))
+		return 0;
+	/*
+	 * Unsure is not sure: a lease the store could not confirm ends the step as a lost
+	 * one does (nothing more written, no call), and the next step, on a new connection,
+	 * asks again. Acting on would be worse: the step's next writes could record an
+	 * effect (a teardown, a final status) that was never made.
+	 */
+	isc_store_fence_lose(s);
+	return rc;
 }
 
 /*
