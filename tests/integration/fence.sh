@@ -17,6 +17,8 @@
 #   3. (one replica) A crash inside the whole-gang fallback of a replacement, before its
 #      teardown: the next iscd finishes the failover at once (the kept nodes were left
 #      idle and charged until replace_deadline_ms).
+#   4. (one replica) The move of the kept nodes into their replacement fails: they are
+#      not terminated with the old cluster, and move once the store takes the write.
 # Needs the sanitizer build (crash and pause points).
 . "$(dirname "$0")/lib.sh"
 sandbox_dir fence
@@ -132,6 +134,8 @@ resume_a
 check "1: A's cluster, run by B, is not closed" test "$(cluster_state "$cl")" = running
 check "1: its key is still there" test -f "$shared/keys/$cl"
 check "1: its intent is not marked failed" test "$(intent_state "$cl")" = launched
+# isc_store_experiment_set_placement, a single UPDATE, wrote a next try on A's error path.
+check "1: A set no next try on the burst" test "$(sql "SELECT next_attempt_ms FROM experiments WHERE id = '$id'")" = 0
 check "1: the burst still runs" test "$(status_of "$id")" = running
 check "1: A said it lost the lease mid-step" grep -q "$id: the lease was lost during this step" "$dir/iscd.log"
 sleep 3 # B's ticks after A's resumption: it must not launch again
@@ -230,6 +234,32 @@ check "3: a new gang runs cycle 2" wait_cycle "$id" 2 90
 check "3: the cancel is taken" isc cancel "$id"
 check "3: cancelled" wait_status "$id" cancelled 60
 check "3: after the cancel nothing runs on the cloud" wait_no_live "$id"
+
+# ---- 4. the move of the kept nodes into their replacement fails ----
+# A trigger of the test's own refuses to move a node row to another cluster (a store
+# that fails that one write, as a full disk or a lost connection would). The drain must
+# then leave the kept nodes be (they were terminated with the old cluster), and move
+# them once the store takes the write again.
+sql "CREATE FUNCTION fence_refuse_move() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+	IF NEW.cluster_id <> OLD.cluster_id THEN RAISE EXCEPTION 'fence.sh: moving nodes refused'; END IF;
+	RETURN NEW; END \$\$;
+	CREATE TRIGGER fence_refuse_move BEFORE UPDATE ON nodes FOR EACH ROW EXECUTE FUNCTION fence_refuse_move()"
+id=$(submit "$dir/three.isc")
+check "4: 3-node burst running" wait_status "$id" running 90
+lost=$(sql "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$id' AND n.rank = 1")
+kept=$(sql "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$id' AND n.rank <> 1")
+new="" # still_running: the kept nodes alone
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$lost\",\"notice_s\":30}"
+check "4: the move is refused (the events say so)" within 60 status_says "$id" "moving the kept nodes of"
+sleep 3 # several steps, each trying the drain again
+check "4: the kept nodes were not terminated" still_running
+sql "DROP TRIGGER fence_refuse_move ON nodes; DROP FUNCTION fence_refuse_move()"
+check "4: once the store takes it, the kept nodes move and cycle 2 runs" wait_cycle "$id" 2 120
+check "4: 4 instances ever: 3, and 1 replacement" test "$(instances_of "$id")" = 4
+check "4: the kept nodes still run" still_running
+check "4: the cancel is taken" isc cancel "$id"
+check "4: cancelled" wait_status "$id" cancelled 60
+check "4: after the cancel nothing runs on the cloud" wait_no_live "$id"
 
 stop_iscd
 rm -f "$dir/iscd.pid"
