@@ -31,6 +31,42 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /*
+ * A stale step cannot act (issue 48, docs/ha.md "What holds under a pause"). A step
+ * decides from what it read and acts through three paths, each of which holds the lease:
+ *   - the store: its connection is fenced with the burst's lease (broker.c), so every
+ *     write, a single statement included, commits only while the lease holds, and once
+ *     one is refused (ISC_ELEASE) every later one is, without a round trip;
+ *   - the cloud: cloud.c makes no call for a step whose fence was refused or whose
+ *     lease this replica no longer counts as its own, and asks the lease row right
+ *     before every terminate;
+ *   - SSH and files (stopping or starting containers, restoring or bringing folders
+ *     home, deleting a key file): step_holds() right before, as for a terminate.
+ * ISC_ELEASE is not a failure: the step that meets it ends at once, with no error-path
+ * write or call (there would be none to make anyway), and whoever holds the lease now
+ * decides. ask_store: ask the lease row too (destructive effects), not only this
+ * replica's memory of it.
+ */
+static int step_holds(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                      int ask_store)
+{
+	struct isc_err err;
+	int rc = broker_step_holds(b, s, ask_store, &err);
+
+	if (rc && rc != ISC_ELEASE)
+		/* Unsure is not sure: the step ends (broker_step_holds marked its connection
+		 * lost, so nothing more is written), and the next one asks again. */
+		isc_log(ISC_LOG_WARN, "%s: checking the lease: %s; this step ends here", e->id,
+		        err.msg);
+	return rc == 0;
+}
+
+/* 1 when rc (or the step's store) says this replica lost the burst's lease. */
+static int lease_lost(struct isc_store *s, int rc)
+{
+	return rc == ISC_ELEASE || isc_store_lease_lost(s);
+}
+
+/*
  * Moves the experiment from the status this step read to `status` (a
  * compare-and-set: when another writer moved it first, nothing is written and
  * the next step sees the newer status). Keeps e->status current.
@@ -53,6 +89,10 @@ static int set_status(struct isc_store *s, struct isc_experiment *e, const char 
 		return ISC_EINVALID;
 	}
 	rc = isc_store_experiment_transition(s, e->id, e->status, status, reason, &err);
+	if (rc == ISC_ELEASE) {
+		isc_log(ISC_LOG_INFO, "%s: not recording %s: %s", e->id, status, err.msg);
+		return rc;
+	}
 	if (rc == ISC_ECONFLICT) {
 		isc_log(ISC_LOG_INFO, "%s: %s", e->id, err.msg);
 		return rc;
@@ -182,13 +222,17 @@ static void note(struct isc_store *s, const struct isc_experiment *e, const char
 	char msg[ISC_ERR_MSG_MAX];
 	struct isc_err err;
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
-	if (isc_store_event_add(s, e->id, kind, msg, &err))
-		isc_log(ISC_LOG_ERROR, "%s: recording an event: %s", e->id, err.msg);
+	if (isc_store_lease_lost(s))
+		return; /* the store would refuse it: the burst is another replica's now */
+	if ((rc = isc_store_event_add(s, e->id, kind, msg, &err)))
+		isc_log(rc == ISC_ELEASE ? ISC_LOG_INFO : ISC_LOG_ERROR,
+		        "%s: recording an event: %s", e->id, err.msg);
 }
 
 /* The cluster the experiment is working with: its newest one that is not being torn down. */
@@ -232,7 +276,8 @@ static int store_blip(const struct isc_experiment *e, int rc, const struct isc_e
  * Tears the cluster down: stop containers (grace), bring artifacts home, terminate nodes.
  * Returns 1 when it stopped before terminating because the store was out of reach while
  * the artifacts came home (store_blip): the nodes, and the checkpoint on them, are kept
- * for the next try.
+ * for the next try; or because this replica no longer holds the lease (nothing done:
+ * whoever holds it decides).
  */
 static int teardown(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
                     const struct isc_cluster *c, int stop_containers, int pull_artifacts,
@@ -243,6 +288,9 @@ static int teardown(struct isc_broker *b, struct isc_store *s, const struct isc_
 	size_t n = 0;
 	int rc;
 
+	/* Destructive from its first effect (containers stopped): only under the lease. */
+	if (!step_holds(b, s, e, 1))
+		return 1;
 	if ((rc = isc_store_node_list(s, c->id, &nodes, &n, &err)) &&
 	    store_blip(e, rc, &err, "listing the nodes to tear down"))
 		return 1;
@@ -330,10 +378,16 @@ static void give_up_cluster(struct isc_broker *b, struct isc_store *s,
                             const char *token, const char *why)
 {
 	struct isc_err err;
+	int rc = isc_store_cluster_set_state(s, cluster_id, "closed", &err);
 
-	if (isc_store_cluster_set_state(s, cluster_id, "closed", &err))
+	if (lease_lost(s, rc))
+		return; /* the cluster may be the one another replica runs now: leave it be */
+	if (rc)
 		isc_log(ISC_LOG_ERROR, "%s: closing cluster %s: %s", e->id, cluster_id, err.msg);
 	isc_crash_point("place.cleanup_cluster_closed");
+	/* The key file is in the shared keys folder: never deleted by a stale step. */
+	if (!step_holds(b, s, e, 1))
+		return;
 	isc_cluster_key_delete(b->home, cluster_id);
 	broker_credits_release(b, s, e->id);
 	if (isc_store_intent_resolve(s, token, "failed", why, &err))
@@ -473,6 +527,11 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		/* The cluster and its intent first: the reservation and every cloud call refer to
 		 * them. */
 		rc = isc_store_cluster_create(s, &c, token, cand->zones, &err);
+		if (lease_lost(s, rc)) {
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc) {
 			note(s, e, "error", "recording a cluster for %s: %s", cand->shape_id,
 			     err.msg);
@@ -484,6 +543,14 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		                            cand->node_price_micros * cand->nnodes, &limit, &err);
 		if (!rc)
 			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
+		if (lease_lost(s, rc)) {
+			/* Another replica took the burst while this one was held: the cluster is
+			 * its to resume, and nothing here is undone (issue 48). */
+			free(pubkey);
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc) {
 			struct isc_err ignored;
 			int credits = rc == ISC_ECREDITS;
@@ -521,6 +588,11 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		isc_crash_point("place.before_launch");
 		rc = broker_cloud_launch(b, s, &c, e->org_id, cand, token, NULL, pubkey, &err);
 		free(pubkey);
+		if (lease_lost(s, rc)) {
+			free(cluster_id);
+			broker_candidates_free(cands, n);
+			return;
+		}
 		if (rc == 0) {
 			isc_crash_point("launch.before_resolve");
 			isc_store_intent_resolve(s, token, "launched", "", &err);
@@ -677,6 +749,9 @@ static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct i
 	int fill[BROKER_MAX_NODES];
 	int k = broker_fill_ranks(r, fill, BROKER_MAX_NODES);
 
+	/* It terminates the kept nodes: never for a replacement another replica now runs. */
+	if (!step_holds(b, s, e, 1))
+		return;
 	note(s, e, "replace_fallback",
 	     "replacing %d of %d node(s) in %s failed: %s; falling back to a whole new gang "
 	     "(the kept nodes are terminated)",
@@ -689,6 +764,7 @@ static void replace_fallback(struct isc_broker *b, struct isc_store *s, struct i
 		}
 		isc_intent_cleanup(&intent);
 	}
+	isc_crash_point("lostnodes.fallback_started");
 	teardown(b, s, e, r, 0, 0, 1);
 	broker_exclusions_clear(b, e->id);
 	set_status(s, e, "placing",
@@ -710,7 +786,10 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n = 0, kept = 0, moved = 0;
+	int rc;
 
+	if (!step_holds(b, s, e, 1))
+		return;
 	if (isc_store_cluster_kept_count(s, d->id, &kept, &err) == 0 && kept > 0 &&
 	    isc_store_node_list(s, d->id, &nodes, &n, &err) == 0) {
 		const struct isc_node *rank0 = NULL;
@@ -738,12 +817,23 @@ static void drain_replaced(struct isc_broker *b, struct isc_store *s,
 		}
 		broker_follower_stop(b, d->id);
 		broker_sync_forget(b, d->id);
-		if (isc_store_cluster_take_kept(s, d->id, r->id, &moved, &err))
-			note(s, e, "error", "moving the kept nodes of %s: %s", d->id, err.msg);
-		else
-			note(s, e, "replace",
-			     "%zu kept node(s) of cluster %s go on in cluster %s, never terminated",
-			     moved, d->id, r->id);
+		rc = isc_store_cluster_take_kept(s, d->id, r->id, &moved, &err);
+		if (rc) {
+			/*
+			 * The kept nodes are still rows of d: terminating d now would terminate
+			 * them. They stay, and the next step's drain moves them (issue 48).
+			 */
+			if (!lease_lost(s, rc))
+				note(s, e, "error",
+				     "moving the kept nodes of %s: %s; nothing terminated, tried "
+				     "again at the next step",
+				     d->id, err.msg);
+			isc_node_list_free(nodes, n);
+			return;
+		}
+		note(s, e, "replace",
+		     "%zu kept node(s) of cluster %s go on in cluster %s, never terminated", moved,
+		     d->id, r->id);
 		isc_crash_point("lostnodes.kept_moved");
 	}
 	isc_node_list_free(nodes, n);
@@ -770,6 +860,8 @@ static void launch_replacement(struct isc_broker *b, struct isc_store *s, struct
 		rc =
 		    broker_cloud_launch(b, s, r, e->org_id, cand, token, resume_zone, pubkey, &err);
 	free(pubkey);
+	if (lease_lost(s, rc))
+		return; /* the replacement is another replica's to launch and keep */
 	if (rc == 0) {
 		isc_crash_point("lostnodes.replacement_launched");
 		isc_store_intent_resolve(s, token, "launched", "", &err);
@@ -890,6 +982,13 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	rc = copy_cluster_key(b->home, c->id, id, &err);
 	if (!rc)
 		rc = isc_store_cluster_replace(s, &r, token, kept_ids, kept_ranks, m, &err);
+	if (lease_lost(s, rc)) {
+		/* Nothing recorded: the copy of the key is this step's alone. No fallback. */
+		isc_cluster_key_delete(b->home, id);
+		broker_candidate_cleanup(&cand);
+		taken = 1;
+		goto out;
+	}
 	if (rc) {
 		note(s, e, "replace_fallback", "recording the replacement of rank(s) %s: %s",
 		     lost_list, err.msg);
@@ -913,6 +1012,12 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		           "into the gang's placement, cluster %s",
 		           k, n, c->zone, r.cycle, fill, id);
 	rc = broker_credits_reserve(b, s, e, id, c->price_micros * c->nnodes, &limit, &err);
+	if (lease_lost(s, rc)) {
+		/* Held past the lease after recording it: the replacement, the kept nodes and
+		 * the drain are the replica's that holds the burst now (issue 48). */
+		broker_candidate_cleanup(&cand);
+		goto out;
+	}
 	if (rc) {
 		char why[ISC_ERR_MSG_MAX + 16];
 		snprintf(why, sizeof(why), "credits: %s", err.msg);
@@ -960,6 +1065,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 	int rc;
 
 	rc = broker_cloud_adopt(b, s, c, &found, &err);
+	if (lease_lost(s, rc))
+		return;
 	if (rc) {
 		note(s, e, "launch_unknown",
 		     "%s: looking for cluster %s by its tag: %s; will ask again", c->shape_id,
@@ -1025,6 +1132,10 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		return;
 	}
 	rc = broker_credits_ensure(b, s, e, c, &err);
+	if (lease_lost(s, rc)) {
+		broker_candidate_cleanup(&cand);
+		return;
+	}
 	if (rc && k) {
 		snprintf(why, sizeof(why), "credits: %.400s", err.msg);
 		isc_store_intent_resolve(s, intent->token, "failed", why, &err);
@@ -1059,6 +1170,8 @@ static void resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		                         intent->attempt_zone, pubkey, &err);
 	free(pubkey);
 	broker_candidate_cleanup(&cand);
+	if (lease_lost(s, rc))
+		return;
 	if (rc == 0) {
 		isc_crash_point("launch.before_resolve");
 		isc_store_intent_resolve(s, intent->token, "launched", "", &err);
@@ -1286,6 +1399,11 @@ static int restore_kept_early(struct isc_broker *b, struct isc_store *s,
 	size_t kept_left = 1, m = 0;
 	int all_up = 0;
 
+	/* Restoring onto nodes and starting containers: only under the lease. */
+	if (!step_holds(b, s, e, 1)) {
+		restored_put(r);
+		return 0;
+	}
 	if (!r && isc_store_cluster_kept_count(s, c->replaces, &kept_left, &err) == 0 &&
 	    kept_left == 0 && (up = calloc(n ? n : 1, sizeof(*up)))) {
 		for (size_t i = 0; i < n; i++)
@@ -1336,6 +1454,19 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			 */
 			struct isc_node *none = NULL;
 			size_t n_none = 0;
+			if (c.replaces[0]) {
+				/*
+				 * A replacement of lost nodes whose launch failed: its fallback was
+				 * cut short (a crash before its teardown). The kept nodes wait for
+				 * nothing: the whole-gang failover now, not at replace_deadline_ms.
+				 */
+				char why[ISC_ERR_MSG_MAX];
+				snprintf(why, sizeof(why), "its launch had failed: %.400s",
+				         intent.error);
+				replace_fallback(b, s, e, &c, why);
+				isc_intent_cleanup(&intent);
+				goto out;
+			}
 			if (isc_store_node_list(s, c.id, &none, &n_none, &err) == 0 &&
 			    n_none == 0) {
 				note(s, e, "cleanup",
@@ -1538,6 +1669,9 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	if (c.replaces[0] && e->cycle_count > 0 && n > 0)
 		isc_crash_point("lostnodes.restore_started");
+	/* The restore replaces the nodes' folders and the boot their containers. */
+	if (!step_holds(b, s, e, 1))
+		goto out;
 	/* The push retries a flaky node itself; what still fails is a failed boot step. */
 	if (e->cycle_count > 0 && n > 0 &&
 	    (rc = restore_artifacts(b, e, &c, nodes, n, done, &err))) {
@@ -1768,7 +1902,7 @@ static void running(struct isc_broker *b, struct isc_store *s, struct isc_experi
 	}
 	/* The platform's schedule: checkpoints and crud every 10 min, lossy every 30 s (config). */
 	{
-		int due = broker_sync_due(b, c.id, isc_store_now_ms());
+		int due = step_holds(b, s, e, 0) ? broker_sync_due(b, c.id, isc_store_now_ms()) : 0;
 		if (due && n > 0 && broker_artifacts_sync(b, s, e, &c, &nodes[0], due, &err))
 			note(s, e, "artifacts", "periodic sync from rank 0 failed: %s", err.msg);
 	}
@@ -1908,6 +2042,11 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	case ISC_BURST_STEP_NONE:
 		break;
 	}
+	if (isc_store_lease_lost(s))
+		isc_log(ISC_LOG_WARN,
+		        "%s: the lease was lost during this step (expired or taken over): the step "
+		        "ended there, with nothing undone; the replica holding it now decides",
+		        e.id);
 out:
 	isc_experiment_cleanup(&e);
 }

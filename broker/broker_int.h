@@ -164,6 +164,19 @@ int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
 void broker_refresh_prices(struct isc_broker *b, int64_t now_ms);
 
 /* ---- cloud.c ---- */
+/*
+ * Whether the step working on s may still act for its burst (issue 48, docs/ha.md):
+ * 0 when it may, ISC_ELEASE when its store connection's fence was refused or this
+ * replica no longer counts the lease as its own (the connection is then marked lost,
+ * so none of the step's later writes is made either). With ask_store, also the lease
+ * row itself, by the database's clock: made right before every destructive call
+ * (terminate, stopping or replacing containers, deleting a key file); a lease the
+ * store cannot confirm there (an error) also marks the connection lost, so the step
+ * ends as if it were. A connection with no fence (SQLite, the tick's own, a
+ * non-replica) always may.
+ */
+int broker_step_holds(struct isc_broker *b, struct isc_store *s, int ask_store,
+                      struct isc_err *err);
 int broker_cloud_configured(struct isc_broker *b, const char *provider, struct isc_err *err);
 /*
  * The organisation's own key for a shape's provider and region: *key_id and

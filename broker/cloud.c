@@ -15,6 +15,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+int broker_step_holds(struct isc_broker *b, struct isc_store *s, int ask_store, struct isc_err *err)
+{
+	const char *exp = isc_store_fence_experiment(s);
+	int rc;
+
+	if (!exp)
+		return 0;
+	if (!isc_store_lease_lost(s) && !broker_lease_mine(b, exp))
+		isc_store_fence_lose(s); /* its renewal failed or did not return it */
+	if (isc_store_lease_lost(s))
+		return isc_err_set(err, ISC_ELEASE,
+		                   "%s: this replica's lease was lost (expired or taken over): "
+		                   "nothing more is done for it here",
+		                   exp);
+	if (!ask_store || !(rc = isc_store_fence_check(s, err)))
+		return 0;
+	/*
+	 * Unsure is not sure: a lease the store could not confirm ends the step as a lost
+	 * one does (nothing more written, no call), and the next step, on a new connection,
+	 * asks again. Acting on would be worse: the step's next writes could record an
+	 * effect (a teardown, a final status) that was never made.
+	 */
+	isc_store_fence_lose(s);
+	return rc;
+}
+
 /*
  * A session on the platform's account ("default") or on an organisation's own
  * key (account = the key id). A key's secret is opened from the store for this
@@ -32,6 +58,9 @@ static int session_open(struct isc_broker *b, struct isc_store *s, const char *p
 
 	*out = NULL;
 	if (rc)
+		return rc;
+	/* A step that lost its burst's lease makes no cloud call (issue 48). */
+	if ((rc = broker_step_holds(b, s, 0, err)))
 		return rc;
 	if (strcmp(account, "default") == 0)
 		return isc_provider_session_open(b->config, provider, region, out, err);
@@ -408,7 +437,13 @@ int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char
 
 	if ((rc = session_open(b, s, provider, account, region, 0, &sess, err)))
 		return rc;
-	rc = sess->provider->terminate(sess, ids, n, err);
+	/*
+	 * Destructive: the lease row is asked right before the call (a pause may have come
+	 * anywhere before it), so a stale step never terminates nodes another replica now
+	 * runs. The store cannot fence a cloud call; this narrows the window to the call.
+	 */
+	if (!(rc = broker_step_holds(b, s, 1, err)))
+		rc = sess->provider->terminate(sess, ids, n, err);
 	sess->provider->session_free(sess);
 	if (!rc)
 		isc_log(ISC_LOG_INFO, "terminate requested for %zu %s instance(s) in %s", n,

@@ -94,6 +94,8 @@ const char *isc_code_name(int code)
 		return "nomem";
 	case ISC_ESTORE:
 		return "store_unavailable";
+	case ISC_ELEASE:
+		return "lease_lost";
 	default:
 		return "unknown";
 	}

@@ -32,6 +32,12 @@ enum isc_code {
 	 * a reason to fail an experiment: the step is tried again (docs/ha.md, issue 48).
 	 */
 	ISC_ESTORE = -12,
+	/*
+	 * This replica no longer holds the burst's lease (expired, or taken over): not a
+	 * failure of the operation. The step ends at once, with no error-path write and
+	 * no cloud call; whoever holds the lease now decides (docs/ha.md, issue 48).
+	 */
+	ISC_ELEASE = -13,
 };
 
 #define ISC_ERR_MSG_MAX 512

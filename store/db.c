@@ -34,6 +34,12 @@ void isc_db_disown(struct isc_db *db)
 		isc_db_pg_disown(db);
 }
 
+void isc_db_set_write_guard(struct isc_db *db, const struct isc_db_write_guard *g)
+{
+	if (db && is_pg(db))
+		isc_db_pg_set_write_guard(db, g);
+}
+
 int isc_db_exec(struct isc_db *db, const char *sql)
 {
 	return is_pg(db) ? isc_db_pg_exec(db, sql) : isc_db_sqlite_exec(db, sql);

@@ -43,6 +43,7 @@ enum isc_db_kind { ISC_DB_SQLITE, ISC_DB_POSTGRES };
 #define ISC_DB_CONSTRAINT 19 /* unique, check, foreign key, not null, a trigger's refusal */
 #define ISC_DB_ROW        100
 #define ISC_DB_DONE       101
+#define ISC_DB_FENCED     1000 /* a write guard refused the statement (no SQLite code) */
 
 /* Column types (only NULL is told apart by the store). */
 #define ISC_DB_INTEGER 1
@@ -76,6 +77,23 @@ void isc_db_close(struct isc_db *db);
  */
 void isc_db_disown(struct isc_db *db);
 enum isc_db_kind isc_db_kind(const struct isc_db *db);
+
+/*
+ * A guard around every statement that writes (INSERT, UPDATE, DELETE, MERGE, or a WITH
+ * holding one) and runs outside a transaction: before(ctx) is called just before the
+ * statement is sent (it may open a transaction: the statement then runs inside it), and
+ * after(ctx, ok) once its answer is in (ok: it succeeded). A code other than ISC_DB_OK
+ * from either is what the step returns, and the statement's rows are dropped. The
+ * store's lease fence uses it (store.c: a stale replica's single-statement write is
+ * refused as its transactions are). PostgreSQL only: SQLite has one writer, one replica,
+ * and ignores it. g NULL removes it; *g is copied.
+ */
+struct isc_db_write_guard {
+	int (*before)(void *ctx);
+	int (*after)(void *ctx, int ok);
+	void *ctx;
+};
+void isc_db_set_write_guard(struct isc_db *db, const struct isc_db_write_guard *g);
 
 /* Runs one or more ;-separated statements without parameters or rows. */
 int isc_db_exec(struct isc_db *db, const char *sql);

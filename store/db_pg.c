@@ -58,6 +58,7 @@ struct isc_db_pg {
 	unsigned long next_name; /* numbers the server-side prepared statements */
 	unsigned long session;   /* counts reconnections: prepared statements die with a session */
 	int disowned;            /* a forked child's copy of its parent's session (isc_db_disown) */
+	struct isc_db_write_guard guard; /* around writes outside a transaction (before: set) */
 	char errmsg[ERRMSG_MAX];
 	struct named *named; /* the session's statements prepared by text (find_named) */
 	size_t n_named;
@@ -115,6 +116,7 @@ struct isc_db_stmt_pg {
 	size_t *blob_lens;     /* their lengths */
 	int ncols;             /* columns of res (size of blobs) */
 	int finished;          /* the execution handed out ISC_DB_DONE or an error */
+	int writes;            /* INSERT, UPDATE, DELETE, MERGE (or a WITH holding one) */
 };
 
 static struct isc_db_pg *db_of(struct isc_db *db)
@@ -734,6 +736,37 @@ static void stmt_clear_result(struct isc_db_stmt_pg *st)
 	st->finished = 0;
 }
 
+/*
+ * 1 when the statement writes: it starts with INSERT, UPDATE, DELETE or MERGE, or is a
+ * WITH whose text holds one of them (a data-modifying CTE). The store writes no other
+ * kind (no function with side effects in a SELECT).
+ */
+static int sql_writes(const char *sql)
+{
+	static const char *const verbs[] = {"INSERT", "UPDATE", "DELETE", "MERGE"};
+
+	sql += strspn(sql, " \t\n(");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strncasecmp(sql, verbs[i], strlen(verbs[i])) == 0)
+			return 1;
+	if (strncasecmp(sql, "WITH", 4) != 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (strcasestr(sql, verbs[i]))
+			return 1;
+	return 0;
+}
+
+void isc_db_pg_set_write_guard(struct isc_db *dbp, const struct isc_db_write_guard *g)
+{
+	struct isc_db_pg *db = db_of(dbp);
+
+	if (g)
+		db->guard = *g;
+	else
+		memset(&db->guard, 0, sizeof(db->guard));
+}
+
 int isc_db_pg_prepare(struct isc_db *dbp, const char *sql, int flags, struct isc_db_stmt **out)
 {
 	struct isc_db_pg *db = db_of(dbp);
@@ -750,6 +783,7 @@ int isc_db_pg_prepare(struct isc_db *dbp, const char *sql, int flags, struct isc
 	st->db = db;
 	st->row = -1;
 	st->persistent = (flags & ISC_DB_PREPARE_PERSISTENT) != 0;
+	st->writes = sql_writes(sql);
 	st->sql = strdup(sql);
 	st->pg_sql = st->sql ? translate(sql, &st->nparams, &st->referenced, &bad) : NULL;
 	if (st->pg_sql) {
@@ -1135,6 +1169,8 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 		stmt_clear_result(st);
 	if (!st->res) {
 		PGTransactionStatusType before;
+		struct isc_db_write_guard g = st->db->guard;
+		int guarded;
 
 		st->db->transient = 0;
 		ensure_connected(st->db); /* first: it finds a transaction lost while idle */
@@ -1142,6 +1178,14 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 			st->finished = 1;
 			return fail_lost_txn(st->db);
 		}
+		/* A write outside a transaction runs inside the guard's (the lease fence). */
+		guarded =
+		    st->writes && g.before && !isc_db_pg_in_transaction((struct isc_db *)st->db);
+		if (guarded && (rc = g.before(g.ctx)) != ISC_DB_OK) {
+			st->finished = 1;
+			return rc;
+		}
+		/* After the guard's BEGIN: a connection lost from here loses its transaction. */
 		before = PQtransactionStatus(st->db->conn);
 		st->res = run(st);
 		status = st->res ? PQresultStatus(st->res) : PGRES_FATAL_ERROR;
@@ -1153,9 +1197,17 @@ int isc_db_pg_step(struct isc_db_stmt *stp)
 			PQclear(st->res);
 			st->res = NULL;
 			st->finished = 1;
+			if (guarded)
+				g.after(g.ctx, 0);
 			return rc;
 		}
 		count_changes(st->db, st->res);
+		if (guarded && (rc = g.after(g.ctx, 1)) != ISC_DB_OK) {
+			PQclear(st->res);
+			st->res = NULL;
+			st->finished = 1;
+			return rc;
+		}
 		st->ncols = PQnfields(st->res);
 		if (st->ncols > 0) {
 			st->blobs = calloc((size_t)st->ncols, sizeof(*st->blobs));

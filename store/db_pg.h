@@ -29,6 +29,7 @@ void isc_db_pg_disown(struct isc_db *db);
 enum isc_db_kind isc_db_pg_kind(const struct isc_db *db);
 
 int isc_db_pg_exec(struct isc_db *db, const char *sql);
+void isc_db_pg_set_write_guard(struct isc_db *db, const struct isc_db_write_guard *g);
 
 int isc_db_pg_prepare(struct isc_db *db, const char *sql, int flags, struct isc_db_stmt **out);
 const char *isc_db_pg_sql(const struct isc_db_stmt *st);

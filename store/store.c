@@ -50,6 +50,7 @@ struct isc_store {
 	int created; /* this open made the schema (it found none) */
 	/* isc_store_fence: the lease each outermost commit checks (PostgreSQL); NULL: none. */
 	char *fence_experiment, *fence_token;
+	int fence_lost; /* a fenced write was refused: every later one is, without asking */
 };
 
 #define BUSY_TIMEOUT_MS 10000
@@ -201,18 +202,31 @@ void isc_store_finalize(struct isc_store *s, struct isc_db_stmt *st)
 	isc_db_finalize(st);
 }
 
+static int lease_lost_err(struct isc_store *s, const char *what, struct isc_err *err)
+{
+	return isc_err_set(err, ISC_ELEASE,
+	                   "store: %s: %s: this replica's lease was lost (expired or taken over): "
+	                   "its writes are not made",
+	                   what, s->fence_experiment ? s->fence_experiment : "?");
+}
+
 int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_err *err)
 {
 	/*
 	 * A lost connection, a conflict or a busy database passes: ISC_ESTORE, retried. On
 	 * SQLite the code itself says so (SQLITE_BUSY): its connection's last error code is
-	 * undefined after a call that succeeded, and this may come after some.
+	 * undefined after a call that succeeded, and this may come after some. A write the
+	 * fence refused is not a store error: the lease is gone (ISC_ELEASE).
 	 */
 	int pg = isc_db_kind(s->db) == ISC_DB_POSTGRES;
-	int code = rc == ISC_DB_CONSTRAINT                                ? ISC_ECONFLICT
-	           : rc == ISC_DB_NOMEM                                   ? ISC_ENOMEM
-	           : rc == ISC_DB_BUSY || (pg && isc_db_transient(s->db)) ? ISC_ESTORE
-	                                                                  : ISC_EIO;
+	int code;
+
+	if (rc == ISC_DB_FENCED)
+		return lease_lost_err(s, what, err);
+	code = rc == ISC_DB_CONSTRAINT                                ? ISC_ECONFLICT
+	       : rc == ISC_DB_NOMEM                                   ? ISC_ENOMEM
+	       : rc == ISC_DB_BUSY || (pg && isc_db_transient(s->db)) ? ISC_ESTORE
+	                                                              : ISC_EIO;
 	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 
@@ -319,6 +333,8 @@ int isc_store_begin(struct isc_store *s, struct isc_err *err)
 	char sql[64];
 	int rc;
 
+	if (s->fence_lost)
+		return lease_lost_err(s, "beginning a transaction", err);
 	/* SQLite ends a transaction on its own after some errors (a full disk): start afresh. */
 	if (s->depth > 0 && !isc_db_in_transaction(s->db))
 		s->depth = 0;
@@ -361,24 +377,60 @@ static int fence_holds(struct isc_store *s, struct isc_err *err)
 	rc = isc_db_step(st);
 	if (rc != ISC_DB_ROW)
 		rc = isc_store_db_err(s, rc, "checking the lease", err);
-	else if (isc_db_column_int64(st, 0) == 0)
-		rc =
-		    isc_err_set(err, ISC_ECONFLICT,
-		                "store: %s: this replica's lease was lost (expired or taken over): "
-		                "its writes are not committed",
-		                s->fence_experiment);
-	else
+	else if (isc_db_column_int64(st, 0) == 0) {
+		s->fence_lost = 1; /* for good: a lease lost is never this step's again */
+		rc = lease_lost_err(s, "committing", err);
+	} else {
 		rc = 0;
+	}
 	isc_store_finalize(s, st);
 	return rc;
+}
+
+/*
+ * The write guard (store/db.h) of a fenced connection: a statement that writes outside
+ * any transaction runs in one of its own, under the write lock, and commits only if the
+ * lease still holds (isc_store_commit's check), as a step's transactions do. So every
+ * write of a step carries the lease token: a stale replica's single-statement write is
+ * rolled back, as dstack's `WHERE id = :id AND lock_token = :token` matches no row.
+ */
+static int guard_before(void *ctx)
+{
+	struct isc_store *s = ctx;
+	struct isc_err err;
+	int rc = isc_store_begin(s, &err);
+
+	if (rc == ISC_ELEASE)
+		return ISC_DB_FENCED;
+	return rc ? ISC_DB_ERROR : ISC_DB_OK;
+}
+
+static int guard_after(void *ctx, int ok)
+{
+	struct isc_store *s = ctx;
+	struct isc_err err;
+	int rc;
+
+	if (!ok) {
+		isc_store_rollback(s);
+		return ISC_DB_OK; /* the statement's own error stands */
+	}
+	if (!(rc = isc_store_commit(s, &err)))
+		return ISC_DB_OK;
+	isc_store_rollback(s);
+	return rc == ISC_ELEASE ? ISC_DB_FENCED : ISC_DB_ERROR;
 }
 
 int isc_store_fence(struct isc_store *s, const char *experiment_id, const char *token,
                     struct isc_err *err)
 {
+	struct isc_db_write_guard guard = {guard_before, guard_after, s};
+
 	free(s->fence_experiment);
 	free(s->fence_token);
 	s->fence_experiment = s->fence_token = NULL;
+	s->fence_lost = 0;
+	isc_db_set_write_guard(s->db, NULL);
 	if (!token || isc_db_kind(s->db) != ISC_DB_POSTGRES)
 		return 0;
 	if (!(s->fence_experiment = strdup(experiment_id)) || !(s->fence_token = strdup(token))) {
@@ -386,7 +438,35 @@ int isc_store_fence(struct isc_store *s, const char *experiment_id, const char *
 		s->fence_experiment = NULL;
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
+	isc_db_set_write_guard(s->db, &guard);
 	return 0;
+}
+
+int isc_store_lease_lost(const struct isc_store *s)
+{
+	return s->fence_lost;
+}
+
+void isc_store_fence_lose(struct isc_store *s)
+{
+	if (s->fence_token)
+		s->fence_lost = 1;
+}
+
+const char *isc_store_fence_experiment(const struct isc_store *s)
+{
+	return s->fence_experiment;
+}
+
+int isc_store_fence_check(struct isc_store *s, struct isc_err *err)
+{
+	if (s->fence_lost)
+		return lease_lost_err(s, "checking the lease", err);
+	if (!s->fence_token)
+		return 0;
+	/* Outside any transaction: a read, by the database's clock. Inside one, the commit
+	 * checks anyway; this answers what holds now. */
+	return fence_holds(s, err);
 }
 
 int isc_store_commit(struct isc_store *s, struct isc_err *err)

@@ -82,15 +82,34 @@ struct isc_store_version {
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
 
 /*
- * Fences the connection's write transactions with a burst's lease (PostgreSQL; a
- * no-op on SQLite, which one iscd uses): each outermost isc_store_commit first
- * checks that the lease on experiment_id still has this token and has not
- * expired by the database's clock, and fails with ISC_ECONFLICT when it has not,
- * so a replica that lost a burst commits nothing more for it (docs/ha.md). A
- * step's writes outside isc_store_begin/commit are not fenced. NULL token: none.
+ * Fences every write of the connection with a burst's lease (PostgreSQL; a no-op on
+ * SQLite, which one iscd uses): each outermost isc_store_commit first checks, under
+ * the store's write lock, that the lease on experiment_id still has this token and has
+ * not expired by the database's clock, and fails with ISC_ELEASE when it has not; a
+ * single statement that writes outside isc_store_begin/commit runs in a transaction of
+ * its own with the same check (store/db.h's write guard). Once refused, the connection
+ * refuses every later write (and isc_store_begin) with ISC_ELEASE without asking: a
+ * lease lost is never the step's again (docs/ha.md, issue 48). NULL token: none (and
+ * the lost mark is cleared).
  */
 int isc_store_fence(struct isc_store *s, const char *experiment_id, const char *token,
                     struct isc_err *err);
+/* 1 once a write of the fenced connection was refused for its lease (ISC_ELEASE). */
+int isc_store_lease_lost(const struct isc_store *s);
+/*
+ * Marks the fenced connection's lease lost, as a refused write would (the replica
+ * learned it another way: its renewal did not return the lease). No-op without a fence.
+ */
+void isc_store_fence_lose(struct isc_store *s);
+/* The experiment whose lease fences the connection, or NULL (no fence). */
+const char *isc_store_fence_experiment(const struct isc_store *s);
+/*
+ * Whether the fence's lease still holds now, by the database's clock: 0 when it does
+ * (or there is no fence), ISC_ELEASE when it does not (the connection is then marked
+ * lost), another code when the store could not say. For the calls the store cannot
+ * fence: a destructive cloud call re-checks just before it is sent.
+ */
+int isc_store_fence_check(struct isc_store *s, struct isc_err *err);
 /* 1 when this open made the schema (an empty database), 0 when it was there (joined). */
 int isc_store_was_created(const struct isc_store *s);
 /* 1 when the store is PostgreSQL (shared by replicas), 0 for SQLite (one host). */

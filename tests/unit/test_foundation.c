@@ -79,6 +79,7 @@ static void test_err_codes(void **state)
 	    {ISC_ECREDITS, "credits", 0},
 	    {ISC_EIO, "io", 0},
 	    {ISC_ENOMEM, "nomem", 0},
+	    {ISC_ELEASE, "lease_lost", 0},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

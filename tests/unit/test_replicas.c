@@ -7,6 +7,7 @@
  * already past by the store's clock), so nothing sleeps. Runs on SQLite, and on
  * PostgreSQL too under ISC_TEST_PG_DIR (tests/unit/store_fixture.c).
  */
+#include "store/store_int.h"
 #include "store/store_replicas.h"
 #include "tests/unit/store_fixture.h"
 
@@ -292,9 +293,10 @@ static void test_fence_stops_commits_after_the_lease(void **state)
 	assert_int_equal(isc_store_fence(t->a, "exp_f", token, &err), 0);
 	assert_int_equal(fenced_write(t->a, "while-held"), 0);
 	/* The lease runs out and B takes it over: A's next commit is refused. */
-	free(claim(t->a, "exp_f", "rep_a", -1000, 1, &from));
+	/* Made on B's connection: A's is fenced, and would refuse it. */
+	free(claim(t->b, "exp_f", "rep_a", -1000, 1, &from));
 	taken = claim(t->b, "exp_f", "rep_b", LEASE, 1, &from);
-	assert_int_equal(fenced_write(t->a, "after-takeover"), pg ? ISC_ECONFLICT : 0);
+	assert_int_equal(fenced_write(t->a, "after-takeover"), pg ? ISC_ELEASE : 0);
 	assert_int_equal(isc_store_org_find(t->b, "after-takeover", &o, &err),
 	                 pg ? ISC_ENOTFOUND : 0);
 	if (!pg)
@@ -308,6 +310,111 @@ static void test_fence_stops_commits_after_the_lease(void **state)
 	free(from);
 }
 
+/* UPDATE orgs by name, one statement outside any transaction; *changed: rows it matched. */
+static int rename_org(struct isc_store *s, const char *from, const char *to, int64_t *changed)
+{
+	struct isc_db_stmt *st;
+	struct isc_err err;
+	int rc = isc_store_prepare(s, "UPDATE orgs SET name = ? WHERE name = ?", &st, &err);
+
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, to, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 2, from, -1, ISC_DB_STATIC);
+	rc = isc_db_step(st);
+	isc_db_finalize(st);
+	*changed = isc_db_changes(isc_store_db(s));
+	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "renaming", &err);
+}
+
+/*
+ * Issue 48: every write of a fenced step carries the lease, single statements
+ * included. On PostgreSQL a statement that writes outside a transaction runs in one of
+ * its own under the write lock and commits only while the lease holds (its row count
+ * still answers the caller); after a takeover it is refused with ISC_ELEASE and nothing
+ * is written, and from then on the connection refuses every write and transaction
+ * without asking, and the lease check for a destructive cloud call says so too. SQLite
+ * (one iscd) has no fence: everything commits.
+ */
+static void test_fence_refuses_single_statements(void **state)
+{
+	struct two *t = *state;
+	struct isc_org o;
+	struct isc_err err;
+	char *token, *from = NULL, *taken;
+	int64_t changed = -1;
+	int pg = isc_store_is_postgres(t->a);
+
+	reg(t->a, "rep_a", 1);
+	reg(t->b, "rep_b", 2);
+	token = claim(t->a, "exp_g", "rep_a", LEASE, 1, &from);
+	assert_int_equal(isc_store_fence(t->a, "exp_g", token, &err), 0);
+	/* Held: single statements commit, and report the rows they matched. */
+	assert_int_equal(isc_store_org_add(t->a, "org-1", NULL, &err), 0);
+	assert_int_equal(rename_org(t->a, "org-1", "org-2", &changed), 0);
+	assert_int_equal(changed, 1);
+	assert_int_equal(rename_org(t->a, "none", "org-3", &changed), 0);
+	assert_int_equal(changed, 0);
+	assert_int_equal(isc_store_fence_check(t->a, &err), 0);
+	assert_false(isc_store_lease_lost(t->a));
+	/* Expired and taken over by B. */
+	/* Made on B's connection: A's is fenced, and would refuse it. */
+	free(claim(t->b, "exp_g", "rep_a", -1000, 1, &from));
+	taken = claim(t->b, "exp_g", "rep_b", LEASE, 1, &from);
+	assert_int_equal(rename_org(t->a, "org-2", "stale", &changed), pg ? ISC_ELEASE : 0);
+	assert_int_equal(isc_store_org_find(t->b, "stale", &o, &err), pg ? ISC_ENOTFOUND : 0);
+	if (!pg)
+		isc_org_cleanup(&o);
+	if (pg) {
+		assert_int_equal(isc_store_org_find(t->b, "org-2", &o, &err), 0);
+		isc_org_cleanup(&o);
+		/* Refused once, refused for good: inserts, transactions, the cloud's check. */
+		assert_true(isc_store_lease_lost(t->a));
+		assert_int_equal(isc_store_org_add(t->a, "org-4", NULL, &err), ISC_ELEASE);
+		assert_non_null(strstr(err.msg, "lease was lost"));
+		assert_int_equal(isc_store_begin(t->a, &err), ISC_ELEASE);
+		assert_int_equal(isc_store_fence_check(t->a, &err), ISC_ELEASE);
+		assert_int_equal(isc_store_org_find(t->b, "org-4", &o, &err), ISC_ENOTFOUND);
+	}
+	/* B's own fence holds: its single statements commit. */
+	assert_int_equal(isc_store_fence(t->b, "exp_g", taken, &err), 0);
+	assert_int_equal(isc_store_fence_check(t->b, &err), 0);
+	assert_int_equal(isc_store_org_add(t->b, "by-b", NULL, &err), 0);
+	/* The connection's next user (no fence) writes as before. */
+	assert_int_equal(isc_store_fence(t->a, NULL, NULL, &err), 0);
+	assert_false(isc_store_lease_lost(t->a));
+	assert_int_equal(isc_store_org_add(t->a, "org-5", NULL, &err), 0);
+	assert_int_equal(isc_store_fence(t->b, NULL, NULL, &err), 0);
+	free(token);
+	free(taken);
+	free(from);
+}
+
+/*
+ * The lease check made right before a destructive cloud call asks the lease row by
+ * the database's clock: an expiry alone (nobody has taken it over yet) is enough.
+ */
+static void test_fence_check_sees_expiry(void **state)
+{
+	struct two *t = *state;
+	struct isc_err err;
+	char *token, *from = NULL;
+	int pg = isc_store_is_postgres(t->a);
+
+	reg(t->a, "rep_a", 1);
+	token = claim(t->a, "exp_h", "rep_a", LEASE, 1, &from);
+	assert_int_equal(isc_store_fence(t->a, "exp_h", token, &err), 0);
+	assert_int_equal(isc_store_fence_check(t->a, &err), 0);
+	/* Made on B's connection: A's is fenced, and would refuse it. */
+	free(claim(t->b, "exp_h", "rep_a", -1000, 1, &from));
+	/* Expired (by the database's clock), though nobody has taken it over. */
+	assert_int_equal(isc_store_fence_check(t->a, &err), pg ? ISC_ELEASE : 0);
+	assert_int_equal(isc_store_lease_lost(t->a), pg);
+	assert_int_equal(isc_store_fence(t->a, NULL, NULL, &err), 0);
+	free(token);
+	free(from);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +425,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_release_and_remove, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fence_stops_commits_after_the_lease, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_fence_refuses_single_statements, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fence_check_sees_expiry, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
