@@ -371,7 +371,9 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
 	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0, n_revived = 0;
-	size_t *strays = NULL, *writes = NULL, *missing = NULL, *revive = NULL;
+	size_t *strays = NULL, *writes = NULL, *missing = NULL, *revive = NULL, n_closed = 0;
+	/* closed clusters' nodes counted gone by absence that this listing shows running */
+	struct isc_node *closed_nodes = NULL;
 	int64_t now = isc_wall_ms(), t0 = isc_monotonic_ms(), t_cloud;
 	int batch;
 
@@ -380,7 +382,11 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		return;
 	}
 	t_cloud = isc_monotonic_ms();
-	if (isc_store_node_list_in(s, t->provider, t->account, t->region, &nodes, &n_nodes, &err)) {
+	/* A closed cluster's nodes counted gone by absence are looked for at reconciliation
+	 * only: reading them means reading every closed cluster's nodes in the region. Those
+	 * of clusters not closed are looked for on every describe. */
+	if (isc_store_node_list_in(s, t->provider, t->account, t->region, reconcile, &nodes,
+	                           &n_nodes, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: reading nodes: %s", t->provider, t->region,
 		        err.msg);
 		broker_instances_free(seen, n_seen);
@@ -390,7 +396,8 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	writes = calloc(n_seen ? n_seen : 1, sizeof(*writes));
 	missing = calloc(n_nodes ? n_nodes : 1, sizeof(*missing));
 	revive = calloc(n_nodes ? n_nodes : 1, sizeof(*revive));
-	if (!strays || !writes || !missing || !revive)
+	closed_nodes = calloc(n_seen ? n_seen : 1, sizeof(*closed_nodes));
+	if (!strays || !writes || !missing || !revive || !closed_nodes)
 		goto out;
 	/* Sorted here, not by the store: PostgreSQL's collation need not be strcmp's. */
 	if (n_seen)
@@ -401,7 +408,8 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		const struct isc_node *nd =
 		    n_nodes ? bsearch(seen[i].instance_id, nodes, n_nodes, sizeof(*nodes), node_cmp)
 		            : NULL;
-		int known = 0;
+		struct isc_node *found = NULL;
+		size_t n_found = 0;
 		if (nd) {
 			if (isc_node_gone_by_absence(nd))
 				revive[n_revived++] = (size_t)(nd - nodes);
@@ -412,14 +420,25 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 			continue;
 		}
 		/* A closed cluster's nodes are final, and an ending instance is never a stray:
-		 * nothing to do (the cloud lists terminated instances for a while). */
+		 * nothing to do (the cloud lists terminated instances for a while). One counted
+		 * gone by absence is looked for at reconciliation (node_list_in above). */
 		if (is_ending(seen[i].state))
 			continue;
-		/* Not an open cluster's: recorded a moment ago by a step, or a stray. */
-		if (isc_store_node_known(s, seen[i].instance_id, &known, &err) == 0 && known)
+		/* Not an open cluster's: recorded a moment ago by a step, a closed cluster's
+		 * node counted gone by absence and listed running again, or a stray. */
+		if (isc_store_node_find(s, seen[i].instance_id, &found, &n_found, &err) == 0 &&
+		    n_found) {
+			if (isc_node_gone_by_absence(&found[0])) {
+				closed_nodes[n_closed++] = found[0]; /* the row moves over */
+				memset(&found[0], 0, sizeof(found[0]));
+			}
 			writes[n_writes++] = i;
-		else
+		} else {
 			strays[n_strays++] = i;
+		}
+		isc_node_list_free(found, n_found);
+		found = NULL;
+		n_found = 0;
 	}
 	/*
 	 * Nodes this describe did not list. The cloud keeps terminated instances
@@ -478,9 +497,16 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		if (in)
 			revived(b, s, t, in, nd);
 	}
+	for (size_t k = 0; k < n_closed; k++) {
+		const struct broker_instance *in = bsearch(closed_nodes[k].instance_id, seen,
+		                                           n_seen, sizeof(*seen), seen_find_cmp);
+		if (in)
+			revived(b, s, t, in, &closed_nodes[k]);
+	}
 	for (size_t k = 0; k < n_strays; k++)
 		stray(b, s, t, &seen[strays[k]], reconcile);
 out:
+	isc_node_list_free(closed_nodes, n_closed);
 	free(revive);
 	free(strays);
 	free(writes);

@@ -560,6 +560,28 @@ static int node_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
+int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(
+	    s,
+	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
+	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
+	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "
+	    "COALESCE(absent_since_ms, 0) FROM nodes WHERE instance_id = ?",
+	    &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, instance_id, -1, ISC_DB_STATIC);
+	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err)
 {
@@ -583,7 +605,7 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 }
 
 int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
-                           const char *region, struct isc_node **out, size_t *n,
+                           const char *region, int absent_closed, struct isc_node **out, size_t *n,
                            struct isc_err *err)
 {
 	struct isc_db_stmt *st;
@@ -596,8 +618,9 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 	    "COALESCE(n.notice_at_ms, 0), COALESCE(n.absent_since_ms, 0) "
 	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
 	    "WHERE c.provider = ?1 AND c.account = ?2 AND c.region = ?3 AND (c.state != 'closed' "
-	    /* a closed cluster's node counted gone by absence: a listing may show it again */
-	    "OR (n.state = 'terminated' AND n.absent_since_ms IS NOT NULL)) "
+	    /* a closed cluster's node counted gone by absence, which a listing may show again
+	     * (this reads the nodes of every closed cluster there: asked for now and then) */
+	    "OR (?4 != 0 AND n.state = 'terminated' AND n.absent_since_ms IS NOT NULL)) "
 	    "ORDER BY n.instance_id",
 	    &st, err);
 	if (rc)
@@ -605,6 +628,7 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 2, account, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 3, region, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 4, absent_closed ? 1 : 0);
 	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
 	                         &list, n, err);
 	if (!rc)

@@ -144,10 +144,12 @@ int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int
                                struct isc_err *err);
 /*
  * The nodes of every cluster not closed on one provider, account and region (what
- * one describe covers), sorted by instance id: one read for a whole describe.
+ * one describe covers), sorted by instance id: one read for a whole describe. With
+ * absent_closed, also the nodes of closed clusters there that count as gone by
+ * absence (a listing may show them again; this reads every closed cluster's nodes).
  */
 int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
-                           const char *region, struct isc_node **out, size_t *n,
+                           const char *region, int absent_closed, struct isc_node **out, size_t *n,
                            struct isc_err *err);
 /*
  * 1 when the node counts as terminated only because the describes stopped listing it
@@ -162,6 +164,9 @@ int isc_node_gone_by_absence(const struct isc_node *nd);
 int isc_node_observe_changes(const struct isc_node *nd, const char *state, const char *private_ip,
                              const char *public_ip, int64_t launched_at_ms, int64_t notice_at_ms);
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err);
+/* The node row of an instance id, in any cluster: *n is 1, or 0 when none has it. */
+int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
                         size_t *n, struct isc_err *err);
 /* 1 if the instance id belongs to any node row, else 0. */
 int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
