@@ -14,8 +14,9 @@
 #    Case 2: the teardown's terminate of the nodes counted gone by absence goes through.
 #    Before the fix those nodes were never terminated and ran on, unbilled.
 # 3. A kept node gets an interruption notice while its replacement still provisions (the
-#    new node boots for 20 s): the replacement grows by it at once, not only once the new
-#    node is up (item 5).
+#    new node boots for 20 s): the replacement grows by it before that new node runs (the
+#    store's time of the growth against the mock's of the node's start), not only once the
+#    new node is up (item 5).
 # 4. Rank 0 terminated while a replacement provisions, whose new node (rank 1) still
 #    boots: rank 0 (MASTER_ADDR) goes to a kept node that runs, never to the booting one
 #    (item 6).
@@ -66,8 +67,6 @@ both_counted_gone() {
 		[ "$(db "SELECT COUNT(*) FROM clusters WHERE experiment_id = '$1'")" -ge 2 ]
 }
 all_closed() { [ "$(db "SELECT COUNT(*) FROM clusters WHERE experiment_id = '$1' AND state != 'closed'")" = 0 ]; }
-# replaced_by CLUSTER: a cluster replacing CLUSTER has been recorded.
-replaced_by() { [ -n "$(db "SELECT id FROM clusters WHERE replaces = '$1'")" ]; }
 # rank0_is EXP INSTANCE: the newest open cluster of EXP has INSTANCE at rank 0.
 rank0_is() {
 	[ "$(db "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id
@@ -195,8 +194,22 @@ first_grew=$(db "SELECT id FROM clusters WHERE experiment_id = '$grew' AND repla
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$g1\",\"notice_s\":60}"
 # 4: rank 0 terminated (no notice); the kept rank 1 is the replacement's booting node.
 fault "{\"kind\":\"interrupt\",\"instance_id\":\"$z0\",\"notice_s\":0}"
+# grew_before_up: the replacement of first_grew was recorded before first_grew's own new
+# node ran (the mock's record of that node's start against the store's of the growth).
+grew_before_up() {
+	local at new_id
+	at=$(db "SELECT created_at_ms FROM clusters WHERE replaces = '$first_grew'")
+	new_id=$(db "SELECT n.instance_id FROM nodes n JOIN clusters c ON c.id = n.cluster_id
+	             WHERE c.experiment_id = '$grew' AND n.instance_id NOT IN ('$g0', '$g1', '$g2')
+	             ORDER BY n.id LIMIT 1")
+	[ -n "$at" ] && [ -n "$new_id" ] || return 1
+	mock instances | py -c '
+import json, sys
+r = [r for r in json.load(sys.stdin) if r["id"] == sys.argv[1]][0]
+sys.exit(0 if r["running_at"] is None or int(sys.argv[2]) < r["running_at"] else 1)' "$new_id" "$at"
+}
 check "notice on a kept node: the replacement grows while its new node still boots" \
-	within 10 replaced_by "$first_grew"
+	within 15 grew_before_up
 mock boot_delay -X POST -d '{"ms":300}' >/dev/null
 check "rank 0 lost: a kept node that runs became rank 0, not the booting one" \
 	within 10 rank0_is "$zero" "$z2"
