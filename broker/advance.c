@@ -920,21 +920,13 @@ static int replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	kept_ranks = calloc(n, sizeof(*kept_ranks));
 	if (!lost || !kept_ids || !kept_ranks)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		if (nodes[i].rank != (int)i)
 			goto out; /* not ranks 0..N-1 (the rows are read by rank) */
-		lost[i] =
-		    nodes[i].notice_at_ms || (strcmp(nodes[i].state, "running") != 0 &&
-		                              (ran || strcmp(nodes[i].state, "pending") != 0));
-		k += lost[i];
-	}
+	/* Rank 0 lost: a kept node that is up takes it (liveness.c); its own rank is filled. */
+	k = broker_lost_ranks(nodes, n, ran, lost, &remap);
 	if (k == 0 || k == n)
 		goto out;
-	/* Rank 0 lost: the lowest kept rank takes it; its own rank is filled instead. */
-	if (lost[0])
-		for (size_t i = 1; i < n && remap < 0; i++)
-			if (!lost[i])
-				remap = (int)i;
 	for (size_t i = 0; i < n; i++) {
 		char *list = lost[i] ? lost_list : kept_list;
 		snprintf(list + strlen(list), sizeof(lost_list) - strlen(list), "%s%d",
@@ -1489,11 +1481,10 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	}
 	for (size_t i = 0; i < n; i++) {
 		const char *st = nodes[i].state;
-		if (node_up(&nodes[i])) {
-			running++;
-		} else if (c.replaces[0] &&
-		           (nodes[i].notice_at_ms ||
-		            (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0))) {
+		/* A replacement's node with a notice is lost even while up (a kept node, issue
+		 * 48): the notice is asked before whether the node runs. */
+		if (c.replaces[0] && (nodes[i].notice_at_ms ||
+		                      (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0))) {
 			char why[ISC_ERR_MSG_MAX];
 			snprintf(why, sizeof(why), "node %s (rank %d) is %s%s before the gang ran",
 			         nodes[i].instance_id, nodes[i].rank, st,
@@ -1502,6 +1493,8 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 			if (!replace_lost(b, s, e, &c, nodes, n))
 				replace_fallback(b, s, e, &c, why);
 			goto out;
+		} else if (node_up(&nodes[i])) {
+			running++;
 		} else if (strcmp(st, "pending") != 0 && strcmp(st, "running") != 0) {
 			note(s, e, "partial",
 			     "%s: node %s (rank %d) is %s before the cluster ran; rolling back "

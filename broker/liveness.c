@@ -63,6 +63,40 @@ int broker_node_gone(const struct isc_node *n)
 	       strcmp(n->state, "stopping") == 0 || strcmp(n->state, "stopped") == 0;
 }
 
+int broker_node_up(const struct isc_node *n)
+{
+	return strcmp(n->state, "running") == 0 && (n->private_ip[0] || n->public_ip[0]);
+}
+
+size_t broker_lost_ranks(const struct isc_node *nodes, size_t n, int ran, int *lost, int *remap)
+{
+	size_t k = 0;
+	int booting = -1;
+
+	*remap = -1;
+	for (size_t i = 0; i < n; i++) {
+		lost[i] =
+		    nodes[i].notice_at_ms || (strcmp(nodes[i].state, "running") != 0 &&
+		                              (ran || strcmp(nodes[i].state, "pending") != 0));
+		k += (size_t)lost[i];
+	}
+	if (n == 0 || !lost[0] || k == n)
+		return k;
+	/* A kept node that runs becomes rank 0; a booting one only when none runs yet (then
+	 * every node of the gang still boots, and no rank starts before they all run). */
+	for (size_t i = 1; i < n && *remap < 0; i++) {
+		if (lost[i])
+			continue;
+		if (broker_node_up(&nodes[i]))
+			*remap = (int)i;
+		else if (booting < 0)
+			booting = (int)i;
+	}
+	if (*remap < 0)
+		*remap = booting;
+	return k;
+}
+
 struct broker_node_watch {
 	pthread_t thread;
 	char *home, *cluster_id;

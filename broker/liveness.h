@@ -35,6 +35,21 @@ struct isc_err;
  */
 int broker_node_gone(const struct isc_node *n);
 
+/* 1 when the node runs and has an address to reach it at. */
+int broker_node_up(const struct isc_node *n);
+
+/*
+ * Lost nodes (issue 32): which of a gang's n nodes (rows ordered by rank, rank i at
+ * index i) are lost, into lost[n], and which kept node takes rank 0 when rank 0 is
+ * lost (*remap, its old rank; -1 when rank 0 is kept or nothing is). A node is lost
+ * with an interruption notice, or when it is neither running nor (in a gang whose
+ * ranks never ran, `ran` 0) still pending. Rank 0 (MASTER_ADDR) goes to the lowest
+ * kept rank whose node is up, so it is never a node still booting while a kept one
+ * runs (issue 48); when no kept node is up yet, to the lowest kept rank. Returns how
+ * many are lost.
+ */
+size_t broker_lost_ranks(const struct isc_node *nodes, size_t n, int ran, int *lost, int *remap);
+
 /*
  * A watcher of some nodes of one cluster while a step talks to them: a thread
  * with its own store connection reads the nodes' rows (what the watch wrote)

@@ -3,7 +3,9 @@
  * window is reserved (credits.c checks org credits and the project budget in
  * one transaction). Each tick every node is charged for the time since its
  * last charge, from the launch the cloud reported to the termination it
- * confirmed, at the price snapshotted at launch; then each running cluster's
+ * confirmed (a node the listings leave out: to its first miss, and no further
+ * until a listing shows it again; docs/credits.md, "Listing lag"), at the price
+ * snapshotted at launch; then each running cluster's
  * reservation is renewed. An experiment whose org cannot cover the next window
  * is stopped gracefully ("stopped: out of credits").
  */
@@ -92,6 +94,8 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		c.provider = list[i].provider;
 		c.shape_id = list[i].shape_id;
 		c.period_start_ms = list[i].from_ms;
+		/* The recorded termination, or the first miss of a node the listings leave
+		 * out: never past either (the store's query says which). */
 		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
 		c.billing = billing_of(list[i].account);
 		if (isc_credits_charge_node_report(b->store, &c, &charged, &err)) {

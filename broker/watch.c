@@ -87,6 +87,24 @@ int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const st
 		if (!is_ending(nodes[i].state))
 			ids[k++] = nodes[i].instance_id;
 	rc = k ? broker_cloud_terminate(b, s, c->provider, c->account, c->region, ids, k, err) : 0;
+	/*
+	 * A node counted terminated only because the listings left it out may run still,
+	 * unseen (issue 48): it is terminated too. One call each, and "not found" is no
+	 * failure: a cloud that no longer knows the id has nothing to terminate, and that
+	 * answer for one id must not keep the others alive.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		const char *one[1] = {nodes[i].instance_id};
+		struct isc_err e1;
+		int r1;
+		if (!isc_node_gone_by_absence(&nodes[i]))
+			continue;
+		r1 = broker_cloud_terminate(b, s, c->provider, c->account, c->region, one, 1, &e1);
+		if (r1 && r1 != ISC_ENOTFOUND)
+			isc_log(ISC_LOG_WARN,
+			        "cluster %s: terminating %s (counted gone by absence): %s", c->id,
+			        nodes[i].instance_id, e1.msg);
+	}
 	free(ids);
 	isc_node_list_free(nodes, n);
 	return rc;
@@ -275,6 +293,46 @@ static void stray(struct isc_broker *b, struct isc_store *s, const struct target
 	}
 }
 
+/*
+ * A node counted terminated because the listings left it out, that a listing shows
+ * again (issue 48): the absence was a lagging listing, not a termination. The broker
+ * has acted on the loss already (a replacement, a failover, a teardown that skipped
+ * it), so the node is terminated now, whatever its cluster's state; the observe that
+ * came before dropped its recorded termination, so the meter charges it through to the
+ * termination the cloud confirms. Its cluster, closed meanwhile, reopens as
+ * terminating: the watch follows its node again, settle_terminating repeats the
+ * terminate until the cloud confirms it, and closes it then.
+ */
+static void revived(struct isc_broker *b, struct isc_store *s, const struct target *t,
+                    const struct broker_instance *in, const struct isc_node *nd)
+{
+	struct isc_cluster c;
+	struct isc_err err;
+	char msg[ISC_ERR_MSG_MAX];
+	int have = isc_store_cluster_get(s, nd->cluster_id, &c, &err) == 0;
+
+	if (have && strcmp(c.state, "closed") == 0 &&
+	    isc_store_cluster_set_state(s, c.id, "terminating", &err))
+		isc_log(ISC_LOG_WARN, "cluster %s: reopening it: %s", c.id, err.msg);
+	snprintf(msg, sizeof(msg),
+	         "node %s (rank %d) of cluster %s, counted terminated after the listings left it "
+	         "out, is listed again (%s): the absence was a lagging listing; %s, and charged "
+	         "until the cloud confirms its termination",
+	         in->instance_id, nd->rank, nd->cluster_id, in->state,
+	         is_ending(in->state) ? "it is ending" : "terminating it");
+	isc_log(ISC_LOG_WARN, "%s", msg);
+	if (have && isc_store_event_add(s, c.experiment_id, "absence_false", msg, &err))
+		isc_log(ISC_LOG_WARN, "%s: recording an event: %s", c.experiment_id, err.msg);
+	if (have)
+		isc_cluster_cleanup(&c);
+	if (!is_ending(in->state)) {
+		const char *ids[1] = {in->instance_id};
+		if (broker_cloud_terminate(b, s, t->provider, t->account, t->region, ids, 1, &err))
+			isc_log(ISC_LOG_WARN, "terminating %s (listed again after its absence): %s",
+			        in->instance_id, err.msg);
+	}
+}
+
 /* A describe (cloud call and recording) this long is logged with where its time went. */
 #define SLOW_DESCRIBE_MS 5000
 
@@ -312,8 +370,10 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	struct broker_instance *seen;
 	struct isc_node *nodes = NULL;
 	struct isc_err err;
-	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0;
-	size_t *strays = NULL, *writes = NULL, *missing = NULL;
+	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0, n_revived = 0;
+	size_t *strays = NULL, *writes = NULL, *missing = NULL, *revive = NULL, n_closed = 0;
+	/* closed clusters' nodes counted gone by absence that this listing shows running */
+	struct isc_node *closed_nodes = NULL;
 	int64_t now = isc_store_now_ms(), t0 = isc_monotonic_ms(), t_cloud;
 	int batch;
 
@@ -322,7 +382,11 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		return;
 	}
 	t_cloud = isc_monotonic_ms();
-	if (isc_store_node_list_in(s, t->provider, t->account, t->region, &nodes, &n_nodes, &err)) {
+	/* A closed cluster's nodes counted gone by absence are looked for at reconciliation
+	 * only: reading them means reading every closed cluster's nodes in the region. Those
+	 * of clusters not closed are looked for on every describe. */
+	if (isc_store_node_list_in(s, t->provider, t->account, t->region, reconcile, &nodes,
+	                           &n_nodes, &err)) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: reading nodes: %s", t->provider, t->region,
 		        err.msg);
 		broker_instances_free(seen, n_seen);
@@ -331,7 +395,9 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	strays = calloc(n_seen ? n_seen : 1, sizeof(*strays));
 	writes = calloc(n_seen ? n_seen : 1, sizeof(*writes));
 	missing = calloc(n_nodes ? n_nodes : 1, sizeof(*missing));
-	if (!strays || !writes || !missing)
+	revive = calloc(n_nodes ? n_nodes : 1, sizeof(*revive));
+	closed_nodes = calloc(n_seen ? n_seen : 1, sizeof(*closed_nodes));
+	if (!strays || !writes || !missing || !revive || !closed_nodes)
 		goto out;
 	/* Sorted here, not by the store: PostgreSQL's collation need not be strcmp's. */
 	if (n_seen)
@@ -342,8 +408,11 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		const struct isc_node *nd =
 		    n_nodes ? bsearch(seen[i].instance_id, nodes, n_nodes, sizeof(*nodes), node_cmp)
 		            : NULL;
-		int known = 0;
+		struct isc_node *found = NULL;
+		size_t n_found = 0;
 		if (nd) {
+			if (isc_node_gone_by_absence(nd))
+				revive[n_revived++] = (size_t)(nd - nodes);
 			if (isc_node_observe_changes(nd, seen[i].state, seen[i].private_ip,
 			                             seen[i].public_ip, seen[i].launched_at_ms,
 			                             seen[i].notice_at_ms))
@@ -351,14 +420,25 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 			continue;
 		}
 		/* A closed cluster's nodes are final, and an ending instance is never a stray:
-		 * nothing to do (the cloud lists terminated instances for a while). */
+		 * nothing to do (the cloud lists terminated instances for a while). One counted
+		 * gone by absence is looked for at reconciliation (node_list_in above). */
 		if (is_ending(seen[i].state))
 			continue;
-		/* Not an open cluster's: recorded a moment ago by a step, or a stray. */
-		if (isc_store_node_known(s, seen[i].instance_id, &known, &err) == 0 && known)
+		/* Not an open cluster's: recorded a moment ago by a step, a closed cluster's
+		 * node counted gone by absence and listed running again, or a stray. */
+		if (isc_store_node_find(s, seen[i].instance_id, &found, &n_found, &err) == 0 &&
+		    n_found) {
+			if (isc_node_gone_by_absence(&found[0])) {
+				closed_nodes[n_closed++] = found[0]; /* the row moves over */
+				memset(&found[0], 0, sizeof(found[0]));
+			}
 			writes[n_writes++] = i;
-		else
+		} else {
 			strays[n_strays++] = i;
+		}
+		isc_node_list_free(found, n_found);
+		found = NULL;
+		n_found = 0;
 	}
 	/*
 	 * Nodes this describe did not list. The cloud keeps terminated instances
@@ -410,9 +490,24 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		        t->provider, t->region, (long long)(isc_monotonic_ms() - t0),
 		        (long long)(t_cloud - t0), n_seen,
 		        (long long)(isc_monotonic_ms() - t_cloud), n_writes, n_missing);
+	for (size_t k = 0; k < n_revived; k++) {
+		const struct isc_node *nd = &nodes[revive[k]];
+		const struct broker_instance *in =
+		    bsearch(nd->instance_id, seen, n_seen, sizeof(*seen), seen_find_cmp);
+		if (in)
+			revived(b, s, t, in, nd);
+	}
+	for (size_t k = 0; k < n_closed; k++) {
+		const struct broker_instance *in = bsearch(closed_nodes[k].instance_id, seen,
+		                                           n_seen, sizeof(*seen), seen_find_cmp);
+		if (in)
+			revived(b, s, t, in, &closed_nodes[k]);
+	}
 	for (size_t k = 0; k < n_strays; k++)
 		stray(b, s, t, &seen[strays[k]], reconcile);
 out:
+	isc_node_list_free(closed_nodes, n_closed);
+	free(revive);
 	free(strays);
 	free(writes);
 	free(missing);

@@ -502,7 +502,13 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
 	    "notice_at_ms = CASE WHEN (SELECT c.state FROM clusters c WHERE c.id = "
 	    "nodes.cluster_id) IN ('terminating', 'closed') THEN notice_at_ms "
 	    "ELSE COALESCE(notice_at_ms, NULLIF(?5, 0)) END, "
-	    "terminated_at_ms = CASE WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
+	    /* A node counted gone by absence (terminated, absent_since_ms kept) that a
+	     * listing shows again was never gone: its recorded termination is dropped, so it
+	     * is charged through to the termination the cloud confirms (a listing that shows
+	     * it terminated: this one, or a later one). */
+	    "terminated_at_ms = CASE WHEN absent_since_ms IS NOT NULL AND state = 'terminated' "
+	    "THEN CASE WHEN ?1 = 'terminated' THEN ?6 ELSE NULL END "
+	    "WHEN ?1 = 'terminated' THEN COALESCE(terminated_at_ms, ?6) "
 	    "ELSE terminated_at_ms END, absent_since_ms = NULL WHERE instance_id = ?7",
 	    &st, err);
 	if (rc)
@@ -526,11 +532,17 @@ int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t 
 	*gone = 0;
 	rc = isc_store_prepare(
 	    s,
-	    "UPDATE nodes SET absent_since_ms = COALESCE(absent_since_ms, ?1), "
+	    /* Counted gone, a node keeps absent_since_ms (isc_node_gone_by_absence): its
+	     * termination is an observation that a later listing may prove false. One the
+	     * cloud was seen ending (shutting-down, stopping) that then leaves the listings
+	     * is gone for sure: no mark. */
+	    "UPDATE nodes SET absent_since_ms = CASE WHEN ?1 - COALESCE(absent_since_ms, ?1) >= ?2 "
+	    "AND state IN ('shutting-down', 'stopping') THEN NULL "
+	    "ELSE COALESCE(absent_since_ms, ?1) END, "
 	    "state = CASE WHEN ?1 - COALESCE(absent_since_ms, ?1) >= ?2 THEN 'terminated' "
 	    "ELSE state END, "
 	    "terminated_at_ms = CASE WHEN ?1 - COALESCE(absent_since_ms, ?1) >= ?2 "
-	    "THEN COALESCE(terminated_at_ms, absent_since_ms) ELSE terminated_at_ms END "
+	    "THEN COALESCE(terminated_at_ms, absent_since_ms, ?1) ELSE terminated_at_ms END "
 	    "WHERE instance_id = ?3 AND state != 'terminated' RETURNING state",
 	    &st, err);
 	if (rc)
@@ -581,6 +593,28 @@ static int node_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
+int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(
+	    s,
+	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
+	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
+	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "
+	    "COALESCE(absent_since_ms, 0) FROM nodes WHERE instance_id = ?",
+	    &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, instance_id, -1, ISC_DB_STATIC);
+	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
+	                         &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err)
 {
@@ -604,7 +638,7 @@ int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_
 }
 
 int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
-                           const char *region, struct isc_node **out, size_t *n,
+                           const char *region, int absent_closed, struct isc_node **out, size_t *n,
                            struct isc_err *err)
 {
 	struct isc_db_stmt *st;
@@ -616,7 +650,10 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 	    "COALESCE(n.terminated_at_ms, 0), COALESCE(n.charged_until_ms, 0), "
 	    "COALESCE(n.notice_at_ms, 0), COALESCE(n.absent_since_ms, 0) "
 	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
-	    "WHERE c.provider = ?1 AND c.account = ?2 AND c.region = ?3 AND c.state != 'closed' "
+	    "WHERE c.provider = ?1 AND c.account = ?2 AND c.region = ?3 AND (c.state != 'closed' "
+	    /* a closed cluster's node counted gone by absence, which a listing may show again
+	     * (this reads the nodes of every closed cluster there: asked for now and then) */
+	    "OR (?4 != 0 AND n.state = 'terminated' AND n.absent_since_ms IS NOT NULL)) "
 	    "ORDER BY n.instance_id",
 	    &st, err);
 	if (rc)
@@ -624,6 +661,7 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 	isc_db_bind_text(st, 1, provider, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 2, account, -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 3, region, -1, ISC_DB_STATIC);
+	isc_db_bind_int(st, 4, absent_closed ? 1 : 0);
 	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
 	                         &list, n, err);
 	if (!rc)
@@ -634,6 +672,11 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 static int text_differs(const char *stored, const char *seen)
 {
 	return seen && seen[0] && (!stored || strcmp(stored, seen) != 0);
+}
+
+int isc_node_gone_by_absence(const struct isc_node *nd)
+{
+	return nd->state && strcmp(nd->state, "terminated") == 0 && nd->absent_since_ms != 0;
 }
 
 int isc_node_observe_changes(const struct isc_node *nd, const char *state, const char *private_ip,
@@ -708,10 +751,14 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	    "SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, "
 	    "c.account, "
 	    "n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), "
-	    "COALESCE(n.terminated_at_ms, 0) "
+	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, 0) "
 	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
 	    "WHERE n.launched_at_ms IS NOT NULL "
-	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < COALESCE(n.terminated_at_ms, ?) "
+	    /* A node the listings stopped showing is charged up to when it was first missed,
+	     * no further: counted gone, that is its termination; listed again, the rest is
+	     * charged then (isc_store_node_observe clears the miss). */
+	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < "
+	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, ?) "
 	    "ORDER BY n.id",
 	    &st, err);
 	if (rc)

@@ -62,7 +62,9 @@ struct isc_node {
 	int64_t terminated_at_ms; /* 0 until the cloud confirms it */
 	int64_t charged_until_ms; /* 0 until first charged */
 	int64_t notice_at_ms;     /* 0 unless an interruption notice was seen */
-	int64_t absent_since_ms;  /* 0 unless describes stopped listing it (node_missed) */
+	/* 0 unless describes stopped listing it (node_missed); kept once it is counted gone
+	 * by that absence (isc_node_gone_by_absence) */
+	int64_t absent_since_ms;
 };
 
 /* Creates the cluster (state launching) and its pending intent in one transaction. */
@@ -119,7 +121,10 @@ int isc_store_intent_set_attempt_zone(struct isc_store *s, const char *token, co
 int isc_store_node_add(struct isc_store *s, const struct isc_node *n, struct isc_err *err);
 /*
  * What the cloud reported in a describe: state, addresses, launch time, a
- * notice. terminated_at_ms is set the first time state is "terminated". A notice
+ * notice. terminated_at_ms is set the first time state is "terminated". A node
+ * counted gone by absence that is listed again (in any state) was never gone: its
+ * recorded termination is replaced by this listing's (state "terminated") or
+ * dropped, so the meter charges it through (issue 48). A notice
  * on a node of a terminating or closed cluster is not recorded: the broker
  * terminated it itself (issue 30: after a restart OCI's describe cannot say so).
  */
@@ -130,6 +135,8 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
  * A describe did not list the node. The first miss is recorded; a node counts
  * as terminated (from the time it was first missed) only once it has been
  * missing for confirm_ms, and then *gone is 1. A later observe clears the miss.
+ * Counted gone, the node keeps its first miss as the mark of a termination by
+ * absence (isc_node_gone_by_absence), unless the cloud was seen ending it.
  */
 int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t now_ms,
                           int64_t confirm_ms, int *gone, struct isc_err *err);
@@ -137,11 +144,19 @@ int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int
                                struct isc_err *err);
 /*
  * The nodes of every cluster not closed on one provider, account and region (what
- * one describe covers), sorted by instance id: one read for a whole describe.
+ * one describe covers), sorted by instance id: one read for a whole describe. With
+ * absent_closed, also the nodes of closed clusters there that count as gone by
+ * absence (a listing may show them again; this reads every closed cluster's nodes).
  */
 int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,
-                           const char *region, struct isc_node **out, size_t *n,
+                           const char *region, int absent_closed, struct isc_node **out, size_t *n,
                            struct isc_err *err);
+/*
+ * 1 when the node counts as terminated only because the describes stopped listing it
+ * (state "terminated" with its first miss kept): an observation a later listing may
+ * prove false, not a termination the cloud confirmed.
+ */
+int isc_node_gone_by_absence(const struct isc_node *nd);
 /*
  * 1 when isc_store_node_observe with these values would change the node's row, 0
  * when the row already says all of it (the describe then writes nothing).
@@ -149,6 +164,9 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 int isc_node_observe_changes(const struct isc_node *nd, const char *state, const char *private_ip,
                              const char *public_ip, int64_t launched_at_ms, int64_t notice_at_ms);
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err);
+/* The node row of an instance id, in any cluster: *n is 1, or 0 when none has it. */
+int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
                         size_t *n, struct isc_err *err);
 /* 1 if the instance id belongs to any node row, else 0. */
 int isc_store_node_known(struct isc_store *s, const char *instance_id, int *known,
@@ -165,7 +183,9 @@ struct isc_node_charge {
 	char *account;
 	int64_t price_micros;
 	int64_t from_ms; /* charged_until, or the launch time */
-	int64_t to_ms;   /* the confirmed termination, or 0 while it runs */
+	/* the recorded termination; else, while the listings leave it out, its first
+	 * miss (no charge past it until a listing shows it again); else 0: it runs */
+	int64_t to_ms;
 };
 
 /* Nodes whose cloud-reported lifetime has a part not yet charged (open or closed clusters). */
