@@ -1,0 +1,125 @@
+"""What the mock cloud's network lets through: each cloud's ingress rules, compiled into
+one file the nodes enforce (STATE_DIR/net-policy, read by tests/mocks/node/netpolicy.c,
+which every process on a node loads through the node's /etc/ld.so.preload).
+
+The mock's nodes are sshd processes on loopback addresses of one host, so the kernel
+would let any of them reach any other. The cloud's rules are therefore enforced where a
+connection starts: a process on node S calling connect() towards node D's address is
+let through only when one of D's ingress rules admits S's address on that protocol and
+port; otherwise connect() fails as a dropped SYN ends (ETIMEDOUT), at once instead of
+after the kernel's two minutes. Only nodes whose network groups the mock knows are
+"governed" (a `node` line); any other address (the host, the broker, a node launched
+with a group id the mock never saw) is not restricted, and processes that are not on a
+node (the broker, the tests) are not restricted either (they stand outside the cloud).
+
+File format, one rule a line, written atomically (rename) whenever the state is saved:
+    node DST_IP                         DST_IP's ingress is governed
+    allow DST_IP PROTO LO HI SRC_CIDR   PROTO tcp|udp|icmp|all, ports LO..HI (0..65535)
+
+AWS (EC2): an instance's rules are the union of the inbound rules of its security groups;
+a rule whose source is a security group admits the private addresses of the instances in
+that group; security groups only allow, and what no rule allows is dropped (EC2 User
+Guide, "Security group rules" and "Security group rules for different use cases"; VPC
+User Guide, "Control traffic to your AWS resources using security groups"). Every group
+of the instance must be known to the mock (made with CreateSecurityGroup), else the
+instance is not governed.
+"""
+
+import ipaddress
+import os
+
+from .cloud import log
+
+PROTOS = {"-1": "all", "all": "all", "tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp",
+          "icmp": "icmp", "1": "icmp"}
+
+
+def _ports(perm):
+    """EC2: FromPort/ToPort, absent or -1 for all ports (and for protocol -1)."""
+    lo, hi = perm.get("from"), perm.get("to")
+    try:
+        lo = int(lo) if lo not in (None, "") else -1
+        hi = int(hi) if hi not in (None, "") else -1
+    except ValueError:
+        return 0, 65535
+    if lo < 0 or hi < 0 or PROTOS.get(str(perm.get("proto")), "") in ("all", "icmp"):
+        return 0, 65535
+    return lo, hi
+
+
+def _live(inst):
+    return inst["state"] not in ("terminated",) and inst.get("ip")
+
+
+def aws_rules(cloud):
+    """(governed ips, allow tuples) of the EC2 instances."""
+    sgs = cloud.extra.get("ec2_security_groups", {})
+    members = {}
+    for inst in cloud.instances.values():
+        if inst.get("provider", "aws") == "aws" and _live(inst):
+            for g in inst.get("security_groups") or []:
+                members.setdefault(g, []).append(inst["ip"])
+    nodes, allows = [], []
+    for inst in cloud.instances.values():
+        if inst.get("provider", "aws") != "aws" or not _live(inst):
+            continue
+        groups = inst.get("security_groups") or []
+        if not groups or any(g not in sgs for g in groups):
+            continue
+        dst = inst["ip"]
+        nodes.append(dst)
+        for g in groups:
+            for perm in sgs[g]["ingress"]:
+                proto = PROTOS.get(str(perm["proto"]))
+                if proto is None:
+                    continue
+                lo, hi = _ports(perm)
+                for c in perm["cidrs"]:
+                    allows.append((dst, proto, lo, hi, c))
+                for ref in perm["groups"]:
+                    for ip in members.get(ref, []):
+                        allows.append((dst, proto, lo, hi, ip + "/32"))
+    return nodes, allows
+
+
+# Other clouds add their compilers here (gce_firewall.py, oci_nsg.py).
+COMPILERS = [aws_rules]
+
+
+def render(cloud):
+    nodes, allows = [], []
+    for fn in COMPILERS:
+        n, a = fn(cloud)
+        nodes += n
+        allows += a
+    lines = ["# mockcloud net-policy: see tests/mocks/mockcloud_lib/netpolicy.py"]
+    lines += ["node %s" % ip for ip in sorted(set(nodes))]
+    for dst, proto, lo, hi, src in sorted(set(allows)):
+        try:
+            src = str(ipaddress.ip_network(src, strict=False))
+        except ValueError:
+            continue
+        lines.append("allow %s %s %d %d %s" % (dst, proto, lo, hi, src))
+    return "\n".join(lines) + "\n"
+
+
+def path_of(cloud):
+    return os.path.join(cloud.state_dir, "net-policy")
+
+
+def write(cloud):
+    """Rewrites the policy when it changed (called with cloud.lock held, from save())."""
+    try:
+        text = render(cloud)
+    except Exception as e:  # a rule the compiler cannot read must not stop the cloud
+        log("net-policy: %r" % (e,))
+        return
+    if getattr(cloud, "_net_policy_text", None) == text:
+        return
+    p = path_of(cloud)
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, p)
+    cloud._net_policy_text = text
