@@ -9,9 +9,9 @@
 #    the node's denial log names the connection;
 #  - a process on org A's second node can, and so can the test itself (outside the cloud:
 #    the listener is up, so the refusal is the rule's);
-#  - each organisation's nodes are in a group of their own (AWS security group), with the
-#    rule "all traffic from the group itself";
-#  - once the bursts are over the groups are swept.
+#  - each organisation's nodes are in a group of their own (AWS security group, GCP network
+#    tag), with the rule "all traffic from the group itself" (GCP: sourceTags = targetTags);
+#  - once the bursts are over the groups (rules) are swept.
 # The mock cloud enforces the rules on its nodes (tests/mocks/mockcloud_lib/netpolicy.py,
 # tests/mocks/node/netpolicy.c); "a process on a node" is one started in the node's mount
 # namespace (nsenter), where every program loads the filter, as ssh sessions and
@@ -156,5 +156,30 @@ check "aws: the bursts end" wait_no_live
 swept() { [ "$(mock security_groups | py -c 'import json,sys; print(len([g for g in json.load(sys.stdin) if g["name"].startswith("isc-tenant-")]))')" = 0 ]; }
 for _ in $(seq 150); do swept && break; sleep 0.2; done
 check "aws: the tenant groups are swept once no live instance uses them" swept
+
+# ---- GCP ----
+run_cloud gcp gcp-us-central1-g2-standard-4-spot
+read -r a b <"$dir/gcp.exps"
+tags_of() { # EXP: the network tags of its live instances
+	mock instances | py -c "$_rows_of_py"'
+print(" ".join(sorted({g for r in rows_of(sys.argv[1]) if r["state"] != "terminated" for g in r.get("network_tags") or []})))' "$1"
+}
+ta=$(tags_of "$a")
+tb=$(tags_of "$b")
+check "gcp: each organisation's nodes carry one tag of their own ($ta / $tb)" test -n "$ta" -a -n "$tb" -a "$ta" != "$tb" -a "${ta// /}" = "$ta" -a "${tb// /}" = "$tb"
+mock gcp/firewalls >"$dir/fw.json"
+check "gcp: org A's rule admits its own tag only, all protocols, ingress" py -c '
+import json, sys
+r = {x["name"]: x for x in json.load(open(sys.argv[1]))}[sys.argv[2]]
+assert r["sourceTags"] == [sys.argv[2]] and r["targetTags"] == [sys.argv[2]], r
+assert "sourceRanges" not in r and r["direction"] == "INGRESS", r
+assert r["allowed"] == [{"IPProtocol": "all"}], r
+' "$dir/fw.json" "$ta"
+isc cancel "$a" >/dev/null
+isc cancel "$b" >/dev/null
+check "gcp: the bursts end" wait_no_live
+fw_swept() { [ "$(mock gcp/firewalls | py -c 'import json,sys; print(len([r for r in json.load(sys.stdin) if r["name"].startswith("isc-t-")]))')" = 0 ]; }
+for _ in $(seq 150); do fw_swept && break; sleep 0.2; done
+check "gcp: the tenant rules are swept once no live instance carries their tag" fw_swept
 
 finish tenant-net

@@ -23,6 +23,15 @@ Guide, "Security group rules" and "Security group rules for different use cases"
 User Guide, "Control traffic to your AWS resources using security groups"). Every group
 of the instance must be known to the mock (made with CreateSecurityGroup), else the
 instance is not governed.
+
+GCP (Compute Engine): an instance's ingress is what the network's enabled INGRESS allow
+rules let in, a rule with targetTags applying only to instances carrying one of them; a
+sourceRanges entry admits addresses in it, and since the mock's nodes have loopback
+addresses while Compute reports the region's subnet (gce_firewall.AUTO_RANGES), a range
+that holds a node's subnet admits that node too; a sourceTags entry admits the instances
+carrying that tag (VPC firewall rules, https://cloud.google.com/firewall/docs/firewalls;
+gce_firewall.py [FI]). Deny rules are not modelled here (the driver's own check reads
+them). Governed: instances with at least one network tag (a tenant's); the others are not.
 """
 
 import ipaddress
@@ -82,8 +91,68 @@ def aws_rules(cloud):
     return nodes, allows
 
 
-# Other clouds add their compilers here (gce_firewall.py, oci_nsg.py).
-COMPILERS = [aws_rules]
+def _gce_ports(allowed):
+    """(proto, lo, hi) of a rule's allowed[] entries."""
+    out = []
+    for a in allowed or []:
+        proto = PROTOS.get(str(a.get("IPProtocol", "")).lower())
+        if proto is None:
+            continue
+        ports = a.get("ports") or []
+        if not ports or proto in ("all", "icmp"):
+            out.append((proto, 0, 65535))
+            continue
+        for pr in ports:
+            lo, _, hi = str(pr).partition("-")
+            try:
+                out.append((proto, int(lo), int(hi or lo)))
+            except ValueError:
+                continue
+    return out
+
+
+def gcp_rules(cloud):
+    from . import gce_firewall
+    st = cloud.extra.get("gce") or {}
+    rules = st.get("firewalls")
+    if rules is None:
+        rules = {r["name"]: dict(r, network="global/networks/default", direction="INGRESS", disabled=False)
+                 for r in gce_firewall.DEFAULT_RULES}
+    live = [i for i in cloud.instances.values()
+            if i.get("provider") == "gcp" and _live(i) and not i.get("gce_deleted")]
+    nodes, allows = [], []
+    for dst in live:
+        dtags = set(dst.get("network_tags") or [])
+        if not dtags:
+            continue
+        nodes.append(dst["ip"])
+        for r in rules.values():
+            if r.get("disabled") or r.get("direction", "INGRESS") != "INGRESS" or not r.get("allowed"):
+                continue
+            if r.get("targetTags") and not dtags & set(r["targetTags"]):
+                continue
+            srcs = []
+            for c in r.get("sourceRanges") or []:
+                try:
+                    net = ipaddress.ip_network(c, strict=False)
+                except ValueError:
+                    continue
+                if net.version != 4:
+                    continue
+                srcs.append(str(net))
+                for src in live:
+                    sub = gce_firewall.AUTO_RANGES.get(src.get("region"))
+                    if sub and ipaddress.ip_network(sub).subnet_of(net):
+                        srcs.append(src["ip"] + "/32")
+            for tg in r.get("sourceTags") or []:
+                srcs += [src["ip"] + "/32" for src in live if tg in (src.get("network_tags") or [])]
+            for proto, lo, hi in _gce_ports(r["allowed"]):
+                allows += [(dst["ip"], proto, lo, hi, c) for c in srcs]
+    return nodes, allows
+
+
+# Other clouds add their compilers here (oci_nsg.py).
+COMPILERS = [aws_rules, gcp_rules]
 
 
 def render(cloud):
