@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tenants on the platform's account cannot reach each other's nodes (issue 42;
 # docs/security.md, "Tenants on the platform's account"). Two organisations burst on the
-# platform's account of each cloud of the sandbox: org A a gang of two nodes whose rank 0
+# platform's account of each cloud of the sandbox (AWS, GCP, OCI): org A a gang of two nodes whose rank 0
 # listens on MASTER_ADDR:MASTER_PORT (the rendezvous port, as PyTorch's TCPStore does),
 # org B one node. Then:
 #  - org A's rank 1 reaches the port (its own gang; what torchrun needs);
@@ -10,7 +10,8 @@
 #  - a process on org A's second node can, and so can the test itself (outside the cloud:
 #    the listener is up, so the refusal is the rule's);
 #  - each organisation's nodes are in a group of their own (AWS security group, GCP network
-#    tag), with the rule "all traffic from the group itself" (GCP: sourceTags = targetTags);
+#    tag, OCI network security group), with the rule "all traffic from the group itself"
+#    (GCP: sourceTags = targetTags; OCI: source type NETWORK_SECURITY_GROUP = itself);
 #  - once the bursts are over the groups (rules) are swept.
 # The mock cloud enforces the rules on its nodes (tests/mocks/mockcloud_lib/netpolicy.py,
 # tests/mocks/node/netpolicy.c); "a process on a node" is one started in the node's mount
@@ -181,5 +182,33 @@ check "gcp: the bursts end" wait_no_live
 fw_swept() { [ "$(mock gcp/firewalls | py -c 'import json,sys; print(len([r for r in json.load(sys.stdin) if r["name"].startswith("isc-t-")]))')" = 0 ]; }
 for _ in $(seq 150); do fw_swept && break; sleep 0.2; done
 check "gcp: the tenant rules are swept once no live instance carries their tag" fw_swept
+
+# ---- OCI ----
+run_cloud oci oci-us-ashburn-1-VM.GPU3.1-spot
+read -r a b <"$dir/oci.exps"
+nsgs_of() { # EXP: the NSG ids of its live instances (the mock's record of each VNIC)
+	py - "$MOCKCLOUD_URL" "$1" "$dir/mock/state.json" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[3]))
+print(" ".join(sorted({g for i in st["instances"] if i.get("provider") == "oci" and i["state"] != "terminated"
+                       and (i.get("tags") or {}).get("isc:experiment") == sys.argv[2] for g in i.get("nsg_ids") or []})))
+PY
+}
+na=$(nsgs_of "$a")
+nb=$(nsgs_of "$b")
+check "oci: each organisation's nodes are in one NSG of their own ($na / $nb)" test -n "$na" -a -n "$nb" -a "$na" != "$nb" -a "${na// /}" = "$na" -a "${nb// /}" = "$nb"
+check "oci: org A's NSG admits all from itself, and SSH from the broker only" py - "$dir/mock/state.json" "$na" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["extra"]["oci_nsgs"][sys.argv[2]]
+rules = sorted((r["protocol"], r["sourceType"], r["source"]) for r in g["rules"])
+assert rules == [("6", "CIDR_BLOCK", "127.0.0.1/32"), ("all", "NETWORK_SECURITY_GROUP", sys.argv[2])], rules
+assert g["tags"]["isc:tenant"] and g["display_name"].startswith("isc-tenant-"), g
+PY
+isc cancel "$a" >/dev/null
+isc cancel "$b" >/dev/null
+check "oci: the bursts end" wait_no_live
+nsg_swept() { [ "$(py -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["extra"].get("oci_nsgs", {})))' "$dir/mock/state.json")" = 0 ]; }
+for _ in $(seq 150); do nsg_swept && break; sleep 0.2; done
+check "oci: the tenant NSGs are swept once no VNIC is in them" nsg_swept
 
 finish tenant-net

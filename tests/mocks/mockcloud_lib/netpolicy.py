@@ -32,6 +32,11 @@ that holds a node's subnet admits that node too; a sourceTags entry admits the i
 carrying that tag (VPC firewall rules, https://cloud.google.com/firewall/docs/firewalls;
 gce_firewall.py [FI]). Deny rules are not modelled here (the driver's own check reads
 them). Governed: instances with at least one network tag (a tenant's); the others are not.
+
+OCI: a VNIC's ingress is what any rule of its subnet's security lists or of its network
+security groups allows ("a packet is allowed if any rule in any of them allows it", OCI
+docs, "Network Security Groups"; oci_nsg.py [NSG]); an NSG source admits the VNICs in that
+NSG. Governed: instances in at least one NSG.
 """
 
 import ipaddress
@@ -151,8 +156,49 @@ def gcp_rules(cloud):
     return nodes, allows
 
 
-# Other clouds add their compilers here (oci_nsg.py).
-COMPILERS = [aws_rules, gcp_rules]
+def _oci_ports(rule):
+    proto = {"all": "all", "6": "tcp", "17": "udp", "1": "icmp"}.get(str(rule.get("protocol")))
+    if proto is None:
+        return None
+    opts = rule.get("tcpOptions") if proto == "tcp" else rule.get("udpOptions") if proto == "udp" else None
+    rng = (opts or {}).get("destinationPortRange") or {}
+    try:
+        return proto, int(rng.get("min", 0)), int(rng.get("max", 65535))
+    except (TypeError, ValueError):
+        return None
+
+
+def oci_rules(cloud):
+    from . import oci_nsg
+    st = cloud.extra.get("oci") or {}
+    lists = st.get("security_lists") or {}
+    groups = oci_nsg.nsgs(cloud)
+    subnet_lists = {"ocid1.subnet.oc1..aaaaaaaamocktraining": ["ocid1.securitylist.oc1..aaaaaaaamocktraining"],
+                    "ocid1.subnet.oc1..aaaaaaaamocknorule": ["ocid1.securitylist.oc1..aaaaaaaamocknorule"]}
+    nodes, allows = [], []
+    for dst in cloud.instances.values():
+        if dst.get("provider") != "oci" or not _live(dst) or not dst.get("nsg_ids"):
+            continue
+        nodes.append(dst["ip"])
+        rules = [r for sl in subnet_lists.get(dst.get("subnet_id"), []) for r in (lists.get(sl) or {}).get("rules", [])]
+        rules = [dict(r, sourceType=r.get("sourceType", "CIDR_BLOCK"), direction="INGRESS") for r in rules]
+        for gid in dst["nsg_ids"]:
+            rules += [r for r in (groups.get(gid) or {}).get("rules", []) if r.get("direction") == "INGRESS"]
+        for r in rules:
+            pp = _oci_ports(r)
+            if pp is None:
+                continue
+            if r.get("sourceType") == "NETWORK_SECURITY_GROUP":
+                srcs = [i["ip"] + "/32" for i in oci_nsg.members(cloud, r.get("source"))]
+            elif r.get("sourceType") == "CIDR_BLOCK":
+                srcs = [r.get("source")]
+            else:
+                srcs = []
+            allows += [(dst["ip"], pp[0], pp[1], pp[2], c) for c in srcs if c]
+    return nodes, allows
+
+
+COMPILERS = [aws_rules, gcp_rules, oci_rules]
 
 
 def render(cloud):
