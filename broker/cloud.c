@@ -259,6 +259,12 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	spec.ssh_public_key = pubkey;
 	spec.before_zone = note_attempt_zone;
 	spec.before_zone_ctx = &zn;
+	/* On the platform's account organisations share one network: each gets its own group
+	 * (docs/security.md, issue 42). An organisation's own account is its alone. */
+	char tenant[32];
+	snprintf(tenant, sizeof(tenant), "%lld", (long long)org_id);
+	if (strcmp(c->account, "default") == 0 && org_id > 0)
+		spec.tenant = tenant;
 	rc = sess->provider->launch_gang(sess, &spec, &res, err);
 	if (rc)
 		goto out;

@@ -642,7 +642,7 @@ static const struct template_key top_keys[] = {
 struct template_section {
 	const char *name;
 	const char *about;
-	struct template_key keys[24];
+	struct template_key keys[28];
 };
 
 static const struct template_section provider_sections[] = {
@@ -654,6 +654,10 @@ static const struct template_section provider_sections[] = {
       {"security_group_id = \"sg-...\"", "must allow all TCP between the nodes"},
       {"cluster_placement = \"auto\"", "auto: a cluster placement group per gang; never"},
       {"efa = \"auto\"", "auto: EFA interfaces on EFA types for gangs; never"},
+      {"tenant_isolation = \"auto\"", "auto: a security group per organisation; never"},
+      {"tenant_ssh_cidr = \"0.0.0.0/0\"",
+       "who reaches an organisation's nodes on SSH (the broker)"},
+      {"tenant_ssh_port = 22", "the port the broker's SSH uses (ssh_port)"},
       {"disk_size_gb = 200", "root volume size, gp3 (1..16384)"},
       {"root_device_name = \"\"", "default: the AMI's (DescribeImages)"},
       {"associate_public_ip = \"true\"", "a public IP per node"},
@@ -684,6 +688,8 @@ static const struct template_section provider_sections[] = {
       {"external_ip = \"true\"", "an ephemeral external IP per node"},
       {"disk_size_gb = 200", "boot disk size (10..65536)"},
       {"compact_placement = \"auto\"", "auto: a compact placement policy per gang; never"},
+      {"tenant_isolation = \"auto\"",
+       "auto: a network tag and firewall rule per organisation; never"},
       {"ssh_key_user = \"root\"", "keep it equal to ssh_user"},
       {"operation_timeout_s = 900", "how long a bulkInsert may take (1..86400)"},
       {"describe_max_pages = 100", "pages of 500 a listing may take"},
@@ -697,6 +703,10 @@ static const struct template_section provider_sections[] = {
       {"subnet_id = \"ocid1.subnet...\"", "required to launch; all TCP inside its CIDR"},
       {"image_id = \"ocid1.image...\"", "required to launch"},
       {"manage_security_list = false", "true: add the missing training rule"},
+      {"tenant_isolation = \"auto\"", "auto: a network security group per organisation; never"},
+      {"tenant_ssh_cidr = \"0.0.0.0/0\"",
+       "who reaches an organisation's nodes on SSH (the broker)"},
+      {"tenant_ssh_port = 22", "the port the broker's SSH uses (ssh_port)"},
       {"assign_public_ip = false", "a public IP per node"},
       {"compute_clusters = \"auto\"", "auto: a compute cluster per gang and AD (RDMA); never"},
       {"disk_size_gb = 200", "boot volume size (50..32768)"},

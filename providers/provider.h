@@ -182,6 +182,17 @@ struct isc_launch_spec {
 	/* With placement_token: the zone that gang's launch asked for ("" when the cloud
 	 * picked), which names its placement as the token does. */
 	const char *placement_zone;
+	/*
+	 * The tenant the nodes belong to, when several share this account (the platform's
+	 * account), as a plain name of 1..32 characters [a-z0-9-] (the broker passes its
+	 * organisation id); NULL on an account of the tenant's own (BYO keys), where the
+	 * operator's network setup stands. With a tenant the driver puts the nodes in that
+	 * tenant's own network group (AWS security group, GCP network tag + firewall rule,
+	 * OCI network security group) that admits traffic only from its own members (and
+	 * SSH), made on demand and swept when no live instance uses it: tenants on one
+	 * account cannot reach each other's nodes (docs/security.md, issue 42).
+	 */
+	const char *tenant;
 };
 
 struct isc_launch_result {
@@ -199,6 +210,9 @@ void isc_node_info_from_spec(struct isc_node_info *ni, const struct isc_launch_s
                              const char *token);
 
 void isc_launch_result_cleanup(struct isc_launch_result *r);
+
+/* 1 for a tenant name a launch may carry: 1..32 of [a-z0-9-] (isc_launch_spec.tenant). */
+int isc_tenant_name_ok(const char *tenant);
 void isc_node_infos_free(struct isc_node_info *nodes, size_t n);
 void isc_price_points_free(struct isc_price_point *prices, size_t n);
 

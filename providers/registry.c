@@ -120,3 +120,15 @@ void isc_price_points_free(struct isc_price_point *prices, size_t n)
 	(void)n;
 	free(prices);
 }
+
+/* 1 for a tenant name the drivers take: 1..32 of [a-z0-9-] (provider.h). */
+int isc_tenant_name_ok(const char *t)
+{
+	size_t n = t ? strlen(t) : 0;
+	if (n < 1 || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= '0' && t[i] <= '9') || t[i] == '-'))
+			return 0;
+	return 1;
+}

@@ -43,8 +43,12 @@ struct aws_session {
 	char *subnet_id;
 	char subnet_zone[64]; /* subnet_id's zone and range once DescribeSubnets said ("": not */
 	char subnet_cidr[64]; /* asked yet) */
+	char subnet_vpc[32];  /* subnet_id's VPC, with subnet_zone */
 	char *security_group_id;
 	char *product_description;
+	int tenant_isolation;  /* tenant_isolation=auto: a security group per tenant */
+	char *tenant_ssh_cidr; /* who may reach a tenant's nodes on SSH (the broker) */
+	char tenant_ssh_port[8];
 	int cluster_placement;  /* cluster_placement=auto: a cluster group per multi-node gang */
 	int efa;                /* efa=auto: EFA interfaces for multi-node gangs of EFA types */
 	long disk_size_gb;      /* the root volume's size (gp3); EC2 allows 1..16384 GiB */
@@ -172,6 +176,7 @@ static void aws_session_free(struct isc_provider_session *ps)
 		free(s->image_id);
 		free(s->subnet_id);
 		free(s->security_group_id);
+		free(s->tenant_ssh_cidr);
 		free(s->root_device_name);
 		free(s->product_description);
 		free(s);
@@ -240,8 +245,29 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	}
 	if ((rc = auto_never(settings, "cluster_placement", &s->cluster_placement, err)) ||
-	    (rc = auto_never(settings, "efa", &s->efa, err)))
+	    (rc = auto_never(settings, "efa", &s->efa, err)) ||
+	    (rc = auto_never(settings, "tenant_isolation", &s->tenant_isolation, err)))
 		goto fail;
+	{
+		/* The tenant group's one rule from outside: SSH from the broker (its range), on
+		 * the port the broker's SSH uses (config/ keeps ssh_port to itself). */
+		const char *port = isc_provider_setting(settings, "tenant_ssh_port");
+		char *end = NULL;
+		long v = port && port[0] ? strtol(port, &end, 10) : 22;
+		if (port && port[0] && (*end || v < 1 || v > 65535)) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "providers.aws.tenant_ssh_port: '%.40s' is not a port",
+			                 port);
+			goto fail;
+		}
+		snprintf(s->tenant_ssh_port, sizeof(s->tenant_ssh_port), "%ld", v);
+		s->tenant_ssh_cidr =
+		    isc_provider_setting_dup(settings, "tenant_ssh_cidr", "0.0.0.0/0");
+		if (!s->tenant_ssh_cidr) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
 	{
 		/* gp3 volumes hold 1..16384 GiB (EC2 User Guide, "Amazon EBS volume types"). */
 		const char *v = isc_provider_setting(settings, "disk_size_gb");
@@ -528,7 +554,8 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
  * EC2 refuses a public IP with more than one interface, so associate_public_ip=true gets the
  * primary EFA interface only.
  */
-static int efa_interfaces_form(const struct aws_session *s, int n_efa, struct isc_buf *f)
+static int efa_interfaces_form(const struct aws_session *s, int n_efa, const char *sg,
+                               struct isc_buf *f)
 {
 	int rc = 0;
 	if (s->public_ip_iface)
@@ -556,21 +583,23 @@ static int efa_interfaces_form(const struct aws_session *s, int n_efa, struct is
 			rc = rc ? rc
 			        : isc_ec2_form_addf(f, s->subnet_id, "NetworkInterface.%d.SubnetId",
 			                            i);
-		if (s->security_group_id)
+		if (sg)
 			rc = rc ? rc
-			        : isc_ec2_form_addf(f, s->security_group_id,
-			                            "NetworkInterface.%d.SecurityGroupId.1", i);
+			        : isc_ec2_form_addf(f, sg, "NetworkInterface.%d.SecurityGroupId.1",
+			                            i);
 	}
 	return rc;
 }
 
 /*
  * group: the gang's cluster placement group or NULL; n_efa: EFA interfaces per node (0:
- * none); root: the AMI's root device name, whose volume gets disk_size_gb.
+ * none); root: the AMI's root device name, whose volume gets disk_size_gb; sg: the
+ * security group (the tenant's, or security_group_id) or NULL.
  */
 static int run_instances_form(const struct aws_session *s, const struct isc_launch_spec *spec,
                               const char *zone, const char *token, const char *user_data,
-                              const char *group, int n_efa, const char *root, struct isc_buf *f)
+                              const char *group, int n_efa, const char *root, const char *sg,
+                              struct isc_buf *f)
 {
 	char count[16];
 	int rc;
@@ -610,7 +639,7 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 		              "terminate");
 	}
 	if (n_efa > 0) {
-		rc = rc ? rc : efa_interfaces_form(s, n_efa, f);
+		rc = rc ? rc : efa_interfaces_form(s, n_efa, sg, f);
 	} else if (s->public_ip_iface) {
 		/* With an interface, subnet and groups must live inside it, never at the top level.
 		 */
@@ -621,16 +650,14 @@ static int run_instances_form(const struct aws_session *s, const struct isc_laun
 		if (s->subnet_id)
 			rc = rc ? rc
 			        : isc_ec2_form_add(f, "NetworkInterface.1.SubnetId", s->subnet_id);
-		if (s->security_group_id)
+		if (sg)
 			rc = rc ? rc
-			        : isc_ec2_form_add(f, "NetworkInterface.1.SecurityGroupId.1",
-			                           s->security_group_id);
+			        : isc_ec2_form_add(f, "NetworkInterface.1.SecurityGroupId.1", sg);
 	} else {
 		if (s->subnet_id)
 			rc = rc ? rc : isc_ec2_form_add(f, "SubnetId", s->subnet_id);
-		if (s->security_group_id)
-			rc = rc ? rc
-			        : isc_ec2_form_add(f, "SecurityGroupId.1", s->security_group_id);
+		if (sg)
+			rc = rc ? rc : isc_ec2_form_add(f, "SecurityGroupId.1", sg);
 	}
 	for (int ts = 1; ts <= (spec->spot ? 2 : 1); ts++) {
 		rc = rc ? rc
@@ -786,8 +813,12 @@ static int subnet_info(struct aws_session *s, struct isc_err *err)
 	if (!rc)
 		rc = isc_ec2_parse_subnet(resp.body.data, resp.body.len, s->subnet_id,
 		                          s->subnet_zone, s->subnet_cidr, err);
+	/* A tenant's security group is made in the subnet's VPC (a group is per VPC). */
+	if (!rc && isc_ec2_parse_text(resp.body.data, resp.body.len, "subnetSet/item/vpcId",
+	                              s->subnet_vpc, sizeof(s->subnet_vpc), NULL))
+		s->subnet_vpc[0] = '\0';
 	if (rc)
-		s->subnet_zone[0] = s->subnet_cidr[0] = '\0';
+		s->subnet_zone[0] = s->subnet_cidr[0] = s->subnet_vpc[0] = '\0';
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
@@ -843,6 +874,152 @@ static int check_security_group(struct aws_session *s, int efa, struct isc_err *
 	return rc;
 }
 
+/* ---- tenants on the platform's account (docs/security.md, issue 42) ---- */
+
+/* Tenant groups a launch of this process is about to use (the sweep skips them). */
+static struct isc_busy_names busy_sgs = ISC_BUSY_NAMES_INIT;
+
+int isc_aws_tenant_group_name(const char *broker_id, const char *tenant,
+                              char out[ISC_AWS_TENANT_GROUP_MAX], struct isc_err *err)
+{
+	int n;
+	if (!isc_tenant_name_ok(tenant))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: tenant '%.40s' is not 1 to 32 of a-z, 0-9 and '-'",
+		                   tenant ? tenant : "");
+	/* GroupName: up to 255 characters, not starting with sg- (EC2 CreateSecurityGroup). */
+	n = snprintf(out, ISC_AWS_TENANT_GROUP_MAX, "isc-tenant-%s-%s", broker_id, tenant);
+	if (n <= 0 || n >= ISC_AWS_TENANT_GROUP_MAX)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: broker id too long for a group name");
+	return 0;
+}
+
+/* The id of the group called `name` in the session's VPC, "" when there is none; *in_ok: it
+ * already admits all traffic from itself. */
+static int find_tenant_group(struct aws_session *s, const char *name, char gid[32], int *in_ok,
+                             struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_ec2_security_group *gs = NULL;
+	size_t ng = 0;
+	int rc, out_ok;
+
+	gid[0] = '\0';
+	*in_ok = 0;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "group-name");
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", name);
+	if (s->subnet_vpc[0]) {
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "vpc-id");
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", s->subnet_vpc);
+	}
+	rc = rc ? isc_err_set(err, ISC_EINVALID, "DescribeSecurityGroups: request too large")
+	        : aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, err);
+	if (!rc)
+		rc = isc_ec2_parse_security_groups(resp.body.data, resp.body.len, &gs, &ng, err);
+	for (size_t i = 0; !rc && i < ng; i++)
+		if (strcmp(gs[i].name, name) == 0) {
+			snprintf(gid, 32, "%s", gs[i].id);
+			rc = isc_ec2_parse_sg_self_rules(resp.body.data, resp.body.len, gid, in_ok,
+			                                 &out_ok, err);
+			break;
+		}
+	free(gs);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * The tenant's security group, made on demand and found again by name (idempotent: a
+ * replay, a concurrent launch or a crash between the calls finds what is there). Its
+ * inbound rules: all traffic from the group itself (EC2 User Guide, "Security group rules
+ * for different use cases": "Allow instances associated with the same security group to
+ * communicate"; also EFA's rule, "Prepare an EFA-enabled security group") and SSH from
+ * tenant_ssh_cidr; a new group allows all outbound (EC2 User Guide, "Security group
+ * rules", default rules). Nothing else reaches the nodes: security groups allow, never
+ * deny, so another tenant's nodes, in their own group, have no rule that admits them.
+ */
+static int ensure_tenant_group(struct aws_session *s, const struct isc_launch_spec *spec,
+                               const char *broker_id, const char *name, char gid[32],
+                               struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	int rc, in_ok = 0;
+
+	if ((rc = find_tenant_group(s, name, gid, &in_ok, err)))
+		return rc;
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	if (!gid[0]) {
+		rc = isc_ec2_form_init(&form, "CreateSecurityGroup", ISC_EC2_VERSION);
+		rc = rc ? rc : isc_ec2_form_add(&form, "GroupName", name);
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "GroupDescription",
+		                           "isc-broker: one tenant's nodes reach one another");
+		if (s->subnet_vpc[0])
+			rc = rc ? rc : isc_ec2_form_add(&form, "VpcId", s->subnet_vpc);
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "TagSpecification.1.ResourceType",
+		                           "security-group");
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "TagSpecification.1.Tag.1.Key", ISC_TAG_BROKER);
+		rc = rc ? rc : isc_ec2_form_add(&form, "TagSpecification.1.Tag.1.Value", broker_id);
+		rc =
+		    rc ? rc : isc_ec2_form_add(&form, "TagSpecification.1.Tag.2.Key", "isc:tenant");
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "TagSpecification.1.Tag.2.Value", spec->tenant);
+		rc = rc ? isc_err_set(err, ISC_EINVALID, "CreateSecurityGroup: request too large")
+		        : aws_call(s, SVC_EC2, "CreateSecurityGroup", &form, &cc, &resp, err);
+		if (!rc)
+			rc = isc_ec2_parse_text(resp.body.data, resp.body.len, "groupId", gid, 32,
+			                        err);
+		else if (strcmp(cc.code, "InvalidGroup.Duplicate") == 0)
+			/* Another launch made it between our look and our create. */
+			rc = find_tenant_group(s, name, gid, &in_ok, err);
+		if (!rc && !gid[0])
+			rc = isc_err_set(err, ISC_ETRANSIENT,
+			                 "security group %s: made but not listed yet", name);
+	}
+	if (!rc && !in_ok) {
+		isc_buf_cleanup(&form);
+		isc_http_response_cleanup(&resp);
+		isc_buf_init(&form, 0);
+		isc_http_response_init(&resp);
+		rc = isc_ec2_form_init(&form, "AuthorizeSecurityGroupIngress", ISC_EC2_VERSION);
+		rc = rc ? rc : isc_ec2_form_add(&form, "GroupId", gid);
+		rc = rc ? rc : isc_ec2_form_add(&form, "IpPermissions.1.IpProtocol", "-1");
+		rc = rc ? rc : isc_ec2_form_add(&form, "IpPermissions.1.Groups.1.GroupId", gid);
+		rc = rc ? rc : isc_ec2_form_add(&form, "IpPermissions.2.IpProtocol", "tcp");
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "IpPermissions.2.FromPort", s->tenant_ssh_port);
+		rc =
+		    rc ? rc : isc_ec2_form_add(&form, "IpPermissions.2.ToPort", s->tenant_ssh_port);
+		rc = rc ? rc
+		        : isc_ec2_form_add(&form, "IpPermissions.2.IpRanges.1.CidrIp",
+		                           s->tenant_ssh_cidr);
+		rc = rc ? isc_err_set(err, ISC_EINVALID,
+		                      "AuthorizeSecurityGroupIngress: request too large")
+		        : aws_call(s, SVC_EC2, "AuthorizeSecurityGroupIngress", &form, &cc, &resp,
+		                   err);
+		/* A concurrent launch added the same rules first. */
+		if (rc && strcmp(cc.code, "InvalidPermission.Duplicate") == 0)
+			rc = 0;
+	}
+	if (rc && err)
+		isc_err_wrap(err, "tenant security group %s", name);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 /* The image's root device name (DescribeImages rootDeviceName), unless root_device_name says. */
 static int root_device_of(struct aws_session *s, char out[64], struct isc_err *err)
 {
@@ -872,6 +1049,8 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	struct call_ctx cc;
 	char *user_data = NULL, token[65], last[ISC_ERR_MSG_MAX] = "";
 	char group[ISC_AWS_GROUP_NAME_MAX], root[64];
+	char tgroup[ISC_AWS_TENANT_GROUP_MAX] = "", tgid[32] = "";
+	const char *broker_id = NULL;
 	int rc = 0, n_efa = 0;
 	/* Close together and on the fabric: only a gang of several nodes has anything to gain
 	 * (nodes replacing lost members of a gang join its group, even one at a time). */
@@ -892,6 +1071,17 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	for (size_t z = 0; z < n_zones; z++)
 		if ((rc = isc_aws_zone_token(spec->idempotency_token, zones[z], token, err)))
 			return rc;
+	/* A tenant on the platform's account gets its own security group instead of the
+	 * operator's (whose all-TCP rule admits every node of the account). */
+	if (spec->tenant && s->tenant_isolation) {
+		for (size_t i = 0; i < spec->n_tags; i++)
+			if (strcmp(spec->tags[i].key, ISC_TAG_BROKER) == 0)
+				broker_id = spec->tags[i].value;
+		if (!broker_id || !broker_id[0])
+			return isc_err_set(err, ISC_EINVALID, "launch: no %s tag", ISC_TAG_BROKER);
+		if ((rc = isc_aws_tenant_group_name(broker_id, spec->tenant, tgroup, err)))
+			return rc;
+	}
 	if ((rc = isc_aws_user_data(spec->ssh_public_key, spec->user_data, &user_data, err)))
 		return rc;
 	if ((rc = root_device_of(s, root, err)) || (s->subnet_id && (rc = subnet_info(s, err)))) {
@@ -902,9 +1092,19 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		/* A gang's nodes talk to one another: EFA's rule with EFA, all TCP without. */
 		if (s->efa)
 			rc = efa_interfaces_of(s, spec->instance_type, &n_efa, err);
-		if (!rc && s->security_group_id)
+		/* A tenant group is made with the rule EFA and a gang need. */
+		if (!rc && s->security_group_id && !tgroup[0])
 			rc = check_security_group(s, n_efa > 0, err);
 		if (rc) {
+			free(user_data);
+			return rc;
+		}
+	}
+	if (tgroup[0]) {
+		/* Busy until RunInstances answered: this process's sweep leaves it alone. */
+		isc_busy_names_add(&busy_sgs, tgroup, +1);
+		if ((rc = ensure_tenant_group(s, spec, broker_id, tgroup, tgid, err))) {
+			isc_busy_names_add(&busy_sgs, tgroup, -1);
 			free(user_data);
 			return rc;
 		}
@@ -951,7 +1151,7 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			}
 		}
 		if (run_instances_form(s, spec, zone, token, user_data, grouped ? group : NULL,
-		                       n_efa, root, &form)) {
+		                       n_efa, root, tgid[0] ? tgid : s->security_group_id, &form)) {
 			if (grouped)
 				isc_busy_names_add(&busy_groups, group, -1);
 			rc = isc_err_set(err, ISC_EINVALID, "RunInstances: request too large");
@@ -1027,6 +1227,8 @@ static int aws_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 	if (rc == ISC_ECAPACITY)
 		isc_err_set(err, ISC_ECAPACITY, "no capacity for %u x %s in %zu zone(s); last: %s",
 		            spec->count, spec->instance_type, n_zones, last);
+	if (tgroup[0])
+		isc_busy_names_add(&busy_sgs, tgroup, -1);
 	free(user_data);
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
@@ -1234,6 +1436,116 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 	isc_http_response_cleanup(&resp);
 }
 
+/*
+ * Teardown of tenants' security groups (issue 42), the way placement groups go: every
+ * group tagged isc:broker=broker_id and isc:tenant that no listed live instance is in
+ * and no launch of this process is about to use is deleted (DeleteSecurityGroup, at most
+ * GROUP_DELETES_PER_SWEEP a sweep). EC2 refuses to delete a group an instance still has
+ * (DependencyViolation, shutting-down ones included): that waits for a later sweep, and
+ * it is also what keeps a group a launch of another process has just used. Best effort:
+ * logged, never fails the listing. Its own sweep scope ("aws-sg ..."), by group id.
+ */
+static int tenant_sweep_due(const struct aws_session *s, const char *broker_id,
+                            const struct isc_ec2_instance_placement *ip, size_t n_ip,
+                            struct group_sweep *sw)
+{
+	size_t n_use = 0;
+	memset(sw, 0, sizeof(*sw));
+	snprintf(sw->scope, sizeof(sw->scope), "aws-sg %s %s %s", s->url[SVC_EC2], s->region,
+	         broker_id);
+	for (size_t i = 0; i < n_ip; i++)
+		n_use += (size_t)ip[i].n_sg;
+	sw->uses = calloc(n_use ? n_use : 1, sizeof(*sw->uses));
+	sw->idle = calloc(n_use ? n_use : 1, sizeof(*sw->idle));
+	if (!sw->uses || !sw->idle)
+		return 1;
+	for (size_t i = 0; i < n_ip; i++)
+		for (int k = 0; k < ip[i].n_sg; k++)
+			sw->uses[sw->n_uses++] =
+			    (struct isc_sweep_use){ip[i].sg[k], ip[i].state != ISC_NODE_TERMINATED};
+	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
+	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+}
+
+static int sg_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *gid)
+{
+	for (size_t i = 0; i < n_ip; i++)
+		for (int k = 0; k < ip[i].n_sg; k++)
+			if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].sg[k], gid) == 0)
+				return 1;
+	return 0;
+}
+
+static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id,
+                                    const struct isc_ec2_instance_placement *ip, size_t n_ip,
+                                    const struct group_sweep *sw)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	struct isc_ec2_security_group *gs = NULL;
+	unsigned char *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
+	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
+	size_t ng = 0, n_gone = 0, deletes = 0;
+	struct isc_err err;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	rc = kept && gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
+	rc = rc ? rc : isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "tag-key");
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", "isc:tenant");
+	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribeSecurityGroups: request too large")
+	        : aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, &err);
+	if (!rc)
+		rc = isc_ec2_parse_security_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
+	for (size_t g = 0; !rc && g < ng; g++) {
+		int deleted = 0;
+		if (!isc_busy_names_has(&busy_sgs, gs[g].name) && !sg_used(ip, n_ip, gs[g].id) &&
+		    deletes < GROUP_DELETES_PER_SWEEP) {
+			struct isc_http_response dresp;
+			deletes++;
+			isc_http_response_init(&dresp);
+			rc = ec2_call1(s, "DeleteSecurityGroup", "GroupId", gs[g].id, &cc, &dresp,
+			               &err);
+			if (!rc || strcmp(cc.code, "InvalidGroup.NotFound") == 0) {
+				deleted = 1;
+				rc = 0;
+				isc_log(ISC_LOG_INFO,
+				        "aws %s: tenant security group %s (%s) deleted (no live "
+				        "instance)",
+				        s->region, gs[g].name, gs[g].id);
+			} else if (strcmp(cc.code, "DependencyViolation") == 0) {
+				rc = 0; /* its instances are still shutting down */
+			}
+			isc_http_response_cleanup(&dresp);
+		}
+		for (size_t k = 0; !deleted && k < sw->n_idle; k++)
+			if (strcmp(sw->idle[k], gs[g].id) == 0)
+				kept[k] = 1;
+	}
+	if (rc) {
+		isc_log(ISC_LOG_WARN,
+		        "aws %s: tenant security group reconcile: %s (next describe retries)",
+		        s->region, err.msg);
+	} else {
+		/* Idle groups of the listing that are not ours to sweep (the operator's) or are
+		 * gone now: the sweep is not due again for them. */
+		for (size_t k = 0; k < sw->n_idle; k++)
+			if (!kept[k])
+				gone[n_gone++] = sw->idle[k];
+		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+	}
+	free(kept);
+	free(gone);
+	free(gs);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+}
+
 static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
                         struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
@@ -1285,8 +1597,8 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 				n += np;
 			}
 		}
-		if (!rc && np && s->cluster_placement) {
-			/* Which group each instance is in, for the group reconcile below. */
+		if (!rc && np && (s->cluster_placement || s->tenant_isolation)) {
+			/* Which groups each instance is in, for the group reconciles below. */
 			struct isc_ec2_instance_placement *pp = NULL, *grown;
 			size_t npp = 0;
 			rc = isc_ec2_parse_instance_placements(resp.body.data, resp.body.len, &pp,
@@ -1316,6 +1628,12 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 		struct group_sweep sw;
 		if (groups_sweep_due(s, broker_id, placed, n_placed, &sw))
 			reconcile_groups(s, broker_id, placed, n_placed, &sw);
+		group_sweep_cleanup(&sw);
+	}
+	if (!rc && s->tenant_isolation) {
+		struct group_sweep sw;
+		if (tenant_sweep_due(s, broker_id, placed, n_placed, &sw))
+			reconcile_tenant_groups(s, broker_id, placed, n_placed, &sw);
 		group_sweep_cleanup(&sw);
 	}
 	free(placed);
@@ -1435,6 +1753,9 @@ static const char *const aws_setting_keys[] = {
     "product_description",
     "describe_max_pages",
     "allow_insecure_endpoint",
+    "tenant_isolation",
+    "tenant_ssh_cidr",
+    "tenant_ssh_port",
     "endpoint_s3",
     "s3_region",
     "s3_addressing",

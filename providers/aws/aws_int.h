@@ -55,4 +55,14 @@ int isc_aws_user_data(const char *ssh_key, const char *extra, char **out, struct
  */
 int isc_aws_group_name(const char *zone_token, char out[ISC_AWS_GROUP_NAME_MAX]);
 
+/* A tenant's security group name: "isc-tenant-BROKER-TENANT" (EC2: 255). */
+#define ISC_AWS_TENANT_GROUP_MAX 256
+
+/*
+ * The security group of one tenant of this broker on the platform's account (issue 42),
+ * found again by this name; ISC_EINVALID for a tenant that is not 1..32 of [a-z0-9-].
+ */
+int isc_aws_tenant_group_name(const char *broker_id, const char *tenant,
+                              char out[ISC_AWS_TENANT_GROUP_MAX], struct isc_err *err);
+
 #endif

@@ -704,6 +704,49 @@ static int instance_placement_item(const xmlNode *it, void *rec)
 		if (strcmp(type, "efa") == 0 || strcmp(type, "efa-only") == 0)
 			ip->n_efa++;
 	}
+	for (xmlNode *g = child(path(it, "groupSet"), "item"); g; g = g->next) {
+		if (!is_el(g, "item") || ip->n_sg == 5)
+			continue;
+		if (text_at(g, "groupId", ip->sg[ip->n_sg], sizeof(ip->sg[0])))
+			return ISC_EINVALID;
+		if (ip->sg[ip->n_sg][0])
+			ip->n_sg++;
+	}
+	return 0;
+}
+
+static int security_group_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_security_group *g = rec;
+	if (text_at(it, "groupId", g->id, sizeof(g->id)) ||
+	    text_at(it, "groupName", g->name, sizeof(g->name)) || !g->id[0])
+		return ISC_EINVALID;
+	return 0;
+}
+
+int isc_ec2_parse_security_groups(const char *xml, size_t len, struct isc_ec2_security_group **out,
+                                  size_t *n, struct isc_err *err)
+{
+	void *arr;
+	int rc = parse_item_list(xml, len, "securityGroupInfo", sizeof(**out), security_group_item,
+	                         "security group list", &arr, n, NULL, err);
+	*out = arr;
+	return rc;
+}
+
+int isc_ec2_parse_text(const char *xml, size_t len, const char *p, char *out, size_t cap,
+                       struct isc_err *err)
+{
+	xmlDoc *d = parse_doc(xml, len, err);
+	int rc;
+
+	out[0] = '\0';
+	if (!d)
+		return ISC_EINVALID;
+	rc = text_at(xmlDocGetRootElement(d), p, out, cap);
+	xmlFreeDoc(d);
+	if (rc || !out[0])
+		return isc_err_set(err, ISC_EINVALID, "no %s in the AWS reply", p);
 	return 0;
 }
 

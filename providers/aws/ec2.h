@@ -113,7 +113,28 @@ struct isc_ec2_instance_placement {
 	enum isc_node_state state;
 	char group[256]; /* placement/groupName, "" when none */
 	int n_efa;       /* networkInterfaceSet items of interfaceType efa or efa-only */
+	/* groupSet: the security groups of its primary interface (EC2 allows 5 per
+	 * interface; more are ignored here) */
+	char sg[5][32];
+	int n_sg;
 };
+
+/* One security group of DescribeSecurityGroupsResponse (securityGroupInfo). */
+struct isc_ec2_security_group {
+	char id[32];
+	char name[256];
+};
+
+int isc_ec2_parse_security_groups(const char *xml, size_t len, struct isc_ec2_security_group **out,
+                                  size_t *n, struct isc_err *err);
+
+/*
+ * The text of the element at `p` ("a/b/c", the first match at each step) under the
+ * reply's root: CreateSecurityGroup's groupId, DescribeSubnets' subnetSet/item/vpcId.
+ * ISC_EINVALID when absent, empty or longer than cap - 1.
+ */
+int isc_ec2_parse_text(const char *xml, size_t len, const char *p, char *out, size_t cap,
+                       struct isc_err *err);
 
 int isc_ec2_parse_instance_placements(const char *xml, size_t len,
                                       struct isc_ec2_instance_placement **out, size_t *n,

@@ -49,6 +49,7 @@ struct gcp_session {
 	int external_ip;
 	int compact_placement; /* compact_placement=auto: a compact policy per multi-node gang */
 	int firewall_check;    /* firewall_check=auto: a gang's network must allow its TCP */
+	int tenant_isolation;  /* tenant_isolation=auto: a network tag + rule per tenant */
 	long op_timeout_ms;
 	long max_pages; /* describe_max_pages: more is an error, never a shorter list */
 	struct isc_gcp_token token;
@@ -516,6 +517,17 @@ static int gcp_session_new(const struct isc_provider_settings *settings, const c
 			goto fail;
 		}
 	}
+	{
+		const char *ti = nonempty(isc_provider_setting(settings, "tenant_isolation"));
+		s->tenant_isolation = !ti || strcmp(ti, "auto") == 0;
+		if (ti && strcmp(ti, "auto") != 0 && strcmp(ti, "never") != 0) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.gcp] tenant_isolation '%.40s' is neither "
+			                 "\"auto\" nor \"never\"",
+			                 ti);
+			goto fail;
+		}
+	}
 	ext = nonempty(isc_provider_setting(settings, "external_ip"));
 	s->external_ip = !ext || strcmp(ext, "true") == 0 || strcmp(ext, "1") == 0;
 	s->clock = clock ? clock : isc_clock_system();
@@ -730,9 +742,38 @@ static const char *tag_value(const struct isc_launch_spec *spec, const char *key
 }
 
 /* The bulkInsert body for one zone. *out owned (free). */
+int isc_gcp_tenant_tag(const char *broker_id, const char *tenant, char out[64], struct isc_err *err)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int dl = 0;
+	out[0] = '\0';
+	if (!isc_tenant_name_ok(tenant))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: tenant '%.40s' is not 1 to 32 of a-z, 0-9 and '-'",
+		                   tenant ? tenant : "");
+	/* A network tag and a firewall rule's name: RFC 1035, at most 63 (6 + 32 + 1 + 8).
+	 * The broker's id goes in as a hash: two brokers on one project keep apart. */
+	if (!broker_id || !EVP_Digest(broker_id, strlen(broker_id), d, &dl, EVP_sha256(), NULL) ||
+	    dl < 4)
+		return isc_err_set(err, ISC_EINVALID, "launch: no %s tag", ISC_TAG_BROKER);
+	snprintf(out, 64, "isc-t-%s-%02x%02x%02x%02x", tenant, d[0], d[1], d[2], d[3]);
+	return 0;
+}
+
+/* The launch's tenant tag into out ("" without a tenant or with tenant_isolation never). */
+static int tenant_tag_of(const struct gcp_session *s, const struct isc_launch_spec *spec,
+                         char out[64], struct isc_err *err)
+{
+	out[0] = '\0';
+	if (!spec->tenant || !s->tenant_isolation)
+		return 0;
+	return isc_gcp_tenant_tag(tag_value(spec, ISC_TAG_BROKER), spec->tenant, out, err);
+}
+
 static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *spec,
                      const char *request_id, const char *policy, char **out, struct isc_err *err)
 {
+	char ttag[64];
 	char machine[64], accel[64], count[16], disk[24], prefix[41], pattern[48];
 	const char *cluster = tag_value(spec, ISC_TAG_CLUSTER);
 	json_t *labels = NULL, *props, *root, *nic, *meta;
@@ -741,6 +782,8 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 
 	*out = NULL;
 	if ((rc = isc_gcp_machine(spec->instance_type, machine, accel, &n_acc, err)))
+		return rc;
+	if ((rc = tenant_tag_of(s, spec, ttag, err)))
 		return rc;
 	if ((rc = labels_json(spec, request_id, &labels, err)))
 		return rc;
@@ -783,6 +826,9 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 		                    "instanceTerminationAction", json_string("DELETE"));
 	if (props && policy)
 		json_object_set_new(props, "resourcePolicies", json_pack("[s]", policy));
+	/* The tenant's network tag: its firewall rule admits traffic from that tag alone. */
+	if (props && ttag[0])
+		json_object_set_new(props, "tags", json_pack("{s:[s]}", "items", ttag));
 	if (props && accel[0])
 		json_object_set_new(
 		    props, "guestAccelerators",
@@ -884,7 +930,51 @@ static int list_pages(struct gcp_session *s, const char *what, const char *base_
 struct node_list {
 	struct isc_node_info *v;
 	size_t n;
+	int want_tags;    /* describe: also collect the tenant tags of live instances */
+	char (*tags)[64]; /* "isc-t-..." network tags of instances not TERMINATED, each once */
+	size_t n_tags;
 };
+
+/* The tenant tags ("isc-t-...") of a page's instances that are not TERMINATED, each once. */
+static int collect_tenant_tags(struct node_list *l, const char *body, size_t len)
+{
+	json_t *root = json_loadb(body ? body : "", len, 0, NULL), *zones, *z, *inst, *t;
+	const char *zk;
+	size_t i, j;
+	int rc = 0;
+
+	zones = json_object_get(root, "items");
+	json_object_foreach(zones, zk, z)
+	{
+		json_array_foreach(json_object_get(z, "instances"), i, inst)
+		{
+			const char *st = json_string_value(json_object_get(inst, "status"));
+			if (st && strcmp(st, "TERMINATED") == 0)
+				continue;
+			json_array_foreach(json_object_get(json_object_get(inst, "tags"), "items"),
+			                   j, t)
+			{
+				const char *v = json_string_value(t);
+				size_t k = 0;
+				if (!v || strncmp(v, "isc-t-", 6) != 0 || strlen(v) >= 64)
+					continue;
+				while (k < l->n_tags && strcmp(l->tags[k], v) != 0)
+					k++;
+				if (k < l->n_tags)
+					continue;
+				void *grown = realloc(l->tags, (l->n_tags + 1) * sizeof(*l->tags));
+				if (!grown) {
+					rc = ISC_ENOMEM;
+					break;
+				}
+				l->tags = grown;
+				snprintf(l->tags[l->n_tags++], 64, "%s", v);
+			}
+		}
+	}
+	json_decref(root);
+	return rc;
+}
 
 static int collect_nodes(void *ctx, const struct isc_http_response *r, char **next, size_t *added,
                          struct isc_err *err)
@@ -893,6 +983,8 @@ static int collect_nodes(void *ctx, const struct isc_http_response *r, char **ne
 	size_t before = l->n;
 	int rc = isc_gce_parse_instances(r->body.data, r->body.len, &l->v, &l->n, next, err);
 	*added = l->n - before;
+	if (!rc && l->want_tags && collect_tenant_tags(l, r->body.data, r->body.len))
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 	return rc;
 }
 
@@ -1708,6 +1800,18 @@ int isc_gcp_fw_scan_page(struct isc_gcp_fw_scan *sc, const char *body, size_t le
 		if (!ranges_match(sc, ranges, 1) ||
 		    !tcp_ports(json_object_get(rule, "allowed"), NULL))
 			continue;
+		if (!sc->wide_name[0]) {
+			/* One rule that opens every TCP port from the subnet to every instance:
+			 * tenants' nodes on the network reach one another through it. */
+			unsigned char own[65536 / 8] = {0};
+			size_t k = 0;
+			tcp_ports(json_object_get(rule, "allowed"), own);
+			while (k < sizeof(own) && own[k] == 0xff)
+				k++;
+			if (k == sizeof(own))
+				snprintf(sc->wide_name, sizeof(sc->wide_name), "%s",
+				         name ? name : "");
+		}
 		tcp_ports(json_object_get(rule, "allowed"), sc->ports);
 		if (prio > sc->allow_prio) {
 			sc->allow_prio = prio;
@@ -1775,7 +1879,8 @@ static int subnet_range(struct gcp_session *s, const char *region, char cidr[64]
  * TCP from a range covering its subnet to every node, else the launch is refused naming
  * the rule (as the AWS driver names the EFA security-group rule).
  */
-static int check_firewall(struct gcp_session *s, const char *zone, struct isc_err *err)
+static int check_firewall(struct gcp_session *s, const char *zone, const char *ttag,
+                          struct isc_err *err)
 {
 	struct isc_gcp_fw_scan *sc;
 	char region[64], cidr[64], *url;
@@ -1792,7 +1897,24 @@ static int check_firewall(struct gcp_session *s, const char *zone, struct isc_er
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (!rc)
 		rc = list_pages(s, "firewalls.list", url, collect_firewalls, sc, err);
-	if (!rc && !isc_gcp_fw_scan_ok(sc)) {
+	if (!rc && ttag) {
+		/*
+		 * A tenant's nodes get their own rule (sourceTags = targetTags = the tag). Rules
+		 * only allow, so a rule that lets all TCP from the subnet reach every instance
+		 * (default-allow-internal) would let every tenant's nodes reach every other's:
+		 * refused, naming it.
+		 */
+		if (sc->wide_name[0])
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "network %s: firewall rule %s lets all TCP from %s (the subnet) reach "
+			    "every instance, so the organisations on this project would reach each "
+			    "other's nodes; remove it (each organisation's nodes get a rule of "
+			    "their "
+			    "own, %s) or set [providers.gcp] tenant_isolation = \"never\" "
+			    "(docs/security.md, \"Tenants on the platform's account\")",
+			    sc->network, sc->wide_name, cidr, ttag);
+	} else if (!rc && !isc_gcp_fw_scan_ok(sc)) {
 		if (sc->deny_prio >= 0 && sc->allow_prio >= 0 && sc->deny_prio <= sc->allow_prio)
 			rc = isc_err_set(
 			    err, ISC_EINVALID,
@@ -1818,12 +1940,110 @@ static int check_firewall(struct gcp_session *s, const char *zone, struct isc_er
 	return rc;
 }
 
+/* ---- tenants on the platform's account (docs/security.md, issue 42) ---- */
+
+/* Tenant rules a launch of this process is about to use (the sweep leaves them). */
+static struct isc_busy_names busy_firewalls = ISC_BUSY_NAMES_INIT;
+
+/* A global Operation (firewalls) polled until DONE; its error, if any, as rc. */
+static int global_op_done(struct gcp_session *s, struct isc_http_response *r, const char *what,
+                          struct isc_err *err)
+{
+	struct isc_gce_operation op;
+	int64_t deadline = now_ms(s) + s->op_timeout_ms;
+	long delay = 250;
+	int rc = isc_gce_parse_operation(r->body.data, r->body.len, &op, err);
+
+	while (!rc && strcmp(op.status, "DONE") != 0) {
+		struct isc_http_response resp;
+		char *url;
+		if (now_ms(s) >= deadline)
+			return isc_err_set(err, ISC_ETRANSIENT, "%s: operation %s not DONE", what,
+			                   op.name);
+		s->clock->sleep_ms(s->clock->ctx, delay);
+		if (delay < 4000)
+			delay *= 2;
+		if (!(url = api_url(s, "global/operations/%s", op.name)))
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		isc_http_response_init(&resp);
+		rc = gcp_call(s, "GET", "globalOperations.get", url, NULL, &resp, err);
+		if (!rc)
+			rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
+		isc_http_response_cleanup(&resp);
+		free(url);
+	}
+	if (!rc && op.error_code[0])
+		rc = isc_err_set(err, isc_gce_classify_op(op.error_code), "%s: %s: %s", what,
+		                 op.error_code, op.error_message);
+	return rc;
+}
+
+/*
+ * The tenant's firewall rule, named like its tag, made on demand (firewalls.get, else
+ * firewalls.insert with a requestId from the name; alreadyExists is a concurrent launch's):
+ * INGRESS, sourceTags = targetTags = [tag], allowed all protocols (VPC firewall rules: "a
+ * source tag ... the rule applies to traffic from instances that have one of the tags",
+ * "target tags ... the rule applies only to instances with a matching network tag";
+ * https://cloud.google.com/firewall/docs/firewalls). Ingress is denied unless a rule
+ * allows it (implied deny), so only the tenant's own nodes reach its nodes, besides what
+ * the network's other rules let in (SSH: default-allow-ssh, or the operator's).
+ */
+static int ensure_tenant_firewall(struct gcp_session *s, const struct isc_launch_spec *spec,
+                                  const char *tag, struct isc_err *err)
+{
+	const char *broker = tag_value(spec, ISC_TAG_BROKER);
+	struct isc_http_response resp;
+	char rid[37], reason[64], *url = api_url(s, "global/firewalls/%s", tag), *desc = NULL,
+	                          *body = NULL;
+	json_t *root;
+	int rc;
+
+	if (!url)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	rc = gcp_call_reason(s, "GET", "firewalls.get", url, NULL, &resp, reason, err);
+	free(url);
+	isc_http_response_cleanup(&resp);
+	if (!rc)
+		return 0; /* there already: the tenant's, made by an earlier launch */
+	if (rc != ISC_ENOTFOUND && strcmp(reason, "notFound") != 0)
+		return rc;
+	isc_gcp_request_id(tag, "tenant-firewall", rid);
+	if (asprintf(&desc, "isc:broker=%s isc:tenant=%s", broker ? broker : "", spec->tenant) < 0)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	root = json_pack("{s:s, s:s, s:s, s:s, s:i, s:[s], s:[s], s:[{s:s}]}", "name", tag,
+	                 "description", desc, "network", s->network, "direction", "INGRESS",
+	                 "priority", 1000, "sourceTags", tag, "targetTags", tag, "allowed",
+	                 "IPProtocol", "all");
+	free(desc);
+	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(root);
+	url = api_url(s, "global/firewalls?requestId=%s", rid);
+	if (!body || !url) {
+		free(body);
+		free(url);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_http_response_init(&resp);
+	rc = gcp_call_reason(s, "POST", "firewalls.insert", url, body, &resp, reason, err);
+	if (rc && strcmp(reason, "alreadyExists") == 0)
+		rc = 0;
+	else if (!rc)
+		rc = global_op_done(s, &resp, "firewalls.insert", err);
+	if (rc && err)
+		isc_err_wrap(err, "tenant firewall rule %s", tag);
+	isc_http_response_cleanup(&resp);
+	free(body);
+	free(url);
+	return rc;
+}
+
 static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
 	struct gcp_session *s = impl(ps);
 	char last[ISC_ERR_MSG_MAX] = "", machine[64], accel[64];
-	char policy_name[64] = "", policy_region[64] = "", *policy = NULL;
+	char policy_name[64] = "", policy_region[64] = "", *policy = NULL, ttag[64] = "";
 	size_t tl = spec->idempotency_token ? strlen(spec->idempotency_token) : 0;
 	int n_acc, rc = 0, gang;
 
@@ -1849,8 +2069,19 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			                   spec->zones[z]);
 	/* Nodes joining a gang's placement are members of a gang, even one at a time. */
 	gang = spec->count >= 2 || spec->placement_token;
-	if (s->firewall_check && gang && (rc = check_firewall(s, spec->zones[0], err)))
+	if ((rc = tenant_tag_of(s, spec, ttag, err)))
 		return rc;
+	/* A tenant's nodes are checked alone too: nothing may let another tenant in. */
+	if (s->firewall_check && (gang || ttag[0]) &&
+	    (rc = check_firewall(s, spec->zones[0], ttag[0] ? ttag : NULL, err)))
+		return rc;
+	if (ttag[0]) {
+		isc_busy_names_add(&busy_firewalls, ttag, +1);
+		if ((rc = ensure_tenant_firewall(s, spec, ttag, err))) {
+			isc_busy_names_add(&busy_firewalls, ttag, -1);
+			return rc;
+		}
+	}
 	/*
 	 * Close together: one compact policy for the gang, in the zones' region, made by the
 	 * gang's launch. Nodes that replace lost members of a gang join that policy (named from
@@ -1865,11 +2096,15 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		if (!spec->placement_token &&
 		    (rc = create_policy(s, spec, policy_region, policy_name, err))) {
 			isc_busy_names_add(&busy_policies, policy_name, -1);
+			if (ttag[0])
+				isc_busy_names_add(&busy_firewalls, ttag, -1);
 			return rc;
 		}
 		if (asprintf(&policy, "regions/%s/resourcePolicies/%s", policy_region,
 		             policy_name) < 0) {
 			isc_busy_names_add(&busy_policies, policy_name, -1);
+			if (ttag[0])
+				isc_busy_names_add(&busy_firewalls, ttag, -1);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
 	}
@@ -1909,6 +2144,8 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_busy_names_add(&busy_policies, policy_name, -1);
 		free(policy);
 	}
+	if (ttag[0])
+		isc_busy_names_add(&busy_firewalls, ttag, -1);
 	return rc;
 }
 
@@ -1973,6 +2210,152 @@ static int in_region(const struct gcp_session *s, const char *zone)
 	return l == 0 || (strncmp(zone, s->region, l) == 0 && zone[l] == '-');
 }
 
+/*
+ * Teardown of tenants' firewall rules (issue 42), as compact policies go: a rule of this
+ * broker (named isc-t-TENANT-HASH, HASH from its id) whose tag no listed instance that is
+ * not TERMINATED carries, and that no launch of this process is about to use, is deleted
+ * (firewalls.delete, at most 10 a sweep). Deleted GCE instances leave the listing, so a
+ * sweep is due, besides providers/sweep.h's first time and period, when a tag this process
+ * saw live last time is gone from the listing. Best effort: logged, the listing stands.
+ */
+#define FIREWALL_DELETES_PER_SWEEP 10
+
+static pthread_mutex_t tenant_seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char scope[600];
+	char *tags; /* the live tags of the scope's last listing, "\n"-separated */
+} tenant_seen[16];
+
+static int tenant_sweep_due(const struct gcp_session *s, const char *broker_id,
+                            const struct node_list *l)
+{
+	char scope[600];
+	struct isc_sweep_use *uses = calloc(l->n_tags ? l->n_tags : 1, sizeof(*uses));
+	struct isc_buf now;
+	int due = 0, slot = -1;
+
+	snprintf(scope, sizeof(scope), "gcp-fw %s%s %s", s->compute, s->project, broker_id);
+	isc_buf_init(&now, 0);
+	for (size_t i = 0; i < l->n_tags; i++) {
+		if (uses)
+			uses[i] = (struct isc_sweep_use){l->tags[i], 1};
+		isc_buf_printf(&now, "%s\n", l->tags[i]);
+	}
+	due = !uses || isc_sweep_due(scope, uses, l->n_tags, now_ms(s));
+	free(uses);
+	pthread_mutex_lock(&tenant_seen_lock);
+	for (int k = 0; k < 16 && slot < 0; k++)
+		if (strcmp(tenant_seen[k].scope, scope) == 0)
+			slot = k;
+	if (slot >= 0 && tenant_seen[slot].tags) {
+		/* a tag live last time and not now: its nodes are gone */
+		for (char *p = tenant_seen[slot].tags; *p && !due;) {
+			char *nl = strchr(p, '\n');
+			size_t len = nl ? (size_t)(nl - p) : strlen(p);
+			int found = 0;
+			for (size_t i = 0; i < l->n_tags && !found; i++)
+				found =
+				    strlen(l->tags[i]) == len && strncmp(l->tags[i], p, len) == 0;
+			due = !found;
+			p += len + (nl ? 1 : 0);
+		}
+	}
+	if (slot < 0)
+		for (int k = 0; k < 16 && slot < 0; k++)
+			if (!tenant_seen[k].scope[0])
+				slot = k;
+	if (slot < 0)
+		slot = 0; /* more scopes than slots: one is forgotten (it sweeps again) */
+	snprintf(tenant_seen[slot].scope, sizeof(tenant_seen[slot].scope), "%s", scope);
+	free(tenant_seen[slot].tags);
+	tenant_seen[slot].tags = isc_buf_detach(&now);
+	pthread_mutex_unlock(&tenant_seen_lock);
+	isc_buf_cleanup(&now);
+	return due;
+}
+
+static void reconcile_tenant_firewalls(struct gcp_session *s, const char *broker_id,
+                                       const struct node_list *l)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned int dl = 0;
+	char suffix[16], scope[600];
+	struct isc_buf b, f;
+	struct isc_http_response resp;
+	struct isc_err err;
+	json_t *root = NULL, *it;
+	size_t i, deletes = 0;
+	int rc;
+
+	if (!EVP_Digest(broker_id, strlen(broker_id), d, &dl, EVP_sha256(), NULL) || dl < 4)
+		return;
+	snprintf(suffix, sizeof(suffix), "-%02x%02x%02x%02x", d[0], d[1], d[2], d[3]);
+	snprintf(scope, sizeof(scope), "gcp-fw %s%s %s", s->compute, s->project, broker_id);
+	isc_buf_init(&b, 0);
+	isc_buf_init(&f, 0);
+	{
+		char *base = api_url(s, "global/firewalls");
+		rc = base ? 0 : ISC_ENOMEM;
+		rc = rc ? rc : isc_buf_printf(&f, "name eq \"isc-t-.*%s\"", suffix);
+		rc = rc ? rc : isc_buf_printf(&b, "%s?maxResults=%d&filter=", base, PAGE_SIZE);
+		rc = rc ? rc : pct(&b, f.data);
+		free(base);
+	}
+	isc_http_response_init(&resp);
+	if (rc)
+		rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
+	else
+		rc = gcp_call(s, "GET", "firewalls.list", b.data, NULL, &resp, &err);
+	if (!rc &&
+	    !(root = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL)))
+		rc = isc_err_set(&err, ISC_EINVALID, "firewalls.list: not JSON");
+	json_array_foreach(rc ? NULL : json_object_get(root, "items"), i, it)
+	{
+		const char *name = json_string_value(json_object_get(it, "name"));
+		size_t nl = name ? strlen(name) : 0, sl = strlen(suffix);
+		int used = 0;
+		char *url;
+		struct isc_http_response dr;
+		char reason[64];
+		/* the filter is the server's: the name is checked here again */
+		if (!name || strncmp(name, "isc-t-", 6) != 0 || nl <= sl ||
+		    strcmp(name + nl - sl, suffix) != 0)
+			continue;
+		for (size_t k = 0; k < l->n_tags && !used; k++)
+			used = strcmp(l->tags[k], name) == 0;
+		if (used || isc_busy_names_has(&busy_firewalls, name) ||
+		    deletes == FIREWALL_DELETES_PER_SWEEP)
+			continue;
+		deletes++;
+		if (!(url = api_url(s, "global/firewalls/%s", name))) {
+			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		isc_http_response_init(&dr);
+		rc = gcp_call_reason(s, "DELETE", "firewalls.delete", url, NULL, &dr, reason, &err);
+		if (!rc)
+			rc = global_op_done(s, &dr, "firewalls.delete", &err);
+		if (!rc)
+			isc_log(ISC_LOG_INFO,
+			        "gcp: tenant firewall rule %s deleted (no live instance)", name);
+		else if (rc == ISC_ENOTFOUND || strcmp(reason, "notFound") == 0)
+			rc = 0;
+		isc_http_response_cleanup(&dr);
+		free(url);
+		if (rc)
+			break;
+	}
+	json_decref(root);
+	isc_http_response_cleanup(&resp);
+	isc_buf_cleanup(&b);
+	isc_buf_cleanup(&f);
+	if (rc)
+		isc_log(ISC_LOG_WARN, "gcp: tenant firewall reconcile: %s (next describe retries)",
+		        err.msg);
+	else
+		isc_sweep_done(scope, NULL, 0, now_ms(s));
+}
+
 static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
                         struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
@@ -1981,6 +2364,8 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 	char *url;
 	size_t kept = 0;
 	int rc, stopping_spot = 0;
+
+	all.want_tags = s->tenant_isolation;
 
 	*out = NULL;
 	*n_out = 0;
@@ -2013,6 +2398,10 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 			reconcile_policies(s, broker_id, all.v, kept, &sw);
 		policy_sweep_cleanup(&sw);
 	}
+	/* Firewall rules are global: the tags come from the whole listing, every region. */
+	if (!rc && s->tenant_isolation && tenant_sweep_due(s, broker_id, &all))
+		reconcile_tenant_firewalls(s, broker_id, &all);
+	free(all.tags);
 	if (rc) {
 		free(all.v);
 		return rc;
@@ -2138,6 +2527,7 @@ static const char *const gcp_setting_keys[] = {
     "disk_size_gb",
     "compact_placement",
     "firewall_check",
+    "tenant_isolation",
     "ssh_key_user",
     "operation_timeout_s",
     "describe_max_pages",

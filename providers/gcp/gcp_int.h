@@ -209,7 +209,16 @@ struct isc_gcp_fw_scan {
 	char allow_name[64];            /* one allow rule that counts (for the log) */
 	long deny_prio;                 /* -1: no deny of TCP from the subnet */
 	char deny_name[64];
+	char wide_name[64]; /* an allow that alone opens all TCP from the subnet to every node */
 };
+
+/*
+ * The network tag (and firewall rule name) of one tenant of this broker on the platform's
+ * account (issue 42): "isc-t-TENANT-XXXXXXXX", XXXXXXXX from SHA-256(broker_id); at most
+ * 47 characters. ISC_EINVALID for a tenant that is not 1..32 of [a-z0-9-].
+ */
+int isc_gcp_tenant_tag(const char *broker_id, const char *tenant, char out[64],
+                       struct isc_err *err);
 
 /* Starts a scan of network NAME for subnet CIDR ("10.128.0.0/20"); ISC_EINVALID if unreadable. */
 int isc_gcp_fw_scan_init(struct isc_gcp_fw_scan *sc, const char *network, const char *cidr,

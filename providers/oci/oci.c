@@ -51,6 +51,10 @@ struct oci_session {
 	long disk_size_gb;    /* boot volume size: OCI takes 50..32768 GB; its default is ~47 */
 	int manage_security_list;
 	int assign_public_ip;
+	int tenant_isolation;  /* tenant_isolation=auto: a network security group per tenant */
+	char *tenant_ssh_cidr; /* who reaches a tenant's nodes on SSH (the broker) */
+	long tenant_ssh_port;
+	char tenant_nsg[256];        /* during a launch: the tenant's NSG, "" without one */
 	unsigned launch_parallelism; /* LaunchInstance calls in flight per AD, 1..64 */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
@@ -318,6 +322,7 @@ static void oci_session_free(struct isc_provider_session *ps)
 			free(s->prefix[i]);
 		}
 		free(s->compartment_id);
+		free(s->tenant_ssh_cidr);
 		free(s->subnet_id);
 		free(s->image_id);
 		free(s);
@@ -399,6 +404,33 @@ static int oci_session_new(const struct isc_provider_settings *settings, const c
 		}
 	}
 	s->manage_security_list = setting_true(settings, "manage_security_list");
+	{
+		const char *v = isc_provider_setting(settings, "tenant_isolation");
+		const char *port = isc_provider_setting(settings, "tenant_ssh_port");
+		char *end = NULL;
+		s->tenant_isolation = !v || !v[0] || !strcmp(v, "auto");
+		if (v && v[0] && strcmp(v, "auto") && strcmp(v, "never")) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.oci] tenant_isolation '%.40s' is neither "
+			                 "\"auto\" nor \"never\"",
+			                 v);
+			goto fail;
+		}
+		s->tenant_ssh_port = port && port[0] ? strtol(port, &end, 10) : 22;
+		if (port && port[0] &&
+		    (*end || s->tenant_ssh_port < 1 || s->tenant_ssh_port > 65535)) {
+			rc = isc_err_set(err, ISC_EINVALID,
+			                 "[providers.oci] tenant_ssh_port '%.20s' is not a port",
+			                 port);
+			goto fail;
+		}
+		v = isc_provider_setting(settings, "tenant_ssh_cidr");
+		s->tenant_ssh_cidr = strdup(v && v[0] ? v : "0.0.0.0/0");
+		if (!s->tenant_ssh_cidr) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
 	s->assign_public_ip = setting_true(settings, "assign_public_ip");
 	{
 		/* Boot volumes are 50 GB to 32 TB (OCI docs, "Boot Volumes": custom boot volume
@@ -953,6 +985,10 @@ static void reconcile_clusters(struct oci_session *s, const char *broker_id, con
 	free(gone);
 }
 
+static int nsgs_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
+                          char *scope, size_t cap);
+static void reconcile_nsgs(struct oci_session *s, const char *broker_id, const char *scope);
+
 static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
                         struct isc_node_info **out, size_t *n_out, struct isc_err *err)
 {
@@ -986,6 +1022,11 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 		if (clusters_sweep_due(s, broker_id, all, &sw))
 			reconcile_clusters(s, broker_id, all, &sw);
 		cluster_sweep_cleanup(&sw);
+	}
+	if (s->tenant_isolation) {
+		char scope[700];
+		if (nsgs_sweep_due(s, broker_id, all, scope, sizeof(scope)))
+			reconcile_nsgs(s, broker_id, scope);
 	}
 	json_decref(all);
 	for (i = 0; i < n; i++)
@@ -1143,6 +1184,318 @@ out:
 	return rc;
 }
 
+/* ---- tenants on the platform's account (docs/security.md, issue 42) ---- */
+
+/* Tenant NSGs a launch of this process is about to use (the sweep leaves them). */
+static struct isc_busy_names busy_nsgs = ISC_BUSY_NAMES_INIT;
+
+int isc_oci_tenant_nsg_name(const char *broker_id, const char *tenant, char out[256],
+                            struct isc_err *err)
+{
+	int n;
+	if (!isc_tenant_name_ok(tenant))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "launch: tenant '%.40s' is not 1 to 32 of a-z, 0-9 and '-'",
+		                   tenant ? tenant : "");
+	n = snprintf(out, 256, "isc-tenant-%s-%s", broker_id ? broker_id : "", tenant);
+	if (!broker_id || !broker_id[0] || n <= 0 || n >= 256)
+		return isc_err_set(err, ISC_EINVALID, "launch: no usable %s tag", ISC_TAG_BROKER);
+	return 0;
+}
+
+/*
+ * A tenant's launch: the subnet's VCN (an NSG lives in one), and no security list rule of
+ * the subnet that lets all TCP in from the subnet (the "training rule" a launch without a
+ * tenant needs): security lists and NSGs add up ("a packet is allowed if any rule in any
+ * of the lists and groups allows it", OCI docs, "Comparison of Security Lists and Network
+ * Security Groups"), so such a rule would let every tenant's nodes reach every other's.
+ */
+static int check_tenant_subnet(struct oci_session *s, char vcn[256], struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"GetSubnet"};
+	char path[512], cidr[64];
+	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	const char *c, *v;
+	size_t i;
+	int rc;
+
+	snprintf(path, sizeof(path), API "/subnets/%s", s->subnet_id);
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &subnet, err);
+	if (rc)
+		goto out;
+	c = json_string_value(json_object_get(subnet, "cidrBlock"));
+	v = json_string_value(json_object_get(subnet, "vcnId"));
+	lists = json_object_get(subnet, "securityListIds");
+	if (!c || strlen(c) >= sizeof(cidr) || !v || strlen(v) >= 256 || !json_is_array(lists)) {
+		rc = isc_err_set(err, ISC_EINVALID,
+		                 "GetSubnet %s: no cidrBlock, vcnId or securityListIds",
+		                 s->subnet_id);
+		goto out;
+	}
+	snprintf(cidr, sizeof(cidr), "%s", c);
+	snprintf(vcn, 256, "%s", v);
+	json_array_foreach(lists, i, id)
+	{
+		struct call_ctx lc = {"GetSecurityList"};
+		const char *sid = json_string_value(id);
+		if (!sid || strlen(sid) > 256)
+			continue;
+		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
+		json_decref(sl);
+		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
+		if (rc)
+			goto out;
+		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
+		                                 cidr) == 1) {
+			rc = isc_err_set(
+			    err, ISC_EINVALID,
+			    "subnet %.120s: security list %.120s lets all TCP in from %s (the "
+			    "subnet), "
+			    "so the organisations on this tenancy would reach each other's nodes; "
+			    "remove that rule (each organisation's nodes get a network security "
+			    "group of their own) or set [providers.oci] tenant_isolation = "
+			    "\"never\" "
+			    "(docs/security.md, \"Tenants on the platform's account\")",
+			    s->subnet_id, sid, cidr);
+			goto out;
+		}
+	}
+out:
+	json_decref(subnet);
+	json_decref(sl);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/* 1 when the NSG's rules (ListNetworkSecurityGroupSecurityRules) admit all from itself. */
+static int nsg_has_self_rule(struct oci_session *s, const char *id, struct isc_err *err, int *rc)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListNetworkSecurityGroupSecurityRules"};
+	char path[512];
+	json_t *rules = NULL, *r;
+	size_t i;
+	int ok = 0;
+
+	snprintf(path, sizeof(path), API "/networkSecurityGroups/%s/securityRules", id);
+	isc_http_response_init(&resp);
+	*rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &rules, err);
+	json_array_foreach(*rc ? NULL : rules, i, r)
+	{
+		const char *dir = json_string_value(json_object_get(r, "direction"));
+		const char *proto = json_string_value(json_object_get(r, "protocol"));
+		const char *src = json_string_value(json_object_get(r, "source"));
+		const char *st = json_string_value(json_object_get(r, "sourceType"));
+		if (dir && !strcmp(dir, "INGRESS") && proto && !strcmp(proto, "all") && src &&
+		    !strcmp(src, id) && st && !strcmp(st, "NETWORK_SECURITY_GROUP"))
+			ok = 1;
+	}
+	json_decref(rules);
+	isc_http_response_cleanup(&resp);
+	return ok;
+}
+
+/*
+ * The tenant's network security group in the subnet's VCN, found by display name
+ * (ListNetworkSecurityGroups) or made (CreateNetworkSecurityGroup, freeform tags isc:broker
+ * and isc:tenant, a retry token from its name), with its rules
+ * (AddNetworkSecurityGroupSecurityRules): ingress all from the group itself (sourceType
+ * NETWORK_SECURITY_GROUP: "the rule applies to VNICs in the source NSG", OCI docs, "Network
+ * Security Groups") and TCP tenant_ssh_port from tenant_ssh_cidr. Its id into s->tenant_nsg.
+ */
+static int ensure_tenant_nsg(struct oci_session *s, const struct isc_launch_spec *spec,
+                             const char *broker_id, const char *vcn, const char *name,
+                             struct isc_err *err)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListNetworkSecurityGroups"};
+	char path[2048] = API "/networkSecurityGroups", token[65];
+	json_t *list = NULL, *g, *made = NULL, *body;
+	char *text;
+	size_t i;
+	int rc;
+
+	s->tenant_nsg[0] = '\0';
+	if (query_add(path, sizeof(path), "compartmentId", s->compartment_id) ||
+	    query_add(path, sizeof(path), "vcnId", vcn) ||
+	    query_add(path, sizeof(path), "displayName", name))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "ListNetworkSecurityGroups: request too long");
+	isc_http_response_init(&resp);
+	rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &list, err);
+	json_array_foreach(rc ? NULL : list, i, g)
+	{
+		const char *id = json_string_value(json_object_get(g, "id"));
+		const char *st = json_string_value(json_object_get(g, "lifecycleState"));
+		const char *dn = json_string_value(json_object_get(g, "displayName"));
+		if (id && strlen(id) < sizeof(s->tenant_nsg) && dn && !strcmp(dn, name) && st &&
+		    (!strcmp(st, "AVAILABLE") || !strcmp(st, "PROVISIONING")))
+			snprintf(s->tenant_nsg, sizeof(s->tenant_nsg), "%s", id);
+	}
+	json_decref(list);
+	if (!rc && !s->tenant_nsg[0]) {
+		struct call_ctx mc = {"CreateNetworkSecurityGroup"};
+		isc_oci_retry_token(name, "nsg", 0, token, NULL);
+		body =
+		    json_pack("{s:s, s:s, s:s, s:{s:s, s:s}}", "compartmentId", s->compartment_id,
+		              "vcnId", vcn, "displayName", name, "freeformTags", ISC_TAG_BROKER,
+		              broker_id, "isc:tenant", spec->tenant);
+		text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+		json_decref(body);
+		if (!text)
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else
+			rc = oci_call_json(s, SVC_CORE, "POST", API "/networkSecurityGroups", text,
+			                   token, &mc, &resp, &made, err);
+		free(text);
+		if (!rc) {
+			const char *id = json_string_value(json_object_get(made, "id"));
+			if (!id || strlen(id) >= sizeof(s->tenant_nsg))
+				rc = isc_err_set(err, ISC_EINVALID,
+				                 "CreateNetworkSecurityGroup: no id in the reply");
+			else
+				snprintf(s->tenant_nsg, sizeof(s->tenant_nsg), "%s", id);
+		}
+		json_decref(made);
+	}
+	if (!rc && !nsg_has_self_rule(s, s->tenant_nsg, err, &rc) && !rc) {
+		struct call_ctx ac = {"AddNetworkSecurityGroupSecurityRules"};
+		json_t *out = NULL;
+		snprintf(path, sizeof(path),
+		         API "/networkSecurityGroups/%s/actions/addSecurityRules", s->tenant_nsg);
+		body = json_pack(
+		    "{s:[{s:s, s:s, s:s, s:s, s:b, s:s}, {s:s, s:s, s:s, s:s, s:b, "
+		    "s:{s:{s:I, s:I}}, s:s}]}",
+		    "securityRules", "direction", "INGRESS", "protocol", "all", "source",
+		    s->tenant_nsg, "sourceType", "NETWORK_SECURITY_GROUP", "isStateless", 0,
+		    "description", "isc-broker: the tenant's nodes reach one another", "direction",
+		    "INGRESS", "protocol", "6", "source", s->tenant_ssh_cidr, "sourceType",
+		    "CIDR_BLOCK", "isStateless", 0, "tcpOptions", "destinationPortRange", "min",
+		    (json_int_t)s->tenant_ssh_port, "max", (json_int_t)s->tenant_ssh_port,
+		    "description", "isc-broker: SSH from the broker");
+		text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+		json_decref(body);
+		if (!text)
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else
+			rc = oci_call_json(s, SVC_CORE, "POST", path, text, NULL, &ac, &resp, &out,
+			                   err);
+		free(text);
+		json_decref(out);
+	}
+	if (rc) {
+		s->tenant_nsg[0] = '\0';
+		if (err)
+			isc_err_wrap(err, "tenant network security group %s", name);
+	}
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * Teardown of tenants' NSGs: every NSG of the compartment tagged isc:broker = this broker
+ * and isc:tenant that no launch of this process is about to use and that has no VNIC
+ * (ListNetworkSecurityGroupVnics: the cloud's own membership) is deleted
+ * (DeleteNetworkSecurityGroup; a 409 while a VNIC still goes waits). Due as
+ * providers/sweep.h says, with the listing's instances tagged isc:tenant as the uses (a
+ * tenant's NSG is idle once its instances are all TERMINATED). Best effort: logged.
+ */
+#define NSG_DELETES_PER_SWEEP 10
+
+static int nsgs_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
+                          char *scope, size_t cap)
+{
+	size_t n = json_array_size(all), k = 0, i;
+	struct isc_sweep_use *uses = calloc(n ? n : 1, sizeof(*uses));
+	char(*names)[256] = calloc(n ? n : 1, sizeof(*names));
+	json_t *inst;
+	int due;
+
+	snprintf(scope, cap, "oci-nsg %s %s %s", s->url[SVC_CORE], s->compartment_id, broker_id);
+	if (!uses || !names) {
+		free(uses);
+		free(names);
+		return 1;
+	}
+	json_array_foreach(all, i, inst)
+	{
+		json_t *tags = json_object_get(inst, "freeformTags");
+		const char *b = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
+		const char *t = json_string_value(json_object_get(tags, "isc:tenant"));
+		const char *st = json_string_value(json_object_get(inst, "lifecycleState"));
+		if (!b || strcmp(b, broker_id) || !t ||
+		    isc_oci_tenant_nsg_name(broker_id, t, names[k], NULL))
+			continue;
+		uses[k] = (struct isc_sweep_use){names[k], !st || strcmp(st, "TERMINATED") != 0};
+		k++;
+	}
+	due = isc_sweep_due(scope, uses, k, s->clock->now_ms(s->clock->ctx));
+	free(uses);
+	free(names);
+	return due;
+}
+
+static void reconcile_nsgs(struct oci_session *s, const char *broker_id, const char *scope)
+{
+	struct isc_http_response resp;
+	struct call_ctx cc = {"ListNetworkSecurityGroups"};
+	char path[2048] = API "/networkSecurityGroups";
+	json_t *list = NULL, *g;
+	struct isc_err err;
+	size_t i, deletes = 0;
+	int rc;
+
+	isc_http_response_init(&resp);
+	if (query_add(path, sizeof(path), "compartmentId", s->compartment_id))
+		return;
+	rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &cc, &resp, &list, &err);
+	json_array_foreach(rc ? NULL : list, i, g)
+	{
+		json_t *tags = json_object_get(g, "freeformTags");
+		const char *b = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
+		const char *t = json_string_value(json_object_get(tags, "isc:tenant"));
+		const char *id = json_string_value(json_object_get(g, "id"));
+		const char *dn = json_string_value(json_object_get(g, "displayName"));
+		const char *st = json_string_value(json_object_get(g, "lifecycleState"));
+		struct call_ctx vc = {"ListNetworkSecurityGroupVnics"},
+		                dc = {"DeleteNetworkSecurityGroup"};
+		char vpath[512];
+		json_t *vnics = NULL;
+		if (!b || strcmp(b, broker_id) || !t || !id || strlen(id) > 256 || !st ||
+		    strcmp(st, "AVAILABLE") || (dn && isc_busy_names_has(&busy_nsgs, dn)) ||
+		    deletes == NSG_DELETES_PER_SWEEP)
+			continue;
+		snprintf(vpath, sizeof(vpath), API "/networkSecurityGroups/%s/vnics", id);
+		if ((rc = oci_call_json(s, SVC_CORE, "GET", vpath, NULL, NULL, &vc, &resp, &vnics,
+		                        &err)))
+			break;
+		if (json_array_size(vnics) == 0) {
+			deletes++;
+			snprintf(vpath, sizeof(vpath), API "/networkSecurityGroups/%s", id);
+			rc = oci_call(s, SVC_CORE, "DELETE", vpath, NULL, NULL, NULL, &dc, &resp,
+			              &err);
+			if (!rc)
+				isc_log(ISC_LOG_INFO,
+				        "oci: tenant network security group %s deleted (no VNIC)",
+				        dn ? dn : id);
+			else if (rc == ISC_ENOTFOUND || rc == ISC_ECONFLICT || rc == ISC_ETRANSIENT)
+				rc = 0; /* gone already, or a VNIC still going: the next sweep */
+		}
+		json_decref(vnics);
+		if (rc)
+			break;
+	}
+	json_decref(list);
+	isc_http_response_cleanup(&resp);
+	if (rc)
+		isc_log(ISC_LOG_WARN, "oci: tenant NSG reconcile: %s (next describe retries)",
+		        err.msg);
+	else
+		isc_sweep_done(scope, NULL, 0, s->clock->now_ms(s->clock->ctx));
+}
+
 /* ---- launch_gang ---- */
 
 /* The availability domains of the region (Identity ListAvailabilityDomains), as a JSON array. */
@@ -1249,6 +1602,7 @@ static void launch_node(struct ad_run *r, struct isc_http_client *http, unsigned
 	struct oci_session *s = r->s;
 	struct node_job *j = &r->jobs[i];
 	struct isc_oci_launch l = {0};
+	struct isc_kv tags[16];
 	struct isc_http_response resp;
 	struct call_ctx cc = {"LaunchInstance"};
 	char name[300], *body = NULL;
@@ -1271,8 +1625,16 @@ static void launch_node(struct ad_run *r, struct isc_http_client *http, unsigned
 	l.assign_public_ip = s->assign_public_ip;
 	l.tags = spec->tags;
 	l.n_tags = spec->n_tags;
+	if (s->tenant_nsg[0] && spec->n_tags < 15) {
+		/* The tenant on the node too: the NSG sweep reads its uses from the listing. */
+		memcpy(tags, spec->tags, spec->n_tags * sizeof(*tags));
+		tags[spec->n_tags] = (struct isc_kv){"isc:tenant", spec->tenant};
+		l.tags = tags;
+		l.n_tags = spec->n_tags + 1;
+	}
 	l.compute_cluster_id = r->compute_cluster_id;
 	l.boot_volume_gb = s->disk_size_gb;
+	l.nsg_id = s->tenant_nsg[0] ? s->tenant_nsg : NULL;
 	j->outcome = N_FAILED;
 	if ((j->rc = isc_oci_launch_body(&l, &body, &j->err)))
 		return;
@@ -1500,14 +1862,22 @@ static enum ad_outcome launch_in_ad(struct oci_session *s, const struct isc_laun
 	return out;
 }
 
+static int launch_with_nsg(struct oci_session *s, const struct isc_launch_spec *spec,
+                           struct isc_launch_result *out, struct isc_err *err);
+
+static const char *broker_tag(const struct isc_launch_spec *spec)
+{
+	for (size_t i = 0; i < spec->n_tags; i++)
+		if (strcmp(spec->tags[i].key, ISC_TAG_BROKER) == 0)
+			return spec->tags[i].value;
+	return NULL;
+}
+
 static int oci_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
 	struct oci_session *s = impl(ps);
-	struct isc_node_info *nodes = NULL;
-	json_t *ads = NULL;
-	char last[ISC_ERR_MSG_MAX] = "", token[65];
-	size_t tried = 0, n_try;
+	char token[65];
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -1521,8 +1891,35 @@ static int oci_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		return isc_err_set(err, ISC_EINVALID,
 		                   "launch: set subnet_id and image_id in [providers.oci] "
 		                   "(the private subnet and the image of the nodes)");
+	if (spec->tenant && s->tenant_isolation) {
+		/* The tenant's own NSG instead of the subnet-wide training rule (issue 42). */
+		char vcn[256], name[256];
+		if ((rc = isc_oci_tenant_nsg_name(broker_tag(spec), spec->tenant, name, err)) ||
+		    (rc = check_tenant_subnet(s, vcn, err)))
+			return rc;
+		isc_busy_names_add(&busy_nsgs, name, +1);
+		rc = ensure_tenant_nsg(s, spec, broker_tag(spec), vcn, name, err);
+		if (!rc)
+			rc = launch_with_nsg(s, spec, out, err);
+		s->tenant_nsg[0] = '\0';
+		isc_busy_names_add(&busy_nsgs, name, -1);
+		return rc;
+	}
 	if ((rc = ensure_training_rule(s, err)))
 		return rc;
+	return launch_with_nsg(s, spec, out, err);
+}
+
+/* The rest of a launch, once its network is settled (s->tenant_nsg, or the training rule). */
+static int launch_with_nsg(struct oci_session *s, const struct isc_launch_spec *spec,
+                           struct isc_launch_result *out, struct isc_err *err)
+{
+	struct isc_node_info *nodes = NULL;
+	json_t *ads = NULL;
+	char last[ISC_ERR_MSG_MAX] = "";
+	size_t tried = 0, n_try;
+	int rc = 0;
+
 	if ((rc = list_ads(s, &ads, err)))
 		return rc;
 	nodes = calloc(spec->count, sizeof(*nodes));
@@ -1578,6 +1975,9 @@ static const char *const oci_setting_keys[] = {
     "subnet_id",
     "image_id",
     "manage_security_list",
+    "tenant_isolation",
+    "tenant_ssh_cidr",
+    "tenant_ssh_port",
     "assign_public_ip",
     "compute_cluster_id",
     "compute_clusters",

@@ -71,6 +71,7 @@ struct isc_oci_launch {
 	const char *ssh_public_key;
 	const char *user_data;          /* extra cloud-config body or NULL */
 	const char *compute_cluster_id; /* the gang's compute cluster (RDMA shapes) or NULL */
+	const char *nsg_id;             /* the tenant's network security group or NULL */
 	const char *retry_token;        /* also tagged isc:token */
 	long boot_volume_gb;            /* sourceDetails.bootVolumeSizeInGBs; 0: the image's */
 	int preemptible;
@@ -93,6 +94,14 @@ int isc_oci_rules_allow_training(const json_t *ingress_rules, const char *cidr);
 
 /* IPv4 "a.b.c.d/n" -> network and prefix length; 0 on success. */
 int isc_oci_parse_cidr(const char *s, uint32_t *net, int *bits);
+
+/*
+ * The network security group of one tenant of this broker on the platform's account
+ * (issue 42): "isc-tenant-BROKER-TENANT", its display name. ISC_EINVALID for a tenant
+ * that is not 1..32 of [a-z0-9-].
+ */
+int isc_oci_tenant_nsg_name(const char *broker_id, const char *tenant, char out[256],
+                            struct isc_err *err);
 
 /* Whether `shape` can join a compute cluster (the RDMA bare-metal shapes OCI lists). */
 int isc_oci_rdma_shape(const char *shape);

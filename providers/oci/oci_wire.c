@@ -270,8 +270,11 @@ int isc_oci_launch_body(const struct isc_oci_launch *l, char **out, struct isc_e
 	                    "bootVolumeSizeInGBs", (json_int_t)l->boot_volume_gb)
 	        : json_pack("{s:s, s:s}", "sourceType", "image", "imageId", l->image_id));
 	bad |= json_object_set_new(b, "createVnicDetails",
-	                           json_pack("{s:s, s:b}", "subnetId", l->subnet_id,
-	                                     "assignPublicIp", l->assign_public_ip));
+	                           l->nsg_id ? json_pack("{s:s, s:b, s:[s]}", "subnetId",
+	                                                 l->subnet_id, "assignPublicIp",
+	                                                 l->assign_public_ip, "nsgIds", l->nsg_id)
+	                                     : json_pack("{s:s, s:b}", "subnetId", l->subnet_id,
+	                                                 "assignPublicIp", l->assign_public_ip));
 	bad |= json_object_set(b, "metadata", md);
 	bad |= json_object_set(b, "freeformTags", tags);
 	if (l->compute_cluster_id)

@@ -266,6 +266,46 @@ async function main() {
   await mock('POST', 'gcp/firewalls', internal);
   const back = await gce.firewalls.get({ project, firewall: 'default-allow-internal' });
   check('the rule put back reads the same', back.data.sourceRanges?.[0] === '10.128.0.0/9' && back.data.priority === 65534, back.data);
+
+  // A tenant's rule and tag as the broker's driver makes them (docs/security.md, issue 42):
+  // firewalls.insert / delete with global Operations, network tags on instances.
+  const tenantRule = { name: 'isc-t-7-0a0b0c0d', network: 'global/networks/default', direction: 'INGRESS',
+    priority: 1000, sourceTags: ['isc-t-7-0a0b0c0d'], targetTags: ['isc-t-7-0a0b0c0d'], allowed: [{ IPProtocol: 'all' }] };
+  const frid = randomUUID();
+  const fop = await gce.firewalls.insert({ project, requestId: frid, requestBody: tenantRule });
+  check('firewalls.insert returns a global Operation', fop.data.kind === 'compute#operation' && !fop.data.zone && !fop.data.region, fop.data);
+  const fopw = await gce.globalOperations.get({ project, operation: fop.data.name });
+  check('globalOperations.get: DONE', fopw.data.status === 'DONE' && !fopw.data.error, fopw.data);
+  const fop2 = await gce.firewalls.insert({ project, requestId: frid, requestBody: tenantRule });
+  check('firewalls.insert with the same requestId: the first Operation', fop2.data.name === fop.data.name, fop2.data);
+  const dup = await rejects(gce.firewalls.insert({ project, requestId: randomUUID(), requestBody: tenantRule }));
+  check('firewalls.insert of a name there: 409 alreadyExists', dup && dup.status === 409 &&
+        dup.response?.data?.error?.errors?.[0]?.reason === 'alreadyExists', dup?.response?.data);
+  const egress = await rejects(gce.firewalls.insert({ project, requestId: randomUUID(), requestBody:
+    Object.assign({}, tenantRule, { name: 'isc-t-egress', direction: 'EGRESS' }) }));
+  check('sourceTags on an EGRESS rule: 400', egress && egress.status === 400, egress?.response?.data);
+  const tr = await gce.firewalls.get({ project, firewall: tenantRule.name });
+  check('firewalls.get: the tags and all protocols', tr.data.sourceTags?.[0] === tenantRule.name &&
+        tr.data.targetTags?.[0] === tenantRule.name && tr.data.allowed?.[0]?.IPProtocol === 'all', tr.data);
+  const tagged = JSON.parse(JSON.stringify(body));
+  tagged.namePattern = 'tag-####';
+  tagged.instanceProperties.tags = { items: [tenantRule.name] };
+  let top = (await gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: tagged })).data;
+  for (let i = 0; i < 100 && top.status !== 'DONE'; i++) {
+    await sleep(50);
+    top = (await gce.zoneOperations.get({ project, zone, operation: top.name })).data;
+  }
+  const ti = await gce.instances.get({ project, zone, instance: 'tag-0001' });
+  check('the instance reports its network tag', ti.data.tags?.items?.[0] === tenantRule.name, ti.data.tags);
+  const badTag = JSON.parse(JSON.stringify(tagged)); badTag.namePattern = 'bad-####';
+  badTag.instanceProperties.tags = { items: ['Not_A_Tag'] };
+  const ebt = await rejects(gce.instances.bulkInsert({ project, zone, requestId: randomUUID(), requestBody: badTag }));
+  check('a network tag that is not RFC 1035: 400', ebt && ebt.status === 400, ebt?.response?.data);
+  await gce.instances.delete({ project, zone, instance: 'tag-0001', requestId: randomUUID() });
+  const fdel = await gce.firewalls.delete({ project, firewall: tenantRule.name, requestId: randomUUID() });
+  check('firewalls.delete returns a global Operation', fdel.data.kind === 'compute#operation', fdel.data);
+  const fgone = await rejects(gce.firewalls.get({ project, firewall: tenantRule.name }));
+  check('firewalls.get after the delete: 404', fgone && fgone.status === 404, fgone?.response?.data);
 }
 
 try {

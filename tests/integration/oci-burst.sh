@@ -2,8 +2,8 @@
 # OCI bursts end to end on the mock cloud: iscd places an OCI shape, launches one
 # signed LaunchInstance per node, boots the containers over SSH on real sshd nodes,
 # sees a preemption and resumes, rolls back a gang an AD could not hold, survives a
-# lost LaunchInstance reply, refuses a subnet without the training rule, and leaves
-# nothing running.
+# lost LaunchInstance reply, refuses a subnet whose security list lets every tenant in
+# (issue 42), and leaves nothing running.
 . "$(dirname "$0")/lib.sh"
 sandbox_dir oci-burst
 launch=$repo/tests/integration/launch
@@ -57,12 +57,15 @@ check "burst completes through a lost reply" wait_status "$id" completed 90
 check "exactly three instances were created for it" test "$(instances_of "$id" "True")" = 3
 check "nothing left after the lost reply" wait_no_live
 
-# 4. A subnet whose security lists lack the training rule: refused, with the rule to add.
+# 4. A subnet whose security list lets all TCP in from the subnet would let the
+# organisations on the platform's tenancy reach each other's nodes (issue 42): refused,
+# naming the list (the sandbox's subnet has no such rule: the bursts above ran in their
+# organisation's network security group).
 stop_iscd
-sed -i 's/aaaaaaaamocktraining/aaaaaaaamocknorule/' "$ISC_HOME/config.toml"
+sed -i 's/aaaaaaaamocknorule/aaaaaaaamocktraining/' "$ISC_HOME/config.toml"
 start_iscd
 id=$(submit "$launch/oci-three.isc")
-check "the burst names the missing rule" within 20 status_says "$id" 'add a stateful ingress rule'
+check "the burst names the rule that lets every tenant in" within 20 status_says "$id" 'lets all TCP in from'
 check "nothing was launched into that subnet" test "$(instances_of "$id" "True")" = 0
 isc cancel "$id" >/dev/null
 check "the refused burst cancels" wait_status "$id" cancelled 30

@@ -130,12 +130,14 @@ static const struct isc_kv items[] = {
     {"image_id", "ami-12345678"},
     /* named here, so launches make no DescribeImages call (test_root_volume does) */
     {"root_device_name", "/dev/sda1"},
+    /* describe makes no tenant security group sweep (test_tenant_groups_* do) */
+    {"tenant_isolation", "never"},
 };
 
 static struct isc_provider_session *session(void)
 {
 	const struct isc_provider *p = isc_provider_find("aws");
-	struct isc_provider_settings st = {items, 3, creds, 2};
+	struct isc_provider_settings st = {items, 4, creds, 2};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -643,6 +645,187 @@ static void test_subnet_pins_zone_and_range(void **state)
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_ECAPACITY);
 	assert_int_equal(S.calls, 1);
 	assert_non_null(strstr(err.msg, "subnet subnet-1 is in us-east-1b, not us-east-1a"));
+	s->provider->session_free(s);
+}
+
+/* ---- tenants on the platform's account (issue 42) ---- */
+
+static const struct isc_kv tenant_items[] = {
+    {"endpoint", "http://127.0.0.1:9"}, {"image_id", "ami-12345678"},
+    {"root_device_name", "/dev/sda1"},  {"security_group_id", "sg-op"},
+    {"cluster_placement", "never"},     {"tenant_ssh_cidr", "192.0.2.0/24"},
+    {"tenant_ssh_port", "2222"},
+};
+
+/*
+ * A tenant's launch makes its security group (found by name, else created, tagged, with
+ * all traffic from itself and SSH from tenant_ssh_cidr) and puts the nodes in it instead
+ * of the operator's group; the next launch finds it ready. Without a tenant (an
+ * organisation's own account) the operator's group stands and no group call is made.
+ */
+static void test_tenant_group_made_and_attached(void **state)
+{
+	struct isc_provider_session *s = session_with(tenant_items, 7);
+	struct isc_launch_spec sp = spec2(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	(void)state;
+	sp.tenant = "17";
+	reply(200, "<DescribeSecurityGroupsResponse><securityGroupInfo/>"
+	           "</DescribeSecurityGroupsResponse>");
+	reply(200, "<CreateSecurityGroupResponse><return>true</return><groupId>sg-t17</groupId>"
+	           "</CreateSecurityGroupResponse>");
+	reply(200, "<AuthorizeSecurityGroupIngressResponse><return>true</return>"
+	           "</AuthorizeSecurityGroupIngressResponse>");
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t1", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_true(sent_has(0, "Action=DescribeSecurityGroups&Version=2016-11-15&Filter.1.Name="
+	                        "group-name&Filter.1.Value.1=isc-tenant-b1-17"));
+	assert_true(sent_has(1, "Action=CreateSecurityGroup&Version=2016-11-15&GroupName="
+	                        "isc-tenant-b1-17&GroupDescription="));
+	assert_true(sent_has(1, "TagSpecification.1.ResourceType=security-group&TagSpecification."
+	                        "1.Tag.1.Key=isc%3Abroker&TagSpecification.1.Tag.1.Value=b1&"
+	                        "TagSpecification.1.Tag.2.Key=isc%3Atenant&TagSpecification.1."
+	                        "Tag.2.Value=17"));
+	assert_true(sent_has(2, "Action=AuthorizeSecurityGroupIngress&Version=2016-11-15&GroupId="
+	                        "sg-t17&IpPermissions.1.IpProtocol=-1&IpPermissions.1.Groups.1."
+	                        "GroupId=sg-t17&IpPermissions.2.IpProtocol=tcp&IpPermissions.2."
+	                        "FromPort=2222&IpPermissions.2.ToPort=2222&IpPermissions.2."
+	                        "IpRanges.1.CidrIp=192.0.2.0%2F24"));
+	assert_true(sent_has(3, "Action=RunInstances"));
+	assert_true(sent_has(3, "&SecurityGroupId.1=sg-t17"));
+	assert_false(sent_has(3, "sg-op"));
+	isc_launch_result_cleanup(&r);
+
+	/* The group is there with its rule: found, nothing made, straight to RunInstances. */
+	script_reset();
+	reply(200,
+	      "<DescribeSecurityGroupsResponse><securityGroupInfo><item><groupId>sg-t17</groupId>"
+	      "<groupName>isc-tenant-b1-17</groupName><ipPermissions><item><ipProtocol>-1"
+	      "</ipProtocol><groups><item><groupId>sg-t17</groupId></item></groups><ipRanges/>"
+	      "</item></ipPermissions><ipPermissionsEgress/></item></securityGroupInfo>"
+	      "</DescribeSecurityGroupsResponse>");
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t1", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_true(sent_has(1, "&SecurityGroupId.1=sg-t17"));
+	isc_launch_result_cleanup(&r);
+
+	/* Made by a concurrent launch between our look and our create: found again, and its
+	 * rules, added by that launch meanwhile, count as there. */
+	script_reset();
+	reply(200, "<DescribeSecurityGroupsResponse><securityGroupInfo/>"
+	           "</DescribeSecurityGroupsResponse>");
+	reply(400, "%s", ec2_error("InvalidGroup.Duplicate", "already exists"));
+	reply(200, "<DescribeSecurityGroupsResponse><securityGroupInfo><item><groupId>sg-t17"
+	           "</groupId><groupName>isc-tenant-b1-17</groupName><ipPermissions/>"
+	           "<ipPermissionsEgress/></item></securityGroupInfo>"
+	           "</DescribeSecurityGroupsResponse>");
+	reply(400, "%s", ec2_error("InvalidPermission.Duplicate", "rule already exists"));
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t1", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 5);
+	assert_true(sent_has(4, "&SecurityGroupId.1=sg-t17"));
+	isc_launch_result_cleanup(&r);
+
+	/* An organisation's own account: the operator's group, no tenant group. */
+	script_reset();
+	sp.tenant = NULL;
+	reply(200, "<RunInstancesResponse><instancesSet>%s</instancesSet></RunInstancesResponse>",
+	      instance_xml("i-t1", "us-east-1a", 1, 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 1);
+	assert_true(sent_has(0, "&SecurityGroupId.1=sg-op"));
+	isc_launch_result_cleanup(&r);
+
+	/* A tenant name that cannot name a group: refused before any call. */
+	script_reset();
+	sp.tenant = "Org A";
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 0);
+	assert_non_null(strstr(err.msg, "tenant 'Org A'"));
+	s->provider->session_free(s);
+}
+
+/* with_sg: instance_xml with a security group in its groupSet. */
+static const char *with_sg(const char *id, int code, const char *sg)
+{
+	static char buf[16][1200];
+	static int k;
+	char *b = buf[k++ % 16], tail[1200], *p;
+	snprintf(b, 1200, "%s", instance_xml(id, "us-east-1a", 0, code));
+	p = strstr(b, "<clientToken>");
+	snprintf(tail, sizeof(tail), "%s", p);
+	snprintf(
+	    p, 1200 - (size_t)(p - b),
+	    "<groupSet><item><groupId>%s</groupId><groupName>n</groupName></item></groupSet>%s", sg,
+	    tail);
+	return b;
+}
+
+/*
+ * describe sweeps the tenant groups (tagged isc:broker and isc:tenant) no live instance
+ * is in: deleted; one whose instances still shut down (DependencyViolation) waits; one in
+ * use stays. Then not again until something changes.
+ */
+static void test_tenant_groups_swept(void **state)
+{
+	struct isc_provider_session *s = session_with(tenant_items, 7);
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	(void)state;
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s%s"
+	      "</instancesSet></item></reservationSet></DescribeInstancesResponse>",
+	      with_sg("i-a1", 16, "sg-ta"), with_sg("i-b1", 48, "sg-tb"),
+	      with_sg("i-o1", 48, "sg-op"));
+	reply(200, "<DescribeSecurityGroupsResponse><securityGroupInfo>"
+	           "<item><groupId>sg-ta</groupId><groupName>isc-tenant-b1-a</groupName></item>"
+	           "<item><groupId>sg-tb</groupId><groupName>isc-tenant-b1-b</groupName></item>"
+	           "<item><groupId>sg-tc</groupId><groupName>isc-tenant-b1-c</groupName></item>"
+	           "</securityGroupInfo></DescribeSecurityGroupsResponse>");
+	reply(200, "<DeleteSecurityGroupResponse><return>true</return>"
+	           "</DeleteSecurityGroupResponse>");
+	reply(400, "%s", ec2_error("DependencyViolation", "resource sg-tc has a dependent object"));
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 4);
+	assert_true(sent_has(1, "Action=DescribeSecurityGroups&Version=2016-11-15&Filter.1.Name="
+	                        "tag%3Aisc%3Abroker&Filter.1.Value.1=b1&Filter.2.Name=tag-key&"
+	                        "Filter.2.Value.1=isc%3Atenant"));
+	assert_true(sent_has(2, "Action=DeleteSecurityGroup&Version=2016-11-15&GroupId=sg-tb"));
+	assert_true(sent_has(3, "GroupId=sg-tc"));
+	/* The same listing: sg-tb known gone, sg-op not ours (not listed): no sweep. */
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s%s%s"
+	      "</instancesSet></item></reservationSet></DescribeInstancesResponse>",
+	      with_sg("i-a1", 16, "sg-ta"), with_sg("i-b1", 48, "sg-tb"),
+	      with_sg("i-o1", 48, "sg-op"));
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 5);
+	/* tenant_isolation = never: no group call, whatever the listing. */
+	s->provider->session_free(s);
+	script_reset();
+	isc_sweep_forget_all();
+	{
+		static const struct isc_kv off[] = {{"endpoint", "http://127.0.0.1:9"},
+		                                    {"cluster_placement", "never"},
+		                                    {"tenant_isolation", "never"}};
+		s = session_with(off, 3);
+	}
+	reply(200,
+	      "<DescribeInstancesResponse><reservationSet><item><instancesSet>%s"
+	      "</instancesSet></item></reservationSet></DescribeInstancesResponse>",
+	      with_sg("i-b1", 48, "sg-tb"));
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 1);
 	s->provider->session_free(s);
 }
 
@@ -1625,6 +1808,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_terminate_not_found, setup),
 	    cmocka_unit_test_setup(test_terminate_not_found_unnamed, setup),
 	    cmocka_unit_test_setup(test_prices_newest_per_zone, setup),
+	    cmocka_unit_test_setup(test_tenant_group_made_and_attached, setup),
+	    cmocka_unit_test_setup(test_tenant_groups_swept, setup),
 	    cmocka_unit_test(test_tokens_and_user_data),
 	    cmocka_unit_test(test_registry),
 	    cmocka_unit_test(test_mockcloud_gang_lifecycle),

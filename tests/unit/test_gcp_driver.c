@@ -454,6 +454,8 @@ static char *fake_key_json;
 static const char *cp_mode = "never";
 /* firewall_check of session(): "never" likewise (test_firewall_* script its calls). */
 static const char *fw_mode = "never";
+/* tenant_isolation: "never" unless a test says (the tenant tests) */
+static const char *ti_mode = "never";
 
 static struct isc_provider_session *session(void)
 {
@@ -461,8 +463,9 @@ static struct isc_provider_session *session(void)
 	const struct isc_kv creds[] = {{"service_account_json", fake_key_json}};
 	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
 	                               {"compact_placement", cp_mode},
-	                               {"firewall_check", fw_mode}};
-	struct isc_provider_settings st = {items, 3, creds, 1};
+	                               {"firewall_check", fw_mode},
+	                               {"tenant_isolation", ti_mode}};
+	struct isc_provider_settings st = {items, 4, creds, 1};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -1010,6 +1013,159 @@ static void test_firewall_refuses_gang(void **state)
 	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
 	assert_int_equal(S.calls, 2);
 	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/*
+ * A tenant's launch (issue 42): the network may have no rule that lets all TCP from the
+ * subnet reach every instance (refused, named); the tenant's rule is made (firewalls.get
+ * 404, firewalls.insert: INGRESS, sourceTags = targetTags = the tag, all protocols, a
+ * global Operation) and the nodes carry the tag; a second launch finds the rule. Even one
+ * node is checked. Without a tenant (an organisation's own project) none of it.
+ */
+static void test_tenant_firewall(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = spec(1);
+	struct isc_launch_result r;
+	struct isc_err err;
+	char tag[64];
+	json_t *body;
+	(void)state;
+	assert_int_equal(isc_gcp_tenant_tag("b1", "17", tag, &err), 0);
+	assert_int_equal(strlen(tag), strlen("isc-t-17-") + 8);
+	assert_int_equal(strncmp(tag, "isc-t-17-", 9), 0);
+	assert_int_equal(isc_gcp_tenant_tag("b1", "Org_A", tag, &err), ISC_EINVALID);
+	assert_int_equal(isc_gcp_tenant_tag("b1", "17", tag, &err), 0);
+	script_reset();
+	fw_mode = "auto";
+	ti_mode = "auto";
+	s = session();
+	fw_mode = ti_mode = "never";
+	sp.tenant = "17";
+	/* default-allow-internal lets every tenant in: refused before anything is made */
+	reply(200, TOKEN_OK);
+	reply(200, "{\"name\":\"default\",\"ipCidrRange\":\"10.128.0.0/20\"}");
+	reply(200, "{\"items\":[" FW_SSH "," FW_INTERNAL "]}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 3);
+	assert_non_null(strstr(err.msg, "firewall rule default-allow-internal lets all TCP from "
+	                                "10.128.0.0/20 (the subnet) reach every instance"));
+	/* without it: the rule is made, the node tagged */
+	script_reset();
+	reply(200, "{\"name\":\"default\",\"ipCidrRange\":\"10.128.0.0/20\"}");
+	reply(200, "{\"items\":[" FW_SSH "]}");
+	reply(404, "{\"error\":{\"code\":404,\"message\":\"not found\",\"errors\":[{\"reason\":"
+	           "\"notFound\",\"message\":\"not found\"}]}}");
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-fw\",\"status\":\"DONE\"}");
+	reply(200, OP("op-s", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 6);
+	assert_non_null(strstr(S.url[2], "projects/example-project/global/firewalls/isc-t-17-"));
+	assert_string_equal(S.method[3], "POST");
+	assert_non_null(strstr(S.url[3], "projects/example-project/global/firewalls?requestId="));
+	body = json_loads(S.body[3], 0, NULL);
+	assert_non_null(body);
+	assert_string_equal(json_string_value(json_object_get(body, "name")), tag);
+	assert_string_equal(json_string_value(json_object_get(body, "direction")), "INGRESS");
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(body, "sourceTags"), 0)), tag);
+	assert_string_equal(
+	    json_string_value(json_array_get(json_object_get(body, "targetTags"), 0)), tag);
+	assert_int_equal(json_array_size(json_object_get(body, "sourceRanges")), 0);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(body, "allowed"), 0), "IPProtocol")),
+	                    "all");
+	json_decref(body);
+	body = json_loads(S.body[4], 0, NULL);
+	assert_string_equal(
+	    json_string_value(json_array_get(
+	        json_object_get(
+	            json_object_get(json_object_get(body, "instanceProperties"), "tags"), "items"),
+	        0)),
+	    tag);
+	json_decref(body);
+	isc_launch_result_cleanup(&r);
+	/* the rule is there: found, not made again */
+	script_reset();
+	reply(200, "{\"name\":\"default\",\"ipCidrRange\":\"10.128.0.0/20\"}");
+	reply(200, "{\"items\":[" FW_SSH "]}");
+	reply(200, "{\"name\":\"%s\"}", tag);
+	reply(200, OP("op-s", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 5);
+	assert_string_equal(S.method[2], "GET");
+	isc_launch_result_cleanup(&r);
+	/* an organisation's own project: no tag, no rule, no check for one node */
+	script_reset();
+	sp.tenant = NULL;
+	reply(200, OP("op-s", "DONE", ""));
+	reply(200, "{\"items\":[%s]}", inst_json("isc-cl-1-0001", "us-central1-a", "RUNNING"));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 2);
+	assert_null(strstr(S.body[0], "\"tags\""));
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/* tagged: inst_json with network tag `tag`. */
+static const char *tagged(const char *name, const char *status, const char *tag)
+{
+	static char buf[4][1200];
+	static int k;
+	char *b = buf[k++ % 4];
+	const char *j = inst_json(name, "us-central1-a", status);
+	snprintf(b, 1200, "{\"tags\":{\"items\":[\"%s\"]},%s", tag, j + 1);
+	return b;
+}
+
+/*
+ * describe sweeps the tenant rules of this broker (its hash in the name) no listed live
+ * instance's tag names: deleted (a global Operation); a rule in use stays; then not again
+ * until a tag seen live is gone.
+ */
+static void test_tenant_firewall_swept(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *ni;
+	size_t n;
+	struct isc_err err;
+	char ta[64], tb[64];
+	(void)state;
+	isc_gcp_tenant_tag("b1", "a", ta, &err);
+	isc_gcp_tenant_tag("b1", "b", tb, &err);
+	script_reset();
+	ti_mode = "auto";
+	s = session();
+	ti_mode = "never";
+	reply(200, TOKEN_OK);
+	reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s,%s]}}}",
+	      tagged("isc-a-0001", "RUNNING", ta), tagged("isc-b-0001", "RUNNING", tb));
+	reply(200, "{\"items\":[{\"name\":\"%s\"},{\"name\":\"%s\"}]}", ta, tb);
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 3); /* the first describe sweeps: both in use */
+	assert_non_null(strstr(S.url[2], "global/firewalls?maxResults=500&filter=name%20eq%20"));
+	/* nothing changed: no sweep */
+	reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s,%s]}}}",
+	      tagged("isc-a-0001", "RUNNING", ta), tagged("isc-b-0001", "RUNNING", tb));
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 4);
+	/* b's node is gone: its rule goes, a's stays */
+	reply(200, "{\"items\":{\"zones/us-central1-a\":{\"instances\":[%s]}}}",
+	      tagged("isc-a-0001", "RUNNING", ta));
+	reply(200,
+	      "{\"items\":[{\"name\":\"%s\"},{\"name\":\"%s\"},{\"name\":\"isc-t-b-0000ffff\"}]}",
+	      ta, tb);
+	reply(200, "{\"kind\":\"compute#operation\",\"name\":\"op-d\",\"status\":\"DONE\"}");
+	assert_int_equal(s->provider->describe(s, "b1", &ni, &n, &err), 0);
+	isc_node_infos_free(ni, n);
+	assert_int_equal(S.calls, 7);
+	assert_string_equal(S.method[6], "DELETE");
+	assert_non_null(strstr(S.url[6], tb));
 	s->provider->session_free(s);
 }
 
@@ -2015,6 +2171,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_describe_sweeps_policies_when_due, forget),
 	    cmocka_unit_test_setup(test_firewall_rules, forget),
 	    cmocka_unit_test_setup(test_firewall_refuses_gang, forget),
+	    cmocka_unit_test_setup(test_tenant_firewall, forget),
+	    cmocka_unit_test_setup(test_tenant_firewall_swept, forget),
 	    cmocka_unit_test_setup(test_launch_quota_and_capacity, forget),
 	    cmocka_unit_test_setup(test_launch_unreadable_and_lagging, forget),
 	    cmocka_unit_test_setup(test_auth_refresh_and_refusal, forget),

@@ -618,6 +618,8 @@ static char *pem_text;
 
 /* compute_clusters for the sessions below: "never" keeps the older cases' call counts. */
 static const char *cc_mode = "never";
+/* tenant_isolation: "never" unless a test says (the tenant tests) */
+static const char *ti_mode = "never";
 
 static struct isc_provider_session *session_with(const char *extra_key, const char *extra_val)
 {
@@ -630,8 +632,9 @@ static struct isc_provider_session *session_with(const char *extra_key, const ch
 	                         /* one call at a time: the script answers in order */
 	                         {"launch_parallelism", "1"},
 	                         {"compute_clusters", cc_mode},
+	                         {"tenant_isolation", ti_mode},
 	                         {extra_key ? extra_key : "unused", extra_val ? extra_val : ""}};
-	struct isc_provider_settings st = {items, 6, creds, 4};
+	struct isc_provider_settings st = {items, 7, creds, 4};
 	struct isc_provider_session *s = NULL;
 	struct isc_err err;
 	assert_non_null(p);
@@ -1414,6 +1417,141 @@ static void test_training_rule_managed(void **state)
 	s->provider->session_free(s);
 }
 
+/*
+ * A tenant's launch (issue 42): the subnet's security lists may not let all TCP in from
+ * the subnet (refused, named, nothing made); the tenant's NSG is found by name or made in
+ * the subnet's VCN (tagged, a retry token), given its rules (all from itself; SSH from
+ * tenant_ssh_cidr), and every node's VNIC is put in it, the node tagged isc:tenant.
+ */
+static void test_tenant_nsg(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_launch_spec sp = gang_spec(1, 0);
+	struct isc_launch_result r;
+	struct isc_err err;
+	json_t *b, *rules;
+	(void)state;
+	ti_mode = "auto";
+	s = session_with("tenant_ssh_cidr", "192.0.2.0/24");
+	ti_mode = "never";
+	sp.tenant = "17";
+	reply(200, "{\"cidrBlock\":\"10.9.0.0/24\",\"vcnId\":\"ocid1.vcn.v\","
+	           "\"securityListIds\":[\"ocid1.sl.a\"]}");
+	reply(200, "{\"ingressSecurityRules\":[{\"protocol\":\"6\",\"source\":\"10.9.0.0/16\"}]}");
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), ISC_EINVALID);
+	assert_int_equal(S.calls, 2);
+	assert_non_null(
+	    strstr(err.msg, "security list ocid1.sl.a lets all TCP in from 10.9.0.0/24"));
+	script_reset();
+	reply(200, "{\"cidrBlock\":\"10.9.0.0/24\",\"vcnId\":\"ocid1.vcn.v\","
+	           "\"securityListIds\":[\"ocid1.sl.a\"]}");
+	reply(200, "{\"ingressSecurityRules\":[{\"protocol\":\"6\",\"source\":\"0.0.0.0/0\","
+	           "\"tcpOptions\":{\"destinationPortRange\":{\"min\":22,\"max\":22}}}]}");
+	reply(200, "[]");
+	reply(200, "{\"id\":\"ocid1.nsg.t17\",\"lifecycleState\":\"AVAILABLE\"}");
+	reply(200, "[]");
+	reply(200, "{\"securityRules\":[]}");
+	reply(200, ADS);
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..t0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 8);
+	assert_non_null(strstr(S.sent[2].url, "/networkSecurityGroups?compartmentId="));
+	assert_non_null(
+	    strstr(S.sent[2].url, "&vcnId=ocid1.vcn.v&displayName=isc-tenant-isc-b1-17"));
+	assert_string_equal(S.sent[3].method, "POST");
+	assert_non_null(S.sent[3].retry_token);
+	b = json_loads(S.sent[3].body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(b, "vcnId")), "ocid1.vcn.v");
+	assert_string_equal(json_string_value(json_object_get(b, "displayName")),
+	                    "isc-tenant-isc-b1-17");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(b, "freeformTags"), "isc:tenant")),
+	    "17");
+	json_decref(b);
+	assert_non_null(
+	    strstr(S.sent[4].url, "/networkSecurityGroups/ocid1.nsg.t17/securityRules"));
+	assert_non_null(
+	    strstr(S.sent[5].url, "/networkSecurityGroups/ocid1.nsg.t17/actions/addSecurityRules"));
+	b = json_loads(S.sent[5].body, 0, NULL);
+	rules = json_object_get(b, "securityRules");
+	assert_int_equal(json_array_size(rules), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 0), "source")),
+	                    "ocid1.nsg.t17");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(rules, 0), "sourceType")),
+	    "NETWORK_SECURITY_GROUP");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(rules, 0), "protocol")), "all");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(rules, 1), "source")),
+	                    "192.0.2.0/24");
+	json_decref(b);
+	b = json_loads(S.sent[7].body, 0, NULL);
+	assert_string_equal(
+	    json_string_value(json_array_get(
+	        json_object_get(json_object_get(b, "createVnicDetails"), "nsgIds"), 0)),
+	    "ocid1.nsg.t17");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(b, "freeformTags"), "isc:tenant")),
+	    "17");
+	json_decref(b);
+	isc_launch_result_cleanup(&r);
+	/* found with its rule: no create, no add */
+	script_reset();
+	reply(200, "{\"cidrBlock\":\"10.9.0.0/24\",\"vcnId\":\"ocid1.vcn.v\","
+	           "\"securityListIds\":[]}");
+	reply(200, "[{\"id\":\"ocid1.nsg.t17\",\"displayName\":\"isc-tenant-isc-b1-17\","
+	           "\"lifecycleState\":\"AVAILABLE\"}]");
+	reply(200, "[{\"direction\":\"INGRESS\",\"protocol\":\"all\",\"source\":\"ocid1.nsg.t17\","
+	           "\"sourceType\":\"NETWORK_SECURITY_GROUP\"}]");
+	reply(200, ADS);
+	reply(200, "%s",
+	      instance_json("ocid1.instance.oc1..t0", "Mock:US-ASHBURN-AD-1", "PROVISIONING",
+	                    "isc-b1", 0));
+	assert_int_equal(s->provider->launch_gang(s, &sp, &r, &err), 0);
+	assert_int_equal(S.calls, 5);
+	isc_launch_result_cleanup(&r);
+	s->provider->session_free(s);
+}
+
+/*
+ * describe sweeps this broker's tenant NSGs that no VNIC is in (the cloud's own list):
+ * deleted; one with a VNIC stays; another broker's is not touched.
+ */
+static void test_tenant_nsg_swept(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_node_info *nodes = NULL;
+	size_t n = 0;
+	struct isc_err err;
+	(void)state;
+	ti_mode = "auto";
+	s = session();
+	ti_mode = "never";
+	reply(200, "[]");
+	reply(200, "[{\"id\":\"ocid1.nsg.a\",\"displayName\":\"isc-tenant-isc-b1-a\","
+	           "\"lifecycleState\":\"AVAILABLE\",\"freeformTags\":{\"isc:broker\":\"isc-b1\","
+	           "\"isc:tenant\":\"a\"}},"
+	           "{\"id\":\"ocid1.nsg.b\",\"displayName\":\"isc-tenant-isc-b1-b\","
+	           "\"lifecycleState\":\"AVAILABLE\",\"freeformTags\":{\"isc:broker\":\"isc-b1\","
+	           "\"isc:tenant\":\"b\"}},"
+	           "{\"id\":\"ocid1.nsg.x\",\"displayName\":\"isc-tenant-other-a\","
+	           "\"lifecycleState\":\"AVAILABLE\",\"freeformTags\":{\"isc:broker\":\"other\","
+	           "\"isc:tenant\":\"a\"}}]");
+	reply(200, "[{\"vnicId\":\"ocid1.vnic.1\"}]");
+	reply(200, "[]");
+	reply(204, "%s", "");
+	assert_int_equal(s->provider->describe(s, "isc-b1", &nodes, &n, &err), 0);
+	isc_node_infos_free(nodes, n);
+	assert_int_equal(S.calls, 5);
+	assert_non_null(strstr(S.sent[2].url, "/networkSecurityGroups/ocid1.nsg.a/vnics"));
+	assert_non_null(strstr(S.sent[3].url, "/networkSecurityGroups/ocid1.nsg.b/vnics"));
+	assert_string_equal(S.sent[4].method, "DELETE");
+	assert_non_null(strstr(S.sent[4].url, "/networkSecurityGroups/ocid1.nsg.b"));
+	s->provider->session_free(s);
+}
+
 static void test_describe_paging_cache_preemption(void **state)
 {
 	struct isc_provider_session *s = session();
@@ -1996,6 +2134,8 @@ int main(void)
 	    cmocka_unit_test_setup(test_lost_reply_keeps_nodes, driver_setup),
 	    cmocka_unit_test_setup(test_training_rule_missing, driver_setup),
 	    cmocka_unit_test_setup(test_training_rule_managed, driver_setup),
+	    cmocka_unit_test_setup(test_tenant_nsg, driver_setup),
+	    cmocka_unit_test_setup(test_tenant_nsg_swept, driver_setup),
 	    cmocka_unit_test_setup(test_describe_paging_cache_preemption, driver_setup),
 	    cmocka_unit_test_setup(test_describe_survives_a_failed_address_lookup, driver_setup),
 	    cmocka_unit_test_setup(test_terminate, driver_setup),

@@ -94,6 +94,8 @@ class Cloud:
         self.nodes_dir = os.path.join(self.state_dir, "nodes")
         os.makedirs(self.meta_dir, exist_ok=True)
         os.makedirs(self.nodes_dir, exist_ok=True)
+        # The nodes read the cloud's network rules from here (node-up, netpolicy.c).
+        os.environ["NODE_NET_POLICY"] = os.path.join(os.path.abspath(self.state_dir), "net-policy")
         self.boot_delay_ms = cfg.boot_delay_ms
         self.latency_ms = cfg.latency_ms
         self.shutdown_delay_ms = cfg.shutdown_delay_ms
@@ -132,6 +134,9 @@ class Cloud:
             with open(tmp, "w") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
             os.replace(tmp, self.state_file)
+            # What the network lets through follows every change (netpolicy.py).
+            from . import netpolicy
+            netpolicy.write(self)
 
     def load(self):
         if not os.path.exists(self.state_file):

@@ -219,7 +219,9 @@ def instance_xml(cloud, inst):
     has_ip = st != "terminated"
     ip = inst["ip"] if has_ip else None
     dns = ("ip-%s.%s.compute.internal" % (inst["ip"].replace(".", "-"), inst["region"])) if has_ip else None
-    groups = items("groupSet", [t("groupId", g) + t("groupName", "mock-" + g) for g in inst.get("security_groups", [])])
+    known = cloud.extra.get("ec2_security_groups", {})
+    groups = items("groupSet", [t("groupId", g) + t("groupName", known[g]["name"] if g in known else "mock-" + g)
+                                for g in inst.get("security_groups", [])])
     parts = [
         t("instanceId", inst["id"]), t("imageId", inst["image_id"]),
         el("instanceState", t("code", STATE_CODES[st]), t("name", st)),
@@ -339,6 +341,7 @@ def _run_instances(cloud, p, region):
     else:
         subnet = top_subnet or stable_id("subnet", zone)
         sgs = top_sgs
+    ec2_fabric.sg_check_launch(cloud, region, sgs)
     # market options
     spot = False
     mt = p.get("InstanceMarketOptions.MarketType")

@@ -26,6 +26,21 @@ References (the rule beside its code cites one of these):
          (InvalidSubnetID.NotFound, InvalidSubnet.Range, InvalidSubnet.Conflict)
          https://docs.aws.amazon.com/vpc/latest/userguide/configure-subnets.html
          https://docs.aws.amazon.com/vpc/latest/userguide/default-vpc.html
+  [SG]   EC2 API Reference, CreateSecurityGroup (GroupName: up to 255 characters, cannot
+         start with sg-; unique per VPC: InvalidGroup.Duplicate; TagSpecification
+         ResourceType security-group), AuthorizeSecurityGroupIngress (IpPermissions.N
+         IpProtocol/FromPort/ToPort/IpRanges.M.CidrIp/Groups.M.GroupId; a rule already
+         there: InvalidPermission.Duplicate; a source group that does not exist:
+         InvalidGroup.NotFound), DeleteSecurityGroup (GroupId or GroupName; "If you attempt
+         to delete a security group that is associated with an instance ... the operation
+         fails with DependencyViolation"), DescribeSecurityGroups (filters group-id,
+         group-name, vpc-id, description, tag:KEY, tag-key; reply tagSet)
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSecurityGroup.html
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeleteSecurityGroup.html
+         https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSecurityGroups.html
+         and EC2 User Guide, "Security group rules" (rules only allow; a rule whose source
+         is a security group admits the instances associated with it; all inbound traffic
+         not allowed is dropped), enforced on the nodes through netpolicy.py
   [RI]   EC2 API Reference, RunInstances / InstanceNetworkInterfaceSpecification
          (InterfaceType interface | efa | efa-only; AssociatePublicIpAddress only with one
          interface)
@@ -372,16 +387,23 @@ def create_security_group(cloud, p, region):
     from .ec2 import need
     name = need(p, "GroupName")
     desc = need(p, "GroupDescription")
+    if len(name) > 255 or name.lower().startswith("sg-"):
+        # [SG] GroupName constraints
+        raise _api_error("InvalidParameterValue", "Invalid value '%s' for GroupName. Group names "
+                         "may not be longer than 255 characters and may not start with sg-" % name)
+    tags = _tags_of(p, "security-group")
+    vpc = p.get("VpcId") or "vpc-mock"
     with cloud.lock:
         acct = _acct(cloud)
         if any(g["name"] == name and g["region"] == region and g["account"] == acct
-               for g in _sgs(cloud).values()):
-            raise _api_error("InvalidGroup.Duplicate", "The security group '%s' already exists" % name)
+               and g["vpc_id"] == vpc for g in _sgs(cloud).values()):
+            raise _api_error("InvalidGroup.Duplicate", "The security group '%s' already exists "
+                             "for VPC '%s'" % (name, vpc))
         gid = "sg-" + hashlib.sha256(("%s|%s|%s" % (acct, region, name)).encode()).hexdigest()[:17]
         # A new VPC security group allows all outbound traffic and no inbound traffic
         # (EC2 User Guide, "Security group rules", default rules).
         _sgs(cloud)[gid] = {"id": gid, "name": name, "description": desc, "region": region,
-                            "account": acct, "vpc_id": p.get("VpcId") or "vpc-mock",
+                            "account": acct, "vpc_id": vpc, "tags": tags,
                             "ingress": [], "egress": [{"proto": "-1", "from": None, "to": None,
                                                        "groups": [], "cidrs": ["0.0.0.0/0"]}]}
         cloud.save()
@@ -398,9 +420,60 @@ def _authorize(cloud, p, region, direction):
         g = _sgs(cloud).get(gid)
         if not g or g["region"] != region or g["account"] != _acct(cloud):
             raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % gid)
+        for perm in perms:
+            for ref in perm["groups"]:
+                r = _sgs(cloud).get(ref)
+                if not r or r["region"] != region or r["account"] != _acct(cloud):
+                    raise _api_error("InvalidGroup.NotFound",
+                                     "The security group '%s' does not exist" % ref)
+            if _perm_key(perm) in {_perm_key(x) for x in g[direction]}:
+                # [SG] the same rule twice
+                raise _api_error("InvalidPermission.Duplicate", "the specified rule \"peer: %s, "
+                                 "%s, ALLOW\" already exists" % (
+                                     ",".join(perm["cidrs"] + perm["groups"]), perm["proto"]))
         g[direction].extend(perms)
         cloud.save()
     return t("return", True)
+
+
+def _perm_key(perm):
+    return (perm["proto"], str(perm["from"]), str(perm["to"]), tuple(sorted(perm["cidrs"])),
+            tuple(sorted(perm["groups"])))
+
+
+def sg_check_launch(cloud, region, sgs):
+    """RunInstances with SecurityGroupId.N: a group the mock made must be the caller's, in
+    this region [SG]. Ids the mock never made (placeholders of older tests) pass, and their
+    instances are not governed by the network rules (netpolicy.py)."""
+    for gid in sgs:
+        g = _sgs(cloud).get(gid)
+        if g is not None and (g["region"] != region or g["account"] != _acct(cloud)):
+            raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % gid)
+
+
+def delete_security_group(cloud, p, region):
+    gid, name = p.get("GroupId"), p.get("GroupName")
+    if not gid and not name:
+        raise _api_error("MissingParameter", "The request must contain the parameter GroupId")
+    with cloud.lock:
+        acct = _acct(cloud)
+        mine = [g for g in _sgs(cloud).values() if g["region"] == region and g["account"] == acct]
+        g = next((x for x in mine if (gid and x["id"] == gid) or (not gid and x["name"] == name)), None)
+        if g is None:
+            raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist"
+                             % (gid or name))
+        # [SG] DependencyViolation while an instance (any state but terminated) has it, or
+        # another group's rule names it
+        users = [i["id"] for i in cloud.instances.values()
+                 if g["id"] in (i.get("security_groups") or []) and i["state"] != "terminated"]
+        refs = [x["id"] for x in mine if x is not g
+                for perm in x["ingress"] + x["egress"] if g["id"] in perm["groups"]]
+        if users or refs:
+            raise _api_error("DependencyViolation", "resource %s has a dependent object" % g["id"])
+        del _sgs(cloud)[g["id"]]
+        cloud.save()
+    log("DeleteSecurityGroup %s (%s)" % (g["id"], g["name"]))
+    return t("return", True) + t("groupId", g["id"])
 
 
 def authorize_security_group_ingress(cloud, p, region):
@@ -411,9 +484,36 @@ def authorize_security_group_egress(cloud, p, region):
     return _authorize(cloud, p, region, "egress")
 
 
+def _sg_match(g, flts):
+    from .ec2 import vmatch
+    for name, vals in flts:
+        tags = g.get("tags") or {}
+        if name == "group-id":
+            v = g["id"]
+        elif name == "group-name":
+            v = g["name"]
+        elif name == "vpc-id":
+            v = g["vpc_id"]
+        elif name == "description":
+            v = g["description"]
+        elif name.startswith("tag:"):
+            v = tags.get(name[4:])
+        elif name == "tag-key":
+            if not any(vmatch(k, vals) for k in tags):
+                return False
+            continue
+        else:
+            raise _api_error("InvalidParameterValue", "The filter '%s' is invalid" % name)
+        if not vmatch(v, vals):
+            return False
+    return True
+
+
 def describe_security_groups(cloud, p, region):
-    from .ec2 import plist
+    from .ec2 import plist, filters
     ids = plist(p, "GroupId")
+    names = plist(p, "GroupName")
+    flts = filters(p)
     with cloud.lock:
         acct = _acct(cloud)
         gs = [g for g in _sgs(cloud).values() if g["region"] == region and g["account"] == acct]
@@ -421,13 +521,20 @@ def describe_security_groups(cloud, p, region):
             if i not in {g["id"] for g in gs}:
                 # [ERR] InvalidGroup.NotFound
                 raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % i)
+        for n in names:
+            if n not in {g["name"] for g in gs}:
+                raise _api_error("InvalidGroup.NotFound", "The security group '%s' does not exist" % n)
         if ids:
             gs = [g for g in gs if g["id"] in ids]
+        if names:
+            gs = [g for g in gs if g["name"] in names]
+        gs = [g for g in gs if _sg_match(g, flts)]
         return items("securityGroupInfo", [
             t("ownerId", acct) + t("groupId", g["id"]) + t("groupName", g["name"]) +
             t("groupDescription", g["description"]) + t("vpcId", g["vpc_id"]) +
             items("ipPermissions", [_perm_xml(x, acct) for x in g["ingress"]]) +
-            items("ipPermissionsEgress", [_perm_xml(x, acct) for x in g["egress"]])
+            items("ipPermissionsEgress", [_perm_xml(x, acct) for x in g["egress"]]) +
+            items("tagSet", [t("key", k) + t("value", v) for k, v in (g.get("tags") or {}).items()])
             for g in sorted(gs, key=lambda g: g["id"])])
 
 
@@ -533,6 +640,7 @@ ACTIONS = {
     "AuthorizeSecurityGroupIngress": authorize_security_group_ingress,
     "AuthorizeSecurityGroupEgress": authorize_security_group_egress,
     "DescribeSecurityGroups": describe_security_groups,
+    "DeleteSecurityGroup": delete_security_group,
     "CreateSubnet": create_subnet,
     "DescribeSubnets": describe_subnets,
 }

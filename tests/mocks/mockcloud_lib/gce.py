@@ -516,6 +516,8 @@ class Gce:
             "scheduling": dict(inst.get("scheduling", {}), preemptible=bool(inst["spot"])),
             "cpuPlatform": "Intel Sapphire Rapids" if status == "RUNNING" else "Unknown CPU Platform",
             "labels": inst.get("labels", {}), "labelFingerprint": "mockLabel00=",
+            "tags": {"items": list(inst.get("network_tags") or []), "fingerprint": "mockTags000="}
+            if inst.get("network_tags") else {"fingerprint": "42WmSpB8rSM="},
             "startRestricted": False, "deletionProtection": False, "fingerprint": "mockInst000=",
         }
         if inst.get("accelerators"):
@@ -661,6 +663,15 @@ class Gce:
                 raise GceError(400, "invalid", "Invalid value for field 'resource.labels': '%s'. Label keys must "
                                "start with a lowercase letter; keys and values may contain only lowercase "
                                "letters, digits, '_' and '-', at most 63 characters." % k)
+        # Network tags (Compute v1 Tags: items, each RFC 1035, at most 63 characters, at most
+        # 64 per instance; VPC docs "Add network tags"): what firewall rules' sourceTags and
+        # targetTags match (gce_firewall.py, netpolicy.py).
+        tags_in = props.get("tags") if props.get("tags") is not None else {}
+        ntags = (tags_in.get("items") or []) if isinstance(tags_in, dict) else None
+        if ntags is None or not isinstance(ntags, list) or len(ntags) > 64 or not all(
+                isinstance(x, str) and gce_firewall.NAME_RE.match(x) for x in ntags):
+            raise GceError(400, "invalid", "Invalid value for field 'resource.tags.items': a network tag "
+                           "is 1-63 lowercase letters, digits and '-', starting with a letter.")
         sched = props.get("scheduling") or {}
         model = sched.get("provisioningModel", "STANDARD")
         if model not in ("STANDARD", "SPOT"):
@@ -717,6 +728,7 @@ class Gce:
             "network": (net.get("network") or "global/networks/default").split("/projects/%s/" % self.project)[-1],
             "subnetwork": net.get("subnetwork"), "access_configs": net.get("accessConfigs") or [],
             "resource_policies_raw": props.get("resourcePolicies") or [],
+            "network_tags": sorted(set(ntags)),
         }
 
     def _new_op(self, zone, op_type, target_name, target_id=None, instance_ids=(), error=None, user=None):
@@ -795,7 +807,7 @@ class Gce:
             }
             inst.update({k: props[k] for k in ("machine_type", "labels", "scheduling", "termination_action",
                                                "accelerators", "metadata_items", "disk_gb", "network",
-                                               "subnetwork", "access_configs")})
+                                               "subnetwork", "access_configs", "network_tags")})
             inst["resource_policies"] = props.get("resource_policies") or []
             self.cloud.instances[iid] = inst
             self.cloud.order.append(iid)
@@ -1040,6 +1052,7 @@ class Gce:
                 "preempted": bool(inst.get("interrupt_at_ms") or (inst.get("state_reason") or {}).get("code")
                                   == "Server.SpotInstanceTermination"),
                 "resource_policies": [r.rsplit("/", 1)[-1] for r in inst.get("resource_policies") or []],
+                "network_tags": list(inst.get("network_tags") or []),
                 "node_dir": os.path.join(self.cloud.nodes_dir, inst["id"])}
 
     def control(self, method, path, req):

@@ -14,14 +14,27 @@ References (cited beside each rule):
         0.0.0.0/0, priority 65534) https://cloud.google.com/firewall/docs/firewalls#more_rules_default_vpc
   [SN]  Compute v1 subnetworks.get / Subnetwork (ipCidrRange, network, region)
         https://cloud.google.com/compute/docs/reference/rest/v1/subnetworks/get
+  [FI]  Compute v1 firewalls.insert / firewalls.delete: a global Operation
+        (globalOperations.get); a name already there: 409 alreadyExists; sourceTags only for
+        INGRESS rules; requestId makes a retry return the first Operation
+        https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/insert
+        "VPC firewall rules" (https://cloud.google.com/firewall/docs/firewalls): rules allow or
+        deny; ingress not allowed is denied (implied deny); a rule with targetTags applies to
+        instances with one of those network tags, one without to every instance; a source
+        tag matches traffic from instances with that tag (their primary internal address);
+        enforced on the nodes through netpolicy.py (allows only: deny rules are not modelled
+        there)
   [AM]  Auto mode VPC networks: one subnet per region, named after the network, inside
         10.128.0.0/9 (the per-region ranges table)
         https://cloud.google.com/vpc/docs/subnets#ip-ranges
 """
 
 import copy
+import hashlib
 import ipaddress
+import json
 import re
+import secrets
 
 from .cloud import log, now_ms
 
@@ -114,11 +127,109 @@ def route(gce, method, p):
     n = len(p)
     if n == 4 and p[2] == "global" and p[3] == "firewalls" and method == "GET":
         return "firewalls.list", None, lambda pp, q, b, h: list_(gce, q)
+    if n == 4 and p[2] == "global" and p[3] == "firewalls" and method == "POST":
+        return "firewalls.insert", None, lambda pp, q, b, h: insert(gce, q, b)
     if n == 5 and p[2] == "global" and p[3] == "firewalls" and method == "GET":
         return "firewalls.get", None, lambda pp, q, b, h: get(gce, p[4])
+    if n == 5 and p[2] == "global" and p[3] == "firewalls" and method == "DELETE":
+        return "firewalls.delete", None, lambda pp, q, b, h: delete(gce, q, p[4])
+    if n == 5 and p[2] == "global" and p[3] == "operations" and method == "GET":
+        return "globalOperations.get", None, lambda pp, q, b, h: op_get(gce, p[4])
+    if n == 6 and p[2] == "global" and p[3] == "operations" and p[5] == "wait" and method == "POST":
+        return "globalOperations.wait", None, lambda pp, q, b, h: op_get(gce, p[4])
     if n == 6 and p[2] == "regions" and p[4] == "subnetworks" and method == "GET":
         return "subnetworks.get", p[3], lambda pp, q, b, h: subnet_get(gce, p[3], p[5])
     return None
+
+
+def _op(gce, op_type, target):
+    """A global Operation, DONE at once (a firewall change is quick) [FI]."""
+    st = _state(gce)
+    ops = st.setdefault("global_operations", {})
+    gce.state["op_counter"] += 1
+    name = "operation-%d-%s" % (now_ms(), secrets.token_hex(6))
+    base = "%sprojects/%s/global" % (SELF, gce.project)
+    op = {"kind": "compute#operation", "id": str(8100000000000000000 + gce.state["op_counter"]), "name": name,
+          "operationType": op_type, "status": "DONE", "progress": 100, "user": gce.email,
+          "targetLink": "%s/firewalls/%s" % (base, target), "insertTime": _ts(), "startTime": _ts(),
+          "endTime": _ts(), "selfLink": "%s/operations/%s" % (base, name)}
+    ops[name] = op
+    return op
+
+
+def _replay(gce, rid):
+    r = gce.state["requests"].get("global|%s" % rid) if rid else None
+    return _state(gce).get("global_operations", {}).get(r["op"]) if r else None
+
+
+def insert(gce, q, body):
+    rid = gce._request_id(q)
+    try:
+        req = json.loads(body or b"{}")
+    except ValueError:
+        raise _err(400, "parseError", "Parse Error")
+    if not isinstance(req, dict):
+        raise _err(400, "invalid", "Invalid value for field 'resource'.")
+    with gce.lock:
+        prev = _replay(gce, rid)
+        if prev is not None:
+            return 200, prev
+        try:
+            pr = _check_rule(req)
+        except (ValueError, TypeError) as e:
+            raise _err(400, "invalid", "Invalid value for field 'resource': %s" % e)
+        direction = req.get("direction", "INGRESS")
+        if req.get("sourceTags") and direction != "INGRESS":
+            raise _err(400, "invalid", "Source tags cannot be set for an EGRESS firewall rule.")
+        for tg in (req.get("sourceTags") or []) + (req.get("targetTags") or []):
+            if not isinstance(tg, str) or not NAME_RE.match(tg):
+                raise _err(400, "invalid", "Invalid value for field 'resource.sourceTags': '%s'." % tg)
+        net = (req.get("network") or "global/networks/default").split("/projects/%s/" % gce.project)[-1]
+        if net.startswith("projects/"):
+            net = net.split("/", 2)[2]
+        if net != "global/networks/default":
+            raise _err(404, "notFound", "The resource 'projects/%s/%s' was not found" % (gce.project, net))
+        st = _state(gce)
+        if req["name"] in st["firewalls"]:
+            raise _err(409, "alreadyExists", "The resource 'projects/%s/global/firewalls/%s' already exists"
+                       % (gce.project, req["name"]))
+        rule = {k: copy.deepcopy(v) for k, v in req.items() if k in (
+            "name", "description", "allowed", "denied", "sourceRanges", "sourceTags", "targetTags")}
+        rule.update(network=net, direction=direction, priority=pr, disabled=bool(req.get("disabled", False)),
+                    id=str(int(hashlib.sha256(req["name"].encode()).hexdigest()[:15], 16)), created=_ts())
+        st["firewalls"][rule["name"]] = rule
+        op = _op(gce, "insert", rule["name"])
+        if rid:
+            gce.state["requests"]["global|%s" % rid] = {"op": op["name"], "fingerprint": "firewall"}
+        gce.cloud.save()
+    log("gce: firewalls.insert %s" % rule["name"])
+    return 200, op
+
+
+def delete(gce, q, name):
+    rid = gce._request_id(q)
+    with gce.lock:
+        prev = _replay(gce, rid)
+        if prev is not None:
+            return 200, prev
+        if not _state(gce)["firewalls"].pop(name, None):
+            raise _err(404, "notFound", "The resource 'projects/%s/global/firewalls/%s' was not found"
+                       % (gce.project, name))
+        op = _op(gce, "delete", name)
+        if rid:
+            gce.state["requests"]["global|%s" % rid] = {"op": op["name"], "fingerprint": "firewall"}
+        gce.cloud.save()
+    log("gce: firewalls.delete %s" % name)
+    return 200, op
+
+
+def op_get(gce, name):
+    with gce.lock:
+        op = _state(gce).get("global_operations", {}).get(name)
+        if not op:
+            raise _err(404, "notFound", "The resource 'projects/%s/global/operations/%s' was not found"
+                       % (gce.project, name))
+        return 200, op
 
 
 def list_(gce, q):
@@ -173,12 +284,14 @@ def control(gce, method, path, req):
                 disabled=bool(req.get("disabled", False)), id=str(6000000000000001000 + len(st["firewalls"])),
                 created=_ts())
             st["firewalls"][rule["name"]] = rule
+            gce.cloud.save()
         log("gce: firewall rule %s added" % rule["name"])
         return 200, firewall_json(gce, rule)
     if path.startswith(base + "/") and method == "DELETE":
         name = path[len(base) + 1:]
         with gce.lock:
             gone = _state(gce)["firewalls"].pop(name, None)
+            gce.cloud.save()
         if not gone:
             return 404, {"error": "no firewall rule %s" % name}
         log("gce: firewall rule %s removed" % name)

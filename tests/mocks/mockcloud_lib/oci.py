@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .cloud import log, now_ms
 from .ec2 import keys_from_user_data
-from . import oci_cluster
+from . import oci_cluster, oci_nsg
 
 API = "/20160918"
 MAX_SKEW_S = 5 * 60
@@ -246,7 +246,8 @@ def vnic_json(inst):
          "hostnameLabel": inst["id"][-12:], "macAddress": "02:00:17:00:%02x:%02x" % tuple(
              int(x) for x in inst["ip"].split(".")[2:]),
          "lifecycleState": "AVAILABLE" if inst["state"] != "terminated" else "TERMINATED",
-         "timeCreated": iso(inst["launched_at"]), "displayName": "primary"}
+         "timeCreated": iso(inst["launched_at"]), "displayName": "primary",
+         "nsgIds": list(inst.get("nsg_ids") or [])}
     if inst.get("assign_public_ip"):
         o["publicIp"] = inst["ip"]
     return o
@@ -339,6 +340,8 @@ def launch_instance(cloud, region, q, headers, body):
     subnet = vnic.get("subnetId") or d.get("subnetId")
     if subnet not in (SUBNET_TRAINING, SUBNET_NORULE):
         raise OciError(404, "NotAuthorizedOrNotFound", "Subnet %s not found" % subnet)
+    with cloud.lock:
+        nsg_ids = oci_nsg.check_launch(cloud, vnic)
     tags = d.get("freeformTags") or {}
     if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
         raise OciError(400, "InvalidParameter", "freeformTags must map strings to strings")
@@ -395,6 +398,7 @@ def launch_instance(cloud, region, q, headers, body):
             "key_name": None, "subnet_id": subnet, "compartment_id": comp,
             "display_name": d.get("displayName"), "metadata": {k: v for k, v in md.items()},
             "compute_cluster_id": d.get("computeClusterId"), "disk_gb": boot_gb or 47,
+            "nsg_ids": nsg_ids,
             "assign_public_ip": bool(vnic.get("assignPublicIp", False)),
             "vnic_id": "ocid1.vnic.oc1.%s.%s" % (region_key(region), secrets.token_hex(26)),
             "attachment_id": "ocid1.vnicattachment.oc1.%s.%s" % (region_key(region), secrets.token_hex(26)),
@@ -560,6 +564,9 @@ def _route(cloud, method, path, q, region, headers, body):
         return "GetUser", lambda: get_user(cloud, parts[1])
     if r == "availabilityDomains" and len(parts) == 1 and method == "GET":
         return "ListAvailabilityDomains", lambda: list_ads(cloud, region, q)
+    action, fn = oci_nsg.route(cloud, method, parts, q, region, headers, body)
+    if action:
+        return action, fn
     return oci_cluster.route(cloud, method, parts, q, region, headers, body)
 
 

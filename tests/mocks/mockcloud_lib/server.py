@@ -294,6 +294,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "terminate_requested_at": i.get("terminate_requested_at"),
                                 "reservation_id": i.get("reservation_id"),
                                 "placement_group": i.get("placement_group"),
+                                "security_groups": i.get("security_groups") or [],
                                 "interface_types": i.get("iface_types") or ["interface"],
                                 "root_volume_gb": i.get("root_volume_gb") or i.get("disk_gb"),
                                 "spot_request_id": i.get("sir_id"),
@@ -309,6 +310,20 @@ class Handler(BaseHTTPRequestHandler):
                     i["id"] for i in cloud.instances.values()
                     if i.get("placement_group") == g["name"] and i["region"] == g["region"]
                     and i["state"] != "terminated")) for g in pgs])
+        if path == "/_mock/security_groups" and m == "GET":
+            # EC2 security groups (ec2_fabric.py) with their live members
+            with cloud.lock:
+                gs = sorted(cloud.extra.get("ec2_security_groups", {}).values(), key=lambda g: g["id"])
+                return self._json(200, [dict(g, members=sorted(
+                    i["id"] for i in cloud.instances.values()
+                    if g["id"] in (i.get("security_groups") or []) and i["state"] != "terminated"))
+                    for g in gs])
+        if path == "/_mock/net_policy" and m == "GET":
+            # what the nodes enforce (netpolicy.py), as text
+            from . import netpolicy
+            with cloud.lock:
+                body = netpolicy.render(cloud).encode()
+            return self._send(200, body, "text/plain")
         if path == "/_mock/oci_compute_clusters" and m == "GET":
             # OCI compute clusters (oci_cluster.py), for the tests, with their live members
             with cloud.lock:

@@ -248,6 +248,74 @@ async function main() {
                     () => compute.getComputeCluster({ computeClusterId: cc.computeCluster.id }), 404,
                     "NotAuthorizedOrNotFound");
 
+  // Network security groups (tests/mocks/mockcloud_lib/oci_nsg.py): a tenant's group as the
+  // broker's driver makes it (docs/security.md, issue 42), through the SDK's own models.
+  const vcnId = subnet.subnet.vcnId;
+  const nsg = (await vnet.createNetworkSecurityGroup({
+    createNetworkSecurityGroupDetails: { compartmentId: tenancy, vcnId, displayName: "isc-tenant-sdk-7",
+                                         freeformTags: { "isc:broker": "sdk-broker", "isc:tenant": "7" } },
+    opcRetryToken: "sdk-nsg-1",
+  })).networkSecurityGroup;
+  check("CreateNetworkSecurityGroup is AVAILABLE in the VCN",
+        nsg.lifecycleState === "AVAILABLE" && nsg.vcnId === vcnId && nsg.freeformTags["isc:tenant"] === "7",
+        JSON.stringify(nsg));
+  const again = (await vnet.createNetworkSecurityGroup({
+    createNetworkSecurityGroupDetails: { compartmentId: tenancy, vcnId, displayName: "isc-tenant-sdk-7",
+                                         freeformTags: { "isc:broker": "sdk-broker", "isc:tenant": "7" } },
+    opcRetryToken: "sdk-nsg-1",
+  })).networkSecurityGroup;
+  check("the same retry token returns the same NSG", again.id === nsg.id);
+  const added = await vnet.addNetworkSecurityGroupSecurityRules({
+    networkSecurityGroupId: nsg.id,
+    addNetworkSecurityGroupSecurityRulesDetails: { securityRules: [
+      { direction: "INGRESS", protocol: "all", source: nsg.id, sourceType: "NETWORK_SECURITY_GROUP", isStateless: false },
+      { direction: "INGRESS", protocol: "6", source: "192.0.2.0/24", sourceType: "CIDR_BLOCK", isStateless: false,
+        tcpOptions: { destinationPortRange: { min: 22, max: 22 } } }] },
+  });
+  check("AddNetworkSecurityGroupSecurityRules returns both rules",
+        added.addedNetworkSecurityGroupSecurityRules.securityRules.length === 2,
+        JSON.stringify(added.addedNetworkSecurityGroupSecurityRules));
+  const rules = await vnet.listNetworkSecurityGroupSecurityRules({ networkSecurityGroupId: nsg.id });
+  check("ListNetworkSecurityGroupSecurityRules: the self rule by NSG source",
+        rules.items.some((r) => r.source === nsg.id && r.sourceType === "NETWORK_SECURITY_GROUP" && r.protocol === "all"),
+        JSON.stringify(rules.items));
+  await expectError("an NSG source that does not exist is 400 InvalidParameter",
+                    () => vnet.addNetworkSecurityGroupSecurityRules({
+                      networkSecurityGroupId: nsg.id,
+                      addNetworkSecurityGroupSecurityRulesDetails: { securityRules: [
+                        { direction: "INGRESS", protocol: "all", source: "ocid1.networksecuritygroup.oc1..none",
+                          sourceType: "NETWORK_SECURITY_GROUP" }] } }), 400, "InvalidParameter");
+  const found = await vnet.listNetworkSecurityGroups({ compartmentId: tenancy, vcnId, displayName: "isc-tenant-sdk-7" });
+  check("ListNetworkSecurityGroups by display name", found.items.length === 1 && found.items[0].id === nsg.id,
+        JSON.stringify(found.items));
+  const inNsg = Object.assign({}, details, { displayName: "sdk-nsg-0",
+                                             createVnicDetails: { subnetId: SUBNET, assignPublicIp: false, nsgIds: [nsg.id] } });
+  const tnode = (await compute.launchInstance({ launchInstanceDetails: inNsg })).instance;
+  let tv = null;
+  for (let i = 0; i < 100 && !tv; i++) {
+    const a = await compute.listVnicAttachments({ compartmentId: tenancy, instanceId: tnode.id });
+    if (a.items.length && a.items[0].vnicId) tv = (await vnet.getVnic({ vnicId: a.items[0].vnicId })).vnic;
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  check("GetVnic lists the NSG of a VNIC launched into it", tv && tv.nsgIds && tv.nsgIds[0] === nsg.id,
+        JSON.stringify(tv));
+  const nv = await vnet.listNetworkSecurityGroupVnics({ networkSecurityGroupId: nsg.id });
+  check("ListNetworkSecurityGroupVnics names the instance", nv.items.length === 1 && nv.items[0].resourceId === tnode.id,
+        JSON.stringify(nv.items));
+  await expectError("DeleteNetworkSecurityGroup with a VNIC in it is 409 Conflict",
+                    () => vnet.deleteNetworkSecurityGroup({ networkSecurityGroupId: nsg.id }), 409, "Conflict");
+  await compute.terminateInstance({ instanceId: tnode.id, preserveBootVolume: false });
+  let nsgGone = false;
+  for (let i = 0; i < 100 && !nsgGone; i++) {
+    try {
+      await vnet.deleteNetworkSecurityGroup({ networkSecurityGroupId: nsg.id });
+      nsgGone = true;
+    } catch (e) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  check("DeleteNetworkSecurityGroup once its VNIC is gone", nsgGone);
+
   // A key the mock does not know is refused as NotAuthenticated.
   const crypto = require("crypto");
   const { privateKey } = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 });
