@@ -117,7 +117,7 @@ rep_start() {
 		# is iscd's), before ASan's runtime (which must not refuse that), the monotonic clock
 		# left alone as a real skew leaves it, and libfaketime's monotonic fix off (with it,
 		# a timed wait on a monotonic condition returns at once and the heartbeat spins).
-		ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" LD_PRELOAD=$libfaketime \
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" LD_PRELOAD=$libfaketime \
 			FAKETIME="$(printf '%+d' "${skew[$i]}")" FAKETIME_DONT_FAKE_MONOTONIC=1 \
 			FAKETIME_FORCE_MONOTONIC_FIX=0 "$ISC_BIN/iscd" --home "${home[$i]}" 2>>"$dir/r$i.log" &
 	fi
