@@ -593,21 +593,23 @@ static int node_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
-int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
-                        size_t *n, struct isc_err *err)
+/* The columns node_from_row reads, in its order. */
+#define NODE_COLUMNS                                                                               \
+	"id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "                  \
+	"price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "               \
+	"COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "                               \
+	"COALESCE(absent_since_ms, 0)"
+
+/* The nodes `sql` (selecting NODE_COLUMNS, one text parameter `key`) finds. */
+static int nodes_where(struct isc_store *s, const char *sql, const char *key, struct isc_node **out,
+                       size_t *n, struct isc_err *err)
 {
 	struct isc_db_stmt *st;
 	void *list;
-	int rc = isc_store_prepare(
-	    s,
-	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
-	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
-	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "
-	    "COALESCE(absent_since_ms, 0) FROM nodes WHERE instance_id = ?",
-	    &st, err);
+	int rc = isc_store_prepare(s, sql, &st, err);
 	if (rc)
 		return rc;
-	isc_db_bind_text(st, 1, instance_id, -1, ISC_DB_STATIC);
+	isc_db_bind_text(st, 1, key, -1, ISC_DB_STATIC);
 	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
 	                         &list, n, err);
 	if (!rc)
@@ -615,26 +617,19 @@ int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc
 	return rc;
 }
 
+int isc_store_node_find(struct isc_store *s, const char *instance_id, struct isc_node **out,
+                        size_t *n, struct isc_err *err)
+{
+	return nodes_where(s, "SELECT " NODE_COLUMNS " FROM nodes WHERE instance_id = ?",
+	                   instance_id, out, n, err);
+}
+
 int isc_store_node_list(struct isc_store *s, const char *cluster_id, struct isc_node **out,
                         size_t *n, struct isc_err *err)
 {
-	struct isc_db_stmt *st;
-	void *list;
-	int rc = isc_store_prepare(
-	    s,
-	    "SELECT id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "
-	    "price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "
-	    "COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "
-	    "COALESCE(absent_since_ms, 0) FROM nodes WHERE cluster_id = ? ORDER BY rank",
-	    &st, err);
-	if (rc)
-		return rc;
-	isc_db_bind_text(st, 1, cluster_id, -1, ISC_DB_STATIC);
-	rc = isc_store_read_rows(s, st, sizeof(**out), node_from_row, node_clean, "reading nodes",
-	                         &list, n, err);
-	if (!rc)
-		*out = list;
-	return rc;
+	return nodes_where(s,
+	                   "SELECT " NODE_COLUMNS " FROM nodes WHERE cluster_id = ? ORDER BY rank",
+	                   cluster_id, out, n, err);
 }
 
 int isc_store_node_list_in(struct isc_store *s, const char *provider, const char *account,

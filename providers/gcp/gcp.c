@@ -1189,9 +1189,13 @@ static void region_of(const char *zone, char out[64])
 	snprintf(out, 64, "%.*s", dash ? (int)(dash - zone) : (int)strlen(zone), zone);
 }
 
-/* A region Operation (resource policies) polled until DONE; its error, if any, as rc. */
-static int region_op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
-                          const char *what, struct isc_err *err)
+/*
+ * An Operation polled until DONE, in `region` (resource policies) or global (region NULL:
+ * firewalls), with a doubling wait up to 4 s and op_timeout_ms in all; its error, if
+ * any, as rc.
+ */
+static int op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
+                   const char *what, struct isc_err *err)
 {
 	struct isc_gce_operation op;
 	int64_t deadline = now_ms(s) + s->op_timeout_ms;
@@ -1207,10 +1211,13 @@ static int region_op_done(struct gcp_session *s, const char *region, struct isc_
 		s->clock->sleep_ms(s->clock->ctx, delay);
 		if (delay < 4000)
 			delay *= 2;
-		if (!(url = api_url(s, "regions/%s/operations/%s", region, op.name)))
+		url = region ? api_url(s, "regions/%s/operations/%s", region, op.name)
+		             : api_url(s, "global/operations/%s", op.name);
+		if (!url)
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		isc_http_response_init(&resp);
-		rc = gcp_call(s, "GET", "regionOperations.get", url, NULL, &resp, err);
+		rc = gcp_call(s, "GET", region ? "regionOperations.get" : "globalOperations.get",
+		              url, NULL, &resp, err);
 		if (!rc)
 			rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
 		isc_http_response_cleanup(&resp);
@@ -1220,6 +1227,13 @@ static int region_op_done(struct gcp_session *s, const char *region, struct isc_
 		rc = isc_err_set(err, isc_gce_classify_op(op.error_code), "%s: %s: %s", what,
 		                 op.error_code, op.error_message);
 	return rc;
+}
+
+/* A region Operation (resource policies) polled until DONE; its error, if any, as rc. */
+static int region_op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
+                          const char *what, struct isc_err *err)
+{
+	return op_done(s, region, r, what, err);
 }
 
 /*
@@ -1949,33 +1963,7 @@ static struct isc_busy_names busy_firewalls = ISC_BUSY_NAMES_INIT;
 static int global_op_done(struct gcp_session *s, struct isc_http_response *r, const char *what,
                           struct isc_err *err)
 {
-	struct isc_gce_operation op;
-	int64_t deadline = now_ms(s) + s->op_timeout_ms;
-	long delay = 250;
-	int rc = isc_gce_parse_operation(r->body.data, r->body.len, &op, err);
-
-	while (!rc && strcmp(op.status, "DONE") != 0) {
-		struct isc_http_response resp;
-		char *url;
-		if (now_ms(s) >= deadline)
-			return isc_err_set(err, ISC_ETRANSIENT, "%s: operation %s not DONE", what,
-			                   op.name);
-		s->clock->sleep_ms(s->clock->ctx, delay);
-		if (delay < 4000)
-			delay *= 2;
-		if (!(url = api_url(s, "global/operations/%s", op.name)))
-			return isc_err_set(err, ISC_ENOMEM, "out of memory");
-		isc_http_response_init(&resp);
-		rc = gcp_call(s, "GET", "globalOperations.get", url, NULL, &resp, err);
-		if (!rc)
-			rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
-		isc_http_response_cleanup(&resp);
-		free(url);
-	}
-	if (!rc && op.error_code[0])
-		rc = isc_err_set(err, isc_gce_classify_op(op.error_code), "%s: %s: %s", what,
-		                 op.error_code, op.error_message);
-	return rc;
+	return op_done(s, NULL, r, what, err);
 }
 
 /*

@@ -1644,8 +1644,9 @@ static void test_byo_key_runs_in_its_own_project(void **state)
 	const struct isc_kv items[] = {{"endpoint_compute", "http://127.0.0.1:9/compute/v1"},
 	                               {"project", "platform-project"},
 	                               {"compact_placement", "never"},
-	                               {"firewall_check", "never"}};
-	struct isc_provider_settings st = {items, 4, creds, 1, 1};
+	                               {"firewall_check", "never"},
+	                               {"tenant_isolation", "never"}};
+	struct isc_provider_settings st = {items, 5, creds, 1, 1};
 	struct isc_node_info *ni = NULL;
 	size_t n = 0;
 	struct isc_err err;
