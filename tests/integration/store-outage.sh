@@ -56,11 +56,16 @@ wait_pause() {
 }
 restart_pg() { "$repo/tests/pg/pg-server" restart "$pg" fast; }
 # no_failure EXP: nothing in its timeline failed it or gave its shape up.
+# The timeline is kept in dir/timeline.EXP and printed when the check fails (check itself
+# discards what its command prints).
 no_failure() {
-	if isc status "$1" | grep -qE 'failed|trying the next shape'; then
-		isc status "$1" >&2
-		return 1
-	fi
+	isc status "$1" >"$dir/timeline.$1" 2>&1
+	! grep -qE 'failed|trying the next shape' "$dir/timeline.$1"
+}
+show_failure() {
+	no_failure "$1" && return 0
+	echo "---- $1's timeline ----" >&2
+	cat "$dir/timeline.$1" >&2
 }
 events_of() { isc status "$1" --json; }
 
@@ -78,6 +83,7 @@ rm -f "$dir/pause"
 check "restore: the experiment completes" wait_status "$id" completed 150
 check "restore: it ran cycle 2" test "$(status_of "$id" cycle_count)" = 2
 check "restore: never failed, never another shape" no_failure "$id"
+show_failure "$id"
 out=$(status_of "$id" output_path)
 check "restore: rank 0 resumed from its checkpoint" grep -q 'resumed from step' "$out/rank_0.txt"
 check "restore: no instance left running" wait_no_live "$id"
@@ -121,6 +127,7 @@ check "outage: PostgreSQL started again" "$repo/tests/pg/pg-server" start "$pg"
 check "outage: the experiment completes" wait_status "$id" completed 150
 check "outage: it ran cycle 2" test "$(status_of "$id" cycle_count)" = 2
 check "outage: never failed, never another shape" no_failure "$id"
+show_failure "$id"
 out=$(status_of "$id" output_path)
 check "outage: rank 0 resumed from its checkpoint" grep -q 'resumed from step' "$out/rank_0.txt"
 check "outage: no instance left running" wait_no_live "$id"
