@@ -162,6 +162,36 @@ int isc_store_broker_id_check(struct isc_store *s, const char *broker_id, const 
 		goto out;
 	if (had && strcmp(had, broker_id) == 0)
 		goto out;
+	/*
+	 * Another broker_id is refused while anything of the recorded one is left: a
+	 * replica registered (live, or dead and not yet pruned) or a cluster not closed, whose
+	 * instances carry the recorded id. A store with neither (its replicas all stopped
+	 * cleanly, every cluster closed) has nothing another id could lose: the new one is
+	 * recorded instead.
+	 */
+	if (had && enforce) {
+		int64_t left = 0;
+		rc = isc_store_prepare(s,
+		                       "SELECT (SELECT count(*) FROM replicas WHERE id <> ?) + "
+		                       "(SELECT count(*) FROM clusters WHERE state <> 'closed')",
+		                       &st, err);
+		if (rc)
+			goto out;
+		isc_db_bind_text(st, 1, replica_id, -1, ISC_DB_STATIC);
+		rc = isc_db_step(st);
+		if (rc == ISC_DB_ROW) {
+			left = isc_db_column_int64(st, 0);
+			rc = 0;
+		} else {
+			rc = isc_store_db_err(s, rc, "reading what the store's broker_id holds",
+			                      err);
+		}
+		isc_store_finalize(s, st);
+		if (rc)
+			goto out;
+		if (left == 0)
+			enforce = 0;
+	}
 	if (had && enforce) {
 		rc =
 		    isc_err_set(err, ISC_ECONFLICT,

@@ -64,8 +64,10 @@ int isc_replica_dead_here(const struct isc_replica *r, const char *host, const c
 /*
  * The broker_id the store is used with (issue 48, docs/ha.md): the first replica to
  * start records its own; a later one with another is refused (ISC_ECONFLICT, naming
- * both and docs/ha.md) when `enforce` (a store replicas share: PostgreSQL), for it would
- * not find the instances the others tagged, and a takeover would leak them. Without
+ * both and docs/ha.md) when `enforce` (a store replicas share: PostgreSQL) and anything
+ * of the recorded id is left (another replica's row, a cluster not closed), for it would
+ * not find the instances the others tagged, and a takeover would leak them; with nothing
+ * left the new one is recorded. Without
  * `enforce` (SQLite: one iscd, the operator changed its config) the new one is recorded.
  * *recorded (may be NULL) gets the store's broker_id before the call ("" when none).
  */

@@ -48,7 +48,11 @@ static void test_broker_id_recorded_and_refused(void **state)
 	assert_int_equal(isc_store_broker_id_check(f->s, "isc-aaaa", "rep_2", 1, &had, &err), 0);
 	assert_string_equal(had, "isc-aaaa");
 	free(had);
-	/* Another, on a shared store: refused, naming both, who recorded it and docs/ha.md. */
+	/* Another, on a shared store with a replica of the first registered: refused, naming
+	 * both, who recorded it and docs/ha.md. */
+	assert_int_equal(
+	    isc_store_replica_register_as(f->s, "rep_1", "host-1", 41, "boot-1", "isc-aaaa", &err),
+	    0);
 	assert_int_equal(isc_store_broker_id_check(f->s, "isc-bbbb", "rep_3", 1, &had, &err),
 	                 ISC_ECONFLICT);
 	assert_null(had);
@@ -65,6 +69,19 @@ static void test_broker_id_recorded_and_refused(void **state)
 	assert_int_equal(isc_store_broker_id_check(f->s, "isc-aaaa", "rep_6", 1, NULL, &err),
 	                 ISC_ECONFLICT);
 	assert_non_null(strstr(err.msg, "isc-cccc"));
+	/* Nothing of the recorded id left (its replicas stopped cleanly, no cluster open): a
+	 * new one is recorded, even on a shared store. */
+	assert_int_equal(isc_store_replica_remove(f->s, "rep_1", &err), 0);
+	assert_int_equal(isc_store_broker_id_check(f->s, "isc-dddd", "rep_7", 1, &had, &err), 0);
+	assert_string_equal(had, "isc-cccc");
+	free(had);
+	/* ... and then holds as the first did. */
+	assert_int_equal(
+	    isc_store_replica_register_as(f->s, "rep_7", "host-1", 47, "boot-1", "isc-dddd", &err),
+	    0);
+	assert_int_equal(isc_store_broker_id_check(f->s, "isc-aaaa", "rep_8", 1, NULL, &err),
+	                 ISC_ECONFLICT);
+	assert_non_null(strstr(err.msg, "isc-dddd"));
 }
 
 static void test_replica_row_carries_boot_and_broker(void **state)
