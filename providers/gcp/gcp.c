@@ -1229,13 +1229,6 @@ static int op_done(struct gcp_session *s, const char *region, struct isc_http_re
 	return rc;
 }
 
-/* A region Operation (resource policies) polled until DONE; its error, if any, as rc. */
-static int region_op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
-                          const char *what, struct isc_err *err)
-{
-	return op_done(s, region, r, what, err);
-}
-
 /*
  * resourcePolicies.insert of the gang's compact placement policy in `region`:
  * groupPlacementPolicy {collocation COLLOCATED, availabilityDomainCount 1} (Compute Engine
@@ -1278,7 +1271,7 @@ static int create_policy(struct gcp_session *s, const struct isc_launch_spec *sp
 	if (rc && strcmp(reason, "alreadyExists") == 0)
 		rc = 0; /* this gang's, from an earlier try */
 	else if (!rc)
-		rc = region_op_done(s, region, &resp, "resourcePolicies.insert", err);
+		rc = op_done(s, region, &resp, "resourcePolicies.insert", err);
 	isc_http_response_cleanup(&resp);
 	free(body);
 	free(url);
@@ -1299,7 +1292,7 @@ static int delete_policy(struct gcp_session *s, const char *region, const char *
 	isc_http_response_init(&resp);
 	rc = gcp_call_reason(s, "DELETE", "resourcePolicies.delete", url, NULL, &resp, reason, err);
 	if (!rc)
-		rc = region_op_done(s, region, &resp, "resourcePolicies.delete", err);
+		rc = op_done(s, region, &resp, "resourcePolicies.delete", err);
 	if (!rc || rc == ISC_ENOTFOUND || strcmp(reason, "notFound") == 0) {
 		*deleted = 1;
 		rc = 0;
@@ -1959,13 +1952,6 @@ static int check_firewall(struct gcp_session *s, const char *zone, const char *t
 /* Tenant rules a launch of this process is about to use (the sweep leaves them). */
 static struct isc_busy_names busy_firewalls = ISC_BUSY_NAMES_INIT;
 
-/* A global Operation (firewalls) polled until DONE; its error, if any, as rc. */
-static int global_op_done(struct gcp_session *s, struct isc_http_response *r, const char *what,
-                          struct isc_err *err)
-{
-	return op_done(s, NULL, r, what, err);
-}
-
 /*
  * The tenant's firewall rule, named like its tag, made on demand (firewalls.get, else
  * firewalls.insert with a requestId from the name; alreadyExists is a concurrent launch's):
@@ -2017,7 +2003,7 @@ static int ensure_tenant_firewall(struct gcp_session *s, const struct isc_launch
 	if (rc && strcmp(reason, "alreadyExists") == 0)
 		rc = 0;
 	else if (!rc)
-		rc = global_op_done(s, &resp, "firewalls.insert", err);
+		rc = op_done(s, NULL, &resp, "firewalls.insert", err);
 	if (rc && err)
 		isc_err_wrap(err, "tenant firewall rule %s", tag);
 	isc_http_response_cleanup(&resp);
@@ -2322,7 +2308,7 @@ static void reconcile_tenant_firewalls(struct gcp_session *s, const char *broker
 		isc_http_response_init(&dr);
 		rc = gcp_call_reason(s, "DELETE", "firewalls.delete", url, NULL, &dr, reason, &err);
 		if (!rc)
-			rc = global_op_done(s, &dr, "firewalls.delete", &err);
+			rc = op_done(s, NULL, &dr, "firewalls.delete", &err);
 		if (!rc)
 			isc_log(ISC_LOG_INFO,
 			        "gcp: tenant firewall rule %s deleted (no live instance)", name);
