@@ -730,6 +730,7 @@ int main(int argc, char **argv)
 		pthread_mutex_unlock(&nodes[i].lock);
 	}
 	for (int t = 0; t < n_threads; t++) {
+		ssh_event_remove_fd(workers[t].event, workers[t].pipe[0]);
 		ssh_event_free(workers[t].event);
 		close(workers[t].pipe[0]);
 		close(workers[t].pipe[1]);

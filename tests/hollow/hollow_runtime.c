@@ -314,8 +314,8 @@ static struct hn_container *find_container(struct hn_node *n, const char *name_o
  * How long a container runs, from its command (the documented rule, README.md):
  * HOLLOW_RUN_MS=N in its environment wins; else the sum of every `sleep N`
  * (seconds, with an optional s/m/h/d suffix) in its command; a command with
- * neither runs until stopped. Its exit code is HOLLOW_EXIT_CODE=N, else the
- * last `exit N` of the command, else 0.
+ * no sleep but an `exit N` ends at once; one with neither runs until stopped. Its exit code is
+ * HOLLOW_EXIT_CODE=N, else the last `exit N` of the command, else 0.
  */
 static void runtime_rule(struct hn_container *c)
 {
@@ -340,8 +340,10 @@ static void runtime_rule(struct hn_container *c)
 		any = 1;
 	}
 	for (p = c->cmd; (p = strstr(p, "exit ")) != NULL; p += 5)
-		if (isdigit((unsigned char)p[5]))
+		if (isdigit((unsigned char)p[5])) {
 			c->exit_code = atoi(p + 5);
+			any = 1; /* a command that exits ends, after its sleeps if any */
+		}
 	if (any)
 		c->end_mono = c->start_mono + (int64_t)(total * 1000);
 	for (p = c->env; p && *p; p = e + (*e != '\0')) {
@@ -1369,7 +1371,8 @@ static void field(struct hn_container *k, const char *f, int64_t now, struct hn_
 		hn_buf_printf(out, "%s", k->id);
 	else if (starts(f, ".Name"))
 		hn_buf_printf(out, "%s%s", starts(f, ".Names") ? "" : "/", k->name);
-	else if (starts(f, ".State.Status") || starts(f, ".State"))
+	else if (starts(f, ".State.Status") || strcmp(f, ".State") == 0 ||
+	         strcmp(f, ".State ") == 0)
 		hn_buf_printf(out, "%s", run ? "running" : "exited");
 	else if (starts(f, ".State.Running"))
 		hn_buf_printf(out, "%s", run ? "true" : "false");
