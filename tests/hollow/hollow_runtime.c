@@ -522,9 +522,12 @@ static int tokenize(const char *s, struct toks *t)
 
 /* ---- tar (ustar, GNU long names read and written) ---- */
 
+/* v in octal, zero-padded to size - 1 digits and NUL-ended (the low digits if it is too big). */
 static void tar_octal(char *field, size_t size, unsigned long long v)
 {
-	snprintf(field, size, "%0*llo", (int)size - 1, v);
+	field[size - 1] = '\0';
+	for (size_t i = size - 1; i-- > 0; v >>= 3)
+		field[i] = (char)('0' + (v & 7));
 }
 
 static void tar_header(struct hn_buf *out, const char *name, int dir, size_t size, unsigned mode)
