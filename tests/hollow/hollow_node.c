@@ -221,6 +221,16 @@ static void on_eof(ssh_session session, ssh_channel channel, void *userdata)
 	}
 }
 
+static int on_wontblock(ssh_session session, ssh_channel channel, uint32_t bytes, void *userdata)
+{
+	struct chan *c = userdata;
+	(void)session;
+	(void)channel;
+	(void)bytes;
+	c->s->w->any_ready = 1;
+	return 0;
+}
+
 static void on_close(ssh_session session, ssh_channel channel, void *userdata)
 {
 	struct chan *c = userdata;
@@ -300,6 +310,7 @@ static ssh_channel on_channel_open(ssh_session session, void *userdata)
 	c->cb.channel_data_function = on_data;
 	c->cb.channel_eof_function = on_eof;
 	c->cb.channel_close_function = on_close;
+	c->cb.channel_write_wontblock_function = on_wontblock;
 	c->cb.channel_exec_request_function = on_exec;
 	c->cb.channel_env_request_function = on_env;
 	c->cb.channel_shell_request_function = on_refuse;
@@ -366,7 +377,10 @@ static int chan_pass(struct chan *c, int64_t now, int64_t *next_wake)
 		}
 	}
 	if (!flush(c)) {
-		c->s->w->any_ready = 1; /* window full: try again at the next pass */
+		/* The peer's window is full: its adjust wakes us (on_wontblock), else retry soon.
+		 */
+		if (*next_wake < 0 || now + 20 < *next_wake)
+			*next_wake = now + 20;
 		return c->closed;
 	}
 	if (c->finished && !c->eof_sent) {

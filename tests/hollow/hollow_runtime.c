@@ -807,12 +807,7 @@ static int parse_list(struct toks *t, struct hn_cmd *c)
 	char join = ';';
 	while (i < t->n) {
 		struct simple s = {0};
-		size_t start;
 		s.join = join;
-		while (i < t->n && t->v[i].type == T_WORD && strchr(t->v[i].text, '=') &&
-		       t->v[i].text[0] != '=' && c->n_list == 0 && 0)
-			i++;
-		start = i;
 		size_t nw = 0;
 		struct tok *words = xrealloc(NULL, (t->n - i + 1) * sizeof(*words));
 		for (; i < t->n && t->v[i].type != T_OP; i++) {
@@ -837,6 +832,7 @@ static int parse_list(struct toks *t, struct hn_cmd *c)
 				r++;
 			if (r[0] == '<') {
 				free(words);
+				free(s.out_file);
 				return -1;
 			}
 			int app = r[1] == '>';
@@ -849,6 +845,7 @@ static int parse_list(struct toks *t, struct hn_cmd *c)
 					s.out_to = 2;
 				else {
 					free(words);
+					free(s.out_file);
 					return -1;
 				}
 			} else if (strcmp(target, "/dev/null") == 0) {
@@ -863,10 +860,10 @@ static int parse_list(struct toks *t, struct hn_cmd *c)
 				s.append = app;
 			} else {
 				free(words);
+				free(s.out_file);
 				return -1;
 			}
 		}
-		(void)start;
 		if (nw && strcmp(words[0].text, "exec") == 0) {
 			memmove(words, words + 1, (nw - 1) * sizeof(*words));
 			nw--;
@@ -890,7 +887,7 @@ static int parse_list(struct toks *t, struct hn_cmd *c)
 			else if (strcmp(op, "||") == 0)
 				join = '|';
 			else
-				return -1;
+				return -1; /* '|', '&', groups: more than a list */
 			i++;
 		}
 	}
@@ -1435,9 +1432,10 @@ static int do_docker(struct hn_cmd *c, char **argv, int argc, int64_t now, struc
 		hn_buf_printf(err, "Usage:  docker [OPTIONS] COMMAND\n");
 		return 0;
 	}
+	int used = 2; /* "docker" and the subcommand */
 	argv++, argc--;
 	if ((strcmp(argv[0], "container") == 0 || strcmp(argv[0], "image") == 0) && argc > 1)
-		argv++, argc--;
+		argv++, argc--, used++;
 	sub = argv[0];
 	argv++, argc--;
 	if (strcmp(sub, "version") == 0) {
@@ -1721,7 +1719,7 @@ static int do_docker(struct hn_cmd *c, char **argv, int argc, int64_t now, struc
 			return 1;
 		}
 		/* the container sees the node's files: run the hollow builtin there */
-		return -2000 - (i + 1); /* the caller runs argv[i+1...] as a simple command */
+		return -2000 - (used + i + 1); /* the caller runs CMD... as a simple command */
 	}
 	hn_buf_printf(err, "docker: '%s' is not a docker command.\n", sub);
 	return 1;
@@ -1737,7 +1735,7 @@ static int builtin(struct hn_cmd *c, char **argv, int argc, int64_t now, struct 
 	if (strcmp(a0, "docker") == 0) {
 		int rc = do_docker(c, argv, argc, now, out, err, wake);
 		if (rc <= -2000) {
-			int skip = -(rc + 2000) + 2; /* "docker" "exec" ... */
+			int skip = -(rc + 2000); /* where CMD starts */
 			return builtin(c, argv + skip, argc - skip, now, out, err, wake);
 		}
 		return rc;
