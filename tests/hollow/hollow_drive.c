@@ -8,7 +8,8 @@
  * Steps, in the order given, each printing "ok STEP" or "FAIL STEP: why":
  *   boot          a cluster of the nodes (rank = position), image pytorch/pytorch,
  *                 command $HOLLOW_DRIVE_COMMAND (default "echo hi; sleep 1")
- *   follow        follows every rank until it exits (logs into $HOLLOW_DRIVE_OUT)
+ *   follow        follows every rank until it exits (logs into $HOLLOW_DRIVE_OUT), at
+ *                 most $HOLLOW_DRIVE_FOLLOW_S seconds (default 20)
  *   push=DIR      DIR's checkpoints/crud/lossy onto every node
  *   pull=DIR      rank 0's artifacts into DIR
  *   dataset=DIR   DIR as dataset copy @1/hollow on rank 0 (twice: the second finds it)
@@ -89,7 +90,8 @@ int main(int argc, char **argv)
 			struct isc_launch_follow *f = NULL;
 			rc = isc_launch_follow_start(&spec, nodes, n, &opts,
 			                             outdir ? outdir : "/tmp", &f, &err);
-			for (int64_t end = isc_monotonic_ms() + 20000; !rc;) {
+			const char *fs = getenv("HOLLOW_DRIVE_FOLLOW_S");
+			for (int64_t end = isc_monotonic_ms() + (fs ? atol(fs) : 20) * 1000; !rc;) {
 				int done = 0, code = 0;
 				for (size_t k = 0; k < n; k++)
 					if (isc_launch_follow_rank_exit(f, (int)k, &code)) {
