@@ -47,6 +47,11 @@ UNIT_HELPER_OBJS := $(UNIT_HELPER_SRCS:%.c=$(BUILD)/obj/%.o)
 BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
+# The hollow test nodes (tests/hollow): an SSH server on libssh, for tests and the bench
+# only (iscd and isc never link libssh), and a driver that boots them with the launcher.
+HOLLOW_BINS := $(BUILD)/tests/hollow-node $(BUILD)/tests/hollow-drive
+HOLLOW_OBJS := $(BUILD)/obj/tests/hollow/hollow_node.o $(BUILD)/obj/tests/hollow/hollow_runtime.o
+
 PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
 
 # The build's identity (common/version.c): VERSION, and the commit from git, or
@@ -67,8 +72,8 @@ ifeq ($(BUILD),build/release)
 endif
 
 programs: $(PROGS) $(WEB_OUT)
-units: $(UNIT_BINS)
-benches: $(BENCH_BINS)
+units: $(UNIT_BINS) $(HOLLOW_BINS)
+benches: $(BENCH_BINS) $(HOLLOW_BINS)
 
 $(BUILD)/share/isc/web/%: web/%
 	@mkdir -p $(dir $@)
@@ -114,6 +119,16 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HELPER_OBJS) $(LIB)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+
+$(HOLLOW_OBJS): CFLAGS += $(shell pkg-config --cflags libssh 2>/dev/null)
+
+$(BUILD)/tests/hollow-node: $(HOLLOW_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(shell pkg-config --libs libssh 2>/dev/null) -pthread
+
+$(BUILD)/tests/hollow-drive: $(BUILD)/obj/tests/hollow/hollow_drive.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
 
