@@ -9,7 +9,7 @@
 #include "common/buf.h"
 #include "credits/credits.h"
 #include "credits/spend.h"
-#include "store/store_ledger.h"
+#include "common/model.h"
 
 #include <jansson.h>
 #include <stdio.h>
