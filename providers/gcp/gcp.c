@@ -1492,18 +1492,13 @@ void isc_gcp_seen_clusters_forget(void)
 }
 
 /*
- * What a describe hands the sweep: the uses of its compact nodes and of the vanished
- * clusters, and `idle`, the clusters of those with no live node (pointers into the
- * listing and into vanished).
+ * What a describe hands the sweep (providers/sweep.h): the uses of its compact nodes and
+ * of the vanished clusters (pointers into the listing and into vanished).
  */
 struct policy_sweep {
-	char scope[600];
+	struct isc_sweep sweep;
 	char **vanished;
 	size_t n_vanished;
-	struct isc_sweep_use *uses;
-	size_t n_uses;
-	const char **idle;
-	size_t n_idle;
 };
 
 static void policy_sweep_cleanup(struct policy_sweep *sw)
@@ -1511,51 +1506,37 @@ static void policy_sweep_cleanup(struct policy_sweep *sw)
 	for (size_t i = 0; i < sw->n_vanished; i++)
 		free(sw->vanished[i]);
 	free(sw->vanished);
-	free(sw->uses);
-	free(sw->idle);
+	isc_sweep_cleanup(&sw->sweep);
 }
 
 /* Fills sw from the listing; 1 when this describe sweeps (providers/sweep.h). */
 static int policies_sweep_due(const struct gcp_session *s, const char *broker_id,
                               const struct isc_node_info *nodes, size_t n, struct policy_sweep *sw)
 {
-	size_t cap;
+	char scope[sizeof(sw->sweep.scope)];
 
-	memset(sw, 0, sizeof(*sw));
-	sweep_scope(s, broker_id, sw->scope, sizeof(sw->scope));
-	seen_update(sw->scope, nodes, n, &sw->vanished, &sw->n_vanished);
-	cap = n + sw->n_vanished;
-	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
-	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	sweep_scope(s, broker_id, scope, sizeof(scope));
+	seen_update(scope, nodes, n, &sw->vanished, &sw->n_vanished);
+	isc_sweep_begin(&sw->sweep, n + sw->n_vanished, "%s", scope);
 	for (size_t i = 0; i < n; i++)
 		if (compact_node(&nodes[i]))
-			sw->uses[sw->n_uses++] = (struct isc_sweep_use){
-			    nodes[i].cluster_id, nodes[i].state != ISC_NODE_TERMINATED};
+			isc_sweep_add(&sw->sweep, nodes[i].cluster_id,
+			              nodes[i].state != ISC_NODE_TERMINATED);
 	for (size_t i = 0; i < sw->n_vanished; i++)
-		sw->uses[sw->n_uses++] = (struct isc_sweep_use){sw->vanished[i], 0};
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, now_ms(s));
+		isc_sweep_add(&sw->sweep, sw->vanished[i], 0);
+	return isc_sweep_ready(&sw->sweep, now_ms(s));
 }
 
 static void reconcile_policies(struct gcp_session *s, const char *broker_id,
-                               const struct isc_node_info *nodes, size_t n,
-                               const struct policy_sweep *sw)
+                               const struct isc_node_info *nodes, size_t n, struct policy_sweep *sw)
 {
 	char prefix[300], *url, *next = NULL;
 	struct isc_err err;
 	int rc = 0, pages = 0, complete = 0;
-	size_t pl, deletes = 0, left = 0, n_gone = 0;
-	/* kept[i]: policies of idle[i] the cloud still lists and this sweep did not delete */
-	size_t *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
+	size_t pl, deletes = 0, left = 0;
 
-	if (!s->region[0] || !kept || !gone) {
-		free(kept);
-		free(gone);
+	if (!s->region[0])
 		return; /* policies are regional: without a region there is none to list */
-	}
 	pl = (size_t)snprintf(prefix, sizeof(prefix), "isc:broker=%s isc:cluster=", broker_id);
 	do {
 		struct isc_http_response resp;
@@ -1582,19 +1563,14 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 			const char *name = json_string_value(json_object_get(it, "name"));
 			const char *d = json_string_value(json_object_get(it, "description"));
 			const char *status = json_string_value(json_object_get(it, "status"));
-			size_t *idle_kept = NULL;
 			int used = 0, deleted = 0;
 			if (!name || !d || strncmp(d, prefix, pl) != 0)
 				continue;
-			for (size_t k = 0; k < sw->n_idle && !idle_kept; k++)
-				if (strcmp(sw->idle[k], d + pl) == 0)
-					idle_kept = &kept[k];
 			for (size_t k = 0; k < n && !used; k++)
 				used = nodes[k].state != ISC_NODE_TERMINATED &&
 				       strcmp(nodes[k].cluster_id, d + pl) == 0;
 			if (used || isc_busy_names_has(&busy_policies, name)) {
-				if (idle_kept)
-					(*idle_kept)++;
+				isc_sweep_keep(&sw->sweep, d + pl); /* a policy of it stays */
 				continue;
 			}
 			if (deletes == POLICY_DELETES_PER_SWEEP) {
@@ -1609,8 +1585,8 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 					        s->region, name);
 			}
 			/* one Compute is deleting counts as gone (its delete was asked already) */
-			if (idle_kept && !deleted && !(status && strcmp(status, "DELETING") == 0))
-				(*idle_kept)++;
+			if (!deleted && !(status && strcmp(status, "DELETING") == 0))
+				isc_sweep_keep(&sw->sweep, d + pl);
 		}
 		{
 			const char *tok = json_string_value(json_object_get(root, "nextPageToken"));
@@ -1634,21 +1610,16 @@ static void reconcile_policies(struct gcp_session *s, const char *broker_id,
 		        "gcp %s: compact placement reconcile: %s (next describe retries)",
 		        s->region, err.msg);
 	} else {
-		/* A list cut short (describe_max_pages) may hide a cluster's policies: none gone.
-		 */
-		for (size_t k = 0; complete && k < sw->n_idle; k++)
-			if (!kept[k])
-				gone[n_gone++] = sw->idle[k];
 		if (!complete)
 			isc_log(ISC_LOG_WARN,
 			        "gcp %s: more than %ld pages of resource policies "
 			        "(describe_max_pages); the rest wait for the next sweep",
 			        s->region, s->max_pages);
-		isc_sweep_done(sw->scope, gone, n_gone, now_ms(s));
-		seen_swept(sw->scope, gone, n_gone);
+		/* A list cut short (describe_max_pages) may hide a cluster's policies: none gone.
+		 */
+		isc_sweep_finish(&sw->sweep, complete, now_ms(s));
+		seen_swept(sw->sweep.scope, sw->sweep.gone, sw->sweep.n_gone);
 	}
-	free(gone);
-	free(kept);
 }
 
 /* ---- firewall: intra-cluster TCP ---- */

@@ -844,39 +844,19 @@ static int delete_cluster(struct oci_session *s, const char *id, int *deleted, s
 #define CLUSTER_DELETES_PER_SWEEP 10
 
 /*
- * What a describe hands the sweep: a use per instance of this broker in a compute
- * cluster (its computeClusterId; live unless TERMINATED, as reap_cluster counts), and
- * `idle`, the clusters of those with no live instance. Pointers into the listing.
+ * Fills sw from the listing `all`: a use per instance of this broker in a compute
+ * cluster (its computeClusterId; live unless TERMINATED, as reap_cluster counts). 1 when
+ * this describe sweeps (providers/sweep.h).
  */
-struct cluster_sweep {
-	char scope[700];
-	struct isc_sweep_use *uses;
-	size_t n_uses;
-	const char **idle;
-	size_t n_idle;
-};
-
-static void cluster_sweep_cleanup(struct cluster_sweep *sw)
-{
-	free(sw->uses);
-	free(sw->idle);
-}
-
-/* Fills sw from the listing `all`; 1 when this describe sweeps (providers/sweep.h). */
 static int clusters_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
-                              struct cluster_sweep *sw)
+                              struct isc_sweep *sw)
 {
-	size_t cap = json_array_size(all), i;
+	size_t i;
 	const json_t *inst;
 
-	memset(sw, 0, sizeof(*sw));
 	/* The endpoint, region and broker (providers/sweep.h) */
-	snprintf(sw->scope, sizeof(sw->scope), "oci %s %s %s", s->url[SVC_CORE], s->cfg.region,
-	         broker_id);
-	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
-	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	isc_sweep_begin(sw, json_array_size(all), "oci %s %s %s", s->url[SVC_CORE], s->cfg.region,
+	                broker_id);
 	json_array_foreach(all, i, inst)
 	{
 		const char *cid = json_string_value(json_object_get(inst, "computeClusterId"));
@@ -884,11 +864,9 @@ static int clusters_sweep_due(const struct oci_session *s, const char *broker_id
 		const char *b = json_string_value(
 		    json_object_get(json_object_get(inst, "freeformTags"), ISC_TAG_BROKER));
 		if (cid && cid[0] && b && strcmp(b, broker_id) == 0)
-			sw->uses[sw->n_uses++] =
-			    (struct isc_sweep_use){cid, !ls || strcmp(ls, "TERMINATED") != 0};
+			isc_sweep_add(sw, cid, !ls || strcmp(ls, "TERMINATED") != 0);
 	}
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
 struct cluster_reap {
@@ -896,8 +874,7 @@ struct cluster_reap {
 	const char *broker_id;
 	const json_t *all;
 	struct isc_err *err;
-	const struct cluster_sweep *sw;
-	unsigned char *kept; /* kept[i]: idle[i] is listed ACTIVE and this sweep left it */
+	struct isc_sweep *sw; /* an idle cluster listed ACTIVE that this sweep leaves is kept */
 	size_t deletes, left;
 };
 
@@ -914,7 +891,6 @@ static int reap_cluster(void *ctx, const json_t *c)
 	const char *state = json_string_value(json_object_get(c, "lifecycleState"));
 	const char *broker = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
 	const char *token = json_string_value(json_object_get(tags, "isc:token"));
-	unsigned char *kept = NULL;
 	size_t k;
 	int rc, deleted = 0;
 
@@ -922,9 +898,6 @@ static int reap_cluster(void *ctx, const json_t *c)
 	if (!id || !broker || strcmp(broker, r->broker_id) != 0 || !state ||
 	    strcmp(state, "ACTIVE") != 0)
 		return 0;
-	for (k = 0; k < r->sw->n_idle && !kept; k++)
-		if (strcmp(r->sw->idle[k], id) == 0)
-			kept = &r->kept[k];
 	if (token && isc_busy_names_has(&busy_clusters, token))
 		goto keep;
 	json_array_foreach(r->all, k, inst)
@@ -947,25 +920,18 @@ static int reap_cluster(void *ctx, const json_t *c)
 	        r->s->cfg.region, id);
 	return 0;
 keep:
-	if (kept)
-		*kept = 1;
+	isc_sweep_keep(r->sw, id);
 	return 0;
 }
 
 static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all,
-                               const struct cluster_sweep *sw)
+                               struct isc_sweep *sw)
 {
 	struct isc_err err;
-	struct cluster_reap r = {s, broker_id, all, &err, sw, NULL, 0, 0};
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
-	size_t n_gone = 0;
+	struct cluster_reap r = {s, broker_id, all, &err, sw, 0, 0};
 	int cut = 0;
 
-	r.kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*r.kept));
-	if (!gone || !r.kept) {
-		isc_log(ISC_LOG_WARN, "oci %s: compute cluster reconcile: out of memory",
-		        s->cfg.region);
-	} else if (each_cluster(s, reap_cluster, &r, &cut, &err)) {
+	if (each_cluster(s, reap_cluster, &r, &cut, &err)) {
 		isc_log(ISC_LOG_WARN,
 		        "oci %s: compute cluster reconcile: %s (next describe retries)",
 		        s->cfg.region, err.msg);
@@ -976,13 +942,8 @@ static void reconcile_clusters(struct oci_session *s, const char *broker_id, con
 			    "oci %s: %zu more unused compute cluster(s) go at the next describes",
 			    s->cfg.region, r.left);
 		/* A walk cut short may not have reached a cluster: none counts as absent. */
-		for (size_t i = 0; !cut && i < sw->n_idle; i++)
-			if (!r.kept[i])
-				gone[n_gone++] = sw->idle[i];
-		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+		isc_sweep_finish(sw, !cut, s->clock->now_ms(s->clock->ctx));
 	}
-	free(r.kept);
-	free(gone);
 }
 
 static int nsgs_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
@@ -1018,10 +979,10 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 		nodes[n++] = ni;
 	}
 	if (s->compute_clusters) {
-		struct cluster_sweep sw;
+		struct isc_sweep sw;
 		if (clusters_sweep_due(s, broker_id, all, &sw))
 			reconcile_clusters(s, broker_id, all, &sw);
-		cluster_sweep_cleanup(&sw);
+		isc_sweep_cleanup(&sw);
 	}
 	if (s->tenant_isolation) {
 		char scope[700];
