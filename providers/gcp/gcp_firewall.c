@@ -328,8 +328,7 @@ int gcp_ensure_tenant_firewall(struct gcp_session *s, const struct isc_launch_sp
 {
 	const char *broker = gcp_tag_value(spec, ISC_TAG_BROKER);
 	struct isc_http_response resp;
-	char rid[37], reason[64], *url = gcp_api_url(s, "global/firewalls/%s", tag), *desc = NULL,
-	                          *body = NULL;
+	char rid[37], reason[64], *url = gcp_api_url(s, "global/firewalls/%s", tag), *desc = NULL;
 	json_t *root;
 	int rc;
 
@@ -351,25 +350,11 @@ int gcp_ensure_tenant_firewall(struct gcp_session *s, const struct isc_launch_sp
 	                 "priority", 1000, "sourceTags", tag, "targetTags", tag, "allowed",
 	                 "IPProtocol", "all");
 	free(desc);
-	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(root);
-	url = gcp_api_url(s, "global/firewalls?requestId=%s", rid);
-	if (!body || !url) {
-		free(body);
-		free(url);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "POST", "firewalls.insert", url, body, &resp, reason, err);
-	if (rc && strcmp(reason, "alreadyExists") == 0)
-		rc = 0;
-	else if (!rc)
-		rc = gcp_op_done(s, NULL, &resp, "firewalls.insert", err);
+	/* alreadyExists: a concurrent launch's */
+	rc = gcp_insert(s, NULL, "firewalls.insert", root,
+	                gcp_api_url(s, "global/firewalls?requestId=%s", rid), err);
 	if (rc && err)
 		isc_err_wrap(err, "tenant firewall rule %s", tag);
-	isc_http_response_cleanup(&resp);
-	free(body);
-	free(url);
 	return rc;
 }
 

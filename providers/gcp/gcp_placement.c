@@ -89,6 +89,32 @@ int gcp_op_done(struct gcp_session *s, const char *region, struct isc_http_respo
 	return rc;
 }
 
+int gcp_insert(struct gcp_session *s, const char *region, const char *what, json_t *root, char *url,
+               struct isc_err *err)
+{
+	char reason[64];
+	char *body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	struct isc_http_response resp;
+	int rc;
+
+	json_decref(root);
+	if (!body || !url) {
+		free(body);
+		free(url);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_http_response_init(&resp);
+	rc = gcp_call_reason(s, "POST", what, url, body, &resp, reason, err);
+	if (rc && strcmp(reason, "alreadyExists") == 0)
+		rc = 0;
+	else if (!rc)
+		rc = gcp_op_done(s, region, &resp, what, err);
+	isc_http_response_cleanup(&resp);
+	free(body);
+	free(url);
+	return rc;
+}
+
 /*
  * resourcePolicies.insert of the gang's compact placement policy in `region`:
  * groupPlacementPolicy {collocation COLLOCATED, availabilityDomainCount 1} (Compute Engine
@@ -105,10 +131,8 @@ int gcp_create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
 {
 	const char *broker = gcp_tag_value(spec, ISC_TAG_BROKER),
 	           *cluster = gcp_tag_value(spec, ISC_TAG_CLUSTER);
-	struct isc_http_response resp;
-	char rid[37], reason[64], *desc = NULL, *body = NULL, *url = NULL;
+	char rid[37], *desc = NULL;
 	json_t *root;
-	int rc;
 
 	isc_gcp_request_id(spec->idempotency_token, "compact-placement-policy", rid);
 	if (asprintf(&desc, "isc:broker=%s isc:cluster=%s", broker ? broker : "",
@@ -118,24 +142,10 @@ int gcp_create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
 	                 "groupPlacementPolicy", "collocation", "COLLOCATED",
 	                 "availabilityDomainCount", 1);
 	free(desc);
-	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(root);
-	url = gcp_api_url(s, "regions/%s/resourcePolicies?requestId=%s", region, rid);
-	if (!body || !url) {
-		free(body);
-		free(url);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "POST", "resourcePolicies.insert", url, body, &resp, reason, err);
-	if (rc && strcmp(reason, "alreadyExists") == 0)
-		rc = 0; /* this gang's, from an earlier try */
-	else if (!rc)
-		rc = gcp_op_done(s, region, &resp, "resourcePolicies.insert", err);
-	isc_http_response_cleanup(&resp);
-	free(body);
-	free(url);
-	return rc;
+	/* alreadyExists: this gang's, from an earlier try */
+	return gcp_insert(s, region, "resourcePolicies.insert", root,
+	                  gcp_api_url(s, "regions/%s/resourcePolicies?requestId=%s", region, rid),
+	                  err);
 }
 
 /* resourcePolicies.delete; *deleted = 0 while a VM still uses it (400 resourceInUse...). */

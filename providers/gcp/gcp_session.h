@@ -9,9 +9,12 @@
 #define ISC_PROVIDERS_GCP_GCP_SESSION_H
 
 #include "common/buf.h"
+#include "net/http.h"
 #include "providers/busy.h"
 #include "providers/gcp/gcp_int.h"
 #include "providers/sweep.h"
+
+#include <jansson.h>
 
 #define PAGE_SIZE 500 /* items asked for per list page */
 
@@ -82,6 +85,13 @@ void gcp_region_of(const char *zone, char out[64]);
 /* An Operation polled until DONE, in `region` or global (region NULL); its error as rc. */
 int gcp_op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
                 const char *what, struct isc_err *err);
+/*
+ * POSTs root (taken: freed) to url (taken: freed; NULL is out of memory) as `what`, and
+ * waits for its Operation (in region, or global when NULL). alreadyExists is success:
+ * inserts carry a requestId or a name of their own, so the one there is this one's.
+ */
+int gcp_insert(struct gcp_session *s, const char *region, const char *what, json_t *root, char *url,
+               struct isc_err *err);
 int gcp_create_policy(struct gcp_session *s, const struct isc_launch_spec *spec, const char *region,
                       const char *name, struct isc_err *err);
 int gcp_delete_policy(struct gcp_session *s, const char *region, const char *name, int *deleted,
