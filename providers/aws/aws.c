@@ -1335,20 +1335,54 @@ static int groups_sweep_due(const struct aws_session *s, const char *broker_id,
 	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
-/* 1 when a live instance of the listing is in group `name`. */
-static int group_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *name)
+/*
+ * 1 when a live instance of the listing is in `name`: its placement group (sg 0), or one
+ * of its security groups (sg 1: name is a group id).
+ */
+static int live_in(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *name,
+                   int sg)
 {
-	for (size_t i = 0; i < n_ip; i++)
-		if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].group, name) == 0)
+	for (size_t i = 0; i < n_ip; i++) {
+		if (ip[i].state == ISC_NODE_TERMINATED)
+			continue;
+		if (!sg && strcmp(ip[i].group, name) == 0)
 			return 1;
+		for (int k = 0; sg && k < ip[i].n_sg; k++)
+			if (strcmp(ip[i].sg[k], name) == 0)
+				return 1;
+	}
 	return 0;
+}
+
+/*
+ * A Describe* of the resources tagged isc:broker = broker_id (and carrying the tag key
+ * tag_key, when not NULL), the listing a sweep walks; the answer in resp.
+ */
+static int describe_ours(struct aws_session *s, const char *action, const char *broker_id,
+                         const char *tag_key, struct call_ctx *cc, struct isc_http_response *resp,
+                         struct isc_err *err)
+{
+	struct isc_buf form;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	rc = isc_ec2_form_init(&form, action, ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+	if (tag_key) {
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "tag-key");
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", tag_key);
+	}
+	rc = rc ? isc_err_set(err, ISC_EINVALID, "%s: request too large", action)
+	        : aws_call(s, SVC_EC2, action, &form, cc, resp, err);
+	isc_buf_cleanup(&form);
+	return rc;
 }
 
 static void reconcile_groups(struct aws_session *s, const char *broker_id,
                              const struct isc_ec2_instance_placement *ip, size_t n_ip,
                              struct isc_sweep *sw)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_placement_group *gs = NULL;
@@ -1356,13 +1390,8 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 	struct isc_err err;
 	int rc;
 
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribePlacementGroups: request too large")
-	        : aws_call(s, SVC_EC2, "DescribePlacementGroups", &form, &cc, &resp, &err);
+	rc = describe_ours(s, "DescribePlacementGroups", broker_id, NULL, &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_placement_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
 	for (size_t g = 0; !rc && g < ng; g++) {
@@ -1371,7 +1400,7 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 			continue; /* going already: gone when idle */
 		if (strcmp(gs[g].strategy, "cluster") == 0 &&
 		    !isc_busy_names_has(&busy_groups, gs[g].name) &&
-		    !group_used(ip, n_ip, gs[g].name)) {
+		    !live_in(ip, n_ip, gs[g].name, 0)) {
 			if (deletes == GROUP_DELETES_PER_SWEEP) {
 				left++;
 			} else {
@@ -1400,7 +1429,6 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 		isc_sweep_finish(sw, 1, s->clock->now_ms(s->clock->ctx));
 	}
 	free(gs);
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 }
 
@@ -1427,20 +1455,10 @@ static int tenant_sweep_due(const struct aws_session *s, const char *broker_id,
 	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
-static int sg_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *gid)
-{
-	for (size_t i = 0; i < n_ip; i++)
-		for (int k = 0; k < ip[i].n_sg; k++)
-			if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].sg[k], gid) == 0)
-				return 1;
-	return 0;
-}
-
 static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id,
                                     const struct isc_ec2_instance_placement *ip, size_t n_ip,
                                     struct isc_sweep *sw)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_security_group *gs = NULL;
@@ -1448,20 +1466,13 @@ static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id
 	struct isc_err err;
 	int rc;
 
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "tag-key");
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", "isc:tenant");
-	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribeSecurityGroups: request too large")
-	        : aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, &err);
+	rc = describe_ours(s, "DescribeSecurityGroups", broker_id, "isc:tenant", &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_security_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
 	for (size_t g = 0; !rc && g < ng; g++) {
 		int deleted = 0;
-		if (!isc_busy_names_has(&busy_sgs, gs[g].name) && !sg_used(ip, n_ip, gs[g].id) &&
+		if (!isc_busy_names_has(&busy_sgs, gs[g].name) && !live_in(ip, n_ip, gs[g].id, 1) &&
 		    deletes < GROUP_DELETES_PER_SWEEP) {
 			struct isc_http_response dresp;
 			deletes++;
@@ -1493,7 +1504,6 @@ static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id
 		isc_sweep_finish(sw, 1, s->clock->now_ms(s->clock->ctx));
 	}
 	free(gs);
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 }
 

@@ -1046,14 +1046,52 @@ static int oci_terminate(struct isc_provider_session *ps, const char *const *ids
 
 /* ---- the training network ---- */
 
+/*
+ * The one walk of a subnet's security lists (lists: its securityListIds): the first
+ * whose ingress rules let all TCP in from cidr (isc_oci_rules_allow_training), its id
+ * into allowing ("" when none lets it in). The training check wants one; the tenants'
+ * check wants none.
+ */
+static int find_training_list(struct oci_session *s, const json_t *lists, const char *cidr,
+                              char allowing[257], struct isc_err *err)
+{
+	struct isc_http_response resp;
+	char path[512];
+	json_t *sl = NULL, *id;
+	size_t i;
+	int rc = 0;
+
+	allowing[0] = '\0';
+	isc_http_response_init(&resp);
+	json_array_foreach(lists, i, id)
+	{
+		struct call_ctx lc = {"GetSecurityList"};
+		const char *sid = json_string_value(id);
+		if (!sid || strlen(sid) > 256)
+			continue;
+		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
+		json_decref(sl);
+		if ((rc =
+		         oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err)))
+			break;
+		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
+		                                 cidr) == 1) {
+			snprintf(allowing, 257, "%s", sid);
+			break;
+		}
+	}
+	json_decref(sl);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"GetSubnet"};
-	char path[512], cidr[64], etag[256];
-	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	char path[512], cidr[64], etag[256], allowing[257];
+	json_t *subnet = NULL, *lists, *sl = NULL;
 	const char *c;
-	size_t i;
 	int rc, ok = 0;
 
 	if (subnet_known(s->subnet_id))
@@ -1071,23 +1109,9 @@ static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 		goto out;
 	}
 	snprintf(cidr, sizeof(cidr), "%s", c);
-	json_array_foreach(lists, i, id)
-	{
-		struct call_ctx lc = {"GetSecurityList"};
-		const char *sid = json_string_value(id);
-		if (!sid || strlen(sid) > 256)
-			continue;
-		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
-		json_decref(sl);
-		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
-		if (rc)
-			goto out;
-		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
-		                                 cidr) == 1) {
-			ok = 1;
-			break;
-		}
-	}
+	if ((rc = find_training_list(s, lists, cidr, allowing, err)))
+		goto out;
+	ok = allowing[0] != '\0';
 	if (!ok && s->manage_security_list && json_array_size(lists) > 0) {
 		/* UpdateSecurityList replaces the whole rule list: ours is appended, guarded by
 		 * the etag so a concurrent change is not lost. */
@@ -1096,8 +1120,6 @@ static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 		json_t *rules, *body = NULL;
 		char *text = NULL;
 		snprintf(path, sizeof(path), API "/securityLists/%s", sid ? sid : "");
-		json_decref(sl);
-		sl = NULL;
 		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &uc, &resp, &sl, err);
 		if (rc)
 			goto out;
@@ -1175,10 +1197,9 @@ static int check_tenant_subnet(struct oci_session *s, char vcn[256], struct isc_
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"GetSubnet"};
-	char path[512], cidr[64];
-	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	char path[512], cidr[64], allowing[257];
+	json_t *subnet = NULL, *lists;
 	const char *c, *v;
-	size_t i;
 	int rc;
 
 	snprintf(path, sizeof(path), API "/subnets/%s", s->subnet_id);
@@ -1197,35 +1218,19 @@ static int check_tenant_subnet(struct oci_session *s, char vcn[256], struct isc_
 	}
 	snprintf(cidr, sizeof(cidr), "%s", c);
 	snprintf(vcn, 256, "%s", v);
-	json_array_foreach(lists, i, id)
-	{
-		struct call_ctx lc = {"GetSecurityList"};
-		const char *sid = json_string_value(id);
-		if (!sid || strlen(sid) > 256)
-			continue;
-		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
-		json_decref(sl);
-		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
-		if (rc)
-			goto out;
-		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
-		                                 cidr) == 1) {
-			rc = isc_err_set(
-			    err, ISC_EINVALID,
-			    "subnet %.120s: security list %.120s lets all TCP in from %s (the "
-			    "subnet), "
-			    "so the organisations on this tenancy would reach each other's nodes; "
-			    "remove that rule (each organisation's nodes get a network security "
-			    "group of their own) or set [providers.oci] tenant_isolation = "
-			    "\"never\" "
-			    "(docs/security.md, \"Tenants on the platform's account\")",
-			    s->subnet_id, sid, cidr);
-			goto out;
-		}
-	}
+	if (!(rc = find_training_list(s, lists, cidr, allowing, err)) && allowing[0])
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "subnet %.120s: security list %.120s lets all TCP in from %s (the "
+		    "subnet), "
+		    "so the organisations on this tenancy would reach each other's nodes; "
+		    "remove that rule (each organisation's nodes get a network security "
+		    "group of their own) or set [providers.oci] tenant_isolation = "
+		    "\"never\" "
+		    "(docs/security.md, \"Tenants on the platform's account\")",
+		    s->subnet_id, allowing, cidr);
 out:
 	json_decref(subnet);
-	json_decref(sl);
 	isc_http_response_cleanup(&resp);
 	return rc;
 }
