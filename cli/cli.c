@@ -2,8 +2,6 @@
 #include "cli/cli.h"
 
 #include "cli/client.h"
-#include "config/config.h"
-#include "shapes/catalog_import.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,30 +44,6 @@ int isc_cli_wants_help(int argc, char **argv)
 			return 1;
 	}
 	return 0;
-}
-
-int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out)
-{
-	struct isc_err err;
-	isc_err_clear(&err);
-	if (isc_store_open(cli->home, create, out, &err))
-		return isc_cli_fail(&err);
-	return ISC_EXIT_OK;
-}
-
-int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s)
-{
-	struct isc_err err;
-	size_t loaded = 0;
-	isc_err_clear(&err);
-	if (isc_config_write_default(cli->home, &err))
-		return isc_cli_fail(&err);
-	/* The shipped catalog goes in once; later imports and refreshes are the admin's. */
-	if (isc_catalog_load_default(s, NULL, &loaded, &err))
-		return isc_cli_fail(&err);
-	if (loaded)
-		printf("loaded %zu shapes from the default catalog\n", loaded);
-	return ISC_EXIT_OK;
 }
 
 /* iscd answers its API within wait_ms (asked every 100 ms: a daemon started a moment ago). */

@@ -7,16 +7,12 @@
 
 #include "cli/lib/table.h"
 #include "common/err.h"
-#include "store/store.h"
 
 enum { ISC_EXIT_OK = 0, ISC_EXIT_FAIL = 1, ISC_EXIT_USAGE = 2 };
 
 struct isc_cli {
 	char *home; /* resolved ISC_HOME, owned */
 };
-
-/* Opens the store under cli->home; on failure prints the error and returns ISC_EXIT_FAIL. */
-int isc_cli_store_open(struct isc_cli *cli, int create, struct isc_store **out);
 
 /* "isc: error: <message>" on stderr. */
 void isc_cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -25,12 +21,6 @@ int isc_cli_fail(const struct isc_err *err);
 /* "isc CMD: <message>" + "try 'isc CMD --help'" on stderr; returns ISC_EXIT_USAGE. */
 int isc_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/*
- * What `isc init` does to a freshly opened store: load the default shape
- * catalog when the store has none, write a default config.toml when absent.
- */
-int isc_cli_init_store(struct isc_cli *cli, struct isc_store *s);
 
 /*
  * For commands that wait on iscd (burst --wait, logs --follow): whether an iscd

@@ -1,8 +1,14 @@
-/* isc init, isc org, isc project: setting up organisations and projects. */
+/*
+ * isc init, isc org, isc project: setting up organisations and projects. isc init
+ * is the one command here that opens the store itself (it makes it); the rest
+ * speak the API.
+ */
 #include "cli/client.h"
 #include "common/names.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
+#include "config/config.h"
+#include "shapes/catalog_import.h"
 #include "store/store_copy.h"
 
 #include <getopt.h>
@@ -10,6 +16,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Opens the store under cli->home; on failure prints the error and returns ISC_EXIT_FAIL. */
+static int store_open(struct isc_cli *cli, int create, struct isc_store **out)
+{
+	struct isc_err err;
+	isc_err_clear(&err);
+	if (isc_store_open(cli->home, create, out, &err))
+		return isc_cli_fail(&err);
+	return ISC_EXIT_OK;
+}
+
+/*
+ * What `isc init` does to a freshly opened store: load the default shape
+ * catalog when the store has none, write a default config.toml when absent.
+ */
+static int init_store(struct isc_cli *cli, struct isc_store *s)
+{
+	struct isc_err err;
+	size_t loaded = 0;
+	isc_err_clear(&err);
+	if (isc_config_write_default(cli->home, &err))
+		return isc_cli_fail(&err);
+	/* The shipped catalog goes in once; later imports and refreshes are the admin's. */
+	if (isc_catalog_load_default(s, NULL, &loaded, &err))
+		return isc_cli_fail(&err);
+	if (loaded)
+		printf("loaded %zu shapes from the default catalog\n", loaded);
+	return ISC_EXIT_OK;
+}
 
 int cmd_init(struct isc_cli *cli, int argc, char **argv)
 {
@@ -27,9 +62,9 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	}
 	if (argc > 1)
 		return isc_cli_usage_error("init", "unexpected argument '%s'", argv[1]);
-	if ((rc = isc_cli_store_open(cli, 1, &s)))
+	if ((rc = store_open(cli, 1, &s)))
 		return rc;
-	rc = isc_cli_init_store(cli, s);
+	rc = init_store(cli, s);
 	if (rc == ISC_EXIT_OK && isc_store_is_postgres(s)) {
 		struct isc_err err;
 		char *url = isc_store_url_resolve(cli->home, &err);

@@ -77,20 +77,18 @@ int cmd_project_budget(struct isc_cli *cli, int argc, char **argv)
 	json_object_set_new(body, "budget_micros", micros < 0 ? json_null() : json_integer(micros));
 	if ((rc = isc_client_json(cli, "POST", "/v1/budgets", body, &reply)))
 		return rc;
-#define M(key) ((int64_t)json_integer_value(json_object_get(reply, key)))
 	name = json_string_value(json_object_get(reply, "name"));
 	id = json_string_value(json_object_get(reply, "id"));
 	if (micros < 0)
 		printf("project %s (%s) of %s: no budget; spent %s, held %s\n", name, id, org,
-		       isc_money_dollars(M("spent_micros"), a, sizeof(a)),
-		       isc_money_dollars(M("reserved_micros"), b, sizeof(b)));
+		       isc_json_dollars(reply, "spent_micros", a, sizeof(a)),
+		       isc_json_dollars(reply, "reserved_micros", b, sizeof(b)));
 	else
 		printf("project %s (%s) of %s: budget %s; spent %s, held %s, remaining %s\n", name,
 		       id, org, isc_money_dollars(micros, c, sizeof(c)),
-		       isc_money_dollars(M("spent_micros"), a, sizeof(a)),
-		       isc_money_dollars(M("reserved_micros"), b, sizeof(b)),
-		       isc_money_dollars(M("remaining_micros"), d, sizeof(d)));
-#undef M
+		       isc_json_dollars(reply, "spent_micros", a, sizeof(a)),
+		       isc_json_dollars(reply, "reserved_micros", b, sizeof(b)),
+		       isc_json_dollars(reply, "remaining_micros", d, sizeof(d)));
 	json_decref(reply);
 	return ISC_EXIT_OK;
 }

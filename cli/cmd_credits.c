@@ -9,7 +9,7 @@
 #include "common/buf.h"
 #include "credits/credits.h"
 #include "credits/spend.h"
-#include "store/store_ledger.h"
+#include "common/model.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -111,10 +111,8 @@ static int credits_grant(struct isc_cli *cli, int argc, char **argv)
 		return rc;
 	printf("granted %s to %s; balance %s, available %s\n",
 	       isc_money_dollars(micros, a, sizeof(a)), org,
-	       isc_money_dollars(json_integer_value(json_object_get(reply, "balance_micros")), b,
-	                         sizeof(b)),
-	       isc_money_dollars(json_integer_value(json_object_get(reply, "available_micros")), c,
-	                         sizeof(c)));
+	       isc_json_dollars(reply, "balance_micros", b, sizeof(b)),
+	       isc_json_dollars(reply, "available_micros", c, sizeof(c)));
 	json_decref(reply);
 	return ISC_EXIT_OK;
 }
@@ -125,8 +123,7 @@ static void credits_row(json_t *o, const char **cells, char (*buf)[ISC_TABLE_CEL
 	                                  "available_micros"};
 	cells[0] = isc_json_str(o, "org");
 	for (size_t c = 1; c < 4; c++)
-		cells[c] = isc_money_dollars(json_integer_value(json_object_get(o, key[c])), buf[c],
-		                             ISC_TABLE_CELL);
+		cells[c] = isc_json_dollars(o, key[c], buf[c], ISC_TABLE_CELL);
 }
 
 static int credits_show(struct isc_cli *cli, int argc, char **argv)

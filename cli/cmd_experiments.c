@@ -2,7 +2,6 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "credits/money.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -91,8 +90,7 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		const char *cells[7];
 		snprintf(nnodes, sizeof(nnodes), "%lld",
 		         (long long)json_integer_value(json_object_get(e, "nnodes")));
-		isc_money_dollars(json_integer_value(json_object_get(e, "cost_micros")), cost,
-		                  sizeof(cost));
+		isc_json_dollars(e, "cost_micros", cost, sizeof(cost));
 		cells[0] = str(e, "id");
 		cells[1] = str(e, "name");
 		cells[2] = nnodes;

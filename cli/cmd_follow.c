@@ -2,7 +2,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "store/store_experiments.h"
+#include "common/model.h"
 
 #include <curl/curl.h>
 #include <errno.h>

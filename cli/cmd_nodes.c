@@ -5,7 +5,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "store/store_pool.h"
+#include "common/model.h"
 
 #include <curl/curl.h>
 #include <jansson.h>

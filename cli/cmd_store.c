@@ -6,6 +6,7 @@
  */
 #include "cli/commands.h"
 #include "config/config.h"
+#include "store/store.h"
 #include "store/store_copy.h"
 
 #include <errno.h>

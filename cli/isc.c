@@ -4,6 +4,7 @@
  * Exit codes: 0 ok, 1 failure, 2 usage.
  */
 #include "cli/commands.h"
+#include "common/home.h"
 #include "common/suggest.h"
 #include "common/version.h"
 

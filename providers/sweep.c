@@ -1,6 +1,9 @@
 #include "providers/sweep.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,4 +145,67 @@ void isc_sweep_forget_all(void)
 		free(s);
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+void isc_sweep_begin(struct isc_sweep *sw, size_t cap, const char *scope_fmt, ...)
+{
+	va_list ap;
+
+	memset(sw, 0, sizeof(*sw));
+	va_start(ap, scope_fmt);
+	vsnprintf(sw->scope, sizeof(sw->scope), scope_fmt, ap);
+	va_end(ap);
+	if (!cap)
+		cap = 1;
+	sw->uses = calloc(cap, sizeof(*sw->uses));
+	sw->idle = calloc(cap, sizeof(*sw->idle));
+	sw->kept = calloc(cap, sizeof(*sw->kept));
+	sw->gone = calloc(cap, sizeof(*sw->gone));
+	if (sw->uses && sw->idle && sw->kept && sw->gone) {
+		sw->cap = cap;
+		return;
+	}
+	/* No lists, but the scope stays: the sweep still records that it went through. */
+	isc_sweep_cleanup(sw);
+	memset(&sw->uses, 0, sizeof(*sw) - offsetof(struct isc_sweep, uses));
+}
+
+void isc_sweep_add(struct isc_sweep *sw, const char *resource, int live)
+{
+	if (sw->n_uses < sw->cap)
+		sw->uses[sw->n_uses++] = (struct isc_sweep_use){resource, live};
+}
+
+int isc_sweep_ready(struct isc_sweep *sw, int64_t now_ms)
+{
+	if (!sw->cap)
+		return 1; /* no lists: the sweep deletes what it may and records nothing gone */
+	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
+	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, now_ms);
+}
+
+void isc_sweep_keep(struct isc_sweep *sw, const char *resource)
+{
+	for (size_t k = 0; k < sw->n_idle; k++)
+		if (strcmp(sw->idle[k], resource) == 0) {
+			sw->kept[k] = 1;
+			return;
+		}
+}
+
+void isc_sweep_finish(struct isc_sweep *sw, int complete, int64_t now_ms)
+{
+	sw->n_gone = 0;
+	for (size_t k = 0; complete && k < sw->n_idle; k++)
+		if (!sw->kept[k])
+			sw->gone[sw->n_gone++] = sw->idle[k];
+	isc_sweep_done(sw->scope, sw->gone, sw->n_gone, now_ms);
+}
+
+void isc_sweep_cleanup(struct isc_sweep *sw)
+{
+	free(sw->uses);
+	free(sw->idle);
+	free(sw->kept);
+	free(sw->gone);
 }

@@ -45,6 +45,43 @@ void isc_sweep_done(const char *scope, const char *const *gone, size_t n_gone, i
  */
 size_t isc_sweep_idle(const struct isc_sweep_use *uses, size_t n, const char **idle);
 
+/*
+ * One describe's sweep, the bookkeeping every driver's placement sweep shares: the
+ * scope, a use per instance of the listing, `idle` (the resources of those with no live
+ * instance; pointers into what the uses name) and, while the sweep walks the cloud's
+ * list, which idle resources stay. Made by isc_sweep_begin, filled by isc_sweep_add,
+ * judged by isc_sweep_ready, closed by isc_sweep_finish, released by isc_sweep_cleanup.
+ * Out of memory at begin: no lists, so the sweep is due, deletes what it may and
+ * records nothing gone.
+ */
+struct isc_sweep {
+	char scope[700]; /* the driver's endpoint, region and broker id */
+	struct isc_sweep_use *uses;
+	size_t n_uses, cap;
+	const char **idle;
+	size_t n_idle;
+	unsigned char *kept; /* kept[k]: idle[k] is still listed and this sweep left it */
+	const char **gone;   /* after isc_sweep_finish: the idle resources now gone */
+	size_t n_gone;
+};
+
+/* Zeroes sw, names its scope (printf-style) and makes room for cap uses. */
+void isc_sweep_begin(struct isc_sweep *sw, size_t cap, const char *scope_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* One instance of the listing in resource (NULL: in none), live unless terminated. */
+void isc_sweep_add(struct isc_sweep *sw, const char *resource, int live);
+/* The idle resources worked out from the uses; 1 when this describe sweeps now. */
+int isc_sweep_ready(struct isc_sweep *sw, int64_t now_ms);
+/* The cloud still lists resource and this sweep leaves it: not gone, when it is idle. */
+void isc_sweep_keep(struct isc_sweep *sw, const char *resource);
+/*
+ * The sweep went through: the idle resources not kept are gone (none when the walk was
+ * not complete: a list cut short may hide one), recorded with isc_sweep_done. sw->gone
+ * (n_gone) names them until isc_sweep_cleanup.
+ */
+void isc_sweep_finish(struct isc_sweep *sw, int complete, int64_t now_ms);
+void isc_sweep_cleanup(struct isc_sweep *sw);
+
 /* Forgets every scope (tests; a process that starts over). */
 void isc_sweep_forget_all(void);
 

@@ -16,7 +16,6 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,33 +114,6 @@ int isc_store_clock_sync(struct isc_store *s, struct isc_err *err)
 int64_t isc_store_page_limit(size_t limit)
 {
 	return limit ? (int64_t)limit : INT64_MAX;
-}
-
-char *isc_home_resolve(const char *explicit_home, struct isc_err *err)
-{
-	const char *env = getenv("ISC_HOME");
-	const char *home;
-	char *out;
-
-	if (explicit_home && *explicit_home)
-		return strdup(explicit_home);
-	if (env && *env)
-		return strdup(env);
-	home = getenv("HOME");
-	if (!home || !*home) {
-		struct passwd *pw = getpwuid(getuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
-	if (!home) {
-		isc_err_set(err, ISC_EINVALID,
-		            "cannot find a home folder: set ISC_HOME or pass --home");
-		return NULL;
-	}
-	if (asprintf(&out, "%s/.isc", home) < 0) {
-		isc_err_set(err, ISC_ENOMEM, "out of memory");
-		return NULL;
-	}
-	return out;
 }
 
 int isc_store_prepare(struct isc_store *s, const char *sql, struct isc_db_stmt **out,

@@ -11,14 +11,12 @@
 #define ISC_STORE_STORE_H
 
 #include "common/err.h"
+#include "common/home.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 struct isc_store;
-
-/* Resolves the home folder: explicit (--home), else $ISC_HOME, else ~/.isc. Caller frees. */
-char *isc_home_resolve(const char *explicit_home, struct isc_err *err);
 
 /*
  * The store URL: ISC_STORE_URL, else store_url of $home/config.toml, else

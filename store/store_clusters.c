@@ -593,12 +593,17 @@ static int node_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
-/* The columns node_from_row reads, in its order. */
-#define NODE_COLUMNS                                                                               \
-	"id, cluster_id, rank, instance_id, state, private_ip, public_ip, zone, "                  \
-	"price_micros, COALESCE(launched_at_ms, 0), COALESCE(terminated_at_ms, 0), "               \
-	"COALESCE(charged_until_ms, 0), COALESCE(notice_at_ms, 0), "                               \
-	"COALESCE(absent_since_ms, 0)"
+/*
+ * The columns node_from_row reads, in its order, of the nodes table named `t` (a
+ * string literal: "" alone, "n." where a join makes the names ambiguous).
+ */
+#define NODE_COLUMNS_OF(t)                                                                         \
+	t "id, " t "cluster_id, " t "rank, " t "instance_id, " t "state, " t "private_ip, " t      \
+	  "public_ip, " t "zone, " t "price_micros, COALESCE(" t "launched_at_ms, 0), "            \
+	  "COALESCE(" t "terminated_at_ms, 0), COALESCE(" t "charged_until_ms, 0), "               \
+	  "COALESCE(" t "notice_at_ms, 0), COALESCE(" t "absent_since_ms, 0)"
+#define NODE_COLUMNS        NODE_COLUMNS_OF("")
+#define NODE_COLUMNS_JOINED NODE_COLUMNS_OF("n.") /* nodes n in a join */
 
 /* The nodes `sql` (selecting NODE_COLUMNS, one text parameter `key`) finds. */
 static int nodes_where(struct isc_store *s, const char *sql, const char *key, struct isc_node **out,
@@ -640,11 +645,7 @@ int isc_store_node_list_in(struct isc_store *s, const char *provider, const char
 	void *list;
 	int rc = isc_store_prepare(
 	    s,
-	    "SELECT n.id, n.cluster_id, n.rank, n.instance_id, n.state, n.private_ip, "
-	    "n.public_ip, n.zone, n.price_micros, COALESCE(n.launched_at_ms, 0), "
-	    "COALESCE(n.terminated_at_ms, 0), COALESCE(n.charged_until_ms, 0), "
-	    "COALESCE(n.notice_at_ms, 0), COALESCE(n.absent_since_ms, 0) "
-	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
+	    "SELECT " NODE_COLUMNS_JOINED " FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
 	    "WHERE c.provider = ?1 AND c.account = ?2 AND c.region = ?3 AND (c.state != 'closed' "
 	    /* a closed cluster's node counted gone by absence, which a listing may show again
 	     * (this reads the nodes of every closed cluster there: asked for now and then) */

@@ -5,30 +5,18 @@
  * is copied without a change here; the two schemas must name the same tables
  * and columns, which migrations.c and migrations_pg.c keep true.
  */
-#include "store/store_copy.h"
+#include "store/store_copy_int.h"
 
-#include "store/store_int.h"
 #include "store/store_replicas.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-/*
- * Tables a trigger fills from another table's inserts: copying their rows
- * would count each amount twice. The destination's trigger rebuilds them while
- * the ledger is copied, and the copy then compares them with the source's.
- */
-static const char *const rebuilt_tables[] = {"ledger_totals"};
-
 /*
  * PostgreSQL only: the ledger's trigger is switched off while the ledger is
  * copied, and ledger_totals is then built in one pass with the sums of
@@ -57,399 +45,6 @@ static const char PG_TOTALS_BUILD[] =
 #define ISC_STR_(x) #x
 #define ISC_STR(x)  ISC_STR_(x)
 
-struct strv {
-	char **v;
-	size_t n;
-};
-
-struct table {
-	char *name;
-	char *quoted; /* "name", for SQL text and for PostgreSQL's regclass casts */
-	struct strv cols;
-	struct strv pk;       /* primary key columns, in key order */
-	struct strv refs;     /* other tables its foreign keys reference */
-	struct strv self_fks; /* its columns referencing itself: set after its rows */
-	char *identity;       /* the column a sequence numbers (identity, AUTOINCREMENT) */
-	int rebuilt;
-	int copied;
-	int64_t rows;
-};
-
-struct schema {
-	struct table *t;
-	size_t n;
-};
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	s->v = NULL;
-	s->n = 0;
-}
-
-static int strv_has(const struct strv *s, const char *x)
-{
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->v[i], x))
-			return 1;
-	return 0;
-}
-
-/* Appends a copy of x (NULL: ""); ISC_ENOMEM or 0. */
-static int strv_push(struct strv *s, const char *x)
-{
-	char **v = realloc(s->v, (s->n + 1) * sizeof(*v));
-	if (!v)
-		return ISC_ENOMEM;
-	s->v = v;
-	if (!(s->v[s->n] = strdup(x ? x : "")))
-		return ISC_ENOMEM;
-	s->n++;
-	return 0;
-}
-
-static void schema_free(struct schema *sc)
-{
-	for (size_t i = 0; i < sc->n; i++) {
-		struct table *t = &sc->t[i];
-		free(t->name);
-		free(t->quoted);
-		strv_free(&t->cols);
-		strv_free(&t->pk);
-		strv_free(&t->refs);
-		strv_free(&t->self_fks);
-		free(t->identity);
-	}
-	free(sc->t);
-	sc->t = NULL;
-	sc->n = 0;
-}
-
-static struct table *schema_find(const struct schema *sc, const char *name)
-{
-	for (size_t i = 0; i < sc->n; i++)
-		if (!strcmp(sc->t[i].name, name))
-			return &sc->t[i];
-	return NULL;
-}
-
-static int is_pg(struct isc_db *db)
-{
-	return isc_db_kind(db) == ISC_DB_POSTGRES;
-}
-
-static int oom(struct isc_err *err)
-{
-	return isc_err_set(err, ISC_ENOMEM, "out of memory");
-}
-
-/* err from the connection's last error: "<side>: <what>: <message>". */
-static int db_fail(struct isc_db *db, const char *side, const char *what, struct isc_err *err)
-{
-	return isc_err_set(err, ISC_EIO, "%s: %s: %s", side, what, isc_db_errmsg(db));
-}
-
-static int prepare(struct isc_db *db, const char *side, const char *sql, const char *what,
-                   struct isc_db_stmt **st, struct isc_err *err)
-{
-	if (isc_db_prepare(db, sql, 0, st) != ISC_DB_OK) {
-		*st = NULL;
-		return db_fail(db, side, what, err);
-	}
-	return 0;
-}
-
-/* "name" with any " doubled: every table and column name goes into SQL text so. */
-static char *quote_ident(const char *name)
-{
-	size_t n = strlen(name), k = 0;
-	char *q = malloc(2 * n + 3);
-	if (!q)
-		return NULL;
-	q[k++] = '"';
-	for (const char *c = name; *c; c++) {
-		if (*c == '"')
-			q[k++] = '"';
-		q[k++] = *c;
-	}
-	q[k++] = '"';
-	q[k] = 0;
-	return q;
-}
-
-/* Runs a query of one text column (bound ?1 = arg when not NULL) into out. */
-static int read_names(struct isc_db *db, const char *side, const char *sql, const char *arg,
-                      const char *what, struct strv *out, struct isc_err *err)
-{
-	struct isc_db_stmt *st;
-	int rc, step;
-
-	if ((rc = prepare(db, side, sql, what, &st, err)))
-		return rc;
-	if (arg)
-		isc_db_bind_text(st, 1, arg, -1, ISC_DB_TRANSIENT);
-	while ((step = isc_db_step(st)) == ISC_DB_ROW) {
-		if (strv_push(out, (const char *)isc_db_column_text(st, 0))) {
-			isc_db_finalize(st);
-			return oom(err);
-		}
-	}
-	rc = step == ISC_DB_DONE ? 0 : db_fail(db, side, what, err);
-	isc_db_finalize(st);
-	return rc;
-}
-
-/* Runs a query of one integer (bound ?1..?2 as texts when not NULL) into *out (0 when NULL). */
-static int read_int(struct isc_db *db, const char *side, const char *sql, const char *a1,
-                    const char *a2, const char *what, int64_t *out, struct isc_err *err)
-{
-	struct isc_db_stmt *st;
-	int rc, step;
-
-	*out = 0;
-	if ((rc = prepare(db, side, sql, what, &st, err)))
-		return rc;
-	if (a1)
-		isc_db_bind_text(st, 1, a1, -1, ISC_DB_TRANSIENT);
-	if (a2)
-		isc_db_bind_text(st, 2, a2, -1, ISC_DB_TRANSIENT);
-	step = isc_db_step(st);
-	if (step == ISC_DB_ROW)
-		*out = isc_db_column_int64(st, 0);
-	rc = step == ISC_DB_ROW || step == ISC_DB_DONE ? 0 : db_fail(db, side, what, err);
-	isc_db_finalize(st);
-	return rc;
-}
-
-/* ---- reading a schema from the catalog ---- */
-
-static const char SQ_TABLES[] = "SELECT name FROM sqlite_master WHERE type = 'table' AND "
-                                "name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name";
-static const char PG_TABLES[] =
-    "SELECT CAST(c.relname AS TEXT) FROM pg_class c JOIN pg_namespace n ON n.oid = "
-    "c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') "
-    "ORDER BY 1";
-
-/* name, position in the primary key (0: none), numbered by a sequence (1/0) */
-static const char SQ_COLUMNS[] = "SELECT name, pk, 0 FROM pragma_table_info(?1) ORDER BY cid";
-static const char PG_COLUMNS[] =
-    "SELECT CAST(a.attname AS TEXT), COALESCE((SELECT k.n FROM pg_index i, "
-    "unnest(CAST(i.indkey AS int2[])) WITH ORDINALITY AS k(att, n) WHERE i.indrelid = "
-    "a.attrelid AND i.indisprimary AND k.att = a.attnum), 0), "
-    "CASE WHEN pg_get_serial_sequence(CAST(?1 AS TEXT), CAST(a.attname AS TEXT)) IS NULL "
-    "THEN 0 ELSE 1 END FROM pg_attribute a WHERE a.attrelid = CAST(CAST(?1 AS TEXT) AS "
-    "regclass) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
-
-/* referenced table, referencing column */
-static const char SQ_FKS[] = "SELECT \"table\", \"from\" FROM pragma_foreign_key_list(?1)";
-static const char PG_FKS[] =
-    "SELECT CAST(cf.relname AS TEXT), CAST(a.attname AS TEXT) FROM pg_constraint k "
-    "JOIN pg_class cf ON cf.oid = k.confrelid JOIN pg_attribute a ON a.attrelid = k.conrelid "
-    "AND a.attnum = ANY(k.conkey) WHERE k.contype = 'f' AND k.conrelid = "
-    "CAST(CAST(?1 AS TEXT) AS regclass)";
-
-/* SQLite numbers a rowid with a sequence only for INTEGER PRIMARY KEY AUTOINCREMENT. */
-static const char SQ_AUTOINCREMENT[] =
-    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1 AND "
-    "upper(sql) LIKE '%AUTOINCREMENT%'";
-
-static int read_columns(struct isc_db *db, const char *side, struct table *t, struct isc_err *err)
-{
-	struct isc_db_stmt *st;
-	char what[128];
-	int rc, step, max_pk = 0;
-	struct {
-		char *name;
-		int pk;
-	} *pks = NULL;
-	size_t npks = 0;
-
-	snprintf(what, sizeof(what), "reading the columns of %s", t->name);
-	if ((rc = prepare(db, side, is_pg(db) ? PG_COLUMNS : SQ_COLUMNS, what, &st, err)))
-		return rc;
-	isc_db_bind_text(st, 1, is_pg(db) ? t->quoted : t->name, -1, ISC_DB_TRANSIENT);
-	while (!rc && (step = isc_db_step(st)) == ISC_DB_ROW) {
-		const char *name = (const char *)isc_db_column_text(st, 0);
-		int pk = isc_db_column_int(st, 1);
-		if (strv_push(&t->cols, name)) {
-			rc = oom(err);
-			break;
-		}
-		if (isc_db_column_int(st, 2) && !t->identity && !(t->identity = strdup(name)))
-			rc = oom(err);
-		if (pk > 0) {
-			void *grown = realloc(pks, (npks + 1) * sizeof(*pks));
-			if (!grown) {
-				rc = oom(err);
-				break;
-			}
-			pks = grown;
-			pks[npks].name = t->cols.v[t->cols.n - 1];
-			pks[npks++].pk = pk;
-			if (pk > max_pk)
-				max_pk = pk;
-		}
-	}
-	if (!rc && step != ISC_DB_DONE)
-		rc = db_fail(db, side, what, err);
-	isc_db_finalize(st);
-	/* The key's columns in key order (pk is 1-based in both catalogs). */
-	for (int k = 1; !rc && k <= max_pk; k++)
-		for (size_t i = 0; i < npks; i++)
-			if (pks[i].pk == k && strv_push(&t->pk, pks[i].name))
-				rc = oom(err);
-	free(pks);
-	if (!rc && !t->cols.n)
-		rc = isc_err_set(err, ISC_EINVALID, "%s: table %s has no columns", side, t->name);
-	if (!rc && !is_pg(db) && t->pk.n == 1) {
-		int64_t autoinc;
-		rc = read_int(db, side, SQ_AUTOINCREMENT, t->name, NULL, what, &autoinc, err);
-		if (!rc && autoinc && !(t->identity = strdup(t->pk.v[0])))
-			rc = oom(err);
-	}
-	return rc;
-}
-
-static int read_fks(struct isc_db *db, const char *side, struct table *t, struct isc_err *err)
-{
-	struct isc_db_stmt *st;
-	char what[128];
-	int rc, step;
-
-	snprintf(what, sizeof(what), "reading the foreign keys of %s", t->name);
-	if ((rc = prepare(db, side, is_pg(db) ? PG_FKS : SQ_FKS, what, &st, err)))
-		return rc;
-	isc_db_bind_text(st, 1, is_pg(db) ? t->quoted : t->name, -1, ISC_DB_TRANSIENT);
-	while (!rc && (step = isc_db_step(st)) == ISC_DB_ROW) {
-		const char *ref = (const char *)isc_db_column_text(st, 0);
-		const char *col = (const char *)isc_db_column_text(st, 1);
-		if (!ref || !col)
-			continue;
-		if (!strcmp(ref, t->name)) {
-			if (!strv_has(&t->self_fks, col) && strv_push(&t->self_fks, col))
-				rc = oom(err);
-		} else if (!strv_has(&t->refs, ref) && strv_push(&t->refs, ref)) {
-			rc = oom(err);
-		}
-	}
-	if (!rc && step != ISC_DB_DONE)
-		rc = db_fail(db, side, what, err);
-	isc_db_finalize(st);
-	return rc;
-}
-
-static int is_rebuilt(const char *name)
-{
-	for (size_t i = 0; i < sizeof(rebuilt_tables) / sizeof(rebuilt_tables[0]); i++)
-		if (!strcmp(rebuilt_tables[i], name))
-			return 1;
-	return 0;
-}
-
-/* Every table of the store but schema_version (each migration sets its own). */
-static int read_schema(struct isc_db *db, const char *side, struct schema *sc, struct isc_err *err)
-{
-	struct strv names = {0};
-	int rc = read_names(db, side, is_pg(db) ? PG_TABLES : SQ_TABLES, NULL, "listing the tables",
-	                    &names, err);
-
-	memset(sc, 0, sizeof(*sc));
-	if (!rc && !(sc->t = calloc(names.n ? names.n : 1, sizeof(*sc->t))))
-		rc = oom(err);
-	for (size_t i = 0; !rc && i < names.n; i++) {
-		struct table *t;
-		if (!strcmp(names.v[i], "schema_version"))
-			continue;
-		t = &sc->t[sc->n++];
-		if (!(t->name = strdup(names.v[i])) || !(t->quoted = quote_ident(t->name))) {
-			rc = oom(err);
-			break;
-		}
-		t->rebuilt = is_rebuilt(t->name);
-		if (!(rc = read_columns(db, side, t, err)))
-			rc = read_fks(db, side, t, err);
-	}
-	strv_free(&names);
-	if (rc)
-		schema_free(sc);
-	return rc;
-}
-
-/* Both stores must name the same tables and columns (the order of columns may differ). */
-static int schemas_match(const struct schema *src, const struct schema *dst, struct isc_err *err)
-{
-	for (size_t i = 0; i < dst->n; i++) {
-		const struct table *d = &dst->t[i], *s = schema_find(src, d->name);
-		if (!s)
-			return isc_err_set(err, ISC_EINVALID,
-			                   "the schemas differ: the destination has table %s, the "
-			                   "source has not",
-			                   d->name);
-		if (s->cols.n != d->cols.n)
-			return isc_err_set(
-			    err, ISC_EINVALID,
-			    "the schemas differ: table %s has %zu columns in the source, "
-			    "%zu in the destination",
-			    d->name, s->cols.n, d->cols.n);
-		for (size_t c = 0; c < d->cols.n; c++)
-			if (!strv_has(&s->cols, d->cols.v[c]))
-				return isc_err_set(
-				    err, ISC_EINVALID,
-				    "the schemas differ: the source's table %s has no "
-				    "column %s",
-				    d->name, d->cols.v[c]);
-	}
-	for (size_t i = 0; i < src->n; i++)
-		if (!schema_find(dst, src->t[i].name))
-			return isc_err_set(err, ISC_EINVALID,
-			                   "the schemas differ: the source has table %s, the "
-			                   "destination has not",
-			                   src->t[i].name);
-	return 0;
-}
-
-/*
- * The tables in an order where each comes after every table it references (by
- * name among equals, so the order is the same every time). A cycle between
- * tables cannot be inserted row by row and is refused.
- */
-static int copy_order(struct schema *sc, struct table ***out, struct isc_err *err)
-{
-	struct table **order = calloc(sc->n ? sc->n : 1, sizeof(*order));
-	size_t n = 0;
-
-	if (!order)
-		return oom(err);
-	for (size_t i = 0; i < sc->n; i++)
-		sc->t[i].copied = 0;
-	while (n < sc->n) {
-		struct table *next = NULL;
-		for (size_t i = 0; i < sc->n; i++) {
-			struct table *t = &sc->t[i];
-			int ready = !t->copied;
-			for (size_t r = 0; ready && r < t->refs.n; r++) {
-				const struct table *ref = schema_find(sc, t->refs.v[r]);
-				ready = !ref || ref->copied;
-			}
-			if (ready && (!next || strcmp(t->name, next->name) < 0))
-				next = t;
-		}
-		if (!next) {
-			free(order);
-			return isc_err_set(
-			    err, ISC_EINVALID,
-			    "the tables' foreign keys form a cycle: no order to copy "
-			    "them in");
-		}
-		next->copied = 1;
-		order[n++] = next;
-	}
-	*out = order;
-	return 0;
-}
-
 /* ---- the checks before a copy ---- */
 
 /*
@@ -466,7 +61,7 @@ static int lock_home(const char *home, int *fd, struct isc_err *err)
 	if (!home || access(home, F_OK) != 0)
 		return 0;
 	if (asprintf(&path, "%s/iscd.lock", home) < 0)
-		return oom(err);
+		return copy_oom(err);
 	*fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
 	if (*fd < 0)
 		rc = isc_err_set(err, ISC_EIO, "cannot open %s: %s", path, strerror(errno));
@@ -543,9 +138,9 @@ static int destination_empty(struct isc_db *db, const struct schema *sc, struct 
 		int rc;
 		if (asprintf(&sql, "SELECT COUNT(*) FROM (SELECT 1 FROM %s LIMIT 1) AS one",
 		             sc->t[i].quoted) < 0)
-			return oom(err);
-		rc = read_int(db, "destination", sql, NULL, NULL, "checking that it is empty", &any,
-		              err);
+			return copy_oom(err);
+		rc = copy_read_int(db, "destination", sql, NULL, NULL, "checking that it is empty",
+		                   &any, err);
 		free(sql);
 		if (rc)
 			return rc;
@@ -610,7 +205,7 @@ static char *column_list(const struct strv *cols, const char *suffix, const char
 	if (!f)
 		return NULL;
 	for (size_t i = 0; i < cols->n; i++) {
-		char *q = quote_ident(cols->v[i]);
+		char *q = copy_quote_ident(cols->v[i]);
 		if (!q) {
 			fclose(f);
 			free(text);
@@ -639,10 +234,10 @@ static int insert_rows(struct isc_db *src, struct isc_db *dst, struct table *t,
 	*got = 0;
 	while ((step = isc_db_step(sel)) == ISC_DB_ROW) {
 		for (size_t c = 0; !rc && c < t->cols.n; c++) {
-			if (strv_has(&t->self_fks, t->cols.v[c]))
+			if (copy_strv_has(&t->self_fks, t->cols.v[c]))
 				rc = isc_db_bind_null(ins, (int)c + 1) == ISC_DB_OK
 				         ? 0
-				         : db_fail(dst, "destination", what, err);
+				         : copy_db_fail(dst, "destination", what, err);
 			else
 				rc = bind_value(ins, (int)c + 1, sel, (int)c, t->name, t->cols.v[c],
 				                err);
@@ -650,10 +245,10 @@ static int insert_rows(struct isc_db *src, struct isc_db *dst, struct table *t,
 		if (rc)
 			return rc;
 		if (isc_db_step(ins) != ISC_DB_DONE || isc_db_reset(ins) != ISC_DB_OK)
-			return db_fail(dst, "destination", what, err);
+			return copy_db_fail(dst, "destination", what, err);
 		(*got)++;
 	}
-	return step == ISC_DB_DONE ? 0 : db_fail(src, "source", what, err);
+	return step == ISC_DB_DONE ? 0 : copy_db_fail(src, "source", what, err);
 }
 
 /*
@@ -688,20 +283,20 @@ static int copy_rows(struct isc_db *src, struct isc_db *dst, struct table *t, st
 	    asprintf(&ins_sql, "INSERT INTO %s (%s) VALUES (%s)", t->quoted, cols, marks) < 0 ||
 	    asprintf(&cursor_sql, "DECLARE isc_copy NO SCROLL CURSOR FOR %s", sel_sql) < 0) {
 		sel_sql = ins_sql = cursor_sql = NULL;
-		rc = oom(err);
+		rc = copy_oom(err);
 	}
-	if (!rc && is_pg(src)) {
+	if (!rc && copy_is_pg(src)) {
 		if (isc_db_exec(src, cursor_sql) != ISC_DB_OK)
-			rc = db_fail(src, "source", what, err);
+			rc = copy_db_fail(src, "source", what, err);
 		cursor = !rc;
 	}
 	if (!rc)
-		rc = prepare(src, "source",
-		             cursor ? "FETCH FORWARD " ISC_STR(PG_FETCH_ROWS) " FROM isc_copy"
-		                    : sel_sql,
-		             what, &sel, err);
+		rc = copy_prepare(src, "source",
+		                  cursor ? "FETCH FORWARD " ISC_STR(PG_FETCH_ROWS) " FROM isc_copy"
+		                         : sel_sql,
+		                  what, &sel, err);
 	if (!rc)
-		rc = prepare(dst, "destination", ins_sql, what, &ins, err);
+		rc = copy_prepare(dst, "destination", ins_sql, what, &ins, err);
 	t->rows = 0;
 	/* Without a cursor one pass reads every row; with one, batches until one is empty. */
 	while (!rc && !(rc = insert_rows(src, dst, t, sel, ins, what, &got, err))) {
@@ -709,12 +304,12 @@ static int copy_rows(struct isc_db *src, struct isc_db *dst, struct table *t, st
 		if (!cursor || got == 0)
 			break;
 		if (isc_db_reset(sel) != ISC_DB_OK)
-			rc = db_fail(src, "source", what, err);
+			rc = copy_db_fail(src, "source", what, err);
 	}
 	isc_db_finalize(sel);
 	isc_db_finalize(ins);
 	if (cursor && isc_db_exec(src, "CLOSE isc_copy") != ISC_DB_OK && !rc)
-		rc = db_fail(src, "source", what, err);
+		rc = copy_db_fail(src, "source", what, err);
 	free(cols);
 	free(marks);
 	free(order);
@@ -729,7 +324,7 @@ static int copy_self_reference(struct isc_db *src, struct isc_db *dst, struct ta
                                const char *col, struct isc_err *err)
 {
 	struct isc_db_stmt *sel = NULL, *upd = NULL;
-	char *qcol = quote_ident(col), *keys = column_list(&t->pk, "", ", ");
+	char *qcol = copy_quote_ident(col), *keys = column_list(&t->pk, "", ", ");
 	char *where = column_list(&t->pk, " = ?", " AND "), *sel_sql = NULL, *upd_sql = NULL;
 	char what[160];
 	int rc = 0, step;
@@ -744,26 +339,26 @@ static int copy_self_reference(struct isc_db *src, struct isc_db *dst, struct ta
 	                  t->quoted, qcol) < 0 ||
 	         asprintf(&upd_sql, "UPDATE %s SET %s = ? WHERE %s", t->quoted, qcol, where) < 0) {
 		sel_sql = upd_sql = NULL;
-		rc = oom(err);
+		rc = copy_oom(err);
 	}
 	if (!rc)
-		rc = prepare(src, "source", sel_sql, what, &sel, err);
+		rc = copy_prepare(src, "source", sel_sql, what, &sel, err);
 	if (!rc)
-		rc = prepare(dst, "destination", upd_sql, what, &upd, err);
+		rc = copy_prepare(dst, "destination", upd_sql, what, &upd, err);
 	while (!rc && (step = isc_db_step(sel)) == ISC_DB_ROW) {
 		for (size_t c = 0; !rc && c <= t->pk.n; c++)
 			rc = bind_value(upd, (int)c + 1, sel, (int)c, t->name,
 			                c ? t->pk.v[c - 1] : col, err);
 		if (!rc && isc_db_step(upd) != ISC_DB_DONE)
-			rc = db_fail(dst, "destination", what, err);
+			rc = copy_db_fail(dst, "destination", what, err);
 		if (!rc && isc_db_changes(dst) != 1)
 			rc = isc_err_set(err, ISC_EIO,
 			                 "destination: %s: a row of the source is missing", what);
 		if (!rc && isc_db_reset(upd) != ISC_DB_OK)
-			rc = db_fail(dst, "destination", what, err);
+			rc = copy_db_fail(dst, "destination", what, err);
 	}
 	if (!rc && step != ISC_DB_DONE)
-		rc = db_fail(src, "source", what, err);
+		rc = copy_db_fail(src, "source", what, err);
 	isc_db_finalize(sel);
 	isc_db_finalize(upd);
 	free(qcol);
@@ -796,14 +391,15 @@ static int source_sequence(struct isc_db *src, const struct table *t, const char
 	int rc;
 
 	*out = 0;
-	if (is_pg(src))
-		return read_int(src, "source", PG_SEQUENCE, t->quoted, col, "reading a sequence",
-		                out, err);
-	if ((rc = read_int(src, "source", SQ_HAS_SEQUENCES, NULL, NULL, "reading the sequences",
-	                   &has, err)) ||
+	if (copy_is_pg(src))
+		return copy_read_int(src, "source", PG_SEQUENCE, t->quoted, col,
+		                     "reading a sequence", out, err);
+	if ((rc = copy_read_int(src, "source", SQ_HAS_SEQUENCES, NULL, NULL,
+	                        "reading the sequences", &has, err)) ||
 	    !has)
 		return rc;
-	return read_int(src, "source", SQ_SEQUENCE, t->name, NULL, "reading a sequence", out, err);
+	return copy_read_int(src, "source", SQ_SEQUENCE, t->name, NULL, "reading a sequence", out,
+	                     err);
 }
 
 /*
@@ -816,16 +412,17 @@ static int set_sequence(struct isc_db *src, struct isc_db *dst, const struct tab
 {
 	struct isc_store_copy_sequence *grown;
 	struct isc_db_stmt *st;
-	char *sql, *qcol = quote_ident(t->identity);
+	char *sql, *qcol = copy_quote_ident(t->identity);
 	int64_t max_id = 0, last = 0;
 	int rc;
 
 	if (!qcol || asprintf(&sql, "SELECT COALESCE(MAX(%s), 0) FROM %s", qcol, t->quoted) < 0) {
 		free(qcol);
-		return oom(err);
+		return copy_oom(err);
 	}
 	free(qcol);
-	rc = read_int(dst, "destination", sql, NULL, NULL, "reading the largest id", &max_id, err);
+	rc = copy_read_int(dst, "destination", sql, NULL, NULL, "reading the largest id", &max_id,
+	                   err);
 	free(sql);
 	if (!rc)
 		rc = source_sequence(src, t, t->identity, &last, err);
@@ -835,9 +432,9 @@ static int set_sequence(struct isc_db *src, struct isc_db *dst, const struct tab
 		last = max_id;
 	if (last <= 0)
 		return 0;
-	if (is_pg(dst)) {
-		if ((rc = prepare(dst, "destination", PG_SET_SEQUENCE, "setting a sequence", &st,
-		                  err)))
+	if (copy_is_pg(dst)) {
+		if ((rc = copy_prepare(dst, "destination", PG_SET_SEQUENCE, "setting a sequence",
+		                       &st, err)))
 			return rc;
 		isc_db_bind_int64(st, 1, last);
 		isc_db_bind_text(st, 2, t->quoted, -1, ISC_DB_TRANSIENT);
@@ -845,7 +442,7 @@ static int set_sequence(struct isc_db *src, struct isc_db *dst, const struct tab
 		rc = isc_db_step(st);
 		rc = rc == ISC_DB_ROW || rc == ISC_DB_DONE
 		         ? 0
-		         : db_fail(dst, "destination", "setting a sequence", err);
+		         : copy_db_fail(dst, "destination", "setting a sequence", err);
 		isc_db_finalize(st);
 	} else {
 		/* Two statements: isc_db_prepare takes one at a time. */
@@ -853,15 +450,15 @@ static int set_sequence(struct isc_db *src, struct isc_db *dst, const struct tab
 		char *first = strndup(SQ_SET_SEQUENCE, (size_t)(second - 1 - SQ_SET_SEQUENCE));
 		const char *texts[2] = {first, second};
 		if (!first)
-			return oom(err);
+			return copy_oom(err);
 		for (int k = 0; !rc && k < 2; k++) {
-			if ((rc = prepare(dst, "destination", texts[k], "setting a sequence", &st,
-			                  err)))
+			if ((rc = copy_prepare(dst, "destination", texts[k], "setting a sequence",
+			                       &st, err)))
 				break;
 			isc_db_bind_int64(st, 1, last);
 			isc_db_bind_text(st, 2, t->name, -1, ISC_DB_TRANSIENT);
 			if (isc_db_step(st) != ISC_DB_DONE)
-				rc = db_fail(dst, "destination", "setting a sequence", err);
+				rc = copy_db_fail(dst, "destination", "setting a sequence", err);
 			isc_db_finalize(st);
 		}
 		free(first);
@@ -870,168 +467,15 @@ static int set_sequence(struct isc_db *src, struct isc_db *dst, const struct tab
 		return rc;
 	grown = realloc(r->sequences, (r->n_sequences + 1) * sizeof(*grown));
 	if (!grown)
-		return oom(err);
+		return copy_oom(err);
 	r->sequences = grown;
 	grown = &r->sequences[r->n_sequences];
 	memset(grown, 0, sizeof(*grown));
 	grown->last = last;
 	r->n_sequences++;
 	if (!(grown->table = strdup(t->name)) || !(grown->column = strdup(t->identity)))
-		return oom(err);
+		return copy_oom(err);
 	return 0;
-}
-
-/* ---- verifying ---- */
-
-static int count_rows(struct isc_db *db, const char *side, const struct table *t, int64_t *out,
-                      struct isc_err *err)
-{
-	char *sql;
-	int rc;
-
-	if (asprintf(&sql, "SELECT COUNT(*) FROM %s", t->quoted) < 0)
-		return oom(err);
-	rc = read_int(db, side, sql, NULL, NULL, "counting rows", out, err);
-	free(sql);
-	return rc;
-}
-
-/* Text sorted the same way on both (PostgreSQL's default collation is the locale's). */
-#define PG_C(col) col " COLLATE \"C\""
-
-static const char SQ_TOTALS[] =
-    "SELECT scope, key, balance_micros, reserved_micros, spent_micros, charged_micros "
-    "FROM ledger_totals ORDER BY scope, key";
-static const char PG_TOTALS[] =
-    "SELECT scope, key, balance_micros, reserved_micros, spent_micros, charged_micros "
-    "FROM ledger_totals ORDER BY " PG_C("scope") ", " PG_C("key");
-static const char SQ_LEDGER_SUMS[] =
-    "SELECT kind, billing, COUNT(*), COALESCE(SUM(amount_micros), 0) FROM ledger "
-    "GROUP BY kind, billing ORDER BY kind, billing";
-static const char PG_LEDGER_SUMS[] =
-    "SELECT kind, billing, COUNT(*), COALESCE(SUM(amount_micros), 0) FROM ledger "
-    "GROUP BY kind, billing ORDER BY " PG_C("kind") ", " PG_C("billing");
-
-/*
- * Steps the same query on both stores row by row: every row must be equal,
- * column by column (text and integers; the queries above read no blob). Each
- * equal row is handed to on_row (may be NULL) with the source's statement.
- */
-static int compare_rows(struct isc_db *src, struct isc_db *dst, const char *sq_sql,
-                        const char *pg_sql, const char *what, int ncols,
-                        int (*on_row)(struct isc_db_stmt *st, void *arg, struct isc_err *err),
-                        void *arg, int64_t *rows, struct isc_err *err)
-{
-	struct isc_db_stmt *a = NULL, *b = NULL;
-	int rc, sa, sb;
-
-	*rows = 0;
-	if ((rc = prepare(src, "source", is_pg(src) ? pg_sql : sq_sql, what, &a, err)))
-		return rc;
-	if ((rc = prepare(dst, "destination", is_pg(dst) ? pg_sql : sq_sql, what, &b, err))) {
-		isc_db_finalize(a);
-		return rc;
-	}
-	for (;;) {
-		sa = isc_db_step(a);
-		sb = isc_db_step(b);
-		if (sa != ISC_DB_ROW && sa != ISC_DB_DONE) {
-			rc = db_fail(src, "source", what, err);
-			break;
-		}
-		if (sb != ISC_DB_ROW && sb != ISC_DB_DONE) {
-			rc = db_fail(dst, "destination", what, err);
-			break;
-		}
-		if (sa != sb) {
-			rc = isc_err_set(
-			    err, ISC_EIO, "%s: the %s has more rows than the %s (after %lld equal)",
-			    what, sa == ISC_DB_ROW ? "source" : "destination",
-			    sa == ISC_DB_ROW ? "destination" : "source", (long long)*rows);
-			break;
-		}
-		if (sa == ISC_DB_DONE)
-			break;
-		for (int c = 0; c < ncols && !rc; c++) {
-			const char *ta = (const char *)isc_db_column_text(a, c);
-			const char *tb = (const char *)isc_db_column_text(b, c);
-			int differ = isc_db_column_type(a, c) == ISC_DB_INTEGER
-			                 ? isc_db_column_int64(a, c) != isc_db_column_int64(b, c)
-			                 : strcmp(ta ? ta : "", tb ? tb : "") != 0;
-			if (differ)
-				rc = isc_err_set(err, ISC_EIO,
-				                 "%s differ: row %lld, column %d: source %s, "
-				                 "destination %s",
-				                 what, (long long)*rows + 1, c + 1,
-				                 ta ? ta : "NULL", tb ? tb : "NULL");
-		}
-		if (!rc && on_row)
-			rc = on_row(a, arg, err);
-		if (rc)
-			break;
-		(*rows)++;
-	}
-	isc_db_finalize(a);
-	isc_db_finalize(b);
-	return rc;
-}
-
-static int add_ledger_line(struct isc_db_stmt *st, void *arg, struct isc_err *err)
-{
-	struct isc_store_copy_report *r = arg;
-	struct isc_store_copy_ledger *l = realloc(r->ledger, (r->n_ledger + 1) * sizeof(*l));
-	const char *kind = (const char *)isc_db_column_text(st, 0);
-	const char *billing = (const char *)isc_db_column_text(st, 1);
-
-	if (!l)
-		return oom(err);
-	r->ledger = l;
-	l = &r->ledger[r->n_ledger++];
-	memset(l, 0, sizeof(*l));
-	l->rows = isc_db_column_int64(st, 2);
-	l->sum_micros = isc_db_column_int64(st, 3);
-	if (!(l->kind = strdup(kind ? kind : "")) || !(l->billing = strdup(billing ? billing : "")))
-		return oom(err);
-	return 0;
-}
-
-static int has_table(struct table **order, size_t n, const char *name)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(order[i]->name, name))
-			return 1;
-	return 0;
-}
-
-/* Row counts of every table, then the ledger's sums and its totals, equal on both sides. */
-static int verify(struct isc_db *src, struct isc_db *dst, struct table **order, size_t n,
-                  struct isc_store_copy_report *r, struct isc_err *err)
-{
-	int64_t rows;
-	int rc;
-
-	for (size_t i = 0; i < n; i++) {
-		int64_t in_src, in_dst;
-		if ((rc = count_rows(src, "source", order[i], &in_src, err)) ||
-		    (rc = count_rows(dst, "destination", order[i], &in_dst, err)))
-			return rc;
-		if (in_src != in_dst)
-			return isc_err_set(
-			    err, ISC_EIO,
-			    "table %s: %lld rows in the source, %lld in the destination",
-			    order[i]->name, (long long)in_src, (long long)in_dst);
-		order[i]->rows = in_dst;
-	}
-	if (!has_table(order, n, "ledger"))
-		return 0;
-	if ((rc = compare_rows(src, dst, SQ_LEDGER_SUMS, PG_LEDGER_SUMS,
-	                       "the ledger's sums per kind and billing", 4, add_ledger_line, r,
-	                       &rows, err)))
-		return rc;
-	if (!has_table(order, n, "ledger_totals"))
-		return 0;
-	return compare_rows(src, dst, SQ_TOTALS, PG_TOTALS, "the ledger's totals (ledger_totals)",
-	                    6, NULL, NULL, &r->ledger_totals_rows, err);
 }
 
 /* ---- the copy ---- */
@@ -1069,12 +513,12 @@ static void remove_created(const char *path)
  */
 static int begin_read(struct isc_db *src, struct isc_err *err)
 {
-	const char *sql = is_pg(src) ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-	                               "SET LOCAL statement_timeout = 0;"
-	                               "SET LOCAL idle_in_transaction_session_timeout = 0"
-	                             : "BEGIN";
+	const char *sql = copy_is_pg(src) ? "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
+	                                    "SET LOCAL statement_timeout = 0;"
+	                                    "SET LOCAL idle_in_transaction_session_timeout = 0"
+	                                  : "BEGIN";
 	if (isc_db_exec(src, sql) != ISC_DB_OK) {
-		int rc = db_fail(src, "source", "beginning a read transaction", err);
+		int rc = copy_db_fail(src, "source", "beginning a read transaction", err);
 		isc_db_exec(src, "ROLLBACK");
 		return rc;
 	}
@@ -1086,11 +530,11 @@ static int begin_write(struct isc_store *dst, struct isc_err *err)
 	int rc = isc_store_begin(dst, err);
 	if (rc)
 		return isc_err_wrap(err, "destination");
-	if (is_pg(isc_store_db(dst)) &&
+	if (copy_is_pg(isc_store_db(dst)) &&
 	    isc_db_exec(isc_store_db(dst),
 	                "SET LOCAL statement_timeout = 0;"
 	                "SET LOCAL idle_in_transaction_session_timeout = 0") != ISC_DB_OK) {
-		rc = db_fail(isc_store_db(dst), "destination", "lifting the timeouts", err);
+		rc = copy_db_fail(isc_store_db(dst), "destination", "lifting the timeouts", err);
 		isc_store_rollback(dst);
 	}
 	return rc;
@@ -1106,9 +550,10 @@ static int copy_all(struct isc_db *src, struct isc_db *dst, struct schema *dst_s
 	if ((rc = destination_empty(dst, dst_schema, err)) ||
 	    (rc = copy_order(dst_schema, &order, err)))
 		return rc;
-	if (is_pg(dst) && schema_find(dst_schema, "ledger_totals") &&
+	if (copy_is_pg(dst) && copy_schema_find(dst_schema, "ledger_totals") &&
 	    isc_db_exec(dst, PG_TRIGGER_OFF) != ISC_DB_OK)
-		rc = db_fail(dst, "destination", "switching the ledger's totals trigger off", err);
+		rc = copy_db_fail(dst, "destination", "switching the ledger's totals trigger off",
+		                  err);
 	for (size_t i = 0; !rc && i < dst_schema->n; i++) {
 		struct table *t = order[i];
 		if (t->rebuilt)
@@ -1117,22 +562,22 @@ static int copy_all(struct isc_db *src, struct isc_db *dst, struct schema *dst_s
 		for (size_t k = 0; !rc && k < t->self_fks.n; k++)
 			rc = copy_self_reference(src, dst, t, t->self_fks.v[k], err);
 	}
-	if (!rc && is_pg(dst) && schema_find(dst_schema, "ledger_totals") &&
+	if (!rc && copy_is_pg(dst) && copy_schema_find(dst_schema, "ledger_totals") &&
 	    isc_db_exec(dst, PG_TOTALS_BUILD) != ISC_DB_OK)
-		rc = db_fail(dst, "destination", "building the ledger's totals", err);
+		rc = copy_db_fail(dst, "destination", "building the ledger's totals", err);
 	for (size_t i = 0; !rc && i < dst_schema->n; i++)
 		if (order[i]->identity)
 			rc = set_sequence(src, dst, order[i], r, err);
 	if (!rc)
-		rc = verify(src, dst, order, dst_schema->n, r, err);
+		rc = copy_verify(src, dst, order, dst_schema->n, r, err);
 	if (!rc && !(r->tables = calloc(dst_schema->n ? dst_schema->n : 1, sizeof(*r->tables))))
-		rc = oom(err);
+		rc = copy_oom(err);
 	for (size_t i = 0; !rc && i < dst_schema->n; i++) {
 		struct isc_store_copy_table *ct = &r->tables[r->n_tables++];
 		ct->rows = order[i]->rows;
 		ct->rebuilt = order[i]->rebuilt;
 		if (!(ct->name = strdup(order[i]->name)))
-			rc = oom(err);
+			rc = copy_oom(err);
 	}
 	free(order);
 	return rc;
@@ -1169,7 +614,7 @@ static int copy_stores(const struct isc_store_copy_options *o, const char *from,
 		goto out;
 	dst_file = sqlite_file(o->home, o->to_url);
 	if (strncmp(o->to_url, "sqlite:", 7) == 0 && !dst_file) {
-		rc = oom(err);
+		rc = copy_oom(err);
 		goto out;
 	}
 	if (dst_file && access(dst_file, F_OK) != 0)
@@ -1179,9 +624,9 @@ static int copy_stores(const struct isc_store_copy_options *o, const char *from,
 		isc_err_wrap(err, "destination");
 		goto out;
 	}
-	if ((rc = read_schema(isc_store_db(src), "source", &src_schema, err)) ||
-	    (rc = read_schema(isc_store_db(dst), "destination", &dst_schema, err)) ||
-	    (rc = schemas_match(&src_schema, &dst_schema, err)))
+	if ((rc = copy_read_schema(isc_store_db(src), "source", &src_schema, err)) ||
+	    (rc = copy_read_schema(isc_store_db(dst), "destination", &dst_schema, err)) ||
+	    (rc = copy_schemas_match(&src_schema, &dst_schema, err)))
 		goto out;
 	if ((rc = begin_read(isc_store_db(src), err)))
 		goto out;
@@ -1196,8 +641,8 @@ static int copy_stores(const struct isc_store_copy_options *o, const char *from,
 out:
 	if (reading)
 		isc_db_exec(isc_store_db(src), "ROLLBACK");
-	schema_free(&src_schema);
-	schema_free(&dst_schema);
+	copy_schema_free(&src_schema);
+	copy_schema_free(&dst_schema);
 	isc_store_free(src);
 	isc_store_free(dst);
 	free(dst_file);
@@ -1222,7 +667,7 @@ int isc_store_copy(const struct isc_store_copy_options *o, struct isc_store_copy
 	else if (!(from = isc_store_url_resolve(o->home, err)))
 		return err->code ? err->code : ISC_EINVALID;
 	if (!from)
-		return oom(err);
+		return copy_oom(err);
 	if (!strcmp(from, o->to_url)) {
 		free(from);
 		return isc_err_set(err, ISC_EINVALID,

@@ -5,6 +5,7 @@
 #ifndef ISC_STORE_STORE_EXPERIMENTS_H
 #define ISC_STORE_STORE_EXPERIMENTS_H
 
+#include "common/model.h"
 #include "store/store.h"
 
 struct isc_experiment {
@@ -118,7 +119,5 @@ int isc_store_event_add(struct isc_store *s, const char *experiment_id, const ch
 int isc_store_event_list(struct isc_store *s, const char *experiment_id, int64_t after_id,
                          struct isc_event **out, size_t *n, struct isc_err *err);
 void isc_event_list_free(struct isc_event *list, size_t n);
-
-int isc_status_is_final(const char *status);
 
 #endif

@@ -11,6 +11,7 @@
 #ifndef ISC_STORE_STORE_LEDGER_H
 #define ISC_STORE_STORE_LEDGER_H
 
+#include "common/model.h"
 #include "store/store.h"
 
 #include <stdint.h>
@@ -82,14 +83,7 @@ int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
 int isc_store_project_set_budget(struct isc_store *s, const char *project_id, int has_budget,
                                  int64_t budget_micros, struct isc_err *err);
 
-/* The spend report: charges grouped by one key. */
-enum isc_spend_by {
-	ISC_SPEND_BY_PROJECT,
-	ISC_SPEND_BY_EXPERIMENT,
-	ISC_SPEND_BY_PROVIDER,
-	ISC_SPEND_BY_SHAPE,
-	ISC_SPEND_BY_DAY,
-};
+/* The spend report: charges grouped by one key (enum isc_spend_by, common/model.h). */
 
 struct isc_spend_query {
 	const char *org_name; /* NULL: every org */

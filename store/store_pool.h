@@ -10,12 +10,11 @@
 #ifndef ISC_STORE_STORE_POOL_H
 #define ISC_STORE_STORE_POOL_H
 
+#include "common/model.h"
 #include "store/store.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define ISC_POOL_MAX_GPUS 64 /* GPUs of one node */
 
 struct isc_pool_node {
 	int64_t id;

@@ -203,6 +203,11 @@ const char *isc_json_str(json_t *o, const char *key)
 	return s ? s : "";
 }
 
+const char *isc_json_dollars(json_t *o, const char *key, char *out, size_t cap)
+{
+	return isc_money_dollars(json_integer_value(json_object_get(o, key)), out, cap);
+}
+
 const char *isc_json_when(json_t *v, char *buf, size_t cap)
 {
 	time_t t;

@@ -38,6 +38,12 @@ void isc_json_print(json_t *v, FILE *out);
 
 /* The string o[key], or "" when it is missing or not a string. */
 const char *isc_json_str(json_t *o, const char *key);
+/*
+ * The integer micro-dollars o[key] (0 when missing) as dollars for people
+ * (isc_money_dollars: "$12.50") in out; returns out. Every amount the CLI prints
+ * from a reply goes through here.
+ */
+const char *isc_json_dollars(json_t *o, const char *key, char *out, size_t cap);
 /* Milliseconds since the epoch as "YYYY-MM-DD HH:MM:SS" (UTC) in buf; "-" when v is not an integer.
  */
 const char *isc_json_when(json_t *v, char *buf, size_t cap);

@@ -1321,74 +1321,77 @@ static int describe_spot(struct aws_session *s, const char *broker_id, struct is
 #define GROUP_DELETES_PER_SWEEP 10
 
 /*
- * What a describe hands the sweep: a use per listed instance (its group, live unless
- * terminated), and `idle`, the groups of those with no live instance. Pointers into the
- * listing.
+ * Fills sw from the listing (a use per listed instance: its group, live unless
+ * terminated); 1 when this describe sweeps (providers/sweep.h).
  */
-struct group_sweep {
-	char scope[600]; /* endpoint, region, broker (providers/sweep.h) */
-	struct isc_sweep_use *uses;
-	const char **idle;
-	size_t n_uses, n_idle;
-};
-
-static void group_sweep_cleanup(struct group_sweep *sw)
-{
-	free(sw->uses);
-	free(sw->idle);
-}
-
-/* Fills sw from the listing; 1 when this describe sweeps (providers/sweep.h). */
 static int groups_sweep_due(const struct aws_session *s, const char *broker_id,
                             const struct isc_ec2_instance_placement *ip, size_t n_ip,
-                            struct group_sweep *sw)
+                            struct isc_sweep *sw)
 {
-	memset(sw, 0, sizeof(*sw));
-	snprintf(sw->scope, sizeof(sw->scope), "aws %s %s %s", s->url[SVC_EC2], s->region,
-	         broker_id);
-	sw->uses = calloc(n_ip ? n_ip : 1, sizeof(*sw->uses));
-	sw->idle = calloc(n_ip ? n_ip : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	isc_sweep_begin(sw, n_ip, "aws %s %s %s", s->url[SVC_EC2], s->region, broker_id);
 	for (size_t i = 0; i < n_ip; i++)
-		sw->uses[sw->n_uses++] = (struct isc_sweep_use){ip[i].group[0] ? ip[i].group : NULL,
-		                                                ip[i].state != ISC_NODE_TERMINATED};
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+		isc_sweep_add(sw, ip[i].group[0] ? ip[i].group : NULL,
+		              ip[i].state != ISC_NODE_TERMINATED);
+	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
-/* 1 when a live instance of the listing is in group `name`. */
-static int group_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *name)
+/*
+ * 1 when a live instance of the listing is in `name`: its placement group (sg 0), or one
+ * of its security groups (sg 1: name is a group id).
+ */
+static int live_in(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *name,
+                   int sg)
 {
-	for (size_t i = 0; i < n_ip; i++)
-		if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].group, name) == 0)
+	for (size_t i = 0; i < n_ip; i++) {
+		if (ip[i].state == ISC_NODE_TERMINATED)
+			continue;
+		if (!sg && strcmp(ip[i].group, name) == 0)
 			return 1;
+		for (int k = 0; sg && k < ip[i].n_sg; k++)
+			if (strcmp(ip[i].sg[k], name) == 0)
+				return 1;
+	}
 	return 0;
+}
+
+/*
+ * A Describe* of the resources tagged isc:broker = broker_id (and carrying the tag key
+ * tag_key, when not NULL), the listing a sweep walks; the answer in resp.
+ */
+static int describe_ours(struct aws_session *s, const char *action, const char *broker_id,
+                         const char *tag_key, struct call_ctx *cc, struct isc_http_response *resp,
+                         struct isc_err *err)
+{
+	struct isc_buf form;
+	int rc;
+
+	isc_buf_init(&form, 0);
+	rc = isc_ec2_form_init(&form, action, ISC_EC2_VERSION);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
+	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
+	if (tag_key) {
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "tag-key");
+		rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", tag_key);
+	}
+	rc = rc ? isc_err_set(err, ISC_EINVALID, "%s: request too large", action)
+	        : aws_call(s, SVC_EC2, action, &form, cc, resp, err);
+	isc_buf_cleanup(&form);
+	return rc;
 }
 
 static void reconcile_groups(struct aws_session *s, const char *broker_id,
                              const struct isc_ec2_instance_placement *ip, size_t n_ip,
-                             const struct group_sweep *sw)
+                             struct isc_sweep *sw)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_placement_group *gs = NULL;
-	/* kept[k]: idle[k] is listed available and this sweep did not delete it */
-	unsigned char *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
-	size_t ng = 0, n_gone = 0, deletes = 0, left = 0;
+	size_t ng = 0, deletes = 0, left = 0;
 	struct isc_err err;
 	int rc;
 
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = kept && gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
-	rc = rc ? rc : isc_ec2_form_init(&form, "DescribePlacementGroups", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribePlacementGroups: request too large")
-	        : aws_call(s, SVC_EC2, "DescribePlacementGroups", &form, &cc, &resp, &err);
+	rc = describe_ours(s, "DescribePlacementGroups", broker_id, NULL, &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_placement_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
 	for (size_t g = 0; !rc && g < ng; g++) {
@@ -1397,7 +1400,7 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 			continue; /* going already: gone when idle */
 		if (strcmp(gs[g].strategy, "cluster") == 0 &&
 		    !isc_busy_names_has(&busy_groups, gs[g].name) &&
-		    !group_used(ip, n_ip, gs[g].name)) {
+		    !live_in(ip, n_ip, gs[g].name, 0)) {
 			if (deletes == GROUP_DELETES_PER_SWEEP) {
 				left++;
 			} else {
@@ -1410,9 +1413,8 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 					    s->region, gs[g].name);
 			}
 		}
-		for (size_t k = 0; !deleted && k < sw->n_idle; k++)
-			if (strcmp(sw->idle[k], gs[g].name) == 0)
-				kept[k] = 1;
+		if (!deleted) /* listed available: not gone */
+			isc_sweep_keep(sw, gs[g].name);
 	}
 	if (!rc && left)
 		isc_log(ISC_LOG_INFO,
@@ -1424,15 +1426,9 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
 		        err.msg);
 	} else {
 		/* The listing's idle groups EC2 no longer lists as available, or deleted now. */
-		for (size_t k = 0; k < sw->n_idle; k++)
-			if (!kept[k])
-				gone[n_gone++] = sw->idle[k];
-		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+		isc_sweep_finish(sw, 1, s->clock->now_ms(s->clock->ctx));
 	}
-	free(kept);
-	free(gone);
 	free(gs);
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 }
 
@@ -1447,64 +1443,36 @@ static void reconcile_groups(struct aws_session *s, const char *broker_id,
  */
 static int tenant_sweep_due(const struct aws_session *s, const char *broker_id,
                             const struct isc_ec2_instance_placement *ip, size_t n_ip,
-                            struct group_sweep *sw)
+                            struct isc_sweep *sw)
 {
 	size_t n_use = 0;
-	memset(sw, 0, sizeof(*sw));
-	snprintf(sw->scope, sizeof(sw->scope), "aws-sg %s %s %s", s->url[SVC_EC2], s->region,
-	         broker_id);
 	for (size_t i = 0; i < n_ip; i++)
 		n_use += (size_t)ip[i].n_sg;
-	sw->uses = calloc(n_use ? n_use : 1, sizeof(*sw->uses));
-	sw->idle = calloc(n_use ? n_use : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1;
+	isc_sweep_begin(sw, n_use, "aws-sg %s %s %s", s->url[SVC_EC2], s->region, broker_id);
 	for (size_t i = 0; i < n_ip; i++)
 		for (int k = 0; k < ip[i].n_sg; k++)
-			sw->uses[sw->n_uses++] =
-			    (struct isc_sweep_use){ip[i].sg[k], ip[i].state != ISC_NODE_TERMINATED};
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
-}
-
-static int sg_used(const struct isc_ec2_instance_placement *ip, size_t n_ip, const char *gid)
-{
-	for (size_t i = 0; i < n_ip; i++)
-		for (int k = 0; k < ip[i].n_sg; k++)
-			if (ip[i].state != ISC_NODE_TERMINATED && strcmp(ip[i].sg[k], gid) == 0)
-				return 1;
-	return 0;
+			isc_sweep_add(sw, ip[i].sg[k], ip[i].state != ISC_NODE_TERMINATED);
+	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
 static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id,
                                     const struct isc_ec2_instance_placement *ip, size_t n_ip,
-                                    const struct group_sweep *sw)
+                                    struct isc_sweep *sw)
 {
-	struct isc_buf form;
 	struct isc_http_response resp;
 	struct call_ctx cc;
 	struct isc_ec2_security_group *gs = NULL;
-	unsigned char *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
-	size_t ng = 0, n_gone = 0, deletes = 0;
+	size_t ng = 0, deletes = 0;
 	struct isc_err err;
 	int rc;
 
-	isc_buf_init(&form, 0);
 	isc_http_response_init(&resp);
-	rc = kept && gone ? 0 : isc_err_set(&err, ISC_ENOMEM, "out of memory");
-	rc = rc ? rc : isc_ec2_form_init(&form, "DescribeSecurityGroups", ISC_EC2_VERSION);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Name", "tag:" ISC_TAG_BROKER);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.1.Value.1", broker_id);
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Name", "tag-key");
-	rc = rc ? rc : isc_ec2_form_add(&form, "Filter.2.Value.1", "isc:tenant");
-	rc = rc ? isc_err_set(&err, ISC_EINVALID, "DescribeSecurityGroups: request too large")
-	        : aws_call(s, SVC_EC2, "DescribeSecurityGroups", &form, &cc, &resp, &err);
+	rc = describe_ours(s, "DescribeSecurityGroups", broker_id, "isc:tenant", &cc, &resp, &err);
 	if (!rc)
 		rc = isc_ec2_parse_security_groups(resp.body.data, resp.body.len, &gs, &ng, &err);
 	for (size_t g = 0; !rc && g < ng; g++) {
 		int deleted = 0;
-		if (!isc_busy_names_has(&busy_sgs, gs[g].name) && !sg_used(ip, n_ip, gs[g].id) &&
+		if (!isc_busy_names_has(&busy_sgs, gs[g].name) && !live_in(ip, n_ip, gs[g].id, 1) &&
 		    deletes < GROUP_DELETES_PER_SWEEP) {
 			struct isc_http_response dresp;
 			deletes++;
@@ -1523,9 +1491,8 @@ static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id
 			}
 			isc_http_response_cleanup(&dresp);
 		}
-		for (size_t k = 0; !deleted && k < sw->n_idle; k++)
-			if (strcmp(sw->idle[k], gs[g].id) == 0)
-				kept[k] = 1;
+		if (!deleted)
+			isc_sweep_keep(sw, gs[g].id);
 	}
 	if (rc) {
 		isc_log(ISC_LOG_WARN,
@@ -1534,15 +1501,9 @@ static void reconcile_tenant_groups(struct aws_session *s, const char *broker_id
 	} else {
 		/* Idle groups of the listing that are not ours to sweep (the operator's) or are
 		 * gone now: the sweep is not due again for them. */
-		for (size_t k = 0; k < sw->n_idle; k++)
-			if (!kept[k])
-				gone[n_gone++] = sw->idle[k];
-		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+		isc_sweep_finish(sw, 1, s->clock->now_ms(s->clock->ctx));
 	}
-	free(kept);
-	free(gone);
 	free(gs);
-	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 }
 
@@ -1625,16 +1586,16 @@ static int aws_describe(struct isc_provider_session *ps, const char *broker_id,
 	if (!rc && any_spot)
 		rc = describe_spot(s, broker_id, all, n, err);
 	if (!rc && s->cluster_placement) {
-		struct group_sweep sw;
+		struct isc_sweep sw;
 		if (groups_sweep_due(s, broker_id, placed, n_placed, &sw))
 			reconcile_groups(s, broker_id, placed, n_placed, &sw);
-		group_sweep_cleanup(&sw);
+		isc_sweep_cleanup(&sw);
 	}
 	if (!rc && s->tenant_isolation) {
-		struct group_sweep sw;
+		struct isc_sweep sw;
 		if (tenant_sweep_due(s, broker_id, placed, n_placed, &sw))
 			reconcile_tenant_groups(s, broker_id, placed, n_placed, &sw);
-		group_sweep_cleanup(&sw);
+		isc_sweep_cleanup(&sw);
 	}
 	free(placed);
 	if (rc) {

@@ -7,10 +7,7 @@
  * gang. Nodes carry labels (isc-broker, isc-cluster, isc-experiment,
  * isc-request), which is how describe and the launch itself find them again.
  */
-#include "common/log.h"
-#include "providers/busy.h"
-#include "providers/gcp/gcp_int.h"
-#include "providers/sweep.h"
+#include "providers/gcp/gcp_session.h"
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -18,16 +15,14 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define MAX_PAGES       100 /* describe_max_pages: 100 pages of 500 = 50,000 instances */
-#define PAGE_SIZE       500
-#define TERMINATE_BATCH 50 /* names per lookup filter */
-#define LIST_RETRIES    5  /* re-reads of a gang's listing that shows fewer nodes than made */
+#define TERMINATE_BATCH 50  /* names per lookup filter */
+#define LIST_RETRIES    5   /* re-reads of a gang's listing that shows fewer nodes than made */
 #define KEY_FILE_MAX    (64 * 1024)
 /*
  * An image with cloud-init: Debian images run Google's guest agent only, which ignores the
@@ -36,28 +31,6 @@
 #define DEFAULT_IMAGE   "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 #define DEFAULT_NETWORK "global/networks/default"
 
-struct gcp_session {
-	struct isc_gcp_key key;
-	char project[128];
-	char region[64];
-	char *compute; /* base URL ending in '/' */
-	char *source_image;
-	char *network;
-	char *subnetwork;
-	char *ssh_user;
-	long disk_gb;
-	int external_ip;
-	int compact_placement; /* compact_placement=auto: a compact policy per multi-node gang */
-	int firewall_check;    /* firewall_check=auto: a gang's network must allow its TCP */
-	int tenant_isolation;  /* tenant_isolation=auto: a network tag + rule per tenant */
-	long op_timeout_ms;
-	long max_pages; /* describe_max_pages: more is an error, never a shorter list */
-	struct isc_gcp_token token;
-	int token_refused; /* the token endpoint said no: never ask again in this session */
-	const struct isc_clock *clock;
-	struct isc_http_client http;
-};
-
 static struct gcp_session *impl(struct isc_provider_session *s)
 {
 	return s->impl;
@@ -65,13 +38,13 @@ static struct gcp_session *impl(struct isc_provider_session *s)
 
 /* ---- small helpers ---- */
 
-static int64_t now_ms(const struct gcp_session *s)
+int64_t gcp_now_ms(const struct gcp_session *s)
 {
 	return s->clock->now_ms(s->clock->ctx);
 }
 
 /* Percent-encodes everything but RFC 3986 unreserved characters. */
-static int pct(struct isc_buf *b, const char *s)
+int gcp_pct(struct isc_buf *b, const char *s)
 {
 	int rc = 0;
 	for (; *s && !rc; s++) {
@@ -127,13 +100,14 @@ static int gcp_classify(void *vctx, const struct isc_http_response *resp, struct
 static int ensure_token(struct gcp_session *s, struct isc_err *err)
 {
 	int rc;
-	if (s->token.access_token && now_ms(s) < s->token.expires_at_ms - ISC_GCP_TOKEN_MARGIN_MS)
+	if (s->token.access_token &&
+	    gcp_now_ms(s) < s->token.expires_at_ms - ISC_GCP_TOKEN_MARGIN_MS)
 		return 0;
 	if (s->token_refused)
 		return isc_err_set(err, ISC_EAUTH,
 		                   "the token endpoint refused this service account");
 	isc_gcp_token_cleanup(&s->token);
-	if (isc_gcp_token_cached(&s->key, now_ms(s), &s->token))
+	if (isc_gcp_token_cached(&s->key, gcp_now_ms(s), &s->token))
 		return 0; /* another session of this key exchanged it a moment ago */
 	rc = isc_gcp_token_fetch(&s->http, &s->key, &s->token, err);
 	if (rc == ISC_EAUTH)
@@ -147,20 +121,15 @@ static int ensure_token(struct gcp_session *s, struct isc_err *err)
  * One authorised Compute call. A 401 means the token died early (revoked,
  * clock skew): exchange once more and repeat; a second 401 is an auth error.
  */
-/* gcp_call, with Google's error reason of a refused call in *reason (64 bytes) when asked. */
-static int gcp_call_reason(struct gcp_session *s, const char *method, const char *what,
-                           const char *url, const char *body, struct isc_http_response *resp,
-                           char *reason, struct isc_err *err);
-
-static int gcp_call(struct gcp_session *s, const char *method, const char *what, const char *url,
-                    const char *body, struct isc_http_response *resp, struct isc_err *err)
+int gcp_call(struct gcp_session *s, const char *method, const char *what, const char *url,
+             const char *body, struct isc_http_response *resp, struct isc_err *err)
 {
 	return gcp_call_reason(s, method, what, url, body, resp, NULL, err);
 }
 
-static int gcp_call_reason(struct gcp_session *s, const char *method, const char *what,
-                           const char *url, const char *body, struct isc_http_response *resp,
-                           char *reason, struct isc_err *err)
+int gcp_call_reason(struct gcp_session *s, const char *method, const char *what, const char *url,
+                    const char *body, struct isc_http_response *resp, char *reason,
+                    struct isc_err *err)
 {
 	struct call_ctx cc = {what, {0}, 0};
 	int rc = 0;
@@ -195,10 +164,7 @@ static int gcp_call_reason(struct gcp_session *s, const char *method, const char
 	return rc;
 }
 
-/* "{compute}projects/{project}/" + printf(fmt, ...) */
-static char *api_url(const struct gcp_session *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static char *api_url(const struct gcp_session *s, const char *fmt, ...)
+char *gcp_api_url(const struct gcp_session *s, const char *fmt, ...)
 {
 	struct isc_buf b;
 	va_list ap;
@@ -547,7 +513,7 @@ static int gcp_check_credentials(struct isc_provider_session *ps, struct isc_ide
 {
 	struct gcp_session *s = impl(ps);
 	struct isc_http_response resp;
-	char *url = api_url(s, "%s", "");
+	char *url = gcp_api_url(s, "%s", "");
 	json_t *root = NULL;
 	int rc;
 
@@ -733,7 +699,7 @@ static int labels_json(const struct isc_launch_spec *spec, const char *request_i
 	return 0;
 }
 
-static const char *tag_value(const struct isc_launch_spec *spec, const char *key)
+const char *gcp_tag_value(const struct isc_launch_spec *spec, const char *key)
 {
 	for (size_t i = 0; i < spec->n_tags; i++)
 		if (strcmp(spec->tags[i].key, key) == 0)
@@ -767,7 +733,7 @@ static int tenant_tag_of(const struct gcp_session *s, const struct isc_launch_sp
 	out[0] = '\0';
 	if (!spec->tenant || !s->tenant_isolation)
 		return 0;
-	return isc_gcp_tenant_tag(tag_value(spec, ISC_TAG_BROKER), spec->tenant, out, err);
+	return isc_gcp_tenant_tag(gcp_tag_value(spec, ISC_TAG_BROKER), spec->tenant, out, err);
 }
 
 static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *spec,
@@ -775,7 +741,7 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 {
 	char ttag[64];
 	char machine[64], accel[64], count[16], disk[24], prefix[41], pattern[48];
-	const char *cluster = tag_value(spec, ISC_TAG_CLUSTER);
+	const char *cluster = gcp_tag_value(spec, ISC_TAG_CLUSTER);
 	json_t *labels = NULL, *props, *root, *nic, *meta;
 	char *keys = NULL, *user_data = NULL;
 	int n_acc, rc;
@@ -848,21 +814,21 @@ static int bulk_body(const struct gcp_session *s, const struct isc_launch_spec *
 static int wait_operation(struct gcp_session *s, const char *zone, struct isc_gce_operation *op,
                           struct isc_err *err)
 {
-	int64_t deadline = now_ms(s) + s->op_timeout_ms;
+	int64_t deadline = gcp_now_ms(s) + s->op_timeout_ms;
 	long delay = 250;
 	int rc = 0;
 
 	while (strcmp(op->status, "DONE") != 0) {
 		struct isc_http_response resp;
 		char *url;
-		if (now_ms(s) >= deadline)
+		if (gcp_now_ms(s) >= deadline)
 			return isc_err_set(err, ISC_ETRANSIENT,
 			                   "operation %s in %s not DONE after %ld s (still %s)",
 			                   op->name, zone, s->op_timeout_ms / 1000, op->status);
 		s->clock->sleep_ms(s->clock->ctx, delay);
 		if (delay < 4000)
 			delay *= 2;
-		url = api_url(s, "zones/%s/operations/%s", zone, op->name);
+		url = gcp_api_url(s, "zones/%s/operations/%s", zone, op->name);
 		if (!url)
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		isc_http_response_init(&resp);
@@ -883,10 +849,10 @@ static int wait_operation(struct gcp_session *s, const char *zone, struct isc_gc
  * page token still there after max_pages pages, is an error: a shorter list
  * would read as nodes that are gone.
  */
-static int list_pages(struct gcp_session *s, const char *what, const char *base_url,
-                      int (*fn)(void *ctx, const struct isc_http_response *r, char **next,
-                                size_t *added, struct isc_err *err),
-                      void *ctx, struct isc_err *err)
+int gcp_list_pages(struct gcp_session *s, const char *what, const char *base_url,
+                   int (*fn)(void *ctx, const struct isc_http_response *r, char **next,
+                             size_t *added, struct isc_err *err),
+                   void *ctx, struct isc_err *err)
 {
 	char *next = NULL;
 	int rc = 0;
@@ -899,7 +865,7 @@ static int list_pages(struct gcp_session *s, const char *what, const char *base_
 		rc = isc_buf_printf(&url, "%s&maxResults=%d", base_url, PAGE_SIZE);
 		if (!rc && next) {
 			rc = isc_buf_puts(&url, "&pageToken=");
-			rc = rc ? rc : pct(&url, next);
+			rc = rc ? rc : gcp_pct(&url, next);
 		}
 		free(next);
 		next = NULL;
@@ -926,14 +892,6 @@ static int list_pages(struct gcp_session *s, const char *what, const char *base_
 	free(next);
 	return rc;
 }
-
-struct node_list {
-	struct isc_node_info *v;
-	size_t n;
-	int want_tags;    /* describe: also collect the tenant tags of live instances */
-	char (*tags)[64]; /* "isc-t-..." network tags of instances not TERMINATED, each once */
-	size_t n_tags;
-};
 
 /* The tenant tags ("isc-t-...") of a page's instances that are not TERMINATED, each once. */
 static int collect_tenant_tags(struct node_list *l, const char *body, size_t len)
@@ -993,7 +951,7 @@ static char *label_filter_url(const struct gcp_session *s, const char *collectio
                               const char *value)
 {
 	struct isc_buf b, f;
-	char *url = api_url(s, "%s", collection);
+	char *url = gcp_api_url(s, "%s", collection);
 	int rc;
 	if (!url)
 		return NULL;
@@ -1001,7 +959,7 @@ static char *label_filter_url(const struct gcp_session *s, const char *collectio
 	isc_buf_init(&f, 0);
 	rc = isc_buf_printf(&f, "labels.%s = \"%s\"", key, value);
 	rc = rc ? rc : isc_buf_printf(&b, "%s?filter=", url);
-	rc = rc ? rc : pct(&b, f.data);
+	rc = rc ? rc : gcp_pct(&b, f.data);
 	free(url);
 	isc_buf_cleanup(&f);
 	if (rc) {
@@ -1053,7 +1011,7 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 
 	if ((rc = bulk_body(s, spec, request_id, policy, &body, err)))
 		return rc;
-	url = api_url(s, "zones/%s/instances/bulkInsert?requestId=%s", zone, request_id);
+	url = gcp_api_url(s, "zones/%s/instances/bulkInsert?requestId=%s", zone, request_id);
 	if (!url) {
 		free(body);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -1098,7 +1056,7 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	 */
 	for (int attempt = 0;; attempt++) {
 		got.n = 0;
-		rc = list_pages(s, "instances.list", list_url, collect_nodes, &got, err);
+		rc = gcp_list_pages(s, "instances.list", list_url, collect_nodes, &got, err);
 		if (rc == ISC_EINVALID)
 			rc = accepted_unreadable(err, zone);
 		if (rc || got.n >= spec->count || attempt == LIST_RETRIES)
@@ -1152,866 +1110,6 @@ static int launch_in_zone(struct gcp_session *s, const struct isc_launch_spec *s
 	return 0;
 }
 
-/* ---- compact placement ---- */
-
-/*
- * The accelerator-optimized series a compact placement policy serves (Compute Engine
- * docs, "Use compact placement policies": A4X, A4, A3, A2, G4, G2). Other series gain nothing here.
- */
-static const char *const compact_series[] = {"a4x-", "a4-", "a3-", "a2-", "g4-", "g2-", NULL};
-
-int isc_gcp_compact_machine(const char *machine)
-{
-	for (size_t i = 0; machine && compact_series[i]; i++)
-		if (strncmp(machine, compact_series[i], strlen(compact_series[i])) == 0)
-			return 1;
-	return 0;
-}
-
-void isc_gcp_policy_name(const char *token, char out[64])
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int dl = 0;
-	/* One per launch intent, like its requestIds: a later gang of the cluster gets its own. */
-	if (!EVP_Digest(token, strlen(token), d, &dl, EVP_sha256(), NULL) || dl < 8)
-		memset(d, 0, 8);
-	snprintf(out, 64, "isc-compact-%02x%02x%02x%02x%02x%02x%02x%02x", d[0], d[1], d[2], d[3],
-	         d[4], d[5], d[6], d[7]);
-}
-
-/* Compact policies a launch of this process is filling (the reconcile skips them). */
-static struct isc_busy_names busy_policies = ISC_BUSY_NAMES_INIT;
-
-/* "us-central1-a" -> "us-central1". */
-static void region_of(const char *zone, char out[64])
-{
-	const char *dash = strrchr(zone, '-');
-	snprintf(out, 64, "%.*s", dash ? (int)(dash - zone) : (int)strlen(zone), zone);
-}
-
-/*
- * An Operation polled until DONE, in `region` (resource policies) or global (region NULL:
- * firewalls), with a doubling wait up to 4 s and op_timeout_ms in all; its error, if
- * any, as rc.
- */
-static int op_done(struct gcp_session *s, const char *region, struct isc_http_response *r,
-                   const char *what, struct isc_err *err)
-{
-	struct isc_gce_operation op;
-	int64_t deadline = now_ms(s) + s->op_timeout_ms;
-	long delay = 250;
-	int rc = isc_gce_parse_operation(r->body.data, r->body.len, &op, err);
-
-	while (!rc && strcmp(op.status, "DONE") != 0) {
-		struct isc_http_response resp;
-		char *url;
-		if (now_ms(s) >= deadline)
-			return isc_err_set(err, ISC_ETRANSIENT, "%s: operation %s not DONE", what,
-			                   op.name);
-		s->clock->sleep_ms(s->clock->ctx, delay);
-		if (delay < 4000)
-			delay *= 2;
-		url = region ? api_url(s, "regions/%s/operations/%s", region, op.name)
-		             : api_url(s, "global/operations/%s", op.name);
-		if (!url)
-			return isc_err_set(err, ISC_ENOMEM, "out of memory");
-		isc_http_response_init(&resp);
-		rc = gcp_call(s, "GET", region ? "regionOperations.get" : "globalOperations.get",
-		              url, NULL, &resp, err);
-		if (!rc)
-			rc = isc_gce_parse_operation(resp.body.data, resp.body.len, &op, err);
-		isc_http_response_cleanup(&resp);
-		free(url);
-	}
-	if (!rc && op.error_code[0])
-		rc = isc_err_set(err, isc_gce_classify_op(op.error_code), "%s: %s: %s", what,
-		                 op.error_code, op.error_message);
-	return rc;
-}
-
-/*
- * resourcePolicies.insert of the gang's compact placement policy in `region`:
- * groupPlacementPolicy {collocation COLLOCATED, availabilityDomainCount 1} (Compute Engine
- * docs, "Use compact placement policies"). No vmCount: a policy with one takes exactly that
- * many VMs created together and never one more (Compute v1 ResourcePolicyGroupPlacementPolicy:
- * "Google does not recommend that you use this field unless ... you want your policy to work
- * only if it contains this exact number of VMs"), and the nodes that replace a gang's lost
- * members join its policy. Resource policies carry no labels, so the description names the
- * broker and cluster for the reconcile. A policy of that name already there is this gang's (a
- * replay).
- */
-static int create_policy(struct gcp_session *s, const struct isc_launch_spec *spec,
-                         const char *region, const char *name, struct isc_err *err)
-{
-	const char *broker = tag_value(spec, ISC_TAG_BROKER),
-	           *cluster = tag_value(spec, ISC_TAG_CLUSTER);
-	struct isc_http_response resp;
-	char rid[37], reason[64], *desc = NULL, *body = NULL, *url = NULL;
-	json_t *root;
-	int rc;
-
-	isc_gcp_request_id(spec->idempotency_token, "compact-placement-policy", rid);
-	if (asprintf(&desc, "isc:broker=%s isc:cluster=%s", broker ? broker : "",
-	             cluster ? cluster : "") < 0)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	root = json_pack("{s:s, s:s, s:{s:s, s:i}}", "name", name, "description", desc,
-	                 "groupPlacementPolicy", "collocation", "COLLOCATED",
-	                 "availabilityDomainCount", 1);
-	free(desc);
-	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(root);
-	url = api_url(s, "regions/%s/resourcePolicies?requestId=%s", region, rid);
-	if (!body || !url) {
-		free(body);
-		free(url);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "POST", "resourcePolicies.insert", url, body, &resp, reason, err);
-	if (rc && strcmp(reason, "alreadyExists") == 0)
-		rc = 0; /* this gang's, from an earlier try */
-	else if (!rc)
-		rc = op_done(s, region, &resp, "resourcePolicies.insert", err);
-	isc_http_response_cleanup(&resp);
-	free(body);
-	free(url);
-	return rc;
-}
-
-/* resourcePolicies.delete; *deleted = 0 while a VM still uses it (400 resourceInUse...). */
-static int delete_policy(struct gcp_session *s, const char *region, const char *name, int *deleted,
-                         struct isc_err *err)
-{
-	struct isc_http_response resp;
-	char reason[64], *url = api_url(s, "regions/%s/resourcePolicies/%s", region, name);
-	int rc;
-
-	*deleted = 0;
-	if (!url)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "DELETE", "resourcePolicies.delete", url, NULL, &resp, reason, err);
-	if (!rc)
-		rc = op_done(s, region, &resp, "resourcePolicies.delete", err);
-	if (!rc || rc == ISC_ENOTFOUND || strcmp(reason, "notFound") == 0) {
-		*deleted = 1;
-		rc = 0;
-	} else if (strcmp(reason, "resourceInUseByAnotherResource") == 0) {
-		rc = 0; /* its VMs are still being deleted: a later describe asks again */
-	}
-	isc_http_response_cleanup(&resp);
-	free(url);
-	return rc;
-}
-
-/*
- * Teardown and crash recovery of compact policies: every policy of the session's region
- * whose description names this broker, whose cluster has no live node in this listing,
- * and which no launch of this process is filling, is deleted. providers/sweep.h says when
- * a describe sweeps (not every describe: resourcePolicies.list is one more call per region
- * and tick). At most POLICY_DELETES_PER_SWEEP deletes per sweep, each a call and an
- * Operation: after a mass teardown the rest go at the next describes instead of holding
- * this one for hundreds of calls. Best effort: logged, the listing stands, the next
- * describe sweeps again.
- */
-#define POLICY_DELETES_PER_SWEEP 10
-
-/* The scope of this session's sweeps (providers/sweep.h): API base, region, broker. */
-static void sweep_scope(const struct gcp_session *s, const char *broker_id, char *out, size_t cap)
-{
-	snprintf(out, cap, "gcp %s %s %s", s->compute, s->region, broker_id);
-}
-
-/*
- * GCE lists a deleted VM no more (TERMINATED is a stopped one): a torn-down gang's nodes
- * leave the listing rather than show as terminated, so the sweep would never see "a
- * cluster whose nodes are all gone". The clusters of compact nodes each scope's last
- * listing had are kept here; one the listing no longer names is handed to the sweep as a
- * terminated use (VANISHED) until a sweep finds its policies gone. A cluster a sweep
- * found gone while the listing still names it (stopped nodes) is SWEPT: it is dropped,
- * not marked vanished, when it leaves the listing.
- */
-enum seen_state { SEEN_LISTED, SEEN_VANISHED, SEEN_SWEPT };
-
-struct seen_cluster {
-	char *id;
-	enum seen_state state;
-};
-
-struct seen_scope {
-	char *name;
-	struct seen_cluster *v;
-	size_t n;
-	struct seen_scope *next;
-};
-
-static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct seen_scope *seen_scopes;
-
-/* A node a compact policy can hold: in a cluster, of a machine series that takes one. */
-static int compact_node(const struct isc_node_info *ni)
-{
-	return ni->cluster_id[0] && isc_gcp_compact_machine(ni->instance_type);
-}
-
-static const struct seen_cluster *seen_find(const struct seen_scope *sc, const char *id)
-{
-	for (size_t i = 0; sc && i < sc->n; i++)
-		if (strcmp(sc->v[i].id, id) == 0)
-			return &sc->v[i];
-	return NULL;
-}
-
-static struct seen_scope *seen_scope_get(const char *scope)
-{
-	struct seen_scope *sc;
-	for (sc = seen_scopes; sc; sc = sc->next)
-		if (strcmp(sc->name, scope) == 0)
-			return sc;
-	if (!(sc = calloc(1, sizeof(*sc))) || !(sc->name = strdup(scope))) {
-		free(sc);
-		return NULL;
-	}
-	sc->next = seen_scopes;
-	seen_scopes = sc;
-	return sc;
-}
-
-/*
- * The scope's memory brought up to this listing; *vanished (n_vanished; the caller frees
- * each and the array) gets the clusters no longer listed that no sweep found gone yet.
- * Out of memory: the memory stays as it was, and the sweep sees this listing only.
- */
-static void seen_update(const char *scope, const struct isc_node_info *nodes, size_t n,
-                        char ***vanished, size_t *n_vanished)
-{
-	struct seen_scope *sc;
-	struct seen_cluster *v = NULL;
-	size_t nv = 0, cap;
-	char **out = NULL;
-	size_t n_out = 0;
-
-	*vanished = NULL;
-	*n_vanished = 0;
-	pthread_mutex_lock(&seen_lock);
-	if (!(sc = seen_scope_get(scope)))
-		goto done;
-	cap = sc->n + n;
-	if (!(v = calloc(cap ? cap : 1, sizeof(*v))) ||
-	    !(out = calloc(cap ? cap : 1, sizeof(*out))))
-		goto done;
-	for (size_t i = 0; i < n; i++) {
-		const struct seen_cluster *old;
-		int live = 0, dup = 0;
-		if (!compact_node(&nodes[i]))
-			continue;
-		for (size_t k = 0; k < nv && !dup; k++)
-			dup = strcmp(v[k].id, nodes[i].cluster_id) == 0;
-		if (dup)
-			continue;
-		for (size_t k = 0; k < n && !live; k++)
-			live = compact_node(&nodes[k]) && nodes[k].state != ISC_NODE_TERMINATED &&
-			       strcmp(nodes[k].cluster_id, nodes[i].cluster_id) == 0;
-		old = seen_find(sc, nodes[i].cluster_id);
-		v[nv].state = !live && old && old->state == SEEN_SWEPT ? SEEN_SWEPT : SEEN_LISTED;
-		if (!(v[nv].id = strdup(nodes[i].cluster_id)))
-			goto done;
-		nv++;
-	}
-	for (size_t i = 0; i < sc->n; i++) {
-		int listed = 0;
-		for (size_t k = 0; k < nv && !listed; k++)
-			listed = strcmp(v[k].id, sc->v[i].id) == 0;
-		if (listed || sc->v[i].state == SEEN_SWEPT)
-			continue;
-		if (!(v[nv].id = strdup(sc->v[i].id)) || !(out[n_out] = strdup(sc->v[i].id)))
-			goto done;
-		v[nv++].state = SEEN_VANISHED;
-		n_out++;
-	}
-	for (size_t i = 0; i < sc->n; i++)
-		free(sc->v[i].id);
-	free(sc->v);
-	sc->v = v;
-	sc->n = nv;
-	v = NULL;
-	nv = 0;
-	*vanished = out;
-	*n_vanished = n_out;
-	out = NULL;
-	n_out = 0;
-done:
-	pthread_mutex_unlock(&seen_lock);
-	for (size_t i = 0; i < nv; i++)
-		free(v[i].id);
-	free(v);
-	for (size_t i = 0; i < n_out; i++)
-		free(out[i]);
-	free(out);
-}
-
-/* A sweep found these clusters' policies gone: vanished ones are forgotten, listed SWEPT. */
-static void seen_swept(const char *scope, const char *const *gone, size_t n_gone)
-{
-	struct seen_scope *sc;
-	size_t kept = 0;
-
-	pthread_mutex_lock(&seen_lock);
-	for (sc = seen_scopes; sc && strcmp(sc->name, scope) != 0; sc = sc->next)
-		;
-	for (size_t i = 0; sc && i < sc->n; i++) {
-		int is_gone = 0;
-		for (size_t g = 0; g < n_gone && !is_gone; g++)
-			is_gone = strcmp(gone[g], sc->v[i].id) == 0;
-		if (is_gone && sc->v[i].state == SEEN_VANISHED) {
-			free(sc->v[i].id);
-			continue;
-		}
-		if (is_gone)
-			sc->v[i].state = SEEN_SWEPT;
-		sc->v[kept++] = sc->v[i];
-	}
-	if (sc)
-		sc->n = kept;
-	pthread_mutex_unlock(&seen_lock);
-}
-
-void isc_gcp_seen_clusters_forget(void)
-{
-	pthread_mutex_lock(&seen_lock);
-	while (seen_scopes) {
-		struct seen_scope *sc = seen_scopes;
-		seen_scopes = sc->next;
-		for (size_t i = 0; i < sc->n; i++)
-			free(sc->v[i].id);
-		free(sc->v);
-		free(sc->name);
-		free(sc);
-	}
-	pthread_mutex_unlock(&seen_lock);
-}
-
-/*
- * What a describe hands the sweep: the uses of its compact nodes and of the vanished
- * clusters, and `idle`, the clusters of those with no live node (pointers into the
- * listing and into vanished).
- */
-struct policy_sweep {
-	char scope[600];
-	char **vanished;
-	size_t n_vanished;
-	struct isc_sweep_use *uses;
-	size_t n_uses;
-	const char **idle;
-	size_t n_idle;
-};
-
-static void policy_sweep_cleanup(struct policy_sweep *sw)
-{
-	for (size_t i = 0; i < sw->n_vanished; i++)
-		free(sw->vanished[i]);
-	free(sw->vanished);
-	free(sw->uses);
-	free(sw->idle);
-}
-
-/* Fills sw from the listing; 1 when this describe sweeps (providers/sweep.h). */
-static int policies_sweep_due(const struct gcp_session *s, const char *broker_id,
-                              const struct isc_node_info *nodes, size_t n, struct policy_sweep *sw)
-{
-	size_t cap;
-
-	memset(sw, 0, sizeof(*sw));
-	sweep_scope(s, broker_id, sw->scope, sizeof(sw->scope));
-	seen_update(sw->scope, nodes, n, &sw->vanished, &sw->n_vanished);
-	cap = n + sw->n_vanished;
-	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
-	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
-	for (size_t i = 0; i < n; i++)
-		if (compact_node(&nodes[i]))
-			sw->uses[sw->n_uses++] = (struct isc_sweep_use){
-			    nodes[i].cluster_id, nodes[i].state != ISC_NODE_TERMINATED};
-	for (size_t i = 0; i < sw->n_vanished; i++)
-		sw->uses[sw->n_uses++] = (struct isc_sweep_use){sw->vanished[i], 0};
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, now_ms(s));
-}
-
-static void reconcile_policies(struct gcp_session *s, const char *broker_id,
-                               const struct isc_node_info *nodes, size_t n,
-                               const struct policy_sweep *sw)
-{
-	char prefix[300], *url, *next = NULL;
-	struct isc_err err;
-	int rc = 0, pages = 0, complete = 0;
-	size_t pl, deletes = 0, left = 0, n_gone = 0;
-	/* kept[i]: policies of idle[i] the cloud still lists and this sweep did not delete */
-	size_t *kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*kept));
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
-
-	if (!s->region[0] || !kept || !gone) {
-		free(kept);
-		free(gone);
-		return; /* policies are regional: without a region there is none to list */
-	}
-	pl = (size_t)snprintf(prefix, sizeof(prefix), "isc:broker=%s isc:cluster=", broker_id);
-	do {
-		struct isc_http_response resp;
-		json_t *root = NULL, *items, *it;
-		size_t i;
-		url = api_url(s, "regions/%s/resourcePolicies?maxResults=%d%s%s", s->region,
-		              PAGE_SIZE, next ? "&pageToken=" : "", next ? next : "");
-		free(next);
-		next = NULL;
-		if (!url) {
-			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-			break;
-		}
-		isc_http_response_init(&resp);
-		rc = gcp_call(s, "GET", "resourcePolicies.list", url, NULL, &resp, &err);
-		free(url);
-		if (!rc && !(root = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len,
-		                               0, NULL)))
-			rc = isc_err_set(&err, ISC_EINVALID, "resourcePolicies.list: not JSON");
-		isc_http_response_cleanup(&resp);
-		items = json_object_get(root, "items");
-		json_array_foreach(rc ? NULL : items, i, it)
-		{
-			const char *name = json_string_value(json_object_get(it, "name"));
-			const char *d = json_string_value(json_object_get(it, "description"));
-			const char *status = json_string_value(json_object_get(it, "status"));
-			size_t *idle_kept = NULL;
-			int used = 0, deleted = 0;
-			if (!name || !d || strncmp(d, prefix, pl) != 0)
-				continue;
-			for (size_t k = 0; k < sw->n_idle && !idle_kept; k++)
-				if (strcmp(sw->idle[k], d + pl) == 0)
-					idle_kept = &kept[k];
-			for (size_t k = 0; k < n && !used; k++)
-				used = nodes[k].state != ISC_NODE_TERMINATED &&
-				       strcmp(nodes[k].cluster_id, d + pl) == 0;
-			if (used || isc_busy_names_has(&busy_policies, name)) {
-				if (idle_kept)
-					(*idle_kept)++;
-				continue;
-			}
-			if (deletes == POLICY_DELETES_PER_SWEEP) {
-				left++;
-			} else {
-				deletes++;
-				if ((rc = delete_policy(s, s->region, name, &deleted, &err)))
-					break;
-				if (deleted)
-					isc_log(ISC_LOG_INFO,
-					        "gcp %s: compact placement policy %s deleted",
-					        s->region, name);
-			}
-			/* one Compute is deleting counts as gone (its delete was asked already) */
-			if (idle_kept && !deleted && !(status && strcmp(status, "DELETING") == 0))
-				(*idle_kept)++;
-		}
-		{
-			const char *tok = json_string_value(json_object_get(root, "nextPageToken"));
-			/* page tokens are URL-safe base64 in Compute */
-			if (!rc && tok &&
-			    strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			                "0123456789-_=") == strlen(tok))
-				next = strdup(tok);
-			complete = !rc && !tok;
-		}
-		json_decref(root);
-	} while (!rc && next && ++pages < s->max_pages);
-	free(next);
-	if (!rc && left)
-		isc_log(
-		    ISC_LOG_INFO,
-		    "gcp %s: %zu more unused compact placement polic%s go at the next describes",
-		    s->region, left, left == 1 ? "y" : "ies");
-	if (rc) {
-		isc_log(ISC_LOG_WARN,
-		        "gcp %s: compact placement reconcile: %s (next describe retries)",
-		        s->region, err.msg);
-	} else {
-		/* A list cut short (describe_max_pages) may hide a cluster's policies: none gone.
-		 */
-		for (size_t k = 0; complete && k < sw->n_idle; k++)
-			if (!kept[k])
-				gone[n_gone++] = sw->idle[k];
-		if (!complete)
-			isc_log(ISC_LOG_WARN,
-			        "gcp %s: more than %ld pages of resource policies "
-			        "(describe_max_pages); the rest wait for the next sweep",
-			        s->region, s->max_pages);
-		isc_sweep_done(sw->scope, gone, n_gone, now_ms(s));
-		seen_swept(sw->scope, gone, n_gone);
-	}
-	free(gone);
-	free(kept);
-}
-
-/* ---- firewall: intra-cluster TCP ---- */
-
-/*
- * A gang's ranks talk TCP to one another: the rendezvous port (MASTER_PORT) and then the
- * ephemeral ports gloo's and NCCL's socket transports listen on, so every TCP port must
- * be open between the nodes. VPC firewall rules deny ingress unless a rule allows it
- * (implied deny, priority 65535); the default network's default-allow-internal does,
- * from 10.128.0.0/9 (https://cloud.google.com/firewall/docs/firewalls). Rules are read
- * with firewalls.list (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/list).
- */
-static int cidr4(const char *s, uint32_t *addr, int *len)
-{
-	unsigned a, b, c, d;
-	int n, used = 0;
-	if (!s || sscanf(s, "%u.%u.%u.%u/%d%n", &a, &b, &c, &d, &n, &used) != 5 || s[used] ||
-	    a > 255 || b > 255 || c > 255 || d > 255 || n < 0 || n > 32)
-		return -1;
-	*addr = (uint32_t)a << 24 | (uint32_t)b << 16 | (uint32_t)c << 8 | (uint32_t)d;
-	*len = n;
-	return 0;
-}
-
-static uint32_t prefix_mask(int len)
-{
-	return len == 0 ? 0 : 0xffffffffu << (32 - len);
-}
-
-int isc_gcp_fw_scan_init(struct isc_gcp_fw_scan *sc, const char *network, const char *cidr,
-                         struct isc_err *err)
-{
-	memset(sc, 0, sizeof(*sc));
-	sc->allow_prio = -1;
-	sc->deny_prio = -1;
-	snprintf(sc->network, sizeof(sc->network), "%s", network);
-	if (cidr4(cidr, &sc->net, &sc->len))
-		return isc_err_set(err, ISC_EINVALID, "subnet range '%.40s' is not an IPv4 CIDR",
-		                   cidr ? cidr : "");
-	sc->net &= prefix_mask(sc->len);
-	return 0;
-}
-
-/* The name after ".../networks/" of a network URL or path. */
-static const char *network_name(const char *v)
-{
-	const char *p = v ? strstr(v, "networks/") : NULL;
-	return p ? p + strlen("networks/") : v ? v : "";
-}
-
-/* Whether one of a rule's sourceRanges covers (cover=1) or overlaps (cover=0) the subnet. */
-static int ranges_match(const struct isc_gcp_fw_scan *sc, json_t *ranges, int cover)
-{
-	size_t i;
-	json_t *r;
-	json_array_foreach(ranges, i, r)
-	{
-		uint32_t a;
-		int l;
-		if (cidr4(json_string_value(r), &a, &l))
-			continue; /* IPv6 ranges do not reach IPv4 nodes */
-		if (cover ? l <= sc->len && (sc->net & prefix_mask(l)) == (a & prefix_mask(l))
-		          : (sc->net & prefix_mask(l < sc->len ? l : sc->len)) ==
-		                (a & prefix_mask(l < sc->len ? l : sc->len)))
-			return 1;
-	}
-	return 0;
-}
-
-/* Marks (or, with mark NULL, just tests) the TCP ports of allowed[]/denied[]; 1 if any. */
-static int tcp_ports(json_t *list, unsigned char *mark)
-{
-	size_t i, j;
-	json_t *e, *p;
-	int any = 0;
-	json_array_foreach(list, i, e)
-	{
-		const char *proto = json_string_value(json_object_get(e, "IPProtocol"));
-		json_t *ports = json_object_get(e, "ports");
-		if (!proto || (strcmp(proto, "tcp") != 0 && strcmp(proto, "all") != 0 &&
-		               strcmp(proto, "6") != 0))
-			continue;
-		if (json_array_size(ports) == 0) { /* no ports: every port */
-			any = 1;
-			if (mark)
-				memset(mark, 0xff, 65536 / 8);
-			continue;
-		}
-		json_array_foreach(ports, j, p)
-		{
-			unsigned lo, hi;
-			int used = 0;
-			const char *v = json_string_value(p);
-			if (!v)
-				continue;
-			if (sscanf(v, "%u-%u%n", &lo, &hi, &used) != 2 || v[used]) {
-				used = 0;
-				if (sscanf(v, "%u%n", &lo, &used) != 1 || v[used])
-					continue;
-				hi = lo;
-			}
-			if (lo > hi || hi > 65535)
-				continue;
-			any = 1;
-			for (unsigned q = lo; mark && q <= hi; q++)
-				mark[q / 8] |= (unsigned char)(1u << (q % 8));
-		}
-	}
-	return any;
-}
-
-int isc_gcp_fw_scan_page(struct isc_gcp_fw_scan *sc, const char *body, size_t len, char **next_page,
-                         size_t *added, struct isc_err *err)
-{
-	json_error_t je;
-	json_t *root = json_loadb(body, len, 0, &je), *items, *rule;
-	const char *nt;
-	size_t i;
-
-	*added = 0;
-	if (next_page)
-		*next_page = NULL;
-	items = root ? json_object_get(root, "items") : NULL;
-	if (!json_is_object(root) || (items && !json_is_array(items))) {
-		json_decref(root);
-		return isc_err_set(err, ISC_EINVALID, "firewalls.list: unreadable reply");
-	}
-	json_array_foreach(items, i, rule)
-	{
-		const char *name = json_string_value(json_object_get(rule, "name"));
-		const char *dir = json_string_value(json_object_get(rule, "direction"));
-		json_t *prio_j = json_object_get(rule, "priority");
-		long prio = json_is_integer(prio_j) ? (long)json_integer_value(prio_j) : 1000;
-		json_t *ranges = json_object_get(rule, "sourceRanges");
-		(*added)++;
-		if (json_is_true(json_object_get(rule, "disabled")) ||
-		    (dir && strcmp(dir, "INGRESS")) ||
-		    strcmp(network_name(json_string_value(json_object_get(rule, "network"))),
-		           sc->network) != 0)
-			continue;
-		/* A rule for tagged targets or service accounts is not for every node. */
-		if (json_array_size(json_object_get(rule, "targetTags")) ||
-		    json_array_size(json_object_get(rule, "targetServiceAccounts")))
-			continue;
-		if (json_object_get(rule, "denied")) {
-			/* A deny wins over an allow of the same priority. */
-			if (ranges_match(sc, ranges, 0) &&
-			    tcp_ports(json_object_get(rule, "denied"), NULL) &&
-			    (sc->deny_prio < 0 || prio < sc->deny_prio)) {
-				sc->deny_prio = prio;
-				snprintf(sc->deny_name, sizeof(sc->deny_name), "%s",
-				         name ? name : "");
-			}
-			continue;
-		}
-		if (!ranges_match(sc, ranges, 1) ||
-		    !tcp_ports(json_object_get(rule, "allowed"), NULL))
-			continue;
-		if (!sc->wide_name[0]) {
-			/* One rule that opens every TCP port from the subnet to every instance:
-			 * tenants' nodes on the network reach one another through it. */
-			unsigned char own[65536 / 8] = {0};
-			size_t k = 0;
-			tcp_ports(json_object_get(rule, "allowed"), own);
-			while (k < sizeof(own) && own[k] == 0xff)
-				k++;
-			if (k == sizeof(own))
-				snprintf(sc->wide_name, sizeof(sc->wide_name), "%s",
-				         name ? name : "");
-		}
-		tcp_ports(json_object_get(rule, "allowed"), sc->ports);
-		if (prio > sc->allow_prio) {
-			sc->allow_prio = prio;
-			snprintf(sc->allow_name, sizeof(sc->allow_name), "%s", name ? name : "");
-		}
-	}
-	nt = json_string_value(json_object_get(root, "nextPageToken"));
-	if (next_page && nt && nt[0] && !(*next_page = strdup(nt))) {
-		json_decref(root);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	json_decref(root);
-	return 0;
-}
-
-int isc_gcp_fw_scan_ok(const struct isc_gcp_fw_scan *sc)
-{
-	for (size_t i = 0; i < sizeof(sc->ports); i++)
-		if (sc->ports[i] != 0xff)
-			return 0;
-	return sc->deny_prio < 0 || sc->deny_prio > sc->allow_prio;
-}
-
-static int collect_firewalls(void *ctx, const struct isc_http_response *r, char **next,
-                             size_t *added, struct isc_err *err)
-{
-	return isc_gcp_fw_scan_page(ctx, r->body.data, r->body.len, next, added, err);
-}
-
-/* The gang's subnet range: subnetworks.get of `subnetwork`, or of the auto mode network's
- * subnet in the region (named after the network). */
-static int subnet_range(struct gcp_session *s, const char *region, char cidr[64],
-                        struct isc_err *err)
-{
-	const char *sub = s->subnetwork ? strstr(s->subnetwork, "regions/") : NULL;
-	const char *net = network_name(s->network);
-	struct isc_http_response resp;
-	json_t *root;
-	char *url;
-	int rc;
-
-	if (s->subnetwork && !sub)
-		url = api_url(s, "regions/%s/subnetworks/%s", region, s->subnetwork);
-	else if (sub)
-		url = api_url(s, "%s", sub);
-	else
-		url = api_url(s, "regions/%s/subnetworks/%s", region, net);
-	if (!url)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	isc_http_response_init(&resp);
-	rc = gcp_call(s, "GET", "subnetworks.get", url, NULL, &resp, err);
-	free(url);
-	root = rc ? NULL : json_loadb(resp.body.data, resp.body.len, 0, NULL);
-	if (!rc && !json_string_value(json_object_get(root, "ipCidrRange")))
-		rc = isc_err_set(err, ISC_EINVALID, "subnetworks.get: no ipCidrRange in the reply");
-	if (!rc)
-		snprintf(cidr, 64, "%s", json_string_value(json_object_get(root, "ipCidrRange")));
-	json_decref(root);
-	isc_http_response_cleanup(&resp);
-	return rc;
-}
-
-/*
- * Before a gang of several nodes launches: an INGRESS rule of its network must allow all
- * TCP from a range covering its subnet to every node, else the launch is refused naming
- * the rule (as the AWS driver names the EFA security-group rule).
- */
-static int check_firewall(struct gcp_session *s, const char *zone, const char *ttag,
-                          struct isc_err *err)
-{
-	struct isc_gcp_fw_scan *sc;
-	char region[64], cidr[64], *url;
-	int rc;
-
-	region_of(zone, region);
-	if ((rc = subnet_range(s, region, cidr, err)))
-		return rc;
-	if (!(sc = malloc(sizeof(*sc))))
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	rc = isc_gcp_fw_scan_init(sc, network_name(s->network), cidr, err);
-	url = rc ? NULL : api_url(s, "global/firewalls?");
-	if (!rc && !url)
-		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
-	if (!rc)
-		rc = list_pages(s, "firewalls.list", url, collect_firewalls, sc, err);
-	if (!rc && ttag) {
-		/*
-		 * A tenant's nodes get their own rule (sourceTags = targetTags = the tag). Rules
-		 * only allow, so a rule that lets all TCP from the subnet reach every instance
-		 * (default-allow-internal) would let every tenant's nodes reach every other's:
-		 * refused, naming it.
-		 */
-		if (sc->wide_name[0])
-			rc = isc_err_set(
-			    err, ISC_EINVALID,
-			    "network %s: firewall rule %s lets all TCP from %s (the subnet) reach "
-			    "every instance, so the organisations on this project would reach each "
-			    "other's nodes; remove it (each organisation's nodes get a rule of "
-			    "their "
-			    "own, %s) or set [providers.gcp] tenant_isolation = \"never\" "
-			    "(docs/security.md, \"Tenants on the platform's account\")",
-			    sc->network, sc->wide_name, cidr, ttag);
-	} else if (!rc && !isc_gcp_fw_scan_ok(sc)) {
-		if (sc->deny_prio >= 0 && sc->allow_prio >= 0 && sc->deny_prio <= sc->allow_prio)
-			rc = isc_err_set(
-			    err, ISC_EINVALID,
-			    "network %s: firewall rule %s (priority %ld) denies the TCP the gang's "
-			    "nodes need among themselves (VPC firewall rules, "
-			    "https://cloud.google.com/firewall/docs/firewalls)",
-			    sc->network, sc->deny_name, sc->deny_prio);
-		else
-			rc = isc_err_set(
-			    err, ISC_EINVALID,
-			    "network %s lacks the firewall rule a gang needs: ingress: allow all "
-			    "TCP "
-			    "from %s (the subnet) to all instances%s (VPC firewall rules, "
-			    "https://cloud.google.com/firewall/docs/firewalls)",
-			    sc->network, cidr,
-			    strcmp(sc->network, "default") == 0 ? ", as default-allow-internal does"
-			                                        : "");
-	} else if (!rc)
-		isc_log(ISC_LOG_DEBUG, "gcp: firewall rule %s allows TCP within %s", sc->allow_name,
-		        cidr);
-	free(url);
-	free(sc);
-	return rc;
-}
-
-/* ---- tenants on the platform's account (docs/security.md, issue 42) ---- */
-
-/* Tenant rules a launch of this process is about to use (the sweep leaves them). */
-static struct isc_busy_names busy_firewalls = ISC_BUSY_NAMES_INIT;
-
-/*
- * The tenant's firewall rule, named like its tag, made on demand (firewalls.get, else
- * firewalls.insert with a requestId from the name; alreadyExists is a concurrent launch's):
- * INGRESS, sourceTags = targetTags = [tag], allowed all protocols (VPC firewall rules: "a
- * source tag ... the rule applies to traffic from instances that have one of the tags",
- * "target tags ... the rule applies only to instances with a matching network tag";
- * https://cloud.google.com/firewall/docs/firewalls). Ingress is denied unless a rule
- * allows it (implied deny), so only the tenant's own nodes reach its nodes, besides what
- * the network's other rules let in (SSH: default-allow-ssh, or the operator's).
- */
-static int ensure_tenant_firewall(struct gcp_session *s, const struct isc_launch_spec *spec,
-                                  const char *tag, struct isc_err *err)
-{
-	const char *broker = tag_value(spec, ISC_TAG_BROKER);
-	struct isc_http_response resp;
-	char rid[37], reason[64], *url = api_url(s, "global/firewalls/%s", tag), *desc = NULL,
-	                          *body = NULL;
-	json_t *root;
-	int rc;
-
-	if (!url)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "GET", "firewalls.get", url, NULL, &resp, reason, err);
-	free(url);
-	isc_http_response_cleanup(&resp);
-	if (!rc)
-		return 0; /* there already: the tenant's, made by an earlier launch */
-	if (rc != ISC_ENOTFOUND && strcmp(reason, "notFound") != 0)
-		return rc;
-	isc_gcp_request_id(tag, "tenant-firewall", rid);
-	if (asprintf(&desc, "isc:broker=%s isc:tenant=%s", broker ? broker : "", spec->tenant) < 0)
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	root = json_pack("{s:s, s:s, s:s, s:s, s:i, s:[s], s:[s], s:[{s:s}]}", "name", tag,
-	                 "description", desc, "network", s->network, "direction", "INGRESS",
-	                 "priority", 1000, "sourceTags", tag, "targetTags", tag, "allowed",
-	                 "IPProtocol", "all");
-	free(desc);
-	body = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(root);
-	url = api_url(s, "global/firewalls?requestId=%s", rid);
-	if (!body || !url) {
-		free(body);
-		free(url);
-		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
-	isc_http_response_init(&resp);
-	rc = gcp_call_reason(s, "POST", "firewalls.insert", url, body, &resp, reason, err);
-	if (rc && strcmp(reason, "alreadyExists") == 0)
-		rc = 0;
-	else if (!rc)
-		rc = op_done(s, NULL, &resp, "firewalls.insert", err);
-	if (rc && err)
-		isc_err_wrap(err, "tenant firewall rule %s", tag);
-	isc_http_response_cleanup(&resp);
-	free(body);
-	free(url);
-	return rc;
-}
-
 static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_launch_spec *spec,
                            struct isc_launch_result *out, struct isc_err *err)
 {
@@ -2047,12 +1145,12 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		return rc;
 	/* A tenant's nodes are checked alone too: nothing may let another tenant in. */
 	if (s->firewall_check && (gang || ttag[0]) &&
-	    (rc = check_firewall(s, spec->zones[0], ttag[0] ? ttag : NULL, err)))
+	    (rc = gcp_check_firewall(s, spec->zones[0], ttag[0] ? ttag : NULL, err)))
 		return rc;
 	if (ttag[0]) {
-		isc_busy_names_add(&busy_firewalls, ttag, +1);
-		if ((rc = ensure_tenant_firewall(s, spec, ttag, err))) {
-			isc_busy_names_add(&busy_firewalls, ttag, -1);
+		isc_busy_names_add(&gcp_busy_firewalls, ttag, +1);
+		if ((rc = gcp_ensure_tenant_firewall(s, spec, ttag, err))) {
+			isc_busy_names_add(&gcp_busy_firewalls, ttag, -1);
 			return rc;
 		}
 	}
@@ -2065,27 +1163,27 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 		isc_gcp_policy_name(spec->placement_token ? spec->placement_token
 		                                          : spec->idempotency_token,
 		                    policy_name);
-		region_of(spec->zones[0], policy_region);
-		isc_busy_names_add(&busy_policies, policy_name, +1);
+		gcp_region_of(spec->zones[0], policy_region);
+		isc_busy_names_add(&gcp_busy_policies, policy_name, +1);
 		if (!spec->placement_token &&
-		    (rc = create_policy(s, spec, policy_region, policy_name, err))) {
-			isc_busy_names_add(&busy_policies, policy_name, -1);
+		    (rc = gcp_create_policy(s, spec, policy_region, policy_name, err))) {
+			isc_busy_names_add(&gcp_busy_policies, policy_name, -1);
 			if (ttag[0])
-				isc_busy_names_add(&busy_firewalls, ttag, -1);
+				isc_busy_names_add(&gcp_busy_firewalls, ttag, -1);
 			return rc;
 		}
 		if (asprintf(&policy, "regions/%s/resourcePolicies/%s", policy_region,
 		             policy_name) < 0) {
-			isc_busy_names_add(&busy_policies, policy_name, -1);
+			isc_busy_names_add(&gcp_busy_policies, policy_name, -1);
 			if (ttag[0])
-				isc_busy_names_add(&busy_firewalls, ttag, -1);
+				isc_busy_names_add(&gcp_busy_firewalls, ttag, -1);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
 	}
 	for (size_t z = 0; z < spec->n_zones; z++) {
 		char request_id[37], zr[64];
 		isc_gcp_request_id(spec->idempotency_token, spec->zones[z], request_id);
-		region_of(spec->zones[z], zr);
+		gcp_region_of(spec->zones[z], zr);
 		if (policy && strcmp(zr, policy_region) != 0) {
 			/* a policy serves its own region only */
 			rc = isc_err_set(err, ISC_EINVALID,
@@ -2113,13 +1211,13 @@ static int gcp_launch_gang(struct isc_provider_session *ps, const struct isc_lau
 			 * policy joined is its gang's. */
 			struct isc_err derr;
 			int deleted;
-			delete_policy(s, policy_region, policy_name, &deleted, &derr);
+			gcp_delete_policy(s, policy_region, policy_name, &deleted, &derr);
 		}
-		isc_busy_names_add(&busy_policies, policy_name, -1);
+		isc_busy_names_add(&gcp_busy_policies, policy_name, -1);
 		free(policy);
 	}
 	if (ttag[0])
-		isc_busy_names_add(&busy_firewalls, ttag, -1);
+		isc_busy_names_add(&gcp_busy_firewalls, ttag, -1);
 	return rc;
 }
 
@@ -2150,19 +1248,19 @@ static int mark_preempted(struct gcp_session *s, struct isc_node_info *nodes, si
 {
 	struct op_list ops = {0};
 	struct isc_buf b;
-	char *url = api_url(s, "%s", "aggregated/operations?filter=");
+	char *url = gcp_api_url(s, "%s", "aggregated/operations?filter=");
 	int rc;
 	if (!url)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	isc_buf_init(&b, 0);
 	rc = isc_buf_puts(&b, url);
-	rc = rc ? rc : pct(&b, "operationType = \"compute.instances.preempted\"");
+	rc = rc ? rc : gcp_pct(&b, "operationType = \"compute.instances.preempted\"");
 	free(url);
 	if (rc) {
 		isc_buf_cleanup(&b);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	rc = list_pages(s, "globalOperations.aggregatedList", b.data, collect_ops, &ops, err);
+	rc = gcp_list_pages(s, "globalOperations.aggregatedList", b.data, collect_ops, &ops, err);
 	isc_buf_cleanup(&b);
 	for (size_t i = 0; !rc && i < ops.n; i++)
 		for (size_t j = 0; j < n; j++)
@@ -2182,152 +1280,6 @@ static int in_region(const struct gcp_session *s, const char *zone)
 {
 	size_t l = strlen(s->region);
 	return l == 0 || (strncmp(zone, s->region, l) == 0 && zone[l] == '-');
-}
-
-/*
- * Teardown of tenants' firewall rules (issue 42), as compact policies go: a rule of this
- * broker (named isc-t-TENANT-HASH, HASH from its id) whose tag no listed instance that is
- * not TERMINATED carries, and that no launch of this process is about to use, is deleted
- * (firewalls.delete, at most 10 a sweep). Deleted GCE instances leave the listing, so a
- * sweep is due, besides providers/sweep.h's first time and period, when a tag this process
- * saw live last time is gone from the listing. Best effort: logged, the listing stands.
- */
-#define FIREWALL_DELETES_PER_SWEEP 10
-
-static pthread_mutex_t tenant_seen_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	char scope[600];
-	char *tags; /* the live tags of the scope's last listing, "\n"-separated */
-} tenant_seen[16];
-
-static int tenant_sweep_due(const struct gcp_session *s, const char *broker_id,
-                            const struct node_list *l)
-{
-	char scope[600];
-	struct isc_sweep_use *uses = calloc(l->n_tags ? l->n_tags : 1, sizeof(*uses));
-	struct isc_buf now;
-	int due = 0, slot = -1;
-
-	snprintf(scope, sizeof(scope), "gcp-fw %s%s %s", s->compute, s->project, broker_id);
-	isc_buf_init(&now, 0);
-	for (size_t i = 0; i < l->n_tags; i++) {
-		if (uses)
-			uses[i] = (struct isc_sweep_use){l->tags[i], 1};
-		isc_buf_printf(&now, "%s\n", l->tags[i]);
-	}
-	due = !uses || isc_sweep_due(scope, uses, l->n_tags, now_ms(s));
-	free(uses);
-	pthread_mutex_lock(&tenant_seen_lock);
-	for (int k = 0; k < 16 && slot < 0; k++)
-		if (strcmp(tenant_seen[k].scope, scope) == 0)
-			slot = k;
-	if (slot >= 0 && tenant_seen[slot].tags) {
-		/* a tag live last time and not now: its nodes are gone */
-		for (char *p = tenant_seen[slot].tags; *p && !due;) {
-			char *nl = strchr(p, '\n');
-			size_t len = nl ? (size_t)(nl - p) : strlen(p);
-			int found = 0;
-			for (size_t i = 0; i < l->n_tags && !found; i++)
-				found =
-				    strlen(l->tags[i]) == len && strncmp(l->tags[i], p, len) == 0;
-			due = !found;
-			p += len + (nl ? 1 : 0);
-		}
-	}
-	if (slot < 0)
-		for (int k = 0; k < 16 && slot < 0; k++)
-			if (!tenant_seen[k].scope[0])
-				slot = k;
-	if (slot < 0)
-		slot = 0; /* more scopes than slots: one is forgotten (it sweeps again) */
-	snprintf(tenant_seen[slot].scope, sizeof(tenant_seen[slot].scope), "%s", scope);
-	free(tenant_seen[slot].tags);
-	tenant_seen[slot].tags = isc_buf_detach(&now);
-	pthread_mutex_unlock(&tenant_seen_lock);
-	isc_buf_cleanup(&now);
-	return due;
-}
-
-static void reconcile_tenant_firewalls(struct gcp_session *s, const char *broker_id,
-                                       const struct node_list *l)
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned int dl = 0;
-	char suffix[16], scope[600];
-	struct isc_buf b, f;
-	struct isc_http_response resp;
-	struct isc_err err;
-	json_t *root = NULL, *it;
-	size_t i, deletes = 0;
-	int rc;
-
-	if (!EVP_Digest(broker_id, strlen(broker_id), d, &dl, EVP_sha256(), NULL) || dl < 4)
-		return;
-	snprintf(suffix, sizeof(suffix), "-%02x%02x%02x%02x", d[0], d[1], d[2], d[3]);
-	snprintf(scope, sizeof(scope), "gcp-fw %s%s %s", s->compute, s->project, broker_id);
-	isc_buf_init(&b, 0);
-	isc_buf_init(&f, 0);
-	{
-		char *base = api_url(s, "global/firewalls");
-		rc = base ? 0 : ISC_ENOMEM;
-		rc = rc ? rc : isc_buf_printf(&f, "name eq \"isc-t-.*%s\"", suffix);
-		rc = rc ? rc : isc_buf_printf(&b, "%s?maxResults=%d&filter=", base, PAGE_SIZE);
-		rc = rc ? rc : pct(&b, f.data);
-		free(base);
-	}
-	isc_http_response_init(&resp);
-	if (rc)
-		rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-	else
-		rc = gcp_call(s, "GET", "firewalls.list", b.data, NULL, &resp, &err);
-	if (!rc &&
-	    !(root = json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, NULL)))
-		rc = isc_err_set(&err, ISC_EINVALID, "firewalls.list: not JSON");
-	json_array_foreach(rc ? NULL : json_object_get(root, "items"), i, it)
-	{
-		const char *name = json_string_value(json_object_get(it, "name"));
-		size_t nl = name ? strlen(name) : 0, sl = strlen(suffix);
-		int used = 0;
-		char *url;
-		struct isc_http_response dr;
-		char reason[64];
-		/* the filter is the server's: the name is checked here again */
-		if (!name || strncmp(name, "isc-t-", 6) != 0 || nl <= sl ||
-		    strcmp(name + nl - sl, suffix) != 0)
-			continue;
-		for (size_t k = 0; k < l->n_tags && !used; k++)
-			used = strcmp(l->tags[k], name) == 0;
-		if (used || isc_busy_names_has(&busy_firewalls, name) ||
-		    deletes == FIREWALL_DELETES_PER_SWEEP)
-			continue;
-		deletes++;
-		if (!(url = api_url(s, "global/firewalls/%s", name))) {
-			rc = isc_err_set(&err, ISC_ENOMEM, "out of memory");
-			break;
-		}
-		isc_http_response_init(&dr);
-		rc = gcp_call_reason(s, "DELETE", "firewalls.delete", url, NULL, &dr, reason, &err);
-		if (!rc)
-			rc = op_done(s, NULL, &dr, "firewalls.delete", &err);
-		if (!rc)
-			isc_log(ISC_LOG_INFO,
-			        "gcp: tenant firewall rule %s deleted (no live instance)", name);
-		else if (rc == ISC_ENOTFOUND || strcmp(reason, "notFound") == 0)
-			rc = 0;
-		isc_http_response_cleanup(&dr);
-		free(url);
-		if (rc)
-			break;
-	}
-	json_decref(root);
-	isc_http_response_cleanup(&resp);
-	isc_buf_cleanup(&b);
-	isc_buf_cleanup(&f);
-	if (rc)
-		isc_log(ISC_LOG_WARN, "gcp: tenant firewall reconcile: %s (next describe retries)",
-		        err.msg);
-	else
-		isc_sweep_done(scope, NULL, 0, now_ms(s));
 }
 
 static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
@@ -2354,7 +1306,7 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 	url = label_filter_url(s, "aggregated/instances", "isc-broker", broker_id);
 	if (!url)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	rc = list_pages(s, "instances.aggregatedList", url, collect_nodes, &all, err);
+	rc = gcp_list_pages(s, "instances.aggregatedList", url, collect_nodes, &all, err);
 	free(url);
 	for (size_t i = 0; !rc && i < all.n; i++) {
 		if (!in_region(s, all.v[i].zone))
@@ -2368,13 +1320,13 @@ static int gcp_describe(struct isc_provider_session *ps, const char *broker_id,
 		rc = mark_preempted(s, all.v, kept, err);
 	if (!rc && s->compact_placement) {
 		struct policy_sweep sw;
-		if (policies_sweep_due(s, broker_id, all.v, kept, &sw))
-			reconcile_policies(s, broker_id, all.v, kept, &sw);
-		policy_sweep_cleanup(&sw);
+		if (gcp_policies_sweep_due(s, broker_id, all.v, kept, &sw))
+			gcp_reconcile_policies(s, broker_id, all.v, kept, &sw);
+		gcp_policy_sweep_cleanup(&sw);
 	}
 	/* Firewall rules are global: the tags come from the whole listing, every region. */
-	if (!rc && s->tenant_isolation && tenant_sweep_due(s, broker_id, &all))
-		reconcile_tenant_firewalls(s, broker_id, &all);
+	if (!rc && s->tenant_isolation && gcp_tenant_sweep_due(s, broker_id, &all))
+		gcp_reconcile_tenant_firewalls(s, broker_id, &all);
 	free(all.tags);
 	if (rc) {
 		free(all.v);
@@ -2414,8 +1366,8 @@ static int delete_refs(struct gcp_session *s, const struct isc_gce_ref *refs, si
 		snprintf(seed, sizeof(seed), "delete/%s/%s/%s", refs[i].zone, refs[i].name,
 		         refs[i].id);
 		isc_gcp_request_id(seed, refs[i].zone, request_id);
-		url = api_url(s, "zones/%s/instances/%s?requestId=%s", refs[i].zone, refs[i].name,
-		              request_id);
+		url = gcp_api_url(s, "zones/%s/instances/%s?requestId=%s", refs[i].zone,
+		                  refs[i].name, request_id);
 		if (!url)
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		isc_http_response_init(&resp);
@@ -2456,7 +1408,7 @@ static int gcp_terminate(struct isc_provider_session *ps, const char *const *ids
 		size_t m = n - i < TERMINATE_BATCH ? n - i : TERMINATE_BATCH;
 		struct ref_list found = {0};
 		struct isc_buf f, url;
-		char *base = api_url(s, "%s", "aggregated/instances?filter=");
+		char *base = gcp_api_url(s, "%s", "aggregated/instances?filter=");
 		size_t kept = 0;
 
 		isc_buf_init(&f, 0);
@@ -2465,14 +1417,15 @@ static int gcp_terminate(struct isc_provider_session *ps, const char *const *ids
 		for (size_t j = 0; j < m && !rc; j++)
 			rc = isc_buf_printf(&f, "%s(name = \"%s\")", j ? " OR " : "", ids[i + j]);
 		rc = rc ? rc : isc_buf_puts(&url, base);
-		rc = rc ? rc : pct(&url, f.data);
+		rc = rc ? rc : gcp_pct(&url, f.data);
 		free(base);
 		isc_buf_cleanup(&f);
 		if (rc) {
 			isc_buf_cleanup(&url);
 			return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
-		rc = list_pages(s, "instances.aggregatedList", url.data, collect_refs, &found, err);
+		rc = gcp_list_pages(s, "instances.aggregatedList", url.data, collect_refs, &found,
+		                    err);
 		isc_buf_cleanup(&url);
 		/* Only what we asked for, in our region: a filter is no reason to trust a reply. */
 		for (size_t k = 0; !rc && k < found.n; k++) {

@@ -844,39 +844,19 @@ static int delete_cluster(struct oci_session *s, const char *id, int *deleted, s
 #define CLUSTER_DELETES_PER_SWEEP 10
 
 /*
- * What a describe hands the sweep: a use per instance of this broker in a compute
- * cluster (its computeClusterId; live unless TERMINATED, as reap_cluster counts), and
- * `idle`, the clusters of those with no live instance. Pointers into the listing.
+ * Fills sw from the listing `all`: a use per instance of this broker in a compute
+ * cluster (its computeClusterId; live unless TERMINATED, as reap_cluster counts). 1 when
+ * this describe sweeps (providers/sweep.h).
  */
-struct cluster_sweep {
-	char scope[700];
-	struct isc_sweep_use *uses;
-	size_t n_uses;
-	const char **idle;
-	size_t n_idle;
-};
-
-static void cluster_sweep_cleanup(struct cluster_sweep *sw)
-{
-	free(sw->uses);
-	free(sw->idle);
-}
-
-/* Fills sw from the listing `all`; 1 when this describe sweeps (providers/sweep.h). */
 static int clusters_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
-                              struct cluster_sweep *sw)
+                              struct isc_sweep *sw)
 {
-	size_t cap = json_array_size(all), i;
+	size_t i;
 	const json_t *inst;
 
-	memset(sw, 0, sizeof(*sw));
 	/* The endpoint, region and broker (providers/sweep.h) */
-	snprintf(sw->scope, sizeof(sw->scope), "oci %s %s %s", s->url[SVC_CORE], s->cfg.region,
-	         broker_id);
-	sw->uses = calloc(cap ? cap : 1, sizeof(*sw->uses));
-	sw->idle = calloc(cap ? cap : 1, sizeof(*sw->idle));
-	if (!sw->uses || !sw->idle)
-		return 1; /* no idle list: the sweep deletes what it may and records nothing gone */
+	isc_sweep_begin(sw, json_array_size(all), "oci %s %s %s", s->url[SVC_CORE], s->cfg.region,
+	                broker_id);
 	json_array_foreach(all, i, inst)
 	{
 		const char *cid = json_string_value(json_object_get(inst, "computeClusterId"));
@@ -884,11 +864,9 @@ static int clusters_sweep_due(const struct oci_session *s, const char *broker_id
 		const char *b = json_string_value(
 		    json_object_get(json_object_get(inst, "freeformTags"), ISC_TAG_BROKER));
 		if (cid && cid[0] && b && strcmp(b, broker_id) == 0)
-			sw->uses[sw->n_uses++] =
-			    (struct isc_sweep_use){cid, !ls || strcmp(ls, "TERMINATED") != 0};
+			isc_sweep_add(sw, cid, !ls || strcmp(ls, "TERMINATED") != 0);
 	}
-	sw->n_idle = isc_sweep_idle(sw->uses, sw->n_uses, sw->idle);
-	return isc_sweep_due(sw->scope, sw->uses, sw->n_uses, s->clock->now_ms(s->clock->ctx));
+	return isc_sweep_ready(sw, s->clock->now_ms(s->clock->ctx));
 }
 
 struct cluster_reap {
@@ -896,8 +874,7 @@ struct cluster_reap {
 	const char *broker_id;
 	const json_t *all;
 	struct isc_err *err;
-	const struct cluster_sweep *sw;
-	unsigned char *kept; /* kept[i]: idle[i] is listed ACTIVE and this sweep left it */
+	struct isc_sweep *sw; /* an idle cluster listed ACTIVE that this sweep leaves is kept */
 	size_t deletes, left;
 };
 
@@ -914,7 +891,6 @@ static int reap_cluster(void *ctx, const json_t *c)
 	const char *state = json_string_value(json_object_get(c, "lifecycleState"));
 	const char *broker = json_string_value(json_object_get(tags, ISC_TAG_BROKER));
 	const char *token = json_string_value(json_object_get(tags, "isc:token"));
-	unsigned char *kept = NULL;
 	size_t k;
 	int rc, deleted = 0;
 
@@ -922,9 +898,6 @@ static int reap_cluster(void *ctx, const json_t *c)
 	if (!id || !broker || strcmp(broker, r->broker_id) != 0 || !state ||
 	    strcmp(state, "ACTIVE") != 0)
 		return 0;
-	for (k = 0; k < r->sw->n_idle && !kept; k++)
-		if (strcmp(r->sw->idle[k], id) == 0)
-			kept = &r->kept[k];
 	if (token && isc_busy_names_has(&busy_clusters, token))
 		goto keep;
 	json_array_foreach(r->all, k, inst)
@@ -947,25 +920,18 @@ static int reap_cluster(void *ctx, const json_t *c)
 	        r->s->cfg.region, id);
 	return 0;
 keep:
-	if (kept)
-		*kept = 1;
+	isc_sweep_keep(r->sw, id);
 	return 0;
 }
 
 static void reconcile_clusters(struct oci_session *s, const char *broker_id, const json_t *all,
-                               const struct cluster_sweep *sw)
+                               struct isc_sweep *sw)
 {
 	struct isc_err err;
-	struct cluster_reap r = {s, broker_id, all, &err, sw, NULL, 0, 0};
-	const char **gone = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*gone));
-	size_t n_gone = 0;
+	struct cluster_reap r = {s, broker_id, all, &err, sw, 0, 0};
 	int cut = 0;
 
-	r.kept = calloc(sw->n_idle ? sw->n_idle : 1, sizeof(*r.kept));
-	if (!gone || !r.kept) {
-		isc_log(ISC_LOG_WARN, "oci %s: compute cluster reconcile: out of memory",
-		        s->cfg.region);
-	} else if (each_cluster(s, reap_cluster, &r, &cut, &err)) {
+	if (each_cluster(s, reap_cluster, &r, &cut, &err)) {
 		isc_log(ISC_LOG_WARN,
 		        "oci %s: compute cluster reconcile: %s (next describe retries)",
 		        s->cfg.region, err.msg);
@@ -976,13 +942,8 @@ static void reconcile_clusters(struct oci_session *s, const char *broker_id, con
 			    "oci %s: %zu more unused compute cluster(s) go at the next describes",
 			    s->cfg.region, r.left);
 		/* A walk cut short may not have reached a cluster: none counts as absent. */
-		for (size_t i = 0; !cut && i < sw->n_idle; i++)
-			if (!r.kept[i])
-				gone[n_gone++] = sw->idle[i];
-		isc_sweep_done(sw->scope, gone, n_gone, s->clock->now_ms(s->clock->ctx));
+		isc_sweep_finish(sw, !cut, s->clock->now_ms(s->clock->ctx));
 	}
-	free(r.kept);
-	free(gone);
 }
 
 static int nsgs_sweep_due(const struct oci_session *s, const char *broker_id, const json_t *all,
@@ -1018,10 +979,10 @@ static int oci_describe(struct isc_provider_session *ps, const char *broker_id,
 		nodes[n++] = ni;
 	}
 	if (s->compute_clusters) {
-		struct cluster_sweep sw;
+		struct isc_sweep sw;
 		if (clusters_sweep_due(s, broker_id, all, &sw))
 			reconcile_clusters(s, broker_id, all, &sw);
-		cluster_sweep_cleanup(&sw);
+		isc_sweep_cleanup(&sw);
 	}
 	if (s->tenant_isolation) {
 		char scope[700];
@@ -1085,14 +1046,52 @@ static int oci_terminate(struct isc_provider_session *ps, const char *const *ids
 
 /* ---- the training network ---- */
 
+/*
+ * The one walk of a subnet's security lists (lists: its securityListIds): the first
+ * whose ingress rules let all TCP in from cidr (isc_oci_rules_allow_training), its id
+ * into allowing ("" when none lets it in). The training check wants one; the tenants'
+ * check wants none.
+ */
+static int find_training_list(struct oci_session *s, const json_t *lists, const char *cidr,
+                              char allowing[257], struct isc_err *err)
+{
+	struct isc_http_response resp;
+	char path[512];
+	json_t *sl = NULL, *id;
+	size_t i;
+	int rc = 0;
+
+	allowing[0] = '\0';
+	isc_http_response_init(&resp);
+	json_array_foreach(lists, i, id)
+	{
+		struct call_ctx lc = {"GetSecurityList"};
+		const char *sid = json_string_value(id);
+		if (!sid || strlen(sid) > 256)
+			continue;
+		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
+		json_decref(sl);
+		if ((rc =
+		         oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err)))
+			break;
+		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
+		                                 cidr) == 1) {
+			snprintf(allowing, 257, "%s", sid);
+			break;
+		}
+	}
+	json_decref(sl);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
 static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"GetSubnet"};
-	char path[512], cidr[64], etag[256];
-	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	char path[512], cidr[64], etag[256], allowing[257];
+	json_t *subnet = NULL, *lists, *sl = NULL;
 	const char *c;
-	size_t i;
 	int rc, ok = 0;
 
 	if (subnet_known(s->subnet_id))
@@ -1110,23 +1109,9 @@ static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 		goto out;
 	}
 	snprintf(cidr, sizeof(cidr), "%s", c);
-	json_array_foreach(lists, i, id)
-	{
-		struct call_ctx lc = {"GetSecurityList"};
-		const char *sid = json_string_value(id);
-		if (!sid || strlen(sid) > 256)
-			continue;
-		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
-		json_decref(sl);
-		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
-		if (rc)
-			goto out;
-		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
-		                                 cidr) == 1) {
-			ok = 1;
-			break;
-		}
-	}
+	if ((rc = find_training_list(s, lists, cidr, allowing, err)))
+		goto out;
+	ok = allowing[0] != '\0';
 	if (!ok && s->manage_security_list && json_array_size(lists) > 0) {
 		/* UpdateSecurityList replaces the whole rule list: ours is appended, guarded by
 		 * the etag so a concurrent change is not lost. */
@@ -1135,8 +1120,6 @@ static int ensure_training_rule(struct oci_session *s, struct isc_err *err)
 		json_t *rules, *body = NULL;
 		char *text = NULL;
 		snprintf(path, sizeof(path), API "/securityLists/%s", sid ? sid : "");
-		json_decref(sl);
-		sl = NULL;
 		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &uc, &resp, &sl, err);
 		if (rc)
 			goto out;
@@ -1214,10 +1197,9 @@ static int check_tenant_subnet(struct oci_session *s, char vcn[256], struct isc_
 {
 	struct isc_http_response resp;
 	struct call_ctx cc = {"GetSubnet"};
-	char path[512], cidr[64];
-	json_t *subnet = NULL, *lists, *sl = NULL, *id;
+	char path[512], cidr[64], allowing[257];
+	json_t *subnet = NULL, *lists;
 	const char *c, *v;
-	size_t i;
 	int rc;
 
 	snprintf(path, sizeof(path), API "/subnets/%s", s->subnet_id);
@@ -1236,35 +1218,19 @@ static int check_tenant_subnet(struct oci_session *s, char vcn[256], struct isc_
 	}
 	snprintf(cidr, sizeof(cidr), "%s", c);
 	snprintf(vcn, 256, "%s", v);
-	json_array_foreach(lists, i, id)
-	{
-		struct call_ctx lc = {"GetSecurityList"};
-		const char *sid = json_string_value(id);
-		if (!sid || strlen(sid) > 256)
-			continue;
-		snprintf(path, sizeof(path), API "/securityLists/%s", sid);
-		json_decref(sl);
-		rc = oci_call_json(s, SVC_CORE, "GET", path, NULL, NULL, &lc, &resp, &sl, err);
-		if (rc)
-			goto out;
-		if (isc_oci_rules_allow_training(json_object_get(sl, "ingressSecurityRules"),
-		                                 cidr) == 1) {
-			rc = isc_err_set(
-			    err, ISC_EINVALID,
-			    "subnet %.120s: security list %.120s lets all TCP in from %s (the "
-			    "subnet), "
-			    "so the organisations on this tenancy would reach each other's nodes; "
-			    "remove that rule (each organisation's nodes get a network security "
-			    "group of their own) or set [providers.oci] tenant_isolation = "
-			    "\"never\" "
-			    "(docs/security.md, \"Tenants on the platform's account\")",
-			    s->subnet_id, sid, cidr);
-			goto out;
-		}
-	}
+	if (!(rc = find_training_list(s, lists, cidr, allowing, err)) && allowing[0])
+		rc = isc_err_set(
+		    err, ISC_EINVALID,
+		    "subnet %.120s: security list %.120s lets all TCP in from %s (the "
+		    "subnet), "
+		    "so the organisations on this tenancy would reach each other's nodes; "
+		    "remove that rule (each organisation's nodes get a network security "
+		    "group of their own) or set [providers.oci] tenant_isolation = "
+		    "\"never\" "
+		    "(docs/security.md, \"Tenants on the platform's account\")",
+		    s->subnet_id, allowing, cidr);
 out:
 	json_decref(subnet);
-	json_decref(sl);
 	isc_http_response_cleanup(&resp);
 	return rc;
 }

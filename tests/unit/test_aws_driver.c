@@ -11,6 +11,7 @@
 #include "providers/aws/ec2.h"
 #include "providers/provider.h"
 #include "providers/sweep.h"
+#include "tests/unit/driver_script.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -31,14 +32,7 @@
 
 /* ---- scripted transport ---- */
 
-struct step {
-	long status; /* 0: the connection fails */
-	char *body;  /* owned */
-};
-
 struct script {
-	struct step steps[32];
-	size_t n, pos;
 	char *sent[4096]; /* request bodies, owned */
 	char *host[4096]; /* Host header of each request */
 	size_t calls;
@@ -48,8 +42,7 @@ static struct script S;
 
 static void script_reset(void)
 {
-	for (size_t i = 0; i < S.n; i++)
-		free(S.steps[i].body);
+	driver_script_reset();
 	for (size_t i = 0; i < S.calls; i++) {
 		free(S.sent[i]);
 		free(S.host[i]);
@@ -57,24 +50,10 @@ static void script_reset(void)
 	memset(&S, 0, sizeof(S));
 }
 
-static void reply(long status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply(long status, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	assert_true(vasprintf(&S.steps[S.n].body, fmt, ap) >= 0);
-	va_end(ap);
-	S.steps[S.n++].status = status;
-}
-
-/* Any number of identical replies (terminate batching). */
-static int repeat_last;
-
 static int scripted_send(void *ctx, const struct isc_http_request *req, long timeout_ms,
                          long connect_timeout_ms, size_t max, struct isc_http_response *resp,
                          struct isc_err *err)
 {
-	const struct step *st;
 	(void)ctx, (void)timeout_ms, (void)connect_timeout_ms, (void)max;
 	assert_true(S.calls < 4096);
 	S.sent[S.calls] = strndup(req->body ? req->body : "", req->body_len);
@@ -85,15 +64,7 @@ static int scripted_send(void *ctx, const struct isc_http_request *req, long tim
 			S.host[S.calls] = strdup(req->headers[i].value);
 	}
 	S.calls++;
-	if (S.pos >= S.n && repeat_last && S.n)
-		S.pos = S.n - 1;
-	assert_true(S.pos < S.n);
-	st = &S.steps[S.pos++];
-	if (st->status == 0)
-		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused",
-		                   req->url);
-	resp->status = st->status;
-	return isc_buf_puts(&resp->body, st->body);
+	return driver_script_answer(req, S.calls, "refused", resp, err);
 }
 
 static const struct isc_http_transport scripted = {scripted_send, NULL};
@@ -204,7 +175,7 @@ static int setup(void **state)
 {
 	(void)state;
 	script_reset();
-	repeat_last = 0;
+	driver_script.repeat_last = 0;
 	slept_ms = 0;
 	clock_moved_ms = 0;
 	isc_sweep_forget_all(); /* each test is a process that has not swept yet */
@@ -1227,7 +1198,7 @@ static void test_terminate_batches(void **state)
 		ids[i] = idbuf[i];
 	}
 	reply(200, "<TerminateInstancesResponse><instancesSet/></TerminateInstancesResponse>");
-	repeat_last = 1;
+	driver_script.repeat_last = 1;
 	assert_int_equal(s->provider->terminate(s, ids, 2500, &err), 0);
 	assert_int_equal(S.calls, 3);
 	assert_true(sent_has(0, "InstanceId.1000=i-00999"));

@@ -12,6 +12,7 @@
 #include "providers/gcp/gcp_int.h"
 #include "providers/provider.h"
 #include "providers/sweep.h"
+#include "tests/unit/driver_script.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -368,22 +369,14 @@ static void test_error_envelope(void **state)
 
 /* ---- scripted transport ---- */
 
-struct step {
-	long status; /* 0: the connection fails */
-	char *body;
-};
-
 static struct {
-	struct step steps[64];
-	size_t n, pos;
 	char *url[256], *method[256], *body[256], *auth[256];
 	size_t calls;
 } S;
 
 static void script_reset(void)
 {
-	for (size_t i = 0; i < S.n; i++)
-		free(S.steps[i].body);
+	driver_script_reset();
 	for (size_t i = 0; i < S.calls; i++) {
 		free(S.url[i]);
 		free(S.method[i]);
@@ -394,20 +387,9 @@ static void script_reset(void)
 	isc_gcp_token_cache_clear(); /* every scripted case starts with a token exchange */
 }
 
-static void reply(long status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply(long status, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	assert_true(vasprintf(&S.steps[S.n].body, fmt, ap) >= 0);
-	va_end(ap);
-	S.steps[S.n++].status = status;
-}
-
 static int scripted_send(void *ctx, const struct isc_http_request *req, long t1, long t2,
                          size_t max, struct isc_http_response *resp, struct isc_err *err)
 {
-	const struct step *st;
 	(void)ctx, (void)t1, (void)t2, (void)max;
 	assert_true(S.calls < 256);
 	S.url[S.calls] = strdup(req->url);
@@ -419,13 +401,7 @@ static int scripted_send(void *ctx, const struct isc_http_request *req, long t1,
 	/* The key never travels: only the signature made with it. */
 	assert_null(strstr(S.body[S.calls], "PRIVATE KEY"));
 	S.calls++;
-	assert_true(S.pos < S.n);
-	st = &S.steps[S.pos++];
-	if (st->status == 0)
-		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection refused",
-		                   req->url);
-	resp->status = st->status;
-	return isc_buf_puts(&resp->body, st->body);
+	return driver_script_answer(req, S.calls, "refused", resp, err);
 }
 
 static const struct isc_http_transport scripted = {scripted_send, NULL};

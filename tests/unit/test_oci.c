@@ -13,6 +13,7 @@
 #include "providers/oci/oci_sign.h"
 #include "providers/provider.h"
 #include "providers/sweep.h"
+#include "tests/unit/driver_script.h"
 #include "tests/unit/mock_control.h"
 
 #include <setjmp.h>
@@ -510,29 +511,18 @@ static void test_training_rules(void **state)
 
 /* ---- the driver over a scripted transport ---- */
 
-struct step {
-	long status; /* 0: the connection fails */
-	char *body;
-	char *headers;
-};
-
 struct sent {
 	char *method, *url, *body, *retry_token, *auth, *if_match;
 };
 
 static struct {
-	struct step steps[64];
-	size_t n, pos;
 	struct sent sent[256];
 	size_t calls;
 } S;
 
 static void script_reset(void)
 {
-	for (size_t i = 0; i < S.n; i++) {
-		free(S.steps[i].body);
-		free(S.steps[i].headers);
-	}
+	driver_script_reset();
 	for (size_t i = 0; i < S.calls; i++) {
 		free(S.sent[i].method);
 		free(S.sent[i].url);
@@ -543,20 +533,6 @@ static void script_reset(void)
 	}
 	memset(&S, 0, sizeof(S));
 }
-
-static void reply_h(long status, const char *headers, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_h(long status, const char *headers, const char *fmt, ...)
-{
-	va_list ap;
-	assert_true(S.n < 64);
-	va_start(ap, fmt);
-	assert_true(vasprintf(&S.steps[S.n].body, fmt, ap) >= 0);
-	va_end(ap);
-	S.steps[S.n].headers = strdup(headers ? headers : "");
-	S.steps[S.n++].status = status;
-}
-#define reply(status, ...) reply_h(status, NULL, __VA_ARGS__)
 
 static char *header_of(const struct isc_http_request *req, const char *name)
 {
@@ -570,7 +546,6 @@ static int scripted_send(void *ctx, const struct isc_http_request *req, long tim
                          long connect_timeout_ms, size_t max, struct isc_http_response *resp,
                          struct isc_err *err)
 {
-	const struct step *st;
 	struct sent *s;
 	(void)ctx, (void)timeout_ms, (void)connect_timeout_ms, (void)max;
 	assert_true(S.calls < 256);
@@ -582,17 +557,7 @@ static int scripted_send(void *ctx, const struct isc_http_request *req, long tim
 	s->auth = header_of(req, "authorization");
 	s->if_match = header_of(req, "if-match");
 	assert_non_null(s->auth);
-	if (S.pos >= S.n) {
-		print_error("unscripted call %zu: %s %s\n", S.calls, req->method, req->url);
-		fail();
-	}
-	st = &S.steps[S.pos++];
-	if (st->status == 0)
-		return isc_err_set(err, ISC_ETRANSIENT, "cannot reach %s: Connection reset",
-		                   req->url);
-	resp->status = st->status;
-	isc_buf_puts(&resp->headers, st->headers);
-	return isc_buf_puts(&resp->body, st->body);
+	return driver_script_answer(req, S.calls, "reset", resp, err);
 }
 
 static const struct isc_http_transport scripted = {scripted_send, NULL};

@@ -100,6 +100,19 @@ static void test_money_exact(void **state)
 	assert_string_equal(isc_money_decimal(-5000000, b, sizeof(b)), "-5.000000");
 }
 
+/* A reply's NAME_micros as the CLI prints it: exact dollars; missing reads as $0.00. */
+static void test_json_dollars(void **state)
+{
+	char b[ISC_MONEY_TEXT_MAX];
+	json_t *o = json_pack("{s:I,s:I}", "spent_micros", (json_int_t)1499965784, "held_micros",
+	                      (json_int_t)-250000);
+	(void)state;
+	assert_string_equal(isc_json_dollars(o, "spent_micros", b, sizeof(b)), "$1499.965784");
+	assert_string_equal(isc_json_dollars(o, "held_micros", b, sizeof(b)), "-$0.25");
+	assert_string_equal(isc_json_dollars(o, "absent_micros", b, sizeof(b)), "$0.00");
+	json_decref(o);
+}
+
 /* Cells pad by display width: wide characters take two columns, combining marks none. */
 static void test_display_width(void **state)
 {
@@ -199,6 +212,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_columns_sized_to_content),
 	    cmocka_unit_test(test_money_exact),
+	    cmocka_unit_test(test_json_dollars),
 	    cmocka_unit_test(test_display_width),
 	    cmocka_unit_test(test_json_money),
 	    cmocka_unit_test(test_json_print),
