@@ -310,8 +310,15 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 	if ((rc = scan("token", argc, argv, 2, opts, &json, pos, 1, &npos)))
 		return rc;
 	if (strcmp(argv[1], "create") == 0) {
+		/* iscd names the body's field; isc create's user gave --expires. */
+		static const char *const words[] = {
+		    "expires_in_s: a number of seconds up to 10 years",
+		    "--expires: a duration up to 10 years (3650d)",
+		    "expires_in_s is required", "--expires is required", "expires_in_s",
+		    "--expires", NULL};
 		json_t *body = json_object();
 		long long secs = 0;
+		cli->words = words;
 		if (npos)
 			return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
 		if (expires && (secs = parse_duration(expires)) < 0) {
@@ -422,6 +429,9 @@ int cmd_audit(struct isc_cli *cli, int argc, char **argv)
 	}
 	if ((rc = scan("audit", argc, argv, 1, opts, &json, pos, 0, &npos)))
 		return rc;
+	/* iscd's words for the query are this command's flags. */
+	static const char *const words[] = {"(org=)", "(--org ORG)", "limit: ", "--limit: ", NULL};
+	cli->words = words;
 	if (!(path = strdup("/v1/audit")) || isc_client_query_add(&path, "org", org) ||
 	    isc_client_query_add(&path, "limit", limit)) {
 		free(path);
