@@ -314,8 +314,11 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 		static const char *const words[] = {
 		    "expires_in_s: a number of seconds up to 10 years",
 		    "--expires: a duration up to 10 years (3650d)",
-		    "expires_in_s is required", "--expires is required", "expires_in_s",
-		    "--expires", NULL};
+		    "expires_in_s is required",
+		    "--expires is required",
+		    "expires_in_s",
+		    "--expires",
+		    NULL};
 		json_t *body = json_object();
 		long long secs = 0;
 		cli->words = words;

@@ -573,8 +573,7 @@ int isc_store_experiment_request_cancel_by(struct isc_store *s, const char *id, 
 	return rc;
 }
 
-void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out,
-                                        size_t cap)
+void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out, size_t cap)
 {
 	struct isc_event *ev = NULL;
 	struct isc_err err;

@@ -123,8 +123,7 @@ int isc_store_experiment_request_cancel_by(struct isc_store *s, const char *id, 
  * last cancel_requested event, "cancelled by user" when there is none or it cannot be
  * read (the stop goes on either way).
  */
-void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out,
-                                        size_t cap);
+void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out, size_t cap);
 void isc_experiment_cleanup(struct isc_experiment *e);
 void isc_experiment_list_free(struct isc_experiment *list, size_t n);
 

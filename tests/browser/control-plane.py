@@ -417,7 +417,7 @@ def scenarios(d, tok, users):
         check(f"project {name} is listed with its id to copy",
               r and r.find("button.copy").attr("data-copy") == p["id"])
     vision = d.find(f'#projects tbody tr[data-project="{projects["vision"]["id"]}"] td.num')
-    check("the budget is shown", vision and vision.text() == "$250.00", vision and vision.text())
+    check("the budget is shown", vision and vision.text() == "$250.000000", vision and vision.text())
     d.find("#budget-project").select("vision")
     d.find("#budget-amount").type("312.5")
     d.find("#budget button[type=submit]").click()
@@ -525,7 +525,7 @@ def scenarios(d, tok, users):
           (by_project, want_by))
     gt = d.find("#spend tfoot tr.grand-total td.num")
     check("the table's total is the API's, to the micro-dollar",
-          gt.text() == api["total"] and gt.attr("data-micros") == str(api["total_micros"]),
+          gt.text() == "$" + api["total"] and gt.attr("data-micros") == str(api["total_micros"]),
           (gt.text(), api["total"]))
     day_rows = sum(int(td.attr("data-micros")) for td in d.find_all("#spend tbody td.num"))
     check("the table's day rows add up to the total", day_rows == api["total_micros"])
@@ -569,6 +569,8 @@ def scenarios(d, tok, users):
     goto(d, "spend.html")
     err = d.wait(lambda: d.find("#error:not([hidden])"), 10)
     check("a member's Spend page is refused, no chart", err and not d.find("#chart"))
+    check("...and nothing under the refusal (no filters, no table)",
+          d.find("#report") is not None and d.find("#report").prop("hidden") is True)
     goto(d, "datasets.html")
     check("a member sees the organisation's datasets",
           d.wait(lambda: d.find('#datasets tbody tr[data-dataset="cp-mnist"]'), 10))
