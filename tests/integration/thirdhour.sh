@@ -21,11 +21,15 @@ trap 'iscd_api_stop; rm -rf "$tmp"' EXIT
 # project vision each, users alice (member of acme) and fin (finance of acme), and bearer
 # tokens stored as iscd stores them (their SHA-256): th_tok[operator|alice|fin]. th_isc
 # runs isc on that home (as the operator, on the socket); th_as WHO runs a command with
-# WHO's token over TCP (th_api must be running).
+# WHO's token over TCP (th_api must be running). On PostgreSQL (ISC_STORE_URL, the suite's
+# own database) each block starts from an empty database, as on SQLite from a new file.
 declare -A th_tok
 th_setup() {
 	th_home=$tmp/$1/home
 	mkdir -p "$tmp/$1"
+	if store_is_pg; then
+		store_sql "SET client_min_messages = warning; DROP SCHEMA public CASCADE; CREATE SCHEMA public;" >/dev/null || return 1
+	fi
 	"$ISC_BIN/isc" --home "$th_home" init >/dev/null || return 1
 	{ echo 'api_listen = "127.0.0.1:0"'; cat "$th_home/config.toml"; } >"$th_home/config.new"
 	mv "$th_home/config.new" "$th_home/config.toml"
