@@ -148,8 +148,11 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv)
 	if (strcmp(argv[1], "add") == 0) {
 		if ((rc = scan("user", argc, argv, 2, NULL, NULL, pos, 1, &npos)))
 			return rc;
+		/* iscd names the body's field; here it is the NAME argument. */
+		static const char *const words[] = {"name: 1 to 64", "NAME: 1 to 64", NULL};
 		if (npos != 1)
 			return isc_cli_usage_error("user", "usage: isc user add NAME");
+		cli->words = words;
 		if ((rc = isc_client_json(cli, "POST", "/v1/users",
 		                          json_pack("{s:s}", "name", pos[0]), NULL)))
 			return rc;

@@ -175,6 +175,8 @@ check "10: audit without --org names --org" grep -qF 'name one (--org ORG)' "$tm
 check "10: ...and not org=: $(cat "$tmp/10/audit.err")" bash -c "! grep -qF 'org=' '$tmp/10/audit.err'"
 th_isc audit --limit 0 >/dev/null 2>"$tmp/10/limit.err"
 check "10: audit --limit 0 names --limit: $(cat "$tmp/10/limit.err")" grep -qF -- "--limit: '0' is not a page size" "$tmp/10/limit.err"
+th_isc user add 'a b' >/dev/null 2>"$tmp/10/user.err"
+check "10: user add of a bad name names its NAME: $(cat "$tmp/10/user.err")" grep -qF "isc: error: NAME: 1 to 64 characters" "$tmp/10/user.err"
 iscd_api_stop
 
 # ---- 11. a project's budget, spend and remaining: isc project show and list ----
