@@ -365,6 +365,9 @@ def scenarios(d, tok, users):
     exp2 = launch(ticker, tok["alice"])
     row = d.wait(lambda: exp_row(d, exp2), 20)
     check("a second experiment appears without reloading the page", row)
+    check("its row says who launched it and its project's name",
+          row and row.find("td.launched-by").text() == alice and row.find("td.project").text() == "demo",
+          row and (row.find("td.launched-by").text(), row.find("td.project").text()))
     d.wait(lambda: d.find(f'button.open[data-id="{exp2}"]'), 10).click()
     check("it runs", d.wait(lambda: d.find("#d-status").text() == "running", 90), d.find("#d-status").text())
     def last_tick():
@@ -395,6 +398,13 @@ def scenarios(d, tok, users):
     check("the experiment is cancelled", d.wait(lambda: d.find("#d-status").text() == "cancelled", 90),
           d.find("#d-status").text())
     check("isc agrees", status_of(exp2) == "cancelled", status_of(exp2))
+    st = isc_json("status", exp2)
+    check("the broker's stop names who cancelled, in the reason and the timeline",
+          st["status_reason"] == "cancelled by " + alice
+          and any(e["message"] == "cancel requested by " + alice for e in st["events"]),
+          (st["status_reason"], [e["message"] for e in st["events"] if "cancel" in e["kind"]]))
+    check("the page's timeline says who asked",
+          d.wait(lambda: ("cancel requested by " + alice) in d.find("#events").text(), 10))
 
     # ---- an experiment named like markup is text ----
     exp3 = launch(launch_file("xss.isc", "fails.isc", XSS), tok["alice"])
