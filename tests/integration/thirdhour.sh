@@ -235,13 +235,16 @@ check "12: ...and the final reason: cancelled by alice" bash -c "'$ISC_BIN/isc' 
 th_browser 12 <<'PY'
 sign_in(d, TOK["operator"], "experiments.html")
 d.find("#org").select("acme")
-row = d.wait(lambda: d.find('#experiments tbody tr[data-id="exp_00000000000000a2"]'), 15)
-CHECK("12: the Experiments page lists acme's experiment", row)
-if row:
-    CHECK("12: ...with its project's name, not its id", row.find("td.project").text() == "vision", row.find("td.project").text())
-    CHECK("12: ...and who launched it", row.find("td.launched-by").text() == "alice", row.find("td.launched-by").text())
-    heads = [h.text() for h in d.find_all("#experiments thead th")]
-    CHECK("12: ...under a Launched by heading", "Launched by" in heads, heads)
+# The list is drawn again every 2 s: each cell is read inside a wait, which tries again
+# when the row it found was replaced meanwhile.
+row = '#experiments tbody tr[data-id="exp_00000000000000a2"] '
+CHECK("12: the Experiments page lists acme's experiment", d.wait(lambda: d.find(row), 15))
+proj = d.wait(lambda: d.find(row + "td.project").text(), 10)
+CHECK("12: ...with its project's name, not its id", proj == "vision", proj)
+who = d.wait(lambda: d.find(row + "td.launched-by").text(), 10)
+CHECK("12: ...and who launched it", who == "alice", who)
+heads = [h.text() for h in d.find_all("#experiments thead th")]
+CHECK("12: ...under a Launched by heading", "Launched by" in heads, heads)
 PY
 iscd_api_stop
 
@@ -278,8 +281,7 @@ CHECK("13: the status line's total too", status.endswith(", $0.127667 in all"), 
 d.get(URL + "/experiments.html")
 d.wait_css("body[data-ready]", 20)
 d.find("#org").select("acme")
-row = d.wait(lambda: d.find('#experiments tbody tr[data-id="exp_00000000000000c1"]'), 15)
-cost = row and row.find("td.num[data-micros]").text()
+cost = d.wait(lambda: d.find('#experiments tbody tr[data-id="exp_00000000000000c1"] td.num[data-micros]').text(), 15)
 CHECK("13: an experiment's Cost has the same six places", cost == "$0.007440", cost)
 sign_in(d, TOK["alice"], "spend.html")
 err = d.wait(lambda: d.find("#error:not([hidden])"), 10)
