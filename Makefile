@@ -1,6 +1,7 @@
 # isc-broker build. `make` builds bin/isc, bin/iscd and bin/toml-decode;
 # `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
-# and runs every test; `make deps` installs the Debian packages needed.
+# and runs every test; `make deps` installs the Debian packages that build and run
+# isc, `make test-deps` also what the tests use (scripts/install-deps).
 
 PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libpq libarchive libmicrohttpd
 CC      ?= cc
@@ -63,7 +64,7 @@ ISC_COMMIT  := $(shell scripts/build-commit)
 WEB_SRCS := $(wildcard web/*.html web/*.css web/*.js web/*.svg)
 WEB_OUT  := $(WEB_SRCS:web/%=$(BUILD)/share/isc/web/%)
 
-.PHONY: all programs units benches check deps demo bench fuzz format format-check clean toml-test
+.PHONY: all programs units benches check deps demo-deps test-deps install demo bench fuzz format format-check clean toml-test
 
 all: programs
 ifeq ($(BUILD),build/release)
@@ -72,6 +73,14 @@ ifeq ($(BUILD),build/release)
 endif
 
 programs: $(PROGS) $(WEB_OUT)
+
+# isc and iscd on PATH (README, "Using it"): under PREFIX, with the pages where iscd
+# looks for them (its own folder's ../share/isc/web).
+PREFIX ?= /usr/local
+install: programs
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isc/web
+	install -m 755 $(BUILD)/bin/isc $(BUILD)/bin/iscd $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(WEB_OUT) $(DESTDIR)$(PREFIX)/share/isc/web/
 units: $(UNIT_BINS) $(HOLLOW_BINS)
 benches: $(BENCH_BINS) $(HOLLOW_BINS)
 
@@ -133,26 +142,33 @@ $(BUILD)/tests/hollow-drive: $(BUILD)/obj/tests/hollow/hollow_drive.o $(LIB)
 	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
 
 # The test suite runs on the sanitizer build.
-check: deps format-check
+check: test-deps format-check
 	$(MAKE) --no-print-directory SAN=1 BUILD=build/asan programs units
 	ISC_BIN=$(CURDIR)/build/asan/bin ISC_TESTS=$(CURDIR)/build/asan/tests tests/run-all
 
 toml-test: programs
 	tests/toml-test/run $(BUILD)/bin/toml-decode
 
-bench: deps
+bench: demo-deps
 	$(MAKE) --no-print-directory all benches
 	tests/bench/run
 
-demo: deps
+demo: demo-deps
 	$(MAKE) --no-print-directory all
 	tests/demo
 
-fuzz: deps
+fuzz: demo-deps
 	tests/fuzz/run
 
+# What building and running need (Debian packages); the demo, benchmarks and fuzzing also
+# need the test packages (sshd nodes, Python mocks, clang); the checks also the official
+# npm clients of the mock-fidelity suites (about 137 MB from the npm registry).
 deps:
 	@scripts/install-deps
+demo-deps:
+	@scripts/install-deps --tests
+test-deps:
+	@scripts/install-deps --tests --npm
 
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h')
 format:

@@ -42,7 +42,9 @@ static int experiment_row_write(struct isc_buf *b, const struct isc_experiment_v
 	rc = rc ? rc : isc_json_out_str_member(b, "id", e->id, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "name", e->name, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "project_id", e->project_id, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "project", e->project_name, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "org", e->org_name, &first);
+	rc = rc ? rc : isc_json_out_str_member(b, "launched_by", e->owner, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "compute_mode", e->compute_mode, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "gpus", e->gpus, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "nnodes", e->nnodes, &first);
@@ -438,7 +440,9 @@ static void experiment_cancel(struct isc_api_call *c)
 	if (!visible_experiment(c, &e))
 		return;
 	isc_err_clear(&err);
-	if (isc_store_experiment_request_cancel(c->store, e.id, &err))
+	/* Who asked goes into the timeline and the final reason (issue 47). */
+	if (isc_store_experiment_request_cancel_by(
+	        c->store, e.id, c->is_operator || !c->user ? "the operator" : c->user, &err))
 		isc_api_reply_err(c, &err);
 	else
 		isc_api_reply_json(c, 200,

@@ -245,7 +245,7 @@ static void keys_remove(struct isc_api_call *c)
 	} else if (!force) {
 		isc_api_reply_error(c, 409,
 		                    "key %s has %lld live cluster(s); they must end first (or use "
-		                    "force to cancel their experiments and wait for them to be "
+		                    "force=1 to cancel their experiments and wait for them to be "
 		                    "terminated)",
 		                    k.id, (long long)live);
 	} else {
@@ -256,9 +256,12 @@ static void keys_remove(struct isc_api_call *c)
 			isc_api_reply_err(c, &err);
 		} else {
 			json_t *cancelled = json_array();
+			char by[160];
+			snprintf(by, sizeof(by), "%s (isc keys remove --force %s)",
+			         c->is_operator || !c->user ? "the operator" : c->user, k.id);
 			for (size_t i = 0; i < n; i++) {
-				if (isc_store_experiment_request_cancel(c->store, exps[i], &err) ==
-				    0)
+				if (isc_store_experiment_request_cancel_by(c->store, exps[i], by,
+				                                           &err) == 0)
 					json_array_append_new(cancelled, json_string(exps[i]));
 				free(exps[i]);
 			}

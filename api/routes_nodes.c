@@ -160,9 +160,9 @@ static void nodes_add(struct isc_api_call *c)
 	answered = probe_new(c, &probe, &err);
 	if (answered == ISC_ECONFLICT && !json_is_true(force_v)) {
 		isc_api_reply_error(c, 409,
-		                    "node %s@%s does not answer: %s; not added (with --force, "
-		                    "\"force\": true, it is added unreachable, and iscd marks it "
-		                    "up once it answers)",
+		                    "node %s@%s does not answer: %s; not added (with \"force\": "
+		                    "true it is added unreachable, and iscd marks it up once it "
+		                    "answers)",
 		                    user, hp, probe.reason);
 		goto out;
 	}

@@ -77,6 +77,33 @@ static json_t *project_json(const struct isc_project *p)
 }
 
 /*
+ * A project's money beside its budget (`isc project show`, issue 47): spent, held
+ * (reserved) and remaining (null without a budget), for the callers who read the
+ * org's money (its admins and finance, the operator); a member's rows have none.
+ * 0, or -1 when a reply (the error) was sent.
+ */
+static int project_money_add(struct isc_api_call *c, const struct isc_project *p, json_t *o)
+{
+	struct isc_project_money pm;
+	struct isc_err err;
+	enum isc_role r = c->is_operator ? ISC_ROLE_ADMIN : isc_api_role(c, p->org_id);
+
+	if (c->status >= 500)
+		return -1;
+	if (!(r & (ISC_ROLE_ADMIN | ISC_ROLE_FINANCE)))
+		return 0;
+	isc_err_clear(&err);
+	if (isc_project_money_get(c->store, p->id, &pm, &err)) {
+		isc_api_reply_err(c, &err);
+		return -1;
+	}
+	isc_json_money(o, "spent", pm.spent_micros);
+	isc_json_money(o, "reserved", pm.reserved_micros);
+	isc_json_money_or_null(o, "remaining", p->has_budget, pm.remaining_micros);
+	return 0;
+}
+
+/*
  * GET /v1/projects[?org=O&limit=N&after=CURSOR]: the projects of the orgs the
  * caller belongs to, by org then name, a page at a time (the cursor: ORG/NAME of
  * the page's last project).
@@ -105,8 +132,16 @@ static void projects_list(struct isc_api_call *c)
 		return;
 	}
 	arr = json_array();
-	for (size_t i = 0; i < n && i < page.limit; i++)
-		json_array_append_new(arr, project_json(&list[i]));
+	for (size_t i = 0; i < n && i < page.limit; i++) {
+		json_t *o = project_json(&list[i]);
+		json_array_append_new(arr, o);
+		if (project_money_add(c, &list[i], o)) {
+			json_decref(arr);
+			isc_project_list_free(list, n);
+			isc_org_cleanup(&org);
+			return;
+		}
+	}
 	if (n > page.limit) {
 		char cursor[sizeof(c->next_cursor)];
 		snprintf(cursor, sizeof(cursor), "%s/%s", list[page.limit - 1].org_name,

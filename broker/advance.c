@@ -2009,9 +2009,12 @@ void broker_advance(struct isc_broker *b, struct isc_store *s, const char *exper
 	        ISC_BURST_OWNER_BROKER)
 		goto out;
 	step = isc_burst_step_for(st, e.cancel_requested, e.next_attempt_ms, isc_store_now_ms());
-	if (step == ISC_BURST_STEP_STOP && st != ISC_BURST_STOPPING &&
-	    begin_stop(s, &e, "cancelled", "cancelled by user") != 0)
-		goto out;
+	if (step == ISC_BURST_STEP_STOP && st != ISC_BURST_STOPPING) {
+		char why[256];
+		isc_store_experiment_cancel_reason(s, e.id, why, sizeof(why));
+		if (begin_stop(s, &e, "cancelled", why) != 0)
+			goto out;
+	}
 	drain(b, s, &e); /* a drain a crash cut short; normally there is none */
 	switch (step) {
 	case ISC_BURST_STEP_STOP:

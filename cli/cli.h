@@ -12,6 +12,8 @@ enum { ISC_EXIT_OK = 0, ISC_EXIT_FAIL = 1, ISC_EXIT_USAGE = 2 };
 
 struct isc_cli {
 	char *home; /* resolved ISC_HOME, owned */
+	/* The command's words for the API's (cli/client.h, isc_client_fail_in); NULL: none. */
+	const char *const *words;
 };
 
 /* "isc: error: <message>" on stderr. */

@@ -223,20 +223,62 @@ int isc_client_ping(struct isc_cli *cli)
 	return 1;
 }
 
-int isc_client_fail(const struct isc_reply *r)
+/* msg with every words[2k] rewritten as words[2k + 1], in order (caller frees); NULL out of
+ * memory. */
+static char *words_rewritten(const char *msg, const char *const *words)
+{
+	char *text = strdup(msg);
+
+	for (size_t k = 0; text && words && words[k] && words[k + 1]; k += 2) {
+		size_t from = strlen(words[k]), to = strlen(words[k + 1]), n = 0;
+		char *p, *out, *w;
+		for (p = strstr(text, words[k]); p; p = strstr(p + from, words[k]))
+			n++;
+		if (!n || !(out = malloc(strlen(text) + n * to + 1 - n * from))) {
+			if (n) {
+				free(text);
+				text = NULL;
+			}
+			continue;
+		}
+		w = out;
+		for (const char *q = text; (p = strstr(q, words[k])); q = p + from) {
+			memcpy(w, q, (size_t)(p - q));
+			w += p - q;
+			memcpy(w, words[k + 1], to);
+			w += to;
+			if (!strstr(p + from, words[k]))
+				strcpy(w, p + from);
+		}
+		free(text);
+		text = out;
+	}
+	return text;
+}
+
+int isc_client_fail_in(const struct isc_reply *r, const char *const *words)
 {
 	json_t *o = json_loadb(r->body ? r->body : "", r->len, 0, NULL);
 	const char *msg = json_string_value(json_object_get(o, "error"));
 	const char *problems = json_string_value(json_object_get(o, "problems"));
 
-	if (problems)
+	if (problems) {
+		/* A launch file's problems name its own fields: they stay as they are. */
 		fputs(problems, stderr);
-	else if (msg)
-		isc_cli_errorf("%s", msg);
-	else
+	} else if (msg) {
+		char *said = words_rewritten(msg, words);
+		isc_cli_errorf("%s", said ? said : msg);
+		free(said);
+	} else {
 		isc_cli_errorf("iscd answered HTTP %ld", r->status);
+	}
 	json_decref(o);
 	return ISC_EXIT_FAIL;
+}
+
+int isc_client_fail(const struct isc_reply *r)
+{
+	return isc_client_fail_in(r, NULL);
 }
 
 int isc_client_json(struct isc_cli *cli, const char *method, const char *path, json_t *body,
@@ -255,7 +297,7 @@ int isc_client_json(struct isc_cli *cli, const char *method, const char *path, j
 	if (rc)
 		return rc;
 	if (r.status < 200 || r.status > 299) {
-		rc = isc_client_fail(&r);
+		rc = isc_client_fail_in(&r, cli->words);
 	} else if (out && !(*out = json_loadb(r.body, r.len, 0, &jerr))) {
 		isc_cli_errorf("iscd sent a reply that is not JSON: %s", jerr.text);
 		rc = ISC_EXIT_FAIL;
@@ -285,7 +327,7 @@ int isc_client_json_all_pages(struct isc_cli *cli, const char *path, json_t **ou
 		if ((rc = isc_client_request(cli, "GET", url, NULL, 0, &r)))
 			break;
 		if (r.status < 200 || r.status > 299) {
-			rc = isc_client_fail(&r);
+			rc = isc_client_fail_in(&r, cli->words);
 		} else if (!(page = json_loadb(r.body, r.len, 0, &jerr)) || !json_is_array(page)) {
 			isc_cli_errorf("iscd sent a listing that is not a JSON array%s%s",
 			               page ? "" : ": ", page ? "" : jerr.text);
@@ -424,7 +466,7 @@ int isc_client_secret_json(struct isc_cli *cli, const char *what, const char *me
 	if (rc)
 		return rc;
 	if (r.status != want) {
-		rc = isc_client_fail(&r);
+		rc = isc_client_fail_in(&r, cli->words);
 	} else if (!(*out = json_loadb(r.body, r.len, 0, NULL))) {
 		isc_cli_errorf("iscd sent a reply that is not JSON");
 		rc = ISC_EXIT_FAIL;

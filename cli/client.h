@@ -74,6 +74,15 @@ int isc_client_secret_transport_ok(const char *what);
 
 /* Prints the error of a non-2xx reply as "isc: error: MESSAGE"; returns ISC_EXIT_FAIL. */
 int isc_client_fail(const struct isc_reply *r);
+/*
+ * The same in a command's own words (issue 47): iscd's messages name the API's fields
+ * ("expires_in_s", "\"force\": true", "(org=)"), which a user of isc never typed.
+ * words is NULL or pairs {"API's words", "the command's words", ..., NULL}: each
+ * occurrence in the message is rewritten, pair by pair, before it is printed. The
+ * calls above (isc_client_json, _all_pages, _secret_json) use cli->words, which a
+ * command sets before them.
+ */
+int isc_client_fail_in(const struct isc_reply *r, const char *const *words);
 
 /*
  * Appends "&key=value" (or "?key=value" for the first) to a path being built,

@@ -148,8 +148,11 @@ int cmd_user(struct isc_cli *cli, int argc, char **argv)
 	if (strcmp(argv[1], "add") == 0) {
 		if ((rc = scan("user", argc, argv, 2, NULL, NULL, pos, 1, &npos)))
 			return rc;
+		/* iscd names the body's field; here it is the NAME argument. */
+		static const char *const words[] = {"name: 1 to 64", "NAME: 1 to 64", NULL};
 		if (npos != 1)
 			return isc_cli_usage_error("user", "usage: isc user add NAME");
+		cli->words = words;
 		if ((rc = isc_client_json(cli, "POST", "/v1/users",
 		                          json_pack("{s:s}", "name", pos[0]), NULL)))
 			return rc;
@@ -310,8 +313,18 @@ int cmd_token(struct isc_cli *cli, int argc, char **argv)
 	if ((rc = scan("token", argc, argv, 2, opts, &json, pos, 1, &npos)))
 		return rc;
 	if (strcmp(argv[1], "create") == 0) {
+		/* iscd names the body's field; isc create's user gave --expires. */
+		static const char *const words[] = {
+		    "expires_in_s: a number of seconds up to 10 years",
+		    "--expires: a duration up to 10 years (3650d)",
+		    "expires_in_s is required",
+		    "--expires is required",
+		    "expires_in_s",
+		    "--expires",
+		    NULL};
 		json_t *body = json_object();
 		long long secs = 0;
+		cli->words = words;
 		if (npos)
 			return isc_cli_usage_error("token", "unexpected argument '%s'", pos[0]);
 		if (expires && (secs = parse_duration(expires)) < 0) {
@@ -422,6 +435,9 @@ int cmd_audit(struct isc_cli *cli, int argc, char **argv)
 	}
 	if ((rc = scan("audit", argc, argv, 1, opts, &json, pos, 0, &npos)))
 		return rc;
+	/* iscd's words for the query are this command's flags. */
+	static const char *const words[] = {"(org=)", "(--org ORG)", "limit: ", "--limit: ", NULL};
+	cli->words = words;
 	if (!(path = strdup("/v1/audit")) || isc_client_query_add(&path, "org", org) ||
 	    isc_client_query_add(&path, "limit", limit)) {
 		free(path);

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/lib/table.h"
 #include "config/config.h"
+#include "credits/money.h"
 #include "shapes/catalog_import.h"
 #include "store/store_copy.h"
 
@@ -201,34 +202,61 @@ static int project_add(struct isc_cli *cli, int argc, char **argv)
 	return ISC_EXIT_OK;
 }
 
+/*
+ * Money member key of p as isc prints money ("$12.50"), into out: "none" when it is
+ * null (no budget), NULL ("-" in a table) when p has no such member (a member of the
+ * org, who does not read its money).
+ */
+static const char *project_money(json_t *p, const char *key, char *out, size_t cap)
+{
+	json_t *v = json_object_get(p, key);
+	if (!v)
+		return NULL;
+	if (!json_is_integer(v))
+		return "none";
+	return isc_money_dollars(json_integer_value(v), out, cap);
+}
+
 static void project_row(json_t *p, const char **cells, char (*buf)[ISC_TABLE_CELL])
 {
-	(void)buf;
 	cells[0] = isc_json_str(p, "id");
 	cells[1] = isc_json_str(p, "org");
 	cells[2] = isc_json_str(p, "name");
+	cells[3] = project_money(p, "budget_micros", buf[3], ISC_TABLE_CELL);
+	cells[4] = project_money(p, "spent_micros", buf[4], ISC_TABLE_CELL);
+	cells[5] = project_money(p, "reserved_micros", buf[5], ISC_TABLE_CELL);
+	cells[6] = project_money(p, "remaining_micros", buf[6], ISC_TABLE_CELL);
+}
+
+/* Every project of org (NULL: every org the caller belongs to) into *arr. */
+static int projects_get(struct isc_cli *cli, const char *org, json_t **arr)
+{
+	char *path;
+	int rc;
+
+	if (!(path = strdup("/v1/projects")) || isc_client_query_add(&path, "org", org)) {
+		free(path);
+		return ISC_EXIT_FAIL;
+	}
+	rc = isc_client_json_all_pages(cli, path, arr);
+	free(path);
+	return rc;
 }
 
 static int project_list(struct isc_cli *cli, int argc, char **argv)
 {
-	static const char *const headers[] = {"ID", "ORG", "NAME"};
-	struct isc_table_spec projects = {3, headers, NULL, project_row, NULL};
+	static const char *const headers[] = {"ID",    "ORG",  "NAME",     "BUDGET",
+	                                      "SPENT", "HELD", "REMAINING"};
+	struct isc_table_spec projects = {7, headers, "lllrrrr", project_row, NULL};
 	const char *org = NULL;
 	json_t *arr = NULL;
-	char *path;
 	int rc, json = 0;
 
 	if ((rc = project_options(argc, argv, &org, &json)))
 		return rc;
 	if (optind != argc - 1)
 		return isc_cli_usage_error("project", "unexpected argument '%s'", argv[optind + 1]);
-	if (!(path = strdup("/v1/projects")) || isc_client_query_add(&path, "org", org)) {
-		free(path);
-		return ISC_EXIT_FAIL;
-	}
-	rc = isc_client_json_all_pages(cli, path, &arr);
-	free(path);
-	if (rc)
+	if ((rc = projects_get(cli, org, &arr)))
 		return rc;
 	projects.empty_hint =
 	    org ? "isc project: no projects in this organisation (isc project add --org ORG NAME)"
@@ -236,12 +264,78 @@ static int project_list(struct isc_cli *cli, int argc, char **argv)
 	return isc_cli_print_listing(arr, json, &projects);
 }
 
+/*
+ * isc project show [--org ORG] PROJECT: one project's budget and money (its
+ * admins and finance; a member sees the project without its money).
+ */
+static int project_show(struct isc_cli *cli, int argc, char **argv)
+{
+	const char *org = NULL, *want;
+	json_t *arr = NULL, *p, *found = NULL;
+	char m[4][ISC_MONEY_TEXT_MAX];
+	size_t i, matches = 0;
+	int rc, json = 0;
+
+	if ((rc = project_options(argc, argv, &org, &json)))
+		return rc;
+	if (optind != argc - 2)
+		return isc_cli_usage_error("project",
+		                           "usage: isc project show [--org ORG] PROJECT [--json]");
+	want = argv[optind + 1];
+	if ((rc = projects_get(cli, org, &arr)))
+		return rc;
+	json_array_foreach(arr, i, p)
+	{
+		if (strcmp(isc_json_str(p, "id"), want) != 0 &&
+		    strcmp(isc_json_str(p, "name"), want) != 0)
+			continue;
+		if (!found || strcmp(isc_json_str(p, "id"), want) == 0)
+			found = p;
+		matches++;
+	}
+	if (!found || (matches > 1 && strcmp(isc_json_str(found, "id"), want) != 0)) {
+		if (!found)
+			isc_cli_errorf("no project '%s'%s%s (isc project list%s%s)", want,
+			               org ? " in " : "", org ? org : "", org ? " --org " : "",
+			               org ? org : "");
+		else
+			isc_cli_errorf("%zu organisations have a project '%s': name one with --org "
+			               "ORG, or give the project's id",
+			               matches, want);
+		json_decref(arr);
+		return ISC_EXIT_FAIL;
+	}
+	if (json) {
+		isc_json_print(found, stdout);
+		json_decref(arr);
+		return ISC_EXIT_OK;
+	}
+	printf("project:    %s (%s)\norg:        %s\n", isc_json_str(found, "name"),
+	       isc_json_str(found, "id"), isc_json_str(found, "org"));
+	printf("budget:     %s\n", project_money(found, "budget_micros", m[0], sizeof(m[0])));
+	if (!json_object_get(found, "spent_micros")) {
+		printf("spent:      - (its money is for the org's admins and finance)\n");
+	} else {
+		printf("spent:      %s\nheld:       %s (reserved by running bursts)\n",
+		       project_money(found, "spent_micros", m[1], sizeof(m[1])),
+		       project_money(found, "reserved_micros", m[2], sizeof(m[2])));
+		printf("remaining:  %s\n",
+		       json_is_integer(json_object_get(found, "remaining_micros"))
+		           ? project_money(found, "remaining_micros", m[3], sizeof(m[3]))
+		           : "no cap (isc project budget --org ORG --project P AMOUNT sets one)");
+	}
+	json_decref(arr);
+	return ISC_EXIT_OK;
+}
+
 int cmd_project(struct isc_cli *cli, int argc, char **argv)
 {
 	if (argc < 2 || isc_cli_wants_help(argc, argv)) {
 		printf("usage: isc project add --org ORG NAME [--json]   (prints the new project's "
 		       "id)\n"
-		       "       isc project list [--org ORG] [--json]\n"
+		       "       isc project list [--org ORG] [--json]   (budget, spent, held, "
+		       "remaining: for the org's admins and finance)\n"
+		       "       isc project show [--org ORG] PROJECT [--json]\n"
 		       "       isc project budget --org ORG --project P AMOUNT|none\n");
 		return argc < 2 ? ISC_EXIT_USAGE : ISC_EXIT_OK;
 	}
@@ -249,6 +343,8 @@ int cmd_project(struct isc_cli *cli, int argc, char **argv)
 		return project_add(cli, argc, argv);
 	if (strcmp(argv[1], "list") == 0)
 		return project_list(cli, argc, argv);
+	if (strcmp(argv[1], "show") == 0)
+		return project_show(cli, argc, argv);
 	if (strcmp(argv[1], "budget") == 0)
 		return cmd_project_budget(cli, argc, argv);
 	return isc_cli_usage_error("project", "unknown subcommand '%s'", argv[1]);

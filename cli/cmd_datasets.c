@@ -71,7 +71,13 @@ static void print_one(json_t *d)
 	printf("\n");
 	if (isc_json_str(d, "reason")[0])
 		printf("reason:      %s\n", isc_json_str(d, "reason"));
-	printf("copy:        %s\n", isc_json_str(d, "copy"));
+	/* The copy's name alone says nothing to a newcomer (issue 47): where it lives. */
+	printf("copy:        %s (the bytes iscd caches, in its organisation's folder @ORGID:\n"
+	       "             ISC_HOME/datasets/%s on iscd's host, /data/.isc/%s on nodes,\n"
+	       "             mounted at %s; docs/datasets.md, \"Copies belong to one "
+	       "organisation\")\n",
+	       isc_json_str(d, "copy"), isc_json_str(d, "copy"), isc_json_str(d, "copy"),
+	       isc_json_str(d, "mount"));
 	if (isc_json_str(d, "verified_by")[0])
 		printf("verified:    %s\n", isc_json_str(d, "verified_by"));
 	if (!strncmp(cred, "sealed:", 7))

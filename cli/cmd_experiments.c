@@ -40,19 +40,38 @@ static size_t finance_notes(struct isc_cli *cli)
 	return n;
 }
 
+/* 1 when the rows come from more than one organisation (the operator's, or a user's of
+ * several): the table then says whose each row is. */
+static int several_orgs(json_t *arr)
+{
+	const char *first = NULL;
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(arr, i, e)
+	{
+		if (!first)
+			first = str(e, "org");
+		else if (strcmp(first, str(e, "org")) != 0)
+			return 1;
+	}
+	return 0;
+}
+
 int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 {
-	static const char *const headers[] = {"ID",     "Name",  "NNodes", "Output Path",
-	                                      "Status", "Shape", "Cost"};
+	static const char *const headers[] = {"ID",          "Org",    "Name",  "NNodes",
+	                                      "Output Path", "Status", "Shape", "Cost"};
 	struct isc_table *t;
 	json_t *arr = NULL, *e;
 	size_t i;
-	int rc, json = 0;
+	int rc, json = 0, org;
 
 	if (isc_cli_wants_help(argc, argv)) {
 		printf(
 		    "usage: isc experiments [--json]\n\nLists the experiments you may see, newest "
-		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost.\nA member sees "
+		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost\n(and Org after ID "
+		    "when the rows are of several organisations).\nA member sees "
 		    "their "
 		    "own, an admin their organisation's, the operator all; finance sees\nnone "
 		    "(its view is the money: isc spend --by experiment), and a line says so.\n"
@@ -77,28 +96,42 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		json_decref(arr);
 		return ISC_EXIT_OK;
 	}
-	t = isc_table_new(7, headers);
+	/* Without the Org column the headers are the table's without "Org". */
+	org = several_orgs(arr);
+	{
+		const char *h[8];
+		size_t n = 0;
+		for (size_t k = 0; k < 8; k++)
+			if (k != 1 || org)
+				h[n++] = headers[k];
+		t = isc_table_new(n, h);
+	}
 	if (!t) {
 		json_decref(arr);
 		return ISC_EXIT_FAIL;
 	}
-	isc_table_align_right(t, 2);
-	isc_table_align_right(t, 6);
+	isc_table_align_right(t, 2 + org);
+	isc_table_align_right(t, 6 + org);
 	json_array_foreach(arr, i, e)
 	{
 		char nnodes[16], cost[40];
-		const char *cells[7];
+		const char *cells[8], *row[8];
+		size_t n = 0;
 		snprintf(nnodes, sizeof(nnodes), "%lld",
 		         (long long)json_integer_value(json_object_get(e, "nnodes")));
 		isc_json_dollars(e, "cost_micros", cost, sizeof(cost));
 		cells[0] = str(e, "id");
-		cells[1] = str(e, "name");
-		cells[2] = nnodes;
-		cells[3] = str(e, "output_path");
-		cells[4] = str(e, "status");
-		cells[5] = str(e, "shape")[0] ? str(e, "shape") : "-";
-		cells[6] = cost;
-		if (isc_table_add(t, cells)) {
+		cells[1] = str(e, "org");
+		cells[2] = str(e, "name");
+		cells[3] = nnodes;
+		cells[4] = str(e, "output_path");
+		cells[5] = str(e, "status");
+		cells[6] = str(e, "shape")[0] ? str(e, "shape") : "-";
+		cells[7] = cost;
+		for (size_t k = 0; k < 8; k++)
+			if (k != 1 || org)
+				row[n++] = cells[k];
+		if (isc_table_add(t, row)) {
 			rc = ISC_EXIT_FAIL;
 			break;
 		}

@@ -243,6 +243,8 @@ static int keys_verify(struct isc_cli *cli, int argc, char **argv)
 
 static int keys_remove(struct isc_cli *cli, int argc, char **argv)
 {
+	/* iscd's word for the query's force=1 is this command's flag. */
+	static const char *const words[] = {"force=1", "--force", NULL};
 	const char *id = NULL;
 	int force = 0, rc, announced = 0;
 	long timeout_s = 600;
@@ -303,7 +305,7 @@ static int keys_remove(struct isc_cli *cli, int argc, char **argv)
 			    timeout_s);
 			rc = ISC_EXIT_FAIL;
 		} else {
-			rc = isc_client_fail(&r);
+			rc = isc_client_fail_in(&r, words);
 		}
 		json_decref(reply);
 		isc_reply_cleanup(&r);

@@ -74,6 +74,10 @@ static int nodes_add(struct isc_cli *cli, int argc, char **argv)
 		return isc_cli_usage_error(
 		    "nodes", "usage: isc nodes add HOST [--port P] [--user U] --gpus N [--force]");
 	json_t *o = NULL;
+	/* iscd's words for the body's fields are this command's flags. */
+	static const char *const words[] = {
+	    "\"force\": true", "--force", "gpus: ", "--gpus: ", "user: ", "--user: ", NULL};
+	cli->words = words;
 	/* iscd probes the node first (up to 5 s): the reply says whether it answered. */
 	int rc = isc_client_json(cli, "POST", "/v1/nodes",
 	                         json_pack("{s:s,s:i,s:s,s:i,s:b}", "host", host, "port", port,

@@ -202,7 +202,9 @@ static void queued_cancels(const char *home, struct isc_store *store)
 			continue;
 		}
 		isc_err_clear(&err);
-		if (isc_store_experiment_request_cancel(store, de->d_name, &err))
+		if (isc_store_experiment_request_cancel_by(
+		        store, de->d_name, "the operator (isc cancel while iscd was stopped)",
+		        &err))
 			isc_log(ISC_LOG_WARN, "the cancel of %s asked while iscd was stopped: %s",
 			        de->d_name, err.msg);
 		else

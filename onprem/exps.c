@@ -310,7 +310,9 @@ static void take_cancel(struct isc_onprem *o, struct onprem_exp *e, int64_t now)
 		onprem_note(o, e->id, "cancelling", "stopping the run with grace, then cancelled");
 		return;
 	}
-	onprem_set_status(o, e, isc_queue_state_name(ISC_QUEUE_CANCELLED), "cancelled by user");
+	char who[256];
+	isc_store_experiment_cancel_reason(o->store, e->id, who, sizeof(who));
+	onprem_set_status(o, e, isc_queue_state_name(ISC_QUEUE_CANCELLED), "%s", who);
 	onprem_record_queue_state(o, e, now);
 	onprem_exp_drop(o, e);
 }

@@ -150,9 +150,12 @@ static void run_finished(struct isc_onprem *o, struct onprem_exp *e, enum isc_qu
 		onprem_set_status(o, e, isc_queue_state_name(final), "%s%s",
 		                  e->validation ? "validation cycle: " : "", why);
 		break;
-	case ISC_QUEUE_CANCELLED:
-		onprem_set_status(o, e, isc_queue_state_name(final), "cancelled by user");
+	case ISC_QUEUE_CANCELLED: {
+		char who[256];
+		isc_store_experiment_cancel_reason(o->store, e->id, who, sizeof(who));
+		onprem_set_status(o, e, isc_queue_state_name(final), "%s", who);
 		break;
+	}
 	default:
 		break;
 	}

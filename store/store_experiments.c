@@ -198,13 +198,15 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
  * The keyset condition is written as a range on created_at_ms (what the index
  * seeks to) and a filter for the rows of the cursor's own millisecond. The
  * first page binds the largest cursor. Only the listed columns are read (not
- * the launch file), and the org's name and the charges are one lookup each.
+ * the launch file), and the org's name, the project's name and the charges are one
+ * lookup each.
  */
 #define PAGE_SELECT                                                                                \
 	"SELECT e.id, e.name, e.project_id, o.name, e.compute_mode, e.gpus, e.nnodes, e.nproc, "   \
 	"e.output_path, e.status, e.status_reason, e.shape_id, e.cycle_count, e.created_at_ms, "   \
-	"COALESCE(t.charged_micros, 0), e.org_id FROM experiments e JOIN orgs o ON o.id = "        \
-	"e.org_id LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id WHERE "
+	"COALESCE(t.charged_micros, 0), e.org_id, COALESCE(p.name, e.project_id), e.owner FROM "   \
+	"experiments e JOIN orgs o ON o.id = e.org_id LEFT JOIN projects p ON p.id = "             \
+	"e.project_id LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id WHERE "
 #define PAGE_AFTER                                                                                 \
 	"e.created_at_ms <= ?3 AND (e.created_at_ms < ?3 OR e.id > ?4) "                           \
 	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
@@ -235,10 +237,13 @@ static int view_from_row(struct isc_db_stmt *st, struct isc_experiment_view *v)
 	v->created_at_ms = isc_db_column_int64(st, 13);
 	v->cost_micros = isc_db_column_int64(st, 14);
 	v->org_id = isc_db_column_int64(st, 15);
+	v->project_name = TEXT(16);
+	v->owner = TEXT(17);
 #undef TEXT
 	/* Every text column is NOT NULL: a NULL is SQLite out of memory. */
 	return v->id && v->name && v->project_id && v->org_name && v->compute_mode &&
-	               v->output_path && v->status && v->status_reason && v->shape_id
+	               v->output_path && v->status && v->status_reason && v->shape_id &&
+	               v->project_name && v->owner
 	           ? 0
 	           : ISC_ENOMEM;
 }
@@ -496,7 +501,17 @@ int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_exp
 
 int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err)
 {
+	return isc_store_experiment_request_cancel_by(s, id, NULL, err);
+}
+
+/* The cancel_requested event's words: the final reason is read back from them. */
+#define CANCEL_REQUESTED_BY "cancel requested by "
+
+int isc_store_experiment_request_cancel_by(struct isc_store *s, const char *id, const char *by,
+                                           struct isc_err *err)
+{
 	struct isc_experiment e;
+	char said[256], reason[256];
 	struct isc_db_stmt *st;
 	int rc;
 
@@ -532,12 +547,13 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 		         : isc_store_db_err(s, ISC_DB_ERROR, "cancelling", err);
 		isc_db_finalize(st);
 	}
+	snprintf(said, sizeof(said), CANCEL_REQUESTED_BY "%s", by && *by ? by : "user");
+	snprintf(reason, sizeof(reason), "cancelled by %s", by && *by ? by : "user");
 	if (!rc)
-		rc =
-		    isc_store_event_add(s, id, "cancel_requested", "cancel requested by user", err);
+		rc = isc_store_event_add(s, id, "cancel_requested", said, err);
 	if (!rc && at_once) {
 		/* ECONFLICT: iscd started it meanwhile; it is stopped with grace instead. */
-		int t = transition(s, id, from, "cancelled", "", "cancelled by user", err);
+		int t = transition(s, id, from, "cancelled", "", reason, err);
 		if (t && t != ISC_ECONFLICT)
 			rc = t;
 	}
@@ -546,6 +562,25 @@ int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, str
 	if (rc)
 		isc_store_rollback(s);
 	return rc;
+}
+
+void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out, size_t cap)
+{
+	struct isc_event *ev = NULL;
+	struct isc_err err;
+	size_t n = 0, pre = strlen(CANCEL_REQUESTED_BY);
+
+	snprintf(out, cap, "cancelled by user");
+	isc_err_clear(&err);
+	if (isc_store_event_list(s, id, 0, &ev, &n, &err))
+		return; /* the reason without the name beats no stop at all */
+	for (size_t i = n; i-- > 0;)
+		if (strcmp(ev[i].kind, "cancel_requested") == 0) {
+			if (strncmp(ev[i].message, CANCEL_REQUESTED_BY, pre) == 0)
+				snprintf(out, cap, "cancelled by %s", ev[i].message + pre);
+			break;
+		}
+	isc_event_list_free(ev, n);
 }
 
 static int event_from_row(struct isc_db_stmt *st, void *rec)

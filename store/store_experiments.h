@@ -65,6 +65,8 @@ struct isc_experiment_cursor {
 struct isc_experiment_view {
 	const char *id, *name, *project_id, *org_name, *compute_mode, *output_path, *status,
 	    *status_reason, *shape_id;
+	const char *project_name; /* the project's name (its id when it is gone) */
+	const char *owner;        /* who launched it: the member's login, "" for the operator */
 	int gpus, nnodes, nproc, cycle_count;
 	int64_t org_id, created_at_ms;
 	int64_t cost_micros; /* the experiment's charges so far */
@@ -110,6 +112,19 @@ int isc_store_experiment_begin_stop(struct isc_store *s, const char *id, const c
 int isc_store_experiment_set_placement(struct isc_store *s, const struct isc_experiment *e,
                                        struct isc_err *err);
 int isc_store_experiment_request_cancel(struct isc_store *s, const char *id, struct isc_err *err);
+/*
+ * The same, naming who asked (issue 47): the timeline's cancel_requested event says
+ * "cancel requested by BY" and the final reason "cancelled by BY" (by NULL or "":
+ * "user"). BY is a login ("alice"), "the operator", or what asked for it.
+ */
+int isc_store_experiment_request_cancel_by(struct isc_store *s, const char *id, const char *by,
+                                           struct isc_err *err);
+/*
+ * The reason an experiment ends cancelled with, into out: "cancelled by BY" from its
+ * last cancel_requested event, "cancelled by user" when there is none or it cannot be
+ * read (the stop goes on either way).
+ */
+void isc_store_experiment_cancel_reason(struct isc_store *s, const char *id, char *out, size_t cap);
 void isc_experiment_cleanup(struct isc_experiment *e);
 void isc_experiment_list_free(struct isc_experiment *list, size_t n);
 

@@ -83,14 +83,33 @@ const ISC = (() => {
   }
   function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); return n; }
 
-  // Integer micro-dollars as isc prints them (credits/money.c isc_money_dollars): "$" and
-  // the exact amount with at least two decimals, never rounded: "$1499.965784", "$0.000001",
-  // "-$5.00". Digits only, never through a float.
-  function money(micros) {
+  // Integer micro-dollars, the pages' one rule for an amount (issue 47): "$" and the
+  // exact amount with six places, as `isc spend` and the API's decimal strings write it, so
+  // a column of amounts lines up and nothing is rounded: "$1499.965784", "$0.007440",
+  // "-$5.000000". decimals (2..6) shortens it, for round values only (a chart's ticks):
+  // the digits cut must be zeros. Digits only, never through a float.
+  function money(micros, decimals) {
     const neg = micros < 0;
     const s = BigInt(Math.abs(micros)).toString().padStart(7, '0');
-    const frac = s.slice(s.length - 6).replace(/0{1,4}$/, '');
-    return (neg ? '-$' : '$') + s.slice(0, s.length - 6) + '.' + frac;
+    const d = decimals === undefined ? 6 : decimals;
+    return (neg ? '-$' : '$') + s.slice(0, s.length - 6) + '.' + s.slice(s.length - 6, s.length - 6 + d);
+  }
+  // Ticks of a money axis from 0 to at least max (micro-dollars): about `count` steps of
+  // 1, 2 or 5 times a power of ten, so the labels are round amounts ($0.05, $0.10, ...),
+  // never the data's own odd maximum. Returns { step, top, decimals } (decimals: what
+  // the labels need, 2 to 6).
+  function moneyTicks(max, count) {
+    const raw = Math.max(1, Math.ceil(Math.max(1, max) / (count || 4)));
+    let mag = 1;
+    while (mag * 10 <= raw) mag *= 10;
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+    let zeros = 0;
+    for (let v = step; v % 10 === 0 && zeros < 6; v /= 10) zeros++;
+    return { step, top: Math.ceil(Math.max(1, max) / step) * step, decimals: Math.min(6, Math.max(2, 6 - zeros)) };
+  }
+  // "1 project", "2 projects": a count and its noun, singular for one.
+  function plural(n, noun, nouns) {
+    return n + ' ' + (n === 1 ? noun : (nouns || noun + 's'));
   }
   // "12.5" or "$1,000" to micro-dollars; null when it is not an amount.
   function parseDollars(text) {
@@ -237,7 +256,7 @@ const ISC = (() => {
     return () => { stopped = true; clearTimeout(timer); };
   }
 
-  return { api, apiAll, ApiError, el, append, clear, money, parseDollars, age, when, copy, copyButton,
+  return { api, apiAll, ApiError, el, append, clear, money, moneyTicks, plural, parseDollars, age, when, copy, copyButton,
     showError, org, role, isOperator, onOrgChange, page, every, token, signOut,
     setToken: (t) => sessionStorage.setItem(TOKEN_KEY, t) };
 })();

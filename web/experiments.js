@@ -25,7 +25,8 @@ function render() {
       class: selected && selected.id === e.id ? 'selected' : null }, [
       ISC.el('td', { class: 'name' }, e.name),
       ISC.el('td', {}, ISC.el('code', {}, e.id)),
-      ISC.el('td', {}, e.project_id),
+      ISC.el('td', { class: 'project', title: e.project_id }, e.project || e.project_id),
+      ISC.el('td', { class: 'launched-by' }, e.launched_by || 'operator'),
       ISC.el('td', {}, e.compute_mode),
       ISC.el('td', {}, ISC.el('span', { class: 'badge ' + e.status, title: e.status_reason }, e.status)),
       ISC.el('td', { class: 'num' }, e.gpus),

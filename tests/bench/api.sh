@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 : "${BENCH_API_CONNECTIONS:=200}"
 : "${BENCH_API_THREADS:=}" # empty: iscd's default, one server thread per online CPU (at least 2)
 TICK=500
-command -v wrk >/dev/null || { echo "api bench: wrk is not installed (make deps)"; exit 1; }
+command -v wrk >/dev/null || { echo "api bench: wrk is not installed (make test-deps)"; exit 1; }
 dir=$(mktemp -d /tmp/isc-bench-api.XXXXXX)
 home=$dir/home
 trap '[ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT

@@ -42,7 +42,7 @@ PG_MAX_CONN=${BENCH_PG_MAX_CONNECTIONS:-$((N + 300 < 400 ? 400 : N + 300))}
 export ISC_BIN
 
 for t in wrk psql sqlite3 curl; do
-	command -v "$t" >/dev/null || { echo "replicas bench: $t is not installed (make deps)"; exit 1; }
+	command -v "$t" >/dev/null || { echo "replicas bench: $t is not installed (make test-deps)"; exit 1; }
 done
 top=$(mktemp -d /tmp/isc-bench-rep.XXXXXX)
 chmod 755 "$top" # as root, the PostgreSQL server runs as postgres and must reach its folder

@@ -365,6 +365,9 @@ def scenarios(d, tok, users):
     exp2 = launch(ticker, tok["alice"])
     row = d.wait(lambda: exp_row(d, exp2), 20)
     check("a second experiment appears without reloading the page", row)
+    check("its row says who launched it and its project's name",
+          row and row.find("td.launched-by").text() == alice and row.find("td.project").text() == "demo",
+          row and (row.find("td.launched-by").text(), row.find("td.project").text()))
     d.wait(lambda: d.find(f'button.open[data-id="{exp2}"]'), 10).click()
     check("it runs", d.wait(lambda: d.find("#d-status").text() == "running", 90), d.find("#d-status").text())
     def last_tick():
@@ -395,6 +398,13 @@ def scenarios(d, tok, users):
     check("the experiment is cancelled", d.wait(lambda: d.find("#d-status").text() == "cancelled", 90),
           d.find("#d-status").text())
     check("isc agrees", status_of(exp2) == "cancelled", status_of(exp2))
+    st = isc_json("status", exp2)
+    check("the broker's stop names who cancelled, in the reason and the timeline",
+          st["status_reason"] == "cancelled by " + alice
+          and any(e["message"] == "cancel requested by " + alice for e in st["events"]),
+          (st["status_reason"], [e["message"] for e in st["events"] if "cancel" in e["kind"]]))
+    check("the page's timeline says who asked",
+          d.wait(lambda: ("cancel requested by " + alice) in d.find("#events").text(), 10))
 
     # ---- an experiment named like markup is text ----
     exp3 = launch(launch_file("xss.isc", "fails.isc", XSS), tok["alice"])
@@ -417,7 +427,7 @@ def scenarios(d, tok, users):
         check(f"project {name} is listed with its id to copy",
               r and r.find("button.copy").attr("data-copy") == p["id"])
     vision = d.find(f'#projects tbody tr[data-project="{projects["vision"]["id"]}"] td.num')
-    check("the budget is shown", vision and vision.text() == "$250.00", vision and vision.text())
+    check("the budget is shown", vision and vision.text() == "$250.000000", vision and vision.text())
     d.find("#budget-project").select("vision")
     d.find("#budget-amount").type("312.5")
     d.find("#budget button[type=submit]").click()
@@ -525,7 +535,7 @@ def scenarios(d, tok, users):
           (by_project, want_by))
     gt = d.find("#spend tfoot tr.grand-total td.num")
     check("the table's total is the API's, to the micro-dollar",
-          gt.text() == api["total"] and gt.attr("data-micros") == str(api["total_micros"]),
+          gt.text() == "$" + api["total"] and gt.attr("data-micros") == str(api["total_micros"]),
           (gt.text(), api["total"]))
     day_rows = sum(int(td.attr("data-micros")) for td in d.find_all("#spend tbody td.num"))
     check("the table's day rows add up to the total", day_rows == api["total_micros"])
@@ -569,6 +579,8 @@ def scenarios(d, tok, users):
     goto(d, "spend.html")
     err = d.wait(lambda: d.find("#error:not([hidden])"), 10)
     check("a member's Spend page is refused, no chart", err and not d.find("#chart"))
+    check("...and nothing under the refusal (no filters, no table)",
+          d.find("#report") is not None and d.find("#report").prop("hidden") is True)
     goto(d, "datasets.html")
     check("a member sees the organisation's datasets",
           d.wait(lambda: d.find('#datasets tbody tr[data-dataset="cp-mnist"]'), 10))

@@ -2,7 +2,7 @@
 # Mock fidelity: Google's official Node client (@googleapis/compute, installed from npm into
 # tests/gce-node with its package-lock.json) drives the mock cloud's Compute Engine and
 # token endpoint (tests/gce-node/fidelity.mjs). When Node or the npm registry is out of
-# reach the mock goes unchecked, so the suite fails and says why (`make deps` installs the
+# reach the mock goes unchecked, so the suite fails and says why (`make test-deps` installs the
 # client); ISC_ALLOW_SKIP=1 makes it say it skipped and pass instead.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ skip() {
 		echo "gce-node: 0 passed, 0 failed"
 		exit 0
 	fi
-	echo "FAIL: @googleapis/compute cannot run, so the mock is unchecked: $* (make deps" \
+	echo "FAIL: @googleapis/compute cannot run, so the mock is unchecked: $* (make test-deps" \
 		"installs it; ISC_ALLOW_SKIP=1 skips)" >&2
 	echo "gce-node: 0 passed, 1 failed"
 	exit 1

@@ -40,7 +40,7 @@ absence_ms=3000
 RANDOM=$seed
 libfaketime=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -n 1)
 [ -n "$libfaketime" ] || {
-	echo "jepsen: libfaketime is missing (Debian package faketime; make deps installs it)" >&2
+	echo "jepsen: libfaketime is missing (Debian package faketime; make test-deps installs it)" >&2
 	exit 1
 }
 echo "jepsen: seed $seed (JEPSEN_SEED=$seed replays this schedule), fault window ${window_s} s"

@@ -3,7 +3,7 @@
 # npm into tests/mocks/oci-sdk (package-lock.json pins them) unless they are there, starts
 # the mock and runs tests/mocks/oci-sdk/fidelity.js against its OCI Core and Identity.
 # Without node/npm or without the npm registry the mock goes unchecked, so the suite fails
-# and says why (`make deps` installs the clients); ISC_ALLOW_SKIP=1 makes it print that it
+# and says why (`make test-deps` installs the clients); ISC_ALLOW_SKIP=1 makes it print that it
 # skipped and pass instead, for a machine that knowingly has no npm.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,7 @@ skip() {
 		echo "oci-sdk: 0 passed, 0 failed"
 		exit 0
 	fi
-	echo "FAIL: Oracle's SDK cannot run, so the mock is unchecked: $* (make deps installs it;" \
+	echo "FAIL: Oracle's SDK cannot run, so the mock is unchecked: $* (make test-deps installs it;" \
 		"ISC_ALLOW_SKIP=1 skips)" >&2
 	echo "oci-sdk: 0 passed, 1 failed"
 	exit 1

@@ -114,8 +114,8 @@ check "project list --json: the route's budget_micros gets its 6-place string" b
 if command -v node >/dev/null; then
 	check "web/app.js money() is exact" node -e '
 const s = require("fs").readFileSync("web/app.js", "utf8");
-eval(s.match(/function money\(micros\) \{[\s\S]*?\n  \}/)[0]);
-const want = {1: "$0.000001", 1499965784: "$1499.965784", 250000000: "$250.00", "-5000000": "-$5.00"};
+eval(s.match(/function money\(micros, decimals\) \{[\s\S]*?\n  \}/)[0]);
+const want = {1: "$0.000001", 1499965784: "$1499.965784", 250000000: "$250.000000", "-5000000": "-$5.000000"};
 for (const k in want) if (money(Number(k)) !== want[k]) process.exit(1);'
 fi
 

@@ -131,7 +131,7 @@ pid_=${parent%%.*}
 pexp=$(isc token list --json | py -c 'import json,sys; print([t for t in json.load(sys.stdin) if t["id"]==sys.argv[1]][0]["expires_at_ms"])' "$pid_")
 check "a token without expiry over TCP is refused (400)" test "$(api "$parent" POST /v1/tokens '{}')" = 400
 check "... saying the Unix socket may" grep -q "only over iscd's Unix socket" "$dir/body"
-check "the CLI over TCP says so too" bash -c "ISC_API_URL='$url' ISC_TOKEN='$parent' '$ISC_BIN/isc' token create 2>&1 >/dev/null | grep -q 'expires_in_s is required'"
+check "the CLI over TCP says so too" bash -c "ISC_API_URL='$url' ISC_TOKEN='$parent' '$ISC_BIN/isc' token create 2>&1 >/dev/null | grep -q -- '--expires is required'"
 check "a child asking for an hour is made (201)" test "$(api "$parent" POST /v1/tokens '{"expires_in_s":3600}')" = 201
 child=$(field token)
 check "its expiry is cut to the parent's" test "$(field expires_at_ms)" = "$pexp"

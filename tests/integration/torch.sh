@@ -24,7 +24,7 @@ cleanup() {
 trap cleanup EXIT
 
 if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-	echo "torch.sh: /usr/bin/python3 has no torch (make deps installs python3-torch)" >&2
+	echo "torch.sh: /usr/bin/python3 has no torch (make test-deps installs python3-torch)" >&2
 	if [ "${ISC_ALLOW_SKIP:-0}" = 1 ]; then
 		echo "torch: SKIPPED (ISC_ALLOW_SKIP=1)"
 		exit 0
