@@ -860,10 +860,10 @@ static const char *in_group(const char *id, int code, const char *group)
 
 static const char *group_item(const char *name)
 {
-	static char buf[16][256];
+	static char buf[16][512];
 	static int k;
 	char *b = buf[k++ % 16];
-	snprintf(b, 256,
+	snprintf(b, sizeof(buf[0]),
 	         "<item><groupName>%s</groupName><state>available</state><strategy>cluster"
 	         "</strategy></item>",
 	         name);

@@ -699,7 +699,7 @@ static const char *inst_in(const char *name, const char *cluster, const char *st
 /* One compact policy of broker b1 for `cluster`, as resourcePolicies.list shows it. */
 static const char *policy_item(const char *name, const char *cluster)
 {
-	static char buf[32][256];
+	static char buf[32][512];
 	static int k;
 	char *b = buf[k++ % 32];
 	snprintf(b, sizeof(buf[0]),
