@@ -1051,7 +1051,7 @@ static void test_describe_reconciles_clusters(void **state)
 /* A BM.GPU.H100.8 instance of broker isc-b1 in compute cluster `cluster`. */
 static const char *cc_inst(const char *id, const char *cluster, const char *lifecycle)
 {
-	static char buf[32][400];
+	static char buf[32][640];
 	static int k;
 	char *b = buf[k++ % 32];
 	snprintf(
@@ -1066,7 +1066,7 @@ static const char *cc_inst(const char *id, const char *cluster, const char *life
 /* One ACTIVE compute cluster of broker isc-b1, as ListComputeClusters shows it. */
 static const char *cc_item(const char *cluster)
 {
-	static char buf[32][200];
+	static char buf[32][400];
 	static int k;
 	char *b = buf[k++ % 32];
 	snprintf(b, sizeof(buf[0]),
