@@ -120,7 +120,25 @@ store_bytes() {
 			tr '\n' ' ' | awk '{print ($1 - $2) * $3}'
 	fi
 }
-f1() { awk -v x="$1" 'BEGIN {printf "%.1f", x}'; }
+# BENCH_SCALE_PERF=1: perf samples iscd (replica 1) during the submission and during the
+# window; its top symbols are printed (where the CPU goes, docs/benchmarks.md "Scale").
+perf_pid=
+perf_start() {
+	[ "${BENCH_SCALE_PERF:-0}" = 1 ] && command -v perf >/dev/null || return 0
+	perf record -q -F 499 -p "${pids[0]}" -o "$sandbox/perf.$1.data" >/dev/null 2>&1 &
+	perf_pid=$!
+}
+perf_stop() {
+	[ -n "$perf_pid" ] || return 0
+	kill -INT "$perf_pid" 2>/dev/null
+	wait "$perf_pid" 2>/dev/null
+	perf_pid=
+	say "perf, iscd during $2: self time by object, then the top symbols"
+	perf report -q -i "$sandbox/perf.$1.data" --no-children --sort dso 2>/dev/null |
+		grep -v '^$' | head -n 8 | sed "s/^/$cfg:   /"
+	perf report -q -i "$sandbox/perf.$1.data" --no-children --sort dso,symbol 2>/dev/null |
+		grep -v '^$' | head -n "${BENCH_SCALE_PERF_TOP:-25}" | sed "s/^/$cfg:   /"
+}
 calc() { awk "BEGIN {printf \"$1\", $2}"; }
 
 run_config() {
@@ -172,6 +190,7 @@ run_config() {
 	burst_file bulk
 	i0=$(iscd_own_s) b0=$(bed_s) k0=$(core_busy_s "$BED_CORE") m0=$(core_busy_s "$ISCD_CORE")
 	t0=$(now_ms)
+	perf_start submit
 	export -f submit
 	export sandbox ISC_BIN
 	export HOMES_LIST="${homes[*]}"
@@ -194,6 +213,7 @@ run_config() {
 	done
 	t2=$(now_ms)
 	i1=$(iscd_own_s) b1=$(bed_s) k1=$(core_busy_s "$BED_CORE") m1=$(core_busy_s "$ISCD_CORE")
+	perf_stop submit "the submission, to all running"
 	local last n_ever last_at
 	last=$(first_running bulk | awk 'BEGIN {m = 0; n = 0} {n++; if ($2 > m) m = $2} END {print n, m}')
 	n_ever=${last% *} last_at=${last#* }
@@ -216,9 +236,11 @@ run_config() {
 	local r0 r1 s0 s1 w0 w1 hours
 	r0=$(q "SELECT count(*) FROM ledger") s0=$(store_bytes) i0=$(iscd_own_s) b0=$(bed_s)
 	k0=$(core_busy_s "$BED_CORE") m0=$(core_busy_s "$ISCD_CORE") w0=$(now_ms)
+	perf_start window
 	sleep "$WINDOW_S"
 	r1=$(q "SELECT count(*) FROM ledger") s1=$(store_bytes) i1=$(iscd_own_s) b1=$(bed_s)
 	k1=$(core_busy_s "$BED_CORE") m1=$(core_busy_s "$ISCD_CORE") w1=$(now_ms)
+	perf_stop window "the window, all running"
 	n_run=$(q "SELECT count(*) FROM experiments WHERE name = 'bulk' AND status = 'running'")
 	hours=$(calc %.6f "($w1 - $w0) / 3600000")
 	say "window of $(calc %.1f "($w1 - $w0) / 1000") s with $n_run bursts running: $((r1 - r0)) ledger rows ($(calc %.1f "($r1 - $r0) / (2 * $n_run * $hours)") per node-hour); store $s0 -> $s1 bytes ($(calc %.1f "($s1 - $s0) / ($n_run * $hours) * 1000 / 1048576") MiB per 1,000 burst-hours); iscd $(calc %.2f "$i1 - $i0") CPU-s ($(calc %.2f "($i1 - $i0) / ($n_run * $hours)") per burst-hour, $(calc %.0f "100 * ($i1 - $i0) / (($w1 - $w0) / 1000)")% of a core); the test bed's core busy $(calc %.1f "$k1 - $k0") s (mock cloud + hollow node $(calc %.1f "$b1 - $b0") s); others on iscd's core $(calc %.1f "$m1 - $m0 - ($i1 - $i0)") s"
