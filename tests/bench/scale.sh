@@ -94,6 +94,7 @@ cleanup() {
 	[ "${KEEP:-0}" = 1 ] || rm -rf "$top"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # so a stopped bench still stops what it started
 # shellcheck source=lib/bursts.sh
 . "$repo/tests/bench/lib/bursts.sh"
 
