@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the burst benches (tests/bench/replicas.sh, tests/bench/scale.sh): iscd replicas
 # on a sandbox, the store read directly, bursts submitted and timed, CPU read from /proc.
 # Sourced, not run. The caller sets: top (its temporary folder), sandbox (the current
