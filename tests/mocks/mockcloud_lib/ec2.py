@@ -464,8 +464,7 @@ def _run_instances(cloud, p, region):
                     "create_time": launched, "tags": dict(sir_tags), "spot_price": price,
                     "security_groups": inst["security_groups"], "account": account_of(cloud),
                 }
-            cloud.instances[iid] = inst
-            cloud.order.append(iid)
+            cloud.add_instance(inst)
             ids.append(iid)
         res = {"id": res_id, "region": region, "instance_ids": ids, "client_token": token}
         cloud.reservations[res_id] = res
@@ -541,15 +540,13 @@ def describe_instances(cloud, p, region):
     with cloud.lock:
         if ids:
             check_instance_ids(cloud, ids)
-            cand = [cloud.instances[i] for i in cloud.order if i in set(ids)]
+            cand = sorted((cloud.instances[i] for i in set(ids)), key=lambda i: cloud.pos[i["id"]])
             cand = [i for i in cand if i["region"] == region]
             if len(cand) != len(set(ids)):
                 other = [i for i in ids if cloud.instances[i]["region"] != region]
                 raise ApiError("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist" % other[0])
         else:
-            cand = [cloud.instances[i] for i in cloud.order
-                    if cloud.instances[i]["region"] == region and cloud.visible(cloud.instances[i])
-                    and mine(cloud, cloud.instances[i])]
+            cand = [i for i in cloud.in_region("aws", region) if cloud.visible(i) and mine(cloud, i)]
             # Eventual consistency: a listing may not show instances launched a moment ago.
             lag = cloud.take_fault("describe_lag", lambda f: f.get("region") in (None, region))
             if lag:

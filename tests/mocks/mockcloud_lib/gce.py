@@ -462,9 +462,8 @@ class Gce:
 
     def _insts(self, zone=None, with_deleted=False):
         out = []
-        for iid in self.cloud.order:
-            i = self.cloud.instances[iid]
-            if i.get("provider") != "gcp" or (zone and i["zone"] != zone):
+        for i in self.cloud.in_region("gcp", region_of(zone)) if zone else self.cloud.of_provider("gcp"):
+            if zone and i["zone"] != zone:
                 continue
             if not with_deleted and self.deleted(i):
                 continue
@@ -809,8 +808,7 @@ class Gce:
                                                "accelerators", "metadata_items", "disk_gb", "network",
                                                "subnetwork", "access_configs", "network_tags")})
             inst["resource_policies"] = props.get("resource_policies") or []
-            self.cloud.instances[iid] = inst
-            self.cloud.order.append(iid)
+            self.cloud.add_instance(inst)
             ids.append(iid)
         op = self._new_op(zone, op_type, names[0] if op_type == "insert" else None,
                           target_id=self.cloud.instances[ids[0]]["gce_id"] if op_type == "insert" else None,

@@ -406,8 +406,7 @@ def launch_instance(cloud, region, q, headers, body):
             "fail_boot": bool(partial), "boot_delay_ms": cloud.boot_delay_ms, "node": None,
             "interrupt_at_ms": None,
         }
-        cloud.instances[iid] = inst
-        cloud.order.append(iid)
+        cloud.add_instance(inst)
         if token:
             state(cloud)["tokens"][token] = {"instance_id": iid, "fingerprint": fp, "created_at": launched}
         cloud._start_boot(inst)
@@ -420,9 +419,8 @@ def launch_instance(cloud, region, q, headers, body):
 def list_instances(cloud, region, q):
     comp = _compartment(cloud, _need(q, "compartmentId"))
     with cloud.lock:
-        sel = [cloud.instances[i] for i in cloud.order
-               if cloud.instances[i].get("provider") == "oci" and cloud.instances[i]["region"] == region
-               and cloud.instances[i]["compartment_id"] == comp and cloud.visible(cloud.instances[i])]
+        sel = [i for i in cloud.in_region("oci", region)
+               if i["compartment_id"] == comp and cloud.visible(i)]
         # Eventual consistency: a listing may not show instances launched a moment ago.
         lag = cloud.take_fault("describe_lag", lambda f: f.get("region") in (None, region), provider="oci")
         if lag:
@@ -435,7 +433,7 @@ def list_instances(cloud, region, q):
         if q.get("sortBy") == "DISPLAYNAME":
             sel.sort(key=lambda i: i.get("display_name") or "", reverse=desc)
         else:
-            sel.sort(key=lambda i: (i["launched_at"], cloud.order.index(i["id"])), reverse=desc)
+            sel.sort(key=lambda i: (i["launched_at"], cloud.pos[i["id"]]), reverse=desc)
         # A page token belongs to one query: the same filters and order (any page size).
         same = sorted((k, v) for k, v in q.items() if k not in ("page", "limit"))
         key = hashlib.sha256(json.dumps([region, same]).encode()).hexdigest()[:12]
@@ -455,9 +453,8 @@ def terminate_instance(cloud, region, iid):
 def list_vnic_attachments(cloud, region, q):
     comp = _compartment(cloud, _need(q, "compartmentId"))
     with cloud.lock:
-        sel = [cloud.instances[i] for i in cloud.order
-               if cloud.instances[i].get("provider") == "oci" and cloud.instances[i]["region"] == region
-               and cloud.instances[i]["compartment_id"] == comp and cloud.visible(cloud.instances[i])]
+        sel = [i for i in cloud.in_region("oci", region)
+               if i["compartment_id"] == comp and cloud.visible(i)]
         if q.get("instanceId"):
             sel = [i for i in sel if i["id"] == q["instanceId"]]
         if q.get("availabilityDomain"):

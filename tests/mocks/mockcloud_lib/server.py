@@ -495,6 +495,18 @@ def parse_args(argv):
     ap.add_argument("--no-nodes", action="store_true",
                     help="do not start sshd nodes (instances still go through their states)")
     ap.add_argument("--node-timeout-s", type=int, default=60)
+    ap.add_argument("--hollow-nodes", metavar="DIR", default=None,
+                    help="hollow mode: no sshd per instance; one hollow-node process on DIR serves "
+                         "the node addresses, the cloud writes DIR/nodes/IP.keys at boot and removes "
+                         "it at termination (docs/mock-cloud.md, \"Hollow nodes\")")
+    ap.add_argument("--hollow-first", default=None,
+                    help="hollow mode: the first node address (default NODE_IP_BASE.0.1)")
+    ap.add_argument("--hollow-count", type=int, default=None,
+                    help="hollow mode: how many addresses from --hollow-first (default: to the end "
+                         "of the --node-ip-base range)")
+    ap.add_argument("--save-interval-ms", type=int, default=None,
+                    help="write the state file at most this often (default 0, at every change; "
+                         "1000 in hollow mode)")
     ap.add_argument("--gcp-project", default="isc-mock-project")
     ap.add_argument("--gcp-token-ttl-s", type=int, default=3600,
                     help="lifetime of the access tokens the GCP token endpoint hands out")
@@ -506,6 +518,13 @@ def parse_args(argv):
 
 class Config:
     pass
+
+
+def ip_int(s):
+    parts = s.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        raise ValueError(s)
+    return (int(parts[0]) << 24) | (int(parts[1]) << 16) | (int(parts[2]) << 8) | int(parts[3])
 
 
 def main(argv, script_dir):
@@ -540,6 +559,30 @@ def main(argv, script_dir):
     os.makedirs(cfg.state_dir, exist_ok=True)
     if not cfg.node_ip_base.startswith("127."):
         sys.exit("mockcloud: --node-ip-base must be in 127.0.0.0/8")
+    cfg.hollow_dir = os.path.abspath(a.hollow_nodes) if a.hollow_nodes else None
+    cfg.save_interval_ms = a.save_interval_ms if a.save_interval_ms is not None else (
+        1000 if cfg.hollow_dir else 0)
+    if cfg.save_interval_ms < 0:
+        sys.exit("mockcloud: --save-interval-ms must be >= 0")
+    if (a.hollow_first or a.hollow_count is not None) and not cfg.hollow_dir:
+        sys.exit("mockcloud: --hollow-first and --hollow-count need --hollow-nodes")
+    if cfg.hollow_dir:
+        # The range must lie in the node subnet (OCI's training subnet is derived from it).
+        base = cfg.node_ip_base.strip(".").split(".")
+        if len(base) not in (2, 3):
+            sys.exit("mockcloud: --node-ip-base must have 2 or 3 octets")
+        lo = ip_int(".".join(base + ["0"] * (4 - len(base))))
+        hi = lo + (1 << (8 * (4 - len(base)))) - 1
+        first = a.hollow_first or ".".join(base + ["0"] * (3 - len(base)) + ["1"])
+        try:
+            cfg.hollow_first = ip_int(first)
+        except ValueError:
+            sys.exit("mockcloud: --hollow-first must be an IPv4 address, got %r" % first)
+        cfg.hollow_count = a.hollow_count if a.hollow_count is not None else hi - cfg.hollow_first
+        if not (lo < cfg.hollow_first and cfg.hollow_count >= 1 and cfg.hollow_first + cfg.hollow_count - 1 < hi):
+            sys.exit("mockcloud: the hollow range %s + %d must lie inside --node-ip-base %s (not its first "
+                     "or last address)" % (first, cfg.hollow_count, cfg.node_ip_base))
+        cfg.nodes = False  # no node-up / node-down
 
     cloud = Cloud(cfg)
     # OCI's one tenancy and API key; its training subnet holds the node addresses.
@@ -564,7 +607,8 @@ def main(argv, script_dir):
         f.write("%d\n" % port)
     os.replace(tmp, a.port_file)
     log("listening on 127.0.0.1:%d, state dir %s, key id %s, nodes %s" % (
-        port, cfg.state_dir, cfg.access_key_id, cfg.node_bin_dir if cfg.nodes else "disabled"))
+        port, cfg.state_dir, cfg.access_key_id,
+        "hollow, %s" % cfg.hollow_dir if cfg.hollow_dir else cfg.node_bin_dir if cfg.nodes else "disabled"))
     while not stop.wait(1.0):
         pass
     log("stopping")

@@ -1,0 +1,201 @@
+# shellcheck shell=bash
+# Shared by the burst benches (tests/bench/replicas.sh, tests/bench/scale.sh): iscd replicas
+# on a sandbox, the store read directly, bursts submitted and timed, CPU read from /proc.
+# Sourced, not run. The caller sets: top (its temporary folder), sandbox (the current
+# configuration's folder), cfg (its name, for messages), ISC_BIN, homes/pids arrays as the
+# functions below fill them; optionally ISCD_PREFIX (an array: a command iscd runs under,
+# e.g. (taskset -c 0)) and CONNS / WRK_S for api_wrk.
+
+[ -n "${ISCD_PREFIX+x}" ] || ISCD_PREFIX=()
+[ -n "${BED_PREFIX+x}" ] || BED_PREFIX=()
+now_ms() { date +%s%3N; }
+say() { echo "$cfg: $*"; }
+record() { echo "$cfg $1 $2" >>"$results"; }
+
+# ---- replicas ----
+pids=()
+homes=()
+# cpu_s PID: CPU seconds (user + system) the process has used, its reaped children included.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14 + $15 + $16 + $17) / hz}' "/proc/$1/stat" 2>/dev/null || echo "?"; }
+started=()
+# busy_cpu_s: CPU seconds the whole machine has been busy since boot (all but idle and iowait).
+busy_cpu_s() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit}' /proc/stat; }
+# iscd_cpu_s: CPU seconds of every running iscd of this configuration.
+iscd_cpu_s() {
+	local sum=0 p
+	for p in "${pids[@]}"; do sum=$(awk -v a="$sum" -v b="$(cpu_s "$p")" 'BEGIN {printf "%.2f", a + (b == "?" ? 0 : b)}'); done
+	echo "$sum"
+}
+# start_replica I: iscd on homes[I], its log in $sandbox/iscd.I.log; waits for its TCP port.
+start_replica() {
+	local i=$1 h=${homes[$1]}
+	{ : >"$h/run/api.sock.tcp"; } 2>/dev/null
+	"${ISCD_PREFIX[@]}" "$ISC_BIN/iscd" --home "$h" 2>>"$sandbox/iscd.$i.log" &
+	pids[$i]=$!
+	started[$i]=$(now_ms)
+	for _ in $(seq 300); do
+		[ -s "$h/run/api.sock.tcp" ] && return 0
+		kill -0 "${pids[$i]}" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "replicas bench: iscd $i did not start; its log:" >&2
+	tail -n 20 "$sandbox/iscd.$i.log" >&2
+	return 1
+}
+# stop_replicas: SIGTERM to every iscd, each waited for (its tick stats are logged at stop),
+# up to BENCH_STOP_LIMIT_S (default 120 s) in all; one still running then is said so and
+# killed (with 175 running bursts on SQLite, iscd's followers took more than 4 minutes to
+# close their SSH channels).
+stop_replicas() {
+	local p end=$(($(date +%s) + ${BENCH_STOP_LIMIT_S:-120})) t0
+	t0=$(date +%s)
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do
+		while kill -0 "$p" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 0.5; done
+		if kill -0 "$p" 2>/dev/null; then
+			echo "${cfg:-replicas bench}: iscd (pid $p) still running $(($(date +%s) - t0)) s after SIGTERM; killed" >&2
+			kill -KILL "$p" 2>/dev/null
+		fi
+		wait "$p" 2>/dev/null
+	done
+	pids=()
+}
+
+# ---- the store, read directly (cheaper than the API, and not measured) ----
+q() {
+	if [ -n "${ISC_STORE_URL:-}" ]; then
+		psql "$ISC_STORE_URL" -qAtX -F ' ' -c "$1"
+	else
+		sqlite3 -cmd ".timeout 10000" -separator ' ' "${homes[0]}/isc.db" "$1"
+	fi
+}
+# first_running NAME: each experiment named NAME's first "running" event: "ID AT_MS" lines.
+first_running() {
+	q "SELECT e.id, min(v.at_ms) FROM experiments e JOIN events v ON v.experiment_id = e.id
+	   WHERE e.name = '$1' AND v.kind = 'running' GROUP BY e.id"
+}
+# statuses NAME: "STATUS COUNT" of the experiments named NAME.
+statuses() { q "SELECT status, count(*) FROM experiments WHERE name = '$1' GROUP BY status ORDER BY status" | tr '\n' ',' | sed 's/,$//'; }
+live_instances() {
+	curl -s "$MOCKCLOUD_URL/_mock/instances" |
+		/usr/bin/python3 -c 'import json, sys; print(sum(1 for r in json.load(sys.stdin) if r["state"] != "terminated"))'
+}
+# wait_no_live SECS: until the mock cloud has no live instance; 1 when some are left.
+wait_no_live() {
+	local end=$(($(now_ms) + $1 * 1000))
+	while [ "$(live_instances)" != 0 ]; do
+		[ "$(now_ms)" -gt "$end" ] && return 1
+		sleep 1
+	done
+	return 0
+}
+
+# burst_file NAME: the 2-node burst named NAME, $sandbox/NAME.isc.
+burst_file() {
+	cat >"$sandbox/$1.isc" <<ISC
+isc_project_id = "demo"
+experiment_name = "$1"
+gpus = 2
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-ondemand"]
+command = "sleep 3600"
+ISC
+}
+# submit NAME I: one `isc burst` of $sandbox/NAME.isc through replica I % replicas;
+# prints the experiment's id.
+submit() {
+	ISC_HOME=${homes[$(($2 % ${#homes[@]}))]} "$ISC_BIN/isc" burst "$sandbox/$1.isc" | grep -Eo 'exp_[0-9a-f]{16}'
+}
+
+# one_alone: the critical path, one burst alone, submission -> its first running event (ms).
+one_alone() {
+	local id t0 at
+	burst_file one
+	t0=$(now_ms)
+	id=$(submit one 0) || return 1
+	for _ in $(seq 1200); do
+		at=$(q "SELECT min(at_ms) FROM events WHERE experiment_id = '$id' AND kind = 'running'")
+		[ -n "$at" ] && break
+		sleep 0.05
+	done
+	ISC_HOME=${homes[0]} "$ISC_BIN/isc" cancel "$id" >/dev/null
+	[ -n "$at" ] || { echo "replicas bench: burst $id never ran" >&2; return 1; }
+	wait_no_live 120 || echo "replicas bench: burst $id left instances" >&2
+	echo $((at - t0))
+}
+
+# api_wrk KEY PATH WHAT WHEN: wrk, $CONNS connections for $WRK_S s, on replica 1's TCP
+# listener with the token $tok, GET PATH; records its p99 as KEY.
+api_wrk() {
+	local url rps p50 p99 non2xx
+	url=$(cat "${homes[0]}/run/api.sock.tcp")
+	"${BED_PREFIX[@]}" wrk -t2 -c"$CONNS" -d"${WRK_S}s" --latency --timeout 10s -H "Authorization: Bearer $tok" \
+		"$url$2" >"$sandbox/$1.wrk" 2>&1
+	rps=$(awk '/^Requests\/sec/ {print $2}' "$sandbox/$1.wrk")
+	p50=$(awk '$1 == "50%" {print $2}' "$sandbox/$1.wrk")
+	p99=$(awk '$1 == "99%" {print $2}' "$sandbox/$1.wrk")
+	non2xx=$(awk '/Non-2xx/ {print $5}' "$sandbox/$1.wrk")
+	say "API $3 on replica 1, $CONNS connections, $WRK_S s, $4: $rps req/s, p50 $p50, p99 $p99${non2xx:+, non-2xx: $non2xx}"
+	record "$1" "$p99"
+}
+
+# api_status KEY WHEN: api_wrk on the status of the first bulk burst.
+api_status() {
+	api_wrk "$1" "/v1/experiments/$(head -n 1 "$sandbox/ids")" "status (GET /v1/experiments/ID)" "$2"
+}
+
+# api_token: a day's API token of replica 1's owner, in $tok.
+api_token() {
+	tok=$(curl -s --unix-socket "${homes[0]}/run/api.sock" -X POST -d '{"expires_in_s":86400}' http://localhost/v1/tokens |
+		/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+}
+
+# replica_homes NREP: homes[0] is the sandbox's ISC_HOME; homes 2.. (docs/ha.md, "A second
+# host") join its store with its config and master key, a shared artifact_root and keys
+# folder; every home gets a TCP API listener.
+replica_homes() {
+	local nrep=$1 i h
+	homes=("$ISC_HOME")
+	for ((i = 1; i < nrep; i++)); do
+		h=$sandbox/home$((i + 1))
+		"$ISC_BIN/isc" --home "$h" init >/dev/null || return 1
+		cp "$ISC_HOME/config.toml" "$h/config.toml"
+		[ -f "$ISC_HOME.master-key" ] && cp -p "$ISC_HOME.master-key" "$h.master-key"
+		homes+=("$h")
+	done
+	mkdir -p "$sandbox/shared/artifacts" "$sandbox/shared/keys"
+	chmod 700 "$sandbox/shared/keys"
+	for h in "${homes[@]}"; do
+		# Top-level keys, before the first [table].
+		{
+			echo "api_listen = \"127.0.0.1:0\""
+			[ "$nrep" -gt 1 ] && echo "artifact_root = \"$sandbox/shared/artifacts\""
+			cat "$h/config.toml"
+		} >"$h/config.toml.new" && mv "$h/config.toml.new" "$h/config.toml"
+		if [ "$nrep" -gt 1 ]; then
+			rm -rf "$h/keys"
+			ln -s "$sandbox/shared/keys" "$h/keys"
+		fi
+	done
+}
+
+# tick_report NREP: after stop_replicas, each iscd's "tick stats" line (logged at its stop);
+# records the worst lateness as "late" and the longest mean period (life / ticks) as
+# "period". iscd counts a tick late from the end of the one before plus the interval, so a
+# tick that itself runs long is not late by that count: the mean period shows those. The
+# caller set life[I] (ms each iscd ran) before stopping them.
+tick_report() {
+	local nrep=$1 worst=-1 period=0 line m t p i phases
+	for ((i = 0; i < nrep; i++)); do
+		line=$(grep -o 'tick stats: .*' "$sandbox/iscd.$i.log" | tail -n 1)
+		t=$(sed -n 's/^tick stats: \([0-9]*\) ticks.*/\1/p' <<<"$line")
+		p=$([ -n "$t" ] && [ "$t" -gt 0 ] && echo $((life[i] / t)) || echo 0)
+		say "iscd $((i + 1)): ${line:-no tick stats logged}; mean period $p ms over its $((life[i] / 1000)) s"
+		phases=$(grep -o 'tick phases: .*' "$sandbox/iscd.$i.log" | tail -n 1)
+		[ -n "$phases" ] && say "iscd $((i + 1)): $phases"
+		m=$(sed -n 's/.*max \([0-9-]*\) ms.*/\1/p' <<<"$line")
+		[ -n "$m" ] && [ "$m" -gt "$worst" ] && worst=$m
+		[ "$p" -gt "$period" ] && period=$p
+	done
+	[ "$worst" -ge 0 ] && record late "$worst" || record late "none"
+	record period "$period"
+}
