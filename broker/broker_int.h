@@ -1,7 +1,8 @@
 /*
  * Internals of the broker shared by its files:
  *   broker.c   the tick: jobs (one worker thread per experiment step), followers
- *   advance.c  the state machine of one experiment, run in a worker
+ *   advance.c  the state machine of one experiment, run in a worker (its steps:
+ *              step.c, launch.c, replace.c, restore.c; broker/step.h)
  *   cloud.c    the bridge to the provider drivers (sessions per account+region)
  *   watch.c    one describe per account+region, node updates, reconciliation
  *   place.c    ranking and layout for an experiment (the shapes module)
@@ -317,7 +318,7 @@ enum isc_burst_wait broker_wait_kind(struct isc_broker *b, const char *experimen
 /* Forgets every burst but those for which keep(experiment_id, ctx) is 1 (NULL: forget all). */
 void broker_wait_prune(struct isc_broker *b, int (*keep)(const char *, void *), void *ctx);
 
-/* ---- advance.c: a burst the waiting order holds behind an older one (main thread) ---- */
+/* ---- step.c: a burst the waiting order holds behind an older one (main thread) ---- */
 /*
  * Records that e waits behind `head` in the line of the money head waits for
  * (status waiting, the reason naming head and its place in line, no try time of
