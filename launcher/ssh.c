@@ -25,6 +25,7 @@ struct isc_ssh {
 	char key_sha256[65]; /* its SHA-256, lowercase hex */
 	int64_t
 	    login_at_ms; /* isc_monotonic_ms() when the login began (handshake, key check done) */
+	int wake_fd;     /* readable once the caller's cancel is set; -1: none (ssh.h) */
 };
 
 /* libssh2_init is not thread-safe: it runs once, whichever thread connects first. */
@@ -187,6 +188,7 @@ int isc_ssh_connect(const struct isc_ssh_target *t, int64_t deadline_ms, isc_ssh
 	if (!s)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	s->fd = -1;
+	s->wake_fd = t->wake_fd ? *t->wake_fd : -1;
 	snprintf(s->where, sizeof(s->where), "%s@%s:%d", t->user, t->host, t->port);
 	for (long backoff = 100;; backoff = backoff < 1000 ? backoff * 2 : 1000) {
 		int64_t left = deadline_ms - isc_monotonic_ms();
@@ -231,20 +233,6 @@ const char *isc_ssh_hostkey_sha256(const struct isc_ssh *s)
 	return s->key_sha256;
 }
 
-/* Waits for the socket in the directions libssh2 is blocked on, up to ms. */
-static void wait_socket(struct isc_ssh *s, int ms)
-{
-	struct pollfd p = {s->fd, 0, 0};
-	int dir = libssh2_session_block_directions(s->session);
-	if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
-		p.events |= POLLIN;
-	if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
-		p.events |= POLLOUT;
-	if (!p.events)
-		p.events = POLLIN;
-	poll(&p, 1, ms);
-}
-
 struct isc_ssh_stream {
 	struct isc_ssh *s;
 	LIBSSH2_CHANNEL *ch;
@@ -283,6 +271,42 @@ static int stream_expired(struct isc_ssh_stream *st, struct isc_err *err)
 		}
 	}
 	return 0;
+}
+
+/* A wait that must notice a cancel on its own: the longest sleep between looks at it. */
+#define POLL_LOOK_MS 100
+/* With a wake descriptor: the longest sleep, so a clock step cannot strand a wait. */
+#define POLL_WAKE_MAX_MS 5000
+
+/*
+ * Waits for the socket in the directions libssh2 is blocked on. Without a wake
+ * descriptor (ssh.h) it looks again after POLL_LOOK_MS, to notice a cancel; with one,
+ * it sleeps until the socket, the cancel or the stream's next deadline, whichever is
+ * first. A paced stream looks every POLL_LOOK_MS: its pace is judged as time passes.
+ */
+static void stream_wait(struct isc_ssh_stream *st)
+{
+	struct pollfd p[2] = {{st->s->fd, 0, 0}, {st->s->wake_fd, POLLIN, 0}};
+	int dir = libssh2_session_block_directions(st->s->session);
+	int64_t ms = POLL_LOOK_MS;
+
+	if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
+		p[0].events |= POLLIN;
+	if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+		p[0].events |= POLLOUT;
+	if (!p[0].events)
+		p[0].events = POLLIN;
+	if (st->s->wake_fd >= 0 && !st->paced) {
+		int64_t now = isc_monotonic_ms();
+		ms = POLL_WAKE_MAX_MS;
+		if (st->deadline_ms != INT64_MAX && st->deadline_ms - now + 1 < ms)
+			ms = st->deadline_ms - now + 1;
+		if (st->idle_ms > 0 && st->last_progress_ms + st->idle_ms - now + 1 < ms)
+			ms = st->last_progress_ms + st->idle_ms - now + 1;
+		if (ms < 1)
+			ms = 1;
+	}
+	poll(p, st->s->wake_fd >= 0 ? 2 : 1, (int)ms);
 }
 
 void isc_ssh_stream_pace(struct isc_ssh_stream *st, const struct isc_pace_limits *lim)
@@ -353,7 +377,7 @@ ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap
 			st->eof = 1;
 			return 0;
 		}
-		wait_socket(st->s, 100);
+		stream_wait(st);
 	}
 }
 
@@ -408,7 +432,7 @@ int isc_ssh_stream_write(struct isc_ssh_stream *st, const char *data, size_t len
 			                   st->s->where);
 		if ((rc = stream_expired(st, err)))
 			return rc;
-		wait_socket(st->s, 100);
+		stream_wait(st);
 	}
 	return 0;
 }
@@ -424,7 +448,7 @@ int isc_ssh_stream_send_eof(struct isc_ssh_stream *st, struct isc_err *err)
 			                   st->s->where);
 		if ((rc = stream_expired(st, err)))
 			return rc;
-		wait_socket(st->s, 100);
+		stream_wait(st);
 	}
 }
 

@@ -36,6 +36,13 @@ struct isc_ssh_target {
 	const char *key_path;   /* the cluster's private key file */
 	const char *pin_target; /* what the host key is pinned under; NULL: "host:port" */
 	volatile int *cancel;   /* optional: stop retrying once it becomes non-zero */
+	/*
+	 * Optional: a descriptor that becomes readable when *cancel is set (the read end of
+	 * a pipe the canceller writes to). With it, a command waiting for output sleeps
+	 * until data, the cancel or its deadline, instead of waking every 100 ms to look
+	 * at *cancel: thousands of idle log streams then cost nothing.
+	 */
+	const int *wake_fd;
 };
 
 /*
