@@ -173,17 +173,20 @@ one_alone() {
 
 # api_status KEY WHEN: wrk, $CONNS connections for $WRK_S s, on replica 1's TCP listener with
 # the token $tok: the status of the first bulk burst; records its p99 as KEY.
+# With a third argument PATH, that path instead (a page of experiments, issue 49).
 api_status() {
-	local url id rps p50 p99 non2xx
+	local url id rps p50 p99 non2xx path what
 	url=$(cat "${homes[0]}/run/api.sock.tcp")
 	id=$(head -n 1 "$sandbox/ids")
+	path=${3:-/v1/experiments/$id}
+	what=${3:+GET $3}
 	wrk -t2 -c"$CONNS" -d"${WRK_S}s" --latency --timeout 10s -H "Authorization: Bearer $tok" \
-		"$url/v1/experiments/$id" >"$sandbox/$1.wrk" 2>&1
+		"$url$path" >"$sandbox/$1.wrk" 2>&1
 	rps=$(awk '/^Requests\/sec/ {print $2}' "$sandbox/$1.wrk")
 	p50=$(awk '$1 == "50%" {print $2}' "$sandbox/$1.wrk")
 	p99=$(awk '$1 == "99%" {print $2}' "$sandbox/$1.wrk")
 	non2xx=$(awk '/Non-2xx/ {print $5}' "$sandbox/$1.wrk")
-	say "API status (GET /v1/experiments/ID) on replica 1, $CONNS connections, $WRK_S s, $2: $rps req/s, p50 $p50, p99 $p99${non2xx:+, non-2xx: $non2xx}"
+	say "API ${what:-status (GET /v1/experiments/ID)} on replica 1, $CONNS connections, $WRK_S s, $2: $rps req/s, p50 $p50, p99 $p99${non2xx:+, non-2xx: $non2xx}"
 	record "$1" "$p99"
 }
 
@@ -296,6 +299,7 @@ run_config() {
 	tok=$(curl -s --unix-socket "${homes[0]}/run/api.sock" -X POST -d '{"expires_in_s":86400}' http://localhost/v1/tokens |
 		/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
 	api_status p99 "with $n_run bursts running"
+	api_status page99 "with $n_run bursts running" "/v1/experiments?limit=50"
 
 	# 4. Cancel all; the cloud empties.
 	local tc
@@ -403,6 +407,7 @@ for c in configs:
     print("%-24s %-44s %-28s %s" % ("", "mean tick period (life / ticks)", "%d ms" % per,
           "<= %d ms: %s" % (2 * tick, "met" if 0 < per <= 2 * tick else "not met")))
     for key, label in (("p99", "API status p99, 200 conn., bursts running"),
+                       ("page99", "API page of 50 p99, 200 conn., bursts running"),
                        ("p99idle", "API status p99, 200 conn., after the cancels")):
         p = ms(d.get(key, ""))
         print("%-24s %-44s %-28s %s" % ("", label, d.get(key, "?"),
