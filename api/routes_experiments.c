@@ -154,8 +154,6 @@ static int visible_experiment(struct isc_api_call *c, struct isc_experiment *e)
 {
 	struct isc_err err;
 	enum isc_role r;
-	char *owner = NULL;
-	int ok;
 
 	isc_err_clear(&err);
 	if (isc_store_experiment_get(c->store, c->params[0], e, &err)) {
@@ -175,13 +173,7 @@ static int visible_experiment(struct isc_api_call *c, struct isc_experiment *e)
 	if (r == ISC_ROLE_ADMIN)
 		return 1;
 	if (r == ISC_ROLE_MEMBER) {
-		if (isc_store_experiment_owner(c->store, e->id, &owner, &err)) {
-			isc_api_reply_err(c, &err);
-			goto refuse;
-		}
-		ok = strcmp(owner, c->user) == 0;
-		free(owner);
-		if (ok)
+		if (e->owner && c->user && strcmp(e->owner, c->user) == 0)
 			return 1;
 		isc_api_reply_error(c, 403, "experiment %s was launched by another member", e->id);
 		goto refuse;

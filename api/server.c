@@ -89,10 +89,15 @@ struct request {
  * Each server thread's own state: its store connection, and what it keeps
  * between requests to save the store and the disk work of every request. The
  * caches hold answers read from the store and are thrown away as soon as the
- * store's version (isc_store_version: anything committed by anyone) differs
- * from the one read before they were filled, so a revoked token, a removed
- * member or a new experiment is seen by the next request that starts after
- * the change committed. No cache is shared between threads: no locks.
+ * version they depend on differs from the one read, at the start of the
+ * request, before they were filled: the tokens and roles on the store's auth
+ * version (bumped, by triggers, only in the transactions that write tokens,
+ * memberships, users or organisations), the listings on the store's version
+ * (anything committed by anyone). So a revoked token, a removed member or a new
+ * experiment is seen by the next request that starts after the change committed,
+ * on this replica or another of the store, and the commits of running bursts no
+ * longer cost every call its token and role (issue 49; docs/security.md, "The
+ * API's caches"). No cache is shared between threads: no locks.
  */
 #define TOKEN_CACHE 16
 #define ROLE_CACHE  64
@@ -163,16 +168,18 @@ static void thread_caches_check(struct thread_state *t)
 {
 	struct isc_store_version v = {0};
 	struct isc_err err;
+	int known;
 
 	isc_err_clear(&err);
-	if (isc_store_version(t->store, &v, &err) == 0 && t->valid &&
-	    v.others == t->version.others && v.own == t->version.own)
-		return;
-	t->n_tokens = t->next_token = 0;
-	t->n_roles = t->next_role = 0;
-	isc_api_listing_cache_clear(&t->listings);
+	known = isc_store_version(t->store, &v, &err) == 0;
+	if (!known || !t->valid || v.auth != t->version.auth) {
+		t->n_tokens = t->next_token = 0;
+		t->n_roles = t->next_role = 0;
+	}
+	if (!known || !t->valid || v.others != t->version.others || v.own != t->version.own)
+		isc_api_listing_cache_clear(&t->listings);
 	t->version = v;
-	t->valid = err.code == 0;
+	t->valid = known;
 }
 
 /* 1 when this thread's caches may be read and filled now (the store's version is known). */
@@ -379,6 +386,8 @@ enum isc_role isc_api_role(struct isc_api_call *c, int64_t org_id)
 			if (t->roles[i].user_id == c->user_id && t->roles[i].org_id == org_id)
 				return t->roles[i].role;
 	isc_err_clear(&err);
+	isc_log(ISC_LOG_DEBUG, "api: role of user %lld in org %lld read from the store",
+	        (long long)c->user_id, (long long)org_id);
 	if (isc_store_member_role(c->store, c->user_id, org_id, &r, &err)) {
 		isc_api_reply_err(c, &err);
 		return ISC_ROLE_NONE;
@@ -510,6 +519,8 @@ static int token_lookup(struct isc_api_call *c, const char *id, struct cached_to
 				*out = t->tokens[i];
 				return 0;
 			}
+	/* At debug level, so tests/integration/api-cache.sh can count the store's reads. */
+	isc_log(ISC_LOG_DEBUG, "api: token %s read from the store", id);
 	if ((rc = isc_store_token_get(c->store, id, &row, err)))
 		return rc;
 	memset(out, 0, sizeof(*out));

@@ -469,7 +469,60 @@ static const char *const migrations[] = {
     "  set_by TEXT NOT NULL,"
     "  set_ms INTEGER NOT NULL);"
     "ALTER TABLE replicas ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';",
+    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';", /* issue 49: the version
+                                                                            * of who may do what
+                                                                            * (docs/security.md,
+                                                                            * "The API's caches").
+                                                                            * The API's token and
+                                                                            * role caches are kept
+                                                                            * while it is unchanged,
+                                                                            * so they survive the
+                                                                            * commits of running
+                                                                            * bursts. Triggers bump
+                                                                            * it in the same
+                                                                            * transaction as every
+                                                                            * write to the rows
+                                                                            * those caches copy
+                                                                            * (tokens, memberships,
+                                                                            * users, an
+                                                                            * organisation's
+                                                                            * existence), so no
+                                                                            * writer, present or
+                                                                            * future, can forget to.
+                                                                            * The same step in
+                                                                            * migrations_pg.c; isc
+                                                                            * store copy leaves the
+                                                                            * row to the
+                                                                            * destination's
+                                                                            * triggers. */
+    "CREATE TABLE auth_version ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  version INTEGER NOT NULL);"
+    "INSERT INTO auth_version (id, version) VALUES (1, 1);"
+    "CREATE TRIGGER auth_version_api_tokens_ins AFTER INSERT ON api_tokens BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_api_tokens_upd AFTER UPDATE ON api_tokens BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_api_tokens_del AFTER DELETE ON api_tokens BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_memberships_ins AFTER INSERT ON memberships BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_memberships_upd AFTER UPDATE ON memberships BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_memberships_del AFTER DELETE ON memberships BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_users_ins AFTER INSERT ON users BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_users_upd AFTER UPDATE ON users BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_users_del AFTER DELETE ON users BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_orgs_ins AFTER INSERT ON orgs BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_orgs_upd AFTER UPDATE OF id, name ON orgs BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
+    "CREATE TRIGGER auth_version_orgs_del AFTER DELETE ON orgs BEGIN"
+    "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;",
 };
 
 size_t isc_store_migration_count(void)

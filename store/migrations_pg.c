@@ -390,6 +390,32 @@ static const char *const pg_steps[] = {
     "  set_ms BIGINT NOT NULL);"
     "ALTER TABLE replicas ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';",
+    /* 23, issue 49: the version of who may do what (migrations.c says why). One bump per
+     * transaction, by statement triggers: a copy of 10,000 tokens in one transaction does
+     * not chain 10,000 versions of the row (the ledger_totals lesson, store_copy.c). */
+    "CREATE TABLE auth_version ("
+    "  id BIGINT PRIMARY KEY CHECK (id = 1),"
+    "  version BIGINT NOT NULL);"
+    "INSERT INTO auth_version (id, version) VALUES (1, 1);"
+    "CREATE FUNCTION auth_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN"
+    "  IF current_setting('isc.auth_bumped', true) IS DISTINCT FROM '1' THEN"
+    "    PERFORM set_config('isc.auth_bumped', '1', true);"
+    "    UPDATE auth_version SET version = version + 1 WHERE id = 1;"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $$;"
+    "CREATE TRIGGER auth_version_api_tokens AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "
+    "api_tokens"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();"
+    "CREATE TRIGGER auth_version_memberships AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "
+    "memberships"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();"
+    "CREATE TRIGGER auth_version_users AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON users"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();"
+    "CREATE TRIGGER auth_version_orgs AFTER INSERT OR UPDATE OF id, name OR DELETE OR TRUNCATE ON "
+    "orgs"
+    "  FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();",
     NULL,
 };
 

@@ -1016,13 +1016,19 @@ int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct
 	struct isc_db_stmt *st;
 	int rc;
 
+	/* PostgreSQL: one round trip for both versions. SQLite: two statements, no trip. */
 	rc = isc_store_prepare_cached(
-	    s, pg ? "SELECT CAST(pg_current_snapshot() AS TEXT)" : "PRAGMA data_version", &st, err);
+	    s,
+	    pg ? "SELECT CAST(pg_current_snapshot() AS TEXT), (SELECT version FROM auth_version "
+	         "WHERE id = 1)"
+	       : "PRAGMA data_version",
+	    &st, err);
 	if (rc)
 		return rc;
 	rc = isc_db_step(st);
-	out->others = 0;
+	out->others = out->auth = 0;
 	if (rc == ISC_DB_ROW && pg) {
+		out->auth = isc_db_column_int64(st, 1);
 		/* FNV-1a of the snapshot's text. */
 		const unsigned char *t = isc_db_column_text(st, 0);
 		uint64_t h = 1469598103934665603ULL;
@@ -1035,6 +1041,22 @@ int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct
 	isc_store_finalize(s, st);
 	if (rc != ISC_DB_ROW)
 		return isc_store_db_err(s, rc, "reading the data version", err);
+	/*
+	 * After data_version: a commit in between makes the auth version newer than
+	 * data_version says, and the next call sees data_version changed, never the reverse.
+	 */
+	if (!pg) {
+		rc = isc_store_prepare_cached(s, "SELECT version FROM auth_version WHERE id = 1",
+		                              &st, err);
+		if (rc)
+			return rc;
+		rc = isc_db_step(st);
+		if (rc == ISC_DB_ROW)
+			out->auth = isc_db_column_int64(st, 0);
+		isc_store_finalize(s, st);
+		if (rc != ISC_DB_ROW)
+			return isc_store_db_err(s, rc, "reading the auth version", err);
+	}
 	out->own = isc_db_total_changes(s->db);
 	return 0;
 }

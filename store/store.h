@@ -76,6 +76,14 @@ int64_t isc_store_clock_skew_ms(void);
  */
 struct isc_store_version {
 	int64_t others, own;
+	/*
+	 * The auth version: the auth_version row, which triggers bump in the same
+	 * transaction as any write to api_tokens, memberships, users or an org's id or
+	 * name (migration 23). A cache of tokens or roles keyed by it alone survives
+	 * the commits of running bursts and still never outlives a revoke, on any
+	 * replica of the store: it is read from the store on every call.
+	 */
+	int64_t auth;
 };
 int isc_store_version(struct isc_store *s, struct isc_store_version *out, struct isc_err *err);
 

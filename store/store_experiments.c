@@ -21,6 +21,7 @@ void isc_experiment_cleanup(struct isc_experiment *e)
 	free(e->shape_id);
 	free(e->output_path);
 	free(e->final_status);
+	free(e->owner);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -117,7 +118,7 @@ int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e
 	"SELECT e.id, e.project_id, p.name, e.org_id, o.name, e.name, e.compute_mode, e.gpus, "    \
 	"e.spec_json, e.status, e.status_reason, e.nnodes, e.nproc, e.shape_id, e.cycle_count, "   \
 	"e.output_path, e.cancel_requested, e.next_attempt_ms, e.created_at_ms, e.updated_at_ms, " \
-	"e.final_status "
+	"e.final_status, e.owner "
 #define EXPERIMENT_FROM                                                                            \
 	"FROM experiments e JOIN projects p ON p.id = e.project_id JOIN orgs o ON o.id = "         \
 	"e.org_id "
@@ -148,6 +149,7 @@ static int experiment_from_row(struct isc_db_stmt *st, void *rec)
 	e->created_at_ms = isc_db_column_int64(st, 18);
 	e->updated_at_ms = isc_db_column_int64(st, 19);
 	e->final_status = isc_store_col_text(st, 20, &oom);
+	e->owner = isc_store_col_text(st, 21, &oom);
 	return oom ? ISC_ENOMEM : 0;
 }
 

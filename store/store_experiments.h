@@ -29,6 +29,10 @@ struct isc_experiment {
 	int64_t next_attempt_ms; /* a waiting experiment is not retried before this */
 	int64_t created_at_ms, updated_at_ms;
 	char *final_status; /* while stopping: the final status it heads for; else "" */
+	/* Who launched it (a platform user's name; "" for the operator or before issue 29).
+	 * Read with the row: a member's status request needs it, and a round trip of its own
+	 * cost one more than the row (issue 49). */
+	char *owner;
 };
 
 struct isc_event {

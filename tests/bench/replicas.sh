@@ -147,6 +147,7 @@ run_config() {
 	# 3. The API while they run: the status of one of them, 200 connections.
 	api_token
 	api_status p99 "with $n_run bursts running"
+	api_wrk page99 "/v1/experiments?limit=50" "a page of experiments (GET /v1/experiments?limit=50)" "with $n_run bursts running"
 
 	# 4. Cancel all; the cloud empties.
 	local tc
@@ -241,6 +242,7 @@ for c in configs:
     print("%-24s %-44s %-28s %s" % ("", "mean tick period (life / ticks)", "%d ms" % per,
           "<= %d ms: %s" % (2 * tick, "met" if 0 < per <= 2 * tick else "not met")))
     for key, label in (("p99", "API status p99, 200 conn., bursts running"),
+                       ("page99", "API page of 50 p99, 200 conn., bursts running"),
                        ("p99idle", "API status p99, 200 conn., after the cancels")):
         p = ms(d.get(key, ""))
         print("%-24s %-44s %-28s %s" % ("", label, d.get(key, "?"),

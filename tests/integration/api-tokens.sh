@@ -97,8 +97,9 @@ expect_code 401 "an expired token" "$etok" /v1/whoami
 check "the refusal says expired" grep -q "expired" "$dir/body"
 expect_exit 2 "--expires must be a duration" isc token create --expires soon
 
-# Caches never outlive a change. Each server thread keeps the tokens, roles and listings it
-# read until anything is committed (docs/api.md, "Threads and the store"), so every check
+# Caches never outlive a change. Each server thread keeps the tokens and roles it read until
+# the store's auth version moves, and the listings until anything is committed (docs/api.md,
+# "Threads and the store"; api-cache.sh checks what survives), so every check
 # below first has many threads serve the caller (40 requests, each on its own connection),
 # then changes the store, then asks 40 times again: every answer must be the new one.
 # each TOKEN PATH: the HTTP status of 40 requests, each on a new connection, one a line.
