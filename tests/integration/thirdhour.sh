@@ -12,6 +12,17 @@ trap 'iscd_api_stop; rm -rf "$tmp"' EXIT
 
 # ==== items 1-7 (each block sets up what it needs under $tmp/N) ====
 
+# ---- 6. isc init --home DIR, as the README writes it (and isc --home DIR init) ----
+mkdir -p "$tmp/6"
+expect_exit 0 "isc init --home DIR" "$ISC_BIN/isc" init --home "$tmp/6/after"
+check "isc init --home DIR made the store there" test -f "$tmp/6/after/isc.db"
+check "isc init --home DIR wrote config.toml there" test -f "$tmp/6/after/config.toml"
+expect_exit 0 "isc init --home=DIR" "$ISC_BIN/isc" init --home="$tmp/6/eq"
+check "isc init --home=DIR made the store there" test -f "$tmp/6/eq/isc.db"
+expect_exit 0 "isc --home DIR init still works" "$ISC_BIN/isc" --home "$tmp/6/before" init
+check "isc --home DIR init made the store there" test -f "$tmp/6/before/isc.db"
+expect_stderr "--home needs a folder" "$ISC_BIN/isc" init --home
+
 # ==== end of items 1-7 ====
 
 # ==== items 8-14 (each block sets up what it needs under $tmp/N) ====
