@@ -37,11 +37,13 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 		else if (strncmp(argv[i], "--home=", 7) == 0)
 			home = argv[i] + 7;
 		else if (strcmp(argv[i], "--home") == 0)
-			return isc_cli_usage_error("init", "--home needs a folder: isc init --home DIR");
+			return isc_cli_usage_error("init",
+			                           "--home needs a folder: isc init --home DIR");
 		else
 			return isc_cli_usage_error("init", "unexpected argument '%s'", argv[i]);
 		if (!*home)
-			return isc_cli_usage_error("init", "--home needs a folder: isc init --home DIR");
+			return isc_cli_usage_error("init",
+			                           "--home needs a folder: isc init --home DIR");
 		isc_err_clear(&err);
 		if (!(resolved = isc_home_resolve(home, &err)))
 			return isc_cli_fail(&err);

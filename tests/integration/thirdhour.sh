@@ -12,6 +12,29 @@ trap 'iscd_api_stop; rm -rf "$tmp"' EXIT
 
 # ==== items 1-7 (each block sets up what it needs under $tmp/N) ====
 
+# ---- 2. isc shapes names a broken config.toml, as isc burst, validate and check do ----
+mkdir -p "$tmp/2"
+h2=$tmp/2/home
+"$ISC_BIN/isc" --home "$h2" init >/dev/null || exit 1
+cat >>"$h2/config.toml" <<CONF
+
+[providers.aws]
+regions = ["us-east-1"]
+endpoint = "http://127.0.0.1:9"
+CONF
+AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x iscd_api "$h2" "$tmp/2/iscd.log" || exit 1
+expect_exit 0 "isc shapes with a good config.toml" "$ISC_BIN/isc" --home "$h2" shapes --gpus 8
+# The config is broken under the running iscd: a top-level key after the last table.
+echo 'api_listen = "127.0.0.1:0"' >>"$h2/config.toml"
+line=$(wc -l <"$h2/config.toml")
+want="config.toml:$line:1: providers.aws.api_listen: a top-level key inside [providers.aws]"
+expect_exit 1 "isc shapes exits non-zero on a broken config.toml" "$ISC_BIN/isc" --home "$h2" shapes --gpus 8
+expect_stderr "$want" "$ISC_BIN/isc" --home "$h2" shapes --gpus 8
+expect_stderr "$want" "$ISC_BIN/isc" --home "$h2" shapes --gpus 8 --json
+out=$("$ISC_BIN/isc" --home "$h2" shapes --gpus 8 2>&1 | grep -c "is not in config.toml")
+check "isc shapes does not blame the providers for a broken file ($out rows did)" test "$out" = 0
+iscd_api_stop
+
 # ---- 6. isc init --home DIR, as the README writes it (and isc --home DIR init) ----
 mkdir -p "$tmp/6"
 expect_exit 0 "isc init --home DIR" "$ISC_BIN/isc" init --home "$tmp/6/after"
