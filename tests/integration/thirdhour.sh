@@ -35,6 +35,41 @@ out=$("$ISC_BIN/isc" --home "$h2" shapes --gpus 8 2>&1 | grep -c "is not in conf
 check "isc shapes does not blame the providers for a broken file ($out rows did)" test "$out" = 0
 iscd_api_stop
 
+# ---- 5. iscd's checks name every problem at once, each at its line and column ----
+mkdir -p "$tmp/5"
+h5=$tmp/5/home
+i5() { "$ISC_BIN/isc" --home "$h5" "$@"; }
+i5 init >/dev/null || exit 1
+printf '\n[providers.aws]\nregions = ["us-east-1"]\nendpoint = "http://127.0.0.1:9"\n' >>"$h5/config.toml"
+AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x iscd_api "$h5" "$tmp/5/iscd.log" || exit 1
+i5 org add acme >/dev/null && i5 project add --org acme vision >/dev/null 2>&1
+write5() { # FILE PROJECT
+	cat >"$1" <<LAUNCH
+isc_project_id = "$2"
+experiment_name = "resnet"
+gpus = 8
+compute_mode = "burst"
+dataset_id_list = ["imagenet-missing", "coco-missing"]
+burst_shape_priority_list = ["aws-us-east-1-p4d.24xlarg-spot"]
+command = "true"
+LAUNCH
+}
+write5 "$tmp/5/three.isc" vision
+f=$tmp/5/three.isc
+expect_exit 1 "validate refuses a file with three problems" i5 validate "$f"
+expect_stderr "$f:5:20: error: dataset_id_list[0]: organisation 'acme' has no dataset 'imagenet-missing'" i5 validate "$f"
+expect_stderr "$f:5:40: error: dataset_id_list[1]: organisation 'acme' has no dataset 'coco-missing'" i5 validate "$f"
+expect_stderr "$f:6:30: error: burst_shape_priority_list[0]: no shape \"aws-us-east-1-p4d.24xlarg-spot\"; did you mean \"aws-us-east-1-p4d.24xlarge-spot\"?" i5 validate "$f"
+expect_stderr "$f:5:40: error: dataset_id_list[1]" i5 burst "$f"
+n=$(i5 validate "$f" 2>&1 | grep -c ': error: ')
+check "validate names all three problems, and the list's verdict ($n error lines)" test "$n" = 4
+write5 "$tmp/5/project.isc" visoin
+f=$tmp/5/project.isc
+expect_stderr "$f:1:18: error: isc_project_id: no project with id or name 'visoin'; did you mean 'vision'?" i5 validate "$f"
+expect_stderr "$f:6:30: error: burst_shape_priority_list[0]" i5 validate "$f"
+check "nothing was created" test "$(i5 experiments --json)" = "[]"
+iscd_api_stop
+
 # ---- 6. isc init --home DIR, as the README writes it (and isc --home DIR init) ----
 mkdir -p "$tmp/6"
 expect_exit 0 "isc init --home DIR" "$ISC_BIN/isc" init --home "$tmp/6/after"
@@ -45,6 +80,43 @@ check "isc init --home=DIR made the store there" test -f "$tmp/6/eq/isc.db"
 expect_exit 0 "isc --home DIR init still works" "$ISC_BIN/isc" --home "$tmp/6/before" init
 check "isc --home DIR init made the store there" test -f "$tmp/6/before/isc.db"
 expect_stderr "--home needs a folder" "$ISC_BIN/isc" init --home
+
+# ---- 7. The Control Plane on the sandbox: sandbox start --web, and restart after an edit ----
+mkdir -p "$tmp/7"
+sb7=$tmp/7/sb
+sandbox7_stop() { tests/mocks/sandbox stop "$sb7" >/dev/null 2>&1; }
+if ISC_BIN=$ISC_BIN tests/mocks/sandbox start --web --no-s3 "$sb7" >"$tmp/7/start.out" 2>&1; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	echo "FAIL: sandbox start --web: $(tail -3 "$tmp/7/start.out")" >&2
+fi
+conf7=$sb7/home/config.toml
+# api_listen is a top-level key: above the first table, or it would land inside it.
+check "sandbox --web writes api_listen above the first table" /usr/bin/python3 -c '
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+key = [i for i, l in enumerate(lines) if re.match(r"api_listen = \"127\.0\.0\.1:0\"", l)]
+table = [i for i, l in enumerate(lines) if re.match(r"\[", l)]
+sys.exit(0 if key and table and key[0] < table[0] else 1)' "$conf7"
+url7=$(cat "$sb7/home/run/api.sock.tcp" 2>/dev/null)
+check "sandbox start --web prints the Control Plane's URL ($url7)" grep -qF "the Control Plane at $url7/" "$tmp/7/start.out"
+check "the Control Plane's sign-in page answers at $url7/" bash -c "curl -sf --max-time 5 '$url7/' | grep -qi '<html'"
+check "the API over TCP wants a token" bash -c "test \"\$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 '$url7/v1/whoami')\" = 401"
+pid7=$(cat "$sb7/iscd.pid" 2>/dev/null)
+# An edit of config.toml needs iscd restarted: sandbox restart does it and records its pid.
+sed -i '/^api_listen = /d' "$conf7"
+expect_exit 0 "sandbox restart" env ISC_BIN="$ISC_BIN" tests/mocks/sandbox restart "$sb7"
+check "restart: a new iscd, recorded in DIR/iscd.pid" bash -c "p=\$(cat '$sb7/iscd.pid'); [ -n \"\$p\" ] && [ \"\$p\" != '$pid7' ] && kill -0 \"\$p\""
+echo "$pid7" >"$tmp/7/old.pid"
+check "restart: the old iscd is gone" bash -c ". tests/mocks/lib/procs.sh; ! procs_alive '$tmp/7/old.pid'"
+check "restart: iscd read config.toml anew (no TCP listener now)" test ! -e "$sb7/home/run/api.sock.tcp"
+check "restart: the API answers on the socket" bash -c "ISC_HOME='$sb7/home' '$ISC_BIN/isc' experiments --json >/dev/null"
+sandbox7_stop
+check "sandbox stop leaves no process of it (the restarted iscd included)" bash -c ". tests/mocks/lib/procs.sh; procs_none_left '$sb7'"
+# The docs say it: api_listen above the first table, read only at start, the sandbox's way.
+check "docs/control-plane.md: the sandbox's --web and restart" grep -q 'sandbox start --web' docs/control-plane.md
+check "docs/config.md: api_listen is read when iscd starts" grep -q 'api_listen.*restart' docs/config.md
 
 # ==== end of items 1-7 ====
 
