@@ -52,7 +52,7 @@ struct isc_strlist {
 
 /* A validated experiment. Every pointer is owned by the struct (isc_launch_free). */
 struct isc_launch {
-	char *project_id;      /* isc_project_id */
+	char *project_id; /* isc_project_id */
 	/* Where isc_project_id's value is, for iscd's "no such project" (checked after parsing). */
 	struct isc_launch_pos project_pos;
 	char *experiment_name; /* experiment_name */
