@@ -35,6 +35,72 @@ out=$("$ISC_BIN/isc" --home "$h2" shapes --gpus 8 2>&1 | grep -c "is not in conf
 check "isc shapes does not blame the providers for a broken file ($out rows did)" test "$out" = 0
 iscd_api_stop
 
+# ---- 3. The Burst page says whether each shape can be placed, as isc shapes does ----
+mkdir -p "$tmp/3"
+h3=$tmp/3/home
+"$ISC_BIN/isc" --home "$h3" init >/dev/null || exit 1
+# api_listen above the first table (the pages are served on TCP only); AWS in one region.
+sed -i '1i api_listen = "127.0.0.1:0"' "$h3/config.toml"
+printf '\n[providers.aws]\nregions = ["us-east-1"]\nendpoint = "http://127.0.0.1:9"\n' >>"$h3/config.toml"
+AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=x iscd_api "$h3" "$tmp/3/iscd.log" || exit 1
+"$ISC_BIN/isc" --home "$h3" shapes --gpus 16 --provider aws --json >"$tmp/3/api.json"
+# The API the page reads: both kinds of rows, the unplaceable ones with the CLI's reason.
+check "GET /v1/shapes: placeable and unplaceable rows, each unplaceable one with a why" /usr/bin/python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+yes = [r for r in rows if r["placeable"]]
+no = [r for r in rows if not r["placeable"]]
+sys.exit(0 if yes and no and all("is not in [providers.aws] regions" in r["why"] for r in no) else 1)' "$tmp/3/api.json"
+check "isc shapes prints the same reason" bash -c "'$ISC_BIN/isc' --home '$h3' shapes --gpus 16 --provider aws | grep -q \"no: region 'us-west-2' is not in \\[providers.aws\\] regions\""
+# The page, in Debian's chromium (tests/browser/webdriver.py), signed in with a token.
+url3=$(cat "$h3/run/api.sock.tcp" 2>/dev/null)
+tok3=$("$ISC_BIN/isc" --home "$h3" token create --expires 1d 2>/dev/null | grep -Eo 'tok_[0-9a-f]{16}\.[0-9a-f]+' | head -1)
+if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+	mkdir -p "$tmp/3/browser"
+	/usr/bin/python3 - "$url3" "$tok3" "$tmp/3/browser" >"$tmp/3/page.json" 2>"$tmp/3/browser.log" <<'PY'
+import json, sys
+sys.path.insert(0, "tests/browser")
+from webdriver import Driver
+url, token, work = sys.argv[1:4]
+d = Driver("/usr/bin/chromium", "/usr/bin/chromedriver", work)
+try:
+    d.get(url + "/index.html")
+    d.wait_css("#token").type(token)
+    d.find("#signin-button").click()
+    d.wait(lambda: d.url().endswith("/burst.html") and d.find("body[data-ready]"), 30)
+    d.find("#gpus").clear()
+    d.find("#gpus").type("16")
+    d.find("#provider").select("aws")
+    d.find("#filters button[type=submit]").click()
+    d.wait(lambda: "for 16 GPUs" in d.find("#status").text(), 30)
+    rows = d.js("""return [...document.querySelectorAll('#shapes tbody tr')].map((tr) => ({
+        id: tr.getAttribute('data-shape'), placeable: tr.getAttribute('data-placeable'),
+        marked: tr.classList.contains('unplaceable'), copy: !!tr.querySelector('button.copy'),
+        last: tr.lastElementChild.textContent,
+        header: document.querySelector('#shapes thead tr').lastElementChild.textContent}));""")
+    print(json.dumps(rows))
+finally:
+    d.quit()
+PY
+	page3() { /usr/bin/python3 -c '
+import json, sys
+api = {r["id"]: r for r in json.load(open(sys.argv[1]))}
+page = json.load(open(sys.argv[2]))
+ok = bool(page) and all(eval(sys.argv[3]) for p in page for r in [api[p["id"]]])
+sys.exit(0 if ok else 1)' "$tmp/3/api.json" "$tmp/3/page.json" "$1"; }
+	check "the page lists the API's shapes ($(tail -1 "$tmp/3/browser.log"))" test -s "$tmp/3/page.json"
+	check "the page has a Placeable column" page3 'p["header"] == "Placeable"'
+	check "the page says, per row, whether the shape can be placed" page3 '(p["placeable"] == "yes") == r["placeable"]'
+	check "an unplaceable row says why, as the CLI does" page3 'r["placeable"] or p["last"] == "no: " + r["why"]'
+	check "unplaceable rows are marked" page3 'p["marked"] == (not r["placeable"])'
+	check "only placeable rows have a Copy button" page3 'p["copy"] == r["placeable"]'
+	check "the page shows both kinds for 16 GPUs on AWS" page3 'True and any(x["placeable"] == "no" for x in page) and any(x["placeable"] == "yes" for x in page)'
+else
+	echo "thirdhour: item 3's browser checks skipped: /usr/bin/chromium or /usr/bin/chromedriver is missing"
+	check "burst.js marks unplaceable rows" grep -q "unplaceable" web/burst.js
+fi
+iscd_api_stop
+
 # ---- 5. iscd's checks name every problem at once, each at its line and column ----
 mkdir -p "$tmp/5"
 h5=$tmp/5/home
