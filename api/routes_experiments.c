@@ -16,6 +16,7 @@
 #include "providers/placeable.h"
 #include "shapes/priority.h"
 #include "store/store_experiments.h"
+#include "store/store_ledger.h"
 #include "store/store_queue.h"
 #include "store/store_ranks.h"
 
@@ -56,6 +57,8 @@ static int experiment_row_write(struct isc_buf *b, const struct isc_experiment_v
 	rc = rc ? rc : isc_json_out_int_member(b, "created_at_ms", e->created_at_ms, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "cost_micros", e->cost_micros, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "cost", dollars, &first);
+	rc = rc ? rc : isc_json_out_key(b, "cost_settling", &first);
+	rc = rc ? rc : isc_buf_puts(b, e->cost_settling ? "true" : "false");
 	return rc ? rc : isc_buf_putc(b, '}');
 }
 
@@ -240,6 +243,25 @@ static void experiment_get(struct isc_api_call *c)
 		free(dir);
 	}
 	json_object_set_new(o, "events", events_json(ev, n, 0));
+	{
+		/* The charges so far, and whether they are final yet: a final experiment's last
+		 * node periods are charged on a tick after it ended (cost_settling until then). */
+		int64_t cost = 0;
+		int settling = 0;
+		char dollars[32];
+		if (isc_store_ledger_experiment_cost(c->store, e.id, &cost, &err) ||
+		    isc_store_experiment_settling(c->store, e.id, &settling, &err)) {
+			json_decref(o);
+			isc_event_list_free(ev, n);
+			isc_experiment_cleanup(&e);
+			isc_api_reply_err(c, &err);
+			return;
+		}
+		isc_money_decimal(cost, dollars, sizeof(dollars));
+		json_object_set_new(o, "cost_micros", json_integer(cost));
+		json_object_set_new(o, "cost", json_string(dollars));
+		json_object_set_new(o, "cost_settling", json_boolean(settling));
+	}
 	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
 	if (isc_store_queue_get(c->store, e.id, &q, &err) == 0)
 		json_object_set_new(o, "queue",
