@@ -144,7 +144,7 @@ static const char *final_exit_status(const char *status, int *code)
  * tick after it ended (docs/credits.md), so the wait goes on until the cost settles
  * (COST_SETTLE_WAIT_S at most; then it says the cost is still settling).
  */
-#define COST_SETTLE_WAIT_S 30
+#define COST_SETTLE_WAIT_S 60
 static void print_final_cost(struct isc_cli *cli, const char *id)
 {
 	char path[160], cost[40];
