@@ -8,6 +8,7 @@
 #include "api/api_int.h"
 #include "api/json_out.h"
 #include "common/buf.h"
+#include "common/suggest.h"
 #include "credits/credits.h"
 #include "config/config.h"
 #include "datasets/datasets.h"
@@ -15,6 +16,7 @@
 #include "providers/placeable.h"
 #include "shapes/priority.h"
 #include "store/store_experiments.h"
+#include "store/store_ledger.h"
 #include "store/store_queue.h"
 #include "store/store_ranks.h"
 
@@ -57,6 +59,8 @@ static int experiment_row_write(struct isc_buf *b, const struct isc_experiment_v
 	rc = rc ? rc : isc_json_out_int_member(b, "created_at_ms", e->created_at_ms, &first);
 	rc = rc ? rc : isc_json_out_int_member(b, "cost_micros", e->cost_micros, &first);
 	rc = rc ? rc : isc_json_out_str_member(b, "cost", dollars, &first);
+	rc = rc ? rc : isc_json_out_key(b, "cost_settling", &first);
+	rc = rc ? rc : isc_buf_puts(b, e->cost_settling ? "true" : "false");
 	return rc ? rc : isc_buf_putc(b, '}');
 }
 
@@ -233,6 +237,25 @@ static void experiment_get(struct isc_api_call *c)
 		free(dir);
 	}
 	json_object_set_new(o, "events", events_json(ev, n, 0));
+	{
+		/* The charges so far, and whether they are final yet: a final experiment's last
+		 * node periods are charged on a tick after it ended (cost_settling until then). */
+		int64_t cost = 0;
+		int settling = 0;
+		char dollars[32];
+		if (isc_store_ledger_experiment_cost(c->store, e.id, &cost, &err) ||
+		    isc_store_experiment_settling(c->store, e.id, &settling, &err)) {
+			json_decref(o);
+			isc_event_list_free(ev, n);
+			isc_experiment_cleanup(&e);
+			isc_api_reply_err(c, &err);
+			return;
+		}
+		isc_money_decimal(cost, dollars, sizeof(dollars));
+		json_object_set_new(o, "cost_micros", json_integer(cost));
+		json_object_set_new(o, "cost", json_string(dollars));
+		json_object_set_new(o, "cost_settling", json_boolean(settling));
+	}
 	/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
 	if (isc_store_queue_get(c->store, e.id, &q, &err) == 0)
 		json_object_set_new(o, "queue",
@@ -461,13 +484,21 @@ static void reply_problem(struct isc_api_call *c, int status, const char *fmt, .
 	                             status == 404 ? "not_found" : "invalid", "problems", line));
 }
 
-/* The project the launch file names, among those of orgs where the caller may launch. */
-static int launch_project(struct isc_api_call *c, const char *file, const char *id_or_name,
-                          struct isc_project *out)
+/*
+ * The project the launch file names, among those of orgs where the caller may launch.
+ * Returns 1 with *out; -1 when the file names none (or several) of them, the problem at
+ * isc_project_id's line and column in *found, with the nearest name the caller may use;
+ * 0 when it replied (the store failed, or the caller may not launch there).
+ */
+static int launch_project(struct isc_api_call *c, const struct isc_launch *l,
+                          struct isc_launch_problems *found, struct isc_project *out)
 {
+	const char *id_or_name = l->project_id;
 	struct isc_project *list = NULL;
+	struct isc_suggest near;
 	struct isc_err err;
 	size_t n = 0, matches = 0, by_name = 0;
+	char near_name[ISC_ERR_MSG_MAX / 4] = "";
 	int rc;
 
 	isc_err_clear(&err);
@@ -481,34 +512,80 @@ static int launch_project(struct isc_api_call *c, const char *file, const char *
 			memset(&list[i], 0, sizeof(list[i]));
 			matches = 1;
 		}
+	isc_suggest_init(&near, id_or_name, strlen(id_or_name));
 	for (size_t i = 0; i < n && !matches; i++)
-		if (strcmp(list[i].name, id_or_name) == 0 && isc_api_role(c, list[i].org_id)) {
-			if (by_name++ == 0) {
+		if (isc_api_role(c, list[i].org_id)) {
+			isc_suggest_consider(&near, list[i].name);
+			if (strcmp(list[i].name, id_or_name) == 0 && by_name++ == 0) {
 				*out = list[i];
 				memset(&list[i], 0, sizeof(list[i]));
 			}
 		}
+	/* near.best points into list, which is freed next. */
+	if (near.best)
+		snprintf(near_name, sizeof(near_name), "%s", near.best);
 	isc_project_list_free(list, n);
 	if (c->status)
 		return 0;
 	if (by_name > 1) {
 		isc_project_cleanup(out);
-		reply_problem(c, 400,
-		              "%s: error: isc_project_id: %zu projects are named '%s' (in "
-		              "different organisations): use the project id",
-		              file, by_name, id_or_name);
-		return 0;
+		if (isc_launch_problems_add(found, 0, l->project_pos.line, l->project_pos.col,
+		                            "isc_project_id",
+		                            "%zu projects are named '%s' (in different "
+		                            "organisations): use the project id",
+		                            by_name, id_or_name))
+			goto nomem;
+		return -1;
 	}
 	if (!matches && !by_name) {
-		reply_problem(c, 404, "%s: error: isc_project_id: no project with id or name '%s'",
-		              file, id_or_name);
-		return 0;
+		if (isc_launch_problems_add(
+		        found, 0, l->project_pos.line, l->project_pos.col, "isc_project_id",
+		        "no project with id or name '%s'%s%s%s", id_or_name,
+		        *near_name ? "; did you mean '" : "", near_name, *near_name ? "'?" : ""))
+			goto nomem;
+		return -1;
 	}
 	rc = isc_api_require_org_role(c, out->org_id, ISC_ROLE_MEMBER | ISC_ROLE_ADMIN,
 	                              "no such project");
 	if (!rc)
 		isc_project_cleanup(out);
 	return rc;
+nomem:
+	isc_api_reply_error(c, 500, "out of memory");
+	return 0;
+}
+
+/*
+ * Every entry of dataset_id_list in the project's organisation and Available: each one
+ * that is not is a problem at its line and column in *found. Returns 1, or 0 when it
+ * replied (the store failed).
+ */
+static int check_datasets(struct isc_api_call *c, const struct isc_launch *l,
+                          const struct isc_project *p, struct isc_launch_problems *found)
+{
+	for (size_t i = 0; i < l->dataset_ids.len; i++) {
+		const struct isc_launch_pos *at = &l->dataset_ids.pos[i];
+		struct isc_dataset ds = {0};
+		struct isc_err err;
+		char field[40];
+		int rc;
+
+		isc_err_clear(&err);
+		rc = isc_dataset_resolve_one(c->store, p->org_name, l->dataset_ids.items[i], &ds,
+		                             &err);
+		isc_dataset_cleanup(&ds);
+		if (rc && rc != ISC_ENOTFOUND && rc != ISC_ECONFLICT) {
+			isc_api_reply_err(c, &err);
+			return 0;
+		}
+		snprintf(field, sizeof(field), "dataset_id_list[%zu]", at->index);
+		if (rc &&
+		    isc_launch_problems_add(found, 0, at->line, at->col, field, "%s", err.msg)) {
+			isc_api_reply_error(c, 500, "out of memory");
+			return 0;
+		}
+	}
+	return 1;
 }
 
 /* Drops the ids of the priority list that name no shape, keeping the user's order. */
@@ -529,13 +606,16 @@ static void keep_existing(struct isc_strlist *list, const struct isc_priority_ve
 /*
  * A burst's priority list against the catalog and what this broker can place
  * (docs/shapes.md): a list none of whose ids names a shape, or none of whose
- * shapes can be placed, is refused (400, the lines as errors in "problems");
- * otherwise the unknown ids are dropped from l, *warnings gets their
- * FILE:LINE:COL lines for the caller and *skipped the timeline's note (both
- * owned, may stay NULL). Returns 1 to go on, 0 when it replied.
+ * shapes can be placed, is refused: its lines become errors in *found and the
+ * verdict's unpositioned line goes to *tail, so they are answered with every other
+ * problem of the file. Otherwise the unknown ids are dropped from l, their lines are
+ * warnings in *found, *warnings gets them as FILE:LINE:COL lines for the caller and
+ * *skipped the timeline's note (both owned, may stay NULL). Returns 1 to go on, 0
+ * when it replied (the catalog or config.toml could not be read).
  */
 static int check_priority(struct isc_api_call *c, const char *file, struct isc_launch *l,
-                          char **warnings, char **skipped)
+                          struct isc_launch_problems *found, struct isc_buf *tail, char **warnings,
+                          char **skipped)
 {
 	struct isc_launch_problems probs;
 	struct isc_priority_verdict v = {0};
@@ -558,28 +638,32 @@ static int check_priority(struct isc_api_call *c, const char *file, struct isc_l
 		ok = 0;
 		goto out;
 	}
+	/* A list the user wrote is a constraint: no fallback to other shapes. */
+	for (size_t i = 0; i < probs.len; i++) {
+		struct isc_launch_problem *pr = &probs.items[i];
+		if (v.n_exist == 0 || v.n_placeable == 0)
+			pr->warning = 0;
+		if (isc_launch_problems_add(found, pr->warning, pr->line, pr->col, pr->field, "%s",
+		                            pr->msg)) {
+			isc_api_reply_error(c, 500, "out of memory");
+			ok = 0;
+			goto out;
+		}
+	}
 	if (v.n_exist == 0 || v.n_placeable == 0) {
-		/* A list the user wrote is a constraint: no fallback to other shapes. */
-		for (size_t i = 0; i < probs.len; i++)
-			probs.items[i].warning = 0;
-		isc_launch_problems_write(&probs, file, &out);
 		if (v.n_exist == 0)
 			isc_buf_printf(
-			    &out,
+			    tail,
 			    "%s: error: burst_shape_priority_list: none of its %zu id(s) names "
 			    "a shape of the catalog (isc shapes lists them); nothing was "
 			    "created\n",
 			    file, v.n_ids);
 		else
 			isc_buf_printf(
-			    &out,
+			    tail,
 			    "%s: error: burst_shape_priority_list: none of its shapes can be "
 			    "placed by this broker; nothing was created\n",
 			    file);
-		isc_api_reply_json(c, 400,
-		                   json_pack("{s:s,s:s,s:s}", "error", "burst_shape_priority_list",
-		                             "code", "invalid", "problems", isc_buf_cstr(&out)));
-		ok = 0;
 		goto out;
 	}
 	if (probs.len > 0) {
@@ -614,6 +698,14 @@ out:
 	return ok;
 }
 
+static int any_error(const struct isc_launch_problems *p)
+{
+	for (size_t i = 0; i < p->len; i++)
+		if (!p->items[i].warning)
+			return 1;
+	return 0;
+}
+
 /*
  * POST /v1/experiments?file=NAME[&default_mode=burst][&dry_run=1]: the body is the
  * launch file (at most 1 MiB). Problems are answered 400 with every
@@ -633,12 +725,17 @@ static void experiments_create(struct isc_api_call *c)
 	struct isc_err err;
 	char *text = NULL, *spec = NULL, *id = NULL, *output = NULL;
 	char *warnings = NULL, *skipped = NULL;
+	struct isc_launch_problems found; /* what the checks after parsing found */
+	struct isc_buf tail;              /* their lines without a position */
 	size_t len = c->body_len;
 	json_t *o = NULL, *o2;
+	int known = 0;
 
 	if (!file || !*file)
 		file = "launch.isc";
 	isc_launch_problems_init(&problems);
+	isc_launch_problems_init(&found);
+	isc_buf_init(&tail, 0);
 	isc_err_clear(&err);
 	if (len > ISC_LAUNCH_MAX_FILE_BYTES) {
 		isc_api_reply_error(c, 413, "%s: larger than %zu bytes", file,
@@ -682,23 +779,35 @@ static void experiments_create(struct isc_api_call *c)
 		              file, l->gpus);
 		goto out;
 	}
-	if (!launch_project(c, file, l->project_id, &p))
+	/* Every check runs and every problem is answered at once, each at its position: the
+	 * project, the priority list, then (in the project's organisation) each dataset, which
+	 * must be Available before anything is queued. */
+	if (!(known = launch_project(c, l, &found, &p)))
 		goto out;
-	isc_api_audit_target(c, p.org_id, NULL);
-	if (l->compute_mode == ISC_MODE_BURST && !check_priority(c, file, l, &warnings, &skipped))
+	if (known > 0)
+		isc_api_audit_target(c, p.org_id, NULL);
+	if (l->compute_mode == ISC_MODE_BURST &&
+	    !check_priority(c, file, l, &found, &tail, &warnings, &skipped))
 		goto out;
-	if (l->dataset_ids.len) {
-		/* Every dataset must be the organisation's and Available before anything is queued.
-		 */
-		struct isc_dataset *ds = NULL;
-		if (isc_dataset_resolve_all(c->store, p.org_name,
-		                            (const char *const *)l->dataset_ids.items,
-		                            l->dataset_ids.len, &ds, &err)) {
-			reply_problem(c, isc_api_status_for(err.code), "%s: error: %s", file,
-			              err.msg);
-			goto out;
-		}
-		isc_dataset_list_free(ds, l->dataset_ids.len);
+	if (known > 0 && !check_datasets(c, l, &p, &found))
+		goto out;
+	if (any_error(&found) || tail.len) {
+		struct isc_buf out;
+		isc_buf_init(&out, 0);
+		isc_launch_problems_sort(&found);
+		isc_launch_problems_write(&found, file, &out);
+		if (known < 0 && l->dataset_ids.len)
+			isc_buf_printf(
+			    &out,
+			    "%s: note: dataset_id_list: not checked, as the project (and "
+			    "so its organisation) is not known\n",
+			    file);
+		isc_buf_printf(&out, "%s", isc_buf_cstr(&tail));
+		isc_api_reply_json(c, 400,
+		                   json_pack("{s:s,s:s,s:s}", "error", "launch file", "code",
+		                             "invalid", "problems", isc_buf_cstr(&out)));
+		isc_buf_cleanup(&out);
+		goto out;
 	}
 	if (dry_run) {
 		o2 = json_pack("{s:b,s:s,s:s}", "valid", 1, "name", l->experiment_name,
@@ -763,6 +872,8 @@ out:
 	isc_project_cleanup(&p);
 	isc_launch_free(l);
 	isc_launch_problems_cleanup(&problems);
+	isc_launch_problems_cleanup(&found);
+	isc_buf_cleanup(&tail);
 }
 
 const struct isc_api_route isc_api_routes_experiments[] = {

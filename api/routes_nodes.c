@@ -155,9 +155,18 @@ static void nodes_add(struct isc_api_call *c)
 		goto out;
 	}
 	isc_err_clear(&err);
-	probe =
-	    (struct isc_onprem_probe){.home = c->home, .host = host, .port = port, .user = user};
+	probe = (struct isc_onprem_probe){
+	    .home = c->home, .host = host, .port = port, .user = user, .check_needs = 1};
 	answered = probe_new(c, &probe, &err);
+	/* It answers, but a job would fail there: refused with the node's own words. */
+	if (answered == ISC_ECONFLICT && probe.cannot_run && !json_is_true(force_v)) {
+		isc_api_reply_error(c, 409,
+		                    "node %s answers, but %s; not added (docs/queue.md, \"What a "
+		                    "pool node needs\"; --force adds it marked unreachable with "
+		                    "this reason)",
+		                    hp, probe.reason);
+		goto out;
+	}
 	if (answered == ISC_ECONFLICT && !json_is_true(force_v)) {
 		isc_api_reply_error(c, 409,
 		                    "node %s@%s does not answer: %s; not added (with \"force\": "

@@ -158,9 +158,14 @@ static void shapes_rank(struct isc_api_call *c)
 	req.priority = (const char *const *)prio;
 	req.n_priority = n_prio;
 	isc_err_clear(&err);
-	/* Prices older than the refresh interval are marked; defaults when there is no config. */
-	if (isc_config_load(c->home, &cfg, &err) == 0)
-		stale_ms = cfg->price_refresh_ms;
+	/* Prices older than the refresh interval are marked (defaults when there is no
+	 * config.toml). A config.toml that does not load is the answer, as isc burst and isc
+	 * validate give it: without it every shape would read "not in config.toml". */
+	if (isc_config_load(c->home, &cfg, &err)) {
+		isc_api_reply_err(c, &err);
+		goto out;
+	}
+	stale_ms = cfg->price_refresh_ms;
 	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
 	/* Placeable is iscd's view: its config and the credentials in its environment. */
 	if (isc_catalog_load(c->store, &cat, &err) || isc_catalog_rank(cat, &req, &r, &err) ||

@@ -53,16 +53,39 @@ int cmd_init(struct isc_cli *cli, int argc, char **argv)
 	int rc;
 
 	if (isc_cli_wants_help(argc, argv)) {
-		printf("usage: isc init\n\nCreates the store in the home folder (mode 0700, "
-		       "database 0600)\n"
+		printf("usage: isc init [--home DIR]\n\nCreates the store in the home folder (mode "
+		       "0700, database 0600)\n"
+		       "(--home DIR, here or before the command, else $ISC_HOME, else ~/.isc)\n"
 		       "and brings its schema up to date. Running it again changes nothing.\n"
 		       "With a PostgreSQL store (store_url, ISC_STORE_URL) it makes the schema if\n"
 		       "the database has none, or joins the one another replica made "
 		       "(docs/ha.md).\n");
 		return ISC_EXIT_OK;
 	}
-	if (argc > 1)
-		return isc_cli_usage_error("init", "unexpected argument '%s'", argv[1]);
+	/* The README's "isc init (or --home / $ISC_HOME)" reads as an option of init: the
+	 * global --home is taken here too, and wins over the one before the command. */
+	for (int i = 1; i < argc; i++) {
+		const char *home = NULL;
+		struct isc_err err;
+		char *resolved;
+		if (strcmp(argv[i], "--home") == 0 && i + 1 < argc)
+			home = argv[++i];
+		else if (strncmp(argv[i], "--home=", 7) == 0)
+			home = argv[i] + 7;
+		else if (strcmp(argv[i], "--home") == 0)
+			return isc_cli_usage_error("init",
+			                           "--home needs a folder: isc init --home DIR");
+		else
+			return isc_cli_usage_error("init", "unexpected argument '%s'", argv[i]);
+		if (!*home)
+			return isc_cli_usage_error("init",
+			                           "--home needs a folder: isc init --home DIR");
+		isc_err_clear(&err);
+		if (!(resolved = isc_home_resolve(home, &err)))
+			return isc_cli_fail(&err);
+		free(cli->home);
+		cli->home = resolved;
+	}
 	if ((rc = store_open(cli, 1, &s)))
 		return rc;
 	rc = init_store(cli, s);

@@ -70,8 +70,10 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 	if (isc_cli_wants_help(argc, argv)) {
 		printf(
 		    "usage: isc experiments [--json]\n\nLists the experiments you may see, newest "
-		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost\n(and Org after ID "
-		    "when the rows are of several organisations).\nA member sees "
+		    "first: ID, Name, NNodes, Output Path, Status, Shape, Cost (\"(settling)\" "
+		    "while an\n"
+		    "ended experiment's last node periods are still to be charged)\n(and Org after "
+		    "ID when the rows are of several organisations).\nA member sees "
 		    "their "
 		    "own, an admin their organisation's, the operator all; finance sees\nnone "
 		    "(its view is the money: isc spend --by experiment), and a line says so.\n"
@@ -120,6 +122,9 @@ int cmd_experiments(struct isc_cli *cli, int argc, char **argv)
 		snprintf(nnodes, sizeof(nnodes), "%lld",
 		         (long long)json_integer_value(json_object_get(e, "nnodes")));
 		isc_json_dollars(e, "cost_micros", cost, sizeof(cost));
+		/* Ended, but a node's last period is not charged yet: not the final cost. */
+		if (json_is_true(json_object_get(e, "cost_settling")))
+			strncat(cost, " (settling)", sizeof(cost) - strlen(cost) - 1);
 		cells[0] = str(e, "id");
 		cells[1] = str(e, "org");
 		cells[2] = str(e, "name");

@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/lib/table.h"
 #include "common/model.h"
+#include "credits/money.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -152,6 +153,15 @@ int cmd_status(struct isc_cli *cli, int argc, char **argv)
 				printf(
 				    "  Artifacts: %s (checkpoints, crud, lossy; artifact_root)\n",
 				    art);
+		}
+		{
+			char cost[40];
+			isc_money_dollars(num(o, "cost_micros"), cost, sizeof(cost));
+			printf("  Cost:     %s%s\n", cost,
+			       json_is_true(json_object_get(o, "cost_settling"))
+			           ? " (settling: a node's last period is still to be charged)"
+			       : isc_status_is_final(isc_json_str(o, "status")) ? " (final)"
+			                                                        : " so far");
 		}
 		/* The on-prem queue's view (iscd writes it); bursts that never queued have none. */
 		if (q && num(q, "position") > 0 &&

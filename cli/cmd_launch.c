@@ -6,6 +6,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/buf.h"
+#include "credits/money.h"
 #include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
 
@@ -139,6 +140,38 @@ static const char *final_exit_status(const char *status, int *code)
 }
 
 /*
+ * The experiment's cost once it is final: its last node periods are charged on a meter
+ * tick after it ended (docs/credits.md), so the wait goes on until the cost settles
+ * (COST_SETTLE_WAIT_S at most; then it says the cost is still settling).
+ */
+#define COST_SETTLE_WAIT_S 60
+static void print_final_cost(struct isc_cli *cli, const char *id)
+{
+	char path[160], cost[40];
+	json_t *o = NULL;
+	int settling = 1;
+
+	snprintf(path, sizeof(path), "/v1/experiments/%s", id);
+	for (int i = 0; i < COST_SETTLE_WAIT_S * 5; i++) {
+		json_decref(o);
+		o = NULL;
+		if (isc_client_json(cli, "GET", path, NULL, &o))
+			return;
+		if (!(settling = json_is_true(json_object_get(o, "cost_settling"))))
+			break;
+		usleep(200 * 1000);
+	}
+	isc_money_dollars(json_integer_value(json_object_get(o, "cost_micros")), cost,
+	                  sizeof(cost));
+	if (settling)
+		printf("%s: cost %s so far, still settling (isc status %s shows the final cost)\n",
+		       id, cost, id);
+	else
+		printf("%s: cost %s (final)\n", id, cost);
+	json_decref(o);
+}
+
+/*
  * Live progress of a burst until it ends: events as they come, polled over the API.
  * A wait on a daemon that went away says so (and goes on waiting with --wait-for-daemon).
  */
@@ -188,6 +221,7 @@ static int wait_for(struct isc_cli *cli, const char *id, int wait_for_daemon)
 			                         &code),
 			       reason && reason[0] ? ": " : "", reason ? reason : "");
 			json_decref(o);
+			print_final_cost(cli, id);
 			return code;
 		}
 		json_decref(o);

@@ -613,6 +613,29 @@ int isc_dataset_remove(struct isc_store *s, const char *home, const struct isc_d
 	return 0;
 }
 
+int isc_dataset_resolve_one(struct isc_store *s, const char *org_name, const char *id,
+                            struct isc_dataset *out, struct isc_err *err)
+{
+	int rc = isc_store_dataset_find(s, org_name, id, out, err);
+	if (rc == ISC_ENOTFOUND)
+		return isc_err_set(
+		    err, ISC_ENOTFOUND,
+		    "organisation '%s' has no dataset '%s' (isc datasets list --org %s)", org_name,
+		    id, org_name);
+	if (rc || strcmp(out->state, "available") == 0)
+		return rc;
+	if (strcmp(out->state, "failed") == 0)
+		rc = isc_err_set(err, ISC_ECONFLICT, "dataset '%s' failed to cache: %s", id,
+		                 out->reason);
+	else
+		rc = isc_err_set(err, ISC_ECONFLICT,
+		                 "dataset '%s' is %s (%" PRId64 " of %" PRId64
+		                 " bytes); it can be used once Available",
+		                 id, strcmp(out->state, "created") == 0 ? "Created" : "Caching",
+		                 out->cached_bytes, out->size_bytes);
+	return rc;
+}
+
 int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
                             size_t n, struct isc_dataset **out, struct isc_err *err)
 {
@@ -623,28 +646,9 @@ int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const cha
 	if (!list)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	for (i = 0; i < n && !rc; i++) {
-		rc = isc_store_dataset_find(s, org_name, ids[i], &list[i], err);
-		if (rc == ISC_ENOTFOUND) {
-			rc = isc_err_set(
-			    err, ISC_ENOTFOUND,
-			    "dataset_id_list[%zu]: organisation '%s' has no dataset '%s' "
-			    "(isc datasets list --org %s)",
-			    i, org_name, ids[i], org_name);
-		} else if (!rc && strcmp(list[i].state, "available") != 0) {
-			if (strcmp(list[i].state, "failed") == 0)
-				rc = isc_err_set(
-				    err, ISC_ECONFLICT,
-				    "dataset_id_list[%zu]: dataset '%s' failed to cache: %s", i,
-				    ids[i], list[i].reason);
-			else
-				rc = isc_err_set(
-				    err, ISC_ECONFLICT,
-				    "dataset_id_list[%zu]: dataset '%s' is %s (%" PRId64
-				    " of %" PRId64 " bytes); it can be used once Available",
-				    i, ids[i],
-				    strcmp(list[i].state, "created") == 0 ? "Created" : "Caching",
-				    list[i].cached_bytes, list[i].size_bytes);
-		}
+		rc = isc_dataset_resolve_one(s, org_name, ids[i], &list[i], err);
+		if (rc == ISC_ENOTFOUND || rc == ISC_ECONFLICT)
+			isc_err_wrap(err, "dataset_id_list[%zu]", i);
 	}
 	if (rc) {
 		isc_dataset_list_free(list, n);

@@ -138,6 +138,14 @@ void isc_dataset_cacher_stop(struct isc_dataset_cacher *c);
  */
 int isc_dataset_resolve_all(struct isc_store *s, const char *org_name, const char *const *ids,
                             size_t n, struct isc_dataset **out, struct isc_err *err);
+/*
+ * One entry of a dataset_id_list: id (a name or id) resolved in org_name into *out
+ * (isc_dataset_cleanup), required to be 'available'. ISC_ENOTFOUND / ISC_ECONFLICT with
+ * a message about the entry, without the field (iscd's launch checks give each entry its
+ * line and column); other codes are the store's.
+ */
+int isc_dataset_resolve_one(struct isc_store *s, const char *org_name, const char *id,
+                            struct isc_dataset *out, struct isc_err *err);
 
 /*
  * How the cached bytes were checked against S3, from the manifest: each

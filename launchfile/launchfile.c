@@ -153,8 +153,7 @@ void isc_launch_problems_print(const struct isc_launch_problems *p, const char *
 	}
 }
 
-/* Orders problems by position, keeping the order they were found in for ties. */
-static void sort_problems(struct isc_launch_problems *p)
+void isc_launch_problems_sort(struct isc_launch_problems *p)
 {
 	for (size_t i = 1; i < p->len; i++) {
 		struct isc_launch_problem tmp = p->items[i];
@@ -485,6 +484,8 @@ static int check_field(struct checker *c, const struct field *f, const struct is
 
 	switch (f->kind) {
 	case K_ID:
+		l->project_pos.line = vline(v);
+		l->project_pos.col = vcol(v);
 		return check_text(c, v, f->name, K_ID, &l->project_id);
 	case K_NAME:
 		return check_text(c, v, f->name, K_NAME, &l->experiment_name);
@@ -617,7 +618,7 @@ done:
 		size_t n = problems->len - before;
 		/* Sort only what this call added. */
 		struct isc_launch_problems mine = {problems->items + before, n, n};
-		sort_problems(&mine);
+		isc_launch_problems_sort(&mine);
 		if (c.truncated) {
 			const struct isc_launch_problem *last = &problems->items[problems->len - 1];
 			c.limit++;

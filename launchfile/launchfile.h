@@ -52,7 +52,9 @@ struct isc_strlist {
 
 /* A validated experiment. Every pointer is owned by the struct (isc_launch_free). */
 struct isc_launch {
-	char *project_id;      /* isc_project_id */
+	char *project_id; /* isc_project_id */
+	/* Where isc_project_id's value is, for iscd's "no such project" (checked after parsing). */
+	struct isc_launch_pos project_pos;
 	char *experiment_name; /* experiment_name */
 	int gpus;              /* 1..72; at most 48 for burst */
 	char *command;         /* may contain newlines and tabs */
@@ -83,6 +85,8 @@ void isc_launch_problems_cleanup(struct isc_launch_problems *p);
 int isc_launch_problems_write(const struct isc_launch_problems *p, const char *path,
                               struct isc_buf *out);
 void isc_launch_problems_print(const struct isc_launch_problems *p, const char *path, FILE *f);
+/* Orders the problems by position (line, then column), ties kept in the order found. */
+void isc_launch_problems_sort(struct isc_launch_problems *p);
 /* Appends a problem found after parsing (e.g. a shape id the catalog lacks); ISC_ENOMEM or 0. */
 int isc_launch_problems_add(struct isc_launch_problems *p, int warning, int line, int col,
                             const char *field, const char *fmt, ...)

@@ -199,21 +199,28 @@ static int login(const struct onprem_job *j, const struct onprem_target *t, long
  * A pool node runs many experiments one after another: the artifact folders
  * an earlier run left must not leak into the next one. Rank 0 then gets this
  * experiment's own artifacts (if it has any) from the broker's side.
+ *
+ * A login that fails or a command cut off (connection lost, timed out) is transient:
+ * the node may be back soon, and the run is requeued. A command that ran and exited
+ * non-zero ("Permission denied": a user who is neither root nor allowed sudo) would
+ * say the same on every try: the run fails, with the node's own words.
  */
 static int clean_node(struct onprem_job *j, struct onprem_target *t)
 {
 	struct isc_ssh *ssh = NULL;
+	struct onprem_words words = {{0}, 0, 0};
 	struct isc_err err;
 	int status = -1;
 	int rc = login(j, t, CONNECT_MS, &ssh, &err);
 
 	if (!rc)
-		rc = isc_ssh_exec(ssh,
-		                  "rm -rf /mnt/checkpoints /mnt/crud /mnt/lossy && "
-		                  "mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy",
-		                  NULL, 0, 60000, NULL, NULL, NULL, &status, &err);
+		rc = isc_ssh_exec(ssh, "exec 2>&1; " ISC_ONPREM_CLEAN_MNT, NULL, 0, 60000,
+		                  onprem_words_add, &words, NULL, &status, &err);
 	if (!rc && status != 0)
-		rc = isc_err_set(&err, ISC_ETRANSIENT, "cleaning /mnt exited with %d", status);
+		rc = isc_err_set(&err, ISC_EINVALID,
+		                 "cleaning /mnt as %s exited with %d: %s (docs/queue.md, \"What a "
+		                 "pool node needs\")",
+		                 t->user, status, words.len ? words.buf : "no output");
 	isc_ssh_free(ssh);
 	if (rc) {
 		t->rc = rc;

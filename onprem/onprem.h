@@ -52,6 +52,14 @@ struct isc_onprem_probe {
 	 */
 	int64_t node_id;
 	long timeout_ms; /* 0: ISC_ONPREM_PROBE_MS */
+	/*
+	 * 1: once logged in, also check what a job needs of the node (docs/queue.md, "What
+	 * a pool node needs": root or passwordless sudo, the artifact folders under /mnt,
+	 * docker); a node that lacks any of it is refused with ISC_EINVALID, cannot_run
+	 * set and the node's own words in reason. `isc nodes add` asks for it.
+	 */
+	int check_needs;
+	int cannot_run;
 	/* results */
 	char key_type[32], key_sha256[65]; /* the host key seen ("" when no handshake) */
 	char reason[ISC_ERR_MSG_MAX];      /* why it does not answer ("" when it does) */
@@ -65,5 +73,18 @@ struct isc_onprem_probe {
  * mismatch), with the reason in words naming the node.
  */
 int isc_onprem_probe(struct isc_onprem_probe *p);
+
+/*
+ * The shell words that make /mnt's artifact folders fresh on a pool node, as root or
+ * through passwordless sudo (`sudo -n`) for another user, who then owns them (a user
+ * without it runs them as itself, and gets the node's own "Permission denied"): what a
+ * boot runs first.
+ */
+#define ISC_ONPREM_CLEAN_MNT                                                                       \
+	"S=; [ \"$(id -u)\" = 0 ] || ! sudo -n true 2>/dev/null || S='sudo -n'; "                  \
+	"$S rm -rf /mnt/checkpoints /mnt/crud /mnt/lossy && "                                      \
+	"$S mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && "                                    \
+	"{ [ -z \"$S\" ] || $S chown \"$(id -u):$(id -g)\" /mnt/checkpoints /mnt/crud "            \
+	"/mnt/lossy; }"
 
 #endif

@@ -28,6 +28,15 @@ struct isc_launch_follow;
 /* The pool's key pair, kept with the cluster keys ($ISC_HOME/keys/onprem-pool). */
 #define ONPREM_POOL_KEY_ID "onprem-pool"
 
+/* A command's output on a node, bounded, its lines joined with "; ": the node's own words. */
+struct onprem_words {
+	char buf[ISC_ERR_MSG_MAX / 2];
+	size_t len;
+	int line_ended; /* a newline came: "; " before the next character */
+};
+/* An isc_ssh_output_fn (launcher/ssh.h) appending to the struct onprem_words ctx. */
+void onprem_words_add(void *ctx, const char *data, size_t len, int stderr_stream);
+
 /* What every worker needs; immutable while workers run. */
 struct onprem_env {
 	char *home;

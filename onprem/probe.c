@@ -94,6 +94,63 @@ static int tcp_reach(const char *host, int port, long timeout_ms, int *gai)
 	return rc;
 }
 
+/*
+ * What a job needs of a pool node, tried without changing anything there: root or
+ * passwordless sudo (a boot cleans /mnt's artifact folders through it, which containers
+ * running as root leave root's), the artifact folders under /mnt made and writable, and
+ * docker answering this user. Every lack is printed, in the node's own words.
+ */
+static const char needs_script[] =
+    "exec 2>&1; f=0; S=; "
+    "if [ \"$(id -u)\" != 0 ]; then "
+    "if sudo -n true; then S='sudo -n'; else "
+    "echo \"user $(id -un) is not root and has no passwordless sudo\"; f=1; fi; fi; "
+    "$S mkdir -p /mnt/checkpoints /mnt/crud /mnt/lossy && "
+    "$S touch /mnt/checkpoints/.isc-check && $S rm -f /mnt/checkpoints/.isc-check || f=1; "
+    "docker version >/dev/null || { echo \"docker does not run for $(id -un)\"; f=1; }; "
+    "exit $f";
+
+void onprem_words_add(void *ctx, const char *data, size_t len, int stderr_stream)
+{
+	struct onprem_words *w = ctx;
+	(void)stderr_stream;
+	for (size_t i = 0; i < len && w->len + 3 < sizeof(w->buf); i++) {
+		if (data[i] == '\n') {
+			w->line_ended = w->len > 0;
+		} else if ((unsigned char)data[i] >= 0x20) {
+			if (w->line_ended) {
+				w->buf[w->len++] = ';';
+				w->buf[w->len++] = ' ';
+				w->line_ended = 0;
+			}
+			w->buf[w->len++] = data[i];
+		}
+	}
+	w->buf[w->len] = '\0';
+}
+
+/* needs_script on a logged-in node: 0, or ISC_EINVALID with the words in p->reason. */
+static int check_needs(struct isc_onprem_probe *p, struct isc_ssh *ssh)
+{
+	struct onprem_words w = {{0}, 0, 0};
+	struct isc_err err;
+	int status = -1;
+	int rc = isc_ssh_exec(ssh, needs_script, NULL, 0, p->timeout_ms > 0 ? p->timeout_ms : 10000,
+	                      onprem_words_add, &w, NULL, &status, &err);
+
+	if (rc) {
+		snprintf(p->reason, sizeof(p->reason), "checking what a job needs: %.400s",
+		         err.msg);
+		return rc;
+	}
+	if (status == 0)
+		return 0;
+	p->cannot_run = 1;
+	snprintf(p->reason, sizeof(p->reason), "%s@%s:%d cannot run a job: %s", p->user, p->host,
+	         p->port, w.len ? w.buf : "the check exited non-zero");
+	return ISC_EINVALID;
+}
+
 int isc_onprem_probe(struct isc_onprem_probe *p)
 {
 	struct key_seen seen = {0};
@@ -106,6 +163,7 @@ int isc_onprem_probe(struct isc_onprem_probe *p)
 	long timeout = p->timeout_ms > 0 ? p->timeout_ms : ISC_ONPREM_PROBE_MS;
 
 	p->reason[0] = p->key_type[0] = p->key_sha256[0] = '\0';
+	p->cannot_run = 0;
 	rc = tcp_reach(p->host, p->port, timeout, &gai);
 	if (rc == -1) {
 		snprintf(p->reason, sizeof(p->reason), "cannot resolve %s: %s", p->host,
@@ -142,12 +200,14 @@ int isc_onprem_probe(struct isc_onprem_probe *p)
 		rc = isc_ssh_connect(&t, isc_monotonic_ms() + (left > 500 ? left : 500), key_check,
 		                     &seen, &ssh, &err);
 	}
+	if (rc == 0 && p->check_needs)
+		rc = check_needs(p, ssh);
 	isc_ssh_free(ssh);
 	free(key_path);
 	snprintf(p->key_type, sizeof(p->key_type), "%s", seen.type);
 	snprintf(p->key_sha256, sizeof(p->key_sha256), "%s", seen.sha256);
-	if (rc == 0)
-		return 0;
+	if (rc == 0 || p->reason[0])
+		return rc;
 	if (seen.refused)
 		snprintf(p->reason, sizeof(p->reason), "host key mismatch: %.480s", err.msg);
 	else if (rc == ISC_EAUTH && seen.type[0])

@@ -208,13 +208,17 @@ void onprem_boot_done(struct isc_onprem *o, struct onprem_exp *e, int64_t now)
 			onprem_mark_unreachable(o, nd, t->msg);
 	}
 	onprem_note(o, e->id, "boot_failed", "run %d: %s", j->cycle_count, j->err.msg);
+	/* A copy: run_finished frees the run, and the job (j->err) with it, before it
+	 * writes the status its reason goes into. */
+	char why[sizeof(j->err.msg)];
+	snprintf(why, sizeof(why), "%s", j->err.msg);
 	/* A cancel stands whatever the boot did; otherwise a lost node is an interruption. */
 	if (r->stop_wanted && (r->reason == ISC_QUEUE_STOP_CANCELLED || !lost))
 		run_finished(o, e, ISC_QUEUE_STOPPED, "stopped", now);
 	else if (lost)
-		run_finished(o, e, ISC_QUEUE_NODE_LOST, j->err.msg, now);
+		run_finished(o, e, ISC_QUEUE_NODE_LOST, why, now);
 	else
-		run_finished(o, e, ISC_QUEUE_EXIT_FAILED, j->err.msg, now);
+		run_finished(o, e, ISC_QUEUE_EXIT_FAILED, why, now);
 }
 
 void onprem_stop_done(struct isc_onprem *o, struct onprem_exp *e, int64_t now)

@@ -177,6 +177,41 @@ int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_exp
 	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no experiment with id '%s'", id) : rc;
 }
 
+/*
+ * 1 while a node of the experiment (of any of its clusters) ran and is not yet charged up
+ * to its termination: not terminated as the cloud confirmed, or terminated and its last
+ * period not charged yet (the meter charges it on a tick after the experiment ended).
+ * Until then the experiment's charges are not its final cost. A node that never launched
+ * is never charged. Only final experiments are asked (the cost of a running one grows).
+ */
+#define SETTLING_SQL(e)                                                                            \
+	"CASE WHEN " e ".status IN ('completed', 'failed', 'cancelled', 'stopped') AND EXISTS ("   \
+	"SELECT 1 FROM clusters sc JOIN nodes sn ON sn.cluster_id = sc.id WHERE "                  \
+	"sc.experiment_id = " e ".id AND sn.launched_at_ms IS NOT NULL AND "                       \
+	"(sn.terminated_at_ms IS NULL OR "                                                         \
+	"COALESCE(sn.charged_until_ms, sn.launched_at_ms) < sn.terminated_at_ms)) THEN 1 ELSE 0 "  \
+	"END"
+
+static int settling_from_row(struct isc_db_stmt *st, void *rec)
+{
+	*(int *)rec = isc_db_column_int(st, 0);
+	return 0;
+}
+
+int isc_store_experiment_settling(struct isc_store *s, const char *id, int *settling,
+                                  struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc = isc_store_prepare(
+	    s, "SELECT " SETTLING_SQL("e") " FROM experiments e WHERE e.id = ?", &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, id, -1, ISC_DB_STATIC);
+	rc = isc_store_read_one(s, st, settling_from_row, NULL, settling, sizeof(*settling),
+	                        "reading whether an experiment's cost is final", err);
+	return rc == ISC_ENOTFOUND ? isc_err_set(err, rc, "no experiment with id '%s'", id) : rc;
+}
+
 int isc_store_experiment_list(struct isc_store *s, const char *status, struct isc_experiment **out,
                               size_t *n, struct isc_err *err)
 {
@@ -206,9 +241,11 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
 #define PAGE_SELECT                                                                                \
 	"SELECT e.id, e.name, e.project_id, o.name, e.compute_mode, e.gpus, e.nnodes, e.nproc, "   \
 	"e.output_path, e.status, e.status_reason, e.shape_id, e.cycle_count, e.created_at_ms, "   \
-	"COALESCE(t.charged_micros, 0), e.org_id, COALESCE(p.name, e.project_id), e.owner FROM "   \
-	"experiments e JOIN orgs o ON o.id = e.org_id LEFT JOIN projects p ON p.id = "             \
-	"e.project_id LEFT JOIN ledger_totals t ON t.scope = 'experiment' AND t.key = e.id WHERE "
+	"COALESCE(t.charged_micros, 0), e.org_id, COALESCE(p.name, e.project_id), "                \
+	"e.owner, " SETTLING_SQL(                                                                  \
+	    "e") " FROM experiments e JOIN orgs o ON o.id = e.org_id LEFT JOIN "                   \
+	         "projects p ON p.id = e.project_id LEFT JOIN ledger_totals t ON "                 \
+	         "t.scope = 'experiment' AND t.key = e.id WHERE "
 #define PAGE_AFTER                                                                                 \
 	"e.created_at_ms <= ?3 AND (e.created_at_ms < ?3 OR e.id > ?4) "                           \
 	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
@@ -241,6 +278,7 @@ static int view_from_row(struct isc_db_stmt *st, struct isc_experiment_view *v)
 	v->org_id = isc_db_column_int64(st, 15);
 	v->project_name = TEXT(16);
 	v->owner = TEXT(17);
+	v->cost_settling = isc_db_column_int(st, 18);
 #undef TEXT
 	/* Every text column is NOT NULL: a NULL is SQLite out of memory. */
 	return v->id && v->name && v->project_id && v->org_name && v->compute_mode &&

@@ -47,6 +47,14 @@ struct isc_event {
  * an event. */
 int isc_store_experiment_add(struct isc_store *s, const struct isc_experiment *e,
                              struct isc_err *err);
+/*
+ * *settling = 1 when experiment id is final but a node of it that ran is not yet charged
+ * up to its termination (the cloud has not confirmed it, or the meter has not charged its
+ * last period): its charges are not yet its final cost. 0 otherwise, and for an
+ * experiment not final (its cost is still growing, by design). ISC_ENOTFOUND.
+ */
+int isc_store_experiment_settling(struct isc_store *s, const char *id, int *settling,
+                                  struct isc_err *err);
 int isc_store_experiment_get(struct isc_store *s, const char *id, struct isc_experiment *out,
                              struct isc_err *err);
 /* status NULL: all, newest first; otherwise only that status, oldest first. */
@@ -74,6 +82,9 @@ struct isc_experiment_view {
 	int gpus, nnodes, nproc, cycle_count;
 	int64_t org_id, created_at_ms;
 	int64_t cost_micros; /* the experiment's charges so far */
+	/* 1: final, but a node is not yet charged up to its termination, so cost_micros
+	 * still grows (isc_store_experiment_settling) */
+	int cost_settling;
 };
 /* Takes one row; returns 0 to go on, nonzero (out of memory) to stop the page. */
 typedef int (*isc_experiment_view_fn)(const struct isc_experiment_view *v, void *ctx);

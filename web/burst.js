@@ -1,4 +1,8 @@
 // Burst: GET /v1/shapes ranks the catalog for a GPU count, as the broker would (isc shapes).
+// The shapes this broker cannot place (no [providers.X] in iscd's config.toml, a region it
+// does not list, no credentials) come last, marked with the API's "why", as the CLI's
+// PLACEABLE column says it, and without a Copy button: a launch file naming only them is
+// refused.
 'use strict';
 
 const GPU_TYPES = ['H100', 'H200', 'A100', 'A100-80GB', 'L4', 'L40S', 'A10G', 'T4', 'V100', 'B200'];
@@ -11,6 +15,7 @@ async function rank() {
     const v = document.getElementById(k).value.trim();
     if (v) q.set(k, v);
   }
+  if (document.getElementById('placeable').checked) q.set('placeable', '1');
   const tbody = document.querySelector('#shapes tbody');
   ISC.showError('error', null);
   let r;
@@ -22,11 +27,17 @@ async function rank() {
   }
   ISC.clear(tbody);
   document.getElementById('warnings').textContent = r.warnings.join(' ');
+  let placeable = 0;
   for (const s of r.shapes) {
     const age = s.price_stale ? ISC.age(s.price_age_s) + ' (stale)' : ISC.age(s.price_age_s);
-    tbody.appendChild(ISC.el('tr', { 'data-shape': s.id }, [
+    const ok = s.placeable !== false;
+    if (ok) placeable++;
+    const id = [ISC.el('code', { class: 'shape-id' }, s.id)];
+    if (ok) id.push(ISC.copyButton(s.id));
+    tbody.appendChild(ISC.el('tr', { 'data-shape': s.id, 'data-placeable': ok ? 'yes' : 'no',
+      class: ok ? null : 'unplaceable' }, [
       ISC.el('td', { class: 'num' }, s.rank),
-      ISC.el('td', {}, [ISC.el('code', { class: 'shape-id' }, s.id), ISC.copyButton(s.id)]),
+      ISC.el('td', {}, id),
       ISC.el('td', {}, s.provider + ' ' + s.region),
       ISC.el('td', {}, s.gpu_type),
       ISC.el('td', { class: 'num' }, s.gpus_per_node),
@@ -37,10 +48,13 @@ async function rank() {
         ISC.money(s.cluster_price_micros)),
       ISC.el('td', { class: s.price_stale ? 'stale' : null,
         title: s.price_source + ' price of ' + ISC.when(s.price_as_of_ms) }, age),
+      ISC.el('td', { class: ok ? 'placeable' : 'why' }, ok ? 'yes' : 'no: ' + (s.why || '')),
     ]));
   }
+  const n = r.shapes.length;
   document.getElementById('status').textContent =
-    r.shapes.length + ' shapes for ' + gpus + ' GPUs';
+    n + (n === 1 ? ' shape' : ' shapes') + ' for ' + gpus + ' GPUs' +
+    (placeable < n ? ' (' + placeable + ' of them can be placed by this broker)' : '');
 }
 
 const dl = document.getElementById('gpu-types');

@@ -31,7 +31,11 @@ function render() {
       ISC.el('td', {}, ISC.el('span', { class: 'badge ' + e.status, title: e.status_reason }, e.status)),
       ISC.el('td', { class: 'num' }, e.gpus),
       ISC.el('td', {}, e.shape),
-      ISC.el('td', { class: 'num', 'data-micros': e.cost_micros }, ISC.money(e.cost_micros)),
+      // "settling": ended, but a node's last period is not charged yet (not the final cost).
+      ISC.el('td', { class: 'num', 'data-micros': e.cost_micros,
+        'data-settling': e.cost_settling ? '1' : null,
+        title: e.cost_settling ? 'still settling: a node\'s last period is not charged yet' : null },
+      ISC.money(e.cost_micros) + (e.cost_settling ? ' (settling)' : '')),
       ISC.el('td', {}, ISC.when(e.created_at_ms)),
       ISC.el('td', {}, open),
     ]));
