@@ -1,8 +1,8 @@
 /*
- * Watching the clouds: one describe per account and region per tick covers
- * every cluster there. What it sees updates the node rows (state, addresses,
- * launch time, interruption notices, confirmed termination). Terminating
- * clusters are closed once every node is confirmed terminated.
+ * Watching the clouds: one describe per account and region covers every cluster
+ * there; describes run in the background, one in flight per target (below). What it sees updates
+ * the node rows (state, addresses, launch time, interruption notices, confirmed termination).
+ * Terminating clusters are closed once every node is confirmed terminated.
  *
  * Reconciliation is the same pass over every configured region: an instance
  * with this broker's tag that no open cluster owns is terminated. An instance
