@@ -356,7 +356,7 @@ static int ranks_ended(struct isc_broker *b, struct isc_store *s, struct isc_exp
 	size_t n_seen = 0, done = 0, failed = 0;
 	const struct isc_rank_outcome *first = NULL;
 	char why[160];
-	int code, inserted, decided = 0;
+	int code, inserted, decided = 0, asked = 0;
 
 	for (size_t r = 0; r < nranks; r++) {
 		/* A rank whose node is being reclaimed is an interruption (reprovisioned
@@ -365,6 +365,24 @@ static int ranks_ended(struct isc_broker *b, struct isc_store *s, struct isc_exp
 			continue;
 		if (!broker_follower_rank_exit(b, c->id, (int)r, &code))
 			continue;
+		/*
+		 * A failed rank may be a node the cloud took that no describe has recorded yet:
+		 * describes run in the background (issue 49), so the latest observation may
+		 * predate the loss. The cloud is asked once before the exit counts as the
+		 * script's; a node going or gone leaves the exit unrecorded (an interruption,
+		 * which the watch's next observation shows).
+		 */
+		if (code != 0 && !asked) {
+			asked = 1;
+			if (cluster_interrupted(b, s, c, 1, why, sizeof(why))) {
+				isc_log(
+				    ISC_LOG_INFO,
+				    "%s: rank %zu exited with code %d, and %s: an interruption, "
+				    "not the script's outcome",
+				    e->id, r, code, why);
+				return 0;
+			}
+		}
 		if (isc_store_rank_exit_record(s, c->id, (int)r, code, &inserted, &err)) {
 			isc_log(ISC_LOG_ERROR, "%s: %s", e->id, err.msg);
 			return 0;

@@ -1,9 +1,11 @@
 /*
  * The broker's tick, run by iscd:
  *   1. reap finished workers;
- *   2. watch: one describe per account and region with open clusters (and,
- *      every reconcile_every_ticks and at start, every configured one), which
- *      updates nodes, closes terminated clusters and terminates strays;
+ *   2. watch: starts, in the background, one describe per account and region with
+ *      open clusters (and, every reconcile_every_ticks and at start, every
+ *      configured one) that has none in flight; each updates nodes and terminates
+ *      strays when it returns (watch.c). The tick closes terminated clusters. Only
+ *      the first tick and a takeover wait for fresh describes;
  *   3. follow: start output followers for running clusters;
  *   4. meter credits;
  *   5. start one worker per active burst experiment that has none, which runs
@@ -103,7 +105,8 @@ struct broker_leases {
 	size_t n_held;
 	struct isc_lease *view; /* every lease row, as of this tick */
 	size_t n_view;
-	int leader; /* this replica is the live one with the smallest id (this tick) */
+	int leader;            /* this replica is the live one with the smallest id (this tick) */
+	int64_t alive_sure_ms; /* monotonic: sure of its own row until then, unless renewed */
 	/* The heartbeat thread, with its own store connection. */
 	struct isc_store *hb_store;
 	pthread_t thread;
@@ -251,6 +254,19 @@ int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id)
 	return other;
 }
 
+int broker_replica_sure(struct isc_broker *b)
+{
+	struct broker_leases *L = b->leases;
+	int sure;
+
+	if (!L)
+		return 1;
+	pthread_mutex_lock(&L->lock);
+	sure = isc_monotonic_ms() < L->alive_sure_ms;
+	pthread_mutex_unlock(&L->lock);
+	return sure;
+}
+
 int broker_meters(struct isc_broker *b, const char *experiment_id)
 {
 	struct broker_leases *L = b->leases;
@@ -303,8 +319,13 @@ static void heartbeat_once(struct isc_broker *b)
 		                                   (int64_t)getpid(), L->boot_id,
 		                                   b->config->broker_id, &err);
 	}
-	if (rc)
+	if (rc) {
 		isc_log(ISC_LOG_WARN, "replica %s: heartbeat: %s", L->replica_id, err.msg);
+	} else {
+		pthread_mutex_lock(&L->lock);
+		L->alive_sure_ms = t0 + sure_for(L);
+		pthread_mutex_unlock(&L->lock);
+	}
 	isc_err_clear(&err);
 	rc = isc_store_lease_renew(L->hb_store, L->replica_id, L->lease_ms, &renewed, &n, &err);
 	pthread_mutex_lock(&L->lock);
@@ -474,6 +495,7 @@ int isc_broker_replica_start(struct isc_broker *b, struct isc_err *err)
 		rc = isc_store_replica_forget_others(b->store, L->replica_id, err);
 	else if (!(rc = isc_store_replica_prune(b->store, 10 * L->lease_ms, err)))
 		rc = forget_dead_here(b, host, L->boot_id, err);
+	L->alive_sure_ms = isc_monotonic_ms() + sure_for(L);
 	if (!rc)
 		rc = isc_store_replica_register_as(b->store, L->replica_id, host, (int64_t)getpid(),
 		                                   L->boot_id, b->config->broker_id, err);
@@ -710,6 +732,8 @@ void isc_broker_free(struct isc_broker *b)
 {
 	if (!b)
 		return;
+	/* First: a describe out uses the leases' view and the config freed below. */
+	broker_watch_stop(b);
 	/* A periodic sync still trickling in would hold the stop up: cut short (the copy
 	 * at home stays whole). Teardowns and boots finish. */
 	for (struct broker_job *j = b->jobs; j; j = j->next)
@@ -1142,7 +1166,7 @@ static int advance_bursts(struct isc_broker *b, struct isc_experiment *active, s
 	}
 	if (reconcile)
 		leases_refresh(b); /* the dead replica's leases are no longer live in the view */
-	if (reconcile && broker_watch(b, 1, err))
+	if (reconcile && broker_watch(b, 1, 1, err))
 		isc_log(ISC_LOG_WARN, "watch (bursts taken over): %s", err->msg);
 	stop_cancelled_syncs(b, active, n);
 	dispatch(b, active, which, turn, k);
@@ -1192,12 +1216,15 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	struct isc_experiment *active;
 	size_t n;
 	int rc, reconcile = b->ticks % (uint64_t)b->config->reconcile_every_ticks == 0;
+	/* iscd's first tick (so --once) steps after a fresh describe of everything, as the
+	 * synchronous watch gave it: what a crash left in the clouds is known first. */
+	int at_start = b->ticks == 0;
 	int64_t mark = isc_monotonic_ms();
 
 	b->ticks++;
 	reap_jobs(b, 0);
 	leases_refresh(b);
-	if (broker_watch(b, reconcile, err))
+	if (broker_watch(b, reconcile, at_start, err))
 		isc_log(ISC_LOG_WARN, "watch: %s", err->msg);
 	phase_done(b, 0, &mark);
 	start_followers(b);

@@ -102,8 +102,9 @@ struct isc_broker {
 	int64_t phase_sum_ms[BROKER_TICK_PHASES], phase_max_ms[BROKER_TICK_PHASES];
 	size_t next_turn;     /* where the next tick starts its round of steps (broker_workers) */
 	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
-	struct broker_leases *leases; /* this replica's leases (broker.c); NULL: not a replica */
-	struct broker_quotas *quotas; /* artifacts each organisation keeps at home (quota.c) */
+	struct broker_leases *leases;   /* this replica's leases (broker.c); NULL: not a replica */
+	struct broker_quotas *quotas;   /* artifacts each organisation keeps at home (quota.c) */
+	struct broker_watcher *watcher; /* the describes in the background (watch.c) */
 };
 
 /* ---- quota.c: org_artifact_quota_bytes (issue 42) ---- */
@@ -146,6 +147,12 @@ int broker_lease_elsewhere(struct isc_broker *b, const char *experiment_id);
  * ended burst) and this replica is the live one with the smallest id.
  */
 int broker_meters(struct isc_broker *b, const char *experiment_id);
+/*
+ * 1 while this replica is sure it is live: its last heartbeat succeeded less than
+ * three quarters of lease_ms ago (monotonic), or it is no replica. A describe records
+ * nothing otherwise (watch.c).
+ */
+int broker_replica_sure(struct isc_broker *b);
 
 /* ---- advance.c ---- */
 /* One step of the experiment's state machine, with the worker's own store connection. */
@@ -230,9 +237,23 @@ int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char
                            size_t n, struct isc_err *err);
 
 /* ---- watch.c ---- */
-/* One describe per account+region with open clusters (and every configured one when reconciling).
+/*
+ * The describes of a tick (issue 49): one per account+region with open clusters (and
+ * every configured one when reconciling), each in the background, one in flight per
+ * target; a target's next starts once its last one returned and started a tick
+ * interval ago. The tick does not wait for them. With wait_fresh (iscd's first tick,
+ * --once, a takeover) it waits, up to describe_wait_ms, for a describe of every
+ * target (a reconciliation) started after the call, and logs each it gave up on.
  */
-int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err);
+int broker_watch(struct isc_broker *b, int reconcile, int wait_fresh, struct isc_err *err);
+/*
+ * 1 when a describe of the target that started at or after since_ms (monotonic) has
+ * recorded what it saw: steps and the meter read the store rows it wrote.
+ */
+int broker_observed_since(struct isc_broker *b, const char *provider, const char *account,
+                          const char *region, int64_t since_ms);
+/* iscd stops: describes out record nothing more, and are joined (main thread). */
+void broker_watch_stop(struct isc_broker *b);
 /* Terminates every node of the cluster that is not yet terminated; cluster goes to terminating. */
 int broker_cluster_terminate(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
                              struct isc_err *err);

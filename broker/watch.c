@@ -1,8 +1,8 @@
 /*
- * Watching the clouds: one describe per account and region per tick covers
- * every cluster there. What it sees updates the node rows (state, addresses,
- * launch time, interruption notices, confirmed termination). Terminating
- * clusters are closed once every node is confirmed terminated.
+ * Watching the clouds: one describe per account and region covers every cluster
+ * there; describes run in the background, one in flight per target (below). What it sees updates
+ * the node rows (state, addresses, launch time, interruption notices, confirmed termination).
+ * Terminating clusters are closed once every node is confirmed terminated.
  *
  * Reconciliation is the same pass over every configured region: an instance
  * with this broker's tag that no open cluster owns is terminated. An instance
@@ -19,6 +19,8 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,8 +366,11 @@ static int seen_find_cmp(const void *key, const void *elem)
  * changed is written: most ticks nothing is, and the store's write lock (shared by
  * every replica on PostgreSQL) is not taken at all.
  */
-static void watch_target(struct isc_broker *b, struct isc_store *s, const struct target *t,
-                         int reconcile)
+static int describe_may_record(struct isc_broker *b, struct isc_err *err);
+
+/* 0 when what the describe saw was recorded; else why not (err). */
+static int watch_target(struct isc_broker *b, struct isc_store *s, const struct target *t,
+                        int reconcile, struct isc_err *err_out)
 {
 	struct broker_instance *seen;
 	struct isc_node *nodes = NULL;
@@ -375,13 +380,21 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	/* closed clusters' nodes counted gone by absence that this listing shows running */
 	struct isc_node *closed_nodes = NULL;
 	int64_t now = isc_store_now_ms(), t0 = isc_monotonic_ms(), t_cloud;
-	int batch;
+	int batch, rc;
 
-	if (broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen, &err)) {
-		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err.msg);
-		return;
+	if ((rc = broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen,
+	                                err_out))) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err_out->msg);
+		return rc;
 	}
 	t_cloud = isc_monotonic_ms();
+	/* It may have been out for a while: whether its answer may still be written. */
+	if ((rc = describe_may_record(b, err_out))) {
+		isc_log(ISC_LOG_WARN, "describe %s %s %s: %s", t->provider, t->account, t->region,
+		        err_out->msg);
+		broker_instances_free(seen, n_seen);
+		return rc;
+	}
 	/* A closed cluster's nodes counted gone by absence are looked for at reconciliation
 	 * only: reading them means reading every closed cluster's nodes in the region. Those
 	 * of clusters not closed are looked for on every describe. */
@@ -390,15 +403,17 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		isc_log(ISC_LOG_WARN, "describe %s %s: reading nodes: %s", t->provider, t->region,
 		        err.msg);
 		broker_instances_free(seen, n_seen);
-		return;
+		return isc_err_set(err_out, err.code, "reading nodes: %s", err.msg);
 	}
 	strays = calloc(n_seen ? n_seen : 1, sizeof(*strays));
 	writes = calloc(n_seen ? n_seen : 1, sizeof(*writes));
 	missing = calloc(n_nodes ? n_nodes : 1, sizeof(*missing));
 	revive = calloc(n_nodes ? n_nodes : 1, sizeof(*revive));
 	closed_nodes = calloc(n_seen ? n_seen : 1, sizeof(*closed_nodes));
-	if (!strays || !writes || !missing || !revive || !closed_nodes)
+	if (!strays || !writes || !missing || !revive || !closed_nodes) {
+		rc = isc_err_set(err_out, ISC_ENOMEM, "out of memory");
 		goto out;
+	}
 	/* Sorted here, not by the store: PostgreSQL's collation need not be strcmp's. */
 	if (n_seen)
 		qsort(seen, n_seen, sizeof(*seen), seen_cmp);
@@ -446,8 +461,11 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 	 * launched a moment ago may be missing from one reply. A node counts as gone
 	 * only once it has been missing for node_absence_confirm_ms.
 	 */
+	/* A node launched after the describe was asked for cannot be in its answer: a slow
+	 * answer (issue 49) says nothing of it. */
 	for (size_t i = 0; i < n_nodes; i++)
 		if (!is_gone(nodes[i].state) && nodes[i].launched_at_ms > 0 &&
+		    nodes[i].launched_at_ms < now &&
 		    (!n_seen ||
 		     !bsearch(nodes[i].instance_id, seen, n_seen, sizeof(*seen), seen_find_cmp)))
 			missing[n_missing++] = i;
@@ -481,6 +499,7 @@ static void watch_target(struct isc_broker *b, struct isc_store *s, const struct
 		isc_log(ISC_LOG_WARN, "describe %s %s: recording: %s", t->provider, t->region,
 		        err.msg);
 		isc_store_rollback(s);
+		rc = isc_err_set(err_out, err.code, "recording: %s", err.msg);
 	}
 	/* A slow describe says whose time it was: the cloud's answer or the store's. */
 	if (isc_monotonic_ms() - t0 >= SLOW_DESCRIBE_MS)
@@ -513,64 +532,343 @@ out:
 	free(missing);
 	isc_node_list_free(nodes, n_nodes);
 	broker_instances_free(seen, n_seen);
+	return rc;
 }
 
 /*
- * The describes of a tick run side by side, one thread per account and region
- * (at most WATCH_THREADS at a time), each with its own store connection: a
- * describe is a cloud call, and a tick that made them one after another
- * stretched with every region and organisation's account in use. Their writes
- * still take the store's write lock one describe at a time. One target runs on
- * the tick's own thread and connection, as before.
+ * Describes run in the background (issue 49): a describe is a cloud call, which takes
+ * 1-28 s under load, and a tick that waited for its describes made every burst's steps
+ * wait for the slowest cloud. Each account and region has one describe at most in
+ * flight, on a thread and a store connection of its own; it records what it saw when
+ * it returns. The tick starts one for a target that has none in flight and whose last
+ * one started a tick interval ago or more, and never joins it: steps, followers and the
+ * meter read the latest observation, the store rows the describes wrote.
+ *
+ * Who needs an observation newer than some moment asks (broker_observed_since) or
+ * waits for one (broker_watch with wait_fresh: iscd's first tick, so --once, and a
+ * takeover's reconciliation), with a deadline (describe_wait_ms), and says which
+ * target it gave up on.
+ *
+ * At most WATCH_IN_FLIGHT describes run at once (each holds a store connection: with
+ * PostgreSQL, replicas share max_connections); the others start, oldest first, as
+ * those end.
  */
-#define WATCH_THREADS 8
+#define WATCH_IN_FLIGHT 8
 
-struct watch_job {
+struct describe {
+	struct target t;
 	struct isc_broker *b;
-	const struct target *t;
-	int reconcile;
+	struct broker_watcher *w;
 	pthread_t thread;
+	/* The main thread's only. */
+	int running;        /* a thread was started and is not joined yet */
+	int reconcile_next; /* the next describe reconciles */
+	int reconcile_now;  /* the one running reconciles */
+	int wanted;         /* a target of this tick */
+	int64_t started_ms; /* monotonic: when the latest describe started (0: never) */
+	/* Under w->lock. */
+	int finished;        /* the running describe returned: its thread is to be joined */
+	int64_t answered_ms; /* the start of the latest describe that ended, recorded or not */
+	int64_t observed_ms; /* the start of the latest describe that recorded what it saw */
+	uint64_t seq;        /* observations recorded */
+	char why[ISC_ERR_MSG_MAX]; /* the latest describe's failure; "" when it recorded */
 };
 
-static void *watch_job_main(void *arg)
-{
-	struct watch_job *j = arg;
-	struct isc_store *s;
-	struct isc_err err;
+struct broker_watcher {
+	pthread_mutex_t lock;
+	pthread_cond_t ended; /* a describe ended */
+	struct describe **v;
+	size_t n;
+	size_t in_flight;    /* under lock */
+	atomic_int stopping; /* iscd stops: describes still out record nothing */
+};
 
-	if (isc_store_open(j->b->home, 0, &s, &err)) {
-		isc_log(ISC_LOG_WARN, "describe %s %s: opening the store: %s", j->t->provider,
-		        j->t->region, err.msg);
+static struct broker_watcher *watcher_of(struct isc_broker *b)
+{
+	struct broker_watcher *w = b->watcher;
+	pthread_condattr_t ca;
+
+	if (w)
+		return w;
+	if (!(w = calloc(1, sizeof(*w))))
+		return NULL;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->ended, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_init(&w->stopping, 0);
+	b->watcher = w;
+	return w;
+}
+
+static struct describe *describe_of(struct broker_watcher *w, struct isc_broker *b,
+                                    const struct target *t)
+{
+	struct describe *d, **grown;
+
+	for (size_t i = 0; i < w->n; i++) {
+		d = w->v[i];
+		if (!strcmp(d->t.provider, t->provider) && !strcmp(d->t.account, t->account) &&
+		    !strcmp(d->t.region, t->region))
+			return d;
+	}
+	if (!(d = calloc(1, sizeof(*d))) || !(grown = realloc(w->v, (w->n + 1) * sizeof(*grown)))) {
+		free(d);
 		return NULL;
 	}
-	watch_target(j->b, s, j->t, j->reconcile);
-	isc_store_free(s);
+	w->v = grown;
+	d->t.provider = strdup(t->provider);
+	d->t.account = strdup(t->account);
+	d->t.region = strdup(t->region);
+	if (!d->t.provider || !d->t.account || !d->t.region) {
+		free(d->t.provider);
+		free(d->t.account);
+		free(d->t.region);
+		free(d);
+		return NULL;
+	}
+	d->b = b;
+	d->w = w;
+	w->v[w->n++] = d;
+	return d;
+}
+
+/* Whether a describe that returns now may record what it saw (watch_target). */
+static int describe_may_record(struct isc_broker *b, struct isc_err *err)
+{
+	if (b->watcher && atomic_load(&b->watcher->stopping))
+		return isc_err_set(err, ISC_ECONFLICT, "iscd is stopping: not recorded");
+	/*
+	 * A replica that is not sure it is live (its heartbeat failed or stalled: a pause,
+	 * a cut-off store) may have been counted dead, and another replica's describes and
+	 * steps go on: its answer, old by now, is not written over theirs.
+	 */
+	if (!broker_replica_sure(b))
+		return isc_err_set(err, ISC_ELEASE,
+		                   "this replica is not sure it is live (its heartbeat is late): "
+		                   "not recorded");
+	return 0;
+}
+
+static void *describe_main(void *arg)
+{
+	struct describe *d = arg;
+	struct broker_watcher *w = d->w;
+	struct isc_store *s;
+	struct isc_err err;
+	int rc;
+
+	isc_err_clear(&err);
+	rc = isc_store_open(d->b->home, 0, &s, &err);
+	if (rc) {
+		isc_log(ISC_LOG_WARN, "describe %s %s: opening the store: %s", d->t.provider,
+		        d->t.region, err.msg);
+	} else {
+		rc = watch_target(d->b, s, &d->t, d->reconcile_now, &err);
+		isc_store_free(s);
+	}
+	pthread_mutex_lock(&w->lock);
+	d->answered_ms = d->started_ms;
+	if (!rc) {
+		d->observed_ms = d->started_ms;
+		d->seq++;
+		d->why[0] = 0;
+	} else {
+		snprintf(d->why, sizeof(d->why), "%s", err.msg[0] ? err.msg : "failed");
+	}
+	d->finished = 1;
+	w->in_flight--;
+	pthread_cond_broadcast(&w->ended);
+	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
 
-static void watch_targets(struct isc_broker *b, const struct target *targets, size_t n_targets,
-                          int reconcile)
+/* Joins the describes that ended. */
+static void describes_reap(struct broker_watcher *w)
 {
-	struct watch_job jobs[WATCH_THREADS];
-
-	if (n_targets == 1) {
-		watch_target(b, b->store, &targets[0], reconcile);
-		return;
-	}
-	for (size_t first = 0; first < n_targets; first += WATCH_THREADS) {
-		size_t k = n_targets - first < WATCH_THREADS ? n_targets - first : WATCH_THREADS;
-		int started[WATCH_THREADS] = {0};
-		for (size_t i = 0; i < k; i++) {
-			jobs[i] = (struct watch_job){b, &targets[first + i], reconcile, 0};
-			started[i] =
-			    pthread_create(&jobs[i].thread, NULL, watch_job_main, &jobs[i]) == 0;
-			if (!started[i]) /* no thread to be had: this one here and now */
-				watch_target(b, b->store, &targets[first + i], reconcile);
+	for (size_t i = 0; i < w->n; i++) {
+		struct describe *d = w->v[i];
+		int done;
+		if (!d->running)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		done = d->finished;
+		pthread_mutex_unlock(&w->lock);
+		if (done) {
+			pthread_join(d->thread, NULL);
+			d->running = 0;
+			d->finished = 0;
 		}
-		for (size_t i = 0; i < k; i++)
-			if (started[i])
-				pthread_join(jobs[i].thread, NULL);
 	}
+}
+
+/* Starts d's next describe; 0 when no room (WATCH_IN_FLIGHT) or no thread. */
+static int describe_start(struct broker_watcher *w, struct describe *d)
+{
+	sigset_t block, old;
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->in_flight >= WATCH_IN_FLIGHT) {
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	w->in_flight++;
+	pthread_mutex_unlock(&w->lock);
+	d->reconcile_now = d->reconcile_next;
+	d->started_ms = isc_monotonic_ms();
+	d->finished = 0;
+	/* SIGTERM/SIGINT stay the main loop's, so a stop is prompt. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	rc = pthread_create(&d->thread, NULL, describe_main, d);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		pthread_mutex_lock(&w->lock);
+		w->in_flight--;
+		pthread_mutex_unlock(&w->lock);
+		isc_log(ISC_LOG_WARN, "describe %s %s %s: cannot start a thread", d->t.provider,
+		        d->t.account, d->t.region);
+		return 0;
+	}
+	d->running = 1;
+	d->reconcile_next = 0;
+	return 1;
+}
+
+/*
+ * Starts the describes that are due: a wanted target with none in flight whose last
+ * one started at least a tick interval ago (or never, or that owes a reconciliation),
+ * or, with since > 0, whose latest describe did not start after since. Oldest first.
+ */
+static void describes_start_due(struct isc_broker *b, struct broker_watcher *w, int64_t since)
+{
+	int64_t now = isc_monotonic_ms();
+	for (;;) {
+		struct describe *best = NULL;
+		for (size_t i = 0; i < w->n; i++) {
+			struct describe *d = w->v[i];
+			int due;
+			if (!d->wanted || d->running)
+				continue;
+			if (since > 0)
+				due = d->started_ms < since;
+			else
+				due = d->started_ms == 0 || d->reconcile_next ||
+				      now - d->started_ms >= b->config->tick_interval_ms;
+			if (due && (!best || d->started_ms < best->started_ms))
+				best = d;
+		}
+		if (!best || !describe_start(w, best))
+			return;
+	}
+}
+
+int broker_observed_since(struct isc_broker *b, const char *provider, const char *account,
+                          const char *region, int64_t since_ms)
+{
+	struct broker_watcher *w = b->watcher;
+	int yes = 0;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->n && !yes; i++) {
+		const struct describe *d = w->v[i];
+		yes = !strcmp(d->t.provider, provider) && !strcmp(d->t.account, account) &&
+		      !strcmp(d->t.region, region) && d->observed_ms >= since_ms &&
+		      d->observed_ms > 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return yes;
+}
+
+/*
+ * Waits until every wanted target has a describe that started at or after since and
+ * ended, starting them as room frees, for describe_wait_ms at most. Names every
+ * target it gave up on, or whose fresh describe failed.
+ */
+static void describes_wait_fresh(struct isc_broker *b, struct broker_watcher *w, int64_t since)
+{
+	int64_t deadline = since + b->config->describe_wait_ms;
+
+	for (;;) {
+		size_t left = 0;
+		describes_reap(w);
+		describes_start_due(b, w, since);
+		pthread_mutex_lock(&w->lock);
+		for (size_t i = 0; i < w->n; i++)
+			left += w->v[i]->wanted && w->v[i]->answered_ms < since;
+		if (left && isc_monotonic_ms() < deadline) {
+			struct timespec until = isc_monotonic_deadline(
+			    deadline - isc_monotonic_ms() < 200 ? deadline - isc_monotonic_ms()
+			                                        : 200);
+			pthread_cond_timedwait(&w->ended, &w->lock, &until);
+		}
+		pthread_mutex_unlock(&w->lock);
+		if (!left || isc_monotonic_ms() >= deadline)
+			break;
+	}
+	describes_reap(w);
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->n; i++) {
+		const struct describe *d = w->v[i];
+		if (!d->wanted)
+			continue;
+		if (d->answered_ms < since)
+			isc_log(ISC_LOG_WARN,
+			        "gave up waiting for a fresh describe of %s %s %s after %ld ms "
+			        "(describe_wait_ms): going on with its last observation",
+			        d->t.provider, d->t.account, d->t.region,
+			        b->config->describe_wait_ms);
+		else if (d->observed_ms < since)
+			isc_log(
+			    ISC_LOG_WARN,
+			    "the fresh describe of %s %s %s failed (%s): going on with its last "
+			    "observation",
+			    d->t.provider, d->t.account, d->t.region, d->why);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void broker_watch_stop(struct isc_broker *b)
+{
+	struct broker_watcher *w = b->watcher;
+	size_t out = 0;
+
+	if (!w)
+		return;
+	atomic_store(&w->stopping, 1);
+	describes_reap(w);
+	for (size_t i = 0; i < w->n; i++)
+		if (w->v[i]->running) {
+			isc_log(
+			    ISC_LOG_INFO,
+			    "stopping: waiting for the describe of %s %s %s, out for %lld ms (it "
+			    "records nothing now)",
+			    w->v[i]->t.provider, w->v[i]->t.account, w->v[i]->t.region,
+			    (long long)(isc_monotonic_ms() - w->v[i]->started_ms));
+			out++;
+		}
+	for (size_t i = 0; i < w->n; i++) {
+		struct describe *d = w->v[i];
+		if (d->running)
+			pthread_join(d->thread, NULL);
+		free(d->t.provider);
+		free(d->t.account);
+		free(d->t.region);
+		free(d);
+	}
+	if (out)
+		isc_log(ISC_LOG_INFO, "stopping: %zu describe(s) returned", out);
+	free(w->v);
+	pthread_cond_destroy(&w->ended);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	b->watcher = NULL;
 }
 
 /*
@@ -631,19 +929,24 @@ static void sweep_keys(struct isc_broker *b)
 	closedir(dh);
 }
 
-int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
+int broker_watch(struct isc_broker *b, int reconcile, int wait_fresh, struct isc_err *err)
 {
 	struct isc_cluster *clusters;
 	struct target *targets = NULL;
+	struct broker_watcher *w;
 	size_t n, n_targets = 0;
+	int64_t since = isc_monotonic_ms();
 	int rc;
 
+	if (!(w = watcher_of(b)))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	describes_reap(w);
 	if ((rc = isc_store_cluster_list_open(b->store, &clusters, &n, err)))
 		return rc;
 	for (size_t i = 0; i < n; i++)
 		add_target(&targets, &n_targets, clusters[i].provider, clusters[i].account,
 		           clusters[i].region);
-	if (reconcile) {
+	if (reconcile || wait_fresh) {
 		for (size_t p = 0; p < b->config->n_providers; p++) {
 			const struct isc_provider_config *pc = &b->config->providers[p];
 			for (size_t r = 0; r < pc->n_regions; r++)
@@ -652,11 +955,23 @@ int broker_watch(struct isc_broker *b, int reconcile, struct isc_err *err)
 		}
 		add_key_targets(b, &targets, &n_targets);
 	}
-	watch_targets(b, targets, n_targets, reconcile);
-	if (reconcile) {
+	for (size_t i = 0; i < w->n; i++)
+		w->v[i]->wanted = 0;
+	for (size_t i = 0; i < n_targets; i++) {
+		struct describe *d = describe_of(w, b, &targets[i]);
+		if (!d)
+			continue;
+		d->wanted = 1;
+		d->reconcile_next |= reconcile || wait_fresh;
+	}
+	if (wait_fresh)
+		describes_wait_fresh(b, w, since);
+	else
+		describes_start_due(b, w, 0);
+	if (reconcile || wait_fresh) {
 		isc_log(ISC_LOG_INFO,
-		        "reconciled %zu account/region(s) against %zu open cluster(s)", n_targets,
-		        n);
+		        "reconcil%s %zu account/region(s) against %zu open cluster(s)",
+		        wait_fresh ? "ed" : "ing", n_targets, n);
 		sweep_keys(b);
 	}
 	for (size_t i = 0; i < n; i++)

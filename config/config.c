@@ -100,6 +100,7 @@ static struct isc_config *config_defaults(void)
 	c->checkpoint_sync_ms = 600000;
 	c->lossy_sync_ms = 30000;
 	c->node_absence_confirm_ms = 30000;
+	c->describe_wait_ms = 60000;
 	c->price_refresh_ms = 3600000;
 	c->rank_log_max_bytes = 256LL << 20;
 	c->artifact_max_bytes = 256LL << 30;
@@ -417,6 +418,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 86400000, &c->lossy_sync_ms);
 		else if (!strcmp(key, "node_absence_confirm_ms"))
 			rc = get_long(x, v, key, 0, 3600000, &c->node_absence_confirm_ms);
+		else if (!strcmp(key, "describe_wait_ms"))
+			rc = get_long(x, v, key, 1000, 3600000, &c->describe_wait_ms);
 		else if (!strcmp(key, "price_refresh_ms"))
 			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_ms);
 		else if (!strcmp(key, "rank_log_max_bytes"))
@@ -615,6 +618,8 @@ static const struct template_key top_keys[] = {
      "artifacts kept at home per organisation, all its experiments together"},
     {"node_absence_confirm_ms = 30000",
      "a node missing from the cloud's describes counts as terminated after this"},
+    {"describe_wait_ms = 60000",
+     "iscd's start (and --once) and a takeover wait this long for fresh describes (1000..3600000)"},
     {"cycle_ms = 90000", "on-prem: the length of one cycle run (1000..86400000)"},
     {"period_ms = 7200000", "on-prem: the interruptible apportioning period"},
     {"node_down_after_ms = 30000",

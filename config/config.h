@@ -50,6 +50,7 @@ struct isc_config {
 	long checkpoint_sync_ms;      /* 600000 */
 	long lossy_sync_ms;           /* 30000 */
 	long node_absence_confirm_ms; /* a node missing from describes this long is gone; 30000 */
+	long describe_wait_ms; /* --once and a takeover wait this long for fresh describes; 60000 */
 	long price_refresh_ms; /* live spot prices of candidates this often; 0: never; 3600000 */
 	/* Caps on what nodes send and a reserve for the store (docs/security.md). */
 	int64_t rank_log_max_bytes;   /* each rank_N.txt; 268435456 (256 MiB) */

@@ -568,6 +568,26 @@ def describe_instances(cloud, p, region):
         return body
 
 
+def describe_instances_slow(cloud, p, region):
+    """DescribeInstances, answered late under a describe_delay fault: the listing is
+    taken when the call comes in and sent ms later, as a cloud API under load answers
+    (issue 49 measured 1-28 s). DescribeInstances is eventually consistent and its
+    latency is not bounded by the API reference
+    (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/query-api-troubleshooting.html#eventual-consistency);
+    other calls, and other regions and accounts unless the fault names them, answer at
+    once (the mock serves each request on its own thread)."""
+    slow = None
+    if not plist(p, "InstanceId"):
+        acct = account_of(cloud)
+        slow = cloud.take_fault("describe_delay", lambda f: f.get("region") in (None, region)
+                                and f.get("account") in (None, acct))
+    body = describe_instances(cloud, p, region)
+    if slow:
+        log("fault: describe_delay %s %s: answering in %d ms" % (region, account_of(cloud), slow["ms"]))
+        time.sleep(slow["ms"] / 1000.0)
+    return body
+
+
 def terminate_instances(cloud, p, region):
     ids = plist(p, "InstanceId")
     if not ids:
@@ -826,7 +846,7 @@ def describe_availability_zones(cloud, p, region):
 ACTIONS = {
     **ec2_fabric.ACTIONS,
     "RunInstances": run_instances,
-    "DescribeInstances": describe_instances,
+    "DescribeInstances": describe_instances_slow,
     "TerminateInstances": terminate_instances,
     "DescribeSpotInstanceRequests": describe_spot_instance_requests,
     "DescribeSpotPriceHistory": describe_spot_price_history,

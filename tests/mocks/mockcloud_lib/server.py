@@ -24,7 +24,7 @@ from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
                "interrupt", "partial", "garbled_reply", "describe_lag", "preempt",
-               "invalidate_token", "key_disabled")
+               "invalidate_token", "key_disabled", "describe_delay")
 PROVIDERS = ("aws", "gcp", "oci")
 
 
@@ -456,6 +456,15 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(ms, (int, float)) or ms < 0:
                 return self._json(400, {"error": "describe_lag needs ms >= 0"})
             f["ms"] = ms
+        if kind == "describe_delay":
+            ms = req.get("ms")
+            if not isinstance(ms, (int, float)) or ms < 0:
+                return self._json(400, {"error": "describe_delay needs ms >= 0"})
+            f["ms"] = ms
+            if req.get("account") is not None:
+                f["account"] = str(req["account"])
+            if req.get("provider") not in (None, "aws"):
+                return self._json(400, {"error": "describe_delay is an EC2 fault (provider aws)"})
         if req.get("region"):
             f["region"] = req["region"]
         if req.get("provider") not in (None, "aws"):
