@@ -80,15 +80,9 @@ run_config() {
 	say "$nrep iscd on $([ "$store" = pg ] && echo "PostgreSQL (max_connections $PG_MAX_CONN)" || echo SQLite), tick $TICK ms, node boot delay $B ms, $N bursts of 2 nodes"
 
 	# 1. The critical path.
-	one_alone >/dev/null || return 1 # warm-up
-	local crit=() c
-	for _ in 1 2 3; do
-		c=$(one_alone) || return 1
-		crit+=("$c")
-	done
-	c=$(printf '%s\n' "${crit[@]}" | sort -n | sed -n 2p)
-	say "critical path (one burst alone, submission -> running): ${crit[*]} ms, median $c ms"
-	record crit "$c"
+	local c
+	critical_path || return 1
+	c=$crit_ms
 
 	# 2. N bursts at once.
 	local t0 t1 t2 n_run last st cpu0 iscd0

@@ -123,6 +123,20 @@ one_alone() {
 	echo $((at - t0))
 }
 
+# critical_path: one burst alone after a warm-up, three times; the median in crit_ms, said
+# and recorded as crit.
+critical_path() {
+	local runs=() c
+	one_alone >/dev/null || return 1 # warm-up
+	for _ in 1 2 3; do
+		c=$(one_alone) || return 1
+		runs+=("$c")
+	done
+	crit_ms=$(printf '%s\n' "${runs[@]}" | sort -n | sed -n 2p)
+	say "critical path (one burst alone, submission -> running): ${runs[*]} ms, median $crit_ms ms"
+	record crit "$crit_ms"
+}
+
 # api_wrk KEY PATH WHAT WHEN: wrk, $CONNS connections for $WRK_S s, on replica 1's TCP
 # listener with the token $tok, GET PATH; records its p99 as KEY.
 api_wrk() {
