@@ -1,13 +1,16 @@
 /*
- * Credits for bursts. Before a launch the cluster's price for the reservation
- * window is reserved (credits.c checks org credits and the project budget in
- * one transaction). Each tick every node is charged for the time since its
- * last charge, from the launch the cloud reported to the termination it
- * confirmed (a node the listings leave out: to its first miss, and no further
- * until a listing shows it again; docs/credits.md, "Listing lag"), at the price
- * snapshotted at launch; then each running cluster's
- * reservation is renewed. An experiment whose org cannot cover the next window
- * is stopped gracefully ("stopped: out of credits").
+ * Credits for bursts, metered by intervals (issue 49). Before a launch the
+ * cluster's price for the reservation window is reserved (credits.c checks org
+ * credits and the project budget in one transaction). A node's usage is an
+ * interval from the launch the cloud reported to the termination it confirmed
+ * (a node the listings leave out: to its first miss, and no further until a
+ * listing shows it again; docs/credits.md, "Listing lag"), priced at the price
+ * snapshotted at launch: while it is open the node is charged at most once per
+ * charge_interval_ms, and once more when it closes (with the cloud's minimum per
+ * start), each charge one ledger row that also consumes the hold. A cluster's
+ * hold is re-authorised, topped up to one window, only once what is left of it
+ * falls below hold_renew_below of the window. An experiment whose org cannot
+ * cover that is stopped gracefully ("stopped: out of credits").
  */
 #include "broker/broker_int.h"
 
@@ -71,7 +74,8 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 	size_t n;
 	int batch;
 
-	if (isc_store_nodes_to_charge(b->store, now, &list, &n, &err)) {
+	if (isc_store_nodes_to_charge(b->store, now, now - b->config->charge_interval_ms, &list, &n,
+	                              &err)) {
 		isc_log(ISC_LOG_WARN, "meter: %s", err.msg);
 		return;
 	}
@@ -98,6 +102,10 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		 * out: never past either (the store's query says which). */
 		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
 		c.billing = billing_of(list[i].account);
+		c.launched_ms = list[i].launched_ms;
+		/* The cloud's minimum per start counts once the interval closes. */
+		c.minimum_ms =
+		    list[i].closed ? isc_credits_minimum_ms(list[i].provider, list[i].shape_id) : 0;
 		if (isc_credits_charge_node_report(b->store, &c, &charged, &err)) {
 			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
 			continue;
@@ -183,7 +191,7 @@ static void renew_reservations(struct isc_broker *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct isc_cluster *c = &list[i];
-		int64_t window;
+		int64_t window, below, held = 0;
 		int rc;
 
 		if (strcmp(c->state, "terminating") == 0 ||
@@ -195,7 +203,20 @@ static void renew_reservations(struct isc_broker *b)
 #endif
 		window = isc_credits_cost_micros(c->price_micros * c->nnodes,
 		                                 b->config->reservation_window_ms);
-		rc = isc_credits_renew(b->store, c->experiment_id, c->id, window, &err);
+		below = isc_credits_cost_micros(c->price_micros * c->nnodes,
+		                                isc_config_hold_renew_below_ms(b->config));
+		if (below <= 0 || below > window)
+			below = window;
+		/* A read, no write lock: a hold above its threshold is left as it is, so a
+		 * running burst writes one reserve row per half window, not one per tick. The
+		 * renewal reads the hold again in its transaction. */
+		if (window > 0 &&
+		    isc_store_ledger_experiment_held(b->store, c->experiment_id, &held, &err) ==
+		        0 &&
+		    held >= below)
+			continue;
+		rc =
+		    isc_credits_renew_below(b->store, c->experiment_id, c->id, window, below, &err);
 		if (rc == ISC_ECREDITS) {
 			struct isc_experiment e;
 			if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err) == 0) {

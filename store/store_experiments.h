@@ -66,7 +66,7 @@ struct isc_experiment_view {
 	    *status_reason, *shape_id;
 	int gpus, nnodes, nproc, cycle_count;
 	int64_t org_id, created_at_ms;
-	int64_t cost_micros; /* the experiment's charges so far */
+	int64_t cost_micros; /* charges so far + what its open intervals accrued since */
 };
 /* Takes one row; returns 0 to go on, nonzero (out of memory) to stop the page. */
 typedef int (*isc_experiment_view_fn)(const struct isc_experiment_view *v, void *ctx);
