@@ -290,8 +290,9 @@ static void holds_check(struct isc_broker *b, enum isc_holds_check what)
 	if (v && strcmp(v, "0") == 0)
 		return;
 	isc_buf_init(&report, 64 * 1024);
-	if (isc_credits_holds_check(b->store, what, b->config->reservation_window_ms,
-	                            step_in_flight, b, &report, &violations, &err)) {
+	if (isc_credits_holds_check_below(b->store, what, b->config->reservation_window_ms,
+	                                  isc_config_hold_renew_below_ms(b->config), step_in_flight,
+	                                  b, &report, &violations, &err)) {
 		isc_log(ISC_LOG_WARN, "holds check: %s", err.msg);
 	} else if (violations > 0) {
 		isc_log(

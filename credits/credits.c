@@ -540,10 +540,36 @@ static void violation(struct isc_buf *report, size_t *violations, const char *fm
 	isc_buf_putc(report, '\n');
 }
 
+/* The renewal threshold of the experiment's largest cluster that takes holds (0: none). */
+static int renewal_floor(struct isc_store *s, const char *experiment_id, int64_t below_ms,
+                         int64_t *floor, struct isc_err *err)
+{
+	struct isc_cluster *list;
+	size_t n;
+	int rc = isc_store_cluster_list_for_experiment(s, experiment_id, 1, &list, &n, err);
+
+	*floor = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		int64_t f;
+		if (!cluster_takes_holds(list[i].state) ||
+		    billing_of_account(list[i].account) != ISC_BILLING_CREDITS ||
+		    list[i].nnodes <= 0 || list[i].price_micros < 0 ||
+		    list[i].price_micros > ISC_MONEY_MAX_MICROS)
+			continue;
+		f = isc_credits_cost_micros(list[i].price_micros * list[i].nnodes, below_ms);
+		if (f > *floor)
+			*floor = f;
+	}
+	isc_cluster_list_free(list, n);
+	return 0;
+}
+
 /* One experiment that holds credits, against the invariants. */
 static int check_holder(struct isc_store *s, const char *id, enum isc_holds_check what,
-                        int64_t window_ms, struct isc_buf *report, size_t *violations,
-                        struct isc_err *err)
+                        int64_t window_ms, int64_t below_ms, struct isc_buf *report,
+                        size_t *violations, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	int64_t held, window;
@@ -588,6 +614,21 @@ static int check_holder(struct isc_store *s, const char *id, enum isc_holds_chec
 			          "largest open cluster: a hold was doubled",
 			          id, e.status, money(held, a, sizeof(a)),
 			          money(window, b, sizeof(b)));
+		/* Issue 49: after the meter's renewals a live experiment that is not stopping
+		 * holds at least the renewal threshold of its clusters that take holds (a
+		 * renewal either topped it up or, refused, stopped it). */
+		if (below_ms > 0 && strcmp(e.status, "stopping") != 0) {
+			int64_t floor = 0;
+			if ((rc = renewal_floor(s, id, below_ms, &floor, err)))
+				goto out;
+			if (held < floor)
+				violation(
+				    report, violations,
+				    "experiment %s (%s) holds %s, below the %s renewal threshold "
+				    "of its largest open cluster: a renewal was missed",
+				    id, e.status, money(held, a, sizeof(a)),
+				    money(floor, b, sizeof(b)));
+		}
 	}
 out:
 	isc_experiment_cleanup(&e);
@@ -597,6 +638,15 @@ out:
 int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
                             int (*skip)(const char *experiment_id, void *ctx), void *ctx,
                             struct isc_buf *report, size_t *violations, struct isc_err *err)
+{
+	return isc_credits_holds_check_below(s, what, window_ms, 0, skip, ctx, report, violations,
+	                                     err);
+}
+
+int isc_credits_holds_check_below(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                                  int64_t below_ms,
+                                  int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                                  struct isc_buf *report, size_t *violations, struct isc_err *err)
 {
 	struct isc_ledger_org_cover *cover = NULL;
 	char **ids = NULL;
@@ -611,7 +661,8 @@ int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int6
 		goto out;
 	for (size_t i = 0; i < n && !rc; i++)
 		if (!skip || !skip(ids[i], ctx))
-			rc = check_holder(s, ids[i], what, window_ms, report, violations, err);
+			rc = check_holder(s, ids[i], what, window_ms, below_ms, report, violations,
+			                  err);
 	if (rc || what != ISC_HOLDS_CHECK_ALL)
 		goto out;
 	if ((rc = isc_store_ledger_org_cover(s, CONSUMED_NOTE, &cover, &n_cover, err)))

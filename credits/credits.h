@@ -136,6 +136,16 @@ struct isc_buf;
 int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
                             int (*skip)(const char *experiment_id, void *ctx), void *ctx,
                             struct isc_buf *report, size_t *violations, struct isc_err *err);
+/*
+ * The same, and (below_ms > 0, ISC_HOLDS_CHECK_ALL) the rule of issue 49's renewals: an
+ * experiment that holds credits and is not stopping holds at least below_ms at the rate
+ * of its largest cluster that takes holds (the meter renews a hold that fell below it,
+ * or stops the experiment).
+ */
+int isc_credits_holds_check_below(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                                  int64_t below_ms,
+                                  int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                                  struct isc_buf *report, size_t *violations, struct isc_err *err);
 
 /* One node's usage for a period, as the broker meters it each tick. */
 struct isc_charge {

@@ -15,6 +15,7 @@
  * Test builds check the invariants of holds after every meter (broker/meter.c).
  */
 #include "broker/broker_int.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "credits/credits.h"
 #include "store/store_clusters.h"
@@ -407,6 +408,53 @@ static void test_out_of_budget(void **state)
 	run_out(*state, 1);
 }
 
+/* The holds check's rule for renewals: a live hold below its threshold is a missed renewal. */
+static void test_holds_check_threshold(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_err err;
+	struct isc_charge c = {0};
+	struct isc_buf report;
+	size_t violations = 99;
+
+	assert_int_equal(isc_credits_grant(f->tmp.s, "demo", 10 * WINDOW, "test", &err), 0);
+	burst(f, f->t0);
+	/* 40 minutes of a node charged at once: the hold falls below half the window. */
+	c.experiment_id = "exp_m";
+	c.cluster_id = "cl_m";
+	c.node_instance_id = "i-m0";
+	c.price_micros = PRICE * NNODES;
+	c.provider = "aws";
+	c.period_start_ms = f->t0;
+	c.period_end_ms = f->t0 + 2400000;
+	c.launched_ms = f->t0;
+	c.billing = ISC_BILLING_CREDITS;
+	assert_int_equal(isc_credits_charge_node(f->tmp.s, &c, &err), 0);
+	assert_true(held(f) < WINDOW / 2);
+	isc_buf_init(&report, 4096);
+	assert_int_equal(isc_credits_holds_check_below(f->tmp.s, ISC_HOLDS_CHECK_ALL, HOUR,
+	                                               HOUR / 2, NULL, NULL, &report, &violations,
+	                                               &err),
+	                 0);
+	assert_int_equal(violations, 1);
+	assert_non_null(strstr(isc_buf_cstr(&report), "a renewal was missed"));
+	/* Without the threshold (the check before issue 49) nothing is wrong. */
+	assert_int_equal(isc_credits_holds_check(f->tmp.s, ISC_HOLDS_CHECK_ALL, HOUR, NULL, NULL,
+	                                         NULL, &violations, &err),
+	                 0);
+	assert_int_equal(violations, 0);
+	/* The meter renews it (and its own check, on in test builds, passes). */
+	at(f->t0 + 2400000);
+	meter(f);
+	assert_int_equal(held(f), WINDOW);
+	assert_int_equal(isc_credits_holds_check_below(f->tmp.s, ISC_HOLDS_CHECK_ALL, HOUR,
+	                                               HOUR / 2, NULL, NULL, NULL, &violations,
+	                                               &err),
+	                 0);
+	assert_int_equal(violations, 0);
+	isc_buf_cleanup(&report);
+}
+
 /* Every row of ledger_totals, as text, in order. */
 static char *totals_text(struct isc_store *s)
 {
@@ -611,6 +659,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_minimum_at_close, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_out_of_credits, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_out_of_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_holds_check_threshold, setup, teardown),
 	    cmocka_unit_test(test_migration_keeps_totals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
