@@ -59,10 +59,69 @@ int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struc
 	return isc_credits_renew(s, e->id, c->id, window, err);
 }
 
-void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
+/* Charges the listed nodes on s; mine_only: skip other replicas' bursts. */
+static void charge_list(struct isc_broker *b, struct isc_store *s,
+                        const struct isc_node_charge *list, size_t n, int64_t now, int mine_only)
 {
 	struct isc_err err;
-	(void)b;
+
+	for (size_t i = 0; i < n; i++) {
+		struct isc_charge c = {0};
+		int64_t charged = 0;
+
+		if (mine_only && !broker_meters(b, list[i].experiment_id))
+			continue; /* another replica's burst (docs/ha.md) */
+		c.experiment_id = list[i].experiment_id;
+		c.cluster_id = list[i].cluster_id;
+		c.node_instance_id = list[i].instance_id;
+		c.price_micros = list[i].price_micros;
+		c.provider = list[i].provider;
+		c.shape_id = list[i].shape_id;
+		c.period_start_ms = list[i].from_ms;
+		/* The recorded termination, or the first miss of a node the listings leave
+		 * out: never past either (the store's query says which). */
+		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
+		c.billing = billing_of(list[i].account);
+		c.launched_ms = list[i].launched_ms;
+		/* The cloud's minimum per start counts once the interval closes. */
+		c.minimum_ms =
+		    list[i].closed ? isc_credits_minimum_ms(list[i].provider, list[i].shape_id) : 0;
+		if (isc_credits_charge_node_report(s, &c, &charged, &err)) {
+			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
+			continue;
+		}
+		/* A crash here loses the tick's uncommitted charges; when charges are not
+		 * batched, it leaves this charge written and the node's mark behind. Either
+		 * way the next meter charges each period once: the ledger knows up to when
+		 * a node is charged, and its charge-once index refuses a second row. */
+		isc_crash_point("meter.charge_written");
+		if (isc_store_node_set_charged(s, c.node_instance_id, c.period_end_ms, &err))
+			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
+	}
+}
+
+void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
+{
+	struct isc_node_charge *list;
+	struct isc_err err;
+	int64_t now = isc_store_now_ms();
+	size_t n;
+
+	/*
+	 * Before the hold goes, every node of the experiment is charged up to now (not only
+	 * those a charge interval behind): with charges a minute apart, up to a minute per
+	 * node is unbilled at any moment, and the hold must consume it while it is there.
+	 * What the nodes run after this, until the cloud confirms their termination, is
+	 * charged beyond the hold, as before (docs/credits.md, "Overspend bound").
+	 */
+	if (isc_store_nodes_to_charge_experiment(s, experiment_id, now, now, &list, &n, &err) ==
+	    0) {
+		charge_list(b, s, list, n, now, 0);
+		isc_node_charge_list_free(list, n);
+	} else {
+		isc_log(ISC_LOG_WARN, "%s: charging before the release: %s", experiment_id,
+		        err.msg);
+	}
 	if (isc_credits_release(s, experiment_id, &err))
 		isc_log(ISC_LOG_WARN, "%s: releasing credits: %s", experiment_id, err.msg);
 }
@@ -85,39 +144,7 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 	 * CLI and the workers are not kept waiting behind it.
 	 */
 	batch = n > 0 && isc_store_begin(b->store, &err) == 0;
-	for (size_t i = 0; i < n; i++) {
-		struct isc_charge c = {0};
-		int64_t charged = 0;
-
-		if (!broker_meters(b, list[i].experiment_id))
-			continue; /* another replica's burst (docs/ha.md) */
-		c.experiment_id = list[i].experiment_id;
-		c.cluster_id = list[i].cluster_id;
-		c.node_instance_id = list[i].instance_id;
-		c.price_micros = list[i].price_micros;
-		c.provider = list[i].provider;
-		c.shape_id = list[i].shape_id;
-		c.period_start_ms = list[i].from_ms;
-		/* The recorded termination, or the first miss of a node the listings leave
-		 * out: never past either (the store's query says which). */
-		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
-		c.billing = billing_of(list[i].account);
-		c.launched_ms = list[i].launched_ms;
-		/* The cloud's minimum per start counts once the interval closes. */
-		c.minimum_ms =
-		    list[i].closed ? isc_credits_minimum_ms(list[i].provider, list[i].shape_id) : 0;
-		if (isc_credits_charge_node_report(b->store, &c, &charged, &err)) {
-			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
-			continue;
-		}
-		/* A crash here loses the tick's uncommitted charges; when charges are not
-		 * batched, it leaves this charge written and the node's mark behind. Either
-		 * way the next meter charges each period once: the ledger knows up to when
-		 * a node is charged, and its charge-once index refuses a second row. */
-		isc_crash_point("meter.charge_written");
-		if (isc_store_node_set_charged(b->store, c.node_instance_id, c.period_end_ms, &err))
-			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
-	}
+	charge_list(b, b->store, list, n, now, 1);
 	if (batch && isc_store_commit(b->store, &err)) {
 		isc_log(ISC_LOG_WARN, "meter: committing the tick's charges: %s", err.msg);
 		isc_store_rollback(b->store);

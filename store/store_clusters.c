@@ -738,8 +738,27 @@ static int charge_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
+static int nodes_to_charge(struct isc_store *s, const char *experiment_id, int64_t now_ms,
+                           int64_t due_before_ms, struct isc_node_charge **out, size_t *n,
+                           struct isc_err *err);
+
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, int64_t due_before_ms,
                               struct isc_node_charge **out, size_t *n, struct isc_err *err)
+{
+	return nodes_to_charge(s, NULL, now_ms, due_before_ms, out, n, err);
+}
+
+int isc_store_nodes_to_charge_experiment(struct isc_store *s, const char *experiment_id,
+                                         int64_t now_ms, int64_t due_before_ms,
+                                         struct isc_node_charge **out, size_t *n,
+                                         struct isc_err *err)
+{
+	return nodes_to_charge(s, experiment_id, now_ms, due_before_ms, out, n, err);
+}
+
+static int nodes_to_charge(struct isc_store *s, const char *experiment_id, int64_t now_ms,
+                           int64_t due_before_ms, struct isc_node_charge **out, size_t *n,
+                           struct isc_err *err)
 {
 	struct isc_db_stmt *st;
 	void *list;
@@ -761,12 +780,17 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, int64_t due_b
 	     * interval, an interval that closes (or a first miss) at once. */
 	    "AND (n.terminated_at_ms IS NOT NULL OR n.absent_since_ms IS NOT NULL "
 	    "OR COALESCE(n.charged_until_ms, n.launched_at_ms) <= ?2) "
+	    "AND (CAST(?3 AS TEXT) IS NULL OR c.experiment_id = ?3) "
 	    "ORDER BY n.id",
 	    &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_int64(st, 1, now_ms);
 	isc_db_bind_int64(st, 2, due_before_ms);
+	if (experiment_id)
+		isc_db_bind_text(st, 3, experiment_id, -1, ISC_DB_STATIC);
+	else
+		isc_db_bind_null(st, 3);
 	rc = isc_store_read_rows(s, st, sizeof(**out), charge_from_row, charge_clean,
 	                         "reading nodes to charge", &list, n, err);
 	if (!rc)

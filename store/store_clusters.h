@@ -198,6 +198,11 @@ struct isc_node_charge {
  */
 int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, int64_t due_before_ms,
                               struct isc_node_charge **out, size_t *n, struct isc_err *err);
+/* The same for one experiment's nodes (the teardown's last charges before its release). */
+int isc_store_nodes_to_charge_experiment(struct isc_store *s, const char *experiment_id,
+                                         int64_t now_ms, int64_t due_before_ms,
+                                         struct isc_node_charge **out, size_t *n,
+                                         struct isc_err *err);
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n);
 
 #endif

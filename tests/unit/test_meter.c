@@ -369,9 +369,24 @@ static void run_out(struct fixture *f, int budget)
 		isc_experiment_cleanup(&e);
 	}
 	assert_true(stopped_at > 0);
-	/* The teardown: the cloud confirms the terminations a minute later (the hold still
-	 * covers them), the meter closes the intervals, the teardown releases the rest. */
-	for (; t <= stopped_at + 90000; t += TICK) {
+	/* The teardown, a tick later: it asks the cloud to terminate and releases the hold,
+	 * first charging every node to now (up to a charge interval was unbilled): the hold
+	 * covers all of it, no charge went beyond it. */
+	t = stopped_at + TICK;
+	at(t);
+	broker_credits_release(f->b, f->tmp.s, "exp_m");
+	assert_int_equal(held(f), 0);
+	assert_int_equal(scan(f,
+	                      "SELECT COALESCE(SUM(amount_micros - consumed_micros), 0) FROM "
+	                      "ledger WHERE kind = 'charge' AND experiment_id = ?",
+	                      "exp_m"),
+	                 0);
+	assert_int_equal(node_charged(f, "i-m0"), isc_credits_cost_micros(PRICE, t - launched));
+	assert_int_equal(
+	    isc_store_experiment_transition(f->tmp.s, "exp_m", "stopping", "stopped", "", &err), 0);
+	/* The cloud confirms the terminations a minute later: the meter closes the intervals
+	 * (that minute beyond the released hold, the bound's teardown time). */
+	for (t += TICK; t <= stopped_at + 90000; t += TICK) {
 		at(t);
 		if (t == stopped_at + 60000) {
 			terminate(f, "i-m0", t);
@@ -379,9 +394,6 @@ static void run_out(struct fixture *f, int budget)
 		}
 		meter(f);
 	}
-	assert_int_equal(isc_credits_release(f->tmp.s, "exp_m", &err), 0);
-	assert_int_equal(
-	    isc_store_experiment_transition(f->tmp.s, "exp_m", "stopping", "stopped", "", &err), 0);
 	at(t + TICK);
 	meter(f);
 	assert_int_equal(isc_store_ledger_org_sums(f->tmp.s, f->org_id, &bal, &res, &err), 0);
