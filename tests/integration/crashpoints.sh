@@ -90,8 +90,9 @@ for r in rows:
     if end is None:
         print("instance %s still runs" % r["id"], file=sys.stderr)
         sys.exit(1)
-    # EC2 reports launchTime to the second, and billing starts there.
-    expected += -(-(end - r["launched_at"] // 1000 * 1000) * price // 3600000)
+    # EC2 reports launchTime to the second, and billing starts there; Linux instances
+    # are billed per second with a 60 s minimum per start (../shared/docs/metering-facts.md).
+    expected += -(-max(end - r["launched_at"] // 1000 * 1000, 60000) * price // 3600000)
     slack += price * (2 * tick + down_ms) // 3600000 + 200
 ok = abs(charged - expected) <= slack
 print("bill of %s: charged %d, cloud record %d, slack %d" % (exp, charged, expected, slack), file=sys.stderr)
