@@ -307,7 +307,7 @@ id=$(submit "$dir/short.isc")
 check "unreadable launch reply: the experiment completes" wait_status "$id" completed 120
 check "unreadable launch reply: one gang, none unmetered" one_gang_per_cluster "$id" 2
 check "unreadable launch reply: nodes found by tag or by token" status_says "$id" 'found all 2 node|launch confirmed'
-check "unreadable launch reply: its nodes were charged" bash -c "'$ISC_BIN/isc' spend --project demo --by experiment --format csv | grep -q '$id'"
+check "unreadable launch reply: its nodes were charged" within 15 bash -c "'$ISC_BIN/isc' spend --project demo --by experiment --format csv | grep -q '$id'"
 
 # A describe that does not yet list nodes launched a moment ago is not their termination.
 mock faults -X DELETE >/dev/null
