@@ -767,21 +767,23 @@ static int nodes_to_charge(struct isc_store *s, const char *experiment_id, int64
 	    "SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, "
 	    "c.account, "
 	    "n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), "
-	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, 0), n.launched_at_ms, "
-	    "CASE WHEN n.terminated_at_ms IS NULL THEN 0 ELSE 1 END "
+	    "COALESCE(" ISC_STORE_BILLED_TERMINATION_SQL ", n.absent_since_ms, 0), "
+	    "n.launched_at_ms, "
+	    "CASE WHEN n.terminated_at_ms IS NULL OR n.absent_since_ms IS NOT NULL THEN 0 ELSE 1 "
+	    "END "
 	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
 	    "WHERE n.launched_at_ms IS NOT NULL "
 	    /* A node the listings stopped showing is charged up to when it was first missed,
 	     * no further: counted gone, that is its termination; listed again, the rest is
 	     * charged then (isc_store_node_observe clears the miss). */
-	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < "
-	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, ?1) "
-	    /* Metering by intervals (issue 49): a running node is charged once per charge
-	     * interval, an interval that closes (or a first miss) at once. */
-	    "AND (n.terminated_at_ms IS NOT NULL OR n.absent_since_ms IS NOT NULL "
-	    "OR COALESCE(n.charged_until_ms, n.launched_at_ms) <= ?2) "
-	    "AND (CAST(?3 AS TEXT) IS NULL OR c.experiment_id = ?3) "
-	    "ORDER BY n.id",
+	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < " ISC_STORE_BILLED_END_SQL(
+	        "?1") " "
+	              /* Metering by intervals (issue 49): a running node is charged once per charge
+	               * interval, an interval that closes (or a first miss) at once. */
+	              "AND (n.terminated_at_ms IS NOT NULL OR n.absent_since_ms IS NOT NULL "
+	              "OR COALESCE(n.charged_until_ms, n.launched_at_ms) <= ?2) "
+	              "AND (CAST(?3 AS TEXT) IS NULL OR c.experiment_id = ?3) "
+	              "ORDER BY n.id",
 	    &st, err);
 	if (rc)
 		return rc;

@@ -183,11 +183,12 @@ struct isc_node_charge {
 	char *account;
 	int64_t price_micros;
 	int64_t from_ms; /* charged_until, or the launch time */
-	/* the recorded termination; else, while the listings leave it out, its first
-	 * miss (no charge past it until a listing shows it again); else 0: it runs */
+	/* the recorded termination (raised to the launch + the cloud's minimum per start);
+	 * else, while the listings leave it out, its first miss (no charge past it until a
+	 * listing shows it again); else 0: it runs */
 	int64_t to_ms;
 	int64_t launched_ms; /* the launch the cloud reported: where its cost is priced from */
-	int closed;          /* to_ms is the recorded termination (the interval closes) */
+	int closed; /* to_ms is the termination the cloud confirmed (the interval closes) */
 };
 
 /*

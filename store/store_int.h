@@ -52,15 +52,22 @@ struct isc_db *isc_store_db(struct isc_store *s);
 #define ISC_STORE_MINIMUM_MS_SQL                                                                   \
 	"(CASE WHEN c.provider = 'oci' AND c.shape_id LIKE '%BM.%' THEN 3600000 ELSE 60000 END)"
 /*
- * Where node alias n's billed time ends when the meter next charges it at NOW (an
- * SQL integer expression): its recorded termination, raised to the minimum; else its
- * first miss; else NOW.
+ * Where node alias n's billed time ends once the cloud confirmed its termination (NULL
+ * before): the termination, raised to the launch + the minimum (not for a termination
+ * by absence, the first miss, never charged past: docs/credits.md, "Listing lag"). The interval's
+ * closing charge runs to it, so a node that ran less than its minimum is billed the minimum even
+ * when an earlier charge went to its termination or past it (a teardown's charge to "now" before
+ * its termination was observed).
  */
-#define ISC_STORE_BILLED_END_SQL(NOW)                                                              \
-	"(CASE WHEN n.terminated_at_ms IS NOT NULL THEN (CASE WHEN n.terminated_at_ms < "          \
+#define ISC_STORE_BILLED_TERMINATION_SQL                                                           \
+	"(CASE WHEN n.terminated_at_ms IS NULL THEN NULL WHEN n.absent_since_ms IS NOT NULL "      \
+	"THEN n.terminated_at_ms WHEN n.terminated_at_ms < "                                       \
 	"n.launched_at_ms + " ISC_STORE_MINIMUM_MS_SQL                                             \
-	" THEN n.launched_at_ms + " ISC_STORE_MINIMUM_MS_SQL                                       \
-	" ELSE n.terminated_at_ms END) ELSE COALESCE(n.absent_since_ms, " NOW ") END)"
+	" THEN n.launched_at_ms + " ISC_STORE_MINIMUM_MS_SQL " ELSE n.terminated_at_ms END)"
+/* Where node alias n's billed time ends when the meter next charges it at NOW: its billed
+ * termination; else its first miss; else NOW. */
+#define ISC_STORE_BILLED_END_SQL(NOW)                                                              \
+	"COALESCE(" ISC_STORE_BILLED_TERMINATION_SQL ", n.absent_since_ms, " NOW ")"
 /*
  * The accrued cost of experiment EXP's open intervals at NOW (a scalar subquery): per
  * node launched and not charged to its end, cost(launch..end) - cost(launch..charged),
@@ -76,8 +83,7 @@ struct isc_db *isc_store_db(struct isc_store *s);
 	         "JOIN "                                                                           \
 	         "clusters c ON c.id = n.cluster_id WHERE c.experiment_id = " EXP " AND "          \
 	         "n.launched_at_ms IS NOT NULL AND COALESCE(n.charged_until_ms, "                  \
-	         "n.launched_at_ms) < "                                                            \
-	         "COALESCE(n.terminated_at_ms, n.absent_since_ms, " NOW "))"
+	         "n.launched_at_ms) < " ISC_STORE_BILLED_END_SQL(NOW) ")"
 
 size_t isc_store_migration_count(void);
 const char *isc_store_migration_sql(size_t index);

@@ -323,7 +323,19 @@ static void test_minimum_at_close(void **state)
 	                      "SELECT period_end_ms - period_start_ms FROM ledger WHERE "
 	                      "node_instance_id = ?",
 	                      "i-m0"),
-	                 20000); /* the period is the node's life; the amount its minimum */
+	                 60000); /* the period billed: the launch to the minimum */
+	assert_int_equal(cost_shown(f),
+	                 isc_credits_cost_micros(PRICE, 60000) +
+	                     isc_credits_cost_micros(PRICE, f->t0 + 22000 - launched));
+	/* The other node: the teardown's release charges it to now, before its termination
+	 * is observed (at an earlier time); the closing charge still bills the minimum. */
+	broker_credits_release(f->b, f->tmp.s, "exp_m");
+	assert_int_equal(node_charged(f, "i-m1"), isc_credits_cost_micros(PRICE, 21000));
+	terminate(f, "i-m1", launched + 20500);
+	at(f->t0 + 24000);
+	meter(f);
+	assert_int_equal(node_charged(f, "i-m1"), isc_credits_cost_micros(PRICE, 60000));
+	assert_int_equal(cost_shown(f), 2 * isc_credits_cost_micros(PRICE, 60000));
 	/* OCI bare metal: an hour per start; everything else a minute. */
 	assert_int_equal(isc_credits_minimum_ms("oci", "oci-us-ashburn-1-BM.GPU4.8-ondemand"),
 	                 HOUR);
