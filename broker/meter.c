@@ -1,13 +1,16 @@
 /*
- * Credits for bursts. Before a launch the cluster's price for the reservation
- * window is reserved (credits.c checks org credits and the project budget in
- * one transaction). Each tick every node is charged for the time since its
- * last charge, from the launch the cloud reported to the termination it
- * confirmed (a node the listings leave out: to its first miss, and no further
- * until a listing shows it again; docs/credits.md, "Listing lag"), at the price
- * snapshotted at launch; then each running cluster's
- * reservation is renewed. An experiment whose org cannot cover the next window
- * is stopped gracefully ("stopped: out of credits").
+ * Credits for bursts, metered by intervals (issue 49). Before a launch the
+ * cluster's price for the reservation window is reserved (credits.c checks org
+ * credits and the project budget in one transaction). A node's usage is an
+ * interval from the launch the cloud reported to the termination it confirmed
+ * (a node the listings leave out: to its first miss, and no further until a
+ * listing shows it again; docs/credits.md, "Listing lag"), priced at the price
+ * snapshotted at launch: while it is open the node is charged at most once per
+ * charge_interval_ms, and once more when it closes (with the cloud's minimum per
+ * start), each charge one ledger row that also consumes the hold. A cluster's
+ * hold is re-authorised, topped up to one window, only once what is left of it
+ * falls below hold_renew_below of the window. An experiment whose org cannot
+ * cover that is stopped gracefully ("stopped: out of credits").
  */
 #include "broker/broker_int.h"
 
@@ -56,36 +59,17 @@ int broker_credits_ensure(struct isc_broker *b, struct isc_store *s, const struc
 	return isc_credits_renew(s, e->id, c->id, window, err);
 }
 
-void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
+/* Charges the listed nodes on s; mine_only: skip other replicas' bursts. */
+static void charge_list(struct isc_broker *b, struct isc_store *s,
+                        const struct isc_node_charge *list, size_t n, int64_t now, int mine_only)
 {
 	struct isc_err err;
-	(void)b;
-	if (isc_credits_release(s, experiment_id, &err))
-		isc_log(ISC_LOG_WARN, "%s: releasing credits: %s", experiment_id, err.msg);
-}
 
-static void charge_nodes(struct isc_broker *b, int64_t now)
-{
-	struct isc_node_charge *list;
-	struct isc_err err;
-	size_t n;
-	int batch;
-
-	if (isc_store_nodes_to_charge(b->store, now, &list, &n, &err)) {
-		isc_log(ISC_LOG_WARN, "meter: %s", err.msg);
-		return;
-	}
-	/*
-	 * One write transaction for the tick's charges (each a savepoint inside it): the
-	 * meter takes the store's write lock once per tick, not once per node, so the
-	 * CLI and the workers are not kept waiting behind it.
-	 */
-	batch = n > 0 && isc_store_begin(b->store, &err) == 0;
 	for (size_t i = 0; i < n; i++) {
 		struct isc_charge c = {0};
 		int64_t charged = 0;
 
-		if (!broker_meters(b, list[i].experiment_id))
+		if (mine_only && !broker_meters(b, list[i].experiment_id))
 			continue; /* another replica's burst (docs/ha.md) */
 		c.experiment_id = list[i].experiment_id;
 		c.cluster_id = list[i].cluster_id;
@@ -98,7 +82,11 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		 * out: never past either (the store's query says which). */
 		c.period_end_ms = list[i].to_ms ? list[i].to_ms : now;
 		c.billing = billing_of(list[i].account);
-		if (isc_credits_charge_node_report(b->store, &c, &charged, &err)) {
+		c.launched_ms = list[i].launched_ms;
+		/* The cloud's minimum per start counts once the interval closes. */
+		c.minimum_ms =
+		    list[i].closed ? isc_credits_minimum_ms(list[i].provider, list[i].shape_id) : 0;
+		if (isc_credits_charge_node_report(s, &c, &charged, &err)) {
 			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
 			continue;
 		}
@@ -107,9 +95,56 @@ static void charge_nodes(struct isc_broker *b, int64_t now)
 		 * way the next meter charges each period once: the ledger knows up to when
 		 * a node is charged, and its charge-once index refuses a second row. */
 		isc_crash_point("meter.charge_written");
-		if (isc_store_node_set_charged(b->store, c.node_instance_id, c.period_end_ms, &err))
+		if (isc_store_node_set_charged(s, c.node_instance_id, c.period_end_ms, &err))
 			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
 	}
+}
+
+void broker_credits_release(struct isc_broker *b, struct isc_store *s, const char *experiment_id)
+{
+	struct isc_node_charge *list;
+	struct isc_err err;
+	int64_t now = isc_store_now_ms();
+	size_t n;
+
+	/*
+	 * Before the hold goes, every node of the experiment is charged up to now (not only
+	 * those a charge interval behind): with charges a minute apart, up to a minute per
+	 * node is unbilled at any moment, and the hold must consume it while it is there.
+	 * What the nodes run after this, until the cloud confirms their termination, is
+	 * charged beyond the hold, as before (docs/credits.md, "Overspend bound").
+	 */
+	if (isc_store_nodes_to_charge_experiment(s, experiment_id, now, now, &list, &n, &err) ==
+	    0) {
+		charge_list(b, s, list, n, now, 0);
+		isc_node_charge_list_free(list, n);
+	} else {
+		isc_log(ISC_LOG_WARN, "%s: charging before the release: %s", experiment_id,
+		        err.msg);
+	}
+	if (isc_credits_release(s, experiment_id, &err))
+		isc_log(ISC_LOG_WARN, "%s: releasing credits: %s", experiment_id, err.msg);
+}
+
+static void charge_nodes(struct isc_broker *b, int64_t now)
+{
+	struct isc_node_charge *list;
+	struct isc_err err;
+	size_t n;
+	int batch;
+
+	if (isc_store_nodes_to_charge(b->store, now, now - b->config->charge_interval_ms, &list, &n,
+	                              &err)) {
+		isc_log(ISC_LOG_WARN, "meter: %s", err.msg);
+		return;
+	}
+	/*
+	 * One write transaction for the tick's charges (each a savepoint inside it): the
+	 * meter takes the store's write lock once per tick, not once per node, so the
+	 * CLI and the workers are not kept waiting behind it.
+	 */
+	batch = n > 0 && isc_store_begin(b->store, &err) == 0;
+	charge_list(b, b->store, list, n, now, 1);
 	if (batch && isc_store_commit(b->store, &err)) {
 		isc_log(ISC_LOG_WARN, "meter: committing the tick's charges: %s", err.msg);
 		isc_store_rollback(b->store);
@@ -183,7 +218,7 @@ static void renew_reservations(struct isc_broker *b)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct isc_cluster *c = &list[i];
-		int64_t window;
+		int64_t window, below, held = 0;
 		int rc;
 
 		if (strcmp(c->state, "terminating") == 0 ||
@@ -195,7 +230,20 @@ static void renew_reservations(struct isc_broker *b)
 #endif
 		window = isc_credits_cost_micros(c->price_micros * c->nnodes,
 		                                 b->config->reservation_window_ms);
-		rc = isc_credits_renew(b->store, c->experiment_id, c->id, window, &err);
+		below = isc_credits_cost_micros(c->price_micros * c->nnodes,
+		                                isc_config_hold_renew_below_ms(b->config));
+		if (below <= 0 || below > window)
+			below = window;
+		/* A read, no write lock: a hold above its threshold is left as it is, so a
+		 * running burst writes one reserve row per half window, not one per tick. The
+		 * renewal reads the hold again in its transaction. */
+		if (window > 0 &&
+		    isc_store_ledger_experiment_held(b->store, c->experiment_id, &held, &err) ==
+		        0 &&
+		    held >= below)
+			continue;
+		rc =
+		    isc_credits_renew_below(b->store, c->experiment_id, c->id, window, below, &err);
 		if (rc == ISC_ECREDITS) {
 			struct isc_experiment e;
 			if (isc_store_experiment_get(b->store, c->experiment_id, &e, &err) == 0) {
@@ -269,8 +317,9 @@ static void holds_check(struct isc_broker *b, enum isc_holds_check what)
 	if (v && strcmp(v, "0") == 0)
 		return;
 	isc_buf_init(&report, 64 * 1024);
-	if (isc_credits_holds_check(b->store, what, b->config->reservation_window_ms,
-	                            step_in_flight, b, &report, &violations, &err)) {
+	if (isc_credits_holds_check_below(b->store, what, b->config->reservation_window_ms,
+	                                  isc_config_hold_renew_below_ms(b->config), step_in_flight,
+	                                  b, &report, &violations, &err)) {
 		isc_log(ISC_LOG_WARN, "holds check: %s", err.msg);
 	} else if (violations > 0) {
 		isc_log(

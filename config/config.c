@@ -96,6 +96,8 @@ static struct isc_config *config_defaults(void)
 	c->command_timeout_ms = 600000;
 	c->master_port = 29500;
 	c->reservation_window_ms = 3600000;
+	c->charge_interval_ms = 60000;
+	c->hold_renew_below_ppm = 500000;
 	c->reconcile_every_ticks = 30;
 	c->checkpoint_sync_ms = 600000;
 	c->lossy_sync_ms = 30000;
@@ -477,6 +479,21 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 		} else if (!strcmp(key, "reservation_window_ms")) {
 			if (!(rc = get_long(x, v, key, 60000, 7 * 86400000L, &l)))
 				c->reservation_window_ms = l;
+		} else if (!strcmp(key, "charge_interval_ms")) {
+			rc = get_long(x, v, key, 1000, 3600000, &c->charge_interval_ms);
+		} else if (!strcmp(key, "hold_renew_below")) {
+			/* A fraction of the window, kept in millionths: the hold's threshold is
+			 * then window x ppm / 10^6 in integers, never a float near money. */
+			double f = 0;
+			if ((isc_toml_type(v) != ISC_TOML_FLOAT &&
+			     isc_toml_type(v) != ISC_TOML_INTEGER) ||
+			    isc_toml_get_double(v, &f) || !(f >= 0.01 && f <= 1.0))
+				rc = fail_at(
+				    x, v, key,
+				    "must be a number from 0.01 to 1: the part of one "
+				    "reservation window below which a hold is re-authorised");
+			else
+				c->hold_renew_below_ppm = (int64_t)(f * 1000000.0 + 0.5);
 		} else if (!strcmp(key, "providers"))
 			rc = parse_providers(x, v, c);
 		else {
@@ -555,10 +572,31 @@ int isc_config_load(const char *home, struct isc_config **out, struct isc_err *e
 	return 0;
 }
 
+int64_t isc_config_hold_renew_below_ms(const struct isc_config *c)
+{
+	return (int64_t)((__int128)c->reservation_window_ms * c->hold_renew_below_ppm / 1000000);
+}
+
 int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, struct isc_err *err)
 {
-	if (tick_interval_ms <= c->reservation_window_ms)
-		return 0;
+	if (tick_interval_ms <= c->reservation_window_ms) {
+		int64_t below = isc_config_hold_renew_below_ms(c);
+		/* What a hold must cover between two renewals: a node's unbilled time, at most
+		 * one charge interval and a tick (docs/credits.md, "Overspend bound"). The tick's
+		 * part is bounded as before (a tick no longer than the window: API-only daemons
+		 * of the suites tick once a minute); a threshold that cannot cover even one
+		 * charge interval is a mistake of the config, refused. */
+		if (below > (int64_t)c->charge_interval_ms)
+			return 0;
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "%s: a hold is renewed below %lld ms of the %lld ms window (hold_renew_below), "
+		    "which must exceed charge_interval_ms (%ld): the hold must cover a node's "
+		    "unbilled time, or the overspend bound of docs/credits.md breaks; raise "
+		    "reservation_window_ms or hold_renew_below, or lower charge_interval_ms",
+		    c->path && c->path[0] ? c->path : "config.toml", (long long)below,
+		    (long long)c->reservation_window_ms, c->charge_interval_ms);
+	}
 	return isc_err_set(err, ISC_EINVALID,
 	                   "%s: reservation_window_ms (%lld) is shorter than the tick (%ld ms): "
 	                   "each renewal must cover at least one tick, or the overspend bound of "
@@ -595,6 +633,10 @@ static const struct template_key top_keys[] = {
      "the image's aws-ofi-nccl, for its EFA variables (\"\": 1.7 or later, none)"},
     {"reservation_window_ms = 3600000",
      "credits reserved ahead for a running cluster; at least one tick"},
+    {"charge_interval_ms = 60000",
+     "a running node is charged at most this often, and once more when it ends (1000..3600000)"},
+    {"hold_renew_below = 0.5",
+     "a hold is topped up to one window only when it falls below this part of it (0.01..1)"},
     {"reconcile_every_ticks = 30", "full reconciliation of every configured region, in ticks"},
     {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
     {"store_url = \"sqlite:\"",

@@ -42,8 +42,12 @@ struct isc_config {
 	char *shm_size;                /* "": half the node's RAM */
 	char *efa_plugin_version;      /* the image's aws-ofi-nccl; "": 1.7 or later */
 	int64_t reservation_window_ms; /* credits reserved ahead; 3600000 */
-	int reconcile_every_ticks;     /* 30 */
-	char *artifact_root;           /* "" = $ISC_HOME/artifacts */
+	long charge_interval_ms;       /* a running node is charged at most this often; 60000 */
+	/* a hold is re-authorised when what it holds falls below this part of one window,
+	 * in millionths (hold_renew_below = 0.5: 500000) */
+	int64_t hold_renew_below_ppm;
+	int reconcile_every_ticks; /* 30 */
+	char *artifact_root;       /* "" = $ISC_HOME/artifacts */
 	long lease_ms;       /* a burst's lease on a replica (docs/ha.md); 8000, 3000..60000 */
 	long broker_workers; /* bursts stepped at once, each on a store connection; 32 */
 	char *store_url; /* "sqlite:" ($ISC_HOME/isc.db) or postgresql://...; ISC_STORE_URL wins */
@@ -102,6 +106,8 @@ const char *isc_config_setting(const struct isc_provider_config *p, const char *
  * one tick: refuses a tick longer than the reservation window, naming where
  * each value came from. Called after load and after a --interval-ms override.
  */
+/* The hold's renewal threshold in ms of the window: reservation_window_ms x hold_renew_below. */
+int64_t isc_config_hold_renew_below_ms(const struct isc_config *c);
 int isc_config_check_tick(const struct isc_config *c, long tick_interval_ms, struct isc_err *err);
 /* Writes a commented default config.toml (mode 0600) unless one exists. */
 int isc_config_write_default(const char *home, struct isc_err *err);

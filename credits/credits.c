@@ -28,6 +28,32 @@ int64_t isc_credits_cost_micros(int64_t price_micros_per_hour, int64_t duration_
 	return cost > ISC_MONEY_MAX_MICROS ? -1 : (int64_t)cost;
 }
 
+int64_t isc_credits_interval_cost_micros(int64_t price_micros_per_hour, int64_t launched_ms,
+                                         int64_t start_ms, int64_t end_ms, int64_t minimum_ms)
+{
+	int64_t to, from;
+
+	if (launched_ms > start_ms || start_ms > end_ms || minimum_ms < 0)
+		return -1;
+	if (minimum_ms > 0 && end_ms - launched_ms < minimum_ms)
+		end_ms = launched_ms + minimum_ms; /* the cloud's minimum per start */
+	to = isc_credits_cost_micros(price_micros_per_hour, end_ms - launched_ms);
+	from = isc_credits_cost_micros(price_micros_per_hour, start_ms - launched_ms);
+	/* Both rounded up the same way from the same origin: the charges of one node
+	 * telescope to the cost of its whole interval, rounded once. */
+	return to < 0 || from < 0 ? -1 : to - from;
+}
+
+int64_t isc_credits_minimum_ms(const char *provider, const char *shape_id)
+{
+	/* OCI bills bare metal (GPU bare metal included) for at least an hour per start;
+	 * AWS, GCP and OCI VMs for at least a minute. The shape ids of the catalog name
+	 * the instance type ("oci-REGION-BM.GPU4.8-ondemand"). */
+	if (provider && strcmp(provider, "oci") == 0 && shape_id && strstr(shape_id, "BM."))
+		return 3600000;
+	return 60000;
+}
+
 static const char *billing_name(enum isc_billing b)
 {
 	return b == ISC_BILLING_BYO ? "byo" : "credits";
@@ -219,7 +245,11 @@ static int release_held(struct isc_store *s, const struct isc_experiment *e, con
 	return isc_store_ledger_append(s, &row, err);
 }
 
-/* Ledger note of the release that consumes a hold by a charge (the overspend check reads it). */
+/*
+ * Ledger note of the release that consumed a hold by a charge, as charges wrote it
+ * before migration 24 (a charge now records what it consumed in its own row); the
+ * overspend check still reads the old rows by it.
+ */
 #define CONSUMED_NOTE "consumed by a charge"
 
 /*
@@ -244,7 +274,8 @@ static int cluster_takes_holds(const char *state)
  *   hold one window); reserve adds `amount` to it.
  */
 static int hold(struct isc_store *s, const char *experiment_id, const char *cluster_id,
-                int64_t amount, int renew, enum isc_credits_limit *limit, struct isc_err *err)
+                int64_t amount, int renew, int64_t below, enum isc_credits_limit *limit,
+                struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	struct isc_cluster c = {0};
@@ -298,6 +329,10 @@ static int hold(struct isc_store *s, const char *experiment_id, const char *clus
 			hourly = c.price_micros * c.nnodes;
 	}
 	if ((rc = isc_store_ledger_experiment_held(s, experiment_id, &held, err)))
+		goto out;
+	/* A renewal re-authorises only a hold that fell below its threshold: one reserve
+	 * row per half window (by default), not one per tick (issue 49). */
+	if (renew && held >= below)
 		goto out;
 	need = renew ? amount - held : amount;
 	if (need <= 0)
@@ -372,7 +407,7 @@ out:
 int isc_credits_reserve(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                         int64_t amount_micros, struct isc_err *err)
 {
-	return hold(s, experiment_id, cluster_id, amount_micros, 0, NULL, err);
+	return hold(s, experiment_id, cluster_id, amount_micros, 0, 0, NULL, err);
 }
 
 int isc_credits_reserve_limit(struct isc_store *s, const char *experiment_id,
@@ -380,13 +415,14 @@ int isc_credits_reserve_limit(struct isc_store *s, const char *experiment_id,
                               enum isc_credits_limit *limit, struct isc_err *err)
 {
 	*limit = ISC_CREDITS_LIMIT_NONE;
-	return hold(s, experiment_id, cluster_id, amount_micros, 0, limit, err);
+	return hold(s, experiment_id, cluster_id, amount_micros, 0, 0, limit, err);
 }
 
 int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                       int64_t window_amount_micros, struct isc_err *err)
 {
-	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, NULL, err);
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, window_amount_micros,
+	            NULL, err);
 }
 
 int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, const char *cluster_id,
@@ -394,7 +430,17 @@ int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, cons
                             struct isc_err *err)
 {
 	*limit = ISC_CREDITS_LIMIT_NONE;
-	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, limit, err);
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, window_amount_micros,
+	            limit, err);
+}
+
+int isc_credits_renew_below(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+                            int64_t window_amount_micros, int64_t below_micros, struct isc_err *err)
+{
+	if (below_micros <= 0 || below_micros > window_amount_micros)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "a renewal threshold must be above zero and at most the window");
+	return hold(s, experiment_id, cluster_id, window_amount_micros, 1, below_micros, NULL, err);
 }
 
 /* *open: how many of the experiment's clusters are not closed; *window: the largest's window. */
@@ -494,10 +540,36 @@ static void violation(struct isc_buf *report, size_t *violations, const char *fm
 	isc_buf_putc(report, '\n');
 }
 
+/* The renewal threshold of the experiment's largest cluster that takes holds (0: none). */
+static int renewal_floor(struct isc_store *s, const char *experiment_id, int64_t below_ms,
+                         int64_t *floor, struct isc_err *err)
+{
+	struct isc_cluster *list;
+	size_t n;
+	int rc = isc_store_cluster_list_for_experiment(s, experiment_id, 1, &list, &n, err);
+
+	*floor = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		int64_t f;
+		if (!cluster_takes_holds(list[i].state) ||
+		    billing_of_account(list[i].account) != ISC_BILLING_CREDITS ||
+		    list[i].nnodes <= 0 || list[i].price_micros < 0 ||
+		    list[i].price_micros > ISC_MONEY_MAX_MICROS)
+			continue;
+		f = isc_credits_cost_micros(list[i].price_micros * list[i].nnodes, below_ms);
+		if (f > *floor)
+			*floor = f;
+	}
+	isc_cluster_list_free(list, n);
+	return 0;
+}
+
 /* One experiment that holds credits, against the invariants. */
 static int check_holder(struct isc_store *s, const char *id, enum isc_holds_check what,
-                        int64_t window_ms, struct isc_buf *report, size_t *violations,
-                        struct isc_err *err)
+                        int64_t window_ms, int64_t below_ms, struct isc_buf *report,
+                        size_t *violations, struct isc_err *err)
 {
 	struct isc_experiment e = {0};
 	int64_t held, window;
@@ -542,6 +614,21 @@ static int check_holder(struct isc_store *s, const char *id, enum isc_holds_chec
 			          "largest open cluster: a hold was doubled",
 			          id, e.status, money(held, a, sizeof(a)),
 			          money(window, b, sizeof(b)));
+		/* Issue 49: after the meter's renewals a live experiment that is not stopping
+		 * holds at least the renewal threshold of its clusters that take holds (a
+		 * renewal either topped it up or, refused, stopped it). */
+		if (below_ms > 0 && strcmp(e.status, "stopping") != 0) {
+			int64_t floor = 0;
+			if ((rc = renewal_floor(s, id, below_ms, &floor, err)))
+				goto out;
+			if (held < floor)
+				violation(
+				    report, violations,
+				    "experiment %s (%s) holds %s, below the %s renewal threshold "
+				    "of its largest open cluster: a renewal was missed",
+				    id, e.status, money(held, a, sizeof(a)),
+				    money(floor, b, sizeof(b)));
+		}
 	}
 out:
 	isc_experiment_cleanup(&e);
@@ -551,6 +638,15 @@ out:
 int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
                             int (*skip)(const char *experiment_id, void *ctx), void *ctx,
                             struct isc_buf *report, size_t *violations, struct isc_err *err)
+{
+	return isc_credits_holds_check_below(s, what, window_ms, 0, skip, ctx, report, violations,
+	                                     err);
+}
+
+int isc_credits_holds_check_below(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                                  int64_t below_ms,
+                                  int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                                  struct isc_buf *report, size_t *violations, struct isc_err *err)
 {
 	struct isc_ledger_org_cover *cover = NULL;
 	char **ids = NULL;
@@ -565,7 +661,8 @@ int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int6
 		goto out;
 	for (size_t i = 0; i < n && !rc; i++)
 		if (!skip || !skip(ids[i], ctx))
-			rc = check_holder(s, ids[i], what, window_ms, report, violations, err);
+			rc = check_holder(s, ids[i], what, window_ms, below_ms, report, violations,
+			                  err);
 	if (rc || what != ISC_HOLDS_CHECK_ALL)
 		goto out;
 	if ((rc = isc_store_ledger_org_cover(s, CONSUMED_NOTE, &cover, &n_cover, err)))
@@ -636,6 +733,10 @@ static int check_charge(const struct isc_charge *c, struct isc_err *err)
 		                   (long long)c->period_start_ms, (long long)c->period_end_ms);
 	if (c->billing != ISC_BILLING_CREDITS && c->billing != ISC_BILLING_BYO)
 		return isc_err_set(err, ISC_EINVALID, "unknown billing %d", (int)c->billing);
+	if (c->launched_ms < 0 || c->minimum_ms < 0 || c->minimum_ms > 24 * MS_PER_HOUR)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "charge for node %s: launch or minimum out of range",
+		                   c->node_instance_id);
 	if (isc_credits_cost_micros(c->price_micros, c->period_end_ms - c->period_start_ms) < 0)
 		return isc_err_set(err, ISC_EINVALID, "charge for node %s is implausibly large",
 		                   c->node_instance_id);
@@ -648,7 +749,7 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	struct isc_experiment e = {0};
 	struct isc_cluster cl = {0};
 	struct isc_ledger_row row = {0};
-	int64_t until = 0, start;
+	int64_t until = 0, start, launched;
 	int rc, found = 0;
 
 	if (charged_micros)
@@ -675,6 +776,7 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	start = found && until > c->period_start_ms ? until : c->period_start_ms;
 	if (start >= c->period_end_ms)
 		goto out; /* already charged: a retry after a crash, or an overlapping tick */
+	launched = c->launched_ms > 0 && c->launched_ms <= start ? c->launched_ms : start;
 	row.org_id = e.org_id;
 	row.project_id = e.project_id;
 	row.experiment_id = c->experiment_id;
@@ -682,7 +784,26 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	row.node_instance_id = c->node_instance_id;
 	row.kind = "charge";
 	row.billing = billing_name(c->billing);
-	row.amount_micros = isc_credits_cost_micros(c->price_micros, c->period_end_ms - start);
+	/* The minimum counts from a launch the cloud reported, never from a period's start. */
+	row.amount_micros = isc_credits_interval_cost_micros(
+	    c->price_micros, launched, start, c->period_end_ms,
+	    c->launched_ms > 0 && launched == c->launched_ms ? c->minimum_ms : 0);
+	if (row.amount_micros < 0) {
+		rc = isc_err_set(err, ISC_EINVALID, "charge for node %s is implausibly large",
+		                 c->node_instance_id);
+		goto out;
+	}
+	if (c->billing == ISC_BILLING_CREDITS) {
+		/* The charge consumes the hold in its own row: what is left of it, at most
+		 * the charge (a charge beyond its hold is the uncovered part the overspend
+		 * bound counts, docs/credits.md). */
+		int64_t held = 0;
+		if ((rc = isc_store_ledger_experiment_held(s, c->experiment_id, &held, err)))
+			goto out;
+		row.consumed_micros = held <= 0                  ? 0
+		                      : held < row.amount_micros ? held
+		                                                 : row.amount_micros;
+	}
 	row.has_price = 1;
 	row.price_micros = c->price_micros;
 	row.provider = c->provider;
@@ -691,9 +812,6 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 	row.period_start_ms = start;
 	row.period_end_ms = c->period_end_ms;
 	if ((rc = isc_store_ledger_append(s, &row, err)))
-		goto out;
-	if (c->billing == ISC_BILLING_CREDITS &&
-	    (rc = release_held(s, &e, c->cluster_id, row.amount_micros, CONSUMED_NOTE, err)))
 		goto out;
 	if ((rc = isc_store_ledger_node_mark(s, c->node_instance_id, c->period_end_ms, err)))
 		goto out;
@@ -722,5 +840,12 @@ int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, 
 {
 	if (!experiment_id || !*experiment_id)
 		return isc_err_set(err, ISC_EINVALID, "which experiment?");
-	return isc_store_ledger_experiment_cost(s, experiment_id, micros, err);
+	int64_t charged = 0, accrued = 0;
+	int rc = isc_store_ledger_experiment_cost(s, experiment_id, &charged, err);
+	if (!rc)
+		rc = isc_store_ledger_experiment_accrued(s, experiment_id, isc_store_now_ms(),
+		                                         &accrued, err);
+	if (!rc)
+		*micros = charged + accrued;
+	return rc;
 }

@@ -102,6 +102,14 @@ int isc_credits_renew(struct isc_store *s, const char *experiment_id, const char
 int isc_credits_renew_limit(struct isc_store *s, const char *experiment_id, const char *cluster_id,
                             int64_t window_amount_micros, enum isc_credits_limit *limit,
                             struct isc_err *err);
+/*
+ * The meter's renewal (issue 49): tops the hold up to window_amount_micros only when
+ * what it holds has fallen below below_micros (0 < below <= window); otherwise a no-op
+ * that writes nothing. ISC_ECREDITS as isc_credits_renew.
+ */
+int isc_credits_renew_below(struct isc_store *s, const char *experiment_id, const char *cluster_id,
+                            int64_t window_amount_micros, int64_t below_micros,
+                            struct isc_err *err);
 
 /*
  * The release side of the rule for holds: in one transaction, releases whatever
@@ -128,6 +136,16 @@ struct isc_buf;
 int isc_credits_holds_check(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
                             int (*skip)(const char *experiment_id, void *ctx), void *ctx,
                             struct isc_buf *report, size_t *violations, struct isc_err *err);
+/*
+ * The same, and (below_ms > 0, ISC_HOLDS_CHECK_ALL) the rule of issue 49's renewals: an
+ * experiment that holds credits and is not stopping holds at least below_ms at the rate
+ * of its largest cluster that takes holds (the meter renews a hold that fell below it,
+ * or stops the experiment).
+ */
+int isc_credits_holds_check_below(struct isc_store *s, enum isc_holds_check what, int64_t window_ms,
+                                  int64_t below_ms,
+                                  int (*skip)(const char *experiment_id, void *ctx), void *ctx,
+                                  struct isc_buf *report, size_t *violations, struct isc_err *err);
 
 /* One node's usage for a period, as the broker meters it each tick. */
 struct isc_charge {
@@ -140,16 +158,26 @@ struct isc_charge {
 	int64_t period_start_ms; /* [start, end) in ms since the epoch, end > start */
 	int64_t period_end_ms;
 	enum isc_billing billing; /* must match the cluster's account when cluster_id is known */
+	/* The launch the cloud reported (0: unknown, then period_start_ms): a node's cost is
+	 * priced from it, so its charges add up to its interval's cost exactly. */
+	int64_t launched_ms;
+	/* > 0: period_end_ms is the termination the cloud confirmed, and the node is billed
+	 * at least this long from its launch (the provider's minimum per start). */
+	int64_t minimum_ms;
 };
 
 /*
  * Charges a node for [period_start_ms, period_end_ms). Whatever part of the
  * period was already charged for this node is skipped (only time after the
  * node's latest charged period_end counts), so a retried or overlapping call
- * never charges twice. amount = ceil(price x duration_ms / 3,600,000) micros.
- * A charge is never refused for lack of credits (the cloud bills regardless);
- * it consumes the experiment's hold by the same amount.
- * BYO-billed charges are recorded (billing 'byo') but move no balance.
+ * never charges twice. amount = cost(launch..end) - cost(launch..start), each
+ * cost ceil(price x ms / 3,600,000) micros (isc_credits_interval_cost_micros):
+ * however many charges a node's interval takes, they add up to the cost of the
+ * whole interval, rounded once. A charge is never refused for lack of credits
+ * (the cloud bills regardless); it consumes the experiment's hold by the same
+ * amount, or what is left of it, recorded in the charge's own row
+ * (consumed_micros). BYO-billed charges are recorded (billing 'byo') but move no
+ * balance.
  */
 int isc_credits_charge_node(struct isc_store *s, const struct isc_charge *c, struct isc_err *err);
 /* The same, reporting what was written (0 when the period had been charged already). */
@@ -158,8 +186,26 @@ int isc_credits_charge_node_report(struct isc_store *s, const struct isc_charge 
 
 /* ceil(price_micros x duration_ms / 3,600,000) with 128-bit intermediates; -1 if out of range. */
 int64_t isc_credits_cost_micros(int64_t price_micros_per_hour, int64_t duration_ms);
+/*
+ * The part of a node's cost from start_ms to end_ms, priced from its launch:
+ * cost(launch..end) - cost(launch..start); with minimum_ms > 0 the interval closes at
+ * end_ms and is billed at least minimum_ms from the launch. -1 if out of range or
+ * launch <= start <= end does not hold.
+ */
+int64_t isc_credits_interval_cost_micros(int64_t price_micros_per_hour, int64_t launched_ms,
+                                         int64_t start_ms, int64_t end_ms, int64_t minimum_ms);
+/*
+ * The cloud's minimum billed time per instance start (../shared/docs/metering-facts.md):
+ * one hour for OCI bare metal ("BM." shapes), one minute for every other shape.
+ * store/store_int.h's ISC_STORE_MINIMUM_MS_SQL says the same in SQL.
+ */
+int64_t isc_credits_minimum_ms(const char *provider, const char *shape_id);
 
-/* Everything the experiment's nodes were charged so far (credits and BYO), for `isc experiments`.
+/*
+ * What the experiment's nodes cost so far (credits and BYO), for `isc experiments`:
+ * the charges, plus what the open intervals accrued since their last charge at the
+ * store's now (isc_store_ledger_experiment_accrued). Once every node is charged to
+ * its end, the charges alone, to the micro-dollar.
  */
 int isc_credits_experiment_cost(struct isc_store *s, const char *experiment_id, int64_t *micros,
                                 struct isc_err *err);

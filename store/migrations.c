@@ -215,13 +215,13 @@ static const char *const migrations[] = {
     "  charged_micros INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (scope, key));"
     "INSERT INTO ledger_totals "
-    "  SELECT 'org', CAST(org_id AS TEXT), " ISC_STORE_LEDGER_TOTALS_SUMS
+    "  SELECT 'org', CAST(org_id AS TEXT), " ISC_STORE_LEDGER_TOTALS_SUMS_V8
     " FROM ledger GROUP BY org_id;"
     "INSERT INTO ledger_totals "
-    "  SELECT 'project', project_id, " ISC_STORE_LEDGER_TOTALS_SUMS " FROM ledger"
+    "  SELECT 'project', project_id, " ISC_STORE_LEDGER_TOTALS_SUMS_V8 " FROM ledger"
     "  WHERE project_id IS NOT NULL GROUP BY project_id;"
     "INSERT INTO ledger_totals "
-    "  SELECT 'experiment', experiment_id, " ISC_STORE_LEDGER_TOTALS_SUMS " FROM ledger"
+    "  SELECT 'experiment', experiment_id, " ISC_STORE_LEDGER_TOTALS_SUMS_V8 " FROM ledger"
     "  WHERE experiment_id IS NOT NULL GROUP BY experiment_id;"
     "CREATE TRIGGER ledger_totals_add AFTER INSERT ON ledger BEGIN"
     "  INSERT OR IGNORE INTO ledger_totals (scope, key) VALUES ('org', CAST(NEW.org_id AS TEXT));"
@@ -469,32 +469,13 @@ static const char *const migrations[] = {
     "  set_by TEXT NOT NULL,"
     "  set_ms INTEGER NOT NULL);"
     "ALTER TABLE replicas ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';", /* issue 49: the version
-                                                                            * of who may do what
-                                                                            * (docs/security.md,
-                                                                            * "The API's caches").
-                                                                            * The API's token and
-                                                                            * role caches are kept
-                                                                            * while it is unchanged,
-                                                                            * so they survive the
-                                                                            * commits of running
-                                                                            * bursts. Triggers bump
-                                                                            * it in the same
-                                                                            * transaction as every
-                                                                            * write to the rows
-                                                                            * those caches copy
-                                                                            * (tokens, memberships,
-                                                                            * users, an
-                                                                            * organisation's
-                                                                            * existence), so no
-                                                                            * writer, present or
-                                                                            * future, can forget to.
-                                                                            * The same step in
-                                                                            * migrations_pg.c; isc
-                                                                            * store copy leaves the
-                                                                            * row to the
-                                                                            * destination's
-                                                                            * triggers. */
+    "ALTER TABLE replicas ADD COLUMN broker_id TEXT NOT NULL DEFAULT '';",
+    /* 23, issue 49: the version of who may do what (docs/security.md, "The API's caches"). The
+     * API's token and role caches are kept while it is unchanged, so they survive the commits
+     * of running bursts. Triggers bump it in the same transaction as every write to the rows
+     * those caches copy (tokens, memberships, users, an organisation's existence), so no
+     * writer, present or future, can forget to. The same step in migrations_pg.c; isc store
+     * copy leaves the row to the destination's triggers. */
     "CREATE TABLE auth_version ("
     "  id INTEGER PRIMARY KEY CHECK (id = 1),"
     "  version INTEGER NOT NULL);"
@@ -523,6 +504,41 @@ static const char *const migrations[] = {
     "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;"
     "CREATE TRIGGER auth_version_orgs_del AFTER DELETE ON orgs BEGIN"
     "  UPDATE auth_version SET version = version + 1 WHERE id = 1; END;",
+    /* 24, issue 49 (metering by intervals): a charge records in its own row the part of
+     * its experiment's hold it consumed (consumed_micros, at most its amount), where a
+     * 'release' row "consumed by a charge" stood beside every charge before: one row
+     * per money move. The totals trigger subtracts it from reserved. Every row written
+     * before has consumed_micros 0 and keeps its meaning, so no total changes (its old
+     * releases stay releases). The same step in migrations_pg.c. */
+    "ALTER TABLE ledger ADD COLUMN consumed_micros INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (consumed_micros >= 0 AND (consumed_micros = 0 OR (kind = 'charge'"
+    "  AND billing = 'credits' AND consumed_micros <= amount_micros)));"
+    /* the accrued cost of an experiment's open intervals reads its clusters' nodes */
+    "CREATE INDEX IF NOT EXISTS clusters_experiment ON clusters(experiment_id);"
+    "DROP TRIGGER ledger_totals_add;"
+    "CREATE TRIGGER ledger_totals_add AFTER INSERT ON ledger BEGIN"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key) VALUES ('org', CAST(NEW.org_id AS TEXT));"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key)"
+    "    SELECT 'project', NEW.project_id WHERE NEW.project_id IS NOT NULL;"
+    "  INSERT OR IGNORE INTO ledger_totals (scope, key)"
+    "    SELECT 'experiment', NEW.experiment_id WHERE NEW.experiment_id IS NOT NULL;"
+    "  UPDATE ledger_totals SET"
+    "    balance_micros = balance_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'grant' THEN NEW.amount_micros WHEN 'refund' THEN NEW.amount_micros"
+    "       WHEN 'adjustment' THEN NEW.amount_micros WHEN 'charge' THEN -NEW.amount_micros"
+    "       ELSE 0 END) ELSE 0 END),"
+    "    reserved_micros = reserved_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'reserve' THEN NEW.amount_micros"
+    "       WHEN 'release' THEN -NEW.amount_micros WHEN 'charge' THEN -NEW.consumed_micros"
+    "       ELSE 0 END) ELSE 0 END),"
+    "    spent_micros = spent_micros + (CASE WHEN NEW.billing = 'credits' AND"
+    "      NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END),"
+    "    charged_micros = charged_micros +"
+    "      (CASE WHEN NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END)"
+    "  WHERE (scope = 'org' AND key = CAST(NEW.org_id AS TEXT))"
+    "     OR (scope = 'project' AND key = NEW.project_id)"
+    "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
+    "END;",
 };
 
 size_t isc_store_migration_count(void)

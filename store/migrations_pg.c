@@ -416,6 +416,43 @@ static const char *const pg_steps[] = {
     "CREATE TRIGGER auth_version_orgs AFTER INSERT OR UPDATE OF id, name OR DELETE OR TRUNCATE ON "
     "orgs"
     "  FOR EACH STATEMENT EXECUTE FUNCTION auth_version_bump();",
+    /* 24, issue 49: what a charge consumed of its experiment's hold, in its own row; the
+     * totals trigger subtracts it from reserved (migrations.c says why). */
+    "ALTER TABLE ledger ADD COLUMN consumed_micros BIGINT NOT NULL DEFAULT 0"
+    "  CHECK (consumed_micros >= 0 AND (consumed_micros = 0 OR (kind = 'charge'"
+    "  AND billing = 'credits' AND consumed_micros <= amount_micros)));"
+    /* the accrued cost of an experiment's open intervals reads its clusters' nodes */
+    "CREATE INDEX IF NOT EXISTS clusters_experiment ON clusters(experiment_id);"
+    "CREATE OR REPLACE FUNCTION ledger_totals_add() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN"
+    "  INSERT INTO ledger_totals (scope, key) VALUES ('org', CAST(NEW.org_id AS TEXT))"
+    "    ON CONFLICT DO NOTHING;"
+    "  IF NEW.project_id IS NOT NULL THEN"
+    "    INSERT INTO ledger_totals (scope, key) VALUES ('project', NEW.project_id)"
+    "      ON CONFLICT DO NOTHING;"
+    "  END IF;"
+    "  IF NEW.experiment_id IS NOT NULL THEN"
+    "    INSERT INTO ledger_totals (scope, key) VALUES ('experiment', NEW.experiment_id)"
+    "      ON CONFLICT DO NOTHING;"
+    "  END IF;"
+    "  UPDATE ledger_totals SET"
+    "    balance_micros = balance_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'grant' THEN NEW.amount_micros WHEN 'refund' THEN NEW.amount_micros"
+    "       WHEN 'adjustment' THEN NEW.amount_micros WHEN 'charge' THEN -NEW.amount_micros"
+    "       ELSE 0 END) ELSE 0 END),"
+    "    reserved_micros = reserved_micros + (CASE WHEN NEW.billing = 'credits' THEN"
+    "      (CASE NEW.kind WHEN 'reserve' THEN NEW.amount_micros"
+    "       WHEN 'release' THEN -NEW.amount_micros WHEN 'charge' THEN -NEW.consumed_micros"
+    "       ELSE 0 END) ELSE 0 END),"
+    "    spent_micros = spent_micros + (CASE WHEN NEW.billing = 'credits' AND"
+    "      NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END),"
+    "    charged_micros = charged_micros +"
+    "      (CASE WHEN NEW.kind = 'charge' THEN NEW.amount_micros ELSE 0 END)"
+    "  WHERE (scope = 'org' AND key = CAST(NEW.org_id AS TEXT))"
+    "     OR (scope = 'project' AND key = NEW.project_id)"
+    "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
+    "  RETURN NULL;"
+    " END $$;",
     NULL,
 };
 

@@ -72,8 +72,23 @@ struct isc_store {
 #define CLOCK_UNSET INT64_MIN
 static _Atomic int64_t clock_offset = CLOCK_UNSET;
 
+#ifdef ISC_TEST_HOOKS
+/* isc_store_clock_pin: the store's clock held at one moment (0: not held). */
+static _Atomic int64_t clock_pinned = 0;
+
+void isc_store_clock_pin(int64_t ms)
+{
+	atomic_store_explicit(&clock_pinned, ms, memory_order_relaxed);
+}
+#endif
+
 int64_t isc_store_now_ms(void)
 {
+#ifdef ISC_TEST_HOOKS
+	int64_t pinned = atomic_load_explicit(&clock_pinned, memory_order_relaxed);
+	if (pinned)
+		return pinned;
+#endif
 	int64_t off = atomic_load_explicit(&clock_offset, memory_order_relaxed);
 	return off == CLOCK_UNSET ? isc_wall_ms() : isc_monotonic_ms() + off;
 }

@@ -57,6 +57,11 @@ void isc_store_free(struct isc_store *s);
  * this host's wall clock.
  */
 int64_t isc_store_now_ms(void);
+#ifdef ISC_TEST_HOOKS
+/* Test builds: holds isc_store_now_ms at ms (0: follows the clock again), so a unit test
+ * drives the meter through an hour in a second (tests/unit/test_meter.c). */
+void isc_store_clock_pin(int64_t ms);
+#endif
 /*
  * Reads the PostgreSQL server's clock on s and makes isc_store_now_ms follow it (the
  * round trip's midpoint is taken for the moment it was read). No-op on SQLite. iscd's

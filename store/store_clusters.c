@@ -734,11 +734,32 @@ static int charge_from_row(struct isc_db_stmt *st, void *rec)
 	c->price_micros = isc_db_column_int64(st, 6);
 	c->from_ms = isc_db_column_int64(st, 7);
 	c->to_ms = isc_db_column_int64(st, 8);
+	c->launched_ms = isc_db_column_int64(st, 9);
+	c->closed = isc_db_column_int64(st, 10) != 0;
 	return oom ? ISC_ENOMEM : 0;
 }
 
-int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
-                              size_t *n, struct isc_err *err)
+static int nodes_to_charge(struct isc_store *s, const char *experiment_id, int64_t now_ms,
+                           int64_t due_before_ms, struct isc_node_charge **out, size_t *n,
+                           struct isc_err *err);
+
+int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, int64_t due_before_ms,
+                              struct isc_node_charge **out, size_t *n, struct isc_err *err)
+{
+	return nodes_to_charge(s, NULL, now_ms, due_before_ms, out, n, err);
+}
+
+int isc_store_nodes_to_charge_experiment(struct isc_store *s, const char *experiment_id,
+                                         int64_t now_ms, int64_t due_before_ms,
+                                         struct isc_node_charge **out, size_t *n,
+                                         struct isc_err *err)
+{
+	return nodes_to_charge(s, experiment_id, now_ms, due_before_ms, out, n, err);
+}
+
+static int nodes_to_charge(struct isc_store *s, const char *experiment_id, int64_t now_ms,
+                           int64_t due_before_ms, struct isc_node_charge **out, size_t *n,
+                           struct isc_err *err)
 {
 	struct isc_db_stmt *st;
 	void *list;
@@ -747,19 +768,32 @@ int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_no
 	    "SELECT n.instance_id, n.cluster_id, c.experiment_id, c.provider, c.shape_id, "
 	    "c.account, "
 	    "n.price_micros, COALESCE(n.charged_until_ms, n.launched_at_ms), "
-	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, 0) "
+	    "COALESCE(" ISC_STORE_BILLED_TERMINATION_SQL ", n.absent_since_ms, 0), "
+	    "n.launched_at_ms, "
+	    "CASE WHEN n.terminated_at_ms IS NULL OR n.absent_since_ms IS NOT NULL THEN 0 ELSE 1 "
+	    "END "
 	    "FROM nodes n JOIN clusters c ON c.id = n.cluster_id "
 	    "WHERE n.launched_at_ms IS NOT NULL "
 	    /* A node the listings stopped showing is charged up to when it was first missed,
 	     * no further: counted gone, that is its termination; listed again, the rest is
 	     * charged then (isc_store_node_observe clears the miss). */
-	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < "
-	    "COALESCE(n.terminated_at_ms, n.absent_since_ms, ?) "
-	    "ORDER BY n.id",
+	    "AND COALESCE(n.charged_until_ms, n.launched_at_ms) < " ISC_STORE_BILLED_END_SQL(
+	        "?1") " "
+	              /* Metering by intervals (issue 49): a running node is charged once per charge
+	               * interval, an interval that closes (or a first miss) at once. */
+	              "AND (n.terminated_at_ms IS NOT NULL OR n.absent_since_ms IS NOT NULL "
+	              "OR COALESCE(n.charged_until_ms, n.launched_at_ms) <= ?2) "
+	              "AND (CAST(?3 AS TEXT) IS NULL OR c.experiment_id = ?3) "
+	              "ORDER BY n.id",
 	    &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_int64(st, 1, now_ms);
+	isc_db_bind_int64(st, 2, due_before_ms);
+	if (experiment_id)
+		isc_db_bind_text(st, 3, experiment_id, -1, ISC_DB_STATIC);
+	else
+		isc_db_bind_null(st, 3);
 	rc = isc_store_read_rows(s, st, sizeof(**out), charge_from_row, charge_clean,
 	                         "reading nodes to charge", &list, n, err);
 	if (!rc)

@@ -183,14 +183,27 @@ struct isc_node_charge {
 	char *account;
 	int64_t price_micros;
 	int64_t from_ms; /* charged_until, or the launch time */
-	/* the recorded termination; else, while the listings leave it out, its first
-	 * miss (no charge past it until a listing shows it again); else 0: it runs */
+	/* the recorded termination (raised to the launch + the cloud's minimum per start);
+	 * else, while the listings leave it out, its first miss (no charge past it until a
+	 * listing shows it again); else 0: it runs */
 	int64_t to_ms;
+	int64_t launched_ms; /* the launch the cloud reported: where its cost is priced from */
+	int closed; /* to_ms is the termination the cloud confirmed (the interval closes) */
 };
 
-/* Nodes whose cloud-reported lifetime has a part not yet charged (open or closed clusters). */
-int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, struct isc_node_charge **out,
-                              size_t *n, struct isc_err *err);
+/*
+ * Nodes whose cloud-reported lifetime has a part not yet charged (open or closed
+ * clusters) that is due: a node still running only when it was last charged at or
+ * before due_before_ms (the meter's charge interval ago), a node terminated or
+ * missed at once.
+ */
+int isc_store_nodes_to_charge(struct isc_store *s, int64_t now_ms, int64_t due_before_ms,
+                              struct isc_node_charge **out, size_t *n, struct isc_err *err);
+/* The same for one experiment's nodes (the teardown's last charges before its release). */
+int isc_store_nodes_to_charge_experiment(struct isc_store *s, const char *experiment_id,
+                                         int64_t now_ms, int64_t due_before_ms,
+                                         struct isc_node_charge **out, size_t *n,
+                                         struct isc_err *err);
 void isc_node_charge_list_free(struct isc_node_charge *list, size_t n);
 
 #endif

@@ -236,16 +236,22 @@ int isc_store_experiment_list(struct isc_store *s, const char *status, struct is
  * seeks to) and a filter for the rows of the cursor's own millisecond. The
  * first page binds the largest cursor. Only the listed columns are read (not
  * the launch file), and the org's name, the project's name and the charges are one
- * lookup each.
+ * lookup each; the cost is the charges plus what the open intervals accrued since
+ * (issue 49).
  */
 #define PAGE_SELECT                                                                                \
 	"SELECT e.id, e.name, e.project_id, o.name, e.compute_mode, e.gpus, e.nnodes, e.nproc, "   \
 	"e.output_path, e.status, e.status_reason, e.shape_id, e.cycle_count, e.created_at_ms, "   \
-	"COALESCE(t.charged_micros, 0), e.org_id, COALESCE(p.name, e.project_id), "                \
-	"e.owner, " SETTLING_SQL(                                                                  \
-	    "e") " FROM experiments e JOIN orgs o ON o.id = e.org_id LEFT JOIN "                   \
-	         "projects p ON p.id = e.project_id LEFT JOIN ledger_totals t ON "                 \
-	         "t.scope = 'experiment' AND t.key = e.id WHERE "
+	"COALESCE(t.charged_micros, 0) + " ISC_STORE_ACCRUED_SQL(                                  \
+	    "e.id",                                                                                \
+	    "CAST(?6 AS BIGINT)") ", e.org_id, COALESCE(p.name, e.project_id), "                   \
+	                          "e.owner, " SETTLING_SQL("e") " FROM experiments e JOIN orgs o " \
+	                                                        "ON o.id = e.org_id LEFT JOIN "    \
+	                                                        "projects p ON p.id = "            \
+	                                                        "e.project_id LEFT JOIN "          \
+	                                                        "ledger_totals t ON "              \
+	                                                        "t.scope = 'experiment' AND "      \
+	                                                        "t.key = e.id WHERE "
 #define PAGE_AFTER                                                                                 \
 	"e.created_at_ms <= ?3 AND (e.created_at_ms < ?3 OR e.id > ?4) "                           \
 	"ORDER BY e.created_at_ms DESC, e.id LIMIT ?5"
@@ -347,6 +353,7 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
 	struct isc_db_stmt **walk = NULL;
 	int *live = NULL;
 	size_t n_orgs = 1, n_walk = 0, shown = 0;
+	int64_t now = isc_store_now_ms(); /* one moment for the page's accrued costs */
 	int rc = 0;
 
 	if (!all) {
@@ -382,6 +389,7 @@ int isc_store_experiment_page(struct isc_store *s, int all, int64_t user_id, con
 		isc_db_bind_int64(st, 3, after ? after->created_at_ms : INT64_MAX);
 		isc_db_bind_text(st, 4, after ? after->id : "", -1, ISC_DB_STATIC);
 		isc_db_bind_int64(st, 5, isc_store_page_limit(limit));
+		isc_db_bind_int64(st, 6, now);
 		rc = isc_db_step(st);
 		if (rc != ISC_DB_ROW && rc != ISC_DB_DONE) {
 			rc = isc_store_db_err(s, rc, "reading experiments", err);

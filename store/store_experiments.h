@@ -81,7 +81,7 @@ struct isc_experiment_view {
 	const char *owner;        /* who launched it: the member's login, "" for the operator */
 	int gpus, nnodes, nproc, cycle_count;
 	int64_t org_id, created_at_ms;
-	int64_t cost_micros; /* the experiment's charges so far */
+	int64_t cost_micros; /* charges so far + what its open intervals accrued since */
 	/* 1: final, but a node is not yet charged up to its termination, so cost_micros
 	 * still grows (isc_store_experiment_settling) */
 	int cost_settling;

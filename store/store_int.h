@@ -13,10 +13,10 @@ struct isc_db *isc_store_db(struct isc_store *s);
 
 /*
  * The ledger's totals (balance, reserved, spent, charged) summed from its rows, as
- * ledger_totals keeps them: migration 8's backfill, and isc store copy's one-pass
- * rebuild on PostgreSQL (store_copy.c).
+ * migration 8 kept them: its backfill (a shipped migration never changes, and the
+ * column consumed_micros only came with migration 23).
  */
-#define ISC_STORE_LEDGER_TOTALS_SUMS                                                               \
+#define ISC_STORE_LEDGER_TOTALS_SUMS_V8                                                            \
 	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
 	"amount_micros WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "     \
 	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
@@ -25,6 +25,65 @@ struct isc_db *isc_store_db(struct isc_store *s);
 	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
 	"ELSE 0 END), 0), "                                                                        \
 	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
+
+/*
+ * The same sums since migration 23: a charge consumes consumed_micros of its
+ * experiment's hold in its own row (no release row beside it), so reserved is
+ * reserves - releases - what charges consumed. isc store copy's one-pass rebuild
+ * on PostgreSQL (store_copy.c) and the migration test read them.
+ */
+#define ISC_STORE_LEDGER_TOTALS_SUMS                                                               \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'grant' THEN "            \
+	"amount_micros WHEN 'refund' THEN amount_micros WHEN 'adjustment' THEN amount_micros "     \
+	"WHEN 'charge' THEN -amount_micros ELSE 0 END) ELSE 0 END), 0), "                          \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' THEN (CASE kind WHEN 'reserve' THEN "          \
+	"amount_micros WHEN 'release' THEN -amount_micros WHEN 'charge' THEN -consumed_micros "    \
+	"ELSE 0 END) ELSE 0 END), 0), "                                                            \
+	"COALESCE(SUM(CASE WHEN billing = 'credits' AND kind = 'charge' THEN amount_micros "       \
+	"ELSE 0 END), 0), "                                                                        \
+	"COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros ELSE 0 END), 0)"
+
+/*
+ * The cloud's minimum billed time per instance start, in ms, for a node of cluster
+ * alias c (../shared/docs/metering-facts.md): one hour for OCI bare metal, one
+ * minute for every other shape of AWS, GCP and OCI. credits/credits.c's
+ * isc_credits_minimum_ms says the same in C.
+ */
+#define ISC_STORE_MINIMUM_MS_SQL                                                                   \
+	"(CASE WHEN c.provider = 'oci' AND c.shape_id LIKE '%BM.%' THEN 3600000 ELSE 60000 END)"
+/*
+ * Where node alias n's billed time ends once the cloud confirmed its termination (NULL
+ * before): the termination, raised to the launch + the minimum (not for a termination
+ * by absence, the first miss, never charged past: docs/credits.md, "Listing lag"). The interval's
+ * closing charge runs to it, so a node that ran less than its minimum is billed the minimum even
+ * when an earlier charge went to its termination or past it (a teardown's charge to "now" before
+ * its termination was observed).
+ */
+#define ISC_STORE_BILLED_TERMINATION_SQL                                                           \
+	"(CASE WHEN n.terminated_at_ms IS NULL THEN NULL WHEN n.absent_since_ms IS NOT NULL "      \
+	"THEN n.terminated_at_ms WHEN n.terminated_at_ms < "                                       \
+	"n.launched_at_ms + " ISC_STORE_MINIMUM_MS_SQL                                             \
+	" THEN n.launched_at_ms + " ISC_STORE_MINIMUM_MS_SQL " ELSE n.terminated_at_ms END)"
+/* Where node alias n's billed time ends when the meter next charges it at NOW: its billed
+ * termination; else its first miss; else NOW. */
+#define ISC_STORE_BILLED_END_SQL(NOW)                                                              \
+	"COALESCE(" ISC_STORE_BILLED_TERMINATION_SQL ", n.absent_since_ms, " NOW ")"
+/*
+ * The accrued cost of experiment EXP's open intervals at NOW (a scalar subquery): per
+ * node launched and not charged to its end, cost(launch..end) - cost(launch..charged),
+ * each cost rounded up to the micro-dollar as isc_credits_cost_micros rounds, so that
+ * with the charges it adds up to what the node will be charged in all.
+ */
+#define ISC_STORE_ACCRUED_SQL(EXP, NOW)                                                            \
+	"(SELECT COALESCE(SUM((n.price_micros * (" ISC_STORE_BILLED_END_SQL(                       \
+	    NOW) " - "                                                                             \
+	         "n.launched_at_ms) + 3599999) / 3600000 - (n.price_micros * "                     \
+	         "(COALESCE(n.charged_until_ms, "                                                  \
+	         "n.launched_at_ms) - n.launched_at_ms) + 3599999) / 3600000), 0) FROM nodes n "   \
+	         "JOIN "                                                                           \
+	         "clusters c ON c.id = n.cluster_id WHERE c.experiment_id = " EXP " AND "          \
+	         "n.launched_at_ms IS NOT NULL AND COALESCE(n.charged_until_ms, "                  \
+	         "n.launched_at_ms) < " ISC_STORE_BILLED_END_SQL(NOW) ")"
 
 size_t isc_store_migration_count(void);
 const char *isc_store_migration_sql(size_t index);

@@ -26,8 +26,8 @@ int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
 	    s,
 	    "INSERT INTO ledger (at_ms, org_id, project_id, experiment_id, cluster_id, "
 	    "node_instance_id, kind, amount_micros, price_micros, provider, shape_id, "
-	    "period_start_ms, period_end_ms, note, billing) "
-	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "period_start_ms, period_end_ms, note, billing, consumed_micros) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	    &st, err);
 	if (rc)
 		return rc;
@@ -54,6 +54,7 @@ int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
 	}
 	isc_db_bind_text(st, 14, r->note ? r->note : "", -1, ISC_DB_STATIC);
 	isc_db_bind_text(st, 15, r->billing ? r->billing : "credits", -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 16, r->consumed_micros);
 	rc = isc_db_step(st);
 	isc_db_finalize(st);
 	if (rc != ISC_DB_DONE)
@@ -129,6 +130,28 @@ int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment
 {
 	return totals(s, "experiment", experiment_id, "COALESCE(charged_micros, 0)", cost_micros,
 	              NULL, "reading an experiment's charges", err);
+}
+
+int isc_store_ledger_experiment_accrued(struct isc_store *s, const char *experiment_id,
+                                        int64_t now_ms, int64_t *accrued_micros,
+                                        struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT " ISC_STORE_ACCRUED_SQL("?1", "CAST(?2 AS BIGINT)"),
+	                           &st, err);
+	if (rc)
+		return rc;
+	isc_db_bind_text(st, 1, experiment_id, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, now_ms);
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		*accrued_micros = isc_db_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = isc_store_db_err(s, rc, "reading an experiment's accrued cost", err);
+	}
+	isc_db_finalize(st);
+	return rc;
 }
 
 int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
@@ -225,9 +248,9 @@ int isc_store_ledger_org_cover(struct isc_store *s, const char *consumed_note,
 	    "  amount_micros WHEN 'adjustment' THEN amount_micros WHEN 'charge' THEN"
 	    "  -amount_micros ELSE 0 END), 0),"
 	    " COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN"
-	    "  -amount_micros ELSE 0 END), 0),"
-	    " COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros WHEN kind = 'release'"
-	    "  AND note = ?1 THEN -amount_micros ELSE 0 END), 0),"
+	    "  -amount_micros WHEN 'charge' THEN -consumed_micros ELSE 0 END), 0),"
+	    " COALESCE(SUM(CASE WHEN kind = 'charge' THEN amount_micros - consumed_micros WHEN"
+	    "  kind = 'release' AND note = ?1 THEN -amount_micros ELSE 0 END), 0),"
 	    " COALESCE(SUM(CASE WHEN kind = 'adjustment' AND amount_micros < 0 THEN"
 	    "  -amount_micros ELSE 0 END), 0) "
 	    "FROM ledger WHERE billing = 'credits' GROUP BY org_id ORDER BY org_id",

@@ -31,25 +31,37 @@ struct isc_ledger_row {
 	int has_period;
 	int64_t period_start_ms, period_end_ms;
 	const char *note; /* NULL: "" */
+	/* charges (credits): the part of the experiment's hold this charge consumed,
+	 * 0..amount_micros; the totals subtract it from reserved (migration 23) */
+	int64_t consumed_micros;
 };
 
 int isc_store_ledger_append(struct isc_store *s, const struct isc_ledger_row *r,
                             struct isc_err *err);
 
 /* Credits rows of one org: balance = grants + refunds + adjustments - charges; reserved = reserves
- * - releases. */
+ * - releases - what charges consumed. */
 int isc_store_ledger_org_sums(struct isc_store *s, int64_t org_id, int64_t *balance_micros,
                               int64_t *reserved_micros, struct isc_err *err);
 /* Credits rows of one project: charges, and reserves - releases. */
 int isc_store_ledger_project_sums(struct isc_store *s, const char *project_id,
                                   int64_t *spent_micros, int64_t *reserved_micros,
                                   struct isc_err *err);
-/* What an experiment still holds (credits reserves - releases). */
+/* What an experiment still holds (credits reserves - releases - what charges consumed). */
 int isc_store_ledger_experiment_held(struct isc_store *s, const char *experiment_id,
                                      int64_t *held_micros, struct isc_err *err);
 /* All charges of an experiment, credits and byo. */
 int isc_store_ledger_experiment_cost(struct isc_store *s, const char *experiment_id,
                                      int64_t *cost_micros, struct isc_err *err);
+/*
+ * What the experiment's nodes have run and the ledger has not charged yet, at
+ * now_ms: per node launched and not charged to its end, the cost from its
+ * charged_until (or launch) to its termination, its first miss, or now_ms,
+ * priced from the launch as the meter prices it (ISC_STORE_ACCRUED_SQL).
+ */
+int isc_store_ledger_experiment_accrued(struct isc_store *s, const char *experiment_id,
+                                        int64_t now_ms, int64_t *accrued_micros,
+                                        struct isc_err *err);
 /* The end of the latest charged period of a node; *found 0 when never charged. */
 int isc_store_ledger_node_charged_until(struct isc_store *s, const char *instance_id,
                                         int64_t *until_ms, int *found, struct isc_err *err);

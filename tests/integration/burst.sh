@@ -168,8 +168,9 @@ url, isc, exp = sys.argv[1:4]
 rows = [r for r in json.load(urllib.request.urlopen(url + "/_mock/instances"))
         if r["tags"].get("isc:experiment") == exp]
 price = 55040000  # aws-us-east-1-p5.48xlarge-ondemand, micro-dollars per node-hour
-# EC2 reports launchTime to the second, and billing starts there.
-expected = sum(-(-(r["terminated_at"] - r["launched_at"] // 1000 * 1000) * price // 3600000) for r in rows)
+# EC2 reports launchTime to the second, and billing starts there; per second with a 60 s
+# minimum per start (../shared/docs/metering-facts.md).
+expected = sum(-(-max(r["terminated_at"] - r["launched_at"] // 1000 * 1000, 60000) * price // 3600000) for r in rows)
 spend = json.loads(subprocess.check_output([isc, "spend", "--project", "poor", "--format", "json"]))
 balance = json.loads(subprocess.check_output([isc, "credits", "show", "--org", "poor", "--json"]))["orgs"][0]["balance_micros"]
 # The broker sees a termination at its next describe: at most two ticks (200 ms each) late per node,

@@ -180,7 +180,8 @@ check "renewal race: the cancel ends it" wait_status "$race_id" cancelled 60
 check "renewal race: the hook held the renewal until the experiment ended" \
 	grep -q "test hook: renewing cluster .* now that $race_id is cancelled" "$dir/iscd-race.log"
 held_after() {
-	sqlite3 "$ISC_HOME/isc.db" "SELECT COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros ELSE -amount_micros END), 0) FROM ledger WHERE experiment_id = '$race_id' AND kind IN ('reserve', 'release') AND billing = 'credits'"
+	# A charge consumes the hold in its own row (consumed_micros, migration 24).
+	sqlite3 "$ISC_HOME/isc.db" "SELECT COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros WHEN 'release' THEN -amount_micros ELSE -consumed_micros END), 0) FROM ledger WHERE experiment_id = '$race_id' AND kind IN ('reserve', 'release', 'charge') AND billing = 'credits'"
 }
 check "renewal race: the cancelled experiment holds nothing" test "$(held_after)" = 0
 # No reserve row after the release at the teardown: the late renewal wrote nothing.

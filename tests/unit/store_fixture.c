@@ -1,5 +1,6 @@
 /* The unit tests' temporary store (see store_fixture.h). */
 #include "tests/unit/store_fixture.h"
+#include "store/store_int.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,7 +43,7 @@ static void use_pg_database(const struct store_fixture *t)
 	assert_int_equal(setenv("ISC_STORE_URL", url, 1), 0);
 }
 
-void store_fixture_init(struct store_fixture *t, const char *name)
+void store_fixture_init_at(struct store_fixture *t, const char *name, size_t version)
 {
 	struct isc_err err;
 
@@ -50,8 +51,13 @@ void store_fixture_init(struct store_fixture *t, const char *name)
 	assert_non_null(mkdtemp(t->dir));
 	assert_int_not_equal(asprintf(&t->home, "%s/home", t->dir), -1);
 	use_pg_database(t);
-	if (isc_store_open(t->home, 1, &t->s, &err))
+	if (isc_store_open_at(t->home, 1, version, &t->s, &err))
 		fail_msg("isc_store_open %s: %s", t->home, err.msg);
+}
+
+void store_fixture_init(struct store_fixture *t, const char *name)
+{
+	store_fixture_init_at(t, name, isc_store_migration_count());
 }
 
 void store_fixture_cleanup(struct store_fixture *t)

@@ -9,6 +9,8 @@
 
 #include "store/store.h"
 
+#include <stddef.h>
+
 struct store_fixture {
 	char dir[64];        /* the temporary folder, /tmp/isc-NAME-XXXXXX */
 	char *home;          /* DIR/home, the store's home (owned) */
@@ -20,6 +22,9 @@ struct store_fixture {
  * and opens a new store at its home/. Any failure fails the running test.
  */
 void store_fixture_init(struct store_fixture *t, const char *name);
+/* The same with the store migrated only up to schema version `version` (a migration's
+ * test builds the old schema, writes to it, then opens it again to migrate). */
+void store_fixture_init_at(struct store_fixture *t, const char *name, size_t version);
 
 /* Frees the store (when open) and the home's path, and removes the folder. */
 void store_fixture_cleanup(struct store_fixture *t);

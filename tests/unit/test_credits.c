@@ -853,7 +853,8 @@ static void test_totals_match_rows(void **state)
 	                 org));
 	assert_true(res == scan(f,
 	                        "SELECT COALESCE(SUM(CASE kind WHEN 'reserve' THEN amount_micros "
-	                        "WHEN 'release' THEN -amount_micros ELSE 0 END), 0) FROM ledger "
+	                        "WHEN 'release' THEN -amount_micros WHEN 'charge' THEN "
+	                        "-consumed_micros ELSE 0 END), 0) FROM ledger "
 	                        "WHERE CAST(org_id AS TEXT) = ? AND billing = 'credits'",
 	                        org));
 	assert_int_equal(isc_store_ledger_project_sums(f->tmp.s, f->project_id, &spent, &res, &err),
