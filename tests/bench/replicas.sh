@@ -26,30 +26,18 @@
 # reports; issue 33 asks for BENCH_BURSTS=1000 on a machine that can take it. The first
 # line printed says which N was used.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-: "${ISC_BIN:=$repo/bin}"
+# The helpers (replicas, the store, bursts, wrk), the checkout (repo) and the settings B,
+# TICK, PAR, WRK_S, CONNS, ISC_BIN: shared with scale.sh.
+# shellcheck source-path=SCRIPTDIR source=lib/bursts.sh
+. "$(dirname "$0")/lib/bursts.sh"
 N=${BENCH_BURSTS:-200}
-B=${BENCH_BOOT_DELAY_MS:-1000}
-TICK=${BENCH_TICK_MS:-500}
 CONFIGS=${BENCH_REPLICA_CONFIGS:-sqlite1 pg1 pg3}
-PAR=${BENCH_SUBMIT_PARALLEL:-8}
 RUN_LIMIT_S=${BENCH_RUN_LIMIT_S:-600}
-WRK_S=${BENCH_API_SECONDS:-10}
-CONNS=200
-# PostgreSQL's connections: each iscd holds a few plus one per API thread, and each burst
-# step in flight opens its own (docs/ha.md, "Connection budget"): raised as the docs say.
-PG_MAX_CONN=${BENCH_PG_MAX_CONNECTIONS:-$((N + 300 < 400 ? 400 : N + 300))}
-export ISC_BIN
 
 for t in wrk psql sqlite3 curl; do
 	command -v "$t" >/dev/null || { echo "replicas bench: $t is not installed (make test-deps)"; exit 1; }
 done
-top=$(mktemp -d /tmp/isc-bench-rep.XXXXXX)
-chmod 755 "$top" # as root, the PostgreSQL server runs as postgres and must reach its folder
-pg=$top/pg
-results=$top/results
-: >"$results"
-sandbox=
+bench_top rep
 cleanup() {
 	stop_replicas
 	[ -n "$sandbox" ] && "$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
@@ -58,26 +46,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The helpers (replicas, the store, bursts, wrk): shared with scale.sh.
-# shellcheck source=lib/bursts.sh
-. "$repo/tests/bench/lib/bursts.sh"
-
 # run_config CFG: one configuration, from a fresh sandbox to its stop.
 run_config() {
-	local nrep=${cfg##*[a-z]} store=${cfg%%[0-9]*} i h tok
-	sandbox=$top/$cfg
-	mkdir -p "$sandbox"
-	unset ISC_STORE_URL
-	if [ "$store" = pg ]; then
-		ISC_STORE_URL=$("$repo/tests/pg/pg-server" createdb "$pg" "bench_$cfg") || return 1
-		export ISC_STORE_URL
-	fi
+	local nrep=${cfg##*[a-z]}
+	fresh_store || return 1
 	NODE_DOCKER=c SANDBOX_PROVIDERS=aws SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B \
 		SANDBOX_CREDITS=100000000 "$repo/tests/mocks/sandbox" start --no-iscd "$sandbox" >/dev/null || return 1
-	. "$sandbox/env"
-	replica_homes "$nrep" || return 1
-	for ((i = 0; i < nrep; i++)); do start_replica "$i" || return 1; done
-	say "$nrep iscd on $([ "$store" = pg ] && echo "PostgreSQL (max_connections $PG_MAX_CONN)" || echo SQLite), tick $TICK ms, node boot delay $B ms, $N bursts of 2 nodes"
+	start_replicas "$nrep" || return 1
+	say "$nrep iscd on $(store_name), tick $TICK ms, node boot delay $B ms, $N bursts of 2 nodes"
 
 	# 1. The critical path.
 	local c
@@ -85,32 +61,13 @@ run_config() {
 	c=$crit_ms
 
 	# 2. N bursts at once.
-	local t0 t1 t2 n_run last st cpu0 iscd0
+	local t0 t1 t2 n_run n_sub n_end st cpu0 iscd0
 	burst_file bulk
 	cpu0=$(busy_cpu_s)
 	iscd0=$(iscd_cpu_s)
 	t0=$(now_ms)
-	export -f submit
-	export top sandbox ISC_BIN
-	export HOMES_LIST="${homes[*]}"
-	seq 1 "$N" | xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); submit bulk {}' >"$sandbox/ids" 2>"$sandbox/submit.err"
-	t1=$(now_ms)
-	say "$(wc -l <"$sandbox/ids") of $N submitted in $((t1 - t0)) ms ($PAR at a time$([ -s "$sandbox/submit.err" ] && echo "; errors: $(sort "$sandbox/submit.err" | uniq -c | sort -rn | head -3 | tr '\n' ' ')"))"
-	# Until every submitted burst runs, or one ended (it never will), or the time limit.
-	local end=$((t0 + RUN_LIMIT_S * 1000)) next_say=$((t0 + 30000)) n_sub n_end
-	n_sub=$(wc -l <"$sandbox/ids")
-	while :; do
-		read -r n_run n_end <<<"$(q "SELECT count(*) FILTER (WHERE status = 'running'),
-			count(*) FILTER (WHERE status IN ('completed', 'failed', 'cancelled', 'stopped'))
-			FROM experiments WHERE name = 'bulk'")"
-		[ "$n_run" -ge "$n_sub" ] || [ "$n_end" -gt 0 ] && break
-		[ "$(now_ms)" -gt "$end" ] && break
-		if [ "$(now_ms)" -gt "$next_say" ]; then
-			say "  after $((($(now_ms) - t0) / 1000)) s: $(statuses bulk); $(live_instances) live instances"
-			next_say=$((next_say + 30000))
-		fi
-		sleep 1
-	done
+	submit_bulk "$N"
+	wait_running live
 	t2=$(now_ms)
 	# What the machine did meanwhile: iscd's CPU against everything else's (the mock
 	# cloud, its sshd nodes and their containers, the submitting isc processes). The
@@ -124,31 +81,16 @@ run_config() {
 		printf "%s: meanwhile the %d cores were %.0f%% busy: iscd %.1f s of CPU, everything else %.1f s, which alone needs >= %.1f s on %d cores (%.1fx the critical path)\n",
 			cfg, cores, 100 * busy / (cores * ms / 1000), iscd, rest, floor, cores, floor * 1000 / crit }'
 	echo "$cfg floor $(awk -v a="$cpu0" -v b="$cpu1" -v i0="$iscd0" -v i1="$iscd1" -v cores="$(nproc)" 'BEGIN {printf "%d", 1000 * ((b - a) - (i1 - i0)) / cores}')" >>"$results"
-	st=$(statuses bulk)
-	last=$(first_running bulk | awk 'BEGIN {m = 0; n = 0} {n++; if ($2 > m) m = $2} END {print n, m}')
-	local n_ever=${last% *} last_at=${last#* }
-	if [ "$n_run" -ge "$N" ]; then
-		local all=$((last_at - t0))
-		say "all $N bursts running $all ms after the first submission (seen by polling at $((t2 - t0)) ms); ratio to the critical path $(awk -v a="$all" -v c="$c" 'BEGIN {printf "%.2f", a / c}')"
-		record all "$all"
-	else
-		say "NOT all $N running (within $RUN_LIMIT_S s; $n_sub submitted, $n_end ended): $n_run running now, $n_ever ever ran; statuses: $st"
-		record all "none:$n_run/$N running after ${RUN_LIMIT_S}s"
-	fi
+	all_running "$N"
 	say "statuses: $st"
 	grep -h -c 'opening the store' "$sandbox"/iscd.*.log | awk '{s += $1} END {if (s) print "'"$cfg"': " s " burst steps could not open the store (iscd logs: opening the store)"}'
 
 	# 3. The API while they run: the status of one of them, 200 connections.
-	api_token
-	api_status p99 "with $n_run bursts running"
-	api_wrk page99 "/v1/experiments?limit=50" "a page of experiments (GET /v1/experiments?limit=50)" "with $n_run bursts running"
+	api_running page99
 
 	# 4. Cancel all; the cloud empties.
-	local tc
-	tc=$(now_ms)
-	xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); ISC_HOME=${homes[0]} "$ISC_BIN/isc" cancel {} >/dev/null' <"$sandbox/ids"
-	if wait_no_live 600; then
-		say "all cancelled; 0 live instances $((($(now_ms) - tc) / 1000)) s after the first cancel; statuses: $(statuses bulk)"
+	if cancel_bulk; then
+		say "all cancelled; 0 live instances $cancel_s s after the first cancel; statuses: $(statuses bulk)"
 		record leaked 0
 	else
 		local left
@@ -158,52 +100,19 @@ run_config() {
 	fi
 	api_status p99idle "after the cancels ($(statuses bulk); $(q "SELECT count(*) FROM experiments") experiments in the store)"
 
-	# 5. Tick lateness, logged by each iscd at its stop. iscd counts a tick late from the
-	# end of the one before plus the interval, so a tick that itself runs long is not late
-	# by that count: the mean period (its life / its ticks) shows those.
-	local cpus="" life=()
-	for ((i = 0; i < nrep; i++)); do cpus="$cpus iscd $((i + 1)) $(cpu_s "${pids[$i]}") s,"; done
-	say "CPU used over the whole run:$cpus mock cloud (Python, its node-up/down children) $(cpu_s "$(cat "$sandbox/mock.pid")") s"
-	for ((i = 0; i < nrep; i++)); do life[$i]=$(($(now_ms) - started[i])); done
-	stop_replicas
-	tick_report "$nrep"
-	"$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
-	sandbox=
+	# 5. Tick lateness, logged by each iscd at its stop (tick_report, lib/bursts.sh).
+	say "CPU used over the whole run:$(iscd_cpus "$nrep") mock cloud (Python, its node-up/down children) $(cpu_s "$(cat "$sandbox/mock.pid")") s"
+	stop_config "$nrep"
 	rm -rf "$top/$cfg/mock/nodes" # 2 x N node folders; the logs stay with KEEP=1
 }
 
-if [[ " $CONFIGS " == *" pg"* ]]; then
-	"$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
-	psql "$("$repo/tests/pg/pg-server" uri "$pg")" -qAtX -c "ALTER SYSTEM SET max_connections = $PG_MAX_CONN" >/dev/null &&
-		"$repo/tests/pg/pg-server" stop "$pg" && "$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
-fi
+pg_server_up "$N" # PG_MAX_CONN for N bursts
 echo "replicas bench: N = $N bursts of 2 nodes (BENCH_BURSTS), node boot delay $B ms, tick $TICK ms, $(nproc) cores"
-for cfg in $CONFIGS; do
-	case "$cfg" in sqlite1 | pg1 | pg3) ;; *) echo "replicas bench: unknown configuration $cfg (sqlite1 pg1 pg3)" >&2; continue ;; esac
-	run_config || { echo "$cfg: the run failed (see above)"; record failed 1; }
-	stop_replicas
-	[ -n "$sandbox" ] && "$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
-	sandbox=
-done
+run_configs "replicas bench"
 
 # The closing table.
-/usr/bin/python3 - "$results" "$N" "$TICK" "$CONFIGS" <<'PY'
-import sys
-path, n, tick, configs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
-names = {"sqlite1": "SQLite, 1 replica", "pg1": "PostgreSQL, 1 replica", "pg3": "PostgreSQL, 3 replicas"}
-r = {}
-for line in open(path):
-    c, k, v = line.rstrip("\n").split(" ", 2)
-    r.setdefault(c, {})[k] = v
-def ms(v):
-    v = v.strip()
-    for suf, f in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
-        if v.endswith(suf):
-            try:
-                return float(v[: -len(suf)]) * f
-            except ValueError:
-                return None
-    return None
+closing_table "$N" "$TICK" "$CONFIGS" <<'PY'
+n, tick, configs = sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
 print()
 print("%-24s %-44s %-28s %s" % ("configuration", "measure", "measured", "goal: met?"))
 for c in configs:

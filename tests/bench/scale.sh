@@ -31,21 +31,17 @@
 # 127.A.B.C --count N --port PORT; DIR/ready once it listens; the node at IP exists while
 # DIR/nodes/IP.keys does (the mock cloud writes and removes those).
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-: "${ISC_BIN:=$repo/bin}"
+# The helpers (replicas, the store, bursts, wrk), the checkout (repo) and the settings B,
+# TICK, PAR, WRK_S, CONNS, ISC_BIN: shared with replicas.sh.
+# shellcheck source-path=SCRIPTDIR source=lib/bursts.sh
+. "$(dirname "$0")/lib/bursts.sh"
 N=${BENCH_SCALE_BURSTS:-1000}
-B=${BENCH_BOOT_DELAY_MS:-1000}
-TICK=${BENCH_TICK_MS:-500}
 CONFIGS=${BENCH_SCALE_CONFIGS:-sqlite1 pg1 pg3}
-PAR=${BENCH_SUBMIT_PARALLEL:-8}
 RUN_LIMIT_S=${BENCH_RUN_LIMIT_S:-900}
 WINDOW_S=${BENCH_SCALE_WINDOW_S:-60}
-WRK_S=${BENCH_API_SECONDS:-10}
 ISCD_CORE=${BENCH_ISCD_CORE:-0}
 BED_CORE=${BENCH_BED_CORE:-1}
 SSH_PORT=2222 # on addresses of our own range: no one else's node listens there
-CONNS=200
-export ISC_BIN
 
 for t in wrk psql sqlite3 curl taskset; do
 	command -v "$t" >/dev/null || { echo "scale bench: $t is not installed (make deps)"; exit 1; }
@@ -71,12 +67,7 @@ else
 	pinned="not pinned (1 core)"
 fi
 
-top=$(mktemp -d /tmp/isc-bench-scale.XXXXXX)
-chmod 755 "$top" # as root, the PostgreSQL server runs as postgres and must reach its folder
-pg=$top/pg
-results=$top/results
-: >"$results"
-sandbox=
+bench_top scale
 hollow_pid=
 stop_hollow() {
 	[ -n "$hollow_pid" ] || return 0
@@ -95,8 +86,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT # so a stopped bench still stops what it started
-# shellcheck source=lib/bursts.sh
-. "$repo/tests/bench/lib/bursts.sh"
 
 hz=$(getconf CLK_TCK)
 # core_busy_s K: CPU seconds core K has been busy since boot.
@@ -143,15 +132,9 @@ perf_stop() {
 calc() { awk "BEGIN {printf \"$1\", $2}"; }
 
 run_config() {
-	local nrep=${cfg##*[a-z]} store=${cfg%%[0-9]*} nb hdir base first count
+	local nrep=${cfg##*[a-z]} nb hdir base first count
 	nb=$((N * nrep))
-	sandbox=$top/$cfg
-	mkdir -p "$sandbox"
-	unset ISC_STORE_URL
-	if [ "$store" = pg ]; then
-		ISC_STORE_URL=$("$repo/tests/pg/pg-server" createdb "$pg" "bench_$cfg") || return 1
-		export ISC_STORE_URL
-	fi
+	fresh_store || return 1
 	# The hollow node: the range's addresses, every node ever launched here (the bulk, the
 	# critical path's 4 bursts) with room to spare; a /16 of 127.200-249 of our own.
 	hdir=$sandbox/hollow
@@ -170,10 +153,8 @@ run_config() {
 	SANDBOX_HOLLOW_NODES=$hdir SANDBOX_HOLLOW_FIRST=$first SANDBOX_HOLLOW_COUNT=$count SANDBOX_NODE_IP_BASE=$base \
 		SANDBOX_SSH_PORT=$SSH_PORT SANDBOX_PROVIDERS=aws SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B \
 		SANDBOX_CREDITS=100000000 "$repo/tests/mocks/sandbox" start --no-iscd --no-s3 "$sandbox" >/dev/null || return 1
-	. "$sandbox/env"
-	replica_homes "$nrep" || return 1
-	for ((i = 0; i < nrep; i++)); do start_replica "$i" || return 1; done
-	say "$nrep iscd on $([ "$store" = pg ] && echo "PostgreSQL (max_connections $PG_MAX_CONN)" || echo SQLite), tick $TICK ms, node boot delay $B ms, $nb bursts of 2 nodes; hollow nodes $first + $count; $pinned"
+	start_replicas "$nrep" || return 1
+	say "$nrep iscd on $(store_name), tick $TICK ms, node boot delay $B ms, $nb bursts of 2 nodes; hollow nodes $first + $count; $pinned"
 
 	# 1. The critical path.
 	local c
@@ -186,40 +167,13 @@ run_config() {
 	i0=$(iscd_own_s) b0=$(bed_s) k0=$(core_busy_s "$BED_CORE") m0=$(core_busy_s "$ISCD_CORE")
 	t0=$(now_ms)
 	perf_start submit
-	export -f submit
-	export sandbox ISC_BIN
-	export HOMES_LIST="${homes[*]}"
-	seq 1 "$nb" | xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); submit bulk {}' >"$sandbox/ids" 2>"$sandbox/submit.err"
-	t1=$(now_ms)
-	n_sub=$(wc -l <"$sandbox/ids")
-	say "$n_sub of $nb submitted in $((t1 - t0)) ms ($PAR at a time$([ -s "$sandbox/submit.err" ] && echo "; errors: $(sort "$sandbox/submit.err" | uniq -c | sort -rn | head -3 | tr '\n' ' ')"))"
-	local end=$((t0 + RUN_LIMIT_S * 1000)) next_say=$((t0 + 30000))
-	while :; do
-		read -r n_run n_end <<<"$(q "SELECT count(*) FILTER (WHERE status = 'running'),
-			count(*) FILTER (WHERE status IN ('completed', 'failed', 'cancelled', 'stopped'))
-			FROM experiments WHERE name = 'bulk'")"
-		[ "$n_run" -ge "$n_sub" ] || [ "$n_end" -gt 0 ] && break
-		[ "$(now_ms)" -gt "$end" ] && break
-		if [ "$(now_ms)" -gt "$next_say" ]; then
-			say "  after $((($(now_ms) - t0) / 1000)) s: $(statuses bulk)"
-			next_say=$((next_say + 30000))
-		fi
-		sleep 1
-	done
+	submit_bulk "$nb"
+	wait_running
 	t2=$(now_ms)
 	i1=$(iscd_own_s) b1=$(bed_s) k1=$(core_busy_s "$BED_CORE") m1=$(core_busy_s "$ISCD_CORE")
 	perf_stop submit "the submission, to all running"
-	local last n_ever last_at
-	last=$(first_running bulk | awk 'BEGIN {m = 0; n = 0} {n++; if ($2 > m) m = $2} END {print n, m}')
-	n_ever=${last% *} last_at=${last#* }
-	if [ "$n_run" -ge "$nb" ]; then
-		local all=$((last_at - t0))
-		say "all $nb bursts running $all ms after the first submission (seen by polling at $((t2 - t0)) ms); ratio to the critical path $(calc %.2f "$all / $c")"
-		record all "$all"
-	else
-		say "NOT all $nb running (within $RUN_LIMIT_S s; $n_sub submitted, $n_end ended): $n_run running now, $n_ever ever ran; statuses: $(statuses bulk)"
-		record all "none:$n_run/$nb running after ${RUN_LIMIT_S}s"
-	fi
+	local st
+	all_running "$nb"
 	local span_s
 	span_s=$(calc %.1f "($t2 - $t0) / 1000")
 	say "submission -> running, $span_s s: iscd $(calc %.1f "$i1 - $i0") CPU-s ($(calc %.4f "($i1 - $i0) / $nb") per burst); iscd's core busy $(calc %.1f "$m1 - $m0") s (others on it: $(calc %.1f "$m1 - $m0 - ($i1 - $i0)") s); the test bed's core busy $(calc %.1f "$k1 - $k0") s (mock cloud + hollow node $(calc %.1f "$b1 - $b0") s)"
@@ -247,70 +201,31 @@ run_config() {
 	fi
 
 	# 4. The API while they run.
-	api_token
-	api_status p99 "with $n_run bursts running"
-	api_wrk p99list "/v1/experiments?limit=50" "a page of experiments (GET /v1/experiments?limit=50)" "with $n_run bursts running"
+	api_running p99list
 
 	# 5. Cancel all; stop; tick stats.
-	local tc life=()
-	tc=$(now_ms)
-	xargs -P "$PAR" -I{} bash -c 'homes=($HOMES_LIST); ISC_HOME=${homes[0]} "$ISC_BIN/isc" cancel {} >/dev/null' <"$sandbox/ids"
-	if wait_no_live 600; then
-		say "all cancelled; 0 live instances $((($(now_ms) - tc) / 1000)) s after the first cancel"
+	if cancel_bulk; then
+		say "all cancelled; 0 live instances $cancel_s s after the first cancel"
 	else
 		say "$(live_instances) instances still live 600 s after the cancels; statuses: $(statuses bulk)"
 	fi
-	for ((i = 0; i < nrep; i++)); do life[$i]=$(($(now_ms) - started[i])); done
-	local cpus=""
-	for ((i = 0; i < nrep; i++)); do cpus="$cpus iscd $((i + 1)) $(cpu_s "${pids[$i]}") s,"; done
-	say "CPU over the whole run:$cpus mock cloud $(cpu_s "$(cat "$sandbox/mock.pid")") s, hollow node $(cpu_s "$hollow_pid") s"
-	stop_replicas
-	tick_report "$nrep"
-	"$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
-	sandbox=
+	say "CPU over the whole run:$(iscd_cpus "$nrep") mock cloud $(cpu_s "$(cat "$sandbox/mock.pid")") s, hollow node $(cpu_s "$hollow_pid") s"
+	stop_config "$nrep"
 	stop_hollow
 }
 
-# PostgreSQL's connections: each iscd holds a few plus one per API thread, and each burst
-# step in flight opens its own (docs/ha.md, "Connection budget").
+# PostgreSQL's connections (pg_server_up): for the most bursts of a configuration, 3 x N with pg3.
 max_nb=$N
 [[ " $CONFIGS " == *" pg3 "* ]] && max_nb=$((3 * N))
-PG_MAX_CONN=${BENCH_PG_MAX_CONNECTIONS:-$((max_nb + 300 < 400 ? 400 : max_nb + 300))}
-if [[ " $CONFIGS " == *" pg"* ]]; then
-	"$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
-	psql "$("$repo/tests/pg/pg-server" uri "$pg")" -qAtX -c "ALTER SYSTEM SET max_connections = $PG_MAX_CONN" >/dev/null &&
-		"$repo/tests/pg/pg-server" stop "$pg" && "$repo/tests/pg/pg-server" start "$pg" >/dev/null || exit 1
-fi
+pg_server_up "$max_nb"
 echo "scale bench: $N bursts of 2 nodes per replica (BENCH_SCALE_BURSTS), node boot delay $B ms, tick $TICK ms, $cores cores, $pinned; hollow node $hollow_bin; load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-for cfg in $CONFIGS; do
-	case "$cfg" in sqlite1 | pg1 | pg3) ;; *) echo "scale bench: unknown configuration $cfg (sqlite1 pg1 pg3)" >&2; continue ;; esac
-	run_config || { echo "$cfg: the run failed (see above)"; record failed 1; }
-	stop_replicas
-	[ -n "$sandbox" ] && "$repo/tests/mocks/sandbox" stop "$sandbox" >/dev/null 2>&1
-	sandbox=
-	stop_hollow
-done
+run_configs "scale bench" stop_hollow
 echo "scale bench: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The closing table.
-/usr/bin/python3 - "$results" "$N" "$TICK" "$CONFIGS" <<'PY'
-import sys
-path, n, tick, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
-names = {"sqlite1": "SQLite, 1 replica", "pg1": "PostgreSQL, 1 replica", "pg3": "PostgreSQL, 3 replicas"}
+closing_table "$N" "$TICK" "$CONFIGS" <<'PY'
+n, tick, configs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
 reps = {"sqlite1": 1, "pg1": 1, "pg3": 3}
-r = {}
-for line in open(path):
-    c, k, v = line.rstrip("\n").split(" ", 2)
-    r.setdefault(c, {})[k] = v
-def ms(v):
-    v = (v or "").strip()
-    for suf, f in (("us", 0.001), ("ms", 1.0), ("s", 1000.0)):
-        if v.endswith(suf):
-            try:
-                return float(v[: -len(suf)]) * f
-            except ValueError:
-                return None
-    return None
 def row(name, what, got, goal):
     print("%-24s %-48s %-30s %s" % (name, what, got, goal))
 print()
