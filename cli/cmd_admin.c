@@ -10,6 +10,8 @@
 #include "config/config.h"
 #include "credits/money.h"
 #include "shapes/catalog_import.h"
+#include "common/home.h"
+#include "store/store.h"
 #include "store/store_copy.h"
 
 #include <getopt.h>

@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/lib/table.h"
 #include "credits/money.h"
-#include "credits/credits.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "cli/lib/table.h"
 #include "common/buf.h"
-#include "credits/credits.h"
-#include "credits/spend.h"
+#include "credits/money.h"
+#include "credits/spend_format.h"
 #include "common/model.h"
 
 #include <jansson.h>

@@ -10,7 +10,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "keys/keys.h"
+#include "keys/key_secret.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -9,7 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/lib/table.h"
-#include "keys/keys.h"
+#include "keys/key_secret.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -7,7 +7,6 @@
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "credits/money.h"
-#include "datasets/datasets.h"
 #include "launchfile/launchfile.h"
 
 #include <jansson.h>

@@ -9,14 +9,8 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "credits/spend_format.h"
 #include "store/store_ledger.h"
-
-enum isc_spend_format { ISC_SPEND_TABLE, ISC_SPEND_CSV, ISC_SPEND_JSON };
-
-/* "project", "experiment", "provider", "shape", "day"; 0 or ISC_EINVALID naming the word. */
-int isc_spend_by_parse(const char *text, enum isc_spend_by *out, struct isc_err *err);
-const char *isc_spend_by_name(enum isc_spend_by by);
-int isc_spend_format_parse(const char *text, enum isc_spend_format *out, struct isc_err *err);
 
 /* Exact sum of the rows; ISC_EINVALID on int64 overflow. */
 int isc_spend_total(const struct isc_spend_row *rows, size_t n, int64_t *total,

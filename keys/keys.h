@@ -10,50 +10,21 @@
  *   vault.c    the master key and AES-256-GCM
  *
  * Secrets never reach a message, a log line, argv or the store in clear: the
- * plaintext lives in one buffer (struct isc_key_secret) that is wiped when freed.
+ * plaintext lives in one buffer (struct isc_key_secret, keys/key_secret.h) that is
+ * wiped when freed.
  */
 #ifndef ISC_KEYS_KEYS_H
 #define ISC_KEYS_KEYS_H
 
 #include "common/err.h"
 #include "config/config.h"
+#include "keys/key_secret.h"
 #include "keys/vault.h"
 #include "providers/provider.h"
 #include "store/store.h"
 #include "store/store_keys.h"
 
 #include <stddef.h>
-
-#define ISC_KEY_SECRET_MAX_FIELDS 8
-
-/* Credential fields (names of provider.h) pointing into one buffer that is wiped on cleanup. */
-struct isc_key_secret {
-	unsigned char *buf; /* "name\0value\0name\0value\0..." */
-	size_t len;
-	struct isc_kv kv[ISC_KEY_SECRET_MAX_FIELDS];
-	size_t n;
-};
-
-/* Packs the fields into one buffer (copies; the caller wipes its own copies). */
-int isc_key_secret_pack(const struct isc_kv *kv, size_t n, struct isc_key_secret *out,
-                        struct isc_err *err);
-/* Wipes and frees the buffer; the struct may be reused. */
-void isc_key_secret_cleanup(struct isc_key_secret *s);
-
-/* ---- collect.c: where a secret comes from (isc keys add) ---- */
-struct isc_key_source {
-	int from_env;        /* aws: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN */
-	const char *profile; /* aws: profile of the credentials file; oci: config profile */
-	const char *file;    /* aws: credentials file; gcp: service-account JSON */
-	const char *config_file; /* oci: config file (key_file, pass_phrase) */
-	const char *region;      /* oci: when the profile names none */
-};
-/*
- * Reads the secret of provider from src. Problems name the file, profile or
- * variable at fault, never a value.
- */
-int isc_keys_collect(const char *provider, const struct isc_key_source *src,
-                     struct isc_key_secret *out, struct isc_err *err);
 
 /* ---- keys.c ---- */
 
@@ -154,14 +125,5 @@ int isc_keys_rotate_master(struct isc_store *s, const char *home, const char *ne
 int isc_keys_session_open(const struct isc_vault *v, const struct isc_config *cfg,
                           const struct isc_cloud_key *k, const char *region,
                           struct isc_provider_session **out, struct isc_err *err);
-
-/*
- * From now on every buffer jansson frees is wiped first (its copies of a secret
- * sent or received as JSON). Process-wide; call before threads use jansson.
- */
-void isc_keys_json_wipe_on_free(void);
-
-/* "sha256:" + 12 hex of SHA-256 over the packed secret: tells keys apart, reveals nothing. */
-void isc_keys_fingerprint(const struct isc_key_secret *s, char out[32]);
 
 #endif

@@ -6,13 +6,14 @@
  * N_PROC rule, and shape ids.
  *
  * The record itself (struct isc_shape, isc_shape_cleanup, isc_shape_copy) is
- * the shapes table's row and lives with the store; this module adds the rules.
+ * the shapes table's row (common/model.h, kept by store/store_shapes.h); this
+ * module adds the rules.
  */
 #ifndef ISC_SHAPES_SHAPE_H
 #define ISC_SHAPES_SHAPE_H
 
 #include "common/err.h"
-#include "store/store_shapes.h" /* struct isc_shape: the shapes table's record */
+#include "common/model.h" /* struct isc_shape: the shapes table's record */
 
 #include <stddef.h>
 #include <stdint.h>

@@ -69,4 +69,23 @@ wait $pid
 check "iscd exits 0 on SIGTERM" test $? -eq 0
 check "iscd logged its stop" grep -q "stopping" "$home/../iscd.log"
 
+# The CLI speaks only the API (issue 47): no cli/ file reaches a store/ header, even
+# through another module's header, except isc init (cmd_admin.c) and isc store copy
+# (cmd_store.c), which open a store themselves. Names each file and header at fault.
+cli_store_deps() {
+	local repo pkgs f m
+	repo=$(cd "$(dirname "$0")/../.." && pwd)
+	pkgs=$(sed -n 's/^PKGS *:= *//p' "$repo/Makefile")
+	for f in "$repo"/cli/*.c "$repo"/cli/lib/*.c; do
+		f=${f#"$repo"/}
+		case $f in cli/cmd_admin.c | cli/cmd_store.c) continue ;; esac
+		m=$(cd "$repo" && ${CC:-cc} -MM -I. -D_GNU_SOURCE $(pkg-config --cflags $pkgs) "$f") ||
+			{ echo "$f: cc -MM failed"; continue; }
+		tr ' \\' '\n\n' <<<"$m" | grep '^store/' | sed "s|^|$f: |"
+	done
+}
+deps=$(cli_store_deps)
+[ -z "$deps" ] || echo "cli/ reaches store/: $deps" >&2
+check "cli/ reaches store/ headers only from cmd_admin.c and cmd_store.c" test -z "$deps"
+
 finish cli
