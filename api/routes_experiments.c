@@ -486,10 +486,13 @@ static void reply_problem(struct isc_api_call *c, int status, const char *fmt, .
 
 /*
  * The project the launch file names, among those of orgs where the caller may launch.
- * Returns 1 with *out; -1 when the file names none (or several) of them, the problem at
- * isc_project_id's line and column in *found, with the nearest name the caller may use;
- * 0 when it replied (the store failed, or the caller may not launch there).
+ * Returns 1 with *out; LAUNCH_PROJECT_UNKNOWN when the file names none of them, or
+ * LAUNCH_PROJECT_AMBIGUOUS when its name is several, the problem at isc_project_id's line
+ * and column in *found, with the nearest name the caller may use; 0 when it replied (the
+ * store failed, or the caller may not launch there).
  */
+enum { LAUNCH_PROJECT_UNKNOWN = -1, LAUNCH_PROJECT_AMBIGUOUS = -2 };
+
 static int launch_project(struct isc_api_call *c, const struct isc_launch *l,
                           struct isc_launch_problems *found, struct isc_project *out)
 {
@@ -535,7 +538,7 @@ static int launch_project(struct isc_api_call *c, const struct isc_launch *l,
 		                            "organisations): use the project id",
 		                            by_name, id_or_name))
 			goto nomem;
-		return -1;
+		return LAUNCH_PROJECT_AMBIGUOUS;
 	}
 	if (!matches && !by_name) {
 		if (isc_launch_problems_add(
@@ -543,7 +546,7 @@ static int launch_project(struct isc_api_call *c, const struct isc_launch *l,
 		        "no project with id or name '%s'%s%s%s", id_or_name,
 		        *near_name ? "; did you mean '" : "", near_name, *near_name ? "'?" : ""))
 			goto nomem;
-		return -1;
+		return LAUNCH_PROJECT_UNKNOWN;
 	}
 	rc = isc_api_require_org_role(c, out->org_id, ISC_ROLE_MEMBER | ISC_ROLE_ADMIN,
 	                              "no such project");
@@ -729,7 +732,7 @@ static void experiments_create(struct isc_api_call *c)
 	struct isc_buf tail;              /* their lines without a position */
 	size_t len = c->body_len;
 	json_t *o = NULL, *o2;
-	int known = 0;
+	int known = 0, status;
 
 	if (!file || !*file)
 		file = "launch.isc";
@@ -803,9 +806,14 @@ static void experiments_create(struct isc_api_call *c)
 			    "so its organisation) is not known\n",
 			    file);
 		isc_buf_printf(&out, "%s", isc_buf_cstr(&tail));
-		isc_api_reply_json(c, 400,
+		/* A project the caller cannot see is not found (404), whether it does not exist
+		 * or is another organisation's (docs/api.md): the same answer either way, with
+		 * every other problem of the file beside it. */
+		status = known == LAUNCH_PROJECT_UNKNOWN ? 404 : 400;
+		isc_api_reply_json(c, status,
 		                   json_pack("{s:s,s:s,s:s}", "error", "launch file", "code",
-		                             "invalid", "problems", isc_buf_cstr(&out)));
+		                             status == 404 ? "not_found" : "invalid", "problems",
+		                             isc_buf_cstr(&out)));
 		isc_buf_cleanup(&out);
 		goto out;
 	}
