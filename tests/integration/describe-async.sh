@@ -33,21 +33,17 @@ base_config=$(cat "$ISC_HOME/config.toml")
 set_config() { { printf '%s\n' "$@"; echo "$base_config"; } >"$ISC_HOME/config.toml"; }
 ms_now() { date +%s%3N; }
 
-# launchfile NAME REGION SECONDS: a 1-node burst in REGION that runs SECONDS.
-launchfile() {
-	cat >"$dir/$1.isc" <<ISC
-isc_project_id = "demo"
-experiment_name = "$1"
-gpus = 1
-burst_shape_priority_list = ["aws-$2-g4dn.xlarge-spot"]
-command = 'sleep $3'
-ISC
-}
-launchfile west us-west-2 900
-launchfile east us-east-1 20
-# time_to_running EXP T0: ms from T0 until EXP is running (empty when it never was).
-time_to_running() {
-	wait_status "$1" running 240 >/dev/null 2>&1 && echo $(($(ms_now) - $2))
+# A 1-node burst in us-west-2 that runs 15 minutes, one in us-east-1 that runs 20 s.
+burst_isc west demo aws-us-west-2-g4dn.xlarge-spot 'sleep 900'
+burst_isc east demo aws-us-east-1-g4dn.xlarge-spot 'sleep 20'
+# timed_burst FILE WHAT: submits FILE and checks (WHAT) that it reaches running. Sets id
+# to the experiment and took to the ms from submission to running (empty when it never ran).
+timed_burst() {
+	local t0
+	t0=$(ms_now)
+	id=$(submit "$1")
+	took=$(wait_status "$id" running 240 >/dev/null 2>&1 && echo $(($(ms_now) - t0)))
+	check "$2" test -n "$took"
 }
 store_node_state() { # store_node_state INSTANCE: the node row's state
 	store_sql -r "SELECT state FROM nodes WHERE instance_id = '$1'"
@@ -57,22 +53,16 @@ start_iscd || exit 1
 # ---- 1. a slow region does not hold another region's burst up ----
 w=$(submit "$dir/west.isc")
 check "the us-west-2 burst runs" wait_status "$w" running 120
-t0=$(ms_now)
-e0=$(submit "$dir/east.isc")
-base=$(time_to_running "$e0" "$t0")
-check "the us-east-1 burst runs (the critical path)" test -n "$base"
-base=${base:-0}
+timed_burst "$dir/east.isc" "the us-east-1 burst runs (the critical path)"
+base=${took:-0}
 echo "# critical path of one us-east-1 burst: $base ms (tick $tick_ms ms)" >&2
 
 fault '{"kind":"describe_delay","region":"us-west-2","ms":30000,"count":1000}'
 slow_seen() { grep -q "fault: describe_delay us-west-2" "$dir/mock.log"; }
 check "a us-west-2 describe is being answered 30 s late" within 20 slow_seen
 sleep 2 # ticks with the slow describe out
-t0=$(ms_now)
-e1=$(submit "$dir/east.isc")
-took=$(time_to_running "$e1" "$t0")
-check "the us-east-1 burst runs while us-west-2 describes take 30 s" test -n "$took"
-took=${took:-999999}
+timed_burst "$dir/east.isc" "the us-east-1 burst runs while us-west-2 describes take 30 s"
+e1=$id took=${took:-999999}
 # The margin: two runs of the same path differ by this much on a loaded 2-core machine.
 margin=2000
 echo "# with us-west-2 answering 30 s late: $took ms (allowed: $base + $tick_ms + $margin)" >&2
@@ -135,11 +125,8 @@ sed "s/^isc_project_id = .*/isc_project_id = \"$pb\"/" "$dir/east.isc" >"$dir/ot
 many=()
 for _ in 1 2 3 4 5 6 7 8; do many+=("$(submit "$dir/east.isc")"); done
 check "demo's eight bursts submitted" test "${#many[@]}" = 8
-t0=$(ms_now)
-o=$(submit "$dir/other.isc")
-took=$(time_to_running "$o" "$t0")
-check "the other organisation's one burst runs" test -n "$took"
-took=${took:-999999}
+timed_burst "$dir/other.isc" "the other organisation's one burst runs"
+o=$id took=${took:-999999}
 echo "# broker_workers = 2, demo's 8 bursts due: the other organisation's burst ran after $took ms (one burst alone: $base ms)" >&2
 check "it ran within its critical path + two ticks ($took ms <= $base + 2 x $tick_ms + $margin)" \
 	test "$took" -le $((base + 2 * tick_ms + margin))

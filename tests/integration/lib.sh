@@ -92,6 +92,20 @@ wait_status() {
 }
 # submit FILE: `isc burst FILE`, prints the experiment id.
 submit() { isc burst "$1" | grep -Eo 'exp_[0-9a-f]{16}'; }
+# burst_isc NAME PROJECT SHAPE COMMAND: writes $dir/NAME.isc, a 1-GPU burst named NAME of
+# PROJECT on SHAPE that runs COMMAND (a multi-line literal string, so COMMAND may hold any
+# quote but three single quotes in a row).
+burst_isc() {
+	cat >"$dir/$1.isc" <<ISC
+isc_project_id = "$2"
+experiment_name = "$1"
+gpus = 1
+burst_shape_priority_list = ["$3"]
+command = '''
+$4
+'''
+ISC
+}
 # For the helpers that read the mock's instances: rows_of(EXP), the rows (from stdin) of
 # experiment EXP (its isc:experiment tag, or isc-experiment label on GCE; "" for all).
 _rows_of_py='

@@ -29,18 +29,8 @@ isc org add other >/dev/null && pb=$(isc project add --org other vision 2>/dev/n
 	isc credits grant --org other 1000 >/dev/null
 check "a second organisation with credits" test -n "${pb:-}"
 
-# launchfile NAME PROJECT COMMAND
-launchfile() {
-	cat >"$dir/$1.isc" <<ISC
-isc_project_id = "$2"
-experiment_name = "$1"
-gpus = 1
-burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
-command = '''
-$3
-'''
-ISC
-}
+# launchfile NAME PROJECT COMMAND: a 1-node burst in us-east-1 (lib.sh's burst_isc).
+launchfile() { burst_isc "$1" "$2" aws-us-east-1-g4dn.xlarge-spot "$3"; }
 # The hostile node owner: a first checkpoint comes home, then every archive trickles.
 launchfile trickle demo 'echo first > /mnt/checkpoints/step; sleep 8; echo "1 1000" > /mnt/.tar-trickle; sleep 900'
 launchfile plain "$pb" 'head -c 1048576 /dev/urandom > /mnt/checkpoints/b.ckpt; sleep 25'

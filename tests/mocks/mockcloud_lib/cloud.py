@@ -320,8 +320,7 @@ class Cloud:
             # Writing one small file is all a hollow boot takes: done here, under the
             # lock, as node-up would have been before the boot delay ran out.
             if self._hollow_up(inst):
-                inst["node"] = "up"
-                self.sched.at((due - now_ms()) / 1000.0, self._mark_running, iid)
+                self._node_booted(inst, due)
             else:
                 self.sched.at(0, self._boot_failed, iid)
             return
@@ -333,31 +332,55 @@ class Cloud:
             inst = self.instances[iid]
             if inst["state"] != "pending":
                 return
-            inst["state_reason"] = {"code": "Server.InsufficientInstanceCapacity",
-                                    "message": "Server.InsufficientInstanceCapacity: Insufficient capacity."}
-            inst["reason"] = "Server.InsufficientInstanceCapacity: Insufficient capacity."
-            self.set_state(inst, "shutting-down")
-            self._spot_status(inst, "instance-terminated-no-capacity",
-                              "Your Spot Instance was terminated because there is no Spot capacity "
-                              "available that matches your request.", closed=True)
-            self.save()
+            self._launch_failed(inst, "Server.InsufficientInstanceCapacity", "Insufficient capacity.",
+                                "instance-terminated-no-capacity",
+                                "Your Spot Instance was terminated because there is no Spot capacity "
+                                "available that matches your request.")
         log("instance %s failed to launch (partial fault)" % iid)
-        self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, iid)
+
+    def _node_booted(self, inst, due_ms):
+        """Under the lock: inst's node (hollow or sshd) is up; the instance reports
+        running at due_ms, its launch plus the boot delay."""
+        inst["node"] = "up"
+        self.sched.at((due_ms - now_ms()) / 1000.0, self._mark_running, inst["id"])
+
+    def _launch_failed(self, inst, code, text, spot_code, spot_text):
+        """Under the lock: pending inst failed to launch. It goes to shutting-down with
+        the state reason CODE ("CODE: TEXT"), its spot request closes with SPOT_CODE,
+        and it is terminated after the shutdown delay."""
+        inst["state_reason"] = {"code": code, "message": "%s: %s" % (code, text)}
+        inst["reason"] = "%s: %s" % (code, text)
+        self.set_state(inst, "shutting-down")
+        self._spot_status(inst, spot_code, spot_text, closed=True)
+        self.save()
+        self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, inst["id"])
+
+    def _internal_error(self, inst):
+        """Under the lock: node-up failed (sshd or hollow) for pending inst."""
+        inst["node"] = "down"
+        self._launch_failed(inst, "Server.InternalError", "Internal error on launch",
+                            "instance-terminated-by-service",
+                            "Your Spot Instance was terminated by the service.")
 
     def _hollow_keys(self, inst):
         return os.path.join(self.hollow_dir, "nodes", inst["ip"] + ".keys")
 
-    def _hollow_up(self, inst):
-        """The node at inst's address exists from now: its authorized_keys, written
-        whole (a temporary file renamed) so the hollow node never reads half of it."""
-        path = self._hollow_keys(inst)
+    @staticmethod
+    def _write_keys(inst, path):
+        """inst's authorized_keys at path (mode 0600), written whole (a temporary file
+        renamed) so a node never reads half of it."""
         tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            for k in inst.get("authorized_keys", []):
+                f.write(k.strip() + "\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+
+    def _hollow_up(self, inst):
+        """The node at inst's address exists from now: its authorized_keys file."""
+        path = self._hollow_keys(inst)
         try:
-            with open(tmp, "w") as f:
-                for k in inst.get("authorized_keys", []):
-                    f.write(k.strip() + "\n")
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
+            self._write_keys(inst, path)
             return True
         except OSError as e:
             log("hollow node %s: cannot write %s: %r" % (inst["id"], path, e))
@@ -376,15 +399,7 @@ class Cloud:
             inst = self.instances[iid]
             if inst["state"] != "pending" or self.shutting_down:
                 return
-            inst["state_reason"] = {"code": "Server.InternalError",
-                                    "message": "Server.InternalError: Internal error on launch"}
-            inst["reason"] = "Server.InternalError: Internal error on launch"
-            self.set_state(inst, "shutting-down")
-            self._spot_status(inst, "instance-terminated-by-service",
-                              "Your Spot Instance was terminated by the service.", closed=True)
-            inst["node"] = "down"
-            self.save()
-        self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, iid)
+            self._internal_error(inst)
 
     def _node_paths(self, iid):
         return (os.path.join(self.nodes_dir, iid), os.path.join(self.meta_dir, iid + ".keys"),
@@ -406,10 +421,7 @@ class Cloud:
     def _node_up(self, iid):
         inst = self.instances[iid]
         d, keys, lg = self._node_paths(iid)
-        with open(keys, "w") as f:
-            for k in inst.get("authorized_keys", []):
-                f.write(k.strip() + "\n")
-        os.chmod(keys, 0o600)
+        self._write_keys(inst, keys)
         if not self.cfg.nodes:
             return True
         return self._run_script("node-up", [d, inst["ip"], str(self.cfg.ssh_port), keys], lg,
@@ -452,19 +464,11 @@ class Cloud:
             with self.lock:
                 inst = self.instances[iid]
                 if ok and inst["state"] == "pending" and not self.shutting_down:
-                    inst["node"] = "up"
-                    self.sched.at((due_ms - now_ms()) / 1000.0, self._mark_running, iid)
+                    self._node_booted(inst, due_ms)
                     return
                 if not ok and inst["state"] == "pending" and not self.shutting_down:
                     log("node-up failed for %s (see %s)" % (iid, self._node_paths(iid)[2]))
-                    inst["state_reason"] = {"code": "Server.InternalError",
-                                            "message": "Server.InternalError: Internal error on launch"}
-                    inst["reason"] = "Server.InternalError: Internal error on launch"
-                    self.set_state(inst, "shutting-down")
-                    self._spot_status(inst, "instance-terminated-by-service",
-                                      "Your Spot Instance was terminated by the service.", closed=True)
-                    self.save()
-                    self.sched.at(self.shutdown_delay_ms / 1000.0, self._finish_terminate, iid)
+                    self._internal_error(inst)
                 inst["node"] = "down-pending"
             # terminated (or shutting down) while booting: take the node down again
             self._node_down(iid)
