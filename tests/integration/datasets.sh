@@ -101,7 +101,7 @@ long_key=$(printf 'é%.0s' $(seq 450))
 expect_stderr "s3://isc-data/éé" isc datasets add "s3://isc-data/$long_key" --org demo --name long1
 expect_stderr "s3://isc-data/xéé" isc datasets add "s3://isc-data/x$long_key" --org demo --name long2
 check "nothing half-written: four datasets" bash -c "[ \$('$ISC_BIN/isc' datasets list --org demo --json | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') = 4 ]"
-check "the copy is named after the dataset, in its organisation's folder" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -Eq 'copy: *@[0-9]+/mnist-ds_[0-9a-f]{16}$'"
+check "the copy is named after the dataset, in its organisation's folder" bash -c "'$ISC_BIN/isc' datasets show mnist --org demo | grep -Eq 'copy: *@[0-9]+/mnist-ds_[0-9a-f]{16} '"
 
 # 2. A train referencing a dataset that is not Available yet is refused, naming it.
 cat >"$dir/uses-mnist.isc" <<EOF
