@@ -14,7 +14,8 @@
 #     submission to the last one's first "running", against the critical path (goal
 #     <= 2x); iscd's CPU-seconds per burst over that span;
 #  3. a window of BENCH_SCALE_WINDOW_S (60 s) while all run and nothing else is asked of
-#     iscd: ledger rows written per running node-hour (goal <= 61), the store's growth per
+#     iscd, with iscd's own metering defaults (an hour's hold, a charge a minute; the
+#     sandbox's are shorter): ledger rows written per running node-hour (goal <= 61), the store's growth per
 #     1,000 burst-hours (SQLite: pages in use; PostgreSQL: every relation's size with its
 #     indexes and TOAST), iscd's CPU-seconds per burst per running hour;
 #  4. wrk, 200 connections, BENCH_API_SECONDS (10 s) each, on replica 1: the status of one
@@ -152,6 +153,7 @@ run_config() {
 	[ -e "$hdir/ready" ] || { echo "scale bench: the hollow node did not start; its log:" >&2; tail -n 20 "$sandbox/hollow.log" >&2; return 1; }
 	SANDBOX_HOLLOW_NODES=$hdir SANDBOX_HOLLOW_FIRST=$first SANDBOX_HOLLOW_COUNT=$count SANDBOX_NODE_IP_BASE=$base \
 		SANDBOX_SSH_PORT=$SSH_PORT SANDBOX_PROVIDERS=aws SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B \
+		SANDBOX_RESERVATION_WINDOW_MS=3600000 SANDBOX_CHARGE_INTERVAL_MS=60000 \
 		SANDBOX_CREDITS=100000000 "$repo/tests/mocks/sandbox" start --no-iscd --no-s3 "$sandbox" >/dev/null || return 1
 	start_replicas "$nrep" || return 1
 	say "$nrep iscd on $(store_name), tick $TICK ms, node boot delay $B ms, $nb bursts of 2 nodes; hollow nodes $first + $count; $pinned"
