@@ -14,8 +14,8 @@
 #     submission to the last one's first "running", against the critical path (goal
 #     <= 2x); iscd's CPU-seconds per burst over that span;
 #  3. a window of BENCH_SCALE_WINDOW_S (60 s) while all run and nothing else is asked of
-#     iscd, with iscd's own metering defaults (an hour's hold, a charge a minute; the
-#     sandbox's are shorter): ledger rows written per running node-hour (goal <= 61), the store's growth per
+#     iscd, with iscd's own metering and sync defaults (an hour's hold, a charge a minute,
+#     checkpoints every 10 min, lossy every 30 s; the sandbox's are shorter): ledger rows written per running node-hour (goal <= 61), the store's growth per
 #     1,000 burst-hours (SQLite: pages in use; PostgreSQL: every relation's size with its
 #     indexes and TOAST), iscd's CPU-seconds per burst per running hour;
 #  4. wrk, 200 connections, BENCH_API_SECONDS (10 s) each, on replica 1: the status of one
@@ -155,6 +155,9 @@ run_config() {
 		SANDBOX_SSH_PORT=$SSH_PORT SANDBOX_PROVIDERS=aws SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B \
 		SANDBOX_RESERVATION_WINDOW_MS=3600000 SANDBOX_CHARGE_INTERVAL_MS=60000 \
 		SANDBOX_CREDITS=100000000 "$repo/tests/mocks/sandbox" start --no-iscd --no-s3 "$sandbox" >/dev/null || return 1
+	# The platform's sync schedule (checkpoints and crud every 10 min, lossy every 30 s),
+	# not the sandbox's every 1-2 s for its tests: a running burst costs what it costs.
+	sed -i '/^checkpoint_sync_ms = /d; /^lossy_sync_ms = /d' "$sandbox/home/config.toml"
 	start_replicas "$nrep" || return 1
 	say "$nrep iscd on $(store_name), tick $TICK ms, node boot delay $B ms, $nb bursts of 2 nodes; hollow nodes $first + $count; $pinned"
 
