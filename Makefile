@@ -51,7 +51,8 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 # The hollow test nodes (tests/hollow): an SSH server on libssh, for tests and the bench
 # only (iscd and isc never link libssh), and a driver that boots them with the launcher.
 HOLLOW_BINS := $(BUILD)/tests/hollow-node $(BUILD)/tests/hollow-drive
-HOLLOW_OBJS := $(BUILD)/obj/tests/hollow/hollow_node.o $(BUILD)/obj/tests/hollow/hollow_runtime.o
+HOLLOW_OBJS := $(BUILD)/obj/tests/hollow/hollow_node.o $(BUILD)/obj/tests/hollow/hollow_runtime.o \
+               $(BUILD)/obj/common/clock.o
 
 PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
 
