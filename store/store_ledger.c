@@ -219,6 +219,64 @@ int isc_store_ledger_holders(struct isc_store *s, char ***ids, size_t *n, struct
 	return rc;
 }
 
+static void hold_clean(void *rec)
+{
+	free(((struct isc_ledger_hold *)rec)->experiment_id);
+}
+
+static int hold_from_row(struct isc_db_stmt *st, void *rec)
+{
+	struct isc_ledger_hold *h = rec;
+	int oom = 0;
+	h->experiment_id = isc_store_col_text(st, 0, &oom);
+	h->held_micros = isc_db_column_int64(st, 1);
+	return oom || !h->experiment_id ? ISC_ENOMEM : 0;
+}
+
+static int hold_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct isc_ledger_hold *)a)->experiment_id,
+	              ((const struct isc_ledger_hold *)b)->experiment_id);
+}
+
+int isc_store_ledger_holds(struct isc_store *s, struct isc_ledger_hold **out, size_t *n,
+                           struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	void *rows = NULL;
+	int rc = isc_store_prepare(s,
+	                           "SELECT key, reserved_micros FROM ledger_totals WHERE scope = "
+	                           "'experiment' AND reserved_micros != 0",
+	                           &st, err);
+	*out = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	rc = isc_store_read_rows(s, st, sizeof(struct isc_ledger_hold), hold_from_row, hold_clean,
+	                         "reading the experiments' holds", &rows, n, err);
+	if (rc)
+		return rc;
+	/* Sorted here, not by the store: PostgreSQL's collation need not be strcmp's. */
+	if (*n > 1)
+		qsort(rows, *n, sizeof(struct isc_ledger_hold), hold_cmp);
+	*out = rows;
+	return 0;
+}
+
+void isc_ledger_holds_free(struct isc_ledger_hold *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].experiment_id);
+	free(v);
+}
+
+int64_t isc_ledger_holds_find(const struct isc_ledger_hold *v, size_t n, const char *experiment_id)
+{
+	struct isc_ledger_hold key = {(char *)experiment_id, 0};
+	const struct isc_ledger_hold *h = n ? bsearch(&key, v, n, sizeof(*v), hold_cmp) : NULL;
+	return h ? h->held_micros : 0;
+}
+
 static void cover_clean(void *rec)
 {
 	(void)rec; /* integers only */

@@ -76,6 +76,24 @@ int isc_store_ledger_node_mark(struct isc_store *s, const char *instance_id, int
  */
 int isc_store_ledger_holders(struct isc_store *s, char ***ids, size_t *n, struct isc_err *err);
 
+/* What one experiment holds now (isc_store_ledger_holds). */
+struct isc_ledger_hold {
+	char *experiment_id;
+	int64_t held_micros;
+};
+
+/*
+ * Every experiment's hold, in one read, sorted by experiment id (strcmp): the meter's
+ * look at which holds are below their threshold costs one query a tick, not one per
+ * cluster (issue 49). An experiment with no row holds 0. Free with
+ * isc_ledger_holds_free.
+ */
+int isc_store_ledger_holds(struct isc_store *s, struct isc_ledger_hold **out, size_t *n,
+                           struct isc_err *err);
+void isc_ledger_holds_free(struct isc_ledger_hold *v, size_t n);
+/* The hold of experiment_id in v (sorted as isc_store_ledger_holds returns it); 0: none. */
+int64_t isc_ledger_holds_find(const struct isc_ledger_hold *v, size_t n, const char *experiment_id);
+
 /*
  * What bounds an organisation's holds (docs/credits.md, "Overspend bound"), summed
  * over its credits rows in one statement: balance and reserved as the totals have
