@@ -274,12 +274,6 @@ static void renew_reservations(struct isc_broker *b)
  * cluster left, is released. Normally the teardown released it already; this finds
  * what a crash between a cluster's termination and its release left behind.
  */
-static int hold_id_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct isc_ledger_hold *)a)->experiment_id,
-	              ((const struct isc_ledger_hold *)b)->experiment_id);
-}
-
 /*
  * Which holds need no settling now, from one read of the open clusters and one of the
  * holds (issue 49: a settling transaction for every holding experiment every tick was
@@ -303,15 +297,11 @@ static void quiet_holds(const struct isc_cluster *open, size_t n_open,
 		goto out;
 	for (size_t i = 0; i < n_open; i++) {
 		const struct isc_cluster *c = &open[i];
-		struct isc_ledger_hold key = {c->experiment_id, 0};
-		const struct isc_ledger_hold *h =
-		    n_holds ? bsearch(&key, holds, n_holds, sizeof(*holds), hold_id_cmp) : NULL;
-		size_t k;
+		ptrdiff_t k = isc_ledger_holds_index(holds, n_holds, c->experiment_id);
 		int64_t w;
 
-		if (!h)
+		if (k < 0)
 			continue;
-		k = (size_t)(h - holds);
 		w = c->nnodes > 0 && c->price_micros >= 0 && c->price_micros <= ISC_MONEY_MAX_MICROS
 		        ? isc_credits_cost_micros(c->price_micros * c->nnodes, window_ms)
 		        : -1;
@@ -355,11 +345,8 @@ static void settle_holds(struct isc_broker *b)
 			continue;
 		}
 		if (quiet) {
-			struct isc_ledger_hold key = {ids[i], 0};
-			const struct isc_ledger_hold *h =
-			    n_holds ? bsearch(&key, holds, n_holds, sizeof(*holds), hold_id_cmp)
-			            : NULL;
-			if (h && quiet[h - holds]) {
+			ptrdiff_t k = isc_ledger_holds_index(holds, n_holds, ids[i]);
+			if (k >= 0 && quiet[k]) {
 				free(ids[i]); /* a running burst's hold: nothing to settle */
 				continue;
 			}

@@ -270,11 +270,18 @@ void isc_ledger_holds_free(struct isc_ledger_hold *v, size_t n)
 	free(v);
 }
 
-int64_t isc_ledger_holds_find(const struct isc_ledger_hold *v, size_t n, const char *experiment_id)
+ptrdiff_t isc_ledger_holds_index(const struct isc_ledger_hold *v, size_t n,
+                                 const char *experiment_id)
 {
 	struct isc_ledger_hold key = {(char *)experiment_id, 0};
 	const struct isc_ledger_hold *h = n ? bsearch(&key, v, n, sizeof(*v), hold_cmp) : NULL;
-	return h ? h->held_micros : 0;
+	return h ? h - v : -1;
+}
+
+int64_t isc_ledger_holds_find(const struct isc_ledger_hold *v, size_t n, const char *experiment_id)
+{
+	ptrdiff_t k = isc_ledger_holds_index(v, n, experiment_id);
+	return k < 0 ? 0 : v[k].held_micros;
 }
 
 static void cover_clean(void *rec)

@@ -14,6 +14,7 @@
 #include "common/model.h"
 #include "store/store.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct isc_ledger_row {
@@ -91,7 +92,10 @@ struct isc_ledger_hold {
 int isc_store_ledger_holds(struct isc_store *s, struct isc_ledger_hold **out, size_t *n,
                            struct isc_err *err);
 void isc_ledger_holds_free(struct isc_ledger_hold *v, size_t n);
-/* The hold of experiment_id in v (sorted as isc_store_ledger_holds returns it); 0: none. */
+/* The index of experiment_id in v (sorted as isc_store_ledger_holds returns it); -1: none. */
+ptrdiff_t isc_ledger_holds_index(const struct isc_ledger_hold *v, size_t n,
+                                 const char *experiment_id);
+/* The hold of experiment_id in v; 0: none. */
 int64_t isc_ledger_holds_find(const struct isc_ledger_hold *v, size_t n, const char *experiment_id);
 
 /*
