@@ -11,6 +11,7 @@
  */
 #include "api/api_int.h"
 #include "config/config.h"
+#include "prices/lists.h"
 #include "prices/refresh.h"
 #include "shapes/shape.h"
 #include "shapes/catalog_import.h"
@@ -160,6 +161,7 @@ static void catalog_refresh(struct isc_api_call *c)
 	struct isc_price_refresh_result res;
 	struct isc_config *cfg = NULL;
 	struct isc_err err;
+	json_t *lists;
 	char target[32];
 	size_t nt = 0;
 	int rc;
@@ -184,17 +186,39 @@ static void catalog_refresh(struct isc_api_call *c)
 	if (!rc)
 		rc = isc_prices_refresh(c->store, cfg, targets, nt, &res, &err);
 	isc_price_targets_free(targets, nt);
+	/* The list-price sources of the provider(s), whole (prices/lists.h). */
+	lists = json_array();
+	for (size_t i = 0; !rc && i < isc_price_list_n_sources; i++) {
+		const char *src = isc_price_list_sources[i];
+		struct isc_price_list_result lr;
+		if (provider && strcmp(provider, isc_price_source_provider(src)) != 0)
+			continue;
+		if ((rc = isc_prices_refresh_list(c->store, cfg, src, NULL, &lr, &err)) ||
+		    !lr.configured)
+			continue;
+		json_array_append_new(
+		    lists, json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:s}", "source", src, "failed",
+		                     lr.failed, "shapes", (json_int_t)lr.shapes, "updated",
+		                     (json_int_t)lr.updated, "changed", (json_int_t)lr.changed,
+		                     "unpriced", (json_int_t)lr.unpriced, "error", lr.error));
+		if (lr.failed) {
+			res.failed++;
+			snprintf(res.last_error, sizeof(res.last_error), "%s: %.400s", src,
+			         lr.error);
+		}
+	}
 	isc_config_free(cfg);
 	if (rc) {
+		json_decref(lists);
 		isc_api_reply_err(c, &err);
 		return;
 	}
-	isc_api_reply_json(c, 200,
-	                   json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s}", "instance_types",
-	                             (json_int_t)nt, "calls", (json_int_t)res.calls, "updated",
-	                             (json_int_t)res.updated, "changed", (json_int_t)res.changed,
-	                             "list_only", (json_int_t)res.list_only, "failed",
-	                             (json_int_t)res.failed, "last_error", res.last_error));
+	isc_api_reply_json(
+	    c, 200,
+	    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:o}", "instance_types", (json_int_t)nt,
+	              "calls", (json_int_t)res.calls, "updated", (json_int_t)res.updated, "changed",
+	              (json_int_t)res.changed, "list_only", (json_int_t)res.list_only, "failed",
+	              (json_int_t)res.failed, "last_error", res.last_error, "lists", lists));
 }
 
 const struct isc_api_route isc_api_routes_catalog[] = {

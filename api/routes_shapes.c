@@ -7,7 +7,9 @@
 #include "api/json_out.h"
 #include "common/clock.h"
 #include "config/config.h"
+#include "prices/lists.h"
 #include "providers/placeable.h"
+#include "store/store_shapes.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
 
@@ -86,11 +88,11 @@ oom:
 }
 
 static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t now,
-                          int64_t stale_ms)
+                          const struct isc_config *cfg)
 {
 	const struct isc_shape *sh = e->shape;
 	const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
-	int64_t as_of = isc_shape_price_as_of_ms(sh);
+	int64_t as_of = isc_shape_price_as_of_ms(sh), stale_ms;
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:s,s:s}", "rank",
 	                      (int)rank, "id", sh->display_id, "provider", sh->provider, "region",
 	                      sh->region, "instance_type", sh->instance_type, "gpu_type",
@@ -106,8 +108,33 @@ static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t n
 	                    json_string(sh->price_source ? sh->price_source : "catalog"));
 	json_object_set_new(o, "price_as_of_ms", json_integer(as_of));
 	json_object_set_new(o, "price_age_s", json_integer((now - as_of) / 1000));
+	/* A live price is stale past its own source's interval (prices/lists.h). */
+	stale_ms = isc_price_source_every_ms(cfg, sh->price_source ? sh->price_source : "catalog");
 	json_object_set_new(o, "price_stale", json_boolean(stale_ms > 0 && now - as_of > stale_ms));
 	return o;
+}
+
+/* Each price source's last attempt and last success (price_refreshes), for the age of its
+ * prices when a refresh failed. */
+static json_t *sources_json(struct isc_store *s, int64_t now)
+{
+	struct isc_price_refresh_row *rows = NULL;
+	struct isc_err err;
+	json_t *a = json_array();
+	size_t n = 0;
+
+	if (isc_store_price_refresh_list(s, &rows, &n, &err))
+		return a;
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(
+		    a,
+		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "source", rows[i].source, "tried_at_ms",
+		              (json_int_t)rows[i].tried_at_ms, "ok_at_ms",
+		              (json_int_t)rows[i].ok_at_ms, "ok_age_s",
+		              (json_int_t)(rows[i].ok_at_ms ? (now - rows[i].ok_at_ms) / 1000 : -1),
+		              "shapes", (json_int_t)rows[i].shapes, "error", rows[i].error));
+	isc_price_refresh_rows_free(rows, n);
+	return a;
 }
 
 /*
@@ -128,7 +155,7 @@ static void shapes_rank(struct isc_api_call *c)
 	char **why = NULL; /* per entry: NULL when placeable, else why not */
 	char *prio_buf = NULL, **prio = NULL;
 	size_t n_prio = 0;
-	int64_t stale_ms = 3600000, now;
+	int64_t now;
 	long gpus = 0, mem = 0, limit = 0;
 	json_t *arr, *warn;
 
@@ -165,7 +192,6 @@ static void shapes_rank(struct isc_api_call *c)
 		isc_api_reply_err(c, &err);
 		goto out;
 	}
-	stale_ms = cfg->price_refresh_ms;
 	now = isc_clock_system()->now_ms(isc_clock_system()->ctx);
 	/* Placeable is iscd's view: its config and the credentials in its environment. */
 	if (isc_catalog_load(c->store, &cat, &err) || isc_catalog_rank(cat, &req, &r, &err) ||
@@ -176,7 +202,7 @@ static void shapes_rank(struct isc_api_call *c)
 	}
 	arr = json_array();
 	for (size_t i = 0; i < r.n; i++) {
-		json_t *o = entry_json(&r.entries[i], i + 1, now, stale_ms);
+		json_t *o = entry_json(&r.entries[i], i + 1, now, cfg);
 		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
 		if (why[i])
 			json_object_set_new(o, "why", json_string(why[i]));
@@ -186,8 +212,9 @@ static void shapes_rank(struct isc_api_call *c)
 	for (size_t i = 0; i < r.n_warnings; i++)
 		json_array_append_new(warn, json_string(r.warnings[i]));
 	isc_api_reply_json(c, 200,
-	                   json_pack("{s:o,s:o,s:I}", "shapes", arr, "warnings", warn,
-	                             "catalog_size", (json_int_t)isc_catalog_size(cat)));
+	                   json_pack("{s:o,s:o,s:I,s:o}", "shapes", arr, "warnings", warn,
+	                             "catalog_size", (json_int_t)isc_catalog_size(cat),
+	                             "price_sources", sources_json(c->store, now)));
 out:
 	for (size_t i = 0; why && i < r.n; i++)
 		free(why[i]);

@@ -8,11 +8,19 @@
  * The check runs when new work arrives, and otherwise at most once a minute
  * (or every price_refresh_ms when that is shorter), so a cloud that refuses
  * is not asked again every tick.
+ *
+ * The list-price sources (prices/lists.h: GCP's billing catalog, OCI's price
+ * list, AWS's Price List) are read whole, each on its own schedule, whether
+ * or not work is queued: when the last attempt (price_refreshes.tried_at_ms,
+ * in the store, so a restart or another replica does not read it again) is
+ * older than the source's interval, or, after a failure, older than a minute.
  */
 #include "broker/broker_int.h"
 
 #include "common/log.h"
+#include "prices/lists.h"
 #include "prices/refresh.h"
+#include "store/store_shapes.h"
 #include "shapes/catalog.h"
 
 #include <string.h>
@@ -28,6 +36,52 @@ static int may_place(const char *status)
 	       !strcmp(status, "waiting") || !strcmp(status, "running");
 }
 
+/* A failed read is tried again after this, or after its interval when that is shorter. */
+#define LIST_RETRY_MS 60000
+/* How often the sources' schedules are looked at. */
+#define LIST_CHECK_MS 1000
+
+static void refresh_lists(struct isc_broker *b, int64_t now_ms)
+{
+	struct isc_price_refresh_row *rows = NULL;
+	struct isc_err err;
+	size_t n = 0;
+
+	if (b->lists_checked_ms && now_ms - b->lists_checked_ms < LIST_CHECK_MS)
+		return;
+	b->lists_checked_ms = now_ms;
+	if (isc_store_price_refresh_list(b->store, &rows, &n, &err)) {
+		isc_log(ISC_LOG_WARN, "price refresh: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < isc_price_list_n_sources; i++) {
+		const char *src = isc_price_list_sources[i];
+		long every = isc_price_source_every_ms(b->config, src);
+		const struct isc_price_refresh_row *last = NULL;
+		struct isc_price_list_result res;
+
+		if (every <= 0 || !isc_price_source_enabled(b->config, src))
+			continue;
+		for (size_t k = 0; k < n && !last; k++)
+			if (!strcmp(rows[k].source, src))
+				last = &rows[k];
+		if (last && last->error[0] && every > LIST_RETRY_MS)
+			every = LIST_RETRY_MS;
+		if (last && now_ms - last->tried_at_ms < every)
+			continue;
+		if (isc_prices_refresh_list(b->store, b->config, src, NULL, &res, &err)) {
+			isc_log(ISC_LOG_WARN, "price refresh %s: %s", src, err.msg);
+			continue;
+		}
+		if (!res.failed)
+			isc_log(
+			    ISC_LOG_INFO,
+			    "price refresh %s: %zu shape(s) priced, %zu moved, %zu not in the list",
+			    src, res.updated, res.changed, res.unpriced);
+	}
+	isc_price_refresh_rows_free(rows, n);
+}
+
 void broker_refresh_prices(struct isc_broker *b, int64_t now_ms)
 {
 	struct isc_experiment *active = NULL;
@@ -40,6 +94,7 @@ void broker_refresh_prices(struct isc_broker *b, int64_t now_ms)
 	int64_t every = b->config->price_refresh_ms, newest = 0;
 	int placing = 0;
 
+	refresh_lists(b, now_ms);
 	if (every <= 0)
 		return;
 	if (every > CHECK_EVERY_MS)

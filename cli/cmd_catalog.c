@@ -272,8 +272,22 @@ static int do_refresh(struct isc_cli *cli, int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(o, "changed")), calls,
 		       (long long)json_integer_value(json_object_get(o, "instance_types")));
 		if (json_integer_value(json_object_get(o, "list_only")))
-			printf("%lld provider region(s) have fixed list prices only\n",
+			printf("%lld provider region(s) have no spot price call (their prices come "
+			       "from the price lists)\n",
 			       (long long)json_integer_value(json_object_get(o, "list_only")));
+		for (size_t i = 0; i < json_array_size(json_object_get(o, "lists")); i++) {
+			json_t *l = json_array_get(json_object_get(o, "lists"), i);
+			const char *src = json_string_value(json_object_get(l, "source"));
+			if (json_is_true(json_object_get(l, "failed")))
+				printf("%s: not read (the last prices are kept)\n", src);
+			else
+				printf(
+				    "%s: %lld shape(s) priced (%lld moved), %lld not in the list\n",
+				    src,
+				    (long long)json_integer_value(json_object_get(l, "updated")),
+				    (long long)json_integer_value(json_object_get(l, "changed")),
+				    (long long)json_integer_value(json_object_get(l, "unpriced")));
+		}
 	}
 	if (failed) {
 		isc_cli_errorf("%lld of %lld price call(s) failed; last: %s", failed, calls,

@@ -214,7 +214,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			age_format(json_integer_value(json_object_get(e, "price_age_s")) * 1000,
 			           agebuf);
 			snprintf(age, sizeof(age), "%s%s %s", agebuf, stale ? "*" : "",
-			         src && !strcmp(src, "live") ? "live" : "catalog");
+			         src ? src : "catalog");
 			cells[0] = rank;
 			cells[1] = json_string_value(json_object_get(e, "id"));
 			cells[2] = json_string_value(json_object_get(e, "gpu_type"));
@@ -240,6 +240,28 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			fprintf(stderr,
 			        "isc shapes: * price older than price_refresh_ms; 'isc catalog "
 			        "refresh' reads live spot prices\n");
+		/* A source whose last read failed: its prices are the last ones read, this old. */
+		json_array_foreach(json_object_get(reply, "price_sources"), k, e)
+		{
+			const char *why = json_string_value(json_object_get(e, "error"));
+			char agebuf[16];
+			json_int_t ok_age = json_integer_value(json_object_get(e, "ok_age_s"));
+			if (!why || !*why)
+				continue;
+			if (ok_age >= 0) {
+				age_format(ok_age * 1000, agebuf);
+				fprintf(stderr,
+				        "isc shapes: %s: the last refresh failed (%s); its prices "
+				        "were read %s ago\n",
+				        json_string_value(json_object_get(e, "source")), why,
+				        agebuf);
+			} else {
+				fprintf(stderr,
+				        "isc shapes: %s: the last refresh failed (%s); never read, "
+				        "so its shapes keep their catalog prices\n",
+				        json_string_value(json_object_get(e, "source")), why);
+			}
+		}
 	}
 	rc = ISC_EXIT_OK;
 out:

@@ -104,6 +104,9 @@ static struct isc_config *config_defaults(void)
 	c->node_absence_confirm_ms = 30000;
 	c->describe_wait_ms = 60000;
 	c->price_refresh_ms = 3600000;
+	c->price_refresh_gcp_ms = 21600000;
+	c->price_refresh_oci_ms = 21600000;
+	c->price_refresh_aws_ondemand_ms = 21600000;
 	c->rank_log_max_bytes = 256LL << 20;
 	c->artifact_max_bytes = 256LL << 30;
 	c->artifact_max_entries = 200000;
@@ -424,6 +427,13 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 3600000, &c->describe_wait_ms);
 		else if (!strcmp(key, "price_refresh_ms"))
 			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_ms);
+		else if (!strcmp(key, "price_refresh_gcp_ms"))
+			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_gcp_ms);
+		else if (!strcmp(key, "price_refresh_oci_ms"))
+			rc = get_long(x, v, key, 0, 7 * 86400000L, &c->price_refresh_oci_ms);
+		else if (!strcmp(key, "price_refresh_aws_ondemand_ms"))
+			rc = get_long(x, v, key, 0, 7 * 86400000L,
+			              &c->price_refresh_aws_ondemand_ms);
 		else if (!strcmp(key, "rank_log_max_bytes"))
 			rc = get_int64(x, v, key, 4096, 1LL << 50, &c->rank_log_max_bytes);
 		else if (!strcmp(key, "artifact_max_bytes"))
@@ -647,6 +657,11 @@ static const struct template_key top_keys[] = {
     {"checkpoint_sync_ms = 600000", "how often checkpoints and crud are brought home from rank 0"},
     {"lossy_sync_ms = 30000", "how often the lossy folder is brought home"},
     {"price_refresh_ms = 3600000", "how often iscd reads live spot prices (0: never)"},
+    {"price_refresh_gcp_ms = 21600000",
+     "how often iscd reads GCP prices from the Cloud Billing Catalog (0: never)"},
+    {"price_refresh_oci_ms = 21600000", "how often iscd reads OCI's public price list (0: never)"},
+    {"price_refresh_aws_ondemand_ms = 21600000",
+     "how often iscd reads AWS on-demand prices from the Price List API (0: never)"},
     {"rank_log_max_bytes = 268435456", "each rank_N.txt keeps this much output, then a marker"},
     {"artifact_max_bytes = 274877906944", "one artifact pull from rank 0: files' sizes together"},
     {"artifact_max_entries = 200000", "one artifact pull: archive members"},

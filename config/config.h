@@ -56,6 +56,10 @@ struct isc_config {
 	long node_absence_confirm_ms; /* a node missing from describes this long is gone; 30000 */
 	long describe_wait_ms; /* --once and a takeover wait this long for fresh describes; 60000 */
 	long price_refresh_ms; /* live spot prices of candidates this often; 0: never; 3600000 */
+	/* the list-price sources (prices/lists.h), each on its own schedule; 0: never */
+	long price_refresh_gcp_ms;          /* Cloud Billing Catalog; 21600000 */
+	long price_refresh_oci_ms;          /* OCI price list; 21600000 */
+	long price_refresh_aws_ondemand_ms; /* AWS Price List GetProducts; 21600000 */
 	/* Caps on what nodes send and a reserve for the store (docs/security.md). */
 	int64_t rank_log_max_bytes;   /* each rank_N.txt; 268435456 (256 MiB) */
 	int64_t artifact_max_bytes;   /* one artifact pull; 274877906944 (256 GiB) */

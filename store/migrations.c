@@ -539,6 +539,20 @@ static const char *const migrations[] = {
     "     OR (scope = 'project' AND key = NEW.project_id)"
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "END;",
+    /* 29, issue 43 (live prices on every cloud; numbered 29 by the coordinator, the
+     * next step here): a live price now names the API it came from (aws-spot-history,
+     * aws-price-list, gcp-billing-catalog, oci-price-list) instead of 'live', so
+     * `isc shapes` can say which source, and how old, each price is. price_refreshes
+     * keeps, per source, when it was last tried, when it last succeeded, how many
+     * shapes it priced and why it last failed: a refresh that fails keeps the prices
+     * (and their age) and says so here. The same step in migrations_pg.c. */
+    "UPDATE shapes SET price_source = 'aws-spot-history' WHERE price_source = 'live';"
+    "CREATE TABLE price_refreshes ("
+    "  source TEXT PRIMARY KEY,"
+    "  tried_at_ms INTEGER NOT NULL DEFAULT 0,"
+    "  ok_at_ms INTEGER NOT NULL DEFAULT 0,"
+    "  shapes INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT NOT NULL DEFAULT '');",
 };
 
 size_t isc_store_migration_count(void)

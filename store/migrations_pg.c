@@ -453,6 +453,15 @@ static const char *const pg_steps[] = {
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "  RETURN NULL;"
     " END $$;",
+    /* 29, issue 43: live prices name their API; price_refreshes, one row per source
+     * (migrations.c says why). */
+    "UPDATE shapes SET price_source = 'aws-spot-history' WHERE price_source = 'live';"
+    "CREATE TABLE price_refreshes ("
+    "  source TEXT PRIMARY KEY,"
+    "  tried_at_ms BIGINT NOT NULL DEFAULT 0,"
+    "  ok_at_ms BIGINT NOT NULL DEFAULT 0,"
+    "  shapes BIGINT NOT NULL DEFAULT 0,"
+    "  error TEXT NOT NULL DEFAULT '');",
     NULL,
 };
 

@@ -399,7 +399,8 @@ int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const c
 	if ((rc = isc_store_prepare(
 	         s,
 	         "UPDATE shapes SET price_micros = ?2, zones = ?3, price_date = ?4, "
-	         "updated_at_ms = ?5, price_source = 'live', price_checked_ms = ?6 WHERE id = ?1",
+	         "updated_at_ms = ?5, price_source = 'aws-spot-history', price_checked_ms = ?6 "
+	         "WHERE id = ?1",
 	         &st, err)))
 		goto out;
 	isc_db_bind_text(st, 1, cur.id, -1, ISC_DB_STATIC);
@@ -419,6 +420,140 @@ out:
 	isc_shape_cleanup(&cur);
 	free(zones);
 	return rc;
+}
+
+/* Upserts the source's row of price_refreshes (inside the caller's transaction or not). */
+static int note_refresh(struct isc_store *s, const char *source, int64_t tried_ms, int ok,
+                        int64_t shapes, const char *error, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc;
+
+	/* A failure keeps the last success's time and count: the age of the prices. */
+	if ((rc = isc_store_prepare(
+	         s,
+	         "INSERT INTO price_refreshes (source, tried_at_ms, ok_at_ms, shapes, error) "
+	         "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (source) DO UPDATE SET "
+	         "tried_at_ms = ?2, ok_at_ms = CASE WHEN ?6 = 1 THEN ?3 ELSE "
+	         "price_refreshes.ok_at_ms END, shapes = CASE WHEN ?6 = 1 THEN ?4 ELSE "
+	         "price_refreshes.shapes END, error = ?5",
+	         &st, err)))
+		return rc;
+	isc_db_bind_text(st, 1, source, -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 2, tried_ms);
+	isc_db_bind_int64(st, 3, ok ? tried_ms : 0);
+	isc_db_bind_int64(st, 4, ok ? shapes : 0);
+	isc_db_bind_text(st, 5, ok ? "" : (error ? error : "failed"), -1, ISC_DB_STATIC);
+	isc_db_bind_int64(st, 6, ok ? 1 : 0);
+	if ((rc = isc_db_step(st)) != ISC_DB_DONE)
+		rc = isc_store_db_err(s, rc, "noting a price refresh", err);
+	else
+		rc = 0;
+	isc_db_finalize(st);
+	return rc;
+}
+
+int isc_store_shape_prices_set(struct isc_store *s, const char *source,
+                               const struct isc_shape_price_update *u, size_t n, int64_t checked_ms,
+                               size_t *changed, struct isc_err *err)
+{
+	struct isc_db_stmt *st = NULL;
+	char today[16];
+	time_t t = (time_t)(checked_ms / 1000);
+	struct tm tm;
+	int rc;
+
+	*changed = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].price_micros < 0)
+			return isc_err_set(err, ISC_EINVALID, "negative price for shape '%s'",
+			                   u[i].shape_id);
+	gmtime_r(&t, &tm);
+	strftime(today, sizeof(today), "%Y-%m-%d", &tm);
+	if ((rc = isc_store_begin(s, err)))
+		return rc;
+	if ((rc = isc_store_prepare(s,
+	                            "UPDATE shapes SET price_micros = ?2, price_date = ?3, "
+	                            "updated_at_ms = ?4, price_source = ?5, price_checked_ms = ?4 "
+	                            "WHERE id = ?1",
+	                            &st, err)))
+		goto out;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct isc_shape cur;
+		if ((rc = isc_store_shape_get(s, u[i].shape_id, &cur, err)))
+			break;
+		*changed += cur.price_micros != u[i].price_micros;
+		isc_db_reset(st);
+		isc_db_bind_text(st, 1, cur.id, -1, ISC_DB_TRANSIENT);
+		isc_db_bind_int64(st, 2, u[i].price_micros);
+		isc_db_bind_text(st, 3, today, -1, ISC_DB_STATIC);
+		isc_db_bind_int64(st, 4, checked_ms);
+		isc_db_bind_text(st, 5, source, -1, ISC_DB_STATIC);
+		if ((rc = isc_db_step(st)) != ISC_DB_DONE)
+			rc = isc_store_db_err(s, rc, "updating a shape price", err);
+		else
+			rc = 0;
+		isc_shape_cleanup(&cur);
+	}
+	if (!rc)
+		rc = note_refresh(s, source, checked_ms, 1, (int64_t)n, NULL, err);
+	if (!rc)
+		rc = isc_store_commit(s, err);
+out:
+	isc_db_finalize(st);
+	if (rc)
+		isc_store_rollback(s);
+	return rc;
+}
+
+int isc_store_price_refresh_failed(struct isc_store *s, const char *source, int64_t tried_ms,
+                                   const char *error, struct isc_err *err)
+{
+	return note_refresh(s, source, tried_ms, 0, 0, error, err);
+}
+
+static void refresh_clean(void *rec)
+{
+	struct isc_price_refresh_row *r = rec;
+	free(r->source);
+	free(r->error);
+}
+
+static int refresh_from_row(struct isc_db_stmt *st, void *rec)
+{
+	struct isc_price_refresh_row *r = rec;
+	int oom = 0;
+	r->source = isc_store_col_text(st, 0, &oom);
+	r->tried_at_ms = isc_db_column_int64(st, 1);
+	r->ok_at_ms = isc_db_column_int64(st, 2);
+	r->shapes = isc_db_column_int64(st, 3);
+	r->error = isc_store_col_text(st, 4, &oom);
+	return oom ? ISC_ENOMEM : 0;
+}
+
+int isc_store_price_refresh_list(struct isc_store *s, struct isc_price_refresh_row **out, size_t *n,
+                                 struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	void *list;
+	int rc = isc_store_prepare(s,
+	                           "SELECT source, tried_at_ms, ok_at_ms, shapes, error FROM "
+	                           "price_refreshes ORDER BY source",
+	                           &st, err);
+	if (rc)
+		return rc;
+	rc = isc_store_read_rows(s, st, sizeof(**out), refresh_from_row, refresh_clean,
+	                         "listing price refreshes", &list, n, err);
+	if (!rc)
+		*out = list;
+	return rc;
+}
+
+void isc_price_refresh_rows_free(struct isc_price_refresh_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++)
+		refresh_clean(&rows[i]);
+	free(rows);
 }
 
 static void summary_clean(void *rec)

@@ -57,13 +57,48 @@ int isc_store_shapes_seed(struct isc_store *s, const struct isc_shape *shapes, s
  * (normally the cheapest) with that zone's price; `zone` (NULL or "": none)
  * is then moved to the front of the shape's zone list (added when absent),
  * so the launcher tries it first. `price_date` NULL means today (UTC). The
- * price becomes a live one (price_source "live"), read from the cloud at
+ * price becomes a live one (price_source "aws-spot-history"), read from the cloud at
  * checked_ms (0: now).
  * ISC_ENOTFOUND for an unknown shape.
  */
 int isc_store_shape_set_price(struct isc_store *s, const char *shape_id, const char *zone,
                               int64_t price_micros, const char *price_date, int64_t checked_ms,
                               struct isc_err *err);
+
+/* One shape's new price in a batch (isc_store_shape_prices_set). Borrowed. */
+struct isc_shape_price_update {
+	const char *shape_id;
+	int64_t price_micros;
+};
+
+/*
+ * The list-price refreshes (GCP billing catalog, OCI price list, AWS price
+ * list): writes every price of the batch as coming from `source` (its name
+ * is stored in price_source), read at checked_ms, and notes the source's
+ * success (price_refreshes), in one transaction. `changed`: how many prices
+ * moved. Nothing is written when anything fails (ISC_ENOTFOUND: a shape id).
+ */
+int isc_store_shape_prices_set(struct isc_store *s, const char *source,
+                               const struct isc_shape_price_update *u, size_t n, int64_t checked_ms,
+                               size_t *changed, struct isc_err *err);
+
+/*
+ * Notes that `source` could not be read at tried_ms, and why: its prices are
+ * left alone, and so are the time and count of its last success.
+ */
+int isc_store_price_refresh_failed(struct isc_store *s, const char *source, int64_t tried_ms,
+                                   const char *error, struct isc_err *err);
+
+/* One row of price_refreshes: a price source's last attempt and last success. */
+struct isc_price_refresh_row {
+	char *source;
+	int64_t tried_at_ms, ok_at_ms; /* 0: never */
+	int64_t shapes;                /* priced by the last success */
+	char *error;                   /* of the last attempt; "" when it succeeded */
+};
+int isc_store_price_refresh_list(struct isc_store *s, struct isc_price_refresh_row **out, size_t *n,
+                                 struct isc_err *err);
+void isc_price_refresh_rows_free(struct isc_price_refresh_row *rows, size_t n);
 
 struct isc_shapes_summary {
 	char *provider;

@@ -29,7 +29,9 @@ async function rank() {
   document.getElementById('warnings').textContent = r.warnings.join(' ');
   let placeable = 0;
   for (const s of r.shapes) {
-    const age = s.price_stale ? ISC.age(s.price_age_s) + ' (stale)' : ISC.age(s.price_age_s);
+    // The price's age and where it came from (catalog, gcp-billing-catalog, aws-spot-history, ...).
+    const age = ISC.age(s.price_age_s) + (s.price_stale ? ' (stale)' : '') + ' ' +
+      (s.price_source || 'catalog');
     const ok = s.placeable !== false;
     if (ok) placeable++;
     const id = [ISC.el('code', { class: 'shape-id' }, s.id)];

@@ -1459,6 +1459,9 @@ static const char *const gcp_setting_keys[] = {
     "operation_timeout_s",
     "describe_max_pages",
     "allow_insecure_endpoint",
+    /* read by prices/lists.c: the Cloud Billing Catalog's base URL and API key file */
+    "billing_endpoint",
+    "billing_api_key_file",
     NULL,
 };
 
@@ -1471,9 +1474,9 @@ const struct isc_provider isc_provider_gcp = {
     .credential_keys = gcp_credential_keys,
     .credentials_valid = gcp_credentials_valid,
     /*
-     * No price API: Compute Engine has none (Spot prices are SKUs of the Cloud
-     * Billing Catalog, changed at most monthly), so GCP's are the catalog's
-     * list prices and prices/ counts them as such.
+     * No per-instance-type price call: Compute Engine has none. GCP's prices
+     * (on-demand and Spot) are SKUs of the Cloud Billing Catalog
+     * (gcp_billing.h), read on their own schedule by prices/lists.c.
      */
     .refresh_prices = NULL,
     .launch_gang = gcp_launch_gang,

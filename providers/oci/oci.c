@@ -1955,6 +1955,7 @@ static const char *const oci_setting_keys[] = {
     "profile",
     "config_file",
     "allow_insecure_endpoint",
+    "price_list_endpoint", /* read by prices/lists.c: the public price list */
     NULL,
 };
 

@@ -384,7 +384,7 @@ static void test_store_set_price(void **state)
 	assert_true(got.price_micros == 1200000);
 	assert_string_equal(got.zones, "US-ASHBURN-AD-2,US-ASHBURN-AD-1,US-ASHBURN-AD-3");
 	assert_string_equal(got.price_date, "2026-12-01");
-	assert_string_equal(got.price_source, "live");
+	assert_string_equal(got.price_source, "aws-spot-history");
 	assert_true(got.price_checked_ms == 1234);
 	isc_shape_cleanup(&got);
 	/* a re-import puts the catalog's price back, and says so */

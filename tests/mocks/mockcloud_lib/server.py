@@ -17,7 +17,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from . import ec2, gce, oci, sigv4
+from . import ec2, gce, oci, prices, sigv4
 from .cloud import Cloud, log, now_ms
 from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 
@@ -81,6 +81,11 @@ class Handler(BaseHTTPRequestHandler):
             except Exception as e:
                 log("control %s %s failed: %r" % (self.command, self.path, e))
                 self._json(500, {"error": "internal: %r" % (e,)})
+            return
+        if self.server.prices.handles(self.command, self.path, self.headers):
+            status, ctype, out = self.server.prices.handle(self.command, self.path, self.headers, body)
+            log("%s price-api %s -> %d" % (self.command, urlsplit(self.path).path, status))
+            self._send(status, out, ctype)
             return
         if oci.handles(self.path):
             self._oci(cloud, body)
@@ -390,6 +395,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._json(200, {"ok": True})
         if path.startswith("/_mock/gcp/"):
             return self._json(*self.server.gce.control(m, path, req))
+        if path.startswith("/_mock/prices/"):
+            return self._json(*self.server.prices.control(m, path, req))
         return self._json(404, {"error": "no such control endpoint: %s %s" % (m, path)})
 
     def _add_fault(self, cloud, req):
@@ -601,6 +608,7 @@ def main(argv, script_dir):
     srv.cloud = cloud
     port = srv.server_address[1]
     srv.gce = gce.Gce(cloud, cfg, port)
+    srv.prices = prices.PriceApis()
     stop = threading.Event()
 
     def on_signal(signum, frame):

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Live list prices against the mock's price APIs (issue 43; docs/shapes.md, "Live list
+# prices"): GCP's Cloud Billing Catalog (API key, pages, units/nanos), read by
+# `isc catalog refresh` and by iscd's own schedule; a price change on the mock moves
+# `isc shapes` within one refresh; an API that is down leaves the last prices with their
+# age shown and says so; a running cluster keeps the price it launched at.
+. "$(dirname "$0")/lib.sh"
+sandbox_dir prices-live
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PRICE_APIS=1 SANDBOX_PROVIDERS="aws gcp" \
+	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
+. "$dir/env"
+py() { /usr/bin/python3 "$@"; }
+# gcp_price PART USAGE PRICE: the mock's list price of one SKU part (every geography).
+gcp_price() { mock prices/gcp -X POST -d "{\"description\":\"$1\",\"usage\":\"$2\",\"price\":\"$3\"}" >/dev/null; }
+price_api() { mock prices/api -X POST -d "$1" >/dev/null; }
+# shape_row ID: "price_micros source age_s stale" of one shape, as isc shapes --json says it.
+shape_row() {
+	isc shapes --priority "$1" --json |
+		py -c 'import json,sys; s=json.load(sys.stdin)[0]; print(s["node_price_micros"], s["price_source"], s["price_age_s"], s["price_stale"])'
+}
+t4=gcp-us-central1-n1-standard-8+T4x1-ondemand
+t4spot=gcp-us-central1-n1-standard-8+T4x1-spot
+l4=gcp-us-central1-g2-standard-4-ondemand
+
+iscd_api "$ISC_HOME" "$dir/iscd-api.log" || exit 1
+# (iscd read the list once at start, as it does for a source never read: put the
+# catalog's prices back first)
+isc catalog import "$repo/shapes/gcp.csv" --format isc --provider gcp >/dev/null
+read -r price src _ _ <<<"$(shape_row $t4)"
+check "after an import the GCP price is the catalog's" test "$price $src" = "730000 catalog"
+
+# 1. isc catalog refresh reads the billing catalog and prices every GCP shape of the
+# configured regions from its SKUs.
+out=$(isc catalog refresh --provider gcp 2>&1)
+check "the refresh reads the billing catalog" grep -qE '^gcp-billing-catalog: [0-9]+ shape\(s\) priced' <<<"$out"
+read -r price src age stale <<<"$(shape_row $t4)"
+# 8 vCPUs x 0.031611 + 30 GiB x 0.004237 + 1 T4 x 0.35 (the mock's list)
+check "n1-standard-8+T4x1 = 8 cores + 30 GiB + 1 T4 (0.729998)" test "$price" = 729998
+check "its source is the billing catalog, fresh" test "$src $stale" = "gcp-billing-catalog False"
+check "its age is under a minute" test "$age" -lt 60
+read -r price src _ _ <<<"$(shape_row $t4spot)"
+# the Spot Preemptible SKUs: 8 x 0.006655 + 30 x 0.000892 + 0.14
+check "the Spot shape is priced from the Preemptible SKUs (0.22)" test "$price $src" = "220000 gcp-billing-catalog"
+read -r price _ _ _ <<<"$(shape_row $l4)"
+# 4 x 0.024988 + 16 x 0.002927 + 0.560631
+check "g2-standard-4 = 4 G2 cores + 16 GiB + 1 L4 (0.707415)" test "$price" = 707415
+check "isc shapes shows the source and age" bash -c "'$ISC_BIN/isc' shapes --priority '$t4' | grep -qE ' [0-9]+s gcp-billing-catalog'"
+check "a region not configured is not priced" test "$(isc shapes --priority gcp-asia-east1-a3-highgpu-1g-ondemand --json | py -c 'import json,sys; print(json.load(sys.stdin)[0]["price_source"])')" = catalog
+check "the key is not in iscd's log" bash -c "! grep -q mock-billing-api-key '$dir/iscd-api.log'"
+
+# 2. Pages: the mock cuts its answer into pages of 7 SKUs; every page is read.
+calls0=$(mock prices/calls | py -c 'import json,sys; print(json.load(sys.stdin).get("gcp-billing", 0))')
+price_api '{"api":"gcp-billing","page_cap":7}'
+gcp_price "Nvidia Tesla T4 GPU" OnDemand 0.45
+check "a refresh over pages of 7 SKUs" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp | grep -q '^gcp-billing-catalog: .* (1 moved)\|^gcp-billing-catalog: .*moved'"
+calls1=$(mock prices/calls | py -c 'import json,sys; print(json.load(sys.stdin).get("gcp-billing", 0))')
+check "it took many pages (nextPageToken followed)" test $((calls1 - calls0)) -gt 10
+read -r price _ _ _ <<<"$(shape_row $t4)"
+check "the T4 price change moved the shape (0.829998)" test "$price" = 829998
+
+# 3. The API is down: the refresh fails, the prices stay with their age, and isc shapes says so.
+price_api '{"api":"gcp-billing","down":true}'
+expect_exit 1 "a refresh of a down API exits 1" "$ISC_BIN/isc" catalog refresh --provider gcp
+check "it says the list was not read and the last prices are kept" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q 'gcp-billing-catalog: not read (the last prices are kept)'"
+read -r price src age _ <<<"$(shape_row $t4)"
+check "the last price stays, with its source" test "$price $src" = "829998 gcp-billing-catalog"
+check "isc shapes says the refresh failed and how old the prices are" bash -c "'$ISC_BIN/isc' shapes --priority '$t4' 2>&1 >/dev/null | grep -qE 'gcp-billing-catalog: the last refresh failed \(.*503.*\); its prices were read [0-9]+s ago'"
+# A key the API refuses: the same, with Google's message.
+printf 'wrong-key\n' >"$dir/gcp-billing.key"
+price_api '{"api":"gcp-billing","down":false}'
+check "a refused key: API key not valid, no price moved" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q 'API key not valid'"
+check "the wrong key is not in the message" bash -c "! '$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q wrong-key"
+printf 'mock-billing-api-key\n' >"$dir/gcp-billing.key"
+iscd_api_stop
+check "the API's iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd-api.log"
+
+# 4. iscd's schedule: price_refresh_gcp_ms (a top-level key, before the first table).
+sed -i '0,/^\[/s//price_refresh_gcp_ms = 1500\n[/' "$ISC_HOME/config.toml"
+start_iscd || exit 1
+gcp_price "Nvidia Tesla T4 GPU" OnDemand 0.55
+moved() { test "$(shape_row $t4 | cut -d' ' -f1)" = 929998; }
+check "a price change on the mock moves isc shapes within one refresh" within 10 moved
+
+# 5. A running cluster keeps the price it launched at (nodes, hold and charges use the
+# price recorded on the cluster at launch).
+gcp_price "Nvidia L4 GPU" OnDemand 0.60
+# 4 x 0.024988 + 16 x 0.002927 + 0.60
+l4moved() { test "$(shape_row $l4 | cut -d' ' -f1)" = 746784; }
+check "the L4 price moves (0.746784)" within 10 l4moved
+burst_isc snap demo "$l4" 'sleep 30'
+id=$(submit "$dir/snap.isc")
+running() { status_says "$id" 'running'; }
+check "a GCP burst runs" within 60 running
+node_prices() { store_sql -r "SELECT DISTINCT n.price_micros FROM nodes n JOIN clusters c ON c.id = n.cluster_id WHERE c.experiment_id = '$id'"; }
+# the first hold (a renewal later is made from the nodes' price too)
+hold() { store_sql -r "SELECT amount_micros FROM ledger WHERE experiment_id = '$id' AND kind = 'reserve' ORDER BY id LIMIT 1"; }
+other_prices() { store_sql -r "SELECT count(*) FROM ledger WHERE experiment_id = '$id' AND price_micros NOT IN (0, 746784)"; }
+check "its nodes carry the price at launch" test "$(node_prices)" = 746784
+hold0=$(hold)
+gcp_price "Nvidia L4 GPU" OnDemand 1.60
+l4moved2() { test "$(shape_row $l4 | cut -d' ' -f1)" = 1746784; }
+check "the list price moves again (1.746784)" within 10 l4moved2
+check "the running cluster's nodes keep their price" test "$(node_prices)" = 746784
+check "its hold is unchanged" test "$(hold)" = "$hold0"
+check "no ledger row of it has another price" test "$(other_prices)" = 0
+isc cancel "$id" >/dev/null
+stop_iscd
+check "iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd.log"
+finish prices-live

@@ -1,0 +1,242 @@
+"""The clouds' public price APIs, in their real shapes (docs/mock-cloud.md, "Price APIs").
+
+GCP: the Cloud Billing Catalog API, GET /v1/services/6F81-5844-456A/skus.
+  https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
+  - authenticated here with an API key, `key=` (or the X-goog-api-key header); a missing key
+    is 403 PERMISSION_DENIED, a wrong one 400 INVALID_ARGUMENT "API key not valid. Please pass a
+    valid API key." (Google's error envelope: {"error": {code, message, status}},
+    https://cloud.google.com/apis/design/errors);
+  - `pageSize` (default 5000; the reference gives no maximum, the mock caps a page at 5000 or at
+    the cap a test sets), `pageToken` -> `nextPageToken` (opaque; "" on the last page; a token
+    the server did not issue is 400 INVALID_ARGUMENT), `currencyCode` (USD only here);
+  - a Sku: name "services/6F81-5844-456A/skus/<skuId>", skuId, description, category
+    {serviceDisplayName "Compute Engine", resourceFamily, resourceGroup, usageType},
+    serviceRegions, pricingInfo[{effectiveTime, pricingExpression {usageUnit,
+    usageUnitDescription, baseUnit, baseUnitConversionFactor, displayQuantity, tieredRates
+    [{startUsageAmount, unitPrice: Money}]}, currencyConversionRate}], serviceProviderName,
+    geoTaxonomy. Money (google.type.Money): units an int64 as a JSON *string* (proto3 JSON),
+    nanos an int32, 0 <= nanos < 1e9 for a positive amount
+    (https://cloud.google.com/billing/docs/reference/rest/Shared.Types/Money).
+  - Which SKUs: a core and a RAM SKU per machine series ("N1 Predefined Instance Core running
+    in Americas", "A2 Instance Ram running in EMEA"), a GPU SKU per model ("Nvidia Tesla T4
+    GPU running in Americas"), the A4 per-GPU slice SKU ("A4 Nvidia B200 (1 gpu slice)"), each
+    for usageType OnDemand and Preemptible ("Spot Preemptible ..." descriptions), per
+    geography with the regions of shapes/gcp.csv; and SKUs a reader must skip: a committed-use
+    one (usageType Commit1Yr), N1 custom cores, a Storage one (resourceFamily "Storage").
+    Prices are illustrative list prices of the right order, not Google's table.
+"""
+
+import base64
+import csv
+import decimal
+import json
+import os
+import threading
+from urllib.parse import parse_qsl, urlsplit
+
+D = decimal.Decimal
+GCP_SERVICE = "6F81-5844-456A"
+GCP_PATH = "/v1/services/%s/skus" % GCP_SERVICE
+GCP_KEY = os.environ.get("MOCKCLOUD_GCP_BILLING_KEY", "mock-billing-api-key")
+REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+# Base (Americas) USD per unit: (description without geography, resourceGroup, unit, on-demand, spot).
+GCP_PARTS = [
+    ("N1 Predefined Instance Core", "N1Standard", "h", "0.031611", "0.006655"),
+    ("N1 Predefined Instance Ram", "N1Standard", "GiBy.h", "0.004237", "0.000892"),
+    ("A2 Instance Core", "CPU", "h", "0.031611", "0.006655"),
+    ("A2 Instance Ram", "RAM", "GiBy.h", "0.004237", "0.000892"),
+    ("A3 Instance Core", "CPU", "h", "0.029563", "0.008869"),
+    ("A3 Instance Ram", "RAM", "GiBy.h", "0.003963", "0.001189"),
+    ("A3 Mega Instance Core", "CPU", "h", "0.029563", "0.008869"),
+    ("A3 Mega Instance Ram", "RAM", "GiBy.h", "0.003963", "0.001189"),
+    ("A3 Ultra Instance Core", "CPU", "h", "0.031200", "0.009360"),
+    ("A3 Ultra Instance Ram", "RAM", "GiBy.h", "0.004180", "0.001254"),
+    ("G2 Instance Core", "CPU", "h", "0.024988", "0.009995"),
+    ("G2 Instance Ram", "RAM", "GiBy.h", "0.002927", "0.001171"),
+    ("Nvidia Tesla T4 GPU", "GPU", "h", "0.35", "0.14"),
+    ("Nvidia Tesla V100 GPU", "GPU", "h", "2.48", "0.992"),
+    ("Nvidia Tesla P100 GPU", "GPU", "h", "1.46", "0.584"),
+    ("Nvidia Tesla P4 GPU", "GPU", "h", "0.60", "0.24"),
+    ("Nvidia Tesla A100 GPU", "GPU", "h", "2.933908", "1.173563"),
+    ("Nvidia Tesla A100 80GB GPU", "GPU", "h", "3.92808", "1.571232"),
+    ("Nvidia H100 80GB GPU", "GPU", "h", "9.79655", "3.91862"),
+    ("Nvidia H100 80GB Mega GPU", "GPU", "h", "10.35", "4.14"),
+    ("Nvidia H200 141GB GPU", "GPU", "h", "10.86", "4.344"),
+    ("Nvidia L4 GPU", "GPU", "h", "0.560631", "0.224252"),
+    ("A4 Nvidia B200 (1 gpu slice)", "GPU", "h", "12.35", "4.94"),
+]
+# The geographies of the SKU descriptions, by region prefix, and their multiplier.
+GEOS = [("Americas", ("us-", "northamerica-", "southamerica-"), D("1")),
+        ("EMEA", ("europe-", "me-", "africa-"), D("1.1")),
+        ("APAC", ("asia-", "australia-"), D("1.2"))]
+UNIT_TEXT = {"h": "hour", "GiBy.h": "gibibyte hour"}
+
+
+def _money(price):
+    """google.type.Money of a non-negative decimal: units (string), nanos (int)."""
+    p = D(price).quantize(D("0.000000001"), rounding=decimal.ROUND_HALF_UP)
+    units = int(p)
+    return {"currencyCode": "USD", "units": str(units), "nanos": int((p - units) * 1000000000)}
+
+
+def _gcp_regions():
+    try:
+        with open(os.path.join(REPO, "shapes", "gcp.csv"), newline="") as f:
+            return sorted({r["region"] for r in csv.DictReader(f)})
+    except OSError:
+        return ["us-central1", "us-east1", "europe-west4", "asia-east1"]
+
+
+class PriceApis:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.down = {}          # api -> True: answers 503 (the API is unavailable)
+        self.garbled = {}       # api -> True: answers 200 with a body cut short
+        self.calls = {}         # api -> count
+        self.gcp_page_cap = 5000
+        self.gcp_prices = {}    # (description, usage) -> decimal string, overrides GCP_PARTS
+        self.regions = _gcp_regions()
+
+    # ---------------------------------------------------------------- routing
+    @staticmethod
+    def handles(method, path, headers):
+        p = urlsplit(path).path
+        return method == "GET" and p == GCP_PATH
+
+    def handle(self, method, path, headers, body):
+        """-> (status, content type, bytes)."""
+        split = urlsplit(path)
+        q = dict(parse_qsl(split.query, keep_blank_values=True))
+        with self.lock:
+            self.calls["gcp-billing"] = self.calls.get("gcp-billing", 0) + 1
+            return self._gcp(q, headers)
+
+    # ---------------------------------------------------------------- GCP
+    def _gcp_error(self, code, status, message):
+        return code, "application/json; charset=UTF-8", (json.dumps(
+            {"error": {"code": code, "message": message, "status": status}}) + "\n").encode()
+
+    def _gcp_skus(self):
+        skus, n = [], 0
+        for geo, prefixes, mult in GEOS:
+            regions = [r for r in self.regions if r.startswith(prefixes)]
+            if not regions:
+                continue
+            for desc, group, unit, od, spot in GCP_PARTS:
+                for usage, base in (("OnDemand", od), ("Preemptible", spot)):
+                    n += 1
+                    price = D(self.gcp_prices.get((desc, usage), base)) * mult
+                    full = ("Spot Preemptible " if usage == "Preemptible" else "") + \
+                        "%s running in %s" % (desc, geo)
+                    skus.append(self._sku(n, full, group, usage, unit, regions, price))
+            # What a reader must skip: a commitment, a custom core, another family.
+            n += 1
+            skus.append(self._sku(n, "Commitment v1: A2 Cpu in %s for 1 Year" % geo, "CPU",
+                                  "Commit1Yr", "h", regions, D("0.019915")))
+            n += 1
+            skus.append(self._sku(n, "Custom Instance Core running in %s" % geo, "N1Standard",
+                                  "OnDemand", "h", regions, D("0.033174")))
+            n += 1
+            sk = self._sku(n, "Storage PD Capacity in %s" % geo, "PDStandard", "OnDemand",
+                           "GiBy.mo", regions, D("0.04"))
+            sk["category"]["resourceFamily"] = "Storage"
+            skus.append(sk)
+        return skus
+
+    @staticmethod
+    def _sku(n, desc, group, usage, unit, regions, price):
+        sku_id = "%04X-%04X-%04X" % (0x1000 + n, 0xA000 + n, 0x5000 + n)
+        return {
+            "name": "services/%s/skus/%s" % (GCP_SERVICE, sku_id),
+            "skuId": sku_id,
+            "description": desc,
+            "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                         "resourceGroup": group, "usageType": usage},
+            "serviceRegions": list(regions),
+            "pricingInfo": [{
+                "summary": "",
+                "pricingExpression": {
+                    "usageUnit": unit,
+                    "displayQuantity": 1,
+                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": _money(price)}],
+                    "usageUnitDescription": UNIT_TEXT.get(unit, unit),
+                    "baseUnit": "s" if unit == "h" else unit,
+                    "baseUnitDescription": "second" if unit == "h" else unit,
+                    "baseUnitConversionFactor": 3600 if unit == "h" else 1,
+                },
+                "currencyConversionRate": 1,
+                "effectiveTime": "2026-11-01T00:00:00Z",
+            }],
+            "serviceProviderName": "Google",
+            "geoTaxonomy": {"type": "MULTI_REGIONAL", "regions": list(regions)},
+        }
+
+    def _gcp(self, q, headers):
+        key = q.get("key") or headers.get("X-goog-api-key")
+        if not key:
+            return self._gcp_error(403, "PERMISSION_DENIED",
+                                   "The request is missing a valid API key.")
+        if key != GCP_KEY:
+            return self._gcp_error(400, "INVALID_ARGUMENT",
+                                   "API key not valid. Please pass a valid API key.")
+        if self.down.get("gcp-billing"):
+            return self._gcp_error(503, "UNAVAILABLE", "The service is currently unavailable.")
+        if q.get("currencyCode", "USD") != "USD":
+            return self._gcp_error(400, "INVALID_ARGUMENT", "Unsupported currency code.")
+        try:
+            size = int(q.get("pageSize") or 5000)
+            if size < 0:
+                raise ValueError
+        except ValueError:
+            return self._gcp_error(400, "INVALID_ARGUMENT", "Invalid page size.")
+        size = min(size or 5000, 5000, self.gcp_page_cap)
+        start = 0
+        if q.get("pageToken"):
+            try:
+                start = int(base64.urlsafe_b64decode(q["pageToken"].encode()).decode()[len("o:"):])
+            except (ValueError, UnicodeDecodeError):
+                return self._gcp_error(400, "INVALID_ARGUMENT", "Invalid page token.")
+        skus = self._gcp_skus()
+        page = skus[start:start + size]
+        nxt = ""
+        if start + size < len(skus):
+            nxt = base64.urlsafe_b64encode(("o:%d" % (start + size)).encode()).decode()
+        out = (json.dumps({"skus": page, "nextPageToken": nxt}, indent=1) + "\n").encode()
+        if self.garbled.get("gcp-billing"):
+            out = out[: len(out) // 3]
+        return 200, "application/json; charset=UTF-8", out
+
+    # ---------------------------------------------------------------- control
+    def control(self, method, path, req):
+        """/_mock/prices/...: -> (status, object)."""
+        with self.lock:
+            if path == "/_mock/prices/api" and method == "POST":
+                api = req.get("api")
+                if api not in ("gcp-billing", "oci-price-list", "aws-pricing"):
+                    return 400, {"error": "api must be gcp-billing, oci-price-list or aws-pricing"}
+                if "down" in req:
+                    self.down[api] = bool(req["down"])
+                if "garbled" in req:
+                    self.garbled[api] = bool(req["garbled"])
+                if "page_cap" in req:
+                    if not isinstance(req["page_cap"], int) or req["page_cap"] < 1:
+                        return 400, {"error": "page_cap must be an integer >= 1"}
+                    if api == "gcp-billing":
+                        self.gcp_page_cap = req["page_cap"]
+                return 200, {"ok": True}
+            if path == "/_mock/prices/gcp" and method == "POST":
+                desc, usage, price = req.get("description"), req.get("usage", "OnDemand"), req.get("price")
+                if desc not in [p[0] for p in GCP_PARTS] or usage not in ("OnDemand", "Preemptible"):
+                    return 400, {"error": "need description (one of the mock's parts, without "
+                                          "'running in') and usage OnDemand|Preemptible"}
+                try:
+                    if D(str(price)) < 0:
+                        raise ValueError
+                except (ValueError, decimal.InvalidOperation):
+                    return 400, {"error": "price must be a non-negative decimal string"}
+                self.gcp_prices[(desc, usage)] = str(price)
+                return 200, {"ok": True}
+            if path == "/_mock/prices/calls" and method == "GET":
+                return 200, dict(self.calls)
+        return 404, {"error": "no such control endpoint: %s %s" % (method, path)}
