@@ -4,14 +4,16 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "prices/gcp_prices.h"
+#include "prices/oci_prices.h"
 #include "providers/gcp/gcp_billing.h"
+#include "providers/oci/oci_pricelist.h"
 #include "store/store_shapes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const isc_price_list_sources[] = {ISC_PRICE_SRC_GCP};
+const char *const isc_price_list_sources[] = {ISC_PRICE_SRC_GCP, ISC_PRICE_SRC_OCI};
 const size_t isc_price_list_n_sources =
     sizeof(isc_price_list_sources) / sizeof(isc_price_list_sources[0]);
 
@@ -42,14 +44,19 @@ long isc_price_source_every_ms(const struct isc_config *cfg, const char *source)
 
 int isc_price_source_enabled(const struct isc_config *cfg, const char *source)
 {
-	const char *provider = isc_price_source_provider(source), *key;
+	const char *provider = isc_price_source_provider(source), *v;
 	const struct isc_provider_config *pc;
 
-	if (!provider || !(pc = isc_config_provider(cfg, provider)))
+	if (!provider || !strcmp(source, ISC_PRICE_SRC_AWS_SPOT) ||
+	    !(pc = isc_config_provider(cfg, provider)))
+		return 0;
+	/* Opt-in: iscd calls a public price API only where the operator asked for it. */
+	v = isc_config_setting(pc, "live_prices");
+	if (!v || strcmp(v, "true") != 0)
 		return 0;
 	if (!strcmp(source, ISC_PRICE_SRC_GCP)) {
-		key = isc_config_setting(pc, "billing_api_key_file");
-		return (key && *key) ||
+		v = isc_config_setting(pc, "billing_api_key_file");
+		return (v && *v) ||
 		       (getenv("ISC_GCP_BILLING_API_KEY") && *getenv("ISC_GCP_BILLING_API_KEY"));
 	}
 	return 1;
@@ -172,6 +179,46 @@ static int gcp_price_shapes(const struct isc_provider_config *pc,
 	return 0;
 }
 
+/* Prices shapes[] from OCI's public price list (anonymous). */
+static int oci_price_shapes(const struct isc_provider_config *pc,
+                            const struct isc_http_transport *t, const struct isc_shape *shapes,
+                            size_t ns, struct isc_shape_price_update *u, size_t *nu,
+                            struct isc_price_list_result *res)
+{
+	struct isc_http_client http;
+	struct isc_oci_product *v = NULL;
+	struct isc_err e;
+	size_t n = 0;
+	int rc;
+
+	http_init(&http, t, pc);
+	isc_err_clear(&e);
+	rc = isc_oci_price_list_fetch(&http, isc_config_setting(pc, "price_list_endpoint"), &v, &n,
+	                              &e);
+	if (rc == ISC_ENOMEM)
+		return rc;
+	if (rc) {
+		res->failed = 1;
+		snprintf(res->error, sizeof(res->error), "%s", e.msg);
+		return 0;
+	}
+	*nu = 0;
+	for (size_t i = 0; i < ns; i++) {
+		char why[256], part[24];
+		int64_t micros;
+		if (isc_oci_shape_price(&shapes[i], v, n, &micros, part, why, sizeof(why))) {
+			if (!res->unpriced++)
+				snprintf(res->unpriced_example, sizeof(res->unpriced_example),
+				         "%.100s: %.150s", shapes[i].id, why);
+			continue;
+		}
+		u[*nu].shape_id = shapes[i].id;
+		u[(*nu)++].price_micros = micros;
+	}
+	free(v);
+	return 0;
+}
+
 int isc_prices_refresh_list(struct isc_store *s, const struct isc_config *cfg, const char *source,
                             const struct isc_http_transport *t, struct isc_price_list_result *res,
                             struct isc_err *err)
@@ -210,6 +257,8 @@ int isc_prices_refresh_list(struct isc_store *s, const struct isc_config *cfg, c
 	rc = 0;
 	if (!strcmp(source, ISC_PRICE_SRC_GCP))
 		rc = gcp_price_shapes(pc, t, mine, ns, u, &nu, res);
+	else if (!strcmp(source, ISC_PRICE_SRC_OCI))
+		rc = oci_price_shapes(pc, t, mine, ns, u, &nu, res);
 	if (rc) {
 		rc = isc_err_set(err, rc, "out of memory");
 	} else if (res->failed) {

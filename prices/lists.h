@@ -48,9 +48,10 @@ const char *isc_price_source_provider(const char *source);
 long isc_price_source_every_ms(const struct isc_config *cfg, const char *source);
 
 /*
- * Whether `source` is set up: its provider has a [providers.NAME] section, and
- * for GCP an API key is given (billing_api_key_file or ISC_GCP_BILLING_API_KEY;
- * without one the billing catalog is not read and GCP keeps the catalog's prices).
+ * Whether `source` is set up: its provider's [providers.NAME] section says
+ * live_prices = true (iscd calls a public price API only where asked to), and
+ * for GCP an API key is given (billing_api_key_file or ISC_GCP_BILLING_API_KEY).
+ * Otherwise the provider keeps the catalog's prices.
  */
 int isc_price_source_enabled(const struct isc_config *cfg, const char *source);
 

@@ -1461,6 +1461,7 @@ static const char *const gcp_setting_keys[] = {
     "allow_insecure_endpoint",
     /* read by prices/lists.c: the Cloud Billing Catalog's base URL and API key file */
     "billing_endpoint",
+    "live_prices", /* prices/lists.c: read this cloud's price list (opt-in) */
     "billing_api_key_file",
     NULL,
 };

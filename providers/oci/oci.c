@@ -1956,6 +1956,7 @@ static const char *const oci_setting_keys[] = {
     "config_file",
     "allow_insecure_endpoint",
     "price_list_endpoint", /* read by prices/lists.c: the public price list */
+    "live_prices",         /* prices/lists.c: read this cloud's price list (opt-in) */
     NULL,
 };
 

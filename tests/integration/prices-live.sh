@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Live list prices against the mock's price APIs (issue 43; docs/shapes.md, "Live list
-# prices"): GCP's Cloud Billing Catalog (API key, pages, units/nanos), read by
+# prices"): GCP's Cloud Billing Catalog (API key, pages, units/nanos) and OCI's public
+# price list (per GPU-hour, preemptible at half), read by
 # `isc catalog refresh` and by iscd's own schedule; a price change on the mock moves
 # `isc shapes` within one refresh; an API that is down leaves the last prices with their
 # age shown and says so; a running cluster keeps the price it launched at.
 . "$(dirname "$0")/lib.sh"
 sandbox_dir prices-live
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PRICE_APIS=1 SANDBOX_PROVIDERS="aws gcp" \
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PRICE_APIS=1 SANDBOX_PROVIDERS="aws gcp oci" \
 	"$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 py() { /usr/bin/python3 "$@"; }
@@ -71,17 +72,46 @@ price_api '{"api":"gcp-billing","down":false}'
 check "a refused key: API key not valid, no price moved" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q 'API key not valid'"
 check "the wrong key is not in the message" bash -c "! '$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q wrong-key"
 printf 'mock-billing-api-key\n' >"$dir/gcp-billing.key"
+
+# 4. OCI's public price list: per GPU-hour x GPUs; preemptible VMs at half.
+h100=oci-us-ashburn-1-BM.GPU.H100.8-ondemand
+v100s=oci-us-ashburn-1-VM.GPU3.1-spot
+oci_price() { mock prices/oci -X POST -d "{\"part_number\":\"$1\",\"price\":\"$2\"}" >/dev/null; }
+oci_price B98415 10.50
+out=$(isc catalog refresh --provider oci 2>&1)
+check "the refresh reads the OCI price list" grep -qE '^oci-price-list: [0-9]+ shape\(s\) priced' <<<"$out"
+read -r price src _ stale <<<"$(shape_row $h100)"
+check "BM.GPU.H100.8 = 8 GPUs x 10.50" test "$price $src $stale" = "84000000 oci-price-list False"
+read -r price src _ _ <<<"$(shape_row $v100s)"
+check "VM.GPU3.1 preemptible = half of 2.95" test "$price $src" = "1475000 oci-price-list"
+calls0=$(mock prices/calls | py -c 'import json,sys; print(json.load(sys.stdin).get("oci-price-list", 0))')
+price_api '{"api":"oci-price-list","page_cap":4}'
+oci_price B98415 11.25
+isc catalog refresh --provider oci >/dev/null 2>&1
+calls1=$(mock prices/calls | py -c 'import json,sys; print(json.load(sys.stdin).get("oci-price-list", 0))')
+check "a list in replies of 4 items is read whole (offset paging)" test $((calls1 - calls0)) -ge 4
+check "the H100 price change moved the shape (8 x 11.25)" test "$(shape_row $h100 | cut -d' ' -f1)" = 90000000
+price_api '{"api":"oci-price-list","down":true}'
+expect_exit 1 "a refresh of the down price list exits 1" "$ISC_BIN/isc" catalog refresh --provider oci
+read -r price src _ _ <<<"$(shape_row $h100)"
+check "the last OCI price stays, with its source" test "$price $src" = "90000000 oci-price-list"
+check "isc shapes says the OCI refresh failed and how old its prices are" bash -c "'$ISC_BIN/isc' shapes --priority '$h100' 2>&1 >/dev/null | grep -qE 'oci-price-list: the last refresh failed \(.*503.*\); its prices were read [0-9]+s ago'"
+price_api '{"api":"oci-price-list","down":false,"page_cap":1000}'
 iscd_api_stop
 check "the API's iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd-api.log"
 
-# 4. iscd's schedule: price_refresh_gcp_ms (a top-level key, before the first table).
-sed -i '0,/^\[/s//price_refresh_gcp_ms = 1500\n[/' "$ISC_HOME/config.toml"
+# 5. iscd's schedule: price_refresh_gcp_ms, price_refresh_oci_ms (top-level keys, before
+# the first table).
+sed -i '0,/^\[/s//price_refresh_gcp_ms = 1500\nprice_refresh_oci_ms = 1500\n[/' "$ISC_HOME/config.toml"
 start_iscd || exit 1
 gcp_price "Nvidia Tesla T4 GPU" OnDemand 0.55
+oci_price B98415 9.75
 moved() { test "$(shape_row $t4 | cut -d' ' -f1)" = 929998; }
-check "a price change on the mock moves isc shapes within one refresh" within 10 moved
+check "a GCP price change on the mock moves isc shapes within one refresh" within 10 moved
+oci_moved() { test "$(shape_row $h100 | cut -d' ' -f1)" = 78000000; }
+check "an OCI price change on the mock moves isc shapes within one refresh" within 10 oci_moved
 
-# 5. A running cluster keeps the price it launched at (nodes, hold and charges use the
+# 6. A running cluster keeps the price it launched at (nodes, hold and charges use the
 # price recorded on the cluster at launch).
 gcp_price "Nvidia L4 GPU" OnDemand 0.60
 # 4 x 0.024988 + 16 x 0.002927 + 0.60

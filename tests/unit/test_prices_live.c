@@ -5,6 +5,7 @@
  * age and failed refreshes. No network: the HTTP replies are scripted.
  */
 #include "prices/gcp_prices.h"
+#include "prices/oci_prices.h"
 #include "providers/gcp/gcp_billing.h"
 #include "store/store_shapes.h"
 #include "tests/unit/driver_script.h"
@@ -329,6 +330,131 @@ static void test_gcp_family_prices(void **state)
 		free(v[i].regions);
 }
 
+/* ---- OCI's price list ---- */
+
+#define OCI_ITEM(part, name, metric, cat, value)                                                   \
+	"{\"partNumber\":\"" part "\",\"displayName\":\"" name "\",\"metricName\":\"" metric       \
+	"\",\"serviceCategory\":\"" cat "\",\"currencyCodeLocalizations\":[{\"currencyCode\":"     \
+	"\"USD\",\"prices\":[{\"model\":\"PAY_AS_YOU_GO\",\"value\":" value "}]}]}"
+
+static void test_oci_list(void **state)
+{
+	struct isc_http_client http;
+	struct isc_oci_product *v = NULL;
+	size_t n = 0, cap = 0;
+	int more;
+	struct isc_err err;
+	(void)state;
+
+	/* Dollars as JSON numbers, exact to the micro-dollar; an item without a PAYG price
+	 * skipped; ORDS paging by offset. */
+	script_reset();
+	isc_http_client_init(&http, &scripted, &fake_clock);
+	reply(200, "{\"items\":[" OCI_ITEM(
+	               "B98415", "Compute - GPU - H100", "GPU Per Hour", "Compute - GPU",
+	               "10.0") ","
+	                       "{\"partNumber\":\"B0FREE\",\"displayName\":\"Free\","
+	                       "\"currencyCodeLocalizations\":[]}],\"hasMore\":true}");
+	reply(200, "{\"items\":[" OCI_ITEM("B9M011", "Compute - GPU Standard - X7 - P100",
+	                                   "GPU Per Hour", "Compute - GPU",
+	                                   "1.275") "],"
+	                                            "\"hasMore\":false}");
+	assert_int_equal(
+	    isc_oci_price_list_fetch(&http, "http://127.0.0.1:9/products/", &v, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_true(v[0].price_micros == 10000000);
+	assert_true(v[1].price_micros == 1275000);
+	assert_string_equal(S.url[0], "http://127.0.0.1:9/products/?currencyCode=USD");
+	assert_string_equal(S.url[1], "http://127.0.0.1:9/products/?currencyCode=USD&offset=2");
+	free(v);
+	v = NULL;
+
+	/* malformed replies, named */
+	n = 0;
+	assert_int_equal(isc_oci_price_list_parse("[]", 2, 1, "USD", &v, &n, &cap, &more, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "OCI price list reply 1: not a JSON object"));
+	assert_int_equal(isc_oci_price_list_parse("{}", 2, 2, "USD", &v, &n, &cap, &more, &err),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(err.msg, "reply 2: no \"items\" array"));
+	{
+		const char *bad =
+		    "{\"items\":[" OCI_ITEM("B9BAD", "Compute - GPU - A10", "GPU Per Hour",
+		                            "Compute - GPU", "\"2.00\"") "]}";
+		assert_int_equal(
+		    isc_oci_price_list_parse(bad, strlen(bad), 1, "USD", &v, &n, &cap, &more, &err),
+		    ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "part B9BAD: its PAY_AS_YOU_GO value is not a "
+		                                "non-negative number"));
+	}
+	free(v);
+	script_reset();
+}
+
+static struct isc_oci_product product(const char *part, const char *name, const char *metric,
+                                      const char *cat, int64_t micros)
+{
+	struct isc_oci_product p;
+	memset(&p, 0, sizeof(p));
+	snprintf(p.part_number, sizeof(p.part_number), "%s", part);
+	snprintf(p.display_name, sizeof(p.display_name), "%s", name);
+	snprintf(p.metric_name, sizeof(p.metric_name), "%s", metric);
+	snprintf(p.service_category, sizeof(p.service_category), "%s", cat);
+	p.price_micros = micros;
+	return p;
+}
+
+static void test_oci_shape_prices(void **state)
+{
+	struct isc_oci_product v[] = {
+	    product("B98415", "Compute - GPU - H100", "GPU Per Hour", "Compute - GPU", 10000000),
+	    /* a licence billed per GPU-hour on top: never the H100's price */
+	    product("B9M014", "OCI - NVIDIA AI Enterprise - H100", "GPU Per Hour",
+	            "Compute - GPU - Other", 12500000),
+	    product("B9M012", "Compute - GPU Standard - X7 - V100", "GPU Per Hour", "Compute - GPU",
+	            2950000),
+	    product("B9M013", "Compute - GPU - A100", "GPU Per Hour", "Compute - GPU", 3050000),
+	    /* A100-v2 must not be taken for A100 nor the reverse */
+	    product("B9M002", "Compute - GPU - A100-v2", "GPU Per Hour", "Compute - GPU", 4000000),
+	    product("B9M001", "Compute - GPU - A10", "Node Per Hour", "Compute - GPU", 2000000),
+	};
+	size_t n = sizeof(v) / sizeof(v[0]);
+	struct isc_shape sh;
+	int64_t p;
+	char part[24], why[256];
+	(void)state;
+
+	sh = shape("BM.GPU.H100.8", 0, "H100", 8, 224, 2048 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), 0);
+	assert_true(p == 80000000); /* 8 GPUs x 10.00 */
+	assert_string_equal(part, "B98415");
+	sh = shape("VM.GPU3.2", 1, "V100", 2, 12, 180 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), 0);
+	assert_true(p == 2950000); /* preemptible: half of 2 x 2.95 */
+	sh = shape("VM.GPU3.1", 1, "V100", 1, 6, 90 * 1024);
+	v[2].price_micros = 2950001; /* an odd micro-dollar: half rounds up */
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), 0);
+	assert_true(p == 1475001);
+	sh = shape("BM.GPU4.8", 0, "A100", 8, 128, 2048 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), 0);
+	assert_true(p == 24400000);
+	assert_string_equal(part, "B9M013");
+	sh = shape("BM.GPU.A100-v2.8", 0, "A100-80GB", 8, 256, 2048 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), 0);
+	assert_true(p == 32000000);
+	/* no preemptible bare metal */
+	sh = shape("BM.GPU.H100.8", 1, "H100", 8, 224, 2048 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), ISC_EINVALID);
+	/* a product in another metric is refused, not multiplied */
+	sh = shape("VM.GPU.A10.1", 0, "A10", 1, 15, 240 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), ISC_EINVALID);
+	assert_non_null(strstr(why, "per 'Node Per Hour', not per GPU hour"));
+	/* none in the list: not found */
+	sh = shape("BM.GPU.L40S.4", 0, "L40S", 4, 112, 1024 * 1024);
+	assert_int_equal(isc_oci_shape_price(&sh, v, n, &p, part, why, sizeof(why)), ISC_ENOTFOUND);
+	assert_non_null(strstr(why, "'... L40S'"));
+}
+
 /* ---- the store: a batch with its source; a failure keeps prices and their age ---- */
 
 static void test_store_batch_and_failure(void **state)
@@ -405,6 +531,8 @@ int main(void)
 	    cmocka_unit_test(test_billing_parse_malformed),
 	    cmocka_unit_test(test_billing_pages),
 	    cmocka_unit_test(test_gcp_family_prices),
+	    cmocka_unit_test(test_oci_list),
+	    cmocka_unit_test(test_oci_shape_prices),
 	    cmocka_unit_test(test_store_batch_and_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

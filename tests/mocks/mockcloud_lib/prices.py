@@ -24,6 +24,20 @@ GCP: the Cloud Billing Catalog API, GET /v1/services/6F81-5844-456A/skus.
     geography with the regions of shapes/gcp.csv; and SKUs a reader must skip: a committed-use
     one (usageType Commit1Yr), N1 custom cores, a Storage one (resourceFamily "Storage").
     Prices are illustrative list prices of the right order, not Google's table.
+
+OCI: the public price list, GET /pls/apex/cetools/api/v1/products/?currencyCode=USD
+  (anonymous; the URL Oracle's price list page reads).
+  - {"items": [{partNumber, displayName, metricName, serviceCategory,
+    currencyCodeLocalizations: [{currencyCode, prices: [{model "PAY_AS_YOU_GO", value}]}]}]};
+    value is a JSON number of dollars;
+  - GPU shapes are priced per GPU-hour (metricName "GPU Per Hour", serviceCategory
+    "Compute - GPU"), one global price; the list also has products a reader must skip: the
+    NVIDIA AI Enterprise licence billed per GPU-hour on top, an OCPU product;
+  - by default one reply holds every item (as public fetchers read it); with a page cap set
+    by a test it pages the ORDS way (limit/offset, "hasMore", "count"), which the API's own
+    documentation does not describe;
+  - part numbers: B98415 is H100's as seen in public data; the others are the mock's own
+    placeholders (B9M...).
 """
 
 import base64
@@ -71,6 +85,25 @@ GEOS = [("Americas", ("us-", "northamerica-", "southamerica-"), D("1")),
         ("EMEA", ("europe-", "me-", "africa-"), D("1.1")),
         ("APAC", ("asia-", "australia-"), D("1.2"))]
 UNIT_TEXT = {"h": "hour", "GiBy.h": "gibibyte hour"}
+OCI_PATH = "/pls/apex/cetools/api/v1/products/"
+# (partNumber, displayName, metricName, serviceCategory, USD per unit)
+OCI_PRODUCTS = [
+    ("B9M001", "Compute - GPU - A10", "GPU Per Hour", "Compute - GPU", "2.00"),
+    ("B9M002", "Compute - GPU - A100-v2", "GPU Per Hour", "Compute - GPU", "4.00"),
+    ("B9M003", "Compute - GPU - B200", "GPU Per Hour", "Compute - GPU", "14.00"),
+    ("B9M004", "Compute - GPU - B300", "GPU Per Hour", "Compute - GPU", "15.00"),
+    ("B98415", "Compute - GPU - H100", "GPU Per Hour", "Compute - GPU", "10.00"),
+    ("B9M006", "Compute - GPU - H200", "GPU Per Hour", "Compute - GPU", "10.00"),
+    ("B9M007", "Compute - GPU - L40S", "GPU Per Hour", "Compute - GPU", "3.50"),
+    ("B9M008", "Compute - GPU - MI300X", "GPU Per Hour", "Compute - GPU", "6.00"),
+    ("B9M009", "Compute - GPU - MI355X", "GPU Per Hour", "Compute - GPU", "8.60"),
+    ("B9M010", "Compute - GPU - RTXPRO", "GPU Per Hour", "Compute - GPU", "4.50"),
+    ("B9M011", "Compute - GPU Standard - X7 - P100", "GPU Per Hour", "Compute - GPU", "1.275"),
+    ("B9M012", "Compute - GPU Standard - X7 - V100", "GPU Per Hour", "Compute - GPU", "2.95"),
+    ("B9M013", "Compute - GPU - A100", "GPU Per Hour", "Compute - GPU", "3.05"),
+    ("B9M014", "OCI - NVIDIA AI Enterprise - H100", "GPU Per Hour", "Compute - GPU - Other", "2.50"),
+    ("B9M015", "Compute - Standard - E5 - OCPU", "OCPU Per Hour", "Compute - Virtual Machine", "0.03"),
+]
 
 
 def _money(price):
@@ -96,21 +129,26 @@ class PriceApis:
         self.calls = {}         # api -> count
         self.gcp_page_cap = 5000
         self.gcp_prices = {}    # (description, usage) -> decimal string, overrides GCP_PARTS
+        self.oci_page_cap = 0   # 0: one reply with every item
+        self.oci_prices = {}    # partNumber -> decimal string, overrides OCI_PRODUCTS
         self.regions = _gcp_regions()
 
     # ---------------------------------------------------------------- routing
     @staticmethod
     def handles(method, path, headers):
         p = urlsplit(path).path
-        return method == "GET" and p == GCP_PATH
+        return method == "GET" and p in (GCP_PATH, OCI_PATH)
 
     def handle(self, method, path, headers, body):
         """-> (status, content type, bytes)."""
         split = urlsplit(path)
         q = dict(parse_qsl(split.query, keep_blank_values=True))
         with self.lock:
-            self.calls["gcp-billing"] = self.calls.get("gcp-billing", 0) + 1
-            return self._gcp(q, headers)
+            api = "gcp-billing" if split.path == GCP_PATH else "oci-price-list"
+            self.calls[api] = self.calls.get(api, 0) + 1
+            if api == "gcp-billing":
+                return self._gcp(q, headers)
+            return self._oci(q)
 
     # ---------------------------------------------------------------- GCP
     def _gcp_error(self, code, status, message):
@@ -207,6 +245,34 @@ class PriceApis:
             out = out[: len(out) // 3]
         return 200, "application/json; charset=UTF-8", out
 
+    # ---------------------------------------------------------------- OCI
+    def _oci(self, q):
+        if self.down.get("oci-price-list"):
+            return 503, "text/html", b"<html><body>Service Unavailable</body></html>\n"
+        cur = q.get("currencyCode", "USD")
+        items = []
+        for part, name, metric, cat, price in OCI_PRODUCTS:
+            if q.get("partNumber") and q["partNumber"] != part:
+                continue
+            value = float(D(self.oci_prices.get(part, price)))
+            items.append({"partNumber": part, "displayName": name, "metricName": metric,
+                          "serviceCategory": cat,
+                          "currencyCodeLocalizations": [{"currencyCode": cur, "prices": [
+                              {"model": "PAY_AS_YOU_GO", "value": value}]}]})
+        body = {"items": items}
+        if self.oci_page_cap:
+            try:
+                off = int(q.get("offset") or 0)
+            except ValueError:
+                return 400, "application/json", b'{"code":"BadRequest","message":"offset"}\n'
+            page = items[off:off + self.oci_page_cap]
+            body = {"items": page, "hasMore": off + len(page) < len(items),
+                    "limit": self.oci_page_cap, "offset": off, "count": len(page)}
+        out = (json.dumps(body, indent=1) + "\n").encode()
+        if self.garbled.get("oci-price-list"):
+            out = out[: len(out) // 3]
+        return 200, "application/json", out
+
     # ---------------------------------------------------------------- control
     def control(self, method, path, req):
         """/_mock/prices/...: -> (status, object)."""
@@ -224,6 +290,8 @@ class PriceApis:
                         return 400, {"error": "page_cap must be an integer >= 1"}
                     if api == "gcp-billing":
                         self.gcp_page_cap = req["page_cap"]
+                    elif api == "oci-price-list":
+                        self.oci_page_cap = req["page_cap"]
                 return 200, {"ok": True}
             if path == "/_mock/prices/gcp" and method == "POST":
                 desc, usage, price = req.get("description"), req.get("usage", "OnDemand"), req.get("price")
@@ -236,6 +304,17 @@ class PriceApis:
                 except (ValueError, decimal.InvalidOperation):
                     return 400, {"error": "price must be a non-negative decimal string"}
                 self.gcp_prices[(desc, usage)] = str(price)
+                return 200, {"ok": True}
+            if path == "/_mock/prices/oci" and method == "POST":
+                part, price = req.get("part_number"), req.get("price")
+                if part not in [p[0] for p in OCI_PRODUCTS]:
+                    return 400, {"error": "need part_number (one of the mock's products)"}
+                try:
+                    if D(str(price)) < 0:
+                        raise ValueError
+                except (ValueError, decimal.InvalidOperation):
+                    return 400, {"error": "price must be a non-negative decimal string"}
+                self.oci_prices[part] = str(price)
                 return 200, {"ok": True}
             if path == "/_mock/prices/calls" and method == "GET":
                 return 200, dict(self.calls)
