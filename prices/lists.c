@@ -7,13 +7,15 @@
 #include "prices/oci_prices.h"
 #include "providers/gcp/gcp_billing.h"
 #include "providers/oci/oci_pricelist.h"
+#include "providers/provider_config.h"
 #include "store/store_shapes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const isc_price_list_sources[] = {ISC_PRICE_SRC_GCP, ISC_PRICE_SRC_OCI};
+const char *const isc_price_list_sources[] = {ISC_PRICE_SRC_GCP, ISC_PRICE_SRC_OCI,
+                                              ISC_PRICE_SRC_AWS_ONDEMAND};
 const size_t isc_price_list_n_sources =
     sizeof(isc_price_list_sources) / sizeof(isc_price_list_sources[0]);
 
@@ -219,6 +221,79 @@ static int oci_price_shapes(const struct isc_provider_config *pc,
 	return 0;
 }
 
+/*
+ * AWS on-demand: per configured region, GetProducts for the instance types of
+ * its on-demand shapes, through the driver (ondemand_prices, with iscd's own
+ * credentials). A region that fails fails the source: nothing is written.
+ */
+static int aws_price_shapes(const struct isc_config *cfg, const struct isc_provider_config *pc,
+                            const struct isc_shape *shapes, size_t ns,
+                            struct isc_shape_price_update *u, size_t *nu,
+                            struct isc_price_list_result *res)
+{
+	const char **types = ns ? malloc(ns * sizeof(*types)) : NULL;
+	int rc = 0;
+
+	*nu = 0;
+	if (ns && !types)
+		return ISC_ENOMEM;
+	for (size_t r = 0; r < pc->n_regions && !rc && !res->failed; r++) {
+		struct isc_provider_session *sess = NULL;
+		struct isc_price_point *pts = NULL;
+		struct isc_err e;
+		size_t nt = 0, npts = 0;
+
+		for (size_t i = 0; i < ns; i++) {
+			size_t k;
+			if (shapes[i].spot || strcmp(shapes[i].region, pc->regions[r]) != 0)
+				continue;
+			for (k = 0; k < nt && strcmp(types[k], shapes[i].instance_type); k++)
+				;
+			if (k == nt)
+				types[nt++] = shapes[i].instance_type;
+		}
+		if (nt == 0)
+			continue;
+		isc_err_clear(&e);
+		rc = isc_provider_session_open(cfg, "aws", pc->regions[r], &sess, &e);
+		if (!rc && !sess->provider->ondemand_prices)
+			rc = isc_err_set(&e, ISC_EINVALID, "the aws driver has no ondemand_prices");
+		if (!rc)
+			rc = sess->provider->ondemand_prices(sess, types, nt, &pts, &npts, &e);
+		if (sess)
+			sess->provider->session_free(sess);
+		if (rc == ISC_ENOMEM)
+			break;
+		if (rc) {
+			res->failed = 1;
+			snprintf(res->error, sizeof(res->error), "%.64s: %.400s", pc->regions[r],
+			         e.msg);
+			rc = 0;
+			break;
+		}
+		for (size_t i = 0; i < ns; i++) {
+			size_t k;
+			if (shapes[i].spot || strcmp(shapes[i].region, pc->regions[r]) != 0)
+				continue;
+			for (k = 0;
+			     k < npts && strcmp(pts[k].instance_type, shapes[i].instance_type); k++)
+				;
+			if (k == npts) {
+				if (!res->unpriced++)
+					snprintf(res->unpriced_example,
+					         sizeof(res->unpriced_example),
+					         "%.100s: not in the price list", shapes[i].id);
+				continue;
+			}
+			u[*nu].shape_id = shapes[i].id;
+			u[(*nu)++].price_micros = pts[k].price_micros_per_hour;
+		}
+		isc_price_points_free(pts, npts);
+	}
+	free(types);
+	return rc;
+}
+
 int isc_prices_refresh_list(struct isc_store *s, const struct isc_config *cfg, const char *source,
                             const struct isc_http_transport *t, struct isc_price_list_result *res,
                             struct isc_err *err)
@@ -259,6 +334,8 @@ int isc_prices_refresh_list(struct isc_store *s, const struct isc_config *cfg, c
 		rc = gcp_price_shapes(pc, t, mine, ns, u, &nu, res);
 	else if (!strcmp(source, ISC_PRICE_SRC_OCI))
 		rc = oci_price_shapes(pc, t, mine, ns, u, &nu, res);
+	else if (!strcmp(source, ISC_PRICE_SRC_AWS_ONDEMAND))
+		rc = aws_price_shapes(cfg, pc, mine, ns, u, &nu, res);
 	if (rc) {
 		rc = isc_err_set(err, rc, "out of memory");
 	} else if (res->failed) {

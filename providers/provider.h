@@ -279,6 +279,17 @@ struct isc_provider {
 	                      struct isc_err *err);
 
 	/*
+	 * The on-demand list price of each of `instance_types` in the session's
+	 * region: one point per type the cloud prices (zone ""; at_ms when read).
+	 * A type the price list does not know is left out. *out is owned by the
+	 * caller. NULL for a cloud whose list prices come another way (prices/lists.h
+	 * reads GCP's and OCI's price lists whole).
+	 */
+	int (*ondemand_prices)(struct isc_provider_session *s, const char *const *instance_types,
+	                       size_t n, struct isc_price_point **out, size_t *n_out,
+	                       struct isc_err *err);
+
+	/*
 	 * Launches spec->count nodes in the first zone of spec->zones that has
 	 * capacity, all or nothing, tagged with spec->tags, reachable with
 	 * spec->ssh_public_key. Repeating the call with the same spec and token

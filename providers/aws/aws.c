@@ -13,6 +13,7 @@
 #include "providers/aws/aws_creds.h"
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
+#include "providers/aws/pricing.h"
 #include "providers/aws/sigv4.h"
 #include "providers/provider.h"
 
@@ -20,6 +21,7 @@
 #include <openssl/evp.h>
 
 #include <ctype.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +34,17 @@
 /* A placeholder that is well-formed (ami- + 8 hex) but names no real image: set image_id. */
 #define DEFAULT_IMAGE "ami-00000000"
 
-enum aws_service { SVC_EC2, SVC_STS };
+/* SVC_PRICING: the Price List Query API (JSON 1.1), in us-east-1 whatever the session's region. */
+enum aws_service { SVC_EC2, SVC_STS, SVC_PRICING };
+#define N_SVC          3
+#define PRICING_URL    "https://api.pricing.us-east-1.amazonaws.com"
+#define PRICING_REGION "us-east-1"
 
 struct aws_session {
 	char region[64];
 	struct isc_aws_creds creds;
-	char *url[2];  /* per enum aws_service, no trailing slash */
-	char *host[2]; /* authority of url[], for the signed Host header */
+	char *url[N_SVC];  /* per enum aws_service, no trailing slash */
+	char *host[N_SVC]; /* authority of url[], for the signed Host header */
 	char *image_id;
 	char *subnet_id;
 	char subnet_zone[64]; /* subnet_id's zone and range once DescribeSubnets said ("": not */
@@ -169,7 +175,7 @@ static void aws_session_free(struct isc_provider_session *ps)
 	s = ps->impl;
 	if (s) {
 		isc_aws_creds_cleanup(&s->creds);
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < N_SVC; i++) {
 			free(s->url[i]);
 			free(s->host[i]);
 		}
@@ -228,6 +234,13 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 		goto fail;
 	s->url[SVC_EC2] = isc_aws_endpoint_resolve(settings, "ec2", s->region);
 	s->url[SVC_STS] = isc_aws_endpoint_resolve(settings, "sts", s->region);
+	/* endpoint_pricing, AWS_ENDPOINT_URL_PRICING, AWS_ENDPOINT_URL, endpoint; else AWS's. */
+	s->url[SVC_PRICING] = isc_aws_endpoint_resolve(settings, "pricing", PRICING_REGION);
+	if (s->url[SVC_PRICING] &&
+	    !strcmp(s->url[SVC_PRICING], "https://pricing." PRICING_REGION ".amazonaws.com")) {
+		free(s->url[SVC_PRICING]);
+		s->url[SVC_PRICING] = strdup(PRICING_URL);
+	}
 	s->image_id = isc_provider_setting_dup(settings, "image_id", DEFAULT_IMAGE);
 	s->product_description =
 	    isc_provider_setting_dup(settings, "product_description", "Linux/UNIX");
@@ -300,16 +313,19 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	}
 	pub = isc_provider_setting(settings, "associate_public_ip");
 	s->public_ip_iface = pub && (strcmp(pub, "true") == 0 || strcmp(pub, "1") == 0);
-	if (!s->url[0] || !s->url[1] || !s->image_id || !s->product_description) {
+	if (!s->url[0] || !s->url[1] || !s->url[2] || !s->image_id || !s->product_description) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto fail;
 	}
 	insecure = isc_provider_setting(settings, "allow_insecure_endpoint");
 	allow_insecure = insecure && strcmp(insecure, "true") == 0;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < N_SVC; i++) {
 		/* The session token and signed requests never go out in clear text by accident. */
 		if ((rc = isc_http_endpoint_check(s->url[i], allow_insecure, err))) {
-			isc_err_wrap(err, "AWS %s", i == SVC_EC2 ? "EC2" : "STS");
+			isc_err_wrap(err, "AWS %s",
+			             i == SVC_EC2   ? "EC2"
+			             : i == SVC_STS ? "STS"
+			                            : "Price List");
 			goto fail;
 		}
 		if (!(s->host[i] = authority(s->url[i]))) {
@@ -350,6 +366,136 @@ static int aws_check_credentials(struct isc_provider_session *ps, struct isc_ide
 	isc_buf_cleanup(&form);
 	isc_http_response_cleanup(&resp);
 	return rc;
+}
+
+/* ---- ondemand_prices: the Price List Query API ---- */
+
+static int pages_done(const struct aws_session *s, const char *action, int rc, const char *next,
+                      struct isc_err *err);
+
+/* Its errors are JSON: {"__type": "...#InvalidParameterException", "Message": "..."}. */
+static int pricing_classify(void *vctx, const struct isc_http_response *resp, struct isc_err *err)
+{
+	struct call_ctx *cc = vctx;
+	json_t *root;
+	const char *type, *msg, *hash;
+	int code;
+
+	if (resp->status >= 200 && resp->status < 300)
+		return 0;
+	code = isc_http_classify_status(NULL, resp, err);
+	if (resp->status == 400)
+		code = ISC_EINVALID;
+	root = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
+	type = json_string_value(json_object_get(root, "__type"));
+	msg = json_string_value(json_object_get(root, "Message"));
+	if (!msg)
+		msg = json_string_value(json_object_get(root, "message"));
+	hash = type ? strrchr(type, '#') : NULL;
+	type = hash ? hash + 1 : type;
+	if (type && (strstr(type, "Signature") || strstr(type, "AccessDenied") ||
+	             strstr(type, "UnrecognizedClient") || strstr(type, "InvalidClientTokenId")))
+		code = ISC_EAUTH;
+	if (type && strstr(type, "Throttling"))
+		code = ISC_ETHROTTLED;
+	isc_err_set(err, code, "%s: %.100s: %.300s (HTTP %ld)", cc->action, type ? type : "error",
+	            msg ? msg : "(no message)", resp->status);
+	json_decref(root);
+	return code;
+}
+
+/* One signed JSON 1.1 call to the Price List Query API (service "pricing", us-east-1). */
+static int pricing_call(struct aws_session *s, const struct isc_buf *body, struct call_ctx *cc,
+                        struct isc_http_response *resp, struct isc_err *err)
+{
+	struct isc_http_header base[3] = {
+	    {"Host", s->host[SVC_PRICING]},
+	    {"Content-Type", "application/x-amz-json-1.1"},
+	    {"X-Amz-Target", ISC_AWS_PRICING_TARGET},
+	};
+	struct isc_http_header hdrs[3 + 4];
+	struct isc_sigv4_key key = {s->creds.access_key_id, s->creds.secret_access_key,
+	                            s->creds.session_token};
+	struct isc_sigv4_params p = {
+	    .region = PRICING_REGION,
+	    .service = "pricing",
+	    .time_ms = s->clock->now_ms(s->clock->ctx),
+	    .normalize_path = 1,
+	};
+	struct isc_sigv4_request sreq = {"POST", "/", base, 3, body->data, body->len};
+	struct isc_sigv4_signed sig;
+	struct isc_http_request req;
+	char url[1024];
+	int rc;
+
+	memset(cc, 0, sizeof(*cc));
+	cc->action = "GetProducts";
+	cc->s = s;
+	if (snprintf(url, sizeof(url), "%s/", s->url[SVC_PRICING]) >= (int)sizeof(url))
+		return isc_err_set(err, ISC_EINVALID, "AWS Price List endpoint URL too long");
+	if ((rc = isc_sigv4_sign(&key, &p, &sreq, &sig, err))) {
+		isc_sigv4_signed_cleanup(&sig);
+		return rc;
+	}
+	memcpy(hdrs, base, sizeof(base));
+	for (size_t i = 0; i < sig.n_add; i++)
+		hdrs[3 + i] = sig.add[i];
+	req = (struct isc_http_request){"POST", url, hdrs, 3 + sig.n_add, body->data, body->len};
+	rc = isc_http_do(&s->http, &req, pricing_classify, cc, resp, err);
+	isc_sigv4_signed_cleanup(&sig);
+	return rc;
+}
+
+/* One GetProducts (and its pages) per instance type: the filters name one type each. */
+static int aws_ondemand_prices(struct isc_provider_session *ps, const char *const *types, size_t n,
+                               struct isc_price_point **out, size_t *n_out, struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_price_point *pts = NULL;
+	struct isc_buf body;
+	size_t npts = 0, cap = 0;
+	int64_t now = s->clock->now_ms(s->clock->ctx);
+	int rc = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	isc_buf_init(&body, 0);
+	for (size_t i = 0; i < n && !rc; i++) {
+		char *next = NULL;
+		int pages = 0;
+		do {
+			struct isc_http_response resp;
+			struct call_ctx cc;
+			char *tok = next;
+			next = NULL;
+			if (isc_aws_pricing_request(&body, types[i], s->region, tok) ||
+			    isc_buf_putc(&body, '\0')) {
+				free(tok);
+				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+				break;
+			}
+			free(tok);
+			body.len--; /* the NUL is not sent */
+			isc_http_response_init(&resp);
+			rc = pricing_call(s, &body, &cc, &resp, err);
+			if (!rc)
+				rc = isc_aws_pricing_parse(resp.body.data, resp.body.len, pages + 1,
+				                           &pts, &npts, &cap, &next, err);
+			isc_http_response_cleanup(&resp);
+		} while (!rc && next && ++pages < s->max_pages);
+		rc = pages_done(s, "GetProducts", rc, next, err);
+		free(next);
+	}
+	isc_buf_cleanup(&body);
+	if (rc) {
+		free(pts);
+		return rc;
+	}
+	for (size_t i = 0; i < npts; i++)
+		pts[i].at_ms = now;
+	*out = pts;
+	*n_out = npts;
+	return 0;
 }
 
 /* ---- refresh_prices ---- */
@@ -1700,6 +1846,8 @@ static const char *const aws_setting_keys[] = {
     "endpoint",
     "endpoint_ec2",
     "endpoint_sts",
+    "endpoint_pricing", /* the Price List Query API (ondemand_prices) */
+    "live_prices",      /* prices/lists.c: read on-demand prices from it (opt-in) */
     "image_id",
     "subnet_id",
     "security_group_id",
@@ -1733,6 +1881,7 @@ const struct isc_provider isc_provider_aws = {
     .credential_keys = isc_aws_credential_keys,
     .credentials_valid = isc_aws_credentials_valid,
     .refresh_prices = aws_refresh_prices,
+    .ondemand_prices = aws_ondemand_prices,
     .launch_gang = aws_launch_gang,
     .describe = aws_describe,
     .terminate = aws_terminate,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Live list prices against the mock's price APIs (issue 43; docs/shapes.md, "Live list
-# prices"): GCP's Cloud Billing Catalog (API key, pages, units/nanos) and OCI's public
-# price list (per GPU-hour, preemptible at half), read by
+# prices"): GCP's Cloud Billing Catalog (API key, pages, units/nanos), OCI's public
+# price list (per GPU-hour, preemptible at half) and AWS's Price List GetProducts
+# (on-demand; checked with botocore's own pricing client too), read by
 # `isc catalog refresh` and by iscd's own schedule; a price change on the mock moves
 # `isc shapes` within one refresh; an API that is down leaves the last prices with their
 # age shown and says so; a running cluster keeps the price it launched at.
@@ -97,10 +98,54 @@ read -r price src _ _ <<<"$(shape_row $h100)"
 check "the last OCI price stays, with its source" test "$price $src" = "90000000 oci-price-list"
 check "isc shapes says the OCI refresh failed and how old its prices are" bash -c "'$ISC_BIN/isc' shapes --priority '$h100' 2>&1 >/dev/null | grep -qE 'oci-price-list: the last refresh failed \(.*503.*\); its prices were read [0-9]+s ago'"
 price_api '{"api":"oci-price-list","down":false,"page_cap":1000}'
+
+# 5. AWS on-demand: GetProducts per instance type and region (SigV4 "pricing").
+g5=aws-us-east-1-g5.xlarge-ondemand
+g5spot=aws-us-east-1-g5.xlarge-spot
+aws_price() { mock prices/aws -X POST -d "{\"instance_type\":\"$1\",\"region\":\"$2\",\"price\":\"$3\"}" >/dev/null; }
+aws_price g5.xlarge us-east-1 1.1
+out=$(isc catalog refresh --provider aws 2>&1)
+check "the refresh reads the AWS price list" grep -qE '^aws-price-list: [0-9]+ shape\(s\) priced' <<<"$out"
+read -r price src _ stale <<<"$(shape_row $g5)"
+check "g5.xlarge on-demand = the price list's 1.1" test "$price $src $stale" = "1100000 aws-price-list False"
+check "its spot shape is not the price list's" test "$(shape_row $g5spot | cut -d' ' -f2)" != aws-price-list
+price_api '{"api":"aws-pricing","page_cap":1}'
+aws_price g5.xlarge us-east-1 1.2
+isc catalog refresh --provider aws >/dev/null 2>&1
+check "a price change moves it (NextToken pages of one product)" test "$(shape_row $g5 | cut -d' ' -f1)" = 1200000
+price_api '{"api":"aws-pricing","page_cap":100,"down":true}'
+expect_exit 1 "a refresh of the down price list exits 1" "$ISC_BIN/isc" catalog refresh --provider aws
+check "the last AWS price stays, with its source" test "$(shape_row $g5 | cut -d' ' -f1,2)" = "1200000 aws-price-list"
+price_api '{"api":"aws-pricing","down":false}'
+# botocore's own pricing client against the mock: the same API, paged with NextToken.
+check "botocore's pricing client reads the mock (get_products, NextToken)" py - <<'PY'
+import json, os, botocore.session
+c = botocore.session.get_session().create_client(
+    "pricing", region_name="us-east-1", endpoint_url=os.environ["MOCKCLOUD_URL"],
+    aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+    aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"])
+f = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in (
+    ("instanceType", "g5.xlarge"), ("regionCode", "us-east-1"), ("operatingSystem", "Linux"),
+    ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+r = c.get_products(ServiceCode="AmazonEC2", Filters=f, FormatVersion="aws_v1", MaxResults=1)
+p = json.loads(r["PriceList"][0])
+usd = [d["pricePerUnit"]["USD"] for t in p["terms"]["OnDemand"].values() for d in t["priceDimensions"].values()]
+assert p["product"]["attributes"]["instanceType"] == "g5.xlarge" and usd == ["1.2000000000"], (p, usd)
+# without the OS filter: three variants, one a page
+n, tok = 0, None
+while True:
+    kw = {"NextToken": tok} if tok else {}
+    r = c.get_products(ServiceCode="AmazonEC2", Filters=f[:2], FormatVersion="aws_v1", MaxResults=1, **kw)
+    n += len(r["PriceList"])
+    tok = r.get("NextToken")
+    if not tok:
+        break
+assert n == 3, n
+PY
 iscd_api_stop
 check "the API's iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd-api.log"
 
-# 5. iscd's schedule: price_refresh_gcp_ms, price_refresh_oci_ms (top-level keys, before
+# 6. iscd's schedule: price_refresh_gcp_ms, price_refresh_oci_ms (top-level keys, before
 # the first table).
 sed -i '0,/^\[/s//price_refresh_gcp_ms = 1500\nprice_refresh_oci_ms = 1500\n[/' "$ISC_HOME/config.toml"
 start_iscd || exit 1
@@ -111,7 +156,7 @@ check "a GCP price change on the mock moves isc shapes within one refresh" withi
 oci_moved() { test "$(shape_row $h100 | cut -d' ' -f1)" = 78000000; }
 check "an OCI price change on the mock moves isc shapes within one refresh" within 10 oci_moved
 
-# 6. A running cluster keeps the price it launched at (nodes, hold and charges use the
+# 7. A running cluster keeps the price it launched at (nodes, hold and charges use the
 # price recorded on the cluster at launch).
 gcp_price "Nvidia L4 GPU" OnDemand 0.60
 # 4 x 0.024988 + 16 x 0.002927 + 0.60

@@ -6,6 +6,7 @@
  */
 #include "prices/gcp_prices.h"
 #include "prices/oci_prices.h"
+#include "providers/aws/pricing.h"
 #include "providers/gcp/gcp_billing.h"
 #include "store/store_shapes.h"
 #include "tests/unit/driver_script.h"
@@ -455,6 +456,96 @@ static void test_oci_shape_prices(void **state)
 	assert_non_null(strstr(why, "'... L40S'"));
 }
 
+/* ---- AWS Price List GetProducts ---- */
+
+static void test_aws_get_products(void **state)
+{
+	struct isc_price_point *v = NULL;
+	size_t n = 0, cap = 0;
+	char *next = NULL;
+	struct isc_err err;
+	struct isc_buf b;
+	int64_t m;
+	/* two products of p5.48xlarge (the dearer wins), one of g5.xlarge, each a JSON string */
+	const char *reply =
+	    "{\"FormatVersion\":\"aws_v1\",\"PriceList\":["
+	    "\"{\\\"product\\\":{\\\"sku\\\":\\\"S1\\\",\\\"attributes\\\":{"
+	    "\\\"instanceType\\\":\\\"p5.48xlarge\\\"}},\\\"terms\\\":{\\\"OnDemand"
+	    "\\\":{\\\"S1.T\\\":{\\\"priceDimensions\\\":{\\\"S1.T.R\\\":{\\\"unit"
+	    "\\\":\\\"Hrs\\\",\\\"pricePerUnit\\\":{\\\"USD\\\":\\\"98.3200000000"
+	    "\\\"}}}}}}}\","
+	    "\"{\\\"product\\\":{\\\"sku\\\":\\\"S2\\\",\\\"attributes\\\":{"
+	    "\\\"instanceType\\\":\\\"p5.48xlarge\\\"}},\\\"terms\\\":{\\\"OnDemand"
+	    "\\\":{\\\"S2.T\\\":{\\\"priceDimensions\\\":{\\\"S2.T.R\\\":{\\\"unit"
+	    "\\\":\\\"Hrs\\\",\\\"pricePerUnit\\\":{\\\"USD\\\":\\\"98.3200005\\\""
+	    "}}}}}}}\","
+	    "\"{\\\"product\\\":{\\\"sku\\\":\\\"S3\\\",\\\"attributes\\\":{"
+	    "\\\"instanceType\\\":\\\"g5.xlarge\\\"}},\\\"terms\\\":{\\\"OnDemand"
+	    "\\\":{\\\"S3.T\\\":{\\\"priceDimensions\\\":{\\\"S3.T.R\\\":{\\\"unit"
+	    "\\\":\\\"Hrs\\\",\\\"pricePerUnit\\\":{\\\"USD\\\":\\\"1.006\\\"}}}}}}}\""
+	    "],\"NextToken\":\"abc\"}";
+	(void)state;
+	assert_int_equal(isc_aws_pricing_parse(reply, strlen(reply), 1, &v, &n, &cap, &next, &err),
+	                 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].instance_type, "p5.48xlarge");
+	assert_true(v[0].price_micros_per_hour == 98320001); /* 98.3200005 rounds half up */
+	assert_string_equal(v[1].instance_type, "g5.xlarge");
+	assert_true(v[1].price_micros_per_hour == 1006000);
+	assert_string_equal(next, "abc");
+	free(next);
+	free(v);
+	v = NULL;
+	n = cap = 0;
+
+	/* exact decimals */
+	assert_int_equal(isc_aws_pricing_decimal("3.0600000000", &m), 0);
+	assert_true(m == 3060000);
+	assert_int_equal(isc_aws_pricing_decimal("8", &m), 0);
+	assert_true(m == 8000000);
+	assert_int_equal(isc_aws_pricing_decimal("0.0000004", &m), 0);
+	assert_true(m == 0);
+	assert_int_equal(isc_aws_pricing_decimal("1e3", &m), -1);
+	assert_int_equal(isc_aws_pricing_decimal("-1", &m), -1);
+
+	/* malformed: named */
+	{
+		const char *bad1 = "{\"PriceList\":[{\"product\":{}}]}";
+		const char *bad2 = "{\"PriceList\":[\"{\\\"product\\\":{\\\"sku\\\":"
+		                   "\\\"S9\\\",\\\"attributes\\\":{\\\"instanceType\\\":"
+		                   "\\\"g5.xlarge\\\"}},\\\"terms\\\":{}}\"]}";
+		assert_int_equal(
+		    isc_aws_pricing_parse(bad1, strlen(bad1), 2, &v, &n, &cap, &next, &err),
+		    ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "GetProducts reply 2: PriceList[0] is not a string "
+		                                "of JSON"));
+		assert_int_equal(
+		    isc_aws_pricing_parse(bad2, strlen(bad2), 3, &v, &n, &cap, &next, &err),
+		    ISC_EINVALID);
+		assert_non_null(
+		    strstr(err.msg, "GetProducts reply 3: product S9: no terms.OnDemand"));
+		assert_int_equal(isc_aws_pricing_parse("{}", 2, 4, &v, &n, &cap, &next, &err),
+		                 ISC_EINVALID);
+		assert_non_null(strstr(err.msg, "no PriceList array"));
+	}
+	free(v);
+
+	/* the request: the six filters, and the token when paging */
+	isc_buf_init(&b, 0);
+	assert_int_equal(isc_aws_pricing_request(&b, "g5.xlarge", "us-west-2", "tok"), 0);
+	assert_int_equal(isc_buf_putc(&b, '\0'), 0);
+	assert_non_null(strstr(b.data, "\"ServiceCode\":\"AmazonEC2\""));
+	assert_non_null(strstr(b.data, "{\"Type\":\"TERM_MATCH\",\"Field\":\"instanceType\","
+	                               "\"Value\":\"g5.xlarge\"}"));
+	assert_non_null(strstr(b.data, "\"Field\":\"regionCode\",\"Value\":\"us-west-2\""));
+	assert_non_null(strstr(b.data, "\"Field\":\"operatingSystem\",\"Value\":\"Linux\""));
+	assert_non_null(strstr(b.data, "\"Field\":\"tenancy\",\"Value\":\"Shared\""));
+	assert_non_null(strstr(b.data, "\"Field\":\"preInstalledSw\",\"Value\":\"NA\""));
+	assert_non_null(strstr(b.data, "\"Field\":\"capacitystatus\",\"Value\":\"Used\""));
+	assert_non_null(strstr(b.data, "\"NextToken\":\"tok\""));
+	isc_buf_cleanup(&b);
+}
+
 /* ---- the store: a batch with its source; a failure keeps prices and their age ---- */
 
 static void test_store_batch_and_failure(void **state)
@@ -533,6 +624,7 @@ int main(void)
 	    cmocka_unit_test(test_gcp_family_prices),
 	    cmocka_unit_test(test_oci_list),
 	    cmocka_unit_test(test_oci_shape_prices),
+	    cmocka_unit_test(test_aws_get_products),
 	    cmocka_unit_test(test_store_batch_and_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,6 +38,22 @@ OCI: the public price list, GET /pls/apex/cetools/api/v1/products/?currencyCode=
     documentation does not describe;
   - part numbers: B98415 is H100's as seen in public data; the others are the mock's own
     placeholders (B9M...).
+
+AWS: the Price List Query API's GetProducts, POST / with X-Amz-Target
+  AWSPriceListService.GetProducts, Content-Type application/x-amz-json-1.1, SigV4 for service
+  "pricing" (region us-east-1, the API's endpoint)
+  https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
+  - request: ServiceCode (required), Filters [{Type, Field, Value}] (TERM_MATCH: the product's
+    attribute equals Value; the newer EQUALS/CONTAINS/ANY_OF/NONE_OF are answered
+    ValidationException here), FormatVersion "aws_v1", MaxResults 1..100 (default 100),
+    NextToken (opaque; one the server did not issue is InvalidNextTokenException);
+  - reply: {"FormatVersion": "aws_v1", "PriceList": [strings, each one product's JSON:
+    product {productFamily, attributes {instanceType, regionCode, operatingSystem, tenancy,
+    preInstalledSw, capacitystatus, ...}, sku}, serviceCode, terms {OnDemand {SKU.OFFER:
+    {priceDimensions {SKU.OFFER.RATE: {unit "Hrs", pricePerUnit {USD "3.0600000000"}}}}}}],
+    "NextToken"}; errors {"__type", "Message"} with HTTP 400;
+  - products: every on-demand row of shapes/aws.csv (its price), plus a Windows and a
+    capacity-reservation variant of each (which the Linux/Shared/NA/Used filters must skip).
 """
 
 import base64
@@ -121,8 +137,21 @@ def _gcp_regions():
         return ["us-central1", "us-east1", "europe-west4", "asia-east1"]
 
 
+def _aws_rows():
+    try:
+        with open(os.path.join(REPO, "shapes", "aws.csv"), newline="") as f:
+            return [(r["instance_type"], r["region"], r["price"]) for r in csv.DictReader(f)
+                    if r["market"] == "ondemand"]
+    except OSError:
+        return [("g5.xlarge", "us-east-1", "1.006")]
+
+
 class PriceApis:
-    def __init__(self):
+    def __init__(self, cloud=None):
+        self.cloud = cloud
+        self.aws_prices = {}    # (instanceType, regionCode) -> decimal string
+        self.aws_page_cap = 100
+        self.aws_rows = _aws_rows()
         self.lock = threading.Lock()
         self.down = {}          # api -> True: answers 503 (the API is unavailable)
         self.garbled = {}       # api -> True: answers 200 with a body cut short
@@ -137,12 +166,16 @@ class PriceApis:
     @staticmethod
     def handles(method, path, headers):
         p = urlsplit(path).path
+        if method == "POST" and (headers.get("X-Amz-Target") or "").startswith("AWSPriceListService."):
+            return True
         return method == "GET" and p in (GCP_PATH, OCI_PATH)
 
     def handle(self, method, path, headers, body):
         """-> (status, content type, bytes)."""
         split = urlsplit(path)
         q = dict(parse_qsl(split.query, keep_blank_values=True))
+        if method == "POST":
+            return self._aws(path, headers, body)
         with self.lock:
             api = "gcp-billing" if split.path == GCP_PATH else "oci-price-list"
             self.calls[api] = self.calls.get(api, 0) + 1
@@ -273,6 +306,92 @@ class PriceApis:
             out = out[: len(out) // 3]
         return 200, "application/json", out
 
+    # ---------------------------------------------------------------- AWS
+    def _aws_error(self, status, typ, msg):
+        return status, "application/x-amz-json-1.1", (json.dumps(
+            {"__type": "com.amazonaws.awspricing#" + typ, "Message": msg}) + "\n").encode()
+
+    def _aws_product(self, it, region, os_name, cap, price):
+        sku = "MOCK%08X" % (abs(hash((it, region, os_name, cap))) & 0xFFFFFFFF)
+        offer, rate = "JRTCKXETXF", "6YS6EN2CT7"
+        return {
+            "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+                "servicecode": "AmazonEC2", "instanceType": it, "regionCode": region,
+                "operatingSystem": os_name, "tenancy": "Shared", "preInstalledSw": "NA",
+                "capacitystatus": cap, "licenseModel": "No License required",
+                "marketoption": "OnDemand"}},
+            "serviceCode": "AmazonEC2",
+            "terms": {"OnDemand": {"%s.%s" % (sku, offer): {
+                "offerTermCode": offer, "sku": sku, "effectiveDate": "2026-11-01T00:00:00Z",
+                "priceDimensions": {"%s.%s.%s" % (sku, offer, rate): {
+                    "unit": "Hrs", "endRange": "Inf", "beginRange": "0",
+                    "rateCode": "%s.%s.%s" % (sku, offer, rate), "appliesTo": [],
+                    "description": "$%s per On Demand %s %s Instance Hour" % (price, os_name, it),
+                    "pricePerUnit": {"USD": format(D(price).quantize(D("0.0000000001")), "f")}}},
+                "termAttributes": {}}}},
+            "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z",
+        }
+
+    def _aws(self, path, headers, body):
+        from . import sigv4
+        with self.lock:
+            self.calls["aws-pricing"] = self.calls.get("aws-pricing", 0) + 1
+            cfg = self.cloud.cfg if self.cloud else None
+            try:
+                if cfg is None:
+                    raise sigv4.AuthError("missing", "no credentials")
+                _, service = sigv4.verify("POST", path, headers, body, cfg.access_key_id,
+                                          cfg.secret_access_key, cfg.session_token)
+                if service != "pricing":
+                    raise sigv4.AuthError("bad_signature", "Credential should be scoped to correct service: 'pricing'.")
+            except sigv4.AuthError as e:
+                return self._aws_error(400 if e.kind == "malformed" else 403,
+                                       "AccessDeniedException" if e.kind != "bad_signature" else "InvalidSignatureException",
+                                       str(e))
+            if headers.get("X-Amz-Target") != "AWSPriceListService.GetProducts":
+                return self._aws_error(400, "UnknownOperationException", "Unknown operation")
+            if self.down.get("aws-pricing"):
+                return self._aws_error(503, "ServiceUnavailableException", "Service is unavailable")
+            try:
+                req = json.loads(body or b"{}")
+            except ValueError:
+                return self._aws_error(400, "SerializationException", "body is not JSON")
+            if req.get("ServiceCode") != "AmazonEC2":
+                return self._aws_error(400, "InvalidParameterException", "Input for ServiceCode is invalid")
+            mr = req.get("MaxResults", 100)
+            if not isinstance(mr, int) or not 1 <= mr <= 100:
+                return self._aws_error(400, "InvalidParameterException", "MaxResults must be 1..100")
+            want = {}
+            for f in req.get("Filters") or []:
+                if f.get("Type") != "TERM_MATCH":
+                    return self._aws_error(400, "ValidationException", "the mock answers TERM_MATCH only")
+                want[f.get("Field")] = f.get("Value")
+            products = []
+            for it, region, price in self.aws_rows:
+                if want.get("instanceType") not in (None, it) or want.get("regionCode") not in (None, region):
+                    continue
+                price = self.aws_prices.get((it, region), price)
+                for os_name, cap in (("Linux", "Used"), ("Windows", "Used"), ("Linux", "UnusedCapacityReservation")):
+                    p = self._aws_product(it, region, os_name, cap, price)
+                    attrs = p["product"]["attributes"]
+                    if all(attrs.get(k) == v for k, v in want.items()):
+                        products.append(p)
+            start = 0
+            if req.get("NextToken"):
+                try:
+                    start = int(base64.urlsafe_b64decode(req["NextToken"].encode()).decode()[2:])
+                except (ValueError, UnicodeDecodeError):
+                    return self._aws_error(400, "InvalidNextTokenException", "The next token is invalid")
+            size = min(mr, self.aws_page_cap)
+            page = products[start:start + size]
+            out = {"FormatVersion": "aws_v1", "PriceList": [json.dumps(p) for p in page]}
+            if start + size < len(products):
+                out["NextToken"] = base64.urlsafe_b64encode(("o:%d" % (start + size)).encode()).decode()
+            raw = (json.dumps(out) + "\n").encode()
+            if self.garbled.get("aws-pricing"):
+                raw = raw[: len(raw) // 3]
+            return 200, "application/x-amz-json-1.1", raw
+
     # ---------------------------------------------------------------- control
     def control(self, method, path, req):
         """/_mock/prices/...: -> (status, object)."""
@@ -292,6 +411,8 @@ class PriceApis:
                         self.gcp_page_cap = req["page_cap"]
                     elif api == "oci-price-list":
                         self.oci_page_cap = req["page_cap"]
+                    else:
+                        self.aws_page_cap = req["page_cap"]
                 return 200, {"ok": True}
             if path == "/_mock/prices/gcp" and method == "POST":
                 desc, usage, price = req.get("description"), req.get("usage", "OnDemand"), req.get("price")
@@ -315,6 +436,17 @@ class PriceApis:
                 except (ValueError, decimal.InvalidOperation):
                     return 400, {"error": "price must be a non-negative decimal string"}
                 self.oci_prices[part] = str(price)
+                return 200, {"ok": True}
+            if path == "/_mock/prices/aws" and method == "POST":
+                it, region, price = req.get("instance_type"), req.get("region"), req.get("price")
+                if not isinstance(it, str) or not isinstance(region, str):
+                    return 400, {"error": "need instance_type, region and price"}
+                try:
+                    if D(str(price)) < 0:
+                        raise ValueError
+                except (ValueError, decimal.InvalidOperation):
+                    return 400, {"error": "price must be a non-negative decimal string"}
+                self.aws_prices[(it, region)] = str(price)
                 return 200, {"ok": True}
             if path == "/_mock/prices/calls" and method == "GET":
                 return 200, dict(self.calls)

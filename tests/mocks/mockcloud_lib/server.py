@@ -608,7 +608,7 @@ def main(argv, script_dir):
     srv.cloud = cloud
     port = srv.server_address[1]
     srv.gce = gce.Gce(cloud, cfg, port)
-    srv.prices = prices.PriceApis()
+    srv.prices = prices.PriceApis(cloud)
     stop = threading.Event()
 
     def on_signal(signum, frame):
