@@ -704,7 +704,7 @@ static const struct template_key top_keys[] = {
 struct template_section {
 	const char *name;
 	const char *about;
-	struct template_key keys[28];
+	struct template_key keys[32];
 };
 
 static const struct template_section provider_sections[] = {
@@ -726,6 +726,8 @@ static const struct template_section provider_sections[] = {
       {"endpoint = \"\"", "one endpoint for EC2 and STS (a mock cloud)"},
       {"endpoint_ec2 = \"\"", "default: https://ec2.REGION.amazonaws.com"},
       {"endpoint_sts = \"\"", "default: https://sts.REGION.amazonaws.com"},
+      {"endpoint_pricing = \"\"", "default: https://api.pricing.us-east-1.amazonaws.com"},
+      {"live_prices = false", "true: on-demand prices from the Price List API"},
       {"profile = \"\"", "a profile of the shared credentials file"},
       {"credentials_file = \"\"", "default: AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials"},
       {"product_description = \"Linux/UNIX\"", "the spot price series read"},
@@ -755,6 +757,9 @@ static const struct template_section provider_sections[] = {
       {"ssh_key_user = \"root\"", "keep it equal to ssh_user"},
       {"operation_timeout_s = 900", "how long a bulkInsert may take (1..86400)"},
       {"describe_max_pages = 100", "pages of 500 a listing may take"},
+      {"live_prices = false", "true: prices from the Cloud Billing Catalog (an API key)"},
+      {"billing_api_key_file = \"\"", "default: ISC_GCP_BILLING_API_KEY"},
+      {"billing_endpoint = \"\"", "default: https://cloudbilling.googleapis.com/v1/"},
       {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
       {"ssh_user = \"root\"", NULL},
       {"ssh_port = 22", NULL}}},
@@ -779,6 +784,9 @@ static const struct template_section provider_sections[] = {
       {"profile = \"DEFAULT\"", "default: OCI_CLI_PROFILE"},
       {"config_file = \"~/.oci/config\"", "default: OCI_CLI_CONFIG_FILE"},
       {"allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+      {"live_prices = false", "true: prices from OCI's public price list"},
+      {"price_list_endpoint = \"\"",
+       "default: https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/"},
       {"ssh_user = \"root\"", NULL},
       {"ssh_port = 22", NULL}}},
 };
