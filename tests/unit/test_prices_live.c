@@ -8,6 +8,7 @@
 #include "prices/oci_prices.h"
 #include "providers/aws/pricing.h"
 #include "providers/gcp/gcp_billing.h"
+#include "store/store_int.h"
 #include "store/store_shapes.h"
 #include "tests/unit/driver_script.h"
 #include "tests/unit/store_fixture.h"
@@ -615,6 +616,49 @@ static void test_store_batch_and_failure(void **state)
 	store_fixture_cleanup(&tmp);
 }
 
+/* Migration 29: a price read from the spot history before it ('live') names its API. */
+static void test_migration_29(void **state)
+{
+	struct store_fixture old = {0};
+	struct isc_shape a = {0}, got;
+	struct isc_shapes_apply_result ar;
+	struct isc_price_refresh_row *rows = NULL;
+	struct isc_store *again = NULL;
+	struct isc_err err;
+	size_t nr = 9;
+	(void)state;
+	/* the schema before this step (migration 29 is the last here) */
+	store_fixture_init_at(&old, "prices-migrate", isc_store_migration_count() - 1);
+	a.id = "aws-us-east-1-g5.xlarge-spot";
+	a.display_id = a.id;
+	a.provider = "aws";
+	a.region = "us-east-1";
+	a.instance_type = "g5.xlarge";
+	a.spot = 1;
+	a.gpu_type = "A10G";
+	a.gpus_per_node = 1;
+	a.price_micros = 400000;
+	a.zones = "";
+	a.price_date = "2026-11-01";
+	assert_int_equal(isc_store_shapes_apply(old.s, "aws", &a, 1, 0, &ar, &err), 0);
+	assert_int_equal(
+	    isc_db_exec(isc_store_db(old.s),
+	                "UPDATE shapes SET price_source = 'live', price_checked_ms = 5"),
+	    ISC_DB_OK);
+	if (isc_store_open(old.home, 0, &again, &err))
+		fail_msg("migrating: %s", err.msg);
+	isc_store_free(old.s);
+	old.s = again;
+	assert_int_equal(isc_store_shape_get(old.s, a.id, &got, &err), 0);
+	assert_string_equal(got.price_source, "aws-spot-history");
+	assert_true(got.price_checked_ms == 5);
+	isc_shape_cleanup(&got);
+	assert_int_equal(isc_store_price_refresh_list(old.s, &rows, &nr, &err), 0);
+	assert_int_equal(nr, 0);
+	isc_price_refresh_rows_free(rows, nr);
+	store_fixture_cleanup(&old);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -626,6 +670,7 @@ int main(void)
 	    cmocka_unit_test(test_oci_shape_prices),
 	    cmocka_unit_test(test_aws_get_products),
 	    cmocka_unit_test(test_store_batch_and_failure),
+	    cmocka_unit_test(test_migration_29),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
