@@ -67,6 +67,11 @@ check "it says the list was not read and the last prices are kept" bash -c "'$IS
 read -r price src age _ <<<"$(shape_row $t4)"
 check "the last price stays, with its source" test "$price $src" = "829998 gcp-billing-catalog"
 check "isc shapes says the refresh failed and how old the prices are" bash -c "'$ISC_BIN/isc' shapes --priority '$t4' 2>&1 >/dev/null | grep -qE 'gcp-billing-catalog: the last refresh failed \(.*503.*\); its prices were read [0-9]+s ago'"
+# A reply cut short: named, and nothing moves.
+price_api '{"api":"gcp-billing","down":false,"garbled":true}'
+check "a garbled reply is named (page 1: not a JSON object)" bash -c "'$ISC_BIN/isc' catalog refresh --provider gcp 2>&1 | grep -q 'Cloud Billing Catalog skus page 1: not a JSON object'"
+check "and the price did not move" test "$(shape_row $t4 | cut -d' ' -f1)" = 829998
+price_api '{"api":"gcp-billing","garbled":false}'
 # A key the API refuses: the same, with Google's message.
 printf 'wrong-key\n' >"$dir/gcp-billing.key"
 price_api '{"api":"gcp-billing","down":false}'
