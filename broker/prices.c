@@ -47,9 +47,16 @@ static void refresh_lists(struct isc_broker *b, int64_t now_ms)
 	struct isc_err err;
 	size_t n = 0;
 
+	size_t enabled = 0;
+
 	if (b->lists_checked_ms && now_ms - b->lists_checked_ms < LIST_CHECK_MS)
 		return;
 	b->lists_checked_ms = now_ms;
+	for (size_t i = 0; i < isc_price_list_n_sources; i++)
+		enabled += isc_price_source_enabled(b->config, isc_price_list_sources[i]) &&
+		           isc_price_source_every_ms(b->config, isc_price_list_sources[i]) > 0;
+	if (!enabled) /* no store read a second for nothing */
+		return;
 	if (isc_store_price_refresh_list(b->store, &rows, &n, &err)) {
 		isc_log(ISC_LOG_WARN, "price refresh: %s", err.msg);
 		return;

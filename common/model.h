@@ -50,7 +50,9 @@ struct isc_shape {
 	int64_t price_micros; /* USD micro-dollars per node-hour */
 	char *zones;          /* comma-separated, tried in this order; "" = the driver picks */
 	char *price_date;     /* YYYY-MM-DD of the price data */
-	char *price_source;   /* "catalog" (the imported file) or "live" (the cloud's price API) */
+	/* "catalog" (the imported file) or the API it was read from: "aws-spot-history",
+	 * "aws-price-list", "gcp-billing-catalog", "oci-price-list" (prices/lists.h) */
+	char *price_source;
 	int64_t price_checked_ms; /* live: when the price was read from the cloud; catalog: 0 */
 };
 
