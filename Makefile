@@ -114,7 +114,7 @@ programs: $(PROGS) $(WEB_OUT)
 # programs' own --help (every command and option named).
 MAN_PAGES := $(BUILD)/man/isc.1 $(BUILD)/man/iscd.8 $(BUILD)/man/isc-config.5 $(BUILD)/man/isc-launch.5
 MAN_DATE  := $(shell git log -1 --format=%cs 2>/dev/null || date -u +%F)
-PANDOC_MAN = pandoc -s -f markdown -t man -M date=$(MAN_DATE) -M footer='isc-broker $(ISC_VERSION)' \
+PANDOC_MAN = pandoc -s -f markdown-smart -t man -M date=$(MAN_DATE) -M footer='isc-broker $(ISC_VERSION)' \
 	-M header='isc-broker manual'
 man: $(MAN_PAGES)
 $(BUILD)/man/isc.1: docs/man/isc.1.md

@@ -111,4 +111,65 @@ if want journal; then
 	check "JOURNAL_STREAM naming another file: no prefix" bash -c "! grep -q '^<' '$out.other'"
 fi
 
+# ---- completion: dist/bash-completion/isc sourced in bash; COMPREPLY for a few lines.
+if want completion; then
+	home=$dir/compl-home
+	"$ISC_BIN/isc" --home "$home" init >/dev/null || exit 1
+	iscd_api "$home" "$dir/iscd-compl.log" || exit 1
+	ci() { "$ISC_BIN/isc" --home "$home" "$@"; }
+	ci org add acme >/dev/null && ci project add --org acme vision >/dev/null 2>&1
+	printf '%s\n' 'isc_project_id = "vision"' 'experiment_name = "e1"' 'gpus = 8' \
+		'command = "python train.py"' 'compute_mode = "cycle"' >"$dir/e1.isc"
+	ci train "$dir/e1.isc" >/dev/null && ci train "$dir/e1.isc" >/dev/null
+	ids=$(ci experiments | grep -oE 'exp_[0-9a-f]{16}' | sort -u | tr '\n' ' ')
+	check "two experiments recorded for the completion" test "$(wc -w <<<"$ids")" -eq 2
+	# complete_line 'isc WORDS... CUR': COMPREPLY, sorted, one line, for the cursor at the end.
+	complete_line() {
+		PATH=$ISC_BIN:$PATH bash --norc --noprofile -c '
+			. "$1"
+			read -ra COMP_WORDS <<<"$2"
+			[[ $2 == *" " ]] && COMP_WORDS+=("")
+			COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+			_isc
+			[ ${#COMPREPLY[@]} -gt 0 ] && printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$repo/dist/bash-completion/isc" "$1"
+	}
+	expect_reply() {
+		local got
+		got=$(complete_line "$1")
+		if [ "$got" = "$2" ]; then passed=$((passed + 1)); else
+			failed=$((failed + 1)); echo "FAIL: completion of '$1': '$got', wanted '$2'" >&2; fi
+	}
+	expect_reply "isc exp" "experiments "
+	expect_reply "isc st" "status store "
+	expect_reply "isc --ver" "--version "
+	expect_reply "isc --home $home sto" "store "
+	expect_reply "isc store " "copy "
+	expect_reply "isc store copy --to" "--to --to-file "
+	expect_reply "isc keys rot" "rotate-master "
+	expect_reply "isc burst --wa" "--wait --wait-for-daemon "
+	expect_reply "isc help ca" "cancel catalog "
+	# Experiment ids from the API for the commands whose usage takes an ID.
+	expect_reply "isc --home $home status " "$ids"
+	expect_reply "isc --home $home cancel exp_" "$ids"
+	first=${ids%% *}
+	expect_reply "isc --home $home logs ${first:0:12}" "$(tr ' ' '\n' <<<"$ids" | grep "^${first:0:12}" | tr '\n' ' ')"
+	# Every command of isc --help is offered after "isc ", nothing else but help.
+	all=$( { "$ISC_BIN/isc" --help | sed -n '/^commands:/,/^$/p' | awk 'NF > 1 { print $1 }'; echo help; } | sort | tr '\n' ' ')
+	expect_reply "isc " "$all"
+	iscd_api_stop
+	# No iscd: the ids are quietly none, at once.
+	start=$(date +%s%N)
+	expect_reply "isc --home $home status " ""
+	check "no iscd: the completion answers within 2 s" test $((($(date +%s%N) - start) / 1000000)) -lt 2000
+fi
+
+# ---- man: the pages name every command and option of the programs (scripts/man-check).
+if want man; then
+	check "man-check: isc.1 and iscd.8 name every command and option" "$repo/scripts/man-check" "$ISC_BIN"
+	# A command missing from isc.1 is drift: the check fails on it.
+	mkdir -p "$dir/mc" && cp -r "$repo/scripts" "$repo/docs" "$dir/mc/"
+	sed -i '/^\*\*audit\*\*$/,+2d' "$dir/mc/docs/man/isc.1.md"
+	expect_exit 1 "man-check fails when isc.1 lacks a command" "$dir/mc/scripts/man-check" "$ISC_BIN"
+fi
+
 finish package
