@@ -111,6 +111,82 @@ if want journal; then
 	check "JOURNAL_STREAM naming another file: no prefix" bash -c "! grep -q '^<' '$out.other'"
 fi
 
+# ---- install: `make install` of the build under test; its programs find the catalog and
+# the pages with no build tree: once beside the programs (DESTDIR, PREFIX=/usr), once only
+# by the compiled-in DATADIR (the programs copied elsewhere). From a cwd outside the tree.
+build=${ISC_BIN%/bin}
+build=${build#"$repo"/}
+san=0
+ldd "$ISC_BIN/iscd" | grep -q libasan && san=1
+# installed_serves HOME ISCD ISC: init loads the shipped catalog, iscd serves the pages.
+installed_serves() {
+	local home=$1 iscd=$2 isc=$3 port
+	(cd / && "$isc" --home "$home" init >"$home.init" 2>&1) || return 1
+	grep -qE '^loaded [0-9]+ shapes' "$home.init" || return 1
+	echo 'api_listen = "127.0.0.1:0"' >>"$home/config.toml"
+	(cd / && exec "$iscd" --home "$home" --api-only --interval-ms 100 2>"$home.log") &
+	local p=$!
+	pids+=($p)
+	wait_for 30 test -s "$home/run/api.sock.tcp" || return 1
+	port=$(sed -E 's#.*:([0-9]+)$#\1#' "$home/run/api.sock.tcp")
+	curl -sf "http://127.0.0.1:$port/" -o "$home.index" && grep -qi '<html' "$home.index"
+	local rc=$?
+	kill -TERM "$p" && wait "$p"
+	return $rc
+}
+if want install || want unit; then
+	make -s -C "$repo" SAN=$san BUILD="$build" install DESTDIR="$dir/root" PREFIX=/usr \
+		>"$dir/install.log" 2>&1
+	check "make install DESTDIR=... PREFIX=/usr" test $? -eq 0
+	make -s -C "$repo" SAN=$san BUILD="$build" install PREFIX="$dir/prefix" >>"$dir/install.log" 2>&1
+	check "make install PREFIX=$dir/prefix" test $? -eq 0
+fi
+if want install; then
+	r=$dir/root
+	for f in usr/bin/isc usr/bin/iscd usr/share/isc/shapes/aws.csv usr/share/isc/shapes/gcp.csv \
+		usr/share/isc/shapes/oci.csv usr/share/isc/web/index.html usr/share/man/man1/isc.1 \
+		usr/share/man/man8/iscd.8 usr/share/man/man5/isc-config.5 usr/share/man/man5/isc-launch.5 \
+		usr/share/bash-completion/completions/isc usr/share/doc/isc-broker/README.md \
+		usr/share/doc/isc-broker/docs/config.md usr/lib/systemd/system/iscd.service \
+		usr/lib/sysusers.d/isc-broker.conf; do
+		check "installed: /$f" test -s "$r/$f"
+	done
+	check "the installed unit runs /usr/bin/iscd" grep -qx 'ExecStart=/usr/bin/iscd --home /var/lib/isc' \
+		"$r/usr/lib/systemd/system/iscd.service"
+	check "the installed programs have DATADIR /usr/share/isc compiled in" \
+		grep -q /usr/share/isc "$r/usr/bin/iscd"
+	check "installed under DESTDIR: the catalog is loaded, the pages are served" \
+		installed_serves "$dir/h-destdir" "$r/usr/bin/iscd" "$r/usr/bin/isc"
+	# Only the compiled-in DATADIR can find them: nothing beside the copied programs.
+	mkdir -p "$dir/elsewhere/bin" && cp "$dir/prefix/bin/isc" "$dir/prefix/bin/iscd" "$dir/elsewhere/bin/"
+	check "programs moved away: the catalog and the pages from the compiled-in DATADIR" \
+		installed_serves "$dir/h-datadir" "$dir/elsewhere/bin/iscd" "$dir/elsewhere/bin/isc"
+	check "iscd logged where the pages are ($dir/prefix/share/isc/web)" \
+		grep -q "from $dir/prefix/share/isc/web" "$dir/h-datadir.log"
+	check "the man pages render (man -l)" bash -c "for p in '$r'/usr/share/man/man*/*; do man -l -P cat \"\$p\" >/dev/null 2>&1 || exit 1; done"
+	check "isc-config(5) carries docs/config.md's keys" bash -c \
+		"man -l -P cat '$r/usr/share/man/man5/isc-config.5' 2>/dev/null | grep -q tick_interval_ms"
+fi
+
+# ---- unit: systemd-analyze verify on the unit installed with the programs at its paths.
+if want unit; then
+	unit=$dir/prefix/lib/systemd/system/iscd.service
+	check "the unit's ExecStart is the installed iscd" grep -qx "ExecStart=$dir/prefix/bin/iscd --home /var/lib/isc" "$unit"
+	# verify runs `man` for Documentation=man:...: the installed pages answer.
+	MANPATH=$dir/prefix/share/man systemd-analyze verify "$unit" >"$dir/verify.log" 2>&1
+	check "systemd-analyze verify iscd.service" test $? -eq 0
+	[ -s "$dir/verify.log" ] && cat "$dir/verify.log" >&2
+	check "Type=notify with a watchdog" bash -c "grep -qx Type=notify '$unit' && grep -q '^WatchdogSec=' '$unit'"
+	check "hardened: empty CapabilityBoundingSet, ProtectSystem=strict, NoNewPrivileges, PrivateTmp" \
+		bash -c "grep -qx CapabilityBoundingSet= '$unit' && grep -qx ProtectSystem=strict '$unit' &&
+		grep -qx NoNewPrivileges=yes '$unit' && grep -qx PrivateTmp=yes '$unit' && grep -qx User=isc '$unit'"
+	# A unit that names a program that is not there fails verify: the check can fail.
+	mkdir -p "$dir/broken"
+	sed "s#$dir/prefix/bin/iscd#$dir/prefix/bin/no-such-iscd#" "$unit" >"$dir/broken/iscd.service"
+	MANPATH=$dir/prefix/share/man systemd-analyze verify "$dir/broken/iscd.service" >/dev/null 2>&1
+	check "verify refuses a unit whose iscd is missing" test $? -ne 0
+fi
+
 # ---- completion: dist/bash-completion/isc sourced in bash; COMPREPLY for a few lines.
 if want completion; then
 	home=$dir/compl-home
