@@ -269,4 +269,5 @@ format-check:
 clean:
 	rm -rf build bin
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# Files only: make install puts a sysusers.d folder under build/ (make deb's copy).
+-include $(shell find build -name '*.d' -type f 2>/dev/null)

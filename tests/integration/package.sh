@@ -187,6 +187,50 @@ if want unit; then
 	check "verify refuses a unit whose iscd is missing" test $? -ne 0
 fi
 
+# ---- deb: `make deb` (a release build of the committed tree, -j2), lintian, the package's
+# files where the FHS puts them, its programs run from a scratch root (dpkg-deb -x).
+if want deb; then
+	start=$(date +%s)
+	make -s -C "$repo" deb >"$dir/deb.log" 2>&1
+	rc=$?
+	echo "package: make deb took $(($(date +%s) - start)) s" >&2
+	check "make deb builds the package" test $rc -eq 0
+	[ $rc -eq 0 ] || tail -n 20 "$dir/deb.log" >&2
+	deb=$(ls "$repo"/build/release/deb/isc-broker_*_amd64.deb 2>/dev/null | head -1)
+	check "the .deb is in build/release/deb/" test -s "$deb"
+	lintian --tag-display-limit 0 "$repo"/build/release/deb/isc-broker_*_amd64.changes >"$dir/lintian.log" 2>&1
+	check "lintian reports no error" bash -c "! grep -q '^E: ' '$dir/lintian.log'"
+	grep '^E: ' "$dir/lintian.log" >&2
+	echo "package: lintian: $(grep -c '^E: ' "$dir/lintian.log") errors, $(grep -c '^W: ' "$dir/lintian.log") warnings ($(grep '^W: ' "$dir/lintian.log" | awk '{print $3}' | sort | uniq -c | tr -s ' ' | tr '\n' ';'))" >&2
+	sr=$dir/scratch
+	mkdir -p "$sr" && dpkg-deb -x "$deb" "$sr"
+	check "the packaged iscd --version runs" bash -c "'$sr/usr/bin/iscd' --version | grep -q '^iscd [0-9]'"
+	check "the packaged isc --help runs" bash -c "'$sr/usr/bin/isc' --help | grep -q '^usage: isc'"
+	for f in usr/bin/isc usr/bin/iscd lib/systemd/system/iscd.service usr/lib/sysusers.d/isc-broker.conf \
+		usr/share/man/man1/isc.1.gz usr/share/man/man8/iscd.8.gz usr/share/man/man5/isc-config.5.gz \
+		usr/share/man/man5/isc-launch.5.gz usr/share/bash-completion/completions/isc \
+		usr/share/doc/isc-broker/copyright usr/share/doc/isc-broker/README.Debian \
+		usr/share/isc/shapes/aws.csv usr/share/isc/web/index.html; do
+		check "packaged: /$f" test -s "$sr/$f"
+	done
+	check "packaged: nothing in /usr/local, /etc, /var, /opt or /home" \
+		bash -c "! dpkg-deb -c '$deb' | awk '{print \$6}' | grep -qE '^\./(usr/local|etc|var|opt|home)/'"
+	check "packaged: every file under /usr or /lib (the unit)" \
+		bash -c "! dpkg-deb -c '$deb' | awk '{print \$6}' | grep -vE '^\./(\$|usr/|lib/)'"
+	check "the package makes the user isc (sysusers) and starts the service (postinst)" \
+		bash -c "dpkg-deb -I '$deb' postinst | grep -q 'systemd-sysusers.*isc-broker.conf' &&
+		dpkg-deb -I '$deb' postinst | grep -q \"deb-systemd-invoke .* 'iscd.service'\""
+	check "the packaged isc finds its catalog in the scratch root" bash -c \
+		"cd / && '$sr/usr/bin/isc' --home '$dir/h-deb' init | grep -qE '^loaded [0-9]+ shapes'"
+	check "the packaged man pages render" bash -c "for p in '$sr'/usr/share/man/man*/*; do man -l -P cat \"\$p\" >/dev/null 2>&1 || exit 1; done"
+	# The packaged unit, its programs' paths pointed into the scratch root.
+	mkdir -p "$dir/debunit"
+	sed "s#/usr/bin/#$sr/usr/bin/#g" "$sr/lib/systemd/system/iscd.service" >"$dir/debunit/iscd.service"
+	MANPATH=$sr/usr/share/man systemd-analyze verify "$dir/debunit/iscd.service" >"$dir/verify-deb.log" 2>&1
+	check "systemd-analyze verify on the packaged unit" test $? -eq 0
+	[ -s "$dir/verify-deb.log" ] && cat "$dir/verify-deb.log" >&2
+fi
+
 # ---- completion: dist/bash-completion/isc sourced in bash; COMPREPLY for a few lines.
 if want completion; then
 	home=$dir/compl-home
