@@ -119,12 +119,14 @@ build=${build#"$repo"/}
 san=0
 ldd "$ISC_BIN/iscd" | grep -q libasan && san=1
 # installed_serves HOME ISCD ISC: init loads the shipped catalog, iscd serves the pages.
+# Each home on its own SQLite store even in the PostgreSQL run: what is checked is where
+# the files are found, and a second home joining one database loads no catalog again.
 installed_serves() {
 	local home=$1 iscd=$2 isc=$3 port
-	(cd / && "$isc" --home "$home" init >"$home.init" 2>&1) || return 1
+	(cd / && env -u ISC_STORE_URL "$isc" --home "$home" init >"$home.init" 2>&1) || return 1
 	grep -qE '^loaded [0-9]+ shapes' "$home.init" || return 1
 	echo 'api_listen = "127.0.0.1:0"' >>"$home/config.toml"
-	(cd / && exec "$iscd" --home "$home" --api-only --interval-ms 100 2>"$home.log") &
+	(cd / && exec env -u ISC_STORE_URL "$iscd" --home "$home" --api-only --interval-ms 100 2>"$home.log") &
 	local p=$!
 	pids+=($p)
 	wait_for 30 test -s "$home/run/api.sock.tcp" || return 1
@@ -221,7 +223,7 @@ if want deb; then
 		bash -c "dpkg-deb -I '$deb' postinst | grep -q 'systemd-sysusers.*isc-broker.conf' &&
 		dpkg-deb -I '$deb' postinst | grep -q \"deb-systemd-invoke .* 'iscd.service'\""
 	check "the packaged isc finds its catalog in the scratch root" bash -c \
-		"cd / && '$sr/usr/bin/isc' --home '$dir/h-deb' init | grep -qE '^loaded [0-9]+ shapes'"
+		"cd / && env -u ISC_STORE_URL '$sr/usr/bin/isc' --home '$dir/h-deb' init | grep -qE '^loaded [0-9]+ shapes'"
 	check "the packaged man pages render" bash -c "for p in '$sr'/usr/share/man/man*/*; do man -l -P cat \"\$p\" >/dev/null 2>&1 || exit 1; done"
 	# The packaged unit, its programs' paths pointed into the scratch root.
 	mkdir -p "$dir/debunit"
@@ -280,7 +282,9 @@ if want completion; then
 	# No iscd: the ids are quietly none, at once.
 	start=$(date +%s%N)
 	expect_reply "isc --home $home status " ""
-	check "no iscd: the completion answers within 2 s" test $((($(date +%s%N) - start) / 1000000)) -lt 2000
+	# isc's own wait for a missing iscd is bounded by the completion's 2 s timeout; 1 s more
+	# for bash and isc to start on a loaded machine.
+	check "no iscd: the completion answers within 3 s" test $((($(date +%s%N) - start) / 1000000)) -lt 3000
 fi
 
 # ---- man: the pages name every command and option of the programs (scripts/man-check).
