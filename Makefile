@@ -1,7 +1,12 @@
 # isc-broker build. `make` builds bin/isc, bin/iscd and bin/toml-decode;
 # `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
 # and runs every test; `make deps` installs the Debian packages that build and run
-# isc, `make test-deps` also what the tests use (scripts/install-deps).
+# isc, `make test-deps` also what the tests use (scripts/install-deps). `make install`
+# (PREFIX, DESTDIR), `make man`, `make man-check` and `make deb` (the Debian package, in
+# build/release/deb/) are docs/operations.md's.
+
+# `make` alone builds `all`, whatever rules come before it.
+.DEFAULT_GOAL := all
 
 PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libpq libarchive libmicrohttpd
 CC      ?= cc
