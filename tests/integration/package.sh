@@ -208,7 +208,7 @@ if want deb; then
 	lintian --tag-display-limit 0 "$repo"/build/release/deb/isc-broker_*_amd64.changes >"$dir/lintian.log" 2>&1
 	check "lintian reports no error" bash -c "! grep -q '^E: ' '$dir/lintian.log'"
 	grep '^E: ' "$dir/lintian.log" >&2
-	echo "package: lintian: $(grep -c '^E: ' "$dir/lintian.log") errors, $(grep -c '^W: ' "$dir/lintian.log") warnings ($(grep '^W: ' "$dir/lintian.log" | awk '{print $3}' | sort | uniq -c | tr -s ' ' | tr '\n' ';'))" >&2
+	echo "package: lintian: $(grep -c '^E: ' "$dir/lintian.log") errors, $(grep -c '^W: ' "$dir/lintian.log") warnings (overridden, each explained: debian/isc-broker.lintian-overrides)" >&2
 	sr=$dir/scratch
 	mkdir -p "$sr" && dpkg-deb -x "$deb" "$sr"
 	check "the packaged iscd --version runs" bash -c "'$sr/usr/bin/iscd' --version | grep -q '^iscd [0-9]'"
