@@ -1,7 +1,12 @@
 # isc-broker build. `make` builds bin/isc, bin/iscd and bin/toml-decode;
 # `make check` rebuilds everything under AddressSanitizer + UBSan in build/asan
 # and runs every test; `make deps` installs the Debian packages that build and run
-# isc, `make test-deps` also what the tests use (scripts/install-deps).
+# isc, `make test-deps` also what the tests use (scripts/install-deps). `make install`
+# (PREFIX, DESTDIR), `make man`, `make man-check` and `make deb` (the Debian package, in
+# build/release/deb/) are docs/operations.md's.
+
+# `make` alone builds `all`, whatever rules come before it.
+.DEFAULT_GOAL := all
 
 PKGS    := libcurl openssl jansson libxml-2.0 libssh2 sqlite3 libpq libarchive libmicrohttpd
 CC      ?= cc
@@ -25,6 +30,29 @@ LDFLAGS_MODE :=
 endif
 CFLAGS  += $(CFLAGS_COMMON) $(CFLAGS_MODE)
 LDLIBS  := $(PKG_LIBS) -pthread -lm
+
+# iscd's messages to systemd (daemon/notify.c): sd_notify from libsystemd when pkg-config
+# finds it (Debian libsystemd-dev), else the built-in few lines of the same datagram
+# protocol. ISC_NO_SYSTEMD=1 builds the built-in one even with libsystemd there (use
+# another BUILD folder: the object is not rebuilt when only this changes).
+ifneq ($(ISC_NO_SYSTEMD),1)
+SYSTEMD_LIBS := $(shell pkg-config --libs libsystemd 2>/dev/null)
+endif
+ifneq ($(SYSTEMD_LIBS),)
+$(BUILD)/obj/daemon/notify.o: CFLAGS += -DISC_HAVE_LIBSYSTEMD $(shell pkg-config --cflags libsystemd)
+endif
+
+# Where `make install` puts things. PREFIX is compiled into the programs (common/datadir.c)
+# so an installed iscd finds its catalog and pages with no build tree beside it.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/isc
+MANDIR  ?= $(PREFIX)/share/man
+DOCDIR  ?= $(PREFIX)/share/doc/isc-broker
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+# systemd reads /usr/local/lib/systemd/system too; Debian (bookworm) wants /lib/systemd/system.
+SYSTEMD_UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
 # Library modules: every .c in these folders goes into libisc.a.
 LIB_DIRS := common config store net toml launchfile shapes queue providers providers/aws providers/gcp keys \
@@ -61,11 +89,20 @@ PROGS := $(BUILD)/bin/isc $(BUILD)/bin/iscd $(TOOL_BINS)
 ISC_VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 ISC_COMMIT  := $(shell scripts/build-commit)
 
-# The Control Plane pages (docs/control-plane.md): iscd serves them from BIN/../share/isc/web.
+# The data folder compiled in (common/datadir.c): rebuilt only when DATADIR changed, as
+# version.o is for the commit below.
+$(BUILD)/obj/common/datadir.o: CFLAGS += -DISC_DATADIR='"$(DATADIR)"'
+$(BUILD)/obj/common/datadir.o: $(BUILD)/datadir.stamp
+ifneq ($(file < $(BUILD)/datadir.stamp),$(DATADIR))
+$(shell mkdir -p $(BUILD) && echo '$(DATADIR)' > $(BUILD)/datadir.stamp)
+endif
+
+# The Control Plane pages (docs/control-plane.md): iscd serves them from BIN/../share/isc/web,
+# else DATADIR/web.
 WEB_SRCS := $(wildcard web/*.html web/*.css web/*.js web/*.svg)
 WEB_OUT  := $(WEB_SRCS:web/%=$(BUILD)/share/isc/web/%)
 
-.PHONY: all programs units benches check deps demo-deps test-deps install demo bench fuzz format format-check clean toml-test
+.PHONY: all programs units benches check deps demo-deps test-deps install demo bench fuzz format format-check clean toml-test man man-check deb
 
 all: programs
 ifeq ($(BUILD),build/release)
@@ -75,13 +112,70 @@ endif
 
 programs: $(PROGS) $(WEB_OUT)
 
-# isc and iscd on PATH (README, "Using it"): under PREFIX, with the pages where iscd
-# looks for them (its own folder's ../share/isc/web).
-PREFIX ?= /usr/local
-install: programs
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isc/web
-	install -m 755 $(BUILD)/bin/isc $(BUILD)/bin/iscd $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(WEB_OUT) $(DESTDIR)$(PREFIX)/share/isc/web/
+# The man pages (docs/operations.md, "Man pages"): made by pandoc from the docs themselves,
+# so a page and its doc never disagree. isc-config(5) is docs/config.md and isc-launch(5)
+# docs/launch-files.md, each after a NAME section from docs/man/NAME.head; isc(1) and
+# iscd(8) are docs/man/isc.1.md and iscd.8.md, which `make man-check` holds to the
+# programs' own --help (every command and option named).
+MAN_PAGES := $(BUILD)/man/isc.1 $(BUILD)/man/iscd.8 $(BUILD)/man/isc-config.5 $(BUILD)/man/isc-launch.5
+MAN_DATE  := $(shell git log -1 --format=%cs 2>/dev/null || date -u +%F)
+PANDOC_MAN = pandoc -s -f markdown-smart -t man -M date=$(MAN_DATE) -M footer='isc-broker $(ISC_VERSION)' \
+	-M header='isc-broker manual'
+man: $(MAN_PAGES)
+$(BUILD)/man/isc.1: docs/man/isc.1.md
+	@mkdir -p $(dir $@)
+	$(PANDOC_MAN) -M title=ISC -M section=1 $< -o $@
+$(BUILD)/man/iscd.8: docs/man/iscd.8.md
+	@mkdir -p $(dir $@)
+	$(PANDOC_MAN) -M title=ISCD -M section=8 $< -o $@
+# A doc page's own "# Title" line gives way to NAME; its "##" sections become the page's.
+$(BUILD)/man/isc-config.5: docs/man/isc-config.5.head docs/config.md
+	@mkdir -p $(dir $@)
+	{ cat $<; sed '1{/^# /d}' docs/config.md; } | $(PANDOC_MAN) --shift-heading-level-by=-1 \
+	    -M title=ISC-CONFIG -M section=5 -o $@
+$(BUILD)/man/isc-launch.5: docs/man/isc-launch.5.head docs/launch-files.md
+	@mkdir -p $(dir $@)
+	{ cat $<; sed '1{/^# /d}' docs/launch-files.md; } | $(PANDOC_MAN) --shift-heading-level-by=-1 \
+	    -M title=ISC-LAUNCH -M section=5 -o $@
+man-check: programs
+	scripts/man-check $(BUILD)/bin
+
+# The systemd units (dist/systemd/), with the paths of this install filled in.
+UNITS := $(BUILD)/dist/iscd.service
+$(BUILD)/dist/%: dist/systemd/%.in $(BUILD)/datadir.stamp
+	@mkdir -p $(dir $@)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' $< > $@
+
+# isc and iscd on PATH (README, "Using it"), the catalog and the pages in DATADIR (and
+# compiled in), the man pages, bash completion, the docs, the unit and its user.
+install: programs man $(UNITS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/web $(DESTDIR)$(DATADIR)/shapes \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(COMPLETIONDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(SYSTEMD_UNITDIR) \
+	    $(DESTDIR)$(SYSUSERSDIR)
+	install -m 755 $(BUILD)/bin/isc $(BUILD)/bin/iscd $(DESTDIR)$(BINDIR)/
+	install -m 644 $(WEB_OUT) $(DESTDIR)$(DATADIR)/web/
+	install -m 644 shapes/aws.csv shapes/gcp.csv shapes/oci.csv shapes/README.md $(DESTDIR)$(DATADIR)/shapes/
+	install -m 644 $(BUILD)/man/isc.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(BUILD)/man/isc-config.5 $(BUILD)/man/isc-launch.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 $(BUILD)/man/iscd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 dist/bash-completion/isc $(DESTDIR)$(COMPLETIONDIR)/isc
+	install -m 644 README.md $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(DOCDIR)/docs
+	install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)/docs/
+	install -m 644 $(UNITS) $(DESTDIR)$(SYSTEMD_UNITDIR)/
+	install -m 644 dist/sysusers/isc-broker.conf $(DESTDIR)$(SYSUSERSDIR)/
+
+# The Debian package (debian/, docs/operations.md): dpkg-buildpackage writes the .deb into
+# the folder above the source tree, so it runs on a copy of the tree in $(BUILD)/deb/src
+# (git ls-files: no build output, no node_modules) and the .deb lands in $(BUILD)/deb/.
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
+	git ls-files -z | xargs -0 cp --parents -t $(BUILD)/deb/src
+	printf '%s\n' '$(ISC_COMMIT)' > $(BUILD)/deb/src/COMMIT
+	cd $(BUILD)/deb/src && DEB_BUILD_OPTIONS="parallel=2 nocheck $(DEB_BUILD_OPTIONS)" \
+	    dpkg-buildpackage -us -uc -b
+	@ls $(BUILD)/deb/*.deb
 units: $(UNIT_BINS) $(HOLLOW_BINS)
 benches: $(BENCH_BINS) $(HOLLOW_BINS)
 
@@ -91,7 +185,7 @@ $(BUILD)/share/isc/web/%: web/%
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # Only version.o sees the commit, and only when it changed is it rebuilt: the stamp is
 # rewritten (when make reads this file) only when its text changed, and has no rule of
@@ -114,33 +208,33 @@ $(LIB): $(LIB_OBJS)
 
 $(BUILD)/bin/isc: $(CLI_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/iscd: $(DAEMON_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(SYSTEMD_LIBS)
 
 $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HELPER_OBJS) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(HOLLOW_OBJS): CFLAGS += $(shell pkg-config --cflags libssh 2>/dev/null)
 
 $(BUILD)/tests/hollow-node: $(HOLLOW_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(shell pkg-config --libs libssh 2>/dev/null) -pthread
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs libssh 2>/dev/null) -pthread
 
 $(BUILD)/tests/hollow-drive: $(BUILD)/obj/tests/hollow/hollow_drive.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_MODE) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS_MODE) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The test suite runs on the sanitizer build.
 check: test-deps format-check
@@ -180,4 +274,5 @@ format-check:
 clean:
 	rm -rf build bin
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# Files only: make install puts a sysusers.d folder under build/ (make deb's copy).
+-include $(shell find build -name '*.d' -type f 2>/dev/null)

@@ -5,6 +5,7 @@
  * (no '/', no '..', one dot, a known extension).
  */
 #include "api/web.h"
+#include "common/datadir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,17 +49,32 @@ const char *const isc_web_api_headers[] = {
     NULL,
 };
 
+/* BIN/../share/isc/web (the build tree, a relocated install), else DATADIR/web. */
 char *isc_web_default_root(void)
 {
 	char exe[PATH_MAX], *dir, *out = NULL;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return NULL;
-	exe[n] = 0;
-	dir = dirname(exe);
-	if (asprintf(&out, "%s/../share/isc/web", dir) < 0)
-		return NULL;
-	return out;
+	struct stat st;
+
+	if (n > 0) {
+		exe[n] = 0;
+		dir = dirname(exe);
+		if (asprintf(&out, "%s/../share/isc/web", dir) < 0)
+			return NULL;
+		if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+			return out;
+	}
+	{
+		char *installed = NULL;
+		if (asprintf(&installed, "%s/web", isc_data_dir()) < 0)
+			return out;
+		if (stat(installed, &st) == 0 && S_ISDIR(st.st_mode)) {
+			free(out);
+			return installed;
+		}
+		free(installed);
+	}
+	return out; /* named in the warning that no pages are served */
 }
 
 struct isc_web *isc_web_new(const char *root)

@@ -14,7 +14,11 @@
 
 struct isc_web;
 
-/* The folder next to the running binary (BIN/../share/isc/web); caller frees. NULL if unknown. */
+/*
+ * The pages folder: BIN/../share/isc/web beside the running binary when it is a
+ * folder, else the installed DATADIR/web (common/datadir.h) when that is; else
+ * the first, to be named in a warning. Caller frees. NULL if unknown.
+ */
 char *isc_web_default_root(void);
 
 /* Opens the folder; a missing folder is not an error (pages answer 404 saying so). */

@@ -148,7 +148,9 @@ static size_t help_subcommands(const char *help, const char *name, char out[][48
 	for (const char *p = strstr(help, prefix); p && n < max; p = strstr(p + 1, prefix)) {
 		const char *w = p + strlen(prefix);
 		size_t len = 0;
-		while (islower((unsigned char)w[len]))
+		/* rotate-master: a hyphen between lowercase letters belongs to the word */
+		while (islower((unsigned char)w[len]) ||
+		       (len > 0 && w[len] == '-' && islower((unsigned char)w[len + 1])))
 			len++;
 		if (len == 0 || len >= sizeof(out[0]))
 			continue;
@@ -247,6 +249,46 @@ static int mistyped_option(struct isc_cli *cli, const struct command *c, int arg
 	return refused;
 }
 
+/*
+ * `isc __complete [COMMAND]`, for the bash completion (dist/bash-completion/isc): the
+ * commands of the table above (and help), one a line; with COMMAND, the subcommands
+ * and options its --help names, and "@ID" when its usage takes an experiment id
+ * ("isc COMMAND ID"), which the completion asks the API for. From the table and the
+ * help texts themselves, so the completion never lists what isc does not have.
+ */
+static int complete_words(struct isc_cli *cli, int argc, char **argv)
+{
+	char words[HELP_WORDS_MAX][48];
+	size_t n;
+	char *help, prefix[64];
+
+	if (argc < 1) {
+		for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
+			printf("%s\n", commands[c].name);
+		printf("help\n");
+		return ISC_EXIT_OK;
+	}
+	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
+		if (strcmp(commands[c].name, argv[0]) != 0)
+			continue;
+		if (!(help = help_text_of(cli, &commands[c])))
+			return ISC_EXIT_FAIL;
+		n = help_subcommands(help, commands[c].name, words, HELP_WORDS_MAX);
+		for (size_t k = 0; k < n; k++)
+			if (!among(words, k, words[k], strlen(words[k])))
+				printf("%s\n", words[k]);
+		n = help_options(help, words, HELP_WORDS_MAX);
+		for (size_t k = 0; k < n; k++)
+			printf("%s\n", words[k]);
+		snprintf(prefix, sizeof(prefix), "isc %s ID", commands[c].name);
+		if (strstr(help, prefix))
+			printf("@ID\n");
+		free(help);
+		return ISC_EXIT_OK;
+	}
+	return ISC_EXIT_USAGE;
+}
+
 /* "isc: unknown command 'X'; did you mean 'Y'?" and where the list is. */
 static int unknown_command(const char *what, const char *word, const char *const *known, size_t n)
 {
@@ -291,6 +333,15 @@ int main(int argc, char **argv)
 	}
 	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++)
 		command_names[c] = commands[c].name;
+	if (strcmp(argv[i], "__complete") == 0) {
+		isc_err_clear(&err);
+		cli.home = isc_home_resolve(home_flag, &err);
+		if (!cli.home)
+			return isc_cli_fail(&err);
+		rc = complete_words(&cli, argc - i - 1, argv + i + 1);
+		free(cli.home);
+		return rc;
+	}
 	/* isc help [COMMAND]: the command's --help, as git and go have it. */
 	if (strcmp(argv[i], "help") == 0) {
 		if (i + 1 >= argc) {

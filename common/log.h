@@ -1,7 +1,8 @@
 /*
  * One line per event on stderr: "2026-11-22T10:00:00.123Z iscd info: message".
  * Callers never pass secrets; messages built from cloud replies are already
- * scrubbed by the drivers.
+ * scrubbed by the drivers. Under journald (JOURNAL_STREAM names stderr) each
+ * line starts with its syslog priority, "<3>" for an error (log.c).
  */
 #ifndef ISC_COMMON_LOG_H
 #define ISC_COMMON_LOG_H

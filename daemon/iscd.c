@@ -17,11 +17,13 @@
 #include "keys/keys.h"
 #include "broker/broker.h"
 #include "common/clock.h"
+#include "common/crashpoint.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "datasets/datasets.h"
 #include "onprem/onprem.h"
 #include "config/config.h"
+#include "daemon/notify.h"
 #include "store/store.h"
 #include "store/store_access.h"
 #include "store/store_experiments.h"
@@ -38,7 +40,10 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,7 +101,7 @@ static int take_lock(const char *home)
 /* SOCKET.tcp, written while the TCP listener runs; removed when iscd stops. */
 static char *tcp_info_path;
 
-static int start_api(const char *home, struct isc_api **out, struct isc_err *err)
+static int start_api(const char *home, struct isc_api **out, char **sock_out, struct isc_err *err)
 {
 	struct isc_config *cfg = NULL;
 	struct isc_api_options o = {0};
@@ -163,10 +168,94 @@ static int start_api(const char *home, struct isc_api **out, struct isc_err *err
 		}
 	}
 	free(info);
-	free(sock);
+	if (!rc)
+		*sock_out = sock;
+	else
+		free(sock);
 	free(web_root);
 	isc_config_free(cfg);
 	return rc;
+}
+
+static void sleep_interruptible(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	/* A signal interrupts the sleep, so shutdown is prompt. */
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * True once the API answers on its socket: GET /v1/whoami (anyone may ask; it
+ * reads the store) returns 200. What READY=1 promises the service manager, so
+ * units ordered After=iscd.service find an API that answers, not one that is
+ * still starting. One try takes at most 5 s.
+ */
+static int api_answers(const char *sock)
+{
+	static const char req[] = "GET /v1/whoami HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {5, 0};
+	char reply[64];
+	size_t got = 0;
+	int fd, ok = 0;
+
+	if (strlen(sock) >= sizeof(sa.sun_path))
+		return 0;
+	strcpy(sa.sun_path, sock);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
+		while (got < sizeof(reply) - 1) {
+			ssize_t n = read(fd, reply + got, sizeof(reply) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		reply[got] = 0;
+		/* "HTTP/1.x 200 ..." */
+		ok = got >= 12 && strncmp(reply, "HTTP/1.", 7) == 0 &&
+		     strncmp(reply + 8, " 200", 4) == 0;
+	}
+	close(fd);
+	return ok;
+}
+
+/*
+ * The watchdog (WatchdogSec= in iscd.service): WATCHDOG=1 is sent only from the
+ * tick loop's own thread, after a tick ended and while it waits for the next
+ * one, at half the interval systemd asked for. A tick that hangs sends nothing,
+ * so systemd kills and restarts iscd; the API's threads never ping for it.
+ */
+static int64_t watchdog_ms, watchdog_last_ms;
+
+static void watchdog_ping(void)
+{
+	int64_t now;
+	if (!watchdog_ms)
+		return;
+	now = isc_monotonic_ms();
+	if (now - watchdog_last_ms < watchdog_ms / 2)
+		return;
+	watchdog_last_ms = now;
+	isc_notify("WATCHDOG=1");
+}
+
+/* Sleeps ms, waking to ping the watchdog: waiting for the next tick is not hanging. */
+static void sleep_watched(long ms)
+{
+	int64_t until = isc_monotonic_ms() + ms;
+	for (;;) {
+		int64_t left = until - isc_monotonic_ms();
+		if (left <= 0 || stop_requested)
+			break;
+		if (watchdog_ms && left > watchdog_ms / 4)
+			left = watchdog_ms / 4 ? watchdog_ms / 4 : 1;
+		sleep_interruptible((long)left);
+		watchdog_ping();
+	}
 }
 
 /*
@@ -247,13 +336,6 @@ static void refuse_core_dumps(void)
 		        strerror(errno));
 }
 
-static void sleep_interruptible(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	/* A signal interrupts the sleep, so shutdown is prompt. */
-	nanosleep(&ts, NULL);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -269,7 +351,7 @@ int main(int argc, char **argv)
 	struct isc_api *api = NULL;
 	struct isc_err err;
 	struct sigaction sa;
-	char *home = NULL;
+	char *home = NULL, *api_sock = NULL;
 	long interval_ms = -1, ticks = 0, late_over_tick = 0;
 	int64_t planned_ms = 0, late_max_ms = 0, late_sum_ms = 0;
 	int c, once = 0, api_only = 0, lock_fd = -1, rc = 1;
@@ -331,6 +413,8 @@ int main(int argc, char **argv)
 		isc_log(ISC_LOG_ERROR, "%s", err.msg);
 		return 1;
 	}
+	/* Migrations run here (store/migrations.c): the status says why READY is not yet sent. */
+	isc_notify("STATUS=opening the store of %s (migrations run here)", home);
 	if (isc_store_open(home, 0, &store, &err)) {
 		isc_log(ISC_LOG_ERROR, "%s", err.msg);
 		goto out;
@@ -362,9 +446,26 @@ int main(int argc, char **argv)
 	}
 
 	queued_cancels(home, store);
-	if (!once && start_api(home, &api, &err)) {
+	if (!once && start_api(home, &api, &api_sock, &err)) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
 		goto out;
+	}
+	if (api) {
+		int tries = 0;
+		/* The listener is up when isc_api_start returns; a few tries cover a slow store. */
+		while (!api_answers(api_sock) && ++tries < 50)
+			sleep_interruptible(100);
+		if (tries >= 50) {
+			isc_log(ISC_LOG_ERROR, "api: %s does not answer GET /v1/whoami", api_sock);
+			goto out;
+		}
+		watchdog_ms = isc_notify_watchdog_ms();
+		watchdog_last_ms = isc_monotonic_ms();
+		isc_notify("READY=1\nSTATUS=%s on %s; API on %s", api_only ? "API only" : "ticking",
+		           home, api_sock);
+		if (watchdog_ms)
+			isc_log(ISC_LOG_INFO, "watchdog: a ping every %lld ms from the tick loop",
+			        (long long)(watchdog_ms / 2));
 	}
 
 	memset(&sa, 0, sizeof(sa));
@@ -393,7 +494,7 @@ int main(int argc, char **argv)
 	rc = 0;
 	/* The API alone: its threads answer; this thread only waits for the signal to stop. */
 	while (api_only && !stop_requested)
-		sleep_interruptible(interval_ms);
+		sleep_watched(interval_ms);
 	do {
 		if (api_only)
 			break;
@@ -412,6 +513,8 @@ int main(int argc, char **argv)
 			if (late > interval_ms)
 				late_over_tick++;
 		}
+		/* A test build can hold the tick here (ISC_PAUSE_AT=tick.started): a stuck tick. */
+		isc_crash_point("tick.started");
 		isc_err_clear(&err);
 		if (isc_broker_tick(broker, &err))
 			isc_log(ISC_LOG_ERROR, "tick: %s", err.msg);
@@ -420,12 +523,13 @@ int main(int argc, char **argv)
 			isc_log(ISC_LOG_ERROR, "on-prem tick: %s", err.msg);
 		ticks++;
 		planned_ms = start + interval_ms;
+		watchdog_ping();
 		if (once || stop_requested)
 			break;
 		{
 			int64_t left = planned_ms - isc_monotonic_ms();
 			if (left > 0)
-				sleep_interruptible((long)left);
+				sleep_watched((long)left);
 		}
 	} while (!stop_requested);
 	if (ticks > 1) {
@@ -438,6 +542,7 @@ int main(int argc, char **argv)
 		isc_broker_tick_phases(broker, phases, sizeof(phases));
 		isc_log(ISC_LOG_INFO, "tick phases: %s", phases);
 	}
+	isc_notify("STOPPING=1\nSTATUS=stopping after %ld ticks", ticks);
 	isc_log(ISC_LOG_INFO, "stopping");
 	isc_dataset_cacher_stop(cacher);
 out:
@@ -446,6 +551,7 @@ out:
 	if (tcp_info_path)
 		unlink(tcp_info_path);
 	free(tcp_info_path);
+	free(api_sock);
 	isc_onprem_free(onprem);
 	isc_broker_free(broker);
 	isc_store_free(store);

@@ -7,6 +7,7 @@
  * for why the maximum).
  */
 #include "shapes/catalog_import.h"
+#include "common/datadir.h"
 
 #include "shapes/csv.h"
 #include "store/store_shapes.h"
@@ -1015,9 +1016,8 @@ char *isc_catalog_default_dir(struct isc_err *err)
 			isc_err_set(err, ISC_ENOMEM, "out of memory");
 		return dir;
 	}
-	if (!(exe = realpath("/proc/self/exe", NULL))) {
-		isc_err_set(err, ISC_ENOTFOUND,
-		            "cannot find the program's folder (set ISC_SHAPES_DIR)");
+	if (!(exe = realpath("/proc/self/exe", NULL)) && !(exe = strdup(""))) {
+		isc_err_set(err, ISC_ENOMEM, "out of memory");
 		return NULL;
 	}
 	/* Walk up from the program's folder: <d>/shapes, then <d>/share/isc/shapes. */
@@ -1038,8 +1038,18 @@ char *isc_catalog_default_dir(struct isc_err *err)
 		}
 	}
 	free(exe);
+	/* Then where `make install` put it (PREFIX/share/isc/shapes, common/datadir.h). */
+	if (asprintf(&cand, "%s/shapes", isc_data_dir()) < 0) {
+		isc_err_set(err, ISC_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (has_csv(cand))
+		return cand;
 	isc_err_set(err, ISC_ENOTFOUND,
-	            "no shipped shape catalog (shapes/*.csv) near the program; set ISC_SHAPES_DIR");
+	            "no shipped shape catalog (shapes/*.csv) near the program nor in %s; set "
+	            "ISC_SHAPES_DIR",
+	            cand);
+	free(cand);
 	return NULL;
 }
 

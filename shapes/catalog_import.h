@@ -65,7 +65,8 @@ int isc_catalog_write_csv(FILE *f, const struct isc_shape *shapes, size_t n, str
  * The folder of the shipped catalog: $ISC_SHAPES_DIR when set, else the first
  * `shapes` folder holding a .csv found next to the running program or in a
  * folder above it (realpath of /proc/self/exe, walking up), else
- * share/isc/shapes beside a bin/ folder. Caller frees; NULL with
+ * share/isc/shapes beside a bin/ folder, else the installed DATADIR/shapes
+ * (common/datadir.h). Caller frees; NULL with
  * ISC_ENOTFOUND when there is none.
  */
 char *isc_catalog_default_dir(struct isc_err *err);
