@@ -72,7 +72,8 @@ sys.exit(0 if eval(sys.argv[1]) else 1)' "$2"
 }
 check "Prometheus scrapes the replica (up == 1)" within 30 promq 'up{job="iscd"}' 'vals == [1.0]'
 
-# 3. A burst with a spot interruption, recovered by replacing the lost node.
+# 3. A burst with a spot interruption, recovered by replacing the lost node; then one
+# refused capacity on its first shape.
 id=$(submit "$launch/long.isc")
 check "the burst runs" wait_status "$id" running 60
 check "Prometheus sees one running burst" within 15 promq 'isc_bursts{state="running"}' 'vals == [1.0]'
@@ -96,6 +97,14 @@ check "store transactions are timed" promq 'isc_store_transaction_duration_secon
 isc cancel "$id" >/dev/null
 check "the burst cancels" wait_status "$id" cancelled 30
 check "Prometheus sees it cancelled, none running" within 15 promq 'isc_bursts{state="cancelled"} == 1 and on() isc_bursts{state="running"} == 0' 'vals == [1.0]'
+# A capacity refusal on the first shape: the burst fails over to the second.
+fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":10}'
+id2=$(submit "$launch/two-node.isc")
+check "a burst refused capacity on its first shape completes on the second" wait_status "$id2" completed 60
+mock faults -X DELETE >/dev/null
+check "Prometheus sees the capacity refusal" within 15 promq 'isc_capacity_refusals_total{provider="aws",region="us-east-1"}' 'vals == [1.0]'
+check "and the failover" within 15 promq 'isc_failovers_total{provider="aws"}' 'vals == [1.0]'
+check "and the completed burst" within 15 promq 'isc_bursts{state="completed"}' 'vals == [1.0]'
 curl -sf "$murl" >"$dir/m1.txt"
 check "promtool check metrics passes (after the burst)" bash -c "promtool check metrics <'$dir/m1.txt'"
 check "counters are monotonic: launches did not go down" test "$(sed -n 's/^isc_launches_total{provider="aws",region="us-east-1"} //p' "$dir/m1.txt")" -ge 2
