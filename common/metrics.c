@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 struct series {
+	uint64_t hash; /* of the label values: compared first, so a lookup rarely reads them */
 	char *lv[ISC_METRICS_MAX_LABELS];
 	_Atomic uint64_t value;    /* a double's bits: a counter's or gauge's value */
 	_Atomic uint64_t sum;      /* a double's bits: a histogram's sum */
@@ -112,11 +113,25 @@ static int same_labels(const struct series *s, size_t nl, const char *const *lv)
 	return 1;
 }
 
-static struct series *scan(struct family *f, size_t from, size_t to, const char *const *lv)
+/* FNV-1a over the label values, each ended by a 0xff (no label value holds one in UTF-8). */
+static uint64_t labels_hash(size_t nl, const char *const *lv)
+{
+	uint64_t h = 14695981039346656037ULL;
+	for (size_t i = 0; i < nl; i++) {
+		for (const unsigned char *p = (const unsigned char *)(lv && lv[i] ? lv[i] : ""); *p;
+		     p++)
+			h = (h ^ *p) * 1099511628211ULL;
+		h = (h ^ 0xff) * 1099511628211ULL;
+	}
+	return h;
+}
+
+static struct series *scan(struct family *f, size_t from, size_t to, uint64_t h,
+                           const char *const *lv)
 {
 	for (size_t i = from; i < to; i++) {
 		struct series *s = atomic_load_explicit(&f->series[i], memory_order_acquire);
-		if (s && same_labels(s, f->n_labels, lv))
+		if (s && s->hash == h && same_labels(s, f->n_labels, lv))
 			return s;
 	}
 	return NULL;
@@ -127,19 +142,22 @@ static struct series *series_of(struct isc_metrics *m, size_t id, const char *co
 {
 	struct family *f;
 	struct series *s;
+	uint64_t h;
 	size_t n;
 
 	if (!m || id >= m->n)
 		return NULL;
 	f = &m->f[id];
+	h = labels_hash(f->n_labels, lv);
 	n = atomic_load_explicit(&f->n, memory_order_acquire);
-	if ((s = scan(f, 0, n, lv)))
+	if ((s = scan(f, 0, n, h, lv)))
 		return s;
 	pthread_mutex_lock(&m->lock);
 	/* Another thread may have made it meanwhile: only the series after n are new. */
-	s = scan(f, n, atomic_load_explicit(&f->n, memory_order_acquire), lv);
+	s = scan(f, n, atomic_load_explicit(&f->n, memory_order_acquire), h, lv);
 	if (!s && f->n < ISC_METRICS_MAX_SERIES && (s = calloc(1, sizeof(*s)))) {
 		int ok = 1;
+		s->hash = h;
 		for (size_t i = 0; i < f->n_labels; i++)
 			ok &= (s->lv[i] = strdup(lv && lv[i] ? lv[i] : "")) != NULL;
 		if (ok && f->def->type == ISC_METRIC_HISTOGRAM)
@@ -227,7 +245,8 @@ double isc_metrics_value(struct isc_metrics *m, size_t id, const char *const *lv
 	if (!m || id >= m->n)
 		return 0;
 	f = &m->f[id];
-	if (!(s = scan(f, 0, atomic_load_explicit(&f->n, memory_order_acquire), lv)))
+	if (!(s = scan(f, 0, atomic_load_explicit(&f->n, memory_order_acquire),
+	               labels_hash(f->n_labels, lv), lv)))
 		return 0;
 	if (f->def->type != ISC_METRIC_HISTOGRAM)
 		return double_of(atomic_load_explicit(&s->value, memory_order_relaxed));
@@ -531,6 +550,18 @@ struct isc_metrics *isc_metrics_global(void)
 		return NULL;
 	pthread_once(&global_once, global_make);
 	return global;
+}
+
+/*
+ * ISC_METRICS_OFF=1 in iscd's environment: every update is a no-op and /metrics is
+ * empty. Only to measure what the metrics cost (docs/metrics.md, "Cost").
+ */
+static void off_from_env(void) __attribute__((constructor));
+static void off_from_env(void)
+{
+	const char *v = getenv("ISC_METRICS_OFF");
+	if (v && strcmp(v, "1") == 0)
+		isc_metrics_off();
 }
 
 void isc_metrics_off(void)

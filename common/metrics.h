@@ -117,7 +117,8 @@ extern const struct isc_metric_def isc_metric_defs[ISC_M_COUNT];
 /*
  * The process-wide registry of iscd's families, made on first use (NULL only when
  * out of memory, and then every update is a no-op). isc_metrics_off() makes every
- * update a no-op from then on (the cost measured with metrics off; a bench).
+ * update a no-op from then on (the cost measured with metrics off); so does
+ * ISC_METRICS_OFF=1 in the environment, read when the program starts.
  */
 struct isc_metrics *isc_metrics_global(void);
 void isc_metrics_off(void);
