@@ -84,6 +84,9 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 			return isc_err_wrap(err, "cloud keys");
 		}
 	}
+	/* Every configured provider's series from the first scrape (docs/metrics.md). */
+	for (size_t i = 0; i < b->config->n_providers; i++)
+		isc_metrics_touch_provider(b->config->providers[i].name);
 	*out = b;
 	return 0;
 }

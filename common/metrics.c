@@ -223,6 +223,11 @@ void isc_metrics_observe(struct isc_metrics *m, size_t id, const char *const *lv
 	atomic_add_double(&s->sum, v);
 }
 
+void isc_metrics_touch(struct isc_metrics *m, size_t id, const char *const *lv)
+{
+	(void)series_of(m, id, lv);
+}
+
 void isc_metrics_zero(struct isc_metrics *m, size_t id)
 {
 	struct family *f;
@@ -538,10 +543,37 @@ static _Atomic int global_off;
 
 static void global_make(void)
 {
+	/* The families without labels, and those whose label values are all known. */
+	static const enum isc_metric_id plain[] = {
+	    ISC_M_TICK_DURATION,   ISC_M_TICK_LATENESS,          ISC_M_TICKS_LATE,
+	    ISC_M_LEASE_TAKEOVERS, ISC_M_STORE_TRANSIENT_ERRORS, ISC_M_SCRAPE_STORE_ERRORS,
+	    ISC_M_DROPPED,
+	};
+	static const char *const paths[] = {"replace", "gang"};
+	static const char *const outcomes[] = {"commit", "rollback"};
+
 	global = isc_metrics_new(isc_metric_defs, ISC_M_COUNT);
-	if (global)
-		isc_metrics_set(global, ISC_M_BUILD_INFO,
-		                ISC_LABELS(isc_version(), isc_build_commit()), 1);
+	if (!global)
+		return;
+	isc_metrics_set(global, ISC_M_BUILD_INFO, ISC_LABELS(isc_version(), isc_build_commit()), 1);
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+		isc_metrics_touch(global, plain[i], NULL);
+	for (size_t i = 0; i < 2; i++) {
+		isc_metrics_touch(global, ISC_M_RECOVERIES, ISC_LABELS(paths[i]));
+		isc_metrics_touch(global, ISC_M_RECOVERY_DURATION, ISC_LABELS(paths[i]));
+		isc_metrics_touch(global, ISC_M_STORE_TX_DURATION, ISC_LABELS(outcomes[i]));
+	}
+}
+
+void isc_metrics_touch_provider(const char *provider)
+{
+	static const enum isc_metric_id by_provider[] = {
+	    ISC_M_SUBMIT_TO_RUNNING, ISC_M_PROVISIONING, ISC_M_FAILOVERS,
+	    ISC_M_INTERRUPTIONS,     ISC_M_SPEND,        ISC_M_DESCRIBE_DURATION,
+	};
+	struct isc_metrics *m = isc_metrics_global();
+	for (size_t i = 0; i < sizeof(by_provider) / sizeof(by_provider[0]); i++)
+		isc_metrics_touch(m, by_provider[i], ISC_LABELS(provider));
 }
 
 struct isc_metrics *isc_metrics_global(void)

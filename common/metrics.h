@@ -58,6 +58,12 @@ void isc_metrics_free(struct isc_metrics *m);
 void isc_metrics_add(struct isc_metrics *m, size_t id, const char *const *lv, double v);
 void isc_metrics_set(struct isc_metrics *m, size_t id, const char *const *lv, double v);
 void isc_metrics_observe(struct isc_metrics *m, size_t id, const char *const *lv, double v);
+/*
+ * Makes the series of lv at 0 if it is not there yet: a counter that shows from the
+ * start, so Prometheus sees its first increase and a restart's reset (a series that
+ * appears only when it first counts hides both).
+ */
+void isc_metrics_touch(struct isc_metrics *m, size_t id, const char *const *lv);
 /* Sets every series of a gauge family to 0 (before setting what a scrape counted). */
 void isc_metrics_zero(struct isc_metrics *m, size_t id);
 /* The value of a counter or gauge series, or a histogram's count; 0 when it has none. */
@@ -127,6 +133,8 @@ void isc_metrics_off(void);
 void isc_metric_add(enum isc_metric_id id, const char *const *lv, double v);
 void isc_metric_set(enum isc_metric_id id, const char *const *lv, double v);
 void isc_metric_observe(enum isc_metric_id id, const char *const *lv, double v);
+/* The series of a provider's families at 0 (isc_metrics_touch), for a configured provider. */
+void isc_metrics_touch_provider(const char *provider);
 
 /*
  * Sets the process_* gauges from /proc/self (CPU seconds, resident and virtual

@@ -37,24 +37,28 @@ check "metrics_listen answers GET /metrics" test -s "$dir/m0.txt"
 check "in the text format, version 0.0.4" grep -qi '^content-type: text/plain; version=0.0.4' "$dir/m.head"
 check "promtool check metrics passes (idle)" bash -c "promtool check metrics <'$dir/m0.txt'"
 check "every burst state has its series from the first scrape" test "$(grep -c '^isc_bursts{state=' "$dir/m0.txt")" -ge 12
+check "so has every configured provider's interruptions, at 0" bash -c "grep -q '^isc_interruptions_total{provider=\"aws\"} 0\$' '$dir/m0.txt' && grep -q '^isc_interruptions_total{provider=\"gcp\"} 0\$' '$dir/m0.txt'"
 check "process_* metrics as Prometheus' client libraries name them" \
 	bash -c "grep -q '^process_cpu_seconds_total ' '$dir/m0.txt' && grep -q '^process_resident_memory_bytes ' '$dir/m0.txt' && grep -q '^process_open_fds ' '$dir/m0.txt' && grep -q '^process_start_time_seconds ' '$dir/m0.txt'"
 check "nothing but /metrics on metrics_listen" test "$(curl -s -o /dev/null -w '%{http_code}' "${murl%/metrics}/v1/whoami")" = 404
 
 # 2. A real Prometheus scrapes this replica every second.
 pport=$(py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mhost=${murl#http://}
-mhost=${mhost%/metrics}
-mkdir -p "$dir/prom"
-cat >"$dir/prom/prometheus.yml" <<YML
+# prom_config: a scrape every second of the replica's metrics_listen (murl).
+prom_config() {
+	local target=${murl#http://}
+	cat >"$dir/prom/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
   - job_name: iscd
     static_configs:
-      - targets: ["$mhost"]
+      - targets: ["${target%/metrics}"]
 YML
+}
+mkdir -p "$dir/prom"
+prom_config
 setpriv --pdeathsig TERM /usr/bin/prometheus --config.file="$dir/prom/prometheus.yml" \
 	--storage.tsdb.path="$dir/prom/data" --web.listen-address="127.0.0.1:$pport" \
 	>"$dir/prom/log" 2>&1 &
@@ -73,7 +77,7 @@ sys.exit(0 if eval(sys.argv[1]) else 1)' "$2"
 check "Prometheus scrapes the replica (up == 1)" within 30 promq 'up{job="iscd"}' 'vals == [1.0]'
 
 # 3. A burst with a spot interruption, recovered by replacing the lost node; then one
-# refused capacity on its first shape.
+# refused capacity on its first shape; then one recovered by its whole gang.
 id=$(submit "$launch/long.isc")
 check "the burst runs" wait_status "$id" running 60
 check "Prometheus sees one running burst" within 15 promq 'isc_bursts{state="running"}' 'vals == [1.0]'
@@ -105,9 +109,29 @@ mock faults -X DELETE >/dev/null
 check "Prometheus sees the capacity refusal" within 15 promq 'isc_capacity_refusals_total{provider="aws",region="us-east-1"}' 'vals == [1.0]'
 check "and the failover" within 15 promq 'isc_failovers_total{provider="aws"}' 'vals == [1.0]'
 check "and the completed burst" within 15 promq 'isc_bursts{state="completed"}' 'vals == [1.0]'
+# With the lost-nodes path off, an interruption is recovered by the whole gang. iscd
+# restarts for it: its counters start again at 0, which Prometheus takes as a reset.
+stop_iscd
+add_top 'replace_deadline_ms = 0'
+start_iscd || exit 1
+for _ in $(seq 50); do [ -s "$sock.metrics" ] && break; sleep 0.1; done
+murl=$(cat "$sock.metrics")
+check "the restarted iscd wrote its metrics address" grep -q '^http://127.0.0.1:' "$sock.metrics"
+url=$(cat "$sock.tcp")
+prom_config
+kill -HUP $prom_pid # Prometheus reads its configuration again
+id3=$(submit "$launch/long.isc")
+check "a burst runs under the restarted iscd" wait_status "$id3" running 60
+sleep 2
+interrupt_resumes "$id3" interrupt 2 60 oldest
+check "Prometheus sees the recovery by the whole gang" within 20 promq 'isc_recoveries_total{path="gang"}' 'vals == [1.0]'
+check "and its duration" within 15 promq 'isc_recovery_seconds_count{path="gang"}' 'vals == [1.0]'
+check "the interruptions over both processes: 2" within 15 promq 'sum(increase(isc_interruptions_total{provider="aws"}[10m]))' 'vals and vals[0] >= 1.5'
+isc cancel "$id3" >/dev/null
+check "the gang-recovered burst cancels" wait_status "$id3" cancelled 30
 curl -sf "$murl" >"$dir/m1.txt"
 check "promtool check metrics passes (after the burst)" bash -c "promtool check metrics <'$dir/m1.txt'"
-check "counters are monotonic: launches did not go down" test "$(sed -n 's/^isc_launches_total{provider="aws",region="us-east-1"} //p' "$dir/m1.txt")" -ge 2
+check "this process counted its own launches (2: the gang, its replacement)" test "$(sed -n 's/^isc_launches_total{provider="aws",region="us-east-1"} //p' "$dir/m1.txt")" -ge 2
 
 # 4. On the API's listeners the metrics are the operator's only.
 for who in mem adm fin; do isc user add $who >/dev/null 2>&1; done
