@@ -85,6 +85,7 @@ check "and its launch on aws us-east-1" within 10 promq 'isc_launches_total{prov
 check "and its submit-to-running time" within 10 promq 'isc_submit_to_running_seconds_count{provider="aws"}' 'vals == [1.0]'
 check "and its provisioning time" within 10 promq 'isc_provisioning_seconds_count{provider="aws"}' 'vals and vals[0] >= 1'
 check "and its live instances" within 10 promq 'isc_instances_live{provider="aws"}' 'vals == [2.0]'
+check "this replica holds the burst's lease" within 10 promq 'isc_leases_held' 'vals == [1.0]'
 sleep 2 # a checkpoint to resume from
 interrupt_resumes "$id" interrupt 2 60 oldest
 check "Prometheus sees the interruption" within 15 promq 'isc_interruptions_total{provider="aws"}' 'vals and vals[0] >= 1'
@@ -101,6 +102,7 @@ check "store transactions are timed" promq 'isc_store_transaction_duration_secon
 isc cancel "$id" >/dev/null
 check "the burst cancels" wait_status "$id" cancelled 30
 check "Prometheus sees it cancelled, none running" within 15 promq 'isc_bursts{state="cancelled"} == 1 and on() isc_bursts{state="running"} == 0' 'vals == [1.0]'
+check "and the lease given up" within 15 promq 'isc_leases_held' 'vals == [0.0]'
 # A capacity refusal on the first shape: the burst fails over to the second.
 fault '{"kind":"capacity","instance_type":"g4dn.xlarge","count":10}'
 id2=$(submit "$launch/two-node.isc")
@@ -142,8 +144,10 @@ isc member add --org acme fin --role finance >/dev/null
 n=1
 for who in mem adm fin; do
 	secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-	store_sql "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
-		SELECT 'tok_00000000000000a$n', id, '$(printf '%s' "$secret" | sha256sum | cut -d' ' -f1)', 0 FROM users WHERE name = '$who'" >/dev/null
+	# Stored as iscd stores a token (these users are no OS users here); again while the
+	# ticking iscd holds SQLite's write lock (the sqlite3 shell does not wait for it).
+	within 10 store_sql "INSERT INTO api_tokens (id, user_id, hash, created_at_ms)
+		SELECT 'tok_00000000000000a$n', id, '$(printf '%s' "$secret" | sha256sum | cut -d' ' -f1)', 0 FROM users WHERE name = '$who'" >/dev/null 2>&1
 	eval "tok_$who=tok_00000000000000a$n.$secret"
 	n=$((n + 1))
 done
