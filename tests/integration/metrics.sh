@@ -41,6 +41,7 @@ check "so has every configured provider's interruptions, at 0" bash -c "grep -q 
 check "process_* metrics as Prometheus' client libraries name them" \
 	bash -c "grep -q '^process_cpu_seconds_total ' '$dir/m0.txt' && grep -q '^process_resident_memory_bytes ' '$dir/m0.txt' && grep -q '^process_open_fds ' '$dir/m0.txt' && grep -q '^process_start_time_seconds ' '$dir/m0.txt'"
 check "nothing but /metrics on metrics_listen" test "$(curl -s -o /dev/null -w '%{http_code}' "${murl%/metrics}/v1/whoami")" = 404
+check "and nothing but GET there" test "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d x "$murl")" = 405
 
 # 2. A real Prometheus scrapes this replica every second.
 pport=$(py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
