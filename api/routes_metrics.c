@@ -56,7 +56,7 @@ static void count_store(struct isc_metrics *m, struct isc_store *store)
 	free(rows);
 }
 
-int isc_api_metrics_text(struct isc_store *store, char **out, size_t *len)
+int isc_api_metrics_text(struct isc_store *store, int openmetrics, char **out, size_t *len)
 {
 	struct isc_metrics *m = isc_metrics_global();
 	struct isc_buf b;
@@ -72,7 +72,7 @@ int isc_api_metrics_text(struct isc_store *store, char **out, size_t *len)
 	}
 	isc_metrics_process_update(m);
 	isc_metrics_set(m, ISC_M_DROPPED, NULL, (double)isc_metrics_dropped(m));
-	rc = isc_metrics_render(m, &b);
+	rc = openmetrics ? isc_metrics_render_openmetrics(m, &b) : isc_metrics_render(m, &b);
 	pthread_mutex_unlock(&scrape_lock);
 	if (rc || !b.data) {
 		isc_buf_cleanup(&b);
@@ -97,7 +97,7 @@ static void get_metrics(struct isc_api_call *c)
 
 	if (!isc_api_require_operator(c))
 		return;
-	if (isc_api_metrics_text(c->store, &text, &len)) {
+	if (isc_api_metrics_text(c->store, 0, &text, &len)) {
 		isc_api_reply_error(c, 500, "out of memory");
 		return;
 	}

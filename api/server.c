@@ -1447,8 +1447,11 @@ static enum MHD_Result on_metrics_request(void *cls, struct MHD_Connection *conn
 		ts = thread_state(api, &err);
 		if (!ts || !ts->store)
 			isc_log(ISC_LOG_WARN, "metrics: the store: %s", err.msg);
-		if (isc_api_metrics_text(ts ? ts->store : NULL, &text, &len) == 0)
-			type = ISC_METRICS_CONTENT_TYPE;
+		/* Prometheus asks for OpenMetrics first (its Accept header): it gets it. */
+		const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+		int om = accept && strstr(accept, "application/openmetrics-text") != NULL;
+		if (isc_api_metrics_text(ts ? ts->store : NULL, om, &text, &len) == 0)
+			type = om ? ISC_OPENMETRICS_CONTENT_TYPE : ISC_METRICS_CONTENT_TYPE;
 		else
 			status = 500, text = strdup("out of memory\n");
 	}

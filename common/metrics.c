@@ -283,12 +283,17 @@ int isc_metrics_escape(struct isc_buf *out, const char *value)
 	return rc;
 }
 
-/* HELP text escapes only \ and newline (the format's rule for docstrings). */
-static int put_help(struct isc_buf *out, const char *help)
+/*
+ * HELP text escapes \ and newline (the text format's rule for docstrings); OpenMetrics
+ * escapes " too.
+ */
+static int put_help(struct isc_buf *out, const char *help, int om)
 {
 	int rc = 0;
 	for (const char *p = help; *p && !rc; p++) {
-		if (*p == '\\')
+		if (*p == '"' && om)
+			rc = isc_buf_puts(out, "\\\"");
+		else if (*p == '\\')
 			rc = isc_buf_puts(out, "\\\\");
 		else if (*p == '\n')
 			rc = isc_buf_puts(out, "\\n");
@@ -330,16 +335,18 @@ static int put_labels(struct isc_buf *out, const struct family *f, const struct 
 	return rc ? ISC_ENOMEM : 0;
 }
 
-static int render_family(struct isc_metrics *m, size_t id, struct isc_buf *out)
+static int render_family(struct isc_metrics *m, size_t id, struct isc_buf *out, int om)
 {
 	const struct family *f = &m->f[id];
 	const struct isc_metric_def *d = f->def;
 	size_t n = atomic_load_explicit(&f->n, memory_order_acquire);
+	/* OpenMetrics names a counter's family without the _total of its samples. */
+	int family_len = (int)strlen(d->name) - (om && d->type == ISC_METRIC_COUNTER ? 6 : 0);
 	int rc = 0;
 
-	rc |= isc_buf_printf(out, "# HELP %s ", d->name);
-	rc |= put_help(out, d->help);
-	rc |= isc_buf_printf(out, "\n# TYPE %s %s\n", d->name,
+	rc |= isc_buf_printf(out, "# HELP %.*s ", family_len, d->name);
+	rc |= put_help(out, d->help, om);
+	rc |= isc_buf_printf(out, "\n# TYPE %.*s %s\n", family_len, d->name,
 	                     d->type == ISC_METRIC_COUNTER ? "counter"
 	                     : d->type == ISC_METRIC_GAUGE ? "gauge"
 	                                                   : "histogram");
@@ -384,9 +391,17 @@ int isc_metrics_render(struct isc_metrics *m, struct isc_buf *out)
 	if (!m)
 		return 0;
 	for (size_t i = 0; i < m->n; i++)
-		if (render_family(m, i, out))
+		if (render_family(m, i, out, 0))
 			return ISC_ENOMEM;
 	return 0;
+}
+
+int isc_metrics_render_openmetrics(struct isc_metrics *m, struct isc_buf *out)
+{
+	for (size_t i = 0; m && i < m->n; i++)
+		if (render_family(m, i, out, 1))
+			return ISC_ENOMEM;
+	return isc_buf_puts(out, "# EOF\n") ? ISC_ENOMEM : 0;
 }
 
 /* ---- iscd's families ---- */

@@ -75,6 +75,12 @@ unsigned long long isc_metrics_dropped(struct isc_metrics *m);
 /* Appends the exposition text of every family to out. 0 or ISC_ENOMEM. */
 int isc_metrics_render(struct isc_metrics *m, struct isc_buf *out);
 
+/*
+ * The same in OpenMetrics 1.0 (application/openmetrics-text): a counter's family named
+ * without _total in its HELP and TYPE lines, " escaped in HELP, and "# EOF" last.
+ */
+int isc_metrics_render_openmetrics(struct isc_metrics *m, struct isc_buf *out);
+
 /* A label value as the exposition format quotes it: \\, \" and \n escaped. */
 int isc_metrics_escape(struct isc_buf *out, const char *value);
 

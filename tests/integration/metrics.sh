@@ -40,6 +40,10 @@ check "every burst state has its series from the first scrape" test "$(grep -c '
 check "so has every configured provider's interruptions, at 0" bash -c "grep -q '^isc_interruptions_total{provider=\"aws\"} 0\$' '$dir/m0.txt' && grep -q '^isc_interruptions_total{provider=\"gcp\"} 0\$' '$dir/m0.txt'"
 check "process_* metrics as Prometheus' client libraries name them" \
 	bash -c "grep -q '^process_cpu_seconds_total ' '$dir/m0.txt' && grep -q '^process_resident_memory_bytes ' '$dir/m0.txt' && grep -q '^process_open_fds ' '$dir/m0.txt' && grep -q '^process_start_time_seconds ' '$dir/m0.txt'"
+curl -sf -D "$dir/om.head" -H 'Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5' "$murl" >"$dir/om.txt"
+check "OpenMetrics to a scraper that asks for it" grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$dir/om.head"
+check "its counter families named without _total, # EOF last" \
+	bash -c "grep -q '^# TYPE isc_launches counter' '$dir/om.txt' && test \"\$(tail -n 1 '$dir/om.txt')\" = '# EOF'"
 check "nothing but /metrics on metrics_listen" test "$(curl -s -o /dev/null -w '%{http_code}' "${murl%/metrics}/v1/whoami")" = 404
 check "and nothing but GET there" test "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d x "$murl")" = 405
 

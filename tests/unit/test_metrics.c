@@ -78,6 +78,31 @@ static void test_help_type_and_escaping(void **state)
 	isc_metrics_free(m);
 }
 
+static void test_openmetrics(void **state)
+{
+	struct isc_metrics *m = isc_metrics_new(defs, T_N);
+	struct isc_buf b;
+	const char *text;
+	(void)state;
+
+	isc_metrics_add(m, T_COUNTER, ISC_LABELS("a", "b"), 2);
+	isc_metrics_observe(m, T_HIST, ISC_LABELS("gang"), 3);
+	isc_buf_init(&b, 0);
+	assert_int_equal(isc_metrics_render_openmetrics(m, &b), 0);
+	text = isc_buf_cstr(&b);
+	/* The counter's family without _total, its samples with it. */
+	has_line(text, "# TYPE t_things counter");
+	has_line(text, "# HELP t_things Things, with a \\\\ and a\\nnewline.");
+	has_line(text, "t_things_total{kind=\"a\",where=\"b\"} 2");
+	has_line(text, "# TYPE t_wait_seconds histogram");
+	has_line(text, "t_wait_seconds_bucket{path=\"gang\",le=\"+Inf\"} 1");
+	/* # EOF ends it, once. */
+	assert_int_equal(strcmp(text + strlen(text) - 6, "# EOF\n"), 0);
+	assert_ptr_equal(strstr(text, "# EOF"), text + strlen(text) - 6);
+	isc_buf_cleanup(&b);
+	isc_metrics_free(m);
+}
+
 static void test_histogram_cumulative(void **state)
 {
 	struct isc_metrics *m = isc_metrics_new(defs, T_N);
@@ -256,6 +281,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_help_type_and_escaping),
 	    cmocka_unit_test(test_histogram_cumulative),
+	    cmocka_unit_test(test_openmetrics),
 	    cmocka_unit_test(test_counter_never_goes_down),
 	    cmocka_unit_test(test_series_cap),
 	    cmocka_unit_test(test_threads_lose_nothing),
