@@ -38,6 +38,8 @@ struct isc_api_options {
 	unsigned slow_threads; /* threads for slow calls, both listeners together; 0: 4 */
 	unsigned slow_queue;   /* slow calls that may wait for one of them; 0: 64 */
 	const char *web_root;  /* the Control Plane pages' folder (api/web.h); NULL: none */
+	/* "HOST:PORT" serving GET /metrics without a token (docs/metrics.md); NULL or "": none */
+	const char *metrics_listen;
 };
 
 /* Starts listening; the API answers from its own threads until isc_api_free. */
@@ -46,6 +48,8 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 int isc_api_pages_served(const struct isc_api *api);
 /* The TCP port actually bound (useful with port 0), 0 without TCP. */
 unsigned isc_api_tcp_port(const struct isc_api *api);
+/* The metrics_listen port actually bound, 0 without one. */
+unsigned isc_api_metrics_port(const struct isc_api *api);
 /* Stops the listeners, waits for the threads, removes the socket. NULL is fine. */
 void isc_api_free(struct isc_api *api);
 

@@ -96,6 +96,7 @@ extern const struct isc_api_route isc_api_routes_catalog[];
 extern const struct isc_api_route isc_api_routes_nodes[];
 extern const struct isc_api_route isc_api_routes_check[];
 extern const struct isc_api_route isc_api_routes_datasets[];
+extern const struct isc_api_route isc_api_routes_metrics[];
 /* Every table, NULL-terminated (api/routes.c). */
 extern const struct isc_api_route *const isc_api_route_tables[];
 
@@ -210,6 +211,15 @@ const struct isc_config *isc_api_config(struct isc_api_call *c, struct isc_err *
  * 127.0.0.0/8 or ::1 (the TCP listener is plain HTTP; elsewhere it would be clear text).
  */
 int isc_api_secret_transport_ok(const struct isc_api_call *c);
+
+/*
+ * This replica's metrics as Prometheus text (api/routes_metrics.c), or OpenMetrics
+ * when openmetrics is 1: the store's counts (read with store, at most once a second),
+ * the process's, and the rest. *out is the caller's (free()). 0 or ISC_ENOMEM.
+ */
+#define ISC_METRICS_CONTENT_TYPE     "text/plain; version=0.0.4; charset=utf-8"
+#define ISC_OPENMETRICS_CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
+int isc_api_metrics_text(struct isc_store *store, int openmetrics, char **out, size_t *len);
 
 /* Sets what the audit row of this call names. */
 void isc_api_audit_target(struct isc_api_call *c, int64_t org_id, const char *target);

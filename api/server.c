@@ -10,6 +10,7 @@
 #include "api/web.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "config/config.h"
 #include "store/store_access.h"
 
@@ -44,6 +45,7 @@ struct isc_api {
 	char *socket_path;
 	struct MHD_Daemon *unix_d;
 	struct MHD_Daemon *tcp_d;
+	struct MHD_Daemon *metrics_d; /* metrics_listen: GET /metrics only, no token */
 	int unix_fd;
 	uid_t operator_uid;
 	char *operator_name;
@@ -76,6 +78,7 @@ struct request {
 	size_t len, cap;
 	int too_big;
 	struct slow_call *slow; /* owned; see slow_call_new */
+	int64_t start_us;       /* its headers came in (isc_api_request_duration_seconds) */
 	int identified;         /* the fields below are the caller's */
 	/* The thread whose caches were checked against the store then (identify_early). */
 	struct thread_state *checked_by;
@@ -1060,6 +1063,7 @@ static struct isc_api_guard_conn *guard_conn(struct MHD_Connection *conn)
 static int is_page(const struct listener *l, const char *url, const char *method)
 {
 	return !l->is_unix && strncmp(url, "/v1/", 4) != 0 && strcmp(url, "/v1") != 0 &&
+	       strcmp(url, "/metrics") != 0 &&
 	       (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0);
 }
 
@@ -1103,6 +1107,22 @@ static void identify_early(struct listener *l, struct MHD_Connection *conn, stru
 	isc_api_guard_identified(l->guard, guard_conn(conn));
 }
 
+/*
+ * The request's time in isc_api_request_duration_seconds, by the route's pattern
+ * (never the path: it holds ids) and its method; a request that matched no route
+ * (or was answered before: unidentified, store down) is "unmatched", so an unknown
+ * method or path adds no series.
+ */
+static void observe_request(const struct request *req, const struct isc_api_route *r, int status)
+{
+	char code[16];
+
+	snprintf(code, sizeof(code), "%d", status);
+	isc_metric_observe(ISC_M_API_REQUEST_DURATION,
+	                   ISC_LABELS(r ? r->method : "other", r ? r->pattern : "unmatched", code),
+	                   (double)(isc_monotonic_us() - req->start_us) / 1e6);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1110,6 +1130,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct listener *l = cls;
 	struct isc_api *api = l->api;
 	struct request *req = *con_cls;
+	const struct isc_api_route *r = NULL;
 	struct isc_api_call c;
 	struct isc_err err;
 	char user_buf[128], addr_buf[96], tok_buf[64];
@@ -1124,6 +1145,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!req)
 			return MHD_NO;
 		*con_cls = req;
+		req->start_us = isc_monotonic_us();
 		if (cl && strtoull(cl, NULL, 10) > BODY_MAX_BYTES)
 			req->too_big = 1;
 		if (!is_page(l, url, method))
@@ -1136,6 +1158,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!sc->answered)
 			return MHD_YES; /* not ours to answer yet */
 		req->slow = NULL;
+		observe_request(req, sc->route, sc->c.status);
 		ret = send_reply(conn, &sc->c, sc->is_tcp);
 		slow_call_free(sc);
 		return ret;
@@ -1189,6 +1212,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!c.store) {
 		isc_log(ISC_LOG_ERROR, "api: %s", err.msg);
 		isc_api_reply_error(&c, 503, "the store cannot be opened");
+		observe_request(req, NULL, c.status);
 		return send_reply(conn, &c, !l->is_unix);
 	}
 	if (req->identified) {
@@ -1206,7 +1230,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		                                  sizeof(addr_buf), tok_buf, sizeof(tok_buf));
 	}
 	if (identified) {
-		const struct isc_api_route *r = NULL;
 		char segs[512];
 		if (req->too_big)
 			isc_api_reply_error(&c, 413, "the request body is larger than %d bytes",
@@ -1221,6 +1244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	isc_log(ISC_LOG_DEBUG, "api: %s %s -> %d (%s, %s)", method, url, c.status,
 	        c.user ? c.user : "-", c.address ? c.address : "-");
+	observe_request(req, r, c.status);
 	ret = send_reply(conn, &c, !l->is_unix);
 	return ret;
 }
@@ -1357,7 +1381,8 @@ static int listen_unix(struct isc_api *api, const char *path, struct isc_err *er
 	return 0;
 }
 
-static int parse_listen(const char *text, struct sockaddr_in *out, struct isc_err *err)
+static int parse_listen(const char *key, const char *text, struct sockaddr_in *out,
+                        struct isc_err *err)
 {
 	char host[64];
 	const char *colon = strrchr(text, ':');
@@ -1367,15 +1392,118 @@ static int parse_listen(const char *text, struct sockaddr_in *out, struct isc_er
 	memset(out, 0, sizeof(*out));
 	out->sin_family = AF_INET;
 	if (!colon || (size_t)(colon - text) >= sizeof(host))
-		return isc_err_set(err, ISC_EINVALID, "api_listen '%s' is not HOST:PORT", text);
+		return isc_err_set(err, ISC_EINVALID, "%s '%s' is not HOST:PORT", key, text);
 	memcpy(host, text, (size_t)(colon - text));
 	host[colon - text] = 0;
 	port = strtol(colon + 1, &end, 10);
 	if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &out->sin_addr) != 1)
-		return isc_err_set(err, ISC_EINVALID,
-		                   "api_listen '%s' is not an IPv4 address and a port", text);
+		return isc_err_set(err, ISC_EINVALID, "%s '%s' is not an IPv4 address and a port",
+		                   key, text);
 	out->sin_port = htons((uint16_t)port);
 	return 0;
+}
+
+/* ---- metrics_listen ---- */
+
+/*
+ * The metrics listener: GET /metrics and nothing else, without a token (Prometheus
+ * scrapes so), on an address the operator keeps to the scraper. One thread: a
+ * scrape every few seconds from one or two scrapers. Its store connection is its
+ * thread's, as the API threads' are.
+ */
+static enum MHD_Result on_metrics_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                          const char *method, const char *version,
+                                          const char *upload_data, size_t *upload_data_size,
+                                          void **con_cls)
+{
+	struct isc_api *api = cls;
+	struct MHD_Response *resp;
+	struct isc_err err;
+	struct thread_state *ts;
+	enum MHD_Result ret;
+	const char *type = "text/plain; charset=utf-8";
+	char *text = NULL;
+	size_t len = 0;
+	unsigned status = 200;
+	(void)version;
+	(void)upload_data;
+
+	if (!*con_cls) {
+		*con_cls = (void *)1; /* the headers are in: wait for the (ignored) body */
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(url, "/metrics") != 0) {
+		status = 404;
+		text = strdup("only /metrics is served here\n");
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		status = 405;
+		text = strdup("only GET /metrics is served here\n");
+	} else {
+		isc_err_clear(&err);
+		ts = thread_state(api, &err);
+		if (!ts || !ts->store)
+			isc_log(ISC_LOG_WARN, "metrics: the store: %s", err.msg);
+		/* Prometheus asks for OpenMetrics first (its Accept header): it gets it. */
+		const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+		int om = accept && strstr(accept, "application/openmetrics-text") != NULL;
+		if (isc_api_metrics_text(ts ? ts->store : NULL, om, &text, &len) == 0)
+			type = om ? ISC_OPENMETRICS_CONTENT_TYPE : ISC_METRICS_CONTENT_TYPE;
+		else
+			status = 500, text = strdup("out of memory\n");
+	}
+	if (!text)
+		return MHD_NO;
+	if (status != 200)
+		len = strlen(text);
+	resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", type);
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static void on_metrics_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                                 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	*con_cls = NULL;
+}
+
+static int metrics_start(struct isc_api *api, const char *listen, struct isc_err *err)
+{
+	struct sockaddr_in sa;
+	int rc;
+
+	if ((rc = parse_listen("metrics_listen", listen, &sa, err)))
+		return rc;
+	api->metrics_d = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	    on_metrics_request, api, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT, 32U,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8U, MHD_OPTION_CONNECTION_TIMEOUT, 10U,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_metrics_completed, NULL, MHD_OPTION_END);
+	if (!api->metrics_d)
+		return isc_err_set(err, ISC_EIO, "the metrics listener could not listen on %s",
+		                   listen);
+	return 0;
+}
+
+unsigned isc_api_metrics_port(const struct isc_api *api)
+{
+	const union MHD_DaemonInfo *di;
+	if (!api || !api->metrics_d)
+		return 0;
+	di = MHD_get_daemon_info(api->metrics_d, MHD_DAEMON_INFO_BIND_PORT);
+	return di ? di->port : 0;
 }
 
 int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct isc_err *err)
@@ -1447,7 +1575,7 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 			goto fail;
 		}
-		if ((rc = parse_listen(o->listen, &sa, err)))
+		if ((rc = parse_listen("api_listen", o->listen, &sa, err)))
 			goto fail;
 		tcp_listener.api = api;
 		tcp_listener.is_unix = 0;
@@ -1465,6 +1593,9 @@ int isc_api_start(const struct isc_api_options *o, struct isc_api **out, struct 
 			goto fail;
 		}
 	}
+	if (o->metrics_listen && o->metrics_listen[0] &&
+	    (rc = metrics_start(api, o->metrics_listen, err)))
+		goto fail;
 	*out = api;
 	return 0;
 fail:
@@ -1497,6 +1628,8 @@ void isc_api_free(struct isc_api *api)
 	 */
 	if (api->slow)
 		isc_api_slow_stop(api->slow);
+	if (api->metrics_d)
+		MHD_stop_daemon(api->metrics_d);
 	if (api->tcp_d)
 		MHD_stop_daemon(api->tcp_d);
 	if (api->unix_d) {

@@ -10,9 +10,11 @@
 #include "broker/liveness.h"
 #include "broker/step.h"
 
+#include "common/metrics.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "queue/queue.h"
+#include "store/store_metrics.h"
 #include "store/store_ranks.h"
 
 #include <stdio.h>
@@ -115,6 +117,9 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	    broker_restore_kept_early(b, s, e, &c, nodes, n))
 		running = n; /* the new nodes came up meanwhile */
 	if ((int)n == c.nnodes && running == n) {
+		if (strcmp(c.state, "booting") != 0)
+			isc_metric_observe(ISC_M_PROVISIONING, ISC_LABELS(c.provider),
+			                   (double)(isc_store_now_ms() - c.created_at_ms) / 1e3);
 		isc_store_cluster_set_state(s, c.id, "booting", &err);
 		isc_crash_point("provision.cluster_booting");
 		broker_set_status(s, e, "booting", "%zu/%d node(s) up; starting containers",
@@ -221,6 +226,34 @@ static void lost_while_booting(struct isc_broker *b, struct isc_store *s, struct
 	                  "interrupted on %s while %s; reprovisioning for cycle %d", c->shape_id,
 	                  during, c->cycle);
 }
+/*
+ * Before the burst is recorded running: its first run is the end of its submission's
+ * wait (isc_submit_to_running_seconds); a run after an interruption is a recovery,
+ * by the path it took (a replacement of the lost nodes, else the whole gang), timed
+ * from the first interruption seen since it last ran. Read from its timeline, so a
+ * replica that took the burst over counts it as the one that saw it interrupted would.
+ */
+static void running_observe(struct isc_store *s, const struct isc_experiment *e,
+                            const struct isc_cluster *c)
+{
+	struct isc_err err;
+	int64_t now = isc_store_now_ms(), ran_before = 0, interrupted_ms = 0;
+
+	if (isc_store_metrics_run_history(s, e->id, &ran_before, &interrupted_ms, &err)) {
+		isc_log(ISC_LOG_DEBUG, "%s: metrics: %s", e->id, err.msg);
+		return;
+	}
+	if (!ran_before) {
+		isc_metric_observe(ISC_M_SUBMIT_TO_RUNNING, ISC_LABELS(c->provider),
+		                   (double)(now - e->created_at_ms) / 1e3);
+	} else if (interrupted_ms > 0) {
+		const char *path = c->replaces[0] ? "replace" : "gang";
+		isc_metric_add(ISC_M_RECOVERIES, ISC_LABELS(path), 1);
+		isc_metric_observe(ISC_M_RECOVERY_DURATION, ISC_LABELS(path),
+		                   (double)(now - interrupted_ms) / 1e3);
+	}
+}
+
 static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e)
 {
 	struct isc_cluster c;
@@ -275,6 +308,7 @@ static void booting(struct isc_broker *b, struct isc_store *s, struct isc_experi
 		e->cycle_count = c.cycle;
 		isc_store_experiment_set_placement(s, e, &err);
 		isc_store_cluster_set_state(s, c.id, "running", &err);
+		running_observe(s, e, &c);
 		broker_set_status(s, e, "running", "%zu container(s) started on %s (cycle %d)", n,
 		                  c.shape_id, c.cycle);
 	} else if (cluster_interrupted(b, s, &c, 1, lost, sizeof(lost))) {

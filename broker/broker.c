@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "keys/keys.h"
 #include "launcher/launcher.h"
 #include "store/store_replicas.h"
@@ -83,6 +84,9 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 			return isc_err_wrap(err, "cloud keys");
 		}
 	}
+	/* Every configured provider's series from the first scrape (docs/metrics.md). */
+	for (size_t i = 0; i < b->config->n_providers; i++)
+		isc_metrics_touch_provider(b->config->providers[i].name);
 	*out = b;
 	return 0;
 }
@@ -660,6 +664,7 @@ static int lease_take(struct isc_broker *b, const struct isc_experiment *e, int 
 		if (isc_store_event_add(b->store, e->id, "takeover", msg, &err))
 			isc_log(ISC_LOG_WARN, "%s: recording an event: %s", e->id, err.msg);
 		*taken_over = 1;
+		isc_metric_add(ISC_M_LEASE_TAKEOVERS, NULL, 1);
 		free(from);
 	}
 	return 1;
@@ -1219,8 +1224,19 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 	/* iscd's first tick (so --once) steps after a fresh describe of everything, as the
 	 * synchronous watch gave it: what a crash left in the clouds is known first. */
 	int at_start = b->ticks == 0;
-	int64_t mark = isc_monotonic_ms();
+	int64_t mark = isc_monotonic_ms(), start_us = isc_monotonic_us();
 
+	/*
+	 * Lateness as iscd's loop counts it: ticks are due one interval after the previous
+	 * one started, so a long tick shows in the lateness of the next.
+	 */
+	if (b->ticks > 0) {
+		double late = (double)(start_us - b->tick_due_us) / 1e6;
+		isc_metric_observe(ISC_M_TICK_LATENESS, NULL, late > 0 ? late : 0);
+		if (late * 1000 > (double)b->config->tick_interval_ms)
+			isc_metric_add(ISC_M_TICKS_LATE, NULL, 1);
+	}
+	b->tick_due_us = start_us + 1000LL * b->config->tick_interval_ms;
 	b->ticks++;
 	reap_jobs(b, 0);
 	leases_refresh(b);
@@ -1239,5 +1255,14 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 		isc_experiment_list_free(active, n);
 	}
 	phase_done(b, 4, &mark);
+	if (b->leases) {
+		size_t held;
+		pthread_mutex_lock(&b->leases->lock);
+		held = b->leases->n_held;
+		pthread_mutex_unlock(&b->leases->lock);
+		isc_metric_set(ISC_M_LEASES_HELD, NULL, (double)held);
+	}
+	isc_metric_observe(ISC_M_TICK_DURATION, NULL,
+	                   (double)(isc_monotonic_us() - start_us) / 1e6);
 	return rc;
 }

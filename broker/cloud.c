@@ -5,6 +5,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/metrics.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "keys/keys.h"
@@ -266,6 +267,10 @@ int broker_cloud_launch(struct isc_broker *b, struct isc_store *s, const struct 
 	if (strcmp(c->account, "default") == 0 && org_id > 0)
 		spec.tenant = tenant;
 	rc = sess->provider->launch_gang(sess, &spec, &res, err);
+	/* Every launch asked of a cloud: a new gang, a replacement, a resumed launch. */
+	isc_metric_add(ISC_M_LAUNCHES, ISC_LABELS(c->provider, c->region), 1);
+	if (rc == ISC_ECAPACITY)
+		isc_metric_add(ISC_M_CAPACITY_REFUSALS, ISC_LABELS(c->provider, c->region), 1);
 	if (rc)
 		goto out;
 	isc_crash_point("launch.before_record");

@@ -6,6 +6,7 @@
 #include "broker/broker_int.h"
 #include "broker/step.h"
 
+#include "common/metrics.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "launcher/keys.h"
@@ -125,6 +126,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	                     too */
 	size_t n_dead = 0;
 	size_t n = 0, tried = 0;
+	char refused[16] = ""; /* the provider whose launch this round was refused last */
 
 	struct isc_cluster live;
 
@@ -188,6 +190,12 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		key_id = *key_id_p;
 		key_account = *key_account_p;
 		tried++;
+		if (refused[0]) {
+			/* The launch before was refused and this round moves on to another shape.
+			 */
+			isc_metric_add(ISC_M_FAILOVERS, ISC_LABELS(refused), 1);
+			refused[0] = 0;
+		}
 		cluster_id = isc_store_new_id("cl_");
 		if (!cluster_id)
 			break;
@@ -314,6 +322,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 			snprintf(dead[n_dead++], sizeof(dead[0]), "%s", cand->provider);
 		broker_give_up_cluster(b, s, e, cluster_id, token, err.msg);
 		broker_exclude_shape(b, e->id, cand->shape_id);
+		snprintf(refused, sizeof(refused), "%s", cand->provider);
 		free(cluster_id);
 	}
 	broker_candidates_free(cands, n);

@@ -14,6 +14,7 @@
  */
 #include "broker/broker_int.h"
 
+#include "common/metrics.h"
 #include "common/clock.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
@@ -90,6 +91,8 @@ static void charge_list(struct isc_broker *b, struct isc_store *s,
 			isc_log(ISC_LOG_WARN, "meter: node %s: %s", c.node_instance_id, err.msg);
 			continue;
 		}
+		if (charged > 0)
+			isc_metric_add(ISC_M_SPEND, ISC_LABELS(c.provider), (double)charged);
 		/* A crash here loses the tick's uncommitted charges; when charges are not
 		 * batched, it leaves this charge written and the node's mark behind. Either
 		 * way the next meter charges each period once: the ledger knows up to when

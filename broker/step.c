@@ -6,6 +6,7 @@
 #include "broker/broker_int.h"
 #include "broker/step.h"
 
+#include "common/metrics.h"
 #include "common/crashpoint.h"
 #include "common/log.h"
 #include "launcher/launcher.h"
@@ -201,6 +202,14 @@ void broker_note(struct isc_store *s, const struct isc_experiment *e, const char
 	isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
 	if (isc_store_lease_lost(s))
 		return; /* the store would refuse it: the burst is another replica's now */
+	if (strcmp(kind, "interrupted") == 0) {
+		/* The provider is the shape's first word ("aws-us-east-1-..."). */
+		char provider[16];
+		snprintf(provider, sizeof(provider), "%.*s",
+		         (int)strcspn(e->shape_id ? e->shape_id : "", "-"),
+		         e->shape_id ? e->shape_id : "");
+		isc_metric_add(ISC_M_INTERRUPTIONS, ISC_LABELS(provider), 1);
+	}
 	if ((rc = isc_store_event_add(s, e->id, kind, msg, &err)))
 		isc_log(rc == ISC_ELEASE ? ISC_LOG_INFO : ISC_LOG_ERROR,
 		        "%s: recording an event: %s", e->id, err.msg);

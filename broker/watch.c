@@ -15,6 +15,7 @@
 #include "common/crashpoint.h"
 #include "store/store_keys.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "launcher/keys.h"
 
 #include <dirent.h>
@@ -380,10 +381,15 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	/* closed clusters' nodes counted gone by absence that this listing shows running */
 	struct isc_node *closed_nodes = NULL;
 	int64_t now = isc_store_now_ms(), t0 = isc_monotonic_ms(), t_cloud;
+	int64_t us0 = isc_monotonic_us();
 	int batch, rc;
 
-	if ((rc = broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen,
-	                                err_out))) {
+	rc = broker_cloud_describe(b, s, t->provider, t->account, t->region, &seen, &n_seen,
+	                           err_out);
+	/* The cloud's part, answered or failed: what a slow or failing provider shows. */
+	isc_metric_observe(ISC_M_DESCRIBE_DURATION, ISC_LABELS(t->provider),
+	                   (double)(isc_monotonic_us() - us0) / 1e6);
+	if (rc) {
 		isc_log(ISC_LOG_WARN, "describe %s %s: %s", t->provider, t->region, err_out->msg);
 		return rc;
 	}

@@ -10,6 +10,7 @@
 #include "store/store.h"
 #include "toml/toml.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/rand.h>
@@ -48,6 +49,7 @@ void isc_config_free(struct isc_config *c)
 	free(c->store_url);
 	free(c->api_socket);
 	free(c->api_listen);
+	free(c->metrics_listen);
 	for (size_t i = 0; i < c->n_providers; i++)
 		provider_cleanup(&c->providers[i]);
 	free(c->providers);
@@ -79,6 +81,7 @@ static struct isc_config *config_defaults(void)
 	c->store_url = strdup("sqlite:");
 	c->api_socket = strdup("");
 	c->api_listen = strdup("");
+	c->metrics_listen = strdup("");
 	c->api_max_connections = 512;
 	c->api_max_connections_per_ip = 32;
 	c->api_timeout_s = 30;
@@ -121,7 +124,7 @@ static struct isc_config *config_defaults(void)
 	c->node_probe_ms = 10000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size ||
 	    !c->efa_plugin_version || !c->artifact_root || !c->store_url || !c->api_socket ||
-	    !c->api_listen) {
+	    !c->api_listen || !c->metrics_listen) {
 		isc_config_free(c);
 		return NULL;
 	}
@@ -164,6 +167,24 @@ static int fail_at(struct ctx *x, const struct isc_toml_value *v, const char *ke
 {
 	return isc_err_set(x->err, ISC_EINVALID, "%s:%d:%d: %s: %s", x->path, isc_toml_key_line(v),
 	                   isc_toml_key_col(v), key, msg);
+}
+
+/* "" or "A.B.C.D:PORT", as the API's listeners parse it (api/server.c). */
+static int listen_ok(const char *text)
+{
+	char host[64], *end;
+	const char *colon = strrchr(text, ':');
+	struct in_addr a;
+	long port;
+
+	if (!text[0])
+		return 1;
+	if (!colon || (size_t)(colon - text) >= sizeof(host) || !colon[1])
+		return 0;
+	memcpy(host, text, (size_t)(colon - text));
+	host[colon - text] = 0;
+	port = strtol(colon + 1, &end, 10);
+	return !*end && port >= 0 && port <= 65535 && inet_pton(AF_INET, host, &a) == 1;
 }
 
 static int get_string(struct ctx *x, const struct isc_toml_value *v, const char *key, char **out)
@@ -393,7 +414,13 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->api_socket);
 		else if (!strcmp(key, "api_listen"))
 			rc = get_string(x, v, key, &c->api_listen);
-		else if (!strcmp(key, "api_max_connections"))
+		else if (!strcmp(key, "metrics_listen")) {
+			rc = get_string(x, v, key, &c->metrics_listen);
+			if (!rc && !listen_ok(c->metrics_listen))
+				rc = fail_at(x, v, key,
+				             "not an IPv4 address and a port (HOST:PORT, e.g. "
+				             "127.0.0.1:9464), nor \"\"");
+		} else if (!strcmp(key, "api_max_connections"))
 			rc = get_long(x, v, key, 1, 100000, &c->api_max_connections);
 		else if (!strcmp(key, "api_max_connections_per_ip"))
 			rc = get_long(x, v, key, 1, 100000, &c->api_max_connections_per_ip);
@@ -686,6 +713,9 @@ static const struct template_key top_keys[] = {
     {"api_socket = \"\"",
      "iscd's API socket (\"\": $ISC_HOME/run/api.sock; docs/api.md); clients use ISC_SOCKET"},
     {"api_listen = \"\"", "HOST:PORT for the API over TCP with bearer tokens (\"\": none)"},
+    {"metrics_listen = \"\"",
+     "HOST:PORT serving GET /metrics to Prometheus without a token, e.g. \"127.0.0.1:9464\" "
+     "(\"\": none; docs/metrics.md)"},
     {"api_max_connections = 512",
      "concurrent API connections, each listener (socket, TCP) its own; when full, the "
      "oldest one still waiting for its headers makes room"},

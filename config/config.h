@@ -78,9 +78,10 @@ struct isc_config {
 	long node_probe_ms;      /* every pool node is probed (one SSH login) this often; 10000 */
 	int burst_validation;    /* a burst first runs one cycle on-prem; 0 (off) */
 	/* The API (docs/api.md). */
-	char *api_socket;                /* "" = $ISC_HOME/run/api.sock */
-	char *api_listen;                /* "HOST:PORT" for TCP with bearer tokens; "" = none */
-	long api_max_connections;        /* per listener; 512 */
+	char *api_socket;         /* "" = $ISC_HOME/run/api.sock */
+	char *api_listen;         /* "HOST:PORT" for TCP with bearer tokens; "" = none */
+	char *metrics_listen;     /* "HOST:PORT" for GET /metrics without a token; "" = none */
+	long api_max_connections; /* per listener; 512 */
 	long api_max_connections_per_ip; /* TCP connections from one address; 32 */
 	long api_timeout_s;              /* a slow or idle client is dropped after this; 30 */
 	long api_header_timeout_s; /* a request's headers from a known caller within this; 10 */

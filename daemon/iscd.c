@@ -93,14 +93,41 @@ static int take_lock(const char *home)
 	return fd;
 }
 
+/* SOCKET.tcp, written while the TCP listener runs; removed when iscd stops. */
+static char *tcp_info_path;
+
+/* SOCKET.metrics: the metrics_listen URL (a port 0 made real), for tests and scrapers' setup. */
+static char *metrics_info_path;
+
+static void metrics_listening(const char *sock, const char *listen, unsigned port)
+{
+	char host[64] = "127.0.0.1";
+	const char *colon = strrchr(listen, ':');
+	char *info = NULL;
+	FILE *f;
+
+	if (colon && (size_t)(colon - listen) < sizeof(host)) {
+		memcpy(host, listen, (size_t)(colon - listen));
+		host[colon - listen] = 0;
+	}
+	isc_log(ISC_LOG_INFO, "metrics: listening on http://%s:%u/metrics", host, port);
+	if (asprintf(&info, "%s.metrics", sock) < 0)
+		return;
+	if ((f = fopen(info, "w"))) {
+		fprintf(f, "http://%s:%u/metrics\n", host, port);
+		fclose(f);
+		chmod(info, 0644);
+		metrics_info_path = info;
+		return;
+	}
+	free(info);
+}
+
 /*
  * Starts the API: the socket from config (default $ISC_HOME/run/api.sock; the
  * home is then made 0711 so other users can reach run/ by name but list
  * nothing, while every file in it stays owner-only), TCP when api_listen is set.
  */
-/* SOCKET.tcp, written while the TCP listener runs; removed when iscd stops. */
-static char *tcp_info_path;
-
 static int start_api(const char *home, struct isc_api **out, char **sock_out, struct isc_err *err)
 {
 	struct isc_config *cfg = NULL;
@@ -132,6 +159,7 @@ static int start_api(const char *home, struct isc_api **out, char **sock_out, st
 	o.slow_queue = (unsigned)cfg->api_slow_queue;
 	web_root = isc_web_default_root();
 	o.web_root = web_root;
+	o.metrics_listen = cfg->metrics_listen;
 	rc = isc_api_start(&o, out, err);
 	if (!rc) {
 		isc_log(ISC_LOG_INFO, "api: listening on %s", sock);
@@ -167,6 +195,8 @@ static int start_api(const char *home, struct isc_api **out, char **sock_out, st
 			}
 		}
 	}
+	if (!rc && cfg->metrics_listen[0])
+		metrics_listening(sock, cfg->metrics_listen, isc_api_metrics_port(*out));
 	free(info);
 	if (!rc)
 		*sock_out = sock;
@@ -552,6 +582,9 @@ out:
 		unlink(tcp_info_path);
 	free(tcp_info_path);
 	free(api_sock);
+	if (metrics_info_path)
+		unlink(metrics_info_path);
+	free(metrics_info_path);
 	isc_onprem_free(onprem);
 	isc_broker_free(broker);
 	isc_store_free(store);

@@ -7,6 +7,7 @@
 #include "store/store_int.h"
 
 #include "common/clock.h"
+#include "common/metrics.h"
 #include "store/migrations_pg.h"
 #include "store/db_sqlite.h"
 #include "toml/toml.h"
@@ -42,6 +43,7 @@ struct isc_store {
 	struct isc_db *db;
 	char *home;
 	int depth; /* open isc_store_begin calls: 1 is the transaction, more are savepoints */
+	int64_t tx_start_us; /* monotonic: the outermost isc_store_begin (the metrics) */
 	struct cached_stmt cache[STMT_CACHE_SIZE];
 	size_t n_cached;
 	char *url;   /* PostgreSQL's (the idle connections' key); NULL for SQLite */
@@ -214,6 +216,8 @@ int isc_store_db_err(struct isc_store *s, int rc, const char *what, struct isc_e
 	       : rc == ISC_DB_NOMEM                                   ? ISC_ENOMEM
 	       : rc == ISC_DB_BUSY || (pg && isc_db_transient(s->db)) ? ISC_ESTORE
 	                                                              : ISC_EIO;
+	if (code == ISC_ESTORE)
+		isc_metric_add(ISC_M_STORE_TRANSIENT_ERRORS, NULL, 1);
 	return isc_err_set(err, code, "store: %s: %s", what, isc_db_errmsg(s->db));
 }
 
@@ -337,9 +341,16 @@ int isc_store_begin(struct isc_store *s, struct isc_err *err)
 		snprintf(sql, sizeof(sql), "SAVEPOINT sp%d", s->depth);
 		rc = exec_sql(s, sql, "beginning a savepoint", err);
 	}
-	if (!rc)
-		s->depth++;
+	if (!rc && s->depth++ == 0)
+		s->tx_start_us = isc_monotonic_us();
 	return rc;
+}
+
+/* The transaction's time from BEGIN (waiting for the write lock included) to its end. */
+static void tx_observe(struct isc_store *s, const char *outcome)
+{
+	isc_metric_observe(ISC_M_STORE_TX_DURATION, ISC_LABELS(outcome),
+	                   (double)(isc_monotonic_us() - s->tx_start_us) / 1e6);
 }
 
 /* On failure the transaction stays open: the caller rolls it back. */
@@ -465,6 +476,8 @@ int isc_store_commit(struct isc_store *s, struct isc_err *err)
 		return rc; /* the caller rolls back, as after any failed commit */
 	if (s->depth <= 1) {
 		rc = exec_sql(s, "COMMIT", "committing", err);
+		if (!rc && s->depth == 1)
+			tx_observe(s, "commit");
 	} else {
 		snprintf(sql, sizeof(sql), "RELEASE sp%d", s->depth - 1);
 		rc = exec_sql(s, sql, "releasing a savepoint", err);
@@ -480,6 +493,8 @@ void isc_store_rollback(struct isc_store *s)
 
 	if (s->depth <= 1) {
 		isc_db_exec(s->db, "ROLLBACK");
+		if (s->depth == 1)
+			tx_observe(s, "rollback");
 		s->depth = 0;
 		return;
 	}

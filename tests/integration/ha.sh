@@ -178,6 +178,9 @@ run_takeover() {
 	check "$name: the other replica takes all 3 over within 15 s" within 15 all_held_by "$other" "$in"
 	t1=$(date +%s%3N)
 	echo "$name: all 3 bursts taken over $((t1 - t0)) ms after kill -9 (lease_ms 8000, tick 250 ms)"
+	# docs/metrics.md: the replica's own counter, read by the operator on its socket.
+	check "$name: the other replica's metrics count the 3 takeovers" bash -c \
+		"curl -s --unix-socket '$other_home/run/api.sock' http://x/metrics | grep -qx 'isc_lease_takeovers_total 3'"
 	check "$name: every burst completes" every_status "$ids" completed 120
 	check "$name: the events say takeover" took_over_each "$ids"
 	check "$name: one gang each, never a second" one_gang_each "$ids"
