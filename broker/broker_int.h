@@ -102,8 +102,8 @@ struct isc_broker {
 	int64_t phase_sum_ms[BROKER_TICK_PHASES], phase_max_ms[BROKER_TICK_PHASES];
 	size_t next_turn;     /* where the next tick starts its round of steps (broker_workers) */
 	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
-	int64_t lists_checked_ms;       /* the last look at the list-price sources' schedules */
-	int64_t tick_due_us;  /* monotonic: when the next tick is due (its lateness's zero) */
+	int64_t lists_checked_ms; /* the last look at the list-price sources' schedules */
+	int64_t tick_due_us;      /* monotonic: when the next tick is due (its lateness's zero) */
 	struct broker_leases *leases;   /* this replica's leases (broker.c); NULL: not a replica */
 	struct broker_quotas *quotas;   /* artifacts each organisation keeps at home (quota.c) */
 	struct broker_watcher *watcher; /* the describes in the background (watch.c) */
