@@ -555,6 +555,13 @@ static void *cacher_main(void *arg)
 	struct isc_config *cfg = NULL;
 	struct isc_err err;
 
+	/*
+	 * ISC_DATASET_CACHER_IDLE_MS: the idle look's interval, for tests only (a long
+	 * one shows that an added dataset starts on the kick, not on the look).
+	 */
+	const char *idle = getenv("ISC_DATASET_CACHER_IDLE_MS");
+	long idle_ms = idle && atol(idle) > 0 ? atol(idle) : 1000;
+
 	isc_err_clear(&err);
 	if (isc_store_open(c->home, 0, &s, &err) || isc_config_load(c->home, &cfg, &err)) {
 		isc_log(ISC_LOG_ERROR, "dataset cacher: %s", err.msg);
@@ -574,7 +581,7 @@ static void *cacher_main(void *arg)
 		 * A stop kicks too.
 		 */
 		if (did != 1)
-			kick_wait(c, seen, did == 2 ? 15000 : 1000);
+			kick_wait(c, seen, did == 2 ? 15000 : idle_ms);
 	}
 out:
 	isc_config_free(cfg);

@@ -197,4 +197,15 @@ want = [\"bytes=%d-%d\" % (a * M, b * M - 1) for a, b in ((0, 24), (0, 24), (24,
 print(gets, file=sys.stderr) if gets != want else None
 sys.exit(0 if gets == want else 1)' $before"
 
+# isc datasets add kicks the cacher: it starts at once, not at its next look (here made
+# 10 minutes long; it was once a second, half a second of a 2-second cache on average).
+kill -TERM "$iscd_pid"
+wait "$iscd_pid" 2>/dev/null
+ISC_DATASET_CACHER_IDLE_MS=600000 start_iscd
+sleep 1 # the cacher's first look, at start, is over: the next is 10 minutes away
+put kick.bin "$src/b.bin"
+check "add an object while the cacher idles" isc datasets add s3://vfy-data/kick.bin --org vfy --name kick --volume-size 100M
+check "the add's kick starts it: Available long before the next look" wait_state kick Available 60
+check "the kicked copy is byte-identical" cmp -s "$src/b.bin" "$(copy_of kick)/kick.bin"
+
 finish datasets-verify
