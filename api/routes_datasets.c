@@ -267,6 +267,8 @@ static void datasets_add(struct isc_api_call *c)
 		goto out;
 	}
 	isc_api_audit_target(c, org.id, d.id);
+	/* The cacher starts on it now rather than at its next look (datasets_cache.c). */
+	isc_dataset_cacher_kick();
 	isc_api_reply_json(c, 201, dataset_json(&d));
 out:
 	isc_dataset_cleanup(&d);

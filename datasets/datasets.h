@@ -130,6 +130,12 @@ int isc_dataset_cacher_start(const char *home, struct isc_dataset_cacher **out,
                              struct isc_err *err);
 /* Asks the thread to stop, waits for it and frees. NULL is a no-op. */
 void isc_dataset_cacher_stop(struct isc_dataset_cacher *c);
+/*
+ * Wakes this process's cacher to look for work now (a dataset was added): it
+ * otherwise looks once a second, which was up to a second of a 2 s cache. A
+ * cacher in another replica still finds the work at its next look.
+ */
+void isc_dataset_cacher_kick(void);
 
 /*
  * The datasets of an experiment: each entry of dataset_ids resolved in org_name

@@ -1,15 +1,17 @@
 /*
- * One S3 object into one file, for the dataset cache: ranged GETs of 8-64 MiB
- * on several kept-alive connections at once (one S3 client and thread each),
- * each range If-Match the ETag and retried on its own with backoff, its body
+ * One S3 object into one file, for the dataset cache: the object is a grid of
+ * 8 MiB blocks, fetched as runs of 1-8 blocks, one ranged GET each, on several
+ * kept-alive connections at once (one S3 client and thread each), each GET
+ * If-Match the ETag and retried on its own with backoff, its body
  * written at its offset in the file as it arrives (pwrite), never held in
  * memory. The MD5 of the ETag and the SHA-256 are computed in order by hashing
  * threads that read the file back (from the page cache) behind the completed
  * ranges, so ranges that finish out of order wait on disk; a multipart ETag's
  * part MD5s are computed by the connections themselves, in parallel, as their
- * parts arrive. Resumable after a crash: each finished range is fdatasync'd
- * and recorded in a bitmap beside the file, so a crash loses only the ranges in
- * flight (see download.c). See docs/datasets.md, "Caching".
+ * parts arrive. Resumable after a crash: each finished run is fdatasync'd and
+ * its blocks recorded in a bitmap beside the file, so a crash loses only the
+ * runs in flight (see download.c). ISC_DATASET_TRACE=FILE appends per-block
+ * timings. See docs/datasets.md, "Caching".
  */
 #ifndef ISC_DATASETS_DOWNLOAD_H
 #define ISC_DATASETS_DOWNLOAD_H
@@ -62,10 +64,10 @@ int isc_dataset_download_run(const struct isc_dataset_download *d, struct isc_da
 int isc_dataset_parallelism_parse(const char *setting, int *out, struct isc_err *err);
 
 /*
- * The range size for an object: size / (4 x parallelism), so every connection
- * gets several ranges, within 8..64 MiB; a whole number of parts when the
- * object's parts (part_size, 0 for none) are at most 64 MiB, so each range's
- * part MD5s are its own connection's to compute.
+ * The block size for an object: 8 MiB, or the fewest whole parts that make 8
+ * MiB at least when the object's parts (part_size, 0 for none) are at most 64
+ * MiB, so each run's part MD5s are its own connection's to compute. The size
+ * and parallelism no longer matter: a GET covers a run of blocks.
  */
 uint64_t isc_dataset_range_bytes(uint64_t size, uint64_t part_size, int parallelism);
 

@@ -242,16 +242,16 @@ static void test_range_bytes_and_setting(void **state)
 	int p = 0;
 	struct isc_err err;
 	(void)state;
-	/* size / (4 x parallelism) within 8..64 MiB */
-	assert_int_equal(isc_dataset_range_bytes(512 * MIB, 0, 8), 16 * MIB);
-	assert_int_equal(isc_dataset_range_bytes(2048 * MIB, 0, 8), 64 * MIB);
+	/* 8 MiB blocks whatever the size and parallelism (a GET covers a run of them) */
+	assert_int_equal(isc_dataset_range_bytes(512 * MIB, 0, 8), 8 * MIB);
+	assert_int_equal(isc_dataset_range_bytes(2048 * MIB, 0, 8), 8 * MIB);
 	assert_int_equal(isc_dataset_range_bytes(10 * MIB, 0, 8), 8 * MIB);
-	assert_int_equal(isc_dataset_range_bytes(100000 * MIB, 0, 1), 64 * MIB);
-	/* whole parts: 5 MiB parts -> two of them; 50 MiB parts -> one; 16 MiB stays */
+	assert_int_equal(isc_dataset_range_bytes(100000 * MIB, 0, 1), 8 * MIB);
+	/* whole parts, 8 MiB at least: 5 MiB parts -> two; 50 MiB -> one; 16 and 8 stay */
 	assert_int_equal(isc_dataset_range_bytes(40 * MIB, 5 * MIB, 8), 10 * MIB);
 	assert_int_equal(isc_dataset_range_bytes(4096 * MIB, 50 * MIB, 8), 50 * MIB);
 	assert_int_equal(isc_dataset_range_bytes(512 * MIB, 16 * MIB, 8), 16 * MIB);
-	assert_int_equal(isc_dataset_range_bytes(4096 * MIB, 8 * MIB, 8), 64 * MIB);
+	assert_int_equal(isc_dataset_range_bytes(4096 * MIB, 8 * MIB, 8), 8 * MIB);
 	assert_int_equal(isc_dataset_parallelism_parse(NULL, &p, &err), 0);
 	assert_int_equal(p, ISC_DATASET_PARALLELISM_DEFAULT);
 	assert_int_equal(isc_dataset_parallelism_parse("16", &p, &err), 0);
@@ -305,6 +305,42 @@ static void test_multipart_parts_by_connection(void **state)
 	assert_int_equal(run(&o, 0, "first-cut", 2, &v, &err), 0);
 	assert_string_equal(v.sha256, sha);
 	assert_string_equal(v.by, "ETag (MD5)");
+}
+
+/*
+ * One GET per run of blocks: todo / (2 x connections) of them, 1..64 MiB. On one
+ * connection 56 MiB (7 blocks of 8 MiB) goes as runs of 3, 2, 1, 1. The first run
+ * cut half-way (12 MiB in, inside its second block) is asked again, alone, and the
+ * MD5 is right; with 5 MiB parts (10 MiB blocks, 60 MiB: runs of 3, 1, 1, 1) the cut
+ * run's part MD5s are taken again by its connection.
+ */
+static void test_runs_of_blocks(void **state)
+{
+	static const uint64_t single[] = {0, 0, 24 * MIB, 40 * MIB, 48 * MIB};
+	static const uint64_t multi[] = {0, 0, 30 * MIB, 40 * MIB, 50 * MIB};
+	struct isc_s3_object o;
+	struct isc_dataset_verified v;
+	struct isc_err err;
+	char sha[65];
+	(void)state;
+	object_make(56 * MIB, 0, &o, sha);
+	S.cut_first = 0;
+	assert_int_equal(run(&o, 0, "runs", 1, &v, &err), 0);
+	assert_string_equal(v.sha256, sha);
+	assert_string_equal(v.by, "ETag (MD5)");
+	assert_true(file_equals_object(path_in("runs")));
+	assert_int_equal(S.n_firsts, 5);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(S.firsts[i], single[i]);
+	object_make(60 * MIB, 5 * MIB, &o, sha);
+	S.cut_first = 0;
+	assert_int_equal(run(&o, 5 * MIB, "runs-multi", 1, &v, &err), 0);
+	assert_string_equal(v.sha256, sha);
+	assert_string_equal(v.by, "ETag (MD5 of 12 parts)");
+	assert_true(file_equals_object(path_in("runs-multi")));
+	assert_int_equal(S.n_firsts, 5);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(S.firsts[i], multi[i]);
 }
 
 static void test_corrupt_refused(void **state)
@@ -425,6 +461,7 @@ int main(void)
 	    cmocka_unit_test(test_range_bytes_and_setting),
 	    cmocka_unit_test(test_parallel_single_md5),
 	    cmocka_unit_test(test_multipart_parts_by_connection),
+	    cmocka_unit_test(test_runs_of_blocks),
 	    cmocka_unit_test(test_corrupt_refused),
 	    cmocka_unit_test(test_resume_fetches_only_what_is_missing),
 	    cmocka_unit_test(test_old_marker_resume),
