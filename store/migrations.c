@@ -539,6 +539,24 @@ static const char *const migrations[] = {
     "     OR (scope = 'project' AND key = NEW.project_id)"
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "END;",
+    /* 30, issue 43 (rankings users can bank on): what each risk source said about losing a
+     * burst's nodes (AWS Spot Advisor bands and placement scores, OCI capacity reports,
+     * GCP capacity advice, this broker's own interruptions), one row per fact with when it
+     * was fetched, so the ranking reads the last answer and shows its age
+     * (store/store_risk.h, docs/shapes.md "Risk sources"). */
+    "CREATE TABLE risk_facts ("
+    "  provider TEXT NOT NULL,"
+    "  region TEXT NOT NULL,"
+    "  zone TEXT NOT NULL DEFAULT ''," /* '' for the whole region */
+    "  instance_type TEXT NOT NULL,"
+    "  market TEXT NOT NULL DEFAULT ''," /* spot | ondemand | '' (both) */
+    "  source TEXT NOT NULL,"
+    "  target INTEGER NOT NULL DEFAULT 0," /* the gang size asked about; 0: none */
+    "  value INTEGER NOT NULL,"
+    "  value2 INTEGER NOT NULL DEFAULT 0,"
+    "  detail TEXT NOT NULL DEFAULT '',"
+    "  fetched_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));",
 };
 
 size_t isc_store_migration_count(void)

@@ -453,6 +453,20 @@ static const char *const pg_steps[] = {
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "  RETURN NULL;"
     " END $$;",
+    /* 30, issue 43: what each risk source said, with when (migrations.c says why). */
+    "CREATE TABLE risk_facts ("
+    "  provider TEXT NOT NULL,"
+    "  region TEXT NOT NULL,"
+    "  zone TEXT NOT NULL DEFAULT '',"
+    "  instance_type TEXT NOT NULL,"
+    "  market TEXT NOT NULL DEFAULT '',"
+    "  source TEXT NOT NULL,"
+    "  target INTEGER NOT NULL DEFAULT 0,"
+    "  value BIGINT NOT NULL,"
+    "  value2 BIGINT NOT NULL DEFAULT 0,"
+    "  detail TEXT NOT NULL DEFAULT '',"
+    "  fetched_ms BIGINT NOT NULL,"
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));",
     NULL,
 };
 
