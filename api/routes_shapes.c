@@ -7,6 +7,7 @@
 #include "api/json_out.h"
 #include "common/clock.h"
 #include "config/config.h"
+#include "prices/risk.h"
 #include "providers/placeable.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
@@ -282,7 +283,50 @@ out:
 	free(prio_buf);
 }
 
+/*
+ * POST /v1/shapes/risk[?gpus=G] (the operator's): asks the clouds now what they say of
+ * the risk of losing the nodes of every shape in a configured region, for the gang each
+ * needs for G GPUs (one node without G), and recomputes this broker's own history
+ * (prices/risk.h). {"calls", "facts", "none", "failed", "history", "last_error"}.
+ */
+static void shapes_risk_refresh(struct isc_api_call *c)
+{
+	struct isc_risk_target *targets = NULL;
+	struct isc_risk_refresh_result res;
+	struct isc_config *cfg = NULL;
+	struct isc_err err;
+	size_t nt = 0;
+	long gpus = 0;
+	int rc;
+
+	if (!isc_api_require_operator(c) || query_long(c, "gpus", 0, ISC_BURST_GPUS_MAX, &gpus))
+		return;
+	isc_api_audit_target(c, 0, "risk");
+	isc_err_clear(&err);
+	if (isc_config_load(c->home, &cfg, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	rc = isc_risk_targets_configured(c->store, cfg, (int)gpus, &targets, &nt, &err);
+	if (!rc)
+		rc = isc_risk_refresh(c->store, cfg, targets, nt,
+		                      isc_clock_system()->now_ms(isc_clock_system()->ctx), &res,
+		                      &err);
+	isc_risk_targets_free(targets, nt);
+	isc_config_free(cfg);
+	if (rc) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	isc_api_reply_json(c, 200,
+	                   json_pack("{s:I,s:I,s:I,s:I,s:I,s:s}", "calls", (json_int_t)res.calls,
+	                             "facts", (json_int_t)res.facts, "none", (json_int_t)res.none,
+	                             "failed", (json_int_t)res.failed, "history",
+	                             (json_int_t)res.history, "last_error", res.last_error));
+}
+
 const struct isc_api_route isc_api_routes_shapes[] = {
     {"GET", "/v1/shapes", shapes_rank},
+    {"POST", "/v1/shapes/risk", shapes_risk_refresh, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

@@ -23,7 +23,8 @@ static void usage(void)
 	printf("usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
 	       "                  [--market spot|ondemand|any] [--gpu-type T[,T...]] [--region R]\n"
 	       "                  [--min-gpu-memory SIZE] [--limit K] [--placeable]\n"
-	       "                  [--rank price|work|expected] [--json]\n\n"
+	       "                  [--rank price|work|expected] [--json]\n"
+	       "       isc shapes --refresh-risk [--gpus G]   (the operator's)\n\n"
 	       "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
 	       "--priority in that order when any of them exists, else every shape that passes\n"
 	       "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
@@ -39,7 +40,9 @@ static void usage(void)
 	       "price (default), work (cost per A100-80GB-hour of training work), expected\n"
 	       "(that cost with the risk of losing the nodes); see docs/shapes.md. Each row\n"
 	       "shows the GPU's relative throughput and what is known of the risk, with\n"
-	       "its source.\n"
+	       "its source. --refresh-risk has iscd ask the clouds now (AWS Spot Advisor and\n"
+	       "placement scores for G GPUs' gangs, OCI capacity reports) and recount its own\n"
+	       "interruptions.\n"
 	       "--json prints an array of objects, best first (prices in integer micro-dollars;\n"
 	       "\"placeable\" and, when false, \"why\").\n");
 }
@@ -130,7 +133,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	char *path = NULL, num[32];
 	json_t *reply = NULL, *shapes, *e;
 	size_t k;
-	int json = 0, only_placeable = 0, rc;
+	int json = 0, only_placeable = 0, refresh_risk = 0, rc;
 	long v;
 
 	if (isc_cli_wants_help(argc, argv)) {
@@ -145,6 +148,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		}
 		if (!strcmp(a, "--placeable")) {
 			only_placeable = 1;
+			continue;
+		}
+		if (!strcmp(a, "--refresh-risk")) {
+			refresh_risk = 1;
 			continue;
 		}
 		if (strncmp(a, "--", 2) || !strcmp(a, "--")) {
@@ -222,6 +229,31 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		}
 	}
 
+	if (refresh_risk) {
+		if (!(path = strdup("/v1/shapes/risk")) ||
+		    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
+		                  isc_client_query_add(&path, "gpus", num)))) {
+			rc = ISC_EXIT_FAIL;
+			goto out;
+		}
+		if ((rc = isc_client_json(cli, "POST", path, NULL, &reply)))
+			goto out;
+		if (json)
+			isc_json_print(reply, stdout);
+		else
+			printf("%lld question(s), %lld fact(s) stored, %lld without a source, %lld "
+			       "failed%s%s; history: %lld shape-zone(s)\n",
+			       (long long)json_integer_value(json_object_get(reply, "calls")),
+			       (long long)json_integer_value(json_object_get(reply, "facts")),
+			       (long long)json_integer_value(json_object_get(reply, "none")),
+			       (long long)json_integer_value(json_object_get(reply, "failed")),
+			       *isc_json_str(reply, "last_error") ? ": " : "",
+			       isc_json_str(reply, "last_error"),
+			       (long long)json_integer_value(json_object_get(reply, "history")));
+		rc = json_integer_value(json_object_get(reply, "failed")) ? ISC_EXIT_FAIL
+		                                                          : ISC_EXIT_OK;
+		goto out;
+	}
 	if (!(path = strdup("/v1/shapes")) ||
 	    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
 	                  isc_client_query_add(&path, "gpus", num))) ||

@@ -57,16 +57,28 @@ static int fact_from_row(struct isc_db_stmt *st, void *rec)
 	return oom ? ISC_ENOMEM : 0;
 }
 
-int isc_store_risk_put(struct isc_store *s, const struct isc_risk_fact *facts, size_t n,
-                       struct isc_err *err)
+int isc_store_risk_put(struct isc_store *s, const char *replace_source,
+                       const struct isc_risk_fact *facts, size_t n, struct isc_err *err)
 {
 	struct isc_db_stmt *st = NULL;
 	int rc;
 
-	if (n == 0)
+	if (n == 0 && !replace_source)
 		return 0;
 	if ((rc = isc_store_begin(s, err)))
 		return rc;
+	if (replace_source) {
+		if ((rc =
+		         isc_store_prepare(s, "DELETE FROM risk_facts WHERE source = ?", &st, err)))
+			goto fail;
+		isc_db_bind_text(st, 1, replace_source, -1, ISC_DB_STATIC);
+		if ((rc = isc_db_step(st)) != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "clearing risk facts", err);
+			goto fail;
+		}
+		isc_db_finalize(st);
+		st = NULL;
+	}
 	/* ON CONFLICT ... DO UPDATE is the same statement on SQLite (3.24+) and PostgreSQL. */
 	if ((rc = isc_store_prepare(
 	         s,

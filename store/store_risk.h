@@ -45,9 +45,13 @@ struct isc_risk_fact {
 void isc_risk_fact_cleanup(struct isc_risk_fact *f);
 void isc_risk_fact_list_free(struct isc_risk_fact *list, size_t n);
 
-/* Writes facts (insert or replace by their key), in one transaction. */
-int isc_store_risk_put(struct isc_store *s, const struct isc_risk_fact *facts, size_t n,
-                       struct isc_err *err);
+/*
+ * Writes facts (insert or replace by their key), in one transaction. With
+ * replace_source, every stored fact of that source goes first (the history is
+ * recomputed whole: a shape no longer run in the window has no record left).
+ */
+int isc_store_risk_put(struct isc_store *s, const char *replace_source,
+                       const struct isc_risk_fact *facts, size_t n, struct isc_err *err);
 /* Every stored fact, sorted by provider, region, instance type. */
 int isc_store_risk_list(struct isc_store *s, struct isc_risk_fact **out, size_t *n,
                         struct isc_err *err);

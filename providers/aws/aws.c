@@ -309,8 +309,23 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	}
 	insecure = isc_provider_setting(settings, "allow_insecure_endpoint");
 	allow_insecure = insecure && strcmp(insecure, "true") == 0;
-	s->spot_advisor_url =
-	    isc_provider_setting_dup(settings, "spot_advisor_url", ISC_SPOT_ADVISOR_URL);
+	/*
+	 * The Spot Advisor's JSON is AWS's public file; an account pointed at another
+	 * endpoint (a mock, a test) reads it from that endpoint instead, so a session
+	 * configured away from AWS never reaches AWS for it.
+	 */
+	if (isc_provider_setting(settings, "spot_advisor_url")) {
+		s->spot_advisor_url = isc_provider_setting_dup(settings, "spot_advisor_url", NULL);
+	} else if (isc_provider_setting(settings, "endpoint") &&
+	           isc_provider_setting(settings, "endpoint")[0]) {
+		const char *ep = isc_provider_setting(settings, "endpoint");
+		size_t l = strlen(ep);
+		if (asprintf(&s->spot_advisor_url, "%.*s/spot-advisor-data.json",
+		             (int)(l && ep[l - 1] == '/' ? l - 1 : l), ep) < 0)
+			s->spot_advisor_url = NULL;
+	} else {
+		s->spot_advisor_url = strdup(ISC_SPOT_ADVISOR_URL);
+	}
 	if (!s->spot_advisor_url) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto fail;
