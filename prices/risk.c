@@ -139,14 +139,14 @@ static int to_facts(const char *provider, const char *region, const struct isc_c
 	return 0;
 }
 
-/* Adds each zone of "a;b" to zones (unique). */
+/* Adds each zone of a shape's list ("a,b" as stored; "a;b" as in a CSV) to zones (unique). */
 static int zones_add(const char ***zones, size_t *n, const char *list, char **owned)
 {
 	char *copy = strdup(list ? list : ""), *save = NULL;
 	if (!copy)
 		return ISC_ENOMEM;
 	*owned = copy;
-	for (char *z = strtok_r(copy, ";", &save); z; z = strtok_r(NULL, ";", &save)) {
+	for (char *z = strtok_r(copy, ",;", &save); z; z = strtok_r(NULL, ",;", &save)) {
 		size_t k = 0;
 		const char **nz;
 		while (k < *n && strcmp((*zones)[k], z))

@@ -23,7 +23,7 @@
 /* One shape to ask about, for a gang of `nodes`. Owned strings (isc_risk_targets_free). */
 struct isc_risk_target {
 	char *provider, *region, *instance_type;
-	char *zones; /* the shape's zones, "a;b" (OCI ADs) */
+	char *zones; /* the shape's zones as stored, "a,b" (OCI ADs) */
 	int spot;
 	int nodes;
 };

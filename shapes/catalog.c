@@ -313,14 +313,14 @@ const char *isc_rank_mode_name(enum isc_rank_mode m)
 	return m == ISC_RANK_WORK ? "work" : m == ISC_RANK_EXPECTED ? "expected" : "price";
 }
 
-/* 1 when the shape's zone list ("a;b;c") names zone, or zone is "" (a region fact). */
+/* 1 when the shape's zone list ("a,b,c" as stored) names zone, or zone is "" (a region fact). */
 static int zone_of(const char *zones, const char *zone)
 {
 	size_t len = strlen(zone);
 	if (!len)
 		return 1;
 	for (const char *p = zones ? zones : ""; *p;) {
-		const char *end = strchr(p, ';');
+		const char *end = strpbrk(p, ",;");
 		size_t l = end ? (size_t)(end - p) : strlen(p);
 		if (l == len && !strncasecmp(p, zone, len))
 			return 1;

@@ -15,7 +15,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS="aws" "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
+ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_PROVIDERS="aws oci" "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null || exit 1
 . "$dir/env"
 isc() { "$ISC_BIN/isc" "$@"; }
 mock() { curl -s "$MOCKCLOUD_URL/_mock/$1" "${@:2}"; }
@@ -52,6 +52,8 @@ expect_stderr "--rank: 'cheap' is not price, work or expected" "$ISC_BIN/isc" sh
 check "without risk data the table says unknown" bash -c "'$ISC_BIN/isc' shapes --gpus 2 --rank expected --market spot --gpu-type a10g --limit 3 | grep -q 'unknown'"
 check "H100 throughput shows with its source" bash -c "'$ISC_BIN/isc' shapes --gpus 8 --gpu-type h100 --rank work --limit 1 | grep -q '1.72 lambda'"
 
+# OCI's capacity report: one AD of us-ashburn-1 has no BM.GPU.H100.8 host left.
+mock capacity -X POST -d '{"instance_type":"BM.GPU.H100.8","zone":"US-ASHBURN-AD-1","available":0}' >/dev/null
 # The Spot Advisor's bands for the A10G and V100 spot types, and a refresh.
 for it in g5.xlarge g5.2xlarge p3.2xlarge g5.12xlarge; do
 	mock spot_advisor -X POST -d "{\"region\":\"us-east-1\",\"instance_type\":\"$it\",\"r\":4,\"s\":70}" >/dev/null
@@ -61,6 +63,10 @@ out=$(isc shapes --refresh-risk --gpus 2 --json)
 check "the refresh asked both regions and stored facts" py -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['calls'] >= 2 and r['facts'] > 0 and r['failed'] == 0 else 1)" "$out"
 check "bands are stored with their time" test "$(store_sql -r "SELECT count(*) FROM risk_facts WHERE source = 'spot-advisor' AND fetched_ms > 0")" -ge 8
 check "placement scores are stored per region and zone" test "$(store_sql -r "SELECT count(DISTINCT zone) FROM risk_facts WHERE source = 'placement-score' AND region = 'us-east-1' AND target = 1")" -ge 2
+check "OCI capacity reports are stored per AD" test "$(store_sql -r "SELECT count(DISTINCT zone) FROM risk_facts WHERE source = 'oci-capacity' AND instance_type = 'BM.GPU.H100.8'")" -ge 2
+check "the AD without hosts says OUT_OF_HOST_CAPACITY" test "$(store_sql -r "SELECT detail || ' ' || value FROM risk_facts WHERE source = 'oci-capacity' AND instance_type = 'BM.GPU.H100.8' AND zone = 'US-ASHBURN-AD-1'")" = "OUT_OF_HOST_CAPACITY 0"
+check "isc shapes shows the best AD's report with its source" bash -c "'$ISC_BIN/isc' shapes --priority oci-us-ashburn-1-BM.GPU.H100.8-ondemand --gpus 16 | grep -q 'AVAILABLE 64 oci'"
+mock capacity -X POST -d '{"instance_type":"BM.GPU.H100.8","zone":"US-ASHBURN-AD-1","available":null}' >/dev/null
 check "isc shapes shows a band with its source" bash -c "'$ISC_BIN/isc' shapes --gpus 2 --rank expected --region us-east-1 --market spot --gpu-type a10g --limit 5 | grep -q 'band >20% advisor'"
 check "isc shapes shows a placement score" bash -c "'$ISC_BIN/isc' shapes --gpus 2 --rank expected --region us-west-2 --market spot --gpu-type a10g --limit 5 | grep -q 'score [0-9]*/10'"
 j=$(isc shapes --gpus 2 --rank expected --region us-west-2 --market spot --gpu-type a10g --limit 1 --json)

@@ -235,7 +235,7 @@ static void test_unknown_risk_not_favoured(void **state)
 static void test_expected_oci_and_history(void **state)
 {
 	static const struct spec sp[] = {
-	    {"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000, "AD-1;AD-2"},
+	    {"oci", "us-ashburn-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000, "AD-1,AD-2"},
 	    {"oci", "us-phoenix-1", "BM.GPU.H100.8", 0, "H100", 8, 80000000, "AD-1"},
 	};
 	static const struct fspec fs[] = {
