@@ -87,13 +87,10 @@ oom:
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
-/* Micro-dollars (a double cost) as the exact-decimal money field, null when unknown. */
+/* Micro-dollars (a double cost) as the money fields (docs/api.md), null when unknown. */
 static void money_or_null(json_t *o, const char *key, double micros)
 {
-	if (micros < 0)
-		json_object_set_new(o, key, json_null());
-	else
-		isc_json_money(o, key, (int64_t)(micros + 0.5));
+	isc_json_money_or_null(o, key, micros >= 0, micros >= 0 ? (int64_t)(micros + 0.5) : 0);
 }
 
 static json_int_t age_s(int64_t now, int64_t at)
@@ -105,14 +102,15 @@ static json_int_t age_s(int64_t now, int64_t at)
  * What the ranking knew about the shape's speed and the risk of losing it, each
  * with its source (issue 43): "throughput" null when nobody measured the GPU.
  */
-static void entry_rank_json(json_t *o, const struct isc_catalog *cat,
-                            const struct isc_rank_entry *e, int64_t now)
+static void entry_rank_json(json_t *o, const struct isc_catalog *cat, int gpus,
+                            const struct isc_rank_entry *entry, int64_t now)
 {
-	const struct isc_throughput *t = isc_throughput_of(e->shape->gpu_type);
+	const struct isc_throughput *t = isc_throughput_of(entry->shape->gpu_type);
+	struct isc_rank_entry one = *entry, *e = &one;
 	struct isc_rank_risk r;
 	json_t *risk;
 
-	isc_catalog_entry_risk(cat, e, &r);
+	isc_catalog_entry_costs(cat, gpus, e, &r); /* also in mode price, for the columns */
 	json_object_set_new(o, "throughput", t ? json_real(t->milli / 1000.0) : json_null());
 	json_object_set_new(o, "throughput_source",
 	                    json_string(t ? t->source : "unknown: no public measurement"));
@@ -258,7 +256,7 @@ static void shapes_rank(struct isc_api_call *c)
 	arr = json_array();
 	for (size_t i = 0; i < r.n; i++) {
 		json_t *o = entry_json(&r.entries[i], i + 1, now, stale_ms);
-		entry_rank_json(o, cat, &r.entries[i], now);
+		entry_rank_json(o, cat, req.gpus, &r.entries[i], now);
 		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
 		if (why[i])
 			json_object_set_new(o, "why", json_string(why[i]));

@@ -290,6 +290,8 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		    "RANK",        "ID",        "GPU",  "GPUS/NODE", "LAYOUT",   "NODE $/H",
 		    "CLUSTER $/H", "PRICE AGE", "TPUT", "RISK",      "$/A100-H", "PLACEABLE"};
 		struct isc_table *t = isc_table_new(12, headers);
+		const char *rank_cost_key =
+		    req.mode == ISC_RANK_EXPECTED ? "expected_cost" : "work_cost";
 		int any_stale = 0;
 		if (!t) {
 			rc = ISC_EXIT_FAIL;
@@ -331,8 +333,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			risk_cell(json_object_get(e, "risk"), risk, sizeof(risk));
 			cells[8] = tput;
 			cells[9] = risk;
-			cells[10] = json_is_string(json_object_get(e, "expected_cost"))
-			                ? isc_json_str(e, "expected_cost")
+			/* the mode's cost per unit of work (the plain one in modes price and work)
+			 */
+			cells[10] = json_is_string(json_object_get(e, rank_cost_key))
+			                ? isc_json_str(e, rank_cost_key)
 			                : "-";
 			/* A shape iscd cannot place says why, so nobody picks it by its price. */
 			if (json_is_false(json_object_get(e, "placeable")))

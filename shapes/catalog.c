@@ -15,6 +15,7 @@
 #include "store/store_shapes.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,47 @@ struct names {
 	size_t n;
 };
 
+/*
+ * The store's risk facts, sorted, shared by every catalog loaded while they have not
+ * changed: iscd loads a catalog per request and per placement, and reading every fact
+ * each time would cost more than the ranking (tens of thousands of placement scores).
+ * The store's risk version (isc_store_risk_version) says when to read them again.
+ */
+enum fact_kind { K_OTHER, K_BAND, K_SCORE, K_OCI, K_GCP, K_HISTORY };
+
+/* What the ranking tests of a fact, classified once when the facts are read. */
+struct fact_tag {
+	uint8_t kind;   /* enum fact_kind */
+	uint8_t market; /* 0: both, 1: spot, 2: on-demand */
+	uint8_t zoned;  /* the fact is for one zone */
+};
+
+struct risk_set {
+	struct isc_risk_fact *facts;
+	struct fact_tag *tags; /* parallel to facts */
+	size_t n;
+	int64_t version;
+	int refs; /* under cache_mu */
+};
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct risk_set *cache; /* the last set read, one reference held by the cache */
+
+static void risk_set_drop(struct risk_set *r)
+{
+	int last;
+	if (!r)
+		return;
+	pthread_mutex_lock(&cache_mu);
+	last = --r->refs == 0;
+	pthread_mutex_unlock(&cache_mu);
+	if (last) {
+		isc_risk_fact_list_free(r->facts, r->n);
+		free(r->tags);
+		free(r);
+	}
+}
+
 struct isc_catalog {
 	struct isc_shape *shapes; /* sorted by id */
 	size_t n;
@@ -59,7 +101,9 @@ struct isc_catalog {
 	size_t n_groups;
 	struct names gpus, regions, providers;
 	/* Risk facts sorted by (provider, region, instance type), and each shape's range. */
-	struct isc_risk_fact *facts;
+	struct risk_set *risk; /* shared, read-only; NULL: none */
+	const struct isc_risk_fact *facts;
+	const struct fact_tag *tags;
 	size_t n_facts;
 	uint32_t *risk_lo, *risk_hi; /* per shape, NULL until isc_catalog_set_risk */
 	int *tput_milli;             /* per shape: relative throughput x 1000, -1 unknown */
@@ -142,7 +186,7 @@ void isc_catalog_free(struct isc_catalog *c)
 	names_free(&c->gpus);
 	names_free(&c->regions);
 	names_free(&c->providers);
-	isc_risk_fact_list_free(c->facts, c->n_facts);
+	risk_set_drop(c->risk);
 	free(c->risk_lo);
 	free(c->risk_hi);
 	free(c->tput_milli);
@@ -215,24 +259,6 @@ oom:
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
-int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err)
-{
-	struct isc_shape *list;
-	struct isc_risk_fact *facts = NULL;
-	size_t n, nf = 0;
-	int rc = isc_store_shape_list(s, NULL, &list, &n, err);
-	if (rc)
-		return rc;
-	if ((rc = isc_catalog_new(list, n, out, err)))
-		return rc;
-	if ((rc = isc_store_risk_list(s, &facts, &nf, err)) ||
-	    (rc = isc_catalog_set_risk(*out, facts, nf, err))) {
-		isc_catalog_free(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
 /* Facts order: provider, region, instance type (any case): one range per shape. */
 static int cmp_fact_key(const struct isc_risk_fact *f, const char *provider, const char *region,
                         const char *itype)
@@ -249,50 +275,141 @@ static int cmp_fact(const void *a, const void *b)
 	return cmp_fact_key(a, y->provider, y->region, y->instance_type);
 }
 
-int isc_catalog_set_risk(struct isc_catalog *c, struct isc_risk_fact *facts, size_t n,
-                         struct isc_err *err)
+/* A new set of one reference from facts (taken, also on failure), checked and sorted. */
+static int risk_set_new(struct isc_risk_fact *facts, size_t n, int64_t version,
+                        struct risk_set **out, struct isc_err *err)
 {
-	isc_risk_fact_list_free(c->facts, c->n_facts);
+	struct risk_set *r;
+	for (size_t i = 0; i < n; i++)
+		if (!facts[i].provider || !facts[i].region || !facts[i].instance_type ||
+		    !facts[i].source) {
+			isc_risk_fact_list_free(facts, n);
+			return isc_err_set(err, ISC_EINVALID, "a risk fact without its key");
+		}
+	r = n > UINT32_MAX ? NULL : calloc(1, sizeof(*r));
+	if (!r || !(r->tags = calloc(n ? n : 1, sizeof(*r->tags)))) {
+		free(r);
+		isc_risk_fact_list_free(facts, n);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (n)
+		qsort(facts, n, sizeof(*facts), cmp_fact);
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_risk_fact *f = &facts[i];
+		struct fact_tag *t = &r->tags[i];
+		t->kind = !strcmp(f->source, ISC_RISK_SPOT_ADVISOR)   ? K_BAND
+		          : !strcmp(f->source, ISC_RISK_PLACEMENT)    ? K_SCORE
+		          : !strcmp(f->source, ISC_RISK_OCI_CAPACITY) ? K_OCI
+		          : !strcmp(f->source, ISC_RISK_GCP_ADVICE)   ? K_GCP
+		          : !strcmp(f->source, ISC_RISK_HISTORY)      ? K_HISTORY
+		                                                      : K_OTHER;
+		t->market = !f->market || !*f->market            ? 0
+		            : !strcasecmp(f->market, "spot")     ? 1
+		            : !strcasecmp(f->market, "ondemand") ? 2
+		                                                 : 3;
+		t->zoned = f->zone && *f->zone;
+	}
+	r->facts = facts;
+	r->n = n;
+	r->version = version;
+	r->refs = 1;
+	*out = r;
+	return 0;
+}
+
+/* Points the catalog at r (taking the caller's reference) and finds each shape's range. */
+static int attach_risk(struct isc_catalog *c, struct risk_set *r, struct isc_err *err)
+{
+	risk_set_drop(c->risk);
 	free(c->risk_lo);
 	free(c->risk_hi);
-	c->facts = facts;
-	c->n_facts = n;
+	c->risk = r;
+	c->facts = r->facts;
+	c->tags = r->tags;
+	c->n_facts = r->n;
 	c->risk_lo = malloc((c->n ? c->n : 1) * sizeof(*c->risk_lo));
 	c->risk_hi = malloc((c->n ? c->n : 1) * sizeof(*c->risk_hi));
-	if (!c->risk_lo || !c->risk_hi || n > UINT32_MAX) {
+	if (!c->risk_lo || !c->risk_hi) {
 		free(c->risk_lo);
 		free(c->risk_hi);
 		c->risk_lo = c->risk_hi = NULL;
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	for (size_t i = 0; i < n; i++)
-		if (!facts[i].provider || !facts[i].region || !facts[i].instance_type ||
-		    !facts[i].source) {
-			free(c->risk_lo);
-			free(c->risk_hi);
-			c->risk_lo = c->risk_hi = NULL;
-			return isc_err_set(err, ISC_EINVALID, "a risk fact without its key");
-		}
-	if (n)
-		qsort(facts, n, sizeof(*facts), cmp_fact);
 	for (size_t i = 0; i < c->n; i++) {
 		const struct isc_shape *sh = &c->shapes[i];
-		size_t lo = 0, hi = n;
+		size_t lo = 0, hi = r->n;
 		while (lo < hi) {
 			size_t mid = lo + (hi - lo) / 2;
-			if (cmp_fact_key(&facts[mid], sh->provider, sh->region, sh->instance_type) <
-			    0)
+			if (cmp_fact_key(&r->facts[mid], sh->provider, sh->region,
+			                 sh->instance_type) < 0)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
 		c->risk_lo[i] = (uint32_t)lo;
-		while (hi < n &&
-		       !cmp_fact_key(&facts[hi], sh->provider, sh->region, sh->instance_type))
+		while (hi < r->n &&
+		       !cmp_fact_key(&r->facts[hi], sh->provider, sh->region, sh->instance_type))
 			hi++;
 		c->risk_hi[i] = (uint32_t)hi;
 	}
 	return 0;
+}
+
+int isc_catalog_set_risk(struct isc_catalog *c, struct isc_risk_fact *facts, size_t n,
+                         struct isc_err *err)
+{
+	struct risk_set *r;
+	int rc = risk_set_new(facts, n, -1, &r, err);
+	return rc ? rc : attach_risk(c, r, err);
+}
+
+/* The store's facts: the cached set when the store's version is the cached one. */
+static int risk_for(struct isc_store *s, struct risk_set **out, struct isc_err *err)
+{
+	struct isc_risk_fact *facts = NULL;
+	struct risk_set *r = NULL, *old;
+	size_t nf = 0;
+	int64_t v;
+	int rc = isc_store_risk_version(s, &v, err);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&cache_mu);
+	if (cache && cache->version == v) {
+		cache->refs++;
+		*out = cache;
+		pthread_mutex_unlock(&cache_mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&cache_mu);
+	if ((rc = isc_store_risk_list(s, &facts, &nf, err)) ||
+	    (rc = risk_set_new(facts, nf, v, &r, err)))
+		return rc;
+	pthread_mutex_lock(&cache_mu);
+	old = cache;
+	cache = r;
+	r->refs++; /* the cache's and the caller's */
+	pthread_mutex_unlock(&cache_mu);
+	risk_set_drop(old);
+	*out = r;
+	return 0;
+}
+
+int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err)
+{
+	struct isc_shape *list;
+	struct risk_set *r = NULL;
+	size_t n;
+	int rc = isc_store_shape_list(s, NULL, &list, &n, err);
+	if (rc)
+		return rc;
+	if ((rc = isc_catalog_new(list, n, out, err)))
+		return rc;
+	if ((rc = risk_for(s, &r, err)) || (rc = attach_risk(*out, r, err))) {
+		isc_catalog_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 int isc_rank_mode_parse(const char *s, enum isc_rank_mode *out)
@@ -337,7 +454,7 @@ void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_e
 {
 	const struct isc_shape *sh = e->shape;
 	size_t i = (size_t)(sh - c->shapes);
-	const char *market = sh->spot ? "spot" : "ondemand";
+	const int want_market = sh->spot ? 1 : 2;
 	int best_score_rank = INT32_MAX, region_score = 0;
 
 	memset(r, 0, sizeof(*r));
@@ -345,16 +462,17 @@ void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_e
 	r->interruptions = -1;
 	for (size_t k = c->risk_lo ? c->risk_lo[i] : 0; c->risk_hi && k < c->risk_hi[i]; k++) {
 		const struct isc_risk_fact *f = &c->facts[k];
-		if (f->market && *f->market && strcasecmp(f->market, market))
+		const struct fact_tag *tg = &c->tags[k];
+		if ((tg->market && tg->market != want_market) || tg->kind == K_OTHER)
 			continue;
-		if (!zone_of(sh->zones, f->zone ? f->zone : ""))
+		if (tg->zoned && !zone_of(sh->zones, f->zone))
 			continue;
-		if (!strcmp(f->source, ISC_RISK_SPOT_ADVISOR) && sh->spot) {
+		if (tg->kind == K_BAND && sh->spot) {
 			r->band = (int)f->value2;
 			r->band_max_pct = (int)f->value;
 			r->band_label = f->detail;
 			r->band_fetched_ms = f->fetched_ms;
-		} else if (!strcmp(f->source, ISC_RISK_PLACEMENT) && sh->spot) {
+		} else if (tg->kind == K_SCORE && sh->spot) {
 			/*
 			 * The score asked for this gang's size is the one; else the nearest
 			 * larger size (a gang that can have more can have this); a region's
@@ -377,7 +495,7 @@ void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_e
 				r->score_zone = f->zone ? f->zone : "";
 				r->score_fetched_ms = f->fetched_ms;
 			}
-		} else if (!strcmp(f->source, ISC_RISK_OCI_CAPACITY)) {
+		} else if (tg->kind == K_OCI) {
 			/* Of the ADs, the one that has the most (the launcher tries ADs in turn).
 			 */
 			int avail = f->detail && !strcmp(f->detail, "AVAILABLE");
@@ -387,10 +505,10 @@ void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_e
 				r->capacity_status = f->detail;
 				r->capacity_fetched_ms = f->fetched_ms;
 			}
-		} else if (!strcmp(f->source, ISC_RISK_GCP_ADVICE)) {
+		} else if (tg->kind == K_GCP) {
 			if (f->value > r->obtainability_milli)
 				r->obtainability_milli = (int)f->value;
-		} else if (!strcmp(f->source, ISC_RISK_HISTORY)) {
+		} else if (tg->kind == K_HISTORY) {
 			if (r->interruptions < 0)
 				r->interruptions = 0;
 			r->interruptions += f->value;
@@ -817,45 +935,63 @@ static int rank_price(const struct isc_catalog *c, const struct isc_rank_request
 	return 0;
 }
 
-/* GPUs doing the work: the request's, or a whole node when listing. */
-static int work_gpus(const struct isc_rank_request *req, const struct isc_rank_entry *e)
+void isc_catalog_entry_costs(const struct isc_catalog *c, int gpus, struct isc_rank_entry *e,
+                             struct isc_rank_risk *risk)
 {
-	return req->gpus ? req->gpus : e->nnodes * e->nproc;
+	int t = c->tput_milli[e->shape - c->shapes];
+	int g = gpus ? gpus : e->nnodes * e->nproc;
+	struct isc_rank_risk mine, *r = risk ? risk : &mine;
+
+	e->work_cost = e->expected_cost = -1;
+	if (risk)
+		isc_catalog_entry_risk(c, e, r);
+	if (t <= 0 || g <= 0)
+		return;
+	/* micro-dollars per A100-80GB-hour of work: cluster price / (GPUs x relative speed) */
+	e->work_cost = (double)e->cluster_price_micros * 1000.0 / ((double)g * t);
+	if (!risk)
+		isc_catalog_entry_risk(c, e, r);
+	e->expected_cost = e->work_cost * r->factor;
 }
 
 static void entry_costs(const struct isc_catalog *c, const struct isc_rank_request *req,
                         struct isc_rank_entry *e)
 {
-	int t = c->tput_milli[e->shape - c->shapes];
-	struct isc_rank_risk r;
-
-	e->work_cost = e->expected_cost = -1;
-	if (t <= 0)
-		return;
-	/* micro-dollars per A100-80GB-hour of work: cluster price / (GPUs x relative speed) */
-	e->work_cost = (double)e->cluster_price_micros * 1000.0 / ((double)work_gpus(req, e) * t);
-	if (req->mode == ISC_RANK_EXPECTED) {
-		isc_catalog_entry_risk(c, e, &r);
-		e->expected_cost = e->work_cost * r.factor;
-	} else {
-		e->expected_cost = e->work_cost;
-	}
+	isc_catalog_entry_costs(c, req->gpus, e, NULL);
 }
 
-static int cmp_entry_cost(const void *a, const void *b)
+/* The key of an entry in `mode`: work_cost or expected_cost; < 0 unknown. */
+static double key_of(const struct isc_rank_entry *e, enum isc_rank_mode mode)
 {
-	const struct isc_rank_entry *x = a, *y = b;
-	/* expected_cost is work_cost in mode work; unknown (< 0) after every known one */
-	int ux = x->expected_cost < 0, uy = y->expected_cost < 0;
+	return mode == ISC_RANK_WORK ? e->work_cost : e->expected_cost;
+}
+
+static int cmp_entry_cost_mode(const struct isc_rank_entry *x, const struct isc_rank_entry *y,
+                               enum isc_rank_mode mode)
+{
+	double kx = key_of(x, mode), ky = key_of(y, mode);
+	/* unknown (< 0) after every known one */
+	int ux = kx < 0, uy = ky < 0;
 	if (ux != uy)
 		return ux - uy;
-	if (!ux && x->expected_cost != y->expected_cost)
-		return x->expected_cost < y->expected_cost ? -1 : 1;
+	if (!ux && kx != ky)
+		return kx < ky ? -1 : 1;
 	if (x->cluster_price_micros != y->cluster_price_micros)
 		return x->cluster_price_micros < y->cluster_price_micros ? -1 : 1;
 	if (x->nnodes != y->nnodes)
 		return x->nnodes - y->nnodes;
 	return (x->shape > y->shape) - (x->shape < y->shape);
+}
+
+/* One comparator per mode: qsort has no context, and iscd ranks on several threads. */
+static int cmp_work(const void *a, const void *b)
+{
+	return cmp_entry_cost_mode(a, b, ISC_RANK_WORK);
+}
+
+static int cmp_expected(const void *a, const void *b)
+{
+	return cmp_entry_cost_mode(a, b, ISC_RANK_EXPECTED);
 }
 
 /*
@@ -874,7 +1010,8 @@ static int rank_cost(const struct isc_catalog *c, const struct isc_rank_request 
 	for (size_t i = 0; i < r->n; i++)
 		entry_costs(c, req, &r->entries[i]);
 	if (r->n > 1)
-		qsort(r->entries, r->n, sizeof(*r->entries), cmp_entry_cost);
+		qsort(r->entries, r->n, sizeof(*r->entries),
+		      req->mode == ISC_RANK_WORK ? cmp_work : cmp_expected);
 	if (req->limit && r->n > req->limit)
 		r->n = req->limit;
 	return 0;

@@ -116,9 +116,10 @@ struct isc_rank_entry {
 	int nnodes, nproc;
 	int64_t cluster_price_micros; /* nnodes x node price, per hour */
 	/*
-	 * Mode work/expected (0 in mode price): micro-dollars per A100-80GB-hour of
-	 * training work, plain (work) or expected (with risk); < 0 when the GPU's
-	 * throughput is unknown (such entries rank after every known one).
+	 * Modes work and expected (0 in mode price; isc_catalog_entry_costs fills them):
+	 * micro-dollars per A100-80GB-hour of training work, plain and expected (with the
+	 * risk); < 0 when the GPU's throughput is unknown (such entries rank after every
+	 * known one).
 	 */
 	double work_cost, expected_cost;
 };
@@ -145,6 +146,13 @@ struct isc_rank_risk {
 	const char *q_source;    /* "placement-score", "oci-capacity", ..., "unknown" */
 	double factor;           /* expected / work: 1 + H (rate x nnodes / q + (1/q - 1) / J) */
 };
+
+/*
+ * Fills e->work_cost and e->expected_cost (whatever the mode: for display), gpus as in
+ * the request (0: a whole node), and *risk (when not NULL) with the risk behind them.
+ */
+void isc_catalog_entry_costs(const struct isc_catalog *c, int gpus, struct isc_rank_entry *e,
+                             struct isc_rank_risk *risk);
 
 /* The risk the catalog's facts give for an entry (nnodes from the entry). */
 void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_entry *e,

@@ -556,7 +556,13 @@ static const char *const migrations[] = {
     "  value2 INTEGER NOT NULL DEFAULT 0,"
     "  detail TEXT NOT NULL DEFAULT '',"
     "  fetched_ms INTEGER NOT NULL,"
-    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));",
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));"
+    /* changes with every write of risk_facts: readers that keep the facts know when to
+     * read them again (store/store_risk.h, isc_store_risk_version) */
+    "CREATE TABLE risk_version ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  version INTEGER NOT NULL);"
+    "INSERT INTO risk_version (id, version) VALUES (1, 0);",
 };
 
 size_t isc_store_migration_count(void)

@@ -466,7 +466,13 @@ static const char *const pg_steps[] = {
     "  value2 BIGINT NOT NULL DEFAULT 0,"
     "  detail TEXT NOT NULL DEFAULT '',"
     "  fetched_ms BIGINT NOT NULL,"
-    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));",
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));"
+    /* changes with every write of risk_facts: readers that keep the facts know when to
+     * read them again (store/store_risk.h, isc_store_risk_version) */
+    "CREATE TABLE risk_version ("
+    "  id BIGINT PRIMARY KEY CHECK (id = 1),"
+    "  version BIGINT NOT NULL);"
+    "INSERT INTO risk_version (id, version) VALUES (1, 0);",
     NULL,
 };
 

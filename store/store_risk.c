@@ -8,6 +8,8 @@
 #include "store/store.h"
 #include "store/store_int.h"
 
+#include <openssl/rand.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,11 +111,52 @@ int isc_store_risk_put(struct isc_store *s, const char *replace_source,
 		}
 	}
 	isc_db_finalize(st);
+	st = NULL;
+	/* A new version for readers that keep the facts (shapes/catalog.c). */
+	{
+		int64_t v = 0;
+		while (v <= 0) {
+			if (RAND_bytes((unsigned char *)&v, sizeof(v)) != 1) {
+				rc = isc_err_set(err, ISC_EIO,
+				                 "no random bytes for the risk version");
+				goto fail;
+			}
+			v &= INT64_MAX;
+		}
+		if ((rc = isc_store_prepare(s, "UPDATE risk_version SET version = ?", &st, err)))
+			goto fail;
+		isc_db_bind_int64(st, 1, v);
+		if ((rc = isc_db_step(st)) != ISC_DB_DONE) {
+			rc = isc_store_db_err(s, rc, "writing the risk version", err);
+			goto fail;
+		}
+		isc_db_finalize(st);
+	}
 	return isc_store_commit(s, err);
 fail:
 	if (st)
 		isc_db_finalize(st);
 	isc_store_rollback(s);
+	return rc;
+}
+
+int isc_store_risk_version(struct isc_store *s, int64_t *out, struct isc_err *err)
+{
+	struct isc_db_stmt *st;
+	int rc = isc_store_prepare(s, "SELECT version FROM risk_version", &st, err);
+	*out = 0;
+	if (rc)
+		return rc;
+	rc = isc_db_step(st);
+	if (rc == ISC_DB_ROW) {
+		*out = isc_db_column_int64(st, 0);
+		rc = 0;
+	} else if (rc == ISC_DB_DONE) {
+		rc = 0;
+	} else {
+		rc = isc_store_db_err(s, rc, "reading the risk version", err);
+	}
+	isc_db_finalize(st);
 	return rc;
 }
 

@@ -52,6 +52,13 @@ void isc_risk_fact_list_free(struct isc_risk_fact *list, size_t n);
  */
 int isc_store_risk_put(struct isc_store *s, const char *replace_source,
                        const struct isc_risk_fact *facts, size_t n, struct isc_err *err);
+/*
+ * The facts' version: a number that changes with every isc_store_risk_put (a random
+ * one, so two stores never share a version by counting alike), 0 for a store that was
+ * never written. Readers that keep the facts read them again when it changes.
+ */
+int isc_store_risk_version(struct isc_store *s, int64_t *out, struct isc_err *err);
+
 /* Every stored fact, sorted by provider, region, instance type. */
 int isc_store_risk_list(struct isc_store *s, struct isc_risk_fact **out, size_t *n,
                         struct isc_err *err);

@@ -3,6 +3,7 @@
  * PostgreSQL: facts written and read back with their time, an upsert by key, a source
  * replaced whole, and this broker's interruption history from its clusters and events.
  */
+#include "shapes/catalog.h"
 #include "store/store.h"
 #include "store/store_clusters.h"
 #include "store/store_experiments.h"
@@ -45,14 +46,21 @@ static void test_put_list(void **state)
 	(void)state;
 
 	store_fixture_init(&t, "risk");
+	int64_t v0, v1, v2;
+	assert_int_equal(isc_store_risk_version(t.s, &v0, &err), 0);
+	assert_int_equal(v0, 0);
 	in[0] = fact("us-west-2", "p5.48xlarge", ISC_RISK_SPOT_ADVISOR, 0, 5, "<5%", 1000);
 	in[1] = fact("us-east-1", "p5.48xlarge", ISC_RISK_PLACEMENT, 2, 7, "3 type(s)", 1000);
 	in[2] = fact("us-east-1", "p5.48xlarge", ISC_RISK_PLACEMENT, 1, 9, "3 type(s)", 1000);
 	assert_int_equal(isc_store_risk_put(t.s, NULL, in, 3, &err), 0);
+	assert_int_equal(isc_store_risk_version(t.s, &v1, &err), 0);
+	assert_true(v1 > 0); /* readers that keep the facts see they changed */
 	/* the same key again: the new answer and its time replace the old */
 	in[1].value = 2;
 	in[1].fetched_ms = 2000;
 	assert_int_equal(isc_store_risk_put(t.s, NULL, &in[1], 1, &err), 0);
+	assert_int_equal(isc_store_risk_version(t.s, &v2, &err), 0);
+	assert_true(v2 > 0 && v2 != v1);
 	assert_int_equal(isc_store_risk_list(t.s, &out, &n, &err), 0);
 	assert_int_equal(n, 3);
 	assert_string_equal(out[0].region, "us-east-1"); /* by region, then source, target */
@@ -143,6 +151,34 @@ static void test_history(void **state)
 	assert_int_equal(out[0].value, 1);
 	assert_int_equal(isc_store_risk_put(t.s, ISC_RISK_HISTORY, out, n, &err), 0);
 	isc_risk_fact_list_free(out, n);
+
+	/* the catalog iscd loads sees the new record (its cache of facts follows the version) */
+	{
+		struct isc_catalog *cat;
+		struct isc_rank_entry ent = {0};
+		struct isc_rank_risk r;
+		for (int round = 0; round < 2; round++) {
+			assert_int_equal(isc_catalog_load(t.s, &cat, &err), 0);
+			ent.shape = isc_catalog_find(cat, "aws-us-east-1-p5.48xlarge-spot");
+			assert_non_null(ent.shape);
+			ent.nnodes = 2;
+			isc_catalog_entry_risk(cat, &ent, &r);
+			assert_int_equal(r.interruptions, round == 0 ? 1 : 2);
+			isc_catalog_free(cat);
+			if (round == 0) {
+				assert_int_equal(isc_store_event_add(t.s, "exp_risk", "interrupted",
+				                                     "again", &err),
+				                 0);
+				assert_int_equal(isc_store_risk_history(t.s, now - 86400000LL,
+				                                        now + 3600000, &out, &n,
+				                                        &err),
+				                 0);
+				assert_int_equal(
+				    isc_store_risk_put(t.s, ISC_RISK_HISTORY, out, n, &err), 0);
+				isc_risk_fact_list_free(out, n);
+			}
+		}
+	}
 
 	/* a window that starts after the cluster closed has nothing */
 	assert_int_equal(isc_store_cluster_set_state(t.s, "cl_risk", "closed", &err), 0);
