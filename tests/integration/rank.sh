@@ -85,6 +85,7 @@ iscd_wait_socket "$ISC_HOME/run/api.sock"
 # compare with is the one after the burst is placed.
 s1=$(burst_and_shape)
 t1=$(top)
+check "iscd asks about a burst's candidates on its own (hourly)" bash -c "for i in \$(seq 1 100); do grep -q 'risk refresh: [1-9][0-9]* question' '$dir/iscd.log' && exit 0; sleep 0.2; done; exit 1"
 check "the burst is placed on the shape isc shapes --rank expected ranks first ($t1)" test "${s1,,}" = "${t1,,}"
 
 # The risk moves: the first shape's region has no spot capacity left for any of the
