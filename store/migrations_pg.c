@@ -461,7 +461,7 @@ static const char *const pg_steps[] = {
     "  instance_type TEXT NOT NULL,"
     "  market TEXT NOT NULL DEFAULT '',"
     "  source TEXT NOT NULL,"
-    "  target INTEGER NOT NULL DEFAULT 0,"
+    "  target BIGINT NOT NULL DEFAULT 0,"
     "  value BIGINT NOT NULL,"
     "  value2 BIGINT NOT NULL DEFAULT 0,"
     "  detail TEXT NOT NULL DEFAULT '',"
