@@ -1,6 +1,7 @@
 /*
- * The scheduled risk refresh (issue 43, prices/risk.h): while bursts may be placed, at
- * most once an hour, the clouds are asked about the first candidates of each (the
+ * The scheduled risk refresh (issue 43, prices/risk.h): while bursts that rank by
+ * expected cost (burst_rank = "expected") may be placed, at most once an hour, the
+ * clouds are asked about the first candidates of each (the
  * Spot Advisor's bands, GetSpotPlacementScores for the gang's size, OCI capacity
  * reports) and this broker's own interruption history is recounted.
  *
@@ -17,6 +18,7 @@
 #include "prices/risk.h"
 #include "shapes/catalog.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,23 @@ static int may_place(const char *status)
 {
 	return !strcmp(status, "enqueued") || !strcmp(status, "placing") ||
 	       !strcmp(status, "waiting") || !strcmp(status, "running");
+}
+
+/*
+ * A burst whose placement reads the risk: burst_rank = "expected". The other modes never
+ * read it, so a broker whose bursts rank by price or work asks the clouds nothing more.
+ */
+static int wants_risk(const struct isc_experiment *e)
+{
+	json_t *spec;
+	int yes;
+	if (strcmp(e->compute_mode, "burst") || !may_place(e->status))
+		return 0;
+	spec = json_loads(e->spec_json, 0, NULL);
+	yes = spec && json_is_string(json_object_get(spec, "burst_rank")) &&
+	      !strcmp(json_string_value(json_object_get(spec, "burst_rank")), "expected");
+	json_decref(spec);
+	return yes;
 }
 
 void broker_refresh_risk(struct isc_broker *b, int64_t now_ms)
@@ -45,8 +64,7 @@ void broker_refresh_risk(struct isc_broker *b, int64_t now_ms)
 		return;
 	}
 	for (size_t i = 0; i < n && !cat; i++)
-		if (!strcmp(active[i].compute_mode, "burst") && may_place(active[i].status) &&
-		    isc_catalog_load(b->store, &cat, &err))
+		if (wants_risk(&active[i]) && isc_catalog_load(b->store, &cat, &err))
 			isc_log(ISC_LOG_WARN, "risk refresh: %s", err.msg);
 	if (!cat)
 		goto out; /* nothing to place (or no catalog): nothing to ask */
@@ -54,7 +72,7 @@ void broker_refresh_risk(struct isc_broker *b, int64_t now_ms)
 	for (size_t i = 0; i < n; i++) {
 		struct broker_candidate *cands;
 		size_t nc;
-		if (strcmp(active[i].compute_mode, "burst") != 0 || !may_place(active[i].status) ||
+		if (!wants_risk(&active[i]) ||
 		    broker_place_in(b, cat, &active[i], &cands, &nc, &err))
 			continue;
 		for (size_t k = 0; k < nc && k < RISK_CANDIDATES; k++)
