@@ -8,10 +8,12 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "prices/lists.h"
+#include "prices/risk.h"
 #include "providers/placeable.h"
 #include "store/store_shapes.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
+#include "shapes/throughput.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -87,6 +89,79 @@ oom:
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
+/* Micro-dollars (a double cost) as the money fields (docs/api.md), null when unknown. */
+static void money_or_null(json_t *o, const char *key, double micros)
+{
+	isc_json_money_or_null(o, key, micros >= 0, micros >= 0 ? (int64_t)(micros + 0.5) : 0);
+}
+
+static json_int_t age_s(int64_t now, int64_t at)
+{
+	return at > 0 && now > at ? (json_int_t)((now - at) / 1000) : 0;
+}
+
+/*
+ * What the ranking knew about the shape's speed and the risk of losing it, each
+ * with its source (issue 43): "throughput" null when nobody measured the GPU.
+ */
+static void entry_rank_json(json_t *o, const struct isc_catalog *cat, int gpus,
+                            const struct isc_rank_entry *entry, int64_t now)
+{
+	const struct isc_throughput *t = isc_throughput_of(entry->shape->gpu_type);
+	struct isc_rank_entry one = *entry, *e = &one;
+	struct isc_rank_risk r;
+	json_t *risk;
+
+	isc_catalog_entry_costs(cat, gpus, e, &r); /* also in mode price, for the columns */
+	json_object_set_new(o, "throughput", t ? json_real(t->milli / 1000.0) : json_null());
+	json_object_set_new(o, "throughput_source",
+	                    json_string(t ? t->source : "unknown: no public measurement"));
+	money_or_null(o, "work_cost", e->work_cost);
+	money_or_null(o, "expected_cost", e->expected_cost);
+	risk = json_object();
+	if (r.band >= 0)
+		json_object_set_new(risk, "band",
+		                    json_pack("{s:i,s:s,s:i,s:s,s:I}", "index", r.band, "label",
+		                              r.band_label ? r.band_label : "", "max_pct",
+		                              r.band_max_pct, "source", ISC_RISK_SPOT_ADVISOR,
+		                              "age_s", age_s(now, r.band_fetched_ms)));
+	else
+		json_object_set_new(risk, "band", json_null());
+	if (r.score > 0)
+		json_object_set_new(
+		    risk, "score",
+		    json_pack("{s:i,s:i,s:s,s:s,s:I}", "score", r.score, "target_capacity",
+		              r.score_target, "zone", r.score_zone ? r.score_zone : "", "source",
+		              ISC_RISK_PLACEMENT, "age_s", age_s(now, r.score_fetched_ms)));
+	else
+		json_object_set_new(risk, "score", json_null());
+	if (r.capacity_status)
+		json_object_set_new(risk, "capacity",
+		                    json_pack("{s:s,s:i,s:s,s:I}", "status", r.capacity_status,
+		                              "available", r.capacity, "source",
+		                              ISC_RISK_OCI_CAPACITY, "age_s",
+		                              age_s(now, r.capacity_fetched_ms)));
+	else
+		json_object_set_new(risk, "capacity", json_null());
+	if (r.obtainability_milli >= 0)
+		json_object_set_new(risk, "obtainability",
+		                    json_real(r.obtainability_milli / 1000.0));
+	if (r.interruptions >= 0)
+		json_object_set_new(risk, "history",
+		                    json_pack("{s:I,s:I,s:s}", "interruptions_30d",
+		                              (json_int_t)r.interruptions, "node_hours_30d",
+		                              (json_int_t)(r.node_seconds / 3600), "source",
+		                              ISC_RISK_HISTORY));
+	else
+		json_object_set_new(risk, "history", json_null());
+	json_object_set_new(risk, "node_rate_per_hour", json_real(r.node_rate));
+	json_object_set_new(risk, "rate_source", json_string(r.rate_source));
+	json_object_set_new(risk, "q", json_real(r.q));
+	json_object_set_new(risk, "q_source", json_string(r.q_source));
+	json_object_set_new(risk, "factor", json_real(r.factor));
+	json_object_set_new(o, "risk", risk);
+}
+
 static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t now,
                           const struct isc_config *cfg)
 {
@@ -139,8 +214,8 @@ static json_t *sources_json(struct isc_store *s, int64_t now)
 
 /*
  * GET /v1/shapes?gpus=&priority=ID,ID&provider=&market=&gpu_type=&region=
- * &min_gpu_mem_mib=&limit=: {"shapes": [best first, the `isc shapes --json`
- * objects], "warnings": [...], "catalog_size": N}.
+ * &min_gpu_mem_mib=&limit=&rank=price|work|expected: {"shapes": [best first, the `isc shapes
+ * --json` objects], "warnings": [...], "catalog_size": N}.
  */
 static void shapes_rank(struct isc_api_call *c)
 {
@@ -150,7 +225,7 @@ static void shapes_rank(struct isc_api_call *c)
 	struct isc_config *cfg = NULL;
 	struct isc_err err;
 	const char *prio_text = isc_api_query(c, "priority"), *market = isc_api_query(c, "market");
-	const char *only = isc_api_query(c, "placeable");
+	const char *only = isc_api_query(c, "placeable"), *mode = isc_api_query(c, "rank");
 	struct isc_placeable *pl = NULL;
 	char **why = NULL; /* per entry: NULL when placeable, else why not */
 	char *prio_buf = NULL, **prio = NULL;
@@ -175,6 +250,10 @@ static void shapes_rank(struct isc_api_call *c)
 	}
 	if (market && isc_market_parse(market, &req.market)) {
 		isc_api_reply_error(c, 400, "market: '%s' is not spot, ondemand or any", market);
+		return;
+	}
+	if (mode && isc_rank_mode_parse(mode, &req.mode)) {
+		isc_api_reply_error(c, 400, "rank: '%s' is not price, work or expected", mode);
 		return;
 	}
 	if (prio_text &&
@@ -203,6 +282,7 @@ static void shapes_rank(struct isc_api_call *c)
 	arr = json_array();
 	for (size_t i = 0; i < r.n; i++) {
 		json_t *o = entry_json(&r.entries[i], i + 1, now, cfg);
+		entry_rank_json(o, cat, req.gpus, &r.entries[i], now);
 		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
 		if (why[i])
 			json_object_set_new(o, "why", json_string(why[i]));
@@ -212,9 +292,10 @@ static void shapes_rank(struct isc_api_call *c)
 	for (size_t i = 0; i < r.n_warnings; i++)
 		json_array_append_new(warn, json_string(r.warnings[i]));
 	isc_api_reply_json(c, 200,
-	                   json_pack("{s:o,s:o,s:I,s:o}", "shapes", arr, "warnings", warn,
+	                   json_pack("{s:o,s:o,s:I,s:o,s:s}", "shapes", arr, "warnings", warn,
 	                             "catalog_size", (json_int_t)isc_catalog_size(cat),
-	                             "price_sources", sources_json(c->store, now)));
+	                             "price_sources", sources_json(c->store, now), "rank",
+	                             isc_rank_mode_name(req.mode)));
 out:
 	for (size_t i = 0; why && i < r.n; i++)
 		free(why[i]);
@@ -227,7 +308,50 @@ out:
 	free(prio_buf);
 }
 
+/*
+ * POST /v1/shapes/risk[?gpus=G] (the operator's): asks the clouds now what they say of
+ * the risk of losing the nodes of every shape in a configured region, for the gang each
+ * needs for G GPUs (one node without G), and recomputes this broker's own history
+ * (prices/risk.h). {"calls", "facts", "none", "failed", "history", "last_error"}.
+ */
+static void shapes_risk_refresh(struct isc_api_call *c)
+{
+	struct isc_risk_target *targets = NULL;
+	struct isc_risk_refresh_result res;
+	struct isc_config *cfg = NULL;
+	struct isc_err err;
+	size_t nt = 0;
+	long gpus = 0;
+	int rc;
+
+	if (!isc_api_require_operator(c) || query_long(c, "gpus", 0, ISC_BURST_GPUS_MAX, &gpus))
+		return;
+	isc_api_audit_target(c, 0, "risk");
+	isc_err_clear(&err);
+	if (isc_config_load(c->home, &cfg, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	rc = isc_risk_targets_configured(c->store, cfg, (int)gpus, &targets, &nt, &err);
+	if (!rc)
+		rc = isc_risk_refresh(c->store, cfg, targets, nt,
+		                      isc_clock_system()->now_ms(isc_clock_system()->ctx), &res,
+		                      &err);
+	isc_risk_targets_free(targets, nt);
+	isc_config_free(cfg);
+	if (rc) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	isc_api_reply_json(c, 200,
+	                   json_pack("{s:I,s:I,s:I,s:I,s:I,s:s}", "calls", (json_int_t)res.calls,
+	                             "facts", (json_int_t)res.facts, "none", (json_int_t)res.none,
+	                             "failed", (json_int_t)res.failed, "history",
+	                             (json_int_t)res.history, "last_error", res.last_error));
+}
+
 const struct isc_api_route isc_api_routes_shapes[] = {
     {"GET", "/v1/shapes", shapes_rank},
+    {"POST", "/v1/shapes/risk", shapes_risk_refresh, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

@@ -1249,6 +1249,7 @@ int isc_broker_tick(struct isc_broker *b, struct isc_err *err)
 		isc_log(ISC_LOG_WARN, "meter: %s", err->msg);
 	phase_done(b, 2, &mark);
 	broker_refresh_prices(b, isc_store_now_ms());
+	broker_refresh_risk(b, isc_store_now_ms());
 	phase_done(b, 3, &mark);
 	if ((rc = isc_store_experiment_list_active(b->store, &active, &n, err)) == 0) {
 		rc = advance_bursts(b, active, n, err);

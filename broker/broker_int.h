@@ -104,6 +104,7 @@ struct isc_broker {
 	int64_t prices_at_ms; /* the last scheduled price refresh; 0: not yet */
 	int64_t lists_checked_ms; /* the last look at the list-price sources' schedules */
 	int64_t tick_due_us;      /* monotonic: when the next tick is due (its lateness's zero) */
+	int64_t risk_at_ms;       /* the last scheduled risk refresh (risk.c); 0: not yet */
 	struct broker_leases *leases;   /* this replica's leases (broker.c); NULL: not a replica */
 	struct broker_quotas *quotas;   /* artifacts each organisation keeps at home (quota.c) */
 	struct broker_watcher *watcher; /* the describes in the background (watch.c) */
@@ -172,6 +173,8 @@ int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
 /* ---- prices.c ---- */
 /* Live spot prices of the candidates of active bursts, every price_refresh_ms (main thread). */
 void broker_refresh_prices(struct isc_broker *b, int64_t now_ms);
+/* risk.c: the clouds' risk answers for the candidates of placeable work, hourly (issue 43). */
+void broker_refresh_risk(struct isc_broker *b, int64_t now_ms);
 
 /* ---- cloud.c ---- */
 /*

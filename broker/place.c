@@ -79,6 +79,10 @@ int broker_place_in(struct isc_broker *b, const struct isc_catalog *cat,
 	}
 	req.gpus = e->gpus;
 	req.priority = priority;
+	/* burst_rank (absent: price), as validated when the experiment was written */
+	if (json_is_string(json_object_get(spec, "burst_rank")) &&
+	    isc_rank_mode_parse(json_string_value(json_object_get(spec, "burst_rank")), &req.mode))
+		req.mode = ISC_RANK_PRICE;
 	rc = isc_catalog_rank(cat, &req, &ranking, err);
 	/* A list the user wrote is a constraint: none of its ids left is no placement, never
 	 * the price ranking of every shape (isc burst refuses such a list up front). */

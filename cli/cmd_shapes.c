@@ -22,7 +22,9 @@ static void usage(void)
 {
 	printf("usage: isc shapes [--gpus G] [--priority ID,ID,...] [--provider aws|gcp|oci]\n"
 	       "                  [--market spot|ondemand|any] [--gpu-type T[,T...]] [--region R]\n"
-	       "                  [--min-gpu-memory SIZE] [--limit K] [--placeable] [--json]\n\n"
+	       "                  [--min-gpu-memory SIZE] [--limit K] [--placeable]\n"
+	       "                  [--rank price|work|expected] [--json]\n"
+	       "       isc shapes --refresh-risk [--gpus G]   (the operator's)\n\n"
 	       "Ranks the catalog's shapes for a burst of G GPUs (1..48): the shapes of\n"
 	       "--priority in that order when any of them exists, else every shape that passes\n"
 	       "the filters by cluster price (NNODES x node price), then fewer nodes, then id.\n"
@@ -34,6 +36,13 @@ static void usage(void)
 	       "Shapes this broker cannot place (no driver or credentials for the provider,\n"
 	       "no [providers.NAME] in iscd's config.toml, a region it does not list) come\n"
 	       "after the others, each with why; --placeable shows only the ones it can place.\n"
+	       "--rank orders what the priority list does not, as burst_rank does for a burst:\n"
+	       "price (default), work (cost per A100-80GB-hour of training work), expected\n"
+	       "(that cost with the risk of losing the nodes); see docs/shapes.md. Each row\n"
+	       "shows the GPU's relative throughput and what is known of the risk, with\n"
+	       "its source. --refresh-risk has iscd ask the clouds now (AWS Spot Advisor and\n"
+	       "placement scores for G GPUs' gangs, OCI capacity reports) and recount its own\n"
+	       "interruptions.\n"
 	       "--json prints an array of objects, best first (prices in integer micro-dollars;\n"
 	       "\"placeable\" and, when false, \"why\").\n");
 }
@@ -52,6 +61,60 @@ static void age_format(int64_t age_ms, char out[16])
 		snprintf(out, 16, "%lldd", (long long)(s / 86400));
 }
 
+/* "1.72 lambda", "unknown": the relative throughput and where it comes from. */
+static void tput_cell(json_t *e, char *out, size_t cap)
+{
+	json_t *t = json_object_get(e, "throughput");
+	const char *src = json_string_value(json_object_get(e, "throughput_source"));
+	if (!json_is_number(t))
+		snprintf(out, cap, "unknown");
+	else
+		snprintf(out, cap, "%.2f %s", json_number_value(t),
+		         src && !strncmp(src, "Lambda", 6) ? "lambda" : "table");
+}
+
+/*
+ * What is known of the risk, each part with its source: "band <5% advisor, score 7/10
+ * (2 nodes), capacity AVAILABLE 4 oci, 1 int/30d history"; "on-demand" or "unknown".
+ */
+static void risk_cell(json_t *r, char *out, size_t cap)
+{
+	json_t *band = json_object_get(r, "band"), *score = json_object_get(r, "score");
+	json_t *capy = json_object_get(r, "capacity"), *hist = json_object_get(r, "history");
+	size_t at = 0;
+	out[0] = '\0';
+#define PART(...)                                                                                  \
+	do {                                                                                       \
+		int k = snprintf(out + at, cap - at, "%s", at ? ", " : "");                        \
+		if (k > 0 && (size_t)k < cap - at)                                                 \
+			at += (size_t)k;                                                           \
+		k = snprintf(out + at, cap - at, __VA_ARGS__);                                     \
+		if (k > 0 && (size_t)k < cap - at)                                                 \
+			at += (size_t)k;                                                           \
+	} while (0)
+	if (json_is_object(band))
+		PART("band %s advisor", isc_json_str(band, "label"));
+	if (json_is_object(score))
+		PART("score %lld/10 (%lld nodes%s%s)",
+		     (long long)json_integer_value(json_object_get(score, "score")),
+		     (long long)json_integer_value(json_object_get(score, "target_capacity")),
+		     *isc_json_str(score, "zone") ? " in " : "", isc_json_str(score, "zone"));
+	if (json_is_object(capy))
+		PART("%s %lld oci", isc_json_str(capy, "status"),
+		     (long long)json_integer_value(json_object_get(capy, "available")));
+	if (json_is_number(json_object_get(r, "obtainability")))
+		PART("obtainable %.2f gcp", json_number_value(json_object_get(r, "obtainability")));
+	if (json_is_object(hist))
+		PART("%lld int/%lldh history",
+		     (long long)json_integer_value(json_object_get(hist, "interruptions_30d")),
+		     (long long)json_integer_value(json_object_get(hist, "node_hours_30d")));
+#undef PART
+	if (!at)
+		snprintf(out, cap, "%s",
+		         !strcmp(isc_json_str(r, "rate_source"), "on-demand") ? "on-demand"
+		                                                              : "unknown");
+}
+
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;
@@ -66,11 +129,11 @@ static int parse_int(const char *s, long lo, long hi, long *out)
 int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 {
 	struct isc_rank_request req = {0};
-	const char *prio_text = NULL, *market = NULL;
+	const char *prio_text = NULL, *market = NULL, *rank_mode = NULL;
 	char *path = NULL, num[32];
 	json_t *reply = NULL, *shapes, *e;
 	size_t k;
-	int json = 0, only_placeable = 0, rc;
+	int json = 0, only_placeable = 0, refresh_risk = 0, rc;
 	long v;
 
 	if (isc_cli_wants_help(argc, argv)) {
@@ -85,6 +148,10 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		}
 		if (!strcmp(a, "--placeable")) {
 			only_placeable = 1;
+			continue;
+		}
+		if (!strcmp(a, "--refresh-risk")) {
+			refresh_risk = 1;
 			continue;
 		}
 		if (strncmp(a, "--", 2) || !strcmp(a, "--")) {
@@ -140,6 +207,13 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 				goto out;
 			}
 			req.min_gpu_mem_mib = (bytes + 1048575) / 1048576;
+		} else if (!strcmp(a, "--rank")) {
+			if (isc_rank_mode_parse(val, &req.mode)) {
+				rc = isc_cli_usage_error(
+				    "shapes", "--rank: '%s' is not price, work or expected", val);
+				goto out;
+			}
+			rank_mode = val;
 		} else if (!strcmp(a, "--region")) {
 			req.region = val;
 		} else if (!strcmp(a, "--limit")) {
@@ -155,6 +229,31 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		}
 	}
 
+	if (refresh_risk) {
+		if (!(path = strdup("/v1/shapes/risk")) ||
+		    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
+		                  isc_client_query_add(&path, "gpus", num)))) {
+			rc = ISC_EXIT_FAIL;
+			goto out;
+		}
+		if ((rc = isc_client_json(cli, "POST", path, NULL, &reply)))
+			goto out;
+		if (json)
+			isc_json_print(reply, stdout);
+		else
+			printf("%lld question(s), %lld fact(s) stored, %lld without a source, %lld "
+			       "failed%s%s; history: %lld shape-zone(s)\n",
+			       (long long)json_integer_value(json_object_get(reply, "calls")),
+			       (long long)json_integer_value(json_object_get(reply, "facts")),
+			       (long long)json_integer_value(json_object_get(reply, "none")),
+			       (long long)json_integer_value(json_object_get(reply, "failed")),
+			       *isc_json_str(reply, "last_error") ? ": " : "",
+			       isc_json_str(reply, "last_error"),
+			       (long long)json_integer_value(json_object_get(reply, "history")));
+		rc = json_integer_value(json_object_get(reply, "failed")) ? ISC_EXIT_FAIL
+		                                                          : ISC_EXIT_OK;
+		goto out;
+	}
 	if (!(path = strdup("/v1/shapes")) ||
 	    (req.gpus && (snprintf(num, sizeof(num), "%d", req.gpus) < 0 ||
 	                  isc_client_query_add(&path, "gpus", num))) ||
@@ -163,6 +262,7 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	    isc_client_query_add(&path, "market", market) ||
 	    isc_client_query_add(&path, "gpu_type", req.gpu_type) ||
 	    isc_client_query_add(&path, "region", req.region) ||
+	    isc_client_query_add(&path, "rank", rank_mode) ||
 	    (req.min_gpu_mem_mib &&
 	     (snprintf(num, sizeof(num), "%lld", (long long)req.min_gpu_mem_mib) < 0 ||
 	      isc_client_query_add(&path, "min_gpu_mem_mib", num))) ||
@@ -186,10 +286,12 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 	if (json) {
 		isc_json_print(shapes, stdout);
 	} else {
-		static const char *const headers[] = {"RANK",        "ID",        "GPU",
-		                                      "GPUS/NODE",   "LAYOUT",    "NODE $/H",
-		                                      "CLUSTER $/H", "PRICE AGE", "PLACEABLE"};
-		struct isc_table *t = isc_table_new(9, headers);
+		static const char *const headers[] = {
+		    "RANK",        "ID",        "GPU",  "GPUS/NODE", "LAYOUT",   "NODE $/H",
+		    "CLUSTER $/H", "PRICE AGE", "TPUT", "RISK",      "$/A100-H", "PLACEABLE"};
+		struct isc_table *t = isc_table_new(12, headers);
+		const char *rank_cost_key =
+		    req.mode == ISC_RANK_EXPECTED ? "expected_cost" : "work_cost";
 		int any_stale = 0;
 		if (!t) {
 			rc = ISC_EXIT_FAIL;
@@ -197,12 +299,14 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 		}
 		isc_table_align_right(t, 5);
 		isc_table_align_right(t, 6);
+		isc_table_align_right(t, 10);
 		json_array_foreach(shapes, k, e)
 		{
 			char rank[24], gpn[24], layout[48], age[48], agebuf[16], place[600];
 			const char *src = json_string_value(json_object_get(e, "price_source"));
 			int stale = json_is_true(json_object_get(e, "price_stale"));
-			const char *cells[9];
+			const char *cells[12];
+			char tput[48], risk[160];
 			any_stale |= stale;
 			snprintf(rank, sizeof(rank), "%zu", k + 1);
 			snprintf(
@@ -225,13 +329,22 @@ int cmd_shapes(struct isc_cli *cli, int argc, char **argv)
 			cells[5] = isc_json_str(e, "node_price");
 			cells[6] = isc_json_str(e, "cluster_price");
 			cells[7] = age;
+			tput_cell(e, tput, sizeof(tput));
+			risk_cell(json_object_get(e, "risk"), risk, sizeof(risk));
+			cells[8] = tput;
+			cells[9] = risk;
+			/* the mode's cost per unit of work (the plain one in modes price and work)
+			 */
+			cells[10] = json_is_string(json_object_get(e, rank_cost_key))
+			                ? isc_json_str(e, rank_cost_key)
+			                : "-";
 			/* A shape iscd cannot place says why, so nobody picks it by its price. */
 			if (json_is_false(json_object_get(e, "placeable")))
 				snprintf(place, sizeof(place), "no: %s",
 				         json_string_value(json_object_get(e, "why")));
 			else
 				snprintf(place, sizeof(place), "yes");
-			cells[8] = place;
+			cells[11] = place;
 			isc_table_add(t, cells);
 		}
 		isc_table_print(t, stdout);

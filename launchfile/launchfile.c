@@ -11,6 +11,7 @@
  */
 #include "launchfile/launchfile.h"
 #include "common/suggest.h"
+#include "shapes/catalog.h"
 
 #include "toml/toml.h"
 
@@ -35,6 +36,7 @@ enum kind {
 	K_MODE,
 	K_RAPID,
 	K_IDLIST,
+	K_RANK,
 };
 
 static const struct field {
@@ -52,6 +54,7 @@ static const struct field {
     {"burst_shape_priority_list", K_IDLIST, 0},
     {"input_artifact_id_list", K_IDLIST, 0},
     {"image", K_IMAGE, 0},
+    {"burst_rank", K_RANK, 0},
 };
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
@@ -513,6 +516,25 @@ static int check_field(struct checker *c, const struct field *f, const struct is
 		}
 		return 0;
 	}
+	case K_RANK: {
+		const char *s;
+		size_t len;
+		enum isc_rank_mode m;
+		if (isc_toml_get_string(v, &s, &len)) {
+			add(c, vline(v), vcol(v), f->name, "expected a string, found %s",
+			    a_type(isc_toml_type(v)));
+			return -1;
+		}
+		if (strlen(s) != len || isc_rank_mode_parse(s, &m)) {
+			add(c, vline(v), vcol(v), f->name,
+			    "must be one of \"price\", \"work\", \"expected\", got \"%s\"",
+			    show(s, len, vb, sizeof(vb)));
+			return -1;
+		}
+		l->burst_rank = (int)m;
+		l->burst_rank_set = 1;
+		return 0;
+	}
 	case K_IDLIST:
 		if (strcmp(f->name, "dataset_id_list") == 0)
 			check_list(c, v, f->name, ISC_LAUNCH_MAX_LIST, &l->dataset_ids);
@@ -605,6 +627,9 @@ int isc_launch_parse(const char *path, const char *text, size_t len, struct isc_
 		    c.l->compute_mode != ISC_MODE_BURST)
 			add(&c, isc_toml_key_line(v), isc_toml_key_col(v),
 			    "burst_shape_priority_list",
+			    "only allowed when compute_mode is \"burst\" (it is \"%s\")", mode);
+		if ((v = seen(&c, "burst_rank")) && c.l->compute_mode != ISC_MODE_BURST)
+			add(&c, isc_toml_key_line(v), isc_toml_key_col(v), "burst_rank",
 			    "only allowed when compute_mode is \"burst\" (it is \"%s\")", mode);
 	}
 
@@ -751,7 +776,10 @@ json_t *isc_launch_to_json(const struct isc_launch *l)
 	    json_object_set_new(o, "dataset_id_list", list_json(&l->dataset_ids)) ||
 	    json_object_set_new(o, "burst_shape_priority_list", list_json(&l->burst_shapes)) ||
 	    json_object_set_new(o, "input_artifact_id_list", list_json(&l->input_artifact_ids)) ||
-	    json_object_set_new(o, "image", l->image ? json_string(l->image) : json_null())) {
+	    json_object_set_new(o, "image", l->image ? json_string(l->image) : json_null()) ||
+	    (l->burst_rank_set && json_object_set_new(o, "burst_rank",
+	                                              json_string(isc_rank_mode_name(
+	                                                  (enum isc_rank_mode)l->burst_rank))))) {
 		json_decref(o);
 		return NULL;
 	}

@@ -64,6 +64,9 @@ struct isc_launch {
 	struct isc_strlist burst_shapes;       /* burst_shape_priority_list, in priority order */
 	struct isc_strlist input_artifact_ids; /* at most 3 */
 	char *image;                           /* container image; NULL when absent */
+	/* burst_rank: "price" (0, also when absent), "work", "expected" (enum isc_rank_mode). */
+	int burst_rank;
+	int burst_rank_set; /* the file sets burst_rank */
 };
 
 struct isc_launch_problem {
@@ -130,7 +133,8 @@ int isc_compute_mode_parse(const char *s, enum isc_compute_mode *out);
  * The normalized experiment as a new JSON object (caller decrefs), every field present
  * with defaults filled in: isc_project_id, experiment_name, gpus, command, compute_mode,
  * max_rapid_cycles (null when absent), dataset_id_list, burst_shape_priority_list,
- * input_artifact_id_list (arrays, [] when absent), image (null when absent).
+ * input_artifact_id_list (arrays, [] when absent), image (null when absent);
+ * burst_rank only when the file sets it (absent means "price").
  * NULL on allocation failure.
  */
 json_t *isc_launch_to_json(const struct isc_launch *l);

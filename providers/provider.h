@@ -216,6 +216,26 @@ int isc_tenant_name_ok(const char *tenant);
 void isc_node_infos_free(struct isc_node_info *nodes, size_t n);
 void isc_price_points_free(struct isc_price_point *prices, size_t n);
 
+/* A capacity question (isc_provider.capacity). */
+struct isc_capacity_query {
+	const char *const *instance_types;
+	size_t n;
+	int target;               /* the gang's nodes */
+	const char *const *zones; /* OCI: the ADs to ask about (as the catalog spells them) */
+	size_t n_zones;
+};
+
+/* One answer; sources and values as store/store_risk.h describes them. */
+struct isc_capacity_fact {
+	char source[32];
+	char instance_type[64];
+	char zone[96];   /* "" for the region */
+	char market[12]; /* "spot", "ondemand", "" for both */
+	int target;
+	int64_t value, value2;
+	char detail[48];
+};
+
 struct isc_provider {
 	/* "aws", "gcp", "oci": the name used in config.toml, shapes and the store. */
 	const char *name;
@@ -318,6 +338,16 @@ struct isc_provider {
 	 */
 	int (*terminate)(struct isc_provider_session *s, const char *const *ids, size_t n,
 	                 struct isc_err *err);
+
+	/*
+	 * What the cloud says about getting and keeping q->target nodes of q's instance
+	 * types in this session's region (issue 43): AWS the Spot Advisor's bands and
+	 * GetSpotPlacementScores (region, and per zone); OCI CreateComputeCapacityReport per
+	 * AD of q->zones. A source that fails is left out and named in err only when every
+	 * source failed. *out is owned by the caller (free). NULL: the cloud offers none.
+	 */
+	int (*capacity)(struct isc_provider_session *s, const struct isc_capacity_query *q,
+	                struct isc_capacity_fact **out, size_t *n, struct isc_err *err);
 };
 
 /* The driver called `name`, or NULL when there is none (yet). Borrowed, static. */

@@ -10,10 +10,12 @@
 #include "common/suggest.h"
 
 #include "shapes/accelerator.h"
+#include "shapes/throughput.h"
 
 #include "store/store_shapes.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,12 +53,60 @@ struct names {
 	size_t n;
 };
 
+/*
+ * The store's risk facts, sorted, shared by every catalog loaded while they have not
+ * changed: iscd loads a catalog per request and per placement, and reading every fact
+ * each time would cost more than the ranking (tens of thousands of placement scores).
+ * The store's risk version (isc_store_risk_version) says when to read them again.
+ */
+enum fact_kind { K_OTHER, K_BAND, K_SCORE, K_OCI, K_GCP, K_HISTORY };
+
+/* What the ranking tests of a fact, classified once when the facts are read. */
+struct fact_tag {
+	uint8_t kind;   /* enum fact_kind */
+	uint8_t market; /* 0: both, 1: spot, 2: on-demand */
+	uint8_t zoned;  /* the fact is for one zone */
+};
+
+struct risk_set {
+	struct isc_risk_fact *facts;
+	struct fact_tag *tags; /* parallel to facts */
+	size_t n;
+	int64_t version;
+	int refs; /* under cache_mu */
+};
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct risk_set *cache; /* the last set read, one reference held by the cache */
+
+static void risk_set_drop(struct risk_set *r)
+{
+	int last;
+	if (!r)
+		return;
+	pthread_mutex_lock(&cache_mu);
+	last = --r->refs == 0;
+	pthread_mutex_unlock(&cache_mu);
+	if (last) {
+		isc_risk_fact_list_free(r->facts, r->n);
+		free(r->tags);
+		free(r);
+	}
+}
+
 struct isc_catalog {
 	struct isc_shape *shapes; /* sorted by id */
 	size_t n;
 	struct group *groups;
 	size_t n_groups;
 	struct names gpus, regions, providers;
+	/* Risk facts sorted by (provider, region, instance type), and each shape's range. */
+	struct risk_set *risk; /* shared, read-only; NULL: none */
+	const struct isc_risk_fact *facts;
+	const struct fact_tag *tags;
+	size_t n_facts;
+	uint32_t *risk_lo, *risk_hi; /* per shape, NULL until isc_catalog_set_risk */
+	int *tput_milli;             /* per shape: relative throughput x 1000, -1 unknown */
 };
 
 static int cmp_shape_id(const void *a, const void *b)
@@ -136,6 +186,10 @@ void isc_catalog_free(struct isc_catalog *c)
 	names_free(&c->gpus);
 	names_free(&c->regions);
 	names_free(&c->providers);
+	risk_set_drop(c->risk);
+	free(c->risk_lo);
+	free(c->risk_hi);
+	free(c->tput_milli);
 	isc_shape_list_free(c->shapes, c->n);
 	free(c);
 }
@@ -192,6 +246,12 @@ int isc_catalog_new(struct isc_shape *shapes, size_t n, struct isc_catalog **out
 	}
 	for (size_t k = 0; k < c->n_groups; k++)
 		qsort(c->groups[k].slots, c->groups[k].n, sizeof(struct slot), cmp_slot);
+	if (!(c->tput_milli = malloc((n ? n : 1) * sizeof(*c->tput_milli))))
+		goto oom;
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_throughput *t = isc_throughput_of(shapes[i].gpu_type);
+		c->tput_milli[i] = t ? t->milli : -1;
+	}
 	*out = c;
 	return 0;
 oom:
@@ -199,14 +259,308 @@ oom:
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
+/* Facts order: provider, region, instance type (any case): one range per shape. */
+static int cmp_fact_key(const struct isc_risk_fact *f, const char *provider, const char *region,
+                        const char *itype)
+{
+	int c = strcasecmp(f->provider, provider);
+	if (!c)
+		c = strcasecmp(f->region, region);
+	return c ? c : strcasecmp(f->instance_type, itype);
+}
+
+static int cmp_fact(const void *a, const void *b)
+{
+	const struct isc_risk_fact *y = b;
+	return cmp_fact_key(a, y->provider, y->region, y->instance_type);
+}
+
+/* A new set of one reference from facts (taken, also on failure), checked and sorted. */
+static int risk_set_new(struct isc_risk_fact *facts, size_t n, int64_t version,
+                        struct risk_set **out, struct isc_err *err)
+{
+	struct risk_set *r;
+	for (size_t i = 0; i < n; i++)
+		if (!facts[i].provider || !facts[i].region || !facts[i].instance_type ||
+		    !facts[i].source) {
+			isc_risk_fact_list_free(facts, n);
+			return isc_err_set(err, ISC_EINVALID, "a risk fact without its key");
+		}
+	r = n > UINT32_MAX ? NULL : calloc(1, sizeof(*r));
+	if (!r || !(r->tags = calloc(n ? n : 1, sizeof(*r->tags)))) {
+		free(r);
+		isc_risk_fact_list_free(facts, n);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (n)
+		qsort(facts, n, sizeof(*facts), cmp_fact);
+	for (size_t i = 0; i < n; i++) {
+		const struct isc_risk_fact *f = &facts[i];
+		struct fact_tag *t = &r->tags[i];
+		t->kind = !strcmp(f->source, ISC_RISK_SPOT_ADVISOR)   ? K_BAND
+		          : !strcmp(f->source, ISC_RISK_PLACEMENT)    ? K_SCORE
+		          : !strcmp(f->source, ISC_RISK_OCI_CAPACITY) ? K_OCI
+		          : !strcmp(f->source, ISC_RISK_GCP_ADVICE)   ? K_GCP
+		          : !strcmp(f->source, ISC_RISK_HISTORY)      ? K_HISTORY
+		                                                      : K_OTHER;
+		t->market = !f->market || !*f->market            ? 0
+		            : !strcasecmp(f->market, "spot")     ? 1
+		            : !strcasecmp(f->market, "ondemand") ? 2
+		                                                 : 3;
+		t->zoned = f->zone && *f->zone;
+	}
+	r->facts = facts;
+	r->n = n;
+	r->version = version;
+	r->refs = 1;
+	*out = r;
+	return 0;
+}
+
+/* Points the catalog at r (taking the caller's reference) and finds each shape's range. */
+static int attach_risk(struct isc_catalog *c, struct risk_set *r, struct isc_err *err)
+{
+	risk_set_drop(c->risk);
+	free(c->risk_lo);
+	free(c->risk_hi);
+	c->risk = r;
+	c->facts = r->facts;
+	c->tags = r->tags;
+	c->n_facts = r->n;
+	c->risk_lo = malloc((c->n ? c->n : 1) * sizeof(*c->risk_lo));
+	c->risk_hi = malloc((c->n ? c->n : 1) * sizeof(*c->risk_hi));
+	if (!c->risk_lo || !c->risk_hi) {
+		free(c->risk_lo);
+		free(c->risk_hi);
+		c->risk_lo = c->risk_hi = NULL;
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const struct isc_shape *sh = &c->shapes[i];
+		size_t lo = 0, hi = r->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (cmp_fact_key(&r->facts[mid], sh->provider, sh->region,
+			                 sh->instance_type) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		c->risk_lo[i] = (uint32_t)lo;
+		while (hi < r->n &&
+		       !cmp_fact_key(&r->facts[hi], sh->provider, sh->region, sh->instance_type))
+			hi++;
+		c->risk_hi[i] = (uint32_t)hi;
+	}
+	return 0;
+}
+
+int isc_catalog_set_risk(struct isc_catalog *c, struct isc_risk_fact *facts, size_t n,
+                         struct isc_err *err)
+{
+	struct risk_set *r;
+	int rc = risk_set_new(facts, n, -1, &r, err);
+	return rc ? rc : attach_risk(c, r, err);
+}
+
+/* The store's facts: the cached set when the store's version is the cached one. */
+static int risk_for(struct isc_store *s, struct risk_set **out, struct isc_err *err)
+{
+	struct isc_risk_fact *facts = NULL;
+	struct risk_set *r = NULL, *old;
+	size_t nf = 0;
+	int64_t v;
+	int rc = isc_store_risk_version(s, &v, err);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&cache_mu);
+	if (cache && cache->version == v) {
+		cache->refs++;
+		*out = cache;
+		pthread_mutex_unlock(&cache_mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&cache_mu);
+	if ((rc = isc_store_risk_list(s, &facts, &nf, err)) ||
+	    (rc = risk_set_new(facts, nf, v, &r, err)))
+		return rc;
+	pthread_mutex_lock(&cache_mu);
+	old = cache;
+	cache = r;
+	r->refs++; /* the cache's and the caller's */
+	pthread_mutex_unlock(&cache_mu);
+	risk_set_drop(old);
+	*out = r;
+	return 0;
+}
+
 int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err)
 {
 	struct isc_shape *list;
+	struct risk_set *r = NULL;
 	size_t n;
 	int rc = isc_store_shape_list(s, NULL, &list, &n, err);
 	if (rc)
 		return rc;
-	return isc_catalog_new(list, n, out, err);
+	if ((rc = isc_catalog_new(list, n, out, err)))
+		return rc;
+	if ((rc = risk_for(s, &r, err)) || (rc = attach_risk(*out, r, err))) {
+		isc_catalog_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+int isc_rank_mode_parse(const char *s, enum isc_rank_mode *out)
+{
+	if (!strcmp(s, "price"))
+		*out = ISC_RANK_PRICE;
+	else if (!strcmp(s, "work"))
+		*out = ISC_RANK_WORK;
+	else if (!strcmp(s, "expected"))
+		*out = ISC_RANK_EXPECTED;
+	else
+		return ISC_EINVALID;
+	return 0;
+}
+
+const char *isc_rank_mode_name(enum isc_rank_mode m)
+{
+	return m == ISC_RANK_WORK ? "work" : m == ISC_RANK_EXPECTED ? "expected" : "price";
+}
+
+/* 1 when the shape's zone list ("a,b,c" as stored) names zone, or zone is "" (a region fact). */
+static int zone_of(const char *zones, const char *zone)
+{
+	size_t len = strlen(zone);
+	if (!len)
+		return 1;
+	for (const char *p = zones ? zones : ""; *p;) {
+		const char *end = strpbrk(p, ",;");
+		size_t l = end ? (size_t)(end - p) : strlen(p);
+		if (l == len && !strncasecmp(p, zone, len))
+			return 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	/* A shape without zones (AWS: the driver picks) may land in any zone of the region. */
+	return !zones || !*zones;
+}
+
+void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_entry *e,
+                            struct isc_rank_risk *r)
+{
+	const struct isc_shape *sh = e->shape;
+	size_t i = (size_t)(sh - c->shapes);
+	const int want_market = sh->spot ? 1 : 2;
+	int best_score_rank = INT32_MAX, region_score = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->band = r->score = r->capacity = r->obtainability_milli = -1;
+	r->interruptions = -1;
+	for (size_t k = c->risk_lo ? c->risk_lo[i] : 0; c->risk_hi && k < c->risk_hi[i]; k++) {
+		const struct isc_risk_fact *f = &c->facts[k];
+		const struct fact_tag *tg = &c->tags[k];
+		if ((tg->market && tg->market != want_market) || tg->kind == K_OTHER)
+			continue;
+		if (tg->zoned && !zone_of(sh->zones, f->zone))
+			continue;
+		if (tg->kind == K_BAND && sh->spot) {
+			r->band = (int)f->value2;
+			r->band_max_pct = (int)f->value;
+			r->band_label = f->detail;
+			r->band_fetched_ms = f->fetched_ms;
+		} else if (tg->kind == K_SCORE && sh->spot) {
+			/*
+			 * The score asked for this gang's size is the one; else the nearest
+			 * larger size (a gang that can have more can have this); a region's
+			 * score over a zone's, and of zones the best (the launcher picks it).
+			 */
+			int is_region = !f->zone || !*f->zone;
+			int dist = f->target == e->nnodes  ? 0
+			           : f->target > e->nnodes ? f->target - e->nnodes
+			                                   : -1;
+			int rank;
+			if (dist < 0)
+				continue;
+			rank = dist * 2 + !is_region;
+			if (rank < best_score_rank ||
+			    (rank == best_score_rank && !region_score && f->value > r->score)) {
+				best_score_rank = rank;
+				region_score = is_region;
+				r->score = (int)f->value;
+				r->score_target = f->target;
+				r->score_zone = f->zone ? f->zone : "";
+				r->score_fetched_ms = f->fetched_ms;
+			}
+		} else if (tg->kind == K_OCI) {
+			/* Of the ADs, the one that has the most (the launcher tries ADs in turn).
+			 */
+			int avail = f->detail && !strcmp(f->detail, "AVAILABLE");
+			int had = r->capacity_status && !strcmp(r->capacity_status, "AVAILABLE");
+			if (!r->capacity_status || (avail && (!had || f->value > r->capacity))) {
+				r->capacity = (int)f->value;
+				r->capacity_status = f->detail;
+				r->capacity_fetched_ms = f->fetched_ms;
+			}
+		} else if (tg->kind == K_GCP) {
+			if (f->value > r->obtainability_milli)
+				r->obtainability_milli = (int)f->value;
+		} else if (tg->kind == K_HISTORY) {
+			if (r->interruptions < 0)
+				r->interruptions = 0;
+			r->interruptions += f->value;
+			r->node_seconds += f->value2;
+		}
+	}
+
+	/* Interruptions per node-hour: the Spot Advisor's band per month (730 h). */
+	if (!sh->spot) {
+		r->node_rate = 0;
+		r->rate_source = "on-demand";
+	} else if (r->band >= 0) {
+		r->node_rate = r->band_max_pct / 100.0 / 730.0;
+		r->rate_source = ISC_RISK_SPOT_ADVISOR;
+	} else {
+		r->node_rate = ISC_RANK_BAND_UNKNOWN_PCT / 100.0 / 730.0;
+		r->rate_source = "unknown: worst band";
+	}
+	/*
+	 * Our own record counts once it covers a day of node-hours: a higher rate wins
+	 * over the band, and without a band it replaces the worst-band guess.
+	 */
+	if (r->interruptions >= 0 && (r->node_seconds >= 86400 || r->interruptions > 0)) {
+		double hours = r->node_seconds / 3600.0;
+		double hist = r->interruptions / (hours > 1 ? hours : 1);
+		if (hist > r->node_rate || (sh->spot && r->band < 0 && r->node_seconds >= 86400)) {
+			r->node_rate = hist;
+			r->rate_source = ISC_RISK_HISTORY;
+		}
+	}
+
+	/* The chance of getting the whole gang on one attempt. */
+	if (r->score > 0) {
+		r->q = r->score / 10.0;
+		r->q_source = ISC_RISK_PLACEMENT;
+	} else if (r->capacity_status) {
+		if (!strcmp(r->capacity_status, "AVAILABLE"))
+			r->q = r->capacity >= e->nnodes ? 1.0 : (double)r->capacity / e->nnodes;
+		else
+			r->q = 0;
+		r->q_source = ISC_RISK_OCI_CAPACITY;
+	} else if (r->obtainability_milli >= 0) {
+		r->q = r->obtainability_milli / 1000.0;
+		r->q_source = ISC_RISK_GCP_ADVICE;
+	} else {
+		r->q = ISC_RANK_Q_UNKNOWN;
+		r->q_source = "unknown";
+	}
+	if (r->q < ISC_RANK_Q_FLOOR)
+		r->q = ISC_RANK_Q_FLOOR;
+	r->factor = 1.0 + ISC_RANK_RECOVERY_HOURS * (r->node_rate * e->nnodes / r->q +
+	                                             (1.0 / r->q - 1.0) / ISC_RANK_RUN_HOURS);
 }
 
 size_t isc_catalog_size(const struct isc_catalog *c)
@@ -581,6 +935,88 @@ static int rank_price(const struct isc_catalog *c, const struct isc_rank_request
 	return 0;
 }
 
+void isc_catalog_entry_costs(const struct isc_catalog *c, int gpus, struct isc_rank_entry *e,
+                             struct isc_rank_risk *risk)
+{
+	int t = c->tput_milli[e->shape - c->shapes];
+	int g = gpus ? gpus : e->nnodes * e->nproc;
+	struct isc_rank_risk mine, *r = risk ? risk : &mine;
+
+	e->work_cost = e->expected_cost = -1;
+	if (risk)
+		isc_catalog_entry_risk(c, e, r);
+	if (t <= 0 || g <= 0)
+		return;
+	/* micro-dollars per A100-80GB-hour of work: cluster price / (GPUs x relative speed) */
+	e->work_cost = (double)e->cluster_price_micros * 1000.0 / ((double)g * t);
+	if (!risk)
+		isc_catalog_entry_risk(c, e, r);
+	e->expected_cost = e->work_cost * r->factor;
+}
+
+static void entry_costs(const struct isc_catalog *c, const struct isc_rank_request *req,
+                        struct isc_rank_entry *e)
+{
+	isc_catalog_entry_costs(c, req->gpus, e, NULL);
+}
+
+/* The key of an entry in `mode`: work_cost or expected_cost; < 0 unknown. */
+static double key_of(const struct isc_rank_entry *e, enum isc_rank_mode mode)
+{
+	return mode == ISC_RANK_WORK ? e->work_cost : e->expected_cost;
+}
+
+static int cmp_entry_cost_mode(const struct isc_rank_entry *x, const struct isc_rank_entry *y,
+                               enum isc_rank_mode mode)
+{
+	double kx = key_of(x, mode), ky = key_of(y, mode);
+	/* unknown (< 0) after every known one */
+	int ux = kx < 0, uy = ky < 0;
+	if (ux != uy)
+		return ux - uy;
+	if (!ux && kx != ky)
+		return kx < ky ? -1 : 1;
+	if (x->cluster_price_micros != y->cluster_price_micros)
+		return x->cluster_price_micros < y->cluster_price_micros ? -1 : 1;
+	if (x->nnodes != y->nnodes)
+		return x->nnodes - y->nnodes;
+	return (x->shape > y->shape) - (x->shape < y->shape);
+}
+
+/* One comparator per mode: qsort has no context, and iscd ranks on several threads. */
+static int cmp_work(const void *a, const void *b)
+{
+	return cmp_entry_cost_mode(a, b, ISC_RANK_WORK);
+}
+
+static int cmp_expected(const void *a, const void *b)
+{
+	return cmp_entry_cost_mode(a, b, ISC_RANK_EXPECTED);
+}
+
+/*
+ * Modes work and expected: the key is not monotonic in a group's price order (GPUs
+ * differ in speed), so every candidate is costed and sorted; the limit applies after.
+ */
+static int rank_cost(const struct isc_catalog *c, const struct isc_rank_request *req,
+                     struct isc_ranking *r)
+{
+	struct isc_rank_request all = *req;
+	all.limit = 0;
+	all.mode = ISC_RANK_PRICE;
+	int rc = rank_price(c, &all, r);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < r->n; i++)
+		entry_costs(c, req, &r->entries[i]);
+	if (r->n > 1)
+		qsort(r->entries, r->n, sizeof(*r->entries),
+		      req->mode == ISC_RANK_WORK ? cmp_work : cmp_expected);
+	if (req->limit && r->n > req->limit)
+		r->n = req->limit;
+	return 0;
+}
+
 int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request *req,
                      struct isc_ranking *out, struct isc_err *err)
 {
@@ -595,6 +1031,9 @@ int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request 
 		return isc_err_set(err, ISC_EINVALID, "a burst request needs at least 1 GPU");
 	rc = rank_priority(c, req, out);
 	if (!rc && out->n > 0) {
+		/* The user's order stands; the costs are there for display. */
+		for (size_t i = 0; req->mode != ISC_RANK_PRICE && i < out->n; i++)
+			entry_costs(c, req, &out->entries[i]);
 		out->from_priority = 1;
 		return 0;
 	}
@@ -606,7 +1045,7 @@ int isc_catalog_rank(const struct isc_catalog *c, const struct isc_rank_request 
 		free(out->entries);
 		out->entries = NULL;
 		out->n = 0;
-		rc = rank_price(c, req, out);
+		rc = req->mode == ISC_RANK_PRICE ? rank_price(c, req, out) : rank_cost(c, req, out);
 	}
 	if (rc) {
 		isc_ranking_cleanup(out);

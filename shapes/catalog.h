@@ -12,6 +12,7 @@
 
 #include "common/err.h"
 #include "shapes/shape.h"
+#include "store/store_risk.h"
 
 #include <stddef.h>
 
@@ -55,6 +56,43 @@ int isc_market_parse(const char *s, enum isc_market *out);
  */
 int isc_shape_ids_split(char *buf, char ***ids, size_t *n);
 
+/*
+ * How shapes the priority list does not order are ranked (burst_rank, docs/shapes.md
+ * "Ranking modes"): by cluster price (the default), by cost per unit of training work,
+ * or by the expected cost to finish that work, interruptions and recoveries included.
+ */
+enum isc_rank_mode {
+	ISC_RANK_PRICE = 0,
+	ISC_RANK_WORK,
+	ISC_RANK_EXPECTED,
+};
+/* "price", "work", "expected" -> mode; ISC_EINVALID otherwise. */
+int isc_rank_mode_parse(const char *s, enum isc_rank_mode *out);
+const char *isc_rank_mode_name(enum isc_rank_mode m);
+
+/*
+ * The expected-cost model's two parameters (docs/shapes.md): the cluster-hours one
+ * recovery or one failed attempt to get the gang costs (work lost since the last
+ * checkpoint, nodes billed while the gang is incomplete, a bare-metal minimum charge),
+ * and the run length a first launch is spread over.
+ */
+#define ISC_RANK_RECOVERY_HOURS 1.0
+#define ISC_RANK_RUN_HOURS      24.0
+/* What an unknown chance of getting the gang counts as: AWS's lowest score, 1 of 10. */
+#define ISC_RANK_Q_UNKNOWN 0.1
+/* A capacity hint never counts as a certain "no" (dstack saw OCI report none, then launch). */
+#define ISC_RANK_Q_FLOOR 0.1
+/* An unknown spot interruption band counts as the worst (Spot Advisor's ">20%", max 100). */
+#define ISC_RANK_BAND_UNKNOWN_PCT 100
+
+/*
+ * Attaches risk facts to the catalog (taking the array and its strings, also on
+ * failure): the ranking of mode "expected" and isc_catalog_entry_risk read them.
+ * isc_catalog_load attaches the store's risk_facts.
+ */
+int isc_catalog_set_risk(struct isc_catalog *c, struct isc_risk_fact *facts, size_t n,
+                         struct isc_err *err);
+
 struct isc_rank_request {
 	int gpus;                    /* 1..48; 0: each shape as one whole node (listing) */
 	const char *const *priority; /* shape ids in the user's order; may be NULL */
@@ -69,14 +107,56 @@ struct isc_rank_request {
 	int64_t min_gpu_mem_mib; /* per GPU; 0: any */
 	const char *region;
 	enum isc_market market;
-	size_t limit; /* at most this many entries; 0: all */
+	size_t limit;            /* at most this many entries; 0: all */
+	enum isc_rank_mode mode; /* orders what the priority list does not */
 };
 
 struct isc_rank_entry {
 	const struct isc_shape *shape; /* borrowed from the catalog */
 	int nnodes, nproc;
 	int64_t cluster_price_micros; /* nnodes x node price, per hour */
+	/*
+	 * Modes work and expected (0 in mode price; isc_catalog_entry_costs fills them):
+	 * micro-dollars per A100-80GB-hour of training work, plain and expected (with the
+	 * risk); < 0 when the GPU's throughput is unknown (such entries rank after every
+	 * known one).
+	 */
+	double work_cost, expected_cost;
 };
+
+/* What the ranking knew about losing an entry's nodes, for display and for "expected". */
+struct isc_rank_risk {
+	int band;               /* Spot Advisor band index; -1 unknown (or not spot/AWS) */
+	int band_max_pct;       /* its upper bound, % of instances interrupted per month */
+	const char *band_label; /* "<5%", ... (borrowed from the catalog) */
+	int64_t band_fetched_ms;
+	int score;              /* GetSpotPlacementScores 1..10; -1 unknown */
+	int score_target;       /* the gang size it was asked for */
+	const char *score_zone; /* "" for a region score */
+	int64_t score_fetched_ms;
+	int capacity;                /* OCI availableCount (best AD); -1 unknown */
+	const char *capacity_status; /* AVAILABLE, OUT_OF_HOST_CAPACITY, ... */
+	int64_t capacity_fetched_ms;
+	int obtainability_milli; /* GCP capacity advice x 1000; -1 unknown */
+	int64_t interruptions;   /* this broker's, 30 days; -1: never ran it */
+	int64_t node_seconds;    /* node-seconds the broker ran it in that window */
+	double node_rate;        /* interruptions per node-hour the model used */
+	const char *rate_source; /* "spot-advisor", "history", "on-demand", "unknown: worst band" */
+	double q;                /* chance of getting the gang per attempt */
+	const char *q_source;    /* "placement-score", "oci-capacity", ..., "unknown" */
+	double factor;           /* expected / work: 1 + H (rate x nnodes / q + (1/q - 1) / J) */
+};
+
+/*
+ * Fills e->work_cost and e->expected_cost (whatever the mode: for display), gpus as in
+ * the request (0: a whole node), and *risk (when not NULL) with the risk behind them.
+ */
+void isc_catalog_entry_costs(const struct isc_catalog *c, int gpus, struct isc_rank_entry *e,
+                             struct isc_rank_risk *risk);
+
+/* The risk the catalog's facts give for an entry (nnodes from the entry). */
+void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_entry *e,
+                            struct isc_rank_risk *out);
 
 struct isc_ranking {
 	struct isc_rank_entry *entries; /* best first */
@@ -90,7 +170,8 @@ struct isc_ranking {
  * Ranks shapes for req. When the priority list names at least one shape of
  * the catalog, the entries are exactly those shapes in the user's order
  * (each once); every unknown id adds a warning. Otherwise every shape that
- * passes the filters, by cluster price, then fewer nodes, then id.
+ * passes the filters, by cluster price, then fewer nodes, then id (mode price),
+ * or by work_cost / expected_cost, unknown throughput last, then the same keys.
  * ISC_EINVALID for gpus outside 0..48 ("burst requests are limited to 48
  * GPUs"). An empty ranking is not an error. Clean up with isc_ranking_cleanup.
  */

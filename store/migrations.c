@@ -539,9 +539,8 @@ static const char *const migrations[] = {
     "     OR (scope = 'project' AND key = NEW.project_id)"
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "END;",
-    /* 29, issue 43 (live prices on every cloud; numbered 29 by the coordinator, the
-     * next step here): a live price now names the API it came from (aws-spot-history,
-     * aws-price-list, gcp-billing-catalog, oci-price-list) instead of 'live', so
+    /* 25, issue 43 (live prices on every cloud): a live price now names the API it came from
+     * (aws-spot-history, aws-price-list, gcp-billing-catalog, oci-price-list) instead of 'live', so
      * `isc shapes` can say which source, and how old, each price is. price_refreshes
      * keeps, per source, when it was last tried, when it last succeeded, how many
      * shapes it priced and why it last failed: a refresh that fails keeps the prices
@@ -553,6 +552,30 @@ static const char *const migrations[] = {
     "  ok_at_ms INTEGER NOT NULL DEFAULT 0,"
     "  shapes INTEGER NOT NULL DEFAULT 0,"
     "  error TEXT NOT NULL DEFAULT '');",
+    /* 26, issue 43 (rankings users can bank on): what each risk source said about losing a
+     * burst's nodes (AWS Spot Advisor bands and placement scores, OCI capacity reports,
+     * GCP capacity advice, this broker's own interruptions), one row per fact with when it
+     * was fetched, so the ranking reads the last answer and shows its age
+     * (store/store_risk.h, docs/shapes.md "Risk sources"). */
+    "CREATE TABLE risk_facts ("
+    "  provider TEXT NOT NULL,"
+    "  region TEXT NOT NULL,"
+    "  zone TEXT NOT NULL DEFAULT ''," /* '' for the whole region */
+    "  instance_type TEXT NOT NULL,"
+    "  market TEXT NOT NULL DEFAULT ''," /* spot | ondemand | '' (both) */
+    "  source TEXT NOT NULL,"
+    "  target INTEGER NOT NULL DEFAULT 0," /* the gang size asked about; 0: none */
+    "  value INTEGER NOT NULL,"
+    "  value2 INTEGER NOT NULL DEFAULT 0,"
+    "  detail TEXT NOT NULL DEFAULT '',"
+    "  fetched_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));"
+    /* changes with every write of risk_facts: readers that keep the facts know when to
+     * read them again (store/store_risk.h, isc_store_risk_version) */
+    "CREATE TABLE risk_version ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  version INTEGER NOT NULL);"
+    "INSERT INTO risk_version (id, version) VALUES (1, 0);",
 };
 
 size_t isc_store_migration_count(void)

@@ -453,7 +453,7 @@ static const char *const pg_steps[] = {
     "     OR (scope = 'experiment' AND key = NEW.experiment_id);"
     "  RETURN NULL;"
     " END $$;",
-    /* 29, issue 43: live prices name their API; price_refreshes, one row per source
+    /* 25, issue 43: live prices name their API; price_refreshes, one row per source
      * (migrations.c says why). */
     "UPDATE shapes SET price_source = 'aws-spot-history' WHERE price_source = 'live';"
     "CREATE TABLE price_refreshes ("
@@ -462,6 +462,26 @@ static const char *const pg_steps[] = {
     "  ok_at_ms BIGINT NOT NULL DEFAULT 0,"
     "  shapes BIGINT NOT NULL DEFAULT 0,"
     "  error TEXT NOT NULL DEFAULT '');",
+    /* 26, issue 43: what each risk source said, with when (migrations.c says why). */
+    "CREATE TABLE risk_facts ("
+    "  provider TEXT NOT NULL,"
+    "  region TEXT NOT NULL,"
+    "  zone TEXT NOT NULL DEFAULT '',"
+    "  instance_type TEXT NOT NULL,"
+    "  market TEXT NOT NULL DEFAULT '',"
+    "  source TEXT NOT NULL,"
+    "  target BIGINT NOT NULL DEFAULT 0,"
+    "  value BIGINT NOT NULL,"
+    "  value2 BIGINT NOT NULL DEFAULT 0,"
+    "  detail TEXT NOT NULL DEFAULT '',"
+    "  fetched_ms BIGINT NOT NULL,"
+    "  PRIMARY KEY (provider, region, zone, instance_type, market, source, target));"
+    /* changes with every write of risk_facts: readers that keep the facts know when to
+     * read them again (store/store_risk.h, isc_store_risk_version) */
+    "CREATE TABLE risk_version ("
+    "  id BIGINT PRIMARY KEY CHECK (id = 1),"
+    "  version BIGINT NOT NULL);"
+    "INSERT INTO risk_version (id, version) VALUES (1, 0);",
     NULL,
 };
 

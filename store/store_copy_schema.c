@@ -286,7 +286,9 @@ static int is_rebuilt(const char *name)
  * Every table of the store but schema_version (each migration sets its own) and
  * auth_version (the destination's own: its triggers bump it as the tokens, users,
  * organisations and memberships are copied in, so a cache of another store's
- * version never matches it by chance; docs/security.md, "The API's caches").
+ * version never matches it by chance; docs/security.md, "The API's caches"), nor
+ * risk_version (likewise: a new random version at the destination's next risk write,
+ * store/store_risk.h; its facts are copied).
  */
 int copy_read_schema(struct isc_db *db, const char *side, struct schema *sc, struct isc_err *err)
 {
@@ -299,7 +301,8 @@ int copy_read_schema(struct isc_db *db, const char *side, struct schema *sc, str
 		rc = copy_oom(err);
 	for (size_t i = 0; !rc && i < names.n; i++) {
 		struct table *t;
-		if (!strcmp(names.v[i], "schema_version") || !strcmp(names.v[i], "auth_version"))
+		if (!strcmp(names.v[i], "schema_version") || !strcmp(names.v[i], "auth_version") ||
+		    !strcmp(names.v[i], "risk_version"))
 			continue;
 		t = &sc->t[sc->n++];
 		if (!(t->name = strdup(names.v[i])) || !(t->quoted = copy_quote_ident(t->name))) {

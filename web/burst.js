@@ -7,11 +7,45 @@
 
 const GPU_TYPES = ['H100', 'H200', 'A100', 'A100-80GB', 'L4', 'L40S', 'A10G', 'T4', 'V100', 'B200'];
 
+// The risk cell: each known part with its source (Spot Advisor band, placement score, OCI
+// capacity report, this broker's history), as `isc shapes` prints it; the title has ages.
+function riskText(r) {
+  const parts = [];
+  const title = [];
+  if (r.band) {
+    parts.push('band ' + r.band.label + ' (Spot Advisor)');
+    title.push('band fetched ' + ISC.age(r.band.age_s) + ' ago');
+  }
+  if (r.score) {
+    parts.push('score ' + r.score.score + '/10 for ' + r.score.target_capacity + ' nodes' +
+      (r.score.zone ? ' in ' + r.score.zone : '') + ' (placement score)');
+    title.push('score fetched ' + ISC.age(r.score.age_s) + ' ago');
+  }
+  if (r.capacity) {
+    parts.push(r.capacity.status + ' ' + r.capacity.available + ' (OCI capacity report)');
+    title.push('report fetched ' + ISC.age(r.capacity.age_s) + ' ago');
+  }
+  if (r.history) {
+    parts.push(r.history.interruptions_30d + ' interruptions in ' + r.history.node_hours_30d +
+      ' node-hours, 30 days (this broker)');
+  }
+  if (!parts.length) parts.push(r.rate_source === 'on-demand' ? 'on-demand' : 'unknown');
+  title.push('model: ' + r.rate_source + ', q ' + r.q.toFixed(2) + ' (' + r.q_source + '), factor ' +
+    r.factor.toFixed(4));
+  return { text: parts.join('; '), title: title.join('; ') };
+}
+
+// The mode's cost per unit of work: expected in mode expected, plain otherwise.
+function costOf(s, mode) {
+  const v = mode === 'expected' ? s.expected_cost_micros : s.work_cost_micros;
+  return v === undefined ? null : v;
+}
+
 async function rank() {
   const q = new URLSearchParams();
   const gpus = document.getElementById('gpus').value;
   q.set('gpus', gpus);
-  for (const k of ['provider', 'gpu_type', 'market', 'limit']) {
+  for (const k of ['provider', 'gpu_type', 'market', 'limit', 'rank']) {
     const v = document.getElementById(k).value.trim();
     if (v) q.set(k, v);
   }
@@ -50,6 +84,11 @@ async function rank() {
         ISC.money(s.cluster_price_micros)),
       ISC.el('td', { class: s.price_stale ? 'stale' : null,
         title: s.price_source + ' price of ' + ISC.when(s.price_as_of_ms) }, age),
+      ISC.el('td', { class: 'num', title: s.throughput_source },
+        s.throughput === null ? 'unknown' : s.throughput.toFixed(2)),
+      ISC.el('td', { class: 'risk', title: riskText(s.risk).title }, riskText(s.risk).text),
+      ISC.el('td', { class: 'num', title: r.rank === 'expected' ? 'expected cost per A100-hour of work'
+        : 'cost per A100-hour of work' }, costOf(s, r.rank) === null ? 'unknown' : ISC.money(costOf(s, r.rank))),
       ISC.el('td', { class: ok ? 'placeable' : 'why' }, ok ? 'yes' : 'no: ' + (s.why || '')),
     ]));
   }

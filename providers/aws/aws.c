@@ -14,6 +14,7 @@
 #include "providers/aws/aws_int.h"
 #include "providers/aws/ec2.h"
 #include "providers/aws/pricing.h"
+#include "providers/aws/spot_advisor.h"
 #include "providers/aws/sigv4.h"
 #include "providers/provider.h"
 
@@ -61,6 +62,7 @@ struct aws_session {
 	char *root_device_name; /* the AMI's root device, or NULL: DescribeImages asks */
 	int public_ip_iface;    /* associate_public_ip=true: use NetworkInterface.1.* */
 	int max_pages;          /* describe_max_pages: more is an error, never a shorter list */
+	char *spot_advisor_url; /* spot_advisor_url: the Spot Advisor's public JSON */
 	const struct isc_clock *clock;
 	struct isc_http_client http;
 };
@@ -185,6 +187,7 @@ static void aws_session_free(struct isc_provider_session *ps)
 		free(s->tenant_ssh_cidr);
 		free(s->root_device_name);
 		free(s->product_description);
+		free(s->spot_advisor_url);
 		free(s);
 	}
 	free(ps);
@@ -319,6 +322,31 @@ static int aws_session_new(const struct isc_provider_settings *settings, const c
 	}
 	insecure = isc_provider_setting(settings, "allow_insecure_endpoint");
 	allow_insecure = insecure && strcmp(insecure, "true") == 0;
+	/*
+	 * The Spot Advisor's JSON is AWS's public file; an account pointed at another
+	 * endpoint (a mock, a test) reads it from that endpoint instead, so a session
+	 * configured away from AWS never reaches AWS for it.
+	 */
+	if (isc_provider_setting(settings, "spot_advisor_url")) {
+		s->spot_advisor_url = isc_provider_setting_dup(settings, "spot_advisor_url", NULL);
+	} else if (isc_provider_setting(settings, "endpoint") &&
+	           isc_provider_setting(settings, "endpoint")[0]) {
+		const char *ep = isc_provider_setting(settings, "endpoint");
+		size_t l = strlen(ep);
+		if (asprintf(&s->spot_advisor_url, "%.*s/spot-advisor-data.json",
+		             (int)(l && ep[l - 1] == '/' ? l - 1 : l), ep) < 0)
+			s->spot_advisor_url = NULL;
+	} else {
+		s->spot_advisor_url = strdup(ISC_SPOT_ADVISOR_URL);
+	}
+	if (!s->spot_advisor_url) {
+		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((rc = isc_http_endpoint_check(s->spot_advisor_url, allow_insecure, err))) {
+		isc_err_wrap(err, "providers.aws.spot_advisor_url");
+		goto fail;
+	}
 	for (int i = 0; i < N_SVC; i++) {
 		/* The session token and signed requests never go out in clear text by accident. */
 		if ((rc = isc_http_endpoint_check(s->url[i], allow_insecure, err))) {
@@ -1840,6 +1868,163 @@ static int aws_terminate(struct isc_provider_session *ps, const char *const *ids
 	return terminate_ids(impl(ps), ids, n, err);
 }
 
+/* ---- capacity (issue 43): Spot Advisor bands, GetSpotPlacementScores ---- */
+
+static int fact_add(struct isc_capacity_fact **v, size_t *n, size_t *cap,
+                    const struct isc_capacity_fact *f)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct isc_capacity_fact *nv = realloc(*v, nc * sizeof(*nv));
+		if (!nv)
+			return ISC_ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = *f;
+	return 0;
+}
+
+/* The bands of q's types in the session's region, from the anonymous public JSON. */
+static int spot_bands(struct aws_session *s, const struct isc_capacity_query *q,
+                      struct isc_capacity_fact **v, size_t *n, size_t *cap, struct isc_err *err)
+{
+	struct isc_http_request req = {"GET", s->spot_advisor_url, NULL, 0, NULL, 0};
+	struct isc_http_response resp;
+	struct isc_spot_band *b = NULL;
+	size_t nb = 0;
+	int rc;
+
+	isc_http_response_init(&resp);
+	rc = isc_http_do(&s->http, &req, isc_http_classify_status, NULL, &resp, err);
+	if (!rc)
+		/* The advisor's "Linux" column: the platform's images are Linux. */
+		rc = isc_spot_advisor_parse(resp.body.data, resp.body.len, s->region, "Linux",
+		                            q->instance_types, q->n, &b, &nb, err);
+	isc_http_response_cleanup(&resp);
+	for (size_t i = 0; i < nb && !rc; i++) {
+		struct isc_capacity_fact f = {
+		    .target = 0, .value = b[i].max_pct, .value2 = b[i].band};
+		snprintf(f.source, sizeof(f.source), "spot-advisor");
+		snprintf(f.instance_type, sizeof(f.instance_type), "%s", b[i].instance_type);
+		snprintf(f.market, sizeof(f.market), "spot");
+		snprintf(f.detail, sizeof(f.detail), "%s", b[i].label);
+		if (fact_add(v, n, cap, &f))
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	free(b);
+	return rc;
+}
+
+/*
+ * GetSpotPlacementScores for q->target instances of q's types in this region: one call
+ * for the Region's score and one with SingleAvailabilityZone=true for its zones'. The
+ * score is for the set of types (AWS scores a request, not a type; with fewer than three
+ * types it "will always be low"), so each type of the set gets the set's score.
+ */
+static int placement_scores(struct aws_session *s, const struct isc_capacity_query *q,
+                            int single_az, struct isc_capacity_fact **v, size_t *n, size_t *cap,
+                            struct isc_err *err)
+{
+	struct isc_buf form;
+	struct isc_http_response resp;
+	struct call_ctx cc;
+	char *next = NULL, num[24];
+	int rc = 0, pages = 0;
+
+	isc_buf_init(&form, 0);
+	isc_http_response_init(&resp);
+	snprintf(num, sizeof(num), "%d", q->target);
+	do {
+		struct isc_ec2_placement_score *ps = NULL;
+		size_t nps = 0;
+		rc = isc_ec2_form_init(&form, "GetSpotPlacementScores", ISC_EC2_VERSION);
+		/* InstanceTypes: at most 1000 (botocore's ec2 model) */
+		for (size_t i = 0; i < q->n && i < 1000 && !rc; i++)
+			rc = isc_ec2_form_addf(&form, q->instance_types[i], "InstanceType.%zu",
+			                       i + 1);
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "TargetCapacity", num);
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "TargetCapacityUnitType", "units");
+		if (!rc)
+			rc = isc_ec2_form_add(&form, "RegionName.1", s->region);
+		if (!rc && single_az)
+			rc = isc_ec2_form_add(&form, "SingleAvailabilityZone", "true");
+		if (!rc && next)
+			rc = isc_ec2_form_add(&form, "NextToken", next);
+		free(next);
+		next = NULL;
+		if (rc) {
+			rc = isc_err_set(err, rc, "GetSpotPlacementScores: request too large");
+			break;
+		}
+		rc = aws_call(s, SVC_EC2, "GetSpotPlacementScores", &form, &cc, &resp, err);
+		if (!rc)
+			rc = isc_ec2_parse_placement_scores(resp.body.data, resp.body.len, &ps,
+			                                    &nps, &next, err);
+		for (size_t i = 0; i < nps && !rc; i++) {
+			if (strcmp(ps[i].region, s->region) != 0)
+				continue;
+			for (size_t t = 0; t < q->n && !rc; t++) {
+				struct isc_capacity_fact f = {.target = q->target,
+				                              .value = ps[i].score};
+				snprintf(f.source, sizeof(f.source), "placement-score");
+				snprintf(f.instance_type, sizeof(f.instance_type), "%s",
+				         q->instance_types[t]);
+				snprintf(f.zone, sizeof(f.zone), "%s",
+				         single_az ? ps[i].zone_id : "");
+				snprintf(f.market, sizeof(f.market), "spot");
+				snprintf(f.detail, sizeof(f.detail), "%zu type(s)", q->n);
+				if (fact_add(v, n, cap, &f))
+					rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			}
+		}
+		free(ps);
+	} while (!rc && next && ++pages < s->max_pages);
+	rc = pages_done(s, "GetSpotPlacementScores", rc, next, err);
+	free(next);
+	isc_buf_cleanup(&form);
+	isc_http_response_cleanup(&resp);
+	return rc;
+}
+
+static int aws_capacity(struct isc_provider_session *ps, const struct isc_capacity_query *q,
+                        struct isc_capacity_fact **out, size_t *n_out, struct isc_err *err)
+{
+	struct aws_session *s = impl(ps);
+	struct isc_capacity_fact *v = NULL;
+	struct isc_err e1, e2;
+	size_t n = 0, cap = 0;
+	int rc1, rc2 = 0, rc3 = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (q->n == 0)
+		return 0;
+	isc_err_clear(&e1);
+	isc_err_clear(&e2);
+	/* One source down leaves the others: the ranking keeps the last answer of each. */
+	rc1 = spot_bands(s, q, &v, &n, &cap, &e1);
+	if (q->target > 0) {
+		rc2 = placement_scores(s, q, 0, &v, &n, &cap, &e2);
+		if (!rc2)
+			rc3 = placement_scores(s, q, 1, &v, &n, &cap, &e2);
+	}
+	if (rc1 == ISC_ENOMEM || rc2 == ISC_ENOMEM || rc3 == ISC_ENOMEM) {
+		free(v);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	if (rc1 && (rc2 || rc3 || q->target <= 0)) {
+		free(v);
+		*err = rc2 || rc3 ? e2 : e1;
+		return rc2 ? rc2 : rc3 ? rc3 : rc1;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
 /* The [providers.aws] keys (docs/config.md); endpoint_s3, s3_region and s3_addressing are
  * read by datasets/ through this section. */
 static const char *const aws_setting_keys[] = {
@@ -1869,6 +2054,7 @@ static const char *const aws_setting_keys[] = {
     "s3_region",
     "s3_addressing",
     "s3_parallelism",
+    "spot_advisor_url",
     NULL,
 };
 
@@ -1885,4 +2071,5 @@ const struct isc_provider isc_provider_aws = {
     .launch_gang = aws_launch_gang,
     .describe = aws_describe,
     .terminate = aws_terminate,
+    .capacity = aws_capacity,
 };

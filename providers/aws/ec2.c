@@ -646,6 +646,36 @@ int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_p
 	return rc;
 }
 
+/* One item of spotPlacementScoreSet: region, or availabilityZoneId with SingleAvailabilityZone. */
+static int placement_score_item(const xmlNode *it, void *rec)
+{
+	struct isc_ec2_placement_score *ps = rec;
+	char score[16], *end;
+	long v;
+	if (text_at(it, "region", ps->region, sizeof(ps->region)) ||
+	    text_at(it, "availabilityZoneId", ps->zone_id, sizeof(ps->zone_id)) ||
+	    text_at(it, "score", score, sizeof(score)))
+		return ISC_EINVALID;
+	v = strtol(score, &end, 10);
+	/* API_SpotPlacementScore: "on a scale from 1 to 10" */
+	if (end == score || *end || v < 1 || v > 10 || (!ps->region[0] && !ps->zone_id[0]))
+		return ISC_EINVALID;
+	ps->score = (int)v;
+	return 0;
+}
+
+int isc_ec2_parse_placement_scores(const char *xml, size_t len,
+                                   struct isc_ec2_placement_score **out, size_t *n,
+                                   char **next_token, struct isc_err *err)
+{
+	void *arr;
+	int rc =
+	    parse_item_list(xml, len, "spotPlacementScoreSet", sizeof(**out), placement_score_item,
+	                    "spot placement score list", &arr, n, next_token, err);
+	*out = arr;
+	return rc;
+}
+
 int isc_sts_parse_identity(const char *xml, size_t len, struct isc_identity *out,
                            struct isc_err *err)
 {

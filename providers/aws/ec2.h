@@ -96,6 +96,20 @@ struct isc_ec2_spot_price {
 int isc_ec2_parse_spot_prices(const char *xml, size_t len, struct isc_ec2_spot_price **out,
                               size_t *n, char **next_token, struct isc_err *err);
 
+/*
+ * One item of GetSpotPlacementScoresResponse (spotPlacementScoreSet): a Region's score,
+ * or with SingleAvailabilityZone=true a zone's (its AZ id, "use1-az1", and its Region).
+ */
+struct isc_ec2_placement_score {
+	char region[64];
+	char zone_id[64]; /* "" for a Region score */
+	int score;        /* 1..10 */
+};
+
+int isc_ec2_parse_placement_scores(const char *xml, size_t len,
+                                   struct isc_ec2_placement_score **out, size_t *n,
+                                   char **next_token, struct isc_err *err);
+
 /* One placement group of DescribePlacementGroupsResponse (placementGroupSet). */
 struct isc_ec2_placement_group {
 	char name[256];

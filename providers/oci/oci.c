@@ -1960,6 +1960,101 @@ static const char *const oci_setting_keys[] = {
     NULL,
 };
 
+/* ---- capacity (issue 43): CreateComputeCapacityReport ---- */
+
+/*
+ * One CreateComputeCapacityReport per AD of q->zones (every AD of the region when q
+ * names none) for all of q's shapes. The compartment is the tenancy: the API reference
+ * says it "should always be the root compartment", whatever compartment_id launches use.
+ * The report is a hint: dstack saw it call H100 bare metal out of capacity while
+ * launches succeeded, and the ranking never reads it as a certain no.
+ */
+static int oci_capacity(struct isc_provider_session *ps, const struct isc_capacity_query *q,
+                        struct isc_capacity_fact **out, size_t *n_out, struct isc_err *err)
+{
+	struct oci_session *s = ps->impl;
+	struct isc_capacity_fact *v = NULL;
+	json_t *ads = NULL;
+	size_t n = 0, cap = 0, nads;
+	int rc;
+
+	*out = NULL;
+	*n_out = 0;
+	if (q->n == 0)
+		return 0;
+	if ((rc = list_ads(s, &ads, err)))
+		return rc;
+	nads = q->n_zones ? q->n_zones : json_array_size(ads);
+	for (size_t z = 0; z < nads && !rc; z++) {
+		const char *ad =
+		    q->n_zones ? ad_for_zone(ads, q->zones[z])
+		               : json_string_value(json_object_get(json_array_get(ads, z), "name"));
+		const char *zone_name = q->n_zones ? q->zones[z] : ad;
+		struct isc_http_response resp;
+		struct call_ctx cc = {"CreateComputeCapacityReport"};
+		json_t *body, *arr, *reply = NULL, *item;
+		char *text;
+		size_t i;
+
+		if (!ad)
+			continue; /* a catalog AD this region does not have: nothing to ask */
+		arr = json_array();
+		for (size_t t = 0; t < q->n; t++)
+			json_array_append_new(
+			    arr, json_pack("{s:s}", "instanceShape", q->instance_types[t]));
+		body = json_pack("{s:s, s:s, s:o}", "compartmentId", s->cfg.tenancy,
+		                 "availabilityDomain", ad, "shapeAvailabilities", arr);
+		text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+		json_decref(body);
+		if (!text) {
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			break;
+		}
+		isc_http_response_init(&resp);
+		rc = oci_call_json(s, SVC_CORE, "POST", API "/computeCapacityReports", text, NULL,
+		                   &cc, &resp, &reply, err);
+		isc_http_response_cleanup(&resp);
+		free(text);
+		json_array_foreach(rc ? NULL : json_object_get(reply, "shapeAvailabilities"), i,
+		                   item)
+		{
+			struct isc_capacity_fact f = {.target = q->target};
+			const char *shape =
+			    json_string_value(json_object_get(item, "instanceShape"));
+			const char *st =
+			    json_string_value(json_object_get(item, "availabilityStatus"));
+			json_t *cnt = json_object_get(item, "availableCount");
+			if (!shape || !st)
+				continue;
+			snprintf(f.source, sizeof(f.source), "oci-capacity");
+			snprintf(f.instance_type, sizeof(f.instance_type), "%s", shape);
+			snprintf(f.zone, sizeof(f.zone), "%s", zone_name);
+			snprintf(f.detail, sizeof(f.detail), "%s", st);
+			f.value = json_is_integer(cnt) ? json_integer_value(cnt) : 0;
+			if (cap == n) {
+				size_t nc = cap ? cap * 2 : 16;
+				struct isc_capacity_fact *nv = realloc(v, nc * sizeof(*nv));
+				if (!nv) {
+					rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+					break;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[n++] = f;
+		}
+		json_decref(reply);
+	}
+	json_decref(ads);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
 const struct isc_provider isc_provider_oci = {
     .name = "oci",
     .setting_keys = oci_setting_keys,
@@ -1974,4 +2069,5 @@ const struct isc_provider isc_provider_oci = {
     .launch_gang = oci_launch_gang,
     .describe = oci_describe,
     .terminate = oci_terminate,
+    .capacity = oci_capacity,
 };

@@ -294,6 +294,22 @@ def scenarios(d, tok, users):
     check("the cluster price is the API's", first.find("td:nth-child(9)").attr("data-micros")
           == str(want[0]["cluster_price_micros"]))
     check("each price shows its age", re.match(r"^\d+[smhd]", first.find("td:nth-child(10)").text()))
+    # Ranking modes (issue 43): the page orders as `isc shapes --rank expected` does and
+    # shows each shape's throughput and risk with their sources.
+    d.find("#rank").select("expected")
+    d.find("#filters button[type=submit]").click()
+    want_e = isc_json("shapes", "--gpus", "2", "--provider", "aws", "--market", "spot",
+                      "--rank", "expected", "--limit", "100")
+    check("Burst ranks by expected cost as `isc shapes --rank expected` does", d.wait(lambda: [
+        r.attr("data-shape") for r in d.find_all("#shapes tbody tr")] == [s["id"] for s in want_e], 20))
+    first = d.find_all("#shapes tbody tr")[0]
+    tput = first.find("td:nth-child(11)")
+    check("each shape shows its throughput, the source in its title",
+          tput.text() in ("unknown", "%.2f" % (want_e[0]["throughput"] or 0)) and
+          tput.attr("title") == want_e[0]["throughput_source"], (tput.text(), tput.attr("title")))
+    check("each shape shows what is known of the risk",
+          first.find("td:nth-child(12)").text() != "", first.find("td:nth-child(12)").text())
+    d.find("#rank").select("price")
     d.find("#provider").select("gcp")
     d.find("#filters button[type=submit]").click()
     check("the provider filter applies", d.wait(lambda: all(

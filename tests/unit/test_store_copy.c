@@ -48,6 +48,9 @@ static const char FILL_SQL[] =
     "  gpus_per_node, gpu_mem_mib, vcpus, mem_mib, price_micros, zones, price_date, "
     "  updated_at_ms) VALUES ('aws:p5', 'AWS:p5', 'aws', 'us-east-1', 'p5.48xlarge', 0, "
     "  'H100', 8, 655360, 192, 2097152, 98320000, 'a,b', '2026-11-01', 1009);"
+    "INSERT INTO risk_facts (provider, region, zone, instance_type, market, source, target, "
+    "  value, value2, detail, fetched_ms) VALUES ('aws', 'us-east-1', '', 'p5.48xlarge', "
+    "  'spot', 'spot-advisor', 0, 100, 4, '>20%', 1009);"
     "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, nnodes, "
     "  nproc, cycle, price_micros, state, created_at_ms, closed_at_ms) VALUES "
     "  ('cl_1', 'exp_1', 'aws:p5', 'aws', 'default', 'us-east-1', 2, 8, 0, 98320000, 'running', "
@@ -184,8 +187,8 @@ static struct isc_store *open_dest(const struct fixture *f)
 	return d;
 }
 
-/* Every table of the destination has no row (but the two a new store starts with a row in:
- * its schema's version and its auth version, migration 23). */
+/* Every table of the destination has no row (but the three a new store starts with a row
+ * in: its schema's version, its auth version (migration 23) and its risk version (30)). */
 static void assert_dest_empty(const struct fixture *f)
 {
 	struct isc_store *d = open_dest(f);
@@ -193,7 +196,7 @@ static void assert_dest_empty(const struct fixture *f)
 	assert_int_equal(isc_db_prepare(isc_store_db(d),
 	                                "SELECT name FROM sqlite_master WHERE type = 'table' AND "
 	                                "name NOT LIKE 'sqlite%' AND name != 'schema_version' AND "
-	                                "name != 'auth_version'",
+	                                "name != 'auth_version' AND name != 'risk_version'",
 	                                0, &st),
 	                 ISC_DB_OK);
 	while (isc_db_step(st) == ISC_DB_ROW) {

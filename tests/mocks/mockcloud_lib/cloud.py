@@ -117,6 +117,9 @@ class Cloud:
         self.spot_requests = {}    # sir id -> dict
         self.price_history = {}    # "type|zone" -> [[ts_ms, price], ...] (overrides only)
         self.capacity = {}         # "type|zone" -> max live instances (absent: unlimited)
+        # The Spot Advisor's data (GET /spot-advisor-data.json): region -> type -> {"r", "s"}
+        self.spot_advisor = {}
+        self.spot_advisor_down = False
         self.ip_counter = 0
         self.extra = {}            # per-provider module state (gce.py: operations, request ids)
         # not persisted

@@ -843,6 +843,84 @@ def describe_availability_zones(cloud, p, region):
         t("zoneType", "availability-zone") for i, z in enumerate(zs)])
 
 
+# GetSpotPlacementScores (EC2 API Reference, API_GetSpotPlacementScores; limits as botocore's
+# ec2-2016-11-15 model states them): TargetCapacity is required, 1..2,000,000,000;
+# TargetCapacityUnitType units|vcpu|memory-mib; InstanceType.N at most 1,000 and not with
+# InstanceRequirementsWithMetadata; RegionName.N at most 10; MaxResults 10..1,000. The reply
+# is spotPlacementScoreSet items {region, availabilityZoneId (SingleAvailabilityZone=true),
+# score 1..10}, "the top 10 Regions or Availability Zones". With one or two instance types
+# "the returned placement score will always be low" (InstanceType.N): capped at 3 here.
+# How AWS computes a score is not published; the mock's model: the share of the target the
+# capacity it has set ("/_mock/capacity", absent: plenty) can hold, times 10, rounded up.
+SCORE_REGIONS = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1")
+
+
+def get_spot_placement_scores(cloud, p, region):
+    target = int_param(p, "TargetCapacity", lo=1, hi=2000000000)
+    if target is None:
+        raise ApiError("MissingParameter", "The request must contain the parameter TargetCapacity")
+    unit = p.get("TargetCapacityUnitType", "units")
+    if unit not in ("units", "vcpu", "memory-mib"):
+        raise ApiError("InvalidParameterValue", "Value (%s) for parameter TargetCapacityUnitType is "
+                       "invalid." % unit)
+    types = plist(p, "InstanceType")
+    has_req = any(k.startswith("InstanceRequirementsWithMetadata.") for k in p)
+    if types and has_req:
+        raise ApiError("InvalidParameterCombination", "You can't specify both InstanceTypes and "
+                       "InstanceRequirementsWithMetadata.")
+    if not types and not has_req:
+        raise ApiError("MissingParameter", "The request must contain InstanceTypes or "
+                       "InstanceRequirementsWithMetadata.")
+    if len(types) > 1000:
+        raise ApiError("InvalidParameterValue", "InstanceTypes: at most 1000 items")
+    regions = plist(p, "RegionName")
+    if len(regions) > 10:
+        raise ApiError("InvalidParameterValue", "RegionNames: at most 10 items")
+    maxr = int_param(p, "MaxResults", default=1000, lo=10, hi=1000)
+    single = p.get("SingleAvailabilityZone", "false").lower() == "true"
+    regions = regions or list(SCORE_REGIONS)
+    for r in regions:
+        if not re.match(r"^[a-z]{2}(-[a-z]+)+-\d+$", r):
+            raise ApiError("InvalidParameterValue", "Invalid region: %s" % r)
+    distinct = len(set(types)) if types else 3
+
+    def avail(z):
+        total = 0
+        for it in (types or ["*"]):
+            cap = cloud.capacity.get("%s|%s" % (it, z))
+            if cap is None:
+                cap = cloud.capacity.get("%s|*" % it)
+            if cap is None:
+                return None  # no limit set: plenty
+            live = sum(1 for i in cloud.instances.values() if i["instance_type"] == it and
+                       i["zone"] == z and i["state"] in ("pending", "running"))
+            total += max(0, cap - live)
+        return total
+
+    def score(n):
+        sc = 10 if n is None else max(1, min(10, -(-10 * n // target)))
+        return min(sc, 3) if distinct < 3 else sc
+
+    rows = []
+    with cloud.lock:
+        for r in regions:
+            if single:
+                for k, z in enumerate(zones(r)):
+                    rows.append((score(avail(z)), r, "%s-az%d" % (zone_abbr(r), k + 1)))
+            else:
+                per = [avail(z) for z in zones(r)]
+                rows.append((score(None if any(a is None for a in per) else sum(per)), r, None))
+    rows.sort(key=lambda x: (-x[0], x[1], x[2] or ""))
+    rows = rows[:10]
+    key = "gsps|%s|%s|%d|%s" % (",".join(types), ",".join(regions), target, single)
+    start = decode_token(p["NextToken"], key) if p.get("NextToken") else 0
+    page = rows[start:start + maxr]
+    nxt = encode_token(start + maxr, key) if start + maxr < len(rows) else None
+    return items("spotPlacementScoreSet", [
+        t("region", r) + (t("availabilityZoneId", z) if z else "") + t("score", sc)
+        for sc, r, z in page]) + (t("nextToken", nxt) if nxt else "")
+
+
 ACTIONS = {
     **ec2_fabric.ACTIONS,
     "RunInstances": run_instances,
@@ -850,6 +928,7 @@ ACTIONS = {
     "TerminateInstances": terminate_instances,
     "DescribeSpotInstanceRequests": describe_spot_instance_requests,
     "DescribeSpotPriceHistory": describe_spot_price_history,
+    "GetSpotPlacementScores": get_spot_placement_scores,
     "ImportKeyPair": import_key_pair,
     "DeleteKeyPair": delete_key_pair,
     "DescribeKeyPairs": describe_key_pairs,

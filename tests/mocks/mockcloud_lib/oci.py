@@ -533,6 +533,60 @@ def list_ads(cloud, region, q):
                  for i, n in enumerate(ad_names(region), 1)]
 
 
+# CreateComputeCapacityReport (Core Services API 20160918, POST /computeCapacityReports;
+# the oci-core SDK's CreateComputeCapacityReportDetails / ComputeCapacityReport models):
+# body {compartmentId, availabilityDomain, shapeAvailabilities[{instanceShape,
+# instanceShapeConfig?, faultDomain?}]}; 200 with the report: the same compartment and AD,
+# per shape {instanceShape, faultDomain, instanceShapeConfig, availableCount,
+# availabilityStatus AVAILABLE | OUT_OF_HOST_CAPACITY | HARDWARE_NOT_SUPPORTED}, timeCreated.
+# The compartment "should always be the root compartment": the mock answers any other as
+# it answers a compartment it does not know (404). The mock's model of the count: what
+# "/_mock/capacity" leaves for the shape in that AD (absent: 64, no limit), and a name that
+# is not a VM./BM. shape is HARDWARE_NOT_SUPPORTED. dstack saw the real report say an H100
+# bare metal shape was out of capacity while launches succeeded (#2343): a hint only.
+def create_capacity_report(cloud, region, body):
+    try:
+        d = json.loads(body or b"null")
+    except ValueError:
+        raise OciError(400, "InvalidParameter", "The request body is not valid JSON")
+    if not isinstance(d, dict):
+        raise OciError(400, "InvalidParameter",
+                       "The request body must be a CreateComputeCapacityReportDetails object")
+    cid = _need(d, "compartmentId")
+    if cid != cloud.oci_account.tenancy:
+        raise OciError(404, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
+    ad = _need(d, "availabilityDomain")
+    if ad not in ad_names(region):
+        raise OciError(400, "InvalidParameter", "Invalid availabilityDomain: %s" % ad)
+    shapes = d.get("shapeAvailabilities")
+    if not isinstance(shapes, list) or not shapes:
+        raise OciError(400, "MissingParameter", "Missing parameter shapeAvailabilities")
+    out = []
+    with cloud.lock:
+        for sa in shapes:
+            if not isinstance(sa, dict):
+                raise OciError(400, "InvalidParameter", "shapeAvailabilities items must be objects")
+            shape = _need(sa, "instanceShape")
+            if not (shape.startswith("VM.") or shape.startswith("BM.")):
+                status, count = "HARDWARE_NOT_SUPPORTED", 0
+            else:
+                cap = None
+                for k, v in cloud.capacity.items():
+                    it, z = k.split("|", 1)
+                    if it == shape and ad_matches(z, ad):
+                        cap = v
+                live = sum(1 for i in cloud.instances.values() if i.get("provider") == "oci" and
+                           i["instance_type"] == shape and i["zone"] == ad and
+                           i["state"] in ("pending", "running"))
+                count = 64 if cap is None else max(0, cap - live)
+                status = "AVAILABLE" if count > 0 else "OUT_OF_HOST_CAPACITY"
+            out.append({"instanceShape": shape, "faultDomain": sa.get("faultDomain"),
+                        "instanceShapeConfig": sa.get("instanceShapeConfig"),
+                        "availableCount": count, "availabilityStatus": status})
+    return 200, {"compartmentId": cid, "availabilityDomain": ad, "shapeAvailabilities": out,
+                 "timeCreated": iso(now_ms())}
+
+
 # ------------------------------------------------------------------ dispatch
 def _route(cloud, method, path, q, region, headers, body):
     """(action, fn) for one request; fn returns (status, obj[, next_page or etag])."""
@@ -561,6 +615,8 @@ def _route(cloud, method, path, q, region, headers, body):
         return "GetUser", lambda: get_user(cloud, parts[1])
     if r == "availabilityDomains" and len(parts) == 1 and method == "GET":
         return "ListAvailabilityDomains", lambda: list_ads(cloud, region, q)
+    if r == "computeCapacityReports" and len(parts) == 1 and method == "POST":
+        return "CreateComputeCapacityReport", lambda: create_capacity_report(cloud, region, body)
     action, fn = oci_nsg.route(cloud, method, parts, q, region, headers, body)
     if action:
         return action, fn

@@ -82,6 +82,9 @@ class Handler(BaseHTTPRequestHandler):
                 log("control %s %s failed: %r" % (self.command, self.path, e))
                 self._json(500, {"error": "internal: %r" % (e,)})
             return
+        if urlsplit(self.path).path == "/spot-advisor-data.json" and self.command == "GET":
+            self._spot_advisor(cloud)
+            return
         if self.server.prices.handles(self.command, self.path, self.headers):
             status, ctype, out = self.server.prices.handle(self.command, self.path, self.headers, body)
             log("%s price-api %s -> %d" % (self.command, urlsplit(self.path).path, status))
@@ -101,6 +104,29 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    # The Spot Instance Advisor's public data, as the advisor page's JSON shapes it
+    # (spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json, anonymous GET; see
+    # ../shared/docs/pricing-facts.md): "ranges" [{index, label, dots, max}], "instance_types",
+    # "spot_advisor"[region]["Linux"|"Windows"][type] = {"s": savings %, "r": range index}.
+    # The "max" values here are the labels' upper bounds (">20%": 100); the broker reads
+    # whatever the file says, so nothing depends on them.
+    SPOT_RANGES = [{"index": 0, "label": "<5%", "dots": 0, "max": 5},
+                   {"index": 1, "label": "5-10%", "dots": 1, "max": 10},
+                   {"index": 2, "label": "10-15%", "dots": 2, "max": 15},
+                   {"index": 3, "label": "15-20%", "dots": 3, "max": 20},
+                   {"index": 4, "label": ">20%", "dots": 4, "max": 100}]
+
+    def _spot_advisor(self, cloud):
+        with cloud.lock:
+            if cloud.spot_advisor_down:
+                return self._send(503, b"<Error><Code>SlowDown</Code></Error>", "application/xml")
+            adv = {r: {"Linux": dict(types), "Windows": {}} for r, types in cloud.spot_advisor.items()}
+            its = sorted({it for types in cloud.spot_advisor.values() for it in types})
+        doc = {"global_rate": "<em>&lt;5%</em>", "ranges": self.SPOT_RANGES,
+               "instance_types": {it: {"emr": False, "cores": 0, "ram_gb": 0} for it in its},
+               "spot_advisor": adv}
+        self._send(200, json.dumps(doc).encode(), "application/json")
 
     def _oci(self, cloud, body):
         status, hdrs, out, lost = oci.handle(cloud, self.command, self.path, self.headers, body)
@@ -373,6 +399,25 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(200, {"ok": True})
         if path == "/_mock/spot_prices" and m == "GET":
             return self._json(200, {"overrides": cloud.price_history})
+        if path == "/_mock/spot_advisor":
+            if m == "GET":
+                return self._json(200, cloud.spot_advisor)
+            if m == "DELETE":
+                with cloud.lock:
+                    cloud.spot_advisor = {}
+                    cloud.spot_advisor_down = False
+                return self._json(200, {"ok": True})
+            if m == "POST":
+                if "down" in req:
+                    cloud.spot_advisor_down = bool(req["down"])
+                    return self._json(200, {"ok": True})
+                rg, it, r, sv = req.get("region"), req.get("instance_type"), req.get("r"), req.get("s", 70)
+                if not (isinstance(rg, str) and isinstance(it, str) and isinstance(r, int) and 0 <= r <= 4
+                        and isinstance(sv, int)):
+                    return self._json(400, {"error": "need region, instance_type, r (0..4), s (int)"})
+                with cloud.lock:
+                    cloud.spot_advisor.setdefault(rg, {})[it] = {"s": sv, "r": r}
+                return self._json(200, {"ok": True})
         if path == "/_mock/boot_delay" and m == "POST":
             ms = req.get("ms")
             if not isinstance(ms, int) or ms < 0:

@@ -316,6 +316,36 @@ async function main() {
   }
   check("DeleteNetworkSecurityGroup once its VNIC is gone", nsgGone);
 
+  // CreateComputeCapacityReport (issue 43): the report's JSON shape through the SDK's
+  // models, availabilityStatus from the mock's capacity, the root compartment only.
+  await control("POST", "capacity", { instance_type: "BM.GPU.H100.8", zone: "US-ASHBURN-AD-2", available: 0 });
+  const rep = async (ad) => (await compute.createComputeCapacityReport({
+    createComputeCapacityReportDetails: {
+      compartmentId: tenancy, availabilityDomain: ad,
+      shapeAvailabilities: [{ instanceShape: "BM.GPU.H100.8" }, { instanceShape: "GPU.NOT.A.SHAPE" }],
+    },
+  })).computeCapacityReport;
+  const r1 = await rep(adNames[0]);
+  check("CreateComputeCapacityReport: the AD and one availability per shape asked",
+        r1.availabilityDomain === adNames[0] && r1.shapeAvailabilities.length === 2 && !!r1.timeCreated,
+        JSON.stringify(r1));
+  const CS = core.models.CapacityReportShapeAvailability.AvailabilityStatus;
+  check("CreateComputeCapacityReport: AVAILABLE with an availableCount",
+        r1.shapeAvailabilities[0].availabilityStatus === CS.Available && r1.shapeAvailabilities[0].availableCount > 0,
+        JSON.stringify(r1.shapeAvailabilities[0]));
+  check("CreateComputeCapacityReport: an unknown shape is HARDWARE_NOT_SUPPORTED",
+        r1.shapeAvailabilities[1].availabilityStatus === CS.HardwareNotSupported);
+  const r2 = await rep(adNames[1]);
+  check("CreateComputeCapacityReport: no capacity left is OUT_OF_HOST_CAPACITY, count 0",
+        r2.shapeAvailabilities[0].availabilityStatus === CS.OutOfHostCapacity &&
+        r2.shapeAvailabilities[0].availableCount === 0, JSON.stringify(r2.shapeAvailabilities[0]));
+  await control("POST", "capacity", { instance_type: "BM.GPU.H100.8", zone: "US-ASHBURN-AD-2", available: null });
+  await expectError("CreateComputeCapacityReport in another compartment is 404 NotAuthorizedOrNotFound",
+                    () => compute.createComputeCapacityReport({ createComputeCapacityReportDetails: {
+                      compartmentId: "ocid1.compartment.oc1..aaaaaaaanotroot", availabilityDomain: adNames[0],
+                      shapeAvailabilities: [{ instanceShape: "BM.GPU.H100.8" }] } }),
+                    404, "NotAuthorizedOrNotFound");
+
   // A key the mock does not know is refused as NotAuthenticated.
   const crypto = require("crypto");
   const { privateKey } = crypto.generateKeyPairSync("rsa", { modulusLength: 2048 });
