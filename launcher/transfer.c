@@ -14,13 +14,18 @@
 
 uint64_t isc_transfer_part_size(uint64_t size)
 {
-	uint64_t ps = ISC_TRANSFER_PART_MIN;
+	uint64_t ps;
 	if (size > ISC_TRANSFER_MAX_FILE)
 		return 0;
-	/* The fewest parts of at least 8 MiB: small files take one part; a large one
-	 * grows its parts only when 10,000 of them would not hold it. */
-	while (ps < ISC_TRANSFER_PART_MAX && size > ps * ISC_TRANSFER_MAX_PARTS)
-		ps *= 2;
+	/* About ISC_TRANSFER_PUT_PARALLEL x 2 parts, so a file keeps every connection busy,
+	 * in whole MiB (the node's dd and the ETag check read MiB), from 8 to 64 MiB; more
+	 * parts only when 10,000 of 64 MiB are needed. */
+	ps =
+	    (size / (2 * ISC_TRANSFER_PUT_PARALLEL) + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	if (ps < ISC_TRANSFER_PART_MIN)
+		ps = ISC_TRANSFER_PART_MIN;
+	if (ps > ISC_TRANSFER_PART_MAX)
+		ps = ISC_TRANSFER_PART_MAX;
 	return ps;
 }
 

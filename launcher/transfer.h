@@ -37,9 +37,10 @@
 #define ISC_TRANSFER_MAX_FILE (ISC_TRANSFER_PART_MAX * ISC_TRANSFER_MAX_PARTS)
 
 /*
- * The part size for a file of size bytes: ISC_TRANSFER_PART_MIN, doubled while
- * that would take more than 10,000 parts, at most ISC_TRANSFER_PART_MAX. 0 when
- * the file is larger than ISC_TRANSFER_MAX_FILE.
+ * The part size for a file of size bytes: about 2 x ISC_TRANSFER_PUT_PARALLEL parts
+ * (every connection busy), in whole MiB, from ISC_TRANSFER_PART_MIN to
+ * ISC_TRANSFER_PART_MAX (so never more than 10,000 parts). 0 when the file is larger
+ * than ISC_TRANSFER_MAX_FILE.
  */
 uint64_t isc_transfer_part_size(uint64_t size);
 /* How many parts of part_size a file of size bytes takes (an empty file: 1). */
