@@ -306,20 +306,21 @@ int isc_launcher_restore_script(const struct isc_manifest *m, const char *root, 
 		rc |= isc_buf_printf(
 		    b, " || bad 'entry %zu: a path outside the artifact folders'; ", i + 1);
 	}
-	rc |= isc_buf_printf(b, "[ %llu -le %llu ] || bad 'the files come to more than the cap'; ",
-	                     (unsigned long long)total,
-	                     (unsigned long long)(max_bytes && max_bytes < INT64_MAX ? max_bytes : INT64_MAX));
+	rc |= isc_buf_printf(
+	    b, "[ %llu -le %llu ] || bad 'the files come to more than the cap'; ",
+	    (unsigned long long)total,
+	    (unsigned long long)(max_bytes && max_bytes < INT64_MAX ? max_bytes : INT64_MAX));
 	/* A private staging folder, fresh: nothing in it was made by anyone else. */
 	rc |= isc_buf_puts(
-	    b, "rm -rf \"$r\"/.isc-restore.*; s=$(mktemp -d \"$r/.isc-restore.XXXXXX\"); "
-	       "trap 'rm -rf \"$s\"' EXIT; ");
-	rc |= isc_transfer_read_lines("\"$s/.u\"", n_files, b);
-	rc |= isc_buf_puts(b, "mkdir \"$s/checkpoints\" \"$s/crud\" \"$s/lossy\"; ");
+	    b, "rm -rf \"$r\"/.isc-restore.*; st=$(mktemp -d \"$r/.isc-restore.XXXXXX\"); "
+	       "trap 'rm -rf \"$st\"' EXIT; ");
+	rc |= isc_transfer_read_lines("\"$st/.u\"", n_files, b);
+	rc |= isc_buf_puts(b, "mkdir \"$st/checkpoints\" \"$st/crud\" \"$st/lossy\"; ");
 	for (size_t i = 0; i < m->n && !rc; i++) {
 		const struct isc_manifest_entry *e = &m->entries[i];
 		struct isc_transfer_get g = {0};
 		if (e->is_dir) {
-			rc |= isc_buf_puts(b, "mkdir -p \"$s\"/");
+			rc |= isc_buf_puts(b, "mkdir -p \"$st\"/");
 			rc |= isc_shell_quote(b, e->path);
 			rc |= isc_buf_puts(b, "; ");
 			continue;
@@ -327,18 +328,18 @@ int isc_launcher_restore_script(const struct isc_manifest *m, const char *root, 
 		k++;
 		isc_buf_reset(&dest);
 		isc_buf_reset(&msg);
-		rc |= isc_buf_puts(&dest, "\"$s\"/");
+		rc |= isc_buf_puts(&dest, "\"$st\"/");
 		rc |= isc_shell_quote(&dest, e->path);
 		rc |= isc_buf_puts(b, "mkdir -p \"$(dirname ");
 		rc |= isc_buf_puts(b, isc_buf_cstr(&dest));
-		rc |= isc_buf_printf(b, ")\"; u=$(sed -n '%zup' \"$s/.u\"); ", k);
+		rc |= isc_buf_printf(b, ")\"; u=$(sed -n '%zup' \"$st/.u\"); ", k);
 		rc |= isc_buf_printf(&msg,
 		                     "restore: object %zu (%s) cannot be fetched or is not the "
 		                     "recorded bytes",
 		                     k, e->path);
 		g.url_var = "u";
 		g.dest = isc_buf_cstr(&dest);
-		g.conf = "\"$s/.k\"";
+		g.conf = "\"$st/.k\"";
 		g.size = e->size;
 		g.fail_msg = isc_buf_cstr(&msg);
 		g.check_msg = isc_buf_cstr(&msg);
@@ -351,9 +352,9 @@ int isc_launcher_restore_script(const struct isc_manifest *m, const char *root, 
 	/* Only regular files and folders (the engine wrote nothing else), then swapped in. */
 	rc |= isc_buf_printf(
 	    b,
-	    "rm -f \"$s/.u\" \"$s/.k\"; [ -z \"$(find \"$s\" -mindepth 1 ! -type f ! -type d "
+	    "rm -f \"$st/.u\" \"$st/.k\"; [ -z \"$(find \"$st\" -mindepth 1 ! -type f ! -type d "
 	    "-print -quit)\" ] || bad 'staging holds something other than files and folders'; "
-	    "for t in checkpoints crud lossy; do rm -rf \"$r/$t\"; mv \"$s/$t\" \"$r/$t\"; done");
+	    "for t in checkpoints crud lossy; do rm -rf \"$r/$t\"; mv \"$st/$t\" \"$r/$t\"; done");
 	isc_buf_cleanup(&dest);
 	isc_buf_cleanup(&msg);
 	return rc ? ISC_ENOMEM : 0;

@@ -171,8 +171,10 @@ int isc_transfer_put_script(const struct isc_transfer_put *p, struct isc_buf *b)
 	/*
 	 * One worker per part: its line read by sed (output, not argv), the URL into a
 	 * 0600 curl config, the bytes read at the part's offset by dd and PUT with their
-	 * Content-Length (-T - would otherwise send chunked, which a presigned PUT to S3
-	 * refuses), Expect: off (one round trip less), three tries (a pipe cannot be
+	 * Content-Length and no Transfer-Encoding (curl 7.88 sends "chunked" beside a given
+	 * Content-Length on -T -, which S3 refuses with 501 NotImplemented; an empty
+	 * Transfer-Encoding: header turns it off), Expect: off (one round trip less), three
+	 * tries (a pipe cannot be
 	 * rewound by curl --retry). Its ETag goes to stdout as "K PART ETAG".
 	 */
 	rc |= isc_buf_printf(
@@ -182,7 +184,8 @@ int isc_transfer_put_script(const struct isc_transfer_put *p, struct isc_buf *b)
 	    "(umask 077; printf \"url = \\\"%%s\\\"\\n\" \"$url\" >\"$c\"); a=0; e=; "
 	    "while [ $a -lt 3 ]; do e=$(dd if=\"$f\" bs=1048576 iflag=skip_bytes,count_bytes "
 	    "skip=\"$first\" count=\"$len\" 2>/dev/null | curl -fsS -K \"$c\" -T - -H "
-	    "\"Content-Length: $len\" -H \"Expect:\" -D - -o /dev/null 2>/dev/null | tr -d "
+	    "\"Content-Length: $len\" -H \"Transfer-Encoding:\" -H \"Expect:\" -D - -o /dev/null "
+	    "2>/dev/null | tr -d "
 	    "\"\\r\\\"\" | sed -n \"s/^[Ee][Tt][Aa][Gg]: *//p\"); [ -n \"$e\" ] && break; "
 	    "a=$((a + 1)); sleep $a; done; rm -f \"$c\"; [ -n \"$e\" ] || { echo \"file $k part "
 	    "$pn: the PUT failed 3 times\" >&2; exit 1; }; echo \"$k $pn $e\"; }' _ ",

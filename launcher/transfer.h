@@ -69,7 +69,11 @@ struct isc_transfer_get {
 };
 #define ISC_TRANSFER_SIZE_PROBE UINT64_MAX
 
-/* Appends the shell of one fetch; 0 or ISC_ENOMEM (ISC_EINVALID for a bad part_size). */
+/*
+ * Appends the shell of one fetch; 0 or ISC_ENOMEM (ISC_EINVALID for a bad part_size).
+ * It sets the shell variables s (the size) and h (the header): a caller keeps none of
+ * its own under those names.
+ */
 int isc_transfer_get_script(const struct isc_transfer_get *g, struct isc_buf *b);
 
 /*

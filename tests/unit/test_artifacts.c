@@ -247,8 +247,8 @@ static void test_presign_vectors(void **state)
 	isc_s3_client_free(c);
 }
 
-/* Runs script in bash with an empty stdin; its exit code. */
-static int run_bash(const char *script)
+/* Runs script in bash with stdin from the file in (NULL: empty); its exit code. */
+static int run_bash_in(const char *script, const char *in)
 {
 	char path[] = "/tmp/isc-test-restore.XXXXXX", cmd[256];
 	int fd = mkstemp(path), rc;
@@ -256,10 +256,15 @@ static int run_bash(const char *script)
 	assert_non_null(f);
 	fputs(script, f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "bash %s </dev/null >/dev/null 2>&1", path);
+	snprintf(cmd, sizeof(cmd), "bash %s <%s >/dev/null 2>&1", path, in ? in : "/dev/null");
 	rc = system(cmd);
 	unlink(path);
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static int run_bash(const char *script)
+{
+	return run_bash_in(script, NULL);
 }
 
 static void test_restore_script_refuses_crafted(void **state)
@@ -332,6 +337,44 @@ static void test_restore_script_refuses_crafted(void **state)
 		         "%s/crud && test -z \"$(ls -A %s | grep isc-restore)\"",
 		         root, root, root, root);
 		assert_int_equal(system(cmd), 0);
+	}
+	/* A file fetched through the engine (a file:// URL on stdin stands for the
+	 * presigned GET), its size and multipart ETag checked, then swapped in. */
+	{
+		struct isc_manifest m = {0};
+		char src[600], in[600];
+		FILE *f;
+		snprintf(src, sizeof(src), "%s/src.bin", root);
+		snprintf(in, sizeof(in), "%s/urls", root);
+		f = fopen(src, "w");
+		assert_non_null(f);
+		fputs("7\n", f);
+		fclose(f);
+		f = fopen(in, "w");
+		fprintf(f, "file://%s\n", src);
+		fclose(f);
+		m.version = 1;
+		/* MD5(MD5("7\n")) -1: S3's ETag of a one-part upload of these bytes */
+		assert_int_equal(isc_manifest_add(&m, "checkpoints/step", 0, 2, "k",
+		                                  "a819f872fc7e9fc241c5c1db99d30e93-1", 8u << 20),
+		                 0);
+		isc_buf_init(&b, 0);
+		assert_int_equal(isc_launcher_restore_script(&m, root, 0, &b), 0);
+		assert_int_equal(run_bash_in(isc_buf_cstr(&b), in), 0);
+		snprintf(cmd, sizeof(cmd), "test \"$(cat %s/checkpoints/step)\" = 7", root);
+		assert_int_equal(system(cmd), 0);
+		/* The same with an ETag the bytes do not have: refused, the folder kept. */
+		isc_buf_reset(&b);
+		snprintf(m.entries[0].etag, sizeof(m.entries[0].etag), "%s",
+		         "b819f872fc7e9fc241c5c1db99d30e93-1");
+		assert_int_equal(isc_launcher_restore_script(&m, root, 0, &b), 0);
+		f = fopen(src, "w");
+		fputs("8\n", f);
+		fclose(f);
+		assert_int_not_equal(run_bash_in(isc_buf_cstr(&b), in), 0);
+		assert_int_equal(system(cmd), 0);
+		isc_buf_cleanup(&b);
+		isc_manifest_cleanup(&m);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	assert_int_equal(system(cmd), 0);
