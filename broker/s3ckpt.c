@@ -9,6 +9,7 @@
  * never an artifact byte.
  */
 #include "broker/broker_int.h"
+#include "broker/s3ckpt.h"
 
 #include "artifacts/manifest.h"
 #include "common/log.h"
@@ -471,6 +472,51 @@ int broker_s3_restore(struct isc_broker *b, const struct isc_experiment *e,
 		}
 	free(urls);
 	isc_manifest_cleanup(&m);
+	isc_s3_client_free(cl);
+	free(prefix);
+	return rc;
+}
+
+int isc_artifacts_s3_delete(const struct isc_config *cfg, struct isc_store *s,
+                            const char *experiment_id, int64_t org_id, size_t *objects,
+                            struct isc_err *err)
+{
+	struct isc_manifest_row *rows = NULL;
+	struct isc_s3_client *cl = NULL;
+	char *prefix;
+	size_t n = 0;
+	int rc;
+
+	*objects = 0;
+	if (!cfg->artifact_s3_bucket)
+		return isc_err_set(
+		    err, ISC_EINVALID,
+		    "artifact_root is not a bucket: an experiment's artifacts are the "
+		    "folder %s/ID",
+		    cfg->artifact_root[0] ? cfg->artifact_root : "$ISC_HOME/experiments");
+	if (!(prefix = exp_prefix(cfg, org_id, experiment_id)))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	rc = isc_store_manifest_list(s, experiment_id, &rows, &n, err);
+	if (!rc && n)
+		rc = artifact_client(cfg, &cl, err);
+	/* Newest first: a version is removed only once its objects are gone. */
+	for (size_t i = n; !rc && i-- > 0;) {
+		struct isc_manifest m;
+		if (isc_manifest_from_json(rows[i].json, &m, err) == 0) {
+			for (size_t k = 0; !rc && k < m.n; k++) {
+				const char *key = m.entries[k].key;
+				/* Only this experiment's own keys, whatever a manifest says. */
+				if (!key || strncmp(key, prefix, strlen(prefix)))
+					continue;
+				if (!(rc = isc_s3_delete(cl, cfg->artifact_s3_bucket, key, err)))
+					(*objects)++;
+			}
+			isc_manifest_cleanup(&m);
+		}
+		if (!rc)
+			rc = isc_store_manifest_delete(s, experiment_id, rows[i].version, err);
+	}
+	isc_manifest_row_list_free(rows, n);
 	isc_s3_client_free(cl);
 	free(prefix);
 	return rc;

@@ -3,7 +3,8 @@
 # the sandbox's mock S3: every node fetches the objects itself with presigned ranged GETs)
 # against through the broker (artifact_root "": the checkpoint comes home to iscd's host
 # and is pushed to every node over SSH). For each: a gang of S3BENCH_NODES nodes whose rank
-# 0 writes a sparse checkpoint of S3BENCH_BYTES; once it is home (the bucket's manifest, or
+# 0 writes a checkpoint of S3BENCH_BYTES random bytes (not sparse: tar --sparse would send
+# a sparse file's holes as nothing); once it is home (the bucket's manifest, or
 # the folder), the whole gang is interrupted without notice and the time from the
 # interruption to every rank running again with the whole file is measured, with the bytes
 # iscd's process read and wrote (/proc/PID/io rchar + wchar) in that window.
@@ -37,7 +38,7 @@ isc_project_id = "demo"
 experiment_name = "s3bench-$mode"
 gpus = $S3BENCH_NODES
 burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
-command = 'echo "RANK=\$RANK CYCLE=\$STRONG_CYCLE_COUNT BIG=\$(stat -c %s /mnt/checkpoints/big 2>/dev/null || echo none)"; if [ "\$STRONG_CYCLE_COUNT" = 1 ] && [ "\$RANK" = 0 ]; then truncate -s $S3BENCH_BYTES /mnt/checkpoints/big; fi; sleep 3600'
+command = 'echo "RANK=\$RANK CYCLE=\$STRONG_CYCLE_COUNT BIG=\$(stat -c %s /mnt/checkpoints/big 2>/dev/null || echo none)"; if [ "\$STRONG_CYCLE_COUNT" = 1 ] && [ "\$RANK" = 0 ]; then head -c $S3BENCH_BYTES /dev/urandom >/mnt/checkpoints/big; fi; sleep 3600'
 ISC
 	id=$(submit "$dir/b.isc")
 	wait_status "$id" running 300 || return 1

@@ -10,6 +10,8 @@
 #      current, its multipart uploads aborted; the next sync after the fault records one;
 #   3. a crafted manifest (a path out of /mnt) put in the store is refused before any node
 #      is touched: nothing is written outside /mnt;
+#   5. DELETE /v1/experiments/ID/artifacts: refused (409, audited) while the experiment
+#      runs; once it ended, its objects and manifests deleted, audited;
 #   4. an artifact_root that is neither an absolute folder nor an s3:// URL stops iscd at
 #      start, naming the key.
 # Runs on SQLite, or on PostgreSQL with ISC_STORE_URL (tests/run-all's ISC_PG_SUITES).
@@ -106,6 +108,9 @@ id2=$(submit "$dir/one.isc")
 check "2: the 1-node burst runs" wait_status "$id2" running 90
 version_above() { [ "$(version_of "$1")" -gt "$2" ] 2>/dev/null; }
 check "2: a first version is recorded" within 60 version_above "$id2" 0
+api_delete() { curl -s -o "$dir/del.json" -w '%{http_code}' --unix-socket "$ISC_HOME/run/api.sock" -X DELETE "http://isc/v1/experiments/$1/artifacts"; }
+check "5: DELETE of a running experiment's artifacts is refused (409)" test "$(api_delete "$id2")" = 409
+check "5: ... and the refusal is audited" test "$(store_sql -r "SELECT COUNT(*) FROM audit WHERE target = '$id2' AND status = 409")" -ge 1
 s3ctl fault -X POST -d '{"kind":"cut_part","count":100000}' >/dev/null
 vcut=$(version_of "$id2")
 check "2: the sync with parts cut off fails, saying the previous version stays" \
@@ -132,6 +137,24 @@ check "3: nothing was written outside /mnt on any node" test -z "$(find "$dir" -
 isc cancel "$id2" >/dev/null 2>&1
 ended() { case $(status_of "$id2") in failed | cancelled) return 0 ;; esac; return 1; }
 check "3: the experiment ended rather than run on a refused restore" within 60 ended
+
+# 5. DELETE /v1/experiments/ID/artifacts: the objects and manifests of an ended experiment.
+# every object the experiment's completed uploads made was deleted (the mock's log)
+objects_deleted() {
+	/usr/bin/python3 - "$MOCKS3_URL" "$1" <<'PY'
+import json, sys, urllib.request
+log = json.load(urllib.request.urlopen(sys.argv[1] + "/_mock/requests"))
+ours = lambda x: "/" + sys.argv[2] + "/" in x["key"]
+deleted = {x["key"] for x in log if ours(x) and x["op"] == "DELETE" and x["status"] == 204}
+made = {x["key"] for x in log if ours(x) and x.get("action") == "CompleteMultipartUpload" and x["status"] == 200}
+sys.exit(0 if made and made <= deleted else 1)
+PY
+}
+check "5: DELETE of the ended experiment's artifacts answers 200" test "$(api_delete "$id")" = 200
+check "5: ... naming the objects deleted" grep -q '"objects_deleted": *[1-9]' "$dir/del.json"
+check "5: ... its manifests are gone from the store" test "$(version_of "$id")" = 0
+check "5: ... its objects are gone from the bucket" objects_deleted "$id"
+check "5: ... and the call is audited" test "$(store_sql -r "SELECT COUNT(*) FROM audit WHERE target = '$id' AND status = 200")" -ge 1
 
 # 4. A bad artifact_root stops iscd at start, naming the key.
 stop_iscd
