@@ -51,7 +51,7 @@ ISC
 	}
 	within 1800 home_has || { echo "$mode: the checkpoint never came home" >&2; return 1; }
 	# No more syncs while the restore is timed: the gang is gone at once.
-	io0=$(awk '/^rchar|^wchar/ {s += $2} END {print s}' "/proc/$(cat "$dir/iscd.pid")/io")
+	io0=$(awk '/^rchar|^wchar/ {s += $2} END {printf "%d\n", s}' "/proc/$(cat "$dir/iscd.pid")/io")
 	t0=$(date +%s%N)
 	for v in $(mock instances | /usr/bin/python3 -c "$_rows_of_py"'
 print(" ".join(r["id"] for r in rows_of(sys.argv[1]) if r["state"] == "running"))' "$id"); do
@@ -66,7 +66,7 @@ print(" ".join(r["id"] for r in rows_of(sys.argv[1]) if r["state"] == "running")
 	}
 	within 3600 all_back || { echo "$mode: not every rank came back with the checkpoint" >&2; return 1; }
 	t1=$(date +%s%N)
-	io1=$(awk '/^rchar|^wchar/ {s += $2} END {print s}' "/proc/$(cat "$dir/iscd.pid")/io")
+	io1=$(awk '/^rchar|^wchar/ {s += $2} END {printf "%d\n", s}' "/proc/$(cat "$dir/iscd.pid")/io")
 	results+=("$(printf '%-26s %10.1f s %16d B through iscd' "$mode:" "$(echo "($t1 - $t0) / 1000000000" | bc -l)" $((io1 - io0)))")
 	isc cancel "$id" >/dev/null
 	kill_iscd

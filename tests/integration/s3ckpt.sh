@@ -37,8 +37,8 @@ iscd_pid=$(cat "$dir/iscd.pid")
 # rchar + wchar: every byte iscd's process read or wrote (sockets, the store, logs); the
 # checks use read_bytes + write_bytes, what it made its disk read and write (a checkpoint
 # through iscd would be written to its disk once and read for every node).
-io() { awk '/^rchar|^wchar/ {s += $2} END {print s}' "/proc/$iscd_pid/io"; }
-disk_io() { awk '/^read_bytes|^write_bytes/ {s += $2} END {print s}' "/proc/$iscd_pid/io"; }
+io() { awk '/^rchar|^wchar/ {s += $2} END {printf "%d\n", s}' "/proc/$iscd_pid/io"; }
+disk_io() { awk '/^read_bytes|^write_bytes/ {s += $2} END {printf "%d\n", s}' "/proc/$iscd_pid/io"; }
 version_of() { store_sql -r "SELECT COALESCE(MAX(version), 0) FROM artifact_manifests WHERE experiment_id = '$1'"; }
 bytes_of() { store_sql -r "SELECT COALESCE(MAX(total_bytes), 0) FROM artifact_manifests WHERE experiment_id = '$1' AND version = (SELECT MAX(version) FROM artifact_manifests WHERE experiment_id = '$1')"; }
 GiB=1073741824
