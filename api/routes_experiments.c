@@ -7,6 +7,7 @@
  */
 #include "api/api_int.h"
 #include "api/json_out.h"
+#include "broker/s3ckpt.h"
 #include "common/buf.h"
 #include "common/suggest.h"
 #include "credits/credits.h"
@@ -884,6 +885,47 @@ out:
 	isc_buf_cleanup(&tail);
 }
 
+/*
+ * DELETE /v1/experiments/ID/artifacts (issue 45): the experiment's checkpoint versions
+ * in the bucket, objects and manifests. An admin of its organisation or the operator
+ * (a member, even its owner, gets 403); the call is audited, refused ones too. A
+ * running experiment's are kept (409): its next sync would make a version again.
+ */
+static void experiment_artifacts_delete(struct isc_api_call *c)
+{
+	struct isc_experiment e;
+	struct isc_err err;
+	const struct isc_config *cfg;
+	size_t objects = 0;
+
+	isc_err_clear(&err);
+	if (isc_store_experiment_get(c->store, c->params[0], &e, &err)) {
+		isc_api_reply_err(c, &err);
+		return;
+	}
+	isc_api_audit_target(c, e.org_id, e.id);
+	if (!isc_api_require_org_role(c, e.org_id, ISC_ROLE_ADMIN, "no such experiment")) {
+		isc_experiment_cleanup(&e);
+		return;
+	}
+	if (strcmp(e.status, "completed") && strcmp(e.status, "failed") &&
+	    strcmp(e.status, "cancelled") && strcmp(e.status, "stopped")) {
+		isc_api_reply_error(
+		    c, 409,
+		    "experiment %s is %s: its artifacts are deleted once it has ended "
+		    "(cancel it first)",
+		    e.id, e.status);
+	} else if (!(cfg = isc_api_config(c, &err)) ||
+	           isc_artifacts_s3_delete(cfg, c->store, e.id, e.org_id, &objects, &err)) {
+		isc_api_reply_err(c, &err);
+	} else {
+		isc_api_reply_json(
+		    c, 200,
+		    json_pack("{s:s,s:I}", "id", e.id, "objects_deleted", (json_int_t)objects));
+	}
+	isc_experiment_cleanup(&e);
+}
+
 const struct isc_api_route isc_api_routes_experiments[] = {
     {"GET", "/v1/experiments", experiments_list},
     {"POST", "/v1/experiments", experiments_create},
@@ -891,5 +933,6 @@ const struct isc_api_route isc_api_routes_experiments[] = {
     {"GET", "/v1/experiments/{}/events", experiment_events},
     {"GET", "/v1/experiments/{}/logs", experiment_logs},
     {"POST", "/v1/experiments/{}/cancel", experiment_cancel},
+    {"DELETE", "/v1/experiments/{}/artifacts", experiment_artifacts_delete, ISC_API_SLOW},
     {NULL, NULL, NULL},
 };

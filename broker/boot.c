@@ -508,6 +508,16 @@ static int pull(struct isc_broker *b, struct isc_store *s, const struct isc_expe
 	if (strcmp(rank0->state, "running") != 0)
 		return isc_err_set(err, ISC_ENOTFOUND, "rank 0 (%s) is %s", rank0->instance_id,
 		                   rank0->state);
+	if (broker_s3_enabled(b)) {
+		/* Straight from rank 0 to the bucket: nothing lands on this host. */
+		rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+		if (!rc) {
+			x.opts.cancel = stop;
+			rc = broker_s3_sync(b, s, e, &x.targets[0], &x.opts, which, err);
+		}
+		boot_ctx_cleanup(&x);
+		return rc;
+	}
 	dir = artifact_dir(b, e->id);
 	if (!dir)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
@@ -588,9 +598,19 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 {
 	struct boot_ctx x;
 	struct stat st;
-	char *dir = artifact_dir(b, e->id);
+	char *dir;
 	int rc;
 
+	if (broker_s3_enabled(b)) {
+		/* Every node fetches the current version straight from the bucket. */
+		rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
+		x.opts.cancel = cancel;
+		if (!rc)
+			rc = broker_s3_restore(b, e, x.targets, x.n, &x.opts, err);
+		boot_ctx_cleanup(&x);
+		return rc;
+	}
+	dir = artifact_dir(b, e->id);
 	if (!dir)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (stat(dir, &st) != 0) {

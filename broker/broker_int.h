@@ -329,6 +329,23 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
                           volatile int *cancel, struct isc_err *err);
 
 /*
+ * Artifacts in object storage (issue 45, broker/s3ckpt.c): when artifact_root is
+ * s3://, the pulls and syncs above go from rank 0 straight to the bucket
+ * (broker_s3_sync: a new manifest version, current only once every object is
+ * verified), and the pushes restore the current version straight from the bucket
+ * onto every node (broker_s3_restore).
+ */
+struct isc_node_target;
+struct isc_launcher_opts;
+int broker_s3_enabled(const struct isc_broker *b);
+int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_experiment *e,
+                   const struct isc_node_target *rank0, const struct isc_launcher_opts *opts,
+                   int which, struct isc_err *err);
+int broker_s3_restore(struct isc_broker *b, const struct isc_experiment *e,
+                      const struct isc_node_target *targets, size_t n,
+                      const struct isc_launcher_opts *opts, struct isc_err *err);
+
+/*
  * The artifact folders (ISC_ARTIFACT_* set) due for a periodic sync of this
  * cluster now; the clock starts at the first call, and what is returned is
  * counted as synced.

@@ -46,6 +46,13 @@ void isc_config_free(struct isc_config *c)
 	free(c->shm_size);
 	free(c->efa_plugin_version);
 	free(c->artifact_root);
+	free(c->artifact_s3_bucket);
+	free(c->artifact_s3_prefix);
+	free(c->artifact_endpoint_s3);
+	free(c->artifact_s3_region);
+	free(c->artifact_s3_addressing);
+	free(c->artifact_profile);
+	free(c->artifact_credentials_file);
 	free(c->store_url);
 	free(c->api_socket);
 	free(c->api_listen);
@@ -78,6 +85,12 @@ static struct isc_config *config_defaults(void)
 	c->shm_size = strdup("");
 	c->efa_plugin_version = strdup("");
 	c->artifact_root = strdup("");
+	c->artifact_endpoint_s3 = strdup("");
+	c->artifact_s3_region = strdup("");
+	c->artifact_s3_addressing = strdup("auto");
+	c->artifact_profile = strdup("");
+	c->artifact_credentials_file = strdup("");
+	c->artifact_url_ttl_s = 900;
 	c->store_url = strdup("sqlite:");
 	c->api_socket = strdup("");
 	c->api_listen = strdup("");
@@ -123,12 +136,93 @@ static struct isc_config *config_defaults(void)
 	c->node_down_after_ms = 30000;
 	c->node_probe_ms = 10000;
 	if (!c->path || !c->broker_id || !c->default_image || !c->shm_size ||
-	    !c->efa_plugin_version || !c->artifact_root || !c->store_url || !c->api_socket ||
-	    !c->api_listen || !c->metrics_listen) {
+	    !c->efa_plugin_version || !c->artifact_root || !c->artifact_endpoint_s3 ||
+	    !c->artifact_s3_region || !c->artifact_s3_addressing || !c->artifact_profile ||
+	    !c->artifact_credentials_file || !c->store_url || !c->api_socket || !c->api_listen ||
+	    !c->metrics_listen) {
 		isc_config_free(c);
 		return NULL;
 	}
 	return c;
+}
+
+/* S3's bucket naming rules: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit. */
+static int bucket_name_ok(const char *b, size_t n)
+{
+	if (n < 3 || n > 63 || b[0] == '-' || b[0] == '.' || b[n - 1] == '-' || b[n - 1] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '-' ||
+		      (b[i] == '.' && b[i + 1] != '.')))
+			return 0;
+	return 1;
+}
+
+int isc_config_artifact_root_parse(const char *root, char **bucket, char **prefix,
+                                   struct isc_err *err)
+{
+	const char *b, *slash, *p;
+	size_t bn;
+
+	if (bucket)
+		*bucket = NULL;
+	if (prefix)
+		*prefix = NULL;
+	if (!root[0] || root[0] == '/')
+		return 0;
+	if (strncmp(root, "s3://", 5) != 0)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "artifact_root '%.200s' is neither an absolute folder nor an "
+		                   "s3://BUCKET/PREFIX URL (docs/artifacts.md)",
+		                   root);
+	b = root + 5;
+	slash = strchr(b, '/');
+	bn = slash ? (size_t)(slash - b) : strlen(b);
+	if (!bucket_name_ok(b, bn))
+		return isc_err_set(err, ISC_EINVALID,
+		                   "artifact_root '%.200s': '%.*s' is not an S3 bucket name (3-63 "
+		                   "of a-z, 0-9, '.', '-')",
+		                   root, (int)(bn > 80 ? 80 : bn), b);
+	p = slash ? slash + 1 : "";
+	{
+		size_t pn = strlen(p);
+		while (pn && p[pn - 1] == '/')
+			pn--;
+		if (pn > 512)
+			return isc_err_set(err, ISC_EINVALID,
+			                   "artifact_root: the prefix is longer than 512 bytes");
+		/* Every segment a plain name: the organisations' prefixes (@ORGID/) are
+		 * below it, and a "..", "." or empty one would make two spellings of one key. */
+		for (const char *q = p; q < p + pn;) {
+			const char *e = memchr(q, '/', (size_t)(p + pn - q));
+			size_t sn = e ? (size_t)(e - q) : (size_t)(p + pn - q);
+			if (sn == 0 || (sn == 1 && q[0] == '.') ||
+			    (sn == 2 && q[0] == '.' && q[1] == '.') || q[0] == '@')
+				return isc_err_set(
+				    err, ISC_EINVALID,
+				    "artifact_root '%.200s': the prefix has an empty, "
+				    "'.', '..' or '@' segment",
+				    root);
+			for (size_t i = 0; i < sn; i++)
+				if ((unsigned char)q[i] < 0x20 || q[i] == 0x7f || q[i] == '\\')
+					return isc_err_set(
+					    err, ISC_EINVALID,
+					    "artifact_root: the prefix has a control "
+					    "character or a backslash");
+			q += sn + 1;
+		}
+		if (bucket && prefix) {
+			*bucket = strndup(b, bn);
+			*prefix = strndup(p, pn);
+			if (!*bucket || !*prefix) {
+				free(*bucket);
+				free(*prefix);
+				*bucket = *prefix = NULL;
+				return isc_err_set(err, ISC_ENOMEM, "out of memory");
+			}
+		}
+	}
+	return 0;
 }
 
 const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name)
@@ -145,8 +239,9 @@ char *isc_config_artifact_dir(const struct isc_config *c, const char *home,
 	char *dir;
 	/* By default the experiment's Output Path, next to its rank logs, where
 	 * `isc experiments` points the user. */
-	int ok = c->artifact_root[0] ? asprintf(&dir, "%s/%s", c->artifact_root, experiment_id)
-	                             : asprintf(&dir, "%s/experiments/%s", home, experiment_id);
+	int ok = c->artifact_root[0] && !c->artifact_s3_bucket
+	             ? asprintf(&dir, "%s/%s", c->artifact_root, experiment_id)
+	             : asprintf(&dir, "%s/experiments/%s", home, experiment_id);
 	return ok < 0 ? NULL : dir;
 }
 
@@ -403,9 +498,41 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_string(x, v, key, &c->shm_size);
 		else if (!strcmp(key, "efa_plugin_version"))
 			rc = get_string(x, v, key, &c->efa_plugin_version);
-		else if (!strcmp(key, "artifact_root"))
-			rc = get_string(x, v, key, &c->artifact_root);
-		else if (!strcmp(key, "store_url")) {
+		else if (!strcmp(key, "artifact_root")) {
+			if (!(rc = get_string(x, v, key, &c->artifact_root))) {
+				struct isc_err e;
+				free(c->artifact_s3_bucket);
+				free(c->artifact_s3_prefix);
+				c->artifact_s3_bucket = c->artifact_s3_prefix = NULL;
+				if (isc_config_artifact_root_parse(c->artifact_root,
+				                                   &c->artifact_s3_bucket,
+				                                   &c->artifact_s3_prefix, &e))
+					rc = fail_at(x, v, key, e.msg);
+			}
+		} else if (!strcmp(key, "artifact_endpoint_s3"))
+			rc = get_string(x, v, key, &c->artifact_endpoint_s3);
+		else if (!strcmp(key, "artifact_s3_region"))
+			rc = get_string(x, v, key, &c->artifact_s3_region);
+		else if (!strcmp(key, "artifact_profile"))
+			rc = get_string(x, v, key, &c->artifact_profile);
+		else if (!strcmp(key, "artifact_credentials_file"))
+			rc = get_string(x, v, key, &c->artifact_credentials_file);
+		else if (!strcmp(key, "artifact_s3_addressing")) {
+			if (!(rc = get_string(x, v, key, &c->artifact_s3_addressing)) &&
+			    strcmp(c->artifact_s3_addressing, "auto") &&
+			    strcmp(c->artifact_s3_addressing, "path") &&
+			    strcmp(c->artifact_s3_addressing, "virtual"))
+				rc =
+				    fail_at(x, v, key, "must be \"auto\", \"path\" or \"virtual\"");
+		} else if (!strcmp(key, "artifact_allow_insecure_endpoint")) {
+			if (isc_toml_type(v) != ISC_TOML_BOOL ||
+			    isc_toml_get_bool(v, &c->artifact_allow_insecure_endpoint))
+				rc = fail_at(x, v, key, "must be true or false");
+		} else if (!strcmp(key, "artifact_url_ttl_s")) {
+			/* Minutes, not days: a URL a node holds is a bearer credential for one
+			 * upload or object (docs/security.md, "Artifacts in object storage"). */
+			rc = get_long(x, v, key, 60, 3600, &c->artifact_url_ttl_s);
+		} else if (!strcmp(key, "store_url")) {
 			struct isc_err why;
 			rc = get_string(x, v, key, &c->store_url);
 			if (!rc && isc_store_url_check(c->store_url, &why))
@@ -675,7 +802,18 @@ static const struct template_key top_keys[] = {
     {"hold_renew_below = 0.5",
      "a hold is topped up to one window only when it falls below this part of it (0.01..1)"},
     {"reconcile_every_ticks = 30", "full reconciliation of every configured region, in ticks"},
-    {"artifact_root = \"\"", "where checkpoints, crud and lossy come home (\"\": the Output Path)"},
+    {"artifact_root = \"\"",
+     "where checkpoints, crud and lossy are kept: \"\" (the Output Path), an absolute folder, "
+     "or s3://BUCKET/PREFIX (docs/artifacts.md)"},
+    {"artifact_endpoint_s3 = \"\"",
+     "the bucket's S3 API (\"\": AWS_ENDPOINT_URL_S3, else https://s3.REGION.amazonaws.com)"},
+    {"artifact_s3_region = \"\"", "the bucket's signing region (\"\": AWS_REGION, else us-east-1)"},
+    {"artifact_s3_addressing = \"auto\"", "auto, path or virtual-hosted bucket addressing"},
+    {"artifact_profile = \"\"", "the bucket's credentials: a profile of the shared file"},
+    {"artifact_credentials_file = \"\"",
+     "default: AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials"},
+    {"artifact_allow_insecure_endpoint = false", "true: plain http:// to a non-loopback endpoint"},
+    {"artifact_url_ttl_s = 900", "a presigned URL handed to a node lives this long (60..3600)"},
     {"store_url = \"sqlite:\"",
      "the store: sqlite: ($ISC_HOME/isc.db) or a postgresql:// URL (docs/ha.md)"},
     {"broker_workers = 32", "bursts stepped at once, each with its own store connection"},

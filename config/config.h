@@ -47,9 +47,24 @@ struct isc_config {
 	 * in millionths (hold_renew_below = 0.5: 500000) */
 	int64_t hold_renew_below_ppm;
 	int reconcile_every_ticks; /* 30 */
-	char *artifact_root;       /* "" = $ISC_HOME/artifacts */
-	long lease_ms;       /* a burst's lease on a replica (docs/ha.md); 8000, 3000..60000 */
-	long broker_workers; /* bursts stepped at once, each on a store connection; 32 */
+	/*
+	 * "" (the Output Path), an absolute folder, or "s3://BUCKET[/PREFIX]" (issue 45: the
+	 * nodes send checkpoints straight to the bucket; docs/artifacts.md). Anything else is
+	 * refused at load, naming the key.
+	 */
+	char *artifact_root;
+	char *artifact_s3_bucket; /* NULL unless artifact_root is s3:// */
+	char *artifact_s3_prefix; /* "" or "a/b" (no leading or trailing '/') */
+	/* The bucket's S3 API, named as [providers.aws] names its own (docs/config.md). */
+	char *artifact_endpoint_s3;      /* "": AWS_ENDPOINT_URL_S3, ..., s3.REGION.amazonaws.com */
+	char *artifact_s3_region;        /* "": AWS_REGION, else us-east-1 */
+	char *artifact_s3_addressing;    /* "auto", "path", "virtual" */
+	char *artifact_profile;          /* a profile of the shared credentials file; "": none */
+	char *artifact_credentials_file; /* "": AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials */
+	int artifact_allow_insecure_endpoint; /* plain http:// to a host that is not loopback */
+	long artifact_url_ttl_s; /* a presigned URL given to a node lives this long; 900 */
+	long lease_ms;           /* a burst's lease on a replica (docs/ha.md); 8000, 3000..60000 */
+	long broker_workers;     /* bursts stepped at once, each on a store connection; 32 */
 	char *store_url; /* "sqlite:" ($ISC_HOME/isc.db) or postgresql://...; ISC_STORE_URL wins */
 	long checkpoint_sync_ms;      /* 600000 */
 	long lossy_sync_ms;           /* 30000 */
@@ -102,6 +117,14 @@ void isc_config_free(struct isc_config *c);
  */
 char *isc_config_artifact_dir(const struct isc_config *c, const char *home,
                               const char *experiment_id);
+/*
+ * artifact_root as the config gives it: "" or an absolute folder (0), or
+ * s3://BUCKET[/PREFIX] with a valid bucket name and a prefix without "..", "."
+ * or empty segments (0, bucket and prefix set when both are non-NULL; caller
+ * frees). Anything else: ISC_EINVALID naming artifact_root and what is wrong.
+ */
+int isc_config_artifact_root_parse(const char *root, char **bucket, char **prefix,
+                                   struct isc_err *err);
 /* Borrowed; NULL when the provider has no section. */
 const struct isc_provider_config *isc_config_provider(const struct isc_config *c, const char *name);
 /* A setting of a provider section, or NULL. */

@@ -13,6 +13,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "launcher/shellquote.h"
+#include "launcher/transfer.h"
 
 #include "artifacts/unpack.h"
 
@@ -26,9 +27,8 @@
 
 #define PULL_FAILED    97 /* the boot script's exit code when docker pull fails */
 #define DATASET_FAILED 95 /* ... when a dataset cannot be fetched or verified */
-/* A burst node's dataset fetch: ranges of 16 MiB (whole MiB: dd seeks in MiB), 16 at once. */
-#define NODE_RANGE    (16 << 20)
-#define NODE_PARALLEL 16
+/* A burst node's dataset fetch: the transfer engine's ranges, 16 connections at once. */
+#define NODE_PARALLEL ISC_TRANSFER_PARALLEL
 
 const char *isc_fabric_name(int fabric)
 {
@@ -203,13 +203,12 @@ static int dataset_urls(const struct isc_boot_spec *spec, struct isc_buf *b, str
 		const struct isc_boot_dataset *d = &spec->dataset_fetch[i];
 		for (size_t k = 0; !d->on_node && k < d->n_files; k++) {
 			const char *url = d->files[k].url;
-			for (const unsigned char *p = (const unsigned char *)url; *p; p++)
-				if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
-					return isc_err_set(err, ISC_EINVALID,
-					                   "dataset %s: object %zu's URL has a "
-					                   "character a node's curl config cannot "
-					                   "hold (a control character, \" or \\)",
-					                   spec->dataset_ids[i], k + 1);
+			if (!isc_transfer_url_ok(url))
+				return isc_err_set(err, ISC_EINVALID,
+				                   "dataset %s: object %zu's URL has a "
+				                   "character a node's curl config cannot "
+				                   "hold (a control character, \" or \\)",
+				                   spec->dataset_ids[i], k + 1);
 			if (isc_buf_puts(b, url) || isc_buf_putc(b, '\n'))
 				return isc_err_set(err, ISC_ENOMEM, "out of memory");
 		}
@@ -218,71 +217,55 @@ static int dataset_urls(const struct isc_boot_spec *spec, struct isc_buf *b, str
 }
 
 /*
- * The node-side fetch of one dataset (the index-th): each object through its
- * presigned URL (read from stdin into $isc_u<index>_<object> by boot_script,
- * written to a curl config file of mode 0600 beside the copy by printf, a
- * builtin: never in argv; removed after), If-Match its ETag. One S3 connection gets ~100 MB/s, so
- * an object is fetched in NODE_RANGE ranges on NODE_PARALLEL connections at once (xargs -P), each
- * written at its offset (dd seek, conv=notrunc) and retried alone (curl
- * --retry: its own backoff); a 1-byte probe (Range 0-0) gives the size from
- * Content-Range, and an object it cannot size (empty) is fetched whole. Then
- * checked against its SHA-256 (openssl's, which uses the CPU's SHA instructions,
- * where the node has it: coreutils' sha256sum is 3-5x slower), archives expanded with the node's
- * tar/unzip (iscd's unpacker vetted these exact bytes), made read-only and moved into place as one
- * rename, so a boot cut short leaves no half copy that looks whole.
+ * The node-side fetch of one dataset (the index-th), on the node's transfer engine
+ * (launcher/transfer.h): each object through its presigned URL (read from stdin into
+ * $isc_u<index>_<object> by boot_script; never in argv), If-Match its ETag, in ranges
+ * on parallel connections, sized by a 1-byte probe, then checked against its SHA-256.
+ * Archives are expanded with the node's tar/unzip (iscd's unpacker vetted these exact
+ * bytes), made read-only and moved into place as one rename, so a boot cut short
+ * leaves no half copy that looks whole.
  */
 static int fetch_script(const char *name, size_t index, const struct isc_boot_dataset *d,
                         struct isc_buf *b)
 {
-	struct isc_buf t;
+	struct isc_buf hdr, fmsg, cmsg;
+	char var[64];
 	int rc = 0;
-	isc_buf_init(&t, 0);
+	isc_buf_init(&hdr, 0);
+	isc_buf_init(&fmsg, 0);
+	isc_buf_init(&cmsg, 0);
 	rc |= isc_buf_puts(b, "c=/data/.isc/");
 	rc |= isc_shell_quote(b, d->copy_name);
 	rc |= isc_buf_puts(b,
 	                   "; if [ ! -d \"$c\" ]; then rm -rf \"$c.part\"; mkdir -p \"$c.part\"; ");
-	for (size_t i = 0; i < d->n_files; i++) {
+	for (size_t i = 0; i < d->n_files && !rc; i++) {
 		const struct isc_boot_dataset_file *f = &d->files[i];
-		rc |= isc_buf_printf(b,
-		                     "k=\"$c.part/.k\"; (umask 077; printf 'url = \"%%s\"\\n' "
-		                     "\"$isc_u%zu_%zu\" >\"$k\"); h=",
-		                     index, i);
-		isc_buf_reset(&t);
-		rc |= isc_buf_printf(&t, "If-Match: \"%s\"", f->etag);
-		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
-		rc |= isc_buf_printf(
-		    b,
-		    "; s=$(curl -fsS --retry 3 -K \"$k\" -H \"$h\" -r 0-0 -o /dev/null -D - "
-		    "2>/dev/null | tr -d '\\r' | sed -n 's,^[Cc]ontent-[Rr]ange: bytes 0-0/,,p'); "
-		    "{ if [ \"${s:-0}\" -gt 0 ] 2>/dev/null; then : >\"$c.part/.fetch\" && "
-		    "seq 0 %d $((s - 1)) | xargs -P %d -I{} bash -o pipefail -c 'curl -fsS "
-		    "--retry 3 -K \"$1\" -H \"$2\" -r \"$3-$(($3 + %d))\" | dd of=\"$4\" "
-		    "bs=1048576 seek=$(($3 / 1048576)) conv=notrunc 2>/dev/null' _ \"$k\" "
-		    "\"$h\" {} \"$c.part/.fetch\"; else curl -fsS --retry 3 -K \"$k\" -H \"$h\" "
-		    "-o \"$c.part/.fetch\"; fi; } || { rm -f \"$k\"; echo ",
-		    NODE_RANGE, NODE_PARALLEL, NODE_RANGE - 1);
-		isc_buf_reset(&t);
-		rc |= isc_buf_printf(&t,
+		struct isc_transfer_get g = {0};
+		isc_buf_reset(&hdr);
+		isc_buf_reset(&fmsg);
+		isc_buf_reset(&cmsg);
+		rc |= isc_buf_printf(&hdr, "If-Match: \"%s\"", f->etag);
+		rc |= isc_buf_printf(&fmsg,
 		                     "dataset %s: cannot fetch object %zu from S3 (a 412 means it "
 		                     "changed since it was cached)",
 		                     name, i + 1);
-		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
-		rc |= isc_buf_printf(
-		    b,
-		    " >&2; exit %d; }; rm -f \"$k\"; [ \"$({ command -v openssl >/dev/null && "
-		    "openssl dgst -sha256 -r || sha256sum; } < \"$c.part/.fetch\" | cut -d' ' "
-		    "-f1)\" = ",
-		    DATASET_FAILED);
-		rc |= isc_shell_quote(b, f->sha256);
-		rc |= isc_buf_puts(b, " ] || { echo ");
-		isc_buf_reset(&t);
-		rc |= isc_buf_printf(
-		    &t,
-		    "dataset %s: object %zu does not match the cached copy's SHA-256 "
-		    "(it changed in S3)",
-		    name, i + 1);
-		rc |= isc_shell_quote(b, isc_buf_cstr(&t));
-		rc |= isc_buf_printf(b, " >&2; exit %d; }; ", DATASET_FAILED);
+		rc |= isc_buf_printf(&cmsg,
+		                     "dataset %s: object %zu does not match the cached copy's "
+		                     "SHA-256 (it changed in S3)",
+		                     name, i + 1);
+		snprintf(var, sizeof(var), "isc_u%zu_%zu", index, i);
+		g.url_var = var;
+		g.header = isc_buf_cstr(&hdr);
+		g.dest = "\"$c.part/.fetch\"";
+		g.conf = "\"$c.part/.k\"";
+		g.size = ISC_TRANSFER_SIZE_PROBE;
+		g.parallel = NODE_PARALLEL;
+		g.fail_msg = isc_buf_cstr(&fmsg);
+		g.check_msg = isc_buf_cstr(&cmsg);
+		g.fail_code = DATASET_FAILED;
+		g.sha256 = f->sha256;
+		if (!rc)
+			rc |= isc_transfer_get_script(&g, b);
 		if (f->archive == 1)
 			rc |= isc_buf_puts(
 			    b, "tar -xf \"$c.part/.fetch\" -C \"$c.part\" --no-same-owner "
@@ -303,7 +286,9 @@ static int fetch_script(const char *name, size_t index, const struct isc_boot_da
 		}
 	}
 	rc |= isc_buf_puts(b, "chmod -R a-w \"$c.part\"; mv \"$c.part\" \"$c\"; fi; ");
-	isc_buf_cleanup(&t);
+	isc_buf_cleanup(&hdr);
+	isc_buf_cleanup(&fmsg);
+	isc_buf_cleanup(&cmsg);
 	return rc ? ISC_ENOMEM : 0;
 }
 

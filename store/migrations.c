@@ -576,6 +576,21 @@ static const char *const migrations[] = {
     "  id INTEGER PRIMARY KEY CHECK (id = 1),"
     "  version INTEGER NOT NULL);"
     "INSERT INTO risk_version (id, version) VALUES (1, 0);",
+    /* 27, issue 45 (checkpoints straight to object storage): the manifests of each
+     * experiment's checkpoint versions in the bucket (artifacts/manifest.h). A row is
+     * written only once every object of the version was completed and verified, so the
+     * current version (the highest) is never torn; the previous one is kept until the
+     * next is recorded. org_id and total_bytes count the organisation's quota without
+     * reading the JSON. The same step in migrations_pg.c. */
+    "CREATE TABLE artifact_manifests ("
+    "  experiment_id TEXT NOT NULL REFERENCES experiments(id),"
+    "  version INTEGER NOT NULL CHECK (version > 0),"
+    "  org_id INTEGER NOT NULL REFERENCES orgs(id),"
+    "  total_bytes INTEGER NOT NULL CHECK (total_bytes >= 0),"
+    "  manifest_json TEXT NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (experiment_id, version));"
+    "CREATE INDEX artifact_manifests_org ON artifact_manifests(org_id);",
 };
 
 size_t isc_store_migration_count(void)

@@ -482,6 +482,16 @@ static const char *const pg_steps[] = {
     "  id BIGINT PRIMARY KEY CHECK (id = 1),"
     "  version BIGINT NOT NULL);"
     "INSERT INTO risk_version (id, version) VALUES (1, 0);",
+    /* 27, issue 45: checkpoint versions' manifests in the bucket (migrations.c says why). */
+    "CREATE TABLE artifact_manifests ("
+    "  experiment_id TEXT NOT NULL REFERENCES experiments(id),"
+    "  version BIGINT NOT NULL CHECK (version > 0),"
+    "  org_id BIGINT NOT NULL REFERENCES orgs(id),"
+    "  total_bytes BIGINT NOT NULL CHECK (total_bytes >= 0),"
+    "  manifest_json TEXT NOT NULL,"
+    "  created_at_ms BIGINT NOT NULL,"
+    "  PRIMARY KEY (experiment_id, version));"
+    "CREATE INDEX artifact_manifests_org ON artifact_manifests(org_id);",
     NULL,
 };
 

@@ -479,10 +479,10 @@ static int s3_classify(void *vctx, const struct isc_http_response *resp, struct 
 }
 
 /* Signs and sends one request; extra headers (Range, If-Match) are signed too. */
-static int s3_send(struct isc_s3_client *c, const char *method, const struct target *t,
-                   const struct isc_http_header *extra, size_t n_extra,
-                   const struct isc_http_sink *sink, struct call *cc,
-                   struct isc_http_response *resp, struct isc_err *err)
+static int s3_send_body(struct isc_s3_client *c, const char *method, const struct target *t,
+                        const struct isc_http_header *extra, size_t n_extra, const char *body,
+                        size_t body_len, const struct isc_http_sink *sink, struct call *cc,
+                        struct isc_http_response *resp, struct isc_err *err)
 {
 	struct isc_http_header hdrs[8];
 	struct isc_sigv4_key key = {c->akid, c->secret, c->token};
@@ -501,21 +501,29 @@ static int s3_send(struct isc_s3_client *c, const char *method, const struct tar
 	hdrs[n++] = (struct isc_http_header){"Host", isc_buf_cstr(&t->host)};
 	for (size_t i = 0; i < n_extra && n < 4; i++)
 		hdrs[n++] = extra[i];
-	rc = isc_sigv4_sign(
-	    &key, &p,
-	    &(struct isc_sigv4_request){method, isc_buf_cstr(&t->raw_path), hdrs, n, NULL, 0}, &sig,
-	    err);
+	rc = isc_sigv4_sign(&key, &p,
+	                    &(struct isc_sigv4_request){method, isc_buf_cstr(&t->raw_path), hdrs, n,
+	                                                body, body_len},
+	                    &sig, err);
 	if (rc) {
 		isc_sigv4_signed_cleanup(&sig);
 		return rc;
 	}
 	for (size_t i = 0; i < sig.n_add; i++)
 		hdrs[n + i] = sig.add[i];
-	req = (struct isc_http_request){method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, NULL, 0,
-	                                sink};
+	req = (struct isc_http_request){
+	    method, isc_buf_cstr(&t->url), hdrs, n + sig.n_add, body, body_len, sink};
 	rc = isc_http_do(&c->http, &req, s3_classify, cc, resp, err);
 	isc_sigv4_signed_cleanup(&sig);
 	return rc;
+}
+
+static int s3_send(struct isc_s3_client *c, const char *method, const struct target *t,
+                   const struct isc_http_header *extra, size_t n_extra,
+                   const struct isc_http_sink *sink, struct call *cc,
+                   struct isc_http_response *resp, struct isc_err *err)
+{
+	return s3_send_body(c, method, t, extra, n_extra, NULL, 0, sink, cc, resp, err);
 }
 
 /* "versionId=V&partNumber=N" as needed (encoded), into q. */
@@ -849,11 +857,12 @@ int isc_s3_list_page(struct isc_s3_client *c, const char *bucket, const char *pr
 	return rc;
 }
 
-int isc_s3_presign_get(struct isc_s3_client *c, const char *bucket, const char *key,
-                       const char *version_id, const char *if_match, long expires_s, char **url_out,
-                       struct isc_err *err)
+/* A presigned METHOD of bucket/key?query (query: canonical order, encoded; may be ""). */
+static int presign(struct isc_s3_client *c, const char *method, const char *bucket, const char *key,
+                   const char *query, const char *if_match, long expires_s, char **url_out,
+                   struct isc_err *err)
 {
-	struct isc_buf q, url;
+	struct isc_buf url;
 	struct target t;
 	struct isc_http_header hdrs[2];
 	struct isc_sigv4_key k = {c->akid, c->secret, c->token};
@@ -873,25 +882,22 @@ int isc_s3_presign_get(struct isc_s3_client *c, const char *bucket, const char *
 	if ((rc = check_names(bucket, key, err)))
 		return rc;
 	if (!key || !key[0])
-		return isc_err_set(err, ISC_EINVALID, "S3 presigned GET needs a key");
-	isc_buf_init(&q, 0);
+		return isc_err_set(err, ISC_EINVALID, "S3 presigned %s needs a key", method);
 	isc_buf_init(&url, 0);
-	if ((rc = object_query(&q, version_id, 0)) ||
-	    (rc = target_make(c, bucket, key, NULL, &t))) {
-		isc_buf_cleanup(&q);
+	if ((rc = target_make(c, bucket, key, NULL, &t)))
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
-	}
 	hdrs[n++] = (struct isc_http_header){"Host", isc_buf_cstr(&t.host)};
 	if (if_match && if_match[0]) {
 		snprintf(quoted, sizeof(quoted), "\"%s\"", if_match);
 		hdrs[n++] = (struct isc_http_header){"If-Match", quoted};
 	}
-	if (q.len && isc_buf_printf(&t.raw_path, "?%s", isc_buf_cstr(&q))) {
+	if (query && query[0] && isc_buf_printf(&t.raw_path, "?%s", query)) {
 		rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = isc_sigv4_presign(
-	    &k, &p, &(struct isc_sigv4_request){"GET", isc_buf_cstr(&t.raw_path), hdrs, n, NULL, 0},
+	    &k, &p,
+	    &(struct isc_sigv4_request){method, isc_buf_cstr(&t.raw_path), hdrs, n, NULL, 0},
 	    expires_s, &ps, err);
 	if (!rc) {
 		if (isc_buf_printf(&url, "%s?%s", isc_buf_cstr(&t.url), ps.query))
@@ -905,6 +911,226 @@ out:
 		OPENSSL_cleanse(url.data, url.cap);
 	isc_buf_cleanup(&url);
 	target_cleanup(&t);
+	return rc;
+}
+
+int isc_s3_presign_get(struct isc_s3_client *c, const char *bucket, const char *key,
+                       const char *version_id, const char *if_match, long expires_s, char **url_out,
+                       struct isc_err *err)
+{
+	struct isc_buf q;
+	int rc;
+	*url_out = NULL;
+	isc_buf_init(&q, 0);
+	if (object_query(&q, version_id, 0)) {
+		isc_buf_cleanup(&q);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = presign(c, "GET", bucket, key, isc_buf_cstr(&q), if_match, expires_s, url_out, err);
 	isc_buf_cleanup(&q);
 	return rc;
+}
+
+/* "partNumber=N&uploadId=ID" (canonical order, encoded), or "uploadId=ID" for part 0. */
+static int upload_query(struct isc_buf *q, const char *upload_id, unsigned part_number)
+{
+	int rc = 0;
+	if (part_number)
+		rc |= isc_buf_printf(q, "partNumber=%u&", part_number);
+	rc |= isc_buf_puts(q, "uploadId=");
+	rc |= isc_sigv4_uri_encode(q, upload_id, strlen(upload_id), 0);
+	return rc ? ISC_ENOMEM : 0;
+}
+
+static int upload_id_ok(const char *id, struct isc_err *err)
+{
+	if (!id || !id[0] || strlen(id) > 1024)
+		return isc_err_set(err, ISC_EINVALID, "S3: an upload id of 1 to 1024 characters");
+	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return isc_err_set(err, ISC_EINVALID,
+			                   "S3: the upload id has a space or control "
+			                   "character");
+	return 0;
+}
+
+int isc_s3_presign_upload_part(struct isc_s3_client *c, const char *bucket, const char *key,
+                               const char *upload_id, unsigned part_number, long expires_s,
+                               char **url_out, struct isc_err *err)
+{
+	struct isc_buf q;
+	int rc;
+	*url_out = NULL;
+	if ((rc = upload_id_ok(upload_id, err)))
+		return rc;
+	if (part_number < 1 || part_number > 10000)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "S3 UploadPart: part number %u not in 1..10000", part_number);
+	isc_buf_init(&q, 0);
+	if (upload_query(&q, upload_id, part_number)) {
+		isc_buf_cleanup(&q);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = presign(c, "PUT", bucket, key, isc_buf_cstr(&q), NULL, expires_s, url_out, err);
+	isc_buf_cleanup(&q);
+	return rc;
+}
+
+int isc_s3_multipart_create(struct isc_s3_client *c, const char *bucket, const char *key,
+                            char **upload_id, struct isc_err *err)
+{
+	struct target t;
+	struct isc_http_response resp;
+	struct call cc = {"CreateMultipartUpload", bucket, key};
+	char id[1025] = "";
+	xmlDoc *d;
+	int rc;
+
+	*upload_id = NULL;
+	if ((rc = check_names(bucket, key, err)))
+		return rc;
+	if (!key || !key[0])
+		return isc_err_set(err, ISC_EINVALID, "S3 CreateMultipartUpload needs a key");
+	if (target_make(c, bucket, key, "uploads=", &t))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	rc = s3_send_body(c, "POST", &t, NULL, 0, "", 0, NULL, &cc, &resp, err);
+	if (!rc) {
+		d = xml_parse(resp.body.data, resp.body.len);
+		if (d) {
+			xmlNode *root = xmlDocGetRootElement(d);
+			if (is_el(root, "InitiateMultipartUploadResult"))
+				child_text(root, "UploadId", id, sizeof(id));
+			xmlFreeDoc(d);
+		}
+		if (!id[0] || upload_id_ok(id, NULL))
+			rc = isc_err_set(
+			    err, ISC_EIO,
+			    "S3 CreateMultipartUpload s3://%s/%s: no usable UploadId in "
+			    "the reply",
+			    bucket, key);
+		else if (!(*upload_id = strdup(id)))
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	isc_http_response_cleanup(&resp);
+	target_cleanup(&t);
+	return rc;
+}
+
+int isc_s3_multipart_complete(struct isc_s3_client *c, const char *bucket, const char *key,
+                              const char *upload_id, const struct isc_s3_part *parts, size_t n,
+                              char etag_out[80], struct isc_err *err)
+{
+	struct isc_buf q, body;
+	struct target t;
+	struct isc_http_response resp;
+	struct call cc = {"CompleteMultipartUpload", bucket, key};
+	char code[64] = "", v[128] = "";
+	int rc = 0;
+
+	etag_out[0] = '\0';
+	if ((rc = check_names(bucket, key, err)) || (rc = upload_id_ok(upload_id, err)))
+		return rc;
+	if (n < 1 || n > 10000)
+		return isc_err_set(err, ISC_EINVALID,
+		                   "S3 CompleteMultipartUpload: %zu parts (1..10000)", n);
+	isc_buf_init(&q, 0);
+	isc_buf_init(&body, 0);
+	isc_http_response_init(&resp);
+	rc |= upload_query(&q, upload_id, 0);
+	rc |= isc_buf_puts(&body, "<CompleteMultipartUpload "
+	                          "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+	for (size_t i = 0; i < n && !rc; i++) {
+		/* An ETag is hex (and "-N"): anything else would be markup in the body. */
+		for (const char *e = parts[i].etag; *e; e++)
+			if (!isxdigit((unsigned char)*e) && *e != '-') {
+				rc = -1;
+				break;
+			}
+		if (rc || (i && parts[i].number <= parts[i - 1].number)) {
+			isc_buf_cleanup(&q);
+			isc_buf_cleanup(&body);
+			return isc_err_set(
+			    err, ISC_EINVALID,
+			    "S3 CompleteMultipartUpload: part %zu has a bad ETag or is "
+			    "out of order",
+			    i + 1);
+		}
+		rc |= isc_buf_printf(&body,
+		                     "<Part><PartNumber>%u</PartNumber><ETag>\"%s\"</ETag></Part>",
+		                     parts[i].number, parts[i].etag);
+	}
+	rc |= isc_buf_puts(&body, "</CompleteMultipartUpload>");
+	if (rc || target_make(c, bucket, key, isc_buf_cstr(&q), &t)) {
+		isc_buf_cleanup(&q);
+		isc_buf_cleanup(&body);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = s3_send_body(c, "POST", &t, NULL, 0, body.data, body.len, NULL, &cc, &resp, err);
+	if (!rc) {
+		/* S3 may answer 200 and put the error in the body (the request's page says so). */
+		xmlDoc *d = xml_parse(resp.body.data, resp.body.len);
+		if (d) {
+			xmlNode *root = xmlDocGetRootElement(d);
+			if (is_el(root, "CompleteMultipartUploadResult"))
+				child_text(root, "ETag", v, sizeof(v));
+			else if (is_el(root, "Error"))
+				child_text(root, "Code", code, sizeof(code));
+			xmlFreeDoc(d);
+		}
+		if (code[0] || !v[0])
+			rc = isc_err_set(err, code[0] ? code_for(code, 200) : ISC_EIO,
+			                 "S3 CompleteMultipartUpload s3://%s/%s: %s", bucket, key,
+			                 code[0] ? code : "no ETag in the reply");
+		else
+			etag_unquote(v, etag_out, 80);
+	}
+	isc_http_response_cleanup(&resp);
+	target_cleanup(&t);
+	isc_buf_cleanup(&q);
+	isc_buf_cleanup(&body);
+	return rc;
+}
+
+/* DELETE of bucket/key?query: AbortMultipartUpload or DeleteObject. */
+static int s3_delete(struct isc_s3_client *c, const char *op, const char *bucket, const char *key,
+                     const char *query, struct isc_err *err)
+{
+	struct target t;
+	struct isc_http_response resp;
+	struct call cc = {op, bucket, key};
+	int rc;
+	if ((rc = check_names(bucket, key, err)))
+		return rc;
+	if (!key || !key[0])
+		return isc_err_set(err, ISC_EINVALID, "S3 %s needs a key", op);
+	if (target_make(c, bucket, key, query, &t))
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	isc_http_response_init(&resp);
+	rc = s3_send(c, "DELETE", &t, NULL, 0, NULL, &cc, &resp, err);
+	isc_http_response_cleanup(&resp);
+	target_cleanup(&t);
+	return rc;
+}
+
+int isc_s3_multipart_abort(struct isc_s3_client *c, const char *bucket, const char *key,
+                           const char *upload_id, struct isc_err *err)
+{
+	struct isc_buf q;
+	int rc;
+	if ((rc = upload_id_ok(upload_id, err)))
+		return rc;
+	isc_buf_init(&q, 0);
+	if (upload_query(&q, upload_id, 0)) {
+		isc_buf_cleanup(&q);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
+	rc = s3_delete(c, "AbortMultipartUpload", bucket, key, isc_buf_cstr(&q), err);
+	isc_buf_cleanup(&q);
+	return rc;
+}
+
+int isc_s3_delete(struct isc_s3_client *c, const char *bucket, const char *key, struct isc_err *err)
+{
+	return s3_delete(c, "DeleteObject", bucket, key, NULL, err);
 }

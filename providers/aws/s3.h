@@ -143,6 +143,39 @@ int isc_s3_presign_get(struct isc_s3_client *c, const char *bucket, const char *
                        const char *version_id, const char *if_match, long expires_s, char **url_out,
                        struct isc_err *err);
 
+/*
+ * Multipart uploads (issue 45: checkpoints go from the nodes straight to the bucket).
+ * The broker creates the upload, hands a node presigned UploadPart URLs (one upload's
+ * parts, short-lived), and completes or aborts it with its own keys.
+ */
+struct isc_s3_part {
+	unsigned number; /* 1..10000, ascending in a completion */
+	char etag[80];   /* as UploadPart returned it, without quotes */
+};
+/* CreateMultipartUpload; *upload_id owned by the caller. */
+int isc_s3_multipart_create(struct isc_s3_client *c, const char *bucket, const char *key,
+                            char **upload_id, struct isc_err *err);
+/*
+ * A presigned UploadPart URL (PUT ...?partNumber=N&uploadId=ID), valid for expires_s:
+ * it can only write part N of that one upload. A bearer credential: never log it.
+ */
+int isc_s3_presign_upload_part(struct isc_s3_client *c, const char *bucket, const char *key,
+                               const char *upload_id, unsigned part_number, long expires_s,
+                               char **url_out, struct isc_err *err);
+/*
+ * CompleteMultipartUpload of parts (n, ascending); the object's ETag into etag_out
+ * (without quotes). An error S3 puts in a 200's body is an error here too.
+ */
+int isc_s3_multipart_complete(struct isc_s3_client *c, const char *bucket, const char *key,
+                              const char *upload_id, const struct isc_s3_part *parts, size_t n,
+                              char etag_out[80], struct isc_err *err);
+/* AbortMultipartUpload: its parts are freed. */
+int isc_s3_multipart_abort(struct isc_s3_client *c, const char *bucket, const char *key,
+                           const char *upload_id, struct isc_err *err);
+/* DeleteObject (S3 answers 204 whether or not the key exists). */
+int isc_s3_delete(struct isc_s3_client *c, const char *bucket, const char *key,
+                  struct isc_err *err);
+
 /* "s3://bucket/key..." -> bucket and key (key may be "" for a whole bucket). Caller frees both. */
 int isc_s3_uri_parse(const char *uri, char **bucket, char **key, struct isc_err *err);
 

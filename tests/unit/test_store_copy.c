@@ -97,7 +97,9 @@ static const char FILL_SQL[] =
     "INSERT INTO leases (experiment_id, replica_id, token, expires_ms) VALUES "
     "  ('exp_1', 'rep_old', 'tk', 3);"
     "INSERT INTO store_identity (id, broker_id, set_by, set_ms) VALUES "
-    "  (1, 'isc-copy', 'rep_old', 4);";
+    "  (1, 'isc-copy', 'rep_old', 4);"
+    "INSERT INTO artifact_manifests (experiment_id, version, org_id, total_bytes, "
+    "  manifest_json, created_at_ms) VALUES ('exp_1', 2, 1, 5, '{\"version\":2}', 1030);";
 
 struct fixture {
 	struct store_fixture st;
