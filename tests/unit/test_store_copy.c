@@ -51,6 +51,8 @@ static const char FILL_SQL[] =
     "INSERT INTO risk_facts (provider, region, zone, instance_type, market, source, target, "
     "  value, value2, detail, fetched_ms) VALUES ('aws', 'us-east-1', '', 'p5.48xlarge', "
     "  'spot', 'spot-advisor', 0, 100, 4, '>20%', 1009);"
+    "INSERT INTO price_refreshes (source, tried_at_ms, ok_at_ms, shapes, error) VALUES "
+    "  ('gcp-billing-catalog', 1010, 1009, 12, 'HTTP 503');"
     "INSERT INTO clusters (id, experiment_id, shape_id, provider, account, region, nnodes, "
     "  nproc, cycle, price_micros, state, created_at_ms, closed_at_ms) VALUES "
     "  ('cl_1', 'exp_1', 'aws:p5', 'aws', 'default', 'us-east-1', 2, 8, 0, 98320000, 'running', "
