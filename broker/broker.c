@@ -67,9 +67,11 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 		return rc;
 	}
 	if (!b->config->broker_id || !b->config->broker_id[0]) {
+		/* the message names the config's path: set it before the config is freed */
+		isc_err_set(err, ISC_EINVALID, "%s has no broker_id: run 'isc init'",
+		            b->config->path[0] ? b->config->path : "config.toml");
 		isc_broker_free(b);
-		return isc_err_set(err, ISC_EINVALID, "%s has no broker_id: run 'isc init'",
-		                   b->config->path[0] ? b->config->path : "config.toml");
+		return ISC_EINVALID;
 	}
 	/*
 	 * Organisations' own cloud keys: a master key that does not open them is refused

@@ -188,10 +188,31 @@ static void test_sync_clocks_survive(void **state)
 	assert_int_equal(broker_sync_due(f->b, "cl_1", t0 + 230000), ISC_ARTIFACT_LOSSY);
 }
 
+/* A config without broker_id is refused with its path named (the message was once built
+ * from the config after it had been freed: ASan's heap-use-after-free). */
+static void test_no_broker_id_named(void **state)
+{
+	struct fixture *f = *state;
+	struct isc_broker *b = NULL;
+	struct isc_err err;
+	char *path;
+	FILE *fp;
+
+	assert_int_not_equal(asprintf(&path, "%s/config.toml", f->tmp.home), -1);
+	assert_non_null(fp = fopen(path, "w"));
+	fputs("checkpoint_sync_ms = 60000\n", fp);
+	fclose(fp);
+	assert_int_equal(isc_broker_new(f->tmp.s, &b, &err), ISC_EINVALID);
+	assert_null(b);
+	assert_non_null(strstr(err.msg, "config.toml has no broker_id: run 'isc init'"));
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_wait_kinds_survive, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_no_broker_id_named, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_prune_forgets_only_the_rest, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_credits_line_survives, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exclusions_survive, setup, teardown),
