@@ -29,6 +29,7 @@
 
 enum kind {
 	K_ID,      /* a bounded id: letters, digits, '.', '_', '-' */
+	K_SHAPE,   /* a shape id: as K_ID, and '+' (GCP's N1 shapes name their GPU: n1-...+T4x1) */
 	K_NAME,    /* free text without control characters */
 	K_COMMAND, /* free text; newlines and tabs allowed */
 	K_IMAGE,   /* a container image reference */
@@ -253,13 +254,14 @@ static int is_alnum(int ch)
 	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
 }
 
-static int id_ok(const char *s, size_t len)
+static int id_ok(const char *s, size_t len, const char *extra)
 {
 	if (len == 0 || !is_alnum((unsigned char)s[0]))
 		return 0;
 	for (size_t i = 1; i < len; i++) {
 		int ch = (unsigned char)s[i];
-		if (!is_alnum(ch) && ch != '.' && ch != '_' && ch != '-')
+		if (!is_alnum(ch) && ch != '.' && ch != '_' && ch != '-' &&
+		    !(ch && strchr(extra, ch)))
 			return 0;
 	}
 	return 1;
@@ -326,12 +328,12 @@ static int check_text(struct checker *c, const struct isc_toml_value *v, const c
 		    kind == K_COMMAND ? "; only newlines and tabs are allowed" : "");
 		return -1;
 	}
-	if (kind == K_ID && !id_ok(s, len)) {
+	if ((kind == K_ID || kind == K_SHAPE) && !id_ok(s, len, kind == K_SHAPE ? "+" : "")) {
 		add(c, vline(v), vcol(v), field,
-		    "`%s` is not a valid id (use letters, digits, '.', '_' and '-', starting with "
-		    "a "
-		    "letter or digit)",
-		    show(s, len, vb, sizeof(vb)));
+		    "`%s` is not a valid id (use letters, digits, '.', '_'%s and '-', starting "
+		    "with "
+		    "a letter or digit)",
+		    show(s, len, vb, sizeof(vb)), kind == K_SHAPE ? ", '+'" : "");
 		return -1;
 	}
 	if (kind == K_IMAGE && !image_ok(s, len)) {
@@ -366,7 +368,7 @@ static int check_int(struct checker *c, const struct isc_toml_value *v, const ch
 }
 
 static void check_list(struct checker *c, const struct isc_toml_value *v, const char *field,
-                       size_t max_items, struct isc_strlist *dst)
+                       size_t max_items, enum kind kind, struct isc_strlist *dst)
 {
 	size_t n = isc_toml_array_len(v);
 	char fb[80], vb[80];
@@ -394,7 +396,7 @@ static void check_list(struct checker *c, const struct isc_toml_value *v, const 
 		char *copy = NULL;
 
 		snprintf(fb, sizeof(fb), "%s[%zu]", field, i);
-		if (check_text(c, item, fb, K_ID, &copy))
+		if (check_text(c, item, fb, kind, &copy))
 			continue;
 		isc_toml_get_string(item, &s, &len);
 		for (size_t j = 0; j < dst->len; j++) {
@@ -490,6 +492,8 @@ static int check_field(struct checker *c, const struct field *f, const struct is
 		l->project_pos.line = vline(v);
 		l->project_pos.col = vcol(v);
 		return check_text(c, v, f->name, K_ID, &l->project_id);
+	case K_SHAPE: /* the kind of a list's items (burst_shape_priority_list), no field's */
+		return 0;
 	case K_NAME:
 		return check_text(c, v, f->name, K_NAME, &l->experiment_name);
 	case K_COMMAND:
@@ -537,11 +541,12 @@ static int check_field(struct checker *c, const struct field *f, const struct is
 	}
 	case K_IDLIST:
 		if (strcmp(f->name, "dataset_id_list") == 0)
-			check_list(c, v, f->name, ISC_LAUNCH_MAX_LIST, &l->dataset_ids);
+			check_list(c, v, f->name, ISC_LAUNCH_MAX_LIST, K_ID, &l->dataset_ids);
 		else if (strcmp(f->name, "burst_shape_priority_list") == 0)
-			check_list(c, v, f->name, ISC_LAUNCH_MAX_LIST, &l->burst_shapes);
+			check_list(c, v, f->name, ISC_LAUNCH_MAX_LIST, K_SHAPE, &l->burst_shapes);
 		else
-			check_list(c, v, f->name, ISC_LAUNCH_MAX_ARTIFACTS, &l->input_artifact_ids);
+			check_list(c, v, f->name, ISC_LAUNCH_MAX_ARTIFACTS, K_ID,
+			           &l->input_artifact_ids);
 		return 0;
 	}
 	return 0;
