@@ -429,8 +429,11 @@ static int open_node(struct node_job *j, struct isc_ssh **ssh)
 	struct isc_ssh_target t = {
 	    node->host,        node->port,       node->user ? node->user : j->opts->user,
 	    j->opts->key_path, node->pin_target, j->abort_all};
-	int rc =
-	    isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
+	int rc;
+
+	t.key_pem = j->opts->key_pem;
+	t.key_pem_len = j->opts->key_pem_len;
+	rc = isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
 	if (!rc) {
 		snprintf(j->key_type, sizeof(j->key_type), "%s", isc_ssh_hostkey_type(*ssh));
 		snprintf(j->key_sha256, sizeof(j->key_sha256), "%s", isc_ssh_hostkey_sha256(*ssh));
@@ -706,7 +709,7 @@ static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 
 	if (!spec->experiment_id || !spec->experiment_name || !spec->compute_mode ||
 	    !spec->command || !spec->image || (spec->n_datasets && !spec->dataset_ids) ||
-	    !opts->key_path)
+	    (!opts->key_path && !opts->key_pem))
 		return isc_err_set(err, ISC_EINVALID, "boot spec incomplete");
 	if (n == 0)
 		return isc_err_set(err, ISC_EINVALID, "no nodes to boot");
@@ -842,6 +845,8 @@ static int connect_one(const struct isc_node_target *node, const struct isc_laun
 	                           opts->key_path,
 	                           node->pin_target,
 	                           opts->cancel};
+	t.key_pem = opts->key_pem;
+	t.key_pem_len = opts->key_pem_len;
 	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
 	                       err);
 }
