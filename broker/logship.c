@@ -180,7 +180,7 @@ static void sink_append(void *handle, const char *data, size_t len)
 	if (l->dropped) {
 		char line[200];
 		snprintf(line, sizeof(line),
-		         "---- isc: %llu bytes of output were not kept: the store was out of reach "
+		         "---- isc: %llu bytes of output were not kept: the store did not keep up "
 		         "----\n",
 		         (unsigned long long)l->dropped);
 		l->dropped = 0;

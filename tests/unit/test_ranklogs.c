@@ -40,24 +40,31 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* The whole log of a rank, read 7 bytes at a time (rows are crossed). */
+/*
+ * The whole log of a rank, NUL-terminated: read 7 bytes at a time for its first 64
+ * (rows are crossed), then 4 KiB at a time.
+ */
 static char *read_all(struct isc_store *s, const char *exp, int rank, size_t *len_out)
 {
-	char *all = calloc(1, 1 << 20), buf[7];
+	char *all = calloc(1, 4096), buf[4096];
 	uint64_t off = 0, next;
-	size_t len = 0, got;
+	size_t len = 0, got, cap = 4096;
 	int found;
 	struct isc_err err;
 
 	for (;;) {
-		assert_int_equal(isc_store_ranklog_read(s, exp, rank, off, buf, sizeof(buf), &got,
-		                                        &next, &found, &err),
-		                 0);
+		size_t step = len < 64 ? 7 : sizeof(buf);
+		assert_int_equal(
+		    isc_store_ranklog_read(s, exp, rank, off, buf, step, &got, &next, &found, &err),
+		    0);
 		if (!got)
 			break;
 		assert_int_equal(next, off + got);
+		while (len + got + 1 > cap)
+			assert_non_null(all = realloc(all, cap *= 2));
 		memcpy(all + len, buf, got);
 		len += got;
+		all[len] = '\0';
 		off = next;
 	}
 	*len_out = len;
@@ -497,6 +504,62 @@ static void test_logship_cost(void **state)
 	isc_logship_free(ls);
 }
 
+/*
+ * A rank printing 20 MB in 4 KiB writes, first at memory speed (faster than any SSH
+ * stream: the backlog bound drops most of it), then paced at a write every 200 us
+ * (about 20 MB/s): what the store keeps, and that what it drops is said. Printed for
+ * docs/launcher.md.
+ */
+static void test_logship_flood(void **state)
+{
+	struct store_fixture *f = *state;
+	struct isc_logship *ls;
+	const struct isc_log_sink *sink;
+	struct isc_err err;
+	uint64_t held, total, rows, bytes;
+	char last, chunk[4096], *all;
+	void *h;
+	size_t len;
+	int64_t t0, t1;
+
+	memset(chunk, 'y', sizeof(chunk));
+	chunk[sizeof(chunk) - 1] = '\n';
+	assert_int_equal(isc_logship_new(f->home, 0, 0, &ls, &err), 0);
+	sink = isc_logship_sink(ls);
+	h = sink->open(sink->ctx, "exp_flood", 0, &held, &last);
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t before = 0, after = 0, r0;
+		isc_logship_stats(ls, &r0, &before);
+		t0 = isc_monotonic_ms();
+		for (int i = 0; i < 5000; i++) {
+			sink->append(h, chunk, sizeof(chunk));
+			if (pass)
+				usleep(200);
+		}
+		t1 = isc_monotonic_ms();
+		/* the store catches up: the next append says what was dropped */
+		assert_int_equal(isc_logship_flush(ls, &err), 0);
+		isc_logship_stats(ls, &rows, &after);
+		printf("flood (%s, %s): 20.5 MB offered in %lld ms, %llu bytes kept in %llu rows\n",
+		       isc_store_is_postgres(f->s) ? "PostgreSQL" : "SQLite",
+		       pass ? "paced" : "memory speed", (long long)(t1 - t0),
+		       (unsigned long long)(after - before), (unsigned long long)(rows - r0));
+	}
+	sink->append(h, "after\n", 6);
+	assert_int_equal(isc_logship_flush(ls, &err), 0);
+	isc_logship_stats(ls, &rows, &bytes);
+	assert_int_equal(isc_store_ranklog_total(f->s, "exp_flood", &total, &err), 0);
+	assert_int_equal(total, bytes);
+	all = read_all(f->s, "exp_flood", 0, &len);
+	assert_int_equal(len, total);
+	if (total < 5000 * sizeof(chunk))
+		assert_non_null(strstr(all, "were not kept: the store did not keep up"));
+	assert_non_null(strstr(all, "after\n"));
+	free(all);
+	sink->close(h);
+	isc_logship_free(ls);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +574,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_logship_takeover_goes_on, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logship_cap, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_logship_cost, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_logship_flood, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
