@@ -348,14 +348,9 @@ static void *ship_main(void *arg)
 		struct isc_err err;
 
 		if (!ls->stop && !ls->urgent && ls->flush_asked == ls->flush_done) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += ls->interval_ms / 1000;
-			until.tv_nsec += (ls->interval_ms % 1000) * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
-			}
+			/* the monotonic clock (common/clock.h): a stepped wall clock moves nothing
+			 */
+			struct timespec until = isc_monotonic_deadline(ls->interval_ms);
 			pthread_cond_timedwait(&ls->cond, &ls->lock, &until);
 		}
 		stop = ls->stop;
@@ -397,7 +392,13 @@ int isc_logship_new(const char *home, uint64_t exp_cap, long interval_ms, struct
 	}
 	pthread_mutex_init(&ls->lock, NULL);
 	pthread_mutex_init(&ls->db_lock, NULL);
-	pthread_cond_init(&ls->cond, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&ls->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&ls->done, NULL);
 	ls->exp_cap = exp_cap;
 	ls->interval_ms = interval_ms > 0 ? interval_ms : 1000;

@@ -90,6 +90,7 @@ struct follow_had {
 	ino_t ino;
 	uint64_t size, seen[2], dropped;
 	int capped;
+	int no_file; /* the follow had no file (a sink only): what it had of the stream */
 	char last;
 	struct follow_had *next; /* newest first */
 };
@@ -270,8 +271,8 @@ static int open_log(struct follow_rank *r)
 	pthread_mutex_lock(&had_lock);
 	h = had_take_locked(r->log_path);
 	pthread_mutex_unlock(&had_lock);
-	if (h && h->dev == st.st_dev && h->ino == st.st_ino && h->size == (uint64_t)st.st_size &&
-	    strcmp(h->name, r->name) == 0) {
+	if (h && !h->no_file && h->dev == st.st_dev && h->ino == st.st_ino &&
+	    h->size == (uint64_t)st.st_size && strcmp(h->name, r->name) == 0) {
 		memcpy(r->seen, h->seen, sizeof(r->seen));
 		r->dropped = h->dropped;
 		r->capped = h->capped;
@@ -295,20 +296,24 @@ static int open_log(struct follow_rank *r)
 }
 
 /* Remembers what this follow had of its log, for a follow started again (open_log). */
-static void remember_log(struct follow_rank *r)
+static void remember_log(struct follow_rank *r, int logged)
 {
 	struct follow_had *h = calloc(1, sizeof(*h)), *old;
 	struct stat st;
 
-	if (!h || fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	if (!h || (logged && (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode))) ||
 	    !(h->log_path = strdup(r->log_path)) || !(h->name = strdup(r->name))) {
 		if (h)
 			had_free(h);
 		return;
 	}
-	h->dev = st.st_dev;
-	h->ino = st.st_ino;
-	h->size = (uint64_t)st.st_size;
+	if (logged) {
+		h->dev = st.st_dev;
+		h->ino = st.st_ino;
+		h->size = (uint64_t)st.st_size;
+	} else {
+		h->no_file = 1; /* only the sink had it: the stream's position is what counts */
+	}
 	memcpy(h->seen, r->seen, sizeof(h->seen));
 	h->dropped = r->dropped;
 	h->capped = r->capped;
@@ -384,6 +389,20 @@ static void *follow_main(void *arg)
 			r->replay_marker = 1; /* unless open_log finds this process's follow */
 	}
 	logged = open_log(r) == 0;
+	if (!logged && r->sink) {
+		/* No file (the Output Path of another host): a follow of this process that
+		 * fed the sink before goes on where it stopped in the stream, as with a file. */
+		struct follow_had *h;
+		pthread_mutex_lock(&had_lock);
+		h = had_take_locked(r->log_path);
+		pthread_mutex_unlock(&had_lock);
+		if (h && h->no_file && strcmp(h->name, r->name) == 0) {
+			memcpy(r->seen, h->seen, sizeof(r->seen));
+			r->continued = 1;
+		}
+		if (h)
+			had_free(h);
+	}
 	if (r->continued)
 		r->replay_marker = 0;
 	if (!logged) {
@@ -447,8 +466,8 @@ static void *follow_main(void *arg)
 		for (int i = 0; i < 10 && !f->cancel; i++)
 			usleep(100 * 1000);
 	}
-	if (logged)
-		remember_log(r);
+	if (logged || r->sink)
+		remember_log(r, logged);
 	if (r->sink) {
 		f->opts.log_sink->close(r->sink);
 		r->sink = NULL;
