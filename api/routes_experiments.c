@@ -17,6 +17,7 @@
 #include "providers/placeable.h"
 #include "shapes/priority.h"
 #include "store/store_experiments.h"
+#include "store/store_ranklogs.h"
 #include "store/store_ledger.h"
 #include "store/store_queue.h"
 #include "store/store_ranks.h"
@@ -356,6 +357,61 @@ static size_t tail_read(FILE *f, long lines, char *buf, long long *start)
 }
 
 /*
+ * The rank's log from the store (issue 45: every replica reads what the one
+ * following the burst wrote): from *offset, or its last `lines` lines (then *offset
+ * is set to where they start). *found 0 when the store has nothing of the rank.
+ */
+static int store_log_read(struct isc_api_call *c, const char *experiment_id, long rank, long tail,
+                          long long *offset, char *buf, size_t *got, int *found,
+                          struct isc_err *err)
+{
+	uint64_t next = 0;
+	int rc;
+
+	if (tail) {
+		uint64_t end = 0, from;
+		size_t cut = 0, n;
+		long seen = 0;
+		if ((rc = isc_store_ranklog_end(c->store, experiment_id, (int)rank, &end, NULL,
+		                                err)))
+			return rc;
+		*found = end > 0;
+		*got = 0;
+		if (!end)
+			return 0;
+		from = end > LOG_TAIL_BYTES ? end - LOG_TAIL_BYTES : 0;
+		if ((rc = isc_store_ranklog_read(c->store, experiment_id, (int)rank, from, buf,
+		                                 LOG_TAIL_BYTES, &n, &next, found, err)))
+			return rc;
+		from = next - n;
+		/* As tail_read: back over `lines` line ends; a window begun mid-line drops
+		 * that partial line when a whole one follows. */
+		for (size_t i = n; i > 0; i--) {
+			if (buf[i - 1] != '\n' || i == n)
+				continue;
+			if (++seen == tail) {
+				cut = i;
+				break;
+			}
+		}
+		if (!cut && from > 0) {
+			char *nl = memchr(buf, '\n', n);
+			if (nl && (size_t)(nl - buf) + 1 < n)
+				cut = (size_t)(nl - buf) + 1;
+		}
+		memmove(buf, buf + cut, n - cut);
+		*got = n - cut;
+		*offset = (long long)(from + cut);
+		return 0;
+	}
+	rc = isc_store_ranklog_read(c->store, experiment_id, (int)rank, (uint64_t)*offset, buf,
+	                            LOG_CHUNK_BYTES, got, &next, found, err);
+	if (!rc)
+		*offset = (long long)(next - *got);
+	return rc;
+}
+
+/*
  * GET /v1/experiments/{id}/logs?rank=N&offset=K: up to 1 MiB of rank N's
  * output from byte K; with &tail=L instead of offset, its last L lines (the
  * Experiments page). Headers: X-Isc-Offset (where the next read starts),
@@ -412,11 +468,24 @@ static void experiment_logs(struct isc_api_call *c)
 		goto out;
 	}
 	if (asprintf(&path, "%s/rank_%ld.txt", e.output_path, rank) < 0 ||
-	    !(buf = malloc(LOG_CHUNK_BYTES))) {
+	    !(buf = malloc(LOG_CHUNK_BYTES > LOG_TAIL_BYTES ? LOG_CHUNK_BYTES : LOG_TAIL_BYTES))) {
 		isc_api_reply_error(c, 500, "out of memory");
 		goto out;
 	}
-	f = fopen(path, "r");
+	{
+		struct isc_err err;
+		int in_store = 0;
+		isc_err_clear(&err);
+		if (store_log_read(c, e.id, rank, tail, &offset, buf, &got, &in_store, &err)) {
+			isc_api_reply_err(c, &err);
+			goto out;
+		}
+		/* The store has the rank's log: rank_N.txt (this host's copy) is not read. A
+		 * log of before issue 45, or an on-prem run's, is in the file only. */
+		f = in_store ? NULL : fopen(path, "r");
+		if (in_store)
+			goto reply;
+	}
 	if (!f) {
 		missing = 1;
 	} else if (tail) {
@@ -427,6 +496,7 @@ static void experiment_logs(struct isc_api_call *c)
 			got = fread(buf, 1, LOG_CHUNK_BYTES, f);
 		fclose(f);
 	}
+reply:
 	snprintf(offset_hdr, sizeof(offset_hdr), "%lld", offset + (long long)got);
 	snprintf(status_hdr, sizeof(status_hdr), "%s", e.status);
 	isc_api_header(c, "X-Isc-Offset", offset_hdr);

@@ -5,10 +5,12 @@
  */
 #include "broker/broker_int.h"
 #include "broker/liveness.h"
+#include "broker/logship.h"
 
 #include "artifacts/unpack.h"
 #include "common/log.h"
 #include "datasets/datasets.h"
+#include "keys/vault.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "store/store_hostkeys.h"
@@ -28,7 +30,8 @@ struct boot_ctx {
 	struct isc_node_target *targets;
 	size_t n;
 	struct isc_launcher_opts opts;
-	char *key_path;
+	char *key_pem; /* the cluster's private key, opened from the store (issue 45) */
+	size_t key_pem_len;
 	char *image;
 };
 
@@ -37,19 +40,41 @@ static void boot_ctx_cleanup(struct boot_ctx *x)
 	json_decref(x->spec_json);
 	free(x->datasets);
 	free(x->targets);
-	free(x->key_path);
+	if (x->key_pem)
+		isc_vault_wipe_free(x->key_pem, x->key_pem_len + 1);
 	free(x->image);
 }
 
-static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const char *name,
-                         const char *spec_json, const struct isc_cluster *c,
+/*
+ * The cluster's key, opened from the store: on s, or (the callers without a
+ * connection of their own) on a short one.
+ */
+static int load_key(struct isc_broker *b, struct isc_store *s, const char *cluster_id,
+                    struct boot_ctx *x, struct isc_err *err)
+{
+	struct isc_store *own = NULL;
+	int rc = 0;
+
+	if (!s && (rc = isc_store_open(b->home, 0, &own, err)))
+		return rc;
+	rc = isc_cluster_key_load_sealed(s ? s : own, b->home, cluster_id, &x->key_pem,
+	                                 &x->key_pem_len, err);
+	isc_store_free(own);
+	return rc;
+}
+
+static int boot_ctx_init(struct isc_broker *b, struct isc_store *s, const char *experiment_id,
+                         const char *name, const char *spec_json, const struct isc_cluster *c,
                          const struct isc_node *nodes, size_t n, struct boot_ctx *x,
                          struct isc_err *err)
 {
 	const struct isc_provider_config *pc = isc_config_provider(b->config, c->provider);
 	json_t *list, *image;
+	int rc;
 
 	memset(x, 0, sizeof(*x));
+	if ((rc = load_key(b, s, c->id, x, err)))
+		return rc;
 	x->spec_json = json_loads(spec_json, 0, NULL);
 	if (!x->spec_json)
 		return isc_err_set(err, ISC_EINVALID, "experiment %s has an unreadable spec",
@@ -57,11 +82,10 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	list = json_object_get(x->spec_json, "dataset_id_list");
 	x->datasets = calloc(json_array_size(list) + 1, sizeof(*x->datasets));
 	x->targets = calloc(n ? n : 1, sizeof(*x->targets));
-	x->key_path = isc_cluster_key_path(b->home, c->id);
 	image = json_object_get(x->spec_json, "image");
 	x->image =
 	    strdup(json_is_string(image) ? json_string_value(image) : b->config->default_image);
-	if (!x->datasets || !x->targets || !x->key_path || !x->image)
+	if (!x->datasets || !x->targets || !x->image)
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	for (size_t i = 0; i < json_array_size(list); i++)
 		x->datasets[i] = json_string_value(json_array_get(list, i));
@@ -92,7 +116,8 @@ static int boot_ctx_init(struct isc_broker *b, const char *experiment_id, const 
 	}
 	x->n = n;
 	x->opts.user = pc ? pc->ssh_user : "root";
-	x->opts.key_path = x->key_path;
+	x->opts.key_pem = x->key_pem;
+	x->opts.key_pem_len = x->key_pem_len;
 	x->opts.connect_deadline_ms = b->config->boot_deadline_ms;
 	x->opts.command_timeout_ms = b->config->command_timeout_ms;
 	/* Node threads check host keys on a store connection of their own. */
@@ -322,7 +347,7 @@ int broker_boot_cluster(struct isc_broker *b, struct isc_store *s, const struct 
 	int rc;
 
 	memset(&f, 0, sizeof(f));
-	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
+	rc = boot_ctx_init(b, s, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
 	if (!rc)
 		rc = fetch_ctx_init(b, s, e, &x, &f, err);
 	if (!rc && f.n) {
@@ -372,7 +397,8 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 		if (strcmp(nodes[i].state, "running") == 0)
 			live[k++] = nodes[i];
 	if (k) {
-		if (boot_ctx_init(b, e->id, e->name, e->spec_json, c, live, k, &x, &err) == 0) {
+		if (boot_ctx_init(b, NULL, e->id, e->name, e->spec_json, c, live, k, &x, &err) ==
+		    0) {
 			x.opts.connect_deadline_ms = 10000;
 			isc_launcher_stop(&x.spec, x.targets, x.n, &x.opts,
 			                  b->config->stop_grace_s);
@@ -380,6 +406,25 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 		boot_ctx_cleanup(&x);
 	}
 	free(live);
+}
+
+/*
+ * The store's log sink, the shipper made at the first follow (NULL when it cannot be:
+ * the follows then write rank_N.txt only, and a warning says why).
+ */
+static const struct isc_log_sink *broker_log_sink(struct isc_broker *b)
+{
+	const struct isc_log_sink *sink = NULL;
+	struct isc_err err;
+
+	pthread_mutex_lock(&b->lock);
+	if (!b->logship && isc_logship_new(b->home, (uint64_t)b->config->experiment_log_max_bytes,
+	                                   0, &b->logship, &err))
+		isc_log(ISC_LOG_WARN, "rank logs go to rank_N.txt only: %s", err.msg);
+	if (b->logship)
+		sink = isc_logship_sink(b->logship);
+	pthread_mutex_unlock(&b->lock);
+	return sink;
 }
 
 int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct isc_cluster *c,
@@ -398,7 +443,7 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 	memset(&x, 0, sizeof(x));
 	rc = isc_store_node_list(s, c->id, &nodes, &n, err);
 	if (!rc)
-		rc = boot_ctx_init(b, e.id, e.name, e.spec_json, c, nodes, n, &x, err);
+		rc = boot_ctx_init(b, s, e.id, e.name, e.spec_json, c, nodes, n, &x, err);
 	if (!rc) {
 		char *parent = NULL;
 		if (asprintf(&parent, "%s/experiments", b->home) >= 0) {
@@ -414,6 +459,7 @@ int broker_follow_start(struct isc_broker *b, struct isc_store *s, const struct 
 		if (!out_dir || !f || !(f->cluster_id = strdup(c->id)))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
 		x.opts.connect_deadline_ms = 10000;
+		x.opts.log_sink = broker_log_sink(b);
 		if (!rc)
 			rc = isc_launch_follow_start(&x.spec, x.targets, x.n, &x.opts, out_dir,
 			                             &f->follow, err);
@@ -510,7 +556,7 @@ static int pull(struct isc_broker *b, struct isc_store *s, const struct isc_expe
 		                   rank0->state);
 	if (broker_s3_enabled(b)) {
 		/* Straight from rank 0 to the bucket: nothing lands on this host. */
-		rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+		rc = boot_ctx_init(b, s, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
 		if (!rc) {
 			x.opts.cancel = stop;
 			rc = broker_s3_sync(b, s, e, &x.targets[0], &x.opts, which, err);
@@ -529,7 +575,7 @@ static int pull(struct isc_broker *b, struct isc_store *s, const struct isc_expe
 			free(parent);
 		}
 	}
-	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
+	rc = boot_ctx_init(b, s, e->id, e->name, e->spec_json, c, rank0, 1, &x, err);
 	/* The organisation's quota lowers the pull's cap, or refuses it (issue 42). */
 	if (!rc &&
 	    (rc = broker_quota_take(b, s, e, which, &x.opts.artifact_max_bytes, &hold, err)) != 0)
@@ -603,7 +649,7 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 
 	if (broker_s3_enabled(b)) {
 		/* Every node fetches the current version straight from the bucket. */
-		rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
+		rc = boot_ctx_init(b, NULL, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
 		x.opts.cancel = cancel;
 		if (!rc)
 			rc = broker_s3_restore(b, e, x.targets, x.n, &x.opts, err);
@@ -617,7 +663,7 @@ int broker_artifacts_push(struct isc_broker *b, const struct isc_experiment *e,
 		free(dir);
 		return 0; /* nothing was brought home yet */
 	}
-	rc = boot_ctx_init(b, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
+	rc = boot_ctx_init(b, NULL, e->id, e->name, e->spec_json, c, nodes, n, &x, err);
 	x.opts.cancel = cancel;
 	if (!rc)
 		rc = isc_launcher_push_artifacts_all(x.targets, x.n, &x.opts, dir, NULL, err);

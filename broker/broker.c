@@ -18,12 +18,14 @@
  * reconciler's stray terminator leave alone what another live replica holds.
  */
 #include "broker/broker_int.h"
+#include "broker/logship.h"
 #include "broker/memo.h"
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "keys/keys.h"
+#include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "store/store_replicas.h"
 
@@ -85,6 +87,24 @@ int isc_broker_new(struct isc_store *store, struct isc_broker **out, struct isc_
 			isc_broker_free(b);
 			return isc_err_wrap(err, "cloud keys");
 		}
+	}
+	/*
+	 * Cluster keys of before issue 45, files under $ISC_HOME/keys: sealed into the
+	 * store (every replica's) and removed. A key that cannot be moved stops iscd
+	 * here, naming it: without it the cluster's nodes cannot be reached.
+	 */
+	{
+		size_t moved = 0;
+		rc = isc_cluster_key_import_files(store, b->home, &moved, err);
+		if (rc) {
+			isc_broker_free(b);
+			return isc_err_wrap(err, "moving cluster keys into the store");
+		}
+		if (moved)
+			isc_log(ISC_LOG_INFO,
+			        "%zu cluster key file(s) sealed into the store and removed from "
+			        "%s/keys",
+			        moved, b->home);
 	}
 	/* Every configured provider's series from the first scrape (docs/metrics.md). */
 	for (size_t i = 0; i < b->config->n_providers; i++)
@@ -757,7 +777,8 @@ void isc_broker_free(struct isc_broker *b)
 		b->followers = f->next;
 		follower_free(f);
 	}
-	broker_memo_close(b); /* the notes stay in the store for the next iscd */
+	isc_logship_free(b->logship); /* after the follows: what they wrote is written */
+	broker_memo_close(b);         /* the notes stay in the store for the next iscd */
 	broker_quotas_free(b->quotas);
 	isc_config_free(b->config);
 	pthread_mutex_destroy(&b->lock);

@@ -108,6 +108,8 @@ struct isc_broker {
 	struct broker_leases *leases;   /* this replica's leases (broker.c); NULL: not a replica */
 	struct broker_quotas *quotas;   /* artifacts each organisation keeps at home (quota.c) */
 	struct broker_watcher *watcher; /* the describes in the background (watch.c) */
+	/* Rank logs into the store (logship.h), made at the first follow; under lock. */
+	struct isc_logship *logship;
 };
 
 /* ---- quota.c: org_artifact_quota_bytes (issue 42) ---- */

@@ -65,10 +65,11 @@ void broker_give_up_cluster(struct isc_broker *b, struct isc_store *s,
 	if (rc)
 		isc_log(ISC_LOG_ERROR, "%s: closing cluster %s: %s", e->id, cluster_id, err.msg);
 	isc_crash_point("place.cleanup_cluster_closed");
-	/* The key file is in the shared keys folder: never deleted by a stale step. */
+	/* The key is every replica's (the store's): never deleted by a stale step. */
 	if (!broker_step_may_act(b, s, e, 1))
 		return;
-	isc_cluster_key_delete(b->home, cluster_id);
+	if (isc_cluster_key_delete_sealed(s, b->home, cluster_id, &err))
+		isc_log(ISC_LOG_ERROR, "%s: the key of cluster %s: %s", e->id, cluster_id, err.msg);
 	broker_credits_release(b, s, e->id);
 	if (isc_store_intent_resolve(s, token, "failed", why, &err))
 		isc_log(ISC_LOG_ERROR, "%s: intent %s: %s", e->id, token, err.msg);
@@ -229,7 +230,7 @@ static void place_keyed(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		rc = broker_credits_reserve(b, s, e, cluster_id,
 		                            cand->node_price_micros * cand->nnodes, &limit, &err);
 		if (!rc)
-			rc = isc_cluster_key_create(b->home, cluster_id, &pubkey, &err);
+			rc = isc_cluster_key_create_sealed(s, b->home, cluster_id, &pubkey, &err);
 		if (broker_lease_lost(s, rc)) {
 			/* Another replica took the burst while this one was held: the cluster is
 			 * its to resume, and nothing here is undone (issue 48). */
@@ -487,11 +488,11 @@ void broker_resume_launch(struct isc_broker *b, struct isc_store *s, struct isc_
 		broker_candidate_cleanup(&cand);
 		return;
 	}
-	rc = isc_cluster_key_public(b->home, c->id, &pubkey, &err);
+	rc = isc_cluster_key_public_sealed(s, b->home, c->id, &pubkey, &err);
 	/* A crash between the cluster's row and its key: no launch can have used a key that
 	 * never existed, so a new one is as good. */
 	if (rc == ISC_ENOTFOUND)
-		rc = isc_cluster_key_create(b->home, c->id, &pubkey, &err);
+		rc = isc_cluster_key_create_sealed(s, b->home, c->id, &pubkey, &err);
 	if (!rc)
 		rc = broker_cloud_launch(b, s, c, e->org_id, &cand, intent->token,
 		                         intent->attempt_zone, pubkey, &err);

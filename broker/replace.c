@@ -23,40 +23,17 @@
 /*
  * The replacement's key is the replaced cluster's: the kept nodes authorised that one
  * when they were launched, and the replacements are launched with it too. A copy made
- * before a crash is used again.
+ * before a crash is used again (isc_cluster_key_copy_sealed).
  */
-static int copy_cluster_key(const char *home, const char *from, const char *to, struct isc_err *err)
+/* Removes the key copied for a replacement that was never recorded. */
+static void drop_key_copy(struct isc_broker *b, const char *id)
 {
-	char *src = isc_cluster_key_path(home, from), *dst = isc_cluster_key_path(home, to);
-	char buf[8192];
-	ssize_t got = -1;
-	int in = -1, out = -1, rc = 0;
+	struct isc_store *own = NULL;
+	struct isc_err err;
 
-	if (!src || !dst)
-		rc = isc_err_set(err, ISC_EINVALID, "no key path for cluster %s", to);
-	if (!rc && (in = open(src, O_RDONLY | O_CLOEXEC)) < 0)
-		rc = isc_err_set(err, ISC_ENOTFOUND, "the key of cluster %s: %s", from,
-		                 strerror(errno));
-	if (!rc && (got = read(in, buf, sizeof(buf))) <= 0)
-		rc = isc_err_set(err, ISC_EIO, "reading the key of cluster %s", from);
-	if (!rc) {
-		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (out < 0 && errno != EEXIST)
-			rc = isc_err_set(err, ISC_EIO, "the key of cluster %s: %s", to,
-			                 strerror(errno));
-		else if (out >= 0 && (write(out, buf, (size_t)got) != got || fsync(out) != 0)) {
-			rc = isc_err_set(err, ISC_EIO, "writing the key of cluster %s", to);
-			unlink(dst);
-		}
-	}
-	explicit_bzero(buf, sizeof(buf));
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	free(src);
-	free(dst);
-	return rc;
+	if (isc_store_open(b->home, 0, &own, &err) == 0)
+		isc_cluster_key_delete_sealed(own, b->home, id, &err);
+	isc_store_free(own);
 }
 
 /* The experiment's cluster that replaces cluster_id (in any state), into *out. */
@@ -204,7 +181,7 @@ void broker_launch_replacement(struct isc_broker *b, struct isc_store *s, struct
 {
 	struct isc_err err;
 	char *pubkey = NULL;
-	int rc = isc_cluster_key_public(b->home, r->id, &pubkey, &err);
+	int rc = isc_cluster_key_public_sealed(s, b->home, r->id, &pubkey, &err);
 
 	isc_crash_point("lostnodes.before_launch");
 	if (!rc)
@@ -325,12 +302,13 @@ int broker_replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	r.replaces = c->id;
 	r.placement_token = placement;
 	r.fill_ranks = fill;
-	rc = copy_cluster_key(b->home, c->id, id, &err);
+	rc = isc_cluster_key_copy_sealed(s, b->home, c->id, id, &err);
 	if (!rc)
 		rc = isc_store_cluster_replace(s, &r, token, kept_ids, kept_ranks, m, &err);
 	if (broker_lease_lost(s, rc)) {
-		/* Nothing recorded: the copy of the key is this step's alone. No fallback. */
-		isc_cluster_key_delete(b->home, id);
+		/* Nothing recorded: the copy of the key is this step's alone. No fallback.
+		 * (Not on s: its fence refuses every write now; a short connection.) */
+		drop_key_copy(b, id);
 		broker_candidate_cleanup(&cand);
 		taken = 1;
 		goto out;
@@ -338,7 +316,7 @@ int broker_replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 	if (rc) {
 		broker_note(s, e, "replace_fallback", "recording the replacement of rank(s) %s: %s",
 		            lost_list, err.msg);
-		isc_cluster_key_delete(b->home, id);
+		drop_key_copy(b, id);
 		broker_candidate_cleanup(&cand);
 		goto out;
 	}

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "launcher/keys.h"
+#include "store/store_sshkeys.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -161,7 +162,8 @@ static void settle_terminating(struct isc_broker *b, const struct isc_cluster *c
 		if (!wait) {
 			isc_store_cluster_set_state(b->store, c->id, "closed", &err);
 			isc_crash_point("settle.cluster_closed");
-			isc_cluster_key_delete(b->home, c->id);
+			if (isc_cluster_key_delete_sealed(b->store, b->home, c->id, &err))
+				isc_log(ISC_LOG_ERROR, "the key of cluster %s: %s", c->id, err.msg);
 			isc_log(ISC_LOG_INFO,
 			        "cluster %s closed: all %zu node(s) confirmed terminated", c->id,
 			        n);
@@ -904,35 +906,29 @@ static void add_key_targets(struct isc_broker *b, struct target **targets, size_
 }
 
 /*
- * The key files of clusters that are closed: a crash between closing a cluster and
- * deleting its key (settle_terminating) leaves one behind, with nothing left to use
- * it. Files that name no cluster (not the broker's) are left alone.
+ * The sealed keys of clusters that are closed (or gone from the store): a crash
+ * between closing a cluster and deleting its key (settle_terminating) leaves one
+ * behind, with nothing left to use it.
  */
 static void sweep_keys(struct isc_broker *b)
 {
-	char *dir = NULL;
-	struct dirent *d;
-	DIR *dh;
+	char **ids = NULL;
+	size_t n = 0;
+	struct isc_err err;
 
-	if (asprintf(&dir, "%s/keys", b->home) < 0)
+	if (isc_store_sshkey_ids(b->store, &ids, &n, &err))
 		return;
-	dh = opendir(dir);
-	free(dir);
-	if (!dh)
-		return;
-	while ((d = readdir(dh)) != NULL) {
+	for (size_t i = 0; i < n; i++) {
 		struct isc_cluster c;
-		struct isc_err err;
-		if (d->d_name[0] == '.' || strncmp(d->d_name, "cl_", 3) != 0 ||
-		    isc_store_cluster_get(b->store, d->d_name, &c, &err))
-			continue;
-		if (strcmp(c.state, "closed") == 0) {
-			isc_cluster_key_delete(b->home, c.id);
-			isc_log(ISC_LOG_INFO, "cluster %s is closed: its key file removed", c.id);
-		}
-		isc_cluster_cleanup(&c);
+		int rc = isc_store_cluster_get(b->store, ids[i], &c, &err);
+		if (rc == 0 && strcmp(c.state, "closed") == 0 &&
+		    isc_cluster_key_delete_sealed(b->store, b->home, c.id, &err) == 0)
+			isc_log(ISC_LOG_INFO, "cluster %s is closed: its key removed", c.id);
+		if (rc == 0)
+			isc_cluster_cleanup(&c);
+		free(ids[i]);
 	}
-	closedir(dh);
+	free(ids);
 }
 
 int broker_watch(struct isc_broker *b, int reconcile, int wait_fresh, struct isc_err *err)

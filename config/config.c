@@ -124,6 +124,7 @@ static struct isc_config *config_defaults(void)
 	c->price_refresh_oci_ms = 21600000;
 	c->price_refresh_aws_ondemand_ms = 21600000;
 	c->rank_log_max_bytes = 256LL << 20;
+	c->experiment_log_max_bytes = 1LL << 30;
 	c->artifact_max_bytes = 256LL << 30;
 	c->artifact_max_entries = 200000;
 	c->disk_reserve_bytes = 1LL << 30;
@@ -590,6 +591,8 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			              &c->price_refresh_aws_ondemand_ms);
 		else if (!strcmp(key, "rank_log_max_bytes"))
 			rc = get_int64(x, v, key, 4096, 1LL << 50, &c->rank_log_max_bytes);
+		else if (!strcmp(key, "experiment_log_max_bytes"))
+			rc = get_int64(x, v, key, 4096, 1LL << 50, &c->experiment_log_max_bytes);
 		else if (!strcmp(key, "artifact_max_bytes"))
 			rc = get_int64(x, v, key, 1LL << 20, 1LL << 52, &c->artifact_max_bytes);
 		else if (!strcmp(key, "artifact_max_entries"))
@@ -828,6 +831,8 @@ static const struct template_key top_keys[] = {
     {"price_refresh_aws_ondemand_ms = 21600000",
      "how often iscd reads AWS on-demand prices from the Price List API (0: never)"},
     {"rank_log_max_bytes = 268435456", "each rank_N.txt keeps this much output, then a marker"},
+    {"experiment_log_max_bytes = 1073741824",
+     "the store keeps this much of an experiment's rank logs (all ranks), then a marker"},
     {"artifact_max_bytes = 274877906944", "one artifact pull from rank 0: files' sizes together"},
     {"artifact_max_entries = 200000", "one artifact pull: archive members"},
     {"disk_reserve_bytes = 1073741824", "kept free on $ISC_HOME's disk for the ledger"},

@@ -76,7 +76,9 @@ struct isc_config {
 	long price_refresh_oci_ms;          /* OCI price list; 21600000 */
 	long price_refresh_aws_ondemand_ms; /* AWS Price List GetProducts; 21600000 */
 	/* Caps on what nodes send and a reserve for the store (docs/security.md). */
-	int64_t rank_log_max_bytes;   /* each rank_N.txt; 268435456 (256 MiB) */
+	int64_t rank_log_max_bytes; /* each rank_N.txt; 268435456 (256 MiB) */
+	/* the rank logs the store keeps of one experiment, all ranks (issue 45); 1 GiB */
+	int64_t experiment_log_max_bytes;
 	int64_t artifact_max_bytes;   /* one artifact pull; 274877906944 (256 GiB) */
 	int64_t artifact_max_entries; /* one artifact pull; 200000 */
 	int64_t disk_reserve_bytes;   /* kept free on $ISC_HOME's disk; 1073741824 (1 GiB) */

@@ -5,6 +5,7 @@
 #include "common/names.h"
 #include "providers/provider_config.h"
 #include "store/store_datasets.h"
+#include "store/store_sshkeys.h"
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -200,6 +201,12 @@ done:
 	}
 	*out = v;
 	return 0;
+}
+
+int isc_keys_cluster_aad(char *out, size_t cap, const char *cluster_id)
+{
+	int n = snprintf(out, cap, "isc:cluster-ssh-key:v1|cluster=%s", cluster_id);
+	return n > 0 && (size_t)n < cap ? n : -1;
 }
 
 int isc_keys_dataset_aad(char *out, size_t cap, int64_t org_id, const char *dataset_id)
@@ -529,12 +536,59 @@ static int reseal_datasets(struct isc_store *s, const struct isc_vault *from,
 	return rc;
 }
 
+/* Re-seals the clusters' SSH keys (inside reseal_all's transaction; issue 45). */
+static int reseal_cluster_keys(struct isc_store *s, const struct isc_vault *from,
+                               const struct isc_vault *to, size_t *count, struct isc_err *err)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	int rc = isc_store_sshkey_ids(s, &ids, &n, err);
+
+	*count = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		unsigned char *nonce = NULL, *ct = NULL, *pt = NULL, fresh[ISC_VAULT_NONCE_LEN];
+		unsigned char *ct2 = NULL;
+		size_t nl = 0, cl = 0, pl = 0, cl2 = 0;
+		char aad[256];
+		int al = isc_keys_cluster_aad(aad, sizeof(aad), ids[i]);
+
+		if (al < 0) {
+			rc = isc_err_set(err, ISC_EINVALID, "cluster id too long");
+			break;
+		}
+		rc = isc_store_sshkey_get(s, ids[i], &nonce, &nl, &ct, &cl, err);
+		if (!rc && (rc = isc_vault_open(from, aad, (size_t)al, nonce, nl, ct, cl, &pt, &pl,
+		                                err)) == ISC_EAUTH)
+			isc_err_set(
+			    err, ISC_EAUTH,
+			    "the SSH key of cluster %s does not decrypt: altered, moved from "
+			    "another cluster, or sealed under another master key",
+			    ids[i]);
+		if (!rc)
+			rc = isc_vault_seal(to, aad, (size_t)al, pt, pl, fresh, &ct2, &cl2, err);
+		if (!rc)
+			rc = isc_store_sshkey_set_sealed(s, ids[i], fresh, sizeof(fresh), ct2, cl2,
+			                                 err);
+		if (pt)
+			isc_vault_wipe_free(pt, pl + 1);
+		free(nonce);
+		free(ct);
+		free(ct2);
+	}
+	if (!rc)
+		*count = n;
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+	return rc;
+}
+
 /* Re-seals every record of s from `from` to `to`, and the check value, in one transaction. */
 static int reseal_all(struct isc_store *s, const struct isc_vault *from, const struct isc_vault *to,
                       size_t *count, struct isc_err *err)
 {
 	struct isc_cloud_key *list = NULL;
-	size_t n = 0, n_ds = 0;
+	size_t n = 0, n_ds = 0, n_cl = 0;
 	int rc;
 
 	*count = 0;
@@ -563,13 +617,15 @@ static int reseal_all(struct isc_store *s, const struct isc_vault *from, const s
 	if (!rc)
 		rc = reseal_datasets(s, from, to, &n_ds, err);
 	if (!rc)
+		rc = reseal_cluster_keys(s, from, to, &n_cl, err);
+	if (!rc)
 		rc = write_check_value(s, to, err);
 	if (!rc)
 		rc = isc_store_commit(s, err);
 	if (rc)
 		isc_store_rollback(s);
 	else
-		*count = n + n_ds;
+		*count = n + n_ds + n_cl;
 	isc_cloud_key_list_free(list, n);
 	return rc;
 }

@@ -49,6 +49,8 @@ int isc_keys_vault_in_use(struct isc_store *s);
  * associated data is isc_keys_dataset_aad; rotate-master re-seals them too.
  */
 int isc_keys_dataset_aad(char *out, size_t cap, int64_t org_id, const char *dataset_id);
+/* The associated data of a cluster's sealed SSH key (launcher/keys.h, issue 45). */
+int isc_keys_cluster_aad(char *out, size_t cap, const char *cluster_id);
 /* Seals secret with aad under v: a fresh nonce into nonce, ciphertext || tag into *ct. */
 int isc_keys_seal(const struct isc_vault *v, const char *aad, const struct isc_key_secret *secret,
                   unsigned char nonce[ISC_VAULT_NONCE_LEN], unsigned char **ct, size_t *ct_len,

@@ -414,8 +414,11 @@ static int open_node(struct node_job *j, struct isc_ssh **ssh)
 	struct isc_ssh_target t = {
 	    node->host,        node->port,       node->user ? node->user : j->opts->user,
 	    j->opts->key_path, node->pin_target, j->abort_all};
-	int rc =
-	    isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
+	int rc;
+
+	t.key_pem = j->opts->key_pem;
+	t.key_pem_len = j->opts->key_pem_len;
+	rc = isc_ssh_connect(&t, j->deadline_ms, j->opts->check, j->opts->check_ctx, ssh, &j->err);
 	if (!rc) {
 		snprintf(j->key_type, sizeof(j->key_type), "%s", isc_ssh_hostkey_type(*ssh));
 		snprintf(j->key_sha256, sizeof(j->key_sha256), "%s", isc_ssh_hostkey_sha256(*ssh));
@@ -691,7 +694,7 @@ static int check_boot(const struct isc_boot_spec *spec, const struct isc_node_ta
 
 	if (!spec->experiment_id || !spec->experiment_name || !spec->compute_mode ||
 	    !spec->command || !spec->image || (spec->n_datasets && !spec->dataset_ids) ||
-	    !opts->key_path)
+	    (!opts->key_path && !opts->key_pem))
 		return isc_err_set(err, ISC_EINVALID, "boot spec incomplete");
 	if (n == 0)
 		return isc_err_set(err, ISC_EINVALID, "no nodes to boot");
@@ -818,8 +821,8 @@ static const char *node_label(const struct isc_node_target *node)
 	return label;
 }
 
-static int connect_one(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
-                       struct isc_ssh **ssh, struct isc_err *err)
+int isc_launcher_connect(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
+                         struct isc_ssh **ssh, struct isc_err *err)
 {
 	struct isc_ssh_target t = {node->host,
 	                           node->port,
@@ -827,6 +830,8 @@ static int connect_one(const struct isc_node_target *node, const struct isc_laun
 	                           opts->key_path,
 	                           node->pin_target,
 	                           opts->cancel};
+	t.key_pem = opts->key_pem;
+	t.key_pem_len = opts->key_pem_len;
 	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
 	                       err);
 }
@@ -897,7 +902,7 @@ int isc_launcher_pull_artifacts(const struct isc_node_target *node,
 	src = calloc(1, sizeof(*src));
 	rc = src ? 0 : isc_err_set(err, ISC_ENOMEM, "out of memory");
 	if (!rc)
-		rc = connect_one(node, opts, &ssh, err);
+		rc = isc_launcher_connect(node, opts, &ssh, err);
 	/* A fresh empty folder per sync: nothing of an earlier sync can be reached through. The
 	 * broker runs one step per experiment at a time, so an older one is a crash's leftover. */
 	if (!rc) {
@@ -1015,7 +1020,7 @@ int isc_launcher_push_artifacts(const struct isc_node_target *node,
 			break;
 		if (attempt > 1)
 			sleep(2);
-		rc = connect_one(node, opts, &ssh, err);
+		rc = isc_launcher_connect(node, opts, &ssh, err);
 		if (rc) {
 			if (rc == ISC_ETRANSIENT)
 				continue;
@@ -1184,7 +1189,7 @@ int isc_launcher_push_dataset(const struct isc_node_target *node,
 
 		if (attempt > 1)
 			sleep(2);
-		rc = connect_one(node, opts, &ssh, err);
+		rc = isc_launcher_connect(node, opts, &ssh, err);
 		if (rc) {
 			if (rc == ISC_ETRANSIENT)
 				continue;

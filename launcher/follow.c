@@ -15,7 +15,11 @@
  * still listed as running) goes on where the last one stopped: what each
  * follow had of a log is remembered per log file until a boot replaces the
  * container (isc_launch_follow_forget), so it neither replays nor marks
- * anything (issue 34). Past rank_log_max_bytes, or
+ * anything (issue 34). With a log sink (the broker's: the store, issue 45) every
+ * byte the file gets goes there too, at the sink's own offsets: a follow that
+ * starts where the sink already holds output of the rank (another replica
+ * followed it before this one took the burst over) marks the replay as above,
+ * though this host's file may be empty. Past rank_log_max_bytes, or
  * while the broker's disk is nearly full, output is dropped and a marker line
  * says so.
  *
@@ -30,6 +34,7 @@
 #include "artifacts/unpack.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "keys/vault.h"
 #include "launcher/shellquote.h"
 #include "launcher/tail.h"
 
@@ -64,6 +69,9 @@ struct follow_rank {
 	int capped, disk_low; /* a marker for each was written */
 	int replay_marker;    /* the file held output of an earlier follow: mark the replay */
 	char last;            /* the file's last byte ('\n' when empty) */
+	void *sink;           /* the log sink's handle (NULL: none) */
+	char sink_last;       /* the sink's copy's last byte */
+	int continued;        /* open_log went on where a follow of this process stopped */
 };
 
 /*
@@ -82,6 +90,7 @@ struct follow_had {
 	ino_t ino;
 	uint64_t size, seen[2], dropped;
 	int capped;
+	int no_file; /* the follow had no file (a sink only): what it had of the stream */
 	char last;
 	struct follow_had *next; /* newest first */
 };
@@ -116,14 +125,25 @@ struct isc_launch_follow {
 	volatile int cancel;
 	/* A pipe written once at the cancel: its read end wakes every rank's wait (ssh.h). */
 	int wake[2];
-	char *user, *key_path;
+	char *user, *key_path, *experiment_id;
+	char *key_pem; /* a copy of opts->key_pem, wiped at the free */
+	size_t key_pem_len;
 	struct isc_launcher_opts opts; /* strings point at the copies above */
 	struct follow_rank *ranks;
 	size_t n;
 };
 
+static void sink_write(struct follow_rank *r, const char *data, size_t len)
+{
+	if (r->sink && len > 0) {
+		r->f->opts.log_sink->append(r->sink, data, len);
+		r->sink_last = data[len - 1];
+	}
+}
+
 static void write_all(struct follow_rank *r, const char *data, size_t len)
 {
+	sink_write(r, data, len);
 	while (len > 0) {
 		ssize_t w = write(r->fd, data, len);
 		if (w < 0 && errno == EINTR)
@@ -156,8 +176,15 @@ static void marker(struct follow_rank *r, const char *fmt, ...)
 	if ((size_t)n > sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
-	if (r->last != '\n')
+	if (r->sink && r->sink_last != '\n')
+		sink_write(r, "\n", 1);
+	if (r->last != '\n') {
+		/* the file's own newline: the sink's copy had its own above */
+		void *sink = r->sink;
+		r->sink = NULL;
 		write_all(r, "\n", 1);
+		r->sink = sink;
+	}
 	write_all(r, line, (size_t)n);
 }
 
@@ -244,12 +271,13 @@ static int open_log(struct follow_rank *r)
 	pthread_mutex_lock(&had_lock);
 	h = had_take_locked(r->log_path);
 	pthread_mutex_unlock(&had_lock);
-	if (h && h->dev == st.st_dev && h->ino == st.st_ino && h->size == (uint64_t)st.st_size &&
-	    strcmp(h->name, r->name) == 0) {
+	if (h && !h->no_file && h->dev == st.st_dev && h->ino == st.st_ino &&
+	    h->size == (uint64_t)st.st_size && strcmp(h->name, r->name) == 0) {
 		memcpy(r->seen, h->seen, sizeof(r->seen));
 		r->dropped = h->dropped;
 		r->capped = h->capped;
 		r->last = h->last;
+		r->continued = 1;
 		had_free(h);
 		return 0;
 	}
@@ -268,20 +296,24 @@ static int open_log(struct follow_rank *r)
 }
 
 /* Remembers what this follow had of its log, for a follow started again (open_log). */
-static void remember_log(struct follow_rank *r)
+static void remember_log(struct follow_rank *r, int logged)
 {
 	struct follow_had *h = calloc(1, sizeof(*h)), *old;
 	struct stat st;
 
-	if (!h || fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	if (!h || (logged && (fstat(r->fd, &st) != 0 || !S_ISREG(st.st_mode))) ||
 	    !(h->log_path = strdup(r->log_path)) || !(h->name = strdup(r->name))) {
 		if (h)
 			had_free(h);
 		return;
 	}
-	h->dev = st.st_dev;
-	h->ino = st.st_ino;
-	h->size = (uint64_t)st.st_size;
+	if (logged) {
+		h->dev = st.st_dev;
+		h->ino = st.st_ino;
+		h->size = (uint64_t)st.st_size;
+	} else {
+		h->no_file = 1; /* only the sink had it: the stream's position is what counts */
+	}
 	memcpy(h->seen, r->seen, sizeof(h->seen));
 	h->dropped = r->dropped;
 	h->capped = r->capped;
@@ -348,7 +380,31 @@ static void *follow_main(void *arg)
 	isc_shell_quote(&logs_cmd, r->name);
 	isc_buf_puts(&wait_cmd, "docker wait ");
 	isc_shell_quote(&wait_cmd, r->name);
+	r->sink_last = '\n';
+	if (f->opts.log_sink) {
+		uint64_t held = 0;
+		r->sink = f->opts.log_sink->open(f->opts.log_sink->ctx, f->experiment_id, r->rank,
+		                                 &held, &r->sink_last);
+		if (held > 0)
+			r->replay_marker = 1; /* unless open_log finds this process's follow */
+	}
 	logged = open_log(r) == 0;
+	if (!logged && r->sink) {
+		/* No file (the Output Path of another host): a follow of this process that
+		 * fed the sink before goes on where it stopped in the stream, as with a file. */
+		struct follow_had *h;
+		pthread_mutex_lock(&had_lock);
+		h = had_take_locked(r->log_path);
+		pthread_mutex_unlock(&had_lock);
+		if (h && h->no_file && strcmp(h->name, r->name) == 0) {
+			memcpy(r->seen, h->seen, sizeof(r->seen));
+			r->continued = 1;
+		}
+		if (h)
+			had_free(h);
+	}
+	if (r->continued)
+		r->replay_marker = 0;
 	if (!logged) {
 		/* Without its log the rank is still followed for its exit code. */
 		if (r->fd >= 0)
@@ -358,8 +414,9 @@ static void *follow_main(void *arg)
 
 	while (!f->cancel) {
 		struct isc_ssh_target t = {
-		    r->host,       r->port,    r->user ? r->user : f->user,         f->key_path,
-		    r->pin_target, &f->cancel, f->wake[0] >= 0 ? &f->wake[0] : NULL};
+		    r->host,       r->port,    r->user ? r->user : f->user,          f->key_path,
+		    r->pin_target, &f->cancel, f->wake[0] >= 0 ? &f->wake[0] : NULL, f->key_pem,
+		    f->key_pem_len};
 		struct isc_ssh *ssh = NULL;
 		struct isc_err err;
 		int status = -1, rc, whole;
@@ -409,8 +466,12 @@ static void *follow_main(void *arg)
 		for (int i = 0; i < 10 && !f->cancel; i++)
 			usleep(100 * 1000);
 	}
-	if (logged)
-		remember_log(r);
+	if (logged || r->sink)
+		remember_log(r, logged);
+	if (r->sink) {
+		f->opts.log_sink->close(r->sink);
+		r->sink = NULL;
+	}
 	isc_buf_cleanup(&logs_cmd);
 	isc_buf_cleanup(&wait_cmd);
 	return NULL;
@@ -451,6 +512,9 @@ void isc_launch_follow_free(struct isc_launch_follow *f)
 	free(f->ranks);
 	free(f->user);
 	free(f->key_path);
+	free(f->experiment_id);
+	if (f->key_pem)
+		isc_vault_wipe_free(f->key_pem, f->key_pem_len + 1);
 	for (int i = 0; i < 2; i++)
 		if (f->wake[i] >= 0)
 			close(f->wake[i]);
@@ -473,15 +537,27 @@ int isc_launch_follow_start(const struct isc_boot_spec *spec, const struct isc_n
 		f->wake[0] = f->wake[1] = -1;
 	f->opts = *opts;
 	f->user = strdup(opts->user ? opts->user : "root");
-	f->key_path = strdup(opts->key_path);
+	f->key_path = opts->key_path ? strdup(opts->key_path) : NULL;
+	f->experiment_id = strdup(spec->experiment_id);
+	if (opts->key_pem && (f->key_pem = malloc(opts->key_pem_len + 1))) {
+		memcpy(f->key_pem, opts->key_pem, opts->key_pem_len);
+		f->key_pem[opts->key_pem_len] = '\0';
+		f->key_pem_len = opts->key_pem_len;
+	}
+	f->opts.key_path = f->key_path;
+	f->opts.key_pem = f->key_pem;
 	f->ranks = calloc(n ? n : 1, sizeof(*f->ranks));
 	f->n = n;
-	if (!f->user || !f->key_path || !f->ranks) {
+	if (!f->user || (opts->key_path && !f->key_path) || (opts->key_pem && !f->key_pem) ||
+	    (!opts->key_path && !opts->key_pem) || !f->experiment_id || !f->ranks) {
 		f->n = 0;
 		isc_launch_follow_free(f);
 		return isc_err_set(err, ISC_ENOMEM, "out of memory");
 	}
-	if (mkdir(output_dir, 0700) != 0 && errno != EEXIST) {
+	/* With a sink (the store) the file is this host's copy only: a replica that took
+	 * the burst over from a host whose Output Path it cannot create follows on into
+	 * the sink alone (each rank's open_log fails and writes to /dev/null). */
+	if (mkdir(output_dir, 0700) != 0 && errno != EEXIST && !opts->log_sink) {
 		f->n = 0;
 		isc_launch_follow_free(f);
 		return isc_err_set(err, ISC_EIO, "cannot create %s: %s", output_dir,

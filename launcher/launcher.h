@@ -91,19 +91,36 @@ struct isc_node_target {
 	const char *user; /* login user of this node; NULL: the opts' user (on-prem nodes differ) */
 };
 
+/*
+ * Where a follow's rank logs go besides <output_dir>/rank_N.txt (issue 45): the
+ * broker's sink writes them to the store (broker/logship.c). Called from the
+ * ranks' threads: open once per rank's follow, append for every byte the file
+ * gets (markers included), close at its end. open gives a handle (NULL: this rank
+ * is not sent to the sink) and what the sink's copy holds already (*bytes, and its
+ * last byte), so a follow on another replica knows the log had output before it.
+ * append never blocks on the network: the sink buffers, and its own thread writes.
+ */
+struct isc_log_sink {
+	void *(*open)(void *ctx, const char *experiment_id, int rank, uint64_t *bytes, char *last);
+	void (*append)(void *handle, const char *data, size_t len);
+	void (*close)(void *handle);
+	void *ctx;
+};
+
 struct isc_launcher_opts {
 	const char *user;         /* NULL: "root" */
-	const char *key_path;     /* the cluster's private key file (keys.h) */
+	const char *key_path;     /* the private key file (keys.h), when key_pem is NULL */
 	long connect_deadline_ms; /* per node, from the start of the call, while it boots */
 	long command_timeout_ms;  /* per remote command (docker pull can be slow); 0: none */
 	isc_ssh_hostkey_fn
 	    check; /* host-key pinning; called from the node threads, one at a time */
 	void *check_ctx;
 	/* Caps on what a node sends home (docs/security.md); 0 for each: no cap. */
-	uint64_t artifact_max_bytes;   /* one artifact pull, sum of file sizes */
-	uint64_t artifact_max_entries; /* one artifact pull, archive members */
-	uint64_t log_max_bytes;        /* each rank_N.txt */
-	uint64_t min_free_bytes;       /* pulls and logs stop short of this much free disk */
+	uint64_t artifact_max_bytes;         /* one artifact pull, sum of file sizes */
+	uint64_t artifact_max_entries;       /* one artifact pull, archive members */
+	uint64_t log_max_bytes;              /* each rank_N.txt */
+	const struct isc_log_sink *log_sink; /* optional: follows also write there */
+	uint64_t min_free_bytes;             /* pulls and logs stop short of this much free disk */
 	/*
 	 * Every artifact pull and push and every dataset shipment (issue 42): a total
 	 * deadline and a minimum throughput (launcher/pace.h; zeros: the built-in
@@ -128,6 +145,13 @@ struct isc_launcher_opts {
 	 * wait for them in the rendezvous. NULL: every node.
 	 */
 	const int *only;
+	/*
+	 * The cluster's private key opened from the store (keys.h, issue 45): logins read
+	 * it from memory (libssh2's from-memory API), so it is never on disk. NULL:
+	 * key_path.
+	 */
+	const char *key_pem;
+	size_t key_pem_len;
 };
 
 /* What happened on one node during isc_launcher_boot_nodes. */
@@ -198,6 +222,16 @@ enum {
  * A push is tried up to 3 times while the node is unreachable or the
  * connection drops; an error means the node did not get the artifacts.
  */
+/*
+ * One SSH session to a node for a transfer: the node's user (else opts->user, else root),
+ * the cluster key from memory (opts->key_pem) or a file (opts->key_path), its pinned host
+ * key, opts->cancel; 15 s to connect. Every node-side transfer (boot.c, s3node.c) logs in
+ * here, so a change of how keys are held reaches them all.
+ */
+struct isc_ssh;
+int isc_launcher_connect(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
+                         struct isc_ssh **ssh, struct isc_err *err);
+
 struct isc_unpack_report;
 int isc_launcher_pull_artifacts(const struct isc_node_target *node,
                                 const struct isc_launcher_opts *opts, const char *local_dir,

@@ -22,19 +22,6 @@
 
 static const char *const tops[3] = {"checkpoints", "crud", "lossy"};
 
-static int connect_node(const struct isc_node_target *node, const struct isc_launcher_opts *opts,
-                        struct isc_ssh **ssh, struct isc_err *err)
-{
-	struct isc_ssh_target t = {node->host,
-	                           node->port,
-	                           node->user ? node->user : opts->user ? opts->user : "root",
-	                           opts->key_path,
-	                           node->pin_target,
-	                           opts->cancel};
-	return isc_ssh_connect(&t, isc_monotonic_ms() + 15000, opts->check, opts->check_ctx, ssh,
-	                       err);
-}
-
 static long transfer_timeout(const struct isc_launcher_opts *opts)
 {
 	return opts->transfer.deadline_ms > 0 ? (long)opts->transfer.deadline_ms : 7200000L;
@@ -126,7 +113,7 @@ int isc_launcher_list_artifacts(const struct isc_node_target *node,
 			isc_buf_printf(&cmd, " %s", tops[i]);
 	isc_buf_puts(&cmd, "; do if [ -e \"$t\" ] || [ -L \"$t\" ]; then find \"$t\" -printf "
 	                   "'%y %s %p\\0'; fi; done");
-	rc = connect_node(node, opts, &ssh, err);
+	rc = isc_launcher_connect(node, opts, &ssh, err);
 	if (!rc)
 		rc = isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, 600000, collect_fn, &c,
 		                  opts->cancel, &status, err);
@@ -240,7 +227,7 @@ int isc_launcher_upload_artifacts(const struct isc_node_target *node,
 	isc_transfer_read_lines("\"$d/parts\"", n_parts, &cmd);
 	if (isc_transfer_put_script(&put, &cmd) || !in.data)
 		rc = rc ? rc : isc_err_set(err, ISC_ENOMEM, "out of memory");
-	if (!rc && !(rc = connect_node(node, opts, &ssh, err)))
+	if (!rc && !(rc = isc_launcher_connect(node, opts, &ssh, err)))
 		rc = isc_ssh_exec(ssh, isc_buf_cstr(&cmd), in.data, in.len, transfer_timeout(opts),
 		                  collect_fn, &c, opts->cancel, &status, err);
 	isc_ssh_free(ssh);
@@ -383,7 +370,7 @@ static void *restore_node(void *arg)
 		c.cap = 65536;
 		if (attempt > 1)
 			sleep(2);
-		j->rc = connect_node(j->node, j->opts, &ssh, &j->err);
+		j->rc = isc_launcher_connect(j->node, j->opts, &ssh, &j->err);
 		if (!j->rc)
 			j->rc = isc_ssh_exec(ssh, j->script, j->in->data, j->in->len,
 			                     transfer_timeout(j->opts), collect_fn, &c,

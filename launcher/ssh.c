@@ -156,7 +156,14 @@ static int attempt(struct isc_ssh *s, const struct isc_ssh_target *t, long timeo
 		}
 	}
 	s->login_at_ms = isc_monotonic_ms();
-	rc = libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path, NULL);
+	if (t->key_pem)
+		/* No public key given: libssh2 derives it from the private one. */
+		rc = libssh2_userauth_publickey_frommemory(s->session, t->user, strlen(t->user),
+		                                           NULL, 0, t->key_pem, t->key_pem_len,
+		                                           NULL);
+	else
+		rc = libssh2_userauth_publickey_fromfile(s->session, t->user, NULL, t->key_path,
+		                                         NULL);
 	if (rc != 0) {
 		char *msg = NULL;
 		libssh2_session_last_error(s->session, &msg, NULL, 0);

@@ -33,7 +33,7 @@ struct isc_ssh_target {
 	const char *host; /* address to connect to */
 	int port;
 	const char *user;
-	const char *key_path;   /* the cluster's private key file */
+	const char *key_path;   /* the private key file (the on-prem pool's); unused with key_pem */
 	const char *pin_target; /* what the host key is pinned under; NULL: "host:port" */
 	volatile int *cancel;   /* optional: stop retrying once it becomes non-zero */
 	/*
@@ -43,6 +43,13 @@ struct isc_ssh_target {
 	 * at *cancel: thousands of idle log streams then cost nothing.
 	 */
 	const int *wake_fd;
+	/*
+	 * The private key itself (PEM, key_pem_len bytes), opened from the store (a burst's
+	 * cluster key, launcher/keys.h): the login reads it from memory, and it is never
+	 * written to disk. NULL: key_path.
+	 */
+	const char *key_pem;
+	size_t key_pem_len;
 };
 
 /*

@@ -591,6 +591,33 @@ static const char *const migrations[] = {
     "  created_at_ms INTEGER NOT NULL,"
     "  PRIMARY KEY (experiment_id, version));"
     "CREATE INDEX artifact_manifests_org ON artifact_manifests(org_id);",
+    /* 28, issue 45 (replicas with no shared folder): rank logs as rows of the store, so
+     * every replica's API reads what the replica following a burst wrote. A row is one
+     * batch of a rank's output (at most 256 KiB, a second's worth at most), keyed by
+     * its experiment, rank and the byte offset where it starts; cluster_id says which
+     * cluster's follow wrote it. No foreign key: the rows go with nothing else, and a
+     * follow's batch must never fail on the experiment's row. The same step in
+     * migrations_pg.c. */
+    "CREATE TABLE rank_logs ("
+    "  experiment_id TEXT NOT NULL,"
+    "  rank INTEGER NOT NULL CHECK (rank >= 0),"
+    "  off INTEGER NOT NULL CHECK (off >= 0),"
+    "  len INTEGER NOT NULL CHECK (len > 0 AND len <= 262144),"
+    "  cluster_id TEXT NOT NULL DEFAULT '',"
+    "  data BLOB NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (experiment_id, rank, off));",
+    /* 29, issue 45: each cluster's SSH private key sealed under the keys' master key
+     * (keys/vault.c; associated data names the cluster), where a file under
+     * $ISC_HOME/keys stood: a replica that takes a burst over reaches its nodes with
+     * nothing shared but the store and the master key. Existing key files are moved
+     * in by iscd at its start (broker/clusterkeys.c), since SQL cannot seal. The same
+     * step in migrations_pg.c. */
+    "CREATE TABLE cluster_ssh_keys ("
+    "  cluster_id TEXT PRIMARY KEY,"
+    "  nonce BLOB NOT NULL,"
+    "  ciphertext BLOB NOT NULL,"
+    "  created_at_ms INTEGER NOT NULL);",
 };
 
 size_t isc_store_migration_count(void)

@@ -492,6 +492,22 @@ static const char *const pg_steps[] = {
     "  created_at_ms BIGINT NOT NULL,"
     "  PRIMARY KEY (experiment_id, version));"
     "CREATE INDEX artifact_manifests_org ON artifact_manifests(org_id);",
+    /* 28, issue 45: rank logs as rows (migrations.c has the why). */
+    "CREATE TABLE rank_logs ("
+    "  experiment_id TEXT NOT NULL,"
+    "  rank BIGINT NOT NULL CHECK (rank >= 0),"
+    "  off BIGINT NOT NULL CHECK (off >= 0),"
+    "  len BIGINT NOT NULL CHECK (len > 0 AND len <= 262144),"
+    "  cluster_id TEXT NOT NULL DEFAULT '',"
+    "  data BYTEA NOT NULL,"
+    "  created_at_ms BIGINT NOT NULL,"
+    "  PRIMARY KEY (experiment_id, rank, off))",
+    /* 29, issue 45: cluster SSH keys sealed in the store (migrations.c has the why). */
+    "CREATE TABLE cluster_ssh_keys ("
+    "  cluster_id TEXT PRIMARY KEY,"
+    "  nonce BYTEA NOT NULL,"
+    "  ciphertext BYTEA NOT NULL,"
+    "  created_at_ms BIGINT NOT NULL)",
     NULL,
 };
 

@@ -35,7 +35,9 @@ if store_is_pg; then
 	mkdir -p "$dir/shared/artifacts" "$dir/shared/keys" && chmod 700 "$dir/shared/keys"
 	isc --home "$home2" init >/dev/null || exit 1
 	cp "$home/config.toml" "$home2/config.toml"
-	[ -f "$home.master-key" ] && cp -p "$home.master-key" "$home2.master-key"
+	# The keys' master key: every replica shares it with the store, and the clusters' SSH
+	# keys are sealed under it from the first burst on (docs/ha.md, issue 45).
+	export ISC_MASTER_KEY_FILE="$dir/master.key"
 	for h in "$home" "$home2"; do
 		printf 'artifact_root = "%s"\n%s\n' "$dir/shared/artifacts" "$(cat "$h/config.toml")" \
 			>"$h/config.toml"

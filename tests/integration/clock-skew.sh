@@ -45,7 +45,9 @@ mkdir -p "$shared/artifacts" "$shared/keys"
 chmod 700 "$shared/keys"
 isc --home "$home2" init >/dev/null
 cp "$home1/config.toml" "$home2/config.toml"
-[ -f "$home1.master-key" ] && cp -p "$home1.master-key" "$home2.master-key"
+# The keys' master key: every replica shares it with the store, and the clusters' SSH
+# keys are sealed under it from the first burst on (docs/ha.md, issue 45).
+export ISC_MASTER_KEY_FILE="$dir/master.key"
 for h in "$home1" "$home2"; do
 	/usr/bin/python3 - "$h/config.toml" "artifact_root = \"$shared/artifacts\"" <<'PY'
 import sys

@@ -100,12 +100,14 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# no_key_files EXP: every cluster of the experiment is closed and has no key file left
-# (a crash between closing a cluster and deleting its key must not leave it behind).
+# no_key_files EXP: every cluster of the experiment is closed and has no key left, neither
+# a file nor its sealed row in the store (issue 45) (a crash between closing a cluster and
+# deleting its key must not leave it behind).
 no_key_files() {
 	local c left=""
 	for c in $(store_sql -r "SELECT id FROM clusters WHERE experiment_id = '$1'"); do
 		[ -e "$ISC_HOME/keys/$c" ] && left="$left $c"
+		[ "$(store_sql -r "SELECT count(*) FROM cluster_ssh_keys WHERE cluster_id = '$c'")" = 0 ] || left="$left $c(sealed)"
 	done
 	[ -z "$left" ] && [ "$(store_sql -r "SELECT count(*) FROM clusters WHERE experiment_id = '$1' AND state != 'closed'")" = 0 ] && return 0
 	echo "clusters of $1 not closed or with a key file:$left" >&2

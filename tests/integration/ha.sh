@@ -45,7 +45,9 @@ check "the sandbox's setup is in PostgreSQL" test "$(sql "SELECT count(*) FROM o
 check "isc init on a second home joins the schema" isc --home "$home2" init
 # The second host's home (docs/ha.md): the first one's config (same broker_id, providers).
 cp "$home1/config.toml" "$home2/config.toml"
-[ -f "$home1.master-key" ] && cp -p "$home1.master-key" "$home2.master-key"
+# The keys' master key: every replica shares it with the store, and the clusters' SSH
+# keys are sealed under it from the first burst on (docs/ha.md, issue 45).
+export ISC_MASTER_KEY_FILE="$dir/master.key"
 
 # Top-level keys go before the first [table] of config.toml.
 set_top_key() {

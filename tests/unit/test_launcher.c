@@ -10,9 +10,11 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "artifacts/unpack.h"
+#include "keys/vault.h"
 #include "launcher/keys.h"
 #include "launcher/launcher.h"
 #include "launcher/shellquote.h"
+#include "store/store.h"
 #include "store/store_hostkeys.h"
 
 #include <setjmp.h>
@@ -1275,6 +1277,133 @@ static void test_follow_again_goes_on_where_it_stopped(void **state)
 }
 
 /* Artifacts home from a node whose folders hold links out, then back onto another node. */
+
+/* A sink standing in for the store (broker/logship.h): what each rank's follow gave it. */
+struct mem_sink_log {
+	int rank;
+	struct isc_buf buf;
+};
+struct mem_sink {
+	pthread_mutex_t lock;
+	uint64_t held; /* what the "store" had of each log before (another replica's) */
+	struct mem_sink_log logs[4];
+};
+
+static void *mem_open(void *ctx, const char *experiment_id, int rank, uint64_t *bytes, char *last)
+{
+	struct mem_sink *m = ctx;
+	(void)experiment_id;
+	if (rank < 0 || rank >= 4)
+		return NULL;
+	*bytes = m->held;
+	*last = 'x'; /* mid-line: the replay marker starts a line of its own */
+	m->logs[rank].rank = rank;
+	return &m->logs[rank];
+}
+
+static struct mem_sink *the_sink;
+
+static void mem_append(void *handle, const char *data, size_t len)
+{
+	struct mem_sink_log *l = handle;
+	pthread_mutex_lock(&the_sink->lock);
+	isc_buf_append(&l->buf, data, len);
+	pthread_mutex_unlock(&the_sink->lock);
+}
+
+static void mem_close(void *handle)
+{
+	(void)handle;
+}
+
+/*
+ * Issue 45: a cluster key moved from its file into a store (sealed), opened into
+ * memory and used for the logins (libssh2's from-memory API: no key file); a follow
+ * whose Output Path cannot be made (another replica's host) still follows into the
+ * sink, and marks the replay, since the sink already held output of the rank.
+ */
+static void test_sealed_key_and_log_sink(void **state)
+{
+	struct isc_boot_spec s =
+	    spec("exp_sealed", "sealed", "echo hello-from-$RANK; echo second-line", "img");
+	struct isc_launcher_opts o = opts();
+	struct isc_launch_follow *f;
+	struct mem_sink m;
+	struct isc_log_sink sink = {mem_open, mem_append, mem_close, &m};
+	struct isc_store *st;
+	struct isc_err err;
+	char home2[300], out[320], *pem = NULL, *text;
+	size_t len = 0, moved = 0;
+	int done = 0;
+	(void)state;
+	if (getuid() != 0)
+		skip();
+	memset(&m, 0, sizeof(m));
+	pthread_mutex_init(&m.lock, NULL);
+	for (int i = 0; i < 4; i++)
+		isc_buf_init(&m.logs[i].buf, 0);
+	the_sink = &m;
+	m.held = 5;
+	unsetenv("ISC_MASTER_KEY_FILE");
+	snprintf(home2, sizeof(home2), "%s/h2", root);
+	assert_int_equal(isc_store_open(home2, 1, &st, &err), 0);
+	assert_int_equal(
+	    sh("mkdir -m 700 %s/keys && cp -p %s %s/keys/cl_test", home2, key_path, home2), 0);
+	assert_int_equal(isc_cluster_key_import_files(st, home2, &moved, &err), 0);
+	assert_int_equal(moved, 1);
+	assert_int_equal(isc_cluster_key_load_sealed(st, home2, "cl_test", &pem, &len, &err), 0);
+	isc_store_free(st);
+	o.key_path = NULL;
+	o.key_pem = pem;
+	o.key_pem_len = len;
+	o.log_sink = &sink;
+	s.nnodes = 2;
+	assert_int_equal(isc_launcher_boot(&s, targets, 2, &o, &err), 0);
+	snprintf(out, sizeof(out), "%s/gone-host/out", root); /* its parent does not exist */
+	assert_int_equal(isc_launch_follow_start(&s, targets, 2, &o, out, &f, &err), 0);
+	for (int t = 0; t < 200 && done < 2; t++) {
+		int c;
+		done =
+		    isc_launch_follow_rank_exit(f, 0, &c) + isc_launch_follow_rank_exit(f, 1, &c);
+		usleep(50 * 1000);
+	}
+	assert_int_equal(done, 2);
+	isc_launch_follow_free(f);
+	/* Followed again in this process (the broker restarts a follower): nothing is
+	 * replayed into the sink, though there is still no file. */
+	{
+		size_t had0 = m.logs[0].buf.len, had1 = m.logs[1].buf.len;
+		done = 0;
+		assert_int_equal(isc_launch_follow_start(&s, targets, 2, &o, out, &f, &err), 0);
+		for (int t = 0; t < 200 && done < 2; t++) {
+			int c;
+			done = isc_launch_follow_rank_exit(f, 0, &c) +
+			       isc_launch_follow_rank_exit(f, 1, &c);
+			usleep(50 * 1000);
+		}
+		assert_int_equal(done, 2);
+		isc_launch_follow_free(f);
+		assert_int_equal(m.logs[0].buf.len, had0);
+		assert_int_equal(m.logs[1].buf.len, had1);
+	}
+	for (int r = 0; r < 2; r++) {
+		char want[64];
+		text = isc_buf_detach(&m.logs[r].buf);
+		assert_non_null(text);
+		snprintf(want, sizeof(want), "hello-from-%d\nsecond-line\n", r);
+		assert_non_null(strstr(text, want));
+		/* on a line of its own after the sink's "mid-line" copy, before the replay */
+		assert_int_equal(text[0], '\n');
+		assert_non_null(strstr(text, "---- isc: following rank"));
+		assert_true(strstr(text, "---- isc: following rank") < strstr(text, want));
+		free(text);
+	}
+	assert_int_not_equal(access(out, F_OK), 0);
+	pthread_mutex_destroy(&m.lock);
+	isc_launcher_stop(&s, targets, 2, &o, 0);
+	isc_vault_wipe_free(pem, len + 1);
+}
+
 static void test_artifacts_pull_refuses_links_and_push_restores(void **state)
 {
 	struct isc_launcher_opts o = opts();
@@ -1362,6 +1491,7 @@ int main(void)
 	    cmocka_unit_test(test_wait_flood_is_kept_to_its_tail),
 	    cmocka_unit_test(test_follow_again_goes_on_where_it_stopped),
 	    cmocka_unit_test(test_artifacts_pull_refuses_links_and_push_restores),
+	    cmocka_unit_test(test_sealed_key_and_log_sink),
 	};
 	return cmocka_run_group_tests_name("launcher", tests, group_setup, group_teardown);
 }

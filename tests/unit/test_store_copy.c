@@ -128,12 +128,18 @@ static void insert_blobs(struct isc_store *s)
 	    "manifest_json, created_at_ms, updated_at_ms, credentials_nonce, "
 	    "credentials_ciphertext) VALUES ('ds_1', 1, 'imagenet', 's3://b/k', 'b', 'k', 0, 'e', "
 	    "'', 'sealed:ab', 10, 20, 0, 'created', '', '@1/imagenet', NULL, 1035, 1036, ?, ?)",
+	    /* issue 45: a cluster's sealed SSH key, and a rank log's row (nonce as its data) */
+	    "INSERT INTO cluster_ssh_keys (cluster_id, nonce, ciphertext, created_at_ms) "
+	    "VALUES ('cl_1', ?, ?, 1037)",
+	    "INSERT INTO rank_logs (experiment_id, rank, off, len, cluster_id, data, "
+	    "created_at_ms) VALUES ('exp_1', 0, 0, 12, 'cl_1', ?, 1038)",
 	};
 	for (size_t i = 0; i < sizeof(sql) / sizeof(sql[0]); i++) {
 		struct isc_db_stmt *st;
 		assert_int_equal(isc_db_prepare(isc_store_db(s), sql[i], 0, &st), ISC_DB_OK);
 		isc_db_bind_blob(st, 1, NONCE, sizeof(NONCE), ISC_DB_STATIC);
-		isc_db_bind_blob(st, 2, CIPHER, sizeof(CIPHER), ISC_DB_STATIC);
+		if (isc_db_bind_parameter_count(st) > 1)
+			isc_db_bind_blob(st, 2, CIPHER, sizeof(CIPHER), ISC_DB_STATIC);
 		if (isc_db_step(st) != ISC_DB_DONE)
 			fail_msg("%s: %s", sql[i], isc_db_errmsg(isc_store_db(s)));
 		isc_db_finalize(st);
