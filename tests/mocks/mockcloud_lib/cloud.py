@@ -319,6 +319,14 @@ class Cloud:
                 inst.get("provider", "aws"), inst["instance_type"], inst.get("accelerators"))
             log("instance %s (%s, %s) boots in %d ms" % (iid, inst["instance_type"], inst["boot_family"],
                                                          inst["boot_delay_ms"]))
+        if not restart and "slow_boot_ms" not in inst:
+            # A straggler, whatever the model draws (tests of the broker's boot deadline).
+            f = self.take_fault("slow_boot", lambda f: f.get("region") in (None, inst["region"]),
+                                provider=inst.get("provider", "aws"))
+            inst["slow_boot_ms"] = int(f.get("ms", 60000)) if f else 0
+            if f:
+                inst["boot_delay_ms"] = inst["slow_boot_ms"]
+                log("instance %s boots slowly: %d ms (slow_boot fault)" % (iid, inst["slow_boot_ms"]))
         delay_ms = inst.get("boot_delay_ms", self.boot_delay_ms)
         due = inst["launched_at"] + delay_ms
         if inst.get("fail_boot"):

@@ -24,7 +24,7 @@ from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
                "interrupt", "partial", "garbled_reply", "describe_lag", "preempt",
-               "invalidate_token", "key_disabled", "describe_delay", "correlated_interrupt")
+               "invalidate_token", "key_disabled", "describe_delay", "correlated_interrupt", "slow_boot")
 PROVIDERS = ("aws", "gcp", "oci")
 
 
@@ -502,6 +502,13 @@ class Handler(BaseHTTPRequestHandler):
             ms = req.get("ms", 10000)
             if not isinstance(ms, (int, float)) or ms < 0:
                 return self._json(400, {"error": "describe_lag needs ms >= 0"})
+            f["ms"] = ms
+        if kind == "slow_boot":
+            # The next count instances launched (of provider, in region) boot in ms instead
+            # of their boot delay or the timing model's draw: a straggler on demand.
+            ms = req.get("ms", 60000)
+            if not isinstance(ms, (int, float)) or ms < 0:
+                return self._json(400, {"error": "slow_boot needs ms >= 0"})
             f["ms"] = ms
         if kind == "describe_delay":
             ms = req.get("ms")
