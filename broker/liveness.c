@@ -155,6 +155,31 @@ int broker_node_in_pull_stage(const char *stage, int64_t now_ms)
 	return now_ms - start <= 2 * expected + 10000;
 }
 
+long broker_notice_ms(const char *provider)
+{
+	if (provider && !strcmp(provider, "aws"))
+		return 120000;
+	if (provider && !strcmp(provider, "gcp"))
+		return 30000;
+	return 0;
+}
+
+int broker_node_reachable_in_notice(const struct isc_node *n, const char *provider, int64_t now_ms)
+{
+	if (!strcmp(n->state, "running"))
+		return 1;
+	return !strcmp(n->state, "stopping") && n->notice_at_ms &&
+	       now_ms - n->notice_at_ms < broker_notice_ms(provider);
+}
+
+int broker_drain_first(const char *provider, long launch_ms)
+{
+	/* The GCP driver's launch returns once the bulkInsert operation is done: a boot. */
+	if (provider && !strcmp(provider, "gcp"))
+		return 1;
+	return broker_notice_ms(provider) < launch_ms;
+}
+
 struct broker_node_watch {
 	pthread_t thread;
 	char *home, *cluster_id;

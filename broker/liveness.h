@@ -80,6 +80,29 @@ size_t broker_stragglers(const struct isc_node *nodes, size_t n, int64_t created
 int broker_node_in_pull_stage(const char *stage, int64_t now_ms);
 
 /*
+ * How long a cloud's interruption notice lasts, in ms (issue 46): AWS two minutes (EC2
+ * "Spot Instance interruption notices"), GCP 30 s (Spot VMs' ACPI soft off), OCI none to
+ * count on (a preemptible instance is reclaimed "at any time"): 0. Unknown providers: 0.
+ */
+long broker_notice_ms(const char *provider);
+
+/*
+ * Can a node still be reached for its folders? Running, or (GCP) stopping in the notice's
+ * ACPI soft-off window: the node got its notice (notice_at_ms) less than the provider's
+ * notice ago, and its sshd is still up while Compute shows it STOPPING (issue 46).
+ */
+int broker_node_reachable_in_notice(const struct isc_node *n, const char *provider, int64_t now_ms);
+
+/*
+ * Whether the drain of a cluster losing rank 0 must come before the replacement's launch
+ * (issue 46): when the cloud's launch call waits for the boot (GCP's bulkInsert operation,
+ * about a node's boot) or its notice is shorter than launch_ms (what a launch call may take),
+ * rank 0 would be gone before a drain after the launch reached it, and its final
+ * checkpoint with it.
+ */
+int broker_drain_first(const char *provider, long launch_ms);
+
+/*
  * A watcher of some nodes of one cluster while a step talks to them: a thread
  * with its own store connection reads the nodes' rows (what the watch wrote)
  * every 100 ms and sets *gone to 1 as soon as one of them is gone, which the

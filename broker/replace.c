@@ -366,6 +366,23 @@ int broker_replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		broker_candidate_cleanup(&cand);
 		goto out;
 	}
+	/*
+	 * Rank 0 about to go (a notice) on a cloud whose launch call outlasts its notice (GCP:
+	 * the call waits for the boot, the notice is 30 s): drain first, so its final
+	 * checkpoint comes home before the node goes (issue 46). Elsewhere (EC2's RunInstances
+	 * answers at once, the notice is 2 minutes) the launch goes first: the new node boots
+	 * while the old cluster drains.
+	 */
+	if (ran && lost[0] && nodes[0].notice_at_ms &&
+	    broker_node_reachable_in_notice(&nodes[0], c->provider, isc_store_now_ms()) &&
+	    broker_drain_first(c->provider, 10000)) {
+		broker_note(
+		    s, e, "drain_first",
+		    "rank 0 (%s) has a notice on %s (%ld s): its checkpoint comes home before "
+		    "the replacement's launch",
+		    nodes[0].instance_id, c->provider, broker_notice_ms(c->provider) / 1000);
+		broker_drain(b, s, e);
+	}
 	if (rc) {
 		char why[ISC_ERR_MSG_MAX + 16];
 		snprintf(why, sizeof(why), "credits: %s", err.msg);
