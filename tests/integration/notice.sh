@@ -14,7 +14,7 @@ ISC_BIN=$ISC_BIN SANDBOX_TICK_MS=200 SANDBOX_BOOT_DELAY_MS=300 \
 . "$dir/env"
 sed -i -e 's/^checkpoint_sync_ms = .*/checkpoint_sync_ms = 600000/' "$ISC_HOME/config.toml"
 grep -q '^checkpoint_sync_ms = 600000' "$ISC_HOME/config.toml" || { echo "notice: no checkpoint_sync_ms in the sandbox's config" >&2; exit 1; }
-db() { sqlite3 "file:$ISC_HOME/isc.db?mode=ro" "$1"; }
+db() { store_sql -r "$1"; }
 cat >"$dir/gang.isc" <<'ISC'
 isc_project_id = "demo"
 experiment_name = "notice-gcp"
