@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stragglers (issue 46; docs/broker.md, "Stragglers"): a 4-node GPU gang one of whose nodes
 # boots far past the others (the mock's slow_boot fault: 120 s, whatever the timing model
-# draws) is not held back for it past boot_deadline_gpu_ms (3 s here): the straggler is
+# draws) is not held back for it past boot_deadline_gpu_ms (8 s here; 3 s flaked on a loaded machine, where a second node was still pending): the straggler is
 # replaced alone, the three nodes up are kept (never terminated), all four ranks run and
 # the burst completes long before the slow node would have come up. The mock cloud's own
 # record is the witness: 5 instances launched, the slow one terminated without running.
@@ -33,7 +33,7 @@ for r in json.load(sys.stdin):
 count_rows() { mock_rows "$1" | /usr/bin/python3 -c "import json,sys; print(sum(1 for l in sys.stdin if $2))"; }
 
 # ---- 1. the straggler replaced alone
-{ echo "boot_deadline_gpu_ms = 3000"; cat "$dir/config.base"; } >"$ISC_HOME/config.toml"
+{ echo "boot_deadline_gpu_ms = 8000"; cat "$dir/config.base"; } >"$ISC_HOME/config.toml"
 start_iscd || exit 1
 gang_file one
 fault '{"kind":"slow_boot","count":1,"ms":120000}'
@@ -60,7 +60,7 @@ first = [r for r in rows if r["launched_at"] == slow["launched_at"] and r["id"] 
 print(sum(1 for r in first if r["terminate_requested_at"] and r["terminate_requested_at"] < slow["terminate_requested_at"] + 500))')
 check "the three nodes up were kept, not terminated with the straggler" test "$kept_early" = 0
 check "isc status names the straggler and the GPU family's deadline" \
-	bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'past the gpu family.s boot deadline (3 s)'"
+	bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'past the gpu family.s boot deadline (8 s)'"
 out=$(status_of "$id" output_path)
 check "all four ranks ran with 4 nodes" bash -c "for r in 0 1 2 3; do grep -q 'NNODES=4' '$out/rank_'\$r.txt || exit 1; done"
 stop_iscd
