@@ -116,6 +116,11 @@ static void provisioning(struct isc_broker *b, struct isc_store *s, struct isc_e
 	if (c.replaces[0] && e->cycle_count > 0 && running > 0 && running < (size_t)c.nnodes &&
 	    broker_restore_kept_early(b, s, e, &c, nodes, n))
 		running = n; /* the new nodes came up meanwhile */
+	/* A gang is not held back for its slowest node past the family's boot deadline: the
+	 * stragglers are replaced alone, the nodes up kept (issue 46). */
+	if ((int)n == c.nnodes && running > 0 && running < n &&
+	    broker_replace_stragglers(b, s, e, &c, nodes, n))
+		goto out;
 	if ((int)n == c.nnodes && running == n) {
 		if (strcmp(c.state, "booting") != 0)
 			isc_metric_observe(ISC_M_PROVISIONING, ISC_LABELS(c.provider),

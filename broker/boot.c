@@ -392,9 +392,10 @@ void broker_stop_containers(struct isc_broker *b, const struct isc_experiment *e
 
 	if (!live)
 		return;
-	/* Only nodes the cloud still runs can take a stop. */
+	/* Only nodes the cloud still runs can take a stop (or a GCP node in its notice's
+	 * soft-off window: its container still gets the grace to write its checkpoint). */
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(nodes[i].state, "running") == 0)
+		if (broker_node_reachable_in_notice(&nodes[i], c->provider, isc_store_now_ms()))
 			live[k++] = nodes[i];
 	if (k) {
 		if (boot_ctx_init(b, NULL, e->id, e->name, e->spec_json, c, live, k, &x, &err) ==
@@ -551,7 +552,8 @@ static int pull(struct isc_broker *b, struct isc_store *s, const struct isc_expe
 	char *dir;
 	int rc;
 
-	if (strcmp(rank0->state, "running") != 0)
+	/* Running, or stopping within its notice (GCP's soft-off window: sshd still up). */
+	if (!broker_node_reachable_in_notice(rank0, c->provider, isc_store_now_ms()))
 		return isc_err_set(err, ISC_ENOTFOUND, "rank 0 (%s) is %s", rank0->instance_id,
 		                   rank0->state);
 	if (broker_s3_enabled(b)) {

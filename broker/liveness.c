@@ -97,6 +97,89 @@ size_t broker_lost_ranks(const struct isc_node *nodes, size_t n, int ran, int *l
 	return k;
 }
 
+const char *broker_boot_family(const char *provider, const char *t)
+{
+	const char *dot;
+	if (!t)
+		return "vm";
+	if (provider && !strcmp(provider, "oci"))
+		return !strncmp(t, "BM.", 3) ? "metal" : !strncmp(t, "VM.GPU", 6) ? "gpu" : "vm";
+	if (provider && !strcmp(provider, "gcp"))
+		return (!strncmp(t, "a2-", 3) || !strncmp(t, "a3-", 3) || !strncmp(t, "a4-", 3) ||
+		        !strncmp(t, "g2-", 3))
+		           ? "gpu"
+		           : "vm";
+	/* EC2: FAMILY.SIZE; metal sizes are "metal" or "metal-48xl" and the like. */
+	dot = strchr(t, '.');
+	if (dot && !strncmp(dot + 1, "metal", 5))
+		return "metal";
+	if (t[0] == 'p' || t[0] == 'g' || !strncmp(t, "trn", 3) || !strncmp(t, "inf", 3) ||
+	    !strncmp(t, "dl", 2))
+		return "gpu";
+	return "vm";
+}
+
+size_t broker_stragglers(const struct isc_node *nodes, size_t n, int64_t created_at_ms,
+                         int64_t now_ms, long deadline_ms, int *straggling)
+{
+	size_t up = 0, late = 0;
+	for (size_t i = 0; i < n; i++) {
+		straggling[i] = strcmp(nodes[i].state, "pending") == 0 && !nodes[i].notice_at_ms;
+		up += (size_t)broker_node_up(&nodes[i]);
+		late += (size_t)straggling[i];
+	}
+	if (up == 0 || late == 0 || up + late != n || now_ms - created_at_ms <= deadline_ms) {
+		memset(straggling, 0, n * sizeof(*straggling));
+		return 0;
+	}
+	return late;
+}
+
+int broker_node_in_pull_stage(const char *stage, int64_t now_ms)
+{
+	char what[16];
+	long long start = 0, expected = 0;
+	int got;
+	if (!stage)
+		return 0;
+	if (!strncmp(stage, "pull ", 5))
+		got = sscanf(stage, "%15s %*s %lld %lld", what, &start, &expected) == 3;
+	else if (!strncmp(stage, "fetch ", 6))
+		got = sscanf(stage, "%15s %lld %lld", what, &start, &expected) == 3;
+	else
+		return 0;
+	if (!got || start <= 0 || expected < 0 || now_ms < start - 60000)
+		return 0;
+	/* Under way, and not overdue by more than twice what it was expected to take (a
+	 * registry that stalls is a failure the command's own timeout reports). */
+	return now_ms - start <= 2 * expected + 10000;
+}
+
+long broker_notice_ms(const char *provider)
+{
+	if (provider && !strcmp(provider, "aws"))
+		return 120000;
+	if (provider && !strcmp(provider, "gcp"))
+		return 30000;
+	return 0;
+}
+
+int broker_node_reachable_in_notice(const struct isc_node *n, const char *provider, int64_t now_ms)
+{
+	if (!strcmp(n->state, "running"))
+		return 1;
+	return !strcmp(n->state, "stopping") && n->notice_at_ms &&
+	       now_ms - n->notice_at_ms < broker_notice_ms(provider);
+}
+
+int broker_drain_first(const char *provider, long launch_ms)
+{
+	/* The GCP driver's launch returns once the bulkInsert operation is done: a boot. */
+	if (provider && !strcmp(provider, "gcp"))
+		return 1;
+	return broker_notice_ms(provider) < launch_ms;
+}
+
 struct broker_node_watch {
 	pthread_t thread;
 	char *home, *cluster_id;

@@ -13,6 +13,7 @@
 #define ISC_BROKER_LIVENESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* 1 when an iscd runs for home (*pid, may be NULL, gets its pid), else 0. */
 int isc_daemon_running(const char *home, long *pid);
@@ -49,6 +50,57 @@ int broker_node_up(const struct isc_node *n);
  * many are lost.
  */
 size_t broker_lost_ranks(const struct isc_node *nodes, size_t n, int ran, int *lost, int *remap);
+
+/*
+ * The family a shape's nodes boot as (issue 46): "metal", "gpu" or "vm", from the instance
+ * type as each cloud names it (EC2 `*.metal` sizes and the p/g/trn/inf/dl families; Compute
+ * Engine a2/a3/a4/g2; OCI BM.* and VM.GPU*). The mock cloud's timing model draws each
+ * family's launch-to-SSH time from the clouds' published figures (docs/mock-cloud.md).
+ */
+const char *broker_boot_family(const char *provider, const char *instance_type);
+
+/*
+ * Stragglers (issue 46): which of a gang's n nodes still boot (pending) while the others
+ * run, once deadline_ms has passed since the launch (created_at_ms; now_ms the time now):
+ * into straggling[n], and how many. 0 when none runs yet (the gang as a whole is not late
+ * for its slowest node: boot_deadline_ms is its limit) or the deadline has not passed.
+ */
+size_t broker_stragglers(const struct isc_node *nodes, size_t n, int64_t created_at_ms,
+                         int64_t now_ms, long deadline_ms, int *straggling);
+
+/*
+ * Is a node that does not answer in its pull stage? (issue 46) A node's boot pulls the
+ * image and fetches the dataset before its container runs: minutes on a fresh node
+ * (docs/mock-cloud.md, "Timing model": 27.5 s per GB). `stage` is what the node says it is
+ * doing ("pull REF START_MS EXPECTED_MS", "fetch START_MS EXPECTED_MS", as the mock nodes'
+ * DIR/stage and a boot's progress lines say it); returns 1 while that stage is under way
+ * and not overdue by more than twice its expected length, so such a node is not called
+ * dead; 0 otherwise (no stage, unreadable, or overdue).
+ */
+int broker_node_in_pull_stage(const char *stage, int64_t now_ms);
+
+/*
+ * How long a cloud's interruption notice lasts, in ms (issue 46): AWS two minutes (EC2
+ * "Spot Instance interruption notices"), GCP 30 s (Spot VMs' ACPI soft off), OCI none to
+ * count on (a preemptible instance is reclaimed "at any time"): 0. Unknown providers: 0.
+ */
+long broker_notice_ms(const char *provider);
+
+/*
+ * Can a node still be reached for its folders? Running, or (GCP) stopping in the notice's
+ * ACPI soft-off window: the node got its notice (notice_at_ms) less than the provider's
+ * notice ago, and its sshd is still up while Compute shows it STOPPING (issue 46).
+ */
+int broker_node_reachable_in_notice(const struct isc_node *n, const char *provider, int64_t now_ms);
+
+/*
+ * Whether the drain of a cluster losing rank 0 must come before the replacement's launch
+ * (issue 46): when the cloud's launch call waits for the boot (GCP's bulkInsert operation,
+ * about a node's boot) or its notice is shorter than launch_ms (what a launch call may take),
+ * rank 0 would be gone before a drain after the launch reached it, and its final
+ * checkpoint with it.
+ */
+int broker_drain_first(const char *provider, long launch_ms);
 
 /*
  * A watcher of some nodes of one cluster while a step talks to them: a thread

@@ -344,6 +344,23 @@ int broker_replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_ex
 		broker_candidate_cleanup(&cand);
 		goto out;
 	}
+	/*
+	 * Rank 0 about to go (a notice) on a cloud whose launch call outlasts its notice (GCP:
+	 * the call waits for the boot, the notice is 30 s): drain first, so its final
+	 * checkpoint comes home before the node goes (issue 46). Elsewhere (EC2's RunInstances
+	 * answers at once, the notice is 2 minutes) the launch goes first: the new node boots
+	 * while the old cluster drains.
+	 */
+	if (ran && lost[0] && nodes[0].notice_at_ms &&
+	    broker_node_reachable_in_notice(&nodes[0], c->provider, isc_store_now_ms()) &&
+	    broker_drain_first(c->provider, 10000)) {
+		broker_note(
+		    s, e, "drain_first",
+		    "rank 0 (%s) has a notice on %s (%ld s): its checkpoint comes home before "
+		    "the replacement's launch",
+		    nodes[0].instance_id, c->provider, broker_notice_ms(c->provider) / 1000);
+		broker_drain(b, s, e);
+	}
 	if (rc) {
 		char why[ISC_ERR_MSG_MAX + 16];
 		snprintf(why, sizeof(why), "credits: %s", err.msg);
@@ -361,4 +378,58 @@ out:
 	free(kept_ids);
 	free(kept_ranks);
 	return taken;
+}
+
+int broker_replace_stragglers(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                              const struct isc_cluster *c, const struct isc_node *nodes, size_t n)
+{
+	struct broker_candidate cand;
+	struct isc_node *marked = NULL;
+	int *late = NULL;
+	const char *family;
+	char list[512] = "";
+	long deadline;
+	size_t k;
+	int done = 0;
+
+	if (n < 2 || n != (size_t)c->nnodes || b->config->replace_deadline_ms <= 0)
+		return 0;
+	/* Cheap first: any node still pending while another runs, past the shortest deadline. */
+	if (!(late = calloc(n, sizeof(*late))))
+		return 0;
+	deadline = b->config->boot_deadline_vm_ms;
+	if (b->config->boot_deadline_gpu_ms < deadline)
+		deadline = b->config->boot_deadline_gpu_ms;
+	if (b->config->boot_deadline_metal_ms < deadline)
+		deadline = b->config->boot_deadline_metal_ms;
+	if (!broker_stragglers(nodes, n, c->created_at_ms, isc_store_now_ms(), deadline, late) ||
+	    !broker_candidate_for_cluster(b, s, e, c, &cand))
+		goto out;
+	family = broker_boot_family(c->provider, cand.instance_type);
+	deadline = !strcmp(family, "metal") ? b->config->boot_deadline_metal_ms
+	           : !strcmp(family, "gpu") ? b->config->boot_deadline_gpu_ms
+	                                    : b->config->boot_deadline_vm_ms;
+	broker_candidate_cleanup(&cand);
+	k = broker_stragglers(nodes, n, c->created_at_ms, isc_store_now_ms(), deadline, late);
+	if (!k || !(marked = malloc(n * sizeof(*marked))))
+		goto out;
+	/* The rows as broker_replace_lost reads them, a straggler no longer "pending": lost. */
+	memcpy(marked, nodes, n * sizeof(*marked));
+	for (size_t i = 0; i < n; i++) {
+		if (!late[i])
+			continue;
+		marked[i].state = "straggling";
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s (rank %d)",
+		         list[0] ? ", " : "", nodes[i].instance_id, nodes[i].rank);
+	}
+	broker_note(s, e, "straggler",
+	            "%s: %zu of %zu node(s) still booting %ld s after the launch, past the %s "
+	            "family's boot deadline (%ld s): %s; replacing them alone, keeping the %zu up",
+	            c->shape_id, k, n, (long)((isc_store_now_ms() - c->created_at_ms) / 1000),
+	            family, deadline / 1000, list, n - k);
+	done = broker_replace_lost(b, s, e, c, marked, n);
+out:
+	free(marked);
+	free(late);
+	return done;
 }

@@ -78,6 +78,16 @@ int broker_candidate_for_cluster(struct isc_broker *b, struct isc_store *s,
 /* ---- replace.c ---- */
 
 /* Keeps what was not lost of cluster c and replaces the rest; 0 when not taken. */
+/*
+ * Stragglers (issue 46): a gang (or a replacement) some of whose nodes run while others
+ * still boot past the shape family's boot deadline (boot_deadline_{vm,gpu,metal}_ms from
+ * the launch) replaces those alone, keeping the nodes that run (broker_replace_lost with
+ * the stragglers counted lost); the straggling instances are terminated with the drain.
+ * Returns 1 when it did (the step is done), 0 when there is no straggler, the deadline has
+ * not passed, or the lost-node path is not taken (boot_deadline_ms stays the gang's limit).
+ */
+int broker_replace_stragglers(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
+                              const struct isc_cluster *c, const struct isc_node *nodes, size_t n);
 int broker_replace_lost(struct isc_broker *b, struct isc_store *s, struct isc_experiment *e,
                         const struct isc_cluster *c, const struct isc_node *nodes, size_t n);
 /* A replacement could not be had: the whole-gang failover. */

@@ -109,6 +109,12 @@ static struct isc_config *config_defaults(void)
 	c->stop_grace_s = 30;
 	c->boot_deadline_ms = 300000;
 	c->replace_deadline_ms = 180000;
+	/* Launch to SSH by family (docs/broker.md, "Stragglers"): about the 99th percentile of
+	 * the clouds' published boots (docs/mock-cloud.md, "Timing model": CPU VMs median 25 s,
+	 * GPU VMs 90 s, sigma 0.35; bare metal up to 20 min, dstack's OCI BM.* timeout). */
+	c->boot_deadline_vm_ms = 60000;
+	c->boot_deadline_gpu_ms = 240000;
+	c->boot_deadline_metal_ms = 1200000;
 	c->command_timeout_ms = 600000;
 	c->master_port = 29500;
 	c->reservation_window_ms = 3600000;
@@ -570,6 +576,12 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_ms);
 		else if (!strcmp(key, "replace_deadline_ms"))
 			rc = get_long(x, v, key, 0, 86400000, &c->replace_deadline_ms);
+		else if (!strcmp(key, "boot_deadline_vm_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_vm_ms);
+		else if (!strcmp(key, "boot_deadline_gpu_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_gpu_ms);
+		else if (!strcmp(key, "boot_deadline_metal_ms"))
+			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_metal_ms);
 		else if (!strcmp(key, "command_timeout_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->command_timeout_ms);
 		else if (!strcmp(key, "checkpoint_sync_ms"))
@@ -793,6 +805,10 @@ static const struct template_key top_keys[] = {
     {"boot_deadline_ms = 300000", "how long nodes may take to run and accept SSH"},
     {"replace_deadline_ms = 180000",
      "lost nodes of a gang are replaced alone within this, else the whole gang (0: always)"},
+    {"boot_deadline_vm_ms = 60000",
+     "a CPU VM of a gang whose other nodes run is replaced alone after this (a straggler)"},
+    {"boot_deadline_gpu_ms = 240000", "the same for a GPU VM"},
+    {"boot_deadline_metal_ms = 1200000", "the same for bare metal"},
     {"command_timeout_ms = 600000", "one remote command (e.g. docker pull)"},
     {"master_port = 29500", "MASTER_PORT of the containers"},
     {"shm_size = \"\"", "--shm-size of the containers (\"\": half the node's RAM)"},

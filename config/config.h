@@ -29,14 +29,19 @@ struct isc_provider_config {
 };
 
 struct isc_config {
-	char *path;                    /* where it was read from ("" when defaults only) */
-	char *broker_id;               /* tags every instance; written by isc init */
-	long tick_interval_ms;         /* 2000 */
-	char *default_image;           /* "pytorch/pytorch:latest" */
-	long retry_wait_ms;            /* a waiting experiment is placed again after this; 30000 */
-	int stop_grace_s;              /* docker stop grace period; 30 */
-	long boot_deadline_ms;         /* per node SSH connect deadline; 300000 */
-	long replace_deadline_ms;      /* lost nodes of a gang replaced within this; 180000 */
+	char *path;               /* where it was read from ("" when defaults only) */
+	char *broker_id;          /* tags every instance; written by isc init */
+	long tick_interval_ms;    /* 2000 */
+	char *default_image;      /* "pytorch/pytorch:latest" */
+	long retry_wait_ms;       /* a waiting experiment is placed again after this; 30000 */
+	int stop_grace_s;         /* docker stop grace period; 30 */
+	long boot_deadline_ms;    /* per node SSH connect deadline; 300000 */
+	long replace_deadline_ms; /* lost nodes of a gang replaced within this; 180000 */
+	/* Stragglers (issue 46): a gang whose other nodes run waits this long after its launch
+	 * for a node still booting, by the shape's family, then replaces that node alone. */
+	long boot_deadline_vm_ms;      /* 60000 */
+	long boot_deadline_gpu_ms;     /* 240000 */
+	long boot_deadline_metal_ms;   /* 1200000 */
 	long command_timeout_ms;       /* per remote command; 600000 */
 	int master_port;               /* 29500 */
 	char *shm_size;                /* "": half the node's RAM */

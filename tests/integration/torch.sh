@@ -141,4 +141,59 @@ cat "$dir/ddp.verdict" >&2
 check "ddp: the restore reached every node (rank 1 read the checkpoint)" grep -Eq "resume rank=1 step=[1-9][0-9]* cycle=2" "$out/rank_1.txt"
 check "ddp: nothing left" wait_no_live
 
+# 4. The early start (issue 46): a 2-node DDP job loses a node; the replacement boots for
+#    8 s, and the kept rank's container starts at once and waits in the real PyTorch
+#    rendezvous (init_process_group, env://) until the new rank joins; then both train to
+#    the end with equal weights. The witness is the ranks' own clock: the kept rank entered
+#    the rendezvous seconds before the new one, and both left it together.
+cat >"$dir/early.isc" <<ISC
+isc_project_id = "demo"
+experiment_name = "early"
+gpus = 2
+compute_mode = "burst"
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = '/usr/bin/python3 $scripts/ddp.py 40 0.2'
+ISC
+mock boot_delay -X POST -d '{"ms":300}' >/dev/null
+id=$(submit "$dir/early.isc")
+check "early: runs" wait_status "$id" running 60
+out=$(out_of "$id")
+check "early: a checkpoint came home" bash -c "for i in \$(seq 1 300); do test -s '$ISC_HOME/experiments/$id/checkpoints/ddp.pt' && grep -q 'step rank=0 step=7 ' '$out/rank_0.txt' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+victim=$(mock instances | /usr/bin/python3 -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"]
+print(sorted(rows, key=lambda r: r["launched_at"])[-1]["id"] if rows else "")' "$id")
+mock boot_delay -X POST -d '{"ms":8000}' >/dev/null
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":3}"
+check "early: completes after the loss" wait_status "$id" completed 150
+mock boot_delay -X POST -d '{"ms":300}' >/dev/null
+check "early: the kept rank's container started while the new node booted" bash -c "'$ISC_BIN/isc' status '$id' | grep -q 'wait for the new one(s) in the rendezvous'"
+/usr/bin/python3 - "$out" >"$dir/early.verdict" 2>&1 <<'PY'
+import re, sys
+out = sys.argv[1]
+ent, joined, done = {}, {}, {}
+for r in (0, 1):
+    text = open("%s/rank_%d.txt" % (out, r)).read()
+    for m in re.finditer(r"rendezvous rank=(\d) cycle=2 t=(\d+)", text):
+        ent.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+    for m in re.finditer(r"joined rank=(\d) cycle=2 t=(\d+)", text):
+        joined[int(m.group(1))] = int(m.group(2))
+    for m in re.finditer(r"done rank=(\d) step=(\d+) weights=([0-9a-f]{64})", text):
+        done[int(m.group(1))] = (int(m.group(2)), m.group(3))
+print("entered", ent, "joined", joined, "done", done)
+first = {r: min(t) for r, t in ent.items()}
+last = {r: max(t) for r, t in ent.items()}
+ok = (set(first) == {0, 1} and set(joined) == {0, 1}
+      # one rank (the kept one) entered the rendezvous at least 4 s before the other
+      and abs(first[0] - first[1]) >= 4000
+      # and waited there: it left only once the late one had come
+      and min(joined.values()) >= max(last.values()) - 500
+      and abs(joined[0] - joined[1]) < 3000
+      and set(done) == {0, 1} and done[0] == done[1] and done[0][0] == 40)
+sys.exit(0 if ok else 1)
+PY
+check "early: the kept rank waited in the rendezvous for the new one, then both trained to equal weights" test $? = 0
+cat "$dir/early.verdict" >&2
+check "early: nothing left" wait_no_live
+
 finish torch

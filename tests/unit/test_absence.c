@@ -372,6 +372,64 @@ static void test_rank0_goes_to_a_kept_node_that_is_up(void **state)
 	}
 }
 
+/*
+ * Issue 46: the shape families, the stragglers of a gang past its family's boot deadline,
+ * and a node in its pull stage that is not called dead.
+ */
+static void test_families_and_stragglers(void **state)
+{
+	const char *states[4] = {"running", "pending", "running", "pending"};
+	const int64_t notices[4] = {0, 0, 0, 0};
+	const char *ips[4] = {"10.0.0.1", "10.0.0.2", "10.0.0.3", ""};
+	struct isc_node v[4];
+	int late[4];
+
+	(void)state;
+	assert_string_equal(broker_boot_family("aws", "g4dn.xlarge"), "gpu");
+	assert_string_equal(broker_boot_family("aws", "p5.48xlarge"), "gpu");
+	assert_string_equal(broker_boot_family("aws", "g4dn.metal"), "metal");
+	assert_string_equal(broker_boot_family("aws", "m7i.large"), "vm");
+	assert_string_equal(broker_boot_family("gcp", "a3-highgpu-8g"), "gpu");
+	assert_string_equal(broker_boot_family("gcp", "n2-standard-8"), "vm");
+	assert_string_equal(broker_boot_family("oci", "BM.GPU.H100.8"), "metal");
+	assert_string_equal(broker_boot_family("oci", "VM.GPU.A10.1"), "gpu");
+	assert_string_equal(broker_boot_family("oci", "VM.Standard.E4.Flex"), "vm");
+
+	gang(v, 4, states, notices, ips);
+	/* Before the deadline: nobody straggles. */
+	assert_int_equal(broker_stragglers(v, 4, 1000, 1000 + 240000, 240000, late), 0);
+	assert_int_equal(late[1] + late[3], 0);
+	/* After it: the two still pending, the two up kept. */
+	assert_int_equal(broker_stragglers(v, 4, 1000, 1000 + 240001, 240000, late), 2);
+	assert_int_equal(late[0], 0);
+	assert_int_equal(late[1], 1);
+	assert_int_equal(late[2], 0);
+	assert_int_equal(late[3], 1);
+	/* A pending node with a notice is lost, not a straggler: the lost-node path's. */
+	v[3].notice_at_ms = 5;
+	assert_int_equal(broker_stragglers(v, 4, 1000, 1000 + 240001, 240000, late), 0);
+	v[3].notice_at_ms = 0;
+	/* Nothing up yet: the gang as a whole is late (boot_deadline_ms), not a straggler. */
+	{
+		const char *st[2] = {"pending", "pending"};
+		const int64_t no[2] = {0, 0};
+		const char *ip[2] = {"", ""};
+		gang(v, 2, st, no, ip);
+		assert_int_equal(broker_stragglers(v, 2, 0, 999999999, 1000, late), 0);
+	}
+
+	/* The pull stage: under way (up to twice its expected length and 10 s) is alive. */
+	assert_int_equal(
+	    broker_node_in_pull_stage("pull pytorch/pytorch:latest 100000 275000", 200000), 1);
+	assert_int_equal(broker_node_in_pull_stage("pull img:1 100000 275000", 100000 + 560000), 1);
+	assert_int_equal(broker_node_in_pull_stage("pull img:1 100000 275000", 100000 + 560001), 0);
+	assert_int_equal(broker_node_in_pull_stage("fetch 100000 50000", 120000), 1);
+	assert_int_equal(broker_node_in_pull_stage("", 120000), 0);
+	assert_int_equal(broker_node_in_pull_stage(NULL, 120000), 0);
+	assert_int_equal(broker_node_in_pull_stage("run 100000 5", 100001), 0);
+	assert_int_equal(broker_node_in_pull_stage("pull img:1 junk", 100001), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +441,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_seen_ending_then_missing_is_no_absence, setup,
 	                                    teardown),
 	    cmocka_unit_test(test_rank0_goes_to_a_kept_node_that_is_up),
+	    cmocka_unit_test(test_families_and_stragglers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

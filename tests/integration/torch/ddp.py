@@ -6,7 +6,8 @@ every rank must see the same checkpoint (issue 31: a rank that starts from step 
 while the others resume waits in a collective they never join). SGD with momentum:
 a rank that missed the optimizer state ends with other weights.
 
-Prints, for tests/integration/torch.sh: "resume rank=R step=S cycle=C" at the start and
+Prints, for tests/integration/torch.sh: "rendezvous rank=R cycle=C t=MS" before the
+rendezvous and "joined ..." after it, "resume rank=R step=S cycle=C" at the start and
 "done rank=R step=S weights=SHA256" at the end (the hash of the rank's parameters).
 Usage: ddp.py STEPS SECONDS_PER_STEP
 """
@@ -24,8 +25,13 @@ steps, pause = int(sys.argv[1]), float(sys.argv[2])
 rank = int(os.environ["RANK"])
 world = int(os.environ["NNODES"]) * int(os.environ["N_PROC"])
 ckpt = os.path.join(os.environ["CHECKPOINT_ARTIFACT_PATH"], "ddp.pt")
+cycle = os.environ["STRONG_CYCLE_COUNT"]
+# When this rank entered the rendezvous and when all had joined (issue 46: a kept rank
+# started early waits here for the replacement's).
+print("rendezvous rank=%d cycle=%s t=%d" % (rank, cycle, time.time() * 1000), flush=True)
 dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
                         timeout=datetime.timedelta(seconds=90))
+print("joined rank=%d cycle=%s t=%d" % (rank, cycle, time.time() * 1000), flush=True)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)

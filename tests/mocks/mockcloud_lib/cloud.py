@@ -97,6 +97,8 @@ class Cloud:
         # The nodes read the cloud's network rules from here (node-up, netpolicy.c).
         os.environ["NODE_NET_POLICY"] = os.path.join(os.path.abspath(self.state_dir), "net-policy")
         self.boot_delay_ms = cfg.boot_delay_ms
+        # The clouds' time (timing.py; None: off, every boot takes boot_delay_ms).
+        self.timing = getattr(cfg, "timing", None)
         self.latency_ms = cfg.latency_ms
         self.shutdown_delay_ms = cfg.shutdown_delay_ms
         self.started_at = now_ms()
@@ -314,6 +316,20 @@ class Cloud:
     def _start_boot(self, inst, restart=False):
         """inst is pending: start its node now; report running at launch + boot delay."""
         iid = inst["id"]
+        if self.timing is not None and "boot_family" not in inst:
+            # Launch to SSH drawn once per instance (a restart keeps its draw).
+            inst["boot_delay_ms"], inst["boot_family"] = self.timing.boot_ms(
+                inst.get("provider", "aws"), inst["instance_type"], inst.get("accelerators"))
+            log("instance %s (%s, %s) boots in %d ms" % (iid, inst["instance_type"], inst["boot_family"],
+                                                         inst["boot_delay_ms"]))
+        if not restart and "slow_boot_ms" not in inst:
+            # A straggler, whatever the model draws (tests of the broker's boot deadline).
+            f = self.take_fault("slow_boot", lambda f: f.get("region") in (None, inst["region"]),
+                                provider=inst.get("provider", "aws"))
+            inst["slow_boot_ms"] = int(f.get("ms", 60000)) if f else 0
+            if f:
+                inst["boot_delay_ms"] = inst["slow_boot_ms"]
+                log("instance %s boots slowly: %d ms (slow_boot fault)" % (iid, inst["slow_boot_ms"]))
         delay_ms = inst.get("boot_delay_ms", self.boot_delay_ms)
         due = inst["launched_at"] + delay_ms
         if inst.get("fail_boot"):
@@ -428,7 +444,21 @@ class Cloud:
         if not self.cfg.nodes:
             return True
         return self._run_script("node-up", [d, inst["ip"], str(self.cfg.ssh_port), keys], lg,
-                                env=self._node_fabric_env(inst))
+                                env=self._node_time_env(self._node_fabric_env(inst)))
+
+    def _node_time_env(self, env):
+        """The model's stages on the node (timing.py): a fresh node pulls an image it does
+        not have in NODE_MODEL_PULL_MS_PER_GB x its size, fetches the dataset in
+        NODE_MODEL_FETCH_MS before its first container; nothing when the model is off."""
+        if self.timing is None:
+            return env
+        env = dict(env if env is not None else os.environ)
+        t = self.timing
+        env["NODE_MODEL_PULL_MS_PER_GB"] = str(int(round(t.p["pull_s_per_gb"] * t.scale * 1000)))
+        env["NODE_MODEL_IMAGE_GB"] = " ".join(["default=%g" % t.p["image_gb_default"]] +
+                                              ["%s=%g" % (k, v) for k, v in sorted(t.p["image_gb"].items())])
+        env["NODE_MODEL_FETCH_MS"] = str(t.fetch_ms())
+        return env
 
     @staticmethod
     def _node_fabric_env(inst):
@@ -613,6 +643,44 @@ class Cloud:
         self.sched.at(notice_s, self._interrupt_fire, iid)
         log("instance %s marked for termination in %ss" % (iid, notice_s))
         return at
+
+    def correlated_interrupt(self, zone, instance_type, k, window_s, notice_s, provider, preempt):
+        """A correlated loss (timing.py, "correlation_window_s"): k live spot instances of one
+        (zone, type) interrupted within window_s, the first now, the others at seeded
+        uniform offsets. Returns [(instance id, offset s)]. preempt(iid, notice) is the
+        provider's own interruption (gce.preempt for Compute)."""
+        rng_model = self.timing
+        with self.lock:
+            pool = sorted(i["id"] for i in self.instances.values()
+                          if i.get("provider", "aws") == provider and i["zone"] == zone and
+                          i["instance_type"] == instance_type and i.get("spot") and
+                          i["state"] in ("pending", "running") and not i.get("interrupt_at_ms"))
+            if len(pool) < k:
+                raise ValueError("%d live spot instance(s) of %s in %s, fewer than %d" %
+                                 (len(pool), instance_type, zone, k))
+            if rng_model is not None:
+                with rng_model.lock:
+                    victims = rng_model.rng.sample(pool, k)
+                offsets = rng_model.correlated_offsets(k, window_s)
+            else:
+                import random
+                victims = random.sample(pool, k)
+                offsets = [0.0] + sorted(random.uniform(0.0, window_s) for _ in range(k - 1))
+        plan = list(zip(victims, offsets))
+        for iid, off in plan:
+            if off <= 0:
+                preempt(iid, notice_s)
+            else:
+                self.sched.at(off, self._correlated_fire, preempt, iid, notice_s)
+        log("correlated interruption of %d %s in %s: %s" % (
+            k, instance_type, zone, ", ".join("%s +%.1fs" % p for p in plan)))
+        return plan
+
+    def _correlated_fire(self, preempt, iid, notice_s):
+        try:
+            preempt(iid, notice_s)
+        except (KeyError, ValueError) as e:  # gone meanwhile
+            log("correlated interruption of %s skipped: %s" % (iid, e))
 
     def _interrupt_fire(self, iid):
         with self.lock:

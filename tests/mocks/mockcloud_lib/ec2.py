@@ -415,6 +415,10 @@ def _run_instances(cloud, p, region):
                        "provisioning additional capacity. You can currently get %s capacity by not "
                        "specifying an Availability Zone in your request or choosing %s."
                        % (itype, zone, itype, ", ".join(z for z in zones(region) if z != zone)))
+    if cloud.timing is not None and not cloud.timing.take_launch("aws", account_of(cloud), region, mx):
+        # The RunInstances resource bucket (timing.py, "launch_bucket"): EC2 API reference,
+        # "Request throttling": "RequestLimitExceeded" with HTTP 503 when a bucket is empty.
+        raise ApiError("RequestLimitExceeded", "Request limit exceeded.", 503)
     with cloud.lock:
         ec2_fabric.check_placement(cloud, region, zone, itype, pgroup,
                                    p.get("InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"))

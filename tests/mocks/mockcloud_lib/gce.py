@@ -897,12 +897,21 @@ class Gce:
                     op["target_count"] = count
                     log("gce: bulkInsert %s x%d in %s: no capacity" % (props["machine_type"], count, zone))
                 else:
+                    self._launch_limit(zone, count)
                     names = self._names(zone, pattern, count)
                     op = self._create(zone, props, names, rid, fp, "bulkInsert", count)
             if rid and "%s|%s" % (zone, rid) not in self.state["requests"]:
                 self.state["requests"]["%s|%s" % (zone, rid)] = {"op": op["name"], "fingerprint": fp}
             self.cloud.save()
             return 200, self.op_json(op)
+
+    def _launch_limit(self, zone, count):
+        """The timing model's launch bucket (timing.py, "launch_bucket"), refused as Compute
+        refuses a rate limit: 403 rateLimitExceeded, "Rate Limit Exceeded", domain
+        usageLimits (Compute Engine API, "Rate quotas")."""
+        t = self.cloud.timing
+        if t is not None and not t.take_launch("gcp", self.project, region_of(zone), count):
+            raise GceError(403, "rateLimitExceeded", "Rate Limit Exceeded", domain="usageLimits")
 
     def _names(self, zone, pattern, count):
         m = re.search(r"#+", pattern)
@@ -947,6 +956,7 @@ class Gce:
                     self.state["requests"]["%s|%s" % (zone, rid)] = {"op": op["name"], "fingerprint": fp}
                 self.cloud.save()
                 return 200, self.op_json(op)
+            self._launch_limit(zone, 1)
             op = self._create(zone, props, [name], rid, fp, "insert", 1)
             return 200, self.op_json(op)
 

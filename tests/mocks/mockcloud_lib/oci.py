@@ -375,6 +375,10 @@ def launch_instance(cloud, region, q, headers, body):
     if cloud.take_fault("capacity", lambda f: match(f) and f.get("instance_type") in (None, shape) and
                         ad_matches(f.get("zone"), ad), provider="oci"):
         raise OciError(500, "InternalError", "Out of host capacity.")
+    if cloud.timing is not None and not cloud.timing.take_launch("oci", cloud.oci_account.tenancy, region, 1):
+        # The timing model's launch bucket (timing.py, "launch_bucket"), refused as OCI
+        # refuses a rate limit: 429 TooManyRequests (OCI API Errors).
+        raise OciError(429, "TooManyRequests", "Too many requests for the tenancy.")
     with cloud.lock:
         cap = None
         for k, v in cloud.capacity.items():

@@ -17,14 +17,14 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from . import ec2, gce, oci, prices, sigv4
+from . import ec2, gce, oci, prices, sigv4, timing
 from .cloud import Cloud, log, now_ms
 from .xmlout import ec2_error, ec2_response, sts_error, sts_response, t
 
 MAX_BODY = 1 << 20
 FAULT_KINDS = ("capacity", "quota", "throttle", "error5xx", "latency", "lose_response",
                "interrupt", "partial", "garbled_reply", "describe_lag", "preempt",
-               "invalidate_token", "key_disabled", "describe_delay")
+               "invalidate_token", "key_disabled", "describe_delay", "correlated_interrupt", "slow_boot")
 PROVIDERS = ("aws", "gcp", "oci")
 
 
@@ -311,8 +311,10 @@ class Handler(BaseHTTPRequestHandler):
                         continue
                     if q.get("provider") and i.get("provider", "aws") != q["provider"]:
                         continue
+                    # The timing model's draw (boot_ms, boot_family) for every provider.
+                    model = {"boot_ms": i.get("boot_delay_ms"), "boot_family": i.get("boot_family")}
                     if i.get("provider") == "gcp":
-                        out.append(self.server.gce.listing(i))
+                        out.append(dict(self.server.gce.listing(i), **model))
                         continue
                     sir = cloud.spot_requests.get(i.get("sir_id") or "")
                     out.append({"id": i["id"], "provider": i.get("provider", "aws"), "state": i["state"],
@@ -328,7 +330,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "security_groups": i.get("security_groups") or [],
                                 "interface_types": i.get("iface_types") or ["interface"],
                                 "root_volume_gb": i.get("root_volume_gb") or i.get("disk_gb"),
-                                "spot_request_id": i.get("sir_id"),
+                                "spot_request_id": i.get("sir_id"), **model,
                                 "spot_status": sir["status_code"] if sir else None,
                                 "state_reason": (i.get("state_reason") or {}).get("code"),
                                 "node_dir": os.path.join(cloud.nodes_dir, i["id"])})
@@ -444,6 +446,42 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(*self.server.prices.control(m, path, req))
         return self._json(404, {"error": "no such control endpoint: %s %s" % (m, path)})
 
+    def _correlated(self, cloud, req):
+        """{"kind":"correlated_interrupt","provider":P,"zone":Z,"instance_type":T,"count":K,
+        "window_s":W?,"notice_s":S?}: K spot instances of (Z, T) interrupted within W seconds
+        (the model's correlation window, scaled, by default; 180 without the model), each
+        with the provider's notice (the model's, or S)."""
+        prov = req.get("provider", "aws")
+        zone, itype, k = req.get("zone"), req.get("instance_type"), req.get("count", 1)
+        if prov not in PROVIDERS or not isinstance(zone, str) or not isinstance(itype, str) or \
+                not isinstance(k, int) or k < 1:
+            return self._json(400, {"error": "correlated_interrupt needs provider, zone, instance_type "
+                                    "and count >= 1"})
+        t = cloud.timing
+        window = req.get("window_s")
+        if window is not None and (not isinstance(window, (int, float)) or window < 0):
+            return self._json(400, {"error": "window_s must be >= 0"})
+        if window is None:
+            window = t.p["correlation_window_s"] if t else 180.0
+        notice = req.get("notice_s")
+        if notice is None:
+            notice = t.notice_s(prov) if t else {"aws": 120, "gcp": 30, "oci": 0}[prov]
+        elif t is not None:
+            notice = notice * t.scale
+        if prov == "gcp":
+            preempt = self.server.gce.preempt
+        else:
+            preempt = cloud.interrupt
+        try:
+            # window_s is model seconds: correlated_offsets scales it.
+            plan = cloud.correlated_interrupt(zone, itype, k, window, notice, prov, preempt)
+        except ValueError as e:
+            return self._json(409, {"error": str(e)})
+        with cloud.lock:
+            cloud.fault_counts["correlated_interrupt"] = cloud.fault_counts.get("correlated_interrupt", 0) + 1
+        return self._json(200, {"ok": True, "notice_s": notice,
+                                "plan": [{"instance_id": i, "offset_s": o} for i, o in plan]})
+
     def _add_fault(self, cloud, req):
         kind = req.get("kind")
         if kind not in FAULT_KINDS:
@@ -464,7 +502,14 @@ class Handler(BaseHTTPRequestHandler):
             # instance_ids: several instances taken in one step, so no describe sees some
             # of them taken and the others not (the cloud reclaiming a rack at once).
             iids = req.get("instance_ids", [req.get("instance_id")])
-            notice = req.get("notice_s", 30 if kind == "preempt" else 120)
+            notice = req.get("notice_s")
+            if notice is None and cloud.timing is not None and iids and isinstance(iids[0], str):
+                # The timing model knows each cloud's notice (timing.py, "notice_s"), scaled.
+                prov = "gcp" if (kind == "preempt" or self.server.gce.find_instance(iids[0]) is not None) \
+                    else (cloud.instances.get(iids[0]) or {}).get("provider", "aws")
+                notice = cloud.timing.notice_s(prov)
+            elif notice is None:
+                notice = 30 if kind == "preempt" else 120
             if (not isinstance(iids, list) or not iids or not all(isinstance(i, str) for i in iids)
                     or not isinstance(notice, (int, float)) or notice < 0):
                 return self._json(400, {"error": "%s needs instance_id (or instance_ids) and "
@@ -481,6 +526,8 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError as e:
                 return self._json(409, {"error": str(e)})
             return self._json(200, {"ok": True, "terminate_at": at})
+        if kind == "correlated_interrupt":
+            return self._correlated(cloud, req)
         f = {"kind": kind, "count": count}
         if kind in ("capacity", "partial"):
             if not isinstance(req.get("instance_type"), str):
@@ -507,6 +554,13 @@ class Handler(BaseHTTPRequestHandler):
             ms = req.get("ms", 10000)
             if not isinstance(ms, (int, float)) or ms < 0:
                 return self._json(400, {"error": "describe_lag needs ms >= 0"})
+            f["ms"] = ms
+        if kind == "slow_boot":
+            # The next count instances launched (of provider, in region) boot in ms instead
+            # of their boot delay or the timing model's draw: a straggler on demand.
+            ms = req.get("ms", 60000)
+            if not isinstance(ms, (int, float)) or ms < 0:
+                return self._json(400, {"error": "slow_boot needs ms >= 0"})
             f["ms"] = ms
         if kind == "describe_delay":
             ms = req.get("ms")
@@ -571,6 +625,14 @@ def parse_args(argv):
     ap.add_argument("--gcp-project", default="isc-mock-project")
     ap.add_argument("--gcp-token-ttl-s", type=int, default=3600,
                     help="lifetime of the access tokens the GCP token endpoint hands out")
+    ap.add_argument("--time-model", default=os.environ.get("MOCKCLOUD_TIME_MODEL"),
+                    help="the clouds' timing model (docs/mock-cloud.md, \"Timing model\"): 'on' for its "
+                    "published defaults, or a JSON file of parameters; off by default")
+    ap.add_argument("--time-scale", type=float, default=float(os.environ.get("MOCKCLOUD_TIME_SCALE") or 1.0),
+                    help="multiplies every duration of the timing model (1: real time)")
+    ap.add_argument("--time-seed", type=int,
+                    default=int(os.environ["MOCKCLOUD_TIME_SEED"]) if os.environ.get("MOCKCLOUD_TIME_SEED") else None,
+                    help="the timing model's seed (printed at start; random when not given)")
     ap.add_argument("--oci-region", default="us-ashburn-1",
                     help="OCI region of requests to /20160918/... (others use /oci/REGION/...)")
     a = ap.parse_args(argv)
@@ -645,6 +707,13 @@ def main(argv, script_dir):
                      "or last address)" % (first, cfg.hollow_count, cfg.node_ip_base))
         cfg.nodes = False  # no node-up / node-down
 
+    cfg.timing = None
+    if a.time_model:
+        try:
+            cfg.timing = timing.load(a.time_model, a.time_scale, a.time_seed)
+        except (OSError, ValueError) as e:
+            sys.exit("mockcloud: --time-model: %s" % e)
+        log(cfg.timing.describe())
     cloud = Cloud(cfg)
     # OCI's one tenancy and API key; its training subnet holds the node addresses.
     cloud.oci_account = oci.Account(cfg.state_dir, a.oci_region, cfg.node_ip_base.strip(".") +

@@ -129,6 +129,50 @@ static long node_ms_setting(const char *name)
 	return isdigit((unsigned char)buf[0]) ? strtol(buf, NULL, 10) : 0;
 }
 
+/*
+ * The mock cloud's timing model (docs/mock-cloud.md, "Timing model"): a stage of a node's
+ * boot that takes wall time. DIR/stage names it while it lasts ("pull REF START_MS
+ * EXPECTED_MS", "fetch START_MS EXPECTED_MS"), so whoever asks the node sees it busy,
+ * not dead; DIR/timings gets "pull|fetch START END" as for the other stages.
+ */
+static void model_stage(const char *what, const char *ref, long ms)
+{
+	char path[4096], tmp[4200];
+	long long t0 = wall_ms();
+	int fd;
+	snprintf(path, sizeof(path), "%s/stage", node);
+	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) >= 0) {
+		dprintf(fd, "%s%s%s %lld %ld\n", what, ref ? " " : "", ref ? ref : "", t0, ms);
+		close(fd);
+		rename(tmp, path);
+	}
+	sleep_ms(ms);
+	unlink(path);
+	timing(what, t0);
+}
+
+/* The size in GB the model gives ref (DIR/model-image-gb: "REF GB" lines, "default GB"). */
+static double model_image_gb(const char *image, const char *ref)
+{
+	char path[4096], line[1200], name[1024];
+	double gb, dflt = 0, hit = -1;
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/model-image-gb", node);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (hit < 0 && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%1023s %lf", name, &gb) != 2)
+			continue;
+		if (!strcmp(name, "default"))
+			dflt = gb;
+		else if (!strcmp(name, image) || !strcmp(name, ref))
+			hit = gb;
+	}
+	fclose(f);
+	return hit >= 0 ? hit : dflt;
+}
+
 /* Field 22 of /proc/PID/stat (start time in ticks) into out; 0 if gone or a zombie. */
 static int proc_start(pid_t pid, char *out, size_t cap)
 {
@@ -357,6 +401,31 @@ static const char *denied(const char *image, char *buf, size_t cap)
 	return buf;
 }
 
+/* A cold pull under the model: size x rate; nothing for an image the node has. */
+static void model_pull(const char *image)
+{
+	char ref[1024];
+	long per_gb = node_ms_setting("model-pull-ms-per-gb");
+	if (per_gb <= 0 || pulled(image))
+		return;
+	normalize(image, ref, sizeof(ref));
+	model_stage("pull", ref, (long)(model_image_gb(image, ref) * (double)per_gb + 0.5));
+}
+
+/* A fresh node fetches the dataset before its first container (model-fetch-ms, once). */
+static void model_fetch(void)
+{
+	char path[4096];
+	long ms = node_ms_setting("model-fetch-ms");
+	int fd;
+	snprintf(path, sizeof(path), "%s/fetched", node);
+	if (ms <= 0 || access(path, F_OK) == 0)
+		return;
+	model_stage("fetch", NULL, ms);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0)
+		close(fd);
+}
+
 static int cmd_pull(int argc, char **argv)
 {
 	const char *image = NULL;
@@ -378,6 +447,7 @@ static int cmd_pull(int argc, char **argv)
 	sleep_ms(node_ms_setting("pull-delay-ms")); /* the registry: wall time, no CPU */
 	if (pull_fails(image))
 		die(1, "%s", denied(image, msg, sizeof(msg)));
+	model_pull(image);
 	normalize(image, ref, sizeof(ref));
 	if (!quiet)
 		printf("Status: %s for %s\n",
@@ -1179,8 +1249,10 @@ static int cmd_run(int argc, char **argv)
 			die(125, "docker: %s.\nSee 'docker run --help'.",
 			    denied(image, msg, sizeof(msg)));
 		sleep_ms(node_ms_setting("pull-delay-ms"));
+		model_pull(image);
 		record_pull(image);
 	}
+	model_fetch();
 	if (!*cmd)
 		die(125, "docker: Error response from daemon: No command specified.");
 	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
