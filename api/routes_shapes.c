@@ -212,6 +212,81 @@ static json_t *sources_json(struct isc_store *s, int64_t now)
 	return a;
 }
 
+/* A growing text buffer for the streamed answer (json_dump_callback's sink). */
+struct text_buf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static int text_put(const char *b, size_t n, void *data)
+{
+	struct text_buf *t = data;
+	if (t->oom)
+		return -1;
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = t->cap ? t->cap : 1 << 16;
+		char *np;
+		while (cap < t->len + n + 1)
+			cap *= 2;
+		if (!(np = realloc(t->p, cap))) {
+			t->oom = 1;
+			return -1;
+		}
+		t->p = np;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, b, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+	return 0;
+}
+
+/*
+ * The compact answer, one shape at a time (issue 43's cost): each shape's object is
+ * built, written out and freed before the next, so its few dozen allocations come back
+ * from the allocator's caches still warm, instead of a tree of every shape (about a
+ * hundred allocations each, 3,361 shapes) built whole, written, then freed and
+ * coalesced. The text is exactly json_dumps' of the whole tree: the envelope (shapes
+ * first, then the rest in order) around the shapes written the same way.
+ */
+static int reply_streamed(struct isc_api_call *c, json_t *envelope, const struct isc_ranking *r,
+                          const struct isc_catalog *cat, int gpus, char **why, int64_t now,
+                          const struct isc_config *cfg)
+{
+	static const char head[] = "{\"shapes\":[]";
+	struct text_buf t = {0};
+	char *rest = json_dumps(envelope, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (!rest || strncmp(rest, head, sizeof(head) - 1)) {
+		free(rest);
+		return -1;
+	}
+	text_put("{\"shapes\":[", sizeof(head) - 2, &t);
+	for (size_t i = 0; i < r->n && !t.oom; i++) {
+		json_t *o = entry_json(&r->entries[i], i + 1, now, cfg);
+		entry_rank_json(o, cat, gpus, &r->entries[i], now);
+		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
+		if (why[i])
+			json_object_set_new(o, "why", json_string(why[i]));
+		if (i)
+			text_put(",", 1, &t);
+		if (json_dump_callback(o, text_put, &t, JSON_COMPACT | JSON_PRESERVE_ORDER))
+			t.oom = 1;
+		json_decref(o);
+	}
+	text_put("]", 1, &t);
+	text_put(rest + sizeof(head) - 1, strlen(rest + sizeof(head) - 1), &t);
+	text_put("\n", 1, &t); /* as isc_api_reply_json ends its answer */
+	free(rest);
+	if (t.oom) {
+		free(t.p);
+		return -1;
+	}
+	isc_api_reply_text(c, 200, "application/json", t.p, t.len);
+	return 0;
+}
+
 /*
  * GET /v1/shapes?gpus=&priority=ID,ID&provider=&market=&gpu_type=&region=
  * &min_gpu_mem_mib=&limit=&rank=price|work|expected: {"shapes": [best first, the `isc shapes
@@ -232,7 +307,8 @@ static void shapes_rank(struct isc_api_call *c)
 	size_t n_prio = 0;
 	int64_t now;
 	long gpus = 0, mem = 0, limit = 0;
-	json_t *arr, *warn;
+	const char *pretty = isc_api_query(c, "pretty");
+	json_t *arr, *warn, *envelope;
 
 	if (query_long(c, "gpus", 0, ISC_BURST_GPUS_MAX, &gpus) ||
 	    query_long(c, "min_gpu_mem_mib", 0, LONG_MAX, &mem) ||
@@ -280,6 +356,20 @@ static void shapes_rank(struct isc_api_call *c)
 		goto out;
 	}
 	arr = json_array();
+	warn = json_array();
+	for (size_t i = 0; i < r.n_warnings; i++)
+		json_array_append_new(warn, json_string(r.warnings[i]));
+	envelope = json_pack("{s:o,s:o,s:I,s:o,s:s}", "shapes", arr, "warnings", warn,
+	                     "catalog_size", (json_int_t)isc_catalog_size(cat), "price_sources",
+	                     sources_json(c->store, now), "rank", isc_rank_mode_name(req.mode));
+	/* ?pretty=1 (people with curl) takes the whole tree; the compact answer is streamed. */
+	if (!envelope || (!(pretty && strcmp(pretty, "0") != 0) &&
+	                  !reply_streamed(c, envelope, &r, cat, req.gpus, why, now, cfg))) {
+		if (!envelope)
+			isc_api_reply_error(c, 500, "out of memory");
+		json_decref(envelope);
+		goto out;
+	}
 	for (size_t i = 0; i < r.n; i++) {
 		json_t *o = entry_json(&r.entries[i], i + 1, now, cfg);
 		entry_rank_json(o, cat, req.gpus, &r.entries[i], now);
@@ -288,14 +378,7 @@ static void shapes_rank(struct isc_api_call *c)
 			json_object_set_new(o, "why", json_string(why[i]));
 		json_array_append_new(arr, o);
 	}
-	warn = json_array();
-	for (size_t i = 0; i < r.n_warnings; i++)
-		json_array_append_new(warn, json_string(r.warnings[i]));
-	isc_api_reply_json(c, 200,
-	                   json_pack("{s:o,s:o,s:I,s:o,s:s}", "shapes", arr, "warnings", warn,
-	                             "catalog_size", (json_int_t)isc_catalog_size(cat),
-	                             "price_sources", sources_json(c->store, now), "rank",
-	                             isc_rank_mode_name(req.mode)));
+	isc_api_reply_json(c, 200, envelope);
 out:
 	for (size_t i = 0; why && i < r.n; i++)
 		free(why[i]);

@@ -119,6 +119,25 @@ n_before=$(store_sql -r "SELECT count(*) FROM risk_facts WHERE source = 'spot-ad
 isc shapes --refresh-risk --gpus 2 >/dev/null 2>&1
 check "the last bands stay when the advisor is down" test "$(store_sql -r "SELECT count(*) FROM risk_facts WHERE source = 'spot-advisor'")" = "$n_before"
 check "every risk refresh is in the audit" test "$(isc audit --json | grep -c '"action": "POST /v1/shapes/risk')" -ge 3
+# The compact answer is written one shape at a time (issue 43's cost); ?pretty=1 builds the
+# whole tree: both say the same, warnings, unplaceable shapes' why and risk parts included
+# (ages aside: the two answers may be a second apart).
+api_get() { curl -s --unix-socket "$ISC_HOME/run/api.sock" "http://isc/v1/shapes?$1"; }
+for q in "gpus=2&rank=expected" "gpus=16&rank=price" "gpus=2&rank=work&priority=no-such-shape,$t1"; do
+	api_get "$q" >"$dir/compact.json"
+	api_get "$q&pretty=1" >"$dir/pretty.json"
+	check "GET /v1/shapes?$q: the streamed answer is the whole tree's" py -c '
+import json, re, sys
+def load(p):
+    return json.loads(re.sub(r"\"(age_s|price_age_s|ok_age_s)\": ?[0-9-]+", "\"age\":0", open(p).read()))
+raw = open(sys.argv[1]).read()
+a, b = load(sys.argv[1]), load(sys.argv[2])
+ok = a == b and raw.startswith("{\"shapes\":[{") and raw.endswith("}\n") and "\n" not in raw[:-1]
+ok = ok and list(a) == ["shapes", "warnings", "catalog_size", "price_sources", "rank"]
+ok = ok and len(a["shapes"]) > 0 and (any("why" in e for e in a["shapes"]) or a["warnings"])
+sys.exit(0 if ok else 1)' "$dir/compact.json" "$dir/pretty.json"
+done
+check "the priority list's unknown id is a warning in the streamed answer" grep -q 'no-such-shape' "$dir/compact.json"
 kill -TERM "$(cat "$dir/iscd.pid")"
 wait "$(cat "$dir/iscd.pid")" 2>/dev/null
 rm -f "$dir/iscd.pid"
