@@ -13,6 +13,7 @@
 #include "store/store_shapes.h"
 #include "shapes/accelerator.h"
 #include "shapes/catalog.h"
+#include "store/store_risk.h"
 #include "shapes/throughput.h"
 
 #include <errno.h>

@@ -7,6 +7,7 @@
  * ranking merges the groups' lists and stops after `limit` entries.
  */
 #include "shapes/catalog.h"
+#include "store/store_risk.h"
 #include "common/suggest.h"
 
 #include "shapes/accelerator.h"

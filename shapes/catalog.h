@@ -12,12 +12,12 @@
 
 #include "common/err.h"
 #include "shapes/shape.h"
-#include "store/store_risk.h"
 
 #include <stddef.h>
 
 struct isc_store;
 struct isc_catalog;
+struct isc_risk_fact; /* store/store_risk.h: the catalog is read from the store, never isc */
 
 /* Reads every shape of the store. Free with isc_catalog_free. */
 int isc_catalog_load(struct isc_store *s, struct isc_catalog **out, struct isc_err *err);
