@@ -136,6 +136,9 @@ export ISC_HOME=$home2
 check "the burst completes under replica 2 (its nodes reached with the sealed key)" wait_status "$id" completed 120
 check "the events say takeover" status_says "$id" takeover
 check "one cluster, never a second gang" test "$(sql "SELECT count(*) FROM clusters WHERE experiment_id = '$id'")" = 1
+# Read as soon as the completion is recorded: the teardown wrote the ranks' last bytes
+# (their end) into the store before it (the shipper's once-a-second batches otherwise
+# left them 0.4 s after, and a follow that stops at the end missed them).
 isc logs "$id" --rank 0 >"$dir/rank0.txt" 2>"$dir/rank0.err"
 check "isc logs through replica 2: the start, written while replica 1 held it" grep -q "start rank 0" "$dir/rank0.txt"
 check "... and the end, written under replica 2" grep -q "done rank 0" "$dir/rank0.txt"
