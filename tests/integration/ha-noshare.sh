@@ -169,7 +169,7 @@ s3ctl requests >"$dir/req1.json"
 # The version restored is the one whose objects were fetched by presigned GET (what the
 # nodes use; iscd signs its own requests) after the interruption: every file of that
 # version, as the nodes uploaded it (presigned parts, completed), was fetched. Syncs go on
-# every checkpoint_sync_ms and older versions are pruned, so the log names the version.
+# every checkpoint_sync_ms and older versions are pruned, so the keys name the version.
 /usr/bin/python3 - "$dir/req0.json" "$dir/req1.json" "$ckid" >"$dir/restore.txt" <<'PY'
 import json, re, sys
 before, log, exp = len(json.load(open(sys.argv[1]))), json.load(open(sys.argv[2])), sys.argv[3]
@@ -183,8 +183,8 @@ ok = v is not None and gets == made == by_node and any(k.endswith("/checkpoints/
 print(v or "none", len(made), len(gets), "yes" if ok else "no")
 PY
 read -r rv n_made n_got restored_ok <"$dir/restore.txt"
-echo "restore: version $rv (manifest before the interruption: $ckv), $n_got of its $n_made objects fetched by presigned GET"
-check "the new node fetched every object of version $rv by presigned GET ($n_got of $n_made), as the nodes uploaded them" \
+echo "restore: $n_got of the $n_made objects under v$rv/ fetched by presigned GET (the current manifest before the interruption: version $ckv)"
+check "the new node fetched every object under v$rv/ by presigned GET ($n_got of $n_made), as the nodes uploaded them" \
 	test "$restored_ok" = yes
 check "no copy of the checkpoint's bytes in either home" bash -c "! grep -rqs 'noshare-ckpt-2000' '$home1' '$home2'"
 
