@@ -905,6 +905,8 @@ int broker_follower_rank_exit(struct isc_broker *b, const char *cluster_id, int 
 void broker_follower_stop(struct isc_broker *b, const char *cluster_id)
 {
 	struct broker_follower **p, *gone = NULL;
+	struct isc_logship *logship;
+	struct isc_err err;
 
 	pthread_mutex_lock(&b->lock);
 	for (p = &b->followers; *p; p = &(*p)->next) {
@@ -914,9 +916,19 @@ void broker_follower_stop(struct isc_broker *b, const char *cluster_id)
 			break;
 		}
 	}
+	logship = b->logship;
 	pthread_mutex_unlock(&b->lock);
-	if (gone)
-		follower_free(gone);
+	if (!gone)
+		return;
+	follower_free(gone);
+	/* The follows are joined: their last bytes (a rank's end) are in the shipper's buffers,
+	 * written at its next tick. Written now, before the teardown records the end, so a
+	 * reader (`isc logs --follow` of any replica) that stops at the end finds them. */
+	if (logship && isc_logship_flush(logship, &err))
+		isc_log(ISC_LOG_WARN,
+		        "cluster %s: its rank logs' last bytes are not in the store "
+		        "yet (retried): %s",
+		        cluster_id, err.msg);
 }
 
 static void start_followers(struct isc_broker *b)

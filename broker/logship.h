@@ -43,7 +43,8 @@ int isc_logship_new(const char *home, uint64_t exp_cap, long interval_ms, struct
 void isc_logship_free(struct isc_logship *ls);
 /* The sink for isc_launcher_opts.log_sink; valid until isc_logship_free. */
 const struct isc_log_sink *isc_logship_sink(struct isc_logship *ls);
-/* Writes every buffer now and returns once written (0), or the store's error. Tests. */
+/* Writes every buffer now and returns once written (0), or the store's error (the
+ * broker, once a cluster's follows stopped; tests). */
 int isc_logship_flush(struct isc_logship *ls, struct isc_err *err);
 /* Rows and bytes written since the start (measurements, tests). */
 void isc_logship_stats(struct isc_logship *ls, uint64_t *rows, uint64_t *bytes);

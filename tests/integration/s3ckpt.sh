@@ -11,7 +11,9 @@
 #   3. a crafted manifest (a path out of /mnt) put in the store is refused before any node
 #      is touched: nothing is written outside /mnt;
 #   5. DELETE /v1/experiments/ID/artifacts: refused (409, audited) while the experiment
-#      runs; once it ended, its objects and manifests deleted, audited;
+#      runs; once it ended, a member of its organisation is refused (403, audited),
+#      another organisation's admin told it does not exist (404), and its admin's call
+#      deletes its objects and manifests, audited;
 #   4. an artifact_root that is neither an absolute folder nor an s3:// URL stops iscd at
 #      start, naming the key.
 # Runs on SQLite, or on PostgreSQL with ISC_STORE_URL (tests/run-all's ISC_PG_SUITES).
@@ -150,7 +152,40 @@ made = {x["key"] for x in log if ours(x) and x.get("action") == "CompleteMultipa
 sys.exit(0 if made and made <= deleted else 1)
 PY
 }
-check "5: DELETE of the ended experiment's artifacts answers 200" test "$(api_delete "$id")" = 200
+# Who may: an admin of the experiment's organisation; a member is refused (403), another
+# organisation's admin told nothing exists (404). As OS users over the socket (peer
+# credentials), as api-isolation.sh: needs root, useradd and runuser.
+# as_delete USER ID: the status; the body into del.json (which the user cannot write).
+as_delete() {
+	local out
+	out=$(runuser -u "$1" -- curl -s -w '\n%{http_code}' --unix-socket "$ISC_HOME/run/api.sock" -X DELETE "http://isc/v1/experiments/$2/artifacts")
+	printf '%s\n' "${out%$'\n'*}" >"$dir/del.json"
+	echo "${out##*$'\n'}"
+}
+if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null && command -v runuser >/dev/null; then
+	tag=s3c$(($$ % 100000))
+	users=()
+	for r in adm mem oth; do
+		useradd -M -N -d /nonexistent -s /usr/sbin/nologin "$tag-$r" && users+=("$tag-$r")
+	done
+	old_trap=$(trap -p EXIT | sed "s/^trap -- '\(.*\)' EXIT\$/\1/")
+	trap "for u in ${users[*]}; do userdel \"\$u\" 2>/dev/null; done; $old_trap" EXIT
+	chmod 0711 "$dir" # the users reach $ISC_HOME/run/api.sock by name
+	isc org add s3c-other >/dev/null
+	for r in adm mem oth; do isc user add "$tag-$r" >/dev/null 2>&1; done
+	isc member add --org demo "$tag-adm" --role admin >/dev/null
+	isc member add --org demo "$tag-mem" --role member >/dev/null
+	isc member add --org s3c-other "$tag-oth" --role admin >/dev/null
+	check "5: a member of the organisation may not delete its artifacts (403)" test "$(as_delete "$tag-mem" "$id")" = 403
+	check "5: ... audited" test "$(store_sql -r "SELECT COUNT(*) FROM audit WHERE target = '$id' AND status = 403 AND actor LIKE '%$tag-mem%'")" -ge 1
+	check "5: another organisation's admin is told it does not exist (404)" test "$(as_delete "$tag-oth" "$id")" = 404
+	check "5: ... and the manifests are still there" test "$(version_of "$id")" -gt 0
+	check "5: DELETE by an admin of the organisation answers 200" test "$(as_delete "$tag-adm" "$id")" = 200
+	check "5: ... audited with the admin as actor" test "$(store_sql -r "SELECT COUNT(*) FROM audit WHERE target = '$id' AND status = 200 AND actor LIKE '%$tag-adm%'")" -ge 1
+else
+	echo "s3ckpt: the role checks of DELETE are skipped: they need root, useradd and runuser"
+	check "5: DELETE of the ended experiment's artifacts answers 200" test "$(api_delete "$id")" = 200
+fi
 check "5: ... naming the objects deleted" grep -q '"objects_deleted": *[1-9]' "$dir/del.json"
 check "5: ... its manifests are gone from the store" test "$(version_of "$id")" = 0
 check "5: ... its objects are gone from the bucket" objects_deleted "$id"
