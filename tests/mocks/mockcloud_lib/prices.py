@@ -9,6 +9,11 @@ GCP: the Cloud Billing Catalog API, GET /v1/services/6F81-5844-456A/skus.
   - `pageSize` (default 5000; the reference gives no maximum, the mock caps a page at 5000 or at
     the cap a test sets), `pageToken` -> `nextPageToken` (opaque; "" on the last page; a token
     the server did not issue is 400 INVALID_ARGUMENT), `currencyCode` (USD only here);
+  - another service id in the path (services/{id}/skus; the catalog's parent is a service
+    name) is, once the key is valid, 404 NOT_FOUND in the same envelope: the design guide's
+    code for "a specified resource is not found" (https://cloud.google.com/apis/design/errors,
+    NOT_FOUND); Google's own client (googleapis cloudbilling v1, tests/gce-node/billing.mjs)
+    surfaces it as a 404 error;
   - a Sku: name "services/6F81-5844-456A/skus/<skuId>", skuId, description, category
     {serviceDisplayName "Compute Engine", resourceFamily, resourceGroup, usageType},
     serviceRegions, pricingInfo[{effectiveTime, pricingExpression {usageUnit,
@@ -61,12 +66,14 @@ import csv
 import decimal
 import json
 import os
+import re
 import threading
 from urllib.parse import parse_qsl, urlsplit
 
 D = decimal.Decimal
 GCP_SERVICE = "6F81-5844-456A"
 GCP_PATH = "/v1/services/%s/skus" % GCP_SERVICE
+GCP_ANY_PATH = re.compile(r"^/v1/services/[^/]+/skus$")  # any service id: 404 unless ours
 GCP_KEY = os.environ.get("MOCKCLOUD_GCP_BILLING_KEY", "mock-billing-api-key")
 REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -168,7 +175,7 @@ class PriceApis:
         p = urlsplit(path).path
         if method == "POST" and (headers.get("X-Amz-Target") or "").startswith("AWSPriceListService."):
             return True
-        return method == "GET" and p in (GCP_PATH, OCI_PATH)
+        return method == "GET" and (p == OCI_PATH or GCP_ANY_PATH.match(p) is not None)
 
     def handle(self, method, path, headers, body):
         """-> (status, content type, bytes)."""
@@ -177,10 +184,10 @@ class PriceApis:
         if method == "POST":
             return self._aws(path, headers, body)
         with self.lock:
-            api = "gcp-billing" if split.path == GCP_PATH else "oci-price-list"
+            api = "oci-price-list" if split.path == OCI_PATH else "gcp-billing"
             self.calls[api] = self.calls.get(api, 0) + 1
             if api == "gcp-billing":
-                return self._gcp(q, headers)
+                return self._gcp(q, headers, split.path)
             return self._oci(q)
 
     # ---------------------------------------------------------------- GCP
@@ -243,7 +250,7 @@ class PriceApis:
             "geoTaxonomy": {"type": "MULTI_REGIONAL", "regions": list(regions)},
         }
 
-    def _gcp(self, q, headers):
+    def _gcp(self, q, headers, path=GCP_PATH):
         key = q.get("key") or headers.get("X-goog-api-key")
         if not key:
             return self._gcp_error(403, "PERMISSION_DENIED",
@@ -253,6 +260,8 @@ class PriceApis:
                                    "API key not valid. Please pass a valid API key.")
         if self.down.get("gcp-billing"):
             return self._gcp_error(503, "UNAVAILABLE", "The service is currently unavailable.")
+        if path != GCP_PATH:
+            return self._gcp_error(404, "NOT_FOUND", "Service not found: %s." % path.split("/")[3])
         if q.get("currencyCode", "USD") != "USD":
             return self._gcp_error(400, "INVALID_ARGUMENT", "Unsupported currency code.")
         try:
