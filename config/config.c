@@ -917,6 +917,8 @@ static const struct template_section provider_sections[] = {
       {"endpoint_sts = \"\"", "default: https://sts.REGION.amazonaws.com"},
       {"endpoint_pricing = \"\"", "default: https://api.pricing.us-east-1.amazonaws.com"},
       {"live_prices = false", "true: on-demand prices from the Price List API"},
+      {"spot_advisor_url = \"\"",
+       "default: AWS's spot-advisor-data.json (ENDPOINT/spot-advisor-data.json with endpoint)"},
       {"profile = \"\"", "a profile of the shared credentials file"},
       {"credentials_file = \"\"", "default: AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials"},
       {"product_description = \"Linux/UNIX\"", "the spot price series read"},
