@@ -6,6 +6,7 @@
 #include "datasets/datasets_int.h"
 
 #include "artifacts/unpack.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "datasets/download.h"
 
@@ -516,11 +517,24 @@ struct isc_dataset_cacher {
 
 /* The kick: a count under a lock, so a kick between two looks is never lost. */
 static pthread_mutex_t kick_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t kick_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t kick_cv;
+static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
+
+/* The kick's condition waits on the monotonic clock (common/clock.h): a stepped wall clock
+ * neither cuts the idle wait short nor stretches it. */
+static void kick_cv_init(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&kick_cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
 static unsigned long kicks;
 
 void isc_dataset_cacher_kick(void)
 {
+	pthread_once(&kick_once, kick_cv_init);
 	pthread_mutex_lock(&kick_mu);
 	kicks++;
 	pthread_cond_broadcast(&kick_cv);
@@ -530,15 +544,9 @@ void isc_dataset_cacher_kick(void)
 /* Waits up to ms for a kick after `seen` (or a stop); returns the kicks now. */
 static unsigned long kick_wait(struct isc_dataset_cacher *c, unsigned long seen, long ms)
 {
-	struct timespec until;
+	struct timespec until = isc_monotonic_deadline(ms);
 	unsigned long now;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	pthread_once(&kick_once, kick_cv_init);
 	pthread_mutex_lock(&kick_mu);
 	while (kicks == seen && !c->stop)
 		if (pthread_cond_timedwait(&kick_cv, &kick_mu, &until) != 0)
