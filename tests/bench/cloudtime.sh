@@ -23,6 +23,7 @@ echo "cloud time bench: timing model on, seed $SEED, time_scale $SCALE, $N x g4d
 MOCKCLOUD_TIME_MODEL=on MOCKCLOUD_TIME_SCALE=$SCALE MOCKCLOUD_TIME_SEED=$SEED \
 	SANDBOX_TICK_MS=$TICK "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null
 . "$dir/env"
+. "$repo/tests/bench/lib/recovery.sh"
 now_ms() { date +%s%3N; }
 # model seconds -> real ms, and a real wait in whole seconds with room for the broker's own time
 ms_of() { /usr/bin/python3 -c "print(int($1 * $SCALE * 1000))"; }
@@ -106,26 +107,12 @@ one_run() {
 	start_iscd
 	id=$(gang_up)
 	[ "$whole" = 1 ] || spread "$id" >&2
-	victim=$(curl -s "$MOCKCLOUD_URL/_mock/instances" | /usr/bin/python3 -c '
-import json, sys
-rows = sorted((r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"), key=lambda r: r["id"])
-print(rows[len(rows) // 2]["id"])' "$id")
+	victim=$(recovery_victim "$id")
 	t0=$(now_ms)
 	curl -s -X POST "$MOCKCLOUD_URL/_mock/faults" -d "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\"}" >/dev/null
 	wait_for "$(secs_of 1500)" "all ranks running cycle 2" is_status "$id" "running 2"
 	t1=$(now_ms)
-	curl -s "$MOCKCLOUD_URL/_mock/instances" | /usr/bin/python3 -c '
-import json, sys
-exp, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == exp]
-def span(r, lo):
-    a = max(r["launched_at"], lo)
-    b = min(r["terminated_at"] or t1, t1)
-    return max(0, b - a)
-new = [r for r in rows if r["launched_at"] >= t0]
-bought = sum(span(r, t0) for r in new) / 1000.0
-window = sum(span(r, t0) for r in rows) / 1000.0
-print(t1 - t0, "%.1f" % bought, "%.1f" % window, len(new))' "$id" "$t0" "$t1"
+	recovery_cost "$id" "$t0" "$t1"
 	"$ISC_BIN/isc" cancel "$id" >/dev/null
 	wait_for 300 "the cancel" is_status "$id" "cancelled 2"
 	stop_iscd

@@ -18,6 +18,7 @@ dir=$(mktemp -d /tmp/isc-bench-lost.XXXXXX)
 trap '"$repo/tests/mocks/sandbox" stop "$dir" >/dev/null 2>&1; [ "${KEEP:-0}" = 1 ] || rm -rf "$dir"' EXIT
 SANDBOX_TICK_MS=$TICK SANDBOX_BOOT_DELAY_MS=$B "$repo/tests/mocks/sandbox" start --no-iscd "$dir" >/dev/null
 . "$dir/env"
+. "$repo/tests/bench/lib/recovery.sh"
 now_ms() { date +%s%3N; }
 status_of() {
 	"$ISC_BIN/isc" status "$1" --json | /usr/bin/python3 -c 'import json,sys; e=json.load(sys.stdin); print(e["status"], e["cycle_count"])'
@@ -58,26 +59,12 @@ one_run() {
 	id=$("$ISC_BIN/isc" burst "$dir/gang.isc" | grep -Eo 'exp_[0-9a-f]{16}')
 	wait_for 300 "$N nodes running cycle 1" is_status "$id" "running 1"
 	sleep 2 # every container started and a checkpoint sync done
-	victim=$(curl -s "$MOCKCLOUD_URL/_mock/instances" | /usr/bin/python3 -c '
-import json, sys
-rows = sorted((r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == sys.argv[1] and r["state"] == "running"), key=lambda r: r["id"])
-print(rows[len(rows) // 2]["id"])' "$id")
+	victim=$(recovery_victim "$id")
 	t0=$(now_ms)
 	curl -s -X POST "$MOCKCLOUD_URL/_mock/faults" -d "{\"kind\":\"interrupt\",\"instance_id\":\"$victim\",\"notice_s\":120}" >/dev/null
 	wait_for 600 "all ranks running cycle 2" is_status "$id" "running 2"
 	t1=$(now_ms)
-	curl -s "$MOCKCLOUD_URL/_mock/instances" | /usr/bin/python3 -c '
-import json, sys
-exp, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = [r for r in json.load(sys.stdin) if r["tags"].get("isc:experiment") == exp]
-def span(r, lo):
-    a = max(r["launched_at"], lo)
-    b = min(r["terminated_at"] or t1, t1)
-    return max(0, b - a)
-new = [r for r in rows if r["launched_at"] >= t0]
-bought = sum(span(r, t0) for r in new) / 1000.0
-window = sum(span(r, t0) for r in rows) / 1000.0
-print(t1 - t0, "%.1f" % bought, "%.1f" % window, len(new))' "$id" "$t0" "$t1"
+	recovery_cost "$id" "$t0" "$t1"
 	"$ISC_BIN/isc" cancel "$id" >/dev/null
 	wait_for 120 "the cancel" is_status "$id" "cancelled 2"
 	kill -TERM "$(cat "$dir/iscd.pid")"
