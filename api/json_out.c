@@ -4,6 +4,7 @@
 #include "common/err.h"
 #include "credits/money.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -203,4 +204,66 @@ json_t *isc_json_money_or_null(json_t *o, const char *name, int has, int64_t mic
 json_t *isc_json_money(json_t *o, const char *name, int64_t micros)
 {
 	return isc_json_money_or_null(o, name, 1, micros);
+}
+
+int isc_json_out_bool_member(struct isc_buf *b, const char *key, int value, int *first)
+{
+	int rc = isc_json_out_key(b, key, first);
+	return rc ? rc : isc_buf_puts(b, value ? "true" : "false");
+}
+
+int isc_json_out_null_member(struct isc_buf *b, const char *key, int *first)
+{
+	int rc = isc_json_out_key(b, key, first);
+	return rc ? rc : isc_buf_puts(b, "null");
+}
+
+int isc_json_out_real_member(struct isc_buf *b, const char *key, double value, int *first)
+{
+	char num[40], *e;
+	int len;
+
+	if (!isfinite(value))
+		return isc_json_out_null_member(b, key, first);
+	len = snprintf(num, sizeof(num), "%.17g", value);
+	if (len < 0 || (size_t)len + 3 > sizeof(num))
+		return ISC_ENOMEM;
+	/* A real keeps a '.' or an exponent, or a reader takes it for an integer. */
+	if (!strchr(num, '.') && !strchr(num, 'e')) {
+		memcpy(num + len, ".0", 3);
+		len += 2;
+	}
+	/* "1e+20" and "1e-05" as jansson writes them: "1e20", "1e-5". */
+	if ((e = strchr(num, 'e'))) {
+		char *from = e + 1, *to = e + 1;
+		if (*from == '+')
+			from++;
+		else if (*from == '-')
+			from++, to++;
+		while (*from == '0' && from[1])
+			from++;
+		memmove(to, from, strlen(from) + 1);
+		len = (int)strlen(num);
+	}
+	{
+		int rc = isc_json_out_key(b, key, first);
+		return rc ? rc : isc_buf_append(b, num, (size_t)len);
+	}
+}
+
+int isc_json_out_money_member(struct isc_buf *b, const char *name, int has, int64_t micros,
+                              int *first)
+{
+	char key[64], text[ISC_MONEY_TEXT_MAX];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s_micros", name);
+	if (!has) {
+		rc = isc_json_out_null_member(b, key, first);
+		return rc ? rc : isc_json_out_null_member(b, name, first);
+	}
+	rc = isc_json_out_int_member(b, key, micros, first);
+	return rc ? rc
+	          : isc_json_out_str_member(b, name, isc_money_decimal(micros, text, sizeof(text)),
+	                                    first);
 }

@@ -24,6 +24,15 @@ int isc_json_out_key(struct isc_buf *b, const char *key, int *first);
 /* "key":"value" and "key":N, with the comma as isc_json_out_key. */
 int isc_json_out_str_member(struct isc_buf *b, const char *key, const char *value, int *first);
 int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, int *first);
+/* "key":true|false, "key":null. */
+int isc_json_out_bool_member(struct isc_buf *b, const char *key, int value, int *first);
+int isc_json_out_null_member(struct isc_buf *b, const char *key, int *first);
+/*
+ * "key":N.N as jansson writes a real (17 significant digits, always a '.' or an
+ * exponent, the exponent without '+' or leading zeros); null when value is not
+ * finite (jansson has no such value).
+ */
+int isc_json_out_real_member(struct isc_buf *b, const char *key, double value, int *first);
 
 /*
  * Money in every reply has one form (docs/api.md, "Money"): NAME_micros, the
@@ -35,5 +44,8 @@ int isc_json_out_int_member(struct isc_buf *b, const char *key, int64_t value, i
  */
 json_t *isc_json_money(json_t *o, const char *name, int64_t micros);
 json_t *isc_json_money_or_null(json_t *o, const char *name, int has, int64_t micros);
+/* The same two members written into b: "NAME_micros":N,"NAME":"D.DDDDDD", or both null. */
+int isc_json_out_money_member(struct isc_buf *b, const char *name, int has, int64_t micros,
+                              int *first);
 
 #endif

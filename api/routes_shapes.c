@@ -90,104 +90,143 @@ oom:
 	return isc_err_set(err, ISC_ENOMEM, "out of memory");
 }
 
-/* Micro-dollars (a double cost) as the money fields (docs/api.md), null when unknown. */
-static void money_or_null(json_t *o, const char *key, double micros)
+static int64_t age_s(int64_t now, int64_t at)
 {
-	isc_json_money_or_null(o, key, micros >= 0, micros >= 0 ? (int64_t)(micros + 0.5) : 0);
+	return at > 0 && now > at ? (now - at) / 1000 : 0;
 }
 
-static json_int_t age_s(int64_t now, int64_t at)
+/* Micro-dollars (a double cost) as the money fields (docs/api.md), null when unknown. */
+static int cost_member(struct isc_buf *b, const char *name, double micros, int *first)
 {
-	return at > 0 && now > at ? (json_int_t)((now - at) / 1000) : 0;
+	return isc_json_out_money_member(b, name, micros >= 0,
+	                                 micros >= 0 ? (int64_t)(micros + 0.5) : 0, first);
 }
 
 /*
  * What the ranking knew about the shape's speed and the risk of losing it, each
  * with its source (issue 43): "throughput" null when nobody measured the GPU.
  */
-static void entry_rank_json(json_t *o, const struct isc_catalog *cat, int gpus,
-                            const struct isc_rank_entry *entry, int64_t now)
+static int entry_rank_write(struct isc_buf *b, const struct isc_catalog *cat, int gpus,
+                            const struct isc_rank_entry *entry, int64_t now, int *first)
 {
 	const struct isc_throughput *t = isc_throughput_of(entry->shape->gpu_type);
 	struct isc_rank_entry one = *entry, *e = &one;
 	struct isc_rank_risk r;
-	json_t *risk;
+	int rc, f = 1;
 
 	isc_catalog_entry_costs(cat, gpus, e, &r); /* also in mode price, for the columns */
-	json_object_set_new(o, "throughput", t ? json_real(t->milli / 1000.0) : json_null());
-	json_object_set_new(o, "throughput_source",
-	                    json_string(t ? t->source : "unknown: no public measurement"));
-	money_or_null(o, "work_cost", e->work_cost);
-	money_or_null(o, "expected_cost", e->expected_cost);
-	risk = json_object();
-	if (r.band >= 0)
-		json_object_set_new(risk, "band",
-		                    json_pack("{s:i,s:s,s:i,s:s,s:I}", "index", r.band, "label",
-		                              r.band_label ? r.band_label : "", "max_pct",
-		                              r.band_max_pct, "source", ISC_RISK_SPOT_ADVISOR,
-		                              "age_s", age_s(now, r.band_fetched_ms)));
-	else
-		json_object_set_new(risk, "band", json_null());
-	if (r.score > 0)
-		json_object_set_new(
-		    risk, "score",
-		    json_pack("{s:i,s:i,s:s,s:s,s:I}", "score", r.score, "target_capacity",
-		              r.score_target, "zone", r.score_zone ? r.score_zone : "", "source",
-		              ISC_RISK_PLACEMENT, "age_s", age_s(now, r.score_fetched_ms)));
-	else
-		json_object_set_new(risk, "score", json_null());
-	if (r.capacity_status)
-		json_object_set_new(risk, "capacity",
-		                    json_pack("{s:s,s:i,s:s,s:I}", "status", r.capacity_status,
-		                              "available", r.capacity, "source",
-		                              ISC_RISK_OCI_CAPACITY, "age_s",
-		                              age_s(now, r.capacity_fetched_ms)));
-	else
-		json_object_set_new(risk, "capacity", json_null());
-	if (r.obtainability_milli >= 0)
-		json_object_set_new(risk, "obtainability",
-		                    json_real(r.obtainability_milli / 1000.0));
-	if (r.interruptions >= 0)
-		json_object_set_new(risk, "history",
-		                    json_pack("{s:I,s:I,s:s}", "interruptions_30d",
-		                              (json_int_t)r.interruptions, "node_hours_30d",
-		                              (json_int_t)(r.node_seconds / 3600), "source",
-		                              ISC_RISK_HISTORY));
-	else
-		json_object_set_new(risk, "history", json_null());
-	json_object_set_new(risk, "node_rate_per_hour", json_real(r.node_rate));
-	json_object_set_new(risk, "rate_source", json_string(r.rate_source));
-	json_object_set_new(risk, "q", json_real(r.q));
-	json_object_set_new(risk, "q_source", json_string(r.q_source));
-	json_object_set_new(risk, "factor", json_real(r.factor));
-	json_object_set_new(o, "risk", risk);
+	rc = t ? isc_json_out_real_member(b, "throughput", t->milli / 1000.0, first)
+	       : isc_json_out_null_member(b, "throughput", first);
+	rc = rc ? rc
+	        : isc_json_out_str_member(b, "throughput_source",
+	                                  t ? t->source : "unknown: no public measurement", first);
+	rc = rc ? rc : cost_member(b, "work_cost", e->work_cost, first);
+	rc = rc ? rc : cost_member(b, "expected_cost", e->expected_cost, first);
+	rc = rc ? rc : isc_json_out_key(b, "risk", first);
+	rc = rc ? rc : isc_buf_putc(b, '{');
+	if (rc)
+		return rc;
+	if (r.band >= 0) {
+		int g = 1;
+		rc = isc_json_out_key(b, "band", &f) || isc_buf_putc(b, '{') ||
+		     isc_json_out_int_member(b, "index", r.band, &g) ||
+		     isc_json_out_str_member(b, "label", r.band_label, &g) ||
+		     isc_json_out_int_member(b, "max_pct", r.band_max_pct, &g) ||
+		     isc_json_out_str_member(b, "source", ISC_RISK_SPOT_ADVISOR, &g) ||
+		     isc_json_out_int_member(b, "age_s", age_s(now, r.band_fetched_ms), &g) ||
+		     isc_buf_putc(b, '}');
+	} else {
+		rc = isc_json_out_null_member(b, "band", &f);
+	}
+	if (!rc && r.score > 0) {
+		int g = 1;
+		rc = isc_json_out_key(b, "score", &f) || isc_buf_putc(b, '{') ||
+		     isc_json_out_int_member(b, "score", r.score, &g) ||
+		     isc_json_out_int_member(b, "target_capacity", r.score_target, &g) ||
+		     isc_json_out_str_member(b, "zone", r.score_zone, &g) ||
+		     isc_json_out_str_member(b, "source", ISC_RISK_PLACEMENT, &g) ||
+		     isc_json_out_int_member(b, "age_s", age_s(now, r.score_fetched_ms), &g) ||
+		     isc_buf_putc(b, '}');
+	} else if (!rc) {
+		rc = isc_json_out_null_member(b, "score", &f);
+	}
+	if (!rc && r.capacity_status) {
+		int g = 1;
+		rc = isc_json_out_key(b, "capacity", &f) || isc_buf_putc(b, '{') ||
+		     isc_json_out_str_member(b, "status", r.capacity_status, &g) ||
+		     isc_json_out_int_member(b, "available", r.capacity, &g) ||
+		     isc_json_out_str_member(b, "source", ISC_RISK_OCI_CAPACITY, &g) ||
+		     isc_json_out_int_member(b, "age_s", age_s(now, r.capacity_fetched_ms), &g) ||
+		     isc_buf_putc(b, '}');
+	} else if (!rc) {
+		rc = isc_json_out_null_member(b, "capacity", &f);
+	}
+	if (!rc && r.obtainability_milli >= 0)
+		rc = isc_json_out_real_member(b, "obtainability", r.obtainability_milli / 1000.0,
+		                              &f);
+	if (!rc && r.interruptions >= 0) {
+		int g = 1;
+		rc = isc_json_out_key(b, "history", &f) || isc_buf_putc(b, '{') ||
+		     isc_json_out_int_member(b, "interruptions_30d", r.interruptions, &g) ||
+		     isc_json_out_int_member(b, "node_hours_30d", r.node_seconds / 3600, &g) ||
+		     isc_json_out_str_member(b, "source", ISC_RISK_HISTORY, &g) ||
+		     isc_buf_putc(b, '}');
+	} else if (!rc) {
+		rc = isc_json_out_null_member(b, "history", &f);
+	}
+	if (!rc)
+		rc = isc_json_out_real_member(b, "node_rate_per_hour", r.node_rate, &f) ||
+		     isc_json_out_str_member(b, "rate_source", r.rate_source, &f) ||
+		     isc_json_out_real_member(b, "q", r.q, &f) ||
+		     isc_json_out_str_member(b, "q_source", r.q_source, &f) ||
+		     isc_json_out_real_member(b, "factor", r.factor, &f) || isc_buf_putc(b, '}');
+	return rc ? ISC_ENOMEM : 0;
 }
 
-static json_t *entry_json(const struct isc_rank_entry *e, size_t rank, int64_t now,
-                          const struct isc_config *cfg)
+/*
+ * One shape of the answer, written straight into b (issue 43's cost): building a
+ * jansson object of about a hundred values per shape, then dumping and freeing it,
+ * was most of iscd's CPU for `isc shapes`. The text is what json_dumps(JSON_COMPACT |
+ * JSON_PRESERVE_ORDER) wrote of that object.
+ */
+static int entry_write(struct isc_buf *b, const struct isc_catalog *cat, int gpus,
+                       const struct isc_rank_entry *e, size_t rank, const char *why, int64_t now,
+                       const struct isc_config *cfg)
 {
 	const struct isc_shape *sh = e->shape;
 	const struct isc_accelerator *acc = isc_accelerator_of(sh->gpu_type);
-	int64_t as_of = isc_shape_price_as_of_ms(sh), stale_ms;
-	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:b,s:i,s:i,s:s,s:s}", "rank",
-	                      (int)rank, "id", sh->display_id, "provider", sh->provider, "region",
-	                      sh->region, "instance_type", sh->instance_type, "gpu_type",
-	                      sh->gpu_type, "gpus_per_node", sh->gpus_per_node, "gpu_mem_mib",
-	                      (json_int_t)sh->gpu_mem_mib, "spot", sh->spot, "nnodes", e->nnodes,
-	                      "nproc", e->nproc, "zones", sh->zones, "price_date", sh->price_date);
-	isc_json_money(o, "node_price", sh->price_micros);
-	isc_json_money(o, "cluster_price", e->cluster_price_micros);
-	json_object_set_new(o, "accelerator_vendor", json_string(acc->vendor));
-	json_object_set_new(o, "accelerator_family", json_string(acc->family));
-	json_object_set_new(o, "cuda", json_boolean(acc->cuda));
-	json_object_set_new(o, "price_source",
-	                    json_string(sh->price_source ? sh->price_source : "catalog"));
-	json_object_set_new(o, "price_as_of_ms", json_integer(as_of));
-	json_object_set_new(o, "price_age_s", json_integer((now - as_of) / 1000));
+	const char *source = sh->price_source ? sh->price_source : "catalog";
+	int64_t as_of = isc_shape_price_as_of_ms(sh);
 	/* A live price is stale past its own source's interval (prices/lists.h). */
-	stale_ms = isc_price_source_every_ms(cfg, sh->price_source ? sh->price_source : "catalog");
-	json_object_set_new(o, "price_stale", json_boolean(stale_ms > 0 && now - as_of > stale_ms));
-	return o;
+	int64_t stale_ms = isc_price_source_every_ms(cfg, source);
+	int f = 1;
+	int rc = isc_buf_putc(b, '{') || isc_json_out_int_member(b, "rank", (int64_t)rank, &f) ||
+	         isc_json_out_str_member(b, "id", sh->display_id, &f) ||
+	         isc_json_out_str_member(b, "provider", sh->provider, &f) ||
+	         isc_json_out_str_member(b, "region", sh->region, &f) ||
+	         isc_json_out_str_member(b, "instance_type", sh->instance_type, &f) ||
+	         isc_json_out_str_member(b, "gpu_type", sh->gpu_type, &f) ||
+	         isc_json_out_int_member(b, "gpus_per_node", sh->gpus_per_node, &f) ||
+	         isc_json_out_int_member(b, "gpu_mem_mib", sh->gpu_mem_mib, &f) ||
+	         isc_json_out_bool_member(b, "spot", sh->spot, &f) ||
+	         isc_json_out_int_member(b, "nnodes", e->nnodes, &f) ||
+	         isc_json_out_int_member(b, "nproc", e->nproc, &f) ||
+	         isc_json_out_str_member(b, "zones", sh->zones, &f) ||
+	         isc_json_out_str_member(b, "price_date", sh->price_date, &f) ||
+	         isc_json_out_money_member(b, "node_price", 1, sh->price_micros, &f) ||
+	         isc_json_out_money_member(b, "cluster_price", 1, e->cluster_price_micros, &f) ||
+	         isc_json_out_str_member(b, "accelerator_vendor", acc->vendor, &f) ||
+	         isc_json_out_str_member(b, "accelerator_family", acc->family, &f) ||
+	         isc_json_out_bool_member(b, "cuda", acc->cuda, &f) ||
+	         isc_json_out_str_member(b, "price_source", source, &f) ||
+	         isc_json_out_int_member(b, "price_as_of_ms", as_of, &f) ||
+	         isc_json_out_int_member(b, "price_age_s", (now - as_of) / 1000, &f) ||
+	         isc_json_out_bool_member(b, "price_stale", stale_ms > 0 && now - as_of > stale_ms,
+	                                  &f) ||
+	         entry_rank_write(b, cat, gpus, e, now, &f) ||
+	         isc_json_out_bool_member(b, "placeable", why == NULL, &f) ||
+	         (why && isc_json_out_str_member(b, "why", why, &f)) || isc_buf_putc(b, '}');
+	return rc ? ISC_ENOMEM : 0;
 }
 
 /* Each price source's last attempt and last success (price_refreshes), for the age of its
@@ -213,79 +252,47 @@ static json_t *sources_json(struct isc_store *s, int64_t now)
 	return a;
 }
 
-/* A growing text buffer for the streamed answer (json_dump_callback's sink). */
-struct text_buf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static int text_put(const char *b, size_t n, void *data)
-{
-	struct text_buf *t = data;
-	if (t->oom)
-		return -1;
-	if (t->len + n + 1 > t->cap) {
-		size_t cap = t->cap ? t->cap : 1 << 16;
-		char *np;
-		while (cap < t->len + n + 1)
-			cap *= 2;
-		if (!(np = realloc(t->p, cap))) {
-			t->oom = 1;
-			return -1;
-		}
-		t->p = np;
-		t->cap = cap;
-	}
-	memcpy(t->p + t->len, b, n);
-	t->len += n;
-	t->p[t->len] = '\0';
-	return 0;
-}
-
 /*
- * The compact answer, one shape at a time (issue 43's cost): each shape's object is
- * built, written out and freed before the next, so its few dozen allocations come back
- * from the allocator's caches still warm, instead of a tree of every shape (about a
- * hundred allocations each, 3,361 shapes) built whole, written, then freed and
- * coalesced. The text is exactly json_dumps' of the whole tree: the envelope (shapes
- * first, then the rest in order) around the shapes written the same way.
+ * The answer: the shapes written one at a time into one buffer (entry_write), inside
+ * the envelope jansson writes ("shapes" first, then the rest in order). ?pretty=1
+ * (people with curl) is the same text read back and written indented.
  */
-static int reply_streamed(struct isc_api_call *c, json_t *envelope, const struct isc_ranking *r,
-                          const struct isc_catalog *cat, int gpus, char **why, int64_t now,
-                          const struct isc_config *cfg)
+static void reply_shapes(struct isc_api_call *c, json_t *envelope, const struct isc_ranking *r,
+                         const struct isc_catalog *cat, int gpus, char **why, int64_t now,
+                         const struct isc_config *cfg, int pretty)
 {
 	static const char head[] = "{\"shapes\":[]";
-	struct text_buf t = {0};
+	struct isc_buf b;
 	char *rest = json_dumps(envelope, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	int rc = !rest || strncmp(rest, head, sizeof(head) - 1);
 
-	if (!rest || strncmp(rest, head, sizeof(head) - 1)) {
-		free(rest);
-		return -1;
-	}
-	text_put("{\"shapes\":[", sizeof(head) - 2, &t);
-	for (size_t i = 0; i < r->n && !t.oom; i++) {
-		json_t *o = entry_json(&r->entries[i], i + 1, now, cfg);
-		entry_rank_json(o, cat, gpus, &r->entries[i], now);
-		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
-		if (why[i])
-			json_object_set_new(o, "why", json_string(why[i]));
-		if (i)
-			text_put(",", 1, &t);
-		if (json_dump_callback(o, text_put, &t, JSON_COMPACT | JSON_PRESERVE_ORDER))
-			t.oom = 1;
-		json_decref(o);
-	}
-	text_put("]", 1, &t);
-	text_put(rest + sizeof(head) - 1, strlen(rest + sizeof(head) - 1), &t);
-	text_put("\n", 1, &t); /* as isc_api_reply_json ends its answer */
+	isc_buf_init(&b, 0);
+	rc = rc || isc_buf_puts(&b, "{\"shapes\":[");
+	for (size_t i = 0; !rc && i < r->n; i++)
+		rc = (i && isc_buf_putc(&b, ',')) ||
+		     entry_write(&b, cat, gpus, &r->entries[i], i + 1, why[i], now, cfg);
+	rc = rc || isc_buf_putc(&b, ']') || isc_buf_puts(&b, rest + sizeof(head) - 1) ||
+	     isc_buf_putc(&b, '\n'); /* as isc_api_reply_json ends its answer */
 	free(rest);
-	if (t.oom) {
-		free(t.p);
-		return -1;
+	if (rc) {
+		isc_buf_cleanup(&b);
+		isc_api_reply_error(c, 500, "out of memory");
+		return;
 	}
-	isc_api_reply_text(c, 200, "application/json", t.p, t.len);
-	return 0;
+	if (pretty) {
+		json_error_t jerr;
+		json_t *all = json_loadb(b.data, b.len, 0, &jerr);
+		isc_buf_cleanup(&b);
+		if (!all)
+			isc_api_reply_error(c, 500, "the answer is not JSON: %s", jerr.text);
+		else
+			isc_api_reply_json(c, 200, all);
+		return;
+	}
+	{
+		size_t len = b.len;
+		isc_api_reply_text(c, 200, "application/json", isc_buf_detach(&b), len);
+	}
 }
 
 /*
@@ -309,7 +316,7 @@ static void shapes_rank(struct isc_api_call *c)
 	int64_t now;
 	long gpus = 0, mem = 0, limit = 0;
 	const char *pretty = isc_api_query(c, "pretty");
-	json_t *arr, *warn, *envelope;
+	json_t *warn, *envelope;
 
 	if (query_long(c, "gpus", 0, ISC_BURST_GPUS_MAX, &gpus) ||
 	    query_long(c, "min_gpu_mem_mib", 0, LONG_MAX, &mem) ||
@@ -356,30 +363,18 @@ static void shapes_rank(struct isc_api_call *c)
 		isc_api_reply_err(c, &err);
 		goto out;
 	}
-	arr = json_array();
 	warn = json_array();
 	for (size_t i = 0; i < r.n_warnings; i++)
 		json_array_append_new(warn, json_string(r.warnings[i]));
-	envelope = json_pack("{s:o,s:o,s:I,s:o,s:s}", "shapes", arr, "warnings", warn,
-	                     "catalog_size", (json_int_t)isc_catalog_size(cat), "price_sources",
+	envelope = json_pack("{s:[],s:o,s:I,s:o,s:s}", "shapes", "warnings", warn, "catalog_size",
+	                     (json_int_t)isc_catalog_size(cat), "price_sources",
 	                     sources_json(c->store, now), "rank", isc_rank_mode_name(req.mode));
-	/* ?pretty=1 (people with curl) takes the whole tree; the compact answer is streamed. */
-	if (!envelope || (!(pretty && strcmp(pretty, "0") != 0) &&
-	                  !reply_streamed(c, envelope, &r, cat, req.gpus, why, now, cfg))) {
-		if (!envelope)
-			isc_api_reply_error(c, 500, "out of memory");
-		json_decref(envelope);
-		goto out;
-	}
-	for (size_t i = 0; i < r.n; i++) {
-		json_t *o = entry_json(&r.entries[i], i + 1, now, cfg);
-		entry_rank_json(o, cat, req.gpus, &r.entries[i], now);
-		json_object_set_new(o, "placeable", json_boolean(why[i] == NULL));
-		if (why[i])
-			json_object_set_new(o, "why", json_string(why[i]));
-		json_array_append_new(arr, o);
-	}
-	isc_api_reply_json(c, 200, envelope);
+	if (!envelope)
+		isc_api_reply_error(c, 500, "out of memory");
+	else
+		reply_shapes(c, envelope, &r, cat, req.gpus, why, now, cfg,
+		             pretty && strcmp(pretty, "0") != 0);
+	json_decref(envelope);
 out:
 	for (size_t i = 0; why && i < r.n; i++)
 		free(why[i]);

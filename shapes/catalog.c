@@ -69,10 +69,23 @@ struct fact_tag {
 	uint8_t zoned;  /* the fact is for one zone */
 };
 
+/* The facts of one (provider, region, instance type): facts[lo..hi). hi 0: an empty slot. */
+struct fact_range {
+	uint64_t hash;
+	uint32_t lo, hi;
+};
+
 struct risk_set {
 	struct isc_risk_fact *facts;
 	struct fact_tag *tags; /* parallel to facts */
 	size_t n;
+	/*
+	 * Each key's range, hashed: a catalog finds its shapes' ranges in one probe each
+	 * instead of a binary search of case-blind string compares over every fact (a
+	 * fifth of an answer's CPU with 165,000 facts). Open addressing, a power of two.
+	 */
+	struct fact_range *ranges;
+	size_t ranges_mask;
 	int64_t version;
 	int refs; /* under cache_mu */
 };
@@ -91,6 +104,7 @@ static void risk_set_drop(struct risk_set *r)
 	if (last) {
 		isc_risk_fact_list_free(r->facts, r->n);
 		free(r->tags);
+		free(r->ranges);
 		free(r);
 	}
 }
@@ -276,6 +290,43 @@ static int cmp_fact(const void *a, const void *b)
 	return cmp_fact_key(a, y->provider, y->region, y->instance_type);
 }
 
+/* FNV-1a of the key, case-blind as cmp_fact_key. */
+static uint64_t key_hash(const char *provider, const char *region, const char *itype)
+{
+	const char *parts[3] = {provider, region, itype};
+	uint64_t h = 1469598103934665603ull;
+	for (int k = 0; k < 3; k++) {
+		for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+			h = (h ^ (uint64_t)tolower(*p)) * 1099511628211ull;
+		h = (h ^ 0xffu) * 1099511628211ull; /* a separator no name byte is */
+	}
+	return h;
+}
+
+/* The ranges of r's sorted facts, by key. */
+static int index_ranges(struct risk_set *r)
+{
+	size_t groups = 0, size = 16;
+	for (size_t i = 0; i < r->n; i++)
+		groups += i == 0 || cmp_fact(&r->facts[i - 1], &r->facts[i]) != 0;
+	while (size < 2 * groups)
+		size *= 2;
+	if (!(r->ranges = calloc(size, sizeof(*r->ranges))))
+		return ISC_ENOMEM;
+	r->ranges_mask = size - 1;
+	for (size_t lo = 0, hi; lo < r->n; lo = hi) {
+		const struct isc_risk_fact *f = &r->facts[lo];
+		uint64_t h = key_hash(f->provider, f->region, f->instance_type);
+		size_t at = (size_t)h & r->ranges_mask;
+		for (hi = lo + 1; hi < r->n && !cmp_fact(f, &r->facts[hi]); hi++)
+			;
+		while (r->ranges[at].hi)
+			at = (at + 1) & r->ranges_mask;
+		r->ranges[at] = (struct fact_range){h, (uint32_t)lo, (uint32_t)hi};
+	}
+	return 0;
+}
+
 /* A new set of one reference from facts (taken, also on failure), checked and sorted. */
 static int risk_set_new(struct isc_risk_fact *facts, size_t n, int64_t version,
                         struct risk_set **out, struct isc_err *err)
@@ -312,6 +363,12 @@ static int risk_set_new(struct isc_risk_fact *facts, size_t n, int64_t version,
 	}
 	r->facts = facts;
 	r->n = n;
+	if (index_ranges(r)) {
+		isc_risk_fact_list_free(facts, n);
+		free(r->tags);
+		free(r);
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	}
 	r->version = version;
 	r->refs = 1;
 	*out = r;
@@ -338,20 +395,18 @@ static int attach_risk(struct isc_catalog *c, struct risk_set *r, struct isc_err
 	}
 	for (size_t i = 0; i < c->n; i++) {
 		const struct isc_shape *sh = &c->shapes[i];
-		size_t lo = 0, hi = r->n;
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-			if (cmp_fact_key(&r->facts[mid], sh->provider, sh->region,
-			                 sh->instance_type) < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		c->risk_lo[i] = (uint32_t)lo;
-		while (hi < r->n &&
-		       !cmp_fact_key(&r->facts[hi], sh->provider, sh->region, sh->instance_type))
-			hi++;
-		c->risk_hi[i] = (uint32_t)hi;
+		uint64_t h = key_hash(sh->provider, sh->region, sh->instance_type);
+		size_t at = (size_t)h & r->ranges_mask;
+		const struct fact_range *g;
+
+		c->risk_lo[i] = c->risk_hi[i] = 0;
+		for (; (g = &r->ranges[at])->hi; at = (at + 1) & r->ranges_mask)
+			if (g->hash == h && !cmp_fact_key(&r->facts[g->lo], sh->provider,
+			                                  sh->region, sh->instance_type)) {
+				c->risk_lo[i] = g->lo;
+				c->risk_hi[i] = g->hi;
+				break;
+			}
 	}
 	return 0;
 }
@@ -465,6 +520,11 @@ void isc_catalog_entry_risk(const struct isc_catalog *c, const struct isc_rank_e
 		const struct isc_risk_fact *f = &c->facts[k];
 		const struct fact_tag *tg = &c->tags[k];
 		if ((tg->market && tg->market != want_market) || tg->kind == K_OTHER)
+			continue;
+		/* What cannot count for this shape, before the zone's string compares. */
+		if ((tg->kind == K_BAND || tg->kind == K_SCORE) && !sh->spot)
+			continue;
+		if (tg->kind == K_SCORE && f->target < e->nnodes)
 			continue;
 		if (tg->zoned && !zone_of(sh->zones, f->zone))
 			continue;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,75 @@ static void test_money(void **state)
 	json_decref(o);
 }
 
+/*
+ * Reals, booleans, null and money written into a buffer are what jansson writes of the
+ * same object (the shapes answer's bytes did not change when it stopped going through
+ * jansson): 17 digits, a '.' or an exponent always, exponents without '+' or zeros.
+ */
+static void test_reals_and_the_rest_as_jansson(void **state)
+{
+	static const double reals[] = {0.0,
+	                               1.0,
+	                               -1.0,
+	                               0.1,
+	                               0.7,
+	                               1.2559523809523809,
+	                               0.010416666666666666,
+	                               1e20,
+	                               1e-5,
+	                               -2.5e-300,
+	                               1e300,
+	                               123456789012345678.0,
+	                               3.0e-7,
+	                               1.72,
+	                               100.0,
+	                               1e16,
+	                               5e-324,
+	                               -0.0,
+	                               4.0e100};
+	json_t *o = json_object();
+	struct isc_buf b;
+	char key[16], *want;
+	int first = 1;
+	(void)state;
+	isc_buf_init(&b, 0);
+	assert_int_equal(isc_buf_putc(&b, '{'), 0);
+	for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
+		snprintf(key, sizeof(key), "r%zu", i);
+		json_object_set_new(o, key, json_real(reals[i]));
+		assert_int_equal(isc_json_out_real_member(&b, key, reals[i], &first), 0);
+	}
+	json_object_set_new(o, "yes", json_true());
+	json_object_set_new(o, "no", json_false());
+	json_object_set_new(o, "none", json_null());
+	isc_json_money(o, "price", 76780);
+	isc_json_money_or_null(o, "cost", 0, 0);
+	assert_int_equal(isc_json_out_bool_member(&b, "yes", 1, &first), 0);
+	assert_int_equal(isc_json_out_bool_member(&b, "no", 0, &first), 0);
+	assert_int_equal(isc_json_out_null_member(&b, "none", &first), 0);
+	assert_int_equal(isc_json_out_money_member(&b, "price", 1, 76780, &first), 0);
+	assert_int_equal(isc_json_out_money_member(&b, "cost", 0, 0, &first), 0);
+	assert_int_equal(isc_buf_putc(&b, '}'), 0);
+	want = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	assert_string_equal(isc_buf_cstr(&b), want);
+	free(want);
+	json_decref(o);
+	isc_buf_cleanup(&b);
+}
+
+/* A value jansson has no real for (NaN, infinity) is null, so the answer still parses. */
+static void test_real_not_finite_is_null(void **state)
+{
+	struct isc_buf b;
+	int first = 1;
+	(void)state;
+	isc_buf_init(&b, 0);
+	assert_int_equal(isc_json_out_real_member(&b, "x", 0.0 / 0.0, &first), 0);
+	assert_int_equal(isc_json_out_real_member(&b, "y", 1.0 / 0.0, &first), 0);
+	assert_string_equal(isc_buf_cstr(&b), "\"x\":null,\"y\":null");
+	isc_buf_cleanup(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -142,6 +212,8 @@ int main(void)
 	    cmocka_unit_test(test_members),
 	    cmocka_unit_test(test_integers_and_keys),
 	    cmocka_unit_test(test_money),
+	    cmocka_unit_test(test_reals_and_the_rest_as_jansson),
+	    cmocka_unit_test(test_real_not_finite_is_null),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
