@@ -235,6 +235,9 @@ char *isc_manifest_to_json(const struct isc_manifest *m)
 			json_object_set_new(o, "key", json_string(e->key ? e->key : ""));
 			json_object_set_new(o, "etag", json_string(e->etag));
 			json_object_set_new(o, "part_size", json_integer((json_int_t)e->part_size));
+			if (e->has_mtime)
+				json_object_set_new(o, "mtime_ns",
+				                    json_integer((json_int_t)e->mtime_ns));
 		}
 		json_array_append_new(arr, o);
 	}
@@ -270,6 +273,7 @@ int isc_manifest_from_json(const char *json, struct isc_manifest *out, struct is
 			json_int_t ps = json_integer_value(json_object_get(o, "part_size"));
 			const char *key = json_string_value(json_object_get(o, "key"));
 			const char *etag = json_string_value(json_object_get(o, "etag"));
+			json_t *mt = json_object_get(o, "mtime_ns");
 			int is_dir = type && !strcmp(type, "dir");
 			if (!path || !type || (!is_dir && strcmp(type, "file")))
 				rc = isc_err_set(
@@ -282,10 +286,21 @@ int isc_manifest_from_json(const char *json, struct isc_manifest *out, struct is
 				rc = isc_err_set(
 				    err, ISC_EINVALID,
 				    "manifest: entry %zu: a file needs size, key, etag", i + 1);
+			/* Absent in manifests from before the quick check: read fine, no mtime. */
+			else if (!is_dir && mt &&
+			         (!json_is_integer(mt) || json_integer_value(mt) < 0))
+				rc = isc_err_set(err, ISC_EINVALID,
+				                 "manifest: entry %zu: mtime_ns is not a count of "
+				                 "nanoseconds since the epoch",
+				                 i + 1);
 			else if (isc_manifest_add(out, path, is_dir, (uint64_t)size,
 			                          is_dir ? NULL : key, is_dir ? NULL : etag,
 			                          (uint64_t)ps))
 				rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+			else if (!is_dir && mt) {
+				out->entries[out->n - 1].has_mtime = 1;
+				out->entries[out->n - 1].mtime_ns = (int64_t)json_integer_value(mt);
+			}
 		}
 		/* total_bytes as written must agree with the entries (isc_manifest_check). */
 		if (!rc && json_is_integer(tb))

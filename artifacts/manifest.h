@@ -25,6 +25,11 @@ struct isc_manifest_entry {
 	char *key;          /* the object's key (files); owned */
 	char etag[80];      /* S3's ETag of the object, "HEX" or "HEX-N" (files) */
 	uint64_t part_size; /* the upload's part size (files) */
+	/* The file's mtime on rank 0 when it was listed, in ns since the epoch: the sync's
+	 * quick check (size and mtime as rsync's). has_mtime 0: not recorded (a manifest
+	 * from before mtime_ns, a directory): such an entry never matches a listing. */
+	int has_mtime;
+	int64_t mtime_ns;
 };
 
 struct isc_manifest {
@@ -51,7 +56,8 @@ const char *isc_manifest_path_why(const char *path);
 int isc_manifest_check(const struct isc_manifest *m, const struct isc_manifest_limits *l,
                        struct isc_err *err);
 
-/* {"version":N,"entries":[{"path","type":"file"|"dir","size","key","etag","part_size"}]} */
+/* {"version":N,"entries":[{"path","type":"file"|"dir","size","key","etag","part_size",
+ * "mtime_ns" (optional, files)}]} */
 int isc_manifest_from_json(const char *json, struct isc_manifest *out, struct isc_err *err);
 /* Caller frees; NULL when out of memory. */
 char *isc_manifest_to_json(const struct isc_manifest *m);

@@ -201,10 +201,84 @@ static void prune(struct isc_store *s, struct isc_s3_client *cl, const struct is
 	isc_manifest_row_list_free(rows, n);
 }
 
+static int by_entry_path(const void *a, const void *b)
+{
+	const struct isc_manifest_entry *x = *(const struct isc_manifest_entry *const *)a;
+	const struct isc_manifest_entry *y = *(const struct isc_manifest_entry *const *)b;
+	return strcmp(x->path, y->path);
+}
+
+void isc_s3_plan_cleanup(struct isc_s3_plan *p)
+{
+	if (p) {
+		free(p->from);
+		memset(p, 0, sizeof(*p));
+	}
+}
+
+int isc_s3_sync_plan(const struct isc_node_listing *l, const struct isc_manifest *cur, int which,
+                     struct isc_s3_plan *out, struct isc_err *err)
+{
+	const struct isc_manifest_entry **idx = NULL;
+	size_t n_in = 0, matched = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->from = malloc((l->n ? l->n : 1) * sizeof(*out->from));
+	if (cur && cur->n && !(idx = malloc(cur->n * sizeof(*idx)))) {
+		free(out->from);
+		out->from = NULL;
+	}
+	if (!out->from)
+		return isc_err_set(err, ISC_ENOMEM, "out of memory");
+	/* cur's entries under `which`, sorted by path: one lookup per listed entry. */
+	for (size_t j = 0; cur && j < cur->n; j++)
+		if (top_of(cur->entries[j].path) & which)
+			idx[n_in++] = &cur->entries[j];
+	if (n_in > 1)
+		qsort(idx, n_in, sizeof(*idx), by_entry_path);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct isc_node_entry *ne = &l->entries[i];
+		const struct isc_manifest_entry *ce = NULL;
+		size_t lo = 0, hi = n_in;
+		out->from[i] = -1;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			int c = strcmp(ne->path, idx[mid]->path);
+			if (!c) {
+				ce = idx[mid];
+				break;
+			}
+			if (c < 0)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		if (ne->is_dir) {
+			matched += ce && ce->is_dir;
+			continue;
+		}
+		if (ce && !ce->is_dir && ce->has_mtime && ne->has_mtime && ce->size == ne->size &&
+		    ce->mtime_ns == ne->mtime_ns) {
+			out->from[i] = (long)(ce - cur->entries);
+			out->n_carry++;
+			matched++;
+		} else {
+			out->n_upload++;
+		}
+	}
+	/* Every listed entry matched one of cur's (paths are unique on both sides), and
+	 * cur has no other under `which`: the same tree. */
+	out->changed = !cur || out->n_upload || matched != l->n || n_in != l->n;
+	free(idx);
+	return 0;
+}
+
 struct upload {
 	char *key;
 	char *upload_id;
 	int completed;
+	int has_mtime;
+	int64_t mtime_ns;
 	struct isc_node_upload f;
 };
 
@@ -233,10 +307,12 @@ int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_e
 	struct isc_node_listing list;
 	struct isc_manifest cur, next;
 	struct upload *up = NULL;
+	struct isc_s3_plan plan;
 	size_t n_up = 0;
 	char *prefix = exp_prefix(cfg, e->org_id, e->id), *json = NULL;
 	int have_cur = 0, rc;
 
+	memset(&plan, 0, sizeof(plan));
 	memset(&list, 0, sizeof(list));
 	memset(&cur, 0, sizeof(cur));
 	memset(&next, 0, sizeof(next));
@@ -252,6 +328,16 @@ int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_e
 	if (!rc)
 		rc = isc_launcher_list_artifacts(rank0, opts, which, &list, err);
 	next.version = have_cur ? cur.version + 1 : 1;
+	if (!rc)
+		rc = isc_s3_sync_plan(&list, have_cur ? &cur : NULL, which, &plan, err);
+	if (!rc && !plan.changed) {
+		/* The current version already is rank 0's folders: no version, no prune. */
+		isc_log(ISC_LOG_DEBUG,
+		        "%s: checkpoint version %lld in the bucket is unchanged (%zu file(s) "
+		        "listed, none changed): nothing uploaded",
+		        e->id, (long long)cur.version, plan.n_carry);
+		goto out;
+	}
 	/* The organisation's current manifests, this one's replaced by what comes now. */
 	if (!rc) {
 		int64_t org = 0;
@@ -289,9 +375,11 @@ int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_e
 	for (size_t i = 0; !rc && i < list.n; i++) {
 		const struct isc_node_entry *ne = &list.entries[i];
 		struct upload *u;
-		if (ne->is_dir)
-			continue;
+		if (ne->is_dir || plan.from[i] >= 0)
+			continue; /* folders have no object; carried files keep theirs */
 		u = &up[n_up++];
+		u->has_mtime = ne->has_mtime;
+		u->mtime_ns = ne->mtime_ns;
 		u->f.path = ne->path;
 		u->f.size = ne->size;
 		u->f.part_size = isc_transfer_part_size(ne->size);
@@ -367,18 +455,38 @@ int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_e
 		if (!rc &&
 		    isc_manifest_add(&next, u->f.path, 0, u->f.size, u->key, etag, u->f.part_size))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		if (!rc) {
+			next.entries[next.n - 1].has_mtime = u->has_mtime;
+			next.entries[next.n - 1].mtime_ns = u->mtime_ns;
+		}
 	}
-	/* Folders, and what the folders not synced now hold in the current version. */
-	for (size_t i = 0; !rc && i < list.n; i++)
+	/* Folders; the files unchanged since the current version, their objects reused
+	 * (prune keeps what the current or previous version references); and what the
+	 * folders not synced now hold in the current version. */
+	for (size_t i = 0; !rc && i < list.n; i++) {
+		const struct isc_manifest_entry *ce =
+		    plan.from[i] >= 0 ? &cur.entries[plan.from[i]] : NULL;
 		if (list.entries[i].is_dir &&
 		    isc_manifest_add(&next, list.entries[i].path, 1, 0, NULL, NULL, 0))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else if (ce && isc_manifest_add(&next, ce->path, 0, ce->size, ce->key, ce->etag,
+		                                ce->part_size))
+			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else if (ce) {
+			next.entries[next.n - 1].has_mtime = 1;
+			next.entries[next.n - 1].mtime_ns = ce->mtime_ns;
+		}
+	}
 	for (size_t i = 0; !rc && have_cur && i < cur.n; i++) {
 		const struct isc_manifest_entry *ce = &cur.entries[i];
 		if (!(top_of(ce->path) & which) &&
 		    isc_manifest_add(&next, ce->path, ce->is_dir, ce->size, ce->key, ce->etag,
 		                     ce->part_size))
 			rc = isc_err_set(err, ISC_ENOMEM, "out of memory");
+		else if (!(top_of(ce->path) & which)) {
+			next.entries[next.n - 1].has_mtime = ce->has_mtime;
+			next.entries[next.n - 1].mtime_ns = ce->mtime_ns;
+		}
 	}
 	if (!rc) {
 		struct isc_manifest_limits lim = {(uint64_t)cfg->artifact_max_bytes,
@@ -407,17 +515,23 @@ int broker_s3_sync(struct isc_broker *b, struct isc_store *s, const struct isc_e
 			             have_cur ? "the previous version stays current"
 			                      : "there is no version yet");
 	} else {
-		char msg[256];
+		char msg[320], kept[96] = "";
 		struct isc_err ignored;
+		if (plan.n_carry)
+			snprintf(kept, sizeof(kept),
+			         "; %zu unchanged file(s) kept from version %lld", plan.n_carry,
+			         (long long)cur.version);
 		snprintf(msg, sizeof(msg),
-		         "checkpoint version %lld in the bucket: %zu file(s), %llu bytes, sent by "
-		         "rank 0 straight to s3://%s",
-		         (long long)next.version, n_up, (unsigned long long)next.total_bytes,
-		         cfg->artifact_s3_bucket);
+		         "checkpoint version %lld in the bucket: %llu bytes; %zu file(s) sent by "
+		         "rank 0 straight to s3://%s%s",
+		         (long long)next.version, (unsigned long long)next.total_bytes, n_up,
+		         cfg->artifact_s3_bucket, kept);
 		isc_log(ISC_LOG_INFO, "%s: %s", e->id, msg);
 		isc_store_event_add(s, e->id, "artifacts", msg, &ignored);
 		prune(s, cl, cfg, e, &next, have_cur ? &cur : NULL);
 	}
+out:
+	isc_s3_plan_cleanup(&plan);
 	free(json);
 	uploads_free(up, list.n);
 	isc_node_listing_cleanup(&list);

@@ -81,6 +81,35 @@ void isc_node_listing_cleanup(struct isc_node_listing *l)
 	}
 }
 
+/*
+ * find's %T@: seconds since the epoch, '.', then the fraction (GNU find prints 10
+ * digits, the nanoseconds and a 0). *end after the field; 0 when it is not that form
+ * (a time before the epoch included: such a file never matches, it is uploaded).
+ */
+static int mtime_parse(const char *p, int64_t *ns, const char **end)
+{
+	int64_t sec = 0, frac = 0;
+	int digits = 0, nd = 0;
+	for (; *p >= '0' && *p <= '9'; p++, digits++) {
+		if (sec > (INT64_MAX / 1000000000 - 10) / 10)
+			return 0;
+		sec = sec * 10 + (*p - '0');
+	}
+	if (!digits)
+		return 0;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			if (nd < 9) {
+				frac = frac * 10 + (*p - '0');
+				nd++;
+			}
+	for (; nd < 9; nd++)
+		frac *= 10;
+	*ns = sec * 1000000000 + frac;
+	*end = p;
+	return 1;
+}
+
 static void refuse(struct isc_node_listing *l, const char *path, const char *why)
 {
 	if (!l->refused++) {
@@ -112,7 +141,7 @@ int isc_launcher_list_artifacts(const struct isc_node_target *node,
 		if (which & (1 << i))
 			isc_buf_printf(&cmd, " %s", tops[i]);
 	isc_buf_puts(&cmd, "; do if [ -e \"$t\" ] || [ -L \"$t\" ]; then find \"$t\" -printf "
-	                   "'%y %s %p\\0'; fi; done");
+	                   "'%y %s %T@ %p\\0'; fi; done");
 	rc = isc_launcher_connect(node, opts, &ssh, err);
 	if (!rc)
 		rc = isc_ssh_exec(ssh, isc_buf_cstr(&cmd), NULL, 0, 600000, collect_fn, &c,
@@ -126,14 +155,21 @@ int isc_launcher_list_artifacts(const struct isc_node_target *node,
 		const char *rec = c.out.data + off, *end = memchr(rec, '\0', c.out.len - off);
 		char type;
 		unsigned long long size;
-		int used = 0;
-		const char *path, *why;
+		int used = 0, has_mtime;
+		int64_t mtime_ns = 0;
+		const char *path, *why, *t;
 		if (!end)
 			break; /* a record cut short: the node's output ended mid-name */
 		off = (size_t)(end - c.out.data) + 1;
 		if (sscanf(rec, "%c %llu %n", &type, &size, &used) < 2 || !used)
 			continue;
-		path = rec + used;
+		/* "TYPE SIZE MTIME PATH": a time that is not SEC.FRAC is read to its space. */
+		has_mtime = mtime_parse(rec + used, &mtime_ns, &t) && *t == ' ';
+		if (!has_mtime)
+			t = rec + used + strcspn(rec + used, " ");
+		if (*t != ' ')
+			continue;
+		path = t + 1;
 		if (type != 'f' && type != 'd') {
 			refuse(out, path,
 			       type == 'l' ? "a symbolic link" : "not a regular file or folder");
@@ -171,6 +207,8 @@ int isc_launcher_list_artifacts(const struct isc_node_target *node,
 			out->entries = g;
 			g[out->n].is_dir = type == 'd';
 			g[out->n].size = type == 'f' ? size : 0;
+			g[out->n].has_mtime = type == 'f' && has_mtime;
+			g[out->n].mtime_ns = type == 'f' && has_mtime ? mtime_ns : 0;
 			out->total += g[out->n].size;
 			out->n++;
 		}
@@ -335,6 +373,12 @@ int isc_launcher_restore_script(const struct isc_manifest *m, const char *root, 
 		g.part_size = e->part_size;
 		if (!rc)
 			rc |= isc_transfer_get_script(&g, b);
+		/* The mtime rank 0 listed: the first sync after this restore finds the file
+		 * unchanged (its quick check) and uploads nothing. mv keeps it. */
+		if (e->has_mtime && e->mtime_ns >= 0)
+			rc |= isc_buf_printf(b, "touch -m -d @%lld.%09lld %s; ",
+			                     (long long)(e->mtime_ns / 1000000000),
+			                     (long long)(e->mtime_ns % 1000000000), g.dest);
 	}
 	/* Only regular files and folders (the engine wrote nothing else), then swapped in. */
 	rc |= isc_buf_printf(

@@ -17,6 +17,8 @@ struct isc_node_entry {
 	char *path; /* "checkpoints/a", relative to /mnt; owned */
 	int is_dir;
 	uint64_t size;
+	int has_mtime;    /* files: mtime_ns was read (find's %T@, never before the epoch) */
+	int64_t mtime_ns; /* the file's mtime, ns since the epoch (the sync's quick check) */
 };
 
 struct isc_node_listing {
@@ -30,8 +32,8 @@ void isc_node_listing_cleanup(struct isc_node_listing *l);
 
 /*
  * Lists the folders in `which` under the node's /mnt (find -printf, NUL-separated:
- * any name is read whole). Regular files and folders with names that pass
- * isc_manifest_path_why are kept; the rest are refused and counted, never followed.
+ * any name is read whole), each file with its size and mtime in ns. Regular files and folders with
+ * names that pass isc_manifest_path_why are kept; the rest are refused and counted, never followed.
  * Over opts' artifact_max_entries or artifact_max_bytes: ISC_EINVALID naming the cap.
  */
 int isc_launcher_list_artifacts(const struct isc_node_target *node,

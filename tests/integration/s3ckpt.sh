@@ -14,6 +14,10 @@
 #      runs; once it ended, a member of its organisation is refused (403, audited),
 #      another organisation's admin told it does not exist (404), and its admin's call
 #      deletes its objects and manifests, audited;
+#   6. a sync uploads only the files changed since the current version (path, size and
+#      mtime as rsync's quick check): syncs of unchanged files PUT nothing and record no
+#      version; one file replaced is the only one uploaded, the other keeps its older
+#      object; after a restore on a fresh node (mtimes restored) a sync uploads nothing;
 #   4. an artifact_root that is neither an absolute folder nor an s3:// URL stops iscd at
 #      start, naming the key.
 # Runs on SQLite, or on PostgreSQL with ISC_STORE_URL (tests/run-all's ISC_PG_SUITES).
@@ -139,6 +143,92 @@ check "3: nothing was written outside /mnt on any node" test -z "$(find "$dir" -
 isc cancel "$id2" >/dev/null 2>&1
 ended() { case $(status_of "$id2") in failed | cancelled) return 0 ;; esac; return 1; }
 check "3: the experiment ended rather than run on a refused restore" within 60 ended
+
+# 6. Only what changed is uploaded (rsync's quick check: path, size, mtime_ns).
+# A sync is known to have run once the cluster's sync clock moved twice: the clock moves
+# when a sync is due and the sync runs in that same step of the experiment.
+clock_of() { store_sql -r "SELECT COALESCE(MAX(s.checkpoints_at_ms), 0) FROM sync_clocks s JOIN clusters c ON c.id = s.cluster_id WHERE c.experiment_id = '$1'"; }
+clock_above() { [ "$(clock_of "$1")" -gt "$2" ] 2>/dev/null; }
+two_syncs() {
+	local c
+	c=$(clock_of "$1")
+	within 60 clock_above "$1" "$c" || return 1
+	c=$(clock_of "$1")
+	within 60 clock_above "$1" "$c"
+}
+# req_mark: how many requests the mock logged so far; put_bytes EXP MARK: the part PUTs
+# (presigned) of EXP's objects since MARK, "COUNT BYTES".
+req_mark() { s3ctl requests | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+put_bytes() {
+	s3ctl requests | /usr/bin/python3 -c '
+import json, sys
+new = json.load(sys.stdin)[int(sys.argv[2]):]
+puts = [x for x in new if x["op"] == "PUT" and x["presigned"] and "/" + sys.argv[1] + "/" in x["key"]]
+print(len(puts), sum(x.get("bytes_in", 0) for x in puts))' "$1" "$2"
+}
+# key_of EXP PATH: the current manifest's key of PATH.
+key_of() {
+	store_sql -r "SELECT manifest_json FROM artifact_manifests WHERE experiment_id = '$1' AND version = (SELECT MAX(version) FROM artifact_manifests WHERE experiment_id = '$1')" |
+		/usr/bin/python3 -c 'import json,sys; m=json.load(sys.stdin); print(next(e["key"] for e in m["entries"] if e["path"] == sys.argv[1]))' "$2"
+}
+# Written next to the folder and renamed in: a sync never lists half a file.
+cat >"$dir/incr.isc" <<'ISC'
+isc_project_id = "demo"
+experiment_name = "s3ckpt-incr"
+gpus = 1
+burst_shape_priority_list = ["aws-us-east-1-g4dn.xlarge-spot"]
+command = 'echo "CYCLE=$STRONG_CYCLE_COUNT A=$(md5sum </mnt/checkpoints/a 2>/dev/null | cut -c1-32) B=$(md5sum </mnt/checkpoints/b 2>/dev/null | cut -c1-32)"; if [ "$STRONG_CYCLE_COUNT" = 1 ]; then head -c 9000000 /dev/urandom >/mnt/.a && mv /mnt/.a /mnt/checkpoints/a; head -c 3000000 /dev/urandom >/mnt/.b && mv /mnt/.b /mnt/checkpoints/b; fi; sleep 600'
+ISC
+id6=$(submit "$dir/incr.isc")
+check "6: the 1-node burst runs" wait_status "$id6" running 90
+full() { [ "$(bytes_of "$1")" = "$2" ]; }
+check "6: a version with both files (12000000 bytes) is recorded" within 90 full "$id6" 12000000
+v6=$(version_of "$id6")
+key_a=$(key_of "$id6" checkpoints/a)
+mark=$(req_mark)
+check "6: two more syncs ran" two_syncs "$id6"
+read -r n_put put_b <<<"$(put_bytes "$id6" "$mark")"
+echo "measured: syncs of unchanged files PUT $n_put part(s), $put_b B (checkpoint 12000000 B)"
+check "6: syncs of unchanged files PUT no part ($n_put PUTs, $put_b B)" test "$n_put" = 0
+check "6: ... and record no new version (still $v6)" test "$(version_of "$id6")" = "$v6"
+check "6: ... the version before it is not pruned" test "$(store_sql -r "SELECT COUNT(*) FROM artifact_manifests WHERE experiment_id = '$id6'")" -ge "$((v6 > 1 ? 2 : 1))"
+# One file replaced on the node (its folder is DIR/mock/nodes/ID/mnt on this host).
+iid=$(running_instance "$id6")
+mnt=$dir/mock/nodes/$iid/mnt
+check "6: the node's folder is on this host" test -f "$mnt/checkpoints/b"
+head -c 2000000 /dev/urandom >"$mnt/.b" && mv "$mnt/.b" "$mnt/checkpoints/b"
+mark=$(req_mark)
+check "6: the change makes a new version" within 60 full "$id6" 11000000
+v6b=$(version_of "$id6")
+read -r n_put put_b <<<"$(put_bytes "$id6" "$mark")"
+echo "measured: the sync of one changed file PUT $n_put part(s), $put_b B"
+check "6: only the changed file was uploaded ($put_b B)" test "$put_b" = 2000000
+check "6: ... under the new version's prefix" bash -c "[[ '$(key_of "$id6" checkpoints/b)' == */v$v6b/checkpoints/b ]]"
+check "6: ... the unchanged file keeps its older object ($key_a)" test "$(key_of "$id6" checkpoints/a)" = "$key_a"
+# A restore on a fresh node (it fetches a's older object: prune kept it), then syncs: the
+# restored files keep rank 0's mtimes.
+sum_a=$(md5sum <"$mnt/checkpoints/a" | cut -c1-32)
+sum_b=$(md5sum <"$mnt/checkpoints/b" | cut -c1-32)
+mtimes() { (cd "$1/checkpoints" && find a b -printf '%p %T@\n'); }
+mt_old=$(mtimes "$mnt")
+# The sync within the notice lists lossy too: a version with that folder may come, with
+# nothing uploaded (counted from here).
+mark=$(req_mark)
+fault "{\"kind\":\"interrupt\",\"instance_id\":\"$iid\",\"notice_s\":2}"
+check "6: running again in cycle 2" wait_cycle "$id6" 2 150
+v6c=$(version_of "$id6") # the restore came before running; the first sync 4 s after
+out6=$(status_of "$id6" output_path)
+check "6: the fresh node restored both files" within 60 grep -q "CYCLE=2 A=$sum_a B=$sum_b" "$out6/rank_0.txt"
+iid2=$(running_instance "$id6" newest)
+check "6: ... on a fresh node, with rank 0's mtimes to the nanosecond" \
+	test "$iid2" != "$iid" -a "$(mtimes "$dir/mock/nodes/$iid2/mnt")" = "$mt_old"
+check "6: two syncs ran after the restore" two_syncs "$id6"
+read -r n_put put_b <<<"$(put_bytes "$id6" "$mark")"
+echo "measured: the syncs around the restore PUT $n_put part(s), $put_b B"
+check "6: the syncs after the restore PUT no part ($n_put PUTs, $put_b B)" test "$n_put" = 0
+check "6: ... and record no new version (still $v6c)" test "$(version_of "$id6")" = "$v6c"
+isc cancel "$id6" >/dev/null
+check "6: cancelled" wait_status "$id6" cancelled 60
 
 # 5. DELETE /v1/experiments/ID/artifacts: the objects and manifests of an ended experiment.
 # every object the experiment's completed uploads made was deleted (the mock's log)

@@ -7,6 +7,7 @@
  * before it writes anything.
  */
 #include "artifacts/manifest.h"
+#include "broker/s3ckpt.h"
 #include "config/config.h"
 #include "launcher/s3node.h"
 #include "launcher/transfer.h"
@@ -191,6 +192,238 @@ static void test_manifest_rules(void **state)
 	}
 }
 
+/* mtime_ns: written for files that have it, read back; a manifest from before it (no
+ * mtime_ns) is read fine, its files without one; a crafted one is refused. */
+static void test_manifest_mtime(void **state)
+{
+	struct isc_manifest m = good_manifest(), back;
+	struct isc_manifest_limits lim = {2ull << 30, 100, PFX};
+	struct isc_err err;
+	char msg[512], *json;
+	(void)state;
+	m.entries[2].has_mtime = 1;
+	m.entries[2].mtime_ns = 1700000000123456789LL;
+	json = isc_manifest_to_json(&m);
+	assert_non_null(json);
+	assert_non_null(strstr(json, "\"mtime_ns\":1700000000123456789"));
+	assert_int_equal(isc_manifest_from_json(json, &back, &err), 0);
+	assert_int_equal(isc_manifest_check(&back, &lim, &err), 0);
+	assert_int_equal(back.entries[2].has_mtime, 1);
+	assert_true(back.entries[2].mtime_ns == 1700000000123456789LL);
+	assert_int_equal(back.entries[3].has_mtime, 0); /* written without: read without */
+	assert_int_equal(back.entries[0].has_mtime, 0);
+	free(json);
+	/* Written again, the same text: nothing lost or made up. */
+	json = isc_manifest_to_json(&back);
+	{
+		char *again = isc_manifest_to_json(&m);
+		assert_string_equal(json, again);
+		free(again);
+	}
+	free(json);
+	isc_manifest_cleanup(&back);
+	isc_manifest_cleanup(&m);
+	/* A manifest from before mtime_ns. */
+	assert_int_equal(check_with("{\"path\":\"checkpoints/x\",\"type\":\"file\",\"size\":1,"
+	                            "\"key\":\"" PFX "v2/checkpoints/x\",\"etag\":\"" MD5A
+	                            "\",\"part_size\":8388608}",
+	                            msg, sizeof(msg)),
+	                 0);
+	/* Crafted: not a count of nanoseconds. */
+	assert_int_equal(check_with("{\"path\":\"checkpoints/x\",\"type\":\"file\",\"size\":1,"
+	                            "\"key\":\"" PFX "v2/checkpoints/x\",\"etag\":\"" MD5A
+	                            "\",\"part_size\":8388608,\"mtime_ns\":\"soon\"}",
+	                            msg, sizeof(msg)),
+	                 ISC_EINVALID);
+	assert_non_null(strstr(msg, "mtime_ns"));
+	assert_int_equal(check_with("{\"path\":\"checkpoints/x\",\"type\":\"file\",\"size\":1,"
+	                            "\"key\":\"" PFX "v2/checkpoints/x\",\"etag\":\"" MD5A
+	                            "\",\"part_size\":8388608,\"mtime_ns\":-5}",
+	                            msg, sizeof(msg)),
+	                 ISC_EINVALID);
+}
+
+static void listed(struct isc_node_listing *l, const char *path, int is_dir, uint64_t size,
+                   int has_mtime, int64_t mtime_ns)
+{
+	struct isc_node_entry *g = realloc(l->entries, (l->n + 1) * sizeof(*g));
+	assert_non_null(g);
+	l->entries = g;
+	g[l->n] = (struct isc_node_entry){strdup(path), is_dir, size, has_mtime, mtime_ns};
+	assert_non_null(g[l->n].path);
+	l->total += size;
+	l->n++;
+}
+
+/* The current version: checkpoints/{a,b,sub/,old} with mtimes, crud/m without one (a
+ * manifest from before mtime_ns), lossy/l (not listed by a checkpoint sync). */
+static struct isc_manifest plan_manifest(void)
+{
+	struct isc_manifest m = {0};
+	m.version = 3;
+	assert_int_equal(isc_manifest_add(&m, "checkpoints", 1, 0, NULL, NULL, 0), 0);
+	assert_int_equal(
+	    isc_manifest_add(&m, "checkpoints/a", 0, 10, PFX "v1/checkpoints/a", MD5A, 8u << 20),
+	    0);
+	m.entries[m.n - 1].has_mtime = 1;
+	m.entries[m.n - 1].mtime_ns = 1000;
+	assert_int_equal(
+	    isc_manifest_add(&m, "checkpoints/b", 0, 20, PFX "v3/checkpoints/b", MD5A, 8u << 20),
+	    0);
+	m.entries[m.n - 1].has_mtime = 1;
+	m.entries[m.n - 1].mtime_ns = 2000;
+	assert_int_equal(isc_manifest_add(&m, "checkpoints/sub", 1, 0, NULL, NULL, 0), 0);
+	assert_int_equal(isc_manifest_add(&m, "crud", 1, 0, NULL, NULL, 0), 0);
+	assert_int_equal(isc_manifest_add(&m, "crud/m", 0, 30, PFX "v2/crud/m", MD5A, 8u << 20), 0);
+	assert_int_equal(isc_manifest_add(&m, "lossy", 1, 0, NULL, NULL, 0), 0);
+	assert_int_equal(isc_manifest_add(&m, "lossy/l", 0, 5, PFX "v3/lossy/l", MD5A, 8u << 20),
+	                 0);
+	m.entries[m.n - 1].has_mtime = 1;
+	m.entries[m.n - 1].mtime_ns = 5;
+	return m;
+}
+
+/* The listing as the current version has it (crud/m with its size: no mtime to match). */
+static void plan_listing(struct isc_node_listing *l, int with_crud_m)
+{
+	memset(l, 0, sizeof(*l));
+	/* Not in the manifest's order: the plan looks paths up. */
+	listed(l, "checkpoints/b", 0, 20, 1, 2000);
+	listed(l, "checkpoints", 1, 0, 0, 0);
+	listed(l, "checkpoints/sub", 1, 0, 0, 0);
+	listed(l, "checkpoints/a", 0, 10, 1, 1000);
+	listed(l, "crud", 1, 0, 0, 0);
+	if (with_crud_m)
+		listed(l, "crud/m", 0, 30, 1, 3000);
+}
+
+static void test_sync_plan(void **state)
+{
+	const int ckpt = ISC_ARTIFACT_CHECKPOINTS | ISC_ARTIFACT_CRUD;
+	struct isc_manifest cur = plan_manifest();
+	struct isc_node_listing l;
+	struct isc_s3_plan p;
+	struct isc_err err;
+	(void)state;
+
+	/* Unchanged (crud/m gone from both sides): nothing to upload, no new version. */
+	plan_listing(&l, 0);
+	/* cur without crud/m. */
+	{
+		struct isc_manifest c2 = {0};
+		c2.version = cur.version;
+		for (size_t i = 0; i < cur.n; i++) {
+			const struct isc_manifest_entry *e = &cur.entries[i];
+			if (!strcmp(e->path, "crud/m"))
+				continue;
+			assert_int_equal(isc_manifest_add(&c2, e->path, e->is_dir, e->size, e->key,
+			                                  e->etag, e->part_size),
+			                 0);
+			c2.entries[c2.n - 1].has_mtime = e->has_mtime;
+			c2.entries[c2.n - 1].mtime_ns = e->mtime_ns;
+		}
+		assert_int_equal(isc_s3_sync_plan(&l, &c2, ckpt, &p, &err), 0);
+		assert_int_equal(p.changed, 0);
+		assert_int_equal(p.n_upload, 0);
+		assert_int_equal(p.n_carry, 2);
+		/* checkpoints/b is listed first and is c2's entry 2 (0: checkpoints, 1: a) */
+		assert_int_equal(p.from[0], 2);
+		assert_int_equal(p.from[1], -1); /* a folder */
+		assert_int_equal(p.from[3], 1);
+		isc_s3_plan_cleanup(&p);
+		/* The lossy sync's listing (lossy only) is compared with lossy's entries. */
+		{
+			struct isc_node_listing ll;
+			memset(&ll, 0, sizeof(ll));
+			listed(&ll, "lossy", 1, 0, 0, 0);
+			listed(&ll, "lossy/l", 0, 5, 1, 5);
+			assert_int_equal(isc_s3_sync_plan(&ll, &c2, ISC_ARTIFACT_LOSSY, &p, &err),
+			                 0);
+			assert_int_equal(p.changed, 0);
+			assert_int_equal(p.n_carry, 1);
+			isc_s3_plan_cleanup(&p);
+			isc_node_listing_cleanup(&ll);
+		}
+		/* A folder more on the node: a new version, still nothing uploaded. */
+		listed(&l, "checkpoints/new", 1, 0, 0, 0);
+		assert_int_equal(isc_s3_sync_plan(&l, &c2, ckpt, &p, &err), 0);
+		assert_int_equal(p.changed, 1);
+		assert_int_equal(p.n_upload, 0);
+		isc_s3_plan_cleanup(&p);
+		isc_node_listing_cleanup(&l);
+		/* A file gone from the node: a new version without it. */
+		plan_listing(&l, 0);
+		free(l.entries[3].path);
+		l.entries[3] = l.entries[--l.n]; /* drop checkpoints/a */
+		assert_int_equal(isc_s3_sync_plan(&l, &c2, ckpt, &p, &err), 0);
+		assert_int_equal(p.changed, 1);
+		assert_int_equal(p.n_upload, 0);
+		assert_int_equal(p.n_carry, 1);
+		isc_s3_plan_cleanup(&p);
+		isc_node_listing_cleanup(&l);
+		isc_manifest_cleanup(&c2);
+	}
+
+	/* crud/m has no mtime_ns in the manifest (from before): uploaded, never matched. */
+	plan_listing(&l, 1);
+	assert_int_equal(isc_s3_sync_plan(&l, &cur, ckpt, &p, &err), 0);
+	assert_int_equal(p.changed, 1);
+	assert_int_equal(p.n_upload, 1);
+	assert_int_equal(p.n_carry, 2);
+	assert_int_equal(p.from[5], -1);
+	isc_s3_plan_cleanup(&p);
+
+	/* One file rewritten: a new mtime (same size), or a new size (same mtime). */
+	l.entries[0].mtime_ns = 2001;
+	assert_int_equal(isc_s3_sync_plan(&l, &cur, ckpt, &p, &err), 0);
+	assert_int_equal(p.n_upload, 2);
+	assert_int_equal(p.from[0], -1);
+	assert_int_equal(p.from[3], 1);
+	isc_s3_plan_cleanup(&p);
+	l.entries[0].mtime_ns = 2000;
+	l.entries[0].size = 21;
+	assert_int_equal(isc_s3_sync_plan(&l, &cur, ckpt, &p, &err), 0);
+	assert_int_equal(p.from[0], -1);
+	isc_s3_plan_cleanup(&p);
+	/* A listed file without an mtime (find printed none): uploaded. */
+	l.entries[0].size = 20;
+	l.entries[0].has_mtime = 0;
+	assert_int_equal(isc_s3_sync_plan(&l, &cur, ckpt, &p, &err), 0);
+	assert_int_equal(p.from[0], -1);
+	isc_s3_plan_cleanup(&p);
+	isc_node_listing_cleanup(&l);
+
+	/* A folder where the manifest has a file of that name: never carried. */
+	memset(&l, 0, sizeof(l));
+	listed(&l, "checkpoints", 1, 0, 0, 0);
+	listed(&l, "checkpoints/a", 1, 0, 0, 0);
+	listed(&l, "checkpoints/b", 0, 20, 1, 2000);
+	listed(&l, "checkpoints/sub", 1, 0, 0, 0);
+	listed(&l, "crud", 1, 0, 0, 0);
+	listed(&l, "crud/m", 0, 30, 1, 3000);
+	assert_int_equal(isc_s3_sync_plan(&l, &cur, ckpt, &p, &err), 0);
+	assert_int_equal(p.changed, 1);
+	assert_int_equal(p.from[1], -1);
+	isc_s3_plan_cleanup(&p);
+
+	/* No version yet: everything is uploaded. */
+	assert_int_equal(isc_s3_sync_plan(&l, NULL, ckpt, &p, &err), 0);
+	assert_int_equal(p.changed, 1);
+	assert_int_equal(p.n_upload, 2);
+	assert_int_equal(p.n_carry, 0);
+	isc_s3_plan_cleanup(&p);
+	isc_node_listing_cleanup(&l);
+	/* An empty listing against an empty version: unchanged. */
+	{
+		struct isc_manifest empty = {0};
+		empty.version = 1;
+		assert_int_equal(isc_s3_sync_plan(&l, &empty, ckpt, &p, &err), 0);
+		assert_int_equal(p.changed, 0);
+		isc_s3_plan_cleanup(&p);
+	}
+	isc_manifest_cleanup(&cur);
+}
+
 static int64_t fixed_now(void *ctx)
 {
 	(void)ctx;
@@ -363,6 +596,23 @@ static void test_restore_script_refuses_crafted(void **state)
 		assert_int_equal(run_bash_in(isc_buf_cstr(&b), in), 0);
 		snprintf(cmd, sizeof(cmd), "test \"$(cat %s/checkpoints/step)\" = 7", root);
 		assert_int_equal(system(cmd), 0);
+		/* With the manifest's mtime_ns, the restored file has that mtime to the
+		 * nanosecond (find's %T@: the seconds, then 9 digits of ns and a 0). */
+		m.entries[0].has_mtime = 1;
+		m.entries[0].mtime_ns = 1600000000123456789LL;
+		isc_buf_reset(&b);
+		assert_int_equal(isc_launcher_restore_script(&m, root, 0, &b), 0);
+		assert_int_equal(run_bash_in(isc_buf_cstr(&b), in), 0);
+		{
+			char mt[600];
+			snprintf(
+			    mt, sizeof(mt),
+			    "test \"$(find %s/checkpoints/step -printf '%%T@' | cut -c1-20)\" = "
+			    "1600000000.123456789",
+			    root);
+			assert_int_equal(system(mt), 0);
+		}
+		m.entries[0].has_mtime = 0;
 		/* The same with an ETag the bytes do not have: refused, the folder kept. */
 		isc_buf_reset(&b);
 		snprintf(m.entries[0].etag, sizeof(m.entries[0].etag), "%s",
@@ -386,6 +636,8 @@ int main(void)
 	    cmocka_unit_test(test_artifact_root),
 	    cmocka_unit_test(test_part_sizes),
 	    cmocka_unit_test(test_manifest_rules),
+	    cmocka_unit_test(test_manifest_mtime),
+	    cmocka_unit_test(test_sync_plan),
 	    cmocka_unit_test(test_presign_vectors),
 	    cmocka_unit_test(test_restore_script_refuses_crafted),
 	};
