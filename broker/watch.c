@@ -550,7 +550,8 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	/*
 	 * What changed goes into the store in one write transaction (the lock taken once
 	 * per describe, not once per node). Strays are handled after it: terminating one
-	 * is a cloud call, never made while holding the lock.
+	 * is a cloud call, never made while holding the lock; so is asking the cloud about
+	 * deleted nodes (confirm_deleted), done before it.
 	 */
 	confirmed = calloc(n_missing ? n_missing : 1, sizeof(*confirmed));
 	if (!confirmed) {
