@@ -242,6 +242,15 @@ int broker_cloud_describe(struct isc_broker *b, struct isc_store *s, const char 
 int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char *provider,
                            const char *account, const char *region, const char *const *ids,
                            size_t n, struct isc_err *err);
+/*
+ * Asks the cloud of each instance ids[i] (in zones[i]) whether it still exists (the
+ * provider's confirm_gone): gone[i] = 1 when the cloud says it does not. All 0 when the
+ * provider has no such read (returns 0); on an error (returned, err says why) the ids
+ * answered before it keep their answers, the others are 0.
+ */
+int broker_cloud_confirm_gone(struct isc_broker *b, struct isc_store *s, const char *provider,
+                              const char *account, const char *region, const char *const *ids,
+                              const char *const *zones, size_t n, int *gone, struct isc_err *err);
 
 /* ---- watch.c ---- */
 /*

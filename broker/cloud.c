@@ -461,3 +461,24 @@ int broker_cloud_terminate(struct isc_broker *b, struct isc_store *s, const char
 		        provider, region);
 	return rc;
 }
+
+int broker_cloud_confirm_gone(struct isc_broker *b, struct isc_store *s, const char *provider,
+                              const char *account, const char *region, const char *const *ids,
+                              const char *const *zones, size_t n, int *gone, struct isc_err *err)
+{
+	const struct isc_provider *p = isc_provider_find(provider);
+	struct isc_provider_session *sess = NULL;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		gone[i] = 0;
+	if (!n || !p || !p->confirm_gone)
+		return 0;
+	if ((rc = session_open(b, s, provider, account, region, 0, &sess, err)))
+		return rc;
+	rc = sess->provider->confirm_gone
+	         ? sess->provider->confirm_gone(sess, ids, zones, n, gone, err)
+	         : 0;
+	sess->provider->session_free(sess);
+	return rc;
+}

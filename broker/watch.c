@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "launcher/keys.h"
+#include "providers/provider.h"
 #include "store/store_sshkeys.h"
 
 #include <dirent.h>
@@ -338,6 +339,74 @@ static void revived(struct isc_broker *b, struct isc_store *s, const struct targ
 	}
 }
 
+/*
+ * Of the nodes a describe did not list (missing[]), those the cloud confirms it no
+ * longer has: confirmed[k] = 1 for missing[k]. Asked only of a node whose cluster is
+ * terminating (the broker asked for its deletion) on a cloud with a per-instance read
+ * (confirm_gone): Compute Engine drops a deleted instance from its listings at once, so
+ * there a deleted node is only ever seen missing, and waiting node_absence_confirm_ms
+ * for it held every GCP teardown (its cost settling, its cluster terminating) for 30 s.
+ * A node of a live cluster keeps the absence rule whatever the cloud: a lagging listing
+ * must never end a running gang, and no read is spent on it. Called outside the store's
+ * write transaction (cloud calls never hold it); once per node per describe.
+ */
+static void confirm_deleted(struct isc_broker *b, struct isc_store *s, const struct target *t,
+                            const struct isc_node *nodes, const size_t *missing, size_t n_missing,
+                            int *confirmed)
+{
+	const struct isc_provider *p = isc_provider_find(t->provider);
+	const char **ids = NULL, **zones = NULL;
+	size_t *which = NULL, k = 0;
+	int *gone = NULL, terminating = 0, rc;
+	const char *last = NULL;
+	struct isc_err err;
+
+	if (!n_missing || !p || !p->confirm_gone)
+		return;
+	ids = calloc(n_missing, sizeof(*ids));
+	zones = calloc(n_missing, sizeof(*zones));
+	which = calloc(n_missing, sizeof(*which));
+	gone = calloc(n_missing, sizeof(*gone));
+	if (!ids || !zones || !which || !gone)
+		goto out;
+	for (size_t j = 0; j < n_missing; j++) {
+		const struct isc_node *nd = &nodes[missing[j]];
+		if (!nd->zone || !nd->zone[0] || !nd->cluster_id)
+			continue;
+		/* Sorted by instance id, which on GCP begins with the cluster's: one read each. */
+		if (!last || strcmp(last, nd->cluster_id) != 0) {
+			struct isc_cluster c;
+			last = nd->cluster_id;
+			terminating = 0;
+			if (isc_store_cluster_get(s, nd->cluster_id, &c, &err) == 0) {
+				terminating = strcmp(c.state, "terminating") == 0;
+				isc_cluster_cleanup(&c);
+			}
+		}
+		if (!terminating)
+			continue;
+		ids[k] = nd->instance_id;
+		zones[k] = nd->zone;
+		which[k++] = j;
+	}
+	if (!k)
+		goto out;
+	rc = broker_cloud_confirm_gone(b, s, t->provider, t->account, t->region, ids, zones, k,
+	                               gone, &err);
+	if (rc)
+		isc_log(ISC_LOG_WARN,
+		        "%s %s: asking the cloud whether %zu deleted node(s) are gone: %s (the "
+		        "absence rule goes on for those not answered)",
+		        t->provider, t->region, k, err.msg);
+	for (size_t i = 0; i < k; i++)
+		confirmed[which[i]] = gone[i];
+out:
+	free(ids);
+	free(zones);
+	free(which);
+	free(gone);
+}
+
 /* A describe (cloud call and recording) this long is logged with where its time went. */
 #define SLOW_DESCRIBE_MS 5000
 
@@ -380,6 +449,7 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	struct isc_err err;
 	size_t n_seen, n_nodes = 0, n_strays = 0, n_writes = 0, n_missing = 0, n_revived = 0;
 	size_t *strays = NULL, *writes = NULL, *missing = NULL, *revive = NULL, n_closed = 0;
+	int *confirmed = NULL; /* per missing[]: the cloud confirmed it gone (confirm_deleted) */
 	/* closed clusters' nodes counted gone by absence that this listing shows running */
 	struct isc_node *closed_nodes = NULL;
 	int64_t now = isc_store_now_ms(), t0 = isc_monotonic_ms(), t_cloud;
@@ -480,8 +550,15 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	/*
 	 * What changed goes into the store in one write transaction (the lock taken once
 	 * per describe, not once per node). Strays are handled after it: terminating one
-	 * is a cloud call, never made while holding the lock.
+	 * is a cloud call, never made while holding the lock; so is asking the cloud about
+	 * deleted nodes (confirm_deleted), done before it.
 	 */
+	confirmed = calloc(n_missing ? n_missing : 1, sizeof(*confirmed));
+	if (!confirmed) {
+		rc = isc_err_set(err_out, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	confirm_deleted(b, s, t, nodes, missing, n_missing, confirmed);
 	batch = (n_writes || n_missing) && isc_store_begin(s, &err) == 0;
 	for (size_t k = 0; k < n_writes; k++) {
 		const struct broker_instance *in = &seen[writes[k]];
@@ -493,9 +570,16 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	for (size_t k = 0; k < n_missing; k++) {
 		const struct isc_node *nd = &nodes[missing[k]];
 		int gone = 0;
+		/* Confirmed by the cloud: gone now, charged to its first miss as absence is. */
 		if (isc_store_node_missed(s, nd->instance_id, now,
-		                          b->config->node_absence_confirm_ms, &gone, &err))
+		                          confirmed[k] ? 0 : b->config->node_absence_confirm_ms,
+		                          &gone, &err))
 			isc_log(ISC_LOG_WARN, "node %s: %s", nd->instance_id, err.msg);
+		else if (gone && confirmed[k])
+			isc_log(ISC_LOG_INFO,
+			        "node %s of cluster %s: deleted, and the cloud says it no longer "
+			        "exists: terminated",
+			        nd->instance_id, nd->cluster_id);
 		else if (gone)
 			isc_log(ISC_LOG_WARN,
 			        "node %s of cluster %s missing from every describe for %ld ms: "
@@ -534,6 +618,7 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 		stray(b, s, t, &seen[strays[k]], reconcile);
 out:
 	isc_node_list_free(closed_nodes, n_closed);
+	free(confirmed);
 	free(revive);
 	free(strays);
 	free(writes);

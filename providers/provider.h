@@ -340,6 +340,18 @@ struct isc_provider {
 	                 struct isc_err *err);
 
 	/*
+	 * Whether the cloud still has each instance ids[i] (in zones[i]), asked of the
+	 * instance itself, not of a listing: a direct read is strongly consistent where a
+	 * listing may lag (docs/broker.md, "Listing lag"). gone[i] = 1 only when the cloud
+	 * says the instance no longer exists or has ended; 0 when it exists, and for every id
+	 * not answered (an error stops the calls: err says why, and the caller goes on with
+	 * the absence rule). NULL for a cloud whose listings keep terminated instances for a
+	 * while (EC2, OCI): there a node of ours missing from a listing is rare.
+	 */
+	int (*confirm_gone)(struct isc_provider_session *s, const char *const *ids,
+	                    const char *const *zones, size_t n, int *gone, struct isc_err *err);
+
+	/*
 	 * What the cloud says about getting and keeping q->target nodes of q's instance
 	 * types in this session's region (issue 43): AWS the Spot Advisor's bands and
 	 * GetSpotPlacementScores (region, and per zone); OCI CreateComputeCapacityReport per

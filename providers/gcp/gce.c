@@ -408,6 +408,22 @@ static int add_node(json_t *o, void *vctx)
 	return 0;
 }
 
+int isc_gce_get_gone(long http_status, const char *body, size_t len)
+{
+	struct isc_gce_error e;
+	json_t *root;
+	int gone;
+
+	if (http_status == 404)
+		return isc_gce_parse_error(body, len, &e) == 0 && strcmp(e.reason, "notFound") == 0;
+	if (http_status != 200)
+		return 0;
+	root = load(body, len);
+	gone = json_is_object(root) && strcmp(jstr(root, "status"), "TERMINATED") == 0;
+	json_decref(root);
+	return gone;
+}
+
 int isc_gce_parse_instances(const char *body, size_t len, struct isc_node_info **nodes, size_t *n,
                             char **next_page, struct isc_err *err)
 {

@@ -1442,6 +1442,43 @@ static int gcp_terminate(struct isc_provider_session *ps, const char *const *ids
 	return rc;
 }
 
+/*
+ * Compute Engine drops a deleted instance from instances.list and aggregatedList at once:
+ * no TERMINATED entry lingers as EC2's and OCI's do, so a node the broker deleted is only
+ * ever seen missing, and absence alone is believed after node_absence_confirm_ms. A
+ * read of the instance itself is strongly consistent: instances.get answers 404
+ * notFound for an instance that no longer exists
+ * (https://cloud.google.com/compute/docs/reference/rest/v1/instances/get; deleted by
+ * https://cloud.google.com/compute/docs/reference/rest/v1/instances/delete). One GET
+ * per id (Compute has no batch read by name; the caller asks only for nodes it deleted).
+ */
+static int gcp_confirm_gone(struct isc_provider_session *ps, const char *const *ids,
+                            const char *const *zones, size_t n, int *gone, struct isc_err *err)
+{
+	struct gcp_session *s = impl(ps);
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		gone[i] = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct isc_http_response resp;
+		char *url;
+		/* Only a name and zone that can be ours (the store has them from the cloud). */
+		if (!name_ok(ids[i]) || !path_safe(zones[i]) || !in_region(s, zones[i]))
+			continue;
+		if (!(url = gcp_api_url(s, "zones/%s/instances/%s", zones[i], ids[i])))
+			return isc_err_set(err, ISC_ENOMEM, "out of memory");
+		isc_http_response_init(&resp);
+		rc = gcp_call(s, "GET", "instances.get", url, NULL, &resp, err);
+		gone[i] = isc_gce_get_gone(resp.status, resp.body.data, resp.body.len);
+		if (rc == ISC_ENOTFOUND)
+			rc = 0; /* the answer itself: gone when it is Google's notFound */
+		isc_http_response_cleanup(&resp);
+		free(url);
+	}
+	return rc;
+}
+
 /* The [providers.gcp] keys (docs/config.md). */
 static const char *const gcp_setting_keys[] = {
     "credentials_file",
@@ -1483,4 +1520,5 @@ const struct isc_provider isc_provider_gcp = {
     .launch_gang = gcp_launch_gang,
     .describe = gcp_describe,
     .terminate = gcp_terminate,
+    .confirm_gone = gcp_confirm_gone,
 };

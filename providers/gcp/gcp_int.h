@@ -175,6 +175,17 @@ struct isc_gce_ref {
 int isc_gce_parse_refs(const char *body, size_t len, struct isc_gce_ref **out, size_t *n,
                        char **next_page, struct isc_err *err);
 
+/*
+ * What an instances.get reply says of the instance (confirm_gone): 1 gone, 0 not (or
+ * not known). Gone: HTTP 404 with Google's error document, reason notFound (a deleted
+ * instance no longer exists: https://cloud.google.com/compute/docs/reference/rest/v1/instances/get
+ * answers 404 for it, and instances.delete removes it:
+ * https://cloud.google.com/compute/docs/reference/rest/v1/instances/delete), or HTTP 200
+ * with status TERMINATED (it runs no more; describe maps it to terminated too). Any other
+ * reply, a 404 without Google's document (a proxy, a wrong URL) included, is not proof.
+ */
+int isc_gce_get_gone(long http_status, const char *body, size_t len);
+
 /* RFC 3339 ("2013-06-26T10:05:19.340-07:00", "...Z") to epoch ms; -1 when unreadable. */
 int64_t isc_gce_time_ms(const char *s);
 

@@ -39,6 +39,19 @@ master=$(sed -nE 's/.*MASTER_ADDR=([0-9.]+) .*/\1/p' "$out/rank_3.txt")
 check "MASTER_ADDR is rank 0's address" grep -q "\"$master\": *0" <<<"$(sed -nE 's/.*MAP=(.*)$/\1/p' "$out/rank_0.txt")"
 check "the shape was GCP's" status_says "$id" gcp-us-central1-g2-standard-4-spot
 check "one gang of 4 Spot VMs, labelled for the experiment" test "$(gcp_rows "$id" 'r["spot"]')" = 4
+# Compute Engine drops a deleted instance from its listings at once (no TERMINATED entry
+# lingers): the watch asks instances.get of each deleted node (404 notFound: gone) instead
+# of waiting node_absence_confirm_ms (30 s by default, as here) of absence. The cluster
+# closes and the cost is final within seconds of the completion, not 30 s.
+t_done=$(date +%s%N)
+settled() {
+	[ "$(status_of "$1" cost_settling)" = False ] &&
+		[ "$(store_sql -r "SELECT COUNT(*) FROM clusters WHERE experiment_id = '$1' AND state <> 'closed'")" = 0 ]
+}
+check "cluster closed and cost final within 5 s of completion (absence window 30 s)" within 5 settled "$id"
+settle_ms=$((($(date +%s%N) - t_done) / 1000000))
+check "its nodes were confirmed gone by instances.get, not by absence" \
+	grep -q "deleted, and the cloud says it no longer exists" "$dir/iscd.log"
 check "every GCE node deleted after completion" bash -c "for i in \$(seq 1 100); do test \"\$(curl -s '$MOCKCLOUD_URL/_mock/instances?provider=gcp' | /usr/bin/python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if not r[\"deleted\"]))')\" = 0 && exit 0; sleep 0.2; done; exit 1"
 check "nothing left running" wait_no_live
 
@@ -74,6 +87,23 @@ launch_file long 2 '"gcp-us-central1-g2-standard-4-spot"' \
 id=$(submit "$dir/long.isc")
 check "GCP burst runs" wait_status "$id" running 90
 check "checkpoints synced home" within 15 test -s "$ISC_HOME/experiments/$id/checkpoints/step"
+# Running nodes the listings leave out (describe_lag: every GCE listing) are not counted
+# gone before the absence window (30 s), and instances.get is asked only of deleted nodes.
+fault '{"kind":"describe_lag","provider":"gcp","ms":100000000,"count":100000}'
+missing_nodes() {
+	store_sql -r "SELECT COUNT(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id
+	    WHERE c.experiment_id = '$1' AND c.state = 'running' AND n.absent_since_ms IS NOT NULL"
+}
+hidden() { [ "$(missing_nodes "$1")" = 2 ]; }
+listed_again() { [ "$(missing_nodes "$1")" = 0 ]; }
+check "describe_lag hides the running GCE nodes from the listings" within 15 hidden "$id"
+sleep 4
+check "hidden running nodes are not counted gone within the absence window" test \
+	"$(store_sql -r "SELECT COUNT(*) FROM nodes n JOIN clusters c ON c.id = n.cluster_id
+	    WHERE c.experiment_id = '$id' AND (n.state = 'terminated' OR c.state <> 'running')")" = 0
+check "the burst still runs on its first cluster" test "$(status_of "$id") $(status_of "$id" cycle_count)" = "running 1"
+mock faults -X DELETE >/dev/null
+check "listed again, the nodes are no longer missing" within 15 listed_again "$id"
 interrupt_resumes "$id" preempt 10 90 oldest
 check "the preempted node is deleted" test "$(instances_of "$id" "r[\"id\"] == \"$victim\" and r[\"deleted\"]")" = 1
 isc cancel "$id" >/dev/null
@@ -101,4 +131,5 @@ check "no GCE node for it" test "$(gcp_rows "$id")" = 0
 mock faults -X DELETE >/dev/null
 check "nothing left at the end" wait_no_live
 check "iscd logged no sanitizer report" no_sanitizer_report "$dir/iscd.log"
+echo "gcp-burst: completion to cluster closed and cost final: ${settle_ms} ms"
 finish gcp-burst

@@ -1494,6 +1494,78 @@ static void test_describe_preemption_and_terminate(void **state)
 	s->provider->session_free(s);
 }
 
+/* Google's answer to instances.get of a deleted instance (the reference: 404 notFound). */
+#define GET_404                                                                                    \
+	"{\"error\":{\"code\":404,\"message\":\"The resource "                                     \
+	"'projects/p/zones/us-central1-a/instances/isc-cl-1-0001' was not found\",\"errors\":"     \
+	"[{\"message\":\"The resource 'projects/p/zones/us-central1-a/instances/isc-cl-1-0001' "   \
+	"was not found\",\"domain\":\"global\",\"reason\":\"notFound\"}]}}"
+
+/* confirm_gone: instances.get's 404 notFound or TERMINATED is gone, anything else is not. */
+static void test_confirm_gone(void **state)
+{
+	struct isc_provider_session *s;
+	struct isc_err err;
+	const char *ids[5] = {"isc-cl-1-0001", "isc-cl-1-0002", "isc-cl-1-0003", "isc-cl-1-0004",
+	                      "Bad Name"};
+	const char *zones[5] = {"us-central1-a", "us-central1-a", "us-central1-b", "europe-west4-a",
+	                        "us-central1-a"};
+	int gone[5] = {9, 9, 9, 9, 9};
+	(void)state;
+
+	assert_int_equal(isc_gce_get_gone(404, LIT(GET_404)), 1);
+	assert_int_equal(isc_gce_get_gone(404, LIT("<html>Not Found</html>")), 0);
+	assert_int_equal(
+	    isc_gce_get_gone(404,
+	                     LIT("{\"error\":{\"code\":404,\"errors\":[{\"reason\":\"x\"}]}}")),
+	    0);
+	assert_int_equal(isc_gce_get_gone(200, inst_json("a", "us-central1-a", "TERMINATED"),
+	                                  strlen(inst_json("a", "us-central1-a", "TERMINATED"))),
+	                 1);
+	assert_int_equal(isc_gce_get_gone(200, inst_json("a", "us-central1-a", "RUNNING"),
+	                                  strlen(inst_json("a", "us-central1-a", "RUNNING"))),
+	                 0);
+	assert_int_equal(isc_gce_get_gone(200, inst_json("a", "us-central1-a", "STOPPING"),
+	                                  strlen(inst_json("a", "us-central1-a", "STOPPING"))),
+	                 0);
+	assert_int_equal(isc_gce_get_gone(503, LIT("{\"error\":{\"code\":503}}")), 0);
+	assert_int_equal(isc_gce_get_gone(0, NULL, 0), 0);
+	assert_int_equal(isc_gce_get_gone(200, LIT("not json")), 0);
+
+	/* One GET per id of this region with a name and zone that can be ours. */
+	script_reset();
+	s = session();
+	assert_non_null(s->provider->confirm_gone);
+	reply(200, TOKEN_OK);
+	reply(404, GET_404);
+	reply(200, "%s", inst_json("isc-cl-1-0002", "us-central1-a", "RUNNING"));
+	reply(200, "%s", inst_json("isc-cl-1-0003", "us-central1-b", "TERMINATED"));
+	assert_int_equal(s->provider->confirm_gone(s, ids, zones, 5, gone, &err), 0);
+	assert_int_equal(S.calls, 4);
+	assert_string_equal(S.method[1], "GET");
+	assert_non_null(strstr(S.url[1], "/zones/us-central1-a/instances/isc-cl-1-0001"));
+	assert_non_null(strstr(S.url[3], "/zones/us-central1-b/instances/isc-cl-1-0003"));
+	assert_int_equal(gone[0], 1);
+	assert_int_equal(gone[1], 0);
+	assert_int_equal(gone[2], 1);
+	assert_int_equal(gone[3], 0); /* another region's: not asked */
+	assert_int_equal(gone[4], 0); /* not an instance name: not asked */
+	s->provider->session_free(s);
+
+	/* A refusal stops the calls: the answers before it stand, the rest are not gone. */
+	script_reset();
+	s = session();
+	reply(200, TOKEN_OK);
+	reply(404, GET_404);
+	reply(403, "{\"error\":{\"code\":403,\"errors\":[{\"reason\":\"forbidden\"}]}}");
+	assert_int_equal(s->provider->confirm_gone(s, ids, zones, 3, gone, &err), ISC_EAUTH);
+	assert_int_equal(S.calls, 3);
+	assert_int_equal(gone[0], 1);
+	assert_int_equal(gone[1], 0);
+	assert_int_equal(gone[2], 0);
+	s->provider->session_free(s);
+}
+
 static void test_listing_never_cut_short(void **state)
 {
 	const struct isc_provider *p = isc_provider_find("gcp");
@@ -2156,6 +2228,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_token_refreshed_before_expiry, forget),
 	    cmocka_unit_test_setup(test_token_shared_between_sessions, forget),
 	    cmocka_unit_test_setup(test_describe_preemption_and_terminate, forget),
+	    cmocka_unit_test_setup(test_confirm_gone, forget),
 	    cmocka_unit_test_setup(test_listing_never_cut_short, forget),
 	    cmocka_unit_test_setup(test_session_errors, forget),
 	    cmocka_unit_test_setup(test_mock_gang_preempt_terminate, forget),

@@ -618,6 +618,13 @@ class Gce:
         return self._aggregated_reply("compute#instanceAggregatedList", "instances", q, items, zones_seen)
 
     def _instances_get(self, p, q, body, headers):
+        """instances.get reads the instance itself, not a listing: describe_lag never hides
+        it (a running instance answers 200 while the lists leave it out), and a deleted one
+        is gone: 404 notFound, "The resource 'projects/P/zones/Z/instances/N' was not
+        found" (https://cloud.google.com/compute/docs/reference/rest/v1/instances/get;
+        instances.delete removes the instance:
+        https://cloud.google.com/compute/docs/reference/rest/v1/instances/delete). The
+        broker's confirm_gone counts on both."""
         zone = self._zone(p)
         with self.lock:
             inst = self._find(zone, p[5])
