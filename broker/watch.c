@@ -570,10 +570,13 @@ static int watch_target(struct isc_broker *b, struct isc_store *s, const struct 
 	for (size_t k = 0; k < n_missing; k++) {
 		const struct isc_node *nd = &nodes[missing[k]];
 		int gone = 0;
-		/* Confirmed by the cloud: gone now, charged to its first miss as absence is. */
-		if (isc_store_node_missed(s, nd->instance_id, now,
-		                          confirmed[k] ? 0 : b->config->node_absence_confirm_ms,
-		                          &gone, &err))
+		/* Confirmed by the cloud: gone now, ended at its first miss, and charged as a
+		 * confirmed termination (the provider's minimum included), not as an absence
+		 * that a later listing might prove false. */
+		if (confirmed[k]
+		        ? isc_store_node_gone_confirmed(s, nd->instance_id, now, &gone, &err)
+		        : isc_store_node_missed(s, nd->instance_id, now,
+		                                b->config->node_absence_confirm_ms, &gone, &err))
 			isc_log(ISC_LOG_WARN, "node %s: %s", nd->instance_id, err.msg);
 		else if (gone && confirmed[k])
 			isc_log(ISC_LOG_INFO,

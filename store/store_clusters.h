@@ -140,6 +140,15 @@ int isc_store_node_observe(struct isc_store *s, const char *instance_id, const c
  */
 int isc_store_node_missed(struct isc_store *s, const char *instance_id, int64_t now_ms,
                           int64_t confirm_ms, int *gone, struct isc_err *err);
+/*
+ * A node the describe did not list and the cloud itself says it no longer has (a
+ * per-instance read: GCE's 404 after a deletion the broker asked for). Terminated now,
+ * ended at its first miss (or now), without the mark of a termination by absence: the
+ * cloud confirmed it, so it is charged as any confirmed termination, the provider's
+ * minimum included, and never looked for again. *gone is 1 when this call ended it.
+ */
+int isc_store_node_gone_confirmed(struct isc_store *s, const char *instance_id, int64_t now_ms,
+                                  int *gone, struct isc_err *err);
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
                                struct isc_err *err);
 /*

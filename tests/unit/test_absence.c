@@ -315,6 +315,41 @@ static void test_seen_ending_then_missing_is_no_absence(void **state)
 	free(nd.state);
 }
 
+/*
+ * A node the cloud confirms it no longer has (GCE's 404 after a deletion): terminated
+ * at its first miss with no absence mark, so it is charged as a confirmed termination,
+ * the provider's minimum included (it ran 20 s of a 60 s minimum), and never looked for
+ * again. Ended by absence instead, it would be charged to its first miss only.
+ */
+static void test_confirmed_gone_is_a_termination(void **state)
+{
+	struct fixture *f = *state;
+	int64_t now = isc_wall_ms(), launched = now - 30000, first_miss = now - 10000;
+	struct isc_node nd;
+	struct isc_err err;
+	int gone = 0;
+
+	add_node(f->tmp.s, "cl_abs", 0, "i-f", "running", "10.0.0.1", launched);
+	assert_int_equal(missed(f->tmp.s, "i-f", first_miss), 0);
+	assert_int_equal(isc_store_node_gone_confirmed(f->tmp.s, "i-f", now, &gone, &err), 0);
+	assert_int_equal(gone, 1);
+	nd = node_get(f->tmp.s, "i-f");
+	assert_string_equal(nd.state, "terminated");
+	assert_int_equal(nd.terminated_at_ms, first_miss);
+	assert_false(isc_node_gone_by_absence(&nd));
+	free(nd.state);
+	meter(f);
+	meter(f);
+	assert_int_equal(charged_until(f->tmp.s, "i-f"), launched + 60000);
+	/* Once terminated, a second confirmation changes nothing. */
+	assert_int_equal(isc_store_node_gone_confirmed(f->tmp.s, "i-f", now + 5000, &gone, &err),
+	                 0);
+	assert_int_equal(gone, 0);
+	nd = node_get(f->tmp.s, "i-f");
+	assert_int_equal(nd.terminated_at_ms, first_miss);
+	free(nd.state);
+}
+
 static void gang(struct isc_node *v, size_t n, const char *const *states, const int64_t *notices,
                  const char *const *ips)
 {
@@ -440,6 +475,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_confirm_zero, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_seen_ending_then_missing_is_no_absence, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_confirmed_gone_is_a_termination, setup, teardown),
 	    cmocka_unit_test(test_rank0_goes_to_a_kept_node_that_is_up),
 	    cmocka_unit_test(test_families_and_stragglers),
 	};
