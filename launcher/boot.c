@@ -562,11 +562,11 @@ static void keep_tail(struct isc_buf *b, const char *data, size_t len)
 /*
  * The last line of a terminal's output that says something: carriage returns,
  * escape sequences (docker's cursor moves and colours) and control bytes dropped.
- * Written over text, which must be NUL-terminated.
+ * Copied into copy (at least strlen(text) + 1 bytes); points into it.
  */
-static const char *last_line(char *text)
+static const char *last_line(const char *text, char *copy)
 {
-	char *w = text, *line = text, *last = text;
+	char *w = copy, *line = copy, *last = copy;
 	for (const char *r = text; *r; r++) {
 		if (*r == '\033') { /* ESC [ params final, or ESC and one byte */
 			if (r[1] == '[') {
@@ -663,8 +663,8 @@ static int pull_image(struct node_job *j, struct isc_ssh *ssh)
 	}
 	if (status != 0) {
 		/* On a terminal the error came with the output: its last line. */
-		const char *why = errout.len ? last_line((char *)isc_buf_cstr(&errout))
-		                             : last_line((char *)isc_buf_cstr(&out));
+		char copy[2049];
+		const char *why = last_line(isc_buf_cstr(errout.len ? &errout : &out), copy);
 		rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s", image,
 		                 why[0] ? why : "(no message)");
 		goto out;
