@@ -116,6 +116,8 @@ static struct isc_config *config_defaults(void)
 	c->boot_deadline_gpu_ms = 240000;
 	c->boot_deadline_metal_ms = 1200000;
 	c->command_timeout_ms = 600000;
+	c->image_pull_stall_ms = 120000;
+	c->image_pull_max_ms = 3600000;
 	c->master_port = 29500;
 	c->reservation_window_ms = 3600000;
 	c->charge_interval_ms = 60000;
@@ -584,6 +586,10 @@ static int parse_root(struct ctx *x, const struct isc_toml_value *root, struct i
 			rc = get_long(x, v, key, 1000, 86400000, &c->boot_deadline_metal_ms);
 		else if (!strcmp(key, "command_timeout_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->command_timeout_ms);
+		else if (!strcmp(key, "image_pull_stall_ms"))
+			rc = get_long(x, v, key, 1000, 3600000, &c->image_pull_stall_ms);
+		else if (!strcmp(key, "image_pull_max_ms"))
+			rc = get_long(x, v, key, 10000, 86400000, &c->image_pull_max_ms);
 		else if (!strcmp(key, "checkpoint_sync_ms"))
 			rc = get_long(x, v, key, 1000, 86400000, &c->checkpoint_sync_ms);
 		else if (!strcmp(key, "lossy_sync_ms"))
@@ -809,7 +815,10 @@ static const struct template_key top_keys[] = {
      "a CPU VM of a gang whose other nodes run is replaced alone after this (a straggler)"},
     {"boot_deadline_gpu_ms = 240000", "the same for a GPU VM"},
     {"boot_deadline_metal_ms = 1200000", "the same for bare metal"},
-    {"command_timeout_ms = 600000", "one remote command (e.g. docker pull)"},
+    {"command_timeout_ms = 600000", "one remote command (the boot script, a check)"},
+    {"image_pull_stall_ms = 120000",
+     "the image's docker pull stops when it printed nothing for this long (1000..3600000)"},
+    {"image_pull_max_ms = 3600000", "... and after this in all (10000..86400000)"},
     {"master_port = 29500", "MASTER_PORT of the containers"},
     {"shm_size = \"\"", "--shm-size of the containers (\"\": half the node's RAM)"},
     {"efa_plugin_version = \"\"",

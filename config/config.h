@@ -39,10 +39,13 @@ struct isc_config {
 	long replace_deadline_ms; /* lost nodes of a gang replaced within this; 180000 */
 	/* Stragglers (issue 46): a gang whose other nodes run waits this long after its launch
 	 * for a node still booting, by the shape's family, then replaces that node alone. */
-	long boot_deadline_vm_ms;      /* 60000 */
-	long boot_deadline_gpu_ms;     /* 240000 */
-	long boot_deadline_metal_ms;   /* 1200000 */
-	long command_timeout_ms;       /* per remote command; 600000 */
+	long boot_deadline_vm_ms;    /* 60000 */
+	long boot_deadline_gpu_ms;   /* 240000 */
+	long boot_deadline_metal_ms; /* 1200000 */
+	long command_timeout_ms;     /* per remote command; 600000 */
+	/* The image's pull, judged by progress (issue 46): no output for this long stops it */
+	long image_pull_stall_ms;      /* 120000 */
+	long image_pull_max_ms;        /* ... and this caps it in all; 3600000 */
 	int master_port;               /* 29500 */
 	char *shm_size;                /* "": half the node's RAM */
 	char *efa_plugin_version;      /* the image's aws-ofi-nccl; "": 1.7 or later */

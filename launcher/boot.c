@@ -25,8 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PULL_FAILED    97 /* the boot script's exit code when docker pull fails */
-#define DATASET_FAILED 95 /* ... when a dataset cannot be fetched or verified */
+#define DATASET_FAILED 95 /* the boot script's exit code when a dataset cannot be fetched */
+/* The image's pull, when the caller gives no bounds (config.toml's defaults). */
+#define PULL_STALL_MS 120000L
+#define PULL_MAX_MS   3600000L
 /* A burst node's dataset fetch: the transfer engine's ranges, 16 connections at once. */
 #define NODE_PARALLEL ISC_TRANSFER_PARALLEL
 
@@ -327,10 +329,8 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	/* The env file is written from the channel's stdin, private to root. */
 	rc |= isc_buf_puts(b, "umask 077; env_file=/tmp/");
 	rc |= isc_shell_quote(b, name);
-	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; docker pull ");
-	rc |= isc_shell_quote(b, spec->image);
-	rc |= isc_buf_printf(b, " >/dev/null || exit %d; start() { docker run -d --name ",
-	                     PULL_FAILED);
+	/* The image is pulled already (pull_image): docker run finds it on the node. */
+	rc |= isc_buf_puts(b, ".env; cat > \"$env_file\"; start() { docker run -d --name ");
 	rc |= isc_shell_quote(b, name);
 	/*
 	 * The fabric's devices that exist on this node, each by name; memlock unlimited
@@ -401,6 +401,7 @@ struct node_job {
 	int touched; /* the boot script started here, so a rollback must clean up */
 	int started; /* the container was started on this node */
 	int64_t handshake_ms, connect_ms, total_ms;
+	int64_t pull_ms; /* the image's pull (pull_image); -1 if it never finished */
 	char key_type[32], key_sha256[65];
 	char fabric[384]; /* the fabric check's finding (struct isc_boot_result.fabric) */
 	struct isc_err err;
@@ -546,6 +547,136 @@ static int fabric_check(struct node_job *j, struct isc_ssh *ssh, struct node_fab
 	return 0;
 }
 
+/* The tail of what a command printed, both streams, for messages. */
+static void keep_tail(struct isc_buf *b, const char *data, size_t len)
+{
+	if (b->len + len > 2048)
+		isc_buf_reset(b);
+	if (len > 2048) {
+		data += len - 2048;
+		len = 2048;
+	}
+	isc_buf_append(b, data, len);
+}
+
+/*
+ * The last line of a terminal's output that says something: carriage returns,
+ * escape sequences (docker's cursor moves and colours) and control bytes dropped.
+ * Copied into copy (at least strlen(text) + 1 bytes); points into it.
+ */
+static const char *last_line(const char *text, char *copy)
+{
+	char *w = copy, *line = copy, *last = copy;
+	for (const char *r = text; *r; r++) {
+		if (*r == '\033') { /* ESC [ params final, or ESC and one byte */
+			if (r[1] == '[') {
+				r += 2;
+				while (*r && !(*r >= '@' && *r <= '~'))
+					r++;
+			} else if (r[1]) {
+				r++;
+			}
+			if (!*r)
+				break;
+			continue;
+		}
+		if (*r == '\n') {
+			*w = '\0';
+			if (w > line)
+				last = line;
+			line = ++w;
+			continue;
+		}
+		if ((unsigned char)*r < ' ')
+			continue;
+		*w++ = *r;
+	}
+	*w = '\0';
+	return w > line ? line : last;
+}
+
+/*
+ * docker pull IMAGE on its own, judged by progress (issue 46: a node in its pull
+ * stage is not dead). A 10 GB image takes 4-5 minutes and a larger one or a slow
+ * registry longer, so no fixed total fits: the pull is alive while output keeps
+ * coming, and stops when none came for image_pull_stall_ms or after
+ * image_pull_max_ms in all. On a terminal (isc_ssh_stream_open_tty), since docker
+ * shows the layers' download progress only there; a node that refuses one still
+ * prints each layer's changes of state. A boot failed elsewhere cancels it.
+ */
+static int pull_image(struct node_job *j, struct isc_ssh *ssh)
+{
+	const char *image = j->spec->image;
+	long stall =
+	    j->opts->image_pull_stall_ms > 0 ? j->opts->image_pull_stall_ms : PULL_STALL_MS;
+	long max = j->opts->image_pull_max_ms > 0 ? j->opts->image_pull_max_ms : PULL_MAX_MS;
+	struct isc_ssh_stream *st = NULL;
+	struct isc_buf cmd, out, errout;
+	struct isc_err e;
+	char buf[4096];
+	int64_t t0 = isc_monotonic_ms(), last = t0;
+	int rc, tty = 0, status = -1, id = 0, opened;
+
+	isc_buf_init(&cmd, 0);
+	isc_buf_init(&out, 0);
+	isc_buf_init(&errout, 0);
+	rc = isc_buf_puts(&cmd, "docker pull ") || isc_shell_quote(&cmd, image) ? ISC_ENOMEM : 0;
+	if (rc) {
+		rc = isc_err_set(&j->err, ISC_ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = isc_ssh_stream_open_tty(ssh, isc_buf_cstr(&cmd), max, stall, j->abort_all, &tty, &st,
+	                             &e);
+	opened = !rc;
+	/* No input: on a terminal an EOF is not needed (and not a half-close to a pty). */
+	if (!rc && !tty)
+		rc = isc_ssh_stream_send_eof(st, &e);
+	while (!rc) {
+		ssize_t n = isc_ssh_stream_read_any(st, buf, sizeof(buf), &id, &e);
+		if (n < 0)
+			rc = (int)n;
+		else if (n == 0)
+			break;
+		else {
+			last = isc_monotonic_ms();
+			keep_tail(id ? &errout : &out, buf, (size_t)n);
+		}
+	}
+	isc_ssh_stream_close(st, rc ? NULL : &status);
+	if (rc) {
+		int64_t now = isc_monotonic_ms();
+		if (j->abort_all && *j->abort_all)
+			rc = isc_err_set(&j->err, ISC_ETRANSIENT, "docker pull %s: cancelled",
+			                 image);
+		else if (opened && now - last >= stall)
+			rc = isc_err_set(
+			    &j->err, ISC_ETRANSIENT,
+			    "docker pull %s: no progress for %ld s (image_pull_stall_ms)", image,
+			    stall / 1000);
+		else if (opened && now - t0 >= max)
+			rc = isc_err_set(&j->err, ISC_ETRANSIENT,
+			                 "docker pull %s: not done after %ld s (image_pull_max_ms)",
+			                 image, max / 1000);
+		else
+			rc = isc_err_set(&j->err, e.code, "docker pull %s: %s", image, e.msg);
+		goto out;
+	}
+	if (status != 0) {
+		/* On a terminal the error came with the output: its last line. */
+		char copy[2049];
+		const char *why = last_line(isc_buf_cstr(errout.len ? &errout : &out), copy);
+		rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s", image,
+		                 why[0] ? why : "(no message)");
+		goto out;
+	}
+	j->pull_ms = isc_monotonic_ms() - t0;
+out:
+	isc_buf_cleanup(&cmd);
+	isc_buf_cleanup(&out);
+	isc_buf_cleanup(&errout);
+	return rc;
+}
+
 static void *boot_node(void *arg)
 {
 	struct node_job *j = arg;
@@ -585,6 +716,9 @@ static void *boot_node(void *arg)
 	j->touched = 1;
 	/* A new container of this name: what follows had of the old one's log is void. */
 	isc_launch_follow_forget(name);
+	/* The image first, with bounds of its own; then the script, which finds it there. */
+	if ((j->rc = pull_image(j, ssh)))
+		goto out;
 	j->rc =
 	    isc_ssh_exec(ssh, isc_buf_cstr(&script), env.data, env.len, j->opts->command_timeout_ms,
 	                 keep_stderr, &errout, NULL, &status, &j->err);
@@ -595,9 +729,6 @@ static void *boot_node(void *arg)
 		errout.data[--errout.len] = '\0';
 	if (status == DATASET_FAILED)
 		j->rc = isc_err_set(&j->err, ISC_EINVALID, "%s", isc_buf_cstr(&errout));
-	else if (status == PULL_FAILED)
-		j->rc = isc_err_set(&j->err, ISC_EINVALID, "docker pull %s failed: %s",
-		                    j->spec->image, isc_buf_cstr(&errout));
 	else if (status != 0)
 		j->rc = isc_err_set(&j->err, ISC_EINVALID,
 		                    "starting the container failed (exit %d): %s", status,
@@ -669,7 +800,8 @@ static struct node_job *run_all(const struct isc_boot_spec *spec,
 		                            .deadline_ms = deadline,
 		                            .abort_all = abort_all,
 		                            .handshake_ms = -1,
-		                            .connect_ms = -1};
+		                            .connect_ms = -1,
+		                            .pull_ms = -1};
 		if (only && !only[i])
 			continue;
 		if (pthread_create(&jobs[i].thread, NULL, fn, &jobs[i]) != 0) {
@@ -779,6 +911,7 @@ int isc_launcher_boot_nodes(const struct isc_boot_spec *spec, const struct isc_n
 		r->handshake_ms = (long)jobs[i].handshake_ms;
 		r->connect_ms = (long)jobs[i].connect_ms;
 		r->total_ms = (long)jobs[i].total_ms;
+		r->pull_ms = (long)jobs[i].pull_ms;
 		memcpy(r->key_type, jobs[i].key_type, sizeof(r->key_type));
 		memcpy(r->key_sha256, jobs[i].key_sha256, sizeof(r->key_sha256));
 		memcpy(r->fabric, jobs[i].fabric, sizeof(r->fabric));

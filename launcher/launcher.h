@@ -111,7 +111,7 @@ struct isc_launcher_opts {
 	const char *user;         /* NULL: "root" */
 	const char *key_path;     /* the private key file (keys.h), when key_pem is NULL */
 	long connect_deadline_ms; /* per node, from the start of the call, while it boots */
-	long command_timeout_ms;  /* per remote command (docker pull can be slow); 0: none */
+	long command_timeout_ms;  /* per remote command but the image's pull; 0: none */
 	isc_ssh_hostkey_fn
 	    check; /* host-key pinning; called from the node threads, one at a time */
 	void *check_ctx;
@@ -152,6 +152,13 @@ struct isc_launcher_opts {
 	 */
 	const char *key_pem;
 	size_t key_pem_len;
+	/*
+	 * The image's pull (issue 46), judged by progress: it stops when the node printed
+	 * nothing for image_pull_stall_ms, or after image_pull_max_ms in all. 0: the
+	 * defaults, 120000 and 3600000 (config.toml's).
+	 */
+	long image_pull_stall_ms;
+	long image_pull_max_ms;
 };
 
 /* What happened on one node during isc_launcher_boot_nodes. */
@@ -163,6 +170,7 @@ struct isc_boot_result {
 	long handshake_ms;   /* until the SSH handshake and host-key check were done; -1 if never */
 	long connect_ms;     /* until logged in; -1 if never */
 	long total_ms;       /* until this node's boot finished or failed */
+	long pull_ms;        /* the image's docker pull; -1 if it never finished */
 	char key_type[32];   /* host key seen ("" if the node never answered) */
 	char key_sha256[65]; /* its SHA-256, lowercase hex */
 	/* The node's fabric check, one line ("" if it never ran): docs/launcher.md, "The node" */

@@ -322,8 +322,9 @@ void isc_ssh_stream_pace(struct isc_ssh_stream *st, const struct isc_pace_limits
 	st->paced = 1;
 }
 
-int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
-                        volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err)
+static int stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                       volatile int *cancel, int want_tty, int *got_tty,
+                       struct isc_ssh_stream **out, struct isc_err *err)
 {
 	struct isc_ssh_stream *st = calloc(1, sizeof(*st));
 
@@ -343,6 +344,15 @@ int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, lon
 		free(st);
 		return isc_err_set(err, ISC_ETRANSIENT, "%s: cannot open a channel", s->where);
 	}
+	/*
+	 * A terminal of 160 columns, no echo. A refusal is not an error: the channel is
+	 * still usable (RFC 4254 6.2, 5.4: a failed request leaves the channel open).
+	 */
+	if (want_tty) {
+		static const char modes[] = {53 /* ECHO */, 0, 0, 0, 0, 0 /* TTY_OP_END */};
+		*got_tty = libssh2_channel_request_pty_ex(st->ch, "vt100", 5, modes, sizeof(modes),
+		                                          160, 40, 0, 0) == 0;
+	}
 	if (libssh2_channel_exec(st->ch, cmd) != 0) {
 		libssh2_channel_free(st->ch);
 		free(st);
@@ -352,6 +362,20 @@ int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, lon
 	libssh2_session_set_blocking(s->session, 0);
 	*out = st;
 	return 0;
+}
+
+int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                        volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err)
+{
+	return stream_open(s, cmd, timeout_ms, idle_ms, cancel, 0, NULL, out, err);
+}
+
+int isc_ssh_stream_open_tty(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                            volatile int *cancel, int *got_tty, struct isc_ssh_stream **out,
+                            struct isc_err *err)
+{
+	*got_tty = 0;
+	return stream_open(s, cmd, timeout_ms, idle_ms, cancel, 1, got_tty, out, err);
 }
 
 ssize_t isc_ssh_stream_read_any(struct isc_ssh_stream *st, char *buf, size_t cap, int *stream_id,

@@ -93,6 +93,17 @@ struct isc_ssh_stream;
 int isc_ssh_stream_open(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
                         volatile int *cancel, struct isc_ssh_stream **out, struct isc_err *err);
 /*
+ * The same on a pseudo-terminal when the node grants one (*got_tty = 1): for a
+ * program that reports its progress only to a terminal (docker pull prints no
+ * progress to a pipe, only each layer's changes of state, so a large layer is
+ * minutes of silence). Output and errors then come as one stream (stdout), with
+ * the terminal's line ends and escapes; the command gets SIGHUP when the channel
+ * closes. A node that refuses the terminal runs the command without one.
+ */
+int isc_ssh_stream_open_tty(struct isc_ssh *s, const char *cmd, long timeout_ms, long idle_ms,
+                            volatile int *cancel, int *got_tty, struct isc_ssh_stream **out,
+                            struct isc_err *err);
+/*
  * Judges the stream's pace from now on (launcher/pace.h): a total deadline and a
  * minimum throughput of the standard output read plus the input written (the
  * error stream does not count). A stream that breaks them ends the next read or

@@ -143,6 +143,8 @@ static int view_init(const struct onprem_job *j, struct launch_view *v)
 	v->opts.key_path = j->env->key_path;
 	v->opts.connect_deadline_ms = CONNECT_MS;
 	v->opts.command_timeout_ms = cfg->command_timeout_ms;
+	v->opts.image_pull_stall_ms = cfg->image_pull_stall_ms;
+	v->opts.image_pull_max_ms = cfg->image_pull_max_ms;
 	v->opts.check = isc_store_hostkey_check_home;
 	v->opts.check_ctx = j->env->home;
 	v->opts.artifact_max_bytes = (uint64_t)cfg->artifact_max_bytes;

@@ -957,7 +957,8 @@ static int parse_boot(struct toks *t, struct hn_cmd *c)
 		}
 	}
 	/* the fetched datasets' mkdir -p of "$c.part" expand: they were skipped */
-	return c->env_path && c->image && c->run_argv && c->name ? 0 : -1;
+	/* The launcher pulls the image before the script (its own command): no pull here. */
+	return c->env_path && c->run_argv && c->name ? 0 : -1;
 }
 
 static void classify(struct hn_cmd *c)
@@ -1933,14 +1934,16 @@ static int run_boot(struct hn_cmd *c, int64_t now, struct hn_buf *out, struct hn
 		c->arg_at = 1; /* the pull */
 	}
 	if (c->arg_at == 1) {
-		struct hn_buf ignored = {0};
-		int rc = do_pull(c, c->image, 0, now, &ignored, err, wake);
-		hn_buf_free(&ignored);
-		if (rc == AGAIN)
-			return 0;
-		if (rc) {
-			*status = 97;
-			return 1;
+		if (c->image) { /* a script of before: docker pull IMAGE || exit 97 */
+			struct hn_buf ignored = {0};
+			int rc = do_pull(c, c->image, 0, now, &ignored, err, wake);
+			hn_buf_free(&ignored);
+			if (rc == AGAIN)
+				return 0;
+			if (rc) {
+				*status = 97;
+				return 1;
+			}
 		}
 		c->arg_at = 2;
 		/* start: a container of that name is left only by a repeated boot */

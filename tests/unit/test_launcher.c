@@ -838,11 +838,21 @@ static void test_failure_cancels_nodes_still_connecting(void **state)
 	assert_int_equal(res[2].rc, ISC_ETRANSIENT);
 	assert_non_null(strstr(res[2].err.msg, "cancelled"));
 	assert_int_equal(res[2].connect_ms, -1);
+	/*
+	 * Each of the two nodes failed its pull on its own, or had it cancelled by the
+	 * other's failure (a pull may last an hour: nobody waits for it); at least one
+	 * failed on its own, and both were rolled back.
+	 */
+	int own = 0;
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(res[i].rc, ISC_EINVALID);
+		if (res[i].rc == ISC_EINVALID)
+			own++;
+		else if (res[i].rc != ISC_ETRANSIENT || !strstr(res[i].err.msg, "cancelled"))
+			fail_msg("rank %d: %d %s", i, res[i].rc, res[i].err.msg);
 		assert_int_equal(res[i].rolled_back, 1);
 		assert_int_equal(count_containers(i, "exp_cancel"), 0);
 	}
+	assert_true(own >= 1);
 }
 
 /* A boot repeated on a node (after a crash) replaces the container left from the first. */

@@ -14,7 +14,11 @@
  * temporary file and renamed: present means exited). Removed containers move
  * to containers-removed/NAME-ID. Pulled images are listed in images.
  * Node settings (files in $MOCK_NODE_DIR): pull-fail (images that fail to pull),
- * pull-delay-ms (every pull takes that long), start-delay-ms (every container
+ * pull-delay-ms (every pull takes that long, silent: a stalled registry),
+ * pull-progress-ms (every docker pull takes that long printing a layer's progress
+ * line every second: a slow registry that keeps going; an image whose name holds
+ * pull-progress-MS or pull-stall-MS pulls so, for MS, silent for the latter),
+ * start-delay-ms (every container
  * start takes that long), timings (when present, every pull and run appends
  * "pull|run START_MS END_MS" in wall-clock ms to it: where a boot's time went),
  * wait-flood-bytes (a hostile node: `docker wait` prints that many bytes of
@@ -426,6 +430,34 @@ static void model_fetch(void)
 		close(fd);
 }
 
+/*
+ * A pull that takes ms and keeps going: a progress line a second, as docker prints a
+ * layer's download on a terminal (the launcher judges a pull by its output).
+ */
+static void pull_progress(long ms)
+{
+	for (long done = 0; done < ms; done += 1000) {
+		long step = ms - done < 1000 ? ms - done : 1000;
+		printf("4f4fb700ef54: Downloading [%3ld%%] %ld ms of %ld ms\n", done * 100 / ms,
+		       done, ms);
+		fflush(stdout);
+		sleep_ms(step);
+	}
+}
+
+/* DIR/pull-stdout: "terminal" or "pipe", what the last docker pull printed to (docker
+ * shows a layer's download progress only on a terminal). */
+static void note_pull_stdout(void)
+{
+	char path[4096];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/pull-stdout", node);
+	if ((f = fopen(path, "we"))) {
+		fprintf(f, "%s\n", isatty(1) ? "terminal" : "pipe");
+		fclose(f);
+	}
+}
+
 static int cmd_pull(int argc, char **argv)
 {
 	const char *image = NULL;
@@ -444,7 +476,14 @@ static int cmd_pull(int argc, char **argv)
 	}
 	if (!image)
 		die(1, "\"docker pull\" requires exactly 1 argument.");
+	note_pull_stdout();
 	sleep_ms(node_ms_setting("pull-delay-ms")); /* the registry: wall time, no CPU */
+	pull_progress(node_ms_setting("pull-progress-ms"));
+	/* Per image, as does-not-exist: a name holding pull-progress-MS or pull-stall-MS. */
+	if (strstr(image, "pull-progress-"))
+		pull_progress(atol(strstr(image, "pull-progress-") + 14));
+	if (strstr(image, "pull-stall-"))
+		sleep_ms(atol(strstr(image, "pull-stall-") + 11));
 	if (pull_fails(image))
 		die(1, "%s", denied(image, msg, sizeof(msg)));
 	model_pull(image);
