@@ -117,7 +117,7 @@ check "Prometheus sees the capacity refusal" within 15 promq 'isc_capacity_refus
 check "and the failover" within 15 promq 'isc_failovers_total{provider="aws"}' 'vals == [1.0]'
 check "and the completed burst" within 15 promq 'isc_bursts{state="completed"}' 'vals == [1.0]'
 # With the lost-nodes path off, an interruption is recovered by the whole gang. iscd
-# restarts for it: its counters start again at 0, which Prometheus takes as a reset.
+# restarts for it: its counters start again at 0.
 stop_iscd
 add_top 'replace_deadline_ms = 0'
 start_iscd || exit 1
@@ -133,7 +133,11 @@ sleep 2
 interrupt_resumes "$id3" interrupt 2 60 oldest
 check "Prometheus sees the recovery by the whole gang" within 20 promq 'isc_recoveries_total{path="gang"}' 'vals == [1.0]'
 check "and its duration" within 15 promq 'isc_recovery_seconds_count{path="gang"}' 'vals == [1.0]'
-check "the interruptions over both processes: 2" within 15 promq 'sum(increase(isc_interruptions_total{provider="aws"}[10m]))' 'vals and vals[0] >= 1.5'
+# The restarted iscd's metrics address is new, so Prometheus keeps each process's counter
+# as a series of its own: the sum of their highest values counts both interruptions.
+# (increase() over them extrapolated each series' few samples and once summed to under
+# 1.5 on a loaded machine.)
+check "the interruptions over both processes: 2" within 15 promq 'sum(max_over_time(isc_interruptions_total{provider="aws"}[10m]))' 'vals and vals[0] >= 2'
 isc cancel "$id3" >/dev/null
 check "the gang-recovered burst cancels" wait_status "$id3" cancelled 30
 curl -sf "$murl" >"$dir/m1.txt"
