@@ -377,15 +377,23 @@ static int boot_script(const struct isc_boot_spec *spec, const char *name, const
 	return rc ? ISC_ENOMEM : 0;
 }
 
-/* Keeps the tail of the error stream for messages. */
-static void keep_stderr(void *ctx, const char *data, size_t len, int stderr_stream)
+/* The last 2 KiB or so of what a command printed, for messages. */
+static void keep_tail(struct isc_buf *b, const char *data, size_t len)
 {
-	struct isc_buf *b = ctx;
-	if (!stderr_stream)
-		return;
 	if (b->len + len > 2048)
 		isc_buf_reset(b);
+	if (len > 2048) {
+		data += len - 2048;
+		len = 2048;
+	}
 	isc_buf_append(b, data, len);
+}
+
+/* isc_ssh_exec's output callback: the tail of the error stream, for messages. */
+static void keep_stderr(void *ctx, const char *data, size_t len, int stderr_stream)
+{
+	if (stderr_stream)
+		keep_tail(ctx, data, len);
 }
 
 struct node_job {
@@ -545,18 +553,6 @@ static int fabric_check(struct node_job *j, struct isc_ssh *ssh, struct node_fab
 		                   "/dev/infiniband/uverbs* device (%s)",
 		                   isc_fabric_name(spec->fabric), domains);
 	return 0;
-}
-
-/* The tail of what a command printed, both streams, for messages. */
-static void keep_tail(struct isc_buf *b, const char *data, size_t len)
-{
-	if (b->len + len > 2048)
-		isc_buf_reset(b);
-	if (len > 2048) {
-		data += len - 2048;
-		len = 2048;
-	}
-	isc_buf_append(b, data, len);
 }
 
 /*

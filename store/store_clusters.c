@@ -563,26 +563,22 @@ int isc_store_node_gone_confirmed(struct isc_store *s, const char *instance_id, 
                                   int *gone, struct isc_err *err)
 {
 	struct isc_db_stmt *st;
-	int rc;
+	int rc = isc_store_prepare(s,
+	                           "UPDATE nodes SET state = 'terminated', terminated_at_ms = "
+	                           "COALESCE(terminated_at_ms, absent_since_ms, ?1), "
+	                           "absent_since_ms = NULL WHERE instance_id = ?2 AND state != "
+	                           "'terminated'",
+	                           &st, err);
 
 	*gone = 0;
-	rc = isc_store_prepare(
-	    s,
-	    "UPDATE nodes SET state = 'terminated', terminated_at_ms = "
-	    "COALESCE(terminated_at_ms, absent_since_ms, ?1), absent_since_ms = "
-	    "NULL WHERE instance_id = ?2 AND state != 'terminated' RETURNING state",
-	    &st, err);
 	if (rc)
 		return rc;
 	isc_db_bind_int64(st, 1, now_ms);
 	isc_db_bind_text(st, 2, instance_id, -1, ISC_DB_STATIC);
-	rc = isc_db_step(st);
-	if (rc == ISC_DB_ROW) {
-		*gone = 1;
-		rc = isc_db_step(st);
-	}
-	isc_db_finalize(st);
-	return rc == ISC_DB_DONE ? 0 : isc_store_db_err(s, rc, "updating a node", err);
+	if ((rc = step_done(s, st, "updating a node", err)))
+		return rc;
+	*gone = isc_db_changes(isc_store_db(s)) > 0;
+	return 0;
 }
 
 int isc_store_node_set_charged(struct isc_store *s, const char *instance_id, int64_t until_ms,
